@@ -1,0 +1,132 @@
+/**
+ * The iptables backend: renders a Snapshot into kube-proxy's nat/filter
+ * layout and applies what changed with one `iptables-restore --noflush` per
+ * sync.
+ *
+ * - Full sync (first sync, periodic resync, after a failure): read the kernel
+ *   back with iptables-save, diff it against the whole desired ruleset and
+ *   write only what differs. A restart therefore adopts live rules without
+ *   flushing them, and drift is repaired.
+ * - Partial sync: render only the changed service ports and write their
+ *   chains and KUBE-SERVICES rules, from what was last applied.
+ */
+import type { Logger } from '../../util/log.ts';
+import type { Snapshot } from '../../model/types.ts';
+import type { Backend, ChangeSet, SyncResult } from '../types.ts';
+import type { IptablesExec } from './exec.ts';
+import { parseSave, type ParsedDump } from './parse.ts';
+import { isEmptyPlan, planStats, planToRestore, type Plan } from './plan.ts';
+import { splitPlan } from './split.ts';
+import { renderServicePort, servingEndpoints, type RenderOptions, type ServiceRules } from './render.ts';
+import { cleanupPlan, fullPlan, partialPlan, renderSnapshot } from './ruleset.ts';
+import { loadStaticRules, type StaticRuleset } from './static.ts';
+
+/** Options of the iptables backend. */
+export interface IptablesBackendOptions {
+  readonly exec: IptablesExec;
+  readonly render: RenderOptions;
+  readonly logger: Logger;
+  /**
+   * Most lines in one iptables-restore transaction; a larger sync is split
+   * (see split.ts). Default: 10 000 for iptables-nft, unlimited for legacy.
+   */
+  readonly maxLinesPerTransaction?: number;
+  /** Static chains and hooks; default: rules/iptables/static.rules. */
+  readonly statics?: StaticRuleset;
+}
+
+/** iptables-mode Backend. */
+export class IptablesBackend implements Backend {
+  readonly mode = 'iptables' as const;
+  private readonly statics: StaticRuleset;
+  /** What drover last applied, per service port; null = unknown, so the next sync is full. */
+  private applied: Map<string, ServiceRules> | null = null;
+
+  constructor(private readonly opts: IptablesBackendOptions) {
+    this.statics = opts.statics ?? loadStaticRules();
+  }
+
+  /** Read the live filter and nat tables. */
+  async read(): Promise<ParsedDump> {
+    const [filter, nat] = await Promise.all([this.opts.exec.save('filter'), this.opts.exec.save('nat')]);
+    return parseSave(`${filter}\n${nat}`);
+  }
+
+  async sync(snapshot: Snapshot, changes: ChangeSet): Promise<SyncResult> {
+    const start = performance.now();
+    const full = changes.full || this.applied === null;
+    let readMs = 0;
+    let plan: Plan;
+    let budgetScope: ReadonlyMap<string, ServiceRules>;
+    let next: Map<string, ServiceRules>;
+    try {
+      if (full) {
+        next = renderSnapshot(snapshot, this.opts.render);
+        const readStart = performance.now();
+        const kernel = await this.read();
+        readMs = performance.now() - readStart;
+        plan = fullPlan(this.statics, next, kernel);
+        budgetScope = next;
+      } else {
+        const before = this.applied!;
+        next = new Map(before);
+        const after = new Map<string, ServiceRules>();
+        for (const key of changes.changed) {
+          const sp = snapshot.services.get(key);
+          if (sp) {
+            const rules = renderServicePort(sp, this.opts.render);
+            after.set(key, rules);
+            next.set(key, rules);
+          } else {
+            next.delete(key);
+          }
+        }
+        plan = partialPlan(changes.changed, before, after);
+        budgetScope = after;
+      }
+      const payloads = splitPlan(plan, budgetScope, this.budget()).map((p) => planToRestore(p));
+      const applyStart = performance.now();
+      for (const payload of payloads) await this.opts.exec.restore(payload);
+      const applyMs = payloads.length > 0 ? performance.now() - applyStart : 0;
+      this.applied = next;
+      let endpoints = 0;
+      for (const sp of snapshot.services.values()) endpoints += servingEndpoints(sp).length;
+      return {
+        full,
+        services: snapshot.services.size,
+        endpoints,
+        ...planStats(plan),
+        bytes: payloads.reduce((sum, p) => sum + Buffer.byteLength(p), 0),
+        transactions: payloads.length,
+        readMs,
+        applyMs,
+        totalMs: performance.now() - start,
+      };
+    } catch (err) {
+      this.applied = null;
+      throw err;
+    }
+  }
+
+  private budget(): number {
+    return this.opts.maxLinesPerTransaction ?? (this.opts.exec.variant === 'nft' ? 10_000 : Number.POSITIVE_INFINITY);
+  }
+
+  /**
+   * The payload a full sync writes onto empty tables: the complete ruleset,
+   * as `drover render` prints it. Pure.
+   */
+  renderFull(snapshot: Snapshot, header: readonly string[] = []): string {
+    return planToRestore(fullPlan(this.statics, renderSnapshot(snapshot, this.opts.render), new Map()), header);
+  }
+
+  async cleanup(): Promise<{ chainsDeleted: number; rulesDeleted: number }> {
+    const plan = cleanupPlan(this.statics, await this.read());
+    this.applied = null;
+    if (isEmptyPlan(plan)) return { chainsDeleted: 0, rulesDeleted: 0 };
+    await this.opts.exec.restore(planToRestore(plan));
+    const stats = planStats(plan);
+    this.opts.logger.info({ ...stats }, 'removed drover chains and hook rules');
+    return { chainsDeleted: stats.chainsDeleted, rulesDeleted: stats.rulesDeleted };
+  }
+}

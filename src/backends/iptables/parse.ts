@@ -1,0 +1,82 @@
+/**
+ * Parser for the iptables-save / iptables-restore text format
+ * (iptables-save(8), iptables-restore(8)): `*table`, `:CHAIN POLICY [p:b]`,
+ * `-A CHAIN rule...`, `COMMIT`, `#` comments.
+ *
+ * Rules are kept as text, without the leading `-A CHAIN `, exactly as
+ * iptables-save prints them; comparison with rendered rules is textual
+ * (see canonical.ts).
+ */
+
+/** Tables drover reads and writes. */
+export type TableName = 'filter' | 'nat';
+
+/** Built-in chains of the filter and nat tables (hook chains). */
+export const BUILTIN_CHAINS: ReadonlySet<string> = new Set(['PREROUTING', 'INPUT', 'FORWARD', 'OUTPUT', 'POSTROUTING']);
+
+/** One chain: its policy (`-` for user chains) and its rules in order. */
+export interface ParsedChain {
+  readonly policy: string;
+  readonly rules: string[];
+}
+
+/** One table: chains in the order they were declared. */
+export type ParsedTable = Map<string, ParsedChain>;
+
+/** A parsed dump: tables by name. */
+export type ParsedDump = Map<string, ParsedTable>;
+
+/** Thrown on text that is not in iptables-save format; names the line. */
+export class IptablesParseError extends Error {
+  constructor(readonly line: number, message: string) {
+    super(`iptables-save text, line ${line}: ${message}`);
+    this.name = 'IptablesParseError';
+  }
+}
+
+/**
+ * Parse iptables-save output (or a static rules file in the same format).
+ * Only `-A` rule lines are accepted; counters (`[p:b]` before `-A`, as
+ * `iptables-save -c` prints) are dropped.
+ * Rules on an undeclared built-in chain are accepted (static rules files need not declare them).
+ * @throws IptablesParseError on a line outside a table, an unknown line, or a rule on an undeclared user chain.
+ */
+export function parseSave(text: string): ParsedDump {
+  const dump: ParsedDump = new Map();
+  let table: ParsedTable | undefined;
+  const lines = text.split('\n');
+  for (let i = 0; i < lines.length; i++) {
+    const lineNo = i + 1;
+    const line = lines[i]!.trimEnd();
+    if (line === '' || line.startsWith('#')) continue;
+    if (line.startsWith('*')) {
+      const name = line.slice(1);
+      table = dump.get(name) ?? new Map();
+      dump.set(name, table);
+      continue;
+    }
+    if (!table) throw new IptablesParseError(lineNo, `"${line}" outside a table`);
+    if (line === 'COMMIT') {
+      table = undefined;
+      continue;
+    }
+    if (line.startsWith(':')) {
+      const [chain, policy = '-'] = line.slice(1).split(' ');
+      if (!chain) throw new IptablesParseError(lineNo, 'empty chain name');
+      if (!table.has(chain)) table.set(chain, { policy, rules: [] });
+      continue;
+    }
+    const rule = line.replace(/^\[\d+:\d+\] /, '');
+    const m = /^-A (\S+) (.*)$/.exec(rule);
+    if (!m) throw new IptablesParseError(lineNo, `not a rule: "${line}"`);
+    const name = m[1]!;
+    let chain = table.get(name);
+    if (!chain && BUILTIN_CHAINS.has(name)) {
+      chain = { policy: 'ACCEPT', rules: [] };
+      table.set(name, chain);
+    }
+    if (!chain) throw new IptablesParseError(lineNo, `rule on undeclared chain ${name}`);
+    chain.rules.push(m[2]!);
+  }
+  return dump;
+}

@@ -1,0 +1,166 @@
+/**
+ * Diffing desired chains against current chains into the smallest
+ * iptables-restore `--noflush` payload, and printing that payload.
+ *
+ * The same diff serves both kinds of sync:
+ * - a full sync compares the whole desired ruleset with the kernel's
+ *   read-back (iptables-save), so a restart or a periodic resync writes only
+ *   the chains that really differ and never re-sends the whole table (with
+ *   iptables-nft, a `--noflush` restore that rewrites every existing chain is
+ *   superlinear in the table size);
+ * - a partial sync compares the chains of the changed service ports with
+ *   what drover last wrote for them.
+ *
+ * Per table the payload is one transaction: chain lines (create or flush),
+ * then `-D` of rules to remove, `-I` of missing hooks, `-A` of rules, and
+ * last `-X` of stale chains (iptables-restore(8)).
+ */
+import { canonicalRule } from './canonical.ts';
+import type { TableName } from './parse.ts';
+
+/** A chain's rules, without the leading `-A CHAIN `. */
+export type Chains = ReadonlyMap<string, readonly string[]>;
+
+/** One table's view for the diff. */
+export interface TableView {
+  /** Chains compared as ordered lists and rewritten whole when they differ. */
+  readonly chains: Chains;
+  /**
+   * Chains compared as sets (KUBE-SERVICES): a rule that differs is deleted
+   * or appended on its own, so one service change does not rewrite the chain.
+   */
+  readonly sets: Chains;
+}
+
+/** The operations on one table. */
+export interface TableOps {
+  /** Chains to declare: created, or flushed if they exist. */
+  readonly declare: string[];
+  /** Rules to delete by specification. */
+  readonly deleteRules: Array<{ chain: string; rule: string }>;
+  /** Hook rules to insert at the top of a built-in chain. */
+  readonly insertRules: Array<{ chain: string; rule: string }>;
+  /** Rules to append. */
+  readonly appendRules: Array<{ chain: string; rule: string }>;
+  /** Chains to delete (they are declared first, which empties them). */
+  readonly deleteChains: string[];
+}
+
+/** A restore payload: ops per table. */
+export type Plan = Record<TableName, TableOps>;
+
+/** Counts of what a plan writes. */
+export interface PlanStats {
+  /** Chains created or rewritten (not counting deleted ones). */
+  readonly chainsWritten: number;
+  readonly chainsDeleted: number;
+  readonly rulesWritten: number;
+  readonly rulesDeleted: number;
+}
+
+const TABLE_ORDER: readonly TableName[] = ['filter', 'nat'];
+
+/** An empty plan. */
+export function emptyPlan(): Plan {
+  const ops = (): TableOps => ({ declare: [], deleteRules: [], insertRules: [], appendRules: [], deleteChains: [] });
+  return { filter: ops(), nat: ops() };
+}
+
+function sameRules(a: readonly string[], b: readonly string[]): boolean {
+  return a.length === b.length && a.every((rule, i) => canonicalRule(rule) === canonicalRule(b[i]!));
+}
+
+/**
+ * Add to `ops` what turns `current` into `desired` for one table.
+ * @param isStale chains present in `current` but not in `desired` are deleted only when this returns true
+ *   (drover never deletes a chain it does not own).
+ */
+export function diffTable(ops: TableOps, desired: TableView, current: TableView, isStale: (chain: string) => boolean): void {
+  for (const [chain, rules] of desired.sets) {
+    const have = current.sets.get(chain);
+    if (!have) {
+      ops.declare.push(chain);
+      for (const rule of rules) ops.appendRules.push({ chain, rule });
+      continue;
+    }
+    // Multiset difference, so that a duplicated rule in the kernel is removed too.
+    const wanted = new Map<string, number>();
+    for (const rule of rules) wanted.set(canonicalRule(rule), (wanted.get(canonicalRule(rule)) ?? 0) + 1);
+    const present = new Map<string, number>();
+    for (const rule of have) {
+      const c = canonicalRule(rule);
+      const left = wanted.get(c) ?? 0;
+      if (left > 0) {
+        wanted.set(c, left - 1);
+        present.set(c, (present.get(c) ?? 0) + 1);
+      } else {
+        ops.deleteRules.push({ chain, rule });
+      }
+    }
+    for (const rule of rules) {
+      const c = canonicalRule(rule);
+      const already = present.get(c) ?? 0;
+      if (already > 0) present.set(c, already - 1);
+      else ops.appendRules.push({ chain, rule });
+    }
+  }
+  for (const [chain, rules] of desired.chains) {
+    const have = current.chains.get(chain);
+    if (have && sameRules(rules, have)) continue;
+    ops.declare.push(chain);
+    for (const rule of rules) ops.appendRules.push({ chain, rule });
+  }
+  for (const chain of current.chains.keys()) {
+    if (!desired.chains.has(chain) && isStale(chain)) {
+      ops.declare.push(chain);
+      ops.deleteChains.push(chain);
+    }
+  }
+}
+
+/** What a plan writes. */
+export function planStats(plan: Plan): PlanStats {
+  let chainsWritten = 0;
+  let chainsDeleted = 0;
+  let rulesWritten = 0;
+  let rulesDeleted = 0;
+  for (const table of TABLE_ORDER) {
+    const ops = plan[table];
+    chainsDeleted += ops.deleteChains.length;
+    chainsWritten += ops.declare.length - ops.deleteChains.length;
+    rulesWritten += ops.appendRules.length + ops.insertRules.length;
+    rulesDeleted += ops.deleteRules.length;
+  }
+  return { chainsWritten, chainsDeleted, rulesWritten, rulesDeleted };
+}
+
+/** True when the plan changes nothing. */
+export function isEmptyPlan(plan: Plan): boolean {
+  return TABLE_ORDER.every((t) => {
+    const o = plan[t];
+    return o.declare.length + o.deleteRules.length + o.insertRules.length + o.appendRules.length + o.deleteChains.length === 0;
+  });
+}
+
+/**
+ * Print a plan as iptables-restore input (for `--noflush`). Tables with no
+ * operation are left out; an empty plan prints "".
+ * @param header comment lines (without `# `) printed first.
+ */
+export function planToRestore(plan: Plan, header: readonly string[] = []): string {
+  const out: string[] = header.map((line) => `# ${line}`);
+  for (const table of TABLE_ORDER) {
+    const ops = plan[table];
+    if (ops.declare.length + ops.deleteRules.length + ops.insertRules.length + ops.appendRules.length + ops.deleteChains.length === 0) {
+      continue;
+    }
+    out.push(`*${table}`);
+    for (const chain of ops.declare) out.push(`:${chain} - [0:0]`);
+    for (const { chain, rule } of ops.deleteRules) out.push(`-D ${chain} ${rule}`);
+    for (const { chain, rule } of ops.insertRules) out.push(`-I ${chain} 1 ${rule}`);
+    for (const { chain, rule } of ops.appendRules) out.push(`-A ${chain} ${rule}`);
+    for (const chain of ops.deleteChains) out.push(`-X ${chain}`);
+    out.push('COMMIT');
+  }
+  return out.length === header.length ? '' : `${out.join('\n')}\n`;
+}

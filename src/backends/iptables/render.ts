@@ -1,0 +1,150 @@
+/**
+ * Pure rendering of one service port into kube-proxy's iptables layout
+ * (pkg/proxy/iptables/proxier.go, syncProxyRules):
+ *
+ * - nat `KUBE-SERVICES`: one jump per ClusterIP:port with serving endpoints,
+ *   comment "ns/svc:port cluster IP";
+ * - nat `KUBE-SVC-<hash>`: the masquerade mark for traffic from outside the
+ *   cluster CIDR (or all traffic with masquerade-all), session-affinity
+ *   `recent` checks, then one jump per endpoint, rule i of n with
+ *   `-m statistic --mode random --probability 1/(n-i)` and the last one
+ *   unconditional;
+ * - nat `KUBE-SEP-<hash>`: the hairpin mark (`-s <endpoint>`) and the DNAT;
+ * - filter `KUBE-SERVICES`: a REJECT for a ClusterIP with no endpoints, so
+ *   that clients are refused at once instead of hanging.
+ *
+ * Options are printed in the order iptables-save prints them back, so the
+ * rendered rules and the kernel's read-back compare line for line (the only
+ * exception is `--probability`, see canonical.ts).
+ */
+import type { Endpoint, ServicePort } from '../../model/types.ts';
+import { endpointChainName, serviceChainName } from './names.ts';
+
+/** Options that change the rendered rules. */
+export interface RenderOptions {
+  /**
+   * Pod network, CIDR (`--cluster-cidr`). Traffic to a ClusterIP from outside
+   * it is marked for masquerade. Undefined: no such rule (as kube-proxy).
+   */
+  readonly clusterCIDR?: string;
+  /** Mark all traffic to ClusterIPs for masquerade (`--masquerade-all`). */
+  readonly masqueradeAll: boolean;
+}
+
+/** Everything drover programs for one service port. Rules are without the leading `-A CHAIN `. */
+export interface ServiceRules {
+  /** ServicePortName, "ns/name:port". */
+  readonly key: string;
+  /** The rule in nat KUBE-SERVICES, or null when the port has no serving endpoints. */
+  readonly natJump: string | null;
+  /** The REJECT rule in filter KUBE-SERVICES, or null when the port has endpoints. */
+  readonly filterReject: string | null;
+  /** nat chains (the KUBE-SVC chain, then one KUBE-SEP chain per endpoint) and their rules, in order. */
+  readonly chains: ReadonlyMap<string, readonly string[]>;
+}
+
+/** Thrown when a value about to be written into a rule is not a safe token. */
+export class UnsafeValueError extends Error {
+  constructor(what: string, value: string) {
+    super(`refusing to render ${what} ${JSON.stringify(value)}: not a valid token`);
+    this.name = 'UnsafeValueError';
+  }
+}
+
+// Values reach iptables-restore's line parser; the model validates them, and
+// the renderer checks again so that nothing with a space, quote or newline
+// can ever add options or lines.
+const SAFE = {
+  ip: /^(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(\.(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)){3}$/,
+  cidr: /^(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(\.(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)){3}\/([12]?\d|3[0-2])$/,
+  key: /^[a-z0-9]([-a-z0-9]*[a-z0-9])?\/[a-z0-9]([-a-z0-9]*[a-z0-9])?(:[a-z0-9]([-a-z0-9]*[a-z0-9])?)?$/,
+} as const;
+
+function safe(kind: keyof typeof SAFE, value: string): string {
+  if (!SAFE[kind].test(value)) throw new UnsafeValueError(kind, value);
+  return value;
+}
+
+function safePort(value: number): number {
+  if (!Number.isInteger(value) || value < 1 || value > 65535) throw new UnsafeValueError('port', String(value));
+  return value;
+}
+
+/**
+ * The endpoints that receive new connections. This slice serves only ready
+ * endpoints (kube-proxy's terminating-endpoint fallback is not built yet).
+ */
+export function servingEndpoints(sp: ServicePort): Endpoint[] {
+  return sp.endpoints.filter((ep) => ep.ready);
+}
+
+/** kube-proxy's `%0.10f` probability of rule i (0-based) of n. */
+export function probability(i: number, n: number): string {
+  return (1 / (n - i)).toFixed(10);
+}
+
+/**
+ * Render one service port.
+ * @throws UnsafeValueError if a value is not a valid IP, CIDR, port or service port name
+ *   (the model rejects such input first; this is a second line of defence).
+ */
+export function renderServicePort(sp: ServicePort, opts: RenderOptions): ServiceRules {
+  const key = safe('key', sp.key);
+  const cip = safe('ip', sp.clusterIP);
+  const port = safePort(sp.port);
+  const proto = sp.protocol.toLowerCase();
+  if (proto !== 'tcp' && proto !== 'udp' && proto !== 'sctp') throw new UnsafeValueError('protocol', sp.protocol);
+  const dest = `-d ${cip}/32 -p ${proto}`;
+  const dport = `-m ${proto} --dport ${port}`;
+  const endpoints = servingEndpoints(sp);
+
+  if (endpoints.length === 0) {
+    return {
+      key,
+      natJump: null,
+      filterReject: `${dest} -m comment --comment "${key} has no endpoints" ${dport} -j REJECT --reject-with icmp-port-unreachable`,
+      chains: new Map(),
+    };
+  }
+
+  const svcChain = serviceChainName(key, proto);
+  const clusterComment = `-m comment --comment "${key} cluster IP"`;
+  const svcRules: string[] = [];
+  if (opts.masqueradeAll) {
+    svcRules.push(`${dest} ${clusterComment} ${dport} -j KUBE-MARK-MASQ`);
+  } else if (opts.clusterCIDR !== undefined) {
+    svcRules.push(`! -s ${safe('cidr', opts.clusterCIDR)} ${dest} ${clusterComment} ${dport} -j KUBE-MARK-MASQ`);
+  }
+
+  const chains = new Map<string, readonly string[]>();
+  const seps = endpoints.map((ep) => {
+    const ip = safe('ip', ep.ip);
+    const target = `${ip}:${safePort(ep.port)}`;
+    return { ip, target, chain: endpointChainName(key, proto, target) };
+  });
+  const affinity = sp.sessionAffinity;
+  if (affinity) {
+    const seconds = affinity.timeoutSeconds;
+    if (!Number.isInteger(seconds) || seconds < 1) throw new UnsafeValueError('affinity timeout', String(seconds));
+    for (const sep of seps) {
+      svcRules.push(
+        `-m comment --comment "${key} -> ${sep.target}" -m recent --rcheck --seconds ${seconds} --reap --name ${sep.chain} --mask 255.255.255.255 --rsource -j ${sep.chain}`,
+      );
+    }
+  }
+  seps.forEach((sep, i) => {
+    const stat = i < seps.length - 1 ? ` -m statistic --mode random --probability ${probability(i, seps.length)}` : '';
+    svcRules.push(`-m comment --comment "${key} -> ${sep.target}"${stat} -j ${sep.chain}`);
+  });
+  chains.set(svcChain, svcRules);
+
+  for (const sep of seps) {
+    const recent = affinity ? ` -m recent --set --name ${sep.chain} --mask 255.255.255.255 --rsource` : '';
+    chains.set(sep.chain, [
+      `-s ${sep.ip}/32 -m comment --comment "${key}" -j KUBE-MARK-MASQ`,
+      `-p ${proto} -m comment --comment "${key}"${recent} -m ${proto} -j DNAT --to-destination ${sep.target}`,
+    ]);
+  }
+
+  return { key, natJump: `${dest} ${clusterComment} ${dport} -j ${svcChain}`, filterReject: null, chains };
+}

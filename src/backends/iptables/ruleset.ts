@@ -1,0 +1,135 @@
+/**
+ * Pure planning of iptables-mode syncs: which chains drover owns, what the
+ * desired ruleset is, and the plans for a full sync, a partial sync and a
+ * cleanup. No I/O here; backend.ts feeds it the kernel's read-back.
+ */
+import type { Snapshot } from '../../model/types.ts';
+import { isServiceChain } from './names.ts';
+import { type ParsedDump, type TableName } from './parse.ts';
+import { diffTable, emptyPlan, type Plan, type TableView } from './plan.ts';
+import { renderServicePort, type RenderOptions, type ServiceRules } from './render.ts';
+import type { StaticRuleset } from './static.ts';
+
+/** The chain compared as a set: one jump (or REJECT) per service port. */
+export const SERVICES_CHAIN = 'KUBE-SERVICES';
+
+const TABLES: readonly TableName[] = ['filter', 'nat'];
+
+/** Render every service port of a snapshot, in key order. */
+export function renderSnapshot(snapshot: Snapshot, opts: RenderOptions): Map<string, ServiceRules> {
+  const out = new Map<string, ServiceRules>();
+  for (const [key, sp] of snapshot.services) out.set(key, renderServicePort(sp, opts));
+  return out;
+}
+
+/** True if drover owns `chain` in `table`: its static chains and every KUBE-SVC/KUBE-SEP chain. */
+export function isOwnedChain(statics: StaticRuleset, table: TableName, chain: string): boolean {
+  return statics.chains.get(table)?.has(chain) === true || (table === 'nat' && isServiceChain(chain));
+}
+
+/** The service-specific part of a table view for a set of rendered service ports. */
+function serviceView(table: TableName, services: Iterable<ServiceRules>, base: TableView): TableView {
+  const chains = new Map(base.chains);
+  const sets = new Map(base.sets);
+  const jumps = [...(sets.get(SERVICES_CHAIN) ?? [])];
+  for (const s of services) {
+    if (table === 'nat') {
+      if (s.natJump) jumps.push(s.natJump);
+      for (const [chain, rules] of s.chains) chains.set(chain, rules);
+    } else if (s.filterReject) {
+      jumps.push(s.filterReject);
+    }
+  }
+  sets.set(SERVICES_CHAIN, jumps);
+  return { chains, sets };
+}
+
+/** The whole desired table: static chains plus every service port's rules. */
+export function desiredView(statics: StaticRuleset, table: TableName, services: Iterable<ServiceRules>): TableView {
+  const chains = new Map<string, readonly string[]>();
+  const sets = new Map<string, readonly string[]>();
+  for (const [chain, rules] of statics.chains.get(table) ?? []) {
+    (chain === SERVICES_CHAIN ? sets : chains).set(chain, rules);
+  }
+  return serviceView(table, services, { chains, sets });
+}
+
+/** The owned chains of a table as the kernel has them. */
+export function kernelView(statics: StaticRuleset, table: TableName, dump: ParsedDump): TableView {
+  const chains = new Map<string, readonly string[]>();
+  const sets = new Map<string, readonly string[]>();
+  for (const [chain, parsed] of dump.get(table) ?? []) {
+    if (!isOwnedChain(statics, table, chain)) continue;
+    (chain === SERVICES_CHAIN ? sets : chains).set(chain, parsed.rules);
+  }
+  return { chains, sets };
+}
+
+/**
+ * A full sync: everything that differs between the desired ruleset and the
+ * kernel, including missing hook jumps and stale KUBE-SVC/KUBE-SEP chains.
+ * Against an empty kernel this is the complete ruleset (`drover render`).
+ */
+export function fullPlan(statics: StaticRuleset, services: ReadonlyMap<string, ServiceRules>, kernel: ParsedDump): Plan {
+  const plan = emptyPlan();
+  for (const table of TABLES) {
+    diffTable(plan[table], desiredView(statics, table, services.values()), kernelView(statics, table, kernel), (c) =>
+      isServiceChain(c),
+    );
+    // Missing hooks are inserted at position 1, one by one: per chain in
+    // reverse, so that they end up in file order.
+    const missing = statics.hooks.filter(
+      (h) => h.table === table && !(kernel.get(table)?.get(h.chain)?.rules.includes(h.rule) ?? false),
+    );
+    for (const chain of new Set(missing.map((h) => h.chain))) {
+      for (const hook of missing.filter((h) => h.chain === chain).reverse()) {
+        plan[table].insertRules.push({ chain, rule: hook.rule });
+      }
+    }
+  }
+  return plan;
+}
+
+/**
+ * A partial sync: only the chains and KUBE-SERVICES rules of the service
+ * ports in `changed`, from what was last applied (`before`) to the new
+ * rendering (`after`; a key missing there was removed).
+ */
+export function partialPlan(
+  changed: Iterable<string>,
+  before: ReadonlyMap<string, ServiceRules>,
+  after: ReadonlyMap<string, ServiceRules>,
+): Plan {
+  const plan = emptyPlan();
+  const pick = (m: ReadonlyMap<string, ServiceRules>): ServiceRules[] =>
+    [...changed].flatMap((k) => (m.has(k) ? [m.get(k)!] : []));
+  const empty = (): TableView => ({ chains: new Map(), sets: new Map([[SERVICES_CHAIN, []]]) });
+  for (const table of TABLES) {
+    diffTable(plan[table], serviceView(table, pick(after), empty()), serviceView(table, pick(before), empty()), isServiceChain);
+  }
+  return plan;
+}
+
+/**
+ * Cleanup: flush and delete every chain drover owns and delete its hook
+ * jumps (every copy), leaving every other rule and chain alone.
+ */
+export function cleanupPlan(statics: StaticRuleset, kernel: ParsedDump): Plan {
+  const plan = emptyPlan();
+  for (const table of TABLES) {
+    const ops = plan[table];
+    const parsed = kernel.get(table);
+    if (!parsed) continue;
+    for (const hook of statics.hooks.filter((h) => h.table === table)) {
+      for (const rule of parsed.get(hook.chain)?.rules ?? []) {
+        if (rule === hook.rule) ops.deleteRules.push({ chain: hook.chain, rule });
+      }
+    }
+    for (const chain of parsed.keys()) {
+      if (!isOwnedChain(statics, table, chain)) continue;
+      ops.declare.push(chain);
+      ops.deleteChains.push(chain);
+    }
+  }
+  return plan;
+}

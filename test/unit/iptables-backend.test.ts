@@ -1,0 +1,162 @@
+import test from 'ava';
+import { IptablesBackend } from '../../src/backends/iptables/backend.ts';
+import { FakeIptables } from '../../src/backends/iptables/fake.ts';
+import { synthSnapshot } from '../../src/bench/synth.ts';
+import { silentLogger } from '../../src/util/log.ts';
+import { ep, snap, sp } from '../support/snapshots.ts';
+
+const render = { clusterCIDR: '10.0.0.0/8', masqueradeAll: false };
+const FULL = { full: true, changed: new Set<string>() };
+const partial = (...keys: string[]) => ({ full: false, changed: new Set(keys) });
+
+function setup(opts: { maxLinesPerTransaction?: number } = {}) {
+  const fake = new FakeIptables();
+  const make = () => new IptablesBackend({ exec: fake, render, logger: silentLogger(), ...opts });
+  return { fake, backend: make(), make };
+}
+
+const svc1 = (eps: string[]) => sp('ns1/svc1:p80', '172.30.0.41', 80, eps.map((e) => ep(e)));
+const svc2 = (eps: string[]) => sp('ns2/svc2:p8080', '172.30.0.42', 8080, eps.map((e) => ep(e)));
+
+test('a partial sync after one endpoint change writes only that service port', async (t) => {
+  const { fake, backend } = setup();
+  await backend.sync(snap(svc1(['10.180.0.1:80', '10.180.0.2:80']), svc2(['10.180.0.9:8080'])), FULL);
+  const result = await backend.sync(snap(svc1(['10.180.0.1:80']), svc2(['10.180.0.9:8080'])), partial('ns1/svc1:p80'));
+  t.is(
+    fake.restores.at(-1),
+    `*nat
+:KUBE-SVC-XPGD46QRK7WJZT7O - [0:0]
+:KUBE-SEP-LXVODXWDISEETFEF - [0:0]
+-A KUBE-SVC-XPGD46QRK7WJZT7O ! -s 10.0.0.0/8 -d 172.30.0.41/32 -p tcp -m comment --comment "ns1/svc1:p80 cluster IP" -m tcp --dport 80 -j KUBE-MARK-MASQ
+-A KUBE-SVC-XPGD46QRK7WJZT7O -m comment --comment "ns1/svc1:p80 -> 10.180.0.1:80" -j KUBE-SEP-SXIVWICOYRO3J4NJ
+-X KUBE-SEP-LXVODXWDISEETFEF
+COMMIT
+`,
+  );
+  t.like(result, { full: false, chainsWritten: 1, chainsDeleted: 1, rulesWritten: 2, rulesDeleted: 0, transactions: 1 });
+  t.false(fake.dump('nat').includes('KUBE-SEP-LXVODXWDISEETFEF'));
+});
+
+test('a service losing all endpoints: jump deleted, REJECT added, chains deleted, in one transaction', async (t) => {
+  const { fake, backend } = setup();
+  await backend.sync(snap(svc1(['10.180.0.1:80'])), FULL);
+  await backend.sync(snap(svc1([])), partial('ns1/svc1:p80'));
+  t.is(
+    fake.restores.at(-1),
+    `*filter
+-A KUBE-SERVICES -d 172.30.0.41/32 -p tcp -m comment --comment "ns1/svc1:p80 has no endpoints" -m tcp --dport 80 -j REJECT --reject-with icmp-port-unreachable
+COMMIT
+*nat
+:KUBE-SVC-XPGD46QRK7WJZT7O - [0:0]
+:KUBE-SEP-SXIVWICOYRO3J4NJ - [0:0]
+-D KUBE-SERVICES -d 172.30.0.41/32 -p tcp -m comment --comment "ns1/svc1:p80 cluster IP" -m tcp --dport 80 -j KUBE-SVC-XPGD46QRK7WJZT7O
+-X KUBE-SVC-XPGD46QRK7WJZT7O
+-X KUBE-SEP-SXIVWICOYRO3J4NJ
+COMMIT
+`,
+  );
+  t.deepEqual(fake.chain('nat', 'KUBE-SERVICES'), []);
+});
+
+test('a removed service port leaves no chain or rule behind', async (t) => {
+  const { fake, backend } = setup();
+  await backend.sync(snap(svc1(['10.180.0.1:80']), svc2([])), FULL);
+  const before = fake.dump('nat');
+  await backend.sync(snap(svc1(['10.180.0.1:80'])), partial('ns2/svc2:p8080'));
+  t.is(fake.dump('nat'), before);
+  t.deepEqual(fake.chain('filter', 'KUBE-SERVICES'), []);
+  await backend.sync(snap(), partial('ns1/svc1:p80'));
+  t.false(/KUBE-S(VC|EP)-/.test(fake.dump('nat')));
+});
+
+test('a restarted drover adopts the live rules without writing anything', async (t) => {
+  const { fake, backend, make } = setup();
+  const s = snap(svc1(['10.180.0.1:80', '10.180.0.2:80', '10.180.0.3:80']), svc2([]));
+  await backend.sync(s, FULL);
+  const restores = fake.restores.length;
+  const result = await make().sync(s, FULL);
+  t.is(fake.restores.length, restores, 'no restore at all');
+  t.like(result, { full: true, chainsWritten: 0, rulesWritten: 0, bytes: 0, transactions: 0 });
+});
+
+test('a full sync repairs drift: a deleted chain, a foreign rule in an owned chain, a stale chain', async (t) => {
+  const { fake, backend } = setup();
+  const s = snap(svc1(['10.180.0.1:80', '10.180.0.2:80']));
+  await backend.sync(s, FULL);
+  const good = fake.dump('nat');
+  fake.chain('nat', 'KUBE-SEP-SXIVWICOYRO3J4NJ')!.length = 0;
+  fake.chain('nat', 'KUBE-SERVICES')!.push('-d 10.9.9.9/32 -j KUBE-MARK-MASQ');
+  fake.setChain('nat', 'KUBE-SVC-AAAAAAAAAAAAAAAA', ['-j KUBE-MARK-MASQ']);
+  fake.setChain('nat', 'DOCKER', ['-j RETURN']);
+  const result = await backend.sync(s, FULL);
+  t.like(result, { chainsWritten: 1, chainsDeleted: 1, rulesDeleted: 1 });
+  const withoutDocker = fake
+    .dump('nat')
+    .split('\n')
+    .filter((l) => !l.includes('DOCKER'))
+    .join('\n');
+  t.is(withoutDocker, good);
+  t.deepEqual(fake.chain('nat', 'DOCKER'), ['-j RETURN'], 'a chain drover does not own is left alone');
+});
+
+test('missing hook jumps are put back at the top of their chains', async (t) => {
+  const { fake, backend } = setup();
+  await backend.sync(snap(), FULL);
+  fake.chain('nat', 'PREROUTING')!.length = 0;
+  fake.chain('nat', 'PREROUTING')!.push('-j DOCKER-ISH');
+  await backend.sync(snap(), FULL);
+  t.deepEqual(fake.chain('nat', 'PREROUTING'), [
+    '-m comment --comment "kubernetes service portals" -j KUBE-SERVICES',
+    '-j DOCKER-ISH',
+  ]);
+});
+
+test('after a failed restore the next sync is a full one and converges', async (t) => {
+  const { fake, backend } = setup();
+  await backend.sync(snap(svc1(['10.180.0.1:80'])), FULL);
+  fake.failNextRestore(new Error('boom'));
+  await t.throwsAsync(backend.sync(snap(svc1(['10.180.0.2:80'])), partial('ns1/svc1:p80')), { message: 'boom' });
+  const result = await backend.sync(snap(svc1(['10.180.0.2:80'])), partial('ns1/svc1:p80'));
+  t.true(result.full);
+  t.true(fake.dump('nat').includes('--to-destination 10.180.0.2:80'));
+  t.false(fake.dump('nat').includes('10.180.0.1'));
+});
+
+test('a partial sync on a chain deleted behind drover fails, and the full retry repairs it', async (t) => {
+  const { fake, backend } = setup();
+  await backend.sync(snap(svc1(['10.180.0.1:80']), svc2(['10.180.0.9:8080'])), FULL);
+  fake.chain('nat', 'KUBE-SERVICES')!.length = 0; // someone flushed KUBE-SERVICES
+  await t.throwsAsync(backend.sync(snap(svc1(['10.180.0.1:80']), svc2([])), partial('ns2/svc2:p8080')), {
+    message: /line \d+.*-D KUBE-SERVICES/,
+  });
+  await backend.sync(snap(svc1(['10.180.0.1:80']), svc2([])), partial('ns2/svc2:p8080'));
+  t.is(fake.chain('nat', 'KUBE-SERVICES')!.length, 1);
+  t.is(fake.chain('filter', 'KUBE-SERVICES')!.length, 1);
+});
+
+test('a large full sync is split into transactions that end in the same state', async (t) => {
+  const s = synthSnapshot(40, 5);
+  const one = setup();
+  await one.backend.sync(s, FULL);
+  const split = setup({ maxLinesPerTransaction: 100 });
+  const result = await split.backend.sync(s, FULL);
+  t.true(result.transactions > 5, `${result.transactions} transactions`);
+  t.is(split.fake.dump('nat'), one.fake.dump('nat'));
+  t.is(split.fake.dump('filter'), one.fake.dump('filter'));
+  // Removing every service in split transactions deletes every chain.
+  await split.backend.sync(snap(), FULL);
+  t.false(/KUBE-S(VC|EP)-/.test(split.fake.dump('nat')));
+});
+
+test('cleanup removes drover chains and hooks and leaves everything else', async (t) => {
+  const { fake, backend } = setup();
+  fake.setChain('nat', 'DOCKER', ['-j RETURN']);
+  fake.chain('nat', 'PREROUTING')!.push('-m addrtype --dst-type LOCAL -j DOCKER');
+  const before = { nat: fake.dump('nat'), filter: fake.dump('filter') };
+  await backend.sync(snap(svc1(['10.180.0.1:80']), svc2([])), FULL);
+  t.not(fake.dump('nat'), before.nat);
+  const result = await backend.cleanup();
+  t.deepEqual({ nat: fake.dump('nat'), filter: fake.dump('filter') }, before);
+  t.is(result.rulesDeleted, 7);
+  t.is(result.chainsDeleted, 7); // KUBE-SVC, KUBE-SEP, 3 static nat chains, 2 static filter chains
+});
