@@ -1,0 +1,94 @@
+/**
+ * Client probes: HTTP requests to echo servers from inside a namespace of a
+ * topology, run by ONE helper process (probe-cli.mjs) per call.
+ */
+import { spawn } from 'node:child_process';
+import { createInterface } from 'node:readline';
+import { run } from './exec.ts';
+import type { ProbeSummary, RequestResult } from './protocol.ts';
+import { helperArgv, type Topology } from './topology.ts';
+
+export type { EchoReply, ProbeSummary, RequestResult } from './protocol.ts';
+
+/** Options of {@link probe}. */
+export interface ProbeOptions {
+  /** Namespace to send from: a client's netns (default: the first client), or `topology.node`, or a backend's. */
+  from?: string;
+  host: string;
+  port: number;
+  /** Number of sequential requests, each on a new TCP connection [1]. */
+  count?: number;
+  /** Per-request deadline, connect + response, in ms [2000]. */
+  timeoutMs?: number;
+}
+
+/**
+ * Make `count` sequential requests, each on a new TCP connection, and tally
+ * which backend answered (`counts`), which client address each backend saw
+ * (`clientsSeen`) and the failures by error code (`errors`: ECONNREFUSED,
+ * ETIMEDOUT, ECONNRESET, EHOSTUNREACH, ...).
+ */
+export async function probe(topology: Topology, opts: ProbeOptions): Promise<ProbeSummary> {
+  const count = opts.count ?? 1;
+  const timeoutMs = opts.timeoutMs ?? 2000;
+  const [node, ...args] = helperArgv('probe-cli.mjs', ['probe']) as [string, ...string[]];
+  const res = await run(node, args, {
+    netns: opts.from ?? topology.client().netns,
+    input: JSON.stringify({ host: opts.host, port: opts.port, count, timeoutMs }),
+    timeoutMs: 10_000 + count * (timeoutMs + 500),
+  });
+  return JSON.parse(res.stdout) as ProbeSummary;
+}
+
+/** One request on a new connection; the echo reply or the error code. */
+export async function connectOnce(topology: Topology, opts: Omit<ProbeOptions, 'count'>): Promise<RequestResult> {
+  const summary = await probe(topology, { ...opts, count: 1 });
+  const [result] = summary.results;
+  if (!result) throw new Error('probe: no result');
+  return result;
+}
+
+/** A single TCP connection kept open; see {@link holdConnection}. */
+export interface HeldConnection {
+  /** Result of the request made when the connection was opened. */
+  readonly first: RequestResult;
+  /** Send another request on the same connection (never reconnects). */
+  request(): Promise<RequestResult>;
+  /** Close the connection and end the helper process. */
+  close(): Promise<void>;
+}
+
+/**
+ * Open one TCP connection from `opts.from` and make a first request on it;
+ * later requests reuse that connection, e.g. to check that an established
+ * connection survives an endpoint going away. Always `close()` it.
+ */
+export async function holdConnection(topology: Topology, opts: Omit<ProbeOptions, 'count'>): Promise<HeldConnection> {
+  const timeoutMs = opts.timeoutMs ?? 2000;
+  const argv = helperArgv('probe-cli.mjs', ['hold', opts.host, String(opts.port), String(timeoutMs)]);
+  const netns = opts.from ?? topology.client().netns;
+  const child = spawn('ip', ['netns', 'exec', netns, ...argv], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const lines = createInterface({ input: child.stdout })[Symbol.asyncIterator]();
+  const exited = new Promise<void>((resolve) => child.once('close', () => resolve()));
+  const request = async (): Promise<RequestResult> => {
+    child.stdin.write('req\n');
+    const next = await Promise.race([
+      lines.next(),
+      new Promise<never>((_, reject) => setTimeout(() => reject(new Error('hold: helper unresponsive')), timeoutMs + 5000).unref()),
+    ]);
+    if (next.done) throw new Error('hold: helper process exited');
+    return JSON.parse(next.value) as RequestResult;
+  };
+  const close = async (): Promise<void> => {
+    child.stdin.end();
+    const timer = setTimeout(() => child.kill('SIGKILL'), 2000);
+    await exited;
+    clearTimeout(timer);
+  };
+  try {
+    return { first: await request(), request, close };
+  } catch (err) {
+    await close();
+    throw err;
+  }
+}

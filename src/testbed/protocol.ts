@@ -1,0 +1,43 @@
+/**
+ * Wire formats shared by the testbed library and the helper scripts it runs
+ * inside namespaces (echo-server.mjs, probe-cli.mjs, via JSDoc). Types only.
+ */
+
+/** The JSON body of every echo-server response. */
+export interface EchoReply {
+  /** Backend name (from the topology spec). */
+  backend: string;
+  /** Backend address the server was configured with. */
+  ip: string;
+  /** Port the request arrived on. */
+  port: number;
+  /** Source address of the connection as the backend saw it (post-NAT). */
+  client: string;
+  /** Source port of the connection as the backend saw it. */
+  clientPort: number;
+}
+
+/** Outcome of one request: the echo reply, or an error code (ECONNREFUSED, ETIMEDOUT, ...). */
+export type RequestResult = { ok: true; reply: EchoReply } | { ok: false; code: string };
+
+/** Input of `probe-cli.mjs` (JSON on stdin) in `probe` mode. */
+export interface ProbeRequest {
+  host: string;
+  port: number;
+  /** Number of sequential requests, each on a new TCP connection. */
+  count: number;
+  /** Per-request deadline (connect + response), in ms. */
+  timeoutMs: number;
+}
+
+/** Output of `probe-cli.mjs` in `probe` mode (JSON on stdout). */
+export interface ProbeSummary {
+  /** Successful requests per backend name. */
+  counts: Record<string, number>;
+  /** Failed requests per error code. */
+  errors: Record<string, number>;
+  /** Distinct client addresses each backend reported, sorted. */
+  clientsSeen: Record<string, string[]>;
+  /** Every request's outcome, in order. */
+  results: RequestResult[];
+}
