@@ -1,0 +1,4 @@
+/** drover's entry point. */
+import { main } from './program.ts';
+
+await main();

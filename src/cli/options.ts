@@ -1,0 +1,98 @@
+/**
+ * Options shared by drover's commands, their parsing and validation. Values
+ * are checked here so that a bad flag is one clear line and exit code 1,
+ * before anything touches the kernel.
+ */
+import { InvalidArgumentError, Option } from 'commander';
+import { DEFAULT_SERVICE_CIDR, parseServiceCIDR } from '../model/allocate.ts';
+import { parseCIDR } from '../model/validate.ts';
+import { LOG_LEVELS, type LogLevel } from '../util/log.ts';
+
+/**
+ * Parse a duration as kube-proxy flags take them: "500ms", "1s", "1.5s",
+ * "2m", "1h", or a bare number of seconds. Returns milliseconds.
+ * @throws InvalidArgumentError on anything else, or a negative value.
+ */
+export function parseDuration(value: string): number {
+  const m = /^(\d+(?:\.\d+)?)(ms|s|m|h)?$/.exec(value.trim());
+  if (!m) throw new InvalidArgumentError(`"${value}" is not a duration (e.g. 500ms, 1s, 2m)`);
+  const scale = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }[(m[2] ?? 's') as 'ms' | 's' | 'm' | 'h'];
+  return Math.round(Number(m[1]) * scale);
+}
+
+function cidrArg(value: string): string {
+  try {
+    parseCIDR(value);
+  } catch (err) {
+    throw new InvalidArgumentError((err as Error).message);
+  }
+  return value;
+}
+
+function serviceCidrArg(value: string): string {
+  try {
+    parseServiceCIDR(value);
+  } catch (err) {
+    throw new InvalidArgumentError((err as Error).message);
+  }
+  return value;
+}
+
+function netnsArg(value: string): string {
+  if (!/^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/.test(value)) throw new InvalidArgumentError(`"${value}" is not a network namespace name`);
+  return value;
+}
+
+/** Options of the commands that program the kernel. */
+export interface KernelOptions {
+  readonly mode: 'iptables' | 'ipvs';
+  readonly iptablesBackend: 'auto' | 'nft' | 'legacy';
+  readonly netns?: string;
+  readonly logLevel: LogLevel;
+}
+
+/** Options of the commands that read manifests and render rules. */
+export interface RenderCliOptions {
+  readonly source: string;
+  readonly clusterCidr?: string;
+  readonly masqueradeAll: boolean;
+  readonly serviceCidr: string;
+}
+
+/** Options of `run` and `sync`. */
+export interface SyncCliOptions extends KernelOptions, RenderCliOptions {
+  readonly minSyncPeriod: number;
+  readonly syncPeriod: number;
+}
+
+/** --source, --cluster-cidr, --masquerade-all, --service-cidr. */
+export function renderOptions(): Option[] {
+  return [
+    new Option('-s, --source <path>', 'manifest file or folder (JSON/YAML: Service, EndpointSlice, Endpoints, Shepherd Service)').makeOptionMandatory(),
+    new Option('--cluster-cidr <cidr>', 'pod network; traffic to a ClusterIP from outside it is masqueraded').argParser(cidrArg),
+    new Option('--masquerade-all', 'masquerade all traffic to ClusterIPs').default(false),
+    new Option('--service-cidr <cidr>', 'range for ClusterIPs drover allocates (Shepherd services)')
+      .default(DEFAULT_SERVICE_CIDR)
+      .argParser(serviceCidrArg),
+  ];
+}
+
+/** --mode, --iptables-backend, --netns, --log-level. */
+export function kernelOptions(): Option[] {
+  return [
+    new Option('-m, --mode <mode>', 'proxy mode').choices(['iptables', 'ipvs']).default('iptables'),
+    new Option('--iptables-backend <backend>', 'iptables variant: auto-detect as kube-proxy does, or force one')
+      .choices(['auto', 'nft', 'legacy'])
+      .default('auto'),
+    new Option('--netns <name>', 'work inside this named network namespace (ip netns) instead of the current one').argParser(netnsArg),
+    new Option('--log-level <level>', 'log level').choices([...LOG_LEVELS]).default('info'),
+  ];
+}
+
+/** --min-sync-period, --sync-period. */
+export function syncPeriodOptions(): Option[] {
+  return [
+    new Option('--min-sync-period <duration>', 'least time between two syncs; a change is applied within it').default(1000, '1s').argParser(parseDuration),
+    new Option('--sync-period <duration>', 'time between full resyncs that repair drift').default(30_000, '30s').argParser(parseDuration),
+  ];
+}

@@ -1,0 +1,35 @@
+/**
+ * drover's command line (commander): run, sync, render, cleanup.
+ * Errors are one line on stderr, `drover: <message>`, and exit code 1.
+ */
+import { Command } from 'commander';
+import { readFileSync } from 'node:fs';
+import { cleanupCommand } from './cleanup.ts';
+import { renderCommand } from './render.ts';
+import { runCommand } from './run.ts';
+import { syncCommand } from './sync.ts';
+
+const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
+
+/** The whole program, for main() and for tests of --help. */
+export function buildProgram(): Command {
+  const program = new Command('drover')
+    .description('A node-level service proxy for Linux: Kubernetes-style Services to kernel load-balancing rules')
+    .version(pkg.version)
+    .showHelpAfterError('(run with --help for usage)')
+    .configureOutput({ outputError: (str, write) => write(str.replace(/^error: /, 'drover: ')) });
+  for (const cmd of [runCommand(), syncCommand(), renderCommand(), cleanupCommand()]) {
+    program.addCommand(cmd.showHelpAfterError('(run with --help for usage)'));
+  }
+  return program;
+}
+
+/** Run the program on `argv`; never throws: errors become one line and exit code 1. */
+export async function main(argv: readonly string[] = process.argv): Promise<void> {
+  try {
+    await buildProgram().parseAsync([...argv]);
+  } catch (err) {
+    process.stderr.write(`drover: ${(err as Error).message}\n`);
+    process.exitCode = 1;
+  }
+}

@@ -1,0 +1,38 @@
+/**
+ * Building the pieces a command needs from its options: the backend (with
+ * the iptables variant detected or forced) and the file source.
+ */
+import { IptablesBackend } from '../backends/iptables/backend.ts';
+import { detectVariant, SystemIptables } from '../backends/iptables/exec.ts';
+import type { RenderOptions } from '../backends/iptables/render.ts';
+import { FileSource } from '../sources/file.ts';
+import type { Logger } from '../util/log.ts';
+import type { KernelOptions, RenderCliOptions } from './options.ts';
+
+/** A one-line error for the user; main.ts prints it and exits 1. */
+export class UsageError extends Error {
+  override name = 'UsageError';
+}
+
+/** Render options from the CLI flags. */
+export function renderConfig(opts: RenderCliOptions): RenderOptions {
+  return { masqueradeAll: opts.masqueradeAll, ...(opts.clusterCidr ? { clusterCIDR: opts.clusterCidr } : {}) };
+}
+
+/**
+ * The backend for `opts.mode`.
+ * @throws UsageError when not root, or for a mode that is not built yet.
+ */
+export async function createBackend(opts: KernelOptions, render: RenderOptions, logger: Logger): Promise<IptablesBackend> {
+  if (opts.mode === 'ipvs') throw new UsageError('IPVS mode is not built yet; use --mode iptables');
+  if (process.getuid?.() !== 0) throw new UsageError('programming iptables needs root (CAP_NET_ADMIN); run drover with sudo');
+  const variant = opts.iptablesBackend === 'auto' ? await detectVariant(opts.netns) : opts.iptablesBackend;
+  logger.info({ mode: opts.mode, iptables: variant, netns: opts.netns }, 'using iptables-%s', variant);
+  const exec = new SystemIptables({ variant, ...(opts.netns ? { netns: opts.netns } : {}) });
+  return new IptablesBackend({ exec, render, logger });
+}
+
+/** The file source for `--source`. */
+export function createSource(opts: RenderCliOptions, logger: Logger): FileSource {
+  return new FileSource(opts.source, { serviceCIDR: opts.serviceCidr, logger });
+}

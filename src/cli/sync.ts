@@ -1,0 +1,22 @@
+/** `drover sync --once`: one full sync (read the kernel back, write what differs), then exit. */
+import { Command, Option } from 'commander';
+import { Proxier } from '../proxier/proxier.ts';
+import { createLogger } from '../util/log.ts';
+import { kernelOptions, renderOptions, type SyncCliOptions } from './options.ts';
+import { createBackend, createSource, renderConfig, UsageError } from './setup.ts';
+
+/** The `sync` command. */
+export function syncCommand(): Command {
+  const cmd = new Command('sync')
+    .description('sync the kernel with the source once and exit (exit 1 if the sync failed)')
+    .addOption(new Option('--once', 'one full sync, then exit (the only mode of sync; drover run is the loop)').default(false))
+    .action(async (opts: SyncCliOptions & { once: boolean }) => {
+      if (!opts.once) throw new UsageError('drover sync needs --once (for the sync loop, use drover run)');
+      const logger = createLogger(opts.logLevel);
+      const backend = await createBackend(opts, renderConfig(opts), logger);
+      const proxier = new Proxier({ source: createSource(opts, logger), backend, logger, minSyncPeriodMs: 0, syncPeriodMs: 0 });
+      await proxier.syncOnce({ full: true });
+    });
+  for (const o of [...renderOptions(), ...kernelOptions()]) cmd.addOption(o);
+  return cmd;
+}

@@ -1,0 +1,137 @@
+/**
+ * The sync loop: reads desired state from a source, works out what changed
+ * since the last successful sync, and hands it to the backend, on a
+ * bounded-frequency schedule (kube-proxy's syncRunner in
+ * pkg/proxy/iptables/proxier.go).
+ *
+ * - A source change is applied within `minSyncPeriodMs`.
+ * - Every `syncPeriodMs` a full sync compares the kernel with desired state
+ *   and repairs drift.
+ * - A failed sync is retried with exponential backoff (1 s doubling up to
+ *   30 s), and the retry is a full sync.
+ */
+import type { Backend, SyncResult } from '../backends/types.ts';
+import type { Snapshot } from '../model/types.ts';
+import type { Logger } from '../util/log.ts';
+import { changedServicePorts } from './changes.ts';
+import { BoundedFrequencyRunner } from './runner.ts';
+
+/** What the proxier needs of a source. */
+export interface SnapshotSource {
+  /** Read the current desired state. */
+  load(): Promise<{ snapshot: Snapshot }>;
+  /** Call `onChange` whenever the desired state may have changed. */
+  watch(onChange: () => void): void;
+  /** Stop watching. */
+  close(): Promise<void> | void;
+}
+
+/** Options of the Proxier; times in milliseconds. */
+export interface ProxierOptions {
+  readonly source: SnapshotSource;
+  readonly backend: Backend;
+  readonly logger: Logger;
+  /** Least time between two syncs (`--min-sync-period`, default 1 s). */
+  readonly minSyncPeriodMs: number;
+  /** Time between full resyncs (`--sync-period`, default 30 s). */
+  readonly syncPeriodMs: number;
+}
+
+/** The outcome of the last sync attempt. */
+export interface LastSync {
+  /** Wall-clock time the sync ended, ms since the epoch. */
+  readonly at: number;
+  readonly result?: SyncResult;
+  readonly error?: string;
+}
+
+const MAX_BACKOFF_MS = 30_000;
+
+/** See the module comment. */
+export class Proxier {
+  private applied: Snapshot | null = null;
+  private lastFullAt = Number.NEGATIVE_INFINITY;
+  private failures = 0;
+  private readonly runner: BoundedFrequencyRunner;
+  /** The last sync attempt, for status reporting. */
+  last: LastSync | undefined;
+
+  constructor(private readonly opts: ProxierOptions) {
+    this.runner = new BoundedFrequencyRunner(() => this.loop(), {
+      minIntervalMs: opts.minSyncPeriodMs,
+      maxIntervalMs: opts.syncPeriodMs,
+    });
+  }
+
+  /**
+   * One sync: load the source, diff against the last applied snapshot, and
+   * apply. Full when forced, when nothing was applied yet, or when the last
+   * full sync is older than the sync period.
+   * @throws the backend's error; the next sync is then a full one.
+   */
+  async syncOnce(opts: { full?: boolean } = {}): Promise<SyncResult> {
+    const { snapshot } = await this.opts.source.load();
+    const full =
+      opts.full === true || this.applied === null || Date.now() - this.lastFullAt >= this.opts.syncPeriodMs;
+    const changed = full || !this.applied ? new Set<string>() : changedServicePorts(this.applied, snapshot);
+    try {
+      const result = await this.opts.backend.sync(snapshot, { full, changed });
+      this.applied = snapshot;
+      if (full) this.lastFullAt = Date.now();
+      this.last = { at: Date.now(), result };
+      const level = full || changed.size > 0 ? 'info' : 'debug';
+      this.opts.logger[level](
+        {
+          mode: this.opts.backend.mode,
+          full: result.full,
+          changed: full ? undefined : [...changed],
+          services: result.services,
+          endpoints: result.endpoints,
+          chainsWritten: result.chainsWritten,
+          chainsDeleted: result.chainsDeleted,
+          rulesWritten: result.rulesWritten,
+          rulesDeleted: result.rulesDeleted,
+          transactions: result.transactions,
+          bytes: result.bytes,
+          readMs: round(result.readMs),
+          applyMs: round(result.applyMs),
+          durationMs: round(result.totalMs),
+        },
+        result.full ? 'full sync done' : 'partial sync done',
+      );
+      return result;
+    } catch (err) {
+      this.applied = null;
+      this.last = { at: Date.now(), error: (err as Error).message };
+      throw err;
+    }
+  }
+
+  /** Start the loop: an immediate full sync, then on source changes and every sync period. */
+  start(): void {
+    this.opts.source.watch(() => this.runner.run());
+    this.runner.start();
+  }
+
+  /** Stop the loop and the source watch; the kernel rules are left in place. */
+  async stop(): Promise<void> {
+    await this.runner.stop();
+    await this.opts.source.close();
+  }
+
+  private async loop(): Promise<void> {
+    try {
+      await this.syncOnce();
+      this.failures = 0;
+    } catch (err) {
+      this.failures++;
+      const delay = Math.min(MAX_BACKOFF_MS, 1000 * 2 ** (this.failures - 1));
+      this.opts.logger.error({ err: (err as Error).message, retryInMs: delay }, 'sync failed; will retry with a full sync');
+      this.runner.retryAfter(delay);
+    }
+  }
+}
+
+function round(ms: number): number {
+  return Math.round(ms * 10) / 10;
+}

@@ -1,0 +1,98 @@
+/**
+ * Packets through drover's iptables rules, between network namespaces:
+ * clients connect to ClusterIPs and the echo servers say which backend
+ * answered and which source address they saw.
+ */
+import test from 'ava';
+import { IptablesBackend } from '../../src/backends/iptables/backend.ts';
+import { SystemIptables } from '../../src/backends/iptables/exec.ts';
+import { connectOnce, probe } from '../../src/testbed/probe.ts';
+import { createTopology, testbedUnavailableReason, type Topology } from '../../src/testbed/topology.ts';
+import { silentLogger } from '../../src/util/log.ts';
+import { ep, snap, sp } from '../support/snapshots.ts';
+
+const unavailable = await testbedUnavailableReason();
+const FULL = { full: true, changed: new Set<string>() };
+const CLUSTER_CIDR = '10.244.0.0/16';
+
+const BACKENDS = [
+  { name: 'b1', ip: '10.244.1.2', ports: [8080, 9100] },
+  { name: 'b2', ip: '10.244.1.3', ports: [8080, 9100] },
+  { name: 'b3', ip: '10.244.1.4', ports: [8080] },
+];
+const web = (names: string[]) =>
+  sp('default/web:http', '10.96.0.10', 80, names.map((n) => ep(`${BACKENDS.find((b) => b.name === n)!.ip}:8080`)));
+const metrics = sp('default/web:metrics', '10.96.0.10', 9100, [ep('10.244.1.2:9100'), ep('10.244.1.3:9100')]);
+const empty = sp('default/empty:http', '10.96.0.11', 80, []);
+
+if (unavailable) {
+  test.skip(`data-path tests skipped: ${unavailable}`, () => {});
+} else {
+  let topo: Topology;
+  let backend: IptablesBackend;
+
+  test.before(async () => {
+    topo = await createTopology({
+      backends: BACKENDS,
+      clients: [
+        { name: 'outside', ip: '192.168.100.2' },
+        { name: 'inside', ip: '10.244.9.2' },
+      ],
+    });
+    const exec = new SystemIptables({ variant: 'nft', netns: topo.node });
+    backend = new IptablesBackend({ exec, render: { clusterCIDR: CLUSTER_CIDR, masqueradeAll: false }, logger: silentLogger() });
+    await backend.sync(snap(web(['b1', 'b2', 'b3']), metrics, empty), FULL);
+  });
+
+  test.after.always(async () => {
+    await topo?.destroy();
+  });
+
+  test.serial('connections to a ClusterIP reach every endpoint, on each port of a multi-port service', async (t) => {
+    const s = await probe(topo, { from: topo.client('inside').netns, host: '10.96.0.10', port: 80, count: 60 });
+    t.deepEqual(Object.keys(s.counts).sort(), ['b1', 'b2', 'b3']);
+    t.deepEqual(s.errors, {});
+    const m = await probe(topo, { from: topo.client('inside').netns, host: '10.96.0.10', port: 9100, count: 30 });
+    t.deepEqual(Object.keys(m.counts).sort(), ['b1', 'b2']);
+    t.true(m.results.every((r) => r.ok && r.reply.port === 9100));
+  });
+
+  test.serial('traffic from outside the cluster CIDR is masqueraded; from inside it keeps its source', async (t) => {
+    const outside = await probe(topo, { from: topo.client('outside').netns, host: '10.96.0.10', port: 80, count: 10 });
+    t.deepEqual([...new Set(Object.values(outside.clientsSeen).flat())], [topo.gateway]);
+    const inside = await probe(topo, { from: topo.client('inside').netns, host: '10.96.0.10', port: 80, count: 10 });
+    t.deepEqual([...new Set(Object.values(inside.clientsSeen).flat())], ['10.244.9.2']);
+  });
+
+  test.serial('hairpin: an endpoint reaching itself through its service is masqueraded', async (t) => {
+    const b1 = topo.backend('b1');
+    const s = await probe(topo, { from: b1.netns, host: '10.96.0.10', port: 80, count: 40 });
+    t.deepEqual(s.errors, {}, 'every hairpin connection completes');
+    t.true((s.counts.b1 ?? 0) > 0, 'some connections land on b1 itself');
+    t.deepEqual(s.clientsSeen.b1, [topo.gateway], 'b1 sees the node, not itself');
+    t.deepEqual(s.clientsSeen.b2, [b1.ip], 'b2 sees b1 (pod-to-pod is not masqueraded)');
+  });
+
+  test.serial('connections from the node itself are load-balanced too (OUTPUT)', async (t) => {
+    const s = await probe(topo, { from: topo.node, host: '10.96.0.10', port: 80, count: 30 });
+    t.deepEqual(Object.keys(s.counts).sort(), ['b1', 'b2', 'b3']);
+  });
+
+  test.serial('a ClusterIP with no endpoints is refused at once', async (t) => {
+    const start = Date.now();
+    const r = await connectOnce(topo, { from: topo.client('outside').netns, host: '10.96.0.11', port: 80, timeoutMs: 5000 });
+    t.deepEqual(r, { ok: false, code: 'ECONNREFUSED' });
+    t.true(Date.now() - start < 2000, `refused after ${Date.now() - start} ms`);
+  });
+
+  test.serial('after an endpoint is removed, no new connection reaches it', async (t) => {
+    await backend.sync(snap(web(['b1', 'b3']), metrics, empty), { full: false, changed: new Set(['default/web:http']) });
+    const s = await probe(topo, { from: topo.client('inside').netns, host: '10.96.0.10', port: 80, count: 60 });
+    t.deepEqual(Object.keys(s.counts).sort(), ['b1', 'b3']);
+    t.deepEqual(s.errors, {});
+    // Endpoints back: b2 is reached again.
+    await backend.sync(snap(web(['b1', 'b2', 'b3']), metrics, empty), { full: false, changed: new Set(['default/web:http']) });
+    const back = await probe(topo, { from: topo.client('inside').netns, host: '10.96.0.10', port: 80, count: 60 });
+    t.deepEqual(Object.keys(back.counts).sort(), ['b1', 'b2', 'b3']);
+  });
+}
