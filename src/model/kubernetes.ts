@@ -1,0 +1,204 @@
+/**
+ * zod schemas for the Kubernetes objects drover reads, in the shape
+ * `kubectl get svc,endpointslices,endpoints -A -o yaml` prints them:
+ * `v1 Service`, `discovery.k8s.io/v1 EndpointSlice` and legacy `v1 Endpoints`.
+ *
+ * Only the fields drover uses are declared; every other field (managedFields,
+ * ownerReferences, status, ipFamilies, hints, targetRef, fields of newer API
+ * versions...) is stripped, never rejected. Declared fields are validated
+ * strictly (validate.ts) and API defaults are applied here, as the API server
+ * would (pkg/apis/core/v1/defaults.go, pkg/apis/discovery/v1/defaults.go):
+ * namespace "default", protocol TCP, port name "", Service type ClusterIP,
+ * sessionAffinity None, traffic policies Cluster.
+ *
+ * Schemas are applied after dispatch on apiVersion/kind (parse.ts), so
+ * `apiVersion`/`kind` are not re-checked here.
+ */
+import { z } from 'zod';
+import { optional, portSchema, protocolSchema, refineServicePorts, validated, withDefault } from './schema.ts';
+import {
+  checkDNSLabel,
+  checkDNSSubdomain,
+  checkIntRange,
+  checkNodeName,
+  checkPortName,
+  checkUnicastIPv4,
+  checkZone,
+} from './validate.ts';
+import { isIPv6 } from 'node:net';
+
+/** `metadata.namespace`: a DNS-1123 label, "default" when absent or "" (kubectl's behaviour for namespaced objects). */
+export const namespaceSchema = withDefault(validated((s) => (s === '' ? undefined : checkDNSLabel(s))), '').transform((s) =>
+  s === '' ? 'default' : s,
+);
+
+/** A port name in a Service or an endpoint port: a DNS-1123 label, or "" (absent) for an unnamed port. */
+const portNameSchema = withDefault(validated((s) => (s === '' ? undefined : checkDNSLabel(s))), '');
+
+/** The protocol as Kubernetes spells it: exactly TCP, UDP or SCTP; TCP when absent. */
+const k8sProtocol = protocolSchema({ ignoreCase: false });
+
+// ---------------------------------------------------------------- Service
+
+/** `spec.targetPort`: a port number or a named container port (IntOrString). Not used by the proxy, validated anyway. */
+const targetPortSchema = optional(z.union([portSchema, validated(checkPortName)]));
+
+/**
+ * `spec.clusterIP`: "" or absent (none assigned), "None" (headless), a
+ * unicast IPv4 address, or an IPv6 address (parse.ts ignores such services).
+ */
+const clusterIPSchema = withDefault(
+  validated((s) => (s === '' || s === 'None' || isIPv6(s) ? undefined : checkUnicastIPv4(s))),
+  '',
+);
+
+const trafficPolicy = withDefault(z.enum(['Cluster', 'Local']), 'Cluster');
+
+/** One entry of `spec.ports` (core/v1 ServicePort). */
+export const k8sServicePortSchema = z.object({
+  name: portNameSchema,
+  protocol: k8sProtocol,
+  port: portSchema,
+  targetPort: targetPortSchema,
+  nodePort: optional(portSchema),
+});
+
+/** v1 Service, after dispatch. `spec.ports` obeys the port-set rules of schema.ts `refineServicePorts`. */
+export const k8sServiceSchema = z.object({
+  metadata: z.object({
+    name: validated(checkDNSLabel),
+    namespace: namespaceSchema,
+  }),
+  spec: z.object({
+    type: withDefault(z.enum(['ClusterIP', 'NodePort', 'LoadBalancer', 'ExternalName']), 'ClusterIP'),
+    clusterIP: clusterIPSchema,
+    ports: withDefault(z.array(k8sServicePortSchema), []).superRefine(refineServicePorts),
+    sessionAffinity: withDefault(z.enum(['None', 'ClientIP']), 'None'),
+    sessionAffinityConfig: optional(
+      z.object({
+        clientIP: optional(
+          z.object({
+            /** Seconds, 1-86400, default 10800 (core/v1 DefaultClientIPServiceAffinitySeconds). */
+            timeoutSeconds: withDefault(
+              z.number().superRefine((v, ctx) => {
+                const problem = checkIntRange(v, 1, 86400);
+                if (problem !== undefined) ctx.addIssue({ code: 'custom', message: problem });
+              }),
+              10800,
+            ),
+          }),
+        ),
+      }),
+    ),
+    internalTrafficPolicy: trafficPolicy,
+    externalTrafficPolicy: trafficPolicy,
+  }),
+});
+
+/** Output type of {@link k8sServiceSchema}. */
+export type K8sService = z.output<typeof k8sServiceSchema>;
+
+// ---------------------------------------------------------------- EndpointSlice
+
+/** The label that ties an EndpointSlice to its Service (discovery.k8s.io/v1 LabelServiceName). */
+export const SERVICE_NAME_LABEL = 'kubernetes.io/service-name';
+
+/**
+ * EndpointConditions with the API's nil semantics: ready nil → true;
+ * serving nil → same as ready ("If nil, consumers should defer to the ready
+ * condition"); terminating nil → false.
+ */
+const conditionsSchema = optional(
+  z.object({
+    ready: optional(z.boolean()),
+    serving: optional(z.boolean()),
+    terminating: optional(z.boolean()),
+  }),
+).transform((c) => {
+  const ready = c?.ready ?? true;
+  return { ready, serving: c?.serving ?? ready, terminating: c?.terminating ?? false };
+});
+
+/**
+ * One endpoint (discovery.k8s.io/v1 Endpoint): 1-100 IPv4 addresses (all
+ * validated; kube-proxy uses the first), conditions, optional nodeName and zone.
+ */
+const sliceEndpointSchema = z.object({
+  addresses: z.array(validated(checkUnicastIPv4)).min(1).max(100),
+  conditions: conditionsSchema,
+  nodeName: optional(validated(checkNodeName)),
+  zone: optional(validated(checkZone)),
+});
+
+/**
+ * One EndpointPort. `port` may be absent in the API ("all ports"), which
+ * kube-proxy ignores (pkg/proxy/endpointslicecache.go); parse.ts does the same.
+ */
+const slicePortSchema = z.object({
+  name: portNameSchema,
+  protocol: k8sProtocol,
+  port: optional(portSchema),
+});
+
+/**
+ * Just enough of an EndpointSlice to decide whether drover reads it:
+ * `addressType` (only IPv4 is) and the service-name label. Never fails on
+ * other shapes (fields it cannot read come out undefined).
+ */
+export const endpointSliceHeadSchema = z.object({
+  addressType: z.unknown().optional(),
+  metadata: z
+    .object({ labels: z.object({ [SERVICE_NAME_LABEL]: z.unknown().optional() }).nullish().catch(undefined) })
+    .nullish()
+    .catch(undefined),
+});
+
+/** discovery.k8s.io/v1 EndpointSlice with addressType IPv4, after dispatch. */
+export const k8sEndpointSliceSchema = z.object({
+  metadata: z.object({
+    name: validated(checkDNSSubdomain),
+    namespace: namespaceSchema,
+    labels: z.object({ [SERVICE_NAME_LABEL]: validated(checkDNSLabel) }),
+  }),
+  endpoints: withDefault(z.array(sliceEndpointSchema), []),
+  ports: withDefault(z.array(slicePortSchema), []),
+});
+
+/** Output type of {@link k8sEndpointSliceSchema}. */
+export type K8sEndpointSlice = z.output<typeof k8sEndpointSliceSchema>;
+
+// ---------------------------------------------------------------- Endpoints (legacy)
+
+/** core/v1 EndpointAddress: an IPv4 `ip` and an optional nodeName (hostname, targetRef... stripped). */
+const endpointAddressSchema = z.object({
+  ip: validated(checkUnicastIPv4),
+  nodeName: optional(validated(checkNodeName)),
+});
+
+/** core/v1 EndpointPort: port is required here, unlike in EndpointSlices. */
+const endpointPortSchema = z.object({
+  name: portNameSchema,
+  protocol: k8sProtocol,
+  port: portSchema,
+});
+
+/** v1 Endpoints (legacy), after dispatch: `subsets[].addresses` are ready, `notReadyAddresses` are not. */
+export const k8sEndpointsSchema = z.object({
+  metadata: z.object({
+    name: validated(checkDNSLabel),
+    namespace: namespaceSchema,
+  }),
+  subsets: withDefault(
+    z.array(
+      z.object({
+        addresses: withDefault(z.array(endpointAddressSchema), []),
+        notReadyAddresses: withDefault(z.array(endpointAddressSchema), []),
+        ports: withDefault(z.array(endpointPortSchema), []),
+      }),
+    ),
+    [],
+  ),
+});
+
+/** Output type of {@link k8sEndpointsSchema}. */
+export type K8sEndpoints = z.output<typeof k8sEndpointsSchema>;

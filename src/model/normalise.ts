@@ -1,0 +1,221 @@
+/**
+ * Cross-object normalisation: validated objects (parse.ts) in, one immutable
+ * Snapshot out. This is where kube-proxy's ServiceChangeTracker and
+ * EndpointSliceCache logic lives in drover (pkg/proxy/service.go,
+ * pkg/proxy/endpointslicecache.go), reduced to a pure function:
+ *
+ *   - one ServicePort per Service port, keyed by the ServicePortName string
+ *     "namespace/name:portName" ("namespace/name" for an unnamed port);
+ *   - endpoints are matched to a service port by port **name** and protocol
+ *     (endpoint ports carry the Service port name and the already-resolved
+ *     target port); a service port with no endpoint port of that name gets
+ *     no endpoints;
+ *   - Kubernetes services take their endpoints from their EndpointSlices
+ *     (all of them merged), or from the legacy Endpoints object only when
+ *     there is no slice; Shepherd services from their inline endpoints;
+ *   - endpoints are de-duplicated by ip:port (the "best" one is kept: ready,
+ *     then serving, then not terminating) and sorted by ip then port, all
+ *     conditions kept (backends decide which ones serve);
+ *   - services without a ClusterIP get one from allocate.ts.
+ *
+ * Cross-object errors (the object is skipped, everything else is served):
+ *   - the same identity ("Kind/namespace/name") twice: the first in input
+ *     order wins;
+ *   - two services with the same ClusterIP:port/protocol: the one that had it
+ *     in `previous` wins, otherwise the first by "namespace/name";
+ *   - no free address left in the service CIDR.
+ */
+import { allocateClusterIPs, parseServiceCIDR } from './allocate.ts';
+import { ManifestError } from './errors.ts';
+import { compareEndpoints, compareStrings } from './order.ts';
+import type { EndpointAddress, EndpointGroup, ParsedEndpoints, ParsedEndpointSlice, ParsedObject, ParsedService, ParsedServicePort } from './parsed.ts';
+import type { Endpoint, ServicePort, ServiceType, Snapshot } from './types.ts';
+
+/** Options of {@link buildSnapshot}. */
+export interface BuildOptions {
+  /** Service CIDR for allocation, e.g. "10.96.0.0/12". */
+  readonly serviceCIDR: string;
+  /** The snapshot built last time: allocation stickiness and ClusterIP conflict precedence. */
+  readonly previous?: Snapshot;
+}
+
+/** A ClusterIP drover allocated: `key` is "namespace/name". */
+export interface Allocation {
+  readonly key: string;
+  readonly clusterIP: string;
+}
+
+/** Outcome of {@link buildSnapshot}: errors name each skipped object; allocations are sorted by key. */
+export interface BuildResult {
+  readonly snapshot: Snapshot;
+  readonly errors: ManifestError[];
+  readonly allocations: Allocation[];
+}
+
+/** The ServicePortName string (kube-proxy ServicePortName.String()): "namespace/name:portName" or "namespace/name". */
+export function servicePortKey(namespace: string, name: string, portName: string): string {
+  return portName === '' ? `${namespace}/${name}` : `${namespace}/${name}:${portName}`;
+}
+
+/**
+ * Build the Snapshot from parsed objects (any order; input order only
+ * decides between duplicate identities). Throws Error only when
+ * `opts.serviceCIDR` is invalid (a configuration error); every problem with
+ * the objects is returned in `errors`.
+ */
+export function buildSnapshot(objects: readonly ParsedObject[], opts: BuildOptions): BuildResult {
+  const cidr = parseServiceCIDR(opts.serviceCIDR);
+  const previous = opts.previous?.services ?? new Map<string, ServicePort>();
+  const errors: ManifestError[] = [];
+
+  const unique = dropDuplicates(objects, errors);
+  const services = unique.filter((o): o is ParsedService => o.kind === 'Service').sort(byServiceKey);
+  const slices = groupByService(unique.filter((o): o is ParsedEndpointSlice => o.kind === 'EndpointSlice'));
+  const legacy = groupByService(unique.filter((o): o is ParsedEndpoints => o.kind === 'Endpoints'));
+
+  // Addresses from the previous snapshot, by "namespace/name".
+  const previousIP = new Map<string, string>();
+  const previousTriples = new Set<string>();
+  for (const sp of previous.values()) {
+    previousIP.set(serviceKey(sp), sp.clusterIP);
+    previousTriples.add(`${serviceKey(sp)} ${triple(sp.clusterIP, sp)}`);
+  }
+
+  // Allocation for proxied services without a ClusterIP.
+  const { allocated, exhausted } = allocateClusterIPs({
+    cidr,
+    keys: services.filter((s) => s.clusterIP === undefined && s.ports.length > 0).map(serviceKey),
+    taken: services.flatMap((s) => (s.clusterIP !== undefined ? [s.clusterIP] : [])),
+    previous: previousIP,
+  });
+  for (const key of exhausted) {
+    const svc = services.find((s) => serviceKey(s) === key)!;
+    errors.push(objectError(svc, 'spec', `no free address left in service CIDR ${opts.serviceCIDR}; service skipped`));
+  }
+
+  // ClusterIP:port/protocol conflicts: services that had the triple before first, then by key.
+  const resolved = services
+    .filter((s) => s.ports.length > 0 && !exhausted.includes(serviceKey(s)))
+    .map((s) => ({ svc: s, ip: s.clusterIP ?? allocated.get(serviceKey(s))! }));
+  const incumbent = (r: { svc: ParsedService; ip: string }) =>
+    r.svc.ports.some((p) => previousTriples.has(`${serviceKey(r.svc)} ${triple(r.ip, p)}`));
+  const ordered = [...resolved].sort((a, b) => Number(incumbent(b)) - Number(incumbent(a)) || byServiceKey(a.svc, b.svc));
+  const owners = new Map<string, ParsedService>();
+  const accepted: Array<{ svc: ParsedService; ip: string }> = [];
+  for (const r of ordered) {
+    const clash = r.svc.ports.find((p) => owners.has(triple(r.ip, p)));
+    if (clash) {
+      const winner = owners.get(triple(r.ip, clash))!;
+      errors.push(
+        objectError(
+          r.svc,
+          `spec.ports[${clash.index}]`,
+          `${triple(r.ip, clash)} is already used by Service ${serviceKey(winner)} (${winner.file}); service skipped`,
+        ),
+      );
+      continue;
+    }
+    for (const p of r.svc.ports) owners.set(triple(r.ip, p), r.svc);
+    accepted.push(r);
+  }
+
+  const ports: ServicePort[] = [];
+  for (const { svc, ip } of accepted) {
+    const groups =
+      svc.source === 'shepherd'
+        ? (svc.inlineEndpoints ?? [])
+        : (slices.get(serviceKey(svc)) ?? legacy.get(serviceKey(svc)) ?? []).flatMap((o) => o.groups);
+    for (const p of svc.ports) ports.push(makeServicePort(svc, p, ip, svc.clusterIP === undefined, groups));
+  }
+  ports.sort((a, b) => compareStrings(a.key, b.key));
+
+  const allocations = accepted
+    .filter((r) => r.svc.clusterIP === undefined)
+    .map((r) => Object.freeze({ key: serviceKey(r.svc), clusterIP: r.ip }))
+    .sort((a, b) => compareStrings(a.key, b.key));
+  const snapshot: Snapshot = Object.freeze({ services: new Map(ports.map((p) => [p.key, p])) });
+  return { snapshot, errors, allocations };
+}
+
+/** "namespace/name" of a service (or of a ServicePort's service). */
+function serviceKey(o: { namespace: string; name: string }): string {
+  return `${o.namespace}/${o.name}`;
+}
+
+function byServiceKey(a: ParsedService, b: ParsedService): number {
+  return compareStrings(serviceKey(a), serviceKey(b));
+}
+
+/** "ip:port/PROTOCOL", the unit of ClusterIP conflicts. */
+function triple(ip: string, p: { port: number; protocol: string }): string {
+  return `${ip}:${p.port}/${p.protocol}`;
+}
+
+function objectError(o: ParsedObject, field: string, detail: string): ManifestError {
+  return new ManifestError({ file: o.file, kind: o.kind, object: `${o.namespace}/${o.name}`, index: o.index, field, detail });
+}
+
+/** Keep the first object of each identity; report the others. */
+function dropDuplicates(objects: readonly ParsedObject[], errors: ManifestError[]): ParsedObject[] {
+  const first = new Map<string, ParsedObject>();
+  for (const o of objects) {
+    const seen = first.get(o.identity);
+    if (seen === undefined) first.set(o.identity, o);
+    else errors.push(objectError(o, '', `duplicate ${o.kind} ${o.namespace}/${o.name}, already defined in ${seen.file}; this copy is skipped`));
+  }
+  return [...first.values()];
+}
+
+/** Endpoint objects by the "namespace/serviceName" they belong to, each list sorted by object name. */
+function groupByService<T extends ParsedEndpointSlice | ParsedEndpoints>(objects: readonly T[]): Map<string, T[]> {
+  const out = new Map<string, T[]>();
+  for (const o of [...objects].sort((a, b) => compareStrings(a.name, b.name))) {
+    const key = `${o.namespace}/${o.serviceName}`;
+    out.set(key, [...(out.get(key) ?? []), o]);
+  }
+  return out;
+}
+
+/** Preference between two endpoints with the same ip:port: ready, then serving, then not terminating. */
+function rank(e: EndpointAddress): number {
+  return (e.ready ? 4 : 0) + (e.serving ? 2 : 0) + (e.terminating ? 0 : 1);
+}
+
+/**
+ * The endpoints of service port `p`: every address of every group port with
+ * the same name and protocol, de-duplicated by ip:port, sorted.
+ */
+function endpointsFor(p: ParsedServicePort, groups: readonly EndpointGroup[]): readonly Endpoint[] {
+  const byAddr = new Map<string, Endpoint>();
+  for (const g of groups) {
+    for (const gp of g.ports) {
+      if (gp.name !== p.name || gp.protocol !== p.protocol) continue;
+      for (const a of g.addresses) {
+        const id = `${a.ip}:${gp.port}`;
+        const seen = byAddr.get(id);
+        if (seen === undefined || rank(a) > rank(seen)) byAddr.set(id, Object.freeze({ ...a, port: gp.port }));
+      }
+    }
+  }
+  return Object.freeze([...byAddr.values()].sort(compareEndpoints));
+}
+
+function makeServicePort(svc: ParsedService, p: ParsedServicePort, ip: string, allocatedIP: boolean, groups: readonly EndpointGroup[]): ServicePort {
+  return Object.freeze({
+    key: servicePortKey(svc.namespace, svc.name, p.name),
+    namespace: svc.namespace,
+    name: svc.name,
+    portName: p.name,
+    // ExternalName services have no ports, so never get here.
+    type: svc.type as ServiceType,
+    clusterIP: ip,
+    clusterIPAllocated: allocatedIP,
+    port: p.port,
+    protocol: p.protocol,
+    ...(p.nodePort !== undefined ? { nodePort: p.nodePort } : {}),
+    sessionAffinity: svc.sessionAffinity === null ? null : Object.freeze({ ...svc.sessionAffinity }),
+    internalTrafficPolicy: svc.internalTrafficPolicy,
+    externalTrafficPolicy: svc.externalTrafficPolicy,
+    endpoints: endpointsFor(p, groups),
+  });
+}

@@ -1,0 +1,304 @@
+/**
+ * Per-object parsing: one raw manifest object in, one validated
+ * intermediate object (parsed.ts) out, or an error naming file, object and
+ * field, or "ignored" with a reason. All per-object validation happens here
+ * (through the schemas of kubernetes.ts and shepherd.ts); cross-object rules
+ * (duplicates, ClusterIP conflicts, allocation) are normalise.ts's job.
+ *
+ * Dispatch on apiVersion/kind:
+ *   - Service + apiVersion v1           → Kubernetes Service
+ *   - Service without apiVersion        → Shepherd Service
+ *   - EndpointSlice + discovery.k8s.io/v1 → EndpointSlice (addressType IPv4 only)
+ *   - Endpoints + v1                    → legacy Endpoints
+ *   - anything else (ConfigMap, Pod, other API versions) → ignored
+ */
+import { z } from 'zod';
+import { displayName, ManifestError } from './errors.ts';
+import { k8sEndpointSliceSchema, endpointSliceHeadSchema, k8sEndpointsSchema, k8sServiceSchema, SERVICE_NAME_LABEL } from './kubernetes.ts';
+import type {
+  EndpointAddress,
+  EndpointGroup,
+  EndpointGroupPort,
+  ManifestObject,
+  ParsedEndpoints,
+  ParsedEndpointSlice,
+  ParsedObject,
+  ParsedService,
+  ParsedServicePort,
+} from './parsed.ts';
+import { formatPath, parseWith } from './schema.ts';
+import { shepherdServiceSchema } from './shepherd.ts';
+import { isIPv6 } from 'node:net';
+
+/**
+ * Outcome of {@link parseObject}:
+ *   - ok: the parsed object, plus non-fatal warnings (entries dropped from it);
+ *   - error: the object is invalid and must be skipped; `identity` is its
+ *     "Kind/namespace/name" when readable, so a caller can fall back to a
+ *     last valid version;
+ *   - ignored: not something drover reads; `reason` is for a debug log.
+ */
+export type ParseResult =
+  | { readonly status: 'ok'; readonly object: ParsedObject; readonly warnings: readonly ManifestError[] }
+  | { readonly status: 'error'; readonly error: ManifestError; readonly identity: string | undefined }
+  | { readonly status: 'ignored'; readonly reason: string };
+
+/** Never fails: reads apiVersion, kind, metadata.name/namespace when they are there. */
+const headSchema = z.object({
+  apiVersion: z.unknown().optional(),
+  kind: z.unknown().optional(),
+  metadata: z
+    .object({ name: z.unknown().optional(), namespace: z.unknown().optional() })
+    .nullish()
+    .catch(undefined),
+});
+
+/** What is known of an object before its schema runs: enough to name it in errors. */
+interface Head {
+  readonly file: string;
+  readonly index: number;
+  readonly kind: string;
+  /** "namespace/name" for messages ("" when the name is unreadable). */
+  readonly object: string;
+  readonly identity: string | undefined;
+}
+
+/** "Kind/namespace/name": the key under which a source keeps an object's last valid version. */
+export function objectIdentity(kind: string, namespace: string, name: string): string {
+  return `${kind}/${namespace}/${name}`;
+}
+
+/**
+ * Parse and validate one manifest object. Never throws: every problem is
+ * returned as a ManifestError (file, kind, "namespace/name", field path).
+ */
+export function parseObject(o: ManifestObject): ParseResult {
+  if (typeof o.raw !== 'object' || o.raw === null || Array.isArray(o.raw)) {
+    const got = o.raw === null ? 'null' : Array.isArray(o.raw) ? 'a list' : typeof o.raw;
+    return error({ file: o.file, index: o.index, kind: '', object: '', identity: undefined }, '', `expected an object, got ${got}`);
+  }
+  const h = headSchema.parse(o.raw);
+  const kind = typeof h.kind === 'string' ? h.kind : '';
+  const name = h.metadata?.name;
+  const nsRaw = h.metadata?.namespace;
+  const namespace = typeof nsRaw === 'string' && nsRaw !== '' ? nsRaw : 'default';
+  const head: Head = {
+    file: o.file,
+    index: o.index,
+    kind,
+    object: typeof name === 'string' ? `${displayName(namespace)}/${displayName(name)}` : '',
+    identity: typeof name === 'string' && kind !== '' ? objectIdentity(kind, namespace, name) : undefined,
+  };
+  if (kind === '') {
+    return error(head, 'kind', h.kind === undefined || h.kind === null ? 'required' : 'expected a string');
+  }
+  const apiVersion = h.apiVersion;
+  switch (kind) {
+    case 'Service':
+      if (apiVersion === 'v1') return parseK8sService(head, o.raw);
+      if (apiVersion === undefined || apiVersion === null) return parseShepherdService(head, o.raw);
+      return ignored(`Service of apiVersion ${displayName(apiVersion)} is neither a core v1 nor a Shepherd Service`);
+    case 'EndpointSlice':
+      if (apiVersion === 'discovery.k8s.io/v1') return parseEndpointSlice(head, o.raw);
+      return ignored(`EndpointSlice of apiVersion ${displayName(apiVersion)} is not supported (only discovery.k8s.io/v1)`);
+    case 'Endpoints':
+      if (apiVersion === 'v1') return parseEndpoints(head, o.raw);
+      return ignored(`Endpoints of apiVersion ${displayName(apiVersion)} is not supported (only v1)`);
+    default:
+      return ignored(`kind ${displayName(kind)} is not read by drover`);
+  }
+}
+
+function ignored(reason: string): ParseResult {
+  return { status: 'ignored', reason };
+}
+
+function error(head: Head, field: string, detail: string): ParseResult {
+  return { status: 'error', error: manifestError(head, field, detail), identity: head.identity };
+}
+
+function manifestError(head: Head, field: string, detail: string): ManifestError {
+  return new ManifestError({ file: head.file, kind: head.kind, object: head.object, index: head.index, field, detail });
+}
+
+function ok(object: ParsedObject, warnings: readonly ManifestError[] = []): ParseResult {
+  return { status: 'ok', object, warnings };
+}
+
+/** Fields shared by every parsed object of `head`. */
+function base(head: Head, source: 'kubernetes' | 'shepherd', namespace: string, name: string) {
+  return {
+    identity: objectIdentity(head.kind, namespace, name),
+    source,
+    file: head.file,
+    index: head.index,
+    namespace,
+    name,
+  } as const;
+}
+
+/** An endpoint address with its conditions; nodeName/zone only when given. */
+function address(ip: string, c: { ready: boolean; serving: boolean; terminating: boolean }, nodeName?: string, zone?: string): EndpointAddress {
+  return {
+    ip,
+    ready: c.ready,
+    serving: c.serving,
+    terminating: c.terminating,
+    ...(nodeName !== undefined ? { nodeName } : {}),
+    ...(zone !== undefined ? { zone } : {}),
+  };
+}
+
+const READY = { ready: true, serving: true, terminating: false } as const;
+const NOT_READY = { ready: false, serving: false, terminating: false } as const;
+
+/**
+ * core/v1 Service. Headless (clusterIP None) and ExternalName services are
+ * valid but get no proxied ports; a Service whose clusterIP is IPv6 is
+ * ignored (IPv4 only in this version).
+ */
+function parseK8sService(head: Head, raw: unknown): ParseResult {
+  const r = parseWith(k8sServiceSchema, raw);
+  if (!r.ok) return error(head, r.field, r.detail);
+  const { metadata, spec } = r.data;
+  if (isIPv6(spec.clusterIP)) return ignored(`IPv6 ClusterIP ${spec.clusterIP}: only IPv4 services are supported`);
+  const unproxiedReason =
+    spec.type === 'ExternalName' ? 'type ExternalName (DNS only, not proxied)'
+    : spec.clusterIP === 'None' ? 'headless (clusterIP: None, not proxied)'
+    : undefined;
+  const ports: ParsedServicePort[] = unproxiedReason
+    ? []
+    : spec.ports.map((p, index) => ({
+        index,
+        name: p.name,
+        port: p.port,
+        protocol: p.protocol,
+        ...(p.nodePort !== undefined ? { nodePort: p.nodePort } : {}),
+      }));
+  const svc: ParsedService = {
+    ...base(head, 'kubernetes', metadata.namespace, metadata.name),
+    kind: 'Service',
+    type: spec.type,
+    clusterIP: spec.clusterIP === '' || unproxiedReason ? undefined : spec.clusterIP,
+    ports,
+    ...(unproxiedReason && spec.ports.length > 0 ? { unproxiedReason } : {}),
+    sessionAffinity:
+      spec.sessionAffinity === 'ClientIP'
+        ? { timeoutSeconds: spec.sessionAffinityConfig?.clientIP?.timeoutSeconds ?? 10800 }
+        : null,
+    internalTrafficPolicy: spec.internalTrafficPolicy,
+    externalTrafficPolicy: spec.externalTrafficPolicy,
+  };
+  return ok(svc);
+}
+
+/**
+ * Shepherd Service. Each `status.endpoints` entry is matched to the service
+ * ports whose target_port equals its port (one group per service port); an
+ * entry that matches none is dropped with a warning.
+ */
+function parseShepherdService(head: Head, raw: unknown): ParseResult {
+  const r = parseWith(shepherdServiceSchema, raw);
+  if (!r.ok) return error(head, r.field, r.detail);
+  const { metadata, spec, status } = r.data;
+  const ports = spec.ports.map((p, index) => ({
+    index,
+    name: p.name,
+    port: p.port,
+    protocol: p.protocol,
+    targetPort: p.target_port ?? p.port,
+    nodePort: p.node_port ?? undefined,
+  }));
+  const warnings = status.endpoints.flatMap((e, i) =>
+    ports.some((p) => p.targetPort === e.port)
+      ? []
+      : [manifestError(head, formatPath(['status', 'endpoints', i]), `"${e.ip}:${e.port}" matches no target_port of the service; entry ignored`)],
+  );
+  const inlineEndpoints: EndpointGroup[] = ports.map((p) => ({
+    ports: [{ name: p.name, port: p.targetPort, protocol: p.protocol }],
+    addresses: status.endpoints.filter((e) => e.port === p.targetPort).map((e) => address(e.ip, READY)),
+  }));
+  const svc: ParsedService = {
+    ...base(head, 'shepherd', metadata.namespace, metadata.name),
+    kind: 'Service',
+    type: spec.type,
+    clusterIP: status.cluster_ip === '' ? undefined : status.cluster_ip,
+    ports: ports.map((p) => ({
+      index: p.index,
+      name: p.name,
+      port: p.port,
+      protocol: p.protocol,
+      ...(p.nodePort !== undefined ? { nodePort: p.nodePort } : {}),
+    })),
+    sessionAffinity: null,
+    internalTrafficPolicy: 'Cluster',
+    externalTrafficPolicy: 'Cluster',
+    inlineEndpoints,
+  };
+  return ok(svc, warnings);
+}
+
+/**
+ * discovery.k8s.io/v1 EndpointSlice. Slices of another addressType (IPv6,
+ * FQDN) and slices without the kubernetes.io/service-name label are ignored,
+ * as kube-proxy does (pkg/proxy/endpointslicecache.go). A port without a
+ * number is dropped with a warning (kube-proxy: "Ignoring invalid endpoint
+ * port"). Each endpoint contributes its first address.
+ */
+function parseEndpointSlice(head: Head, raw: unknown): ParseResult {
+  const h = endpointSliceHeadSchema.parse(raw);
+  if (typeof h.addressType !== 'string') {
+    return error(head, 'addressType', h.addressType === undefined || h.addressType === null ? 'required' : 'expected a string');
+  }
+  if (h.addressType !== 'IPv4') {
+    return ignored(`addressType ${displayName(h.addressType)}: only IPv4 EndpointSlices are supported`);
+  }
+  const label = h.metadata?.labels?.[SERVICE_NAME_LABEL];
+  if (label === undefined || label === null || label === '') {
+    return ignored(`no ${SERVICE_NAME_LABEL} label: not tied to a Service (kube-proxy ignores it too)`);
+  }
+  const r = parseWith(k8sEndpointSliceSchema, raw);
+  if (!r.ok) return error(head, r.field, r.detail);
+  const { metadata, endpoints, ports } = r.data;
+  const warnings: ManifestError[] = [];
+  const groupPorts: EndpointGroupPort[] = [];
+  ports.forEach((p, i) => {
+    if (p.port === undefined) {
+      warnings.push(manifestError(head, formatPath(['ports', i, 'port']), 'absent ("all ports" is not supported by kube-proxy); port ignored'));
+    } else {
+      groupPorts.push({ name: p.name, port: p.port, protocol: p.protocol });
+    }
+  });
+  const slice: ParsedEndpointSlice = {
+    ...base(head, 'kubernetes', metadata.namespace, metadata.name),
+    kind: 'EndpointSlice',
+    serviceName: metadata.labels[SERVICE_NAME_LABEL],
+    groups: [
+      {
+        ports: groupPorts,
+        addresses: endpoints.map((e) => address(e.addresses[0]!, e.conditions, e.nodeName, e.zone)),
+      },
+    ],
+  };
+  return ok(slice, warnings);
+}
+
+/** Legacy core/v1 Endpoints: `addresses` are ready and serving, `notReadyAddresses` neither. */
+function parseEndpoints(head: Head, raw: unknown): ParseResult {
+  const r = parseWith(k8sEndpointsSchema, raw);
+  if (!r.ok) return error(head, r.field, r.detail);
+  const { metadata, subsets } = r.data;
+  const eps: ParsedEndpoints = {
+    ...base(head, 'kubernetes', metadata.namespace, metadata.name),
+    kind: 'Endpoints',
+    serviceName: metadata.name,
+    groups: subsets.map((s) => ({
+      ports: s.ports.map((p) => ({ name: p.name, port: p.port, protocol: p.protocol })),
+      addresses: [
+        ...s.addresses.map((a) => address(a.ip, READY, a.nodeName)),
+        ...s.notReadyAddresses.map((a) => address(a.ip, NOT_READY, a.nodeName)),
+      ],
+    })),
+  };
+  return ok(eps);
+}

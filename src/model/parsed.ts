@@ -1,0 +1,93 @@
+/**
+ * The intermediate shapes between a raw manifest and the Snapshot: what
+ * `parseObject` (parse.ts) produces from one object and `buildSnapshot`
+ * (normalise.ts) consumes. Every value in them has been validated.
+ */
+import type { Endpoint, Protocol, ServiceType, SessionAffinity } from './types.ts';
+
+/** One object read from a manifest file: `index` is its 0-based position in the file after List flattening. */
+export interface ManifestObject {
+  readonly file: string;
+  readonly index: number;
+  readonly raw: unknown;
+}
+
+/** Which API an object was written for. */
+export type SourceAPI = 'kubernetes' | 'shepherd';
+
+/** An endpoint address with its conditions: an {@link Endpoint} before a port is attached. */
+export type EndpointAddress = Omit<Endpoint, 'port'>;
+
+/**
+ * A port an endpoint group serves: `name` is the Service port name it
+ * belongs to ("" when unnamed), `port` the already-resolved target port.
+ * (discovery.k8s.io/v1 EndpointPort; v1 EndpointPort.)
+ */
+export interface EndpointGroupPort {
+  readonly name: string;
+  readonly port: number;
+  readonly protocol: Protocol;
+}
+
+/**
+ * A set of addresses that all serve the same ports: one EndpointSlice, one
+ * subset of a legacy Endpoints object, or one port of a Shepherd Service.
+ */
+export interface EndpointGroup {
+  readonly ports: readonly EndpointGroupPort[];
+  readonly addresses: readonly EndpointAddress[];
+}
+
+/** One validated Service port. `index` is its position in `spec.ports` (for error messages). */
+export interface ParsedServicePort {
+  readonly index: number;
+  /** Port name, "" when unnamed. */
+  readonly name: string;
+  readonly port: number;
+  readonly protocol: Protocol;
+  readonly nodePort?: number;
+}
+
+/** Fields common to every parsed object. `identity` is "Kind/namespace/name". */
+interface ParsedBase {
+  readonly identity: string;
+  readonly source: SourceAPI;
+  readonly file: string;
+  readonly index: number;
+  readonly namespace: string;
+  readonly name: string;
+}
+
+/** A Service (Kubernetes v1 or Shepherd). */
+export interface ParsedService extends ParsedBase {
+  readonly kind: 'Service';
+  readonly type: ServiceType | 'ExternalName';
+  /** Validated unicast IPv4 ClusterIP, or undefined when drover must allocate one. */
+  readonly clusterIP: string | undefined;
+  /** Ports to proxy; empty for headless and ExternalName services. */
+  readonly ports: readonly ParsedServicePort[];
+  /** Why the service has no proxied ports despite declaring some (headless, ExternalName), for debug logs. */
+  readonly unproxiedReason?: string;
+  readonly sessionAffinity: SessionAffinity | null;
+  readonly internalTrafficPolicy: 'Cluster' | 'Local';
+  readonly externalTrafficPolicy: 'Cluster' | 'Local';
+  /** Shepherd only: endpoints carried in the Service itself (one group per service port). */
+  readonly inlineEndpoints?: readonly EndpointGroup[];
+}
+
+/** A discovery.k8s.io/v1 EndpointSlice (IPv4 only), for Service `serviceName` in the same namespace. */
+export interface ParsedEndpointSlice extends ParsedBase {
+  readonly kind: 'EndpointSlice';
+  readonly serviceName: string;
+  readonly groups: readonly EndpointGroup[];
+}
+
+/** A legacy v1 Endpoints object; its name is the Service name. One group per subset. */
+export interface ParsedEndpoints extends ParsedBase {
+  readonly kind: 'Endpoints';
+  readonly serviceName: string;
+  readonly groups: readonly EndpointGroup[];
+}
+
+/** Any parsed object. */
+export type ParsedObject = ParsedService | ParsedEndpointSlice | ParsedEndpoints;

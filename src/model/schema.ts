@@ -1,0 +1,118 @@
+/**
+ * Small zod building blocks shared by the Kubernetes and Shepherd schemas:
+ * a validated string, a defaulted optional, the Service port-set rules, and
+ * running a schema so that its first problem comes out as a field path plus
+ * a one-line description (what ManifestError wants).
+ */
+import { z } from 'zod';
+import type { Protocol } from './types.ts';
+import { checkPort, checkProtocol, type Check } from './validate.ts';
+
+/** A string schema that must pass `check` (validate.ts); the check's text becomes the issue message. */
+export function validated(check: Check<string>) {
+  return z.string().superRefine((value, ctx) => {
+    const problem = check(value);
+    if (problem !== undefined) ctx.addIssue({ code: 'custom', message: problem });
+  });
+}
+
+/** A number schema for a port, 1-65535 integer. */
+export const portSchema = z.number().superRefine((value, ctx) => {
+  const problem = checkPort(value);
+  if (problem !== undefined) ctx.addIssue({ code: 'custom', message: problem });
+});
+
+/**
+ * A protocol schema: checked with validate.ts `checkProtocol`, output
+ * upper-case; absent or null means TCP (the Kubernetes API default).
+ */
+export function protocolSchema(opts: { ignoreCase: boolean }) {
+  return withDefault(
+    validated((s) => checkProtocol(s, opts)).transform((s) => s.toUpperCase() as Protocol),
+    'TCP' as Protocol,
+  );
+}
+
+/**
+ * Make `schema` optional and nullable (kubectl prints `null` for empty
+ * fields), replacing a missing value by `fallback` (API defaulting).
+ */
+export function withDefault<S extends z.ZodType, D extends z.output<S>>(schema: S, fallback: D) {
+  return schema.nullish().transform((v): z.output<S> => (v === undefined || v === null ? fallback : v));
+}
+
+/** Make `schema` optional and nullable, mapping null to undefined. */
+export function optional<S extends z.ZodType>(schema: S) {
+  return schema.nullish().transform((v): z.output<S> | undefined => (v === null ? undefined : v));
+}
+
+/**
+ * The rules of a Service's `ports` list (pkg/apis/core/validation
+ * validateServicePort): with more than one port every port needs a name;
+ * names are unique; port+protocol pairs are unique. Reports issues at
+ * `[i].name` / `[i].port`. For use in `.superRefine` on the ports array.
+ */
+export function refineServicePorts(
+  ports: ReadonlyArray<{ name: string; port: number; protocol: Protocol }>,
+  ctx: z.RefinementCtx,
+): void {
+  ports.forEach((p, i) => {
+    if (ports.length > 1 && p.name === '') {
+      ctx.addIssue({ code: 'custom', path: [i, 'name'], message: 'a name is required when the Service has more than one port' });
+      return;
+    }
+    const sameName = ports.findIndex((q) => q.name === p.name);
+    if (p.name !== '' && sameName < i) {
+      ctx.addIssue({ code: 'custom', path: [i, 'name'], message: `duplicate port name ${JSON.stringify(p.name)} (same as port ${sameName})` });
+    }
+    const samePort = ports.findIndex((q) => q.port === p.port && q.protocol === p.protocol);
+    if (samePort < i) {
+      ctx.addIssue({ code: 'custom', path: [i, 'port'], message: `duplicate port ${p.port}/${p.protocol} (same as port ${samePort})` });
+    }
+  });
+}
+
+/** Render a zod issue path as "spec.ports[0].port" / 'metadata.labels["kubernetes.io/service-name"]'. */
+export function formatPath(path: ReadonlyArray<PropertyKey>): string {
+  let out = '';
+  for (const key of path) {
+    if (typeof key === 'number') out += `[${key}]`;
+    else if (typeof key === 'string' && /^[A-Za-z_$][\w$]*$/.test(key)) out += out === '' ? key : `.${key}`;
+    else out += `[${JSON.stringify(String(key))}]`;
+  }
+  return out;
+}
+
+/** Describe a received value for a type mismatch: `string "80"`, `null`, `array`, `number 8`. */
+function describeInput(input: unknown): string {
+  if (input === null) return 'null';
+  if (Array.isArray(input)) return 'a list';
+  if (typeof input === 'object') return 'an object';
+  if (typeof input === 'string') return `string ${JSON.stringify(input.length > 40 ? `${input.slice(0, 40)}...` : input)}`;
+  return `${typeof input} ${String(input)}`;
+}
+
+/** Per-parse zod error map: "required" for missing values, "expected X, got Y" for wrong types. */
+const errorMap: z.core.$ZodErrorMap = (issue) => {
+  if (issue.code === 'invalid_type') {
+    return issue.input === undefined ? 'required' : `expected ${issue.expected}, got ${describeInput(issue.input)}`;
+  }
+  return undefined;
+};
+
+/** Outcome of {@link parseWith}: the data, or the first problem as a field path and a description. */
+export type SchemaResult<T> =
+  | { readonly ok: true; readonly data: T }
+  | { readonly ok: false; readonly field: string; readonly detail: string };
+
+/**
+ * Run `schema` on `raw`. On failure, returns the first issue only (one
+ * error line per object), noting how many more there were.
+ */
+export function parseWith<S extends z.ZodType>(schema: S, raw: unknown): SchemaResult<z.output<S>> {
+  const r = schema.safeParse(raw, { error: errorMap });
+  if (r.success) return { ok: true, data: r.data };
+  const [first, ...rest] = r.error.issues;
+  const more = rest.length > 0 ? ` (and ${rest.length} more problem${rest.length > 1 ? 's' : ''})` : '';
+  return { ok: false, field: formatPath(first?.path ?? []), detail: `${first?.message ?? 'invalid'}${more}` };
+}

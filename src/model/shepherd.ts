@@ -1,0 +1,63 @@
+/**
+ * zod schema for a Shepherd Service. Shepherd is a small teaching
+ * orchestrator whose Service looks like Kubernetes' but is snake_case,
+ * carries no apiVersion, spells protocols in lower case (optional, default
+ * tcp), has an optional `target_port` (default: `port`), assigns no
+ * ClusterIP (`status.cluster_ip` is "" or absent) and lists its endpoints
+ * inline as "ip:port" strings, one per pod per port:
+ *
+ *     {"kind":"Service","metadata":{"name":"web-service","namespace":"default"},
+ *      "spec":{"selector":{"app":"web"},"ports":[{"name":"http","port":80,"target_port":8080,"protocol":"tcp"}],
+ *              "type":"ClusterIP"},
+ *      "status":{"cluster_ip":"","endpoints":["10.20.0.2:8080","10.20.0.3:8080"]}}
+ *
+ * Unknown fields (selector, ...) are stripped. Every declared field is
+ * validated as strictly as its Kubernetes counterpart; an unparseable
+ * endpoint string makes the object invalid.
+ */
+import { z } from 'zod';
+import { namespaceSchema } from './kubernetes.ts';
+import { portSchema, protocolSchema, refineServicePorts, validated, withDefault } from './schema.ts';
+import { checkDNSLabel, checkUnicastIPv4, parseIPv4HostPort } from './validate.ts';
+
+/** An "ip:port" entry of `status.endpoints`, parsed to `{ ip, port }`. */
+const hostPortSchema = z.string().transform((s, ctx) => {
+  const r = parseIPv4HostPort(s);
+  if ('problem' in r) {
+    ctx.addIssue({ code: 'custom', message: r.problem });
+    return z.NEVER;
+  }
+  return r;
+});
+
+/** One entry of `spec.ports`; `target_port` defaults to `port` in parse.ts. */
+const shepherdPortSchema = z.object({
+  name: withDefault(validated((s) => (s === '' ? undefined : checkDNSLabel(s))), ''),
+  port: portSchema,
+  target_port: portSchema.nullish(),
+  protocol: protocolSchema({ ignoreCase: true }),
+  node_port: portSchema.nullish(),
+});
+
+/** A Shepherd Service, after dispatch (kind Service, no apiVersion). */
+export const shepherdServiceSchema = z.object({
+  metadata: z.object({
+    name: validated(checkDNSLabel),
+    namespace: namespaceSchema,
+  }),
+  spec: z.object({
+    type: withDefault(z.enum(['ClusterIP', 'NodePort', 'LoadBalancer']), 'ClusterIP'),
+    ports: withDefault(z.array(shepherdPortSchema), []).superRefine(refineServicePorts),
+  }),
+  status: withDefault(
+    z.object({
+      /** "" or absent: drover allocates one (allocate.ts). */
+      cluster_ip: withDefault(validated((s) => (s === '' ? undefined : checkUnicastIPv4(s))), ''),
+      endpoints: withDefault(z.array(hostPortSchema), []),
+    }),
+    { cluster_ip: '', endpoints: [] },
+  ),
+});
+
+/** Output type of {@link shepherdServiceSchema}. */
+export type ShepherdService = z.output<typeof shepherdServiceSchema>;

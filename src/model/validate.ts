@@ -1,0 +1,203 @@
+/**
+ * Strict validators for every string and number that comes from a manifest
+ * and may end up in iptables-restore input or a log line: addresses, ports,
+ * names, protocols, CIDRs.
+ *
+ * Convention: a `checkX(value)` function returns `undefined` when the value is
+ * valid and otherwise a one-line problem description that shows the value
+ * (strings JSON-quoted, so spaces, quotes and newlines are visible), e.g.
+ * `70000 is out of range 1-65535`. Nothing here throws except the parsing
+ * helpers (`parseCIDR`, `ipv4ToUint32`), which document it.
+ *
+ * The name rules are those of k8s.io/apimachinery/pkg/util/validation
+ * (IsDNS1123Label, IsDNS1123Subdomain, IsValidLabelValue, IsValidPortName).
+ */
+import { isIPv4 } from 'node:net';
+import type { Protocol } from './types.ts';
+
+/** A validator: `undefined` when valid, else a one-line problem description. */
+export type Check<T> = (value: T) => string | undefined;
+
+/** Render a value for a problem description: strings JSON-quoted (and cut), numbers as they are. */
+function show(value: unknown): string {
+  if (typeof value === 'number') return String(value);
+  const s = String(value);
+  return JSON.stringify(s.length > 80 ? `${s.slice(0, 80)}...` : s);
+}
+
+// ---------------------------------------------------------------- IPv4
+
+/** Four decimal octets 0-255 without leading zeros; nothing else (no CIDR, no spaces). */
+const DOTTED_QUAD = /^(?:(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])$/;
+
+/**
+ * True for a canonical dotted-quad IPv4 address ("10.96.0.1"); false for
+ * leading zeros ("010.0.0.1"), CIDRs, IPv6, surrounding spaces or anything
+ * else. node:net isIPv4 plus an explicit character-level check.
+ */
+export function isStrictIPv4(value: string): boolean {
+  return DOTTED_QUAD.test(value) && isIPv4(value);
+}
+
+/** Check a canonical dotted-quad IPv4 address (see {@link isStrictIPv4}). */
+export const checkIPv4: Check<string> = (value) =>
+  isStrictIPv4(value) ? undefined : `${show(value)} is not a valid IPv4 address (dotted quad, no leading zeros)`;
+
+/**
+ * Check an IPv4 address usable as a ClusterIP or an endpoint: a valid dotted
+ * quad that is not "this network" (0.0.0.0/8), loopback (127.0.0.0/8),
+ * link-local (169.254.0.0/16), multicast (224.0.0.0/4) or the broadcast
+ * address. DNAT to such addresses is meaningless or dangerous (e.g.
+ * exposing a node's localhost services); the Kubernetes API rejects them
+ * for endpoints too (pkg/apis/core/validation ValidateEndpointIP).
+ */
+export const checkUnicastIPv4: Check<string> = (value) => {
+  const bad = checkIPv4(value);
+  if (bad) return bad;
+  const n = ipv4ToUint32(value);
+  const special =
+    n >>> 24 === 0 ? 'in 0.0.0.0/8'
+    : n >>> 24 === 127 ? 'a loopback address'
+    : n >>> 16 === 0xa9fe ? 'a link-local address'
+    : n >>> 28 === 0xe ? 'a multicast address'
+    : n === 0xffffffff ? 'the broadcast address'
+    : undefined;
+  return special ? `${show(value)} is ${special}` : undefined;
+};
+
+/** IPv4 dotted quad → unsigned 32-bit integer. Throws Error on an invalid address. */
+export function ipv4ToUint32(value: string): number {
+  const bad = checkIPv4(value);
+  if (bad) throw new Error(bad);
+  return value.split('.').reduce((acc, octet) => acc * 256 + Number(octet), 0);
+}
+
+/** Unsigned 32-bit integer → IPv4 dotted quad. Throws RangeError outside 0..2^32-1 or for a non-integer. */
+export function uint32ToIPv4(n: number): string {
+  if (!Number.isInteger(n) || n < 0 || n > 0xffffffff) throw new RangeError(`${n} is not an unsigned 32-bit integer`);
+  return [n >>> 24, (n >>> 16) & 0xff, (n >>> 8) & 0xff, n & 0xff].join('.');
+}
+
+/** An IPv4 network: `network` is the uint32 of its first address, `prefix` 0-32, `size` = 2^(32-prefix) addresses. */
+export interface CIDR {
+  readonly network: number;
+  readonly prefix: number;
+  readonly size: number;
+}
+
+/**
+ * Parse "a.b.c.d/len" (e.g. "10.96.0.0/12") into a {@link CIDR}. Strict: the
+ * address must be a canonical dotted quad with no host bits set, the prefix
+ * a decimal 0-32 without leading zeros. Throws Error with a clear message
+ * naming the input otherwise.
+ */
+export function parseCIDR(value: string): CIDR {
+  const m = /^([0-9.]+)\/(0|[1-9][0-9]?)$/.exec(value);
+  if (!m || !isStrictIPv4(m[1]!) || Number(m[2]) > 32) {
+    throw new Error(`${show(value)} is not a valid IPv4 CIDR (expected e.g. "10.96.0.0/12")`);
+  }
+  const prefix = Number(m[2]);
+  const size = 2 ** (32 - prefix);
+  const address = ipv4ToUint32(m[1]!);
+  const network = address - (address % size);
+  if (network !== address) {
+    throw new Error(`${show(value)} has host bits set; did you mean "${uint32ToIPv4(network)}/${prefix}"?`);
+  }
+  return { network, prefix, size };
+}
+
+/** True when the uint32 address `ip` lies inside `cidr`. */
+export function cidrContains(cidr: CIDR, ip: number): boolean {
+  return ip >= cidr.network && ip < cidr.network + cidr.size;
+}
+
+// ---------------------------------------------------------------- numbers
+
+/** Check an integer in [min, max]; the message is "`v` is out of range min-max" or "`v` is not an integer". */
+export function checkIntRange(value: number, min: number, max: number): string | undefined {
+  if (!Number.isInteger(value)) return `${show(value)} is not an integer`;
+  return value < min || value > max ? `${value} is out of range ${min}-${max}` : undefined;
+}
+
+/** Check a TCP/UDP/SCTP port number: integer 1-65535. */
+export const checkPort: Check<number> = (value) => checkIntRange(value, 1, 65535);
+
+// ---------------------------------------------------------------- names
+
+const DNS1123_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+const DNS1123_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+const LABEL_VALUE = /^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$/;
+const IANA_SVC_NAME = /^[a-z0-9]([a-z0-9-]*[a-z0-9])?$/;
+
+/**
+ * Check a DNS-1123 label: lower-case alphanumerics and '-', starting and
+ * ending alphanumeric, 1-63 characters. Used for namespaces, Service names,
+ * port names and the kubernetes.io/service-name label.
+ */
+export const checkDNSLabel: Check<string> = (value) =>
+  value.length <= 63 && DNS1123_LABEL.test(value)
+    ? undefined
+    : `${show(value)} is not a valid DNS-1123 label (lower-case alphanumerics and '-', alphanumeric at both ends, at most 63 characters)`;
+
+/**
+ * Check a DNS-1123 subdomain: dot-separated DNS-1123 labels, at most 253
+ * characters. Used for EndpointSlice names and node names.
+ */
+export const checkDNSSubdomain: Check<string> = (value) =>
+  value.length <= 253 && DNS1123_SUBDOMAIN.test(value) && value.split('.').every((l) => l.length <= 63)
+    ? undefined
+    : `${show(value)} is not a valid DNS-1123 subdomain (dot-separated DNS-1123 labels, at most 253 characters)`;
+
+/** Check a node name (Kubernetes node names are DNS-1123 subdomains). */
+export const checkNodeName: Check<string> = checkDNSSubdomain;
+
+/**
+ * Check a topology zone. Zones are label values (topology.kubernetes.io/zone):
+ * alphanumerics, '-', '_' and '.', alphanumeric at both ends, at most 63
+ * characters; the empty value is rejected since an absent zone is omitted.
+ */
+export const checkZone: Check<string> = (value) =>
+  value !== '' && value.length <= 63 && LABEL_VALUE.test(value)
+    ? undefined
+    : `${show(value)} is not a valid zone (a label value: alphanumerics, '-', '_' and '.', at most 63 characters)`;
+
+/**
+ * Check a named container port as used by a Service's `targetPort`
+ * (IANA_SVC_NAME, IsValidPortName): lower-case alphanumerics and '-', at most
+ * 15 characters, at least one letter, no "--", alphanumeric at both ends.
+ */
+export const checkPortName: Check<string> = (value) =>
+  value.length <= 15 && IANA_SVC_NAME.test(value) && /[a-z]/.test(value) && !value.includes('--')
+    ? undefined
+    : `${show(value)} is not a valid port name (IANA service name: lower-case alphanumerics and '-', at most 15 characters, at least one letter)`;
+
+// ---------------------------------------------------------------- protocol
+
+/** The protocols drover programs, as spelt by the Kubernetes API. */
+export const PROTOCOLS: readonly Protocol[] = ['TCP', 'UDP', 'SCTP'];
+
+/**
+ * Check a protocol name. Kubernetes spells them exactly "TCP", "UDP",
+ * "SCTP"; with `ignoreCase` (Shepherd, which writes "tcp") any case is
+ * accepted and the caller upper-cases the value after checking.
+ */
+export function checkProtocol(value: string, opts: { ignoreCase: boolean }): string | undefined {
+  const v = opts.ignoreCase ? value.toUpperCase() : value;
+  return (PROTOCOLS as readonly string[]).includes(v) ? undefined : `${show(value)} is not a supported protocol (TCP, UDP or SCTP)`;
+}
+
+// ---------------------------------------------------------------- ip:port
+
+/**
+ * Split an "ip:port" endpoint string (Shepherd's `status.endpoints`), e.g.
+ * "10.20.0.2:8080". Returns the parts, or a problem description when the
+ * string is not exactly a unicast IPv4 address, ':' and a port 1-65535.
+ */
+export function parseIPv4HostPort(value: string): { ip: string; port: number } | { problem: string } {
+  const m = /^([0-9.]+):([1-9][0-9]{0,4})$/.exec(value);
+  if (!m) return { problem: `${show(value)} is not an "ip:port" endpoint` };
+  const ip = m[1]!;
+  const port = Number(m[2]);
+  const problem = checkUnicastIPv4(ip) ?? checkPort(port);
+  return problem ? { problem: `${show(value)}: ${problem}` } : { ip, port };
+}

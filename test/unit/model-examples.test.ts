@@ -1,0 +1,71 @@
+import test from 'ava';
+import { silentLogger } from '../../src/util/log.ts';
+import { FileSource } from '../../src/sources/file.ts';
+import type { ServicePort } from '../../src/model/types.ts';
+
+const ready = { ready: true, serving: true, terminating: false } as const;
+
+const LINKDING: ServicePort = {
+  key: 'default/linkding:http',
+  namespace: 'default',
+  name: 'linkding',
+  portName: 'http',
+  type: 'ClusterIP',
+  clusterIP: '10.96.0.80',
+  clusterIPAllocated: false,
+  port: 80,
+  protocol: 'TCP',
+  sessionAffinity: null,
+  internalTrafficPolicy: 'Cluster',
+  externalTrafficPolicy: 'Cluster',
+  endpoints: [
+    { ip: '10.244.1.2', port: 9090, ...ready, nodeName: 'kind-worker', zone: 'zone-a' },
+    { ip: '10.244.1.3', port: 9090, ...ready, nodeName: 'kind-worker', zone: 'zone-a' },
+  ],
+};
+
+const WEB_SERVICE: ServicePort = {
+  key: 'default/web-service:http',
+  namespace: 'default',
+  name: 'web-service',
+  portName: 'http',
+  type: 'ClusterIP',
+  clusterIP: '10.107.148.169',
+  clusterIPAllocated: true,
+  port: 80,
+  protocol: 'TCP',
+  sessionAffinity: null,
+  internalTrafficPolicy: 'Cluster',
+  externalTrafficPolicy: 'Cluster',
+  endpoints: [
+    { ip: '10.244.2.2', port: 8080, ...ready },
+    { ip: '10.244.2.3', port: 8080, ...ready },
+    { ip: '10.244.2.4', port: 8080, ...ready },
+  ],
+};
+
+const load = (path: string) => new FileSource(path, { serviceCIDR: '10.96.0.0/12', logger: silentLogger() }).load();
+
+test('examples/kubernetes.yaml: linkding only (the headless linkding-db is not proxied)', async (t) => {
+  const r = await load('examples/kubernetes.yaml');
+  t.deepEqual(r.errors, []);
+  t.deepEqual(r.warnings, []);
+  t.deepEqual(r.allocations, []);
+  t.deepEqual([...r.snapshot.services], [['default/linkding:http', LINKDING]]);
+});
+
+test('examples/shepherd.json: web-service with an allocated ClusterIP', async (t) => {
+  const r = await load('examples/shepherd.json');
+  t.deepEqual(r.errors, []);
+  t.deepEqual(r.allocations, [{ key: 'default/web-service', clusterIP: '10.107.148.169' }]);
+  t.deepEqual([...r.snapshot.services], [['default/web-service:http', WEB_SERVICE]]);
+});
+
+test('examples/ as a folder: both services, sorted by key', async (t) => {
+  const r = await load('examples');
+  t.deepEqual(r.errors, []);
+  t.deepEqual([...r.snapshot.services], [
+    ['default/linkding:http', LINKDING],
+    ['default/web-service:http', WEB_SERVICE],
+  ]);
+});

@@ -1,0 +1,48 @@
+/** Shared helpers of the model tests (not a test file itself). */
+import { Writable } from 'node:stream';
+import { pino, type Logger } from 'pino';
+import { buildSnapshot, type BuildResult } from '../../src/model/normalise.ts';
+import { parseObject } from '../../src/model/parse.ts';
+import type { ParsedObject } from '../../src/model/parsed.ts';
+import type { ServicePort, Snapshot } from '../../src/model/types.ts';
+import { readManifests } from '../../src/sources/manifests.ts';
+
+export const FIXTURES = 'test/fixtures/model';
+
+/** Read, parse and normalise `paths` (no last-known-good): result plus the parse errors. */
+export async function buildFrom(paths: string[], previous?: Snapshot): Promise<BuildResult & { parseErrors: string[] }> {
+  const objects: ParsedObject[] = [];
+  const parseErrors: string[] = [];
+  for (const path of paths) {
+    const read = await readManifests(path);
+    parseErrors.push(...read.errors.map(String));
+    for (const o of read.objects) {
+      const r = parseObject(o);
+      if (r.status === 'ok') objects.push(r.object);
+      if (r.status === 'error') parseErrors.push(r.error.message);
+    }
+  }
+  return { ...buildSnapshot(objects, { serviceCIDR: '10.96.0.0/12', ...(previous ? { previous } : {}) }), parseErrors };
+}
+
+/** A compact, exact rendering of a service port: "key ip:port/PROTO -> ep ep ..." (ep flags: !r not ready, !s not serving, T terminating). */
+export function render(sp: ServicePort): string {
+  const eps = sp.endpoints.map((e) => `${e.ip}:${e.port}${e.ready ? '' : '!r'}${e.serving ? '' : '!s'}${e.terminating ? 'T' : ''}`);
+  return `${sp.key} ${sp.clusterIP}:${sp.port}/${sp.protocol} -> ${eps.join(' ')}`.trimEnd();
+}
+
+export function renderAll(s: Snapshot): string[] {
+  return [...s.services.values()].map(render);
+}
+
+/** A debug-level pino logger that records every line as a parsed object. */
+export function recordingLogger(): { logger: Logger; lines: Array<{ level: number; msg: string } & Record<string, unknown>> } {
+  const lines: Array<{ level: number; msg: string } & Record<string, unknown>> = [];
+  const stream = new Writable({
+    write(chunk: Buffer, _enc, done) {
+      for (const l of chunk.toString().split('\n')) if (l.trim() !== '') lines.push(JSON.parse(l));
+      done();
+    },
+  });
+  return { logger: pino({ level: 'debug' }, stream), lines };
+}

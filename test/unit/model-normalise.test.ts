@@ -1,0 +1,180 @@
+import test from 'ava';
+import { buildSnapshot, servicePortKey } from '../../src/model/normalise.ts';
+import { parseObject } from '../../src/model/parse.ts';
+import type { ParsedObject } from '../../src/model/parsed.ts';
+import { buildFrom, FIXTURES, renderAll } from './model-helpers.ts';
+
+test('servicePortKey is kube-proxy\'s ServicePortName string', (t) => {
+  t.is(servicePortKey('default', 'web', 'http'), 'default/web:http');
+  t.is(servicePortKey('default', 'web', ''), 'default/web');
+});
+
+test('multi-doc YAML and Lists: all objects read, ConfigMap ignored, unnamed port matched by ""', async (t) => {
+  const r = await buildFrom([`${FIXTURES}/multi-doc.yaml`]);
+  t.deepEqual(r.parseErrors, []);
+  t.deepEqual(r.errors, []);
+  t.deepEqual(renderAll(r.snapshot), ['shop/api 10.96.10.1:8080/TCP -> 10.244.3.7:8080', 'shop/cart:grpc 10.96.10.2:9000/TCP ->']);
+});
+
+test('legacy Endpoints: addresses ready, notReadyAddresses not ready, sorted numerically', async (t) => {
+  const r = await buildFrom([`${FIXTURES}/legacy-endpoints.yaml`]);
+  t.deepEqual(renderAll(r.snapshot), ['default/legacy:http 10.96.20.1:80/TCP -> 10.244.4.9:8080 10.244.4.10:8080 10.244.4.11:8080!r!s']);
+  const eps = r.snapshot.services.get('default/legacy:http')!.endpoints;
+  t.deepEqual(eps[1], { ip: '10.244.4.10', port: 8080, ready: true, serving: true, terminating: false, nodeName: 'node-a' });
+});
+
+test('EndpointSlices win over legacy Endpoints', async (t) => {
+  const r = await buildFrom([`${FIXTURES}/slices-win.yaml`]);
+  t.deepEqual(renderAll(r.snapshot), ['default/both 10.96.20.2:80/TCP -> 10.244.5.1:80']);
+});
+
+test('multi-port service: named targetPort, port-name matching, merged slices, dedup preferring ready, protocol must match', async (t) => {
+  const r = await buildFrom([`${FIXTURES}/multi-port.yaml`]);
+  t.deepEqual(r.errors, []);
+  t.deepEqual(renderAll(r.snapshot), [
+    'shop/store:admin 10.96.30.3:8081/TCP ->',
+    'shop/store:dns 10.96.30.3:53/TCP ->',
+    'shop/store:http 10.96.30.3:80/TCP -> 10.244.6.2:8080 10.244.6.9:8080!r!sT 10.244.6.10:8080',
+    'shop/store:metrics 10.96.30.3:9100/TCP -> 10.244.6.2:9100 10.244.6.9:9100!r!sT 10.244.6.10:9100',
+  ]);
+  const http = r.snapshot.services.get('shop/store:http')!;
+  t.like(http, {
+    namespace: 'shop',
+    name: 'store',
+    portName: 'http',
+    type: 'NodePort',
+    nodePort: 30080,
+    clusterIPAllocated: false,
+    sessionAffinity: { timeoutSeconds: 600 },
+    internalTrafficPolicy: 'Cluster',
+    externalTrafficPolicy: 'Local',
+  });
+  t.deepEqual(http.endpoints[2], { ip: '10.244.6.10', port: 8080, ready: true, serving: true, terminating: false, nodeName: 'node-b' });
+});
+
+test('headless and ExternalName give no ports; IPv6/FQDN/unlabelled slices are ignored', async (t) => {
+  const r = await buildFrom([`${FIXTURES}/headless-externalname.yaml`]);
+  t.deepEqual(r.parseErrors, []);
+  t.deepEqual(r.errors, []);
+  t.deepEqual(renderAll(r.snapshot), ['default/plain 10.96.40.4:80/TCP ->']);
+  t.deepEqual(r.allocations, []);
+});
+
+test('bad input: the error names file, object and field; the other services are still served', async (t) => {
+  const cases: Array<[string, string[], string[]]> = [
+    [
+      'bad-ip.yaml',
+      [
+        'test/fixtures/model/bad-ip.yaml: Service default/web: spec.clusterIP: "10.96.1.300" is not a valid IPv4 address (dotted quad, no leading zeros)',
+        'test/fixtures/model/bad-ip.yaml: EndpointSlice default/good-2: endpoints[0].addresses[0]: "10.244.1.6 -j ACCEPT" is not a valid IPv4 address (dotted quad, no leading zeros)',
+      ],
+      ['default/good:http 10.96.1.1:80/TCP -> 10.244.1.5:8080'],
+    ],
+    [
+      'bad-port.yaml',
+      ['test/fixtures/model/bad-port.yaml: Service default/web: spec.ports[0].port: 70000 is out of range 1-65535'],
+      ['default/good:http 10.96.2.2:80/TCP ->'],
+    ],
+    [
+      'bad-protocol.yaml',
+      ['test/fixtures/model/bad-protocol.yaml: Service default/web: spec.ports[0].protocol: "HTTP" is not a supported protocol (TCP, UDP or SCTP)'],
+      ['default/good:dns 10.96.3.2:53/UDP ->'],
+    ],
+    [
+      'bad-name.yaml',
+      [
+        'test/fixtures/model/bad-name.yaml: Service default/Web_Server: metadata.name: "Web_Server" is not a valid DNS-1123 label (lower-case alphanumerics and \'-\', alphanumeric at both ends, at most 63 characters)',
+      ],
+      ['default/good:http 10.96.4.2:80/TCP ->'],
+    ],
+    [
+      'syntax',
+      ['test/fixtures/model/syntax/b-broken.yaml:7:1: syntax error: Flow sequence in block collection must be sufficiently indented and end with a ]; file skipped'],
+      ['default/fine 10.96.6.1:80/TCP ->'],
+    ],
+  ];
+  for (const [file, errors, served] of cases) {
+    const r = await buildFrom([`${FIXTURES}/${file}`]);
+    t.deepEqual(r.parseErrors, errors, file);
+    t.deepEqual(renderAll(r.snapshot), served, file);
+  }
+});
+
+test('duplicate ClusterIP:port:protocol: first by key wins, or the one already in the previous snapshot', async (t) => {
+  const file = `${FIXTURES}/duplicate-clusterip.yaml`;
+  const r = await buildFrom([file]);
+  t.deepEqual(r.errors.map(String), [
+    `${file}: Service default/beta: spec.ports[0]: 10.96.5.5:80/TCP is already used by Service default/alpha (${file}); service skipped`,
+  ]);
+  t.deepEqual(renderAll(r.snapshot), ['default/alpha:http 10.96.5.5:80/TCP ->', 'default/gamma:https 10.96.5.5:443/TCP ->']);
+
+  // beta held the address before alpha appeared: beta keeps it.
+  const betaOnly = buildSnapshot(
+    [parsed({ apiVersion: 'v1', kind: 'Service', metadata: { name: 'beta' }, spec: { clusterIP: '10.96.5.5', ports: [{ name: 'http', port: 80 }] } })],
+    { serviceCIDR: '10.96.0.0/12' },
+  );
+  const r2 = await buildFrom([file], betaOnly.snapshot);
+  t.deepEqual(r2.errors.map(String), [
+    `${file}: Service default/alpha: spec.ports[0]: 10.96.5.5:80/TCP is already used by Service default/beta (${file}); service skipped`,
+  ]);
+  t.deepEqual(renderAll(r2.snapshot), ['default/beta:http 10.96.5.5:80/TCP ->', 'default/gamma:https 10.96.5.5:443/TCP ->']);
+});
+
+function parsed(raw: unknown, file = 'mem.yaml', index = 0): ParsedObject {
+  const r = parseObject({ file, index, raw });
+  if (r.status !== 'ok') throw new Error(JSON.stringify(r));
+  return r.object;
+}
+
+const shepherd = (name: string, clusterIP = '') => ({
+  kind: 'Service',
+  metadata: { name, namespace: 'default' },
+  spec: { ports: [{ name: 'http', port: 80, target_port: 8080 }] },
+  status: { cluster_ip: clusterIP, endpoints: ['10.244.2.3:8080', '10.244.2.2:8080', '10.244.2.2:8080'] },
+});
+
+test('Shepherd services get allocated ClusterIPs, never an explicit one, and keep them via previous', (t) => {
+  const first = buildSnapshot([parsed(shepherd('web-service'))], { serviceCIDR: '10.96.0.0/12' });
+  t.deepEqual(first.allocations, [{ key: 'default/web-service', clusterIP: '10.107.148.169' }]);
+  t.deepEqual(renderAll(first.snapshot), ['default/web-service:http 10.107.148.169:80/TCP -> 10.244.2.2:8080 10.244.2.3:8080']);
+  t.true(first.snapshot.services.get('default/web-service:http')!.clusterIPAllocated);
+
+  // An explicit ClusterIP always wins: web-service moves to the next free address.
+  const explicit = parsed(shepherd('other', '10.107.148.169'), 'mem.yaml', 1);
+  const second = buildSnapshot([parsed(shepherd('web-service')), explicit], { serviceCIDR: '10.96.0.0/12', previous: first.snapshot });
+  t.deepEqual(second.allocations, [{ key: 'default/web-service', clusterIP: '10.107.148.170' }]);
+  t.false(second.snapshot.services.get('default/other:http')!.clusterIPAllocated);
+
+  // Once the explicit claim is gone, web-service keeps the address it has now (stickiness) instead of moving back.
+  const third = buildSnapshot([parsed(shepherd('web-service'))], { serviceCIDR: '10.96.0.0/12', previous: second.snapshot });
+  t.deepEqual(third.allocations, [{ key: 'default/web-service', clusterIP: '10.107.148.170' }]);
+  // Without a previous snapshot it is the hash address again.
+  t.deepEqual(buildSnapshot([parsed(shepherd('web-service'))], { serviceCIDR: '10.96.0.0/12' }).allocations[0]?.clusterIP, '10.107.148.169');
+});
+
+test('duplicate identities: the first wins', (t) => {
+  const a = parsed({ apiVersion: 'v1', kind: 'Service', metadata: { name: 'web' }, spec: { clusterIP: '10.96.0.20', ports: [{ port: 80 }] } }, 'a.yaml');
+  const b = parsed({ apiVersion: 'v1', kind: 'Service', metadata: { name: 'web' }, spec: { clusterIP: '10.96.0.21', ports: [{ port: 80 }] } }, 'b.yaml', 3);
+  const r = buildSnapshot([a, b], { serviceCIDR: '10.96.0.0/12' });
+  t.deepEqual(r.errors.map(String), ['b.yaml: Service default/web: duplicate Service default/web, already defined in a.yaml; this copy is skipped']);
+  t.deepEqual(renderAll(r.snapshot), ['default/web 10.96.0.20:80/TCP ->']);
+});
+
+test('the snapshot is sorted by key and frozen', (t) => {
+  const objs = ['zeta', 'alpha', 'mid'].map((n, i) =>
+    parsed({ apiVersion: 'v1', kind: 'Service', metadata: { name: n }, spec: { clusterIP: `10.96.1.${i + 1}`, ports: [{ name: 'b', port: 81 }, { name: 'a', port: 80 }] } }),
+  );
+  const r = buildSnapshot(objs, { serviceCIDR: '10.96.0.0/12' });
+  t.deepEqual([...r.snapshot.services.keys()], ['default/alpha:a', 'default/alpha:b', 'default/mid:a', 'default/mid:b', 'default/zeta:a', 'default/zeta:b']);
+  const sp = r.snapshot.services.get('default/alpha:a')!;
+  t.true(Object.isFrozen(r.snapshot));
+  t.true(Object.isFrozen(sp));
+  t.true(Object.isFrozen(sp.endpoints));
+  t.throws(() => {
+    (sp as { port: number }).port = 1;
+  });
+});
+
+test('an invalid service CIDR is a configuration error', (t) => {
+  t.throws(() => buildSnapshot([], { serviceCIDR: '10.96.0.0/33' }), { message: '"10.96.0.0/33" is not a valid IPv4 CIDR (expected e.g. "10.96.0.0/12")' });
+});

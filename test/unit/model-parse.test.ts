@@ -1,0 +1,312 @@
+import test from 'ava';
+import type { ParsedEndpointSlice, ParsedService } from '../../src/model/parsed.ts';
+import { parseObject, type ParseResult } from '../../src/model/parse.ts';
+
+const FILE = 'in.yaml';
+const parse = (raw: unknown, index = 0) => parseObject({ file: FILE, index, raw });
+
+function okObject(r: ParseResult) {
+  if (r.status !== 'ok') throw new Error(`expected ok, got ${JSON.stringify(r)}`);
+  return r.object;
+}
+function errorText(r: ParseResult): string {
+  if (r.status !== 'error') throw new Error(`expected error, got ${JSON.stringify(r)}`);
+  return r.error.message;
+}
+function ignoredReason(r: ParseResult): string {
+  if (r.status !== 'ignored') throw new Error(`expected ignored, got ${JSON.stringify(r)}`);
+  return r.reason;
+}
+
+const k8sService = (spec: Record<string, unknown>, metadata: Record<string, unknown> = { name: 'web', namespace: 'default' }) => ({
+  apiVersion: 'v1',
+  kind: 'Service',
+  metadata,
+  spec,
+});
+
+test('Kubernetes Service: defaults and unknown fields', (t) => {
+  const svc = okObject(
+    parse({
+      ...k8sService({
+        clusterIP: '10.96.0.10',
+        clusterIPs: ['10.96.0.10'],
+        ipFamilies: ['IPv4'],
+        ports: [{ port: 53, targetPort: 'dns-tcp', appProtocol: 'dns', someFutureField: { x: 1 } }],
+        selector: { app: 'dns' },
+      }, { name: 'dns', managedFields: [{ manager: 'kubectl' }], resourceVersion: '1' }),
+      status: { loadBalancer: {} },
+    }),
+  );
+  t.deepEqual(svc, {
+    identity: 'Service/default/dns',
+    source: 'kubernetes',
+    file: FILE,
+    index: 0,
+    namespace: 'default',
+    name: 'dns',
+    kind: 'Service',
+    type: 'ClusterIP',
+    clusterIP: '10.96.0.10',
+    ports: [{ index: 0, name: '', port: 53, protocol: 'TCP' }],
+    sessionAffinity: null,
+    internalTrafficPolicy: 'Cluster',
+    externalTrafficPolicy: 'Cluster',
+  } satisfies ParsedService);
+});
+
+test('Kubernetes Service: NodePort, ClientIP affinity (default and explicit timeout), traffic policies', (t) => {
+  const svc = okObject(
+    parse(k8sService({
+      type: 'NodePort',
+      clusterIP: '10.96.0.11',
+      ports: [{ name: 'http', port: 80, nodePort: 30080, protocol: 'TCP' }, { name: 'dns', port: 53, protocol: 'UDP' }],
+      sessionAffinity: 'ClientIP',
+      internalTrafficPolicy: 'Local',
+      externalTrafficPolicy: 'Local',
+    })),
+  ) as ParsedService;
+  t.is(svc.type, 'NodePort');
+  t.deepEqual(svc.ports, [
+    { index: 0, name: 'http', port: 80, protocol: 'TCP', nodePort: 30080 },
+    { index: 1, name: 'dns', port: 53, protocol: 'UDP' },
+  ]);
+  t.deepEqual(svc.sessionAffinity, { timeoutSeconds: 10800 });
+  t.is(svc.internalTrafficPolicy, 'Local');
+  t.is(svc.externalTrafficPolicy, 'Local');
+  const timed = okObject(
+    parse(k8sService({
+      clusterIP: '10.96.0.12',
+      ports: [{ port: 80 }],
+      sessionAffinity: 'ClientIP',
+      sessionAffinityConfig: { clientIP: { timeoutSeconds: 60 } },
+    })),
+  ) as ParsedService;
+  t.deepEqual(timed.sessionAffinity, { timeoutSeconds: 60 });
+  t.is(
+    errorText(parse(k8sService({ clusterIP: '10.96.0.12', ports: [{ port: 80 }], sessionAffinity: 'ClientIP', sessionAffinityConfig: { clientIP: { timeoutSeconds: 90000 } } }))),
+    'in.yaml: Service default/web: spec.sessionAffinityConfig.clientIP.timeoutSeconds: 90000 is out of range 1-86400',
+  );
+});
+
+test('Kubernetes Service without clusterIP asks for allocation; headless and ExternalName have no ports', (t) => {
+  t.is((okObject(parse(k8sService({ ports: [{ port: 80 }] }))) as ParsedService).clusterIP, undefined);
+  const headless = okObject(parse(k8sService({ clusterIP: 'None', ports: [{ port: 5432 }] }))) as ParsedService;
+  t.deepEqual([headless.clusterIP, headless.ports, headless.unproxiedReason], [undefined, [], 'headless (clusterIP: None, not proxied)']);
+  const ext = okObject(parse(k8sService({ type: 'ExternalName', externalName: 'example.com', ports: [{ port: 443 }] }))) as ParsedService;
+  t.deepEqual([ext.type, ext.clusterIP, ext.ports, ext.unproxiedReason], ['ExternalName', undefined, [], 'type ExternalName (DNS only, not proxied)']);
+});
+
+test('ignored objects: other kinds, other API versions, IPv6', (t) => {
+  t.is(ignoredReason(parse({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'x' } })), 'kind ConfigMap is not read by drover');
+  t.is(ignoredReason(parse({ apiVersion: 'v1', kind: 'Pod', metadata: { name: 'x' } })), 'kind Pod is not read by drover');
+  t.is(
+    ignoredReason(parse({ apiVersion: 'serving.knative.dev/v1', kind: 'Service', metadata: { name: 'x' } })),
+    'Service of apiVersion "serving.knative.dev/v1" is neither a core v1 nor a Shepherd Service',
+  );
+  t.is(
+    ignoredReason(parse({ apiVersion: 'discovery.k8s.io/v1beta1', kind: 'EndpointSlice', metadata: { name: 'x' } })),
+    'EndpointSlice of apiVersion "discovery.k8s.io/v1beta1" is not supported (only discovery.k8s.io/v1)',
+  );
+  t.is(ignoredReason(parse(k8sService({ clusterIP: 'fd00::10', ports: [{ port: 80 }] }))), 'IPv6 ClusterIP fd00::10: only IPv4 services are supported');
+  const slice = (addressType: string, labels?: Record<string, string>) => ({
+    apiVersion: 'discovery.k8s.io/v1',
+    kind: 'EndpointSlice',
+    metadata: { name: 's', namespace: 'default', ...(labels ? { labels } : {}) },
+    addressType,
+    endpoints: [{ addresses: ['fd00::1'] }],
+  });
+  t.is(ignoredReason(parse(slice('IPv6', { 'kubernetes.io/service-name': 'web' }))), 'addressType IPv6: only IPv4 EndpointSlices are supported');
+  t.is(ignoredReason(parse(slice('FQDN', { 'kubernetes.io/service-name': 'web' }))), 'addressType FQDN: only IPv4 EndpointSlices are supported');
+  t.is(ignoredReason(parse(slice('IPv4'))), 'no kubernetes.io/service-name label: not tied to a Service (kube-proxy ignores it too)');
+});
+
+test('EndpointSlice: conditions with API nil semantics, first address, ports', (t) => {
+  const slice = okObject(
+    parse({
+      apiVersion: 'discovery.k8s.io/v1',
+      kind: 'EndpointSlice',
+      metadata: { name: 'web-abc.1', namespace: 'default', labels: { 'kubernetes.io/service-name': 'web', other: 'x' }, ownerReferences: [] },
+      addressType: 'IPv4',
+      endpoints: [
+        { addresses: ['10.244.0.1', '10.244.0.100'], nodeName: 'node-1', zone: 'z1', hints: { forZones: [{ name: 'z1' }] }, targetRef: { kind: 'Pod' } },
+        { addresses: ['10.244.0.2'], conditions: { ready: false } },
+        { addresses: ['10.244.0.3'], conditions: { ready: false, serving: true, terminating: true } },
+        { addresses: ['10.244.0.4'], conditions: { ready: null, serving: null, terminating: null } },
+      ],
+      ports: [{ name: 'http', port: 8080, protocol: 'TCP', appProtocol: 'http' }, { name: 'all' }, { port: 9090, protocol: 'UDP' }],
+    }),
+  ) as ParsedEndpointSlice;
+  t.is(slice.identity, 'EndpointSlice/default/web-abc.1');
+  t.is(slice.serviceName, 'web');
+  t.deepEqual(slice.groups, [
+    {
+      ports: [{ name: 'http', port: 8080, protocol: 'TCP' }, { name: '', port: 9090, protocol: 'UDP' }],
+      addresses: [
+        { ip: '10.244.0.1', ready: true, serving: true, terminating: false, nodeName: 'node-1', zone: 'z1' },
+        { ip: '10.244.0.2', ready: false, serving: false, terminating: false },
+        { ip: '10.244.0.3', ready: false, serving: true, terminating: true },
+        { ip: '10.244.0.4', ready: true, serving: true, terminating: false },
+      ],
+    },
+  ]);
+  const r = parse({
+    apiVersion: 'discovery.k8s.io/v1',
+    kind: 'EndpointSlice',
+    metadata: { name: 'web-abc', labels: { 'kubernetes.io/service-name': 'web' } },
+    addressType: 'IPv4',
+    endpoints: null,
+    ports: [{ name: 'all' }],
+  });
+  t.is(r.status, 'ok');
+  if (r.status === 'ok') {
+    t.deepEqual(r.warnings.map(String), ['in.yaml: EndpointSlice default/web-abc: ports[0].port: absent ("all ports" is not supported by kube-proxy); port ignored']);
+  }
+});
+
+test('legacy Endpoints: addresses ready, notReadyAddresses not', (t) => {
+  const eps = okObject(
+    parse({
+      apiVersion: 'v1',
+      kind: 'Endpoints',
+      metadata: { name: 'web', namespace: 'default' },
+      subsets: [{ addresses: [{ ip: '10.244.0.5', nodeName: 'n1', hostname: 'h' }], notReadyAddresses: [{ ip: '10.244.0.6' }], ports: [{ name: 'http', port: 80 }] }],
+    }),
+  );
+  t.deepEqual(eps, {
+    identity: 'Endpoints/default/web',
+    source: 'kubernetes',
+    file: FILE,
+    index: 0,
+    namespace: 'default',
+    name: 'web',
+    kind: 'Endpoints',
+    serviceName: 'web',
+    groups: [
+      {
+        ports: [{ name: 'http', port: 80, protocol: 'TCP' }],
+        addresses: [
+          { ip: '10.244.0.5', ready: true, serving: true, terminating: false, nodeName: 'n1' },
+          { ip: '10.244.0.6', ready: false, serving: false, terminating: false },
+        ],
+      },
+    ],
+  });
+});
+
+test('Shepherd Service: snake_case, lower-case protocol, target_port matching, missing protocol and target_port', (t) => {
+  const r = parse(
+    {
+      kind: 'Service',
+      metadata: { name: 'web-service', namespace: 'default' },
+      spec: {
+        selector: { app: 'web' },
+        ports: [
+          { name: 'http', port: 80, target_port: 8080, protocol: 'tcp' },
+          { name: 'metrics', port: 9100 },
+          { name: 'syslog', port: 514, target_port: 5514, protocol: 'udp' },
+        ],
+        type: 'ClusterIP',
+      },
+      status: { cluster_ip: '', endpoints: ['10.20.0.2:8080', '10.20.0.3:8080', '10.20.0.2:9100', '10.20.0.2:5514', '10.20.0.9:7777'] },
+    },
+    4,
+  );
+  if (r.status !== 'ok') return t.fail(JSON.stringify(r));
+  t.deepEqual(r.warnings.map(String), ['in.yaml: Service default/web-service: status.endpoints[4]: "10.20.0.9:7777" matches no target_port of the service; entry ignored']);
+  const ready = { ready: true, serving: true, terminating: false };
+  t.deepEqual(r.object, {
+    identity: 'Service/default/web-service',
+    source: 'shepherd',
+    file: FILE,
+    index: 4,
+    namespace: 'default',
+    name: 'web-service',
+    kind: 'Service',
+    type: 'ClusterIP',
+    clusterIP: undefined,
+    ports: [
+      { index: 0, name: 'http', port: 80, protocol: 'TCP' },
+      { index: 1, name: 'metrics', port: 9100, protocol: 'TCP' },
+      { index: 2, name: 'syslog', port: 514, protocol: 'UDP' },
+    ],
+    sessionAffinity: null,
+    internalTrafficPolicy: 'Cluster',
+    externalTrafficPolicy: 'Cluster',
+    inlineEndpoints: [
+      { ports: [{ name: 'http', port: 8080, protocol: 'TCP' }], addresses: [{ ip: '10.20.0.2', ...ready }, { ip: '10.20.0.3', ...ready }] },
+      { ports: [{ name: 'metrics', port: 9100, protocol: 'TCP' }], addresses: [{ ip: '10.20.0.2', ...ready }] },
+      { ports: [{ name: 'syslog', port: 5514, protocol: 'UDP' }], addresses: [{ ip: '10.20.0.2', ...ready }] },
+    ],
+  } satisfies ParsedService);
+  const withIP = okObject(parse({ kind: 'Service', metadata: { name: 'a' }, spec: { ports: [{ port: 80 }] }, status: { cluster_ip: '10.96.9.9' } })) as ParsedService;
+  t.is(withIP.clusterIP, '10.96.9.9');
+  t.is(withIP.namespace, 'default');
+  t.deepEqual(withIP.inlineEndpoints, [{ ports: [{ name: '', port: 80, protocol: 'TCP' }], addresses: [] }]);
+});
+
+test('Shepherd Service errors: bad endpoint entry, bad protocol, bad cluster_ip', (t) => {
+  const shep = (ports: unknown[], status: unknown) => ({ kind: 'Service', metadata: { name: 'web-service', namespace: 'default' }, spec: { ports }, status });
+  t.is(
+    errorText(parse(shep([{ name: 'http', port: 80, target_port: 8080 }], { endpoints: ['10.20.0.2:8080', '10.20.0.3'] }))),
+    'in.yaml: Service default/web-service: status.endpoints[1]: "10.20.0.3" is not an "ip:port" endpoint',
+  );
+  t.is(
+    errorText(parse(shep([{ name: 'http', port: 80, protocol: 'http' }], {}))),
+    'in.yaml: Service default/web-service: spec.ports[0].protocol: "http" is not a supported protocol (TCP, UDP or SCTP)',
+  );
+  t.is(
+    errorText(parse(shep([{ port: 80 }], { cluster_ip: '10.96.0.1/32' }))),
+    'in.yaml: Service default/web-service: status.cluster_ip: "10.96.0.1/32" is not a valid IPv4 address (dotted quad, no leading zeros)',
+  );
+  t.is(
+    errorText(parse(shep([{ port: 80, target_port: 0 }], {}))),
+    'in.yaml: Service default/web-service: spec.ports[0].target_port: 0 is out of range 1-65535',
+  );
+});
+
+test('Kubernetes errors name the object and the field', (t) => {
+  const cases: Array<[unknown, string]> = [
+    [k8sService({ clusterIP: '10.96.1.300', ports: [{ port: 80 }] }), 'spec.clusterIP: "10.96.1.300" is not a valid IPv4 address (dotted quad, no leading zeros)'],
+    [k8sService({ clusterIP: '127.0.0.1', ports: [{ port: 80 }] }), 'spec.clusterIP: "127.0.0.1" is a loopback address'],
+    [k8sService({ clusterIP: '10.96.1.3', ports: [{ port: 70000 }] }), 'spec.ports[0].port: 70000 is out of range 1-65535'],
+    [k8sService({ clusterIP: '10.96.1.3', ports: [{ port: '80' }] }), 'spec.ports[0].port: expected number, got string "80"'],
+    [k8sService({ clusterIP: '10.96.1.3', ports: [{ port: 80, protocol: 'tcp' }] }), 'spec.ports[0].protocol: "tcp" is not a supported protocol (TCP, UDP or SCTP)'],
+    [k8sService({ clusterIP: '10.96.1.3', ports: [{ port: 80, targetPort: 'Not Valid' }] }), 'spec.ports[0].targetPort: "Not Valid" is not a valid port name (IANA service name: lower-case alphanumerics and \'-\', at most 15 characters, at least one letter)'],
+    [k8sService({ clusterIP: '10.96.1.3', ports: [{ name: 'a', port: 80 }, { port: 81 }] }), 'spec.ports[1].name: a name is required when the Service has more than one port'],
+    [k8sService({ clusterIP: '10.96.1.3', ports: [{ name: 'a', port: 80 }, { name: 'a', port: 81 }] }), 'spec.ports[1].name: duplicate port name "a" (same as port 0)'],
+    [k8sService({ clusterIP: '10.96.1.3', ports: [{ name: 'a', port: 80 }, { name: 'b', port: 80 }] }), 'spec.ports[1].port: duplicate port 80/TCP (same as port 0)'],
+    [k8sService({ clusterIP: '10.96.1.3', ports: [{ name: 'HTTP', port: 80 }] }), 'spec.ports[0].name: "HTTP" is not a valid DNS-1123 label (lower-case alphanumerics and \'-\', alphanumeric at both ends, at most 63 characters)'],
+    [k8sService({ clusterIP: '10.96.1.3', type: 'Magic', ports: [{ port: 80 }] }), 'spec.type: Invalid option: expected one of "ClusterIP"|"NodePort"|"LoadBalancer"|"ExternalName"'],
+    [k8sService({ clusterIP: '10.96.1.3', ports: { port: 80 } }), 'spec.ports: expected array, got an object'],
+  ];
+  for (const [raw, tail] of cases) t.is(errorText(parse(raw)), `in.yaml: Service default/web: ${tail}`);
+  t.is(
+    errorText(parse(k8sService({ clusterIP: '10.96.1.3', ports: [{ port: 80 }] }, { name: 'web', namespace: 'Bad NS' }))),
+    'in.yaml: Service "Bad NS"/web: metadata.namespace: "Bad NS" is not a valid DNS-1123 label (lower-case alphanumerics and \'-\', alphanumeric at both ends, at most 63 characters)',
+  );
+  t.is(errorText(parse(k8sService({ ports: [] }, { namespace: 'default' }), 2)), 'in.yaml: Service #3: metadata.name: required');
+  t.is(errorText(parse({ apiVersion: 'v1', metadata: { name: 'x' } })), 'in.yaml: object default/x: kind: required');
+  t.is(errorText(parse('just a string', 1)), 'in.yaml: object #2: expected an object, got string');
+  const badSlice = parse({
+    apiVersion: 'discovery.k8s.io/v1',
+    kind: 'EndpointSlice',
+    metadata: { name: 'web-1', namespace: 'default', labels: { 'kubernetes.io/service-name': 'web' } },
+    addressType: 'IPv4',
+    endpoints: [{ addresses: ['10.244.0.1'], nodeName: 'node 1;rm' }],
+  });
+  t.is(errorText(badSlice), 'in.yaml: EndpointSlice default/web-1: endpoints[0].nodeName: "node 1;rm" is not a valid DNS-1123 subdomain (dot-separated DNS-1123 labels, at most 253 characters)');
+  if (badSlice.status === 'error') t.is(badSlice.identity, 'EndpointSlice/default/web-1');
+  t.is(
+    errorText(parse({ apiVersion: 'discovery.k8s.io/v1', kind: 'EndpointSlice', metadata: { name: 'w', labels: { 'kubernetes.io/service-name': 'Web!' } }, addressType: 'IPv4' })),
+    'in.yaml: EndpointSlice default/w: metadata.labels["kubernetes.io/service-name"]: "Web!" is not a valid DNS-1123 label (lower-case alphanumerics and \'-\', alphanumeric at both ends, at most 63 characters)',
+  );
+});
+
+test('an absent or empty namespace means "default"', (t) => {
+  for (const metadata of [{ name: 'web' }, { name: 'web', namespace: '' }, { name: 'web', namespace: null }]) {
+    const svc = okObject(parse(k8sService({ clusterIP: '10.96.0.30', ports: [{ port: 80 }] }, metadata)));
+    t.is(svc.identity, 'Service/default/web');
+    t.is(svc.namespace, 'default');
+  }
+});
