@@ -13,13 +13,14 @@ const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.ur
 
 /** The whole program, for main() and for tests of --help. */
 export function buildProgram(): Command {
+  const output = { outputError: (str: string, write: (s: string) => void) => write(str.replace(/^error: /, 'drover: ')) };
   const program = new Command('drover')
     .description('A node-level service proxy for Linux: Kubernetes-style Services to kernel load-balancing rules')
     .version(pkg.version)
     .showHelpAfterError('(run with --help for usage)')
-    .configureOutput({ outputError: (str, write) => write(str.replace(/^error: /, 'drover: ')) });
+    .configureOutput(output);
   for (const cmd of [runCommand(), syncCommand(), renderCommand(), cleanupCommand()]) {
-    program.addCommand(cmd.showHelpAfterError('(run with --help for usage)'));
+    program.addCommand(cmd.showHelpAfterError('(run with --help for usage)').configureOutput(output));
   }
   return program;
 }

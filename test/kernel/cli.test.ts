@@ -1,0 +1,118 @@
+/**
+ * The drover command end to end: render, run (file watching and the sync
+ * loop) and cleanup, as a user runs them, in a fresh network namespace.
+ */
+import test from 'ava';
+import { spawn } from 'node:child_process';
+import { cp, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { run } from '../../src/testbed/exec.ts';
+import { testbedUnavailableReason } from '../../src/testbed/topology.ts';
+import { withNetns } from '../support/netns.ts';
+
+const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+const DROVER = join(ROOT, 'bin/drover.js');
+const unavailable = await testbedUnavailableReason();
+
+const drover = (args: string[]) => run(process.execPath, [DROVER, ...args], { allowFail: true, timeoutMs: 60_000 });
+
+async function until(what: string, check: () => Promise<boolean>, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+test('render prints the ruleset for the examples and needs no root', async (t) => {
+  const res = await drover(['render', '--source', join(ROOT, 'examples'), '--cluster-cidr', '10.244.0.0/16']);
+  t.is(res.code, 0, res.stderr);
+  t.is(res.stderr, '');
+  t.regex(res.stdout, /^# default\/web-service:http: ClusterIP 10\.\d+\.\d+\.\d+:80\/TCP \(allocated by drover\), 3 ready of 3 endpoints$/m);
+  t.regex(res.stdout, /^-A KUBE-SERVICES -d 10\.96\.0\.80\/32 -p tcp -m comment --comment "default\/linkding:http cluster IP" -m tcp --dport 80 -j KUBE-SVC-\w{16}$/m);
+  t.regex(res.stdout, /-j DNAT --to-destination 10\.244\.1\.3:9090$/m);
+});
+
+test('render names a bad object, skips it, renders the rest and exits 1', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'drover-cli-'));
+  try {
+    await cp(join(ROOT, 'examples'), dir, { recursive: true });
+    await writeFile(
+      join(dir, 'bad.yaml'),
+      'apiVersion: v1\nkind: Service\nmetadata: {name: evil, namespace: default}\nspec:\n  clusterIP: 10.96.0.99\n  ports: [{name: http, port: 70000, protocol: TCP}]\n',
+    );
+    const res = await drover(['render', '--source', dir]);
+    t.is(res.code, 1);
+    t.regex(res.stderr, /bad\.yaml.*Service default\/evil.*spec\.ports\[0\]\.port.*70000/);
+    t.true(res.stdout.includes('default/linkding:http cluster IP'));
+    t.false(res.stdout.includes('evil'));
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
+test('bad flags are one clear line and exit 1', async (t) => {
+  const res = await drover(['render', '--source', 'examples', '--cluster-cidr', '10.0.0.0/33']);
+  t.is(res.code, 1);
+  t.regex(res.stderr.split('\n')[0]!, /^drover: .*10\.0\.0\.0\/33.*not a valid IPv4 CIDR/);
+  const missing = await drover(['render', '--source', '/nonexistent/drover']);
+  t.is(missing.code, 1);
+  t.regex(missing.stderr, /^drover: .*\/nonexistent\/drover/);
+  const ipvs = await drover(['sync', '--once', '--source', 'examples', '--mode', 'ipvs']);
+  t.is(ipvs.code, 1);
+  t.is(ipvs.stderr.trim().split('\n').length, 1);
+  t.regex(ipvs.stderr, /IPVS mode is not built yet/);
+});
+
+test('--help lists every command and option', async (t) => {
+  const top = await drover(['--help']);
+  for (const c of ['run', 'sync', 'render', 'cleanup']) t.regex(top.stdout, new RegExp(`^  ${c} `, 'm'));
+  const runHelp = await drover(['run', '--help']);
+  for (const o of ['--source', '--mode', '--cluster-cidr', '--masquerade-all', '--min-sync-period', '--sync-period', '--iptables-backend']) {
+    t.true(runHelp.stdout.includes(o), o);
+  }
+});
+
+if (unavailable) {
+  test.skip(`drover run tests skipped: ${unavailable}`, () => {});
+} else {
+  test.serial('run applies the manifests, follows edits within the min sync period, keeps rules on exit; cleanup removes them', async (t) => {
+    const dir = await mkdtemp(join(tmpdir(), 'drover-cli-'));
+    await cp(join(ROOT, 'examples'), dir, { recursive: true });
+    try {
+      await withNetns(async (netns) => {
+        const save = async () => (await run('iptables-nft-save', ['-t', 'nat'], { netns })).stdout;
+        const child = spawn(process.execPath, [DROVER, 'run', '--source', dir, '--netns', netns, '--iptables-backend', 'nft', '--min-sync-period', '500ms'], {
+          stdio: ['ignore', 'ignore', 'pipe'],
+        });
+        let logs = '';
+        child.stderr.on('data', (b: Buffer) => (logs += b.toString()));
+        try {
+          await until('the first sync', async () => (await save()).includes('10.244.2.4:8080'), 20_000);
+          t.true((await save()).includes('default/linkding:http cluster IP'));
+          const file = join(dir, 'shepherd.json');
+          const manifest = JSON.parse(await readFile(file, 'utf8')) as { status: { endpoints: string[] } };
+          manifest.status.endpoints = manifest.status.endpoints.filter((e) => e !== '10.244.2.4:8080');
+          const edited = Date.now();
+          await writeFile(file, JSON.stringify(manifest));
+          await until('the edit to reach the kernel', async () => !(await save()).includes('10.244.2.4:8080'), 10_000);
+          t.log(`edit reached the kernel after ${Date.now() - edited} ms`);
+          t.regex(logs, /"msg":"partial sync done"/);
+          t.regex(logs, /"changed":\["default\/web-service:http"\]/);
+          t.regex(logs, /allocated ClusterIP 10\.\d+\.\d+\.\d+ to default\/web-service/);
+        } finally {
+          child.kill('SIGTERM');
+          await new Promise((r) => child.once('exit', r));
+        }
+        t.true((await save()).includes('default/linkding:http cluster IP'), 'rules stay in place after drover exits');
+        const cleanup = await drover(['cleanup', '--netns', netns, '--iptables-backend', 'nft']);
+        t.is(cleanup.code, 0, cleanup.stderr);
+        t.false(/KUBE-/.test(await save()));
+      });
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+}
