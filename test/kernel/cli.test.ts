@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { run } from '../../src/testbed/exec.ts';
 import { testbedUnavailableReason } from '../../src/testbed/topology.ts';
-import { withNetns } from '../support/netns.ts';
+import { withNetns } from '../../src/testbed/netns.ts';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const DROVER = join(ROOT, 'bin/drover.js');

@@ -12,7 +12,7 @@ import { parseSave } from '../../src/backends/iptables/parse.ts';
 import { run } from '../../src/testbed/exec.ts';
 import { testbedUnavailableReason } from '../../src/testbed/topology.ts';
 import { silentLogger } from '../../src/util/log.ts';
-import { withNetns } from '../support/netns.ts';
+import { withNetns } from '../../src/testbed/netns.ts';
 import { ep, snap, sp } from '../support/snapshots.ts';
 
 const unavailable = await testbedUnavailableReason();
