@@ -20,15 +20,28 @@ export function renderConfig(opts: RenderCliOptions): RenderOptions {
 }
 
 /**
+ * The iptables I/O for the command's flags: `--iptables-backend` (or the
+ * detected variant) and `--netns`.
+ * @throws UsageError when not root.
+ */
+export async function createIptablesExec(opts: KernelOptions, logger: Logger): Promise<SystemIptables> {
+  if (process.getuid?.() !== 0) throw new UsageError('reading or programming iptables needs root (CAP_NET_ADMIN); run drover with sudo');
+  const variant = opts.iptablesBackend === 'auto' ? await detectVariant(opts.netns) : opts.iptablesBackend;
+  logger.debug({ iptables: variant, netns: opts.netns }, 'using iptables-%s', variant);
+  return new SystemIptables({ variant, ...(opts.netns ? { netns: opts.netns } : {}) });
+}
+
+/**
  * The backend for `opts.mode`.
  * @throws UsageError when not root, or for a mode that is not built yet.
  */
 export async function createBackend(opts: KernelOptions, render: RenderOptions, logger: Logger): Promise<IptablesBackend> {
   if (opts.mode === 'ipvs') throw new UsageError('IPVS mode is not built yet; use --mode iptables');
-  if (process.getuid?.() !== 0) throw new UsageError('programming iptables needs root (CAP_NET_ADMIN); run drover with sudo');
-  const variant = opts.iptablesBackend === 'auto' ? await detectVariant(opts.netns) : opts.iptablesBackend;
-  logger.info({ mode: opts.mode, iptables: variant, netns: opts.netns }, 'using iptables-%s', variant);
-  const exec = new SystemIptables({ variant, ...(opts.netns ? { netns: opts.netns } : {}) });
+  const exec = await createIptablesExec(opts, logger);
+  logger.info({ mode: opts.mode, iptables: exec.variant, netns: opts.netns }, 'using iptables-%s', exec.variant);
+  if (render.clusterCIDR === undefined && !render.masqueradeAll) {
+    logger.warn('neither --cluster-cidr nor --masquerade-all is set: traffic to ClusterIPs is not masqueraded (only hairpin traffic is)');
+  }
   return new IptablesBackend({ exec, render, logger });
 }
 

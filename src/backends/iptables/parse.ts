@@ -18,6 +18,8 @@ export const BUILTIN_CHAINS: ReadonlySet<string> = new Set(['PREROUTING', 'INPUT
 export interface ParsedChain {
   readonly policy: string;
   readonly rules: string[];
+  /** 1-based line of each rule in the parsed text, parallel to `rules`. */
+  readonly lines: number[];
 }
 
 /** One table: chains in the order they were declared. */
@@ -63,7 +65,7 @@ export function parseSave(text: string): ParsedDump {
     if (line.startsWith(':')) {
       const [chain, policy = '-'] = line.slice(1).split(' ');
       if (!chain) throw new IptablesParseError(lineNo, 'empty chain name');
-      if (!table.has(chain)) table.set(chain, { policy, rules: [] });
+      if (!table.has(chain)) table.set(chain, { policy, rules: [], lines: [] });
       continue;
     }
     const rule = line.replace(/^\[\d+:\d+\] /, '');
@@ -72,11 +74,12 @@ export function parseSave(text: string): ParsedDump {
     const name = m[1]!;
     let chain = table.get(name);
     if (!chain && BUILTIN_CHAINS.has(name)) {
-      chain = { policy: 'ACCEPT', rules: [] };
+      chain = { policy: 'ACCEPT', rules: [], lines: [] };
       table.set(name, chain);
     }
     if (!chain) throw new IptablesParseError(lineNo, `rule on undeclared chain ${name}`);
     chain.rules.push(m[2]!);
+    chain.lines.push(lineNo);
   }
   return dump;
 }

@@ -1,0 +1,38 @@
+/** `drover trace`: where a new connection goes through the live ruleset (see src/inspect/trace.ts). */
+import { Command, InvalidArgumentError, Option } from 'commander';
+import { localAddresses, readTables } from '../inspect/live.ts';
+import { formatTrace } from '../inspect/trace-format.ts';
+import { trace, type Packet } from '../inspect/trace.ts';
+import { isStrictIPv4, parseIPv4HostPort } from '../model/validate.ts';
+import { createLogger } from '../util/log.ts';
+import { kernelOptions, type KernelOptions } from './options.ts';
+import { createIptablesExec } from './setup.ts';
+
+function ipArg(value: string): string {
+  if (!isStrictIPv4(value)) throw new InvalidArgumentError(`"${value}" is not an IPv4 address`);
+  return value;
+}
+
+function hostPortArg(value: string): { ip: string; port: number } {
+  const parsed = parseIPv4HostPort(value);
+  if ('problem' in parsed) throw new InvalidArgumentError(parsed.problem);
+  return parsed;
+}
+
+/** The `trace` command. */
+export function traceCommand(): Command {
+  const cmd = new Command('trace')
+    .description('walk the live ruleset for a new connection: matched rules, candidate endpoints, masquerade, REJECT')
+    .addOption(new Option('--src <ip>', 'source address of the connection').argParser(ipArg).makeOptionMandatory())
+    .addOption(new Option('--dst <ip:port>', 'destination, e.g. a ClusterIP and port').argParser(hostPortArg).makeOptionMandatory())
+    .addOption(new Option('--proto <proto>', 'transport protocol').choices(['tcp', 'udp', 'sctp']).default('tcp'))
+    .addOption(new Option('--json', 'print the trace as JSON').default(false))
+    .action(async (opts: KernelOptions & { src: string; dst: { ip: string; port: number }; proto: Packet['proto']; json: boolean }) => {
+      const exec = await createIptablesExec(opts, createLogger(opts.logLevel));
+      const [dump, local] = await Promise.all([readTables(exec), localAddresses(opts.netns)]);
+      const result = trace({ dump, localAddresses: local }, { src: opts.src, dst: opts.dst.ip, dport: opts.dst.port, proto: opts.proto });
+      process.stdout.write(opts.json ? `${JSON.stringify(result, null, 2)}\n` : formatTrace(result).replace('\n\n', `\n(line numbers are those of iptables-save -t TABLE, iptables-${exec.variant})\n\n`));
+    });
+  for (const o of kernelOptions()) if (o.long !== '--mode') cmd.addOption(o);
+  return cmd;
+}
