@@ -160,3 +160,17 @@ test('cleanup removes drover chains and hooks and leaves everything else', async
   t.is(result.rulesDeleted, 7);
   t.is(result.chainsDeleted, 7); // KUBE-SVC, KUBE-SEP, 3 static nat chains, 2 static filter chains
 });
+
+test('a stale chain that a foreign rule still jumps to is emptied, not deleted, and syncs keep working', async (t) => {
+  const { fake, backend } = setup();
+  await backend.sync(snap(svc1(['10.180.0.1:80'])), FULL);
+  // A kube-proxy leftover that jumps to drover's service chain.
+  fake.setChain('nat', 'KUBE-EXT-XPGD46QRK7WJZT7O', ['-j KUBE-SVC-XPGD46QRK7WJZT7O']);
+  const result = await backend.sync(snap(svc2(['10.180.0.9:8080'])), FULL);
+  t.like(result, { chainsDeleted: 1 }, 'only the KUBE-SEP chain is deleted');
+  t.deepEqual(fake.chain('nat', 'KUBE-SVC-XPGD46QRK7WJZT7O'), [], 'the pinned chain is emptied');
+  t.deepEqual(fake.chain('nat', 'KUBE-EXT-XPGD46QRK7WJZT7O'), ['-j KUBE-SVC-XPGD46QRK7WJZT7O'], 'the foreign chain is untouched');
+  t.true(fake.dump('nat').includes('--to-destination 10.180.0.9:8080'), 'the new service is programmed');
+  // And the next full sync has nothing to do.
+  t.like(await backend.sync(snap(svc2(['10.180.0.9:8080'])), FULL), { transactions: 0 });
+});

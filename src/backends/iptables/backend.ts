@@ -18,7 +18,8 @@ import { parseSave, type ParsedDump } from './parse.ts';
 import { isEmptyPlan, planStats, planToRestore, type Plan } from './plan.ts';
 import { splitPlan } from './split.ts';
 import { renderServicePort, servingEndpoints, type RenderOptions, type ServiceRules } from './render.ts';
-import { cleanupPlan, fullPlan, partialPlan, renderSnapshot } from './ruleset.ts';
+import { isServiceChain } from './names.ts';
+import { cleanupPlan, foreignReferences, fullPlan, partialPlan, renderSnapshot } from './ruleset.ts';
 import { loadStaticRules, type StaticRuleset } from './static.ts';
 
 /** Options of the iptables backend. */
@@ -67,6 +68,7 @@ export class IptablesBackend implements Backend {
         readMs = performance.now() - readStart;
         plan = fullPlan(this.statics, next, kernel);
         budgetScope = next;
+        this.warnPinned(kernel, next);
       } else {
         const before = this.applied!;
         next = new Map(before);
@@ -105,6 +107,17 @@ export class IptablesBackend implements Backend {
     } catch (err) {
       this.applied = null;
       throw err;
+    }
+  }
+
+  /** Warn about stale service chains that a foreign rule keeps alive (fullPlan empties them instead of deleting). */
+  private warnPinned(kernel: ParsedDump, desired: ReadonlyMap<string, ServiceRules>): void {
+    const wanted = new Set([...desired.values()].flatMap((s) => [...s.chains.keys()]));
+    const pinned = [...foreignReferences(this.statics, 'nat', kernel)].filter(
+      (c) => isServiceChain(c) && !wanted.has(c) && kernel.get('nat')?.has(c),
+    );
+    if (pinned.length > 0) {
+      this.opts.logger.warn({ chains: pinned }, 'stale chains are still referenced by rules drover does not own; emptied but not deleted');
     }
   }
 

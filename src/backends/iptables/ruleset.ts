@@ -66,16 +66,41 @@ export function kernelView(statics: StaticRuleset, table: TableName, dump: Parse
 }
 
 /**
+ * Chains of `table` that a rule in a chain drover does not own jumps to
+ * (`-j`/`-g`), e.g. leftovers of kube-proxy (KUBE-EXT-*, KUBE-NODEPORTS) or an
+ * operator's rule. Such a chain cannot be deleted (`-X` fails while it is
+ * referenced), so a full sync only empties it.
+ */
+export function foreignReferences(statics: StaticRuleset, table: TableName, kernel: ParsedDump): Set<string> {
+  const refs = new Set<string>();
+  const hooks = new Set(statics.hooks.filter((h) => h.table === table).map((h) => `${h.chain} ${h.rule}`));
+  for (const [chain, parsed] of kernel.get(table) ?? []) {
+    if (isOwnedChain(statics, table, chain)) continue;
+    for (const rule of parsed.rules) {
+      if (hooks.has(`${chain} ${rule}`)) continue;
+      const target = / -[jg] (\S+)/.exec(` ${rule}`)?.[1];
+      if (target) refs.add(target);
+    }
+  }
+  return refs;
+}
+
+/**
  * A full sync: everything that differs between the desired ruleset and the
- * kernel, including missing hook jumps and stale KUBE-SVC/KUBE-SEP chains.
+ * kernel, including missing hook jumps and stale KUBE-SVC/KUBE-SEP chains
+ * (deleted, or only emptied while a foreign rule still jumps to them).
  * Against an empty kernel this is the complete ruleset (`drover render`).
  */
 export function fullPlan(statics: StaticRuleset, services: ReadonlyMap<string, ServiceRules>, kernel: ParsedDump): Plan {
   const plan = emptyPlan();
   for (const table of TABLES) {
-    diffTable(plan[table], desiredView(statics, table, services.values()), kernelView(statics, table, kernel), (c) =>
-      isServiceChain(c),
-    );
+    const ops = plan[table];
+    diffTable(ops, desiredView(statics, table, services.values()), kernelView(statics, table, kernel), isServiceChain);
+    const refs = foreignReferences(statics, table, kernel);
+    const pinned = ops.deleteChains.filter((c) => refs.has(c));
+    const alreadyEmpty = new Set(pinned.filter((c) => (kernel.get(table)?.get(c)?.rules.length ?? 0) === 0));
+    ops.deleteChains.splice(0, ops.deleteChains.length, ...ops.deleteChains.filter((c) => !pinned.includes(c)));
+    ops.declare.splice(0, ops.declare.length, ...ops.declare.filter((c) => !alreadyEmpty.has(c)));
     // Missing hooks are inserted at position 1, one by one: per chain in
     // reverse, so that they end up in file order.
     const missing = statics.hooks.filter(
@@ -83,7 +108,7 @@ export function fullPlan(statics: StaticRuleset, services: ReadonlyMap<string, S
     );
     for (const chain of new Set(missing.map((h) => h.chain))) {
       for (const hook of missing.filter((h) => h.chain === chain).reverse()) {
-        plan[table].insertRules.push({ chain, rule: hook.rule });
+        ops.insertRules.push({ chain, rule: hook.rule });
       }
     }
   }
@@ -112,7 +137,8 @@ export function partialPlan(
 
 /**
  * Cleanup: flush and delete every chain drover owns and delete its hook
- * jumps (every copy), leaving every other rule and chain alone.
+ * jumps (every copy), leaving every other rule and chain alone. A chain that
+ * a foreign rule still jumps to is only flushed (deleting it would fail).
  */
 export function cleanupPlan(statics: StaticRuleset, kernel: ParsedDump): Plan {
   const plan = emptyPlan();
@@ -125,10 +151,11 @@ export function cleanupPlan(statics: StaticRuleset, kernel: ParsedDump): Plan {
         if (rule === hook.rule) ops.deleteRules.push({ chain: hook.chain, rule });
       }
     }
+    const refs = foreignReferences(statics, table, kernel);
     for (const chain of parsed.keys()) {
       if (!isOwnedChain(statics, table, chain)) continue;
       ops.declare.push(chain);
-      ops.deleteChains.push(chain);
+      if (!refs.has(chain)) ops.deleteChains.push(chain);
     }
   }
   return plan;
