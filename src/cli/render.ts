@@ -3,8 +3,7 @@
  * writes onto empty tables. Pure: needs no root and touches no kernel.
  */
 import { Command } from 'commander';
-import { IptablesBackend } from '../backends/iptables/backend.ts';
-import { FakeIptables } from '../backends/iptables/fake.ts';
+import { renderRestore } from '../backends/iptables/ruleset.ts';
 import { servingEndpoints } from '../backends/iptables/render.ts';
 import type { Snapshot } from '../model/types.ts';
 import { FileSource } from '../sources/file.ts';
@@ -29,8 +28,8 @@ export function renderCommand(): Command {
       const source = new FileSource(opts.source, { serviceCIDR: opts.serviceCidr, logger: silentLogger() });
       const loaded = await source.load();
       for (const e of [...loaded.errors, ...loaded.warnings]) process.stderr.write(`drover: ${e.message}\n`);
-      const backend = new IptablesBackend({ exec: new FakeIptables(), render: renderConfig(opts), logger: silentLogger() });
-      process.stdout.write(backend.renderFull(loaded.snapshot, ['drover render: iptables-restore --noflush input', ...serviceSummary(loaded.snapshot)]));
+      const header = ['drover render: iptables-restore --noflush input', ...serviceSummary(loaded.snapshot)];
+      process.stdout.write(renderRestore(loaded.snapshot, renderConfig(opts), header));
       if (loaded.errors.length > 0) process.exitCode = 1;
     });
   for (const o of renderOptions()) cmd.addOption(o);

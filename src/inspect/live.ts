@@ -1,6 +1,6 @@
 /** Reading the live kernel state that the inspect commands work on. */
 import { runCommand, type IptablesExec } from '../backends/iptables/exec.ts';
-import { parseSave, type ParsedDump } from '../backends/iptables/parse.ts';
+import { parseSave, TABLES, type ParsedDump } from '../backends/iptables/parse.ts';
 
 /**
  * The live filter and nat tables, each parsed on its own so that a rule's
@@ -8,7 +8,7 @@ import { parseSave, type ParsedDump } from '../backends/iptables/parse.ts';
  */
 export async function readTables(exec: IptablesExec): Promise<ParsedDump> {
   const dump: ParsedDump = new Map();
-  for (const table of ['filter', 'nat'] as const) {
+  for (const table of TABLES) {
     const parsed = parseSave(await exec.save(table)).get(table);
     if (parsed) dump.set(table, parsed);
   }

@@ -9,6 +9,7 @@ import { IptablesBackend } from '../../src/backends/iptables/backend.ts';
 import { canonicalRule } from '../../src/backends/iptables/canonical.ts';
 import { SystemIptables, type IptablesExec, type IptablesVariant } from '../../src/backends/iptables/exec.ts';
 import { parseSave } from '../../src/backends/iptables/parse.ts';
+import { renderRestore } from '../../src/backends/iptables/ruleset.ts';
 import { run } from '../../src/testbed/exec.ts';
 import { testbedUnavailableReason } from '../../src/testbed/topology.ts';
 import { silentLogger } from '../../src/util/log.ts';
@@ -77,7 +78,7 @@ if (unavailable) {
         const s = snap(web(eps10), api([]), sp('default/db', '10.96.0.12', 5432, [ep('10.244.3.2:5432')], { sessionAffinity: { timeoutSeconds: 300 } }));
         await backend.sync(s, FULL);
         const kernel = parseSave(`${await exec.save('filter')}\n${await exec.save('nat')}`);
-        const rendered = parseSave(backend.renderFull(s).replace(/^-I (\S+) 1 /gm, '-A $1 '));
+        const rendered = parseSave(renderRestore(s, render).replace(/^-I (\S+) 1 /gm, '-A $1 '));
         for (const table of ['filter', 'nat']) {
           for (const [chain, parsed] of rendered.get(table)!) {
             const have = kernel.get(table)?.get(chain)?.rules ?? [];

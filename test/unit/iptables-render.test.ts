@@ -1,24 +1,22 @@
 import test from 'ava';
-import { IptablesBackend } from '../../src/backends/iptables/backend.ts';
 import { canonicalRule, savedProbability } from '../../src/backends/iptables/canonical.ts';
-import { FakeIptables } from '../../src/backends/iptables/fake.ts';
+import { renderRestore } from '../../src/backends/iptables/ruleset.ts';
 import { probability, renderServicePort, UnsafeValueError } from '../../src/backends/iptables/render.ts';
-import { silentLogger } from '../../src/util/log.ts';
 import { ep, snap, sp } from '../support/snapshots.ts';
 
 const render = { clusterCIDR: '10.0.0.0/8', masqueradeAll: false };
-const backend = () => new IptablesBackend({ exec: new FakeIptables(), render, logger: silentLogger() });
 
-const STATIC_FILTER = `*filter
+/** The filter table of a full render, with `rejects` in KUBE-SERVICES. */
+const FILTER = (rejects = '') => `*filter
 :KUBE-SERVICES - [0:0]
 :KUBE-FORWARD - [0:0]
 -I INPUT 1 -m conntrack --ctstate NEW -m comment --comment "kubernetes service portals" -j KUBE-SERVICES
 -I FORWARD 1 -m comment --comment "kubernetes forwarding rules" -j KUBE-FORWARD
 -I FORWARD 1 -m conntrack --ctstate NEW -m comment --comment "kubernetes service portals" -j KUBE-SERVICES
 -I OUTPUT 1 -m conntrack --ctstate NEW -m comment --comment "kubernetes service portals" -j KUBE-SERVICES
-`;
-const FORWARD_RULES = `-A KUBE-FORWARD -m comment --comment "kubernetes forwarding rules" -m mark --mark 0x4000/0x4000 -j ACCEPT
+${rejects}-A KUBE-FORWARD -m comment --comment "kubernetes forwarding rules" -m mark --mark 0x4000/0x4000 -j ACCEPT
 -A KUBE-FORWARD -m comment --comment "kubernetes forwarding conntrack rule" -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT
+COMMIT
 `;
 const NAT_HOOKS = `-I PREROUTING 1 -m comment --comment "kubernetes service portals" -j KUBE-SERVICES
 -I OUTPUT 1 -m comment --comment "kubernetes service portals" -j KUBE-SERVICES
@@ -31,13 +29,10 @@ const NAT_STATIC_RULES = `-A KUBE-MARK-MASQ -j MARK --set-xmark 0x4000/0x4000
 `;
 
 test('one service with two endpoints: exact ruleset', (t) => {
-  const text = backend().renderFull(snap(sp('ns1/svc1:p80', '172.30.0.41', 80, [ep('10.180.0.1:80'), ep('10.180.0.2:80')])));
+  const text = renderRestore(snap(sp('ns1/svc1:p80', '172.30.0.41', 80, [ep('10.180.0.1:80'), ep('10.180.0.2:80')])), render);
   t.is(
     text,
-    STATIC_FILTER +
-      FORWARD_RULES +
-      `COMMIT
-*nat
+    `*nat
 :KUBE-SERVICES - [0:0]
 :KUBE-MARK-MASQ - [0:0]
 :KUBE-POSTROUTING - [0:0]
@@ -57,27 +52,25 @@ test('one service with two endpoints: exact ruleset', (t) => {
 -A KUBE-SEP-LXVODXWDISEETFEF -s 10.180.0.2/32 -m comment --comment "ns1/svc1:p80" -j KUBE-MARK-MASQ
 -A KUBE-SEP-LXVODXWDISEETFEF -p tcp -m comment --comment "ns1/svc1:p80" -m tcp -j DNAT --to-destination 10.180.0.2:80
 COMMIT
-`,
+` + FILTER(),
   );
 });
 
 test('a service port with no endpoints gets only a REJECT in filter KUBE-SERVICES', (t) => {
-  const text = backend().renderFull(snap(sp('ns2/svc2:p8080', '172.30.0.42', 8080, [], { protocol: 'UDP' })));
+  const text = renderRestore(snap(sp('ns2/svc2:p8080', '172.30.0.42', 8080, [], { protocol: 'UDP' })), render);
   t.is(
     text,
-    STATIC_FILTER +
-      `-A KUBE-SERVICES -d 172.30.0.42/32 -p udp -m comment --comment "ns2/svc2:p8080 has no endpoints" -m udp --dport 8080 -j REJECT --reject-with icmp-port-unreachable
-` +
-      FORWARD_RULES +
-      `COMMIT
-*nat
+    `*nat
 :KUBE-SERVICES - [0:0]
 :KUBE-MARK-MASQ - [0:0]
 :KUBE-POSTROUTING - [0:0]
 ` +
       NAT_HOOKS +
       NAT_STATIC_RULES +
-      'COMMIT\n',
+      'COMMIT\n' +
+      FILTER(
+        '-A KUBE-SERVICES -d 172.30.0.42/32 -p udp -m comment --comment "ns2/svc2:p8080 has no endpoints" -m udp --dport 8080 -j REJECT --reject-with icmp-port-unreachable\n',
+      ),
   );
 });
 

@@ -125,14 +125,6 @@ export class IptablesBackend implements Backend {
     return this.opts.maxLinesPerTransaction ?? (this.opts.exec.variant === 'nft' ? 10_000 : Number.POSITIVE_INFINITY);
   }
 
-  /**
-   * The payload a full sync writes onto empty tables: the complete ruleset,
-   * as `drover render` prints it. Pure.
-   */
-  renderFull(snapshot: Snapshot, header: readonly string[] = []): string {
-    return planToRestore(fullPlan(this.statics, renderSnapshot(snapshot, this.opts.render), new Map()), header);
-  }
-
   async cleanup(): Promise<{ chainsDeleted: number; rulesDeleted: number }> {
     const plan = cleanupPlan(this.statics, await this.read());
     this.applied = null;

@@ -11,6 +11,15 @@
 /** Tables drover reads and writes. */
 export type TableName = 'filter' | 'nat';
 
+/**
+ * The tables in the order drover commits them: nat first, so that a service
+ * that gets its first endpoint has its DNAT before its REJECT is removed
+ * (and one that loses its last endpoint has no DNAT before the REJECT
+ * appears; a packet in between is neither rejected nor translated, never
+ * translated to a removed endpoint).
+ */
+export const TABLES: readonly TableName[] = ['nat', 'filter'];
+
 /** Built-in chains of the filter and nat tables (hook chains). */
 export const BUILTIN_CHAINS: ReadonlySet<string> = new Set(['PREROUTING', 'INPUT', 'FORWARD', 'OUTPUT', 'POSTROUTING']);
 

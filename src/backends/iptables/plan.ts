@@ -16,7 +16,7 @@
  * last `-X` of stale chains (iptables-restore(8)).
  */
 import { canonicalRule } from './canonical.ts';
-import type { TableName } from './parse.ts';
+import { TABLES, type TableName } from './parse.ts';
 
 /** A chain's rules, without the leading `-A CHAIN `. */
 export type Chains = ReadonlyMap<string, readonly string[]>;
@@ -58,7 +58,6 @@ export interface PlanStats {
   readonly rulesDeleted: number;
 }
 
-const TABLE_ORDER: readonly TableName[] = ['filter', 'nat'];
 
 /** An empty plan. */
 export function emptyPlan(): Plan {
@@ -124,7 +123,7 @@ export function planStats(plan: Plan): PlanStats {
   let chainsDeleted = 0;
   let rulesWritten = 0;
   let rulesDeleted = 0;
-  for (const table of TABLE_ORDER) {
+  for (const table of TABLES) {
     const ops = plan[table];
     chainsDeleted += ops.deleteChains.length;
     chainsWritten += ops.declare.length - ops.deleteChains.length;
@@ -134,12 +133,14 @@ export function planStats(plan: Plan): PlanStats {
   return { chainsWritten, chainsDeleted, rulesWritten, rulesDeleted };
 }
 
+/** Number of operations (restore lines) in one table's ops. */
+export function opCount(o: TableOps): number {
+  return o.declare.length + o.deleteRules.length + o.insertRules.length + o.appendRules.length + o.deleteChains.length;
+}
+
 /** True when the plan changes nothing. */
 export function isEmptyPlan(plan: Plan): boolean {
-  return TABLE_ORDER.every((t) => {
-    const o = plan[t];
-    return o.declare.length + o.deleteRules.length + o.insertRules.length + o.appendRules.length + o.deleteChains.length === 0;
-  });
+  return TABLES.every((t) => opCount(plan[t]) === 0);
 }
 
 /**
@@ -149,11 +150,9 @@ export function isEmptyPlan(plan: Plan): boolean {
  */
 export function planToRestore(plan: Plan, header: readonly string[] = []): string {
   const out: string[] = header.map((line) => `# ${line}`);
-  for (const table of TABLE_ORDER) {
+  for (const table of TABLES) {
     const ops = plan[table];
-    if (ops.declare.length + ops.deleteRules.length + ops.insertRules.length + ops.appendRules.length + ops.deleteChains.length === 0) {
-      continue;
-    }
+    if (opCount(ops) === 0) continue;
     out.push(`*${table}`);
     for (const chain of ops.declare) out.push(`:${chain} - [0:0]`);
     for (const { chain, rule } of ops.deleteRules) out.push(`-D ${chain} ${rule}`);

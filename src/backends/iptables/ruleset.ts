@@ -5,15 +5,23 @@
  */
 import type { Snapshot } from '../../model/types.ts';
 import { isServiceChain } from './names.ts';
-import { type ParsedDump, type TableName } from './parse.ts';
-import { diffTable, emptyPlan, type Plan, type TableView } from './plan.ts';
+import { TABLES, type ParsedDump, type TableName } from './parse.ts';
+import { diffTable, emptyPlan, planToRestore, type Plan, type TableView } from './plan.ts';
 import { renderServicePort, type RenderOptions, type ServiceRules } from './render.ts';
-import type { StaticRuleset } from './static.ts';
+import { loadStaticRules, type StaticRuleset } from './static.ts';
 
 /** The chain compared as a set: one jump (or REJECT) per service port. */
 export const SERVICES_CHAIN = 'KUBE-SERVICES';
 
-const TABLES: readonly TableName[] = ['filter', 'nat'];
+
+/**
+ * The payload a full sync writes onto empty tables: the complete ruleset, as
+ * `drover render` prints it. Pure.
+ * @param header comment lines printed first (without `# `).
+ */
+export function renderRestore(snapshot: Snapshot, opts: RenderOptions, header: readonly string[] = [], statics: StaticRuleset = loadStaticRules()): string {
+  return planToRestore(fullPlan(statics, renderSnapshot(snapshot, opts), new Map()), header);
+}
 
 /** Render every service port of a snapshot, in key order. */
 export function renderSnapshot(snapshot: Snapshot, opts: RenderOptions): Map<string, ServiceRules> {

@@ -21,20 +21,14 @@
  * the budget is unlimited and a plan is always one transaction.
  */
 import { canonicalRule } from './canonical.ts';
-import type { TableName } from './parse.ts';
-import { emptyPlan, isEmptyPlan, type Plan, type TableOps } from './plan.ts';
+import { TABLES, type TableName } from './parse.ts';
+import { emptyPlan, isEmptyPlan, opCount, type Plan, type TableOps } from './plan.ts';
 import type { ServiceRules } from './render.ts';
 
-const TABLES: readonly TableName[] = ['filter', 'nat'];
 
 /** Lines a plan puts in a restore payload (its size for the budget). */
 export function planLines(plan: Plan): number {
-  let n = 0;
-  for (const t of TABLES) {
-    const o = plan[t];
-    n += o.declare.length + o.deleteRules.length + o.insertRules.length + o.appendRules.length + o.deleteChains.length;
-  }
-  return n;
+  return TABLES.reduce((n, t) => n + opCount(plan[t]), 0);
 }
 
 function mergeInto(into: Plan, from: Plan): void {
