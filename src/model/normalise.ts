@@ -81,7 +81,8 @@ export function buildSnapshot(objects: readonly ParsedObject[], opts: BuildOptio
     previousTriples.add(`${serviceKey(sp)} ${triple(sp.clusterIP, sp)}`);
   }
 
-  // Allocation for proxied services without a ClusterIP.
+  // Allocation for proxied services without a ClusterIP (Shepherd's: a
+  // Kubernetes Service without one is not proxied, see parse.ts).
   const { allocated, exhausted } = allocateClusterIPs({
     cidr,
     keys: services.filter((s) => s.clusterIP === undefined && s.ports.length > 0).map(serviceKey),

@@ -165,6 +165,7 @@ function parseK8sService(head: Head, raw: unknown): ParseResult {
   const unproxiedReason =
     spec.type === 'ExternalName' ? 'type ExternalName (DNS only, not proxied)'
     : spec.clusterIP === 'None' ? 'headless (clusterIP: None, not proxied)'
+    : spec.clusterIP === '' ? 'without a ClusterIP (not yet allocated by the API server; kube-proxy skips it too)'
     : undefined;
   const ports: ParsedServicePort[] = unproxiedReason
     ? []

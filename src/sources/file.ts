@@ -16,7 +16,7 @@ import { dirname, basename, resolve } from 'node:path';
 import { watch as chokidarWatch, type FSWatcher } from 'chokidar';
 import type { Logger } from '../util/log.ts';
 import { parseServiceCIDR } from '../model/allocate.ts';
-import type { ManifestError } from '../model/errors.ts';
+import { ManifestError } from '../model/errors.ts';
 import { buildSnapshot, type Allocation } from '../model/normalise.ts';
 import { parseObject } from '../model/parse.ts';
 import type { ParsedObject } from '../model/parsed.ts';
@@ -118,6 +118,16 @@ export class FileSource {
     for (const file of failedFiles) {
       for (const identity of this.lastByFile.get(file) ?? []) keep(identity, file);
     }
+    // A file that held objects and now reads as empty is most likely being
+    // rewritten (`kubectl get ... > file` truncates first): keep its objects.
+    // Deleting the file removes them.
+    for (const file of read.files) {
+      const held = this.lastByFile.get(file) ?? [];
+      if (held.length === 0 || nextByFile.has(file) || failedFiles.has(file)) continue;
+      if (read.objects.some((o) => o.file === file)) continue;
+      for (const identity of held) keep(identity, file);
+      warnings.push(new ManifestError({ file, detail: `file is empty; keeping the ${held.length} objects it held (delete the file to remove them)` }));
+    }
 
     const built = buildSnapshot(objects, { serviceCIDR: this.serviceCIDR, previous: this.previous });
     errors.push(...built.errors);
@@ -161,6 +171,9 @@ export class FileSource {
     };
     const watcher = chokidarWatch(root, {
       ignoreInitial: true,
+      // Report a write only once the file's size has been stable for 100 ms,
+      // so that a file being written is not read half-way.
+      awaitWriteFinish: { stabilityThreshold: 100, pollInterval: 25 },
       ...(isFile ? { depth: 0 } : {}),
       ignored: (p: string) => resolve(p) !== root && !relevant(p),
     });

@@ -21,6 +21,8 @@ export type { ManifestObject };
 export interface ReadResult {
   readonly objects: ManifestObject[];
   readonly errors: ManifestError[];
+  /** Every file that was read (including empty ones), sorted. */
+  readonly files: string[];
 }
 
 /** File extensions read from a folder. */
@@ -60,7 +62,7 @@ export async function readManifests(path: string): Promise<ReadResult> {
     objects.push(...r.objects);
     errors.push(...r.errors);
   }
-  return { objects, errors };
+  return { objects, errors, files };
 }
 
 /** Manifest files under `dir` (recursive, symlinks followed, each real folder visited once). */

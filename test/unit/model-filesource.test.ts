@@ -155,3 +155,21 @@ test('watching a single file survives rename-replace and ignores its neighbours'
   t.is(calls, 2);
   t.deepEqual(renderAll((await src.load()).snapshot), ['default/web:http 10.96.0.10:91/TCP ->']);
 });
+
+test('a file emptied while it is rewritten keeps its objects; deleting it removes them', async (t) => {
+  const dir = await tempDir(t);
+  const a = join(dir, 'a.yaml');
+  await writeFile(a, `${svc('a', '10.96.0.20', 80)}---\n${svc('c', '10.96.0.22', 80)}`);
+  await writeFile(join(dir, 'b.yaml'), svc('b', '10.96.0.21', 80));
+  const src = new FileSource(dir, { serviceCIDR: '10.96.0.0/12', logger: silentLogger() });
+  await src.load();
+  await writeFile(a, '');
+  const emptied = await src.load();
+  t.deepEqual(renderAll(emptied.snapshot), ['default/a:http 10.96.0.20:80/TCP ->', 'default/b:http 10.96.0.21:80/TCP ->', 'default/c:http 10.96.0.22:80/TCP ->']);
+  t.deepEqual(emptied.warnings.map(String), [`${a}: file is empty; keeping the 2 objects it held (delete the file to remove them)`]);
+  await rm(a);
+  t.deepEqual(renderAll((await src.load()).snapshot), ['default/b:http 10.96.0.21:80/TCP ->']);
+  // A file that was always empty is just empty.
+  await writeFile(join(dir, 'new.yaml'), '');
+  t.deepEqual((await src.load()).warnings, []);
+});

@@ -89,8 +89,12 @@ test('Kubernetes Service: NodePort, ClientIP affinity (default and explicit time
   );
 });
 
-test('Kubernetes Service without clusterIP asks for allocation; headless and ExternalName have no ports', (t) => {
-  t.is((okObject(parse(k8sService({ ports: [{ port: 80 }] }))) as ParsedService).clusterIP, undefined);
+test('Kubernetes Service without clusterIP, headless and ExternalName have no proxied ports', (t) => {
+  const unallocated = okObject(parse(k8sService({ ports: [{ port: 80 }] }))) as ParsedService;
+  t.deepEqual(
+    [unallocated.clusterIP, unallocated.ports, unallocated.unproxiedReason],
+    [undefined, [], 'without a ClusterIP (not yet allocated by the API server; kube-proxy skips it too)'],
+  );
   const headless = okObject(parse(k8sService({ clusterIP: 'None', ports: [{ port: 5432 }] }))) as ParsedService;
   t.deepEqual([headless.clusterIP, headless.ports, headless.unproxiedReason], [undefined, [], 'headless (clusterIP: None, not proxied)']);
   const ext = okObject(parse(k8sService({ type: 'ExternalName', externalName: 'example.com', ports: [{ port: 443 }] }))) as ParsedService;
