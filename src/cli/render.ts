@@ -4,7 +4,7 @@
  */
 import { Command } from 'commander';
 import { renderRestore } from '../backends/iptables/ruleset.ts';
-import { servingEndpoints } from '../backends/iptables/render.ts';
+import { servingEndpoints } from '../model/serving.ts';
 import type { Snapshot } from '../model/types.ts';
 import { FileSource } from '../sources/file.ts';
 import { silentLogger } from '../util/log.ts';

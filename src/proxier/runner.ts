@@ -5,7 +5,8 @@
  * - soon after `run()` is requested, but never sooner than `minIntervalMs`
  *   after the previous run started (bursts of changes become one sync);
  * - at least every `maxIntervalMs`, even when nothing asked for it;
- * - after `retryAfter(ms)` when a run failed;
+ * - after `retryAfter(ms)` when a run failed, and not sooner even when a run
+ *   is requested in the meantime (backoff holds);
  * - never twice at once: a request during a run causes one more run after it.
  */
 
@@ -20,6 +21,8 @@ export class BoundedFrequencyRunner {
   private timer: NodeJS.Timeout | undefined;
   private dueAt = Number.POSITIVE_INFINITY;
   private lastStart = Number.NEGATIVE_INFINITY;
+  /** No run before this time (ms since the epoch), set by retryAfter. */
+  private holdUntil = Number.NEGATIVE_INFINITY;
   private running: Promise<void> | undefined;
   private pending = false;
   private stopped = false;
@@ -40,11 +43,12 @@ export class BoundedFrequencyRunner {
       this.pending = true;
       return;
     }
-    this.schedule(Math.max(0, this.lastStart + this.opts.minIntervalMs - Date.now()));
+    this.schedule(Math.max(0, this.lastStart + this.opts.minIntervalMs - Date.now(), this.holdUntil - Date.now()));
   }
 
   /** Request a run after `delayMs` (at the latest), e.g. to retry after a failure. */
   retryAfter(delayMs: number): void {
+    this.holdUntil = Date.now() + delayMs;
     this.schedule(Math.max(delayMs, this.lastStart + this.opts.minIntervalMs - Date.now()));
   }
 
@@ -59,7 +63,7 @@ export class BoundedFrequencyRunner {
   private schedule(delayMs: number): void {
     if (this.stopped) return;
     const at = Date.now() + delayMs;
-    if (this.timer && at >= this.dueAt) return;
+    if (this.timer && at >= this.dueAt && this.dueAt >= this.holdUntil) return;
     if (this.timer) clearTimeout(this.timer);
     this.dueAt = at;
     this.timer = setTimeout(() => void this.tick(), delayMs);

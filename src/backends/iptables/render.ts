@@ -17,7 +17,8 @@
  * rendered rules and the kernel's read-back compare line for line (the only
  * exception is `--probability`, see canonical.ts).
  */
-import type { Endpoint, ServicePort } from '../../model/types.ts';
+import { servingEndpoints } from '../../model/serving.ts';
+import type { ServicePort } from '../../model/types.ts';
 import { endpointChainName, serviceChainName } from './names.ts';
 
 /** Options that change the rendered rules. */
@@ -68,14 +69,6 @@ function safe(kind: keyof typeof SAFE, value: string): string {
 function safePort(value: number): number {
   if (!Number.isInteger(value) || value < 1 || value > 65535) throw new UnsafeValueError('port', String(value));
   return value;
-}
-
-/**
- * The endpoints that receive new connections. This slice serves only ready
- * endpoints (kube-proxy's terminating-endpoint fallback is not built yet).
- */
-export function servingEndpoints(sp: ServicePort): Endpoint[] {
-  return sp.endpoints.filter((ep) => ep.ready);
 }
 
 /** kube-proxy's `%0.10f` probability of rule i (0-based) of n. */

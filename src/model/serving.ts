@@ -1,0 +1,11 @@
+/** Which endpoints of a service port receive new connections; shared by every backend. */
+import type { Endpoint, ServicePort } from './types.ts';
+
+/**
+ * The endpoints that receive new connections: the ready ones.
+ * kube-proxy's fallback to serving-but-terminating endpoints when none is
+ * ready (pkg/proxy/topology.go) is not built yet.
+ */
+export function servingEndpoints(sp: ServicePort): Endpoint[] {
+  return sp.endpoints.filter((ep) => ep.ready);
+}

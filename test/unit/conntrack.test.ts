@@ -1,0 +1,42 @@
+import test from 'ava';
+import { conntrackDeleteArgs } from '../../src/conntrack/exec.ts';
+import { staleUDPFlows } from '../../src/conntrack/stale.ts';
+import { ep, snap, sp } from '../support/snapshots.ts';
+
+const dns = (eps: string[], extra = {}) => sp('kube-system/dns:dns', '10.96.0.10', 53, eps.map((e) => ep(e)), { protocol: 'UDP', ...extra });
+const web = (eps: string[]) => sp('default/web:http', '10.96.0.20', 80, eps.map((e) => ep(e)));
+
+test('a removed UDP endpoint: its NATed flows to the ClusterIP are stale', (t) => {
+  t.deepEqual(staleUDPFlows(snap(dns(['10.244.1.2:53', '10.244.1.3:53'])), snap(dns(['10.244.1.2:53']))), [
+    { clusterIP: '10.96.0.10', port: 53, endpointIP: '10.244.1.3' },
+  ]);
+});
+
+test('an endpoint that stops being ready counts as removed', (t) => {
+  const after = snap(sp('kube-system/dns:dns', '10.96.0.10', 53, [ep('10.244.1.2:53', { ready: false })], { protocol: 'UDP' }));
+  t.deepEqual(staleUDPFlows(snap(dns(['10.244.1.2:53'])), after), [{ clusterIP: '10.96.0.10', port: 53, endpointIP: '10.244.1.2' }]);
+});
+
+test('a UDP service port that gets its first endpoint: every flow to it is stale', (t) => {
+  t.deepEqual(staleUDPFlows(snap(dns([])), snap(dns(['10.244.1.2:53']))), [{ clusterIP: '10.96.0.10', port: 53 }]);
+  t.deepEqual(staleUDPFlows(snap(), snap(dns(['10.244.1.2:53']))), [{ clusterIP: '10.96.0.10', port: 53 }]);
+});
+
+test('a removed UDP service: all its endpoints are stale; TCP services are never touched', (t) => {
+  t.deepEqual(staleUDPFlows(snap(dns(['10.244.1.2:53']), web(['10.244.2.2:80'])), snap()), [
+    { clusterIP: '10.96.0.10', port: 53, endpointIP: '10.244.1.2' },
+  ]);
+  t.deepEqual(staleUDPFlows(snap(web(['10.244.2.2:80', '10.244.2.3:80'])), snap(web(['10.244.2.2:80']))), []);
+});
+
+test('nothing changed: nothing is stale', (t) => {
+  const s = snap(dns(['10.244.1.2:53']), web(['10.244.2.2:80']));
+  t.deepEqual(staleUDPFlows(s, s), []);
+});
+
+test('conntrack -D arguments', (t) => {
+  t.deepEqual(conntrackDeleteArgs({ clusterIP: '10.96.0.10', port: 53, endpointIP: '10.244.1.3' }), [
+    '-D', '-p', 'udp', '--orig-dst', '10.96.0.10', '--orig-port-dst', '53', '--dst-nat', '10.244.1.3',
+  ]);
+  t.deepEqual(conntrackDeleteArgs({ clusterIP: '10.96.0.10', port: 53 }), ['-D', '-p', 'udp', '--orig-dst', '10.96.0.10', '--orig-port-dst', '53']);
+});
