@@ -125,11 +125,12 @@ async function main(): Promise<number> {
   };
   process.once('SIGINT', () => void stop().then(() => process.exit(130)));
   try {
-    await cp(join(ROOT, 'examples'), work, { recursive: true });
-    const { snapshot } = await new FileSource(work, { serviceCIDR: '10.96.0.0/12', logger: silentLogger() }).load();
+    const manifests = join(work, 'manifests');
+    await cp(join(ROOT, 'examples'), manifests, { recursive: true });
+    const { snapshot } = await new FileSource(manifests, { serviceCIDR: '10.96.0.0/12', logger: silentLogger() }).load();
     const services = [...snapshot.services.values()].filter((sp) => sp.endpoints.length > 0);
     say('drover demo');
-    say(`  manifests: ${work} (a copy of examples/)`);
+    say(`  manifests: ${manifests} (a copy of examples/)`);
     for (const sp of services) {
       say(`  ${sp.key}: ClusterIP ${sp.clusterIP}:${sp.port}${sp.clusterIPAllocated ? ' (allocated by drover)' : ''} -> ${sp.endpoints.map((e) => `${e.ip}:${e.port}`).join(', ')}`);
     }
@@ -139,7 +140,7 @@ async function main(): Promise<number> {
 
     drover = spawn(
       'ip',
-      ['netns', 'exec', topo.node, process.execPath, join(ROOT, 'bin/drover.js'), 'run', '--source', work, '--cluster-cidr', CLUSTER_CIDR, '--min-sync-period', '1s'],
+      ['netns', 'exec', topo.node, process.execPath, join(ROOT, 'bin/drover.js'), 'run', '--source', manifests, '--cluster-cidr', CLUSTER_CIDR, '--min-sync-period', '1s', '--status-file', join(work, 'status.json')],
       { stdio: ['ignore', 'inherit', 'pipe'] },
     );
     const log = new DroverLog(drover);
@@ -151,7 +152,7 @@ async function main(): Promise<number> {
     if (!web) throw new Error('examples/ has no web-service');
     const removed = web.endpoints.at(-1)!;
     const removedName = topo.backends.find((b) => b.ip === removed.ip)!.name;
-    const file = join(work, SHEPHERD_FILE);
+    const file = join(manifests, SHEPHERD_FILE);
     const manifest = JSON.parse(await readFile(file, 'utf8')) as { status: { endpoints: string[] } };
     manifest.status.endpoints = manifest.status.endpoints.filter((e) => e !== `${removed.ip}:${removed.port}`);
     const mark = log.length;

@@ -89,6 +89,18 @@ export function kernelOptions(): Option[] {
   ];
 }
 
+/**
+ * Check the two sync periods together: `--sync-period` at least 1 s (0
+ * would be a busy loop of full syncs), `--min-sync-period` not longer.
+ * @throws Error naming the flag.
+ */
+export function checkSyncPeriods(opts: { minSyncPeriod: number; syncPeriod: number }): void {
+  if (opts.syncPeriod < 1000) throw new Error(`--sync-period must be at least 1s (got ${opts.syncPeriod} ms)`);
+  if (opts.minSyncPeriod > opts.syncPeriod) {
+    throw new Error(`--min-sync-period (${opts.minSyncPeriod} ms) must not be longer than --sync-period (${opts.syncPeriod} ms)`);
+  }
+}
+
 /** --min-sync-period, --sync-period. */
 export function syncPeriodOptions(): Option[] {
   return [

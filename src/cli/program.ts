@@ -1,13 +1,18 @@
 /**
- * drover's command line (commander): run, sync, render, cleanup.
+ * drover's command line (commander): run, sync, render, cleanup, and the
+ * read-only chains, diff, status and trace.
  * Errors are one line on stderr, `drover: <message>`, and exit code 1.
  */
 import { Command } from 'commander';
 import { readFileSync } from 'node:fs';
+import { chainsCommand } from './chains.ts';
 import { cleanupCommand } from './cleanup.ts';
+import { diffCommand } from './diff.ts';
 import { renderCommand } from './render.ts';
 import { runCommand } from './run.ts';
+import { statusCommand } from './status.ts';
 import { syncCommand } from './sync.ts';
+import { traceCommand } from './trace.ts';
 
 const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
 
@@ -19,7 +24,7 @@ export function buildProgram(): Command {
     .version(pkg.version)
     .showHelpAfterError('(run with --help for usage)')
     .configureOutput(output);
-  for (const cmd of [runCommand(), syncCommand(), renderCommand(), cleanupCommand()]) {
+  for (const cmd of [runCommand(), syncCommand(), renderCommand(), cleanupCommand(), chainsCommand(), diffCommand(), statusCommand(), traceCommand()]) {
     program.addCommand(cmd.showHelpAfterError('(run with --help for usage)').configureOutput(output));
   }
   return program;

@@ -1,40 +1,67 @@
 /** `drover run`: the sync loop, until SIGINT or SIGTERM. Rules stay in place on exit. */
 import { Command } from 'commander';
+import { relative, resolve } from 'node:path';
+import { SystemConntrack } from '../conntrack/exec.ts';
 import { Proxier } from '../proxier/proxier.ts';
+import { StatusFileWriter } from '../inspect/status.ts';
 import { createLogger } from '../util/log.ts';
-import { kernelOptions, renderOptions, syncPeriodOptions, type SyncCliOptions } from './options.ts';
-import { createBackend, createSource, renderConfig } from './setup.ts';
+import { checkSyncPeriods, kernelOptions, renderOptions, syncPeriodOptions, type SyncCliOptions } from './options.ts';
+import { createBackend, createSource, renderConfig, UsageError } from './setup.ts';
+import { statusFileOption } from './status.ts';
 
 /** The `run` command. */
 export function runCommand(): Command {
   const cmd = new Command('run')
     .description('watch the source and keep the kernel in sync with it (the service proxy)')
-    .action(async (opts: SyncCliOptions) => {
+    .action(async (opts: SyncCliOptions & { statusFile: string }) => {
+      const statusFile = resolve(opts.statusFile);
+      if (!relative(resolve(opts.source), statusFile).startsWith('..')) {
+        // Each write would be a source change, and each change a sync.
+        throw new UsageError(`--status-file ${opts.statusFile} is inside --source ${opts.source}; put it elsewhere`);
+      }
+      checkSyncPeriods(opts);
       const logger = createLogger(opts.logLevel);
       const backend = await createBackend(opts, renderConfig(opts), logger);
       const source = createSource(opts, logger);
       await source.load(); // a missing --source fails here, before the loop starts
+      const status = new StatusFileWriter(
+        statusFile,
+        {
+          pid: process.pid,
+          mode: backend.mode,
+          iptablesBackend: opts.iptablesBackend,
+          netns: opts.netns ?? null,
+          source: resolve(opts.source),
+          render: { clusterCidr: opts.clusterCidr ?? null, masqueradeAll: opts.masqueradeAll, serviceCidr: opts.serviceCidr },
+        },
+        logger,
+      );
       const proxier = new Proxier({
         source,
         backend,
         logger,
         minSyncPeriodMs: opts.minSyncPeriod,
         syncPeriodMs: opts.syncPeriod,
+        onSync: (last) => status.record(last),
+        conntrack: new SystemConntrack(opts.netns),
       });
       logger.info(
         { source: opts.source, minSyncPeriodMs: opts.minSyncPeriod, syncPeriodMs: opts.syncPeriod },
         'drover started',
       );
-      proxier.start();
-      await new Promise<void>((resolve) => {
+      await proxier.start();
+      await new Promise<void>((resolvePromise) => {
         const stop = (signal: string) => {
           logger.info({ signal }, 'stopping; programmed rules are left in place');
-          void proxier.stop().then(resolve);
+          void proxier
+            .stop()
+            .then(() => status.idle())
+            .then(resolvePromise);
         };
         process.once('SIGINT', () => stop('SIGINT'));
         process.once('SIGTERM', () => stop('SIGTERM'));
       });
     });
-  for (const o of [...renderOptions(), ...kernelOptions(), ...syncPeriodOptions()]) cmd.addOption(o);
+  for (const o of [...renderOptions(), ...kernelOptions(), ...syncPeriodOptions(), statusFileOption()]) cmd.addOption(o);
   return cmd;
 }

@@ -13,6 +13,8 @@
 import type { Backend, SyncResult } from '../backends/types.ts';
 import type { Snapshot } from '../model/types.ts';
 import type { Logger } from '../util/log.ts';
+import type { ConntrackExec } from '../conntrack/exec.ts';
+import { staleUDPFlows } from '../conntrack/stale.ts';
 import { changedServicePorts } from './changes.ts';
 import { BoundedFrequencyRunner } from './runner.ts';
 
@@ -20,8 +22,8 @@ import { BoundedFrequencyRunner } from './runner.ts';
 export interface SnapshotSource {
   /** Read the current desired state. */
   load(): Promise<{ snapshot: Snapshot }>;
-  /** Call `onChange` whenever the desired state may have changed. */
-  watch(onChange: () => void): void;
+  /** Call `onChange` whenever the desired state may have changed; resolves once watching. */
+  watch(onChange: () => void): Promise<void> | void;
   /** Stop watching. */
   close(): Promise<void> | void;
 }
@@ -35,12 +37,26 @@ export interface ProxierOptions {
   readonly minSyncPeriodMs: number;
   /** Time between full resyncs (`--sync-period`, default 30 s). */
   readonly syncPeriodMs: number;
+  /**
+   * Called after every sync attempt, successful or not, with its outcome
+   * (`drover run` writes the status file from it). Must not throw.
+   */
+  readonly onSync?: (last: LastSync) => void;
+  /**
+   * Where stale UDP conntrack entries are deleted after a sync (see
+   * conntrack/stale.ts); none: no cleanup.
+   */
+  readonly conntrack?: ConntrackExec;
 }
 
 /** The outcome of the last sync attempt. */
 export interface LastSync {
   /** Wall-clock time the sync ended, ms since the epoch. */
   readonly at: number;
+  /** Whether it was a full sync (else partial). */
+  readonly full: boolean;
+  /** The whole attempt, reading the source included, ms. */
+  readonly durationMs: number;
   readonly result?: SyncResult;
   readonly error?: string;
 }
@@ -50,6 +66,8 @@ const MAX_BACKOFF_MS = 30_000;
 /** See the module comment. */
 export class Proxier {
   private applied: Snapshot | null = null;
+  /** The last snapshot applied successfully; unlike `applied`, kept across failures (conntrack cleanup). */
+  private lastGood: Snapshot | null = null;
   private lastFullAt = Number.NEGATIVE_INFINITY;
   private failures = 0;
   private readonly runner: BoundedFrequencyRunner;
@@ -67,18 +85,21 @@ export class Proxier {
    * One sync: load the source, diff against the last applied snapshot, and
    * apply. Full when forced, when nothing was applied yet, or when the last
    * full sync is older than the sync period.
-   * @throws the backend's error; the next sync is then a full one.
+   * @throws the source's or the backend's error; the next sync is then a full one.
    */
   async syncOnce(opts: { full?: boolean } = {}): Promise<SyncResult> {
-    const { snapshot } = await this.opts.source.load();
+    const start = performance.now();
     const full =
       opts.full === true || this.applied === null || Date.now() - this.lastFullAt >= this.opts.syncPeriodMs;
-    const changed = full || !this.applied ? new Set<string>() : changedServicePorts(this.applied, snapshot);
     try {
+      const { snapshot } = await this.opts.source.load();
+      const changed = full || !this.applied ? new Set<string>() : changedServicePorts(this.applied, snapshot);
       const result = await this.opts.backend.sync(snapshot, { full, changed });
       this.applied = snapshot;
       if (full) this.lastFullAt = Date.now();
-      this.last = { at: Date.now(), result };
+      await this.cleanConntrack(this.lastGood, snapshot);
+      this.lastGood = snapshot;
+      this.record({ at: Date.now(), full, durationMs: performance.now() - start, result });
       const level = full || changed.size > 0 ? 'info' : 'debug';
       this.opts.logger[level](
         {
@@ -102,14 +123,37 @@ export class Proxier {
       return result;
     } catch (err) {
       this.applied = null;
-      this.last = { at: Date.now(), error: (err as Error).message };
+      this.record({ at: Date.now(), full, durationMs: performance.now() - start, error: (err as Error).message });
       throw err;
     }
   }
 
-  /** Start the loop: an immediate full sync, then on source changes and every sync period. */
-  start(): void {
-    this.opts.source.watch(() => this.runner.run());
+  private record(last: LastSync): void {
+    this.last = last;
+    this.opts.onSync?.(last);
+  }
+
+  /**
+   * Delete the UDP conntrack entries the sync left stale. Not on the first
+   * sync (drover does not know what was programmed before it started, and
+   * deleting live flows to unchanged endpoints would break them). Failures
+   * are logged: the rules are already right, and the next change retries.
+   */
+  private async cleanConntrack(before: Snapshot | null, after: Snapshot): Promise<void> {
+    if (!this.opts.conntrack || !before) return;
+    for (const flow of staleUDPFlows(before, after)) {
+      try {
+        const deleted = await this.opts.conntrack.deleteUDP(flow);
+        this.opts.logger.info({ ...flow, deleted }, 'deleted stale UDP conntrack entries');
+      } catch (err) {
+        this.opts.logger.warn({ ...flow, err: (err as Error).message }, 'could not delete stale UDP conntrack entries');
+      }
+    }
+  }
+
+  /** Start the loop: watch the source, then an immediate full sync, then on source changes and every sync period. */
+  async start(): Promise<void> {
+    await this.opts.source.watch(() => this.runner.run());
     this.runner.start();
   }
 

@@ -84,7 +84,7 @@ if (unavailable) {
     try {
       await withNetns(async (netns) => {
         const save = async () => (await run('iptables-nft-save', ['-t', 'nat'], { netns })).stdout;
-        const child = spawn(process.execPath, [DROVER, 'run', '--source', dir, '--netns', netns, '--iptables-backend', 'nft', '--min-sync-period', '500ms'], {
+        const child = spawn(process.execPath, [DROVER, 'run', '--source', dir, '--netns', netns, '--iptables-backend', 'nft', '--min-sync-period', '500ms', '--status-file', `${dir}.status.json`], {
           stdio: ['ignore', 'ignore', 'pipe'],
         });
         let logs = '';
@@ -113,6 +113,7 @@ if (unavailable) {
       });
     } finally {
       await rm(dir, { recursive: true, force: true });
+      await rm(`${dir}.status.json`, { force: true });
     }
   });
 }

@@ -1,0 +1,176 @@
+/**
+ * The rules each service port owns in the live kernel, found from the rules
+ * themselves (never from drover's memory), so that it works on rules written
+ * by kube-proxy as well as by drover:
+ *
+ * - nat `KUBE-SERVICES` rules commented "<ns>/<svc>[:<port>] cluster IP" and
+ *   filter `KUBE-SERVICES` rules commented "<ns>/<svc>[:<port>] has no
+ *   endpoints" name the service port (kube-proxy's comments, see render.ts);
+ * - the chains they jump to, and the chains those jump to, are the service
+ *   port's KUBE-SVC and KUBE-SEP chains. Only chains drover owns are
+ *   followed (KUBE-SVC-*, KUBE-SEP-*: `isServiceChain`); kube-proxy's
+ *   KUBE-EXT/KUBE-SVL/KUBE-FW chains and the shared KUBE-MARK-MASQ are not;
+ * - a KUBE-SEP chain's endpoint is its DNAT `--to-destination` (older
+ *   kube-proxy versions do not name the endpoint in a comment).
+ */
+import { isServiceChain } from '../backends/iptables/names.ts';
+import { TABLES, type ParsedDump, type TableName } from '../backends/iptables/parse.ts';
+import { SERVICES_CHAIN } from '../backends/iptables/ruleset.ts';
+import { parseRule } from './rule.ts';
+
+/** One chain, or the rules of one service port in KUBE-SERVICES, as the kernel has them. */
+export interface ServiceChain {
+  readonly table: TableName;
+  readonly chain: string;
+  /** The endpoint "ip:port" a KUBE-SEP chain DNATs to; null for other chains. */
+  readonly endpoint: string | null;
+  /**
+   * Rules in iptables-save syntax, `-A CHAIN ...`. For KUBE-SERVICES only
+   * the rules of this service port.
+   */
+  readonly rules: readonly string[];
+}
+
+/**
+ * Everything one service port owns in the kernel. This is also the `--json`
+ * shape of `drover chains` (an array of these, sorted by `servicePort`).
+ */
+export interface ServicePortChains {
+  /** ServicePortName, "namespace/name:port" ("namespace/name" for an unnamed port). */
+  readonly servicePort: string;
+  /**
+   * In order: nat KUBE-SERVICES entry, KUBE-SVC chain, KUBE-SEP chains (in
+   * the order the KUBE-SVC chain jumps to them), then filter KUBE-SERVICES
+   * (the REJECT of a service port with no endpoints).
+   */
+  readonly chains: readonly ServiceChain[];
+}
+
+/** What the inspect commands need of a rule: its comment, jump and DNAT destination. */
+interface RuleFacts {
+  readonly comment: string | undefined;
+  /** The chain `-j` jumps to, when it is one of the table's user chains. */
+  readonly jump: string | undefined;
+  /** "ip:port" (or "ip") of a DNAT target. */
+  readonly dnat: string | undefined;
+}
+
+/**
+ * The comment, jump and DNAT destination of a rule (parsed by rule.ts).
+ * @param chains the table's user chains (a `-j` to one of them is a jump).
+ * @throws RuleSyntaxError on unbalanced quotes or an option without its value.
+ */
+function ruleFacts(rule: string, chains: ReadonlySet<string>): RuleFacts {
+  const parsed = parseRule('', rule, chains);
+  const comment = parsed.matches.find((m) => m.kind === 'comment');
+  const t = parsed.target;
+  return {
+    comment: comment?.kind === 'comment' ? comment.text : undefined,
+    jump: t.kind === 'jump' ? t.chain : undefined,
+    dnat: t.kind === 'DNAT' ? (t.port === undefined ? t.ip : `${t.ip}:${t.port}`) : undefined,
+  };
+}
+
+/**
+ * The service port a kube-proxy-style comment names: its first word when that
+ * word is "namespace/name[:port]" ("default/web:http cluster IP",
+ * "default/web:http -> 10.244.1.2:8080", "default/web:http"); undefined for
+ * other comments ("kubernetes service portals").
+ */
+export function commentServicePort(comment: string): string | undefined {
+  const first = comment.split(' ')[0]!;
+  return /^[^/\s]+\/[^/\s]+$/.test(first) ? first : undefined;
+}
+
+/**
+ * The label of a chain, from its own rules: "ns/svc:port -> ip:port" for a
+ * KUBE-SEP chain (the DNAT destination), "ns/svc:port" for a KUBE-SVC chain,
+ * undefined when no rule's comment names a service port.
+ * @param rules rules without the leading `-A CHAIN `.
+ * @throws RuleSyntaxError on a rule that cannot be parsed.
+ */
+export function chainLabel(rules: readonly string[]): string | undefined {
+  const facts = rules.map((r) => ruleFacts(r, new Set()));
+  const key = facts.map((f) => commentServicePort(f.comment ?? '')).find((k) => k !== undefined);
+  if (!key) return undefined;
+  const endpoint = facts.find((f) => f.dnat !== undefined)?.dnat;
+  return endpoint ? `${key} -> ${endpoint}` : key;
+}
+
+/** The service port a KUBE-SERVICES rule is the entry of ("… cluster IP" in nat, "… has no endpoints" in filter). */
+function entryServicePort(comment: string | undefined): string | undefined {
+  return /^(\S+\/\S+) (?:cluster IP|has no endpoints)$/.exec(comment ?? '')?.[1];
+}
+
+/**
+ * Every service port that has an entry in nat or filter KUBE-SERVICES of
+ * `dump`, with its chains; sorted by service port name.
+ * @throws RuleSyntaxError on a rule that cannot be parsed (unbalanced quotes).
+ */
+export function serviceChains(dump: ParsedDump): ServicePortChains[] {
+  const found = new Map<string, ServiceChain[]>();
+  for (const table of TABLES) {
+    const chains = dump.get(table);
+    if (!chains) continue;
+    const names = new Set(chains.keys());
+    const entries = new Map<string, string[]>();
+    for (const rule of chains.get(SERVICES_CHAIN)?.rules ?? []) {
+      const key = entryServicePort(ruleFacts(rule, names).comment);
+      if (key) entries.set(key, [...(entries.get(key) ?? []), rule]);
+    }
+    for (const [key, rules] of entries) {
+      const list = found.get(key) ?? [];
+      found.set(key, list);
+      list.push({ table, chain: SERVICES_CHAIN, endpoint: null, rules: rules.map((r) => `-A ${SERVICES_CHAIN} ${r}`) });
+      // Depth-first from the entry's jumps, each owned chain once, in jump order.
+      const seen = new Set<string>();
+      const visit = (rule: string): void => {
+        const target = ruleFacts(rule, names).jump;
+        if (target === undefined || seen.has(target) || !isServiceChain(target)) return;
+        seen.add(target);
+        const targetRules = chains.get(target)!.rules;
+        const endpoint = target.startsWith('KUBE-SEP-') ? (targetRules.map((r) => ruleFacts(r, names).dnat).find((d) => d) ?? null) : null;
+        list.push({ table, chain: target, endpoint, rules: targetRules.map((r) => `-A ${target} ${r}`) });
+        targetRules.forEach(visit);
+      };
+      rules.forEach(visit);
+    }
+  }
+  return [...found.keys()].sort().map((servicePort) => ({ servicePort, chains: found.get(servicePort)! }));
+}
+
+/** Thrown when a `NAMESPACE/NAME[:PORT]` selector is malformed or matches nothing. */
+export class UnknownServiceError extends Error {
+  override name = 'UnknownServiceError';
+}
+
+/**
+ * The service ports `selector` names: "ns/name:port" exactly, or every port
+ * of "ns/name" (and its unnamed port). Undefined selects everything.
+ * @throws UnknownServiceError when the selector is malformed or matches no service port.
+ */
+export function selectServicePorts(all: readonly ServicePortChains[], selector?: string): ServicePortChains[] {
+  if (selector === undefined) return [...all];
+  if (!/^[^/\s:]+\/[^/\s:]+(:[^/\s:]+)?$/.test(selector)) {
+    throw new UnknownServiceError(`"${selector}" is not NAMESPACE/NAME or NAMESPACE/NAME:PORT`);
+  }
+  const picked = all.filter((s) => s.servicePort === selector || (!selector.includes(':') && s.servicePort.startsWith(`${selector}:`)));
+  if (picked.length === 0) throw new UnknownServiceError(`no rules for service ${selector} in the kernel's KUBE-SERVICES chains`);
+  return picked;
+}
+
+/**
+ * The text `drover chains` prints: per service port, each chain under a
+ * header line `# <service port>[ -> <endpoint>] (<table> <chain>)`, then its
+ * rules as iptables-save prints them; a blank line between service ports.
+ * An empty list prints "no service rules in the kernel".
+ */
+export function formatChains(list: readonly ServicePortChains[]): string {
+  if (list.length === 0) return 'no service rules in the kernel\n';
+  const blocks = list.map((sp) =>
+    sp.chains
+      .flatMap((c) => [`# ${sp.servicePort}${c.endpoint ? ` -> ${c.endpoint}` : ''} (${c.table} ${c.chain})`, ...c.rules])
+      .join('\n'),
+  );
+  return `${blocks.join('\n\n')}\n`;
+}

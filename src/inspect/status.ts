@@ -1,0 +1,231 @@
+/**
+ * drover's status file and `drover status`'s report.
+ *
+ * `drover run` writes the status file after every sync attempt (default
+ * /run/drover/status.json): what it runs with (mode, source, render options,
+ * network namespace) and how the last sync, and the last successful one,
+ * went. It is written atomically (a temporary file in the same folder, then
+ * rename(2)), so a reader never sees half a file. `drover status` reads it
+ * back, adds counts from the live kernel and the drift, and prints them.
+ *
+ * The file is JSON, `version` 1:
+ * ```
+ * { "version": 1, "pid": 4242, "mode": "iptables", "iptablesBackend": "auto", "netns": null,
+ *   "source": "/etc/drover/manifests",
+ *   "render": { "clusterCidr": "10.244.0.0/16", "masqueradeAll": false, "serviceCidr": "10.96.0.0/12" },
+ *   "lastSync": { "at": "2025-06-01T10:00:00.000Z", "kind": "full", "durationMs": 22.8,
+ *                 "error": null, "services": 2, "endpoints": 3 },
+ *   "lastSuccess": { ...same shape..., or null before the first successful sync } }
+ * ```
+ */
+import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { dirname } from 'node:path';
+import { z } from 'zod';
+import type { ParsedDump, TableName } from '../backends/iptables/parse.ts';
+import { kernelView } from '../backends/iptables/ruleset.ts';
+import type { StaticRuleset } from '../backends/iptables/static.ts';
+import { parseWith } from '../model/schema.ts';
+import type { LastSync } from '../proxier/proxier.ts';
+import type { Logger } from '../util/log.ts';
+
+/** Where `drover run` writes, and `drover status` reads, the status file by default. */
+export const DEFAULT_STATUS_FILE = '/run/drover/status.json';
+
+const syncSchema = z.object({
+  /** When the attempt ended, ISO 8601. */
+  at: z.string(),
+  kind: z.enum(['full', 'partial']),
+  /** The whole attempt (reading the source included), ms. */
+  durationMs: z.number(),
+  /** The error message of a failed attempt; null when it succeeded. */
+  error: z.string().nullable(),
+  /** Service ports and serving endpoints programmed; null for a failed attempt. */
+  services: z.number().int().nullable(),
+  endpoints: z.number().int().nullable(),
+});
+
+/** One sync attempt as the status file records it. */
+export type SyncRecord = z.output<typeof syncSchema>;
+
+const statusSchema = z.object({
+  version: z.literal(1),
+  pid: z.number().int(),
+  mode: z.string(),
+  iptablesBackend: z.enum(['auto', 'nft', 'legacy']),
+  netns: z.string().nullable(),
+  /** Absolute path of `--source`. */
+  source: z.string(),
+  /** The render flags of `drover run`, as the CLI names them. */
+  render: z.object({ clusterCidr: z.string().nullable(), masqueradeAll: z.boolean(), serviceCidr: z.string() }),
+  lastSync: syncSchema,
+  lastSuccess: syncSchema.nullable(),
+});
+
+/** The whole status file (see the module comment). */
+export type StatusRecord = z.output<typeof statusSchema>;
+
+/** What `drover run` runs with: the status file without the sync records. */
+export type RunInfo = Omit<StatusRecord, 'version' | 'lastSync' | 'lastSuccess'>;
+
+/** There is no status file: drover has not run (with this `--status-file`). */
+export class NotRunError extends Error {
+  override name = 'NotRunError';
+}
+
+/** The status file's record of a proxier sync attempt. */
+export function syncRecord(last: LastSync): SyncRecord {
+  return {
+    at: new Date(last.at).toISOString(),
+    kind: last.full ? 'full' : 'partial',
+    durationMs: Math.round(last.durationMs * 10) / 10,
+    error: last.error ?? null,
+    services: last.result?.services ?? null,
+    endpoints: last.result?.endpoints ?? null,
+  };
+}
+
+/**
+ * Write `record` to `path` atomically: create the folder, write a temporary
+ * file next to it, rename it over `path`.
+ * @throws the file system's error (the temporary file is removed).
+ */
+export async function writeStatusFile(path: string, record: StatusRecord): Promise<void> {
+  await mkdir(dirname(path), { recursive: true });
+  const tmp = `${path}.tmp-${process.pid}`;
+  try {
+    await writeFile(tmp, `${JSON.stringify(record, null, 2)}\n`, { mode: 0o644 });
+    await rename(tmp, path);
+  } catch (err) {
+    await rm(tmp, { force: true });
+    throw err;
+  }
+}
+
+/**
+ * Read and validate a status file.
+ * @throws NotRunError when there is no file at `path`; Error naming the path
+ *   (and the field) when it cannot be read or is not a status file.
+ */
+export async function readStatusFile(path: string): Promise<StatusRecord> {
+  let text: string;
+  try {
+    text = await readFile(path, 'utf8');
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') throw new NotRunError(`drover has not run: no status file at ${path}`);
+    throw new Error(`${path}: ${(err as Error).message}`);
+  }
+  let raw: unknown;
+  try {
+    raw = JSON.parse(text);
+  } catch (err) {
+    throw new Error(`${path}: not JSON: ${(err as Error).message}`);
+  }
+  const parsed = parseWith(statusSchema, raw);
+  if (!parsed.ok) throw new Error(`${path}: not a drover status file: ${parsed.field}: ${parsed.detail}`);
+  return parsed.data;
+}
+
+/**
+ * Keeps the status file of a running drover: `record` is the proxier's
+ * `onSync` callback. Writes are queued one after the other; a failed write
+ * is logged (warn) and never disturbs the sync loop.
+ */
+export class StatusFileWriter {
+  private lastSuccess: SyncRecord | null = null;
+  private queue: Promise<void> = Promise.resolve();
+
+  constructor(
+    private readonly path: string,
+    private readonly run: RunInfo,
+    private readonly logger: Logger,
+  ) {}
+
+  /** Record a sync attempt (queues an atomic write). Never throws. */
+  record(last: LastSync): void {
+    const sync = syncRecord(last);
+    if (sync.error === null) this.lastSuccess = sync;
+    const record: StatusRecord = { version: 1, ...this.run, lastSync: sync, lastSuccess: this.lastSuccess };
+    this.queue = this.queue
+      .then(() => writeStatusFile(this.path, record))
+      .catch((err: Error) => this.logger.warn({ err: err.message, path: this.path }, 'could not write the status file'));
+  }
+
+  /** Resolves when every queued write has finished (or failed and been logged). */
+  idle(): Promise<void> {
+    return this.queue;
+  }
+}
+
+/** drover-owned rules in the kernel, per table: rules in owned chains plus hook jumps present. */
+export function ownedRuleCounts(statics: StaticRuleset, dump: ParsedDump): Record<TableName, number> {
+  const count = (table: TableName): number => {
+    const view = kernelView(statics, table, dump);
+    let n = 0;
+    for (const rules of [...view.chains.values(), ...view.sets.values()]) n += rules.length;
+    for (const hook of statics.hooks.filter((h) => h.table === table)) {
+      n += (dump.get(table)?.get(hook.chain)?.rules ?? []).filter((r) => r === hook.rule).length;
+    }
+    return n;
+  };
+  return { filter: count('filter'), nat: count('nat') };
+}
+
+/** Everything `drover status` prints. */
+export interface StatusView {
+  /** Path of the status file read. */
+  readonly file: string;
+  readonly record: StatusRecord;
+  /** Whether the process `record.pid` is alive. */
+  readonly running: boolean;
+  /** ownedRuleCounts of the live kernel. */
+  readonly rules: Record<TableName, number>;
+  /** Number of differences (driftItems) with the recorded source and options, or why it could not be computed. */
+  readonly drift: { readonly differences: number } | { readonly error: string };
+  /** Now, ms since the epoch (for "… ago"). */
+  readonly now: number;
+}
+
+/** "12 s ago", "3 min ago", "2 h ago", "4 d ago" (rounded down; future times count as 0 s). */
+export function ago(thenMs: number, nowMs: number): string {
+  const s = Math.max(0, Math.floor((nowMs - thenMs) / 1000));
+  if (s < 60) return `${s} s ago`;
+  if (s < 3600) return `${Math.floor(s / 60)} min ago`;
+  if (s < 86_400) return `${Math.floor(s / 3600)} h ago`;
+  return `${Math.floor(s / 86_400)} d ago`;
+}
+
+function syncLine(sync: SyncRecord, now: number): string {
+  const result = sync.error === null ? 'ok' : `error: ${sync.error}`;
+  return `${sync.at} (${ago(Date.parse(sync.at), now)}), ${sync.kind}, ${sync.durationMs.toFixed(1)} ms, ${result}`;
+}
+
+/**
+ * The text of `drover status`, one `name: value` line each: the status file
+ * and its writer, mode, source and render flags, service ports and endpoints
+ * of the last successful sync, drover-owned rules in the live kernel, the
+ * last sync (and the last successful one when the last failed), and drift.
+ */
+export function formatStatus(view: StatusView): string {
+  const { record: r, now } = view;
+  const flags = [
+    ...(r.render.clusterCidr !== null ? [`--cluster-cidr ${r.render.clusterCidr}`] : []),
+    ...(r.render.masqueradeAll ? ['--masquerade-all'] : []),
+    `--service-cidr ${r.render.serviceCidr}`,
+  ];
+  const ok = r.lastSuccess;
+  const lines: Array<[string, string]> = [
+    ['status file', `${view.file} (pid ${r.pid}, ${view.running ? 'running' : 'not running'})`],
+    ['mode', `${r.mode}${r.netns !== null ? `, network namespace ${r.netns}` : ''}`],
+    ['source', `${r.source} (${flags.join(' ')})`],
+    ['services', ok ? `${ok.services ?? 0} service ports, ${ok.endpoints ?? 0} endpoints (last successful sync)` : 'unknown: no successful sync yet'],
+    ['rules', `${view.rules.filter + view.rules.nat} drover-owned rules in the kernel (filter ${view.rules.filter}, nat ${view.rules.nat})`],
+    ['last sync', syncLine(r.lastSync, now)],
+  ];
+  if (r.lastSync.error !== null) lines.push(['last ok', ok ? syncLine(ok, now) : 'never']);
+  const d = view.drift;
+  lines.push([
+    'drift',
+    'error' in d ? `unknown: ${d.error}` : d.differences === 0 ? 'no' : `yes, ${d.differences} difference${d.differences > 1 ? 's' : ''} (drover diff lists them)`,
+  ]);
+  return lines.map(([name, value]) => `${`${name}:`.padEnd(13)}${value}\n`).join('');
+}
