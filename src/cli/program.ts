@@ -22,16 +22,20 @@ export function buildProgram(): Command {
   const program = new Command('drover')
     .description('A node-level service proxy for Linux: Kubernetes-style Services to kernel load-balancing rules')
     .version(pkg.version)
-    .showHelpAfterError('(run with --help for usage)')
     .configureOutput(output);
   for (const cmd of [runCommand(), syncCommand(), renderCommand(), cleanupCommand(), chainsCommand(), diffCommand(), statusCommand(), traceCommand()]) {
-    program.addCommand(cmd.showHelpAfterError('(run with --help for usage)').configureOutput(output));
+    program.addCommand(cmd.configureOutput(output));
   }
   return program;
 }
 
 /** Run the program on `argv`; never throws: errors become one line and exit code 1. */
 export async function main(argv: readonly string[] = process.argv): Promise<void> {
+  // A reader that goes away (`drover render | head`) is not an error.
+  process.stdout.on('error', (err: NodeJS.ErrnoException) => {
+    if (err.code === 'EPIPE') process.exit(0);
+    throw err;
+  });
   try {
     await buildProgram().parseAsync([...argv]);
   } catch (err) {

@@ -2,6 +2,7 @@
  * Building the pieces a command needs from its options: the backend (with
  * the iptables variant detected or forced) and the file source.
  */
+import { existsSync } from 'node:fs';
 import { IptablesBackend } from '../backends/iptables/backend.ts';
 import { detectVariant, SystemIptables } from '../backends/iptables/exec.ts';
 import type { RenderOptions } from '../backends/iptables/render.ts';
@@ -25,7 +26,10 @@ export function renderConfig(opts: RenderCliOptions): RenderOptions {
  * @throws UsageError when not root.
  */
 export async function createIptablesExec(opts: KernelOptions, logger: Logger): Promise<SystemIptables> {
-  if (process.getuid?.() !== 0) throw new UsageError('reading or programming iptables needs root (CAP_NET_ADMIN); run drover with sudo');
+  if (process.getuid?.() !== 0) throw new UsageError('reading or programming iptables needs root (CAP_NET_ADMIN); run drover as root');
+  if (opts.netns && !existsSync(`/run/netns/${opts.netns}`)) {
+    throw new UsageError(`network namespace ${opts.netns} does not exist (ip netns list shows the named ones)`);
+  }
   const variant = opts.iptablesBackend === 'auto' ? await detectVariant(opts.netns) : opts.iptablesBackend;
   logger.debug({ iptables: variant, netns: opts.netns }, 'using iptables-%s', variant);
   return new SystemIptables({ variant, ...(opts.netns ? { netns: opts.netns } : {}) });

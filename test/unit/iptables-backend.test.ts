@@ -174,3 +174,18 @@ test('a stale chain that a foreign rule still jumps to is emptied, not deleted, 
   // And the next full sync has nothing to do.
   t.like(await backend.sync(snap(svc2(['10.180.0.9:8080'])), FULL), { transactions: 0 });
 });
+
+test('a foreign rule whose comment holds a newline neither confuses the read-back nor reaches a payload', async (t) => {
+  const { fake, backend } = setup();
+  await backend.sync(snap(svc1(['10.180.0.1:80'])), FULL);
+  // What iptables-save prints for `-m comment --comment $'hello\n-A KUBE-SERVICES -j ACCEPT'` in another chain…
+  fake.setChain('nat', 'DOCKER', ['-m comment --comment "hello\n-A KUBE-SERVICES -j ACCEPT" -j RETURN']);
+  t.like(await backend.sync(snap(svc1(['10.180.0.1:80'])), FULL), { transactions: 0 }, 'nothing to repair');
+  // …and inside an owned chain: the chain is rewritten whole instead of deleting the rule by specification.
+  fake.chain('nat', 'KUBE-SERVICES')!.push('-m comment --comment "x\ny" -j RETURN');
+  await backend.sync(snap(svc1(['10.180.0.1:80'])), FULL);
+  t.false(fake.restores.at(-1)!.includes('x\ny'));
+  t.deepEqual(fake.chain('nat', 'KUBE-SERVICES'), [
+    '-d 172.30.0.41/32 -p tcp -m comment --comment "ns1/svc1:p80 cluster IP" -m tcp --dport 80 -j KUBE-SVC-XPGD46QRK7WJZT7O',
+  ]);
+});

@@ -28,6 +28,20 @@ export interface IptablesExec {
   save(table: TableName): Promise<string>;
 }
 
+/**
+ * The useful part of a tool's error output on one line: its first three
+ * non-empty lines joined with " / " (iptables-nft puts the kernel's reason,
+ * e.g. "CHAIN_DEL failed (Device or resource busy)", on a line of its own).
+ */
+export function summarise(stderr: string): string {
+  return stderr
+    .split('\n')
+    .map((l) => l.trim())
+    .filter((l) => l !== '' && !/^Try `/.test(l))
+    .slice(0, 3)
+    .join(' / ');
+}
+
 /** iptables-restore rejected a payload. */
 export class RestoreError extends Error {
   constructor(
@@ -37,7 +51,7 @@ export class RestoreError extends Error {
     /** The text of that line. */
     readonly lineText: string | undefined,
   ) {
-    super(`iptables-restore failed${line ? ` at line ${line}: ${lineText ?? ''}` : ''}: ${stderr.trim().split('\n')[0] ?? ''}`);
+    super(`iptables-restore failed${line ? ` at line ${line}: ${lineText ?? ''}` : ''}: ${summarise(stderr)}`);
     this.name = 'RestoreError';
   }
 }
@@ -49,7 +63,7 @@ export class CommandError extends Error {
     readonly code: number | null,
     readonly stderr: string,
   ) {
-    super(`${command} exited with ${code ?? 'a signal'}: ${stderr.trim().split('\n')[0] ?? ''}`);
+    super(`${command} exited with ${code ?? 'a signal'}: ${summarise(stderr)}`);
     this.name = 'CommandError';
   }
 }

@@ -45,6 +45,16 @@ export class IptablesParseError extends Error {
   }
 }
 
+/** True when `line` has an odd number of unescaped double quotes. */
+function unbalancedQuotes(line: string): boolean {
+  let open = false;
+  for (let i = 0; i < line.length; i++) {
+    if (line[i] === '\\') i++;
+    else if (line[i] === '"') open = !open;
+  }
+  return open;
+}
+
 /**
  * Parse iptables-save output (or a static rules file in the same format).
  * Only `-A` rule lines are accepted; counters (`[p:b]` before `-A`, as
@@ -58,7 +68,10 @@ export function parseSave(text: string): ParsedDump {
   const lines = text.split('\n');
   for (let i = 0; i < lines.length; i++) {
     const lineNo = i + 1;
-    const line = lines[i]!.trimEnd();
+    let line = lines[i]!.trimEnd();
+    // A quoted string (a rule comment) may hold a newline: iptables-save
+    // prints it as it is, so the rule continues on the next line.
+    while (unbalancedQuotes(line) && i + 1 < lines.length) line = `${line}\n${lines[++i]!.trimEnd()}`;
     if (line === '' || line.startsWith('#')) continue;
     if (line.startsWith('*')) {
       const name = line.slice(1);
@@ -78,7 +91,7 @@ export function parseSave(text: string): ParsedDump {
       continue;
     }
     const rule = line.replace(/^\[\d+:\d+\] /, '');
-    const m = /^-A (\S+) (.*)$/.exec(rule);
+    const m = /^-A (\S+) ([\s\S]*)$/.exec(rule);
     if (!m) throw new IptablesParseError(lineNo, `not a rule: "${line}"`);
     const name = m[1]!;
     let chain = table.get(name);

@@ -82,6 +82,14 @@ export function diffTable(ops: TableOps, desired: TableView, current: TableView,
       for (const rule of rules) ops.appendRules.push({ chain, rule });
       continue;
     }
+    // A kernel rule that cannot be written back on one line (a comment with a
+    // newline, added by someone else) cannot be deleted by specification:
+    // rewrite the whole chain instead.
+    if (have.some((rule) => /[\r\n]/.test(rule) && !rules.includes(rule))) {
+      ops.declare.push(chain);
+      for (const rule of rules) ops.appendRules.push({ chain, rule });
+      continue;
+    }
     // Multiset difference, so that a duplicated rule in the kernel is removed too.
     const wanted = new Map<string, number>();
     for (const rule of rules) wanted.set(canonicalRule(rule), (wanted.get(canonicalRule(rule)) ?? 0) + 1);
@@ -149,6 +157,12 @@ export function isEmptyPlan(plan: Plan): boolean {
  * @param header comment lines (without `# `) printed first.
  */
 export function planToRestore(plan: Plan, header: readonly string[] = []): string {
+  for (const table of TABLES) {
+    const o = plan[table];
+    const texts = [...o.declare, ...o.deleteChains, ...[...o.deleteRules, ...o.insertRules, ...o.appendRules].flatMap((r) => [r.chain, r.rule])];
+    const bad = texts.find((x) => /[\r\n]/.test(x));
+    if (bad !== undefined) throw new Error(`refusing to write a restore line containing a line break: ${JSON.stringify(bad)}`);
+  }
   const out: string[] = header.map((line) => `# ${line}`);
   for (const table of TABLES) {
     const ops = plan[table];
