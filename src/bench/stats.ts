@@ -20,3 +20,27 @@ export function median(samples: readonly number[]): number {
   const mid = sorted.length >> 1;
   return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
 }
+
+/** Order statistics of one group of samples, in the samples' unit. */
+export interface Summary {
+  /** Number of samples. */
+  readonly n: number;
+  readonly p50: number;
+  readonly p95: number;
+  readonly p99: number;
+  readonly max: number;
+}
+
+/**
+ * n, p50, p95, p99 and max of `samples` (nearest rank, see percentile).
+ * @throws Error on an empty sample list.
+ */
+export function summarise(samples: readonly number[]): Summary {
+  return {
+    n: samples.length,
+    p50: percentile(samples, 50),
+    p95: percentile(samples, 95),
+    p99: percentile(samples, 99),
+    max: percentile(samples, 100),
+  };
+}

@@ -59,3 +59,78 @@ export function withServicePort(snapshot: Snapshot, key: string, port: ServicePo
   else map.delete(key);
   return { services: new Map([...map].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) };
 }
+
+/** A real endpoint of the benchmark's testbed: an echo server's namespace and one of its ports. */
+export interface RealEndpoint {
+  /** Backend (namespace) name, as the echo server reports it. */
+  readonly backend: string;
+  /** Dotted-quad IPv4 address of the backend. */
+  readonly ip: string;
+  /** TCP port the echo server listens on. */
+  readonly port: number;
+}
+
+/** How the data path names an endpoint: "<backend>:<port>", from the echo server's reply. */
+export function endpointId(ep: RealEndpoint): string {
+  return `${ep.backend}:${ep.port}`;
+}
+
+/** Pod network of the benchmark's rules (`--cluster-cidr`); its client (192.168.100.2) is outside it, so its traffic is masqueraded. */
+export const BENCH_CLUSTER_CIDR = '10.244.0.0/16';
+
+const CLOCK_BASE = (10 << 24) | (110 << 16); // 10.110.0.0, inside 10.96.0.0/12, apart from synthSnapshot's range
+const ADDED_BASE = (10 << 24) | (111 << 16); // 10.111.0.0
+
+function benchPort(name: string, clusterIP: string, endpoints: readonly RealEndpoint[]): ServicePort {
+  const eps: Endpoint[] = endpoints
+    .map((e) => ({ ip: e.ip, port: e.port, ready: true, serving: true, terminating: false }))
+    .sort((a, b) => ipToSortable(a.ip) - ipToSortable(b.ip) || a.port - b.port);
+  return {
+    key: `bench/${name}:http`,
+    namespace: 'bench',
+    name,
+    portName: 'http',
+    type: 'ClusterIP',
+    clusterIP,
+    clusterIPAllocated: false,
+    port: 80,
+    protocol: 'TCP',
+    sessionAffinity: null,
+    internalTrafficPolicy: 'Cluster',
+    externalTrafficPolicy: 'Cluster',
+    endpoints: eps,
+  };
+}
+
+/**
+ * The c-th clock service port ("bench/clock-<c>:http", ClusterIP 10.110.0.<10+c>
+ * port 80): a service whose endpoints are real echo servers, so that a
+ * client's connections show when a change reached the data path.
+ * @param c 0-based index, below 65 000.
+ */
+export function clockServicePort(c: number, endpoints: readonly RealEndpoint[]): ServicePort {
+  return benchPort(`clock-${c}`, ipFromInt(CLOCK_BASE + 10 + c), endpoints);
+}
+
+/**
+ * The i-th service port that the benchmark adds and removes again
+ * ("bench/added-<i>:http", ClusterIP 10.111.0.0 + 10 + i, port 80), with
+ * real endpoints.
+ * @param i 0-based index, below 65 000.
+ */
+export function addedServicePort(i: number, endpoints: readonly RealEndpoint[]): ServicePort {
+  return benchPort(`added-${i}`, ipFromInt(ADDED_BASE + 10 + i), endpoints);
+}
+
+/**
+ * The benchmark's starting state: `services` service ports in all, of which
+ * `clock.length` are the given clock services (real endpoints) and the rest
+ * synthetic ones with `endpoints` fake endpoints each (synthServicePort).
+ * @throws Error when there are fewer services than clock services.
+ */
+export function benchSnapshot(services: number, endpoints: number, clock: readonly ServicePort[]): Snapshot {
+  if (services < clock.length) throw new Error(`at least ${clock.length} services are needed, got ${services}`);
+  const ports = [...Array.from({ length: services - clock.length }, (_, i) => synthServicePort(i, endpoints)), ...clock];
+  ports.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+  return { services: new Map(ports.map((p) => [p.key, p])) };
+}

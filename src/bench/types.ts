@@ -1,0 +1,136 @@
+/**
+ * The data of `drover bench`: samples, per-size run facts, the environment,
+ * and the whole result the reports are built from. Types only.
+ */
+import type { ProxyMode } from '../backends/types.ts';
+
+/** What was changed: the first full sync from empty tables, or one single change. */
+export type ChangeKind = 'full-sync' | 'endpoint-removed' | 'endpoint-added' | 'service-added' | 'service-removed';
+
+/** The single changes, in the order a benchmark iteration makes them. */
+export const CHANGE_KINDS = ['endpoint-removed', 'endpoint-added', 'service-added', 'service-removed'] as const;
+
+/** One of the single changes. */
+export type SingleChange = (typeof CHANGE_KINDS)[number];
+
+/**
+ * Who applied the change:
+ * - `drover`: drover's backend (Backend.sync, the partial path for single changes);
+ * - `raw`: a hand-built minimal payload for the same change (the physical limit);
+ * - `kube-proxy`: a kube-proxy-style partial restore (the static chains and the
+ *   whole KUBE-SERVICES chain rewritten, plus the changed chains);
+ * - `full-rerender`: the whole ruleset re-sent, every chain declared.
+ */
+export type Method = 'drover' | 'raw' | 'kube-proxy' | 'full-rerender';
+
+/** Every method, in report order. */
+export const METHODS: readonly Method[] = ['drover', 'raw', 'kube-proxy', 'full-rerender'];
+
+/**
+ * The clock a sample was taken on, each from the moment the change is seen:
+ * - `agent`: until the kernel transaction returned (for a baseline: the
+ *   transaction alone, from spawning iptables-restore to its exit);
+ * - `kernel`: until a read-back of the kernel shows the change;
+ * - `datapath`: until a new connection from the client namespace shows it.
+ */
+export type Clock = 'agent' | 'kernel' | 'datapath';
+
+/** Every clock, in report order. */
+export const CLOCKS: readonly Clock[] = ['agent', 'kernel', 'datapath'];
+
+/** One measurement. Times in milliseconds. */
+export interface Sample {
+  readonly mode: ProxyMode;
+  /** The mode's flavour: `nft` or `legacy` for iptables. */
+  readonly variant: string;
+  /** Service ports in the kernel when the change was made. */
+  readonly services: number;
+  /** Endpoints per synthetic service port. */
+  readonly endpoints: number;
+  readonly kind: ChangeKind;
+  readonly method: Method;
+  readonly clock: Clock;
+  /** 0-based iteration (the n-th change of this kind). */
+  readonly iteration: number;
+  /** The measured time, ms. */
+  readonly ms: number;
+  /** kernel: read-backs made; datapath: connections made (both until the change showed). */
+  readonly tries?: number;
+  /** kernel: how long the read-back that showed the change took, ms. */
+  readonly readbackMs?: number;
+  /** agent: bytes of kernel transaction payload written. */
+  readonly bytes?: number;
+}
+
+/** Facts about one mode and size of a run. */
+export interface SizeRun {
+  readonly mode: ProxyMode;
+  readonly variant: string;
+  readonly services: number;
+  readonly endpoints: number;
+  /** Changes of each kind made by drover and by each per-change baseline. */
+  readonly changes: number;
+  /** Kernel transactions of the full sync from empty tables. */
+  readonly fullSyncTransactions: number;
+  /** Why the full re-render baseline was not measured at this size, if it was not. */
+  readonly fullRerenderSkipped?: string;
+  /**
+   * After all changes and baselines, a full sync of the starting state wrote
+   * nothing: the kernel held exactly drover's rules (a check that the
+   * baselines put every change back).
+   */
+  readonly consistent: boolean;
+  /** Peak resident set size of the benchmark process (which runs drover's agent in-process) after this size, kB. */
+  readonly peakRssKb: number;
+}
+
+/** Where the benchmark ran. */
+export interface BenchEnvironment {
+  /** Start of the run, ISO 8601 (UTC). */
+  readonly date: string;
+  /** True inside an emulated guest, whose absolute times mean little: report ratios only. */
+  readonly guest: boolean;
+  /** Why the run counts as a guest run (or "none detected"). */
+  readonly guestReason: string;
+  /** `uname -r`. */
+  readonly kernel: string;
+  /** Version line of each iptables variant used, e.g. `{ nft: "iptables v1.8.9 (nf_tables)" }`. */
+  readonly iptables: Readonly<Record<string, string>>;
+  readonly cpus: number;
+  readonly cpuModel: string;
+  /** 1-minute load average at the start of the run. */
+  readonly loadAverage: number;
+  /** Node.js version. */
+  readonly node: string;
+  /** drover's version. */
+  readonly drover: string;
+}
+
+/** The options a run was made with (also written to the report). */
+export interface BenchSettings {
+  readonly modes: readonly ProxyMode[];
+  /** Sizes, number of service ports, ascending. */
+  readonly services: readonly number[];
+  readonly endpoints: number;
+  readonly changes: number;
+  /** iptables variant: nft or legacy. */
+  readonly iptablesVariant: string;
+  /** Largest size at which the full re-render baseline is measured. */
+  readonly fullBaselineMax: number;
+  /** Full re-render samples per size. */
+  readonly fullBaselineRepeats: number;
+  /** Consecutive connections on the surviving endpoint that count as "removed endpoint no longer reached". */
+  readonly removalConfirm: number;
+  /** Consecutive failed connections that count as "service gone". */
+  readonly failConfirm: number;
+  /** Clock services (real endpoints) among the services of each size. */
+  readonly clockServices: number;
+}
+
+/** Everything a run produced. */
+export interface BenchResult {
+  readonly environment: BenchEnvironment;
+  readonly settings: BenchSettings;
+  readonly runs: readonly SizeRun[];
+  readonly samples: readonly Sample[];
+}
