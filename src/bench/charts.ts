@@ -1,0 +1,134 @@
+/**
+ * Charts of a benchmark run: vega-lite specifications (pure) rendered to SVG
+ * headless by vega (no browser, no canvas).
+ *
+ * Per mode and variant:
+ * - latency-<mode>-<variant>.svg: p50 against the number of service ports,
+ *   both axes log scale, one panel per kind of change, one line per clock of
+ *   drover and per baseline;
+ * - distributions-<mode>-<variant>.svg: every sample of every single change
+ *   as a box plot (whiskers at min and max) with the samples as ticks, one
+ *   panel per kind of change and size, log scale.
+ */
+import { parse, View } from 'vega';
+import { compile, type TopLevelSpec } from 'vega-lite';
+import type { ProxyMode } from '../backends/types.ts';
+import { CLOCK_LABEL, KIND_LABEL, KINDS, METHOD_LABEL, modeLabel, statRows } from './report.ts';
+import type { BenchResult, Clock, Method, Sample } from './types.ts';
+
+/** A chart to write: its file name and specification. */
+export interface Chart {
+  /** File name, e.g. `latency-iptables-nft.svg`. */
+  readonly file: string;
+  readonly spec: TopLevelSpec;
+}
+
+/** The name of one line or box: drover's clock, or a baseline. */
+export function seriesLabel(method: Method, clock: Clock): string {
+  return method === 'drover' ? `drover: ${CLOCK_LABEL[clock]}` : METHOD_LABEL[method];
+}
+
+/** Every series in legend order. */
+export const SERIES: readonly string[] = [
+  seriesLabel('drover', 'agent'),
+  seriesLabel('drover', 'kernel'),
+  seriesLabel('drover', 'datapath'),
+  seriesLabel('raw', 'agent'),
+  seriesLabel('kube-proxy', 'agent'),
+  seriesLabel('full-rerender', 'agent'),
+];
+
+const PALETTE = ['#1f77b4', '#2ca02c', '#9467bd', '#7f7f7f', '#d62728', '#ff7f0e'];
+const color = { field: 'series', type: 'nominal', title: null, scale: { domain: [...SERIES], range: PALETTE }, legend: { orient: 'bottom', columns: 3, labelLimit: 400 } } as const;
+
+/** The runs of one mode and variant, in the result's order. */
+function groups(result: BenchResult): Array<{ mode: ProxyMode; variant: string }> {
+  const seen = new Map<string, { mode: ProxyMode; variant: string }>();
+  for (const r of result.runs) seen.set(`${r.mode}-${r.variant}`, { mode: r.mode, variant: r.variant });
+  return [...seen.values()];
+}
+
+/** The latency-against-size chart of one mode and variant. */
+export function latencySpec(result: BenchResult, mode: ProxyMode, variant: string): TopLevelSpec {
+  const rows = statRows(result.runs, result.samples).filter((r) => r.mode === mode && r.variant === variant);
+  const values = rows.map((r) => ({
+    services: r.services,
+    change: KIND_LABEL[r.kind],
+    series: seriesLabel(r.method, r.clock),
+    who: r.method === 'drover' ? 'drover' : 'baseline',
+    p50: r.summary.p50,
+    p95: r.summary.p95,
+    n: r.summary.n,
+  }));
+  return {
+    $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
+    title: { text: `${modeLabel(mode, variant)}: p50 time of a change against the number of service ports`, subtitle: 'log scales; baselines are the kernel transaction alone' },
+    data: { values },
+    facet: { column: { field: 'change', type: 'nominal', title: null, sort: KINDS.map((k) => KIND_LABEL[k]) } },
+    spec: {
+      width: 170,
+      height: 220,
+      mark: { type: 'line', point: { size: 50 }, strokeWidth: 2 },
+      encoding: {
+        x: { field: 'services', type: 'quantitative', scale: { type: 'log' }, title: 'service ports', axis: { tickCount: 4 } },
+        y: { field: 'p50', type: 'quantitative', scale: { type: 'log' }, title: 'p50 (ms)' },
+        color,
+        strokeDash: { field: 'who', type: 'nominal', legend: null, scale: { domain: ['drover', 'baseline'], range: [[1, 0], [5, 3]] } },
+      },
+    },
+    resolve: { scale: { y: 'shared' } },
+    config: { font: 'sans-serif', view: { stroke: '#ddd' } },
+  };
+}
+
+/** The per-change distribution chart of one mode and variant. */
+export function distributionSpec(result: BenchResult, mode: ProxyMode, variant: string): TopLevelSpec {
+  const values = result.samples
+    .filter((s: Sample) => s.mode === mode && s.variant === variant && s.kind !== 'full-sync')
+    .map((s) => ({ services: `${s.services} service ports`, size: s.services, change: KIND_LABEL[s.kind], series: seriesLabel(s.method, s.clock), ms: s.ms }));
+  const y = { field: 'series', type: 'nominal', title: null, sort: [...SERIES], axis: { labelLimit: 300 } } as const;
+  const x = { field: 'ms', type: 'quantitative', scale: { type: 'log' }, title: 'time (ms, log scale)' } as const;
+  return {
+    $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
+    title: {
+      text: `${modeLabel(mode, variant)}: every single change`,
+      subtitle: 'boxes: quartiles, whiskers: min and max; ticks: the samples; baselines are the kernel transaction alone',
+    },
+    data: { values },
+    facet: {
+      row: { field: 'change', type: 'nominal', title: null, sort: KINDS.map((k) => KIND_LABEL[k]) },
+      column: { field: 'services', type: 'nominal', title: null, sort: { field: 'size', op: 'min' } },
+    },
+    spec: {
+      width: 320,
+      height: 120,
+      layer: [
+        { mark: { type: 'boxplot', extent: 'min-max', opacity: 0.5, size: 14 }, encoding: { x, y, color } },
+        { mark: { type: 'tick', opacity: 0.6, thickness: 1, size: 12 }, encoding: { x, y, color } },
+      ],
+    },
+    resolve: { scale: { x: 'shared', y: 'independent' } },
+    config: { font: 'sans-serif', view: { stroke: '#ddd' } },
+  };
+}
+
+/** Every chart of a run: two per mode and variant. */
+export function charts(result: BenchResult): Chart[] {
+  return groups(result).flatMap(({ mode, variant }) => {
+    const suffix = variant ? `${mode}-${variant}` : mode;
+    return [
+      { file: `latency-${suffix}.svg`, spec: latencySpec(result, mode, variant) },
+      { file: `distributions-${suffix}.svg`, spec: distributionSpec(result, mode, variant) },
+    ];
+  });
+}
+
+/** Compile a vega-lite specification and render it to an SVG document, headless. */
+export async function renderSvg(spec: TopLevelSpec): Promise<string> {
+  const view = new View(parse(compile(spec).spec), { renderer: 'none' });
+  try {
+    return await view.toSVG();
+  } finally {
+    view.finalize();
+  }
+}

@@ -1,0 +1,53 @@
+/**
+ * Progress of a benchmark run on stderr: a progress bar (cli-progress) when
+ * stderr is a terminal, and otherwise only one line per finished phase, so
+ * that a log file stays readable.
+ */
+import cliProgress from 'cli-progress';
+import type { ProgressEvent } from './run.ts';
+
+/** Where the run's progress goes. */
+export interface ProgressSink {
+  update(event: ProgressEvent): void;
+  /** Finish the bar (idempotent). */
+  stop(): void;
+}
+
+/** A sink for `stream`: a bar on a TTY, phase lines elsewhere. */
+export function progressSink(stream: NodeJS.WriteStream = process.stderr): ProgressSink {
+  if (!stream.isTTY) {
+    return {
+      update: (e) => {
+        if (e.note) stream.write(`${e.note}\n`);
+      },
+      stop: () => undefined,
+    };
+  }
+  const multi = new cliProgress.MultiBar(
+    {
+      stream,
+      format: '{bar} {percentage}% | {value}/{total} steps | {duration_formatted} | ETA {eta_formatted} | {phase}',
+      hideCursor: false,
+      clearOnComplete: false,
+      etaBuffer: 40,
+      fps: 5,
+    },
+    cliProgress.Presets.shades_classic,
+  );
+  let bar: cliProgress.SingleBar | undefined;
+  let stopped = false;
+  return {
+    update(e) {
+      if (stopped) return;
+      bar ??= multi.create(e.total, 0, { phase: e.phase });
+      if (e.note) multi.log(`${e.note}\n`);
+      bar.setTotal(e.total);
+      bar.update(e.done, { phase: e.phase });
+    },
+    stop() {
+      if (stopped) return;
+      stopped = true;
+      multi.stop();
+    },
+  };
+}

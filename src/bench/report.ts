@@ -1,0 +1,344 @@
+/**
+ * The reports of `drover bench`, built from a BenchResult. Pure: the same
+ * result gives the same bytes.
+ *
+ * - samplesToJSONL / samplesToCSV: every raw sample, one per line;
+ * - statRows / ratioRows: order statistics (nearest rank) per group, and
+ *   drover's agent clock over each baseline;
+ * - buildSummary: summary.md, with the environment, an overview table, a
+ *   section per mode and size, and how it was measured.
+ */
+import type { ProxyMode } from '../backends/types.ts';
+import { summarise, type Summary } from './stats.ts';
+import { BENCH_CLUSTER_CIDR } from './synth.ts';
+import { CHANGE_KINDS, CLOCKS, METHODS, type BenchResult, type ChangeKind, type Clock, type Method, type Sample, type SizeRun } from './types.ts';
+
+/** Every change kind, in report order. */
+export const KINDS: readonly ChangeKind[] = ['full-sync', ...CHANGE_KINDS];
+
+/** How reports name a change kind. */
+export const KIND_LABEL: Readonly<Record<ChangeKind, string>> = {
+  'full-sync': 'full sync',
+  'endpoint-removed': 'endpoint removed',
+  'endpoint-added': 'endpoint added',
+  'service-added': 'service added',
+  'service-removed': 'service removed',
+};
+
+/** How reports name a method. */
+export const METHOD_LABEL: Readonly<Record<Method, string>> = {
+  drover: 'drover',
+  raw: 'raw minimal',
+  'kube-proxy': 'kube-proxy-style',
+  'full-rerender': 'full re-render',
+};
+
+/** How reports name a clock. */
+export const CLOCK_LABEL: Readonly<Record<Clock, string>> = { agent: 'agent', kernel: 'kernel', datapath: 'data path' };
+
+/** A mode and its flavour for reports, e.g. "iptables (nft)". */
+export function modeLabel(mode: ProxyMode, variant: string): string {
+  return variant ? `${mode} (${variant})` : mode;
+}
+
+/** The columns of samples.csv, in order. */
+export const CSV_COLUMNS = ['mode', 'variant', 'services', 'endpoints', 'kind', 'method', 'clock', 'iteration', 'ms', 'tries', 'readback_ms', 'bytes'] as const;
+
+function csvCell(v: string | number | undefined): string {
+  if (v === undefined) return '';
+  const s = String(v);
+  return /[",\n]/.test(s) ? `"${s.replace(/"/g, '""')}"` : s;
+}
+
+/** samples.csv: a header line, then one line per sample; a field a sample lacks is empty. */
+export function samplesToCSV(samples: readonly Sample[]): string {
+  const lines = [CSV_COLUMNS.join(',')];
+  for (const s of samples) {
+    lines.push(
+      [s.mode, s.variant, s.services, s.endpoints, s.kind, s.method, s.clock, s.iteration, s.ms, s.tries, s.readbackMs, s.bytes].map(csvCell).join(','),
+    );
+  }
+  return `${lines.join('\n')}\n`;
+}
+
+/** samples.jsonl: one JSON object per sample and line, keys in a fixed order, absent fields left out. */
+export function samplesToJSONL(samples: readonly Sample[]): string {
+  return samples
+    .map((s) => {
+      const o: Record<string, unknown> = {
+        mode: s.mode,
+        variant: s.variant,
+        services: s.services,
+        endpoints: s.endpoints,
+        kind: s.kind,
+        method: s.method,
+        clock: s.clock,
+        iteration: s.iteration,
+        ms: s.ms,
+      };
+      if (s.tries !== undefined) o.tries = s.tries;
+      if (s.readbackMs !== undefined) o.readbackMs = s.readbackMs;
+      if (s.bytes !== undefined) o.bytes = s.bytes;
+      return `${JSON.stringify(o)}\n`;
+    })
+    .join('');
+}
+
+/** Order statistics of one group of samples (ms). */
+export interface StatRow {
+  readonly mode: ProxyMode;
+  readonly variant: string;
+  readonly services: number;
+  readonly kind: ChangeKind;
+  readonly method: Method;
+  readonly clock: Clock;
+  readonly summary: Summary;
+}
+
+const groupKey = (s: { mode: string; variant: string; services: number; kind: string; method: string; clock: string }): string =>
+  `${s.mode}|${s.variant}|${s.services}|${s.kind}|${s.method}|${s.clock}`;
+
+/**
+ * One row per (mode, variant, services, kind, method, clock) that has
+ * samples, ordered by the runs' order, then kind, method and clock in report
+ * order.
+ */
+export function statRows(runs: readonly SizeRun[], samples: readonly Sample[]): StatRow[] {
+  const groups = new Map<string, number[]>();
+  for (const s of samples) {
+    const k = groupKey(s);
+    const list = groups.get(k);
+    if (list) list.push(s.ms);
+    else groups.set(k, [s.ms]);
+  }
+  const rows: StatRow[] = [];
+  for (const r of runs) {
+    for (const kind of KINDS) {
+      for (const method of METHODS) {
+        for (const clock of CLOCKS) {
+          const ms = groups.get(groupKey({ ...r, kind, method, clock }));
+          if (ms) rows.push({ mode: r.mode, variant: r.variant, services: r.services, kind, method, clock, summary: summarise(ms) });
+        }
+      }
+    }
+  }
+  return rows;
+}
+
+/** drover's agent clock against one baseline, for one kind of change. */
+export interface Ratio {
+  readonly method: Exclude<Method, 'drover'>;
+  /** The baseline's p50 and p95, ms. */
+  readonly p50: number;
+  readonly p95: number;
+  /** drover's p50 over the baseline's p50. */
+  readonly ratioP50: number;
+  /** drover's p95 over the baseline's p95. */
+  readonly ratioP95: number;
+}
+
+/** drover's agent clock and its ratios to every baseline measured for one mode, size and kind of change. */
+export interface RatioRow {
+  readonly mode: ProxyMode;
+  readonly variant: string;
+  readonly services: number;
+  readonly kind: ChangeKind;
+  /** drover's agent clock. */
+  readonly drover: Summary;
+  /** drover's kernel and data-path clocks, when measured. */
+  readonly kernel?: Summary;
+  readonly datapath?: Summary;
+  /** One per baseline measured, in report order. */
+  readonly ratios: readonly Ratio[];
+}
+
+/** One row per mode, size and single change kind that drover measured. */
+export function ratioRows(rows: readonly StatRow[]): RatioRow[] {
+  const find = (r: StatRow, method: Method, clock: Clock): Summary | undefined =>
+    rows.find((x) => x.mode === r.mode && x.variant === r.variant && x.services === r.services && x.kind === r.kind && x.method === method && x.clock === clock)
+      ?.summary;
+  const out: RatioRow[] = [];
+  for (const r of rows) {
+    if (r.method !== 'drover' || r.clock !== 'agent' || r.kind === 'full-sync') continue;
+    const ratios: Ratio[] = [];
+    for (const method of METHODS) {
+      if (method === 'drover') continue;
+      const b = find(r, method, 'agent');
+      if (b) ratios.push({ method, p50: b.p50, p95: b.p95, ratioP50: r.summary.p50 / b.p50, ratioP95: r.summary.p95 / b.p95 });
+    }
+    const kernel = find(r, 'drover', 'kernel');
+    const datapath = find(r, 'drover', 'datapath');
+    out.push({ mode: r.mode, variant: r.variant, services: r.services, kind: r.kind, drover: r.summary, ...(kernel ? { kernel } : {}), ...(datapath ? { datapath } : {}), ratios });
+  }
+  return out;
+}
+
+/** A time in ms as reports print it: one decimal. */
+export function fmtMs(ms: number): string {
+  return ms.toFixed(1);
+}
+
+/** A ratio as reports print it: two decimals. */
+export function fmtRatio(x: number): string {
+  return x.toFixed(2);
+}
+
+const thousands = (n: number): string => String(Math.round(n)).replace(/\B(?=(\d{3})+(?!\d))/g, ',');
+
+function table(header: readonly string[], align: readonly ('l' | 'r')[], rows: readonly (readonly string[])[]): string[] {
+  return [`| ${header.join(' | ')} |`, `|${align.map((a) => (a === 'r' ? '---:' : '---')).join('|')}|`, ...rows.map((r) => `| ${r.join(' | ')} |`)];
+}
+
+/** The overview table: p50 per clock and baseline, and drover/raw and drover/kube-proxy at p50, per mode, size and change. */
+export function overviewTable(ratios: readonly RatioRow[]): string[] {
+  const dash = '–';
+  const base = (r: RatioRow, m: Method): Ratio | undefined => r.ratios.find((x) => x.method === m);
+  return table(
+    ['mode', 'services', 'change', 'agent', 'kernel', 'data path', 'raw', 'kube-proxy-style', 'drover/raw', 'drover/kube-proxy'],
+    ['l', 'r', 'l', 'r', 'r', 'r', 'r', 'r', 'r', 'r'],
+    ratios.map((r) => [
+      modeLabel(r.mode, r.variant),
+      String(r.services),
+      KIND_LABEL[r.kind],
+      fmtMs(r.drover.p50),
+      r.kernel ? fmtMs(r.kernel.p50) : dash,
+      r.datapath ? fmtMs(r.datapath.p50) : dash,
+      base(r, 'raw') ? fmtMs(base(r, 'raw')!.p50) : dash,
+      base(r, 'kube-proxy') ? fmtMs(base(r, 'kube-proxy')!.p50) : dash,
+      base(r, 'raw') ? fmtRatio(base(r, 'raw')!.ratioP50) : dash,
+      base(r, 'kube-proxy') ? fmtRatio(base(r, 'kube-proxy')!.ratioP50) : dash,
+    ]),
+  );
+}
+
+/** The statistics table of one mode and size: every change, method and clock. */
+export function sizeTable(rows: readonly StatRow[]): string[] {
+  return table(
+    ['change', 'method', 'clock', 'n', 'p50', 'p95', 'p99', 'max'],
+    ['l', 'l', 'l', 'r', 'r', 'r', 'r', 'r'],
+    rows.map((r) => [
+      KIND_LABEL[r.kind],
+      METHOD_LABEL[r.method],
+      CLOCK_LABEL[r.clock],
+      String(r.summary.n),
+      fmtMs(r.summary.p50),
+      fmtMs(r.summary.p95),
+      fmtMs(r.summary.p99),
+      fmtMs(r.summary.max),
+    ]),
+  );
+}
+
+/** The ratio table of one mode and size: drover's agent clock over each baseline, at p50 and p95. */
+export function ratioTable(ratios: readonly RatioRow[]): string[] {
+  const methods = METHODS.filter((m) => m !== 'drover' && ratios.some((r) => r.ratios.some((x) => x.method === m)));
+  const header = ['change', ...methods.flatMap((m) => [`drover/${METHOD_LABEL[m]} p50`, 'p95'])];
+  return table(
+    header,
+    header.map((_, i) => (i === 0 ? 'l' : 'r')),
+    ratios.map((r) => [
+      KIND_LABEL[r.kind],
+      ...methods.flatMap((m) => {
+        const x = r.ratios.find((y) => y.method === m);
+        return x ? [fmtRatio(x.ratioP50), fmtRatio(x.ratioP95)] : ['–', '–'];
+      }),
+    ]),
+  );
+}
+
+/** The "how it was measured" section of summary.md. */
+export function methodText(result: BenchResult): string[] {
+  const s = result.settings;
+  return [
+    '## How it was measured',
+    '',
+    `Each size runs in a fresh set of network namespaces: a node namespace that drover programs, a client namespace (192.168.100.2, outside the cluster CIDR ${BENCH_CLUSTER_CIDR}), and two backend namespaces with HTTP echo servers on four ports each. Of the service ports, ${s.clockServices} are clock services with two real endpoints each; the others have ${s.endpoints} fake endpoints each. Every change is made on a clock service or on a new service port with real endpoints, so that its effect can be seen by real connections.`,
+    '',
+    'Each iteration makes four single changes, through drover\'s partial sync (Backend.sync): one endpoint removed from a clock service (2 → 1 endpoints), the same endpoint added back, one service port added (2 real endpoints), and the same port removed. Times are in ms, from the moment the change is seen, on the machine\'s monotonic clock:',
+    '',
+    '- **agent**: until drover\'s sync returned: the snapshot diff, the rendering and the kernel transaction (iptables-restore), in-process.',
+    '- **kernel**: read-backs (`iptables-save -t nat` in the node namespace) run back to back from when the agent returned; the time is when the first read-back that shows the change (the service port\'s chains exactly as rendered, or their absence) was parsed. It includes one whole read-back, whose own duration is `readback_ms` in the samples.',
+    `- **data path**: new TCP connections from the client namespace run back to back from when the agent returned, by one long-lived prober process; the time is when the first connection that shows the change was opened. Endpoint added: the first connection answered by the new endpoint (each connection has a 1/2 chance, so the time is late by one connection on average, by k or more with probability 2^-k; never early, since only the new rules reach that endpoint). Endpoint removed: the first of ${s.removalConfirm} connections in a row answered by the surviving endpoint (with the old rules still in place this happens by chance with probability 2^-${s.removalConfirm}, the false-positive bound). Service added: the first connection answered at the new ClusterIP (without the rules nothing answers there, so no false positive). Service removed: the first of ${s.failConfirm} connections in a row that got no answer (refused, unreachable, or nothing within 1 s); the old rules would have answered.`,
+    '',
+    'The kernel and data-path polling start when the agent has returned (the transaction has committed by then) and run at the same time, so neither slows the agent down; they compete with each other for the CPU.',
+    '',
+    'Baselines make the same changes on the same table, taking turns with drover within each iteration, and are timed as the kernel transaction alone (from starting iptables-restore to its exit), with the payload built beforehand:',
+    '',
+    '- **raw minimal**: only what the change needs: the new or changed KUBE-SVC/KUBE-SEP chains, the deleted ones, and the one KUBE-SERVICES rule that comes or goes. This is the physical limit of a change through iptables-restore.',
+    '- **kube-proxy-style**: what kube-proxy\'s partial sync writes: the static chains of both tables declared and rewritten, including the whole KUBE-SERVICES chain with one rule per service port, plus the changed chains.',
+    `- **full re-render**: the whole ruleset re-sent with \`--noflush\` and every chain declared. On iptables-nft this grows much faster than the ruleset, so it is measured ${s.fullBaselineRepeats} time(s) per size, on a "service added" change only, and only up to ${s.fullBaselineMax} services (\`--full-baseline-max\`). It re-sends everything whatever the change, so its time stands for every kind of change.`,
+    '',
+    'Percentiles are nearest-rank. Ratios are drover\'s agent clock over the baseline\'s transaction time at the same percentile: a ratio near 1 means drover adds little to the kernel\'s own cost. Peak RSS is the benchmark process\'s (process.resourceUsage().maxRSS), which runs drover\'s agent in-process; it only grows, so sizes are run in ascending order.',
+  ];
+}
+
+/** summary.md: see the module comment. */
+export function buildSummary(result: BenchResult): string {
+  const env = result.environment;
+  const s = result.settings;
+  const rows = statRows(result.runs, result.samples);
+  const ratios = ratioRows(rows);
+  const where = env.guest ? `emulated guest (${env.guestReason}): **ratios only**` : 'host (no emulated guest detected)';
+  const out: string[] = [
+    '# drover bench: rule-update latency',
+    '',
+    ...table(
+      ['', 'environment'],
+      ['l', 'l'],
+      [
+        ['date', env.date],
+        ['machine', where],
+        ['kernel', `Linux ${env.kernel}`],
+        ...Object.entries(env.iptables).map(([v, version]) => [`iptables-${v}`, version]),
+        ['CPUs', `${env.cpus} × ${env.cpuModel}`],
+        ['load average (1 min) at start', env.loadAverage.toFixed(2)],
+        ['software', `drover ${env.drover}, Node.js ${env.node}`],
+        [
+          'run',
+          `modes ${s.modes.join(', ')}; ${s.services.join(', ')} service ports (${s.clockServices} of them clock services); ${s.endpoints} endpoints per synthetic service; ${s.changes} changes of each kind`,
+        ],
+      ],
+    ),
+    '',
+  ];
+  if (env.guest) {
+    out.push(
+      `> **Ratios only.** This run was made in an emulated guest (${env.guestReason}). Its absolute times say little about a real node; compare the ratios, which set drover against baselines measured in the same run.`,
+      '',
+    );
+  }
+  out.push(
+    '## Overview',
+    '',
+    'p50 in ms for each clock and baseline; the ratios are drover\'s agent clock over the baseline\'s kernel transaction, at p50.',
+    '',
+    ...overviewTable(ratios),
+    '',
+  );
+  for (const run of result.runs) {
+    const mine = rows.filter((r) => r.mode === run.mode && r.variant === run.variant && r.services === run.services);
+    const full = (clock: Clock): string => {
+      const r = mine.find((x) => x.kind === 'full-sync' && x.method === 'drover' && x.clock === clock);
+      return r ? `${fmtMs(r.summary.p50)} ms` : '–';
+    };
+    out.push(
+      `## ${modeLabel(run.mode, run.variant)}, ${run.services} services`,
+      '',
+      `- Full sync from empty tables: agent ${full('agent')}, kernel ${full('kernel')}, data path ${full('datapath')} (${run.fullSyncTransactions} transaction${run.fullSyncTransactions === 1 ? '' : 's'}).`,
+      `- Peak RSS of the benchmark process (drover's agent runs in it): ${thousands(run.peakRssKb)} kB.`,
+      `- Full re-render: ${run.fullRerenderSkipped ?? 'measured on "service added"; it stands for every change'}.`,
+      run.consistent
+        ? '- After the run, a full sync of the starting state found nothing to repair.'
+        : '- **After the run, a full sync of the starting state had to repair the kernel**: a baseline did not put its change back exactly.',
+      '',
+      ...sizeTable(mine.filter((r) => r.kind !== 'full-sync')),
+      '',
+      'drover\'s agent clock over each baseline:',
+      '',
+      ...ratioTable(ratios.filter((r) => r.mode === run.mode && r.variant === run.variant && r.services === run.services)),
+      '',
+    );
+  }
+  out.push(...methodText(result), '');
+  return out.join('\n');
+}

@@ -1,0 +1,196 @@
+/** The benchmark's reports from fixed samples: exact CSV, JSONL and tables. */
+import test from 'ava';
+import { charts, renderSvg } from '../../src/bench/charts.ts';
+import { buildSummary, overviewTable, ratioRows, ratioTable, samplesToCSV, samplesToJSONL, sizeTable, statRows } from '../../src/bench/report.ts';
+import type { BenchResult, ChangeKind, Clock, Method, Sample, SizeRun } from '../../src/bench/types.ts';
+
+function samples(kind: ChangeKind, method: Method, clock: Clock, ms: number[], extra: Partial<Sample> = {}): Sample[] {
+  return ms.map((v, iteration) => ({ mode: 'iptables', variant: 'nft', services: 100, endpoints: 10, kind, method, clock, iteration, ms: v, ...extra }));
+}
+
+const RUN: SizeRun = {
+  mode: 'iptables',
+  variant: 'nft',
+  services: 100,
+  endpoints: 10,
+  changes: 4,
+  fullSyncTransactions: 1,
+  consistent: true,
+  peakRssKb: 123456,
+};
+
+const SAMPLES: Sample[] = [
+  ...samples('full-sync', 'drover', 'agent', [250], { bytes: 456583 }),
+  ...samples('full-sync', 'drover', 'kernel', [400], { tries: 1, readbackMs: 98.5 }),
+  ...samples('full-sync', 'drover', 'datapath', [251.25], { tries: 1 }),
+  ...samples('endpoint-removed', 'drover', 'agent', [40, 10, 30, 20]),
+  ...samples('endpoint-removed', 'drover', 'kernel', [110, 120, 130, 140]),
+  ...samples('endpoint-removed', 'drover', 'datapath', [41, 11, 31, 21]),
+  ...samples('endpoint-removed', 'raw', 'agent', [8, 16, 24, 32]),
+  ...samples('endpoint-removed', 'kube-proxy', 'agent', [50, 100, 150, 200]),
+  ...samples('service-added', 'drover', 'agent', [12, 14, 16, 18]),
+  ...samples('service-added', 'raw', 'agent', [12, 14, 16, 18]),
+  ...samples('service-added', 'full-rerender', 'agent', [240]),
+];
+
+const RESULT: BenchResult = {
+  environment: {
+    date: '2026-01-02T03:04:05.000Z',
+    guest: false,
+    guestReason: 'none detected',
+    kernel: '6.1.0-test',
+    iptables: { nft: 'iptables v1.8.9 (nf_tables)' },
+    cpus: 2,
+    cpuModel: 'Test CPU',
+    loadAverage: 0.5,
+    node: 'v20.0.0',
+    drover: '0.1.0',
+  },
+  settings: {
+    modes: ['iptables'],
+    services: [100],
+    endpoints: 10,
+    changes: 4,
+    iptablesVariant: 'nft',
+    fullBaselineMax: 1000,
+    fullBaselineRepeats: 1,
+    removalConfirm: 10,
+    failConfirm: 3,
+    clockServices: 4,
+  },
+  runs: [RUN],
+  samples: SAMPLES,
+};
+
+test('samples.csv: a header, then one line per sample with empty cells for absent fields', (t) => {
+  const csv = samplesToCSV(SAMPLES.slice(0, 5));
+  t.is(
+    csv,
+    [
+      'mode,variant,services,endpoints,kind,method,clock,iteration,ms,tries,readback_ms,bytes',
+      'iptables,nft,100,10,full-sync,drover,agent,0,250,,,456583',
+      'iptables,nft,100,10,full-sync,drover,kernel,0,400,1,98.5,',
+      'iptables,nft,100,10,full-sync,drover,datapath,0,251.25,1,,',
+      'iptables,nft,100,10,endpoint-removed,drover,agent,0,40,,,',
+      'iptables,nft,100,10,endpoint-removed,drover,agent,1,10,,,',
+      '',
+    ].join('\n'),
+  );
+  t.is(samplesToCSV(SAMPLES).split('\n').length, SAMPLES.length + 2);
+});
+
+test('samples.jsonl: one object per line that parses back to the sample', (t) => {
+  const jsonl = samplesToJSONL(SAMPLES);
+  const lines = jsonl.trimEnd().split('\n');
+  t.is(lines[1], '{"mode":"iptables","variant":"nft","services":100,"endpoints":10,"kind":"full-sync","method":"drover","clock":"kernel","iteration":0,"ms":400,"tries":1,"readbackMs":98.5}');
+  t.deepEqual(
+    lines.map((l) => JSON.parse(l)),
+    SAMPLES,
+  );
+});
+
+test('statistics per group are nearest-rank, in report order', (t) => {
+  const rows = statRows([RUN], SAMPLES);
+  t.deepEqual(
+    rows.map((r) => `${r.kind} ${r.method} ${r.clock} ${r.summary.n} ${r.summary.p50} ${r.summary.p95} ${r.summary.p99} ${r.summary.max}`),
+    [
+      'full-sync drover agent 1 250 250 250 250',
+      'full-sync drover kernel 1 400 400 400 400',
+      'full-sync drover datapath 1 251.25 251.25 251.25 251.25',
+      'endpoint-removed drover agent 4 20 40 40 40',
+      'endpoint-removed drover kernel 4 120 140 140 140',
+      'endpoint-removed drover datapath 4 21 41 41 41',
+      'endpoint-removed raw agent 4 16 32 32 32',
+      'endpoint-removed kube-proxy agent 4 100 200 200 200',
+      'service-added drover agent 4 14 18 18 18',
+      'service-added raw agent 4 14 18 18 18',
+      'service-added full-rerender agent 1 240 240 240 240',
+    ],
+  );
+});
+
+test('the overview, size and ratio tables, exactly', (t) => {
+  const rows = statRows([RUN], SAMPLES);
+  const ratios = ratioRows(rows);
+  t.deepEqual(overviewTable(ratios), [
+    '| mode | services | change | agent | kernel | data path | raw | kube-proxy-style | drover/raw | drover/kube-proxy |',
+    '|---|---:|---|---:|---:|---:|---:|---:|---:|---:|',
+    '| iptables (nft) | 100 | endpoint removed | 20.0 | 120.0 | 21.0 | 16.0 | 100.0 | 1.25 | 0.20 |',
+    '| iptables (nft) | 100 | service added | 14.0 | – | – | 14.0 | – | 1.00 | – |',
+  ]);
+  t.deepEqual(sizeTable(rows.filter((r) => r.kind === 'endpoint-removed')), [
+    '| change | method | clock | n | p50 | p95 | p99 | max |',
+    '|---|---|---|---:|---:|---:|---:|---:|',
+    '| endpoint removed | drover | agent | 4 | 20.0 | 40.0 | 40.0 | 40.0 |',
+    '| endpoint removed | drover | kernel | 4 | 120.0 | 140.0 | 140.0 | 140.0 |',
+    '| endpoint removed | drover | data path | 4 | 21.0 | 41.0 | 41.0 | 41.0 |',
+    '| endpoint removed | raw minimal | agent | 4 | 16.0 | 32.0 | 32.0 | 32.0 |',
+    '| endpoint removed | kube-proxy-style | agent | 4 | 100.0 | 200.0 | 200.0 | 200.0 |',
+  ]);
+  t.deepEqual(ratioTable(ratios), [
+    '| change | drover/raw minimal p50 | p95 | drover/kube-proxy-style p50 | p95 | drover/full re-render p50 | p95 |',
+    '|---|---:|---:|---:|---:|---:|---:|',
+    '| endpoint removed | 1.25 | 1.25 | 0.20 | 0.20 | – | – |',
+    '| service added | 1.00 | 1.00 | – | – | 0.06 | 0.07 |',
+  ]);
+});
+
+test('summary.md: environment, overview, one section per size, the method', (t) => {
+  const md = buildSummary(RESULT);
+  const lines = md.split('\n');
+  t.deepEqual(lines.slice(0, 13), [
+    '# drover bench: rule-update latency',
+    '',
+    '|  | environment |',
+    '|---|---|',
+    '| date | 2026-01-02T03:04:05.000Z |',
+    '| machine | host (no emulated guest detected) |',
+    '| kernel | Linux 6.1.0-test |',
+    '| iptables-nft | iptables v1.8.9 (nf_tables) |',
+    '| CPUs | 2 × Test CPU |',
+    '| load average (1 min) at start | 0.50 |',
+    '| software | drover 0.1.0, Node.js v20.0.0 |',
+    '| run | modes iptables; 100 service ports (4 of them clock services); 10 endpoints per synthetic service; 4 changes of each kind |',
+    '',
+  ]);
+  t.true(md.includes('\n## Overview\n'));
+  t.true(md.includes('\n## iptables (nft), 100 services\n'));
+  t.true(md.includes('- Full sync from empty tables: agent 250.0 ms, kernel 400.0 ms, data path 251.3 ms (1 transaction).\n'));
+  t.true(md.includes('- Peak RSS of the benchmark process (drover\'s agent runs in it): 123,456 kB.\n'));
+  t.true(md.includes('- After the run, a full sync of the starting state found nothing to repair.\n'));
+  t.true(md.includes('\n## How it was measured\n'));
+  t.true(md.includes('probability 2^-10, the false-positive bound'));
+  t.false(md.includes('Ratios only'));
+});
+
+test('summary.md of a guest run says ratios only; a capped full re-render and a repaired kernel are reported', (t) => {
+  const md = buildSummary({
+    ...RESULT,
+    environment: { ...RESULT.environment, guest: true, guestReason: 'DROVER_IN_GUEST=1' },
+    runs: [{ ...RUN, consistent: false, fullRerenderSkipped: 'not measured above 50 services (--full-baseline-max)' }],
+  });
+  t.true(md.includes('| machine | emulated guest (DROVER_IN_GUEST=1): **ratios only** |\n'));
+  t.true(md.includes('\n> **Ratios only.** This run was made in an emulated guest (DROVER_IN_GUEST=1).'));
+  t.true(md.includes('- Full re-render: not measured above 50 services (--full-baseline-max).\n'));
+  t.true(md.includes('**After the run, a full sync of the starting state had to repair the kernel**'));
+});
+
+test('charts: a latency chart and a distribution chart per mode, rendered to SVG with their labels', async (t) => {
+  const list = charts(RESULT);
+  t.deepEqual(
+    list.map((c) => c.file),
+    ['latency-iptables-nft.svg', 'distributions-iptables-nft.svg'],
+  );
+  const [latency, distributions] = await Promise.all(list.map((c) => renderSvg(c.spec)));
+  for (const svg of [latency!, distributions!]) {
+    t.true(svg.startsWith('<svg'));
+    t.true(svg.trimEnd().endsWith('</svg>'));
+    for (const label of ['endpoint removed', 'service added', 'drover: agent', 'raw minimal', 'kube-proxy-style', 'full re-render']) {
+      t.true(svg.includes(`>${label}</text>`), label);
+    }
+  }
+  t.true(latency!.includes('>iptables (nft): p50 time of a change against the number of service ports</text>'));
+  t.true(latency!.includes('>full sync</text>'));
+  t.true(distributions!.includes('>100 service ports</text>'));
+  t.false(distributions!.includes('>full sync</text>'), 'a full sync (one sample) is no distribution');
+});
