@@ -1,0 +1,166 @@
+/**
+ * Pure planning of IPVS mode's desired state from a Snapshot, the way
+ * kube-proxy's IPVS proxier builds it (pkg/proxy/ipvs/proxier.go,
+ * syncProxyRules and syncEndpoint):
+ *
+ * - one virtual server per service port with a ClusterIP:
+ *   ClusterIP:port/protocol, scheduler `--ipvs-scheduler`, and for ClientIP
+ *   session affinity the persistent flag with the affinity timeout (netmask
+ *   /32, as kube-proxy);
+ * - its real servers are the serving endpoints, weight 1, masquerade (NAT)
+ *   forwarding. A service port without serving endpoints keeps its virtual
+ *   server with no real server, so that connections to it are refused;
+ * - every ClusterIP is bound as /32 to the dummy interface kube-ipvs0;
+ * - the ipset KUBE-CLUSTER-IP holds "ClusterIP,proto:port" for each
+ *   virtual server, and KUBE-LOOP-BACK "endpointIP,proto:port,endpointIP" for
+ *   each real server (hairpin masquerade).
+ *
+ * No I/O here; backend.ts compares this with the kernel (reconcile.ts).
+ */
+import { servingEndpoints } from '../../model/serving.ts';
+import type { Snapshot } from '../../model/types.ts';
+import {
+  validateRealServer,
+  validateVirtualServer,
+  type IpvsProtocol,
+  type RealServer,
+  type RealServerKey,
+  type VirtualServer,
+  type VirtualServerKey,
+} from './codec.ts';
+import { clusterIPEntry, loopBackEntry } from './ipset.ts';
+
+/** Weight of every real server drover adds (kube-proxy uses 1). */
+export const REAL_SERVER_WEIGHT = 1;
+/** Persistence netmask kube-proxy uses: one client address (/32). */
+export const PERSISTENCE_NETMASK = 0xffffffff;
+
+/** One virtual server drover wants, with its real servers. */
+export interface DesiredVirtualServer {
+  /** {@link virtualServerKey} of `vs`, e.g. "TCP/10.96.0.10:80". */
+  readonly key: string;
+  /** ServicePortName it serves, "ns/name:port". */
+  readonly servicePort: string;
+  readonly vs: VirtualServer;
+  /** Real servers by {@link realServerKey} ("10.244.1.2:8080"), sorted. */
+  readonly reals: ReadonlyMap<string, RealServer>;
+}
+
+/** Everything IPVS mode programs besides the static iptables rules. */
+export interface DesiredIpvsState {
+  /** Virtual servers by key, sorted by key. */
+  readonly virtualServers: ReadonlyMap<string, DesiredVirtualServer>;
+  /** ClusterIPs to bind to kube-ipvs0 (as /32), sorted. */
+  readonly addresses: readonly string[];
+  /** Entries of KUBE-CLUSTER-IP ("10.96.0.10,tcp:80"), sorted. */
+  readonly clusterIPSet: readonly string[];
+  /** Entries of KUBE-LOOP-BACK ("10.244.1.2,tcp:8080,10.244.1.2"), sorted. */
+  readonly loopBackSet: readonly string[];
+  /**
+   * Service ports left out because another service port already has the same
+   * ClusterIP:port/protocol (the model refuses such input; a second line of defence).
+   */
+  readonly conflicts: readonly string[];
+}
+
+/** Options that change the desired IPVS state. */
+export interface IpvsPlanOptions {
+  /** IPVS scheduler of every virtual server (`--ipvs-scheduler`), e.g. "rr". */
+  readonly scheduler: string;
+}
+
+/** Identity of a virtual server as text: "TCP/10.96.0.10:80". */
+export function virtualServerKey(vs: VirtualServerKey): string {
+  return `${vs.protocol}/${vs.address}:${vs.port}`;
+}
+
+/** Identity of a real server within its virtual server: "10.244.1.2:8080". */
+export function realServerKey(rs: RealServerKey): string {
+  return `${rs.address}:${rs.port}`;
+}
+
+/**
+ * The desired virtual servers of a snapshot, one per service port, in
+ * snapshot (key) order. Pure.
+ * @throws IpvsValidationError when a value is not valid for IPVS (the model
+ *   validates first; this is a second line of defence before netlink).
+ */
+export function desiredVirtualServers(snapshot: Snapshot, opts: IpvsPlanOptions): { servers: Map<string, DesiredVirtualServer>; conflicts: string[] } {
+  const servers = new Map<string, DesiredVirtualServer>();
+  const conflicts: string[] = [];
+  for (const sp of snapshot.services.values()) {
+    const vs: VirtualServer = {
+      protocol: sp.protocol as IpvsProtocol,
+      address: sp.clusterIP,
+      port: sp.port,
+      scheduler: opts.scheduler,
+      ...(sp.sessionAffinity ? { persistent: { timeoutSeconds: sp.sessionAffinity.timeoutSeconds } } : {}),
+      netmask: PERSISTENCE_NETMASK,
+    };
+    validateVirtualServer(vs);
+    const key = virtualServerKey(vs);
+    if (servers.has(key)) {
+      conflicts.push(sp.key);
+      continue;
+    }
+    const reals = new Map<string, RealServer>();
+    for (const ep of servingEndpoints(sp)) {
+      const rs: RealServer = { address: ep.ip, port: ep.port, weight: REAL_SERVER_WEIGHT, forwarding: 'masq' };
+      validateRealServer(rs);
+      reals.set(realServerKey(rs), rs);
+    }
+    servers.set(key, { key, servicePort: sp.key, vs, reals: new Map([...reals].sort(([a], [b]) => compareText(a, b))) });
+  }
+  return { servers: new Map([...servers].sort(([a], [b]) => compareText(a, b))), conflicts };
+}
+
+/**
+ * The whole desired IPVS-mode state of a snapshot. Pure.
+ * @throws IpvsValidationError or IpsetValidationError for a value that must
+ *   not reach the kernel.
+ */
+export function desiredIpvsState(snapshot: Snapshot, opts: IpvsPlanOptions): DesiredIpvsState {
+  const { servers, conflicts } = desiredVirtualServers(snapshot, opts);
+  const addresses = new Set<string>();
+  const clusterIPSet = new Set<string>();
+  const loopBackSet = new Set<string>();
+  for (const d of servers.values()) {
+    addresses.add(d.vs.address);
+    clusterIPSet.add(clusterIPEntry(d.vs.address, d.vs.protocol, d.vs.port));
+    for (const rs of d.reals.values()) loopBackSet.add(loopBackEntry(rs.address, d.vs.protocol, rs.port));
+  }
+  return {
+    virtualServers: servers,
+    addresses: [...addresses].sort(compareIPv4),
+    clusterIPSet: [...clusterIPSet].sort(compareText),
+    loopBackSet: [...loopBackSet].sort(compareText),
+    conflicts,
+  };
+}
+
+/** Plain code-unit order, for deterministic output. */
+export function compareText(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+/** Numeric order of dotted-quad IPv4 addresses. */
+export function compareIPv4(a: string, b: string): number {
+  return ipv4ToInt(a) - ipv4ToInt(b);
+}
+
+/** A dotted-quad IPv4 address as an unsigned 32-bit number (no validation). */
+export function ipv4ToInt(ip: string): number {
+  return ip.split('.').reduce((acc, o) => acc * 256 + Number(o), 0);
+}
+
+/**
+ * True when `ip` lies in `cidr` ("10.96.0.0/12"). Both must be valid
+ * dotted-quad forms (validated by the callers).
+ */
+export function cidrContains(cidr: string, ip: string): boolean {
+  const [base, bits] = cidr.split('/') as [string, string];
+  const prefix = Number(bits);
+  if (prefix === 0) return true;
+  const mask = (~0 << (32 - prefix)) >>> 0;
+  return ((ipv4ToInt(base) & mask) >>> 0) === ((ipv4ToInt(ip) & mask) >>> 0);
+}

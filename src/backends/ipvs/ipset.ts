@@ -1,0 +1,210 @@
+/**
+ * The two ipsets IPVS mode uses, as kube-proxy's IPVS proxier defines them
+ * (pkg/proxy/ipvs/ipset.go):
+ *
+ * - `KUBE-CLUSTER-IP`, type hash:ip,port: one "ClusterIP,proto:port" entry per
+ *   virtual server. nat KUBE-SERVICES marks traffic to these for masquerade
+ *   when it comes from outside the cluster CIDR (or always, with
+ *   --masquerade-all);
+ * - `KUBE-LOOP-BACK`, type hash:ip,port,ip: one "endpointIP,proto:port,endpointIP"
+ *   entry per real server. KUBE-POSTROUTING masquerades a packet that goes to
+ *   the endpoint it came from (hairpin).
+ *
+ * A sync reads the sets back with `ipset save`, and writes only the
+ * differences (and the `create` of a missing set) with ONE
+ * `ipset restore -exist`, spawned with an argument array, input on stdin.
+ * Every entry is validated before it is written, so nothing can add a
+ * command or an option to the restore input.
+ */
+import { CommandError, runCommand } from '../iptables/exec.ts';
+
+/** The ClusterIP set (hash:ip,port). */
+export const CLUSTER_IP_SET = 'KUBE-CLUSTER-IP';
+/** The hairpin set (hash:ip,port,ip). */
+export const LOOP_BACK_SET = 'KUBE-LOOP-BACK';
+
+/** The sets drover owns and their ipset types, in the order they are written. */
+export const IPVS_SETS: readonly { readonly name: string; readonly type: string }[] = [
+  { name: CLUSTER_IP_SET, type: 'hash:ip,port' },
+  { name: LOOP_BACK_SET, type: 'hash:ip,port,ip' },
+];
+
+/** Options of `create` for a missing set: IPv4, kube-proxy's hash size and element limit. */
+export const CREATE_OPTIONS = 'family inet hashsize 1024 maxelem 65536';
+
+/** A value for an ipset entry is not valid; nothing was written. */
+export class IpsetValidationError extends Error {
+  constructor(what: string, value: string) {
+    super(`refusing to write ${what} ${JSON.stringify(value)} to ipset: not valid`);
+    this.name = 'IpsetValidationError';
+  }
+}
+
+const IPV4 = /^(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(\.(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)){3}$/;
+const PROTO = /^(tcp|udp|sctp)$/;
+
+function ip(value: string): string {
+  if (!IPV4.test(value)) throw new IpsetValidationError('IPv4 address', value);
+  return value;
+}
+
+function port(value: number): number {
+  if (!Number.isInteger(value) || value < 1 || value > 65535) throw new IpsetValidationError('port', String(value));
+  return value;
+}
+
+function proto(value: string): string {
+  const p = value.toLowerCase();
+  if (!PROTO.test(p)) throw new IpsetValidationError('protocol', value);
+  return p;
+}
+
+/**
+ * A KUBE-CLUSTER-IP entry, as `ipset save` prints it: "10.96.0.10,tcp:80".
+ * @throws IpsetValidationError
+ */
+export function clusterIPEntry(clusterIP: string, protocol: string, servicePort: number): string {
+  return `${ip(clusterIP)},${proto(protocol)}:${port(servicePort)}`;
+}
+
+/**
+ * A KUBE-LOOP-BACK entry, as `ipset save` prints it: "10.244.1.2,tcp:8080,10.244.1.2".
+ * @throws IpsetValidationError
+ */
+export function loopBackEntry(endpointIP: string, protocol: string, targetPort: number): string {
+  const a = ip(endpointIP);
+  return `${a},${proto(protocol)}:${port(targetPort)},${a}`;
+}
+
+const ENTRY: Readonly<Record<string, RegExp>> = {
+  'hash:ip,port': /^(\d{1,3}(?:\.\d{1,3}){3}),(tcp|udp|sctp):(\d{1,5})$/,
+  'hash:ip,port,ip': /^(\d{1,3}(?:\.\d{1,3}){3}),(tcp|udp|sctp):(\d{1,5}),(\d{1,3}(?:\.\d{1,3}){3})$/,
+};
+
+/**
+ * Check an entry of one of drover's sets again, just before it is written.
+ * @throws IpsetValidationError
+ */
+export function checkEntry(setType: string, entry: string): string {
+  const m = ENTRY[setType]?.exec(entry);
+  if (!m) throw new IpsetValidationError(`${setType} entry`, entry);
+  ip(m[1]!);
+  port(Number(m[3]));
+  if (m[4] !== undefined) ip(m[4]);
+  return entry;
+}
+
+/** One set as `ipset save` shows it. */
+export interface SavedSet {
+  /** Set type, e.g. "hash:ip,port". */
+  readonly type: string;
+  /** Entries as printed (`add NAME <entry>` without options such as timeouts). */
+  readonly entries: ReadonlySet<string>;
+}
+
+/**
+ * Parse `ipset save` output, keeping only the named sets. A set missing from
+ * the output is missing from the result.
+ */
+export function parseIpsetSave(text: string, names: readonly string[] = IPVS_SETS.map((s) => s.name)): Map<string, SavedSet> {
+  const wanted = new Set(names);
+  const sets = new Map<string, { type: string; entries: Set<string> }>();
+  for (const line of text.split('\n')) {
+    const words = line.trim().split(/\s+/);
+    if (words.length < 3 || !wanted.has(words[1]!)) continue;
+    if (words[0] === 'create') sets.set(words[1]!, { type: words[2]!, entries: new Set() });
+    else if (words[0] === 'add') sets.get(words[1]!)?.entries.add(words[2]!);
+  }
+  return sets;
+}
+
+/** Desired entries of drover's sets. */
+export interface DesiredSets {
+  readonly [CLUSTER_IP_SET]: readonly string[];
+  readonly [LOOP_BACK_SET]: readonly string[];
+}
+
+/** What {@link planIpsetRestore} writes. */
+export interface IpsetPlan {
+  /** `ipset restore -exist` input; "" when nothing differs. */
+  readonly input: string;
+  readonly created: number;
+  readonly added: number;
+  readonly deleted: number;
+}
+
+/** A set of drover's exists with another type; drover will not guess what to do with it. */
+export class IpsetTypeError extends Error {
+  constructor(name: string, have: string, want: string) {
+    super(`ipset ${name} exists with type ${have}, drover needs ${want}: remove it (ipset destroy ${name}) and restart drover`);
+    this.name = 'IpsetTypeError';
+  }
+}
+
+/**
+ * The `ipset restore -exist` input that turns `current` (parsed `ipset
+ * save`) into `desired`: `create` for a missing set, `del` for extra entries,
+ * `add` for missing ones, each set in sorted order. Pure.
+ * @throws IpsetTypeError when a set exists with another type;
+ *   IpsetValidationError for an entry that is not valid.
+ */
+export function planIpsetRestore(desired: DesiredSets, current: ReadonlyMap<string, SavedSet>): IpsetPlan {
+  const lines: string[] = [];
+  let created = 0;
+  let added = 0;
+  let deleted = 0;
+  for (const set of IPVS_SETS) {
+    const have = current.get(set.name);
+    if (have && have.type !== set.type) throw new IpsetTypeError(set.name, have.type, set.type);
+    if (!have) {
+      lines.push(`create ${set.name} ${set.type} ${CREATE_OPTIONS}`);
+      created++;
+    }
+    const want = new Set(desired[set.name as keyof DesiredSets].map((e) => checkEntry(set.type, e)));
+    for (const e of [...(have?.entries ?? [])].sort()) {
+      if (want.has(e)) continue;
+      // A foreign entry that could not be written back on one line is refused rather than echoed.
+      lines.push(`del ${set.name} ${checkEntry(set.type, e)}`);
+      deleted++;
+    }
+    for (const e of [...want].sort()) {
+      if (have?.entries.has(e)) continue;
+      lines.push(`add ${set.name} ${e}`);
+      added++;
+    }
+  }
+  return { input: lines.length > 0 ? `${lines.join('\n')}\n` : '', created, added, deleted };
+}
+
+/** The `ipset restore` input that destroys those of drover's sets present in `current`. Pure. */
+export function planIpsetDestroy(current: ReadonlyMap<string, SavedSet>): string {
+  const lines = IPVS_SETS.filter((s) => current.has(s.name)).map((s) => `destroy ${s.name}`);
+  return lines.length > 0 ? `${lines.join('\n')}\n` : '';
+}
+
+/** The ipset I/O IPVS mode needs; FakeIpset implements it in memory. */
+export interface IpsetExec {
+  /** `ipset save`: every set of the network namespace, in save format. */
+  save(): Promise<string>;
+  /**
+   * `ipset restore -exist` with `input` on stdin.
+   * @throws CommandError with ipset's message (it names the failing line).
+   */
+  restore(input: string): Promise<void>;
+}
+
+/** The real ipset, in the process's own network namespace. */
+export class SystemIpset implements IpsetExec {
+  constructor(private readonly timeoutMs = 120_000) {}
+
+  async save(): Promise<string> {
+    const res = await runCommand('ipset', ['save'], { timeoutMs: this.timeoutMs });
+    if (res.code !== 0) throw new CommandError('ipset save', res.code, res.stderr);
+    return res.stdout;
+  }
+
+  async restore(input: string): Promise<void> {
+    const res = await runCommand('ipset', ['restore', '-exist'], { input, timeoutMs: this.timeoutMs });
+    if (res.code !== 0) throw new CommandError('ipset restore -exist', res.code, res.stderr);
+  }
+}

@@ -1,0 +1,177 @@
+/**
+ * The dummy interface `kube-ipvs0` that holds every ClusterIP as a /32, so
+ * that the kernel treats ClusterIPs as local addresses and IPVS sees
+ * connections to them in LOCAL_IN (kube-proxy: pkg/proxy/ipvs/proxier.go,
+ * defaultDummyDevice, and netlink_linux.go EnsureDummyDevice/EnsureAddressBind).
+ * The link stays down, as kube-proxy leaves it: the kernel adds the local
+ * route of an address whatever the link state.
+ *
+ * The I/O is the small {@link LinkManager} interface: {@link RtnlLinkManager}
+ * talks rtnetlink through the npm package `netlink@0.3.0` (RtNetlinkSocket),
+ * in the process's own network namespace; FakeLinks (fake.ts) is in memory.
+ * {@link planAddresses} is the pure diff.
+ */
+import { createRtNetlink, FlagsNew, type RtNetlinkSocket } from 'netlink';
+import { AttrWriter, parseIPv4 } from './codec.ts';
+import { compareIPv4 } from './desired.ts';
+import { netlinkErrorCode } from './netlink.ts';
+
+/** The dummy interface's name (kube-proxy's defaultDummyDevice). */
+export const DUMMY_INTERFACE = 'kube-ipvs0';
+
+/** An IPv4 address of an interface. */
+export interface InterfaceAddress {
+  /** Dotted quad. */
+  readonly address: string;
+  /** Prefix length, 0-32. */
+  readonly prefixLength: number;
+}
+
+/** rtnetlink operations on one link; every address is validated before it is sent. */
+export interface LinkManager {
+  /** Interface index of link `name`, or undefined when there is none. */
+  find(name: string): Promise<number | undefined>;
+  /**
+   * Create dummy link `name` when it is missing (left down).
+   * @returns its index and whether it was created now
+   */
+  ensureDummy(name: string): Promise<{ index: number; created: boolean }>;
+  /** IPv4 addresses of link `index`. */
+  addresses(index: number): Promise<InterfaceAddress[]>;
+  /** Add `address`/32 to link `index`; an address already there is not an error. */
+  addAddress(index: number, address: string): Promise<void>;
+  /** Remove `address`/`prefixLength` from link `index`; an address already gone is not an error. */
+  delAddress(index: number, addr: InterfaceAddress): Promise<void>;
+  /** Delete link `index`. */
+  deleteLink(index: number): Promise<void>;
+}
+
+/** What {@link planAddresses} changes. */
+export interface AddressPlan {
+  /** ClusterIPs to bind, sorted. */
+  readonly add: readonly string[];
+  /** Addresses to unbind (every address of kube-ipvs0 that is not a wanted /32), sorted. */
+  readonly remove: readonly InterfaceAddress[];
+}
+
+/**
+ * The difference between the wanted ClusterIPs and the addresses kube-ipvs0
+ * has: kube-ipvs0 belongs to drover, so any other address on it is stale. Pure.
+ */
+export function planAddresses(wanted: readonly string[], current: readonly InterfaceAddress[]): AddressPlan {
+  const want = new Set(wanted);
+  const have = new Set(current.filter((a) => a.prefixLength === 32).map((a) => a.address));
+  return {
+    add: [...want].filter((a) => !have.has(a)).sort(compareIPv4),
+    remove: current
+      .filter((a) => a.prefixLength !== 32 || !want.has(a.address))
+      .sort((a, b) => compareIPv4(a.address, b.address) || a.prefixLength - b.prefixLength),
+  };
+}
+
+const AF_INET = 2;
+/** IFLA_INFO_KIND inside IFLA_LINKINFO (<linux/if_link.h>). */
+const IFLA_INFO_KIND = 1;
+/** Link names the kernel accepts (IFNAMSIZ 16, NUL included); drover only ever uses kube-ipvs0. */
+const IFNAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,14}$/;
+
+function checkName(name: string): string {
+  if (!IFNAME.test(name)) throw new Error(`refusing to use ${JSON.stringify(name)} as an interface name`);
+  return name;
+}
+
+function checkIndex(index: number): number {
+  if (!Number.isInteger(index) || index < 1 || index > 0x7fffffff) throw new Error(`interface index ${index} is not valid`);
+  return index;
+}
+
+/** A {@link LinkManager} over rtnetlink (`netlink@0.3.0`), in this process's network namespace. */
+export class RtnlLinkManager implements LinkManager {
+  private readonly sock: RtNetlinkSocket;
+
+  constructor(private readonly timeoutMs = 10_000) {
+    this.sock = createRtNetlink();
+    // Without a listener, a socket error would be thrown by EventEmitter.
+    this.sock.socket.on('error', () => undefined);
+  }
+
+  async find(name: string): Promise<number | undefined> {
+    checkName(name);
+    const links = await this.sock.getLinks(undefined, undefined, { timeout: this.timeoutMs });
+    return links.find((l) => l.attrs.ifname === name)?.data.index;
+  }
+
+  async ensureDummy(name: string): Promise<{ index: number; created: boolean }> {
+    const existing = await this.find(name);
+    if (existing !== undefined) return { index: existing, created: false };
+    const linkinfo = new AttrWriter().string(IFLA_INFO_KIND, 'dummy').toBuffer();
+    try {
+      await this.sock.newLink({}, { ifname: checkName(name), linkinfo }, { flags: FlagsNew.CREATE | FlagsNew.EXCL, timeout: this.timeoutMs });
+    } catch (err) {
+      if (netlinkErrorCode(err) !== 'EEXIST') throw linkError(`create dummy link ${name}`, err);
+    }
+    const index = await this.find(name);
+    if (index === undefined) throw new Error(`dummy link ${name} was created but cannot be found`);
+    return { index, created: true };
+  }
+
+  async addresses(index: number): Promise<InterfaceAddress[]> {
+    checkIndex(index);
+    const msgs = await this.sock.getAddresses(undefined, undefined, { timeout: this.timeoutMs });
+    const out: InterfaceAddress[] = [];
+    for (const m of msgs) {
+      if (m.data.index !== index || m.data.family !== AF_INET) continue;
+      const raw = m.attrs.local ?? m.attrs.address;
+      if (!raw || raw.length !== 4) continue;
+      out.push({ address: Array.from(raw).join('.'), prefixLength: m.data.prefixlen ?? 32 });
+    }
+    return out;
+  }
+
+  async addAddress(index: number, address: string): Promise<void> {
+    const raw = parseIPv4(address, 'kube-ipvs0 address');
+    try {
+      await this.sock.newAddress(
+        { family: AF_INET, prefixlen: 32, index: checkIndex(index) },
+        { local: raw, address: raw },
+        { flags: FlagsNew.CREATE | FlagsNew.EXCL, timeout: this.timeoutMs },
+      );
+    } catch (err) {
+      if (netlinkErrorCode(err) !== 'EEXIST') throw linkError(`add ${address}/32 to link ${index}`, err);
+    }
+  }
+
+  async delAddress(index: number, addr: InterfaceAddress): Promise<void> {
+    const raw = parseIPv4(addr.address, 'kube-ipvs0 address');
+    if (!Number.isInteger(addr.prefixLength) || addr.prefixLength < 0 || addr.prefixLength > 32) {
+      throw new Error(`prefix length ${addr.prefixLength} is not valid`);
+    }
+    try {
+      await this.sock.delAddress(
+        { family: AF_INET, prefixlen: addr.prefixLength, index: checkIndex(index) },
+        { local: raw, address: raw },
+        { timeout: this.timeoutMs },
+      );
+    } catch (err) {
+      if (netlinkErrorCode(err) !== 'EADDRNOTAVAIL') throw linkError(`remove ${addr.address}/${addr.prefixLength} from link ${index}`, err);
+    }
+  }
+
+  async deleteLink(index: number): Promise<void> {
+    try {
+      await this.sock.delLink({ index: checkIndex(index) }, {}, { timeout: this.timeoutMs });
+    } catch (err) {
+      if (netlinkErrorCode(err) !== 'ENODEV') throw linkError(`delete link ${index}`, err);
+    }
+  }
+
+  /** Close the socket. */
+  close(): void {
+    this.sock.socket.close();
+  }
+}
+
+function linkError(what: string, err: unknown): Error {
+  const code = netlinkErrorCode(err);
+  return new Error(`rtnetlink: ${what} failed: ${code ?? (err instanceof Error ? err.message : String(err))}${code === 'EPERM' ? ' (CAP_NET_ADMIN is required)' : ''}`);
+}

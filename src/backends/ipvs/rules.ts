@@ -1,0 +1,111 @@
+/**
+ * The iptables rules of IPVS mode: loaded from `rules/ipvs/static.rules`
+ * with the one option-dependent match substituted, and planned with the
+ * iptables backend's own machinery (fullPlan, diffTable, planToRestore,
+ * cleanupPlan), so a full sync reads the tables back and writes only what
+ * differs, exactly as in iptables mode. Pure, except for reading the file.
+ *
+ * IPVS mode has no per-service iptables rules, so its desired ruleset is the
+ * static one alone: fullPlan with no service port. On top of that, a full
+ * sync removes what only iptables mode has, so that a node switched from
+ * iptables mode keeps nothing stale: fullPlan itself deletes the KUBE-SVC and
+ * KUBE-SEP chains (stale service chains) and empties filter KUBE-SERVICES of
+ * its REJECTs (IPVS mode declares that chain empty), and
+ * {@link otherModeLeftovers} deletes iptables mode's hook jumps to it.
+ */
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { TABLES, type ParsedDump } from '../iptables/parse.ts';
+import { emptyPlan, type Plan } from '../iptables/plan.ts';
+import type { RenderOptions } from '../iptables/render.ts';
+import { fullPlan } from '../iptables/ruleset.ts';
+import { loadStaticRules, parseStaticRules, type StaticRuleset } from '../iptables/static.ts';
+
+/** Path of IPVS mode's rules file. */
+export const IPVS_STATIC_RULES_PATH = fileURLToPath(new URL('../../../rules/ipvs/static.rules', import.meta.url));
+
+/** The placeholder in the rules file for the source match of the ClusterIP masquerade rule. */
+export const MASQUERADE_PLACEHOLDER = '{{MASQUERADE_MATCH}}';
+
+const CIDR = /^(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(\.(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)){3}\/([12]?\d|3[0-2])$/;
+
+/**
+ * Substitute the masquerade match into the rules text:
+ * `--masquerade-all` → empty (all traffic); `--cluster-cidr` → `! -s CIDR`;
+ * neither → the rule line is removed.
+ * @throws Error when the placeholder is not on exactly one rule line, or the CIDR is not valid.
+ */
+export function substituteMasquerade(text: string, opts: RenderOptions): string {
+  const lines = text.split('\n');
+  const at = lines.flatMap((l, i) => (!l.startsWith('#') && l.includes(MASQUERADE_PLACEHOLDER) ? [i] : []));
+  if (at.length !== 1) throw new Error(`IPVS rules: expected ${MASQUERADE_PLACEHOLDER} on exactly one rule line, found ${at.length}`);
+  const i = at[0]!;
+  let match: string | undefined;
+  if (opts.masqueradeAll) match = '';
+  else if (opts.clusterCIDR !== undefined) {
+    if (!CIDR.test(opts.clusterCIDR)) throw new Error(`refusing to render cluster CIDR ${JSON.stringify(opts.clusterCIDR)}: not a valid IPv4 CIDR`);
+    match = `! -s ${opts.clusterCIDR}`;
+  }
+  if (match === undefined) lines.splice(i, 1);
+  else lines[i] = lines[i]!.replace(MASQUERADE_PLACEHOLDER, match).replace(/ {2,}/g, ' ');
+  return lines.join('\n');
+}
+
+/**
+ * IPVS mode's static ruleset for the given options.
+ * @param text the rules file's text (default: rules/ipvs/static.rules)
+ * @throws Error or IptablesParseError for a bad rules file or option
+ */
+export function ipvsStaticRules(opts: RenderOptions, text: string = readFileSync(IPVS_STATIC_RULES_PATH, 'utf8')): StaticRuleset {
+  return parseStaticRules(substituteMasquerade(text, opts));
+}
+
+/**
+ * The hook jumps of another mode's static rules (`other`) that `mine` lacks,
+ * every copy present in the kernel, to be deleted by a full sync: for IPVS
+ * mode, iptables mode's jumps from filter INPUT, FORWARD and OUTPUT to
+ * KUBE-SERVICES. (Both modes declare the same static chains, so no chain is
+ * left over.) Pure.
+ */
+export function otherModeLeftovers(mine: StaticRuleset, other: StaticRuleset, kernel: ParsedDump): Plan {
+  const plan = emptyPlan();
+  for (const table of TABLES) {
+    const parsed = kernel.get(table);
+    if (!parsed) continue;
+    const myHooks = new Set(mine.hooks.filter((h) => h.table === table).map((h) => `${h.chain} ${h.rule}`));
+    for (const hook of other.hooks.filter((h) => h.table === table && !myHooks.has(`${h.chain} ${h.rule}`))) {
+      for (const rule of parsed.get(hook.chain)?.rules ?? []) {
+        if (rule === hook.rule) plan[table].deleteRules.push({ chain: hook.chain, rule });
+      }
+    }
+  }
+  return plan;
+}
+
+/** Concatenate plans table by table, in order. */
+export function mergePlans(...plans: Plan[]): Plan {
+  const out = emptyPlan();
+  for (const p of plans) {
+    for (const table of TABLES) {
+      const o = out[table];
+      const t = p[table];
+      o.declare.push(...t.declare);
+      o.deleteRules.push(...t.deleteRules);
+      o.insertRules.push(...t.insertRules);
+      o.appendRules.push(...t.appendRules);
+      o.deleteChains.push(...t.deleteChains);
+    }
+  }
+  return out;
+}
+
+/**
+ * The full-sync plan of IPVS mode's iptables rules against the kernel's
+ * read-back: fullPlan with IPVS mode's static rules and no service port,
+ * plus the removal of iptables mode's leftovers. Against tables that already
+ * match, the plan is empty. Pure.
+ * @param iptablesMode iptables mode's static rules (default: rules/iptables/static.rules)
+ */
+export function ipvsRulesPlan(statics: StaticRuleset, kernel: ParsedDump, iptablesMode: StaticRuleset = loadStaticRules()): Plan {
+  return mergePlans(fullPlan(statics, new Map(), kernel), otherModeLeftovers(statics, iptablesMode, kernel));
+}

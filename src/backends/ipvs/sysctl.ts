@@ -1,0 +1,78 @@
+/**
+ * The kernel settings IPVS mode needs, set in the network namespace drover
+ * runs in (the net.* entries of /proc/sys belong to the namespace of the
+ * process that opens them). As kube-proxy's IPVS proxier
+ * (pkg/proxy/ipvs/proxier.go, NewProxier):
+ *
+ * - net.ipv4.vs.conntrack=1: IPVS keeps conntrack entries for its
+ *   connections, which iptables' MASQUERADE (KUBE-POSTROUTING) needs;
+ * - net.ipv4.vs.expire_nodest_conn=1: a connection whose real server was
+ *   deleted is dropped on its next packet, instead of hanging;
+ * - net.ipv4.vs.expire_quiescent_template=1: persistence templates of a
+ *   weight-0 real server expire, so sticky clients move on;
+ * - net.ipv4.ip_forward=1: the node forwards to the endpoints.
+ */
+import { readFile, writeFile } from 'node:fs/promises';
+
+/** The settings drover applies, in the order it applies them. */
+export const IPVS_SYSCTLS: readonly { readonly name: string; readonly value: string }[] = [
+  { name: 'net.ipv4.vs.conntrack', value: '1' },
+  { name: 'net.ipv4.vs.expire_nodest_conn', value: '1' },
+  { name: 'net.ipv4.vs.expire_quiescent_template', value: '1' },
+  { name: 'net.ipv4.ip_forward', value: '1' },
+];
+
+/** Reading and writing sysctls; FakeSysctls implements it in memory. */
+export interface Sysctls {
+  /** The current value, trimmed; undefined when the setting does not exist. */
+  read(name: string): Promise<string | undefined>;
+  /** Set a value. */
+  write(name: string, value: string): Promise<void>;
+}
+
+const NAME = /^[a-z0-9_]+(\.[a-z0-9_-]+)+$/;
+
+/** /proc/sys path of a dotted sysctl name. @throws Error for a name that is not a plain dotted name. */
+export function sysctlPath(name: string): string {
+  if (!NAME.test(name)) throw new Error(`refusing to use ${JSON.stringify(name)} as a sysctl name`);
+  return `/proc/sys/${name.replaceAll('.', '/')}`;
+}
+
+/** Sysctls through /proc/sys of this process (its network namespace). */
+export class ProcSysctls implements Sysctls {
+  async read(name: string): Promise<string | undefined> {
+    try {
+      return (await readFile(sysctlPath(name), 'utf8')).trim();
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+      throw err;
+    }
+  }
+
+  async write(name: string, value: string): Promise<void> {
+    if (!/^[0-9]+$/.test(value)) throw new Error(`refusing to write ${JSON.stringify(value)} to ${name}`);
+    await writeFile(sysctlPath(name), `${value}\n`);
+  }
+}
+
+/**
+ * Apply {@link IPVS_SYSCTLS}: write each setting whose value differs.
+ * @returns the names written (empty when all were set already)
+ * @throws Error naming the setting when one is missing (no IPVS in this
+ *   kernel) or cannot be written.
+ */
+export async function applyIpvsSysctls(sysctls: Sysctls): Promise<string[]> {
+  const written: string[] = [];
+  for (const { name, value } of IPVS_SYSCTLS) {
+    const now = await sysctls.read(name);
+    if (now === undefined) throw new Error(`sysctl ${name} does not exist (is the ip_vs module loaded?)`);
+    if (now === value) continue;
+    try {
+      await sysctls.write(name, value);
+    } catch (err) {
+      throw new Error(`cannot set sysctl ${name}=${value}: ${(err as Error).message}`);
+    }
+    written.push(name);
+  }
+  return written;
+}

@@ -1,0 +1,99 @@
+/** The ipsets of IPVS mode: entries, `ipset save` parsing, and the exact `ipset restore -exist` input. */
+import test from 'ava';
+import { FakeIpset } from '../../src/backends/ipvs/fake.ts';
+import {
+  CLUSTER_IP_SET,
+  IpsetTypeError,
+  IpsetValidationError,
+  LOOP_BACK_SET,
+  clusterIPEntry,
+  loopBackEntry,
+  parseIpsetSave,
+  planIpsetDestroy,
+  planIpsetRestore,
+} from '../../src/backends/ipvs/ipset.ts';
+
+test('entries are printed the way ipset save prints them', (t) => {
+  t.is(clusterIPEntry('10.96.0.10', 'TCP', 80), '10.96.0.10,tcp:80');
+  t.is(clusterIPEntry('10.96.0.53', 'UDP', 53), '10.96.0.53,udp:53');
+  t.is(loopBackEntry('10.244.1.2', 'TCP', 8080), '10.244.1.2,tcp:8080,10.244.1.2');
+  t.is(loopBackEntry('10.244.1.2', 'SCTP', 3868), '10.244.1.2,sctp:3868,10.244.1.2');
+});
+
+test('entries are validated: nothing can add a line or an option', (t) => {
+  t.throws(() => clusterIPEntry('10.96.0.1\nflush', 'TCP', 80), { instanceOf: IpsetValidationError });
+  t.throws(() => clusterIPEntry('10.96.0.256', 'TCP', 80), { instanceOf: IpsetValidationError });
+  t.throws(() => clusterIPEntry('10.96.0.1', 'icmp', 80), { instanceOf: IpsetValidationError });
+  t.throws(() => loopBackEntry('10.244.1.2', 'TCP', 0), { instanceOf: IpsetValidationError });
+  t.throws(() => planIpsetRestore({ [CLUSTER_IP_SET]: ['10.96.0.1,tcp:80 -exist'], [LOOP_BACK_SET]: [] }, new Map()), { instanceOf: IpsetValidationError });
+});
+
+const SAVE = `create KUBE-CLUSTER-IP hash:ip,port family inet hashsize 1024 maxelem 65536 bucketsize 12 initval 0x1a2b3c4d
+add KUBE-CLUSTER-IP 10.96.0.10,tcp:80
+add KUBE-CLUSTER-IP 10.96.0.99,tcp:80
+create KUBE-LOOP-BACK hash:ip,port,ip family inet hashsize 1024 maxelem 65536 bucketsize 12 initval 0x5e6f7a8b
+add KUBE-LOOP-BACK 10.244.1.2,tcp:8080,10.244.1.2
+create OTHER hash:ip family inet hashsize 1024 maxelem 65536
+add OTHER 1.2.3.4
+`;
+
+test('parse ipset save: only drover sets, with type and entries', (t) => {
+  const sets = parseIpsetSave(SAVE);
+  t.deepEqual([...sets.keys()], [CLUSTER_IP_SET, LOOP_BACK_SET]);
+  t.is(sets.get(CLUSTER_IP_SET)!.type, 'hash:ip,port');
+  t.deepEqual([...sets.get(CLUSTER_IP_SET)!.entries], ['10.96.0.10,tcp:80', '10.96.0.99,tcp:80']);
+  t.deepEqual([...sets.get(LOOP_BACK_SET)!.entries], ['10.244.1.2,tcp:8080,10.244.1.2']);
+});
+
+test('restore input: create missing sets, then entries, sorted', (t) => {
+  const plan = planIpsetRestore(
+    { [CLUSTER_IP_SET]: ['10.96.0.11,tcp:80', '10.96.0.10,tcp:80'], [LOOP_BACK_SET]: ['10.244.1.2,tcp:8080,10.244.1.2'] },
+    new Map(),
+  );
+  t.is(
+    plan.input,
+    [
+      'create KUBE-CLUSTER-IP hash:ip,port family inet hashsize 1024 maxelem 65536',
+      'add KUBE-CLUSTER-IP 10.96.0.10,tcp:80',
+      'add KUBE-CLUSTER-IP 10.96.0.11,tcp:80',
+      'create KUBE-LOOP-BACK hash:ip,port,ip family inet hashsize 1024 maxelem 65536',
+      'add KUBE-LOOP-BACK 10.244.1.2,tcp:8080,10.244.1.2',
+      '',
+    ].join('\n'),
+  );
+  t.deepEqual({ created: plan.created, added: plan.added, deleted: plan.deleted }, { created: 2, added: 3, deleted: 0 });
+});
+
+test('restore input: only the differences against the read-back', (t) => {
+  const plan = planIpsetRestore(
+    { [CLUSTER_IP_SET]: ['10.96.0.10,tcp:80', '10.96.0.11,tcp:80'], [LOOP_BACK_SET]: ['10.244.1.2,tcp:8080,10.244.1.2'] },
+    parseIpsetSave(SAVE),
+  );
+  t.is(plan.input, 'del KUBE-CLUSTER-IP 10.96.0.99,tcp:80\nadd KUBE-CLUSTER-IP 10.96.0.11,tcp:80\n');
+  const same = planIpsetRestore(
+    { [CLUSTER_IP_SET]: ['10.96.0.10,tcp:80', '10.96.0.99,tcp:80'], [LOOP_BACK_SET]: ['10.244.1.2,tcp:8080,10.244.1.2'] },
+    parseIpsetSave(SAVE),
+  );
+  t.is(same.input, '');
+});
+
+test('a set of drover with the wrong type is reported, not overwritten', (t) => {
+  const error = t.throws(
+    () => planIpsetRestore({ [CLUSTER_IP_SET]: [], [LOOP_BACK_SET]: [] }, parseIpsetSave('create KUBE-CLUSTER-IP hash:ip family inet\n')),
+    { instanceOf: IpsetTypeError },
+  );
+  t.regex(error!.message, /KUBE-CLUSTER-IP exists with type hash:ip, drover needs hash:ip,port/);
+});
+
+test('destroy input names only the sets that exist', (t) => {
+  t.is(planIpsetDestroy(parseIpsetSave(SAVE)), 'destroy KUBE-CLUSTER-IP\ndestroy KUBE-LOOP-BACK\n');
+  t.is(planIpsetDestroy(new Map()), '');
+});
+
+test('the fake ipset applies the plan and reads back equal', async (t) => {
+  const ipset = new FakeIpset();
+  const want = { [CLUSTER_IP_SET]: ['10.96.0.10,tcp:80'], [LOOP_BACK_SET]: ['10.244.1.2,tcp:8080,10.244.1.2'] };
+  await ipset.restore(planIpsetRestore(want, parseIpsetSave(await ipset.save())).input);
+  t.is(planIpsetRestore(want, parseIpsetSave(await ipset.save())).input, '');
+  t.deepEqual(ipset.entries(CLUSTER_IP_SET), ['10.96.0.10,tcp:80']);
+});

@@ -1,0 +1,102 @@
+/** IPVS mode's iptables rules: the static file with the masquerade rule substituted, planned with the iptables machinery. */
+import test from 'ava';
+import { IptablesBackend } from '../../src/backends/iptables/backend.ts';
+import { FakeIptables } from '../../src/backends/iptables/fake.ts';
+import { parseSave } from '../../src/backends/iptables/parse.ts';
+import { planToRestore } from '../../src/backends/iptables/plan.ts';
+import { ipvsRulesPlan, ipvsStaticRules, substituteMasquerade } from '../../src/backends/ipvs/rules.ts';
+import { silentLogger } from '../../src/util/log.ts';
+import { ep, snap, sp } from '../support/snapshots.ts';
+
+const MASQ_COMMENT = '-m comment --comment "Kubernetes service cluster ip + port for masquerade purpose" -m set --match-set KUBE-CLUSTER-IP dst,dst -j KUBE-MARK-MASQ';
+
+/** The payload for empty tables, with the given KUBE-SERVICES rule lines. */
+function firstPayload(services: string[]): string {
+  return [
+    '*nat',
+    ':KUBE-SERVICES - [0:0]',
+    ':KUBE-MARK-MASQ - [0:0]',
+    ':KUBE-POSTROUTING - [0:0]',
+    '-I PREROUTING 1 -m comment --comment "kubernetes service portals" -j KUBE-SERVICES',
+    '-I OUTPUT 1 -m comment --comment "kubernetes service portals" -j KUBE-SERVICES',
+    '-I POSTROUTING 1 -m comment --comment "kubernetes postrouting rules" -j KUBE-POSTROUTING',
+    ...services.map((r) => `-A KUBE-SERVICES ${r}`),
+    '-A KUBE-MARK-MASQ -j MARK --set-xmark 0x4000/0x4000',
+    '-A KUBE-POSTROUTING -m comment --comment "Kubernetes endpoints dst ip:port, source ip for solving hairpin purpose" -m set --match-set KUBE-LOOP-BACK dst,dst,src -j MASQUERADE',
+    '-A KUBE-POSTROUTING -m mark ! --mark 0x4000/0x4000 -j RETURN',
+    '-A KUBE-POSTROUTING -j MARK --set-xmark 0x4000/0x0',
+    '-A KUBE-POSTROUTING -m comment --comment "kubernetes service traffic requiring SNAT" -j MASQUERADE --random-fully',
+    'COMMIT',
+    '*filter',
+    ':KUBE-SERVICES - [0:0]',
+    ':KUBE-FORWARD - [0:0]',
+    '-I FORWARD 1 -m comment --comment "kubernetes forwarding rules" -j KUBE-FORWARD',
+    '-A KUBE-FORWARD -m comment --comment "kubernetes forwarding rules" -m mark --mark 0x4000/0x4000 -j ACCEPT',
+    '-A KUBE-FORWARD -m comment --comment "kubernetes forwarding conntrack rule" -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT',
+    'COMMIT',
+    '',
+  ].join('\n');
+}
+
+test('cluster CIDR: traffic from outside it to a ClusterIP is marked for masquerade (exact payload)', (t) => {
+  const statics = ipvsStaticRules({ clusterCIDR: '10.244.0.0/16', masqueradeAll: false });
+  t.is(planToRestore(ipvsRulesPlan(statics, new Map())), firstPayload([`! -s 10.244.0.0/16 ${MASQ_COMMENT}`]));
+});
+
+test('masquerade-all: all traffic to a ClusterIP is marked, and wins over the cluster CIDR (as kube-proxy)', (t) => {
+  for (const clusterCIDR of [undefined, '10.244.0.0/16']) {
+    const statics = ipvsStaticRules({ masqueradeAll: true, ...(clusterCIDR ? { clusterCIDR } : {}) });
+    t.is(planToRestore(ipvsRulesPlan(statics, new Map())), firstPayload([MASQ_COMMENT]));
+  }
+});
+
+test('neither: no masquerade rule (hairpin masquerade stays)', (t) => {
+  const statics = ipvsStaticRules({ masqueradeAll: false });
+  t.is(planToRestore(ipvsRulesPlan(statics, new Map())), firstPayload([]));
+});
+
+test('a bad cluster CIDR or a broken rules file is refused', (t) => {
+  t.throws(() => ipvsStaticRules({ masqueradeAll: false, clusterCIDR: '10.0.0.0/8 -j ACCEPT' }), { message: /not a valid IPv4 CIDR/ });
+  t.throws(() => substituteMasquerade('*nat\nCOMMIT\n', { masqueradeAll: true }), { message: /exactly one rule line, found 0/ });
+});
+
+test('applied rules read back equal: the next full sync writes nothing', async (t) => {
+  const statics = ipvsStaticRules({ clusterCIDR: '10.244.0.0/16', masqueradeAll: false });
+  const ipt = new FakeIptables();
+  await ipt.restore(planToRestore(ipvsRulesPlan(statics, new Map())));
+  const dump = parseSave(`${ipt.dump('filter')}\n${ipt.dump('nat')}`);
+  t.is(planToRestore(ipvsRulesPlan(statics, dump)), '');
+});
+
+test('switching from iptables mode: service chains, REJECTs and the filter hooks to KUBE-SERVICES are removed', async (t) => {
+  const ipt = new FakeIptables();
+  const render = { clusterCIDR: '10.244.0.0/16', masqueradeAll: false };
+  const iptablesMode = new IptablesBackend({ exec: ipt, render, logger: silentLogger() });
+  await iptablesMode.sync(snap(sp('default/web:http', '10.96.0.10', 80, [ep('10.244.1.2:8080')]), sp('default/empty:http', '10.96.0.11', 80, [])), {
+    full: true,
+    changed: new Set(),
+  });
+  const statics = ipvsStaticRules(render);
+  await ipt.restore(planToRestore(ipvsRulesPlan(statics, parseSave(`${ipt.dump('filter')}\n${ipt.dump('nat')}`))));
+  t.is(
+    ipt.dump('filter'),
+    [
+      '*filter',
+      ':INPUT ACCEPT [0:0]',
+      ':FORWARD ACCEPT [0:0]',
+      ':OUTPUT ACCEPT [0:0]',
+      ':KUBE-FORWARD - [0:0]',
+      ':KUBE-SERVICES - [0:0]',
+      '-A FORWARD -m comment --comment "kubernetes forwarding rules" -j KUBE-FORWARD',
+      '-A KUBE-FORWARD -m comment --comment "kubernetes forwarding rules" -m mark --mark 0x4000/0x4000 -j ACCEPT',
+      '-A KUBE-FORWARD -m comment --comment "kubernetes forwarding conntrack rule" -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT',
+      'COMMIT',
+      '',
+    ].join('\n'),
+  );
+  const nat = ipt.dump('nat');
+  t.notRegex(nat, /KUBE-SVC-|KUBE-SEP-/);
+  t.regex(nat, /^-A KUBE-SERVICES ! -s 10\.244\.0\.0\/16 -m comment --comment "Kubernetes service cluster ip \+ port for masquerade purpose" -m set --match-set KUBE-CLUSTER-IP dst,dst -j KUBE-MARK-MASQ$/m);
+  t.is(nat.split('\n').filter((l) => l.startsWith('-A KUBE-SERVICES')).length, 1);
+  t.is(planToRestore(ipvsRulesPlan(statics, parseSave(`${ipt.dump('filter')}\n${nat}`))), '');
+});
