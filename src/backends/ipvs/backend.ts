@@ -1,0 +1,379 @@
+/**
+ * The IPVS backend (`drover run --mode ipvs`), after kube-proxy's IPVS
+ * proxier (pkg/proxy/ipvs/proxier.go): the same model, sync loop and CLI as
+ * iptables mode; only what is programmed differs.
+ *
+ * Each sync:
+ * 1. (full syncs) sets the IPVS sysctls (sysctl.ts) and makes sure the dummy
+ *    link kube-ipvs0 exists (link.ts);
+ * 2. reads the kernel back: `ipset save`, the addresses of kube-ipvs0, the
+ *    virtual servers with their real servers (all of them on a full sync;
+ *    only those of the changed service ports on a partial sync), and (full
+ *    syncs) `iptables-save`;
+ * 3. writes only the differences, in this order: ipsets (one
+ *    `ipset restore -exist`: the iptables rules match on the sets), iptables
+ *    rules (one `iptables-restore --noflush`, full syncs only: IPVS mode's
+ *    rules do not depend on services), new ClusterIPs on kube-ipvs0, IPVS
+ *    commands (reconcile.ts), then stale ClusterIPs off kube-ipvs0.
+ *
+ * A restart adopts what is there: state that matches produces no command. A
+ * removed endpoint's real server goes through graceful termination
+ * (graceful.ts); the pending ones are checked on every sync and every
+ * `gracefulCheckIntervalMs` (5 s) while any are pending.
+ *
+ * Everything runs in the network namespace of the process: IPVS and
+ * rtnetlink sockets cannot be pointed at another one.
+ */
+import type { Snapshot } from '../../model/types.ts';
+import { servingEndpoints } from '../../model/serving.ts';
+import type { Logger } from '../../util/log.ts';
+import type { Backend, ChangeSet, SyncResult } from '../types.ts';
+import type { IptablesExec } from '../iptables/exec.ts';
+import { parseSave } from '../iptables/parse.ts';
+import { emptyPlan, isEmptyPlan, planStats, planToRestore, type Plan } from '../iptables/plan.ts';
+import type { RenderOptions } from '../iptables/render.ts';
+import { cleanupPlan } from '../iptables/ruleset.ts';
+import type { StaticRuleset } from '../iptables/static.ts';
+import type { VirtualServerKey } from './codec.ts';
+import { cidrContains, desiredIpvsState, virtualServerKey, type DesiredVirtualServer } from './desired.ts';
+import { checkPending, type PendingRemoval } from './graceful.ts';
+import { CLUSTER_IP_SET, LOOP_BACK_SET, parseIpsetSave, planIpsetDestroy, planIpsetRestore, type IpsetExec } from './ipset.ts';
+import { applyOps, readSomeVirtualServers, readVirtualServers, type IpvsKernel, type KernelRead } from './kernel.ts';
+import { DUMMY_INTERFACE, planAddresses, type InterfaceAddress, type LinkManager } from './link.ts';
+import { IpvsClientClosedError } from './netlink.ts';
+import { countOps, describeOp, planIpvs, type IpvsOp } from './reconcile.ts';
+import { ipvsRulesPlan, ipvsStaticRules } from './rules.ts';
+import { applyIpvsSysctls, IPVS_SYSCTLS, type Sysctls } from './sysctl.ts';
+
+/** Options of the IPVS backend. Times in milliseconds. */
+export interface IpvsBackendOptions {
+  /** IPVS over generic netlink (IpvsClient), or FakeIpvs. */
+  readonly ipvs: IpvsKernel;
+  /** Called to get a new IPVS client after the current one closed itself (a timeout or socket error). */
+  readonly reopenIpvs?: () => Promise<IpvsKernel>;
+  readonly ipset: IpsetExec;
+  readonly iptables: IptablesExec;
+  readonly links: LinkManager;
+  readonly sysctls: Sysctls;
+  /** `--cluster-cidr` and `--masquerade-all`. */
+  readonly render: RenderOptions;
+  /** `--ipvs-scheduler`, e.g. "rr". */
+  readonly scheduler: string;
+  /**
+   * `--service-cidr`: an unwanted virtual server in it is deleted (so is one
+   * on an address bound to kube-ipvs0); any other one is left alone.
+   */
+  readonly serviceCIDR: string;
+  /** `--ipvs-graceful-period`: longest wait for a removed real server's connections to end. */
+  readonly gracefulPeriodMs: number;
+  /** Period of the graceful-termination check while real servers are pending (default 5000; 0: only on syncs). */
+  readonly gracefulCheckIntervalMs?: number;
+  readonly logger: Logger;
+  /** IPVS mode's static iptables rules; default: rules/ipvs/static.rules for `render`. */
+  readonly statics?: StaticRuleset;
+  /** The clock, ms since the epoch (tests). */
+  readonly now?: () => number;
+}
+
+/** What IPVS mode did besides iptables, for the log and for tests. */
+export interface IpvsSyncDetail {
+  /** IPVS commands sent, by kind. */
+  readonly ops: Readonly<Record<IpvsOp['kind'], number>>;
+  readonly addressesAdded: number;
+  readonly addressesRemoved: number;
+  readonly ipsetAdded: number;
+  readonly ipsetDeleted: number;
+  /** Real servers in graceful termination after the sync. */
+  readonly pending: number;
+  /** Netlink requests made to read IPVS state. */
+  readonly ipvsReads: number;
+}
+
+/** IPVS-mode Backend. */
+export class IpvsBackend implements Backend {
+  readonly mode = 'ipvs' as const;
+  private readonly statics: StaticRuleset;
+  private readonly now: () => number;
+  private ipvs: IpvsKernel | undefined;
+  /** Virtual server key of each service port last applied; null = unknown, so the next sync is full. */
+  private applied: Map<string, string> | null = null;
+  private pending = new Map<string, PendingRemoval>();
+  private linkIndex: number | undefined;
+  private queue: Promise<unknown> = Promise.resolve();
+  private timer: NodeJS.Timeout | undefined;
+  private closed = false;
+  /** The last sync's IPVS details. */
+  lastDetail: IpvsSyncDetail | undefined;
+
+  constructor(private readonly opts: IpvsBackendOptions) {
+    this.statics = opts.statics ?? ipvsStaticRules(opts.render);
+    this.now = opts.now ?? Date.now;
+    this.ipvs = opts.ipvs;
+  }
+
+  /** Real servers in graceful termination, sorted by key. */
+  pendingRemovals(): PendingRemoval[] {
+    return [...this.pending.entries()].sort(([a], [b]) => (a < b ? -1 : 1)).map(([, p]) => p);
+  }
+
+  sync(snapshot: Snapshot, changes: ChangeSet): Promise<SyncResult> {
+    return this.exclusive(() => this.syncLocked(snapshot, changes));
+  }
+
+  private async syncLocked(snapshot: Snapshot, changes: ChangeSet): Promise<SyncResult> {
+    const start = performance.now();
+    const full = changes.full || this.applied === null;
+    const { logger } = this.opts;
+    try {
+      const ipvs = await this.client();
+      const desired = desiredIpvsState(snapshot, { scheduler: this.opts.scheduler });
+      if (desired.conflicts.length > 0) {
+        logger.warn({ servicePorts: desired.conflicts }, 'service ports share a ClusterIP:port/protocol with another one; only the first is programmed');
+      }
+      if (full || this.linkIndex === undefined) await this.prepare();
+      const linkIndex = this.linkIndex!;
+
+      // Read.
+      const readStart = performance.now();
+      const scope = full ? undefined : this.partialScope(changes.changed, desired.virtualServers);
+      const [ipsetText, tables, addresses] = await Promise.all([
+        this.opts.ipset.save(),
+        full ? this.readTables() : Promise.resolve(undefined),
+        this.opts.links.addresses(linkIndex),
+      ]);
+      const bound = new Set(addresses.map((a) => a.address));
+      const owned = (vs: VirtualServerKey): boolean => cidrContains(this.opts.serviceCIDR, vs.address) || bound.has(vs.address);
+      const kernel: KernelRead = scope
+        ? await readSomeVirtualServers(ipvs, scope.keys)
+        : await readVirtualServers(ipvs, (vs) => owned(vs) || desired.virtualServers.has(virtualServerKey(vs)));
+      const readMs = performance.now() - readStart;
+      if (kernel.unsupported.length > 0) logger.debug({ entries: kernel.unsupported }, 'ipvs: left alone entries drover does not manage (fwmark, IPv6)');
+
+      // Plan (pure).
+      const ipsetPlan = planIpsetRestore(
+        { [CLUSTER_IP_SET]: desired.clusterIPSet, [LOOP_BACK_SET]: desired.loopBackSet },
+        parseIpsetSave(ipsetText),
+      );
+      const rules: Plan = tables ? ipvsRulesPlan(this.statics, tables) : emptyPlan();
+      const rulesPayload = planToRestore(rules);
+      const addressPlan = planAddresses(desired.addresses, addresses);
+      const ipvsPlan = planIpvs(scope ? scope.desired : desired.virtualServers, kernel.state, {
+        owned,
+        pending: this.pending,
+        now: this.now(),
+        gracefulPeriodMs: this.opts.gracefulPeriodMs,
+      });
+
+      // Apply, in dependency order.
+      const applyStart = performance.now();
+      if (ipsetPlan.input !== '') await this.opts.ipset.restore(ipsetPlan.input);
+      if (rulesPayload !== '') await this.opts.iptables.restore(rulesPayload);
+      await this.bind(linkIndex, addressPlan.add);
+      this.pending = ipvsPlan.pending;
+      await applyOps(ipvs, ipvsPlan.ops);
+      await this.unbind(linkIndex, addressPlan.remove);
+      const wrote = ipsetPlan.input !== '' || rulesPayload !== '' || addressPlan.add.length + addressPlan.remove.length + ipvsPlan.ops.length > 0;
+      const applyMs = wrote ? performance.now() - applyStart : 0;
+
+      this.applied = new Map([...desired.virtualServers.values()].map((d) => [d.servicePort, d.key]));
+      const detail: IpvsSyncDetail = {
+        ops: countOps(ipvsPlan.ops),
+        addressesAdded: addressPlan.add.length,
+        addressesRemoved: addressPlan.remove.length,
+        ipsetAdded: ipsetPlan.added,
+        ipsetDeleted: ipsetPlan.deleted,
+        pending: this.pending.size,
+        ipvsReads: kernel.requests,
+      };
+      this.lastDetail = detail;
+      this.logApplied(detail, ipvsPlan.ops);
+      this.schedule();
+      let endpoints = 0;
+      for (const sp of snapshot.services.values()) endpoints += servingEndpoints(sp).length;
+      return {
+        full,
+        services: snapshot.services.size,
+        endpoints,
+        ...planStats(rules),
+        bytes: Buffer.byteLength(rulesPayload) + Buffer.byteLength(ipsetPlan.input),
+        transactions: (rulesPayload !== '' ? 1 : 0) + (ipsetPlan.input !== '' ? 1 : 0),
+        readMs,
+        applyMs,
+        totalMs: performance.now() - start,
+      };
+    } catch (err) {
+      this.applied = null;
+      if (err instanceof IpvsClientClosedError && this.opts.reopenIpvs) this.ipvs = undefined;
+      throw err;
+    }
+  }
+
+  /** Sysctls and kube-ipvs0. */
+  private async prepare(): Promise<void> {
+    const written = await applyIpvsSysctls(this.opts.sysctls);
+    if (written.length > 0) {
+      this.opts.logger.info({ sysctls: IPVS_SYSCTLS.map((s) => `${s.name}=${s.value}`), written }, `set sysctls ${written.join(', ')}`);
+    }
+    const link = await this.opts.links.ensureDummy(DUMMY_INTERFACE);
+    if (link.created) this.opts.logger.info({ interface: DUMMY_INTERFACE, index: link.index }, `created dummy interface ${DUMMY_INTERFACE}`);
+    this.linkIndex = link.index;
+  }
+
+  /** Virtual servers a partial sync looks at: those of the changed service ports, before and after. */
+  private partialScope(
+    changed: ReadonlySet<string>,
+    desired: ReadonlyMap<string, DesiredVirtualServer>,
+  ): { keys: VirtualServerKey[]; desired: Map<string, DesiredVirtualServer> } {
+    const byPort = new Map([...desired.values()].map((d) => [d.servicePort, d]));
+    const keys = new Map<string, VirtualServerKey>();
+    const scoped = new Map<string, DesiredVirtualServer>();
+    for (const sp of changed) {
+      const before = this.applied?.get(sp);
+      if (before) keys.set(before, parseVirtualServerKey(before));
+      const after = byPort.get(sp);
+      if (after) {
+        keys.set(after.key, after.vs);
+        scoped.set(after.key, after);
+      }
+    }
+    // A virtual server in scope that is still wanted, by whichever port, is kept, never deleted.
+    for (const key of keys.keys()) {
+      const d = desired.get(key);
+      if (d) scoped.set(key, d);
+    }
+    return { keys: [...keys.values()], desired: scoped };
+  }
+
+  private async readTables(): Promise<ReturnType<typeof parseSave>> {
+    const [filter, nat] = await Promise.all([this.opts.iptables.save('filter'), this.opts.iptables.save('nat')]);
+    return parseSave(`${filter}\n${nat}`);
+  }
+
+  private async bind(index: number, add: readonly string[]): Promise<void> {
+    await inBatches(add, 32, (a) => this.opts.links.addAddress(index, a));
+  }
+
+  private async unbind(index: number, remove: readonly InterfaceAddress[]): Promise<void> {
+    await inBatches(remove, 32, (a) => this.opts.links.delAddress(index, a));
+  }
+
+  private logApplied(detail: IpvsSyncDetail, ops: readonly IpvsOp[]): void {
+    const changed = ops.length + detail.addressesAdded + detail.addressesRemoved + detail.ipsetAdded + detail.ipsetDeleted > 0;
+    const { logger } = this.opts;
+    for (const op of ops) {
+      if (op.kind === 'quiesce-dest') logger.info({ op: describeOp(op) }, 'ipvs: real server quiesced (weight 0) until its connections end');
+    }
+    logger[changed ? 'info' : 'debug']({ ...detail, ops: Object.fromEntries(Object.entries(detail.ops).filter(([, n]) => n > 0)) }, 'ipvs: sync applied');
+  }
+
+  /**
+   * Check the real servers in graceful termination now: delete those whose
+   * connections ended or whose graceful period is over (kube-proxy's
+   * tryDeleteRs). Runs after any sync in progress. Errors are logged, not thrown.
+   * @returns the number of real servers deleted
+   */
+  checkGraceful(): Promise<number> {
+    return this.exclusive(async () => {
+      if (this.pending.size === 0) return 0;
+      const { logger } = this.opts;
+      try {
+        const ipvs = await this.client();
+        const vsKeys = new Map([...this.pending.values()].map((p) => [virtualServerKey(p.vs), p.vs]));
+        const dests = new Map<string, Awaited<ReturnType<IpvsKernel['dumpDests']>>['entries']>();
+        for (const [key, vs] of vsKeys) dests.set(key, (await ipvs.dumpDests(vs)).entries);
+        const check = checkPending(this.pending, dests, this.now(), this.opts.gracefulPeriodMs);
+        this.pending = check.pending;
+        const ops: IpvsOp[] = check.deletes.map((p) => ({ kind: 'del-dest', vs: p.vs, rs: p.rs }));
+        await applyOps(ipvs, ops);
+        for (const op of ops) logger.info({ op: describeOp(op) }, 'ipvs: real server deleted after graceful termination');
+        return ops.length;
+      } catch (err) {
+        logger.warn({ err: (err as Error).message }, 'ipvs: graceful termination check failed; will retry');
+        return 0;
+      } finally {
+        this.schedule();
+      }
+    });
+  }
+
+  /** Arm the periodic graceful-termination check while real servers are pending. */
+  private schedule(): void {
+    const interval = this.opts.gracefulCheckIntervalMs ?? 5000;
+    if (this.closed || interval <= 0 || this.pending.size === 0 || this.timer) return;
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      void this.checkGraceful();
+    }, interval);
+    // A pending check must not keep `drover sync --once` alive.
+    this.timer.unref();
+  }
+
+  /** Stop the periodic check. The kernel state is left as it is. */
+  close(): void {
+    this.closed = true;
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = undefined;
+  }
+
+  /**
+   * Remove what IPVS mode created: its iptables chains and hooks, the
+   * virtual servers it owns (in `--service-cidr` or bound to kube-ipvs0),
+   * kube-ipvs0 itself, and its ipsets. Other virtual servers, rules and sets
+   * are left alone.
+   */
+  cleanup(): Promise<{ chainsDeleted: number; rulesDeleted: number }> {
+    return this.exclusive(async () => {
+      const { logger } = this.opts;
+      this.applied = null;
+      this.pending.clear();
+      const plan = cleanupPlan(this.statics, await this.readTables());
+      if (!isEmptyPlan(plan)) await this.opts.iptables.restore(planToRestore(plan));
+      const stats = planStats(plan);
+
+      const ipvs = await this.client();
+      const index = await this.opts.links.find(DUMMY_INTERFACE);
+      const bound = new Set(index === undefined ? [] : (await this.opts.links.addresses(index)).map((a) => a.address));
+      const services = await ipvs.dumpServices();
+      const ops: IpvsOp[] = services.entries
+        .filter((s) => cidrContains(this.opts.serviceCIDR, s.address) || bound.has(s.address))
+        .map((s) => ({ kind: 'del-service', vs: { protocol: s.protocol, address: s.address, port: s.port } }));
+      await applyOps(ipvs, ops);
+      if (index !== undefined) await this.opts.links.deleteLink(index);
+      this.linkIndex = undefined;
+      const destroy = planIpsetDestroy(parseIpsetSave(await this.opts.ipset.save()));
+      if (destroy !== '') await this.opts.ipset.restore(destroy);
+      logger.info(
+        { ...stats, virtualServersDeleted: ops.length, interfaceDeleted: index !== undefined, ipsetsDestroyed: destroy.split('\n').filter(Boolean).length },
+        'removed drover IPVS state, chains and hook rules',
+      );
+      return { chainsDeleted: stats.chainsDeleted, rulesDeleted: stats.rulesDeleted };
+    });
+  }
+
+  private async client(): Promise<IpvsKernel> {
+    if (!this.ipvs) {
+      if (!this.opts.reopenIpvs) throw new Error('IPVS client is closed');
+      this.ipvs = await this.opts.reopenIpvs();
+    }
+    return this.ipvs;
+  }
+
+  /** Run `fn` after everything queued before it (syncs, checks and cleanup never overlap). */
+  private exclusive<T>(fn: () => Promise<T>): Promise<T> {
+    const run = this.queue.then(fn, fn);
+    this.queue = run.catch(() => undefined);
+    return run;
+  }
+}
+
+/** The inverse of virtualServerKey ("TCP/10.96.0.10:80"). */
+function parseVirtualServerKey(key: string): VirtualServerKey {
+  const m = /^(TCP|UDP|SCTP)\/([\d.]+):(\d+)$/.exec(key);
+  if (!m) throw new Error(`bad virtual server key ${key}`);
+  return { protocol: m[1] as VirtualServerKey['protocol'], address: m[2]!, port: Number(m[3]) };
+}
+
+/** Run `fn` over `items`, at most `size` at a time. */
+async function inBatches<T>(items: readonly T[], size: number, fn: (item: T) => Promise<void>): Promise<void> {
+  for (let i = 0; i < items.length; i += size) await Promise.all(items.slice(i, i + size).map(fn));
+}

@@ -1,0 +1,279 @@
+/** The IPVS backend on in-memory fakes: what each sync sends, restart adoption, drift repair, graceful termination. */
+import test from 'ava';
+import { FakeIptables } from '../../src/backends/iptables/fake.ts';
+import { planToRestore } from '../../src/backends/iptables/plan.ts';
+import { IpvsBackend, type IpvsBackendOptions } from '../../src/backends/ipvs/backend.ts';
+import { FakeIpset, FakeIpvs, FakeLinks, FakeSysctls } from '../../src/backends/ipvs/fake.ts';
+import { IpvsApplyError } from '../../src/backends/ipvs/kernel.ts';
+import { IpvsRequestError } from '../../src/backends/ipvs/netlink.ts';
+import { ipvsRulesPlan, ipvsStaticRules } from '../../src/backends/ipvs/rules.ts';
+import type { Snapshot } from '../../src/model/types.ts';
+import { silentLogger } from '../../src/util/log.ts';
+import { ep, snap, sp } from '../support/snapshots.ts';
+
+const FULL = { full: true, changed: new Set<string>() };
+const partial = (...keys: string[]) => ({ full: false, changed: new Set(keys) });
+const RENDER = { clusterCIDR: '10.244.0.0/16', masqueradeAll: false };
+
+const web = (...ips: string[]) => sp('default/web:http', '10.96.0.10', 80, ips.map((ip) => ep(`${ip}:8080`)));
+const dns = (...ips: string[]) => sp('kube-system/dns:dns', '10.96.0.53', 53, ips.map((ip) => ep(`${ip}:53`)), { protocol: 'UDP' });
+const empty = sp('default/empty:http', '10.96.0.11', 80, []);
+const base = (): Snapshot => snap(web('10.244.1.2', '10.244.1.3'), dns('10.244.2.2'), empty);
+
+class World {
+  ipvs = new FakeIpvs();
+  ipset = new FakeIpset();
+  iptables = new FakeIptables();
+  links = new FakeLinks();
+  sysctls = new FakeSysctls();
+  clock = 1_000_000;
+
+  backend(extra: Partial<IpvsBackendOptions> = {}): IpvsBackend {
+    return new IpvsBackend({
+      ipvs: this.ipvs,
+      ipset: this.ipset,
+      iptables: this.iptables,
+      links: this.links,
+      sysctls: this.sysctls,
+      render: RENDER,
+      scheduler: 'rr',
+      serviceCIDR: '10.96.0.0/12',
+      gracefulPeriodMs: 60_000,
+      gracefulCheckIntervalMs: 0,
+      logger: silentLogger(),
+      now: () => this.clock,
+      ...extra,
+    });
+  }
+
+  /** Counts of writes so far, to compare before/after a sync. */
+  writes(): number[] {
+    return [this.ipvs.log.length, this.ipset.restores.length, this.iptables.restores.length, this.links.log.length, this.sysctls.writes.length];
+  }
+}
+
+test('first sync: sysctls, kube-ipvs0, ipsets, iptables rules and IPVS, exactly', async (t) => {
+  const w = new World();
+  const result = await w.backend().sync(base(), FULL);
+  t.deepEqual(w.sysctls.writes, [
+    'net.ipv4.vs.conntrack=1',
+    'net.ipv4.vs.expire_nodest_conn=1',
+    'net.ipv4.vs.expire_quiescent_template=1',
+    'net.ipv4.ip_forward=1',
+  ]);
+  t.deepEqual(w.links.log, ['create kube-ipvs0', 'add 10.96.0.10/32', 'add 10.96.0.11/32', 'add 10.96.0.53/32']);
+  t.deepEqual(w.ipvs.log, [
+    'NEW_SERVICE TCP/10.96.0.10:80 rr',
+    'NEW_SERVICE TCP/10.96.0.11:80 rr',
+    'NEW_SERVICE UDP/10.96.0.53:53 rr',
+    'NEW_DEST TCP/10.96.0.10:80 10.244.1.2:8080 w1',
+    'NEW_DEST TCP/10.96.0.10:80 10.244.1.3:8080 w1',
+    'NEW_DEST UDP/10.96.0.53:53 10.244.2.2:53 w1',
+  ]);
+  t.deepEqual(w.ipset.restores, [
+    [
+      'create KUBE-CLUSTER-IP hash:ip,port family inet hashsize 1024 maxelem 65536',
+      'add KUBE-CLUSTER-IP 10.96.0.10,tcp:80',
+      'add KUBE-CLUSTER-IP 10.96.0.11,tcp:80',
+      'add KUBE-CLUSTER-IP 10.96.0.53,udp:53',
+      'create KUBE-LOOP-BACK hash:ip,port,ip family inet hashsize 1024 maxelem 65536',
+      'add KUBE-LOOP-BACK 10.244.1.2,tcp:8080,10.244.1.2',
+      'add KUBE-LOOP-BACK 10.244.1.3,tcp:8080,10.244.1.3',
+      'add KUBE-LOOP-BACK 10.244.2.2,udp:53,10.244.2.2',
+      '',
+    ].join('\n'),
+  ]);
+  t.deepEqual(w.iptables.restores, [planToRestore(ipvsRulesPlan(ipvsStaticRules(RENDER), new Map()))]);
+  t.like(result, { full: true, services: 3, endpoints: 3, chainsWritten: 5, chainsDeleted: 0, rulesDeleted: 0, transactions: 2 });
+  t.deepEqual(w.ipvs.list(), [
+    'TCP 10.96.0.10:80 rr',
+    '  -> 10.244.1.2:8080 Masq 1',
+    '  -> 10.244.1.3:8080 Masq 1',
+    'TCP 10.96.0.11:80 rr',
+    'UDP 10.96.0.53:53 rr',
+    '  -> 10.244.2.2:53 Masq 1',
+  ]);
+});
+
+test('restart: a new backend adopts the live state and writes nothing', async (t) => {
+  const w = new World();
+  await w.backend().sync(base(), FULL);
+  const before = w.writes();
+  const restarted = w.backend();
+  const result = await restarted.sync(base(), FULL);
+  t.deepEqual(w.writes(), before);
+  t.like(result, { full: true, bytes: 0, transactions: 0, applyMs: 0 });
+  t.deepEqual(restarted.lastDetail?.ops, { 'add-service': 0, 'edit-service': 0, 'del-service': 0, 'add-dest': 0, 'edit-dest': 0, 'quiesce-dest': 0, 'del-dest': 0 });
+});
+
+test('restart: stale weights are reset to 1', async (t) => {
+  const w = new World();
+  await w.backend().sync(base(), FULL);
+  await w.ipvs.setDest({ protocol: 'TCP', address: '10.96.0.10', port: 80 }, { address: '10.244.1.3', port: 8080, weight: 0, forwarding: 'masq' });
+  const n = w.ipvs.log.length;
+  await w.backend().sync(base(), FULL);
+  t.deepEqual(w.ipvs.log.slice(n), ['SET_DEST TCP/10.96.0.10:80 10.244.1.3:8080 w1']);
+});
+
+test('drift: a deleted real server comes back; an extra virtual server in the service CIDR goes; one outside stays', async (t) => {
+  const w = new World();
+  const backend = w.backend();
+  await backend.sync(base(), FULL);
+  await w.ipvs.delDest({ protocol: 'TCP', address: '10.96.0.10', port: 80 }, { address: '10.244.1.2', port: 8080 });
+  await w.ipvs.newService({ protocol: 'TCP', address: '10.100.0.1', port: 443, scheduler: 'wrr' });
+  await w.ipvs.newService({ protocol: 'TCP', address: '192.168.50.1', port: 80, scheduler: 'rr' });
+  w.links.addByHand('kube-ipvs0', '10.96.7.7', 32);
+  w.ipset.setEntries('KUBE-CLUSTER-IP', 'hash:ip,port', ['10.96.0.10,tcp:80', '10.96.0.11,tcp:80', '10.96.0.53,udp:53', '10.96.9.9,tcp:1']);
+  const n = w.ipvs.log.length;
+  const links = w.links.log.length;
+  await backend.sync(base(), FULL);
+  t.deepEqual(w.ipvs.log.slice(n), ['DEL_SERVICE TCP/10.100.0.1:443', 'NEW_DEST TCP/10.96.0.10:80 10.244.1.2:8080 w1']);
+  t.deepEqual(w.links.log.slice(links), ['del 10.96.7.7/32']);
+  t.deepEqual(w.ipset.restores.at(-1), 'del KUBE-CLUSTER-IP 10.96.9.9,tcp:1\n');
+  t.true(w.ipvs.list().includes('TCP 192.168.50.1:80 rr'));
+});
+
+test('a virtual server on an address bound to kube-ipvs0 is drover\'s even outside the service CIDR', async (t) => {
+  const w = new World();
+  const outside = sp('default/out:http', '172.20.0.5', 80, [ep('10.244.1.2:80')]);
+  const backend = w.backend();
+  await backend.sync(snap(outside), FULL);
+  await backend.sync(snap(), FULL);
+  t.deepEqual(w.ipvs.list(), []);
+  t.deepEqual(w.links.addressesOf('kube-ipvs0'), []);
+});
+
+test('partial sync: only the changed service port is read and written', async (t) => {
+  const w = new World();
+  const backend = w.backend();
+  await backend.sync(base(), FULL);
+  const requests = w.ipvs.requests;
+  const n = w.ipvs.log.length;
+  const next = snap(web('10.244.1.2', '10.244.1.3', '10.244.1.4'), dns('10.244.2.2'), empty);
+  const result = await backend.sync(next, partial('default/web:http'));
+  t.false(result.full);
+  t.deepEqual(w.ipvs.log.slice(n), ['NEW_DEST TCP/10.96.0.10:80 10.244.1.4:8080 w1']);
+  // GET_SERVICE + GET_DEST of one virtual server, then one NEW_DEST.
+  t.is(w.ipvs.requests - requests, 3);
+  t.is(w.ipset.restores.at(-1), 'add KUBE-LOOP-BACK 10.244.1.4,tcp:8080,10.244.1.4\n');
+  t.is(w.iptables.restores.length, 1, 'iptables rules are not read or written by a partial sync');
+});
+
+test('partial sync: a removed service port loses its virtual server and its ClusterIP', async (t) => {
+  const w = new World();
+  const backend = w.backend();
+  await backend.sync(base(), FULL);
+  const n = w.ipvs.log.length;
+  await backend.sync(snap(web('10.244.1.2', '10.244.1.3'), dns('10.244.2.2')), partial('default/empty:http'));
+  t.deepEqual(w.ipvs.log.slice(n), ['DEL_SERVICE TCP/10.96.0.11:80']);
+  t.deepEqual(w.links.addressesOf('kube-ipvs0'), ['10.96.0.10/32', '10.96.0.53/32']);
+  t.false(w.ipset.entries('KUBE-CLUSTER-IP')!.includes('10.96.0.11,tcp:80'));
+});
+
+test('graceful termination: quiesced, kept while connections last, deleted when they end', async (t) => {
+  const w = new World();
+  const backend = w.backend();
+  await backend.sync(base(), FULL);
+  w.ipvs.setConns('TCP/10.96.0.10:80', '10.244.1.3:8080', 1, 0);
+  const n = w.ipvs.log.length;
+  const fewer = snap(web('10.244.1.2'), dns('10.244.2.2'), empty);
+  await backend.sync(fewer, partial('default/web:http'));
+  t.deepEqual(w.ipvs.log.slice(n), ['SET_DEST TCP/10.96.0.10:80 10.244.1.3:8080 w0']);
+  t.deepEqual(backend.pendingRemovals().map((p) => `${p.rs.address}:${p.rs.port}`), ['10.244.1.3:8080']);
+  t.is(await backend.checkGraceful(), 0, 'still connected: kept');
+  await backend.sync(fewer, FULL);
+  t.deepEqual(w.ipvs.log.slice(n), ['SET_DEST TCP/10.96.0.10:80 10.244.1.3:8080 w0'], 'a resync leaves it quiesced');
+  w.ipvs.setConns('TCP/10.96.0.10:80', '10.244.1.3:8080', 0, 0);
+  t.is(await backend.checkGraceful(), 1);
+  t.deepEqual(w.ipvs.log.slice(n + 1), ['DEL_DEST TCP/10.96.0.10:80 10.244.1.3:8080']);
+  t.deepEqual(backend.pendingRemovals(), []);
+});
+
+test('graceful termination: deleted when the graceful period is over, even with connections', async (t) => {
+  const w = new World();
+  const backend = w.backend();
+  await backend.sync(base(), FULL);
+  w.ipvs.setConns('TCP/10.96.0.10:80', '10.244.1.3:8080', 0, 4);
+  await backend.sync(snap(web('10.244.1.2'), dns('10.244.2.2'), empty), partial('default/web:http'));
+  w.clock += 59_999;
+  t.is(await backend.checkGraceful(), 0);
+  w.clock += 1;
+  t.is(await backend.checkGraceful(), 1);
+  t.false(w.ipvs.list().includes('  -> 10.244.1.3:8080 Masq 0'));
+});
+
+test('graceful termination: an endpoint that comes back is restored to weight 1', async (t) => {
+  const w = new World();
+  const backend = w.backend();
+  await backend.sync(base(), FULL);
+  w.ipvs.setConns('TCP/10.96.0.10:80', '10.244.1.3:8080', 2, 0);
+  await backend.sync(snap(web('10.244.1.2'), dns('10.244.2.2'), empty), partial('default/web:http'));
+  const n = w.ipvs.log.length;
+  await backend.sync(base(), partial('default/web:http'));
+  t.deepEqual(w.ipvs.log.slice(n), ['SET_DEST TCP/10.96.0.10:80 10.244.1.3:8080 w1']);
+  t.deepEqual(backend.pendingRemovals(), []);
+});
+
+test('graceful termination: UDP real servers are deleted at once', async (t) => {
+  const w = new World();
+  const backend = w.backend();
+  await backend.sync(snap(dns('10.244.2.2', '10.244.2.3')), FULL);
+  w.ipvs.setConns('UDP/10.96.0.53:53', '10.244.2.3:53', 0, 9);
+  const n = w.ipvs.log.length;
+  await backend.sync(snap(dns('10.244.2.2')), partial('kube-system/dns:dns'));
+  t.deepEqual(w.ipvs.log.slice(n), ['DEL_DEST UDP/10.96.0.53:53 10.244.2.3:53']);
+  t.deepEqual(backend.pendingRemovals(), []);
+});
+
+test('graceful termination: the periodic check runs on its own while real servers are pending', async (t) => {
+  const w = new World();
+  const backend = w.backend({ gracefulCheckIntervalMs: 20 });
+  try {
+    await backend.sync(base(), FULL);
+    w.ipvs.setConns('TCP/10.96.0.10:80', '10.244.1.3:8080', 1, 0);
+    await backend.sync(snap(web('10.244.1.2'), dns('10.244.2.2'), empty), partial('default/web:http'));
+    w.ipvs.setConns('TCP/10.96.0.10:80', '10.244.1.3:8080', 0, 0);
+    const deadline = Date.now() + 5000;
+    while (backend.pendingRemovals().length > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+    t.deepEqual(backend.pendingRemovals(), []);
+    t.is(w.ipvs.log.at(-1), 'DEL_DEST TCP/10.96.0.10:80 10.244.1.3:8080');
+  } finally {
+    backend.close();
+  }
+});
+
+test('a failed command fails the sync, names the command, and makes the next sync full and repairing', async (t) => {
+  const w = new World();
+  const backend = w.backend();
+  w.ipvs.failNext('NEW_DEST', new IpvsRequestError('NEW_DEST', 'ENOMEM', 12));
+  const error = await t.throwsAsync(backend.sync(base(), FULL), { instanceOf: IpvsApplyError });
+  t.regex(error!.message, /^1 of 6 IPVS commands failed; first: add-dest TCP\/10\.96\.0\.10:80 -> 10\.244\.1\.2:8080 w1: IPVS NEW_DEST failed: ENOMEM$/);
+  const n = w.ipvs.log.length;
+  const result = await backend.sync(base(), partial('default/web:http'));
+  t.true(result.full);
+  t.deepEqual(w.ipvs.log.slice(n), ['NEW_DEST TCP/10.96.0.10:80 10.244.1.2:8080 w1']);
+});
+
+test('scheduler and session affinity reach the kernel; a change is an edit, not a re-create', async (t) => {
+  const w = new World();
+  const sticky = (timeoutSeconds: number) => sp('default/web:http', '10.96.0.10', 80, [ep('10.244.1.2:8080')], { sessionAffinity: { timeoutSeconds } });
+  await w.backend({ scheduler: 'wlc' }).sync(snap(sticky(10800)), FULL);
+  t.deepEqual(w.ipvs.list(), ['TCP 10.96.0.10:80 wlc persistent 10800', '  -> 10.244.1.2:8080 Masq 1']);
+  await w.backend({ scheduler: 'wlc' }).sync(snap(sticky(60)), FULL);
+  t.is(w.ipvs.log.at(-1), 'SET_SERVICE TCP/10.96.0.10:80 wlc persistent 60');
+});
+
+test('cleanup removes owned virtual servers, kube-ipvs0, the ipsets and the rules; foreign ones stay', async (t) => {
+  const w = new World();
+  const backend = w.backend();
+  await backend.sync(base(), FULL);
+  await w.ipvs.newService({ protocol: 'TCP', address: '192.168.50.1', port: 80, scheduler: 'rr' });
+  const result = await backend.cleanup();
+  t.deepEqual(w.ipvs.list(), ['TCP 192.168.50.1:80 rr']);
+  t.is(w.links.addressesOf('kube-ipvs0'), undefined);
+  t.is(w.ipset.entries('KUBE-CLUSTER-IP'), undefined);
+  t.is(w.ipset.entries('KUBE-LOOP-BACK'), undefined);
+  t.deepEqual(result, { chainsDeleted: 5, rulesDeleted: 4 });
+  t.notRegex(w.iptables.dump('nat'), /KUBE-/);
+  t.notRegex(w.iptables.dump('filter'), /KUBE-/);
+});
