@@ -60,7 +60,7 @@ export interface RenderCliOptions {
 }
 
 /** Options of `run` and `sync`. */
-export interface SyncCliOptions extends KernelOptions, RenderCliOptions {
+export interface SyncCliOptions extends KernelOptions, RenderCliOptions, IpvsCliOptions {
   readonly minSyncPeriod: number;
   readonly syncPeriod: number;
 }
@@ -86,6 +86,44 @@ export function kernelOptions(): Option[] {
       .default('auto'),
     new Option('--netns <name>', 'work inside this named network namespace (ip netns) instead of the current one').argParser(netnsArg),
     new Option('--log-level <level>', 'log level').choices([...LOG_LEVELS]).default('info'),
+  ];
+}
+
+/** The IPVS schedulers of the Linux kernel (modules ip_vs_<name>), the values --ipvs-scheduler accepts. */
+export const IPVS_SCHEDULERS = ['rr', 'wrr', 'lc', 'wlc', 'lblc', 'lblcr', 'dh', 'sh', 'sed', 'nq', 'fo', 'ovf', 'mh', 'twos'] as const;
+
+/** Longest `--ipvs-graceful-period`: one day. */
+export const MAX_IPVS_GRACEFUL_PERIOD_MS = 86_400_000;
+
+/** Options of IPVS mode (`run` and `sync`). Times in milliseconds. */
+export interface IpvsCliOptions {
+  /** `--ipvs-scheduler`, one of {@link IPVS_SCHEDULERS}. */
+  readonly ipvsScheduler: string;
+  /** `--ipvs-graceful-period`, 0 to {@link MAX_IPVS_GRACEFUL_PERIOD_MS}. */
+  readonly ipvsGracefulPeriod: number;
+}
+
+/**
+ * `--ipvs-graceful-period`: a duration (parseDuration) of at most one day; 0
+ * deletes a removed real server at once.
+ * @throws InvalidArgumentError naming the value.
+ */
+function gracefulPeriodArg(value: string): number {
+  const ms = parseDuration(value);
+  if (ms > MAX_IPVS_GRACEFUL_PERIOD_MS) throw new InvalidArgumentError(`"${value}" is longer than 24h`);
+  return ms;
+}
+
+/** --ipvs-scheduler, --ipvs-graceful-period (used with --mode ipvs). */
+export function ipvsOptions(): Option[] {
+  return [
+    new Option('--ipvs-scheduler <name>', 'IPVS scheduler of every virtual server (--mode ipvs)').choices([...IPVS_SCHEDULERS]).default('rr'),
+    new Option(
+      '--ipvs-graceful-period <duration>',
+      'longest wait for the connections of a removed endpoint to end before its real server is deleted (--mode ipvs)',
+    )
+      .default(900_000, '15m')
+      .argParser(gracefulPeriodArg),
   ];
 }
 

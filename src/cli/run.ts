@@ -5,7 +5,7 @@ import { SystemConntrack } from '../conntrack/exec.ts';
 import { Proxier } from '../proxier/proxier.ts';
 import { StatusFileWriter } from '../inspect/status.ts';
 import { createLogger } from '../util/log.ts';
-import { checkSyncPeriods, kernelOptions, renderOptions, syncPeriodOptions, type SyncCliOptions } from './options.ts';
+import { checkSyncPeriods, ipvsOptions, kernelOptions, renderOptions, syncPeriodOptions, type SyncCliOptions } from './options.ts';
 import { createBackend, createSource, renderConfig, UsageError } from './setup.ts';
 import { statusFileOption } from './status.ts';
 
@@ -62,6 +62,6 @@ export function runCommand(): Command {
         process.once('SIGTERM', () => stop('SIGTERM'));
       });
     });
-  for (const o of [...renderOptions(), ...kernelOptions(), ...syncPeriodOptions(), statusFileOption()]) cmd.addOption(o);
+  for (const o of [...renderOptions(), ...kernelOptions(), ...ipvsOptions(), ...syncPeriodOptions(), statusFileOption()]) cmd.addOption(o);
   return cmd;
 }

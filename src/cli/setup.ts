@@ -6,9 +6,16 @@ import { existsSync } from 'node:fs';
 import { IptablesBackend } from '../backends/iptables/backend.ts';
 import { detectVariant, SystemIptables } from '../backends/iptables/exec.ts';
 import type { RenderOptions } from '../backends/iptables/render.ts';
+import { IpvsBackend } from '../backends/ipvs/backend.ts';
+import { SystemIpset } from '../backends/ipvs/ipset.ts';
+import { RtnlLinkManager } from '../backends/ipvs/link.ts';
+import { IpvsClient, IpvsUnavailableError } from '../backends/ipvs/netlink.ts';
+import { ProcSysctls } from '../backends/ipvs/sysctl.ts';
+import type { Backend } from '../backends/types.ts';
+import { DEFAULT_SERVICE_CIDR } from '../model/allocate.ts';
 import { FileSource } from '../sources/file.ts';
 import type { Logger } from '../util/log.ts';
-import type { KernelOptions, RenderCliOptions } from './options.ts';
+import type { IpvsCliOptions, KernelOptions, RenderCliOptions } from './options.ts';
 
 /** A one-line error for the user; main.ts prints it and exits 1. */
 export class UsageError extends Error {
@@ -35,18 +42,73 @@ export async function createIptablesExec(opts: KernelOptions, logger: Logger): P
   return new SystemIptables({ variant, ...(opts.netns ? { netns: opts.netns } : {}) });
 }
 
+/** What createBackend reads: the kernel options, and for IPVS mode its own and `--service-cidr` (defaults when absent, e.g. for cleanup). */
+export type BackendCliOptions = KernelOptions & Partial<IpvsCliOptions> & { readonly serviceCidr?: string };
+
 /**
  * The backend for `opts.mode`.
- * @throws UsageError when not root, or for a mode that is not built yet.
+ * @throws UsageError when not root; for IPVS mode also when the kernel has no
+ *   IPVS or `--netns` is given.
  */
-export async function createBackend(opts: KernelOptions, render: RenderOptions, logger: Logger): Promise<IptablesBackend> {
-  if (opts.mode === 'ipvs') throw new UsageError('IPVS mode is not built yet; use --mode iptables');
+export async function createBackend(opts: BackendCliOptions, render: RenderOptions, logger: Logger): Promise<Backend> {
+  if (opts.mode === 'ipvs') return createIpvsBackend(opts, render, logger);
   const exec = await createIptablesExec(opts, logger);
   logger.info({ mode: opts.mode, iptables: exec.variant, netns: opts.netns }, 'using iptables-%s', exec.variant);
   if (render.clusterCIDR === undefined && !render.masqueradeAll) {
     logger.warn('neither --cluster-cidr nor --masquerade-all is set: traffic to ClusterIPs is not masqueraded (only hairpin traffic is)');
   }
   return new IptablesBackend({ exec, render, logger });
+}
+
+/**
+ * IPVS mode's backend, in this process's network namespace: netlink sockets
+ * (IPVS, rtnetlink) always act in the namespace of the process that opened
+ * them, so `--netns` cannot work; start drover inside the namespace instead.
+ * Checks in this order: `--netns`, IPVS in the kernel, root.
+ * @throws UsageError (one line) for each of them.
+ */
+export async function createIpvsBackend(opts: BackendCliOptions, render: RenderOptions, logger: Logger): Promise<IpvsBackend> {
+  if (opts.netns) {
+    throw new UsageError(
+      `--netns cannot be used with --mode ipvs (IPVS and kube-ipvs0 are programmed over netlink in drover's own network namespace); start drover inside the namespace instead: ip netns exec ${opts.netns} drover ... --mode ipvs`,
+    );
+  }
+  let ipvs: IpvsClient;
+  try {
+    ipvs = await IpvsClient.open();
+  } catch (err) {
+    if (err instanceof IpvsUnavailableError) {
+      throw new UsageError('--mode ipvs: IPVS is not available in this kernel (no generic netlink family IPVS; is the ip_vs module installed?); use --mode iptables');
+    }
+    throw err;
+  }
+  let iptables: SystemIptables;
+  try {
+    iptables = await createIptablesExec(opts, logger);
+  } catch (err) {
+    ipvs.close();
+    throw err;
+  }
+  const scheduler = opts.ipvsScheduler ?? 'rr';
+  const gracefulPeriodMs = opts.ipvsGracefulPeriod ?? 900_000;
+  const serviceCIDR = opts.serviceCidr ?? DEFAULT_SERVICE_CIDR;
+  logger.info({ mode: 'ipvs', iptables: iptables.variant, scheduler, gracefulPeriodMs, serviceCidr: serviceCIDR }, 'using IPVS mode (scheduler %s)', scheduler);
+  if (render.clusterCIDR === undefined && !render.masqueradeAll) {
+    logger.warn('neither --cluster-cidr nor --masquerade-all is set: traffic to ClusterIPs is not masqueraded (only hairpin traffic is)');
+  }
+  return new IpvsBackend({
+    ipvs,
+    reopenIpvs: () => IpvsClient.open(),
+    ipset: new SystemIpset(),
+    iptables,
+    links: new RtnlLinkManager(),
+    sysctls: new ProcSysctls(),
+    render,
+    scheduler,
+    serviceCIDR,
+    gracefulPeriodMs,
+    logger,
+  });
 }
 
 /** The file source for `--source`. */

@@ -2,7 +2,7 @@
 import { Command, Option } from 'commander';
 import { Proxier } from '../proxier/proxier.ts';
 import { createLogger } from '../util/log.ts';
-import { kernelOptions, renderOptions, type SyncCliOptions } from './options.ts';
+import { ipvsOptions, kernelOptions, renderOptions, type SyncCliOptions } from './options.ts';
 import { createBackend, createSource, renderConfig, UsageError } from './setup.ts';
 
 /** The `sync` command. */
@@ -17,6 +17,6 @@ export function syncCommand(): Command {
       const proxier = new Proxier({ source: createSource(opts, logger), backend, logger, minSyncPeriodMs: 0, syncPeriodMs: 0 });
       await proxier.syncOnce({ full: true });
     });
-  for (const o of [...renderOptions(), ...kernelOptions()]) cmd.addOption(o);
+  for (const o of [...renderOptions(), ...kernelOptions(), ...ipvsOptions()]) cmd.addOption(o);
   return cmd;
 }
