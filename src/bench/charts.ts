@@ -92,7 +92,7 @@ export function distributionSpec(result: BenchResult, mode: ProxyMode, variant: 
     $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
     title: {
       text: `${modeLabel(mode, variant)}: every single change`,
-      subtitle: 'boxes: quartiles, whiskers: min and max; ticks: the samples; baselines are the kernel transaction alone',
+      subtitle: 'boxes: quartiles and median, whiskers: min and max; ticks: the samples; baselines are the kernel transaction alone',
     },
     data: { values },
     facet: {
@@ -103,8 +103,8 @@ export function distributionSpec(result: BenchResult, mode: ProxyMode, variant: 
       width: 320,
       height: 120,
       layer: [
-        { mark: { type: 'boxplot', extent: 'min-max', opacity: 0.5, size: 14 }, encoding: { x, y, color } },
-        { mark: { type: 'tick', opacity: 0.6, thickness: 1, size: 12 }, encoding: { x, y, color } },
+        { mark: { type: 'boxplot', extent: 'min-max', opacity: 0.45, size: 18, median: { color: 'black' } }, encoding: { x, y, color } },
+        { mark: { type: 'tick', opacity: 0.35, thickness: 1, size: 8 }, encoding: { x, y, color } },
       ],
     },
     resolve: { scale: { x: 'shared', y: 'independent' } },

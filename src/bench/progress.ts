@@ -1,7 +1,7 @@
 /**
  * Progress of a benchmark run on stderr: a progress bar (cli-progress) when
- * stderr is a terminal, and otherwise only one line per finished phase, so
- * that a log file stays readable.
+ * stderr is a terminal; otherwise one line per finished phase and one at
+ * every tenth of the steps, so that a log file stays readable.
  */
 import cliProgress from 'cli-progress';
 import type { ProgressEvent } from './run.ts';
@@ -16,9 +16,13 @@ export interface ProgressSink {
 /** A sink for `stream`: a bar on a TTY, phase lines elsewhere. */
 export function progressSink(stream: NodeJS.WriteStream = process.stderr): ProgressSink {
   if (!stream.isTTY) {
+    let tenth = 0;
     return {
       update: (e) => {
         if (e.note) stream.write(`${e.note}\n`);
+        const now = e.total > 0 ? Math.floor((e.done * 10) / e.total) : 0;
+        if (now > tenth && now < 10) stream.write(`${now * 10}% of the steps done (${e.phase})\n`);
+        tenth = Math.max(tenth, now);
       },
       stop: () => undefined,
     };

@@ -178,9 +178,9 @@ export function fmtMs(ms: number): string {
   return ms.toFixed(1);
 }
 
-/** A ratio as reports print it: two decimals. */
+/** A ratio as reports print it: two decimals, or two significant digits below 0.1 (e.g. 0.0035). */
 export function fmtRatio(x: number): string {
-  return x.toFixed(2);
+  return x !== 0 && Math.abs(x) < 0.095 ? x.toPrecision(2) : x.toFixed(2);
 }
 
 const thousands = (n: number): string => String(Math.round(n)).replace(/\B(?=(\d{3})+(?!\d))/g, ',');
@@ -268,7 +268,7 @@ export function methodText(result: BenchResult): string[] {
     '- **kube-proxy-style**: what kube-proxy\'s partial sync writes: the static chains of both tables declared and rewritten, including the whole KUBE-SERVICES chain with one rule per service port, plus the changed chains.',
     `- **full re-render**: the whole ruleset re-sent with \`--noflush\` and every chain declared. On iptables-nft this grows much faster than the ruleset, so it is measured ${s.fullBaselineRepeats} time(s) per size, on a "service added" change only, and only up to ${s.fullBaselineMax} services (\`--full-baseline-max\`). It re-sends everything whatever the change, so its time stands for every kind of change.`,
     '',
-    'Percentiles are nearest-rank. Ratios are drover\'s agent clock over the baseline\'s transaction time at the same percentile: a ratio near 1 means drover adds little to the kernel\'s own cost. Peak RSS is the benchmark process\'s (process.resourceUsage().maxRSS), which runs drover\'s agent in-process; it only grows, so sizes are run in ascending order.',
+    'Percentiles are nearest-rank (with fewer than 100 samples, p99 is the largest). Ratios are drover\'s agent clock over the baseline\'s transaction time at the same percentile: a ratio near 1 means drover adds little to the kernel\'s own cost. Peak RSS is the benchmark process\'s (process.resourceUsage().maxRSS), which runs drover\'s agent in-process; it only grows, so sizes are run in ascending order.',
   ];
 }
 

@@ -139,14 +139,14 @@ async function runSize(
   samples: Sample[],
   progress: (phase: string, step: boolean, note?: string) => void,
 ): Promise<SizeRun> {
-  const label = `${mode}/${opts.iptablesVariant} ${n} services`;
-  progress(`${label}: building the testbed`, false);
+  progress(`${mode} ${n} services: building the testbed`, false);
   const topo: Topology = await createTopology({ backends: BACKENDS });
   try {
     // The service-removed check counts refused/unreachable connections: let
     // the node namespace send every ICMP error (it rate-limits them by default).
     await topo.exec(topo.node, 'sysctl', ['-q', '-w', 'net.ipv4.icmp_ratelimit=0']);
     const h = createHarness(mode, topo.node, opts);
+    const label = `${h.mode}/${h.variant} ${n} services`;
     const prober = await Prober.start(topo.client().netns);
     try {
       return await measureSize(h, prober, topo, n, opts, wholeRepeats, samples, label, progress);
