@@ -5,6 +5,7 @@
  */
 import { Command } from 'commander';
 import { readFileSync } from 'node:fs';
+import { benchCommand } from './bench.ts';
 import { chainsCommand } from './chains.ts';
 import { cleanupCommand } from './cleanup.ts';
 import { diffCommand } from './diff.ts';
@@ -26,6 +27,7 @@ export function buildProgram(): Command {
   for (const cmd of [runCommand(), syncCommand(), renderCommand(), cleanupCommand(), chainsCommand(), diffCommand(), statusCommand(), traceCommand()]) {
     program.addCommand(cmd.configureOutput(output));
   }
+  program.addCommand(benchCommand().configureOutput(output));
   return program;
 }
 

@@ -1,0 +1,150 @@
+/**
+ * `drover bench`: rule-update latency of drover's backend against baselines,
+ * in throw-away network namespaces (src/bench/run.ts), with the reports and
+ * charts written to `--out` (src/bench/output.ts).
+ */
+import { Command, InvalidArgumentError, Option } from 'commander';
+import { readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
+import type { ProxyMode } from '../backends/types.ts';
+import { detectEnvironment } from '../bench/environment.ts';
+import { progressSink } from '../bench/progress.ts';
+import { overviewTable, ratioRows, statRows } from '../bench/report.ts';
+import { CLOCK_SERVICES, runBench } from '../bench/run.ts';
+import { testbedUnavailableReason } from '../testbed/topology.ts';
+import { parseDuration } from './options.ts';
+import { UsageError } from './setup.ts';
+
+/** Options of `drover bench` after parsing. Times in milliseconds. */
+export interface BenchCliOptions {
+  readonly modes: ProxyMode[];
+  readonly services: number[];
+  readonly endpoints: number;
+  readonly changes: number;
+  readonly out: string;
+  readonly iptablesBackend: 'nft' | 'legacy';
+  readonly fullBaselineMax: number;
+  readonly fullBaselineRepeats: number;
+  readonly removalConfirm: number;
+  readonly failConfirm: number;
+  readonly probeTimeout: number;
+}
+
+/** A whole number within [min, max]. @throws InvalidArgumentError otherwise. */
+function intArg(min: number, max: number): (value: string) => number {
+  return (value) => {
+    const n = Number(value);
+    if (!/^\d+$/.test(value.trim()) || n < min || n > max) throw new InvalidArgumentError(`"${value}" is not a whole number from ${min} to ${max}`);
+    return n;
+  };
+}
+
+/** A comma-separated list of sizes, each at least the number of clock services. @throws InvalidArgumentError otherwise. */
+export function parseSizes(value: string): number[] {
+  const one = intArg(CLOCK_SERVICES, 100_000);
+  const sizes = value.split(',').map((v) => one(v.trim()));
+  return [...new Set(sizes)].sort((a, b) => a - b);
+}
+
+/** A comma-separated list of proxy modes; only iptables can be benchmarked yet. @throws InvalidArgumentError otherwise. */
+export function parseModes(value: string): ProxyMode[] {
+  const modes = [...new Set(value.split(',').map((m) => m.trim()))];
+  for (const m of modes) {
+    if (m === 'ipvs') throw new InvalidArgumentError('ipvs mode cannot be benchmarked yet; use --modes iptables');
+    if (m !== 'iptables') throw new InvalidArgumentError(`unknown mode "${m}" (known: iptables)`);
+  }
+  return modes as ProxyMode[];
+}
+
+/** The `bench` command. */
+export function benchCommand(): Command {
+  return new Command('bench')
+    .description(
+      'measure how fast a change of Services or endpoints reaches the kernel and the data path, against baselines, ' +
+        'in throw-away network namespaces (root; the host\'s own rules are never touched)',
+    )
+    .addOption(new Option('--modes <list>', 'proxy modes to measure, comma-separated').default(['iptables'], 'iptables').argParser(parseModes))
+    .addOption(new Option('--services <list>', 'sizes: service ports in the kernel, comma-separated').default([100, 1000], '100,1000').argParser(parseSizes))
+    .addOption(new Option('--endpoints <n>', 'endpoints per synthetic service port').default(10).argParser(intArg(1, 100)))
+    .addOption(new Option('--changes <n>', 'changes of each kind (endpoint removed/added, service added/removed) per size').default(50).argParser(intArg(1, 10_000)))
+    .addOption(new Option('-o, --out <dir>', 'folder for samples.jsonl, samples.csv, summary.md, run.json and the SVG charts').makeOptionMandatory())
+    .addOption(new Option('--iptables-backend <backend>', 'iptables variant').choices(['nft', 'legacy']).default('nft'))
+    .addOption(
+      new Option('--full-baseline-max <n>', 'measure the full re-render baseline only up to this many service ports (it takes minutes at 5,000 on iptables-nft)')
+        .default(1000)
+        .argParser(intArg(0, 100_000)),
+    )
+    .addOption(new Option('--full-baseline-repeats <n>', 'full re-render samples per size').default(1).argParser(intArg(1, 100)))
+    .addOption(
+      new Option('--removal-confirm <n>', 'connections in a row on the surviving endpoint that show an endpoint removed (false-positive bound 2^-n)')
+        .default(10)
+        .argParser(intArg(1, 100)),
+    )
+    .addOption(new Option('--fail-confirm <n>', 'failed connections in a row that show a service removed').default(3).argParser(intArg(1, 100)))
+    .addOption(new Option('--probe-timeout <duration>', 'a data-path connection not answered within this counts as failed').default(1000, '1s').argParser(parseDuration))
+    .addHelpText(
+      'after',
+      [
+        '',
+        'For each mode and size it builds a node namespace, a client namespace and two',
+        'backend namespaces with echo servers, applies a synthetic state from empty',
+        'tables (full sync), then makes --changes changes of each kind through',
+        "drover's partial sync, each timed on three clocks: agent (until the kernel",
+        'transaction returned), kernel (until iptables-save shows the change) and data',
+        'path (until a new connection from the client shows it). Hand-built payloads',
+        'make the same changes as baselines: the minimal change (the physical limit),',
+        'a kube-proxy-style restore (the whole KUBE-SERVICES chain rewritten) and, up',
+        'to --full-baseline-max, a full re-render. summary.md gives p50, p95, p99 and',
+        'max, and the ratios drover/raw and drover/kube-proxy per kind of change.',
+        '',
+        'Example:',
+        '  drover bench --services 100,1000 --changes 50 --out out/bench',
+        '',
+      ].join('\n'),
+    )
+    .action(async (opts: BenchCliOptions) => {
+      const unavailable = await testbedUnavailableReason();
+      if (unavailable) throw new UsageError(`bench ${unavailable}`);
+      const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
+      const environment = await detectEnvironment({ iptablesVariants: [opts.iptablesBackend], droverVersion: pkg.version });
+      if (environment.guest) process.stderr.write(`drover: emulated guest detected (${environment.guestReason}): the report gives ratios only\n`);
+      const sink = progressSink();
+      let result;
+      try {
+        result = await runBench(
+          {
+            modes: opts.modes,
+            services: opts.services,
+            endpoints: opts.endpoints,
+            changes: opts.changes,
+            iptablesVariant: opts.iptablesBackend,
+            fullBaselineMax: opts.fullBaselineMax,
+            fullBaselineRepeats: opts.fullBaselineRepeats,
+            removalConfirm: opts.removalConfirm,
+            failConfirm: opts.failConfirm,
+            timing: { attemptTimeoutMs: opts.probeTimeout, deadlineMs: Math.max(30_000, opts.probeTimeout * 10) },
+            kernelDeadlineMs: 600_000,
+            onProgress: (e) => sink.update(e),
+          },
+          environment,
+        );
+      } finally {
+        sink.stop();
+      }
+      const out = resolve(opts.out);
+      // Loaded here: the charting libraries would slow down every other command's start.
+      const { writeReport } = await import('../bench/output.ts');
+      const files = await writeReport(out, result);
+      const overview = overviewTable(ratioRows(statRows(result.runs, result.samples)));
+      process.stdout.write(
+        [
+          `p50 in ms${environment.guest ? ' (emulated guest: compare the ratios only)' : ''}; ratios: drover's agent clock over the baseline, at p50`,
+          '',
+          ...overview,
+          '',
+          `written to ${out}: ${files.join(', ')}`,
+          '',
+        ].join('\n'),
+      );
+    });
+}

@@ -1,0 +1,93 @@
+/**
+ * `drover bench` end to end, as a user runs it: a small real run (iptables-nft,
+ * 100 service ports, 5 changes of each kind) in throw-away network
+ * namespaces, and its output files. No assertion is made on how long
+ * anything took.
+ */
+import test from 'ava';
+import { access, mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { run } from '../../src/testbed/exec.ts';
+import { testbedUnavailableReason } from '../../src/testbed/topology.ts';
+import { CSV_COLUMNS } from '../../src/bench/report.ts';
+import type { Sample, SizeRun } from '../../src/bench/types.ts';
+
+const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+const DROVER = join(ROOT, 'bin/drover.js');
+const unavailable = await testbedUnavailableReason();
+
+const drover = (args: string[], timeoutMs = 60_000) => run(process.execPath, [DROVER, ...args], { allowFail: true, timeoutMs });
+
+test('bench refuses a mode it cannot measure and a size below the clock services, in one line', async (t) => {
+  const ipvs = await drover(['bench', '--modes', 'ipvs', '--out', join(tmpdir(), 'drover-bench-never')]);
+  t.is(ipvs.code, 1);
+  t.regex(ipvs.stderr, /^drover: .*ipvs mode cannot be benchmarked yet; use --modes iptables\n$/);
+  const small = await drover(['bench', '--services', '100,2', '--out', join(tmpdir(), 'drover-bench-never')]);
+  t.is(small.code, 1);
+  t.regex(small.stderr, /^drover: .*"2" is not a whole number from 4 to 100000\n$/);
+  const missing = await drover(['bench']);
+  t.is(missing.code, 1);
+  t.regex(missing.stderr, /--out/);
+});
+
+if (unavailable) {
+  test.skip(`bench run skipped: ${unavailable}`, () => {});
+} else {
+  test('a small real run writes samples, a summary and charts that hold every expected row', async (t) => {
+    const out = await mkdtemp(join(tmpdir(), 'drover-bench-'));
+    try {
+      const res = await drover(['bench', '--services', '100', '--endpoints', '10', '--changes', '5', '--iptables-backend', 'nft', '--out', out], 110_000);
+      t.is(res.code, 0, res.stderr);
+      for (const f of ['samples.jsonl', 'samples.csv', 'summary.md', 'run.json', 'latency-iptables-nft.svg', 'distributions-iptables-nft.svg']) {
+        await t.notThrowsAsync(access(join(out, f)), f);
+      }
+
+      const samples = (await readFile(join(out, 'samples.jsonl'), 'utf8')).trimEnd().split('\n').map((l) => JSON.parse(l) as Sample);
+      const count = (kind: string, method: string, clock: string) => samples.filter((s) => s.kind === kind && s.method === method && s.clock === clock).length;
+      // Per kind: drover on 3 clocks, raw and kube-proxy-style on the agent clock, 5 each; full sync 3; one full re-render.
+      t.is(samples.length, 4 * (3 * 5 + 2 * 5) + 3 + 1);
+      for (const kind of ['endpoint-removed', 'endpoint-added', 'service-added', 'service-removed']) {
+        for (const clock of ['agent', 'kernel', 'datapath']) t.is(count(kind, 'drover', clock), 5, `${kind} drover ${clock}`);
+        t.is(count(kind, 'raw', 'agent'), 5, `${kind} raw`);
+        t.is(count(kind, 'kube-proxy', 'agent'), 5, `${kind} kube-proxy`);
+      }
+      t.is(count('full-sync', 'drover', 'agent'), 1);
+      t.is(count('service-added', 'full-rerender', 'agent'), 1);
+      t.true(samples.every((s) => s.mode === 'iptables' && s.variant === 'nft' && s.services === 100 && s.endpoints === 10));
+      t.true(samples.every((s) => Number.isFinite(s.ms) && s.ms > 0));
+      // Kernel and data path are polled once the agent returned: never earlier than it, for the same change.
+      for (const s of samples.filter((x) => x.method === 'drover' && x.clock !== 'agent')) {
+        const agent = samples.find((x) => x.method === 'drover' && x.clock === 'agent' && x.kind === s.kind && x.iteration === s.iteration)!;
+        t.true(s.ms >= agent.ms, `${s.kind} #${s.iteration} ${s.clock}`);
+      }
+      t.true(samples.filter((s) => s.clock === 'datapath' && s.kind === 'endpoint-removed').every((s) => s.tries! >= 10), 'ten connections in a row on the survivor');
+
+      const csv = (await readFile(join(out, 'samples.csv'), 'utf8')).trimEnd().split('\n');
+      t.is(csv[0], CSV_COLUMNS.join(','));
+      t.is(csv.length, samples.length + 1);
+      t.true(csv.slice(1).every((l) => l.split(',').length === CSV_COLUMNS.length));
+
+      const summary = await readFile(join(out, 'summary.md'), 'utf8');
+      for (const kind of ['endpoint removed', 'endpoint added', 'service added', 'service removed']) {
+        t.regex(summary, new RegExp(`^\\| iptables \\(nft\\) \\| 100 \\| ${kind} \\|( [\\d.]+ \\|){7}$`, 'm'), kind);
+      }
+      t.regex(summary, /^\| iptables-nft \| iptables v1\.8\.\d+ \(nf_tables\) \|$/m);
+      t.true(summary.includes('- After the run, a full sync of the starting state found nothing to repair.'));
+      t.is(res.stdout.split('\n').filter((l) => l.startsWith('| iptables (nft) | 100 |')).length, 4, 'the overview is printed');
+
+      const runJson = JSON.parse(await readFile(join(out, 'run.json'), 'utf8')) as { runs: SizeRun[] };
+      t.is(runJson.runs.length, 1);
+      t.like(runJson.runs[0], { mode: 'iptables', variant: 'nft', services: 100, changes: 5, consistent: true, fullSyncTransactions: 1 });
+      t.true(runJson.runs[0]!.peakRssKb > 0);
+
+      for (const f of ['latency-iptables-nft.svg', 'distributions-iptables-nft.svg']) {
+        const svg = await readFile(join(out, f), 'utf8');
+        t.true(svg.startsWith('<svg') && svg.includes('>drover: agent</text>'), f);
+      }
+    } finally {
+      await rm(out, { recursive: true, force: true });
+    }
+  });
+}
