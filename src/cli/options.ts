@@ -20,15 +20,28 @@ export function parseDuration(value: string): number {
   return Math.round(Number(m[1]) * scale);
 }
 
+/**
+ * `--cluster-cidr`: a strict IPv4 CIDR (validate.ts parseCIDR) with a prefix
+ * of /1 or longer. 0.0.0.0/0 would make the "! -s <cluster CIDR>" masquerade
+ * rule invalid for iptables-nft, so every sync would fail; masquerading all
+ * traffic is what --masquerade-all is for.
+ * @throws InvalidArgumentError naming the value.
+ */
 function cidrArg(value: string): string {
   try {
-    parseCIDR(value);
+    const cidr = parseCIDR(value);
+    if (cidr.prefix === 0) throw new Error(`cluster CIDR ${value} matches every address; to masquerade everything, use --masquerade-all instead`);
   } catch (err) {
     throw new InvalidArgumentError((err as Error).message);
   }
   return value;
 }
 
+/**
+ * `--service-cidr`: allocate.ts parseServiceCIDR (a prefix from /8 to /30,
+ * no overlap with "this network", loopback, link-local or multicast ranges).
+ * @throws InvalidArgumentError naming the value.
+ */
 function serviceCidrArg(value: string): string {
   try {
     parseServiceCIDR(value);

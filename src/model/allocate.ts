@@ -1,33 +1,70 @@
 /**
- * Stable ClusterIP allocation for services that come without one (Shepherd
+ * ClusterIP allocation for services that come without one (Shepherd
  * services, hand-written manifests), from the service CIDR (`--service-cidr`,
  * default 10.96.0.0/12, kube-apiserver's default range).
  *
- * The address of a service depends only on its "namespace/name", the CIDR
- * and the addresses already taken, so it survives restarts:
+ * How an address is chosen:
  *   1. a service that held an address in the previous snapshot keeps it if
- *      it is still in the CIDR and free (so a new service cannot steal it);
+ *      it is still in the CIDR and not taken by an explicit ClusterIP (so a
+ *      newcomer cannot steal it);
  *   2. every other service, in key order, gets
  *      candidate = network + 1 + (sha256(key)[0..4] as big-endian uint32 mod usable)
  *      where usable = size - 2 (network and broadcast addresses excluded),
  *      and on a collision the next address (linear probing, wrapping within
- *      the usable range).
+ *      the usable range). Addresses that fail the unicast check
+ *      (validate.ts `specialAddress`) are never handed out.
+ *
+ * When an address is stable. The previous snapshot lives only in the
+ * memory of one drover process, so:
+ *   - while drover runs, a service keeps its address as long as it is in
+ *     every snapshot (a load that drops it, e.g. because its file was
+ *     removed, forgets it) and no explicit ClusterIP claims the address;
+ *   - across a restart (and after such a drop) the address is computed
+ *     afresh by step 2 alone: the service gets its hash candidate when that
+ *     is free (no explicit ClusterIP on it, and no service sorting before it
+ *     hashed or probed onto it), otherwise the next free address. So an
+ *     address survives a restart when it is the service's own hash
+ *     candidate and that candidate is still free. An address obtained by
+ *     probing, or kept by stickiness while another service took the
+ *     candidate, can change at a restart, and two colliding services can
+ *     swap addresses. A service whose address must never change needs an
+ *     explicit ClusterIP.
  * Pure function; no I/O.
  */
 import { createHash } from 'node:crypto';
 import { compareStrings } from './order.ts';
-import { cidrContains, ipv4ToUint32, parseCIDR, uint32ToIPv4, type CIDR } from './validate.ts';
+import { cidrContains, ipv4ToUint32, parseCIDR, specialAddress, uint32ToIPv4, type CIDR } from './validate.ts';
 
 /** The default service CIDR (kube-apiserver --service-cluster-ip-range default). */
 export const DEFAULT_SERVICE_CIDR = '10.96.0.0/12';
 
 /**
- * Parse a service CIDR: {@link parseCIDR} plus a prefix of at most /30 (so
- * that at least two usable addresses remain). Throws Error otherwise.
+ * Ranges a service CIDR must not overlap: their addresses are not unicast
+ * (validate.ts `checkUnicastIPv4`), and a ClusterIP in them would capture
+ * local, link-local (e.g. cloud metadata) or multicast traffic.
+ */
+const RESERVED_RANGES: ReadonlyArray<{ cidr: string; what: string }> = [
+  { cidr: '0.0.0.0/8', what: '"this network"' },
+  { cidr: '127.0.0.0/8', what: 'loopback' },
+  { cidr: '169.254.0.0/16', what: 'link-local' },
+  { cidr: '224.0.0.0/3', what: 'multicast and reserved' },
+];
+
+/**
+ * Parse a service CIDR: {@link parseCIDR} plus a prefix from /8 to /30 (at
+ * least two usable addresses, and not a large share of the internet) and no
+ * overlap with 0.0.0.0/8, 127.0.0.0/8, 169.254.0.0/16 or 224.0.0.0/3.
+ * Throws Error with a message naming the value otherwise.
  */
 export function parseServiceCIDR(value: string): CIDR {
   const cidr = parseCIDR(value);
   if (cidr.prefix > 30) throw new Error(`service CIDR ${value} is too small (prefix must be /30 or shorter)`);
+  if (cidr.prefix < 8) throw new Error(`service CIDR ${value} is too large (prefix must be /8 or longer)`);
+  for (const r of RESERVED_RANGES) {
+    const reserved = parseCIDR(r.cidr);
+    const overlaps = cidrContains(reserved, cidr.network) || cidrContains(cidr, reserved.network);
+    if (overlaps) throw new Error(`service CIDR ${value} overlaps ${r.cidr} (${r.what} addresses); use a private range such as ${DEFAULT_SERVICE_CIDR}`);
+  }
   return cidr;
 }
 
@@ -54,13 +91,18 @@ export function hashOffset(key: string, usable: number): number {
   return 1 + (h % usable);
 }
 
-/** Allocate addresses as described in the module comment. */
+/**
+ * Allocate addresses as described in the module comment (which also says
+ * when an address is stable). `previous` is the only memory: a key absent
+ * from it is allocated as on a fresh start.
+ */
 export function allocateClusterIPs(input: AllocationInput): AllocationResult {
   const { cidr } = input;
   const usable = cidr.size - 2;
   const used = new Set<number>();
   for (const ip of input.taken) used.add(ipv4ToUint32(ip));
-  const isUsable = (n: number) => cidrContains(cidr, n) && n !== cidr.network && n !== cidr.network + cidr.size - 1;
+  const isUsable = (n: number) =>
+    cidrContains(cidr, n) && n !== cidr.network && n !== cidr.network + cidr.size - 1 && specialAddress(n) === undefined;
 
   const keys = [...input.keys].sort(compareStrings);
   const allocated = new Map<string, number>();
@@ -82,7 +124,7 @@ export function allocateClusterIPs(input: AllocationInput): AllocationResult {
     let found: number | undefined;
     for (let i = 0; i < usable; i++) {
       const n = cidr.network + 1 + ((start - 1 + i) % usable);
-      if (!used.has(n)) {
+      if (!used.has(n) && specialAddress(n) === undefined) {
         found = n;
         break;
       }

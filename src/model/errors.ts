@@ -7,7 +7,14 @@
  *
  * A ManifestError never stops drover: the object (or file) it names is
  * skipped, everything else keeps being served.
+ *
+ * The message is safe to print on a terminal or in a plain-text log: a file
+ * name with a control or other non-printable character is shown JSON-quoted
+ * (as invalid object names are, see {@link displayName}), and whatever such
+ * characters remain in the detail are escaped, so no input can forge a line
+ * or send an escape sequence.
  */
+import { escapeNonPrintable, hasNonPrintable, quote } from './quote.ts';
 
 /** Where and what: the constructor argument of {@link ManifestError}. */
 export interface ManifestErrorInit {
@@ -32,7 +39,8 @@ export interface ManifestErrorInit {
  * A problem with one manifest file or object. `message` (and `toString()`)
  * is the one-line form `file[:line:col]: Kind namespace/name: field: detail`,
  * leaving out the parts that are empty; an object with no readable name is
- * shown as `Kind #n` (n = 1-based position in the file).
+ * shown as `Kind #n` (n = 1-based position in the file). The properties keep
+ * the raw values; only `message` is made printable (see the module comment).
  */
 export class ManifestError extends Error {
   readonly file: string;
@@ -81,9 +89,18 @@ export class ManifestError extends Error {
   }
 }
 
+/** A ManifestError about a parsed object (parsed.ts), e.g. a cross-object problem found in normalise.ts. */
+export function objectError(
+  o: { readonly file: string; readonly kind: string; readonly namespace: string; readonly name: string; readonly index: number },
+  field: string,
+  detail: string,
+): ManifestError {
+  return new ManifestError({ file: o.file, kind: o.kind, object: `${o.namespace}/${o.name}`, index: o.index, field, detail });
+}
+
 /** Build the one-line message of a {@link ManifestError}. */
 function formatManifestError(e: ManifestErrorInit): string {
-  let where = e.file;
+  let where = displayFile(e.file);
   if (e.line !== undefined) where += `:${e.line}`;
   if (e.line !== undefined && e.column !== undefined) where += `:${e.column}`;
   const parts = [where];
@@ -98,18 +115,23 @@ function formatManifestError(e: ManifestErrorInit): string {
   return parts.join(': ');
 }
 
-/** Collapse line breaks so that a message always stays one log line. */
+/** A file name as shown in a message: as is, or JSON-quoted when it holds a non-printable character. */
+export function displayFile(file: string): string {
+  return hasNonPrintable(file) ? quote(file, Infinity) : file;
+}
+
+/** Collapse line breaks and escape other non-printable characters, so that a message always stays one harmless line. */
 function oneLine(s: string): string {
-  return s.replace(/\s*[\r\n]+\s*/g, ' ').trim();
+  return escapeNonPrintable(s.replace(/\s*[\r\n]+\s*/g, ' ').trim());
 }
 
 /**
  * Render a user-supplied name (possibly invalid) for an error message: as is
  * when it is made of name-safe characters, otherwise JSON-quoted and cut to
- * 80 characters so that spaces, quotes or newlines stay visible and harmless.
+ * 80 characters so that spaces, quotes, newlines and other non-printable
+ * characters stay visible and harmless.
  */
 export function displayName(value: unknown): string {
   if (typeof value === 'string' && /^[A-Za-z0-9._-]{1,253}$/.test(value)) return value;
-  const s = typeof value === 'string' ? value : String(value);
-  return JSON.stringify(s.length > 80 ? `${s.slice(0, 80)}...` : s);
+  return quote(typeof value === 'string' ? value : String(value));
 }

@@ -6,16 +6,11 @@
  *
  *   - one ServicePort per Service port, keyed by the ServicePortName string
  *     "namespace/name:portName" ("namespace/name" for an unnamed port);
- *   - endpoints are matched to a service port by port **name** and protocol
- *     (endpoint ports carry the Service port name and the already-resolved
- *     target port); a service port with no endpoint port of that name gets
- *     no endpoints;
  *   - Kubernetes services take their endpoints from their EndpointSlices
  *     (all of them merged), or from the legacy Endpoints object only when
  *     there is no slice; Shepherd services from their inline endpoints;
- *   - endpoints are de-duplicated by ip:port (the "best" one is kept: ready,
- *     then serving, then not terminating) and sorted by ip then port, all
- *     conditions kept (backends decide which ones serve);
+ *     endpoints are matched to service ports by name and protocol
+ *     (endpoints.ts);
  *   - services without a ClusterIP get one from allocate.ts.
  *
  * Cross-object errors (the object is skipped, everything else is served):
@@ -24,12 +19,17 @@
  *   - two services with the same ClusterIP:port/protocol: the one that had it
  *     in `previous` wins, otherwise the first by "namespace/name";
  *   - no free address left in the service CIDR.
+ *
+ * Warnings (the object is served, but some of its content is unused):
+ *   - an EndpointSlice or Endpoints object whose Service does not exist;
+ *   - an endpoint port whose name matches a service port of another protocol.
  */
 import { allocateClusterIPs, parseServiceCIDR } from './allocate.ts';
-import { ManifestError } from './errors.ts';
-import { compareEndpoints, compareStrings } from './order.ts';
-import type { EndpointAddress, EndpointGroup, ParsedEndpoints, ParsedEndpointSlice, ParsedObject, ParsedService, ParsedServicePort } from './parsed.ts';
-import type { Endpoint, ServicePort, ServiceType, Snapshot } from './types.ts';
+import { endpointsFor, groupByService, indexEndpoints, orphanWarnings, protocolWarnings, type EndpointIndex } from './endpoints.ts';
+import { displayFile, objectError, type ManifestError } from './errors.ts';
+import { compareStrings } from './order.ts';
+import type { ParsedEndpoints, ParsedEndpointSlice, ParsedObject, ParsedService, ParsedServicePort } from './parsed.ts';
+import type { ServicePort, ServiceType, Snapshot } from './types.ts';
 
 /** Options of {@link buildSnapshot}. */
 export interface BuildOptions {
@@ -45,10 +45,15 @@ export interface Allocation {
   readonly clusterIP: string;
 }
 
-/** Outcome of {@link buildSnapshot}: errors name each skipped object; allocations are sorted by key. */
+/**
+ * Outcome of {@link buildSnapshot}: errors name each skipped object,
+ * warnings each object whose content is partly unused; allocations are
+ * sorted by key.
+ */
 export interface BuildResult {
   readonly snapshot: Snapshot;
   readonly errors: ManifestError[];
+  readonly warnings: ManifestError[];
   readonly allocations: Allocation[];
 }
 
@@ -70,8 +75,11 @@ export function buildSnapshot(objects: readonly ParsedObject[], opts: BuildOptio
 
   const unique = dropDuplicates(objects, errors);
   const services = unique.filter((o): o is ParsedService => o.kind === 'Service').sort(byServiceKey);
-  const slices = groupByService(unique.filter((o): o is ParsedEndpointSlice => o.kind === 'EndpointSlice'));
-  const legacy = groupByService(unique.filter((o): o is ParsedEndpoints => o.kind === 'Endpoints'));
+  const sliceList = unique.filter((o): o is ParsedEndpointSlice => o.kind === 'EndpointSlice');
+  const legacyList = unique.filter((o): o is ParsedEndpoints => o.kind === 'Endpoints');
+  const slices = groupByService(sliceList);
+  const legacy = groupByService(legacyList);
+  const warnings = orphanWarnings(services, [...sliceList, ...legacyList]);
 
   // Addresses from the previous snapshot, by "namespace/name".
   const previousIP = new Map<string, string>();
@@ -89,14 +97,14 @@ export function buildSnapshot(objects: readonly ParsedObject[], opts: BuildOptio
     taken: services.flatMap((s) => (s.clusterIP !== undefined ? [s.clusterIP] : [])),
     previous: previousIP,
   });
-  for (const key of exhausted) {
-    const svc = services.find((s) => serviceKey(s) === key)!;
+  const unallocated = new Set(exhausted);
+  for (const svc of services.filter((s) => unallocated.has(serviceKey(s)))) {
     errors.push(objectError(svc, 'spec', `no free address left in service CIDR ${opts.serviceCIDR}; service skipped`));
   }
 
   // ClusterIP:port/protocol conflicts: services that had the triple before first, then by key.
   const resolved = services
-    .filter((s) => s.ports.length > 0 && !exhausted.includes(serviceKey(s)))
+    .filter((s) => s.ports.length > 0 && !unallocated.has(serviceKey(s)))
     .map((s) => ({ svc: s, ip: s.clusterIP ?? allocated.get(serviceKey(s))! }));
   const incumbent = (r: { svc: ParsedService; ip: string }) =>
     r.svc.ports.some((p) => previousTriples.has(`${serviceKey(r.svc)} ${triple(r.ip, p)}`));
@@ -111,7 +119,7 @@ export function buildSnapshot(objects: readonly ParsedObject[], opts: BuildOptio
         objectError(
           r.svc,
           `spec.ports[${clash.index}]`,
-          `${triple(r.ip, clash)} is already used by Service ${serviceKey(winner)} (${winner.file}); service skipped`,
+          `${triple(r.ip, clash)} is already used by Service ${serviceKey(winner)} (${displayFile(winner.file)}); service skipped`,
         ),
       );
       continue;
@@ -122,11 +130,14 @@ export function buildSnapshot(objects: readonly ParsedObject[], opts: BuildOptio
 
   const ports: ServicePort[] = [];
   for (const { svc, ip } of accepted) {
-    const groups =
-      svc.source === 'shepherd'
-        ? (svc.inlineEndpoints ?? [])
-        : (slices.get(serviceKey(svc)) ?? legacy.get(serviceKey(svc)) ?? []).flatMap((o) => o.groups);
-    for (const p of svc.ports) ports.push(makeServicePort(svc, p, ip, svc.clusterIP === undefined, groups));
+    let index: EndpointIndex;
+    if (svc.source === 'shepherd') index = indexEndpoints(svc.inlineEndpoints ?? []);
+    else {
+      const used = slices.get(serviceKey(svc)) ?? legacy.get(serviceKey(svc)) ?? [];
+      for (const w of protocolWarnings(svc, used)) warnings.push(w);
+      index = indexEndpoints(used.flatMap((o) => o.groups));
+    }
+    for (const p of svc.ports) ports.push(makeServicePort(svc, p, ip, svc.clusterIP === undefined, index));
   }
   ports.sort((a, b) => compareStrings(a.key, b.key));
 
@@ -135,7 +146,7 @@ export function buildSnapshot(objects: readonly ParsedObject[], opts: BuildOptio
     .map((r) => Object.freeze({ key: serviceKey(r.svc), clusterIP: r.ip }))
     .sort((a, b) => compareStrings(a.key, b.key));
   const snapshot: Snapshot = Object.freeze({ services: new Map(ports.map((p) => [p.key, p])) });
-  return { snapshot, errors, allocations };
+  return { snapshot, errors, warnings, allocations };
 }
 
 /** "namespace/name" of a service (or of a ServicePort's service). */
@@ -152,56 +163,18 @@ function triple(ip: string, p: { port: number; protocol: string }): string {
   return `${ip}:${p.port}/${p.protocol}`;
 }
 
-function objectError(o: ParsedObject, field: string, detail: string): ManifestError {
-  return new ManifestError({ file: o.file, kind: o.kind, object: `${o.namespace}/${o.name}`, index: o.index, field, detail });
-}
-
 /** Keep the first object of each identity; report the others. */
 function dropDuplicates(objects: readonly ParsedObject[], errors: ManifestError[]): ParsedObject[] {
   const first = new Map<string, ParsedObject>();
   for (const o of objects) {
     const seen = first.get(o.identity);
     if (seen === undefined) first.set(o.identity, o);
-    else errors.push(objectError(o, '', `duplicate ${o.kind} ${o.namespace}/${o.name}, already defined in ${seen.file}; this copy is skipped`));
+    else errors.push(objectError(o, '', `duplicate ${o.kind} ${o.namespace}/${o.name}, already defined in ${displayFile(seen.file)}; this copy is skipped`));
   }
   return [...first.values()];
 }
 
-/** Endpoint objects by the "namespace/serviceName" they belong to, each list sorted by object name. */
-function groupByService<T extends ParsedEndpointSlice | ParsedEndpoints>(objects: readonly T[]): Map<string, T[]> {
-  const out = new Map<string, T[]>();
-  for (const o of [...objects].sort((a, b) => compareStrings(a.name, b.name))) {
-    const key = `${o.namespace}/${o.serviceName}`;
-    out.set(key, [...(out.get(key) ?? []), o]);
-  }
-  return out;
-}
-
-/** Preference between two endpoints with the same ip:port: ready, then serving, then not terminating. */
-function rank(e: EndpointAddress): number {
-  return (e.ready ? 4 : 0) + (e.serving ? 2 : 0) + (e.terminating ? 0 : 1);
-}
-
-/**
- * The endpoints of service port `p`: every address of every group port with
- * the same name and protocol, de-duplicated by ip:port, sorted.
- */
-function endpointsFor(p: ParsedServicePort, groups: readonly EndpointGroup[]): readonly Endpoint[] {
-  const byAddr = new Map<string, Endpoint>();
-  for (const g of groups) {
-    for (const gp of g.ports) {
-      if (gp.name !== p.name || gp.protocol !== p.protocol) continue;
-      for (const a of g.addresses) {
-        const id = `${a.ip}:${gp.port}`;
-        const seen = byAddr.get(id);
-        if (seen === undefined || rank(a) > rank(seen)) byAddr.set(id, Object.freeze({ ...a, port: gp.port }));
-      }
-    }
-  }
-  return Object.freeze([...byAddr.values()].sort(compareEndpoints));
-}
-
-function makeServicePort(svc: ParsedService, p: ParsedServicePort, ip: string, allocatedIP: boolean, groups: readonly EndpointGroup[]): ServicePort {
+function makeServicePort(svc: ParsedService, p: ParsedServicePort, ip: string, allocatedIP: boolean, index: EndpointIndex): ServicePort {
   return Object.freeze({
     key: servicePortKey(svc.namespace, svc.name, p.name),
     namespace: svc.namespace,
@@ -217,6 +190,6 @@ function makeServicePort(svc: ParsedService, p: ParsedServicePort, ip: string, a
     sessionAffinity: svc.sessionAffinity === null ? null : Object.freeze({ ...svc.sessionAffinity }),
     internalTrafficPolicy: svc.internalTrafficPolicy,
     externalTrafficPolicy: svc.externalTrafficPolicy,
-    endpoints: endpointsFor(p, groups),
+    endpoints: endpointsFor(p, index),
   });
 }

@@ -210,14 +210,22 @@ function parseShepherdService(head: Head, raw: unknown): ParseResult {
     targetPort: p.target_port ?? p.port,
     nodePort: p.node_port ?? undefined,
   }));
-  const warnings = status.endpoints.flatMap((e, i) =>
-    ports.some((p) => p.targetPort === e.port)
-      ? []
-      : [manifestError(head, formatPath(['status', 'endpoints', i]), `"${e.ip}:${e.port}" matches no target_port of the service; entry ignored`)],
-  );
+  // Endpoint addresses by port, so that matching stays linear.
+  const targetPorts = new Set(ports.map((p) => p.targetPort));
+  const byPort = new Map<number, EndpointAddress[]>();
+  const warnings: ManifestError[] = [];
+  status.endpoints.forEach((e, i) => {
+    if (!targetPorts.has(e.port)) {
+      warnings.push(manifestError(head, formatPath(['status', 'endpoints', i]), `"${e.ip}:${e.port}" matches no target_port of the service; entry ignored`));
+      return;
+    }
+    const list = byPort.get(e.port);
+    if (list) list.push(address(e.ip, READY));
+    else byPort.set(e.port, [address(e.ip, READY)]);
+  });
   const inlineEndpoints: EndpointGroup[] = ports.map((p) => ({
     ports: [{ name: p.name, port: p.targetPort, protocol: p.protocol }],
-    addresses: status.endpoints.filter((e) => e.port === p.targetPort).map((e) => address(e.ip, READY)),
+    addresses: byPort.get(p.targetPort) ?? [],
   }));
   const svc: ParsedService = {
     ...base(head, 'shepherd', metadata.namespace, metadata.name),

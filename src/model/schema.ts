@@ -5,8 +5,9 @@
  * a one-line description (what ManifestError wants).
  */
 import { z } from 'zod';
+import { quote } from './quote.ts';
 import type { Protocol } from './types.ts';
-import { checkPort, checkProtocol, type Check } from './validate.ts';
+import { asciiUpperCase, checkPort, checkProtocol, type Check } from './validate.ts';
 
 /** A string schema that must pass `check` (validate.ts); the check's text becomes the issue message. */
 export function validated(check: Check<string>) {
@@ -24,11 +25,11 @@ export const portSchema = z.number().superRefine((value, ctx) => {
 
 /**
  * A protocol schema: checked with validate.ts `checkProtocol`, output
- * upper-case; absent or null means TCP (the Kubernetes API default).
+ * upper-case (ASCII only); absent or null means TCP (the Kubernetes API default).
  */
 export function protocolSchema(opts: { ignoreCase: boolean }) {
   return withDefault(
-    validated((s) => checkProtocol(s, opts)).transform((s) => s.toUpperCase() as Protocol),
+    validated((s) => checkProtocol(s, opts)).transform((s) => asciiUpperCase(s) as Protocol),
     'TCP' as Protocol,
   );
 }
@@ -50,22 +51,30 @@ export function optional<S extends z.ZodType>(schema: S) {
  * The rules of a Service's `ports` list (pkg/apis/core/validation
  * validateServicePort): with more than one port every port needs a name;
  * names are unique; port+protocol pairs are unique. Reports issues at
- * `[i].name` / `[i].port`. For use in `.superRefine` on the ports array.
+ * `[i].name` / `[i].port`, naming the first port with the same value. For
+ * use in `.superRefine` on the ports array. Linear in the number of ports.
  */
 export function refineServicePorts(
   ports: ReadonlyArray<{ name: string; port: number; protocol: Protocol }>,
   ctx: z.RefinementCtx,
 ): void {
+  // The first port of each name and of each port/protocol pair.
+  const byName = new Map<string, number>();
+  const byPort = new Map<string, number>();
+  ports.forEach((p, i) => {
+    if (!byName.has(p.name)) byName.set(p.name, i);
+    if (!byPort.has(`${p.port}/${p.protocol}`)) byPort.set(`${p.port}/${p.protocol}`, i);
+  });
   ports.forEach((p, i) => {
     if (ports.length > 1 && p.name === '') {
       ctx.addIssue({ code: 'custom', path: [i, 'name'], message: 'a name is required when the Service has more than one port' });
       return;
     }
-    const sameName = ports.findIndex((q) => q.name === p.name);
+    const sameName = byName.get(p.name)!;
     if (p.name !== '' && sameName < i) {
       ctx.addIssue({ code: 'custom', path: [i, 'name'], message: `duplicate port name ${JSON.stringify(p.name)} (same as port ${sameName})` });
     }
-    const samePort = ports.findIndex((q) => q.port === p.port && q.protocol === p.protocol);
+    const samePort = byPort.get(`${p.port}/${p.protocol}`)!;
     if (samePort < i) {
       ctx.addIssue({ code: 'custom', path: [i, 'port'], message: `duplicate port ${p.port}/${p.protocol} (same as port ${samePort})` });
     }
@@ -78,7 +87,7 @@ export function formatPath(path: ReadonlyArray<PropertyKey>): string {
   for (const key of path) {
     if (typeof key === 'number') out += `[${key}]`;
     else if (typeof key === 'string' && /^[A-Za-z_$][\w$]*$/.test(key)) out += out === '' ? key : `.${key}`;
-    else out += `[${JSON.stringify(String(key))}]`;
+    else out += `[${quote(String(key), Infinity)}]`;
   }
   return out;
 }
@@ -88,7 +97,7 @@ function describeInput(input: unknown): string {
   if (input === null) return 'null';
   if (Array.isArray(input)) return 'a list';
   if (typeof input === 'object') return 'an object';
-  if (typeof input === 'string') return `string ${JSON.stringify(input.length > 40 ? `${input.slice(0, 40)}...` : input)}`;
+  if (typeof input === 'string') return `string ${quote(input, 40)}`;
   return `${typeof input} ${String(input)}`;
 }
 

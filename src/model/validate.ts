@@ -13,16 +13,16 @@
  * (IsDNS1123Label, IsDNS1123Subdomain, IsValidLabelValue, IsValidPortName).
  */
 import { isIPv4 } from 'node:net';
+import { quote } from './quote.ts';
 import type { Protocol } from './types.ts';
 
 /** A validator: `undefined` when valid, else a one-line problem description. */
 export type Check<T> = (value: T) => string | undefined;
 
-/** Render a value for a problem description: strings JSON-quoted (and cut), numbers as they are. */
+/** Render a value for a problem description: strings quoted (quote.ts, cut to 80 characters), numbers as they are. */
 function show(value: unknown): string {
   if (typeof value === 'number') return String(value);
-  const s = String(value);
-  return JSON.stringify(s.length > 80 ? `${s.slice(0, 80)}...` : s);
+  return quote(String(value));
 }
 
 // ---------------------------------------------------------------- IPv4
@@ -54,16 +54,22 @@ export const checkIPv4: Check<string> = (value) =>
 export const checkUnicastIPv4: Check<string> = (value) => {
   const bad = checkIPv4(value);
   if (bad) return bad;
-  const n = ipv4ToUint32(value);
-  const special =
-    n >>> 24 === 0 ? 'in 0.0.0.0/8'
+  const special = specialAddress(ipv4ToUint32(value));
+  return special ? `${show(value)} is ${special}` : undefined;
+};
+
+/**
+ * Why the uint32 address `n` fails {@link checkUnicastIPv4} ("a loopback
+ * address", ...), or undefined when it is usable as a ClusterIP or endpoint.
+ */
+export function specialAddress(n: number): string | undefined {
+  return n >>> 24 === 0 ? 'in 0.0.0.0/8'
     : n >>> 24 === 127 ? 'a loopback address'
     : n >>> 16 === 0xa9fe ? 'a link-local address'
     : n >>> 28 === 0xe ? 'a multicast address'
     : n === 0xffffffff ? 'the broadcast address'
     : undefined;
-  return special ? `${show(value)} is ${special}` : undefined;
-};
+}
 
 /** IPv4 dotted quad → unsigned 32-bit integer. Throws Error on an invalid address. */
 export function ipv4ToUint32(value: string): number {
@@ -177,12 +183,21 @@ export const checkPortName: Check<string> = (value) =>
 export const PROTOCOLS: readonly Protocol[] = ['TCP', 'UDP', 'SCTP'];
 
 /**
+ * Upper-case ASCII letters only. Unicode upper-casing would turn look-alikes
+ * into protocol names ("ſctp" → "SCTP", with U+017F LATIN SMALL LETTER LONG S).
+ */
+export function asciiUpperCase(value: string): string {
+  return value.replace(/[a-z]+/g, (s) => s.toUpperCase());
+}
+
+/**
  * Check a protocol name. Kubernetes spells them exactly "TCP", "UDP",
- * "SCTP"; with `ignoreCase` (Shepherd, which writes "tcp") any case is
- * accepted and the caller upper-cases the value after checking.
+ * "SCTP"; with `ignoreCase` (Shepherd, which writes "tcp") any ASCII case is
+ * accepted (a non-ASCII letter never is) and the caller upper-cases the
+ * value with {@link asciiUpperCase} after checking.
  */
 export function checkProtocol(value: string, opts: { ignoreCase: boolean }): string | undefined {
-  const v = opts.ignoreCase ? value.toUpperCase() : value;
+  const v = opts.ignoreCase ? asciiUpperCase(value) : value;
   return (PROTOCOLS as readonly string[]).includes(v) ? undefined : `${show(value)} is not a supported protocol (TCP, UDP or SCTP)`;
 }
 

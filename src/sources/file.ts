@@ -1,28 +1,22 @@
 /**
  * The file source: manifests on disk → Snapshot, with file watching and the
- * last-known-good rule: "the bad object is skipped; every other service
- * keeps being served; nothing already programmed is lost". Concretely:
+ * last-known-good rule of last-good.ts ("the bad object is skipped; every
+ * other service keeps being served; nothing already programmed is lost").
  *
- *   - per object identity ("Kind/namespace/name") the source remembers the
- *     last version that parsed; if that object becomes invalid, the last
- *     valid version is used and its error says "keeping the last valid
- *     version";
- *   - if a whole file fails to read (syntax error), the objects last read
- *     from it are kept (in their last valid versions);
- *   - an object whose file is removed, or which disappears from its file, is
- *     gone (as is one that becomes "ignored", e.g. changes kind).
+ * Each load reads the files again, but an unchanged file is neither read
+ * nor parsed again (manifests.ts ManifestCache, and a parse cache here), so
+ * a change to one file of a large folder costs about what that file costs.
  */
-import { dirname, basename, resolve } from 'node:path';
-import { watch as chokidarWatch, type FSWatcher } from 'chokidar';
 import type { Logger } from '../util/log.ts';
 import { parseServiceCIDR } from '../model/allocate.ts';
-import { ManifestError } from '../model/errors.ts';
+import type { ManifestError } from '../model/errors.ts';
 import { buildSnapshot, type Allocation } from '../model/normalise.ts';
-import { parseObject } from '../model/parse.ts';
-import type { ParsedObject } from '../model/parsed.ts';
+import { parseObject, type ParseResult } from '../model/parse.ts';
+import type { ManifestObject } from '../model/parsed.ts';
 import { EMPTY_SNAPSHOT, type Snapshot } from '../model/types.ts';
-import { isIgnoredName, isManifestFileName, readManifests } from './manifests.ts';
-import { stat } from 'node:fs/promises';
+import { LastKnownGood } from './last-good.ts';
+import { ManifestCache, readManifests } from './manifests.ts';
+import { ManifestWatcher } from './watch.ts';
 
 /** Options of {@link FileSource}. */
 export interface FileSourceOptions {
@@ -38,30 +32,34 @@ export interface LoadResult {
   readonly snapshot: Snapshot;
   /** Everything skipped or kept from an earlier version, one line each (also logged at warn). */
   readonly errors: ManifestError[];
-  /** Entries dropped from otherwise valid objects (also logged at warn). */
+  /**
+   * Entries dropped from otherwise valid objects, endpoint objects without
+   * their Service, endpoint ports of the wrong protocol (also logged at warn).
+   */
   readonly warnings: ManifestError[];
   /** Every drover-allocated ClusterIP, by "namespace/name", sorted. */
   readonly allocations: Allocation[];
 }
 
-const KEEP_NOTE = 'keeping the last valid version';
-
-/** Watches and reads a manifest file or folder; see the module comment for the last-known-good rule. */
+/** Watches and reads a manifest file or folder; see the module comment. */
 export class FileSource {
   private readonly path: string;
   private readonly serviceCIDR: string;
   private readonly logger: Logger;
   private readonly debounceMs: number;
-  /** identity → last valid version (only identities present at the last load). */
-  private lastValid = new Map<string, ParsedObject>();
-  /** file → identities read from it at the last load that could read it. */
-  private lastByFile = new Map<string, string[]>();
+  private readonly lastGood = new LastKnownGood();
+  private readonly cache = new ManifestCache();
+  /** Parse result of each object read (the cache hands out the same objects while a file is unchanged). */
+  private readonly parsed = new WeakMap<ManifestObject, ParseResult>();
   private previous: Snapshot = EMPTY_SNAPSHOT;
   /** "namespace/name" → ClusterIP already announced in the log. */
   private announced = new Map<string, string>();
   private queue: Promise<unknown> = Promise.resolve();
-  private watcher: FSWatcher | undefined;
-  private timer: NodeJS.Timeout | undefined;
+  private watcher: ManifestWatcher | undefined;
+  /** The callback of the current {@link watch}, undefined when not watching. */
+  private onChange: (() => void) | undefined;
+  /** True when the watched folder was missing at the last load (it is watched again once it is back). */
+  private rootMissing = false;
 
   /** Throws Error when `opts.serviceCIDR` is not a valid service CIDR (allocate.ts parseServiceCIDR). */
   constructor(path: string, opts: FileSourceOptions) {
@@ -75,7 +73,9 @@ export class FileSource {
   /**
    * Read everything and build a Snapshot. Calls are serialised (a call made
    * while another runs starts after it). Rejects with Error when the path
-   * is missing; the caller then keeps whatever it programmed last.
+   * is missing; the caller then keeps whatever it programmed last. While
+   * watching, a load first restarts the watcher if the watched folder was
+   * replaced (see {@link watch}).
    */
   load(): Promise<LoadResult> {
     const run = this.queue.then(() => this.loadNow());
@@ -84,55 +84,20 @@ export class FileSource {
   }
 
   private async loadNow(): Promise<LoadResult> {
-    const read = await readManifests(this.path);
-    const errors: ManifestError[] = [...read.errors];
-    const warnings: ManifestError[] = [];
-    const failedFiles = new Set(read.errors.map((e) => e.file));
-    const nextValid = new Map<string, ParsedObject>();
-    const nextByFile = new Map<string, string[]>();
-    const objects: ParsedObject[] = [];
-    const keep = (identity: string, file: string) => {
-      const last = this.lastValid.get(identity);
-      if (last === undefined || nextValid.has(identity)) return false;
-      nextValid.set(identity, last);
-      nextByFile.set(file, [...(nextByFile.get(file) ?? []), identity]);
-      objects.push(last);
-      return true;
-    };
-
-    for (const o of read.objects) {
-      const r = parseObject(o);
-      if (r.status === 'ignored') {
-        this.logger.debug({ file: o.file, index: o.index, reason: r.reason }, `ignored object #${o.index + 1} in ${o.file}: ${r.reason}`);
-      } else if (r.status === 'error') {
-        const kept = r.identity !== undefined && keep(r.identity, o.file);
-        errors.push(kept ? r.error.withNote(KEEP_NOTE) : r.error);
-      } else {
-        warnings.push(...r.warnings);
-        objects.push(r.object);
-        if (!nextValid.has(r.object.identity)) nextValid.set(r.object.identity, r.object);
-        nextByFile.set(o.file, [...(nextByFile.get(o.file) ?? []), r.object.identity]);
-      }
+    await this.rewatchIfReplaced();
+    const read = await readManifests(this.path, { cache: this.cache });
+    const results = read.objects.map((o) => {
+      let r = this.parsed.get(o);
+      if (r === undefined) this.parsed.set(o, (r = parseObject(o)));
+      return r;
+    });
+    const { objects, errors, warnings, ignored } = this.lastGood.resolve(read, results);
+    for (const o of ignored) {
+      this.logger.debug({ file: o.file, index: o.index, reason: o.reason }, `ignored object #${o.index + 1} in ${o.file}: ${o.reason}`);
     }
-    // Files that could not be read: keep what they held last time.
-    for (const file of failedFiles) {
-      for (const identity of this.lastByFile.get(file) ?? []) keep(identity, file);
-    }
-    // A file that held objects and now reads as empty is most likely being
-    // rewritten (`kubectl get ... > file` truncates first): keep its objects.
-    // Deleting the file removes them.
-    for (const file of read.files) {
-      const held = this.lastByFile.get(file) ?? [];
-      if (held.length === 0 || nextByFile.has(file) || failedFiles.has(file)) continue;
-      if (read.objects.some((o) => o.file === file)) continue;
-      for (const identity of held) keep(identity, file);
-      warnings.push(new ManifestError({ file, detail: `file is empty; keeping the ${held.length} objects it held (delete the file to remove them)` }));
-    }
-
     const built = buildSnapshot(objects, { serviceCIDR: this.serviceCIDR, previous: this.previous });
-    errors.push(...built.errors);
-    this.lastValid = nextValid;
-    this.lastByFile = nextByFile;
+    for (const e of built.errors) errors.push(e);
+    for (const w of built.warnings) warnings.push(w);
     this.previous = built.snapshot;
     this.logResult(errors, warnings, built.allocations);
     for (const o of objects) {
@@ -154,43 +119,46 @@ export class FileSource {
 
   /**
    * Watch the path and call `onChange` (debounced by `debounceMs`) after
-   * manifest files are added, changed or removed. A single file is watched
-   * through its folder, so editors that replace it by renaming still work.
-   * Resolves once the watcher is ready (events before that are not
-   * reported). Calling it twice replaces the previous watcher.
+   * manifest files are added, changed or removed (watch.ts: a single file
+   * is watched through its folder; at most 8 levels of subfolders). Resolves
+   * once the watcher is ready (events before that are not reported).
+   * Calling it twice replaces the previous watcher. When the watched folder
+   * is deleted and recreated or swapped for another, the next {@link load}
+   * (e.g. the periodic resync) notices and watches the new folder with the
+   * same `onChange`.
    */
   async watch(onChange: () => void): Promise<void> {
     await this.stopWatching();
-    const target = resolve(this.path);
-    const isFile = (await stat(target).catch(() => undefined))?.isFile() ?? false;
-    const root = isFile ? dirname(target) : target;
-    const relevant = (p: string): boolean => {
-      const abs = resolve(p);
-      if (isFile) return abs === target;
-      return abs === root || !isIgnoredName(basename(abs));
-    };
-    const watcher = chokidarWatch(root, {
-      ignoreInitial: true,
-      // Report a write only once the file's size has been stable for 100 ms,
-      // so that a file being written is not read half-way.
-      awaitWriteFinish: { stabilityThreshold: 100, pollInterval: 25 },
-      ...(isFile ? { depth: 0 } : {}),
-      ignored: (p: string) => resolve(p) !== root && !relevant(p),
-    });
-    this.watcher = watcher;
-    watcher.on('all', (event, p) => {
-      const isFileEvent = event === 'add' || event === 'change' || event === 'unlink';
-      if (isFileEvent && !isFile && !isManifestFileName(basename(p))) return;
-      if (!relevant(p)) return;
-      this.logger.debug({ event, path: p }, `manifest ${event}: ${p}`);
-      if (this.timer) clearTimeout(this.timer);
-      this.timer = setTimeout(() => {
-        this.timer = undefined;
-        onChange();
-      }, this.debounceMs);
-    });
-    watcher.on('error', (e) => this.logger.warn({ err: e }, `watching ${this.path}: ${(e as Error).message}`));
-    await new Promise<void>((ready) => watcher.once('ready', () => ready()));
+    this.onChange = onChange;
+    await this.startWatcher(onChange);
+  }
+
+  private async startWatcher(onChange: () => void): Promise<void> {
+    const w = await ManifestWatcher.start(this.path, { logger: this.logger, debounceMs: this.debounceMs, onChange });
+    if (this.onChange !== onChange) {
+      await w.close(); // closed or replaced meanwhile
+      return;
+    }
+    this.watcher = w;
+  }
+
+  /** Restart the watcher when its folder was replaced or is back after missing; log when it goes missing. */
+  private async rewatchIfReplaced(): Promise<void> {
+    const w = this.watcher;
+    const onChange = this.onChange;
+    if (w === undefined || onChange === undefined) return;
+    const state = await w.state();
+    const wasMissing = this.rootMissing;
+    this.rootMissing = state === 'missing';
+    if (state === 'missing' && !wasMissing) {
+      this.logger.warn({ path: w.root }, `watched folder ${w.root} is gone; watching again once it is back`);
+    }
+    // A folder recreated with the same inode and no birth time looks "current": having seen it missing tells.
+    if (state === 'missing' || (state === 'current' && !wasMissing)) return;
+    this.logger.info({ path: w.root }, `watched folder ${w.root} was replaced; watching the new one`);
+    this.watcher = undefined;
+    await w.close();
+    await this.startWatcher(onChange);
   }
 
   /** Stop watching (pending debounced calls are dropped). Safe to call more than once. */
@@ -199,8 +167,7 @@ export class FileSource {
   }
 
   private async stopWatching(): Promise<void> {
-    if (this.timer) clearTimeout(this.timer);
-    this.timer = undefined;
+    this.onChange = undefined;
     const w = this.watcher;
     this.watcher = undefined;
     if (w) await w.close();

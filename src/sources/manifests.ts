@@ -7,23 +7,45 @@
  * JSON), so syntax errors carry a line and column either way.
  *
  * Only syntax is checked here; what the objects mean is parse.ts's job.
+ *
+ * A file larger than {@link MAX_MANIFEST_FILE_BYTES} is skipped with an
+ * error before it is read. With a {@link ManifestCache}, a file whose
+ * device, inode, size, mtime and ctime have not changed since it was last
+ * read is not read or parsed again.
  */
-import { readdir, readFile, realpath, stat } from 'node:fs/promises';
+import { constants } from 'node:fs';
+import type { FileHandle } from 'node:fs/promises';
+import { open, readdir, realpath, stat } from 'node:fs/promises';
 import { extname, join } from 'node:path';
 import { LineCounter, parseAllDocuments } from 'yaml';
 import { ManifestError } from '../model/errors.ts';
 import type { ManifestObject } from '../model/parsed.ts';
 import { compareStrings } from '../model/order.ts';
+import { ManifestCache, type FileRead } from './cache.ts';
 
 export type { ManifestObject };
+export { ManifestCache };
 
 /** Outcome of {@link readManifests}: objects in file then position order; one error per unreadable file. */
 export interface ReadResult {
   readonly objects: ManifestObject[];
   readonly errors: ManifestError[];
-  /** Every file that was read (including empty ones), sorted. */
+  /** Every file that was read (including empty ones and skipped ones), sorted; not those that vanished meanwhile. */
   readonly files: string[];
 }
+
+/** Options of {@link readManifests}. */
+export interface ReadOptions {
+  /** Remembers what unchanged files held; entries of files no longer found are dropped. */
+  readonly cache?: ManifestCache;
+  /** Largest file read, in bytes (default {@link MAX_MANIFEST_FILE_BYTES}). */
+  readonly maxFileBytes?: number;
+}
+
+/** Default size limit of one manifest file: 32 MiB. A larger file is skipped with an error, unread. */
+export const MAX_MANIFEST_FILE_BYTES = 32 * 1024 * 1024;
+
+const MiB = 1024 * 1024;
 
 /** File extensions read from a folder. */
 export const MANIFEST_EXTENSIONS: readonly string[] = ['.json', '.yaml', '.yml'];
@@ -46,51 +68,77 @@ export function isManifestFileName(name: string): boolean {
  * Read every manifest object under `path` (a file, read whatever its
  * extension, or a folder). Throws Error when `path` does not exist or is
  * neither a file nor a folder; every problem with a single file (syntax,
- * unreadable) becomes a ManifestError naming it, and that file's objects are
- * skipped while the other files are still read.
+ * unreadable, too large) becomes a ManifestError naming it, and that file's
+ * objects are skipped while the other files are still read.
  */
-export async function readManifests(path: string): Promise<ReadResult> {
+export async function readManifests(path: string, opts: ReadOptions = {}): Promise<ReadResult> {
   const st = await stat(path).catch((e: NodeJS.ErrnoException) => {
     throw new Error(e.code === 'ENOENT' ? `manifest path not found: ${path}` : `cannot read manifest path ${path}: ${e.message}`);
   });
   if (!st.isFile() && !st.isDirectory()) throw new Error(`manifest path ${path} is neither a file nor a folder`);
-  const files = st.isFile() ? [path] : (await listManifestFiles(path)).sort(compareStrings);
+  const listed = st.isFile() ? [path] : (await listManifestFiles(path)).sort(compareStrings);
   const objects: ManifestObject[] = [];
   const errors: ManifestError[] = [];
-  for (const file of files) {
-    const r = await readManifestFile(file);
-    objects.push(...r.objects);
-    errors.push(...r.errors);
+  const files: string[] = [];
+  for (const file of listed) {
+    const r = await readManifestFile(file, opts.cache, opts.maxFileBytes ?? MAX_MANIFEST_FILE_BYTES);
+    if (r === undefined) continue;
+    files.push(file);
+    for (const o of r.objects) objects.push(o);
+    for (const e of r.errors) errors.push(e);
   }
+  opts.cache?.retain(files);
   return { objects, errors, files };
 }
 
-/** Manifest files under `dir` (recursive, symlinks followed, each real folder visited once). */
-async function listManifestFiles(dir: string, visited = new Set<string>()): Promise<string[]> {
+/** Manifest files under `dir` (recursive, symlinks followed, each real folder visited once), appended to `out`. */
+async function listManifestFiles(dir: string, visited = new Set<string>(), out: string[] = []): Promise<string[]> {
   const real = await realpath(dir);
-  if (visited.has(real)) return [];
+  if (visited.has(real)) return out;
   visited.add(real);
-  const out: string[] = [];
   for (const name of await readdir(dir)) {
     if (isIgnoredName(name)) continue;
     const full = join(dir, name);
     const st = await stat(full).catch(() => undefined); // vanished or dangling symlink: skip
-    if (st?.isDirectory()) out.push(...(await listManifestFiles(full, visited)));
+    if (st?.isDirectory()) await listManifestFiles(full, visited, out);
     else if (st?.isFile() && isManifestFileName(name)) out.push(full);
   }
   return out;
 }
 
-/** Read and syntax-check one file. A vanished file (ENOENT) yields nothing: it is simply gone. */
-async function readManifestFile(file: string): Promise<{ objects: ManifestObject[]; errors: ManifestError[] }> {
-  let text: string;
+/**
+ * Read and syntax-check one file, or take it from `cache` when unchanged.
+ * A vanished file (ENOENT) yields undefined: it is simply gone.
+ */
+async function readManifestFile(file: string, cache: ManifestCache | undefined, maxBytes: number): Promise<FileRead | undefined> {
+  let fh: FileHandle | undefined;
   try {
-    text = await readFile(file, 'utf8');
+    // Non-blocking, so that a FIFO put in a file's place cannot hang the read.
+    fh = await open(file, constants.O_RDONLY | constants.O_NONBLOCK);
+    // Stat and read the same open file: if it changes after the stat, the
+    // content read is newer than the stamp, and the next stat differs.
+    const st = await fh.stat({ bigint: true });
+    if (!st.isFile()) return { objects: [], errors: [new ManifestError({ file, detail: 'not a regular file; file skipped' })] };
+    if (st.size > BigInt(maxBytes)) {
+      const size = Math.ceil((Number(st.size) / MiB) * 10) / 10;
+      return { objects: [], errors: [new ManifestError({ file, detail: `file is ${size} MiB, larger than the ${maxBytes / MiB} MiB limit; file skipped` })] };
+    }
+    const cached = cache?.get(file, st);
+    if (cached) return cached;
+    const read = parseManifestText(file, await fh.readFile('utf8'));
+    cache?.set(file, st, read);
+    return read;
   } catch (e) {
     const err = e as NodeJS.ErrnoException;
-    if (err.code === 'ENOENT') return { objects: [], errors: [] };
+    if (err.code === 'ENOENT') return undefined;
     return { objects: [], errors: [new ManifestError({ file, detail: `cannot read file: ${err.message}` })] };
+  } finally {
+    await fh?.close();
   }
+}
+
+/** Syntax-check the text of `file` and split it into objects. */
+function parseManifestText(file: string, text: string): FileRead {
   const lineCounter = new LineCounter();
   const docs = parseAllDocuments(text, { lineCounter, prettyErrors: false });
   const list = Array.isArray(docs) ? docs : [];
@@ -106,7 +154,7 @@ async function readManifestFile(file: string): Promise<{ objects: ManifestObject
   }
   const raws: unknown[] = [];
   try {
-    for (const doc of list) raws.push(...flattenLists(doc.toJS({ maxAliasCount: 100 })));
+    for (const doc of list) flattenLists(doc.toJS({ maxAliasCount: 100 }), raws);
   } catch (e) {
     // toJS fails on alias bombs (maxAliasCount) and similar structural problems.
     return { objects: [], errors: [new ManifestError({ file, detail: `${(e as Error).message}; file skipped` })] };
@@ -115,17 +163,19 @@ async function readManifestFile(file: string): Promise<{ objects: ManifestObject
 }
 
 /**
- * The objects of one document: itself, or the items of a List (kind "List"
- * or any kind ending in "List" that has `items`), recursively. Empty
- * documents (null) give nothing.
+ * Append the objects of one document to `out`: itself, or the items of a
+ * List (kind "List" or any kind ending in "List" that has `items`),
+ * recursively. Empty documents (null) give nothing. Never spreads an array
+ * into arguments, so a List of any length is fine.
  */
-function flattenLists(doc: unknown): unknown[] {
-  if (doc === null || doc === undefined) return [];
+function flattenLists(doc: unknown, out: unknown[]): void {
+  if (doc === null || doc === undefined) return;
   if (typeof doc === 'object' && !Array.isArray(doc)) {
     const { kind, items } = doc as { kind?: unknown; items?: unknown };
     if (typeof kind === 'string' && kind.endsWith('List') && (Array.isArray(items) || items === null || items === undefined)) {
-      return (items ?? []).flatMap(flattenLists);
+      for (const item of (items ?? []) as unknown[]) flattenLists(item, out);
+      return;
     }
   }
-  return [doc];
+  out.push(doc);
 }

@@ -92,3 +92,36 @@ test('a previous address is dropped when now taken explicitly or outside the CID
   });
   t.is(sticky.allocated.get('default/web-service'), '10.96.0.9');
 });
+
+test('a service CIDR must be /8 to /30 and avoid non-unicast ranges', (t) => {
+  for (const ok of ['10.96.0.0/12', '10.0.0.0/8', '192.168.0.0/16', '100.64.0.0/10', '223.255.255.0/24', '1.0.0.0/8', '169.253.0.0/16']) {
+    t.notThrows(() => parseServiceCIDR(ok), ok);
+  }
+  const cases: Array<[string, string]> = [
+    ['0.0.0.0/0', 'service CIDR 0.0.0.0/0 is too large (prefix must be /8 or longer)'],
+    ['10.0.0.0/7', 'service CIDR 10.0.0.0/7 is too large (prefix must be /8 or longer)'],
+    ['0.0.0.0/8', 'service CIDR 0.0.0.0/8 overlaps 0.0.0.0/8 ("this network" addresses); use a private range such as 10.96.0.0/12'],
+    ['127.0.0.0/8', 'service CIDR 127.0.0.0/8 overlaps 127.0.0.0/8 (loopback addresses); use a private range such as 10.96.0.0/12'],
+    ['127.1.0.0/16', 'service CIDR 127.1.0.0/16 overlaps 127.0.0.0/8 (loopback addresses); use a private range such as 10.96.0.0/12'],
+    ['169.254.0.0/16', 'service CIDR 169.254.0.0/16 overlaps 169.254.0.0/16 (link-local addresses); use a private range such as 10.96.0.0/12'],
+    ['169.0.0.0/8', 'service CIDR 169.0.0.0/8 overlaps 169.254.0.0/16 (link-local addresses); use a private range such as 10.96.0.0/12'],
+    ['224.0.0.0/4', 'service CIDR 224.0.0.0/4 is too large (prefix must be /8 or longer)'],
+    ['239.1.0.0/16', 'service CIDR 239.1.0.0/16 overlaps 224.0.0.0/3 (multicast and reserved addresses); use a private range such as 10.96.0.0/12'],
+    ['255.255.255.0/24', 'service CIDR 255.255.255.0/24 overlaps 224.0.0.0/3 (multicast and reserved addresses); use a private range such as 10.96.0.0/12'],
+  ];
+  for (const [value, message] of cases) t.throws(() => parseServiceCIDR(value), { message }, value);
+});
+
+test('allocation never hands out an address that fails the unicast check', (t) => {
+  // parseCIDR (not parseServiceCIDR) lets a range that covers 127.0.0.0/8 through.
+  const cidr = parseCIDR('126.0.0.0/7');
+  const keys = Array.from({ length: 40 }, (_, i) => `ns/svc-${i}`);
+  const r = allocateClusterIPs({ cidr, keys, taken: [], previous: new Map([['ns/svc-0', '127.0.0.5']]) });
+  t.is(r.allocated.size, 40);
+  t.deepEqual([...r.allocated.values()].filter((ip) => ip.startsWith('127.')), []);
+  // Half of the hash candidates fall into 127.0.0.0/8; they probe on to 126.0.0.1 onwards.
+  t.true([...r.allocated.values()].includes('126.0.0.1'));
+  const loopback = allocateClusterIPs({ cidr: parseCIDR('127.0.0.0/30'), keys: ['a/x'], taken: [], previous: none });
+  t.deepEqual([...loopback.allocated], []);
+  t.deepEqual(loopback.exhausted, ['a/x']);
+});

@@ -1,8 +1,9 @@
-import { mkdtemp, rename, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, rename, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import test from 'ava';
+import test, { type ExecutionContext } from 'ava';
 import { FileSource } from '../../src/sources/file.ts';
+import { ERROR_LOG_INTERVAL_MS, ErrorLogLimit } from '../../src/sources/watch.ts';
 import { silentLogger } from '../../src/util/log.ts';
 import { recordingLogger, renderAll } from './model-helpers.ts';
 
@@ -172,4 +173,161 @@ test('a file emptied while it is rewritten keeps its objects; deleting it remove
   // A file that was always empty is just empty.
   await writeFile(join(dir, 'new.yaml'), '');
   t.deepEqual((await src.load()).warnings, []);
+});
+
+/** Load `text` in place of the first object of a two-object file that was valid: what is served, and the errors. */
+async function afterTypo(t: ExecutionContext, text: string): Promise<{ file: string; served: string[]; errors: string[] }> {
+  const dir = await tempDir(t);
+  const file = join(dir, 'svc.yaml');
+  await writeFile(file, `${svc('web', '10.96.0.10', 80)}---\n${svc('api', '10.96.0.11', 80)}`);
+  const src = new FileSource(dir, { serviceCIDR: '10.96.0.0/12', logger: silentLogger() });
+  await src.load();
+  await writeFile(file, `${text}---\n${svc('api', '10.96.0.11', 81)}`);
+  const r = await src.load();
+  // Still the same typo on the next load: still kept.
+  t.deepEqual(renderAll((await src.load()).snapshot), renderAll(r.snapshot));
+  return { file, served: renderAll(r.snapshot), errors: r.errors.map(String) };
+}
+
+const KEPT = ['default/api:http 10.96.0.11:81/TCP ->', 'default/web:http 10.96.0.10:80/TCP ->'];
+const KEEP_WEB = 'keeping the last valid version of Service default/web, which was object #1 of this file';
+
+test('a typo that hides or changes the identity keeps the last valid version of the object at that position', async (t) => {
+  const web = svc('web', '10.96.0.10', 8080);
+  const cases: Array<[string, string, string]> = [
+    ['nmae', web.replace('{name: web', '{nmae: web'), `Service #1: metadata.name: required; ${KEEP_WEB}`],
+    ['metdata', web.replace('metadata:', 'metdata:'), `Service #1: metadata: required; ${KEEP_WEB}`],
+    [
+      'name: Web',
+      web.replace('name: web', 'name: Web'),
+      `Service default/Web: metadata.name: "Web" is not a valid DNS-1123 label (lower-case alphanumerics and '-', alphanumeric at both ends, at most 63 characters); ${KEEP_WEB}`,
+    ],
+    ['apiVersion: V1', web.replace('apiVersion: v1', 'apiVersion: V1'), `object #1: Service of apiVersion V1 is neither a core v1 nor a Shepherd Service; ${KEEP_WEB}`],
+    ['kind: Servce', web.replace('kind: Service', 'kind: Servce'), `object #1: kind Servce is not read by drover; ${KEEP_WEB}`],
+    ['kind: service', web.replace('kind: Service', 'kind: service'), `object #1: kind service is not read by drover; ${KEEP_WEB}`],
+    ['IPv6-looking clusterIP', web.replace('clusterIP: 10.96.0.10', 'clusterIP: ::10.96.0.10'), `object #1: IPv6 ClusterIP ::10.96.0.10: only IPv4 services are supported; ${KEEP_WEB}`],
+    ['wrapped in a list', `- ${web.trimEnd().split('\n').join('\n  ')}\n`, `object #1: expected an object, got a list; ${KEEP_WEB}`],
+  ];
+  for (const [what, text, error] of cases) {
+    const r = await afterTypo(t, text);
+    t.deepEqual(r.served, KEPT, what);
+    t.deepEqual(r.errors, [`${r.file}: ${error}`], what);
+  }
+});
+
+test('a renamed object replaces the old one; an object moved down by an insertion is not kept twice', async (t) => {
+  const renamed = await afterTypo(t, svc('www', '10.96.0.12', 80));
+  t.deepEqual(renamed.served, ['default/api:http 10.96.0.11:81/TCP ->', 'default/www:http 10.96.0.12:80/TCP ->']);
+  t.deepEqual(renamed.errors, []);
+
+  const dir = await tempDir(t);
+  const file = join(dir, 'svc.yaml');
+  await writeFile(file, `${svc('web', '10.96.0.10', 80)}---\n${svc('api', '10.96.0.11', 80)}`);
+  const src = new FileSource(dir, { serviceCIDR: '10.96.0.0/12', logger: silentLogger() });
+  await src.load();
+  // A broken object inserted above: web and api move to #2 and #3, and are valid there.
+  await writeFile(file, `kind: Service\n---\n${svc('web', '10.96.0.10', 80)}---\n${svc('api', '10.96.0.11', 80)}`);
+  const moved = await src.load();
+  t.deepEqual(moved.errors.map(String), [`${file}: Service #1: metadata: required (and 1 more problem)`]);
+  t.deepEqual(renderAll(moved.snapshot), ['default/api:http 10.96.0.11:80/TCP ->', 'default/web:http 10.96.0.10:80/TCP ->']);
+  // An object moved to another file while a typo takes its old place: the valid copy wins, nothing is kept twice.
+  await writeFile(join(dir, 'other.yaml'), svc('api', '10.96.0.11', 82));
+  await writeFile(file, `kind: Service\n---\n${svc('web', '10.96.0.10', 80)}---\nkind: Servce\n`);
+  const elsewhere = await src.load();
+  t.deepEqual(elsewhere.errors.map(String), [`${file}: Service #1: metadata: required (and 1 more problem)`]);
+  t.deepEqual(renderAll(elsewhere.snapshot), ['default/api:http 10.96.0.11:82/TCP ->', 'default/web:http 10.96.0.10:80/TCP ->']);
+});
+
+test('endpoint objects without a Service and endpoint ports of another protocol are warnings', async (t) => {
+  const dir = await tempDir(t);
+  const file = join(dir, 'eps.yaml');
+  const slice = (name: string, service: string, protocol: string) =>
+    `apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {name: ${name}, labels: {kubernetes.io/service-name: ${service}}}\naddressType: IPv4\nendpoints: [{addresses: [10.244.0.7]}]\nports: [{name: http, port: 8080, protocol: ${protocol}}]\n`;
+  await writeFile(file, `${svc('web', '10.96.0.10', 80)}---\n${slice('web-1', 'web', 'UDP')}---\n${slice('ghost-1', 'ghost', 'TCP')}`);
+  const r = await new FileSource(dir, { serviceCIDR: '10.96.0.0/12', logger: silentLogger() }).load();
+  t.deepEqual(r.errors, []);
+  t.deepEqual(r.warnings.map(String), [
+    `${file}: EndpointSlice default/ghost-1: Service default/ghost does not exist; endpoints ignored`,
+    `${file}: EndpointSlice default/web-1: endpoint port "http" is UDP but port "http" of Service default/web is TCP; endpoint port ignored`,
+  ]);
+  t.deepEqual(renderAll(r.snapshot), ['default/web:http 10.96.0.10:80/TCP ->']);
+});
+
+test('a watched folder that is swapped or recreated is watched again after the next load', async (t) => {
+  const base = await tempDir(t);
+  const root = join(base, 'src');
+  await mkdir(root);
+  await writeFile(join(root, 'svc.yaml'), svc('web', '10.96.0.10', 80));
+  const { logger, lines } = recordingLogger();
+  const src = new FileSource(root, { serviceCIDR: '10.96.0.0/12', logger, debounceMs: 50 });
+  t.teardown(() => src.close());
+  let next = { fired: () => {}, wait: Promise.resolve() };
+  await src.watch(() => next.fired());
+  const settle = () => new Promise((r) => setTimeout(r, 400));
+
+  // mv src src.old; mv new src
+  const fresh = join(base, 'new');
+  await mkdir(fresh);
+  await writeFile(join(fresh, 'svc.yaml'), svc('web', '10.96.0.10', 81));
+  await rename(root, join(base, 'src.old'));
+  await rename(fresh, root);
+  t.deepEqual(renderAll((await src.load()).snapshot), ['default/web:http 10.96.0.10:81/TCP ->']); // e.g. the periodic resync
+  await settle();
+  next = firedWithin(5000);
+  await writeFile(join(root, 'svc.yaml'), svc('web', '10.96.0.10', 82));
+  await next.wait;
+  t.deepEqual(renderAll((await src.load()).snapshot), ['default/web:http 10.96.0.10:82/TCP ->']);
+
+  // rm -r src; (a load fails meanwhile); mkdir src
+  await rm(root, { recursive: true });
+  await t.throwsAsync(src.load(), { message: `manifest path not found: ${root}` });
+  await mkdir(root);
+  await writeFile(join(root, 'svc.yaml'), svc('web', '10.96.0.10', 83));
+  await src.load();
+  await settle();
+  next = firedWithin(5000);
+  await writeFile(join(root, 'svc.yaml'), svc('web', '10.96.0.10', 84));
+  await next.wait;
+  t.deepEqual(renderAll((await src.load()).snapshot), ['default/web:http 10.96.0.10:84/TCP ->']);
+  t.deepEqual(
+    lines.filter((l) => l.msg.startsWith('watched folder')).map((l) => l.msg),
+    [
+      `watched folder ${root} was replaced; watching the new one`,
+      `watched folder ${root} is gone; watching again once it is back`,
+      `watched folder ${root} was replaced; watching the new one`,
+    ],
+  );
+});
+
+test('symlink loops in the folder do not make the watcher walk an endless tree', async (t) => {
+  const dir = await tempDir(t);
+  await writeFile(join(dir, 'svc.yaml'), svc('web', '10.96.0.10', 80));
+  for (const name of ['self', 'again', 'more']) await symlink('.', join(dir, name));
+  await mkdir(join(dir, 'sub'));
+  await symlink('..', join(dir, 'sub', 'up'));
+  const { logger, lines } = recordingLogger();
+  const src = new FileSource(dir, { serviceCIDR: '10.96.0.0/12', logger, debounceMs: 50 });
+  t.teardown(() => src.close());
+  const next = firedWithin(5000);
+  const ready = src.watch(() => next.fired());
+  const timeout = new Promise((_, reject) => setTimeout(() => reject(new Error('watch not ready within 10 s')), 10_000).unref());
+  await Promise.race([ready, timeout]);
+  await writeFile(join(dir, 'sub', 'more.yaml'), svc('more', '10.96.0.11', 80));
+  await next.wait;
+  t.deepEqual(lines.filter((l) => l.level >= 40), []);
+  t.deepEqual(renderAll((await src.load()).snapshot), ['default/more:http 10.96.0.11:80/TCP ->', 'default/web:http 10.96.0.10:80/TCP ->']);
+});
+
+test('watcher errors are logged once per code per minute, with the count of those left out', (t) => {
+  let now = 0;
+  const limit = new ErrorLogLimit(ERROR_LOG_INTERVAL_MS, () => now);
+  t.is(ERROR_LOG_INTERVAL_MS, 60_000);
+  t.is(limit.admit('ELOOP'), 0);
+  for (let i = 0; i < 5000; i++) t.is(limit.admit('ELOOP'), undefined);
+  t.is(limit.admit('EACCES'), 0);
+  now = 59_999;
+  t.is(limit.admit('ELOOP'), undefined);
+  now = 60_000;
+  t.is(limit.admit('ELOOP'), 5001);
+  t.is(limit.admit('ELOOP'), undefined);
 });

@@ -1,8 +1,9 @@
-import { mkdtemp, writeFile, rm } from 'node:fs/promises';
+import { mkdtemp, rm, truncate, utimes, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import test from 'ava';
-import { isIgnoredName, isManifestFileName, readManifests } from '../../src/sources/manifests.ts';
+import { RACY_MS } from '../../src/sources/cache.ts';
+import { isIgnoredName, isManifestFileName, ManifestCache, MAX_MANIFEST_FILE_BYTES, readManifests } from '../../src/sources/manifests.ts';
 import { FIXTURES } from './model-helpers.ts';
 
 const names = (objects: Array<{ raw: unknown }>) => objects.map((o) => (o.raw as { metadata: { name: string } }).metadata.name);
@@ -56,4 +57,93 @@ test('ignored names', (t) => {
   for (const n of ['.hidden.yaml', 'svc.yaml~', '.svc.yaml.swp', 'svc.yaml.swx', '#svc.yaml#', '.#svc.yaml']) t.true(isIgnoredName(n), n);
   for (const n of ['svc.yaml', 'svc.YML', 'svc.json']) t.true(isManifestFileName(n), n);
   for (const n of ['README.md', 'svc.yaml.bak', '.svc.yaml']) t.false(isManifestFileName(n), n);
+});
+
+test('a List of 200,000 items is read (no argument spreading)', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'drover-manifests-'));
+  t.teardown(() => rm(dir, { recursive: true, force: true }));
+  const n = 200_000;
+  await writeFile(join(dir, 'big.json'), `{"apiVersion":"v1","kind":"List","items":[${Array(n).fill('1').join(',')}]}`);
+  const r = await readManifests(dir);
+  t.deepEqual(r.errors, []);
+  t.is(r.objects.length, n);
+  t.deepEqual(r.objects[n - 1], { file: join(dir, 'big.json'), index: n - 1, raw: 1 });
+});
+
+test('a file over the size limit is skipped unread, with one error naming it', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'drover-manifests-'));
+  t.teardown(() => rm(dir, { recursive: true, force: true }));
+  t.is(MAX_MANIFEST_FILE_BYTES, 32 * 1024 * 1024);
+  await writeFile(join(dir, 'a.yaml'), 'kind: Service\nmetadata: {name: small}\n');
+  await writeFile(join(dir, 'huge.yaml'), '');
+  await truncate(join(dir, 'huge.yaml'), 40 * 1024 * 1024 + 1); // sparse: no disk used
+  const r = await readManifests(dir);
+  t.deepEqual(r.errors.map(String), [`${dir}/huge.yaml: file is 40.1 MiB, larger than the 32 MiB limit; file skipped`]);
+  t.deepEqual(names(r.objects), ['small']);
+  t.deepEqual(r.files, [join(dir, 'a.yaml'), join(dir, 'huge.yaml')]);
+  const small = await readManifests(dir, { maxFileBytes: 1024 * 1024 });
+  t.deepEqual(small.errors.map(String), [`${dir}/huge.yaml: file is 40.1 MiB, larger than the 1 MiB limit; file skipped`]);
+});
+
+test('the cache hands out an unchanged file\'s objects again and re-reads any change', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'drover-manifests-'));
+  t.teardown(() => rm(dir, { recursive: true, force: true }));
+  const a = join(dir, 'a.yaml');
+  const b = join(dir, 'b.yaml');
+  const hourAgo = new Date(Date.now() - 3_600_000);
+  await writeFile(a, 'kind: Service\nmetadata: {name: one}\n');
+  await writeFile(b, 'kind: Service\nmetadata: {name: bbb}\n');
+  await utimes(a, hourAgo, hourAgo);
+  await utimes(b, hourAgo, hourAgo);
+  const cache = new ManifestCache();
+  const first = await readManifests(dir, { cache });
+  t.is(cache.size, 2);
+  const again = await readManifests(dir, { cache });
+  t.is(again.objects[0], first.objects[0]);
+  t.is(again.objects[1], first.objects[1]);
+
+  // Same size, mtime set back: the ctime still differs, so the file is read again.
+  await writeFile(a, 'kind: Service\nmetadata: {name: two}\n');
+  await utimes(a, hourAgo, hourAgo);
+  const changed = await readManifests(dir, { cache });
+  t.deepEqual(names(changed.objects), ['two', 'bbb']);
+  t.is(changed.objects[1], first.objects[1]);
+
+  // A file modified just now is not cached: a second write in the same timestamp tick could not be told apart.
+  await writeFile(b, 'kind: Service\nmetadata: {name: ccc}\n');
+  const fresh = await readManifests(dir, { cache });
+  t.deepEqual(names(fresh.objects), ['two', 'ccc']);
+  t.not((await readManifests(dir, { cache })).objects[1], fresh.objects[1]);
+  t.is(cache.size, 1);
+
+  // A removed file's entry is dropped.
+  await rm(a);
+  t.deepEqual(names((await readManifests(dir, { cache })).objects), ['ccc']);
+  t.is(cache.size, 0);
+});
+
+test('the cache ignores an entry whose stamp differs and forgets racy files', (t) => {
+  let now = 10_000_000;
+  const cache = new ManifestCache(() => now);
+  const st = { dev: 1n, ino: 2n, size: 3n, mtimeNs: 4_000_000_000_000n, ctimeNs: 4_000_000_000_000n, mtimeMs: 4_000_000n };
+  const read = { objects: [], errors: [] };
+  cache.set('a.yaml', st, read);
+  t.is(cache.get('a.yaml', st), read);
+  t.is(cache.get('a.yaml', { ...st, ino: 9n }), undefined);
+  t.is(cache.get('a.yaml', { ...st, mtimeNs: st.mtimeNs + 1n }), undefined);
+  t.is(cache.get('b.yaml', st), undefined);
+  now = 4_000_000 + RACY_MS - 1;
+  cache.set('a.yaml', st, read);
+  t.is(cache.get('a.yaml', st), undefined);
+});
+
+test('a file name with control characters cannot forge a line in an error', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'drover-manifests-'));
+  t.teardown(() => rm(dir, { recursive: true, force: true }));
+  const name = 'x\ndrover: fake.yaml: all good\u001b[31m.yaml';
+  await writeFile(join(dir, name), 'a: [\n');
+  const r = await readManifests(dir);
+  t.deepEqual(r.errors.map(String), [
+    `"${dir}/x\\ndrover: fake.yaml: all good\\u001b[31m.yaml":2:1: syntax error: Flow sequence in block collection must be sufficiently indented and end with a ]; file skipped`,
+  ]);
 });

@@ -31,6 +31,9 @@ test('EndpointSlices win over legacy Endpoints', async (t) => {
 test('multi-port service: named targetPort, port-name matching, merged slices, dedup preferring ready, protocol must match', async (t) => {
   const r = await buildFrom([`${FIXTURES}/multi-port.yaml`]);
   t.deepEqual(r.errors, []);
+  t.deepEqual(r.warnings.map(String), [
+    `${FIXTURES}/multi-port.yaml: EndpointSlice shop/store-2: endpoint port "dns" is UDP but port "dns" of Service shop/store is TCP; endpoint port ignored`,
+  ]);
   t.deepEqual(renderAll(r.snapshot), [
     'shop/store:admin 10.96.30.3:8081/TCP ->',
     'shop/store:dns 10.96.30.3:53/TCP ->',
@@ -177,4 +180,52 @@ test('the snapshot is sorted by key and frozen', (t) => {
 
 test('an invalid service CIDR is a configuration error', (t) => {
   t.throws(() => buildSnapshot([], { serviceCIDR: '10.96.0.0/33' }), { message: '"10.96.0.0/33" is not a valid IPv4 CIDR (expected e.g. "10.96.0.0/12")' });
+});
+
+test('endpoint objects without their Service, or for a Shepherd Service, are warned about and unused', (t) => {
+  const slice = (name: string, service: string) =>
+    parsed(
+      {
+        apiVersion: 'discovery.k8s.io/v1',
+        kind: 'EndpointSlice',
+        metadata: { name, labels: { 'kubernetes.io/service-name': service } },
+        addressType: 'IPv4',
+        endpoints: [{ addresses: ['10.244.0.5'] }],
+        ports: [{ name: 'http', port: 8080 }],
+      },
+      'eps.yaml',
+      2,
+    );
+  const legacy = parsed({ apiVersion: 'v1', kind: 'Endpoints', metadata: { name: 'gone' }, subsets: [] }, 'eps.yaml', 3);
+  const r = buildSnapshot([parsed(shepherd('web-service')), slice('ghost-abc', 'ghost'), slice('web-service-abc', 'web-service'), legacy], {
+    serviceCIDR: '10.96.0.0/12',
+  });
+  t.deepEqual(r.errors, []);
+  t.deepEqual(r.warnings.map(String), [
+    'eps.yaml: EndpointSlice default/ghost-abc: Service default/ghost does not exist; endpoints ignored',
+    'eps.yaml: EndpointSlice default/web-service-abc: Service default/web-service is a Shepherd Service, which lists its own endpoints; endpoints ignored',
+    'eps.yaml: Endpoints default/gone: Service default/gone does not exist; endpoints ignored',
+  ]);
+  t.deepEqual(renderAll(r.snapshot), ['default/web-service:http 10.107.148.169:80/TCP -> 10.244.2.2:8080 10.244.2.3:8080']);
+});
+
+test('endpoint matching is linear: a Service and a slice with 20,000 ports each', (t) => {
+  const n = 20_000;
+  const names = Array.from({ length: n }, (_, i) => `p${i}`);
+  const svc = parsed({ apiVersion: 'v1', kind: 'Service', metadata: { name: 'wide' }, spec: { clusterIP: '10.96.0.50', ports: names.map((name, i) => ({ name, port: i + 1 })) } });
+  const slice = parsed({
+    apiVersion: 'discovery.k8s.io/v1',
+    kind: 'EndpointSlice',
+    metadata: { name: 'wide-1', labels: { 'kubernetes.io/service-name': 'wide' } },
+    addressType: 'IPv4',
+    endpoints: [{ addresses: ['10.244.0.9'] }],
+    ports: names.map((name, i) => ({ name, port: i + 1, protocol: i === 7 ? 'UDP' : 'TCP' })),
+  }, 'mem.yaml', 1);
+  const started = performance.now();
+  const r = buildSnapshot([svc, slice], { serviceCIDR: '10.96.0.0/12' });
+  t.true(performance.now() - started < 20_000);
+  t.is(r.snapshot.services.size, n);
+  t.is(renderAll(r.snapshot).filter((l) => l.endsWith('->')).length, 1);
+  t.is(r.snapshot.services.get('default/wide:p19999')!.endpoints[0]!.port, 20000);
+  t.deepEqual(r.warnings.map(String), ['mem.yaml: EndpointSlice default/wide-1: endpoint port "p7" is UDP but port "p7" of Service default/wide is TCP; endpoint port ignored']);
 });

@@ -314,3 +314,24 @@ test('an absent or empty namespace means "default"', (t) => {
     t.is(svc.namespace, 'default');
   }
 });
+
+test('the port-set rules are linear: 80,000 ports parse in seconds, a late duplicate names the first', (t) => {
+  const n = 80_000;
+  const ports = Array.from({ length: n }, (_, i) => ({ name: `p${i}`, port: (i % 65535) + 1, protocol: i < 65535 ? 'TCP' : 'UDP' }));
+  const started = performance.now();
+  const svc = okObject(parse(k8sService({ clusterIP: '10.96.0.40', ports }))) as ParsedService;
+  t.true(performance.now() - started < 30_000);
+  t.is(svc.ports.length, n);
+  t.deepEqual(svc.ports[n - 1], { index: n - 1, name: `p${n - 1}`, port: (n - 1) % 65535 + 1, protocol: 'UDP' });
+  const dup = [...ports, { name: 'late', port: 80, protocol: 'UDP' }, { name: 'p3', port: 1, protocol: 'SCTP' }];
+  t.is(errorText(parse(k8sService({ clusterIP: '10.96.0.40', ports: dup }))), 'in.yaml: Service default/web: spec.ports[80000].port: duplicate port 80/UDP (same as port 65614) (and 1 more problem)');
+});
+
+test('Shepherd protocols ignore ASCII case only: a Unicode look-alike is rejected', (t) => {
+  const shep = (protocol: string) => ({ kind: 'Service', metadata: { name: 'web-service' }, spec: { ports: [{ name: 'sctp', port: 80, protocol }] } });
+  t.is((okObject(parse(shep('sCtP'))) as ParsedService).ports[0]!.protocol, 'SCTP');
+  t.is(
+    errorText(parse(shep('\u017Fctp'))),
+    'in.yaml: Service default/web-service: spec.ports[0].protocol: "\u017Fctp" is not a supported protocol (TCP, UDP or SCTP)',
+  );
+});

@@ -1,6 +1,7 @@
 import test from 'ava';
-import { ManifestError } from '../../src/model/errors.ts';
+import { displayFile, displayName, ManifestError } from '../../src/model/errors.ts';
 import {
+  asciiUpperCase,
   checkDNSLabel,
   checkDNSSubdomain,
   checkIPv4,
@@ -118,4 +119,27 @@ test('ManifestError formats one line naming file, object and field', (t) => {
   t.is(new ManifestError({ file: 'a.yaml', kind: 'Service', index: 2, field: 'metadata.name', detail: 'required' }).message, 'a.yaml: Service #3: metadata.name: required');
   t.is(new ManifestError({ file: 'a.yaml', index: 0, detail: 'expected an object, got string' }).message, 'a.yaml: object #1: expected an object, got string');
   t.is(e.withNote('keeping the last valid version').message, `${e.message}; keeping the last valid version`);
+});
+
+test('protocol case is ignored over ASCII only', (t) => {
+  t.is(checkProtocol('sctp', { ignoreCase: true }), undefined);
+  t.is(checkProtocol('\u017Fctp', { ignoreCase: true }), '"\u017Fctp" is not a supported protocol (TCP, UDP or SCTP)');
+  t.is(asciiUpperCase('\u017Fctp-tcp'), '\u017FCTP-TCP');
+});
+
+test('a file name with control or other non-printable characters is shown quoted and escaped', (t) => {
+  const forged = 'x\ndrover: fake.yaml: all good\u001b[31m.yaml';
+  t.is(
+    new ManifestError({ file: forged, kind: 'Service', object: 'default/web', detail: 'bad' }).message,
+    '"x\\ndrover: fake.yaml: all good\\u001b[31m.yaml": Service default/web: bad',
+  );
+  // C1 controls, bidi overrides and line separators, which JSON.stringify leaves as they are.
+  t.is(new ManifestError({ file: 'a\u009b31m\u202e\u2028.yaml', line: 2, column: 1, detail: 'x' }).message, '"a\\u009b31m\\u202e\\u2028.yaml":2:1: x');
+  // Printable names stay as they are, non-ASCII letters included.
+  t.is(new ManifestError({ file: 'dir with space/dienste-ü.yaml', detail: 'x' }).message, 'dir with space/dienste-ü.yaml: x');
+  t.is(displayFile('ok.yaml'), 'ok.yaml');
+  // A detail that carries such characters (e.g. an OS error naming the path) is escaped too.
+  t.is(new ManifestError({ file: 'a.yaml', detail: 'cannot read file: open \'\u001b]0;x\u0007\'' }).message, 'a.yaml: cannot read file: open \'\\u001b]0;x\\u0007\'');
+  t.is(displayName('web\u009b'), '"web\\u009b"');
+  t.is(checkDNSLabel('a\u0085b'), '"a\\u0085b" is not a valid DNS-1123 label (lower-case alphanumerics and \'-\', alphanumeric at both ends, at most 63 characters)');
 });

@@ -1,0 +1,127 @@
+/**
+ * The last-known-good rule of the file source: "the bad object is skipped;
+ * every other service keeps being served; nothing already programmed is
+ * lost to a typo". From one read of the manifests and the parse result of
+ * each object, {@link LastKnownGood.resolve} decides which objects to serve:
+ *
+ *   - a valid object is served as it is;
+ *   - an invalid object whose identity ("Kind/namespace/name") was valid at
+ *     the last load is replaced by that last valid version;
+ *   - an object that is now invalid without a usable identity, or invalid
+ *     under another identity (a typo in `metadata`, `name: Web`), or
+ *     "ignored" (`kind: Servce`, `apiVersion: V1`, an IPv6 clusterIP, the
+ *     object wrapped in a list...), is replaced by the last valid version of
+ *     the object that was at the same position of the same file at the last
+ *     load. A valid object with another identity at that position is a
+ *     rename and is served as it is;
+ *   - a file that fails to read (syntax error, too large) keeps what it
+ *     held; a file that becomes empty too (it is most likely being
+ *     rewritten; deleting the file removes its objects);
+ *   - a last valid version is never used for an identity that is valid
+ *     somewhere else in this read (an object that moved), nor twice;
+ *   - an object that disappears from its file, or whose file is removed,
+ *     is gone.
+ * Every replacement is reported as an error ending in "keeping the last
+ * valid version".
+ */
+import { ManifestError } from '../model/errors.ts';
+import type { ParseResult } from '../model/parse.ts';
+import type { ParsedObject } from '../model/parsed.ts';
+import type { ReadResult } from './manifests.ts';
+
+/** What to serve after one read. */
+export interface Resolved {
+  /** The objects to build the snapshot from. */
+  readonly objects: ParsedObject[];
+  /** Read and parse errors, with the note when a last valid version replaces the object. */
+  readonly errors: ManifestError[];
+  /** Entries dropped from valid objects, and files kept while empty. */
+  readonly warnings: ManifestError[];
+  /** Objects drover does not read and that replaced nothing, with the reason (for a debug log). */
+  readonly ignored: Array<{ readonly file: string; readonly index: number; readonly reason: string }>;
+}
+
+/** The note of an error whose object is replaced by its last valid version. */
+export const KEEP_NOTE = 'keeping the last valid version';
+
+/** "Service/ns/name" → "Service ns/name". */
+function showIdentity(identity: string): string {
+  const slash = identity.indexOf('/');
+  return `${identity.slice(0, slash)} ${identity.slice(slash + 1)}`;
+}
+
+/** The note when the replacement was found by position. */
+function positionNote(identity: string, index: number): string {
+  return `${KEEP_NOTE} of ${showIdentity(identity)}, which was object #${index + 1} of this file`;
+}
+
+/** Remembers the last valid version of every object; see the module comment. */
+export class LastKnownGood {
+  /** identity → last valid version (only identities served at the last load). */
+  private lastValid = new Map<string, ParsedObject>();
+  /** file → position → identity served from there at the last load that could read the file. */
+  private lastByFile = new Map<string, ReadonlyMap<number, string>>();
+
+  /**
+   * Decide what to serve from `read` and `results` (`results[i]` is the
+   * parse of `read.objects[i]`), and remember it for the next call.
+   */
+  resolve(read: ReadResult, results: readonly ParseResult[]): Resolved {
+    const out: Resolved = { objects: [], errors: [...read.errors], warnings: [], ignored: [] };
+    const validNow = new Set<string>();
+    for (const r of results) if (r.status === 'ok') validNow.add(r.object.identity);
+    const nextValid = new Map<string, ParsedObject>();
+    const nextByFile = new Map<string, Map<number, string>>();
+    const place = (file: string, index: number, identity: string) => {
+      const positions = nextByFile.get(file);
+      if (positions) positions.set(index, identity);
+      else nextByFile.set(file, new Map([[index, identity]]));
+    };
+    const keep = (identity: string | undefined, file: string, index: number): boolean => {
+      const last = identity === undefined ? undefined : this.lastValid.get(identity);
+      if (identity === undefined || last === undefined || nextValid.has(identity) || validNow.has(identity)) return false;
+      nextValid.set(identity, last);
+      out.objects.push(last);
+      place(file, index, identity);
+      return true;
+    };
+
+    read.objects.forEach((o, i) => {
+      const r = results[i]!;
+      const before = this.lastByFile.get(o.file)?.get(o.index);
+      if (r.status === 'ok') {
+        for (const w of r.warnings) out.warnings.push(w);
+        out.objects.push(r.object);
+        if (!nextValid.has(r.object.identity)) nextValid.set(r.object.identity, r.object);
+        place(o.file, o.index, r.object.identity);
+      } else if (r.status === 'error') {
+        if (keep(r.identity, o.file, o.index)) out.errors.push(r.error.withNote(KEEP_NOTE));
+        else if (before !== r.identity && keep(before, o.file, o.index)) out.errors.push(r.error.withNote(positionNote(before!, o.index)));
+        else out.errors.push(r.error);
+      } else if (keep(before, o.file, o.index)) {
+        out.errors.push(new ManifestError({ file: o.file, index: o.index, detail: `${r.reason}; ${positionNote(before!, o.index)}` }));
+      } else {
+        out.ignored.push({ file: o.file, index: o.index, reason: r.reason });
+      }
+    });
+
+    // Files that could not be read: keep what they held last time.
+    const failed = new Set(read.errors.map((e) => e.file));
+    for (const file of failed) {
+      for (const [index, identity] of this.lastByFile.get(file) ?? []) keep(identity, file, index);
+    }
+    // A file that held objects and now reads as empty is most likely being
+    // rewritten (`kubectl get ... > file` truncates first): keep its objects.
+    const withObjects = new Set(read.objects.map((o) => o.file));
+    for (const file of read.files) {
+      const held = this.lastByFile.get(file);
+      if (held === undefined || held.size === 0 || failed.has(file) || withObjects.has(file)) continue;
+      for (const [index, identity] of held) keep(identity, file, index);
+      out.warnings.push(new ManifestError({ file, detail: `file is empty; keeping the ${held.size} objects it held (delete the file to remove them)` }));
+    }
+
+    this.lastValid = nextValid;
+    this.lastByFile = nextByFile;
+    return out;
+  }
+}

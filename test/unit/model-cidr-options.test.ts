@@ -1,0 +1,31 @@
+import test from 'ava';
+import { InvalidArgumentError } from 'commander';
+import { renderOptions } from '../../src/cli/options.ts';
+
+/** Run the argument parser of the option `long` on `value`. */
+function parseFlag(long: string, value: string): unknown {
+  const option = renderOptions().find((o) => o.long === long);
+  if (option?.parseArg === undefined) throw new Error(`no parser for ${long}`);
+  return option.parseArg(value, undefined);
+}
+
+test('--service-cidr rejects ranges that overlap non-unicast addresses or are shorter than /8', (t) => {
+  t.is(parseFlag('--service-cidr', '10.96.0.0/12'), '10.96.0.0/12');
+  const cases: Array<[string, string]> = [
+    ['0.0.0.0/0', 'service CIDR 0.0.0.0/0 is too large (prefix must be /8 or longer)'],
+    ['127.0.0.0/8', 'service CIDR 127.0.0.0/8 overlaps 127.0.0.0/8 (loopback addresses); use a private range such as 10.96.0.0/12'],
+    ['224.0.0.0/4', 'service CIDR 224.0.0.0/4 is too large (prefix must be /8 or longer)'],
+    ['169.254.0.0/16', 'service CIDR 169.254.0.0/16 overlaps 169.254.0.0/16 (link-local addresses); use a private range such as 10.96.0.0/12'],
+  ];
+  for (const [value, message] of cases) t.throws(() => parseFlag('--service-cidr', value), { instanceOf: InvalidArgumentError, message }, value);
+});
+
+test('--cluster-cidr rejects /0 and points to --masquerade-all', (t) => {
+  t.is(parseFlag('--cluster-cidr', '10.244.0.0/16'), '10.244.0.0/16');
+  t.is(parseFlag('--cluster-cidr', '0.0.0.0/1'), '0.0.0.0/1');
+  t.throws(() => parseFlag('--cluster-cidr', '0.0.0.0/0'), {
+    instanceOf: InvalidArgumentError,
+    message: 'cluster CIDR 0.0.0.0/0 matches every address; to masquerade everything, use --masquerade-all instead',
+  });
+  t.throws(() => parseFlag('--cluster-cidr', '10.244.0.1/16'), { instanceOf: InvalidArgumentError, message: '"10.244.0.1/16" has host bits set; did you mean "10.244.0.0/16"?' });
+});
