@@ -1,12 +1,20 @@
 /**
  * What `drover bench` needs of a proxy mode. The benchmark loop (run.ts) is
  * the same for every mode; a mode brings its backend, its kernel read-back
- * and its baselines. iptables mode is in iptables-harness.ts. An IPVS
- * harness plugs in the same way: its backend, a read-back such as a netlink
- * dump of the virtual services (or `ipvsadm -Sn`), `shows` comparing one
- * virtual service's real servers, and a raw baseline of the minimal netlink
- * operations for the change (one real server added or deleted, one virtual
- * service added or deleted).
+ * and its baselines, and run.ts's createHarness picks it. iptables mode is in
+ * iptables-harness.ts.
+ *
+ * An IPVS harness plugs in the same way: the IPVS backend; a read-back such
+ * as `ipvsadm -Sn` or a netlink dump of the virtual servers; `shows`
+ * comparing one virtual server's real servers (and the ClusterIP on
+ * kube-ipvs0); a raw baseline of the minimal netlink operations for the
+ * change (one real server added or deleted, one virtual server with its
+ * real servers added or deleted); and, as kube-proxy-style, kube-proxy's
+ * IPVS sync (the same operations plus its full iptables-restore). One
+ * difference: IPVS and rtnetlink sockets act on the namespace of the
+ * process, so that harness must drive its backend from a worker process
+ * started with `ip netns exec <node namespace>` (the clocks still agree:
+ * process.hrtime is the machine's monotonic clock in every process).
  */
 import type { Backend, ProxyMode } from '../backends/types.ts';
 import type { Snapshot } from '../model/types.ts';
