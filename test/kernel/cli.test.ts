@@ -60,10 +60,21 @@ test('bad flags are one clear line and exit 1', async (t) => {
   const missing = await drover(['render', '--source', '/nonexistent/drover']);
   t.is(missing.code, 1);
   t.regex(missing.stderr, /^drover: .*\/nonexistent\/drover/);
-  const ipvs = await drover(['sync', '--once', '--source', 'examples', '--mode', 'ipvs']);
+});
+
+(unavailable ? test.skip : test)('--mode ipvs on a kernel without IPVS is one line and exit 1', async (t) => {
+  // In a throw-away network namespace, so that a kernel with IPVS is not touched either.
+  const ipvs = await run('unshare', ['-n', process.execPath, DROVER, 'sync', '--once', '--source', 'examples', '--mode', 'ipvs'], {
+    allowFail: true,
+    timeoutMs: 60_000,
+  });
+  if (!/IPVS is not available/.test(ipvs.stderr)) {
+    t.is(ipvs.code, 0, `this kernel has IPVS, so the sync must succeed: ${ipvs.stderr}`);
+    return;
+  }
   t.is(ipvs.code, 1);
   t.is(ipvs.stderr.trim().split('\n').length, 1);
-  t.regex(ipvs.stderr, /IPVS mode is not built yet/);
+  t.regex(ipvs.stderr, /^drover: --mode ipvs: IPVS is not available in this kernel .*; use --mode iptables$/m);
 });
 
 test('--help lists every command and option', async (t) => {
