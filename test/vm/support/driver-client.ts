@@ -1,0 +1,113 @@
+/**
+ * The test side of driver.ts: start it inside a network namespace and send
+ * it requests. One driver per test file (node and tsx take most of a minute
+ * to start under the emulated guest).
+ */
+import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import type { ServicePort } from '../../../src/model/types.ts';
+import type { OpenRequest } from './driver.ts';
+
+const DRIVER = fileURLToPath(new URL('./driver.ts', import.meta.url));
+
+/** A running driver. */
+export class Driver {
+  private nextId = 1;
+  private readonly waiting = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>();
+  private stderr = '';
+
+  private constructor(private readonly child: ChildProcessWithoutNullStreams) {
+    child.stderr.setEncoding('utf8').on('data', (d: string) => {
+      this.stderr = (this.stderr + d).slice(-20_000);
+    });
+  }
+
+  /**
+   * Start a driver in network namespace `netns` and wait until it is ready.
+   * @param timeoutMs bound on the start (default 5 min: the guest is slow)
+   */
+  static async start(netns: string, timeoutMs = 300_000): Promise<Driver> {
+    const child = spawn('ip', ['netns', 'exec', netns, process.execPath, '--import', 'tsx', DRIVER], {
+      stdio: ['pipe', 'pipe', 'pipe'],
+      env: { ...process.env },
+    });
+    const driver = new Driver(child);
+    const lines = createInterface({ input: child.stdout });
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`driver did not start in ${timeoutMs} ms; stderr: ${driver.stderr}`)), timeoutMs);
+      child.once('exit', (code) => {
+        clearTimeout(timer);
+        reject(new Error(`driver exited (${code}) before it was ready; stderr: ${driver.stderr}`));
+      });
+      lines.on('line', (line) => {
+        const msg = JSON.parse(line) as { ready?: boolean; id?: number; result?: unknown; error?: string };
+        if (msg.ready) {
+          clearTimeout(timer);
+          resolve();
+          return;
+        }
+        const w = msg.id === undefined ? undefined : driver.waiting.get(msg.id);
+        if (!w) return;
+        driver.waiting.delete(msg.id!);
+        if (msg.error !== undefined) w.reject(new Error(msg.error));
+        else w.resolve(msg.result);
+      });
+    });
+    return driver;
+  }
+
+  /** Send a request; resolves with its result, rejects with its error. */
+  request<T = unknown>(cmd: string, args: Record<string, unknown> = {}, timeoutMs = 600_000): Promise<T> {
+    const id = this.nextId++;
+    return new Promise<T>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.waiting.delete(id);
+        reject(new Error(`driver: ${cmd} timed out after ${timeoutMs} ms; stderr: ${this.stderr}`));
+      }, timeoutMs);
+      this.waiting.set(id, {
+        resolve: (v) => {
+          clearTimeout(timer);
+          resolve(v as T);
+        },
+        reject: (e) => {
+          clearTimeout(timer);
+          reject(e);
+        },
+      });
+      this.child.stdin.write(`${JSON.stringify({ id, cmd, ...args })}\n`);
+    });
+  }
+
+  /** Create the IPVS backend in the driver. */
+  open(options: OpenRequest = {}): Promise<unknown> {
+    return this.request('open', { options });
+  }
+
+  /** One sync of the backend. */
+  sync(services: readonly ServicePort[], changes: { full: boolean; changed?: string[] }): Promise<{ result: Record<string, unknown>; detail: Record<string, unknown> }> {
+    return this.request('sync', { services, full: changes.full, changed: changes.changed ?? [] });
+  }
+
+  /** What the driver wrote on stderr (its logs), the last 20 kB. */
+  get log(): string {
+    return this.stderr;
+  }
+
+  /** Close the backend and end the process. */
+  async stop(): Promise<void> {
+    await this.request('close', {}, 30_000).catch(() => undefined);
+    this.child.stdin.end();
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(() => {
+        this.child.kill('SIGKILL');
+        resolve();
+      }, 10_000);
+      this.child.once('exit', () => {
+        clearTimeout(timer);
+        resolve();
+      });
+      if (this.child.exitCode !== null) resolve();
+    });
+  }
+}

@@ -1,0 +1,151 @@
+/**
+ * A long-lived helper that drives IPVS mode from INSIDE a network namespace
+ * for the VM tests and the IPVS measurement: netlink sockets act in the
+ * namespace of the process that opens them, so the test process (in the root
+ * namespace) cannot hold them. Start it with
+ * `ip netns exec NS node --import tsx test/vm/support/driver.ts` (see
+ * driver-client.ts); it reads one JSON request per line on stdin and answers
+ * one JSON line per request on stdout: `{ id, result }` or `{ id, error }`.
+ *
+ * Requests (`cmd`):
+ * - `open`: create an IpvsBackend on the real kernel (IpvsClient, ipset,
+ *   iptables-nft, rtnetlink, /proc/sys) with the given options;
+ * - `sync`: backend.sync(snapshot of `services`, { full, changed });
+ * - `checkGraceful`, `pending`: the graceful-termination check and list;
+ * - `dump`: every virtual server with its destinations, through a fresh IpvsClient;
+ * - `bulk`: `services` virtual servers with `dests` destinations each, all
+ *   commands sent at once through one IpvsClient (its bounded pipeline);
+ * - `close`: stop the backend's timer and close the sockets.
+ * The process exits when stdin closes.
+ */
+import { createInterface } from 'node:readline';
+import { SystemIptables } from '../../../src/backends/iptables/exec.ts';
+import { IpvsBackend } from '../../../src/backends/ipvs/backend.ts';
+import { SystemIpset } from '../../../src/backends/ipvs/ipset.ts';
+import { RtnlLinkManager } from '../../../src/backends/ipvs/link.ts';
+import { IpvsClient } from '../../../src/backends/ipvs/netlink.ts';
+import { ProcSysctls } from '../../../src/backends/ipvs/sysctl.ts';
+import type { RenderOptions } from '../../../src/backends/iptables/render.ts';
+import type { ServicePort } from '../../../src/model/types.ts';
+import { createLogger } from '../../../src/util/log.ts';
+
+/** Options of the `open` request. */
+export interface OpenRequest {
+  readonly scheduler?: string;
+  readonly serviceCIDR?: string;
+  readonly gracefulPeriodMs?: number;
+  readonly gracefulCheckIntervalMs?: number;
+  readonly render?: RenderOptions;
+}
+
+let backend: IpvsBackend | undefined;
+let client: IpvsClient | undefined;
+let links: RtnlLinkManager | undefined;
+
+async function handle(req: Record<string, unknown>): Promise<unknown> {
+  switch (req.cmd) {
+    case 'open': {
+      const o = (req.options ?? {}) as OpenRequest;
+      client = await IpvsClient.open();
+      links = new RtnlLinkManager();
+      backend = new IpvsBackend({
+        ipvs: client,
+        ipset: new SystemIpset(),
+        iptables: new SystemIptables({ variant: 'nft' }),
+        links,
+        sysctls: new ProcSysctls(),
+        render: o.render ?? { clusterCIDR: '10.244.0.0/16', masqueradeAll: false },
+        scheduler: o.scheduler ?? 'rr',
+        serviceCIDR: o.serviceCIDR ?? '10.96.0.0/12',
+        gracefulPeriodMs: o.gracefulPeriodMs ?? 900_000,
+        gracefulCheckIntervalMs: o.gracefulCheckIntervalMs ?? 5000,
+        logger: createLogger((process.env.DROVER_DRIVER_LOG as 'info' | undefined) ?? 'warn'),
+      });
+      return { familyId: client.familyId };
+    }
+    case 'sync': {
+      if (!backend) throw new Error('open first');
+      const services = req.services as ServicePort[];
+      const snapshot = { services: new Map(services.map((s) => [s.key, s])) };
+      const result = await backend.sync(snapshot, { full: req.full === true, changed: new Set((req.changed as string[]) ?? []) });
+      return { result, detail: backend.lastDetail };
+    }
+    case 'checkGraceful':
+      if (!backend) throw new Error('open first');
+      return backend.checkGraceful();
+    case 'pending':
+      if (!backend) throw new Error('open first');
+      return backend.pendingRemovals();
+    case 'dump': {
+      const c = await IpvsClient.open();
+      try {
+        const services = await c.dumpServices();
+        const out = [];
+        for (const s of services.entries) out.push({ service: s, dests: (await c.dumpDests(s)).entries });
+        return { services: out, unsupported: services.unsupported };
+      } finally {
+        c.close();
+      }
+    }
+    case 'bulk': {
+      const c = await IpvsClient.open();
+      try {
+        const nServices = Number(req.services);
+        const nDests = Number(req.dests);
+        const vss = Array.from({ length: nServices }, (_, i) => ({
+          protocol: 'TCP' as const,
+          address: `10.100.${i >> 8}.${i & 255}`,
+          port: 80,
+          scheduler: 'rr',
+        }));
+        const start = performance.now();
+        const results = await Promise.allSettled(
+          vss.map(async (vs, i) => {
+            await c.newService(vs);
+            await Promise.all(
+              Array.from({ length: nDests }, (_, j) =>
+                c.newDest(vs, { address: `10.200.${i & 255}.${j + 1}`, port: 8080, weight: 1, forwarding: 'masq' }),
+              ),
+            );
+          }),
+        );
+        const ms = performance.now() - start;
+        const failures = results.filter((r) => r.status === 'rejected').map((r) => String((r as PromiseRejectedResult).reason));
+        const dump = await c.dumpServices();
+        let dests = 0;
+        for (const s of dump.entries) if (s.address.startsWith('10.100.')) dests += (await c.dumpDests(s)).entries.length;
+        return { commands: nServices * (1 + nDests), ms, failures, services: dump.entries.filter((s) => s.address.startsWith('10.100.')).length, dests };
+      } finally {
+        c.close();
+      }
+    }
+    case 'close':
+      backend?.close();
+      client?.close();
+      links?.close();
+      return true;
+    default:
+      throw new Error(`unknown command ${String(req.cmd)}`);
+  }
+}
+
+const rl = createInterface({ input: process.stdin });
+rl.on('line', (line) => {
+  let req: Record<string, unknown>;
+  try {
+    req = JSON.parse(line) as Record<string, unknown>;
+  } catch {
+    process.stdout.write(`${JSON.stringify({ id: null, error: 'bad JSON' })}\n`);
+    return;
+  }
+  handle(req).then(
+    (result) => process.stdout.write(`${JSON.stringify({ id: req.id, result })}\n`),
+    (err: Error) => process.stdout.write(`${JSON.stringify({ id: req.id, error: `${err.name}: ${err.message}` })}\n`),
+  );
+});
+rl.on('close', () => {
+  backend?.close();
+  client?.close();
+  links?.close();
+});
+process.stdout.write(`${JSON.stringify({ ready: true })}\n`);
