@@ -149,14 +149,33 @@ test('partial sync: only the changed service port is read and written', async (t
   await backend.sync(base(), FULL);
   const requests = w.ipvs.requests;
   const n = w.ipvs.log.length;
+  const reads = [w.ipset.saves, w.links.reads, w.iptables.saves];
   const next = snap(web('10.244.1.2', '10.244.1.3', '10.244.1.4'), dns('10.244.2.2'), empty);
   const result = await backend.sync(next, partial('default/web:http'));
   t.false(result.full);
+  t.deepEqual([w.ipset.saves, w.links.reads, w.iptables.saves], reads, 'ipsets, kube-ipvs0 and iptables are compared with what drover wrote');
   t.deepEqual(w.ipvs.log.slice(n), ['NEW_DEST TCP/10.96.0.10:80 10.244.1.4:8080 w1']);
   // GET_SERVICE + GET_DEST of one virtual server, then one NEW_DEST.
   t.is(w.ipvs.requests - requests, 3);
   t.is(w.ipset.restores.at(-1), 'add KUBE-LOOP-BACK 10.244.1.4,tcp:8080,10.244.1.4\n');
   t.is(w.iptables.restores.length, 1, 'iptables rules are not read or written by a partial sync');
+});
+
+test('partial sync after drift: trusts what it wrote; the next full sync repairs', async (t) => {
+  const w = new World();
+  const backend = w.backend();
+  await backend.sync(base(), FULL);
+  w.ipset.setEntries('KUBE-LOOP-BACK', 'hash:ip,port,ip', []);
+  const next = snap(web('10.244.1.2', '10.244.1.3', '10.244.1.4'), dns('10.244.2.2'), empty);
+  await backend.sync(next, partial('default/web:http'));
+  t.deepEqual(w.ipset.entries('KUBE-LOOP-BACK'), ['10.244.1.4,tcp:8080,10.244.1.4']);
+  await backend.sync(next, FULL);
+  t.deepEqual(w.ipset.entries('KUBE-LOOP-BACK'), [
+    '10.244.1.2,tcp:8080,10.244.1.2',
+    '10.244.1.3,tcp:8080,10.244.1.3',
+    '10.244.1.4,tcp:8080,10.244.1.4',
+    '10.244.2.2,udp:53,10.244.2.2',
+  ]);
 });
 
 test('partial sync: a removed service port loses its virtual server and its ClusterIP', async (t) => {

@@ -4,6 +4,7 @@ import type { DestEntry, ServiceEntry } from '../../src/backends/ipvs/codec.ts';
 import { IpvsValidationError } from '../../src/backends/ipvs/codec.ts';
 import { cidrContains, desiredIpvsState, desiredVirtualServers } from '../../src/backends/ipvs/desired.ts';
 import { pendingKey } from '../../src/backends/ipvs/graceful.ts';
+import { IpsetValidationError } from '../../src/backends/ipvs/ipset.ts';
 import { describeOp, planIpvs, type KernelVirtualServer, type ReconcileContext } from '../../src/backends/ipvs/reconcile.ts';
 import { ep, snap, sp } from '../support/snapshots.ts';
 
@@ -61,7 +62,8 @@ test('desired state: a second service port on the same ClusterIP:port/protocol i
 
 test('desired state: a bad value never reaches netlink', (t) => {
   t.throws(() => desiredIpvsState(snap(sp('default/x:y', '10.96.0.300', 80, [])), { scheduler: 'rr' }), { instanceOf: IpvsValidationError });
-  t.throws(() => desiredIpvsState(snap(sp('default/x:y', '10.96.0.3', 80, [ep('10.244.1.2:0')])), { scheduler: 'rr' }), { instanceOf: IpvsValidationError });
+  t.throws(() => desiredIpvsState(snap(sp('default/x:y', '10.96.0.3', 80, [ep('10.244.1.2:0')])), { scheduler: 'rr' }), { instanceOf: IpsetValidationError });
+  t.throws(() => desiredIpvsState(snap(sp('default/x:y', '10.96.0.3', 80, [ep('10.244.1.2 -j:80')])), { scheduler: 'rr' }), { instanceOf: IpsetValidationError });
   t.throws(() => desiredIpvsState(snap(web), { scheduler: 'r r' }), { instanceOf: IpvsValidationError });
 });
 

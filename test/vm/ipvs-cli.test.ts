@@ -138,7 +138,7 @@ if (await registerIpvsTests('IPVS CLI tests')) {
     }
   });
 
-  test.serial('run --mode ipvs follows the manifests: an endpoint removed from a file leaves IPVS', async (t) => {
+  test.serial('run --mode ipvs follows the manifests; cleanup --mode ipvs removes what it made', async (t) => {
     const dir = await mkdtemp(join(tmpdir(), 'drover-ipvs-'));
     const statusDir = await mkdtemp(join(tmpdir(), 'drover-ipvs-status-'));
     try {
@@ -169,6 +169,17 @@ if (await registerIpvsTests('IPVS CLI tests')) {
         t.is(await exited, 0, stderr);
         t.regex(stderr, /"msg":"stopping; programmed rules are left in place"/);
         t.deepEqual(await ipvsadmState(netns), EXPECTED.filter((l) => l !== '-> 10.244.1.3:80 Masq 1'), 'IPVS state stays after drover stops');
+
+        // cleanup removes IPVS mode's state and leaves a foreign virtual server alone.
+        await run('ipvsadm', ['-A', '-t', '192.168.77.1:80', '-s', 'rr'], { netns });
+        const cleanup = await run(process.execPath, [DROVER, 'cleanup', '--mode', 'ipvs'], { netns, allowFail: true, timeoutMs: START_MS });
+        t.is(cleanup.code, 0, cleanup.stderr);
+        t.is(cleanup.stdout, 'removed 5 chains and 4 hook rules\n');
+        t.deepEqual(await ipvsadmState(netns), ['TCP 192.168.77.1:80 rr']);
+        const link = await run('ip', ['link', 'show', 'kube-ipvs0'], { netns, allowFail: true });
+        t.not(link.code, 0, 'kube-ipvs0 is gone');
+        t.notRegex((await run('ipset', ['save'], { netns })).stdout, /KUBE-/);
+        t.notRegex((await run('iptables-save', [], { netns })).stdout, /KUBE-/);
       });
     } finally {
       await rm(dir, { recursive: true, force: true });

@@ -6,10 +6,13 @@
  * Each sync:
  * 1. (full syncs) sets the IPVS sysctls (sysctl.ts) and makes sure the dummy
  *    link kube-ipvs0 exists (link.ts);
- * 2. reads the kernel back: `ipset save`, the addresses of kube-ipvs0, the
- *    virtual servers with their real servers (all of them on a full sync;
- *    only those of the changed service ports on a partial sync), and (full
- *    syncs) `iptables-save`;
+ * 2. reads the kernel back. A full sync (first sync, every --sync-period,
+ *    after a failure) reads `ipset save`, the addresses of kube-ipvs0, every
+ *    virtual server with its real servers, and `iptables-save`. A partial
+ *    sync (a source change) reads only the virtual servers of the changed
+ *    service ports, and compares ipsets and kube-ipvs0 with what it last
+ *    wrote, as iptables mode's partial sync does; it also recomputes only
+ *    the changed service ports' desired state;
  * 3. writes only the differences, in this order: ipsets (one
  *    `ipset restore -exist`: the iptables rules match on the sets), iptables
  *    rules (one `iptables-restore --noflush`, full syncs only: IPVS mode's
@@ -35,9 +38,9 @@ import type { RenderOptions } from '../iptables/render.ts';
 import { cleanupPlan } from '../iptables/ruleset.ts';
 import type { StaticRuleset } from '../iptables/static.ts';
 import type { VirtualServerKey } from './codec.ts';
-import { cidrContains, desiredIpvsState, virtualServerKey, type DesiredVirtualServer } from './desired.ts';
+import { assembleDesired, cidrContains, desiredServicePort, virtualServerKey, type DesiredServicePort, type DesiredVirtualServer } from './desired.ts';
 import { checkPending, type PendingRemoval } from './graceful.ts';
-import { CLUSTER_IP_SET, LOOP_BACK_SET, parseIpsetSave, planIpsetDestroy, planIpsetRestore, type IpsetExec } from './ipset.ts';
+import { CLUSTER_IP_SET, IPVS_SETS, LOOP_BACK_SET, parseIpsetSave, planIpsetDestroy, planIpsetRestore, type IpsetExec, type SavedSet } from './ipset.ts';
 import { applyOps, readSomeVirtualServers, readVirtualServers, type IpvsKernel, type KernelRead } from './kernel.ts';
 import { DUMMY_INTERFACE, planAddresses, type InterfaceAddress, type LinkManager } from './link.ts';
 import { IpvsClientClosedError } from './netlink.ts';
@@ -95,8 +98,8 @@ export class IpvsBackend implements Backend {
   private readonly statics: StaticRuleset;
   private readonly now: () => number;
   private ipvs: IpvsKernel | undefined;
-  /** Virtual server key of each service port last applied; null = unknown, so the next sync is full. */
-  private applied: Map<string, string> | null = null;
+  /** What the last successful sync left in the kernel; null = unknown, so the next sync is full. */
+  private applied: AppliedState | null = null;
   private pending = new Map<string, PendingRemoval>();
   private linkIndex: number | undefined;
   private queue: Promise<unknown> = Promise.resolve();
@@ -122,25 +125,43 @@ export class IpvsBackend implements Backend {
 
   private async syncLocked(snapshot: Snapshot, changes: ChangeSet): Promise<SyncResult> {
     const start = performance.now();
-    const full = changes.full || this.applied === null;
+    const prev = changes.full ? null : this.applied;
+    const full = prev === null;
     const { logger } = this.opts;
     try {
       const ipvs = await this.client();
-      const desired = desiredIpvsState(snapshot, { scheduler: this.opts.scheduler });
+      const planOpts = { scheduler: this.opts.scheduler };
+      // Desired state: a partial sync recomputes only the changed service ports.
+      let ports: Map<string, DesiredServicePort>;
+      if (prev) {
+        ports = new Map(prev.ports);
+        for (const key of changes.changed) {
+          const sp = snapshot.services.get(key);
+          if (sp) ports.set(key, desiredServicePort(sp, planOpts));
+          else ports.delete(key);
+        }
+      } else {
+        ports = new Map([...snapshot.services].map(([key, sp]) => [key, desiredServicePort(sp, planOpts)]));
+      }
+      const desired = assembleDesired(ports.values());
       if (desired.conflicts.length > 0) {
         logger.warn({ servicePorts: desired.conflicts }, 'service ports share a ClusterIP:port/protocol with another one; only the first is programmed');
       }
       if (full || this.linkIndex === undefined) await this.prepare();
       const linkIndex = this.linkIndex!;
 
-      // Read.
+      // Read: a full sync reads everything back; a partial sync only the
+      // virtual servers of the changed service ports, and trusts what it
+      // wrote for the ipsets and kube-ipvs0 (as iptables mode's partial sync).
       const readStart = performance.now();
-      const scope = full ? undefined : this.partialScope(changes.changed, desired.virtualServers);
-      const [ipsetText, tables, addresses] = await Promise.all([
-        this.opts.ipset.save(),
-        full ? this.readTables() : Promise.resolve(undefined),
-        this.opts.links.addresses(linkIndex),
-      ]);
+      const scope = prev ? partialScope(changes.changed, prev.ports, desired.virtualServers) : undefined;
+      const [sets, tables, addresses] = prev
+        ? [prev.sets, undefined, prev.addresses]
+        : await Promise.all([
+            this.opts.ipset.save().then((text) => parseIpsetSave(text)),
+            this.readTables(),
+            this.opts.links.addresses(linkIndex),
+          ]);
       const bound = new Set(addresses.map((a) => a.address));
       const owned = (vs: VirtualServerKey): boolean => cidrContains(this.opts.serviceCIDR, vs.address) || bound.has(vs.address);
       const kernel: KernelRead = scope
@@ -150,10 +171,8 @@ export class IpvsBackend implements Backend {
       if (kernel.unsupported.length > 0) logger.debug({ entries: kernel.unsupported }, 'ipvs: left alone entries drover does not manage (fwmark, IPv6)');
 
       // Plan (pure).
-      const ipsetPlan = planIpsetRestore(
-        { [CLUSTER_IP_SET]: desired.clusterIPSet, [LOOP_BACK_SET]: desired.loopBackSet },
-        parseIpsetSave(ipsetText),
-      );
+      const wantedSets = { [CLUSTER_IP_SET]: desired.clusterIPSet, [LOOP_BACK_SET]: desired.loopBackSet };
+      const ipsetPlan = planIpsetRestore(wantedSets, sets);
       const rules: Plan = tables ? ipvsRulesPlan(this.statics, tables) : emptyPlan();
       const rulesPayload = planToRestore(rules);
       const addressPlan = planAddresses(desired.addresses, addresses);
@@ -175,7 +194,11 @@ export class IpvsBackend implements Backend {
       const wrote = ipsetPlan.input !== '' || rulesPayload !== '' || addressPlan.add.length + addressPlan.remove.length + ipvsPlan.ops.length > 0;
       const applyMs = wrote ? performance.now() - applyStart : 0;
 
-      this.applied = new Map([...desired.virtualServers.values()].map((d) => [d.servicePort, d.key]));
+      this.applied = {
+        ports,
+        sets: new Map(IPVS_SETS.map((set) => [set.name, { type: set.type, entries: new Set(wantedSets[set.name as keyof typeof wantedSets]) }])),
+        addresses: desired.addresses.map((address) => ({ address, prefixLength: 32 })),
+      };
       const detail: IpvsSyncDetail = {
         ops: countOps(ipvsPlan.ops),
         addressesAdded: addressPlan.add.length,
@@ -217,31 +240,6 @@ export class IpvsBackend implements Backend {
     const link = await this.opts.links.ensureDummy(DUMMY_INTERFACE);
     if (link.created) this.opts.logger.info({ interface: DUMMY_INTERFACE, index: link.index }, `created dummy interface ${DUMMY_INTERFACE}`);
     this.linkIndex = link.index;
-  }
-
-  /** Virtual servers a partial sync looks at: those of the changed service ports, before and after. */
-  private partialScope(
-    changed: ReadonlySet<string>,
-    desired: ReadonlyMap<string, DesiredVirtualServer>,
-  ): { keys: VirtualServerKey[]; desired: Map<string, DesiredVirtualServer> } {
-    const byPort = new Map([...desired.values()].map((d) => [d.servicePort, d]));
-    const keys = new Map<string, VirtualServerKey>();
-    const scoped = new Map<string, DesiredVirtualServer>();
-    for (const sp of changed) {
-      const before = this.applied?.get(sp);
-      if (before) keys.set(before, parseVirtualServerKey(before));
-      const after = byPort.get(sp);
-      if (after) {
-        keys.set(after.key, after.vs);
-        scoped.set(after.key, after);
-      }
-    }
-    // A virtual server in scope that is still wanted, by whichever port, is kept, never deleted.
-    for (const key of keys.keys()) {
-      const d = desired.get(key);
-      if (d) scoped.set(key, d);
-    }
-    return { keys: [...keys.values()], desired: scoped };
   }
 
   private async readTables(): Promise<ReturnType<typeof parseSave>> {
@@ -366,11 +364,38 @@ export class IpvsBackend implements Backend {
   }
 }
 
-/** The inverse of virtualServerKey ("TCP/10.96.0.10:80"). */
-function parseVirtualServerKey(key: string): VirtualServerKey {
-  const m = /^(TCP|UDP|SCTP)\/([\d.]+):(\d+)$/.exec(key);
-  if (!m) throw new Error(`bad virtual server key ${key}`);
-  return { protocol: m[1] as VirtualServerKey['protocol'], address: m[2]!, port: Number(m[3]) };
+/** What the last successful sync left in the kernel, as drover wrote it. */
+interface AppliedState {
+  /** Each service port's share of the desired state, by ServicePortName. */
+  readonly ports: ReadonlyMap<string, DesiredServicePort>;
+  /** drover's ipsets, in the form parseIpsetSave returns. */
+  readonly sets: ReadonlyMap<string, SavedSet>;
+  /** The addresses of kube-ipvs0. */
+  readonly addresses: readonly InterfaceAddress[];
+}
+
+/**
+ * The virtual servers a partial sync looks at: those of the changed service
+ * ports, before (`prev`) and after (`desired`); a virtual server in scope
+ * that is still wanted, by whichever port, is kept, never deleted.
+ */
+function partialScope(
+  changed: ReadonlySet<string>,
+  prev: ReadonlyMap<string, DesiredServicePort>,
+  desired: ReadonlyMap<string, DesiredVirtualServer>,
+): { keys: VirtualServerKey[]; desired: Map<string, DesiredVirtualServer> } {
+  const keys = new Map<string, VirtualServerKey>();
+  for (const sp of changed) {
+    const before = prev.get(sp)?.server;
+    if (before) keys.set(before.key, before.vs);
+  }
+  for (const d of desired.values()) if (changed.has(d.servicePort)) keys.set(d.key, d.vs);
+  const scoped = new Map<string, DesiredVirtualServer>();
+  for (const key of keys.keys()) {
+    const d = desired.get(key);
+    if (d) scoped.set(key, d);
+  }
+  return { keys: [...keys.values()], desired: scoped };
 }
 
 /** Run `fn` over `items`, at most `size` at a time. */

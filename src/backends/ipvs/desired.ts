@@ -18,9 +18,8 @@
  * No I/O here; backend.ts compares this with the kernel (reconcile.ts).
  */
 import { servingEndpoints } from '../../model/serving.ts';
-import type { Snapshot } from '../../model/types.ts';
+import type { ServicePort, Snapshot } from '../../model/types.ts';
 import {
-  validateRealServer,
   validateVirtualServer,
   type IpvsProtocol,
   type RealServer,
@@ -79,63 +78,91 @@ export function realServerKey(rs: RealServerKey): string {
   return `${rs.address}:${rs.port}`;
 }
 
-/**
- * The desired virtual servers of a snapshot, one per service port, in
- * snapshot (key) order. Pure.
- * @throws IpvsValidationError when a value is not valid for IPVS (the model
- *   validates first; this is a second line of defence before netlink).
- */
-export function desiredVirtualServers(snapshot: Snapshot, opts: IpvsPlanOptions): { servers: Map<string, DesiredVirtualServer>; conflicts: string[] } {
-  const servers = new Map<string, DesiredVirtualServer>();
-  const conflicts: string[] = [];
-  for (const sp of snapshot.services.values()) {
-    const vs: VirtualServer = {
-      protocol: sp.protocol as IpvsProtocol,
-      address: sp.clusterIP,
-      port: sp.port,
-      scheduler: opts.scheduler,
-      ...(sp.sessionAffinity ? { persistent: { timeoutSeconds: sp.sessionAffinity.timeoutSeconds } } : {}),
-      netmask: PERSISTENCE_NETMASK,
-    };
-    validateVirtualServer(vs);
-    const key = virtualServerKey(vs);
-    if (servers.has(key)) {
-      conflicts.push(sp.key);
-      continue;
-    }
-    const reals = new Map<string, RealServer>();
-    for (const ep of servingEndpoints(sp)) {
-      const rs: RealServer = { address: ep.ip, port: ep.port, weight: REAL_SERVER_WEIGHT, forwarding: 'masq' };
-      validateRealServer(rs);
-      reals.set(realServerKey(rs), rs);
-    }
-    servers.set(key, { key, servicePort: sp.key, vs, reals: new Map([...reals].sort(([a], [b]) => compareText(a, b))) });
-  }
-  return { servers: new Map([...servers].sort(([a], [b]) => compareText(a, b))), conflicts };
+/** One service port's share of the desired state; a partial sync recomputes only the changed ones. */
+export interface DesiredServicePort {
+  readonly server: DesiredVirtualServer;
+  /** Its KUBE-CLUSTER-IP entry. */
+  readonly clusterIPEntry: string;
+  /** Its KUBE-LOOP-BACK entries, one per real server, sorted. */
+  readonly loopBackEntries: readonly string[];
 }
 
 /**
- * The whole desired IPVS-mode state of a snapshot. Pure.
- * @throws IpvsValidationError or IpsetValidationError for a value that must
- *   not reach the kernel.
+ * The desired state of one service port. Pure.
+ * @throws IpvsValidationError for a virtual server IPVS would refuse;
+ *   IpsetValidationError for a bad address, protocol or port (every real
+ *   server's address and port go through its KUBE-LOOP-BACK entry). The model
+ *   validates first; this is a second line of defence, and the codec checks
+ *   every value again before it is encoded.
  */
-export function desiredIpvsState(snapshot: Snapshot, opts: IpvsPlanOptions): DesiredIpvsState {
-  const { servers, conflicts } = desiredVirtualServers(snapshot, opts);
+export function desiredServicePort(sp: ServicePort, opts: IpvsPlanOptions): DesiredServicePort {
+  const vs: VirtualServer = {
+    protocol: sp.protocol as IpvsProtocol,
+    address: sp.clusterIP,
+    port: sp.port,
+    scheduler: opts.scheduler,
+    ...(sp.sessionAffinity ? { persistent: { timeoutSeconds: sp.sessionAffinity.timeoutSeconds } } : {}),
+    netmask: PERSISTENCE_NETMASK,
+  };
+  validateVirtualServer(vs);
+  const clusterEntry = clusterIPEntry(vs.address, vs.protocol, vs.port);
+  const reals: [string, RealServer, string][] = [];
+  for (const ep of servingEndpoints(sp)) {
+    const entry = loopBackEntry(ep.ip, vs.protocol, ep.port);
+    const rs: RealServer = { address: ep.ip, port: ep.port, weight: REAL_SERVER_WEIGHT, forwarding: 'masq' };
+    reals.push([realServerKey(rs), rs, entry]);
+  }
+  reals.sort(([a], [b]) => compareText(a, b));
+  return {
+    server: { key: virtualServerKey(vs), servicePort: sp.key, vs, reals: new Map(reals.map(([k, rs]) => [k, rs])) },
+    clusterIPEntry: clusterEntry,
+    loopBackEntries: [...new Set(reals.map(([, , e]) => e))].sort(compareText),
+  };
+}
+
+/**
+ * Put the service ports' shares together, in ServicePortName order: the
+ * first of two service ports with the same ClusterIP:port/protocol wins, the
+ * other is listed in `conflicts`. Pure.
+ */
+export function assembleDesired(ports: Iterable<DesiredServicePort>): DesiredIpvsState {
+  const sorted = [...ports].sort((a, b) => compareText(a.server.servicePort, b.server.servicePort));
+  const servers = new Map<string, DesiredVirtualServer>();
+  const conflicts: string[] = [];
   const addresses = new Set<string>();
   const clusterIPSet = new Set<string>();
   const loopBackSet = new Set<string>();
-  for (const d of servers.values()) {
-    addresses.add(d.vs.address);
-    clusterIPSet.add(clusterIPEntry(d.vs.address, d.vs.protocol, d.vs.port));
-    for (const rs of d.reals.values()) loopBackSet.add(loopBackEntry(rs.address, d.vs.protocol, rs.port));
+  for (const p of sorted) {
+    if (servers.has(p.server.key)) {
+      conflicts.push(p.server.servicePort);
+      continue;
+    }
+    servers.set(p.server.key, p.server);
+    addresses.add(p.server.vs.address);
+    clusterIPSet.add(p.clusterIPEntry);
+    for (const e of p.loopBackEntries) loopBackSet.add(e);
   }
   return {
-    virtualServers: servers,
+    virtualServers: new Map([...servers].sort(([a], [b]) => compareText(a, b))),
     addresses: [...addresses].sort(compareIPv4),
     clusterIPSet: [...clusterIPSet].sort(compareText),
     loopBackSet: [...loopBackSet].sort(compareText),
     conflicts,
   };
+}
+
+/**
+ * The whole desired IPVS-mode state of a snapshot. Pure.
+ * @throws IpvsValidationError or IpsetValidationError, see {@link desiredServicePort}.
+ */
+export function desiredIpvsState(snapshot: Snapshot, opts: IpvsPlanOptions): DesiredIpvsState {
+  return assembleDesired([...snapshot.services.values()].map((sp) => desiredServicePort(sp, opts)));
+}
+
+/** The desired virtual servers of a snapshot by key, and the conflicting service ports left out. Pure. */
+export function desiredVirtualServers(snapshot: Snapshot, opts: IpvsPlanOptions): { servers: ReadonlyMap<string, DesiredVirtualServer>; conflicts: readonly string[] } {
+  const d = desiredIpvsState(snapshot, opts);
+  return { servers: d.virtualServers, conflicts: d.conflicts };
 }
 
 /** Plain code-unit order, for deterministic output. */

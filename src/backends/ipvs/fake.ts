@@ -203,9 +203,12 @@ function destEntry(rs: RealServer, active: number, inactive: number): DestEntry 
 export class FakeIpset implements IpsetExec {
   /** Every restore input, in order. */
   readonly restores: string[] = [];
+  /** Number of save() calls. */
+  saves = 0;
   private readonly sets = new Map<string, { type: string; entries: Set<string> }>();
 
   async save(): Promise<string> {
+    this.saves++;
     const out: string[] = [];
     for (const [name, s] of this.sets) {
       out.push(`create ${name} ${s.type} family inet hashsize 1024 maxelem 65536 bucketsize 12 initval 0x5d1b1e6c`);
@@ -273,6 +276,8 @@ export class FakeIpset implements IpsetExec {
 export class FakeLinks implements LinkManager {
   /** Every modifying call, in order: "add 10.96.0.10/32", "del 10.96.0.99/32", "create kube-ipvs0". */
   readonly log: string[] = [];
+  /** Number of addresses() calls (address dumps). */
+  reads = 0;
   private readonly links = new Map<string, { index: number; kind: string; addresses: InterfaceAddress[] }>([
     ['lo', { index: 1, kind: 'loopback', addresses: [{ address: '127.0.0.1', prefixLength: 8 }] }],
   ]);
@@ -292,6 +297,7 @@ export class FakeLinks implements LinkManager {
   }
 
   async addresses(index: number): Promise<InterfaceAddress[]> {
+    this.reads++;
     return [...this.byIndex(index).addresses];
   }
 

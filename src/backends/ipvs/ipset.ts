@@ -160,16 +160,17 @@ export function planIpsetRestore(desired: DesiredSets, current: ReadonlyMap<stri
       lines.push(`create ${set.name} ${set.type} ${CREATE_OPTIONS}`);
       created++;
     }
-    const want = new Set(desired[set.name as keyof DesiredSets].map((e) => checkEntry(set.type, e)));
-    for (const e of [...(have?.entries ?? [])].sort()) {
-      if (want.has(e)) continue;
+    // Only what is written is checked (again): entries come from the
+    // validating constructors, and a sync should not re-check 10,000 of them.
+    const want = new Set(desired[set.name as keyof DesiredSets]);
+    const present = have?.entries ?? new Set<string>();
+    for (const e of [...present].filter((x) => !want.has(x)).sort()) {
       // A foreign entry that could not be written back on one line is refused rather than echoed.
       lines.push(`del ${set.name} ${checkEntry(set.type, e)}`);
       deleted++;
     }
-    for (const e of [...want].sort()) {
-      if (have?.entries.has(e)) continue;
-      lines.push(`add ${set.name} ${e}`);
+    for (const e of [...want].filter((x) => !present.has(x)).sort()) {
+      lines.push(`add ${set.name} ${checkEntry(set.type, e)}`);
       added++;
     }
   }
