@@ -43,8 +43,8 @@ test('desired state: one virtual server per service port, serving endpoints as w
     ],
   );
   t.deepEqual(d.addresses, ['10.96.0.10', '10.96.0.11', '10.96.0.20', '10.96.0.53']);
-  t.deepEqual(d.clusterIPSet, ['10.96.0.10,tcp:80', '10.96.0.11,tcp:80', '10.96.0.20,tcp:80', '10.96.0.53,udp:53']);
-  t.deepEqual(d.loopBackSet, ['10.244.1.2,tcp:8080,10.244.1.2', '10.244.1.3,tcp:8080,10.244.1.3', '10.244.2.2,udp:53,10.244.2.2', '10.244.3.2,tcp:80,10.244.3.2']);
+  t.deepEqual([...d.clusterIPSet].sort(), ['10.96.0.10,tcp:80', '10.96.0.11,tcp:80', '10.96.0.20,tcp:80', '10.96.0.53,udp:53']);
+  t.deepEqual([...d.loopBackSet].sort(), ['10.244.1.2,tcp:8080,10.244.1.2', '10.244.1.3,tcp:8080,10.244.1.3', '10.244.2.2,udp:53,10.244.2.2', '10.244.3.2,tcp:80,10.244.3.2']);
   t.deepEqual(d.conflicts, []);
 });
 

@@ -40,7 +40,7 @@ import type { StaticRuleset } from '../iptables/static.ts';
 import type { VirtualServerKey } from './codec.ts';
 import { assembleDesired, cidrContains, desiredServicePort, virtualServerKey, type DesiredServicePort, type DesiredVirtualServer } from './desired.ts';
 import { checkPending, type PendingRemoval } from './graceful.ts';
-import { CLUSTER_IP_SET, IPVS_SETS, LOOP_BACK_SET, parseIpsetSave, planIpsetDestroy, planIpsetRestore, type IpsetExec, type SavedSet } from './ipset.ts';
+import { CLUSTER_IP_SET, CLUSTER_IP_SET_TYPE, LOOP_BACK_SET, LOOP_BACK_SET_TYPE, parseIpsetSave, planIpsetDestroy, planIpsetRestore, type IpsetExec, type SavedSet } from './ipset.ts';
 import { applyOps, readSomeVirtualServers, readVirtualServers, type IpvsKernel, type KernelRead } from './kernel.ts';
 import { DUMMY_INTERFACE, planAddresses, type InterfaceAddress, type LinkManager } from './link.ts';
 import { IpvsClientClosedError } from './netlink.ts';
@@ -196,7 +196,10 @@ export class IpvsBackend implements Backend {
 
       this.applied = {
         ports,
-        sets: new Map(IPVS_SETS.map((set) => [set.name, { type: set.type, entries: new Set(wantedSets[set.name as keyof typeof wantedSets]) }])),
+        sets: new Map([
+          [CLUSTER_IP_SET, { type: CLUSTER_IP_SET_TYPE, entries: desired.clusterIPSet }],
+          [LOOP_BACK_SET, { type: LOOP_BACK_SET_TYPE, entries: desired.loopBackSet }],
+        ]),
         addresses: desired.addresses.map((address) => ({ address, prefixLength: 32 })),
       };
       const detail: IpvsSyncDetail = {

@@ -51,10 +51,10 @@ export interface DesiredIpvsState {
   readonly virtualServers: ReadonlyMap<string, DesiredVirtualServer>;
   /** ClusterIPs to bind to kube-ipvs0 (as /32), sorted. */
   readonly addresses: readonly string[];
-  /** Entries of KUBE-CLUSTER-IP ("10.96.0.10,tcp:80"), sorted. */
-  readonly clusterIPSet: readonly string[];
-  /** Entries of KUBE-LOOP-BACK ("10.244.1.2,tcp:8080,10.244.1.2"), sorted. */
-  readonly loopBackSet: readonly string[];
+  /** Entries of KUBE-CLUSTER-IP ("10.96.0.10,tcp:80"), unordered (a set of 10,000 is not sorted on every sync). */
+  readonly clusterIPSet: ReadonlySet<string>;
+  /** Entries of KUBE-LOOP-BACK ("10.244.1.2,tcp:8080,10.244.1.2"), unordered. */
+  readonly loopBackSet: ReadonlySet<string>;
   /**
    * Service ports left out because another service port already has the same
    * ClusterIP:port/protocol (the model refuses such input; a second line of defence).
@@ -145,8 +145,8 @@ export function assembleDesired(ports: Iterable<DesiredServicePort>): DesiredIpv
   return {
     virtualServers: new Map([...servers].sort(([a], [b]) => compareText(a, b))),
     addresses: [...addresses].sort(compareIPv4),
-    clusterIPSet: [...clusterIPSet].sort(compareText),
-    loopBackSet: [...loopBackSet].sort(compareText),
+    clusterIPSet,
+    loopBackSet,
     conflicts,
   };
 }

@@ -23,10 +23,15 @@ export const CLUSTER_IP_SET = 'KUBE-CLUSTER-IP';
 /** The hairpin set (hash:ip,port,ip). */
 export const LOOP_BACK_SET = 'KUBE-LOOP-BACK';
 
+/** ipset type of KUBE-CLUSTER-IP. */
+export const CLUSTER_IP_SET_TYPE = 'hash:ip,port';
+/** ipset type of KUBE-LOOP-BACK. */
+export const LOOP_BACK_SET_TYPE = 'hash:ip,port,ip';
+
 /** The sets drover owns and their ipset types, in the order they are written. */
 export const IPVS_SETS: readonly { readonly name: string; readonly type: string }[] = [
-  { name: CLUSTER_IP_SET, type: 'hash:ip,port' },
-  { name: LOOP_BACK_SET, type: 'hash:ip,port,ip' },
+  { name: CLUSTER_IP_SET, type: CLUSTER_IP_SET_TYPE },
+  { name: LOOP_BACK_SET, type: LOOP_BACK_SET_TYPE },
 ];
 
 /** Options of `create` for a missing set: IPv4, kube-proxy's hash size and element limit. */
@@ -118,10 +123,10 @@ export function parseIpsetSave(text: string, names: readonly string[] = IPVS_SET
   return sets;
 }
 
-/** Desired entries of drover's sets. */
+/** Desired entries of drover's sets (a Set is used as it is, without a copy). */
 export interface DesiredSets {
-  readonly [CLUSTER_IP_SET]: readonly string[];
-  readonly [LOOP_BACK_SET]: readonly string[];
+  readonly [CLUSTER_IP_SET]: ReadonlySet<string> | readonly string[];
+  readonly [LOOP_BACK_SET]: ReadonlySet<string> | readonly string[];
 }
 
 /** What {@link planIpsetRestore} writes. */
@@ -162,7 +167,8 @@ export function planIpsetRestore(desired: DesiredSets, current: ReadonlyMap<stri
     }
     // Only what is written is checked (again): entries come from the
     // validating constructors, and a sync should not re-check 10,000 of them.
-    const want = new Set(desired[set.name as keyof DesiredSets]);
+    const given = desired[set.name as keyof DesiredSets];
+    const want: ReadonlySet<string> = given instanceof Set ? given : new Set(given);
     const present = have?.entries ?? new Set<string>();
     for (const e of [...present].filter((x) => !want.has(x)).sort()) {
       // A foreign entry that could not be written back on one line is refused rather than echoed.
