@@ -88,7 +88,7 @@ async function handle(req: Record<string, unknown>): Promise<unknown> {
       }
     }
     case 'bulk': {
-      const c = await IpvsClient.open();
+      const c = await IpvsClient.open({ timeoutMs: 120_000 }); // per request; the emulated guest can stall for seconds under load
       try {
         const nServices = Number(req.services);
         const nDests = Number(req.dests);
