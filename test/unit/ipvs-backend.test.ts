@@ -296,3 +296,9 @@ test('cleanup removes owned virtual servers, kube-ipvs0, the ipsets and the rule
   t.notRegex(w.iptables.dump('nat'), /KUBE-/);
   t.notRegex(w.iptables.dump('filter'), /KUBE-/);
 });
+
+test('the backend refuses a bad service CIDR or graceful period', (t) => {
+  const w = new World();
+  t.throws(() => w.backend({ serviceCIDR: '10.96.0.0/12 -j ACCEPT' }), { message: /not an IPv4 CIDR/ });
+  t.throws(() => w.backend({ gracefulPeriodMs: -1 }), { message: /not a non-negative duration/ });
+});

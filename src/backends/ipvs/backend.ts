@@ -108,7 +108,18 @@ export class IpvsBackend implements Backend {
   /** The last sync's IPVS details. */
   lastDetail: IpvsSyncDetail | undefined;
 
+  /**
+   * @throws Error for a service CIDR that is not an IPv4 CIDR or a graceful
+   *   period that is not a non-negative number of milliseconds (the CLI
+   *   validates both first); Error or IptablesParseError for a bad rules file.
+   */
   constructor(private readonly opts: IpvsBackendOptions) {
+    if (!/^(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(\.(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)){3}\/([12]?\d|3[0-2])$/.test(opts.serviceCIDR)) {
+      throw new Error(`IPVS backend: service CIDR ${JSON.stringify(opts.serviceCIDR)} is not an IPv4 CIDR`);
+    }
+    if (!Number.isFinite(opts.gracefulPeriodMs) || opts.gracefulPeriodMs < 0) {
+      throw new Error(`IPVS backend: graceful period ${opts.gracefulPeriodMs} ms is not a non-negative duration`);
+    }
     this.statics = opts.statics ?? ipvsStaticRules(opts.render);
     this.now = opts.now ?? Date.now;
     this.ipvs = opts.ipvs;
