@@ -1,5 +1,5 @@
 /** Which endpoints of a service port receive new connections; shared by every backend. */
-import type { Endpoint, ServicePort } from './types.ts';
+import type { Endpoint, ServicePort, Snapshot } from './types.ts';
 
 /**
  * The endpoints that receive new connections: the ready ones.
@@ -8,4 +8,11 @@ import type { Endpoint, ServicePort } from './types.ts';
  */
 export function servingEndpoints(sp: ServicePort): Endpoint[] {
   return sp.endpoints.filter((ep) => ep.ready);
+}
+
+/** Serving endpoints over every service port of a snapshot (for sync results and logs). */
+export function countServingEndpoints(snapshot: Snapshot): number {
+  let n = 0;
+  for (const sp of snapshot.services.values()) n += servingEndpoints(sp).length;
+  return n;
 }

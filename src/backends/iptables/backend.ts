@@ -17,7 +17,7 @@ import type { IptablesExec } from './exec.ts';
 import { parseSave, type ParsedDump } from './parse.ts';
 import { isEmptyPlan, planStats, planToRestore, type Plan } from './plan.ts';
 import { splitPlan } from './split.ts';
-import { servingEndpoints } from '../../model/serving.ts';
+import { countServingEndpoints } from '../../model/serving.ts';
 import { renderServicePort, type RenderOptions, type ServiceRules } from './render.ts';
 import { isServiceChain } from './names.ts';
 import { cleanupPlan, foreignReferences, fullPlan, partialPlan, renderSnapshot } from './ruleset.ts';
@@ -92,12 +92,10 @@ export class IptablesBackend implements Backend {
       for (const payload of payloads) await this.opts.exec.restore(payload);
       const applyMs = payloads.length > 0 ? performance.now() - applyStart : 0;
       this.applied = next;
-      let endpoints = 0;
-      for (const sp of snapshot.services.values()) endpoints += servingEndpoints(sp).length;
       return {
         full,
         services: snapshot.services.size,
-        endpoints,
+        endpoints: countServingEndpoints(snapshot),
         ...planStats(plan),
         bytes: payloads.reduce((sum, p) => sum + Buffer.byteLength(p), 0),
         transactions: payloads.length,

@@ -28,7 +28,7 @@
  * rtnetlink sockets cannot be pointed at another one.
  */
 import type { Snapshot } from '../../model/types.ts';
-import { servingEndpoints } from '../../model/serving.ts';
+import { countServingEndpoints } from '../../model/serving.ts';
 import type { Logger } from '../../util/log.ts';
 import type { Backend, ChangeSet, SyncResult } from '../types.ts';
 import type { IptablesExec } from '../iptables/exec.ts';
@@ -225,12 +225,10 @@ export class IpvsBackend implements Backend {
       this.lastDetail = detail;
       this.logApplied(detail, ipvsPlan.ops);
       this.schedule();
-      let endpoints = 0;
-      for (const sp of snapshot.services.values()) endpoints += servingEndpoints(sp).length;
       return {
         full,
         services: snapshot.services.size,
-        endpoints,
+        endpoints: countServingEndpoints(snapshot),
         ...planStats(rules),
         bytes: Buffer.byteLength(rulesPayload) + Buffer.byteLength(ipsetPlan.input),
         transactions: (rulesPayload !== '' ? 1 : 0) + (ipsetPlan.input !== '' ? 1 : 0),
