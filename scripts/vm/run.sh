@@ -15,7 +15,8 @@
 # options), DROVER_VM_9P_CACHE (9p cache mode of the repository, default none),
 # DROVER_VM_NODE_MODULES (image: node_modules is a throw-away copy on a disk,
 # the default, fast; share: node_modules over 9p like the rest, slow but writable),
-# DROVER_VM_CPU (QEMU -cpu model, default max).
+# DROVER_VM_CPU (QEMU -cpu model, default max), DROVER_VM_MEMORY (guest RAM in MiB,
+# default 1024).
 #
 # Exit codes besides the command's: 124 timeout, 125 the guest failed before
 # or around the command (no exit code came back), 130/143/129 interrupted by
@@ -28,6 +29,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 TIMEOUT="${DROVER_VM_TIMEOUT:-900}"
+MEMORY="${DROVER_VM_MEMORY:-1024}"
 VERBOSE="${DROVER_VM_VERBOSE:-0}"
 usage() { sed -n '7,11p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 while [ $# -gt 0 ]; do
@@ -42,6 +44,7 @@ while [ $# -gt 0 ]; do
 done
 [ $# -gt 0 ] || { echo "run.sh: no command given" >&2; usage; }
 [[ "$TIMEOUT" =~ ^[0-9]+$ ]] && [ "$TIMEOUT" -gt 0 ] || { echo "run.sh: --timeout needs a positive number of seconds" >&2; exit 2; }
+[[ "$MEMORY" =~ ^[0-9]+$ ]] && [ "$MEMORY" -ge 256 ] || { echo "run.sh: DROVER_VM_MEMORY needs a number of MiB, at least 256" >&2; exit 2; }
 
 T0=$(date +%s.%N)
 elapsed() { awk -v a="$T0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
@@ -124,7 +127,7 @@ trap 'on_signal 129' HUP
 # stdin is /dev/null: the VM takes no input, and the terminal is never put in
 # raw mode. The repository share remaps inode numbers across host devices.
 timeout -k 10 "$TIMEOUT" qemu-system-x86_64 \
-  -machine q35,accel=tcg -cpu "${DROVER_VM_CPU:-max}" -m 1024 -smp 1 \
+  -machine q35,accel=tcg -cpu "${DROVER_VM_CPU:-max}" -m "$MEMORY" -smp 1 \
   -nodefaults -no-user-config -display none -no-reboot \
   -chardev stdio,id=con,signal=off -serial chardev:con \
   -kernel "$GUEST/vmlinux" -initrd "$GUEST/initrd.cpio.gz" \

@@ -1,22 +1,15 @@
 /**
  * What `drover bench` needs of a proxy mode. The benchmark loop (run.ts) is
  * the same for every mode; a mode brings its backend, its kernel read-back
- * and its baselines, and run.ts's createHarness picks it. iptables mode is in
- * iptables-harness.ts.
- *
- * An IPVS harness plugs in the same way: the IPVS backend; a read-back such
- * as `ipvsadm -Sn` or a netlink dump of the virtual servers; `shows`
- * comparing one virtual server's real servers (and the ClusterIP on
- * kube-ipvs0); a raw baseline of the minimal netlink operations for the
- * change (one real server added or deleted, one virtual server with its
- * real servers added or deleted); and, as kube-proxy-style, kube-proxy's
- * IPVS sync (the same operations plus its full iptables-restore). One
- * difference: IPVS and rtnetlink sockets act on the namespace of the
- * process, so that harness must drive its backend from a worker process
- * started with `ip netns exec <node namespace>` (the clocks still agree:
- * process.hrtime is the machine's monotonic clock in every process).
+ * and its baselines. iptables mode is in iptables-harness.ts, IPVS mode in
+ * ipvs-harness.ts.
+ * IPVS and rtnetlink sockets act on the
+ * network namespace of the process, so that harness lives in a worker
+ * process started with `ip netns exec <node namespace>` (worker.ts; the
+ * clocks still agree: process.hrtime is the machine's monotonic clock in
+ * every process).
  */
-import type { Backend, ProxyMode } from '../backends/types.ts';
+import type { Backend, ProxyMode, SyncResult } from '../backends/types.ts';
 import type { Snapshot } from '../model/types.ts';
 import type { BenchChange, ServiceChange } from './changes.ts';
 import type { Method } from './types.ts';
@@ -36,19 +29,31 @@ export interface Baseline {
   prepare(change: BenchChange): PreparedApply;
 }
 
-/** One proxy mode under benchmark, programming one network namespace. */
-export interface ModeHarness {
+/**
+ * One proxy mode under benchmark, programming one network namespace.
+ * `S` is the mode's read-back of the kernel (iptables: the text of
+ * `iptables-save -t nat`).
+ */
+export interface ModeHarness<S = unknown> {
   readonly mode: ProxyMode;
   /** The mode's flavour for reports, e.g. `nft` or `legacy`. */
   readonly variant: string;
   /** The backend drover runs in this mode. */
   readonly backend: Backend;
-  /** One read-back of the kernel state the mode programs (iptables: `iptables-save -t nat`). */
-  readBack(): Promise<string>;
+  /**
+   * One read-back of the kernel state the mode programs. With `focus`, the
+   * mode may read only what that change touches (IPVS: one virtual server);
+   * without, everything.
+   */
+  readBack(focus?: ServiceChange): Promise<S>;
   /** True when `state` (a readBack) shows the service port as `change.after` (absent when undefined) and nothing left of `change.before`. */
-  shows(state: string, change: ServiceChange): boolean;
+  shows(state: S, change: ServiceChange): boolean;
   /** True when `state` shows every service port of `snapshot`. */
-  showsAll(state: string, snapshot: Snapshot): boolean;
+  showsAll(state: S, snapshot: Snapshot): boolean;
+  /** True when a full sync's `result` wrote nothing to the kernel (it already held drover's state). */
+  wroteNothing(result: SyncResult): boolean;
+  /** Release sockets and timers. */
+  close(): void;
   /** The minimal change (the physical limit); also used to put a `whole` baseline's change back. */
   readonly raw: Baseline;
   /** Baselines measured on every change, like drover (iptables: the kube-proxy-style partial restore). */

@@ -70,7 +70,7 @@ function holds(index: NatIndex, s: ServiceRules): boolean {
 }
 
 /** iptables mode's harness; see the module comment. */
-export function iptablesHarness(opts: IptablesHarnessOptions): ModeHarness {
+export function iptablesHarness(opts: IptablesHarnessOptions): ModeHarness<string> {
   const exec = opts.exec ?? new SystemIptables({ variant: opts.variant, netns: opts.netns, timeoutMs: opts.timeoutMs ?? 900_000 });
   const backend = new IptablesBackend({ exec, render: opts.render, logger: silentLogger() });
   const statics = loadStaticRules();
@@ -95,6 +95,8 @@ export function iptablesHarness(opts: IptablesHarnessOptions): ModeHarness {
     variant: opts.variant,
     backend,
     readBack: () => exec.save('nat'),
+    wroteNothing: (r) => r.chainsWritten + r.chainsDeleted + r.rulesWritten + r.rulesDeleted === 0,
+    close: () => undefined,
     shows(state: string, change: ServiceChange): boolean {
       const after = render(change.after);
       const before = render(change.before);

@@ -31,17 +31,16 @@
  * so nothing is lost, and the polling does not slow the agent down.
  */
 import type { ProxyMode } from '../backends/types.ts';
-import { changedServicePorts } from '../proxier/changes.ts';
 import { createTopology, type BackendSpec, type Topology } from '../testbed/topology.ts';
-import { iterationChanges, type BenchChange, type ClockService } from './changes.ts';
 import { Prober, type ProbeTiming } from './datapath.ts';
 import type { ModeHarness } from './harness.ts';
 import { iptablesHarness } from './iptables-harness.ts';
-import { BENCH_CLUSTER_CIDR, benchSnapshot, clockServicePort, type RealEndpoint } from './synth.ts';
-import type { BenchEnvironment, BenchResult, BenchSettings, ChangeKind, Clock, Method, Sample, SizeRun } from './types.ts';
+import { CLOCK_SERVICES, measureSize, type MeasureOptions, type StepReporter, type TestbedView } from './measure.ts';
+import { BENCH_CLUSTER_CIDR } from './synth.ts';
+import type { BenchEnvironment, BenchResult, BenchSettings, Sample, SizeRun } from './types.ts';
+import { runSizeInWorker } from './worker-client.ts';
 
-/** Clock services (real endpoints) in every size. */
-export const CLOCK_SERVICES = 4;
+export { CLOCK_SERVICES } from './measure.ts';
 
 const BACKENDS: BackendSpec[] = [
   { name: 'b1', ip: '10.244.1.2', ports: [8080, 8081, 8082, 8083] },
@@ -76,21 +75,13 @@ export function stepsPerSize(changes: number, perChange: number, wholeRepeats: n
 }
 
 /**
- * The harness of `mode` programming `netns`.
- * @throws Error for a mode that has no harness yet (IPVS).
+ * The in-process harness of iptables mode programming `netns`.
+ * @throws Error for an unknown iptables variant.
  */
-export function createHarness(mode: ProxyMode, netns: string, opts: Pick<BenchOptions, 'iptablesVariant'>): ModeHarness {
-  if (mode === 'iptables') {
-    const variant = opts.iptablesVariant;
-    if (variant !== 'nft' && variant !== 'legacy') throw new Error(`unknown iptables variant ${variant}`);
-    return iptablesHarness({ netns, variant, render: { clusterCIDR: BENCH_CLUSTER_CIDR, masqueradeAll: false } });
-  }
-  throw new Error(`${mode} mode cannot be benchmarked yet: it has no backend`);
+export function createIptablesHarness(netns: string, variant: string): ModeHarness<string> {
+  if (variant !== 'nft' && variant !== 'legacy') throw new Error(`unknown iptables variant ${variant}`);
+  return iptablesHarness({ netns, variant, render: { clusterCIDR: BENCH_CLUSTER_CIDR, masqueradeAll: false } });
 }
-
-const nowNs = (): bigint => process.hrtime.bigint();
-const msSince = (t0: bigint, t: bigint = nowNs()): number => Number(t - t0) / 1e6;
-const round3 = (ms: number): number => Math.round(ms * 1000) / 1000;
 
 /**
  * Run the benchmark; see the module comment. Needs root. Every namespace it
@@ -101,7 +92,7 @@ export async function runBench(opts: BenchOptions, environment: BenchEnvironment
   const samples: Sample[] = [];
   const runs: SizeRun[] = [];
   const wholeRepeats = (n: number): number => (n <= opts.fullBaselineMax ? Math.min(opts.fullBaselineRepeats, 1_000) : 0);
-  const total = opts.modes.length * sizes.reduce((sum, n) => sum + stepsPerSize(opts.changes, 1, wholeRepeats(n)), 0);
+  const total = opts.modes.length * sizes.reduce((sum, n) => sum + stepsPerSize(opts.changes, n <= opts.detailMax ? 1 : 0, wholeRepeats(n)), 0);
   let done = 0;
   const progress = (phase: string, step: boolean, note?: string): void => {
     if (step) done++;
@@ -122,6 +113,7 @@ export async function runBench(opts: BenchOptions, environment: BenchEnvironment
       iptablesVariant: opts.iptablesVariant,
       fullBaselineMax: opts.fullBaselineMax,
       fullBaselineRepeats: opts.fullBaselineRepeats,
+      detailMax: opts.detailMax,
       removalConfirm: opts.removalConfirm,
       failConfirm: opts.failConfirm,
       clockServices: CLOCK_SERVICES,
@@ -137,7 +129,7 @@ async function runSize(
   opts: BenchOptions,
   wholeRepeats: number,
   samples: Sample[],
-  progress: (phase: string, step: boolean, note?: string) => void,
+  progress: StepReporter,
 ): Promise<SizeRun> {
   progress(`${mode} ${n} services: building the testbed`, false);
   const topo: Topology = await createTopology({ backends: BACKENDS });
@@ -145,133 +137,29 @@ async function runSize(
     // The service-removed check counts refused/unreachable connections: let
     // the node namespace send every ICMP error (it rate-limits them by default).
     await topo.exec(topo.node, 'sysctl', ['-q', '-w', 'net.ipv4.icmp_ratelimit=0']);
-    const h = createHarness(mode, topo.node, opts);
-    const label = `${h.mode}/${h.variant} ${n} services`;
-    const prober = await Prober.start(topo.client().netns);
+    const view: TestbedView = { node: topo.node, client: topo.client().netns, backends: topo.backends.map((b) => ({ name: b.name, ip: b.ip })) };
+    const measure: MeasureOptions = {
+      endpoints: opts.endpoints,
+      changes: opts.changes,
+      removalConfirm: opts.removalConfirm,
+      failConfirm: opts.failConfirm,
+      timing: opts.timing,
+      kernelDeadlineMs: opts.kernelDeadlineMs,
+      detailMax: opts.detailMax,
+    };
+    if (mode === 'ipvs') {
+      // IPVS and rtnetlink sockets act on the namespace of their process.
+      return await runSizeInWorker({ mode, view, n, measure, wholeRepeats, fullBaselineMax: opts.fullBaselineMax, iptablesVariant: opts.iptablesVariant }, samples, progress);
+    }
+    const h = createIptablesHarness(topo.node, opts.iptablesVariant);
+    const prober = await Prober.start(view.client);
     try {
-      return await measureSize(h, prober, topo, n, opts, wholeRepeats, samples, label, progress);
+      return await measureSize(h, prober, view, n, measure, wholeRepeats, opts.fullBaselineMax, (x) => samples.push(x), progress);
     } finally {
+      h.close();
       await prober.close();
     }
   } finally {
     await topo.destroy();
   }
-}
-
-async function measureSize(
-  h: ModeHarness,
-  prober: Prober,
-  topo: Topology,
-  n: number,
-  opts: BenchOptions,
-  wholeRepeats: number,
-  samples: Sample[],
-  label: string,
-  progress: (phase: string, step: boolean, note?: string) => void,
-): Promise<SizeRun> {
-  const real = (backend: string, port: number): RealEndpoint => ({ backend, ip: topo.backend(backend).ip, port });
-  const clocks: ClockService[] = Array.from({ length: CLOCK_SERVICES }, (_, c) => {
-    const keep = real('b1', 8080 + c);
-    const toggle = real('b2', 8080 + c);
-    return { port: clockServicePort(c, [keep, toggle]), keep, toggle };
-  });
-  const addedEndpoints = [real('b1', 8080), real('b2', 8080)];
-  const counts = { removalConfirm: opts.removalConfirm, failConfirm: opts.failConfirm };
-  const base = benchSnapshot(n, opts.endpoints, clocks.map((c) => c.port));
-  const push = (kind: ChangeKind, method: Method, clock: Clock, iteration: number, ms: number, extra: Partial<Sample> = {}): void => {
-    samples.push({ mode: h.mode, variant: h.variant, services: n, endpoints: opts.endpoints, kind, method, clock, iteration, ms: round3(ms), ...extra });
-  };
-
-  /** Poll the kernel from now on until `shows`; times from t0. */
-  const kernelClock = async (t0: bigint, shows: (state: string) => boolean): Promise<{ ms: number; tries: number; readbackMs: number }> => {
-    for (let tries = 1; ; tries++) {
-      const start = nowNs();
-      const state = await h.readBack();
-      const readbackMs = msSince(start);
-      if (shows(state)) return { ms: msSince(t0), tries, readbackMs: round3(readbackMs) };
-      if (msSince(t0) > opts.kernelDeadlineMs) throw new Error(`${label}: the kernel did not show the change within ${opts.kernelDeadlineMs} ms`);
-    }
-  };
-
-  // 1. Full sync from empty tables.
-  progress(`${label}: full sync`, false);
-  const t0 = nowNs();
-  const full = await h.backend.sync(base, { full: true, changed: new Set() });
-  const agentMs = msSince(t0);
-  // The prober's command goes out first: spawning the read-back blocks this process for a moment.
-  const [dFull, kFull] = await Promise.all([
-    prober.until({ until: 'answers', host: clocks[0]!.port.clusterIP, port: clocks[0]!.port.port }, opts.timing),
-    kernelClock(t0, (s) => h.showsAll(s, base)),
-  ]);
-  push('full-sync', 'drover', 'agent', 0, agentMs, { bytes: full.bytes });
-  push('full-sync', 'drover', 'kernel', 0, kFull.ms, { tries: kFull.tries, readbackMs: kFull.readbackMs });
-  push('full-sync', 'drover', 'datapath', 0, msSince(t0, dFull.atNs), { tries: dFull.tries });
-  progress(`${label}: full sync`, true, `${label}: full sync ${agentMs.toFixed(0)} ms (${full.transactions} transaction(s))`);
-
-  // 2. Single changes.
-  const drover = async (c: BenchChange, i: number): Promise<void> => {
-    const start = nowNs();
-    const changed = changedServicePorts(c.from, c.to);
-    const r = await h.backend.sync(c.to, { full: false, changed });
-    const agent = msSince(start);
-    if (r.full) throw new Error(`${label}: ${c.kind} made a full sync instead of a partial one`);
-    const [d, k] = await Promise.all([prober.until(c.check, opts.timing), kernelClock(start, (s) => h.shows(s, c))]);
-    push(c.kind, 'drover', 'agent', i, agent, { bytes: r.bytes });
-    push(c.kind, 'drover', 'kernel', i, k.ms, { tries: k.tries, readbackMs: k.readbackMs });
-    push(c.kind, 'drover', 'datapath', i, msSince(start, d.atNs), { tries: d.tries });
-  };
-  const baselines = [h.raw, ...h.perChange];
-  for (let i = 0; i < opts.changes; i++) {
-    const phase = `${label}: changes ${i + 1}/${opts.changes}`;
-    const changes = iterationChanges(base, clocks, i, addedEndpoints, counts);
-    // Pairs that put the state back: (endpoint removed, added), (service added, removed).
-    for (const pair of [changes.slice(0, 2), changes.slice(2, 4)]) {
-      for (const c of pair) {
-        await drover(c, i);
-        progress(phase, true);
-      }
-      for (const b of baselines) {
-        for (const c of pair) {
-          const prepared = b.prepare(c);
-          const start = nowNs();
-          await prepared.apply();
-          push(c.kind, b.method, 'agent', i, msSince(start), { bytes: prepared.bytes });
-          progress(phase, true);
-        }
-      }
-    }
-  }
-
-  // 3. The whole ruleset re-sent, capped.
-  let fullRerenderSkipped: string | undefined;
-  if (!h.whole) fullRerenderSkipped = `${h.mode} mode has no full re-render baseline`;
-  else if (wholeRepeats === 0) fullRerenderSkipped = `not measured above ${opts.fullBaselineMax} services (--full-baseline-max)`;
-  for (let r = 0; h.whole && r < wholeRepeats; r++) {
-    progress(`${label}: full re-render ${r + 1}/${wholeRepeats}`, false);
-    const [, , add, remove] = iterationChanges(base, clocks, opts.changes + r, addedEndpoints, counts);
-    const prepared = h.whole.prepare(add!);
-    const start = nowNs();
-    await prepared.apply();
-    const ms = msSince(start);
-    push('service-added', 'full-rerender', 'agent', r, ms, { bytes: prepared.bytes });
-    await h.raw.prepare(remove!).apply();
-    progress(`${label}: full re-render ${r + 1}/${wholeRepeats}`, true, `${label}: full re-render ${ms.toFixed(0)} ms`);
-  }
-
-  // 4. The kernel must hold exactly drover's rules again.
-  progress(`${label}: checking the kernel`, false);
-  const check = await h.backend.sync(base, { full: true, changed: new Set() });
-  const consistent = check.chainsWritten + check.chainsDeleted + check.rulesWritten + check.rulesDeleted === 0;
-  progress(`${label}: done`, true, `${label}: done${consistent ? '' : '; the final full sync had to repair the kernel'}`);
-  return {
-    mode: h.mode,
-    variant: h.variant,
-    services: n,
-    endpoints: opts.endpoints,
-    changes: opts.changes,
-    fullSyncTransactions: full.transactions,
-    ...(fullRerenderSkipped ? { fullRerenderSkipped } : {}),
-    consistent,
-    peakRssKb: process.resourceUsage().maxRSS,
-  };
 }

@@ -74,6 +74,8 @@ export interface SizeRun {
   readonly fullSyncTransactions: number;
   /** Why the full re-render baseline was not measured at this size, if it was not. */
   readonly fullRerenderSkipped?: string;
+  /** Why the kernel clock and the kube-proxy-style baseline were not measured at this size, if they were not. */
+  readonly detailSkipped?: string;
   /**
    * After all changes and baselines, a full sync of the starting state wrote
    * nothing: the kernel held exactly drover's rules (a check that the
@@ -119,6 +121,13 @@ export interface BenchSettings {
   readonly fullBaselineMax: number;
   /** Full re-render samples per size. */
   readonly fullBaselineRepeats: number;
+  /**
+   * Largest size at which the kernel clock and the per-change baselines
+   * other than raw (kube-proxy-style) are measured; above it only drover's
+   * agent and data-path clocks and the raw baseline are (for runs where
+   * whole read-backs are too slow, such as an emulated guest at 10,000).
+   */
+  readonly detailMax: number;
   /** Consecutive connections on the surviving endpoint that count as "removed endpoint no longer reached". */
   readonly removalConfirm: number;
   /** Consecutive failed connections that count as "service gone". */

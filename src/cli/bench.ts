@@ -6,6 +6,7 @@
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
+import { IpvsClient, IpvsUnavailableError } from '../backends/ipvs/netlink.ts';
 import type { ProxyMode } from '../backends/types.ts';
 import { detectEnvironment } from '../bench/environment.ts';
 import { progressSink } from '../bench/progress.ts';
@@ -25,6 +26,7 @@ export interface BenchCliOptions {
   readonly iptablesBackend: 'nft' | 'legacy';
   readonly fullBaselineMax: number;
   readonly fullBaselineRepeats: number;
+  readonly detailMax: number;
   readonly removalConfirm: number;
   readonly failConfirm: number;
   readonly probeTimeout: number;
@@ -46,14 +48,27 @@ export function parseSizes(value: string): number[] {
   return [...new Set(sizes)].sort((a, b) => a - b);
 }
 
-/** A comma-separated list of proxy modes; only iptables can be benchmarked yet. @throws InvalidArgumentError otherwise. */
+/** A comma-separated list of proxy modes (iptables, ipvs), in the order given. @throws InvalidArgumentError otherwise. */
 export function parseModes(value: string): ProxyMode[] {
   const modes = [...new Set(value.split(',').map((m) => m.trim()))];
   for (const m of modes) {
-    if (m === 'ipvs') throw new InvalidArgumentError('ipvs mode cannot be benchmarked yet; use --modes iptables');
-    if (m !== 'iptables') throw new InvalidArgumentError(`unknown mode "${m}" (known: iptables)`);
+    if (m !== 'iptables' && m !== 'ipvs') throw new InvalidArgumentError(`unknown mode "${m}" (known: iptables, ipvs)`);
   }
   return modes as ProxyMode[];
+}
+
+/**
+ * Why IPVS mode cannot be measured on this kernel, or undefined when it can:
+ * the generic netlink family IPVS must resolve (a read-only lookup).
+ */
+export async function ipvsUnavailableReason(): Promise<string | undefined> {
+  try {
+    (await IpvsClient.open()).close();
+    return undefined;
+  } catch (err) {
+    if (err instanceof IpvsUnavailableError) return 'this kernel has no IPVS (the generic netlink family IPVS is not there)';
+    return `IPVS cannot be reached: ${(err as Error).message}`;
+  }
 }
 
 /** The `bench` command. */
@@ -63,7 +78,7 @@ export function benchCommand(): Command {
       'measure how fast a change of Services or endpoints reaches the kernel and the data path, against baselines, ' +
         'in throw-away network namespaces (root; the host\'s own rules are never touched)',
     )
-    .addOption(new Option('--modes <list>', 'proxy modes to measure, comma-separated').default(['iptables'], 'iptables').argParser(parseModes))
+    .addOption(new Option('--modes <list>', 'proxy modes to measure, comma-separated: iptables, ipvs (IPVS needs a kernel with ip_vs)').default(['iptables'], 'iptables').argParser(parseModes))
     .addOption(new Option('--services <list>', 'sizes: service ports in the kernel, comma-separated').default([100, 1000], '100,1000').argParser(parseSizes))
     .addOption(new Option('--endpoints <n>', 'endpoints per synthetic service port').default(10).argParser(intArg(1, 100)))
     .addOption(new Option('--changes <n>', 'changes of each kind (endpoint removed/added, service added/removed) per size').default(50).argParser(intArg(1, 10_000)))
@@ -75,6 +90,14 @@ export function benchCommand(): Command {
         .argParser(intArg(0, 100_000)),
     )
     .addOption(new Option('--full-baseline-repeats <n>', 'full re-render samples per size').default(1).argParser(intArg(1, 100)))
+    .addOption(
+      new Option(
+        '--detail-max <n>',
+        'measure the kernel clock and the kube-proxy-style baseline only up to this many service ports; above, only the agent and data-path clocks and the raw baseline (for slow machines such as an emulated guest)',
+      )
+        .default(100_000, 'no limit')
+        .argParser(intArg(0, 100_000)),
+    )
     .addOption(
       new Option('--removal-confirm <n>', 'connections in a row on the surviving endpoint that show an endpoint removed (false-positive bound 2^-n)')
         .default(10)
@@ -105,6 +128,10 @@ export function benchCommand(): Command {
     .action(async (opts: BenchCliOptions) => {
       const unavailable = await testbedUnavailableReason();
       if (unavailable) throw new UsageError(`bench ${unavailable}`);
+      if (opts.modes.includes('ipvs')) {
+        const noIpvs = await ipvsUnavailableReason();
+        if (noIpvs) throw new UsageError(`bench --modes ipvs: ${noIpvs}; \`npm run bench\` measures IPVS mode in the test guest instead (scripts/vm/)`);
+      }
       const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
       const environment = await detectEnvironment({ iptablesVariants: [opts.iptablesBackend], droverVersion: pkg.version });
       if (environment.guest) process.stderr.write(`drover: emulated guest detected (${environment.guestReason}): the report gives ratios only\n`);
@@ -120,6 +147,7 @@ export function benchCommand(): Command {
             iptablesVariant: opts.iptablesBackend,
             fullBaselineMax: opts.fullBaselineMax,
             fullBaselineRepeats: opts.fullBaselineRepeats,
+            detailMax: opts.detailMax,
             removalConfirm: opts.removalConfirm,
             failConfirm: opts.failConfirm,
             timing: { attemptTimeoutMs: opts.probeTimeout, deadlineMs: Math.max(30_000, opts.probeTimeout * 10) },

@@ -12,18 +12,25 @@ import { fileURLToPath } from 'node:url';
 import { run } from '../../src/testbed/exec.ts';
 import { testbedUnavailableReason } from '../../src/testbed/topology.ts';
 import { CSV_COLUMNS } from '../../src/bench/report.ts';
+import { ipvsUnavailableReason } from '../../src/cli/bench.ts';
 import type { Sample, SizeRun } from '../../src/bench/types.ts';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const DROVER = join(ROOT, 'bin/drover.js');
 const unavailable = await testbedUnavailableReason();
+const noIpvs = await ipvsUnavailableReason();
 
 const drover = (args: string[], timeoutMs = 60_000) => run(process.execPath, [DROVER, ...args], { allowFail: true, timeoutMs });
 
-test('bench refuses a mode it cannot measure and a size below the clock services, in one line', async (t) => {
-  const ipvs = await drover(['bench', '--modes', 'ipvs', '--out', join(tmpdir(), 'drover-bench-never')]);
-  t.is(ipvs.code, 1);
-  t.regex(ipvs.stderr, /^drover: .*ipvs mode cannot be benchmarked yet; use --modes iptables\n$/);
+test('bench refuses a mode this kernel lacks, an unknown mode and a size below the clock services, in one line', async (t) => {
+  if (noIpvs) {
+    const ipvs = await drover(['bench', '--modes', 'iptables,ipvs', '--out', join(tmpdir(), 'drover-bench-never')]);
+    t.is(ipvs.code, 1);
+    t.is(ipvs.stderr, `drover: bench --modes ipvs: ${noIpvs}; \`npm run bench\` measures IPVS mode in the test guest instead (scripts/vm/)\n`);
+  }
+  const unknown = await drover(['bench', '--modes', 'nftables', '--out', join(tmpdir(), 'drover-bench-never')]);
+  t.is(unknown.code, 1);
+  t.regex(unknown.stderr, /^drover: .*unknown mode "nftables" \(known: iptables, ipvs\)\n$/);
   const small = await drover(['bench', '--services', '100,2', '--out', join(tmpdir(), 'drover-bench-never')]);
   t.is(small.code, 1);
   t.regex(small.stderr, /^drover: .*"2" is not a whole number from 4 to 100000\n$/);

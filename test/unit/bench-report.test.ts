@@ -53,6 +53,7 @@ const RESULT: BenchResult = {
     changes: 4,
     iptablesVariant: 'nft',
     fullBaselineMax: 1000,
+    detailMax: 100_000,
     fullBaselineRepeats: 1,
     removalConfirm: 10,
     failConfirm: 3,

@@ -1,0 +1,177 @@
+/**
+ * One mode and size of `drover bench`: the full sync, the single changes by
+ * drover and by each baseline, the capped full re-render, and the final
+ * consistency check (see run.ts for the whole procedure and the clocks).
+ * Runs where the harness's sockets act on the node namespace: in the bench
+ * process for iptables mode, in a worker inside the node namespace for IPVS
+ * mode (worker.ts).
+ */
+import { changedServicePorts } from '../proxier/changes.ts';
+import { iterationChanges, type BenchChange, type ClockService, type ServiceChange } from './changes.ts';
+import type { Prober, ProbeTiming } from './datapath.ts';
+import type { ModeHarness } from './harness.ts';
+import { benchSnapshot, clockServicePort, type RealEndpoint } from './synth.ts';
+import type { BenchSettings, ChangeKind, Clock, Method, Sample, SizeRun } from './types.ts';
+
+/** Clock services (real endpoints) in every size. */
+export const CLOCK_SERVICES = 4;
+
+/** The namespaces of a testbed that measuring needs, by name (serialisable for a worker). */
+export interface TestbedView {
+  /** The node namespace drover programs. */
+  readonly node: string;
+  /** The client namespace the data-path prober runs in. */
+  readonly client: string;
+  /** Backend namespaces: name and address (`b1`, `b2`, each serving ports 8080-8083). */
+  readonly backends: readonly { readonly name: string; readonly ip: string }[];
+}
+
+/** What measuring one size needs besides the harness; serialisable (times in ms). */
+export interface MeasureOptions extends Pick<BenchSettings, 'endpoints' | 'changes' | 'removalConfirm' | 'failConfirm'> {
+  /** Data-path check timing. */
+  readonly timing: ProbeTiming;
+  /** Give up waiting for a read-back to show a change after this long. */
+  readonly kernelDeadlineMs: number;
+  /** Largest size with the kernel clock and the per-change baselines besides raw (BenchSettings.detailMax). */
+  readonly detailMax: number;
+}
+
+/** Reports a step done (`step`) or a phase started, with an optional line worth keeping. */
+export type StepReporter = (phase: string, step: boolean, note?: string) => void;
+
+const nowNs = (): bigint => process.hrtime.bigint();
+const msSince = (t0: bigint, t: bigint = nowNs()): number => Number(t - t0) / 1e6;
+const round3 = (ms: number): number => Math.round(ms * 1000) / 1000;
+
+/**
+ * Measure `n` service ports with harness `h` on testbed `view`; each sample
+ * goes to `record` as it is taken.
+ * @param wholeRepeats full re-render samples (0: skipped at this size).
+ * @throws Error when a change is not seen within the deadlines, or drover
+ *   made a full sync where a partial one was due.
+ */
+export async function measureSize<S>(
+  h: ModeHarness<S>,
+  prober: Prober,
+  view: TestbedView,
+  n: number,
+  opts: MeasureOptions,
+  wholeRepeats: number,
+  fullBaselineMax: number,
+  record: (sample: Sample) => void,
+  progress: StepReporter,
+): Promise<SizeRun> {
+  const label = `${h.mode}/${h.variant} ${n} services`;
+  const detailed = n <= opts.detailMax;
+  const ip = (name: string): string => {
+    const b = view.backends.find((x) => x.name === name);
+    if (!b) throw new Error(`testbed has no backend ${name}`);
+    return b.ip;
+  };
+  const real = (backend: string, port: number): RealEndpoint => ({ backend, ip: ip(backend), port });
+  const clocks: ClockService[] = Array.from({ length: CLOCK_SERVICES }, (_, c) => {
+    const keep = real('b1', 8080 + c);
+    const toggle = real('b2', 8080 + c);
+    return { port: clockServicePort(c, [keep, toggle]), keep, toggle };
+  });
+  const addedEndpoints = [real('b1', 8080), real('b2', 8080)];
+  const counts = { removalConfirm: opts.removalConfirm, failConfirm: opts.failConfirm };
+  const base = benchSnapshot(n, opts.endpoints, clocks.map((c) => c.port));
+  const push = (kind: ChangeKind, method: Method, clock: Clock, iteration: number, ms: number, extra: Partial<Sample> = {}): void => {
+    record({ mode: h.mode, variant: h.variant, services: n, endpoints: opts.endpoints, kind, method, clock, iteration, ms: round3(ms), ...extra });
+  };
+
+  /** Poll the kernel from now on until `shows`; times from t0. */
+  const kernelClock = async (t0: bigint, shows: (state: S) => boolean, focus?: ServiceChange): Promise<{ ms: number; tries: number; readbackMs: number }> => {
+    for (let tries = 1; ; tries++) {
+      const start = nowNs();
+      const state = await h.readBack(focus);
+      const readbackMs = msSince(start);
+      if (shows(state)) return { ms: msSince(t0), tries, readbackMs: round3(readbackMs) };
+      if (msSince(t0) > opts.kernelDeadlineMs) throw new Error(`${label}: the kernel did not show the change within ${opts.kernelDeadlineMs} ms`);
+    }
+  };
+
+  // 1. Full sync from empty tables.
+  progress(`${label}: full sync`, false);
+  const t0 = nowNs();
+  const full = await h.backend.sync(base, { full: true, changed: new Set() });
+  const agentMs = msSince(t0);
+  // The prober's command goes out first: spawning the read-back blocks this process for a moment.
+  const [dFull, kFull] = await Promise.all([
+    prober.until({ until: 'answers', host: clocks[0]!.port.clusterIP, port: clocks[0]!.port.port }, opts.timing),
+    detailed ? kernelClock(t0, (s) => h.showsAll(s, base)) : undefined,
+  ]);
+  push('full-sync', 'drover', 'agent', 0, agentMs, { bytes: full.bytes });
+  if (kFull) push('full-sync', 'drover', 'kernel', 0, kFull.ms, { tries: kFull.tries, readbackMs: kFull.readbackMs });
+  push('full-sync', 'drover', 'datapath', 0, msSince(t0, dFull.atNs), { tries: dFull.tries });
+  progress(`${label}: full sync`, true, `${label}: full sync ${agentMs.toFixed(0)} ms (${full.transactions} transaction(s))`);
+
+  // 2. Single changes.
+  const drover = async (c: BenchChange, i: number): Promise<void> => {
+    const start = nowNs();
+    const changed = changedServicePorts(c.from, c.to);
+    const r = await h.backend.sync(c.to, { full: false, changed });
+    const agent = msSince(start);
+    if (r.full) throw new Error(`${label}: ${c.kind} made a full sync instead of a partial one`);
+    const [d, k] = await Promise.all([prober.until(c.check, opts.timing), detailed ? kernelClock(start, (s) => h.shows(s, c), c) : undefined]);
+    push(c.kind, 'drover', 'agent', i, agent, { bytes: r.bytes });
+    if (k) push(c.kind, 'drover', 'kernel', i, k.ms, { tries: k.tries, readbackMs: k.readbackMs });
+    push(c.kind, 'drover', 'datapath', i, msSince(start, d.atNs), { tries: d.tries });
+  };
+  const baselines = detailed ? [h.raw, ...h.perChange] : [h.raw];
+  for (let i = 0; i < opts.changes; i++) {
+    const phase = `${label}: changes ${i + 1}/${opts.changes}`;
+    const changes = iterationChanges(base, clocks, i, addedEndpoints, counts);
+    // Pairs that put the state back: (endpoint removed, added), (service added, removed).
+    for (const pair of [changes.slice(0, 2), changes.slice(2, 4)]) {
+      for (const c of pair) {
+        await drover(c, i);
+        progress(phase, true);
+      }
+      for (const b of baselines) {
+        for (const c of pair) {
+          const prepared = b.prepare(c);
+          const start = nowNs();
+          await prepared.apply();
+          push(c.kind, b.method, 'agent', i, msSince(start), { bytes: prepared.bytes });
+          progress(phase, true);
+        }
+      }
+    }
+  }
+
+  // 3. The whole ruleset re-sent, capped.
+  let fullRerenderSkipped: string | undefined;
+  if (!h.whole) fullRerenderSkipped = `${h.mode} mode has no full re-render baseline`;
+  else if (wholeRepeats === 0) fullRerenderSkipped = `not measured above ${fullBaselineMax} services (--full-baseline-max)`;
+  for (let r = 0; h.whole && r < wholeRepeats; r++) {
+    progress(`${label}: full re-render ${r + 1}/${wholeRepeats}`, false);
+    const [, , add, remove] = iterationChanges(base, clocks, opts.changes + r, addedEndpoints, counts);
+    const prepared = h.whole.prepare(add!);
+    const start = nowNs();
+    await prepared.apply();
+    const ms = msSince(start);
+    push('service-added', 'full-rerender', 'agent', r, ms, { bytes: prepared.bytes });
+    await h.raw.prepare(remove!).apply();
+    progress(`${label}: full re-render ${r + 1}/${wholeRepeats}`, true, `${label}: full re-render ${ms.toFixed(0)} ms`);
+  }
+
+  // 4. The kernel must hold exactly drover's rules again.
+  progress(`${label}: checking the kernel`, false);
+  const check = await h.backend.sync(base, { full: true, changed: new Set() });
+  const consistent = h.wroteNothing(check);
+  progress(`${label}: done`, true, `${label}: done${consistent ? '' : '; the final full sync had to repair the kernel'}`);
+  return {
+    mode: h.mode,
+    variant: h.variant,
+    services: n,
+    endpoints: opts.endpoints,
+    changes: opts.changes,
+    fullSyncTransactions: full.transactions,
+    ...(fullRerenderSkipped ? { fullRerenderSkipped } : {}),
+    ...(detailed ? {} : { detailSkipped: `not measured above ${opts.detailMax} services (--detail-max)` }),
+    consistent,
+    peakRssKb: process.resourceUsage().maxRSS,
+  };
+}

@@ -1,0 +1,74 @@
+/**
+ * A measuring worker of `drover bench`, started by worker-client.ts inside
+ * the node namespace (`ip netns exec NODE node worker.ts`), because IPVS and
+ * rtnetlink sockets act on the namespace of their process. It reads one
+ * WorkerJob (JSON) from stdin, measures that mode and size with the real
+ * kernel (measure.ts), and prints WorkerMessage lines on stdout.
+ */
+import { SystemIptables } from '../backends/iptables/exec.ts';
+import { SystemIpset } from '../backends/ipvs/ipset.ts';
+import { RtnlLinkManager } from '../backends/ipvs/link.ts';
+import { IpvsClient } from '../backends/ipvs/netlink.ts';
+import { ProcSysctls } from '../backends/ipvs/sysctl.ts';
+import { Prober } from './datapath.ts';
+import { ipvsHarness } from './ipvs-harness.ts';
+import { measureSize } from './measure.ts';
+import { BENCH_CLUSTER_CIDR } from './synth.ts';
+import type { Sample } from './types.ts';
+import type { WorkerJob, WorkerMessage } from './worker-client.ts';
+
+const say = (msg: WorkerMessage): void => {
+  process.stdout.write(`${JSON.stringify(msg)}\n`);
+};
+
+async function readJob(): Promise<WorkerJob> {
+  let text = '';
+  for await (const chunk of process.stdin) text += String(chunk);
+  return JSON.parse(text) as WorkerJob;
+}
+
+async function main(): Promise<void> {
+  const job = await readJob();
+  if (job.mode !== 'ipvs') throw new Error(`the bench worker measures ipvs mode only, not ${job.mode}`);
+  if (job.iptablesVariant !== 'nft' && job.iptablesVariant !== 'legacy') throw new Error(`unknown iptables variant ${job.iptablesVariant}`);
+  // Generous timeouts: an emulated guest is ~25x slower than a host.
+  const ipvs = await IpvsClient.open({ timeoutMs: 120_000 });
+  const links = new RtnlLinkManager();
+  const h = ipvsHarness(
+    {
+      ipvs,
+      ipset: new SystemIpset(900_000),
+      iptables: new SystemIptables({ variant: job.iptablesVariant, timeoutMs: 900_000 }),
+      links,
+      sysctls: new ProcSysctls(),
+      close: () => {
+        ipvs.close();
+        links.close();
+      },
+    },
+    { iptablesVariant: job.iptablesVariant, render: { clusterCIDR: BENCH_CLUSTER_CIDR, masqueradeAll: false } },
+  );
+  const prober = await Prober.start(job.view.client);
+  try {
+    const run = await measureSize(
+      h,
+      prober,
+      job.view,
+      job.n,
+      job.measure,
+      job.wholeRepeats,
+      job.fullBaselineMax,
+      (sample: Sample) => say({ t: 'sample', ...sample }),
+      (phase, step, note) => say({ t: 'progress', phase, step, ...(note ? { note } : {}) }),
+    );
+    say({ t: 'done', run });
+  } finally {
+    h.close();
+    await prober.close();
+  }
+}
+
+main().catch((err: unknown) => {
+  say({ t: 'error', message: err instanceof Error ? err.message : String(err) });
+  process.exitCode = 1;
+});
