@@ -9,11 +9,15 @@
  * - distributions-<mode>-<variant>.svg: every sample of every single change
  *   as a box plot (whiskers at min and max) with the samples as ticks, one
  *   panel per kind of change and size, log scale.
+ *
+ * When IPVS and iptables mode both ran: modes.svg, drover's agent clock
+ * (p50) of each mode against the number of service ports, one panel per
+ * kind of change (the full sync included), log scales.
  */
 import { parse, View } from 'vega';
 import { compile, type TopLevelSpec } from 'vega-lite';
 import type { ProxyMode } from '../backends/types.ts';
-import { CLOCK_LABEL, KIND_LABEL, KINDS, METHOD_LABEL, modeLabel, statRows } from './report.ts';
+import { CLOCK_LABEL, KIND_LABEL, KINDS, METHOD_LABEL, modeComparisons, modeLabel, statRows } from './report.ts';
 import type { BenchResult, Clock, Method, Sample } from './types.ts';
 
 /** A chart to write: its file name and specification. */
@@ -112,15 +116,45 @@ export function distributionSpec(result: BenchResult, mode: ProxyMode, variant: 
   };
 }
 
-/** Every chart of a run: two per mode and variant. */
+/** The IPVS-against-iptables chart, or undefined unless both modes ran. */
+export function modesSpec(result: BenchResult): TopLevelSpec | undefined {
+  const rows = modeComparisons(statRows(result.runs, result.samples));
+  if (rows.length === 0) return undefined;
+  const values = rows.flatMap((r) => [
+    { services: r.services, change: KIND_LABEL[r.kind], mode: r.a, p50: r.aSummary.p50 },
+    { services: r.services, change: KIND_LABEL[r.kind], mode: r.b, p50: r.bSummary.p50 },
+  ]);
+  return {
+    $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
+    title: { text: "IPVS mode against iptables mode: drover's agent clock (p50)", subtitle: 'same run, same kernel; log scales' },
+    data: { values },
+    facet: { column: { field: 'change', type: 'nominal', title: null, sort: KINDS.map((k) => KIND_LABEL[k]) } },
+    spec: {
+      width: 150,
+      height: 220,
+      mark: { type: 'line', point: { size: 50 }, strokeWidth: 2 },
+      encoding: {
+        x: { field: 'services', type: 'quantitative', scale: { type: 'log' }, title: 'service ports', axis: { tickCount: 4 } },
+        y: { field: 'p50', type: 'quantitative', scale: { type: 'log' }, title: 'p50 (ms)' },
+        color: { field: 'mode', type: 'nominal', title: null, scale: { range: ['#1f77b4', '#d62728'] }, legend: { orient: 'bottom' } },
+      },
+    },
+    resolve: { scale: { y: 'shared' } },
+    config: { font: 'sans-serif', view: { stroke: '#ddd' } },
+  };
+}
+
+/** Every chart of a run: two per mode and variant, and modes.svg when IPVS and iptables mode both ran. */
 export function charts(result: BenchResult): Chart[] {
-  return groups(result).flatMap(({ mode, variant }) => {
+  const perMode = groups(result).flatMap(({ mode, variant }) => {
     const suffix = variant ? `${mode}-${variant}` : mode;
     return [
       { file: `latency-${suffix}.svg`, spec: latencySpec(result, mode, variant) },
       { file: `distributions-${suffix}.svg`, spec: distributionSpec(result, mode, variant) },
     ];
   });
+  const modes = modesSpec(result);
+  return modes ? [...perMode, { file: 'modes.svg', spec: modes }] : perMode;
 }
 
 /** Compile a vega-lite specification and render it to an SVG document, headless. */

@@ -108,6 +108,9 @@ export function ipvsHarness(io: IpvsHarnessIO, opts: IpvsHarnessOptions): ModeHa
     return d;
   };
   const maybe = (sp: ServicePort | undefined): DesiredServicePort | undefined => (sp ? desired(sp) : undefined);
+  /** The KUBE-LOOP-BACK entries of every service port of `c.to` but the changed one (which a minimal change must not delete). */
+  const othersEntries = (c: BenchChange): Set<string> =>
+    new Set([...c.to.services.values()].filter((sp) => sp.key !== c.key).flatMap((sp) => desired(sp).loopBackEntries));
   const linkIndex = async (): Promise<number | undefined> => io.links.find(DUMMY_INTERFACE);
 
   /** Send one IpvsChange in drover's order: sets, addresses bound, IPVS commands, addresses unbound. */
@@ -168,7 +171,8 @@ export function ipvsHarness(io: IpvsHarnessIO, opts: IpvsHarnessOptions): ModeHa
       const index = await linkIndex();
       const addresses = new Set(index === undefined ? [] : (await io.links.addresses(index)).map((a) => a.address));
       if (!focus) return { servers: (await readVirtualServers(io.ipvs, () => true)).state, addresses };
-      const keys = [focus.before, focus.after].flatMap((sp) => (sp ? [desired(sp).server.vs] : []));
+      const servers = new Map([focus.before, focus.after].flatMap((sp) => (sp ? [[desired(sp).server.key, desired(sp).server.vs] as const] : [])));
+      const keys = [...servers.values()];
       return { servers: (await readSomeVirtualServers(io.ipvs, keys)).state, addresses };
     },
     shows(state, change) {
@@ -187,11 +191,11 @@ export function ipvsHarness(io: IpvsHarnessIO, opts: IpvsHarnessOptions): ModeHa
       backend.close();
       io.close();
     },
-    raw: simple('raw', (c) => minimalIpvsChange(maybe(c.before), maybe(c.after))),
+    raw: simple('raw', (c) => minimalIpvsChange(maybe(c.before), maybe(c.after), othersEntries(c))),
     perChange: [kubeProxy],
     whole: simple('full-rerender', (c) => {
       const others = [...c.to.services.values()].filter((sp) => sp.key !== c.key).map(desired);
-      return concatChanges(wholeIpvsState(others), minimalIpvsChange(maybe(c.before), maybe(c.after)));
+      return concatChanges(wholeIpvsState(others), minimalIpvsChange(maybe(c.before), maybe(c.after), othersEntries(c)));
     }),
   };
 }

@@ -43,10 +43,16 @@ const text = (lines: readonly string[]): string => (lines.length === 0 ? '' : `$
  * `after` (both computed with desiredServicePort). A real server that goes
  * is deleted (DEL_DEST), not quiesced: the physical limit of "no new
  * connection reaches it". Both must have the same virtual server when both
- * are given.
+ * are given. KUBE-LOOP-BACK entries are per endpoint, so other service
+ * ports may share them: an entry in `keep` (the entries of the other
+ * service ports after the change) is never deleted.
  * @throws Error when `before` and `after` are different virtual servers.
  */
-export function minimalIpvsChange(before: DesiredServicePort | undefined, after: DesiredServicePort | undefined): IpvsChange {
+export function minimalIpvsChange(
+  before: DesiredServicePort | undefined,
+  after: DesiredServicePort | undefined,
+  keep: ReadonlySet<string> = new Set(),
+): IpvsChange {
   if (before && after && before.server.key !== after.server.key) {
     throw new Error(`minimalIpvsChange: ${before.server.key} and ${after.server.key} are different virtual servers`);
   }
@@ -62,7 +68,7 @@ export function minimalIpvsChange(before: DesiredServicePort | undefined, after:
   if (before && !after) {
     const vs = before.server.vs;
     return {
-      ipset: text(setLines('del', before.clusterIPEntry, before.loopBackEntries)),
+      ipset: text(setLines('del', before.clusterIPEntry, before.loopBackEntries.filter((e) => !keep.has(e)))),
       bind: [],
       ops: [{ kind: 'del-service', vs }],
       unbind: [vs.address],
@@ -76,7 +82,7 @@ export function minimalIpvsChange(before: DesiredServicePort | undefined, after:
   const had = new Set(before.loopBackEntries);
   const has = new Set(after.loopBackEntries);
   const lines = [
-    ...setLines('del', undefined, before.loopBackEntries.filter((e) => !has.has(e))),
+    ...setLines('del', undefined, before.loopBackEntries.filter((e) => !has.has(e) && !keep.has(e))),
     ...setLines('add', undefined, after.loopBackEntries.filter((e) => !had.has(e))),
   ];
   return { ipset: text(lines), bind: [], ops, unbind: [] };

@@ -246,6 +246,65 @@ export function ratioTable(ratios: readonly RatioRow[]): string[] {
   );
 }
 
+/** One mode set against another for one size and kind of change: drover's agent clock in each, at p50 and p99. */
+export interface ModeComparison {
+  readonly services: number;
+  readonly kind: ChangeKind;
+  /** Mode labels (modeLabel), e.g. "ipvs (nft)" and "iptables (nft)". */
+  readonly a: string;
+  readonly b: string;
+  readonly aSummary: Summary;
+  readonly bSummary: Summary;
+  /** a's p50 over b's p50. */
+  readonly ratioP50: number;
+  /** a's p99 over b's p99. */
+  readonly ratioP99: number;
+}
+
+/**
+ * drover's agent clock of IPVS mode against iptables mode, for every size
+ * and kind of change (the full sync included) that both measured in the
+ * run; empty unless both modes ran. With several iptables variants, the
+ * same variant as the IPVS mode's rules is used.
+ */
+export function modeComparisons(rows: readonly StatRow[]): ModeComparison[] {
+  const agent = rows.filter((r) => r.method === 'drover' && r.clock === 'agent');
+  const out: ModeComparison[] = [];
+  for (const a of agent.filter((r) => r.mode === 'ipvs')) {
+    const b = agent.find((r) => r.mode === 'iptables' && r.variant === a.variant && r.services === a.services && r.kind === a.kind);
+    if (!b) continue;
+    out.push({
+      services: a.services,
+      kind: a.kind,
+      a: modeLabel(a.mode, a.variant),
+      b: modeLabel(b.mode, b.variant),
+      aSummary: a.summary,
+      bSummary: b.summary,
+      ratioP50: a.summary.p50 / b.summary.p50,
+      ratioP99: a.summary.p99 / b.summary.p99,
+    });
+  }
+  return out.sort((x, y) => x.services - y.services || KINDS.indexOf(x.kind) - KINDS.indexOf(y.kind));
+}
+
+/** The table of {@link modeComparisons}: p50 and p99 of each mode, and the ratios. */
+export function modeTable(rows: readonly ModeComparison[]): string[] {
+  return table(
+    ['services', 'change', 'ipvs p50', 'iptables p50', 'ipvs/iptables p50', 'ipvs p99', 'iptables p99', 'ipvs/iptables p99'],
+    ['r', 'l', 'r', 'r', 'r', 'r', 'r', 'r'],
+    rows.map((r) => [
+      String(r.services),
+      KIND_LABEL[r.kind],
+      fmtMs(r.aSummary.p50),
+      fmtMs(r.bSummary.p50),
+      fmtRatio(r.ratioP50),
+      fmtMs(r.aSummary.p99),
+      fmtMs(r.bSummary.p99),
+      fmtRatio(r.ratioP99),
+    ]),
+  );
+}
+
 /** The "how it was measured" section of summary.md. */
 export function methodText(result: BenchResult): string[] {
   const s = result.settings;
@@ -256,19 +315,38 @@ export function methodText(result: BenchResult): string[] {
     '',
     'Each iteration makes four single changes, through drover\'s partial sync (Backend.sync): one endpoint removed from a clock service (2 → 1 endpoints), the same endpoint added back, one service port added (2 real endpoints), and the same port removed. Times are in ms, from the moment the change is seen, on the machine\'s monotonic clock:',
     '',
-    '- **agent**: until drover\'s sync returned: the snapshot diff, the rendering and the kernel transaction (iptables-restore), in-process.',
-    '- **kernel**: read-backs (`iptables-save -t nat` in the node namespace) run back to back from when the agent returned; the time is when the first read-back that shows the change (the service port\'s chains exactly as rendered, or their absence) was parsed. It includes one whole read-back, whose own duration is `readback_ms` in the samples.',
+    "- **agent**: until drover's sync returned: the snapshot diff, the rendering and the kernel transaction, in-process (IPVS mode: in a worker process inside the node namespace, because IPVS and rtnetlink sockets act on the namespace of their process; all processes share the machine's monotonic clock).",
+    "- **kernel**: read-backs run back to back from when the agent returned; the time is when the first read-back that shows the change was parsed. iptables mode reads `iptables-save -t nat` in the node namespace (the service port's chains exactly as rendered, or their absence), so the time includes one whole read-back, whose own duration is `readback_ms` in the samples. IPVS mode reads the changed virtual server and its real servers over netlink (GET_SERVICE and a dump of its destinations) and the addresses of kube-ipvs0.",
     `- **data path**: new TCP connections from the client namespace run back to back from when the agent returned, by one long-lived prober process; the time is when the first connection that shows the change was opened. Endpoint added: the first connection answered by the new endpoint (each connection has a 1/2 chance, so the time is late by one connection on average, by k or more with probability 2^-k; never early, since only the new rules reach that endpoint). Endpoint removed: the first of ${s.removalConfirm} connections in a row answered by the surviving endpoint (with the old rules still in place this happens by chance with probability 2^-${s.removalConfirm}, the false-positive bound). Service added: the first connection answered at the new ClusterIP (without the rules nothing answers there, so no false positive). Service removed: the first of ${s.failConfirm} connections in a row that got no answer (refused, unreachable, or nothing within 1 s); the old rules would have answered.`,
     '',
     'The kernel and data-path polling start when the agent has returned (the transaction has committed by then) and run at the same time, so neither slows the agent down; they compete with each other for the CPU.',
+    ...(s.detailMax < Math.max(...s.services)
+      ? ['', `Above ${s.detailMax} service ports (\`--detail-max\`) the kernel clock and the kube-proxy-style baseline were not measured: only drover's agent and data-path clocks and the raw baseline.`]
+      : []),
     '',
-    'Baselines make the same changes on the same table, taking turns with drover within each iteration, and are timed as the kernel transaction alone (from starting iptables-restore to its exit), with the payload built beforehand:',
+    'Baselines make the same changes on the same kernel state, taking turns with drover within each iteration, and are timed as the kernel work alone, with the payload built beforehand.',
+    ...(s.modes.includes('iptables')
+      ? [
+          '',
+          'iptables mode (each timed from starting iptables-restore to its exit):',
+          '',
+          '- **raw minimal**: only what the change needs: the new or changed KUBE-SVC/KUBE-SEP chains, the deleted ones, and the one KUBE-SERVICES rule that comes or goes. This is the physical limit of a change through iptables-restore.',
+          "- **kube-proxy-style**: what kube-proxy's partial sync writes: the static chains of both tables declared and rewritten, including the whole KUBE-SERVICES chain with one rule per service port, plus the changed chains.",
+          `- **full re-render**: the whole ruleset re-sent with \`--noflush\` and every chain declared. On iptables-nft this grows much faster than the ruleset, so it is measured ${s.fullBaselineRepeats} time(s) per size, on a "service added" change only, and only up to ${s.fullBaselineMax} services (\`--full-baseline-max\`). It re-sends everything whatever the change, so its time stands for every kind of change.`,
+        ]
+      : []),
+    ...(s.modes.includes('ipvs')
+      ? [
+          '',
+          'IPVS mode (each timed from the first command sent to the last answer):',
+          '',
+          '- **raw minimal**: the IPVS commands the change needs (one real server added or deleted; one virtual server added with its real servers, or deleted), its ipset entries (one `ipset restore`) and its ClusterIP on kube-ipvs0.',
+          "- **kube-proxy-style**: what kube-proxy's IPVS proxier does on every sync (it has no partial sync): read and update the ipsets, rewrite its iptables rules with one `iptables-restore --noflush`, list kube-ipvs0's addresses and bind every ClusterIP again, read every virtual server and its real servers (one GET_SERVICE and one destination dump each, plus one dump of all virtual servers), then send the commands that differ.",
+          `- **full re-render**: every virtual server and real server sent again (SET_SERVICE, SET_DEST), every set entry and every ClusterIP, without reading first; ${s.fullBaselineRepeats} time(s) per size on a "service added" change, up to ${s.fullBaselineMax} services.`,
+        ]
+      : []),
     '',
-    '- **raw minimal**: only what the change needs: the new or changed KUBE-SVC/KUBE-SEP chains, the deleted ones, and the one KUBE-SERVICES rule that comes or goes. This is the physical limit of a change through iptables-restore.',
-    '- **kube-proxy-style**: what kube-proxy\'s partial sync writes: the static chains of both tables declared and rewritten, including the whole KUBE-SERVICES chain with one rule per service port, plus the changed chains.',
-    `- **full re-render**: the whole ruleset re-sent with \`--noflush\` and every chain declared. On iptables-nft this grows much faster than the ruleset, so it is measured ${s.fullBaselineRepeats} time(s) per size, on a "service added" change only, and only up to ${s.fullBaselineMax} services (\`--full-baseline-max\`). It re-sends everything whatever the change, so its time stands for every kind of change.`,
-    '',
-    'Percentiles are nearest-rank (with fewer than 100 samples, p99 is the largest). Ratios are drover\'s agent clock over the baseline\'s transaction time at the same percentile: a ratio near 1 means drover adds little to the kernel\'s own cost. Peak RSS is the benchmark process\'s (process.resourceUsage().maxRSS), which runs drover\'s agent in-process; it only grows, so sizes are run in ascending order.',
+    "Percentiles are nearest-rank (with fewer than 100 samples, p99 is the largest). Ratios are drover's agent clock over the baseline's time at the same percentile: a ratio near 1 means drover adds little to the kernel's own cost. Peak RSS is that of the process that runs drover's agent (process.resourceUsage().maxRSS): the benchmark process in iptables mode, whose peak only grows, so sizes run in ascending order; a fresh worker per size in IPVS mode.",
   ];
 }
 
@@ -315,6 +393,17 @@ export function buildSummary(result: BenchResult): string {
     ...overviewTable(ratios),
     '',
   );
+  const modes = modeComparisons(rows);
+  if (modes.length > 0) {
+    out.push(
+      '## IPVS mode against iptables mode',
+      '',
+      "drover's agent clock in each mode, measured in the same run on the same kernel; below 1, IPVS mode is faster.",
+      '',
+      ...modeTable(modes),
+      '',
+    );
+  }
   for (const run of result.runs) {
     const mine = rows.filter((r) => r.mode === run.mode && r.variant === run.variant && r.services === run.services);
     const full = (clock: Clock): string => {
@@ -324,9 +413,11 @@ export function buildSummary(result: BenchResult): string {
     out.push(
       `## ${modeLabel(run.mode, run.variant)}, ${run.services} services`,
       '',
+      `- ${run.changes} changes of each kind.`,
       `- Full sync from empty tables: agent ${full('agent')}, kernel ${full('kernel')}, data path ${full('datapath')} (${run.fullSyncTransactions} transaction${run.fullSyncTransactions === 1 ? '' : 's'}).`,
-      `- Peak RSS of the benchmark process (drover's agent runs in it): ${thousands(run.peakRssKb)} kB.`,
+      `- Peak RSS of the process that runs drover's agent: ${thousands(run.peakRssKb)} kB.`,
       `- Full re-render: ${run.fullRerenderSkipped ?? 'measured on "service added"; it stands for every change'}.`,
+      ...(run.detailSkipped ? [`- Kernel clock and kube-proxy-style baseline: ${run.detailSkipped}.`] : []),
       run.consistent
         ? '- After the run, a full sync of the starting state found nothing to repair.'
         : '- **After the run, a full sync of the starting state had to repair the kernel**: a baseline did not put its change back exactly.',

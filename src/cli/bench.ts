@@ -10,7 +10,9 @@ import { IpvsClient, IpvsUnavailableError } from '../backends/ipvs/netlink.ts';
 import type { ProxyMode } from '../backends/types.ts';
 import { detectEnvironment } from '../bench/environment.ts';
 import { progressSink } from '../bench/progress.ts';
-import { overviewTable, ratioRows, statRows } from '../bench/report.ts';
+import { mergeResults, readResult } from '../bench/merge.ts';
+import { modeComparisons, modeTable, overviewTable, ratioRows, statRows } from '../bench/report.ts';
+import type { BenchResult } from '../bench/types.ts';
 import { CLOCK_SERVICES, runBench } from '../bench/run.ts';
 import { testbedUnavailableReason } from '../testbed/topology.ts';
 import { parseDuration } from './options.ts';
@@ -30,6 +32,8 @@ export interface BenchCliOptions {
   readonly removalConfirm: number;
   readonly failConfirm: number;
   readonly probeTimeout: number;
+  /** Output folders of earlier runs to make the report from, instead of measuring. */
+  readonly from?: string[];
 }
 
 /** A whole number within [min, max]. @throws InvalidArgumentError otherwise. */
@@ -104,6 +108,11 @@ export function benchCommand(): Command {
         .argParser(intArg(1, 100)),
     )
     .addOption(new Option('--fail-confirm <n>', 'failed connections in a row that show a service removed').default(3).argParser(intArg(1, 100)))
+    .addOption(
+      new Option('--from <dirs>', "make the report from earlier runs' output folders (comma-separated; run.json and samples.jsonl) instead of measuring").argParser(
+        (v: string) => v.split(',').map((d) => d.trim()).filter((d) => d !== ''),
+      ),
+    )
     .addOption(new Option('--probe-timeout <duration>', 'a data-path connection not answered within this counts as failed').default(1000, '1s').argParser(parseDuration))
     .addHelpText(
       'after',
@@ -113,19 +122,29 @@ export function benchCommand(): Command {
         'backend namespaces with echo servers, applies a synthetic state from empty',
         'tables (full sync), then makes --changes changes of each kind through',
         "drover's partial sync, each timed on three clocks: agent (until the kernel",
-        'transaction returned), kernel (until iptables-save shows the change) and data',
+        'transaction returned), kernel (until a read-back shows the change) and data',
         'path (until a new connection from the client shows it). Hand-built payloads',
         'make the same changes as baselines: the minimal change (the physical limit),',
         'a kube-proxy-style restore (the whole KUBE-SERVICES chain rewritten) and, up',
         'to --full-baseline-max, a full re-render. summary.md gives p50, p95, p99 and',
         'max, and the ratios drover/raw and drover/kube-proxy per kind of change.',
         '',
-        'Example:',
+        'With --modes iptables,ipvs (a kernel with ip_vs), both modes are measured in one',
+        'run and summary.md and modes.svg set IPVS mode against iptables mode.',
+        '',
+        'Examples:',
         '  drover bench --services 100,1000 --changes 50 --out out/bench',
+        '  drover bench --modes iptables,ipvs --services 1000 --changes 5 --out out/a',
+        '  drover bench --from out/a,out/b --out out/both   # one report from two runs',
         '',
       ].join('\n'),
     )
     .action(async (opts: BenchCliOptions) => {
+      if (opts.from) {
+        const results = await Promise.all(opts.from.map((dir) => readResult(resolve(dir))));
+        await report(mergeResults(results), opts.out);
+        return;
+      }
       const unavailable = await testbedUnavailableReason();
       if (unavailable) throw new UsageError(`bench ${unavailable}`);
       if (opts.modes.includes('ipvs')) {
@@ -159,20 +178,27 @@ export function benchCommand(): Command {
       } finally {
         sink.stop();
       }
-      const out = resolve(opts.out);
-      // Loaded here: the charting libraries would slow down every other command's start.
-      const { writeReport } = await import('../bench/output.ts');
-      const files = await writeReport(out, result);
-      const overview = overviewTable(ratioRows(statRows(result.runs, result.samples)));
-      process.stdout.write(
-        [
-          `p50 in ms${environment.guest ? ' (emulated guest: compare the ratios only)' : ''}; ratios: drover's agent clock over the baseline, at p50`,
-          '',
-          ...overview,
-          '',
-          `written to ${out}: ${files.join(', ')}`,
-          '',
-        ].join('\n'),
-      );
+      await report(result, opts.out);
     });
+}
+
+/** Write the report files of `result` into `dir` and print the overview (and the IPVS/iptables table, when both modes ran). */
+async function report(result: BenchResult, dir: string): Promise<void> {
+  const out = resolve(dir);
+  // Loaded here: the charting libraries would slow down every other command's start.
+  const { writeReport } = await import('../bench/output.ts');
+  const files = await writeReport(out, result);
+  const rows = statRows(result.runs, result.samples);
+  const modes = modeComparisons(rows);
+  process.stdout.write(
+    [
+      `p50 in ms${result.environment.guest ? ' (emulated guest: compare the ratios only)' : ''}; ratios: drover's agent clock over the baseline, at p50`,
+      '',
+      ...overviewTable(ratioRows(rows)),
+      '',
+      ...(modes.length > 0 ? ["drover's agent clock, IPVS mode against iptables mode:", '', ...modeTable(modes), ''] : []),
+      `written to ${out}: ${files.join(', ')}`,
+      '',
+    ].join('\n'),
+  );
 }

@@ -1,7 +1,7 @@
 /** The benchmark's reports from fixed samples: exact CSV, JSONL and tables. */
 import test from 'ava';
 import { charts, renderSvg } from '../../src/bench/charts.ts';
-import { buildSummary, overviewTable, ratioRows, ratioTable, samplesToCSV, samplesToJSONL, sizeTable, statRows } from '../../src/bench/report.ts';
+import { buildSummary, modeComparisons, modeTable, overviewTable, ratioRows, ratioTable, samplesToCSV, samplesToJSONL, sizeTable, statRows } from '../../src/bench/report.ts';
 import type { BenchResult, ChangeKind, Clock, Method, Sample, SizeRun } from '../../src/bench/types.ts';
 
 function samples(kind: ChangeKind, method: Method, clock: Clock, ms: number[], extra: Partial<Sample> = {}): Sample[] {
@@ -157,7 +157,9 @@ test('summary.md: environment, overview, one section per size, the method', (t) 
   t.true(md.includes('\n## Overview\n'));
   t.true(md.includes('\n## iptables (nft), 100 services\n'));
   t.true(md.includes('- Full sync from empty tables: agent 250.0 ms, kernel 400.0 ms, data path 251.3 ms (1 transaction).\n'));
-  t.true(md.includes('- Peak RSS of the benchmark process (drover\'s agent runs in it): 123,456 kB.\n'));
+  t.true(md.includes("- Peak RSS of the process that runs drover's agent: 123,456 kB.\n"));
+  t.false(md.includes('## IPVS mode against iptables mode'), 'one mode: no comparison');
+  t.false(md.includes('IPVS mode (each timed'), 'no IPVS baselines described for an iptables-only run');
   t.true(md.includes('- After the run, a full sync of the starting state found nothing to repair.\n'));
   t.true(md.includes('\n## How it was measured\n'));
   t.true(md.includes('probability 2^-10, the false-positive bound'));
@@ -194,4 +196,45 @@ test('charts: a latency chart and a distribution chart per mode, rendered to SVG
   t.true(latency!.includes('>full sync</text>'));
   t.true(distributions!.includes('>100 service ports</text>'));
   t.false(distributions!.includes('>full sync</text>'), 'a full sync (one sample) is no distribution');
+});
+
+/** The same samples as IPVS mode, with every time doubled, and a 1000-port size measured without details. */
+const IPVS_RUN: SizeRun = { ...RUN, mode: 'ipvs' };
+const IPVS_SAMPLES: Sample[] = SAMPLES.map((x) => ({ ...x, mode: 'ipvs', ms: x.ms * 2 }));
+const BOTH: BenchResult = {
+  ...RESULT,
+  settings: { ...RESULT.settings, modes: ['iptables', 'ipvs'], services: [100, 1000], detailMax: 100 },
+  runs: [RUN, IPVS_RUN, { ...RUN, services: 1000, detailSkipped: 'not measured above 100 services (--detail-max)' }],
+  samples: [...SAMPLES, ...IPVS_SAMPLES, ...samples('endpoint-removed', 'drover', 'agent', [5], { services: 1000 })],
+};
+
+test('IPVS against iptables: agent clocks of both modes per size and change, with the ratios', (t) => {
+  const rows = modeComparisons(statRows(BOTH.runs, BOTH.samples));
+  t.deepEqual(modeTable(rows), [
+    '| services | change | ipvs p50 | iptables p50 | ipvs/iptables p50 | ipvs p99 | iptables p99 | ipvs/iptables p99 |',
+    '|---:|---|---:|---:|---:|---:|---:|---:|',
+    '| 100 | full sync | 500.0 | 250.0 | 2.00 | 500.0 | 250.0 | 2.00 |',
+    '| 100 | endpoint removed | 40.0 | 20.0 | 2.00 | 80.0 | 40.0 | 2.00 |',
+    '| 100 | service added | 28.0 | 14.0 | 2.00 | 36.0 | 18.0 | 2.00 |',
+  ]);
+  const md = buildSummary(BOTH);
+  t.true(md.includes('\n## IPVS mode against iptables mode\n'));
+  t.true(md.includes('| 100 | endpoint removed | 40.0 | 20.0 | 2.00 | 80.0 | 40.0 | 2.00 |\n'));
+  t.true(md.includes('- Kernel clock and kube-proxy-style baseline: not measured above 100 services (--detail-max).\n'));
+  t.true(md.includes('Above 100 service ports (`--detail-max`) the kernel clock and the kube-proxy-style baseline were not measured'));
+  t.true(md.includes('\niptables mode (each timed from starting iptables-restore to its exit):\n'));
+  t.true(md.includes('\nIPVS mode (each timed from the first command sent to the last answer):\n'));
+  t.deepEqual(modeComparisons(statRows([RUN], SAMPLES)), [], 'one mode: nothing to compare');
+});
+
+test('charts: modes.svg sets IPVS against iptables when both ran', async (t) => {
+  const list = charts(BOTH);
+  t.deepEqual(
+    list.map((c) => c.file),
+    ['latency-iptables-nft.svg', 'distributions-iptables-nft.svg', 'latency-ipvs-nft.svg', 'distributions-ipvs-nft.svg', 'modes.svg'],
+  );
+  const svg = await renderSvg(list[4]!.spec);
+  for (const label of ['ipvs (nft)', 'iptables (nft)', 'full sync', 'endpoint removed', "IPVS mode against iptables mode: drover's agent clock (p50)"]) {
+    t.true(svg.includes(`>${label}</text>`), label);
+  }
 });
