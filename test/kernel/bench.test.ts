@@ -13,7 +13,8 @@ import { run } from '../../src/testbed/exec.ts';
 import { testbedUnavailableReason } from '../../src/testbed/topology.ts';
 import { CSV_COLUMNS } from '../../src/bench/report.ts';
 import { ipvsUnavailableReason } from '../../src/cli/bench.ts';
-import type { Sample, SizeRun } from '../../src/bench/types.ts';
+import type { SizeRun } from '../../src/bench/types.ts';
+import { assertSampleCounts, readSamples } from '../support/bench.ts';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const DROVER = join(ROOT, 'bin/drover.js');
@@ -51,19 +52,9 @@ if (unavailable) {
         await t.notThrowsAsync(access(join(out, f)), f);
       }
 
-      const samples = (await readFile(join(out, 'samples.jsonl'), 'utf8')).trimEnd().split('\n').map((l) => JSON.parse(l) as Sample);
-      const count = (kind: string, method: string, clock: string) => samples.filter((s) => s.kind === kind && s.method === method && s.clock === clock).length;
-      // Per kind: drover on 3 clocks, raw and kube-proxy-style on the agent clock, 5 each; full sync 3; one full re-render.
-      t.is(samples.length, 4 * (3 * 5 + 2 * 5) + 3 + 1);
-      for (const kind of ['endpoint-removed', 'endpoint-added', 'service-added', 'service-removed']) {
-        for (const clock of ['agent', 'kernel', 'datapath']) t.is(count(kind, 'drover', clock), 5, `${kind} drover ${clock}`);
-        t.is(count(kind, 'raw', 'agent'), 5, `${kind} raw`);
-        t.is(count(kind, 'kube-proxy', 'agent'), 5, `${kind} kube-proxy`);
-      }
-      t.is(count('full-sync', 'drover', 'agent'), 1);
-      t.is(count('service-added', 'full-rerender', 'agent'), 1);
+      const samples = await readSamples(out);
+      assertSampleCounts(t, samples, 5);
       t.true(samples.every((s) => s.mode === 'iptables' && s.variant === 'nft' && s.services === 100 && s.endpoints === 10));
-      t.true(samples.every((s) => Number.isFinite(s.ms) && s.ms > 0));
       // Kernel and data path are polled once the agent returned: never earlier than it, for the same change.
       for (const s of samples.filter((x) => x.method === 'drover' && x.clock !== 'agent')) {
         const agent = samples.find((x) => x.method === 'drover' && x.clock === 'agent' && x.kind === s.kind && x.iteration === s.iteration)!;

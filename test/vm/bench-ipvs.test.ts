@@ -9,8 +9,9 @@ import { access, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { Sample, SizeRun } from '../../src/bench/types.ts';
+import type { SizeRun } from '../../src/bench/types.ts';
 import { run } from '../../src/testbed/exec.ts';
+import { assertSampleCounts, readSamples } from '../support/bench.ts';
 import { registerIpvsTests } from './support/env.ts';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
@@ -26,18 +27,9 @@ if (await registerIpvsTests('IPVS bench')) {
       t.is(res.code, 0, res.stderr);
       for (const f of ['samples.jsonl', 'summary.md', 'run.json', 'latency-ipvs-nft.svg', 'modes.svg']) await t.notThrowsAsync(access(join(out, f)), f);
 
-      const samples = (await readFile(join(out, 'samples.jsonl'), 'utf8')).trimEnd().split('\n').map((l) => JSON.parse(l) as Sample);
-      const ipvs = samples.filter((s) => s.mode === 'ipvs');
-      const count = (kind: string, method: string, clock: string) => ipvs.filter((s) => s.kind === kind && s.method === method && s.clock === clock).length;
-      // Per kind: drover on 3 clocks, raw and kube-proxy-style on the agent clock, 2 each; full sync on 3 clocks; one full re-render.
-      t.is(ipvs.length, 4 * (3 * 2 + 2 * 2) + 3 + 1);
-      for (const kind of ['endpoint-removed', 'endpoint-added', 'service-added', 'service-removed']) {
-        for (const clock of ['agent', 'kernel', 'datapath']) t.is(count(kind, 'drover', clock), 2, `${kind} drover ${clock}`);
-        t.is(count(kind, 'raw', 'agent'), 2, `${kind} raw`);
-        t.is(count(kind, 'kube-proxy', 'agent'), 2, `${kind} kube-proxy`);
-      }
-      t.is(count('service-added', 'full-rerender', 'agent'), 1);
-      t.true(ipvs.every((s) => s.variant === 'nft' && s.services === 50 && Number.isFinite(s.ms) && s.ms > 0));
+      const samples = await readSamples(out);
+      for (const mode of ['ipvs', 'iptables']) assertSampleCounts(t, samples.filter((s) => s.mode === mode), 2);
+      t.true(samples.every((s) => s.variant === 'nft' && s.services === 50));
 
       const report = JSON.parse(await readFile(join(out, 'run.json'), 'utf8')) as { runs: SizeRun[]; environment: { guest: boolean } };
       t.deepEqual(

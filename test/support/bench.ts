@@ -1,0 +1,29 @@
+/** Checks shared by the end-to-end `drover bench` tests (host and guest). */
+import type { ExecutionContext } from 'ava';
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { Sample } from '../../src/bench/types.ts';
+
+/** The samples of a run's samples.jsonl in `dir`. */
+export async function readSamples(dir: string): Promise<Sample[]> {
+  return (await readFile(join(dir, 'samples.jsonl'), 'utf8')).trimEnd().split('\n').map((l) => JSON.parse(l) as Sample);
+}
+
+/**
+ * Assert that `samples` (of one mode and size) hold exactly what a run with
+ * `changes` changes of each kind takes: per kind drover on three clocks and
+ * raw and kube-proxy-style on the agent clock, `changes` each; the full sync
+ * on three clocks; one full re-render on "service added".
+ */
+export function assertSampleCounts(t: ExecutionContext, samples: readonly Sample[], changes: number): void {
+  const count = (kind: string, method: string, clock: string) => samples.filter((s) => s.kind === kind && s.method === method && s.clock === clock).length;
+  t.is(samples.length, 4 * (3 * changes + 2 * changes) + 3 + 1);
+  for (const kind of ['endpoint-removed', 'endpoint-added', 'service-added', 'service-removed']) {
+    for (const clock of ['agent', 'kernel', 'datapath']) t.is(count(kind, 'drover', clock), changes, `${kind} drover ${clock}`);
+    t.is(count(kind, 'raw', 'agent'), changes, `${kind} raw`);
+    t.is(count(kind, 'kube-proxy', 'agent'), changes, `${kind} kube-proxy`);
+  }
+  for (const clock of ['agent', 'kernel', 'datapath']) t.is(count('full-sync', 'drover', clock), 1, `full sync ${clock}`);
+  t.is(count('service-added', 'full-rerender', 'agent'), 1);
+  t.true(samples.every((s) => Number.isFinite(s.ms) && s.ms > 0));
+}
