@@ -52,6 +52,37 @@ function groups(result: BenchResult): Array<{ mode: ProxyMode; variant: string }
   return [...seen.values()];
 }
 
+/**
+ * p50 against the number of service ports, log scales, one panel per kind
+ * of change (`values` need `services`, `change` and `p50`), one line per
+ * value of the `color` field.
+ */
+function p50LinesSpec(
+  title: { text: string; subtitle: string },
+  values: readonly Record<string, unknown>[],
+  width: number,
+  encoding: Record<string, unknown>,
+): TopLevelSpec {
+  return {
+    $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
+    title,
+    data: { values: [...values] },
+    facet: { column: { field: 'change', type: 'nominal', title: null, sort: KINDS.map((k) => KIND_LABEL[k]) } },
+    spec: {
+      width,
+      height: 220,
+      mark: { type: 'line', point: { size: 50 }, strokeWidth: 2 },
+      encoding: {
+        x: { field: 'services', type: 'quantitative', scale: { type: 'log' }, title: 'service ports', axis: { tickCount: 4 } },
+        y: { field: 'p50', type: 'quantitative', scale: { type: 'log' }, title: 'p50 (ms)' },
+        ...encoding,
+      },
+    },
+    resolve: { scale: { y: 'shared' } },
+    config: { font: 'sans-serif', view: { stroke: '#ddd' } },
+  } as TopLevelSpec;
+}
+
 /** The latency-against-size chart of one mode and variant. */
 export function latencySpec(result: BenchResult, mode: ProxyMode, variant: string): TopLevelSpec {
   const rows = statRows(result.runs, result.samples).filter((r) => r.mode === mode && r.variant === variant);
@@ -64,25 +95,12 @@ export function latencySpec(result: BenchResult, mode: ProxyMode, variant: strin
     p95: r.summary.p95,
     n: r.summary.n,
   }));
-  return {
-    $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
-    title: { text: `${modeLabel(mode, variant)}: p50 time of a change against the number of service ports`, subtitle: 'log scales; baselines are the kernel transaction alone' },
-    data: { values },
-    facet: { column: { field: 'change', type: 'nominal', title: null, sort: KINDS.map((k) => KIND_LABEL[k]) } },
-    spec: {
-      width: 170,
-      height: 220,
-      mark: { type: 'line', point: { size: 50 }, strokeWidth: 2 },
-      encoding: {
-        x: { field: 'services', type: 'quantitative', scale: { type: 'log' }, title: 'service ports', axis: { tickCount: 4 } },
-        y: { field: 'p50', type: 'quantitative', scale: { type: 'log' }, title: 'p50 (ms)' },
-        color,
-        strokeDash: { field: 'who', type: 'nominal', legend: null, scale: { domain: ['drover', 'baseline'], range: [[1, 0], [5, 3]] } },
-      },
-    },
-    resolve: { scale: { y: 'shared' } },
-    config: { font: 'sans-serif', view: { stroke: '#ddd' } },
-  };
+  return p50LinesSpec(
+    { text: `${modeLabel(mode, variant)}: p50 time of a change against the number of service ports`, subtitle: 'log scales; baselines are the kernel transaction alone' },
+    values,
+    170,
+    { color, strokeDash: { field: 'who', type: 'nominal', legend: null, scale: { domain: ['drover', 'baseline'], range: [[1, 0], [5, 3]] } } },
+  );
 }
 
 /** The per-change distribution chart of one mode and variant. */
@@ -124,24 +142,9 @@ export function modesSpec(result: BenchResult): TopLevelSpec | undefined {
     { services: r.services, change: KIND_LABEL[r.kind], mode: r.a, p50: r.aSummary.p50 },
     { services: r.services, change: KIND_LABEL[r.kind], mode: r.b, p50: r.bSummary.p50 },
   ]);
-  return {
-    $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
-    title: { text: "IPVS mode against iptables mode: drover's agent clock (p50)", subtitle: 'same run, same kernel; log scales' },
-    data: { values },
-    facet: { column: { field: 'change', type: 'nominal', title: null, sort: KINDS.map((k) => KIND_LABEL[k]) } },
-    spec: {
-      width: 150,
-      height: 220,
-      mark: { type: 'line', point: { size: 50 }, strokeWidth: 2 },
-      encoding: {
-        x: { field: 'services', type: 'quantitative', scale: { type: 'log' }, title: 'service ports', axis: { tickCount: 4 } },
-        y: { field: 'p50', type: 'quantitative', scale: { type: 'log' }, title: 'p50 (ms)' },
-        color: { field: 'mode', type: 'nominal', title: null, scale: { range: ['#1f77b4', '#d62728'] }, legend: { orient: 'bottom' } },
-      },
-    },
-    resolve: { scale: { y: 'shared' } },
-    config: { font: 'sans-serif', view: { stroke: '#ddd' } },
-  };
+  return p50LinesSpec({ text: "IPVS mode against iptables mode: drover's agent clock (p50)", subtitle: 'same run, same kernel; log scales' }, values, 150, {
+    color: { field: 'mode', type: 'nominal', title: null, scale: { range: ['#1f77b4', '#d62728'] }, legend: { orient: 'bottom' } },
+  });
 }
 
 /** Every chart of a run: two per mode and variant, and modes.svg when IPVS and iptables mode both ran. */
