@@ -2,7 +2,7 @@
 # `npm run bench [-- OPTIONS]`: drover's rule-update latency benchmark, as
 # root. Every run works in throw-away network namespaces.
 #
-# - On a kernel with IPVS loaded (/proc/net/ip_vs; e.g. the Vagrant VM):
+# - On a kernel with IPVS (/proc/net/ip_vs, after `modprobe ip_vs`; e.g. the Vagrant VM):
 #   iptables and IPVS mode side by side, here, into $OUT.
 # - Otherwise (like a host without ip_vs): iptables mode here, for absolute
 #   numbers, into $OUT/host; then iptables and IPVS mode side by side in the
@@ -27,12 +27,14 @@ for a in "$@"; do
   esac
 done
 
+# IPVS loads on demand where the module exists (as drover's netlink lookup would load it).
+[ -e /proc/net/ip_vs ] || modprobe -q ip_vs 2>/dev/null || true
 if [ -e /proc/net/ip_vs ]; then
   echo "bench: this kernel has IPVS: measuring iptables and IPVS mode side by side into $OUT" >&2
   exec ./bin/drover.js bench "${HOST_DEFAULTS[@]}" --modes iptables,ipvs "$@" --out "$OUT"
 fi
 
-echo "bench: this kernel has no IPVS (/proc/net/ip_vs is missing): iptables mode here into $OUT/host, then both modes in the test guest into $OUT/guest" >&2
+echo "bench: this kernel has no IPVS (no /proc/net/ip_vs, and modprobe ip_vs failed): iptables mode here into $OUT/host, then both modes in the test guest into $OUT/guest" >&2
 ./bin/drover.js bench "${HOST_DEFAULTS[@]}" --modes iptables "$@" --out "$OUT/host"
 if [ "${DROVER_BENCH_GUEST:-1}" = 0 ]; then
   echo "bench: DROVER_BENCH_GUEST=0: the guest run is skipped" >&2

@@ -142,7 +142,7 @@ export function modesSpec(result: BenchResult): TopLevelSpec | undefined {
     { services: r.services, change: KIND_LABEL[r.kind], mode: r.a, p50: r.aSummary.p50 },
     { services: r.services, change: KIND_LABEL[r.kind], mode: r.b, p50: r.bSummary.p50 },
   ]);
-  return p50LinesSpec({ text: "IPVS mode against iptables mode: drover's agent clock (p50)", subtitle: 'same run, same kernel; log scales' }, values, 150, {
+  return p50LinesSpec({ text: "IPVS mode against iptables mode: drover's agent clock (p50)", subtitle: 'same kernel; log scales' }, values, 150, {
     color: { field: 'mode', type: 'nominal', title: null, scale: { range: ['#1f77b4', '#d62728'] }, legend: { orient: 'bottom' } },
   });
 }

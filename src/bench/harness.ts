@@ -44,6 +44,7 @@ export interface ModeHarness<S = unknown> {
    * One read-back of the kernel state the mode programs. With `focus`, the
    * mode may read only what that change touches (IPVS: one virtual server);
    * without, everything.
+   * @throws what the kernel read throws (CommandError from iptables-save, IpvsRequestError or a netlink error).
    */
   readBack(focus?: ServiceChange): Promise<S>;
   /** True when `state` (a readBack) shows the service port as `change.after` (absent when undefined) and nothing left of `change.before`. */

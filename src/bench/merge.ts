@@ -68,24 +68,36 @@ const SampleLine = z.looseObject({
   bytes: z.number().optional(),
 });
 
+/** JSON.parse with the place named in the error. */
+function parseJson(text: string, where: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch (err) {
+    throw new Error(`${where}: not JSON: ${(err as Error).message}`);
+  }
+}
+
 /**
  * Read one run's result from its output folder.
  * @throws Error naming the file (and the line of samples.jsonl) that is missing or not what `drover bench` writes.
  */
 export async function readResult(dir: string): Promise<BenchResult> {
   const runPath = join(dir, 'run.json');
-  const parsed = RunFile.safeParse(JSON.parse(await readFile(runPath, 'utf8')));
+  const parsed = RunFile.safeParse(parseJson(await readFile(runPath, 'utf8'), runPath));
   if (!parsed.success) throw new Error(`${runPath}: ${parsed.error.issues[0]!.path.join('.')}: ${parsed.error.issues[0]!.message}`);
   const samplesPath = join(dir, 'samples.jsonl');
   const samples: Sample[] = [];
   const lines = (await readFile(samplesPath, 'utf8')).split('\n');
   lines.forEach((line, i) => {
     if (line.trim() === '') return;
-    const s = SampleLine.safeParse(JSON.parse(line));
+    const s = SampleLine.safeParse(parseJson(line, `${samplesPath}:${i + 1}`));
     if (!s.success) throw new Error(`${samplesPath}:${i + 1}: ${s.error.issues[0]!.path.join('.')}: ${s.error.issues[0]!.message}`);
     samples.push(s.data as Sample);
   });
   const { environment, settings, runs } = parsed.data;
+  const measured = new Set(runs.map((r) => `${r.mode}|${r.variant}|${r.services}|${r.endpoints}`));
+  const stray = samples.find((x) => !measured.has(`${x.mode}|${x.variant}|${x.services}|${x.endpoints}`));
+  if (stray) throw new Error(`${samplesPath}: a sample of ${stray.mode}/${stray.variant} ${stray.services} services, ${stray.endpoints} endpoints has no run in ${runPath}`);
   return { environment, settings, runs, samples } as BenchResult;
 }
 
@@ -93,10 +105,12 @@ export async function readResult(dir: string): Promise<BenchResult> {
  * Several results as one: the environment of the first (every date is kept
  * in the order given), the sizes and modes of all, and each size's runs and
  * samples. A size and mode measured in more than one result is taken from
- * the last. Settings that differ between results are taken from the first,
- * except `changes` (the smallest; each size keeps its own in its run) and
- * `detailMax` (the smallest). Pure.
- * @throws Error when `results` is empty, mixes guest and host runs, or used different numbers of endpoints per service.
+ * the last. Other settings that differ between results are taken from the
+ * first, except `changes` and `detailMax` (the smallest); each size's run
+ * keeps its own changes, skipped details and skipped full re-render. Pure.
+ * @throws Error when `results` is empty, mixes guest and host runs or
+ *   machines (kernel, CPU model or count), or used different endpoints per
+ *   service, data-path confirmation counts or clock services.
  */
 export function mergeResults(results: readonly BenchResult[]): BenchResult {
   const first = results[0];
@@ -106,6 +120,16 @@ export function mergeResults(results: readonly BenchResult[]): BenchResult {
       throw new Error(`cannot merge runs with ${first.settings.endpoints} and ${r.settings.endpoints} endpoints per service`);
     }
     if (r.environment.guest !== first.environment.guest) throw new Error('cannot merge a run in an emulated guest with a run on a host: their times do not compare');
+    for (const field of ['kernel', 'cpuModel', 'cpus'] as const) {
+      if (r.environment[field] !== first.environment[field]) {
+        throw new Error(`cannot merge runs made on different machines: environment.${field} ${JSON.stringify(first.environment[field])} and ${JSON.stringify(r.environment[field])}`);
+      }
+    }
+    for (const field of ['removalConfirm', 'failConfirm', 'clockServices'] as const) {
+      if (r.settings[field] !== first.settings[field]) {
+        throw new Error(`cannot merge runs with different settings.${field} (${first.settings[field]} and ${r.settings[field]}): the data-path clock means something else`);
+      }
+    }
   }
   const key = (x: { mode: string; variant: string; services: number }): string => `${x.mode}|${x.variant}|${x.services}`;
   const owner = new Map<string, number>();

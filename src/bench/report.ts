@@ -316,15 +316,15 @@ export function methodText(result: BenchResult): string[] {
     'Each iteration makes four single changes, through drover\'s partial sync (Backend.sync): one endpoint removed from a clock service (2 → 1 endpoints), the same endpoint added back, one service port added (2 real endpoints), and the same port removed. Times are in ms, from the moment the change is seen, on the machine\'s monotonic clock:',
     '',
     "- **agent**: until drover's sync returned: the snapshot diff, the rendering and the kernel transaction, in-process (IPVS mode: in a worker process inside the node namespace, because IPVS and rtnetlink sockets act on the namespace of their process; all processes share the machine's monotonic clock).",
-    "- **kernel**: read-backs run back to back from when the agent returned; the time is when the first read-back that shows the change was parsed. iptables mode reads `iptables-save -t nat` in the node namespace (the service port's chains exactly as rendered, or their absence), so the time includes one whole read-back, whose own duration is `readback_ms` in the samples. IPVS mode reads the changed virtual server and its real servers over netlink (GET_SERVICE and a dump of its destinations) and the addresses of kube-ipvs0.",
+    "- **kernel**: read-backs run back to back from when the agent returned; the time is when the first read-back that shows the change was parsed. iptables mode reads `iptables-save -t nat` in the node namespace (the service port's chains exactly as rendered, or their absence), so the time includes one whole read-back, whose own duration is `readback_ms` in the samples. IPVS mode reads the changed virtual server and its real servers over netlink (GET_SERVICE and a dump of its destinations) and, when a service comes or goes, the addresses of kube-ipvs0 (which holds every ClusterIP).",
     `- **data path**: new TCP connections from the client namespace run back to back from when the agent returned, by one long-lived prober process; the time is when the first connection that shows the change was opened. Endpoint added: the first connection answered by the new endpoint (each connection has a 1/2 chance, so the time is late by one connection on average, by k or more with probability 2^-k; never early, since only the new rules reach that endpoint). Endpoint removed: the first of ${s.removalConfirm} connections in a row answered by the surviving endpoint (with the old rules still in place this happens by chance with probability 2^-${s.removalConfirm}, the false-positive bound). Service added: the first connection answered at the new ClusterIP (without the rules nothing answers there, so no false positive). Service removed: the first of ${s.failConfirm} connections in a row that got no answer (refused, unreachable, or nothing within 1 s); the old rules would have answered.`,
     '',
     'The kernel and data-path polling start when the agent has returned (the transaction has committed by then) and run at the same time, so neither slows the agent down; they compete with each other for the CPU.',
-    ...(s.detailMax < Math.max(...s.services)
-      ? ['', `Above ${s.detailMax} service ports (\`--detail-max\`) the kernel clock and the kube-proxy-style baseline were not measured: only drover's agent and data-path clocks and the raw baseline.`]
+    ...(result.runs.some((r) => r.detailSkipped)
+      ? ['', "At the sizes whose section says so (`--detail-max`), the kernel clock and the kube-proxy-style baseline were not measured: only drover's agent and data-path clocks and the raw baseline."]
       : []),
     '',
-    'Baselines make the same changes on the same kernel state, taking turns with drover within each iteration, and are timed as the kernel work alone, with the payload built beforehand.',
+    'Baselines make the same changes on the same kernel state, taking turns with drover within each iteration, with their payloads and desired state built beforehand, off the clock.',
     ...(s.modes.includes('iptables')
       ? [
           '',
@@ -338,16 +338,25 @@ export function methodText(result: BenchResult): string[] {
     ...(s.modes.includes('ipvs')
       ? [
           '',
-          'IPVS mode (each timed from the first command sent to the last answer):',
+          'IPVS mode (each timed from the first command sent, or the ipset process started, to the last answer):',
           '',
           '- **raw minimal**: the IPVS commands the change needs (one real server added or deleted; one virtual server added with its real servers, or deleted), its ipset entries (one `ipset restore`) and its ClusterIP on kube-ipvs0.',
-          "- **kube-proxy-style**: what kube-proxy's IPVS proxier does on every sync (it has no partial sync): read and update the ipsets, rewrite its iptables rules with one `iptables-restore --noflush`, list kube-ipvs0's addresses and bind every ClusterIP again, read every virtual server and its real servers (one GET_SERVICE and one destination dump each, plus one dump of all virtual servers), then send the commands that differ.",
+          "- **kube-proxy-style**: what kube-proxy's IPVS proxier does on every sync (it has no partial sync): read and update the ipsets, rewrite its iptables rules with one `iptables-restore --noflush`, list kube-ipvs0's addresses and bind every ClusterIP again, read every virtual server and its real servers (one GET_SERVICE and one destination dump each, plus one dump of all virtual servers), then send the commands that differ. Its reads and plan are on the clock. It is a lower bound of kube-proxy's cost, in kube-proxy's favour: the reads are pipelined where kube-proxy makes them one at a time, the set entries go in one `ipset restore` where kube-proxy runs `ipset add` per entry, and kube-proxy's per-sync `iptables-save` and chain checks are left out.",
           `- **full re-render**: every virtual server and real server sent again (SET_SERVICE, SET_DEST), every set entry and every ClusterIP, without reading first; ${s.fullBaselineRepeats} time(s) per size on a "service added" change, up to ${s.fullBaselineMax} services.`,
         ]
       : []),
     '',
+    "`bytes` in the samples is the text drover or the baseline handed to iptables-restore and ipset restore; IPVS netlink messages are not counted.",
+    '',
     "Percentiles are nearest-rank (with fewer than 100 samples, p99 is the largest). Ratios are drover's agent clock over the baseline's time at the same percentile: a ratio near 1 means drover adds little to the kernel's own cost. Peak RSS is that of the process that runs drover's agent (process.resourceUsage().maxRSS): the benchmark process in iptables mode, whose peak only grows, so sizes run in ascending order; a fresh worker per size in IPVS mode.",
   ];
+}
+
+/** "N changes of each kind", or per size when the sizes (merged from several runs) differ. */
+function changesText(result: BenchResult): string {
+  const counts = [...new Set(result.runs.map((r) => r.changes))];
+  if (counts.length <= 1) return `${counts[0] ?? result.settings.changes} changes of each kind`;
+  return `changes of each kind: ${result.runs.map((r) => `${r.services} services (${r.mode}) ${r.changes}`).join(', ')}`;
 }
 
 /** summary.md: see the module comment. */
@@ -373,7 +382,7 @@ export function buildSummary(result: BenchResult): string {
         ['software', `drover ${env.drover}, Node.js ${env.node}`],
         [
           'run',
-          `modes ${s.modes.join(', ')}; ${s.services.join(', ')} service ports (${s.clockServices} of them clock services); ${s.endpoints} endpoints per synthetic service; ${s.changes} changes of each kind`,
+          `modes ${s.modes.join(', ')}; ${s.services.join(', ')} service ports (${s.clockServices} of them clock services); ${s.endpoints} endpoints per synthetic service; ${changesText(result)}`,
         ],
       ],
     ),
@@ -398,7 +407,7 @@ export function buildSummary(result: BenchResult): string {
     out.push(
       '## IPVS mode against iptables mode',
       '',
-      "drover's agent clock in each mode, measured in the same run on the same kernel; below 1, IPVS mode is faster.",
+      "drover's agent clock in each mode, measured on the same kernel; below 1, IPVS mode is faster.",
       '',
       ...modeTable(modes),
       '',

@@ -132,7 +132,8 @@ async function runSize(
   progress: StepReporter,
 ): Promise<SizeRun> {
   progress(`${mode} ${n} services: building the testbed`, false);
-  const topo: Topology = await createTopology({ backends: BACKENDS });
+  // Echo servers start slowly on a busy machine or in an emulated guest.
+  const topo: Topology = await createTopology({ backends: BACKENDS, readyTimeoutMs: 120_000 });
   try {
     // The service-removed check counts refused/unreachable connections: let
     // the node namespace send every ICMP error (it rate-limits them by default).

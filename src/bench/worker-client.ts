@@ -10,6 +10,7 @@
  */
 import { spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
 import type { ProxyMode } from '../backends/types.ts';
 import type { MeasureOptions, StepReporter, TestbedView } from './measure.ts';
 import type { Sample, SizeRun } from './types.ts';
@@ -45,44 +46,56 @@ export function workerCommand(moduleUrl: string = import.meta.url): string[] {
   const ts = moduleUrl.endsWith('.ts');
   const worker = new URL(`./worker.${ts ? 'ts' : 'js'}`, moduleUrl);
   const loader = ts ? ['--import', import.meta.resolve('tsx')] : [];
-  return [process.execPath, ...loader, worker.pathname];
+  return [process.execPath, ...loader, fileURLToPath(worker)];
 }
 
 /**
  * Run `job` in a worker inside `job.view.node`, pushing its samples to
  * `samples` and its progress to `progress`.
+ * A line that is not JSON (something else wrote to the worker's stdout) is
+ * reported with the result, which is then not trusted.
  * @returns the size's run facts, as the worker measured them (peak RSS is the worker's).
- * @throws Error with the worker's message (or its stderr) when it fails.
+ * @throws Error with the worker's message, its exit status and the end of its stderr when it fails or cannot start.
  */
 export async function runSizeInWorker(job: WorkerJob, samples: Sample[], progress: StepReporter): Promise<SizeRun> {
   const child = spawn('ip', ['netns', 'exec', job.view.node, ...workerCommand()], { stdio: ['pipe', 'pipe', 'pipe'] });
   let stderr = '';
   child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr = (stderr + d).slice(-4000)));
-  const exited = new Promise<number | string>((resolve, reject) => {
-    child.once('error', reject);
-    child.once('close', (code, signal) => resolve(signal ?? code ?? -1));
+  let startError: Error | undefined;
+  const exited = new Promise<string>((resolve) => {
+    child.once('error', (err) => {
+      startError = err;
+      resolve(`could not start: ${err.message}`);
+    });
+    child.once('close', (code, signal) => resolve(signal ? `signal ${signal}` : `exit code ${code}`));
   });
+  // A worker that dies before reading its job closes the pipe: that shows as its exit status below.
+  child.stdin.on('error', () => undefined);
   child.stdin.end(JSON.stringify(job));
   let run: SizeRun | undefined;
   let failure: string | undefined;
-  for await (const line of createInterface({ input: child.stdout })) {
-    if (line.trim() === '') continue;
-    let msg: WorkerMessage;
-    try {
-      msg = JSON.parse(line) as WorkerMessage;
-    } catch {
-      failure = `bench worker printed a line that is not JSON: ${line.slice(0, 200)}`;
-      continue;
+  if (!startError) {
+    for await (const line of createInterface({ input: child.stdout })) {
+      if (line.trim() === '') continue;
+      let msg: WorkerMessage;
+      try {
+        msg = JSON.parse(line) as WorkerMessage;
+      } catch {
+        failure ??= `it printed a line that is not JSON: ${line.slice(0, 200)}`;
+        continue;
+      }
+      if (msg.t === 'progress') progress(msg.phase, msg.step, msg.note);
+      else if (msg.t === 'sample') {
+        const { t: _t, ...sample } = msg;
+        samples.push(sample);
+      } else if (msg.t === 'done') run = msg.run;
+      else failure = msg.message;
     }
-    if (msg.t === 'progress') progress(msg.phase, msg.step, msg.note);
-    else if (msg.t === 'sample') {
-      const { t: _t, ...sample } = msg;
-      samples.push(sample);
-    } else if (msg.t === 'done') run = msg.run;
-    else failure = msg.message;
   }
   const status = await exited;
-  if (failure) throw new Error(failure);
-  if (!run) throw new Error(`bench worker for ${job.mode} ${job.n} services ended (${status}) without a result: ${stderr.trim() || 'no output'}`);
+  if (failure || !run) {
+    const tail = stderr.trim() ? `; stderr: ${stderr.trim().split('\n').slice(-5).join(' | ')}` : '';
+    throw new Error(`bench worker for ${job.mode} ${job.n} services (${status}): ${failure ?? 'ended without a result'}${tail}`);
+  }
   return run;
 }

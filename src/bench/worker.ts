@@ -3,7 +3,8 @@
  * the node namespace (`ip netns exec NODE node worker.ts`), because IPVS and
  * rtnetlink sockets act on the namespace of their process. It reads one
  * WorkerJob (JSON) from stdin, measures that mode and size with the real
- * kernel (measure.ts), and prints WorkerMessage lines on stdout.
+ * kernel (measure.ts), and prints WorkerMessage lines on stdout. Exit code
+ * 0 after `done`, 1 after `error`.
  */
 import { SystemIptables } from '../backends/iptables/exec.ts';
 import { SystemIpset } from '../backends/ipvs/ipset.ts';
@@ -33,23 +34,24 @@ async function main(): Promise<void> {
   if (job.iptablesVariant !== 'nft' && job.iptablesVariant !== 'legacy') throw new Error(`unknown iptables variant ${job.iptablesVariant}`);
   // Generous timeouts: an emulated guest is ~25x slower than a host.
   const ipvs = await IpvsClient.open({ timeoutMs: 120_000 });
-  const links = new RtnlLinkManager();
-  const h = ipvsHarness(
-    {
-      ipvs,
-      ipset: new SystemIpset(900_000),
-      iptables: new SystemIptables({ variant: job.iptablesVariant, timeoutMs: 900_000 }),
-      links,
-      sysctls: new ProcSysctls(),
-      close: () => {
-        ipvs.close();
-        links.close();
-      },
-    },
-    { iptablesVariant: job.iptablesVariant, render: { clusterCIDR: BENCH_CLUSTER_CIDR, masqueradeAll: false } },
-  );
-  const prober = await Prober.start(job.view.client);
+  let links: RtnlLinkManager | undefined;
+  let h: ReturnType<typeof ipvsHarness> | undefined;
+  let prober: Prober | undefined;
   try {
+    links = new RtnlLinkManager();
+    const rtnl = links;
+    h = ipvsHarness(
+      {
+        ipvs,
+        ipset: new SystemIpset(900_000),
+        iptables: new SystemIptables({ variant: job.iptablesVariant, timeoutMs: 900_000 }),
+        links: rtnl,
+        sysctls: new ProcSysctls(),
+        close: () => undefined,
+      },
+      { iptablesVariant: job.iptablesVariant, render: { clusterCIDR: BENCH_CLUSTER_CIDR, masqueradeAll: false } },
+    );
+    prober = await Prober.start(job.view.client);
     const run = await measureSize(
       h,
       prober,
@@ -63,12 +65,18 @@ async function main(): Promise<void> {
     );
     say({ t: 'done', run });
   } finally {
-    h.close();
-    await prober.close();
+    h?.close();
+    links?.close();
+    ipvs.close();
+    await prober?.close();
   }
 }
 
-main().catch((err: unknown) => {
-  say({ t: 'error', message: err instanceof Error ? err.message : String(err) });
-  process.exitCode = 1;
-});
+// Exit explicitly: a socket or timer left open must not keep the worker (and the bench waiting for it) alive.
+main().then(
+  () => process.exit(0),
+  (err: unknown) => {
+    say({ t: 'error', message: err instanceof Error ? err.message : String(err) });
+    process.exit(1);
+  },
+);

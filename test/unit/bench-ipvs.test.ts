@@ -28,9 +28,15 @@ function harness() {
   return { io, h };
 }
 
+/**
+ * A harness whose kernel holds `snapshot`, the clock service's toggled real
+ * server with an active connection, as the data-path prober leaves it on a
+ * real kernel: removing it then quiesces it (weight 0) instead of deleting it.
+ */
 async function startAt(snapshot: Snapshot) {
   const made = harness();
   await made.h.backend.sync(snapshot, FULL);
+  made.io.ipvs.setConns(`TCP/${clocks[0]!.port.clusterIP}:80`, `${toggle.ip}:${toggle.port}`, 1, 0);
   return made;
 }
 
@@ -59,6 +65,7 @@ test('the read-back check sees each change only once it is applied', async (t) =
   for (const c of iterationChanges(base, clocks, 0, [keep, toggle], COUNTS)) {
     t.false(h.shows(await h.readBack(c), c), `${c.kind} before`);
     await h.backend.sync(c.to, { full: false, changed: new Set([c.key]) });
+    if (c.kind === 'endpoint-removed') t.is(h.backend.lastDetail?.ops['quiesce-dest'], 1, 'the removed real server is quiesced, not deleted');
     t.true(h.shows(await h.readBack(c), c), `${c.kind} after`);
     t.true(h.showsAll(await h.readBack(), c.to), `${c.kind}: the whole state`);
   }

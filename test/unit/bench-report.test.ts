@@ -204,7 +204,7 @@ const IPVS_SAMPLES: Sample[] = SAMPLES.map((x) => ({ ...x, mode: 'ipvs', ms: x.m
 const BOTH: BenchResult = {
   ...RESULT,
   settings: { ...RESULT.settings, modes: ['iptables', 'ipvs'], services: [100, 1000], detailMax: 100 },
-  runs: [RUN, IPVS_RUN, { ...RUN, services: 1000, detailSkipped: 'not measured above 100 services (--detail-max)' }],
+  runs: [RUN, IPVS_RUN, { ...RUN, services: 1000, changes: 1, detailSkipped: 'not measured above 100 services (--detail-max)' }],
   samples: [...SAMPLES, ...IPVS_SAMPLES, ...samples('endpoint-removed', 'drover', 'agent', [5], { services: 1000 })],
 };
 
@@ -221,9 +221,10 @@ test('IPVS against iptables: agent clocks of both modes per size and change, wit
   t.true(md.includes('\n## IPVS mode against iptables mode\n'));
   t.true(md.includes('| 100 | endpoint removed | 40.0 | 20.0 | 2.00 | 80.0 | 40.0 | 2.00 |\n'));
   t.true(md.includes('- Kernel clock and kube-proxy-style baseline: not measured above 100 services (--detail-max).\n'));
-  t.true(md.includes('Above 100 service ports (`--detail-max`) the kernel clock and the kube-proxy-style baseline were not measured'));
+  t.true(md.includes("At the sizes whose section says so (`--detail-max`), the kernel clock and the kube-proxy-style baseline were not measured"));
+  t.true(md.includes('changes of each kind: 100 services (iptables) 4, 100 services (ipvs) 4, 1000 services (iptables) 1 |'));
   t.true(md.includes('\niptables mode (each timed from starting iptables-restore to its exit):\n'));
-  t.true(md.includes('\nIPVS mode (each timed from the first command sent to the last answer):\n'));
+  t.true(md.includes('\nIPVS mode (each timed from the first command sent, or the ipset process started, to the last answer):\n'));
   t.deepEqual(modeComparisons(statRows([RUN], SAMPLES)), [], 'one mode: nothing to compare');
 });
 
