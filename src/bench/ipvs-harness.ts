@@ -90,7 +90,7 @@ function holds(state: IpvsReadBack, want: DesiredVirtualServer, withAddress: boo
 }
 
 /** IPVS mode's harness; see the module comment. The backend's own timers are off (graceful checks run on syncs only). */
-export function ipvsHarness(io: IpvsHarnessIO, opts: IpvsHarnessOptions): ModeHarness<IpvsReadBack> {
+export function ipvsHarness(io: IpvsHarnessIO, opts: IpvsHarnessOptions): ModeHarness<IpvsReadBack> & { readonly backend: IpvsBackend } {
   const scheduler = opts.scheduler ?? 'rr';
   const serviceCIDR = opts.serviceCIDR ?? '10.96.0.0/12';
   const gracefulPeriodMs = opts.gracefulPeriodMs ?? 900_000;

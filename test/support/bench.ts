@@ -2,7 +2,7 @@
 import type { ExecutionContext } from 'ava';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { Sample } from '../../src/bench/types.ts';
+import type { BenchSettings, Sample } from '../../src/bench/types.ts';
 
 /** The samples of a run's samples.jsonl in `dir`. */
 export async function readSamples(dir: string): Promise<Sample[]> {
@@ -27,3 +27,18 @@ export function assertSampleCounts(t: ExecutionContext, samples: readonly Sample
   t.is(count('service-added', 'full-rerender', 'agent'), 1);
   t.true(samples.every((s) => Number.isFinite(s.ms) && s.ms > 0));
 }
+
+/** The settings of a one-size iptables run with 4 changes of each kind, for report tests. */
+export const SETTINGS: BenchSettings = {
+  modes: ['iptables'],
+  services: [100],
+  endpoints: 10,
+  changes: 4,
+  iptablesVariant: 'nft',
+  fullBaselineMax: 1000,
+  detailMax: 100_000,
+  fullBaselineRepeats: 1,
+  removalConfirm: 10,
+  failConfirm: 3,
+  clockServices: 4,
+};

@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { mergeResults, readResult } from '../../src/bench/merge.ts';
 import { samplesToJSONL } from '../../src/bench/report.ts';
+import { SETTINGS } from '../support/bench.ts';
 import type { BenchResult, Sample, SizeRun } from '../../src/bench/types.ts';
 
 const RUN: SizeRun = { mode: 'iptables', variant: 'nft', services: 100, endpoints: 10, changes: 4, fullSyncTransactions: 1, consistent: true, peakRssKb: 1000 };
@@ -22,19 +23,7 @@ const sample = (over: Partial<Sample> = {}): Sample => ({
 });
 const RESULT: BenchResult = {
   environment: { date: 'D1', guest: true, guestReason: 'DROVER_IN_GUEST=1', kernel: '6.1', iptables: { nft: 'v1.8.9' }, cpus: 1, cpuModel: 'QEMU', loadAverage: 1, node: 'v20', drover: '0.1.0' },
-  settings: {
-    modes: ['iptables'],
-    services: [100],
-    endpoints: 10,
-    changes: 4,
-    iptablesVariant: 'nft',
-    fullBaselineMax: 1000,
-    fullBaselineRepeats: 1,
-    detailMax: 100_000,
-    removalConfirm: 10,
-    failConfirm: 3,
-    clockServices: 4,
-  },
+  settings: SETTINGS,
   runs: [RUN],
   samples: [sample()],
 };

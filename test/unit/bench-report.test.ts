@@ -2,6 +2,7 @@
 import test from 'ava';
 import { charts, renderSvg } from '../../src/bench/charts.ts';
 import { buildSummary, modeComparisons, modeTable, overviewTable, ratioRows, ratioTable, samplesToCSV, samplesToJSONL, sizeTable, statRows } from '../../src/bench/report.ts';
+import { SETTINGS } from '../support/bench.ts';
 import type { BenchResult, ChangeKind, Clock, Method, Sample, SizeRun } from '../../src/bench/types.ts';
 
 function samples(kind: ChangeKind, method: Method, clock: Clock, ms: number[], extra: Partial<Sample> = {}): Sample[] {
@@ -46,19 +47,7 @@ const RESULT: BenchResult = {
     node: 'v20.0.0',
     drover: '0.1.0',
   },
-  settings: {
-    modes: ['iptables'],
-    services: [100],
-    endpoints: 10,
-    changes: 4,
-    iptablesVariant: 'nft',
-    fullBaselineMax: 1000,
-    detailMax: 100_000,
-    fullBaselineRepeats: 1,
-    removalConfirm: 10,
-    failConfirm: 3,
-    clockServices: 4,
-  },
+  settings: SETTINGS,
   runs: [RUN],
   samples: SAMPLES,
 };
