@@ -11,9 +11,9 @@ import { join } from 'node:path';
 import { formatTrace } from '../../src/inspect/trace-format.ts';
 import type { TraceResult } from '../../src/inspect/trace.ts';
 import { probe } from '../../src/testbed/probe.ts';
-import { createTopology, type Topology } from '../../src/testbed/topology.ts';
+import type { Topology } from '../../src/testbed/topology.ts';
 import { drover, list, service, slice } from './support/cli.ts';
-import { registerIpvsTests } from './support/env.ts';
+import { createIpvsTopology, registerIpvsTests } from './support/env.ts';
 
 const BACKENDS = [
   { name: 'b1', ip: '10.244.1.2', ports: [8080] },
@@ -34,15 +34,7 @@ if (await registerIpvsTests('IPVS inspect tests')) {
   test.before(async () => {
     dir = await mkdtemp(join(tmpdir(), 'drover-ipvs-inspect-'));
     await writeFile(join(dir, 'cluster.json'), MANIFESTS);
-    topo = await createTopology({
-      backends: BACKENDS,
-      clients: [
-        { name: 'outside', ip: '192.168.100.2' },
-        { name: 'inside', ip: '10.244.9.2' },
-      ],
-      readyTimeoutMs: 120_000,
-    });
-    await topo.exec(topo.node, 'sysctl', ['-q', '-w', 'net.ipv4.icmp_ratelimit=0']);
+    topo = await createIpvsTopology(BACKENDS);
     const sync = await drover(topo.node, ['sync', '--once', '--source', dir, ...FLAGS]);
     if (sync.code !== 0) throw new Error(`drover sync --once --mode ipvs failed: ${sync.stderr}`);
   });
