@@ -11,7 +11,7 @@
  * address. Pure: the state comes from ipvs-live.ts.
  */
 import { IP_VS_SVC_F, type ForwardingMethod, type IpvsProtocol } from '../backends/ipvs/codec.ts';
-import { compareText, realServerKey, type DesiredVirtualServer } from '../backends/ipvs/desired.ts';
+import { compareIPv4, compareText, realServerKey, type DesiredVirtualServer } from '../backends/ipvs/desired.ts';
 import { CLUSTER_IP_SET, LOOP_BACK_SET, clusterIPEntry, loopBackEntry } from '../backends/ipvs/ipset.ts';
 import { DUMMY_INTERFACE } from '../backends/ipvs/link.ts';
 import { boundAddresses, virtualServerLabel, type IpvsLive } from './ipvs-live.ts';
@@ -67,7 +67,7 @@ export interface IpvsServicePortView {
   readonly bound: boolean;
   /** Its KUBE-CLUSTER-IP entry. */
   readonly clusterIP: SetEntryView;
-  /** Its real servers, in the kernel's order. */
+  /** Its real servers, sorted by address and port (as ipvsadm lists them). */
   readonly realServers: readonly RealServerView[];
 }
 
@@ -117,7 +117,7 @@ export function ipvsServicePortViews(live: IpvsLive, desired?: ReadonlyMap<strin
         : null,
       bound: bound.has(vs.address),
       clusterIP: entryView(live, CLUSTER_IP_SET, clusterIPEntry(vs.address, proto, vs.port)),
-      realServers: (have?.dests ?? []).map((d) => ({
+      realServers: [...(have?.dests ?? [])].sort((a, b) => compareIPv4(a.address, b.address) || a.port - b.port).map((d) => ({
         address: d.address,
         port: d.port,
         weight: d.weight,
