@@ -130,6 +130,22 @@ if (await registerIpvsTests('IPVS CLI tests')) {
           t.deepEqual(await ipvsadmState(netns), EXPECTED.filter((l) => l !== '-> 10.244.1.3:80 Masq 1'));
           const partial = logLines(stderr).find((l) => l.msg === 'partial sync done');
           t.like(partial, { mode: 'ipvs', full: false, changed: ['default/web:p'] });
+
+          // status follows the mode drover run recorded, and reads IPVS state from the kernel.
+          const status = await drover(netns, ['status', '--status-file', join(statusDir, 'status.json')]);
+          t.is(status.code, 0, status.stderr);
+          t.log(`\n${status.stdout}`);
+          for (const line of [
+            /^mode: {8}ipvs$/m,
+            /^ipvs: {8}4 virtual servers, 3 real servers in the kernel$/m,
+            /^ipsets: {6}7 entries \(KUBE-CLUSTER-IP 4, KUBE-LOOP-BACK 3\)$/m,
+            /^kube-ipvs0: {2}4 addresses$/m,
+            /^rules: {7}12 drover-owned rules in the kernel \(filter 3, nat 9\)$/m,
+            /^last sync: {3}\S+ \(\d+ s ago\), partial, [\d.]+ ms, ok$/m,
+            /^drift: {7}no$/m,
+          ]) {
+            t.regex(status.stdout, line);
+          }
         } finally {
           child.kill('SIGTERM');
         }
