@@ -13,7 +13,8 @@ import { IpvsClient, IpvsUnavailableError } from '../../src/backends/ipvs/netlin
 import { run } from '../../src/testbed/exec.ts';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
-const drover = (args: string[]) => run(process.execPath, [join(ROOT, 'bin/drover.js'), ...args], { allowFail: true, timeoutMs: 60_000 });
+// Each command starts node and tsx, which takes a minute and more on a busy machine.
+const drover = (args: string[]) => run(process.execPath, [join(ROOT, 'bin/drover.js'), ...args], { allowFail: true, timeoutMs: 240_000 });
 const SOURCE = ['--source', join(ROOT, 'examples')];
 
 /** 'unavailable' when the family lookup says there is no IPVS, else why the test cannot tell. */
