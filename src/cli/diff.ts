@@ -4,17 +4,19 @@
  * src/inspect/diff.ts). For monitoring, the exit code is 0 when the kernel
  * equals desired state ("no differences"), 1 when it differs, and 2 when the
  * comparison could not be made (bad flags, unreadable source, no root,
- * iptables-save failed).
+ * iptables-save failed). With `--mode ipvs` it compares IPVS mode's desired
+ * state instead (src/inspect/ipvs-diff.ts).
  */
 import { Command } from 'commander';
 import type { RenderOptions, ServiceRules } from '../backends/iptables/render.ts';
 import { renderSnapshot } from '../backends/iptables/ruleset.ts';
 import { loadStaticRules } from '../backends/iptables/static.ts';
 import { DIFF_EXIT, driftExitCode, driftItems, formatDrift } from '../inspect/diff.ts';
-import { silentLogger } from '../util/log.ts';
+import { formatIpvsDrift, ipvsDriftExitCode } from '../inspect/ipvs-diff.ts';
 import { inspectKernelOptions, readKernel } from './chains.ts';
+import { ipvsDriftFromSource, ipvsSchedulerOption, readIpvsKernel } from './ipvs-inspect.ts';
 import { renderOptions, type KernelOptions, type RenderCliOptions } from './options.ts';
-import { createSource, renderConfig } from './setup.ts';
+import { loadSource, renderConfig } from './setup.ts';
 
 /** The desired ruleset of a source: every service port rendered as a sync would, and the objects skipped. */
 export interface Desired {
@@ -29,23 +31,29 @@ export interface Desired {
  * @throws Error when the source path is missing or the service CIDR is invalid.
  */
 export async function loadDesired(opts: RenderCliOptions): Promise<Desired> {
-  const loaded = await createSource(opts, silentLogger()).load();
+  const { snapshot, problems } = await loadSource(opts);
   const render: RenderOptions = renderConfig(opts);
-  return {
-    services: renderSnapshot(loaded.snapshot, render),
-    problems: [...loaded.errors, ...loaded.warnings].map((e) => e.message),
-  };
+  return { services: renderSnapshot(snapshot, render), problems };
 }
 
 /** The `diff` command. */
 export function diffCommand(): Command {
   const cmd = new Command('diff')
     .description(
-      'compare the rules the source renders to with the live kernel and list missing, extra and changed chains and rules; ' +
+      'compare the rules the source renders to with the live kernel and list missing, extra and changed chains and rules ' +
+        '(with --mode ipvs: virtual servers, real servers, kube-ipvs0 addresses, ipset entries and IPVS mode\'s rules); ' +
         'exit 0 when equal, 1 when they differ, 2 on error',
     )
-    .action(async (opts: KernelOptions & RenderCliOptions) => {
+    .action(async (opts: KernelOptions & RenderCliOptions & { ipvsScheduler: string }) => {
       try {
+        if (opts.mode === 'ipvs') {
+          const live = await readIpvsKernel(opts, true);
+          const { drift, problems } = await ipvsDriftFromSource(opts, live);
+          for (const p of problems) process.stderr.write(`drover: ${p}\n`);
+          process.stdout.write(formatIpvsDrift(drift));
+          process.exitCode = ipvsDriftExitCode(drift);
+          return;
+        }
         const desired = await loadDesired(opts);
         for (const p of desired.problems) process.stderr.write(`drover: ${p}\n`);
         const items = driftItems(loadStaticRules(), desired.services, await readKernel(opts));
@@ -58,6 +66,6 @@ export function diffCommand(): Command {
     })
     // Flag errors exit 2 as well (commander would exit 1); --help and --version exit 0.
     .exitOverride((err) => process.exit(err.exitCode === 0 ? 0 : DIFF_EXIT.error));
-  for (const o of [...renderOptions(), ...inspectKernelOptions()]) cmd.addOption(o);
+  for (const o of [...renderOptions(), ...inspectKernelOptions(), ipvsSchedulerOption()]) cmd.addOption(o);
   return cmd;
 }

@@ -33,6 +33,7 @@ export function runCommand(): Command {
           netns: opts.netns ?? null,
           source: resolve(opts.source),
           render: { clusterCidr: opts.clusterCidr ?? null, masqueradeAll: opts.masqueradeAll, serviceCidr: opts.serviceCidr },
+          ipvs: backend.mode === 'ipvs' ? { scheduler: opts.ipvsScheduler } : null,
         },
         logger,
       );

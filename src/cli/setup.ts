@@ -12,9 +12,11 @@ import { RtnlLinkManager } from '../backends/ipvs/link.ts';
 import { IpvsClient, IpvsUnavailableError } from '../backends/ipvs/netlink.ts';
 import { ProcSysctls } from '../backends/ipvs/sysctl.ts';
 import type { Backend } from '../backends/types.ts';
+import type { IpvsInspectIO } from '../inspect/ipvs-live.ts';
 import { DEFAULT_SERVICE_CIDR } from '../model/allocate.ts';
 import { FileSource } from '../sources/file.ts';
-import type { Logger } from '../util/log.ts';
+import type { Snapshot } from '../model/types.ts';
+import { silentLogger, type Logger } from '../util/log.ts';
 import type { IpvsCliOptions, KernelOptions, RenderCliOptions } from './options.ts';
 
 /** A one-line error for the user; main.ts prints it and exits 1. */
@@ -68,27 +70,7 @@ export async function createBackend(opts: BackendCliOptions, render: RenderOptio
  * @throws UsageError (one line) for each of them.
  */
 export async function createIpvsBackend(opts: BackendCliOptions, render: RenderOptions, logger: Logger): Promise<IpvsBackend> {
-  if (opts.netns) {
-    throw new UsageError(
-      `--netns cannot be used with --mode ipvs (IPVS and kube-ipvs0 are programmed over netlink in drover's own network namespace); start drover inside the namespace instead: ip netns exec ${opts.netns} drover ... --mode ipvs`,
-    );
-  }
-  let ipvs: IpvsClient;
-  try {
-    ipvs = await IpvsClient.open();
-  } catch (err) {
-    if (err instanceof IpvsUnavailableError) {
-      throw new UsageError('--mode ipvs: IPVS is not available in this kernel (no generic netlink family IPVS; is the ip_vs module installed?); use --mode iptables');
-    }
-    throw err;
-  }
-  let iptables: SystemIptables;
-  try {
-    iptables = await createIptablesExec(opts, logger);
-  } catch (err) {
-    ipvs.close();
-    throw err;
-  }
+  const { ipvs, iptables } = await openIpvsMode(opts, logger);
   const scheduler = opts.ipvsScheduler ?? 'rr';
   const gracefulPeriodMs = opts.ipvsGracefulPeriod ?? 900_000;
   const serviceCIDR = opts.serviceCidr ?? DEFAULT_SERVICE_CIDR;
@@ -109,6 +91,92 @@ export async function createIpvsBackend(opts: BackendCliOptions, render: RenderO
     gracefulPeriodMs,
     logger,
   });
+}
+
+/**
+ * IPVS mode works in drover's own network namespace: netlink sockets (IPVS,
+ * rtnetlink) act in the namespace of the process that opened them.
+ * @throws UsageError when `--netns` is given, naming the way to do it instead.
+ */
+function refuseNetnsInIpvsMode(opts: KernelOptions): void {
+  if (opts.netns) {
+    throw new UsageError(
+      `--netns cannot be used with --mode ipvs (IPVS and kube-ipvs0 are programmed over netlink in drover's own network namespace); start drover inside the namespace instead: ip netns exec ${opts.netns} drover ... --mode ipvs`,
+    );
+  }
+}
+
+/**
+ * An IPVS generic netlink client.
+ * @throws UsageError when the kernel has no IPVS.
+ */
+async function openIpvs(): Promise<IpvsClient> {
+  try {
+    return await IpvsClient.open();
+  } catch (err) {
+    if (err instanceof IpvsUnavailableError) {
+      throw new UsageError('--mode ipvs: IPVS is not available in this kernel (no generic netlink family IPVS; is the ip_vs module installed?); use --mode iptables');
+    }
+    throw err;
+  }
+}
+
+/**
+ * IPVS mode's netlink client and iptables, checked in this order: `--netns`,
+ * IPVS in the kernel, root.
+ * @throws UsageError (one line) for each of them.
+ */
+async function openIpvsMode(opts: KernelOptions, logger: Logger): Promise<{ ipvs: IpvsClient; iptables: SystemIptables }> {
+  refuseNetnsInIpvsMode(opts);
+  const ipvs = await openIpvs();
+  try {
+    return { ipvs, iptables: await createIptablesExec(opts, logger) };
+  } catch (err) {
+    ipvs.close();
+    throw err;
+  }
+}
+
+/** The I/O of the read-only commands in IPVS mode; `close` ends its netlink sockets. */
+export interface IpvsInspectSession extends IpvsInspectIO {
+  close(): void;
+}
+
+/**
+ * The I/O the inspect commands read IPVS mode's state with, in this
+ * process's network namespace: the same checks, in the same order, as
+ * {@link createIpvsBackend}.
+ * @throws UsageError for `--netns`, a kernel without IPVS, or no root.
+ */
+export async function createIpvsInspectIO(opts: KernelOptions, logger: Logger): Promise<IpvsInspectSession> {
+  const { ipvs, iptables } = await openIpvsMode(opts, logger);
+  const links = new RtnlLinkManager();
+  return {
+    ipvs,
+    ipset: new SystemIpset(),
+    links,
+    iptables,
+    close: () => {
+      ipvs.close();
+      links.close();
+    },
+  };
+}
+
+/** A source's snapshot and the objects skipped. */
+export interface LoadedSource {
+  readonly snapshot: Snapshot;
+  /** One line per skipped object or dropped entry (as `drover render` prints them). */
+  readonly problems: string[];
+}
+
+/**
+ * Read the source as a sync of `drover run` with the same flags would.
+ * @throws Error when the source path is missing or the service CIDR is invalid.
+ */
+export async function loadSource(opts: RenderCliOptions): Promise<LoadedSource> {
+  const loaded = await createSource(opts, silentLogger()).load();
+  return { snapshot: loaded.snapshot, problems: [...loaded.errors, ...loaded.warnings].map((e) => e.message) };
 }
 
 /** The file source for `--source`. */

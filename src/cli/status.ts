@@ -2,7 +2,9 @@
  * `drover status`: what the last `drover run` recorded in its status file
  * (mode, source, the last sync), with the drover-owned rules counted in the
  * live kernel and the drift computed as `drover diff` does, from the source
- * and render flags that `run` recorded. Exit 1 when there is no status file
+ * and render flags that `run` recorded; in IPVS mode (the mode `run`
+ * recorded, or `--mode`) the virtual servers, real servers, ipset entries and
+ * kube-ipvs0 addresses too. Exit 1 when there is no status file
  * (drover has not run) or the kernel cannot be read; drift does not change
  * the exit code (use `drover diff` for that).
  */
@@ -10,8 +12,13 @@ import { Command, Option } from 'commander';
 import { loadStaticRules } from '../backends/iptables/static.ts';
 import { driftItems } from '../inspect/diff.ts';
 import { DEFAULT_STATUS_FILE, formatStatus, NotRunError, ownedRuleCounts, readStatusFile, type StatusRecord, type StatusView } from '../inspect/status.ts';
+import { ipvsStaticRules } from '../backends/ipvs/rules.ts';
+import { ipvsDriftCount } from '../inspect/ipvs-diff.ts';
+import { ipvsCounts } from '../inspect/ipvs-live.ts';
 import { inspectKernelOptions, readKernel } from './chains.ts';
 import { loadDesired } from './diff.ts';
+import { ipvsDriftFromSource, readIpvsKernel } from './ipvs-inspect.ts';
+import { renderConfig } from './setup.ts';
 import type { KernelOptions, RenderCliOptions } from './options.ts';
 
 /** --status-file, for `run` (writes it) and `status` (reads it). */
@@ -41,12 +48,41 @@ function isRunning(pid: number): boolean {
   }
 }
 
+/** What `drover status` reads from the live kernel. */
+type KernelStatus = Pick<StatusView, 'rules' | 'drift' | 'ipvs'>;
+
+/** The drift count, or why it could not be computed (an unreadable source is not a failure of `status`). */
+async function driftOf(count: () => Promise<number>): Promise<StatusView['drift']> {
+  try {
+    return { differences: await count() };
+  } catch (err) {
+    return { error: (err as Error).message };
+  }
+}
+
+/** iptables mode: drover-owned rules and the drift of the rules. */
+async function iptablesKernelStatus(opts: KernelOptions, record: StatusRecord): Promise<KernelStatus> {
+  const kernel = await readKernel(opts);
+  const statics = loadStaticRules();
+  const drift = await driftOf(async () => driftItems(statics, (await loadDesired(recordedRenderOptions(record))).services, kernel).length);
+  return { rules: ownedRuleCounts(statics, kernel), drift };
+}
+
+/** IPVS mode: virtual and real servers, ipset entries, kube-ipvs0, IPVS mode's rules, and the drift of all of them. */
+async function ipvsKernelStatus(opts: KernelOptions, record: StatusRecord): Promise<KernelStatus> {
+  const live = await readIpvsKernel(opts, true);
+  const render = recordedRenderOptions(record);
+  const drift = await driftOf(async () => ipvsDriftCount((await ipvsDriftFromSource({ ...render, ipvsScheduler: record.ipvs?.scheduler ?? 'rr' }, live)).drift));
+  return { rules: ownedRuleCounts(ipvsStaticRules(renderConfig(render)), live.tables), drift, ipvs: ipvsCounts(live) };
+}
+
 /** The `status` command. */
 export function statusCommand(): Command {
   const cmd = new Command('status')
     .description(
       'show what drover run recorded after its last sync, the drover-owned rules in the live kernel, and whether the kernel ' +
-        'drifted from the source (exit 1 if drover has not run); --netns and --iptables-backend default to those drover run used',
+        'drifted from the source (exit 1 if drover has not run); in IPVS mode also the virtual servers, real servers, ipset entries ' +
+        'and kube-ipvs0 addresses; --mode, --netns and --iptables-backend default to those drover run used',
     )
     .addOption(statusFileOption())
     .action(async function (this: Command, opts: KernelOptions & { statusFile: string }) {
@@ -60,21 +96,17 @@ export function statusCommand(): Command {
         process.exitCode = 1;
         return;
       }
-      // Read the kernel drover ran against, unless told otherwise.
-      const kernel = await readKernel({
+      // Read the kernel drover ran against, in the mode it ran in, unless told otherwise.
+      const fromCli = (name: string) => this.getOptionValueSource(name) === 'cli';
+      const mode = fromCli('mode') || (record.mode !== 'iptables' && record.mode !== 'ipvs') ? opts.mode : record.mode;
+      const kernelOpts: KernelOptions = {
         ...opts,
+        mode,
         ...(opts.netns === undefined && record.netns !== null ? { netns: record.netns } : {}),
-        iptablesBackend: this.getOptionValueSource('iptablesBackend') === 'cli' ? opts.iptablesBackend : record.iptablesBackend,
-      });
-      const statics = loadStaticRules();
-      let drift: StatusView['drift'];
-      try {
-        drift = { differences: driftItems(statics, (await loadDesired(recordedRenderOptions(record))).services, kernel).length };
-      } catch (err) {
-        drift = { error: (err as Error).message };
-      }
-      const running = isRunning(record.pid);
-      process.stdout.write(formatStatus({ file: opts.statusFile, record, running, rules: ownedRuleCounts(statics, kernel), drift, now: Date.now() }));
+        iptablesBackend: fromCli('iptablesBackend') ? opts.iptablesBackend : record.iptablesBackend,
+      };
+      const kernel = mode === 'ipvs' ? await ipvsKernelStatus(kernelOpts, record) : await iptablesKernelStatus(kernelOpts, record);
+      process.stdout.write(formatStatus({ file: opts.statusFile, record, running: isRunning(record.pid), ...kernel, now: Date.now() }));
     });
   for (const o of inspectKernelOptions()) cmd.addOption(o);
   return cmd;

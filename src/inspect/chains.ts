@@ -146,16 +146,25 @@ export class UnknownServiceError extends Error {
 
 /**
  * The service ports `selector` names: "ns/name:port" exactly, or every port
- * of "ns/name" (and its unnamed port). Undefined selects everything.
+ * of "ns/name" (and its unnamed port). Undefined selects everything. Entries
+ * without a service port (null: IPVS virtual servers not in the source) are
+ * never selected by name.
+ * @param where where the service ports were looked for, for the error
  * @throws UnknownServiceError when the selector is malformed or matches no service port.
  */
-export function selectServicePorts(all: readonly ServicePortChains[], selector?: string): ServicePortChains[] {
+export function selectServicePorts<T extends { readonly servicePort: string | null }>(
+  all: readonly T[],
+  selector?: string,
+  where = "in the kernel's KUBE-SERVICES chains",
+): T[] {
   if (selector === undefined) return [...all];
   if (!/^[^/\s:]+\/[^/\s:]+(:[^/\s:]+)?$/.test(selector)) {
     throw new UnknownServiceError(`"${selector}" is not NAMESPACE/NAME or NAMESPACE/NAME:PORT`);
   }
-  const picked = all.filter((s) => s.servicePort === selector || (!selector.includes(':') && s.servicePort.startsWith(`${selector}:`)));
-  if (picked.length === 0) throw new UnknownServiceError(`no rules for service ${selector} in the kernel's KUBE-SERVICES chains`);
+  const picked = all.filter(
+    (s) => s.servicePort !== null && (s.servicePort === selector || (!selector.includes(':') && s.servicePort.startsWith(`${selector}:`))),
+  );
+  if (picked.length === 0) throw new UnknownServiceError(`no rules for service ${selector} ${where}`);
   return picked;
 }
 

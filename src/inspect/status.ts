@@ -13,6 +13,7 @@
  * { "version": 1, "pid": 4242, "mode": "iptables", "iptablesBackend": "auto", "netns": null,
  *   "source": "/etc/drover/manifests",
  *   "render": { "clusterCidr": "10.244.0.0/16", "masqueradeAll": false, "serviceCidr": "10.96.0.0/12" },
+ *   "ipvs": null (iptables mode) or { "scheduler": "rr" },
  *   "lastSync": { "at": "2025-06-01T10:00:00.000Z", "kind": "full", "durationMs": 22.8,
  *                 "error": null, "services": 2, "endpoints": 3 },
  *   "lastSuccess": { ...same shape..., or null before the first successful sync } }
@@ -22,11 +23,13 @@ import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { z } from 'zod';
 import type { ParsedDump, TableName } from '../backends/iptables/parse.ts';
+import { DUMMY_INTERFACE } from '../backends/ipvs/link.ts';
 import { kernelView } from '../backends/iptables/ruleset.ts';
 import type { StaticRuleset } from '../backends/iptables/static.ts';
 import { parseWith } from '../model/schema.ts';
 import type { LastSync } from '../proxier/proxier.ts';
 import type { Logger } from '../util/log.ts';
+import type { IpvsCounts } from './ipvs-live.ts';
 
 /** Where `drover run` writes, and `drover status` reads, the status file by default. */
 export const DEFAULT_STATUS_FILE = '/run/drover/status.json';
@@ -57,6 +60,8 @@ const statusSchema = z.object({
   source: z.string(),
   /** The render flags of `drover run`, as the CLI names them. */
   render: z.object({ clusterCidr: z.string().nullable(), masqueradeAll: z.boolean(), serviceCidr: z.string() }),
+  /** IPVS mode's options (`--ipvs-scheduler`); null in iptables mode, absent in files of older versions. */
+  ipvs: z.object({ scheduler: z.string() }).nullable().optional(),
   lastSync: syncSchema,
   lastSuccess: syncSchema.nullable(),
 });
@@ -179,6 +184,8 @@ export interface StatusView {
   readonly running: boolean;
   /** ownedRuleCounts of the live kernel. */
   readonly rules: Record<TableName, number>;
+  /** IPVS mode: what the live kernel holds (ipvsCounts). */
+  readonly ipvs?: IpvsCounts;
   /** Number of differences (driftItems) with the recorded source and options, or why it could not be computed. */
   readonly drift: { readonly differences: number } | { readonly error: string };
   /** Now, ms since the epoch (for "… ago"). */
@@ -199,10 +206,27 @@ function syncLine(sync: SyncRecord, now: number): string {
   return `${sync.at} (${ago(Date.parse(sync.at), now)}), ${sync.kind}, ${sync.durationMs.toFixed(1)} ms, ${result}`;
 }
 
+/** "1 entry", "2 entries". */
+function count(n: number, one: string, many: string): string {
+  return `${n} ${n === 1 ? one : many}`;
+}
+
+/** The IPVS lines of `drover status`: virtual and real servers, ipset entries, kube-ipvs0 addresses. */
+function ipvsLines(c: IpvsCounts): Array<[string, string]> {
+  const sets = Object.entries(c.sets);
+  const entries = sets.reduce((sum, [, n]) => sum + (n ?? 0), 0);
+  return [
+    ['ipvs', `${count(c.virtualServers, 'virtual server', 'virtual servers')}, ${count(c.realServers, 'real server', 'real servers')}${c.quiesced > 0 ? ` (${c.quiesced} at weight 0)` : ''} in the kernel`],
+    ['ipsets', `${count(entries, 'entry', 'entries')} (${sets.map(([name, n]) => `${name} ${n ?? 'missing'}`).join(', ')})`],
+    [DUMMY_INTERFACE, c.addresses === null ? 'missing' : count(c.addresses, 'address', 'addresses')],
+  ];
+}
+
 /**
  * The text of `drover status`, one `name: value` line each: the status file
  * and its writer, mode, source and render flags, service ports and endpoints
- * of the last successful sync, drover-owned rules in the live kernel, the
+ * of the last successful sync, in IPVS mode the virtual and real servers,
+ * ipset entries and kube-ipvs0 addresses, drover-owned rules in the live kernel, the
  * last sync (and the last successful one when the last failed), and drift.
  */
 export function formatStatus(view: StatusView): string {
@@ -218,6 +242,7 @@ export function formatStatus(view: StatusView): string {
     ['mode', `${r.mode}${r.netns !== null ? `, network namespace ${r.netns}` : ''}`],
     ['source', `${r.source} (${flags.join(' ')})`],
     ['services', ok ? `${ok.services ?? 0} service ports, ${ok.endpoints ?? 0} endpoints (last successful sync)` : 'unknown: no successful sync yet'],
+    ...(view.ipvs ? ipvsLines(view.ipvs) : []),
     ['rules', `${view.rules.filter + view.rules.nat} drover-owned rules in the kernel (filter ${view.rules.filter}, nat ${view.rules.nat})`],
     ['last sync', syncLine(r.lastSync, now)],
   ];

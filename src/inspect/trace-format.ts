@@ -1,7 +1,9 @@
 /**
  * Text form of a trace: the path chain by chain (the rules every outcome
  * shares first, then each branch), the candidate endpoints with their
- * probability and masquerade verdict, and the overall verdict.
+ * probability and masquerade verdict, and the overall verdict. An IPVS step
+ * (IPVS mode) prints under the header `ipvs <virtual server> <scheduler>` as
+ * the real server it picks: `-> 10.244.1.2:8080 Masq weight 1`.
  */
 import type { Outcome, Step, TraceResult, Verdict } from './trace.ts';
 
@@ -14,13 +16,15 @@ function stepLines(steps: readonly Step[], indent: string): string[] {
       out.push(`${indent}${where}`);
       chain = where;
     }
-    out.push(`${indent}  line ${String(s.line).padEnd(4)} -A ${s.chain} ${s.rule}${s.note ? `   [${s.note}]` : ''}`);
+    const note = s.note ? `   [${s.note}]` : '';
+    // An IPVS step is a real server of the virtual server in its header, not a rule.
+    out.push(s.table === 'ipvs' ? `${indent}  ${s.rule}${note}` : `${indent}  line ${String(s.line).padEnd(4)} -A ${s.chain} ${s.rule}${note}`);
   }
   return out;
 }
 
 function sameStep(a: Step, b: Step): boolean {
-  return a.table === b.table && a.chain === b.chain && a.line === b.line && a.note === b.note;
+  return a.table === b.table && a.chain === b.chain && a.line === b.line && a.rule === b.rule && a.note === b.note;
 }
 
 function percent(p: number): string {
@@ -37,8 +41,10 @@ function describe(v: Verdict): string {
       return `DROPped (${v.table} ${v.chain}${v.line ? ` line ${v.line}` : ' policy'})`;
     case 'untouched':
       return "leaves drover's rules untouched (no DNAT)";
+    case 'refused':
+      return `refused by IPVS virtual server ${v.where}: ${v.reason}`;
     case 'unknown':
-      return `cannot evaluate: ${v.table} ${v.chain} line ${v.line}: ${v.reason}`;
+      return v.table === 'ipvs' ? `ipvs ${v.chain}: ${v.reason}` : `cannot evaluate: ${v.table} ${v.chain} line ${v.line}: ${v.reason}`;
   }
 }
 
@@ -80,6 +86,9 @@ export function formatTrace(result: TraceResult): string {
 function summary(outcomes: readonly Outcome[]): string[] {
   const out: string[] = [];
   const dnat = outcomes.filter((o) => o.verdict.kind === 'dnat');
+  // In IPVS mode a real server is picked by IPVS (masquerade forwarding), not by a DNAT rule.
+  const ipvs = dnat.some((o) => o.steps.some((s) => s.table === 'ipvs'));
+  const target = ipvs ? ['IPVS to', 'real server', 'real servers'] : ['DNAT to', 'endpoint', 'endpoints'];
   if (dnat.length > 0) {
     const byEndpoint = new Map<string, { p: number; masq: boolean[] }>();
     for (const o of dnat) {
@@ -90,7 +99,7 @@ function summary(outcomes: readonly Outcome[]): string[] {
       e.masq.push(o.masqueraded);
       byEndpoint.set(key, e);
     }
-    out.push('endpoints (probability for a new connection):');
+    out.push(`${ipvs ? 'real servers' : 'endpoints'} (probability for a new connection):`);
     for (const [ep, e] of byEndpoint) {
       const masq = e.masq.every(Boolean) ? 'masqueraded' : e.masq.some(Boolean) ? 'sometimes masqueraded' : 'not masqueraded';
       out.push(`  ${ep.padEnd(22)} ${percent(e.p).padStart(7)}  ${masq}`);
@@ -100,7 +109,7 @@ function summary(outcomes: readonly Outcome[]): string[] {
   for (const n of notes) out.push(`note: ${n}`);
   const masq = dnat.every((o) => o.masqueraded) ? ', masqueraded' : dnat.some((o) => o.masqueraded) ? ', masqueraded for some endpoints (hairpin)' : ', not masqueraded';
   const endpoints = new Set(dnat.map((d) => describe(d.verdict))).size;
-  const verdicts = [...new Set(outcomes.map((o) => (o.verdict.kind === 'dnat' ? `DNAT to ${endpoints === 1 ? '1 endpoint' : `one of ${endpoints} endpoints`}${masq}` : describe(o.verdict))))];
+  const verdicts = [...new Set(outcomes.map((o) => (o.verdict.kind === 'dnat' ? `${target[0]} ${endpoints === 1 ? `1 ${target[1]}` : `one of ${endpoints} ${target[2]}`}${masq}` : describe(o.verdict))))];
   out.push(`verdict: ${verdicts.join('; ')}`);
   return out;
 }

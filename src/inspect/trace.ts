@@ -9,11 +9,27 @@
  * splits the walk in two branches with their probabilities, so the result is
  * the set of outcomes (endpoint, masquerade or not, REJECT...) with the
  * probability of each. A match the walker cannot decide (an interface, an
- * ipset, an unknown module) ends that branch as "cannot evaluate" instead of
- * guessing.
+ * ipset whose contents are not given, an unknown module) ends that branch as
+ * "cannot evaluate" instead of guessing.
+ *
+ * IPVS mode (a context with `ipvs`): IPVS hooks LOCAL_IN after filter INPUT
+ * (priority NF_IP_PRI_NAT_SRC - 2) and LOCAL_OUT after nat OUTPUT
+ * (NF_IP_PRI_NAT_DST + 1), and sends the packet it schedules back through
+ * LOCAL_OUT and POSTROUTING (ip_vs_nat_xmit, net/netfilter/ipvs/ip_vs_xmit.c):
+ *
+ *   from outside the node: nat PREROUTING → filter INPUT → IPVS → filter OUTPUT → nat POSTROUTING
+ *   from the node itself:  nat OUTPUT → IPVS → filter OUTPUT → nat POSTROUTING
+ *
+ * Packets from outside reach IPVS only when their destination is one of the
+ * node's addresses (a ClusterIP bound on kube-ipvs0). The real servers and
+ * their probabilities come from ipvs-schedule.ts.
  */
 import type { ParsedChain, ParsedDump } from '../backends/iptables/parse.ts';
 import { BUILTIN_CHAINS } from '../backends/iptables/parse.ts';
+import { realServerKey } from '../backends/ipvs/desired.ts';
+import type { SavedSet } from '../backends/ipvs/ipset.ts';
+import type { KernelVirtualServer } from '../backends/ipvs/reconcile.ts';
+import { ipvsSchedule } from './ipvs-schedule.ts';
 import { parseRule, prefixContains, type Match, type Rule, type Target } from './rule.ts';
 
 /** The first packet of a new connection. */
@@ -30,6 +46,10 @@ export interface TraceContext {
   readonly dump: ParsedDump;
   /** The node's own IPv4 addresses (for the hook choice and `-m addrtype --dst-type LOCAL`). */
   readonly localAddresses: ReadonlySet<string>;
+  /** ipsets by name (`ipset save`, parsed); without them, a `-m set` match cannot be evaluated. */
+  readonly ipsets?: ReadonlyMap<string, SavedSet>;
+  /** IPVS mode: the kernel's virtual servers by virtualServerKey ("TCP/10.96.0.10:80"); without them IPVS is not traced. */
+  readonly ipvs?: ReadonlyMap<string, KernelVirtualServer>;
 }
 
 /** One rule that matched. `line` is the rule's line in the iptables-save text. */
@@ -47,6 +67,8 @@ export type Verdict =
   | { kind: 'dnat'; ip: string; port: number }
   | { kind: 'reject' | 'drop'; table: string; chain: string; line: number }
   | { kind: 'untouched' }
+  /** IPVS refused the connection: `where` is the virtual server ("TCP 10.96.0.11:80 rr"). */
+  | { kind: 'refused'; where: string; reason: string }
   | { kind: 'unknown'; table: string; chain: string; line: number; reason: string };
 
 /** One possible outcome of the walk. */
@@ -113,11 +135,43 @@ function decide(m: Match, pkt: Packet, mark: number, ctx: TraceContext): Decisio
     case 'in-iface':
     case 'out-iface':
       return { unknown: `${m.kind === 'in-iface' ? '-i' : '-o'} ${m.name} (interfaces are not traced)` };
-    case 'set':
-      return { unknown: `-m set --match-set ${m.name} (ipset contents are not traced)` };
+    case 'set': {
+      const set = ctx.ipsets?.get(m.name);
+      if (!set) return { unknown: `-m set --match-set ${m.name} (ipset contents are not traced)` };
+      const entry = setEntry(set.type, m.dirs, pkt);
+      if (entry === undefined) return { unknown: `-m set --match-set ${m.name} ${m.dirs.join(',')} (a set of type ${set.type})` };
+      return neg(set.entries.has(entry), m.negate);
+    }
     case 'unknown':
       return { unknown: m.text };
   }
+}
+
+/** The dimensions of the set types whose entries the walker can build ("ip" and "proto:port"). */
+const SET_DIMENSIONS: Readonly<Record<string, readonly ('ip' | 'port')[]>> = {
+  'hash:ip': ['ip'],
+  'hash:ip,port': ['ip', 'port'],
+  'hash:ip,port,ip': ['ip', 'port', 'ip'],
+};
+
+/**
+ * The entry a packet is looked up as in a set of `type`, with the match's
+ * directions (ipset(8): `dst,dst` is the destination address and port), as
+ * `ipset save` prints entries: "10.96.0.10,tcp:80". Undefined when it cannot
+ * be built: another set type, a direction count that differs from the set's
+ * dimensions, or a source port (not known to the trace).
+ */
+function setEntry(type: string, dirs: readonly ('src' | 'dst')[], pkt: Packet): string | undefined {
+  const dims = SET_DIMENSIONS[type];
+  if (!dims || dims.length !== dirs.length) return undefined;
+  const parts: string[] = [];
+  for (const [i, dim] of dims.entries()) {
+    const dir = dirs[i];
+    if (dim === 'ip') parts.push(dir === 'src' ? pkt.src : pkt.dst);
+    else if (dir === 'dst') parts.push(`${pkt.proto}:${pkt.dport}`);
+    else return undefined;
+  }
+  return parts.join(',');
 }
 
 /** The walker over one table. */
@@ -211,8 +265,14 @@ function isLocal(ctx: TraceContext, ip: string): boolean {
   return ctx.localAddresses.has(ip) || ip.startsWith('127.');
 }
 
+/** The IPVS virtual server a packet is addressed to, when IPVS is traced. */
+function virtualServerFor(ctx: TraceContext, pkt: Packet): KernelVirtualServer | undefined {
+  return ctx.ipvs?.get(`${pkt.proto.toUpperCase()}/${pkt.dst}:${pkt.dport}`);
+}
+
 /**
- * Trace a new connection through the live ruleset.
+ * Trace a new connection through the live ruleset (and, with `ctx.ipvs`,
+ * through IPVS; see the module comment).
  * @throws RuleSyntaxError when a rule in the dump cannot be tokenised.
  */
 export function trace(ctx: TraceContext, packet: Packet): TraceResult {
@@ -223,6 +283,58 @@ export function trace(ctx: TraceContext, packet: Packet): TraceResult {
   const outcomes: Outcome[] = [];
   const done = (state: State, verdict: Verdict, masqueraded = false) =>
     outcomes.push({ probability: state.probability, verdict, masqueraded, steps: state.steps, notes: [...new Set(state.notes)] });
+  const noted = (state: State, note: string): State => ({ ...state, notes: [...state.notes, note] });
+
+  /** filter `hook`, then nat POSTROUTING; for INPUT, `local` (IPVS) or the end of the trace. */
+  const deliver = (hook: 'INPUT' | 'FORWARD' | 'OUTPUT', pkt: Packet, state: State, verdict: Verdict, local?: (s: State) => void): void => {
+    for (const f of filter.walk(hook, pkt, state)) {
+      if (f.how === 'unknown') {
+        done(f.state, { kind: 'unknown', ...f.at, reason: f.reason });
+        continue;
+      }
+      if (f.how === 'final' && (f.target.kind === 'REJECT' || f.target.kind === 'DROP' || (f.target.kind === 'policy' && f.target.policy === 'DROP'))) {
+        const at = f.step ?? { chain: hook, line: 0 };
+        done(f.state, { kind: f.target.kind === 'REJECT' ? 'reject' : 'drop', table: 'filter', chain: at.chain, line: at.line });
+        continue;
+      }
+      if (hook === 'INPUT') {
+        if (local) local(f.state);
+        else done(f.state, verdict);
+        continue;
+      }
+      for (const p of nat.walk('POSTROUTING', pkt, f.state)) {
+        if (p.how === 'unknown') done(p.state, { kind: 'unknown', ...p.at, reason: p.reason });
+        else done(p.state, verdict, p.how === 'final' && (p.target.kind === 'MASQUERADE' || p.target.kind === 'SNAT'));
+      }
+    }
+  };
+
+  /** IPVS schedules a real server; its packet goes out through filter OUTPUT and nat POSTROUTING. */
+  const viaIpvs = (vs: KernelVirtualServer, state: State): void => {
+    const e = vs.entry;
+    const where = `${e.protocol} ${e.address}:${e.port} ${e.scheduler}`;
+    let s = state;
+    if (e.persistent) s = noted(s, `virtual server ${where} is persistent (${e.persistent.timeoutSeconds} s): assumed no persistence template for this client yet (a returning client goes to the real server it used before)`);
+    for (const d of vs.dests.filter((x) => x.weight === 0)) s = noted(s, `real server ${realServerKey(d)} has weight 0 (quiesced): no new connections`);
+    const schedule = ipvsSchedule(e, vs.dests);
+    if (schedule.kind === 'refused') return void done(s, { kind: 'refused', where, reason: schedule.reason });
+    if (schedule.kind === 'unknown') return void done(s, { kind: 'unknown', table: 'ipvs', chain: where, line: 0, reason: `cannot evaluate: ${schedule.reason}` });
+    for (const { dest, probability } of schedule.branches) {
+      const step: Step = {
+        table: 'ipvs',
+        chain: where,
+        line: 0,
+        rule: `-> ${realServerKey(dest)} ${dest.forwarding === 'masq' ? 'Masq' : dest.forwarding} weight ${dest.weight}`,
+        ...(probability < 1 ? { note: `taken with probability ${probability.toFixed(4)}` } : {}),
+      };
+      const branch: State = { ...s, probability: s.probability * probability, steps: [...s.steps, step] };
+      if (dest.forwarding !== 'masq') {
+        done(branch, { kind: 'unknown', table: 'ipvs', chain: where, line: 0, reason: `cannot evaluate forwarding method ${dest.forwarding} (only Masq is traced)` });
+        continue;
+      }
+      deliver('OUTPUT', { ...packet, dst: dest.address, dport: dest.port }, branch, { kind: 'dnat', ip: dest.address, port: dest.port });
+    }
+  };
 
   for (const end of nat.walk(origin === 'node' ? 'OUTPUT' : 'PREROUTING', packet, start)) {
     if (end.how === 'unknown') {
@@ -237,26 +349,20 @@ export function trace(ctx: TraceContext, packet: Packet): TraceResult {
       continue;
     }
     const verdict: Verdict = after === packet ? { kind: 'untouched' } : { kind: 'dnat', ip: after.dst, port: after.dport };
-    const hook = origin === 'node' ? 'OUTPUT' : isLocal(ctx, after.dst) ? 'INPUT' : 'FORWARD';
-    for (const f of filter.walk(hook, after, end.state)) {
-      if (f.how === 'unknown') {
-        done(f.state, { kind: 'unknown', ...f.at, reason: f.reason });
-        continue;
-      }
-      if (f.how === 'final' && (f.target.kind === 'REJECT' || f.target.kind === 'DROP' || (f.target.kind === 'policy' && f.target.policy === 'DROP'))) {
-        const at = f.step ?? { chain: hook, line: 0 };
-        done(f.state, { kind: f.target.kind === 'REJECT' ? 'reject' : 'drop', table: 'filter', chain: at.chain, line: at.line });
-        continue;
-      }
-      if (hook === 'INPUT') {
-        done(f.state, verdict);
-        continue;
-      }
-      for (const p of nat.walk('POSTROUTING', after, f.state)) {
-        if (p.how === 'unknown') done(p.state, { kind: 'unknown', ...p.at, reason: p.reason });
-        else done(p.state, verdict, p.how === 'final' && (p.target.kind === 'MASQUERADE' || p.target.kind === 'SNAT'));
-      }
+    // IPVS sees the packet as iptables left it; a packet iptables DNATed is not for a virtual server.
+    const vs = after === packet ? virtualServerFor(ctx, packet) : undefined;
+    let state = end.state;
+    if (ctx.ipvs && after === packet && !vs) state = noted(state, `no IPVS virtual server for ${packet.proto.toUpperCase()} ${packet.dst}:${packet.dport}`);
+    if (origin === 'node') {
+      if (vs) viaIpvs(vs, state);
+      else deliver('OUTPUT', after, state, verdict);
+      continue;
     }
+    const hook = isLocal(ctx, after.dst) ? 'INPUT' : 'FORWARD';
+    if (vs && hook === 'FORWARD') {
+      state = noted(state, `${packet.dst} is not one of the node's addresses (not bound on kube-ipvs0), so IPVS does not see this packet from outside the node`);
+    }
+    deliver(hook, after, state, verdict, vs && hook === 'INPUT' ? (s) => viaIpvs(vs, s) : undefined);
   }
   return { packet, origin, outcomes };
 }

@@ -1,57 +1,15 @@
 /** The IPVS backend on in-memory fakes: what each sync sends, restart adoption, drift repair, graceful termination. */
 import test from 'ava';
-import { FakeIptables } from '../../src/backends/iptables/fake.ts';
 import { planToRestore } from '../../src/backends/iptables/plan.ts';
-import { IpvsBackend, type IpvsBackendOptions } from '../../src/backends/ipvs/backend.ts';
-import { FakeIpset, FakeIpvs, FakeLinks, FakeSysctls } from '../../src/backends/ipvs/fake.ts';
 import { IpvsApplyError } from '../../src/backends/ipvs/kernel.ts';
 import { IpvsRequestError } from '../../src/backends/ipvs/netlink.ts';
 import { ipvsRulesPlan, ipvsStaticRules } from '../../src/backends/ipvs/rules.ts';
 import type { Snapshot } from '../../src/model/types.ts';
-import { silentLogger } from '../../src/util/log.ts';
 import { ep, snap, sp } from '../support/snapshots.ts';
+import { base, dns, empty, RENDER, web, World } from '../support/ipvs-world.ts';
 
 const FULL = { full: true, changed: new Set<string>() };
 const partial = (...keys: string[]) => ({ full: false, changed: new Set(keys) });
-const RENDER = { clusterCIDR: '10.244.0.0/16', masqueradeAll: false };
-
-const web = (...ips: string[]) => sp('default/web:http', '10.96.0.10', 80, ips.map((ip) => ep(`${ip}:8080`)));
-const dns = (...ips: string[]) => sp('kube-system/dns:dns', '10.96.0.53', 53, ips.map((ip) => ep(`${ip}:53`)), { protocol: 'UDP' });
-const empty = sp('default/empty:http', '10.96.0.11', 80, []);
-const base = (): Snapshot => snap(web('10.244.1.2', '10.244.1.3'), dns('10.244.2.2'), empty);
-
-class World {
-  ipvs = new FakeIpvs();
-  ipset = new FakeIpset();
-  iptables = new FakeIptables();
-  links = new FakeLinks();
-  sysctls = new FakeSysctls();
-  clock = 1_000_000;
-
-  backend(extra: Partial<IpvsBackendOptions> = {}): IpvsBackend {
-    return new IpvsBackend({
-      ipvs: this.ipvs,
-      ipset: this.ipset,
-      iptables: this.iptables,
-      links: this.links,
-      sysctls: this.sysctls,
-      render: RENDER,
-      scheduler: 'rr',
-      serviceCIDR: '10.96.0.0/12',
-      gracefulPeriodMs: 60_000,
-      gracefulCheckIntervalMs: 0,
-      logger: silentLogger(),
-      now: () => this.clock,
-      ...extra,
-    });
-  }
-
-  /** Counts of writes so far, to compare before/after a sync. */
-  writes(): number[] {
-    return [this.ipvs.log.length, this.ipset.restores.length, this.iptables.restores.length, this.links.log.length, this.sysctls.writes.length];
-  }
-}
-
 test('first sync: sysctls, kube-ipvs0, ipsets, iptables rules and IPVS, exactly', async (t) => {
   const w = new World();
   const result = await w.backend().sync(base(), FULL);

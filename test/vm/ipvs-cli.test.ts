@@ -10,49 +10,21 @@ import { spawn } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { run } from '../../src/testbed/exec.ts';
 import { withNetns } from '../../src/testbed/netns.ts';
+import { DROVER, drover, list, service, slice, START_MS } from './support/cli.ts';
 import { ipvsadmState, registerIpvsTests, until } from './support/env.ts';
 
-const ROOT = fileURLToPath(new URL('../..', import.meta.url));
-const DROVER = join(ROOT, 'bin/drover.js');
-const START_MS = 300_000; // node + tsx start in the emulated guest takes about a minute
-
-function service(name: string, clusterIP: string, port: number, protocol: string, extra: Record<string, unknown> = {}): object {
-  return {
-    apiVersion: 'v1',
-    kind: 'Service',
-    metadata: { name, namespace: 'default' },
-    spec: { clusterIP, ports: [{ name: 'p', port, protocol, targetPort: port }], type: 'ClusterIP', ...extra },
-  };
-}
-
-function slice(name: string, ips: string[], port: number, protocol: string): object {
-  return {
-    apiVersion: 'discovery.k8s.io/v1',
-    kind: 'EndpointSlice',
-    metadata: { name: `${name}-abc`, namespace: 'default', labels: { 'kubernetes.io/service-name': name } },
-    addressType: 'IPv4',
-    endpoints: ips.map((ip) => ({ addresses: [ip], conditions: { ready: true } })),
-    ports: [{ name: 'p', port, protocol }],
-  };
-}
-
 function manifests(webIps: string[]): string {
-  return JSON.stringify({
-    apiVersion: 'v1',
-    kind: 'List',
-    items: [
-      service('web', '10.96.0.10', 80, 'TCP'),
-      slice('web', webIps, 80, 'TCP'),
-      service('dns', '10.96.0.53', 53, 'UDP'),
-      slice('dns', ['10.244.2.2'], 53, 'UDP'),
-      service('sticky', '10.96.0.20', 8443, 'TCP', { sessionAffinity: 'ClientIP', sessionAffinityConfig: { clientIP: { timeoutSeconds: 600 } } }),
-      slice('sticky', ['10.244.3.2'], 8443, 'TCP'),
-      service('empty', '10.96.0.11', 80, 'TCP'),
-    ],
-  });
+  return list([
+    service('web', '10.96.0.10', 80, 'TCP'),
+    slice('web', webIps, 80, 'TCP'),
+    service('dns', '10.96.0.53', 53, 'UDP'),
+    slice('dns', ['10.244.2.2'], 53, 'UDP'),
+    service('sticky', '10.96.0.20', 8443, 'TCP', { sessionAffinity: 'ClientIP', sessionAffinityConfig: { clientIP: { timeoutSeconds: 600 } } }),
+    slice('sticky', ['10.244.3.2'], 8443, 'TCP'),
+    service('empty', '10.96.0.11', 80, 'TCP'),
+  ]);
 }
 
 const EXPECTED = [
@@ -80,12 +52,7 @@ if (await registerIpvsTests('IPVS CLI tests')) {
     try {
       await writeFile(join(dir, 'cluster.json'), manifests(['10.244.1.2', '10.244.1.3']));
       await withNetns(async (netns) => {
-        const sync = () =>
-          run(process.execPath, [DROVER, 'sync', '--once', '--mode', 'ipvs', '--source', dir, '--cluster-cidr', '10.244.0.0/16'], {
-            netns,
-            allowFail: true,
-            timeoutMs: START_MS,
-          });
+        const sync = () => drover(netns, ['sync', '--once', '--mode', 'ipvs', '--source', dir, '--cluster-cidr', '10.244.0.0/16']);
         const first = await sync();
         t.is(first.code, 0, first.stderr);
         const msgs = logLines(first.stderr).map((l) => String(l.msg));
@@ -163,6 +130,22 @@ if (await registerIpvsTests('IPVS CLI tests')) {
           t.deepEqual(await ipvsadmState(netns), EXPECTED.filter((l) => l !== '-> 10.244.1.3:80 Masq 1'));
           const partial = logLines(stderr).find((l) => l.msg === 'partial sync done');
           t.like(partial, { mode: 'ipvs', full: false, changed: ['default/web:p'] });
+
+          // status follows the mode drover run recorded, and reads IPVS state from the kernel.
+          const status = await drover(netns, ['status', '--status-file', join(statusDir, 'status.json')]);
+          t.is(status.code, 0, status.stderr);
+          t.log(`\n${status.stdout}`);
+          for (const line of [
+            /^mode: {8}ipvs$/m,
+            /^ipvs: {8}4 virtual servers, 3 real servers in the kernel$/m,
+            /^ipsets: {6}7 entries \(KUBE-CLUSTER-IP 4, KUBE-LOOP-BACK 3\)$/m,
+            /^kube-ipvs0: {2}4 addresses$/m,
+            /^rules: {7}12 drover-owned rules in the kernel \(filter 3, nat 9\)$/m,
+            /^last sync: {3}\S+ \(\d+ s ago\), partial, [\d.]+ ms, ok$/m,
+            /^drift: {7}no$/m,
+          ]) {
+            t.regex(status.stdout, line);
+          }
         } finally {
           child.kill('SIGTERM');
         }
@@ -172,7 +155,7 @@ if (await registerIpvsTests('IPVS CLI tests')) {
 
         // cleanup removes IPVS mode's state and leaves a foreign virtual server alone.
         await run('ipvsadm', ['-A', '-t', '192.168.77.1:80', '-s', 'rr'], { netns });
-        const cleanup = await run(process.execPath, [DROVER, 'cleanup', '--mode', 'ipvs'], { netns, allowFail: true, timeoutMs: START_MS });
+        const cleanup = await drover(netns, ['cleanup', '--mode', 'ipvs']);
         t.is(cleanup.code, 0, cleanup.stderr);
         t.is(cleanup.stdout, 'removed 5 chains and 4 hook rules\n');
         t.deepEqual(await ipvsadmState(netns), ['TCP 192.168.77.1:80 rr']);

@@ -6,11 +6,11 @@
  */
 import test from 'ava';
 import { holdConnection, connectOnce, probe } from '../../src/testbed/probe.ts';
-import { createTopology, type Topology } from '../../src/testbed/topology.ts';
+import type { Topology } from '../../src/testbed/topology.ts';
 import type { ServicePort } from '../../src/model/types.ts';
 import { ep, sp } from '../support/snapshots.ts';
 import { Driver } from './support/driver-client.ts';
-import { ipvsadmState, realServerConns, registerIpvsTests, until } from './support/env.ts';
+import { createIpvsTopology, ipvsadmState, realServerConns, registerIpvsTests, until } from './support/env.ts';
 
 const BACKENDS = [
   { name: 'b1', ip: '10.244.1.2', ports: [8080, 9100] },
@@ -37,17 +37,7 @@ async function apply(services: ServicePort[], changed?: string[]): Promise<void>
 
 if (await registerIpvsTests('IPVS data-path tests')) {
   test.before(async () => {
-    topo = await createTopology({
-      backends: BACKENDS,
-      clients: [
-        { name: 'outside', ip: '192.168.100.2' },
-        { name: 'inside', ip: '10.244.9.2' },
-      ],
-      readyTimeoutMs: 120_000,
-    });
-    // IPVS refuses a connection to a virtual server without real servers with
-    // an ICMP port unreachable; the kernel rate-limits those per namespace.
-    await topo.exec(topo.node, 'sysctl', ['-q', '-w', 'net.ipv4.icmp_ratelimit=0']);
+    topo = await createIpvsTopology(BACKENDS);
     driver = await Driver.start(topo.node);
     await driver.open({ gracefulPeriodMs: GRACEFUL_PERIOD_MS, gracefulCheckIntervalMs: 1000 });
     await apply([web(['b1', 'b2', 'b3']), metrics, empty, quiet(['b3', 'b4'])]);

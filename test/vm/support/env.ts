@@ -8,7 +8,7 @@
 import test from 'ava';
 import { IpvsClient, IpvsUnavailableError } from '../../../src/backends/ipvs/netlink.ts';
 import { run } from '../../../src/testbed/exec.ts';
-import { testbedUnavailableReason } from '../../../src/testbed/topology.ts';
+import { createTopology, testbedUnavailableReason, type Topology, type TopologySpec } from '../../../src/testbed/topology.ts';
 
 /** True inside the drover test guest. */
 export const IN_GUEST = process.env.DROVER_IN_GUEST === '1';
@@ -77,4 +77,25 @@ export async function realServerConns(netns: string, vs: string, rs: string): Pr
     if (w[0] === '->' && w[1] === rs) return { weight: Number(w[3]), active: Number(w[4]), inactive: Number(w[5]) };
   }
   return undefined;
+}
+
+/**
+ * The IPVS data-path testbed: a node namespace, endpoint namespaces
+ * `backends`, and two clients, "outside" (192.168.100.2, outside the cluster
+ * CIDR 10.244.0.0/16) and "inside" (10.244.9.2). ICMP rate limiting is off in
+ * the node: IPVS refuses a connection to a virtual server without real
+ * servers with an ICMP port unreachable, which the kernel rate-limits per
+ * namespace.
+ */
+export async function createIpvsTopology(backends: TopologySpec['backends']): Promise<Topology> {
+  const topo = await createTopology({
+    backends,
+    clients: [
+      { name: 'outside', ip: '192.168.100.2' },
+      { name: 'inside', ip: '10.244.9.2' },
+    ],
+    readyTimeoutMs: 120_000,
+  });
+  await topo.exec(topo.node, 'sysctl', ['-q', '-w', 'net.ipv4.icmp_ratelimit=0']);
+  return topo;
 }

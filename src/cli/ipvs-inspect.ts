@@ -1,0 +1,68 @@
+/**
+ * What the read-only commands (chains, trace, diff, status) share in IPVS
+ * mode: reading the live state in this process's network namespace, and
+ * the desired IPVS state of a source (desired.ts, as a sync computes it).
+ */
+import { Option } from 'commander';
+import { loadStaticRules } from '../backends/iptables/static.ts';
+import { desiredIpvsState, type DesiredIpvsState } from '../backends/ipvs/desired.ts';
+import { ipvsStaticRules } from '../backends/ipvs/rules.ts';
+import { ipvsDrift, type IpvsDrift } from '../inspect/ipvs-diff.ts';
+import { readIpvsLive, type IpvsLive } from '../inspect/ipvs-live.ts';
+import { createLogger } from '../util/log.ts';
+import { ipvsOptions, renderOptions, type KernelOptions, type RenderCliOptions } from './options.ts';
+import { createIpvsInspectIO, loadSource, renderConfig } from './setup.ts';
+
+/**
+ * Read the live IPVS-mode state (ipvs-live.ts) and close the sockets.
+ * @param tables also read the filter and nat tables
+ * @throws UsageError for `--netns`, no IPVS or no root; the readers' errors.
+ */
+export async function readIpvsKernel(opts: KernelOptions, tables: boolean): Promise<IpvsLive> {
+  const io = await createIpvsInspectIO(opts, createLogger(opts.logLevel));
+  try {
+    return await readIpvsLive(io, { tables });
+  } finally {
+    io.close();
+  }
+}
+
+/** The desired IPVS state of a source, and the source's problems (one line each). */
+export async function loadDesiredIpvs(opts: RenderCliOptions & { ipvsScheduler: string }): Promise<{ desired: DesiredIpvsState; problems: string[] }> {
+  const { snapshot, problems } = await loadSource(opts);
+  return { desired: desiredIpvsState(snapshot, { scheduler: opts.ipvsScheduler }), problems };
+}
+
+/**
+ * The drift of `live` from the source, as a full IPVS sync with these flags
+ * would see it (ipvs-diff.ts).
+ * @throws Error for an unreadable source; IpsetTypeError.
+ */
+export async function ipvsDriftFromSource(
+  opts: RenderCliOptions & { ipvsScheduler: string },
+  live: IpvsLive,
+): Promise<{ drift: IpvsDrift; problems: string[] }> {
+  const { desired, problems } = await loadDesiredIpvs(opts);
+  const drift = ipvsDrift(desired, live, {
+    serviceCIDR: opts.serviceCidr,
+    statics: ipvsStaticRules(renderConfig(opts)),
+    iptablesStatics: loadStaticRules(),
+  });
+  return { drift, problems };
+}
+
+/** `--ipvs-scheduler` of `run`, for commands that compare with what `run` programs. */
+export function ipvsSchedulerOption(): Option {
+  return ipvsOptions().find((o) => o.long === '--ipvs-scheduler')!;
+}
+
+/**
+ * `chains`' optional `--source` (IPVS mode names virtual servers through it)
+ * and `--service-cidr` (for the ClusterIPs drover allocates).
+ */
+export function chainsSourceOptions(): Option[] {
+  return [
+    new Option('-s, --source <path>', 'with --mode ipvs: manifest file or folder, to name each virtual server by its service port'),
+    renderOptions().find((o) => o.long === '--service-cidr')!,
+  ];
+}

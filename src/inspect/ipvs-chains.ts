@@ -1,0 +1,198 @@
+/**
+ * `drover chains` in IPVS mode: per virtual server, what the live kernel
+ * holds for it: the virtual server (scheduler, persistence, flags), its real
+ * servers (weight, forwarding, connection counters), whether its address is
+ * bound on kube-ipvs0, and its entries in KUBE-CLUSTER-IP and KUBE-LOOP-BACK
+ * (the entries desired.ts builds for it, and whether the kernel has them).
+ *
+ * IPVS keeps no names, so a virtual server is mapped to its service port
+ * only through the desired state of `--source` (matched by
+ * ClusterIP:port/protocol); without it, virtual servers are listed by
+ * address. Pure: the state comes from ipvs-live.ts.
+ */
+import { IP_VS_SVC_F, type ForwardingMethod, type IpvsProtocol } from '../backends/ipvs/codec.ts';
+import { compareIPv4, compareText, realServerKey, type DesiredVirtualServer } from '../backends/ipvs/desired.ts';
+import { CLUSTER_IP_SET, LOOP_BACK_SET, clusterIPEntry, loopBackEntry } from '../backends/ipvs/ipset.ts';
+import { DUMMY_INTERFACE } from '../backends/ipvs/link.ts';
+import { boundAddresses, virtualServerLabel, type IpvsLive } from './ipvs-live.ts';
+
+/** An ipset entry that belongs to a virtual server or real server, and whether the kernel's set has it. */
+export interface SetEntryView {
+  readonly set: string;
+  /** As `ipset save` prints it, e.g. "10.96.0.10,tcp:80". */
+  readonly entry: string;
+  readonly present: boolean;
+}
+
+/** A real server as the kernel has it. */
+export interface RealServerView {
+  readonly address: string;
+  readonly port: number;
+  /** 0-65535; 0 = quiesced (no new connections). */
+  readonly weight: number;
+  readonly forwarding: ForwardingMethod;
+  /** IPVS_DEST_ATTR_ACTIVE_CONNS / INACT_CONNS: established and other (e.g. TIME_WAIT) connections. */
+  readonly activeConns: number;
+  readonly inactiveConns: number;
+  /** Its KUBE-LOOP-BACK (hairpin) entry. */
+  readonly loopBack: SetEntryView;
+}
+
+/** The virtual server itself, as the kernel has it. */
+export interface VirtualServerView {
+  readonly protocol: IpvsProtocol;
+  readonly address: string;
+  readonly port: number;
+  readonly scheduler: string;
+  /** Persistence timeout in seconds; null when not persistent. */
+  readonly persistentTimeoutSeconds: number | null;
+  /** Persistence netmask, dotted ("255.255.255.255"). */
+  readonly netmask: string;
+  /** IP_VS_SVC_F_* flags by name: "persistent", "hashed", "one-packet", "sched-flag-1".."sched-flag-3". */
+  readonly flags: readonly string[];
+}
+
+/**
+ * One virtual server (or one the source wants). This is the `--json` shape
+ * of `drover chains --mode ipvs` (an array of these).
+ */
+export interface IpvsServicePortView {
+  /** ServicePortName from `--source`; null without `--source` or for a virtual server the source does not want. */
+  readonly servicePort: string | null;
+  /** virtualServerKey, "TCP/10.96.0.10:80". */
+  readonly key: string;
+  /** null when the source wants this virtual server and the kernel has none. */
+  readonly virtualServer: VirtualServerView | null;
+  /** Whether its address is bound as /32 on kube-ipvs0. */
+  readonly bound: boolean;
+  /** Its KUBE-CLUSTER-IP entry. */
+  readonly clusterIP: SetEntryView;
+  /** Its real servers, sorted by address and port (as ipvsadm lists them). */
+  readonly realServers: readonly RealServerView[];
+}
+
+const FLAG_NAMES: readonly [number, string][] = [
+  [IP_VS_SVC_F.PERSISTENT, 'persistent'],
+  [IP_VS_SVC_F.HASHED, 'hashed'],
+  [IP_VS_SVC_F.ONEPACKET, 'one-packet'],
+  [IP_VS_SVC_F.SCHED1, 'sched-flag-1'],
+  [IP_VS_SVC_F.SCHED2, 'sched-flag-2'],
+  [IP_VS_SVC_F.SCHED3, 'sched-flag-3'],
+];
+
+function dotted(mask: number): string {
+  return [24, 16, 8, 0].map((shift) => (mask >>> shift) & 255).join('.');
+}
+
+function entryView(live: IpvsLive, set: string, entry: string): SetEntryView {
+  return { set, entry, present: live.sets.get(set)?.entries.has(entry) ?? false };
+}
+
+/**
+ * The views of `drover chains` in IPVS mode. With `desired` (from
+ * `--source`): one per desired virtual server, in service port order, then
+ * the kernel's other virtual servers by key; without: every kernel virtual
+ * server by key. Pure.
+ * @throws IpsetValidationError for a kernel address or port no ipset entry can hold (not IPv4, port 0).
+ */
+export function ipvsServicePortViews(live: IpvsLive, desired?: ReadonlyMap<string, DesiredVirtualServer>): IpvsServicePortView[] {
+  const bound = boundAddresses(live);
+  const view = (key: string, servicePort: string | null, want?: DesiredVirtualServer): IpvsServicePortView => {
+    const have = live.virtualServers.get(key);
+    const vs = have?.entry ?? want!.vs;
+    const proto = vs.protocol.toLowerCase();
+    return {
+      servicePort,
+      key,
+      virtualServer: have
+        ? {
+            protocol: have.entry.protocol,
+            address: have.entry.address,
+            port: have.entry.port,
+            scheduler: have.entry.scheduler,
+            persistentTimeoutSeconds: have.entry.persistent?.timeoutSeconds ?? null,
+            netmask: dotted(have.entry.netmask),
+            flags: FLAG_NAMES.filter(([bit]) => (have.entry.flags & bit) !== 0).map(([, name]) => name),
+          }
+        : null,
+      bound: bound.has(vs.address),
+      clusterIP: entryView(live, CLUSTER_IP_SET, clusterIPEntry(vs.address, proto, vs.port)),
+      realServers: [...(have?.dests ?? [])].sort((a, b) => compareIPv4(a.address, b.address) || a.port - b.port).map((d) => ({
+        address: d.address,
+        port: d.port,
+        weight: d.weight,
+        forwarding: d.forwarding,
+        activeConns: d.activeConns,
+        inactiveConns: d.inactiveConns,
+        loopBack: entryView(live, LOOP_BACK_SET, loopBackEntry(d.address, proto, d.port)),
+      })),
+    };
+  };
+  const wanted = [...(desired?.values() ?? [])].sort((a, b) => compareText(a.servicePort, b.servicePort));
+  const named = wanted.map((d) => view(d.key, d.servicePort, d));
+  const others = [...live.virtualServers.keys()].filter((k) => !desired?.has(k)).map((k) => view(k, null));
+  return [...named, ...others];
+}
+
+function entryText(e: SetEntryView): string {
+  return e.present ? e.entry : `${e.entry} (missing)`;
+}
+
+function header(v: IpvsServicePortView, withSource: boolean): string {
+  const vs = v.virtualServer;
+  const label = virtualServerLabel(vs ?? parseKey(v.key));
+  if (v.servicePort === null) return `# ${label}${withSource ? ' (not in --source)' : ''}`;
+  return vs ? `# ${v.servicePort} (virtual server ${label})` : `# ${v.servicePort}: no virtual server ${label} in the kernel`;
+}
+
+function parseKey(key: string): { protocol: string; address: string; port: number } {
+  const m = /^([A-Z]+)\/(.+):(\d+)$/.exec(key)!;
+  return { protocol: m[1]!, address: m[2]!, port: Number(m[3]) };
+}
+
+function pad(cells: readonly string[], widths: readonly number[]): string {
+  return cells.map((c, i) => (i < cells.length - 1 ? c.padEnd(widths[i]!) : c)).join('  ');
+}
+
+/**
+ * The text of `drover chains --mode ipvs`: per view a `# ` header (service
+ * port and virtual server, or the virtual server alone), the virtual server
+ * line `TCP 10.96.0.10:80 rr [persistent 600 s, netmask 255.255.255.255]
+ * (flags: hashed)`, its kube-ipvs0 binding and KUBE-CLUSTER-IP entry, and a
+ * table of real servers with their KUBE-LOOP-BACK entry (an entry the
+ * kernel lacks is marked "(missing)"). Without `--source` a first line says
+ * that virtual servers are listed by address. Blank line between views.
+ */
+export function formatIpvsChains(views: readonly IpvsServicePortView[], withSource: boolean): string {
+  const intro = withSource ? [] : ['(no --source: IPVS keeps no service names, so virtual servers are listed by address)', ''];
+  if (views.length === 0) return `${[...intro, 'no IPVS virtual servers in the kernel'].join('\n')}\n`;
+  const blocks = views.map((v) => {
+    const lines = [header(v, withSource)];
+    const vs = v.virtualServer;
+    if (vs) {
+      const persistence = vs.persistentTimeoutSeconds !== null ? ` persistent ${vs.persistentTimeoutSeconds} s, netmask ${vs.netmask}` : '';
+      lines.push(`${virtualServerLabel(vs)} ${vs.scheduler}${persistence} (flags: ${vs.flags.join(', ') || 'none'})`);
+    }
+    const address = vs?.address ?? parseKey(v.key).address;
+    lines.push(`  ${DUMMY_INTERFACE}: ${address}/32 ${v.bound ? 'bound' : 'not bound'}`);
+    lines.push(`  ${v.clusterIP.set}: ${entryText(v.clusterIP)}`);
+    if (vs && v.realServers.length === 0) lines.push('  no real servers: IPVS refuses connections to it');
+    if (v.realServers.length > 0) {
+      const rows = [
+        ['-> real server', 'forward', 'weight', 'active', 'inactive', LOOP_BACK_SET],
+        ...v.realServers.map((r) => [
+          `-> ${realServerKey(r)}`,
+          r.forwarding === 'masq' ? 'Masq' : r.forwarding,
+          String(r.weight),
+          String(r.activeConns),
+          String(r.inactiveConns),
+          entryText(r.loopBack),
+        ]),
+      ];
+      const widths = rows[0]!.map((_, i) => Math.max(...rows.map((row) => row[i]!.length)));
+      lines.push(...rows.map((row) => `  ${pad(row, widths)}`));
+    }
+    return lines.join('\n');
+  });
+  return `${[...intro, blocks.join('\n\n')].join('\n')}\n`;
+}

@@ -1,0 +1,94 @@
+/**
+ * Reading the live IPVS-mode state that the inspect commands work on (never
+ * drover's memory): every virtual server with its real servers (IPVS over
+ * generic netlink), the addresses of kube-ipvs0 (rtnetlink), every ipset
+ * (`ipset save`) and, when asked, the filter and nat tables (`iptables-save`).
+ * All I/O goes through the backend's interfaces, so tests use the fakes.
+ */
+import type { IptablesExec } from '../backends/iptables/exec.ts';
+import type { ParsedDump } from '../backends/iptables/parse.ts';
+import { compareText } from '../backends/ipvs/desired.ts';
+import { IPVS_SETS, parseIpsetSave, type IpsetExec, type SavedSet } from '../backends/ipvs/ipset.ts';
+import { readVirtualServers, type IpvsKernel } from '../backends/ipvs/kernel.ts';
+import { DUMMY_INTERFACE, type InterfaceAddress, type LinkManager } from '../backends/ipvs/link.ts';
+import type { KernelVirtualServer } from '../backends/ipvs/reconcile.ts';
+import { readTables } from './live.ts';
+
+/** The I/O the IPVS inspect commands need. */
+export interface IpvsInspectIO {
+  readonly ipvs: IpvsKernel;
+  readonly ipset: IpsetExec;
+  readonly links: LinkManager;
+  readonly iptables: IptablesExec;
+}
+
+/** The live IPVS-mode state. */
+export interface IpvsLive {
+  /** Every IPv4, non-fwmark virtual server by virtualServerKey ("TCP/10.96.0.10:80"), sorted by key, with its real servers in the kernel's order. */
+  readonly virtualServers: ReadonlyMap<string, KernelVirtualServer>;
+  /** Entries the codec does not model (fwmark, IPv6), one line each; they are not shown. */
+  readonly unsupported: readonly string[];
+  /** The addresses of kube-ipvs0; null when there is no such link. */
+  readonly bound: readonly InterfaceAddress[] | null;
+  /** Every ipset of the network namespace by name (entries as `ipset save` prints them). */
+  readonly sets: ReadonlyMap<string, SavedSet>;
+  /** The filter and nat tables (line numbers as in `iptables-save -t TABLE`); empty unless read with `tables: true`. */
+  readonly tables: ParsedDump;
+}
+
+/** The names of every set in `ipset save` output. */
+function setNames(save: string): string[] {
+  return [...save.matchAll(/^create (\S+)/gm)].map((m) => m[1]!);
+}
+
+/**
+ * Read the live IPVS-mode state. The reads run one after the other (the
+ * IPVS client serialises its dumps anyway).
+ * @param opts.tables also read the filter and nat tables (trace, diff, status)
+ * @throws IpvsRequestError when a netlink dump fails, CommandError when
+ *   `ipset save` or `iptables-save` fails, Error from rtnetlink.
+ */
+export async function readIpvsLive(io: IpvsInspectIO, opts: { tables?: boolean } = {}): Promise<IpvsLive> {
+  const read = await readVirtualServers(io.ipvs, () => true);
+  const virtualServers = new Map([...read.state].sort(([a], [b]) => compareText(a, b)));
+  const index = await io.links.find(DUMMY_INTERFACE);
+  const bound = index === undefined ? null : await io.links.addresses(index);
+  const save = await io.ipset.save();
+  const sets = parseIpsetSave(save, setNames(save));
+  const tables = opts.tables ? await readTables(io.iptables) : new Map();
+  return { virtualServers, unsupported: read.unsupported, bound, sets, tables };
+}
+
+/** The /32 addresses of kube-ipvs0 as a set (empty when the link is missing). */
+export function boundAddresses(live: Pick<IpvsLive, 'bound'>): Set<string> {
+  return new Set((live.bound ?? []).filter((a) => a.prefixLength === 32).map((a) => a.address));
+}
+
+/** "TCP 10.96.0.10:80" for a virtual server key. */
+export function virtualServerLabel(vs: { readonly protocol: string; readonly address: string; readonly port: number }): string {
+  return `${vs.protocol} ${vs.address}:${vs.port}`;
+}
+
+/** What `drover status --mode ipvs` counts in the live state. */
+export interface IpvsCounts {
+  readonly virtualServers: number;
+  readonly realServers: number;
+  /** Real servers with weight 0 (quiesced: draining or set by hand). */
+  readonly quiesced: number;
+  /** Entries of each of drover's sets; null for a set that does not exist. */
+  readonly sets: Readonly<Record<string, number | null>>;
+  /** Addresses on kube-ipvs0; null when the link does not exist. */
+  readonly addresses: number | null;
+}
+
+/** Count the live state's virtual servers, real servers, drover's set entries and kube-ipvs0 addresses. Pure. */
+export function ipvsCounts(live: IpvsLive): IpvsCounts {
+  const dests = [...live.virtualServers.values()].flatMap((v) => v.dests);
+  return {
+    virtualServers: live.virtualServers.size,
+    realServers: dests.length,
+    quiesced: dests.filter((d) => d.weight === 0).length,
+    sets: Object.fromEntries(IPVS_SETS.map((s) => [s.name, live.sets.get(s.name)?.entries.size ?? null])),
+    addresses: live.bound?.length ?? null,
+  };
+}

@@ -1,0 +1,351 @@
+/**
+ * The inspect commands in IPVS mode on in-memory fakes (FakeIpvs, FakeIpset,
+ * FakeLinks, FakeIptables), programmed by a real IpvsBackend sync and then
+ * changed by hand: exact text of chains, trace, diff and status.
+ */
+import test from 'ava';
+import { loadStaticRules } from '../../src/backends/iptables/static.ts';
+import { desiredIpvsState } from '../../src/backends/ipvs/desired.ts';
+import { ipvsStaticRules } from '../../src/backends/ipvs/rules.ts';
+import { selectServicePorts, UnknownServiceError } from '../../src/inspect/chains.ts';
+import { formatIpvsChains, ipvsServicePortViews } from '../../src/inspect/ipvs-chains.ts';
+import { formatIpvsDrift, ipvsDrift, ipvsDriftExitCode } from '../../src/inspect/ipvs-diff.ts';
+import { ipvsCounts, readIpvsLive, type IpvsLive } from '../../src/inspect/ipvs-live.ts';
+import { ipvsSchedule } from '../../src/inspect/ipvs-schedule.ts';
+import { formatStatus, type StatusRecord } from '../../src/inspect/status.ts';
+import { formatTrace } from '../../src/inspect/trace-format.ts';
+import { trace, type Packet } from '../../src/inspect/trace.ts';
+import type { Snapshot } from '../../src/model/types.ts';
+import { dns, empty, RENDER, web, World } from '../support/ipvs-world.ts';
+import { ep, snap, sp } from '../support/snapshots.ts';
+
+const sticky = sp('default/sticky:https', '10.96.0.20', 443, [ep('10.244.3.2:8443')], { sessionAffinity: { timeoutSeconds: 600 } });
+const state = (): Snapshot => snap(web('10.244.1.2', '10.244.1.3'), dns('10.244.2.2'), empty, sticky);
+const desired = () => desiredIpvsState(state(), { scheduler: 'rr' });
+const DRIFT_OPTS = { serviceCIDR: '10.96.0.0/12', statics: ipvsStaticRules(RENDER), iptablesStatics: loadStaticRules() };
+const WEB = { protocol: 'TCP', address: '10.96.0.10', port: 80 } as const;
+const NODE = '192.168.100.1';
+
+/** A node after a real IPVS sync of `state()`. */
+async function synced(): Promise<World> {
+  const w = new World();
+  await w.backend().sync(state(), { full: true, changed: new Set() });
+  return w;
+}
+
+/** The synced node, then changed by hand: counters, a quiesced real server, a foreign virtual server, a lost set entry and address. */
+async function touched(): Promise<{ w: World; live: IpvsLive }> {
+  const w = await synced();
+  w.ipvs.setConns('TCP/10.96.0.10:80', '10.244.1.2:8080', 2, 5);
+  await w.ipvs.setDest(WEB, { address: '10.244.1.3', port: 8080, weight: 0, forwarding: 'masq' });
+  w.ipvs.setConns('TCP/10.96.0.10:80', '10.244.1.3:8080', 1, 0);
+  await w.ipvs.newService({ protocol: 'TCP', address: '192.168.77.1', port: 80, scheduler: 'wrr' });
+  await w.ipset.restore('del KUBE-LOOP-BACK 10.244.2.2,udp:53,10.244.2.2\n');
+  await w.links.delAddress((await w.links.find('kube-ipvs0'))!, { address: '10.96.0.53', prefixLength: 32 });
+  return { w, live: await readIpvsLive(w, { tables: true }) };
+}
+
+test('chains --mode ipvs with --source: each virtual server under its service port, with real servers, counters, kube-ipvs0 and ipset entries', async (t) => {
+  const { live } = await touched();
+  t.is(
+    formatIpvsChains(ipvsServicePortViews(live, desired().virtualServers), true),
+    `# default/empty:http (virtual server TCP 10.96.0.11:80)
+TCP 10.96.0.11:80 rr (flags: hashed)
+  kube-ipvs0: 10.96.0.11/32 bound
+  KUBE-CLUSTER-IP: 10.96.0.11,tcp:80
+  no real servers: IPVS refuses connections to it
+
+# default/sticky:https (virtual server TCP 10.96.0.20:443)
+TCP 10.96.0.20:443 rr persistent 600 s, netmask 255.255.255.255 (flags: persistent, hashed)
+  kube-ipvs0: 10.96.0.20/32 bound
+  KUBE-CLUSTER-IP: 10.96.0.20,tcp:443
+  -> real server      forward  weight  active  inactive  KUBE-LOOP-BACK
+  -> 10.244.3.2:8443  Masq     1       0       0         10.244.3.2,tcp:8443,10.244.3.2
+
+# default/web:http (virtual server TCP 10.96.0.10:80)
+TCP 10.96.0.10:80 rr (flags: hashed)
+  kube-ipvs0: 10.96.0.10/32 bound
+  KUBE-CLUSTER-IP: 10.96.0.10,tcp:80
+  -> real server      forward  weight  active  inactive  KUBE-LOOP-BACK
+  -> 10.244.1.2:8080  Masq     1       2       5         10.244.1.2,tcp:8080,10.244.1.2
+  -> 10.244.1.3:8080  Masq     0       1       0         10.244.1.3,tcp:8080,10.244.1.3
+
+# kube-system/dns:dns (virtual server UDP 10.96.0.53:53)
+UDP 10.96.0.53:53 rr (flags: hashed)
+  kube-ipvs0: 10.96.0.53/32 not bound
+  KUBE-CLUSTER-IP: 10.96.0.53,udp:53
+  -> real server    forward  weight  active  inactive  KUBE-LOOP-BACK
+  -> 10.244.2.2:53  Masq     1       0       0         10.244.2.2,udp:53,10.244.2.2 (missing)
+
+# TCP 192.168.77.1:80 (not in --source)
+TCP 192.168.77.1:80 wrr (flags: hashed)
+  kube-ipvs0: 192.168.77.1/32 not bound
+  KUBE-CLUSTER-IP: 192.168.77.1,tcp:80 (missing)
+  no real servers: IPVS refuses connections to it
+`,
+  );
+});
+
+test('chains --mode ipvs without --source lists virtual servers by address, and says so', async (t) => {
+  const w = new World();
+  await w.backend().sync(snap(web('10.244.1.2'), empty), { full: true, changed: new Set() });
+  t.is(
+    formatIpvsChains(ipvsServicePortViews(await readIpvsLive(w)), false),
+    `(no --source: IPVS keeps no service names, so virtual servers are listed by address)
+
+# TCP 10.96.0.10:80
+TCP 10.96.0.10:80 rr (flags: hashed)
+  kube-ipvs0: 10.96.0.10/32 bound
+  KUBE-CLUSTER-IP: 10.96.0.10,tcp:80
+  -> real server      forward  weight  active  inactive  KUBE-LOOP-BACK
+  -> 10.244.1.2:8080  Masq     1       0       0         10.244.1.2,tcp:8080,10.244.1.2
+
+# TCP 10.96.0.11:80
+TCP 10.96.0.11:80 rr (flags: hashed)
+  kube-ipvs0: 10.96.0.11/32 bound
+  KUBE-CLUSTER-IP: 10.96.0.11,tcp:80
+  no real servers: IPVS refuses connections to it
+`,
+  );
+  t.is(formatIpvsChains([], false), '(no --source: IPVS keeps no service names, so virtual servers are listed by address)\n\nno IPVS virtual servers in the kernel\n');
+});
+
+test('chains --mode ipvs: a service port the kernel lacks, selection by name, and the JSON shape', async (t) => {
+  const w = new World();
+  const live = await readIpvsLive(w);
+  const views = ipvsServicePortViews(live, desired().virtualServers);
+  t.is(
+    formatIpvsChains(selectServicePorts(views, 'default/empty', 'in --source'), true),
+    `# default/empty:http: no virtual server TCP 10.96.0.11:80 in the kernel
+  kube-ipvs0: 10.96.0.11/32 not bound
+  KUBE-CLUSTER-IP: 10.96.0.11,tcp:80 (missing)
+`,
+  );
+  t.throws(() => selectServicePorts(views, 'default/nope', 'in --source'), { instanceOf: UnknownServiceError, message: 'no rules for service default/nope in --source' });
+
+  const { live: touchedLive } = await touched();
+  const dnsView = ipvsServicePortViews(touchedLive, desired().virtualServers).find((v) => v.servicePort === 'kube-system/dns:dns');
+  t.deepEqual(dnsView, {
+    servicePort: 'kube-system/dns:dns',
+    key: 'UDP/10.96.0.53:53',
+    virtualServer: { protocol: 'UDP', address: '10.96.0.53', port: 53, scheduler: 'rr', persistentTimeoutSeconds: null, netmask: '255.255.255.255', flags: ['hashed'] },
+    bound: false,
+    clusterIP: { set: 'KUBE-CLUSTER-IP', entry: '10.96.0.53,udp:53', present: true },
+    realServers: [
+      {
+        address: '10.244.2.2',
+        port: 53,
+        weight: 1,
+        forwarding: 'masq',
+        activeConns: 0,
+        inactiveConns: 0,
+        loopBack: { set: 'KUBE-LOOP-BACK', entry: '10.244.2.2,udp:53,10.244.2.2', present: false },
+      },
+    ],
+  });
+});
+
+const pkt = (src: string, dst: string, dport: number, proto: Packet['proto'] = 'tcp'): Packet => ({ src, dst, dport, proto });
+const ctxOf = (live: IpvsLive) => ({
+  dump: live.tables,
+  localAddresses: new Set([NODE, ...(live.bound ?? []).map((a) => a.address)]),
+  ipsets: live.sets,
+  ipvs: live.virtualServers,
+});
+const summary = (r: ReturnType<typeof trace>) => r.outcomes.map((o) => ({ p: Number(o.probability.toFixed(6)), verdict: o.verdict, masq: o.masqueraded }));
+
+test('trace --mode ipvs from outside the cluster CIDR: the ipset marks it, IPVS splits round robin, POSTROUTING masquerades', async (t) => {
+  const live = await readIpvsLive(await synced(), { tables: true });
+  t.is(
+    formatTrace(trace(ctxOf(live), pkt('192.168.100.2', '10.96.0.10', 80))),
+    `trace 192.168.100.2 -> 10.96.0.10:80/tcp, a new connection from outside the node: nat PREROUTING
+
+nat PREROUTING
+  line 9    -A PREROUTING -m comment --comment "kubernetes service portals" -j KUBE-SERVICES
+nat KUBE-SERVICES
+  line 17   -A KUBE-SERVICES ! -s 10.244.0.0/16 -m comment --comment "Kubernetes service cluster ip + port for masquerade purpose" -m set --match-set KUBE-CLUSTER-IP dst,dst -j KUBE-MARK-MASQ
+nat KUBE-MARK-MASQ
+  line 12   -A KUBE-MARK-MASQ -j MARK --set-xmark 0x4000/0x4000
+
+then one of 2 branches:
+  (50.00%) DNAT to 10.244.1.2:8080, masqueraded
+    ipvs TCP 10.96.0.10:80 rr
+      -> 10.244.1.2:8080 Masq weight 1   [taken with probability 0.5000]
+  (50.00%) DNAT to 10.244.1.3:8080, masqueraded
+    ipvs TCP 10.96.0.10:80 rr
+      -> 10.244.1.3:8080 Masq weight 1   [taken with probability 0.5000]
+
+then, in every branch:
+nat POSTROUTING
+  line 11   -A POSTROUTING -m comment --comment "kubernetes postrouting rules" -j KUBE-POSTROUTING
+nat KUBE-POSTROUTING
+  line 15   -A KUBE-POSTROUTING -j MARK --set-xmark 0x4000/0x0
+  line 16   -A KUBE-POSTROUTING -m comment --comment "kubernetes service traffic requiring SNAT" -j MASQUERADE --random-fully
+
+real servers (probability for a new connection):
+  10.244.1.2:8080         50.00%  masqueraded
+  10.244.1.3:8080         50.00%  masqueraded
+verdict: IPVS to one of 2 real servers, masqueraded
+`,
+  );
+});
+
+test('trace --mode ipvs: hairpin through KUBE-LOOP-BACK, from the node itself, quiesced and persistent servers', async (t) => {
+  const live = await readIpvsLive(await synced(), { tables: true });
+  t.deepEqual(summary(trace(ctxOf(live), pkt('10.244.1.2', '10.96.0.10', 80))), [
+    { p: 0.5, verdict: { kind: 'dnat', ip: '10.244.1.2', port: 8080 }, masq: true },
+    { p: 0.5, verdict: { kind: 'dnat', ip: '10.244.1.3', port: 8080 }, masq: false },
+  ]);
+  const fromNode = trace(ctxOf(live), pkt(NODE, '10.96.0.53', 53, 'udp'));
+  t.is(fromNode.origin, 'node');
+  t.deepEqual(summary(fromNode), [{ p: 1, verdict: { kind: 'dnat', ip: '10.244.2.2', port: 53 }, masq: true }]);
+  t.deepEqual(
+    fromNode.outcomes[0]!.steps.map((s) => `${s.table} ${s.chain} ${s.line || s.rule}`),
+    ['nat OUTPUT 10', 'nat KUBE-SERVICES 17', 'nat KUBE-MARK-MASQ 12', 'ipvs UDP 10.96.0.53:53 rr -> 10.244.2.2:53 Masq weight 1', 'nat POSTROUTING 11', 'nat KUBE-POSTROUTING 15', 'nat KUBE-POSTROUTING 16'],
+  );
+
+  const { live: touchedLive } = await touched();
+  const quiesced = trace(ctxOf(touchedLive), pkt('10.244.9.2', '10.96.0.10', 80));
+  t.deepEqual(summary(quiesced), [{ p: 1, verdict: { kind: 'dnat', ip: '10.244.1.2', port: 8080 }, masq: false }]);
+  t.deepEqual(quiesced.outcomes[0]!.notes, ['real server 10.244.1.3:8080 has weight 0 (quiesced): no new connections']);
+  t.deepEqual(trace(ctxOf(touchedLive), pkt('192.168.100.2', '10.96.0.20', 443)).outcomes[0]!.notes, [
+    'virtual server TCP 10.96.0.20:443 rr is persistent (600 s): assumed no persistence template for this client yet (a returning client goes to the real server it used before)',
+  ]);
+});
+
+test('trace --mode ipvs: refused, no virtual server, not bound, and what it cannot evaluate', async (t) => {
+  const { live } = await touched();
+  const refused = trace(ctxOf(live), pkt('10.244.9.2', '10.96.0.11', 80));
+  t.true(formatTrace(refused).endsWith('\nverdict: refused by IPVS virtual server TCP 10.96.0.11:80 rr: it has no real server: IPVS refuses the connection (ICMP port unreachable)\n'));
+  const none = trace(ctxOf(live), pkt('10.244.9.2', '10.96.0.99', 80));
+  t.deepEqual(summary(none), [{ p: 1, verdict: { kind: 'untouched' }, masq: false }]);
+  t.deepEqual(none.outcomes[0]!.notes, ['no IPVS virtual server for TCP 10.96.0.99:80']);
+  const foreign = trace(ctxOf(live), pkt('192.168.100.2', '192.168.77.1', 80));
+  t.deepEqual(foreign.outcomes[0]!.notes, [
+    "192.168.77.1 is not one of the node's addresses (not bound on kube-ipvs0), so IPVS does not see this packet from outside the node",
+  ]);
+  // Without the ipsets' contents, the set match is reported, not guessed.
+  t.deepEqual(summary(trace({ ...ctxOf(live), ipsets: new Map() }, pkt('192.168.100.2', '10.96.0.10', 80))), [
+    { p: 1, verdict: { kind: 'unknown', table: 'nat', chain: 'KUBE-SERVICES', line: 17, reason: 'cannot evaluate -m set --match-set KUBE-CLUSTER-IP (ipset contents are not traced)' }, masq: false },
+  ]);
+});
+
+test('IPVS scheduling: rr and wrr shares, weight 0, and schedulers that decide by state the read-back does not show', (t) => {
+  const d = (address: string, weight: number, upperThreshold = 0) => ({
+    address, port: 80, weight, forwarding: 'masq' as const, upperThreshold, lowerThreshold: 0, activeConns: 0, inactiveConns: 0, persistConns: 0,
+  });
+  const shares = (s: ReturnType<typeof ipvsSchedule>) => (s.kind === 'split' ? s.branches.map((b) => [b.dest.address, b.probability]) : s);
+  t.deepEqual(shares(ipvsSchedule({ scheduler: 'rr' }, [d('a', 1), d('b', 0), d('c', 5)])), [['a', 0.5], ['c', 0.5]]);
+  t.deepEqual(shares(ipvsSchedule({ scheduler: 'wrr' }, [d('a', 1), d('b', 0), d('c', 3)])), [['a', 0.25], ['c', 0.75]]);
+  t.deepEqual(ipvsSchedule({ scheduler: 'rr' }, [d('a', 0)]), { kind: 'refused', reason: 'all 1 of its real servers have weight 0 (quiesced): IPVS refuses the connection (ICMP port unreachable)' });
+  t.deepEqual(ipvsSchedule({ scheduler: 'lc' }, [d('a', 1), d('b', 2)]), {
+    kind: 'unknown',
+    reason: 'scheduler lc picks by the connection counts at the time of the connection; candidates: a:80 (weight 1), b:80 (weight 2)',
+  });
+  t.deepEqual(ipvsSchedule({ scheduler: 'rr' }, [d('a', 1, 10)]), {
+    kind: 'unknown',
+    reason: 'real server a:80 (weight 1) has a connection threshold (overload is not in the read-back); candidates: a:80 (weight 1)',
+  });
+});
+
+test('diff --mode ipvs: no differences right after a sync', async (t) => {
+  const live = await readIpvsLive(await synced(), { tables: true });
+  const drift = ipvsDrift(desired(), live, DRIFT_OPTS);
+  t.is(formatIpvsDrift(drift), 'no differences\n');
+  t.is(ipvsDriftExitCode(drift), 0);
+});
+
+test('diff --mode ipvs lists missing, extra and changed virtual and real servers, addresses, set entries and rules; foreign ones are not drift', async (t) => {
+  const { w } = await touched();
+  await w.ipvs.delDest(WEB, { address: '10.244.1.2', port: 8080 });
+  await w.ipvs.newDest({ protocol: 'TCP', address: '10.96.0.11', port: 80 }, { address: '10.244.7.7', port: 80, weight: 1, forwarding: 'masq' });
+  await w.ipvs.newService({ protocol: 'TCP', address: '10.100.0.1', port: 443, scheduler: 'rr' });
+  await w.ipvs.setService({ protocol: 'TCP', address: '10.96.0.20', port: 443, scheduler: 'wrr' });
+  await w.ipvs.delService({ protocol: 'UDP', address: '10.96.0.53', port: 53 });
+  await w.ipset.restore('add KUBE-CLUSTER-IP 10.96.5.5,tcp:80\n');
+  w.links.addByHand('kube-ipvs0', '10.96.9.9', 32);
+  await w.iptables.restore('*nat\n:KUBE-MARK-MASQ - [0:0]\nCOMMIT\n'); // a chain line flushes it
+  const drift = ipvsDrift(desired(), await readIpvsLive(w, { tables: true }), DRIFT_OPTS);
+  t.is(
+    formatIpvsDrift(drift),
+    `extra entry KUBE-CLUSTER-IP 10.96.5.5,tcp:80
+missing entry KUBE-LOOP-BACK 10.244.2.2,udp:53,10.244.2.2
+missing address kube-ipvs0 10.96.0.53/32
+extra address kube-ipvs0 10.96.9.9/32
+extra virtual server TCP 10.100.0.1:443: rr
+changed virtual server TCP 10.96.0.20:443 (default/sticky:https): rr persistent 600 s (kernel: wrr)
+missing virtual server UDP 10.96.0.53:53 (kube-system/dns:dns): rr
+missing real server TCP 10.96.0.10:80 -> 10.244.1.2:8080 (default/web:http): weight 1 Masq
+changed real server TCP 10.96.0.10:80 -> 10.244.1.3:8080 (default/web:http): weight 1 Masq (kernel: weight 0 Masq)
+extra real server TCP 10.96.0.11:80 -> 10.244.7.7:80 (default/empty:http)
+missing real server UDP 10.96.0.53:53 -> 10.244.2.2:53 (kube-system/dns:dns): weight 1 Masq
+changed chain nat KUBE-MARK-MASQ
+  + -j MARK --set-xmark 0x4000/0x4000
+`,
+  );
+  t.is(ipvsDriftExitCode(drift), 1);
+});
+
+test('diff --mode ipvs on an empty node: the sets, kube-ipvs0 and everything else are missing', async (t) => {
+  const drift = ipvsDrift(desiredIpvsState(snap(web('10.244.1.2')), { scheduler: 'rr' }), await readIpvsLive(new World(), { tables: true }), DRIFT_OPTS);
+  t.is(
+    formatIpvsDrift(drift),
+    `missing set KUBE-CLUSTER-IP
+missing entry KUBE-CLUSTER-IP 10.96.0.10,tcp:80
+missing set KUBE-LOOP-BACK
+missing entry KUBE-LOOP-BACK 10.244.1.2,tcp:8080,10.244.1.2
+missing link kube-ipvs0
+missing address kube-ipvs0 10.96.0.10/32
+missing virtual server TCP 10.96.0.10:80 (default/web:http): rr
+missing real server TCP 10.96.0.10:80 -> 10.244.1.2:8080 (default/web:http): weight 1 Masq
+missing chain nat KUBE-SERVICES
+missing chain nat KUBE-MARK-MASQ
+missing chain nat KUBE-POSTROUTING
+missing hook nat PREROUTING: -m comment --comment "kubernetes service portals" -j KUBE-SERVICES
+missing hook nat OUTPUT: -m comment --comment "kubernetes service portals" -j KUBE-SERVICES
+missing hook nat POSTROUTING: -m comment --comment "kubernetes postrouting rules" -j KUBE-POSTROUTING
+missing chain filter KUBE-SERVICES
+missing chain filter KUBE-FORWARD
+missing hook filter FORWARD: -m comment --comment "kubernetes forwarding rules" -j KUBE-FORWARD
+`,
+  );
+});
+
+test('status --mode ipvs: virtual and real servers, ipset entries and kube-ipvs0 from the kernel', async (t) => {
+  const { live } = await touched();
+  const sync = { at: '2025-06-01T10:00:00.000Z', kind: 'full', durationMs: 31.4, error: null, services: 4, endpoints: 5 } as const;
+  const record: StatusRecord = {
+    version: 1,
+    pid: 4242,
+    mode: 'ipvs',
+    iptablesBackend: 'auto',
+    netns: null,
+    source: '/etc/drover/manifests',
+    render: { clusterCidr: '10.244.0.0/16', masqueradeAll: false, serviceCidr: '10.96.0.0/12' },
+    ipvs: { scheduler: 'rr' },
+    lastSync: sync,
+    lastSuccess: sync,
+  };
+  t.is(
+    formatStatus({
+      file: '/run/drover/status.json',
+      record,
+      running: true,
+      rules: { filter: 3, nat: 9 },
+      ipvs: ipvsCounts(live),
+      drift: { differences: 3 },
+      now: Date.parse('2025-06-01T10:01:00.000Z'),
+    }),
+    `status file: /run/drover/status.json (pid 4242, running)
+mode:        ipvs
+source:      /etc/drover/manifests (--cluster-cidr 10.244.0.0/16 --service-cidr 10.96.0.0/12)
+services:    4 service ports, 5 endpoints (last successful sync)
+ipvs:        5 virtual servers, 4 real servers (1 at weight 0) in the kernel
+ipsets:      7 entries (KUBE-CLUSTER-IP 4, KUBE-LOOP-BACK 3)
+kube-ipvs0:  3 addresses
+rules:       12 drover-owned rules in the kernel (filter 3, nat 9)
+last sync:   2025-06-01T10:00:00.000Z (1 min ago), full, 31.4 ms, ok
+drift:       yes, 3 differences (drover diff lists them)
+`,
+  );
+});
