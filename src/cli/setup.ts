@@ -156,6 +156,7 @@ export async function createIpvsInspectIO(opts: KernelOptions, logger: Logger): 
     ipset: new SystemIpset(),
     links,
     iptables,
+    sysctls: new ProcSysctls(),
     close: () => {
       ipvs.close();
       links.close();

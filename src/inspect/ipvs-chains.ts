@@ -12,15 +12,15 @@
  */
 import { IP_VS_SVC_F, type ForwardingMethod, type IpvsProtocol } from '../backends/ipvs/codec.ts';
 import { compareIPv4, compareText, realServerKey, type DesiredVirtualServer } from '../backends/ipvs/desired.ts';
-import { CLUSTER_IP_SET, LOOP_BACK_SET, clusterIPEntry, loopBackEntry } from '../backends/ipvs/ipset.ts';
+import { CLUSTER_IP_SET, IpsetValidationError, LOOP_BACK_SET, clusterIPEntry, loopBackEntry } from '../backends/ipvs/ipset.ts';
 import { DUMMY_INTERFACE } from '../backends/ipvs/link.ts';
 import { boundAddresses, virtualServerLabel, type IpvsLive } from './ipvs-live.ts';
 
 /** An ipset entry that belongs to a virtual server or real server, and whether the kernel's set has it. */
 export interface SetEntryView {
   readonly set: string;
-  /** As `ipset save` prints it, e.g. "10.96.0.10,tcp:80". */
-  readonly entry: string;
+  /** As `ipset save` prints it, e.g. "10.96.0.10,tcp:80"; null when no entry can hold this server (port 0, a catch-all virtual server). */
+  readonly entry: string | null;
   readonly present: boolean;
 }
 
@@ -84,7 +84,15 @@ function dotted(mask: number): string {
   return [24, 16, 8, 0].map((shift) => (mask >>> shift) & 255).join('.');
 }
 
-function entryView(live: IpvsLive, set: string, entry: string): SetEntryView {
+/** The view of the entry `make` builds; an entry no set can hold (port 0) has none. */
+function entryView(live: IpvsLive, set: string, make: () => string): SetEntryView {
+  let entry: string;
+  try {
+    entry = make();
+  } catch (err) {
+    if (err instanceof IpsetValidationError) return { set, entry: null, present: false };
+    throw err;
+  }
   return { set, entry, present: live.sets.get(set)?.entries.has(entry) ?? false };
 }
 
@@ -93,7 +101,6 @@ function entryView(live: IpvsLive, set: string, entry: string): SetEntryView {
  * `--source`): one per desired virtual server, in service port order, then
  * the kernel's other virtual servers by key; without: every kernel virtual
  * server by key. Pure.
- * @throws IpsetValidationError for a kernel address or port no ipset entry can hold (not IPv4, port 0).
  */
 export function ipvsServicePortViews(live: IpvsLive, desired?: ReadonlyMap<string, DesiredVirtualServer>): IpvsServicePortView[] {
   const bound = boundAddresses(live);
@@ -116,7 +123,7 @@ export function ipvsServicePortViews(live: IpvsLive, desired?: ReadonlyMap<strin
           }
         : null,
       bound: bound.has(vs.address),
-      clusterIP: entryView(live, CLUSTER_IP_SET, clusterIPEntry(vs.address, proto, vs.port)),
+      clusterIP: entryView(live, CLUSTER_IP_SET, () => clusterIPEntry(vs.address, proto, vs.port)),
       realServers: [...(have?.dests ?? [])].sort((a, b) => compareIPv4(a.address, b.address) || a.port - b.port).map((d) => ({
         address: d.address,
         port: d.port,
@@ -124,7 +131,7 @@ export function ipvsServicePortViews(live: IpvsLive, desired?: ReadonlyMap<strin
         forwarding: d.forwarding,
         activeConns: d.activeConns,
         inactiveConns: d.inactiveConns,
-        loopBack: entryView(live, LOOP_BACK_SET, loopBackEntry(d.address, proto, d.port)),
+        loopBack: entryView(live, LOOP_BACK_SET, () => loopBackEntry(d.address, proto, d.port)),
       })),
     };
   };
@@ -135,6 +142,7 @@ export function ipvsServicePortViews(live: IpvsLive, desired?: ReadonlyMap<strin
 }
 
 function entryText(e: SetEntryView): string {
+  if (e.entry === null) return '(none: no entry holds port 0)';
   return e.present ? e.entry : `${e.entry} (missing)`;
 }
 

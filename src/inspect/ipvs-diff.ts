@@ -7,8 +7,11 @@
  * real servers, planAddresses (link.ts) for kube-ipvs0, planIpsetRestore
  * (ipset.ts) for the sets, and for IPVS mode's iptables rules the same
  * driftItems as iptables mode plus the removal of iptables mode's hook jumps
- * (rules.ts otherModeLeftovers). The graceful period is taken as 0, so an
- * unwanted real server is listed as extra rather than as one to quiesce.
+ * (rules.ts otherModeLeftovers), and IPVS mode's sysctls (sysctl.ts). The
+ * graceful period is taken as 0, so an unwanted real server is listed as
+ * extra rather than as one to quiesce; but one that is already quiesced
+ * (weight 0) and still has connections is draining, as a sync leaves it
+ * until they end: it is listed apart and is not a difference.
  * A virtual server drover does not own (outside `--service-cidr` and not
  * bound on kube-ipvs0) is not drift, as a sync leaves it alone.
  */
@@ -18,7 +21,8 @@ import { CLUSTER_IP_SET, LOOP_BACK_SET, planIpsetRestore } from '../backends/ipv
 import { DUMMY_INTERFACE, planAddresses } from '../backends/ipvs/link.ts';
 import { planIpvs, type IpvsOp } from '../backends/ipvs/reconcile.ts';
 import { otherModeLeftovers } from '../backends/ipvs/rules.ts';
-import type { RealServer, VirtualServer } from '../backends/ipvs/codec.ts';
+import { IP_VS_SVC_F, type RealServer, type VirtualServer } from '../backends/ipvs/codec.ts';
+import { IPVS_SYSCTLS } from '../backends/ipvs/sysctl.ts';
 import { TABLES } from '../backends/iptables/parse.ts';
 import { DIFF_EXIT, driftItems, formatDrift, type DriftItem } from './diff.ts';
 import { boundAddresses, virtualServerLabel, type IpvsLive } from './ipvs-live.ts';
@@ -36,7 +40,9 @@ export type IpvsDriftKind =
   | 'extra address'
   | 'missing set'
   | 'missing entry'
-  | 'extra entry';
+  | 'extra entry'
+  | 'changed sysctl'
+  | 'draining real server';
 
 /** One IPVS-mode difference (besides iptables rules). */
 export interface IpvsDriftItem {
@@ -53,10 +59,12 @@ export interface IpvsDriftItem {
   readonly detail?: string;
 }
 
-/** Every difference: IPVS, kube-ipvs0 and ipset items, and IPVS mode's iptables rules. */
+/** Every difference: IPVS, kube-ipvs0, ipset and sysctl items, and IPVS mode's iptables rules. */
 export interface IpvsDrift {
   readonly items: readonly IpvsDriftItem[];
   readonly rules: readonly DriftItem[];
+  /** Unwanted real servers at weight 0 that still have connections: draining, not differences. */
+  readonly draining: readonly IpvsDriftItem[];
 }
 
 /** Inputs of {@link ipvsDrift} besides the live state. */
@@ -69,12 +77,22 @@ export interface IpvsDriftOptions {
   readonly iptablesStatics: StaticRuleset;
 }
 
-function describeService(vs: Pick<VirtualServer, 'scheduler' | 'persistent'>): string {
-  return `${vs.scheduler}${vs.persistent ? ` persistent ${vs.persistent.timeoutSeconds} s` : ''}`;
+/** Every field sameService compares: scheduler, persistence, netmask and (kernel side) flags besides hashed and persistent. */
+function describeService(vs: Pick<VirtualServer, 'scheduler' | 'persistent' | 'netmask'> & { readonly flags?: number }): string {
+  const netmask = vs.netmask ?? 0xffffffff;
+  const other = (vs.flags ?? 0) & ~(IP_VS_SVC_F.HASHED | IP_VS_SVC_F.PERSISTENT);
+  return [
+    vs.scheduler,
+    ...(vs.persistent ? [`persistent ${vs.persistent.timeoutSeconds} s`] : []),
+    ...(netmask !== 0xffffffff ? [`netmask ${[24, 16, 8, 0].map((b) => (netmask >>> b) & 255).join('.')}`] : []),
+    ...(other !== 0 ? [`flags 0x${other.toString(16)}`] : []),
+  ].join(' ');
 }
 
-function describeDest(rs: Pick<RealServer, 'weight' | 'forwarding'>): string {
-  return `weight ${rs.weight} ${rs.forwarding === 'masq' ? 'Masq' : rs.forwarding}`;
+/** Every field sameDest compares: weight, forwarding and the connection thresholds. */
+function describeDest(rs: Pick<RealServer, 'weight' | 'forwarding' | 'upperThreshold' | 'lowerThreshold'>): string {
+  const limits = rs.upperThreshold || rs.lowerThreshold ? ` thresholds ${rs.lowerThreshold ?? 0}-${rs.upperThreshold ?? 0}` : '';
+  return `weight ${rs.weight} ${rs.forwarding === 'masq' ? 'Masq' : rs.forwarding}${limits}`;
 }
 
 /**
@@ -104,14 +122,26 @@ export function ipvsDrift(desired: DesiredIpvsState, live: IpvsLive, opts: IpvsD
     now: 0,
     gracefulPeriodMs: 0,
   });
-  for (const op of plan.ops) items.push(opItem(op, desired, live));
+  const draining: IpvsDriftItem[] = [];
+  for (const op of plan.ops) {
+    const item = opItem(op, desired, live);
+    const d = op.kind === 'del-dest' ? live.virtualServers.get(`${op.vs.protocol}/${op.vs.address}:${op.vs.port}`)?.dests.find((x) => realServerKey(x) === realServerKey(op.rs)) : undefined;
+    if (d && d.weight === 0 && d.activeConns + d.inactiveConns > 0) {
+      draining.push({ kind: 'draining real server', object: item.object, detail: `weight 0, ${d.activeConns} active and ${d.inactiveConns} inactive connections` });
+    } else items.push(item);
+  }
+  for (const { name, value } of IPVS_SYSCTLS) {
+    if (!live.sysctls.has(name)) continue;
+    const have = live.sysctls.get(name);
+    if (have !== value) items.push({ kind: 'changed sysctl', object: name, detail: `${value} (kernel: ${have ?? 'missing'})` });
+  }
 
   const leftovers = otherModeLeftovers(opts.statics, opts.iptablesStatics, live.tables);
   const rules: DriftItem[] = [
     ...driftItems(opts.statics, new Map(), live.tables),
     ...TABLES.flatMap((table) => leftovers[table].deleteRules.map(({ chain, rule }): DriftItem => ({ kind: 'extra rule', table, chain, rule }))),
   ];
-  return { items, rules };
+  return { items, rules, draining };
 }
 
 function opItem(op: IpvsOp, desired: DesiredIpvsState, live: IpvsLive): IpvsDriftItem {
@@ -146,12 +176,14 @@ export function ipvsDriftCount(drift: IpvsDrift): number {
 
 /**
  * One line per item, `<kind> <object>[ (<service port>)][: <detail>]`, then
- * the iptables items as formatDrift prints them. No item prints "no differences".
+ * the iptables items as formatDrift prints them, then the draining real
+ * servers as `note:` lines. No item prints "no differences".
  */
 export function formatIpvsDrift(drift: IpvsDrift): string {
-  if (ipvsDriftCount(drift) === 0) return 'no differences\n';
-  const lines = drift.items.map((i) => `${i.kind} ${i.object}${i.servicePort ? ` (${i.servicePort})` : ''}${i.detail ? `: ${i.detail}` : ''}\n`);
-  return `${lines.join('')}${drift.rules.length > 0 ? formatDrift(drift.rules) : ''}`;
+  const line = (i: IpvsDriftItem): string => `${i.kind} ${i.object}${i.servicePort ? ` (${i.servicePort})` : ''}${i.detail ? `: ${i.detail}` : ''}\n`;
+  const draining = drift.draining.map((i) => `note: ${line(i)}`).join('');
+  if (ipvsDriftCount(drift) === 0) return `no differences\n${draining}`;
+  return `${drift.items.map(line).join('')}${drift.rules.length > 0 ? formatDrift(drift.rules) : ''}${draining}`;
 }
 
 /** `drover diff --mode ipvs`'s exit code: DIFF_EXIT.same without differences, else DIFF_EXIT.differ. */

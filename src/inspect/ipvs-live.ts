@@ -12,6 +12,7 @@ import { IPVS_SETS, parseIpsetSave, type IpsetExec, type SavedSet } from '../bac
 import { readVirtualServers, type IpvsKernel } from '../backends/ipvs/kernel.ts';
 import { DUMMY_INTERFACE, type InterfaceAddress, type LinkManager } from '../backends/ipvs/link.ts';
 import type { KernelVirtualServer } from '../backends/ipvs/reconcile.ts';
+import { IPVS_SYSCTLS, type Sysctls } from '../backends/ipvs/sysctl.ts';
 import { readTables } from './live.ts';
 
 /** The I/O the IPVS inspect commands need. */
@@ -20,6 +21,8 @@ export interface IpvsInspectIO {
   readonly ipset: IpsetExec;
   readonly links: LinkManager;
   readonly iptables: IptablesExec;
+  /** The network namespace's sysctls (/proc/sys/net is per namespace). */
+  readonly sysctls: Sysctls;
 }
 
 /** The live IPVS-mode state. */
@@ -34,6 +37,8 @@ export interface IpvsLive {
   readonly sets: ReadonlyMap<string, SavedSet>;
   /** The filter and nat tables (line numbers as in `iptables-save -t TABLE`); empty unless read with `tables: true`. */
   readonly tables: ParsedDump;
+  /** The value of each sysctl IPVS mode sets (IPVS_SYSCTLS); undefined for one the kernel lacks. Read with `tables: true`, else empty. */
+  readonly sysctls: ReadonlyMap<string, string | undefined>;
 }
 
 /** The names of every set in `ipset save` output. */
@@ -44,7 +49,7 @@ function setNames(save: string): string[] {
 /**
  * Read the live IPVS-mode state. The reads run one after the other (the
  * IPVS client serialises its dumps anyway).
- * @param opts.tables also read the filter and nat tables (trace, diff, status)
+ * @param opts.tables also read the filter and nat tables and IPVS mode's sysctls (trace, diff, status)
  * @throws IpvsRequestError when a netlink dump fails, CommandError when
  *   `ipset save` or `iptables-save` fails, Error from rtnetlink.
  */
@@ -56,7 +61,9 @@ export async function readIpvsLive(io: IpvsInspectIO, opts: { tables?: boolean }
   const save = await io.ipset.save();
   const sets = parseIpsetSave(save, setNames(save));
   const tables = opts.tables ? await readTables(io.iptables) : new Map();
-  return { virtualServers, unsupported: read.unsupported, bound, sets, tables };
+  const sysctls = new Map<string, string | undefined>();
+  for (const { name } of opts.tables ? IPVS_SYSCTLS : []) sysctls.set(name, await io.sysctls.read(name));
+  return { virtualServers, unsupported: read.unsupported, bound, sets, tables, sysctls };
 }
 
 /** The /32 addresses of kube-ipvs0 as a set (empty when the link is missing). */

@@ -350,9 +350,14 @@ export function trace(ctx: TraceContext, packet: Packet): TraceResult {
     }
     const verdict: Verdict = after === packet ? { kind: 'untouched' } : { kind: 'dnat', ip: after.dst, port: after.dport };
     // IPVS sees the packet as iptables left it; a packet iptables DNATed is not for a virtual server.
-    const vs = after === packet ? virtualServerFor(ctx, packet) : undefined;
+    const exact = after === packet ? virtualServerFor(ctx, packet) : undefined;
+    // The kernel looks up the catch-all port 0 next (ip_vs_ctl.c ip_vs_service_find).
+    const catchAll = after === packet && !exact ? virtualServerFor(ctx, { ...packet, dport: 0 }) : undefined;
+    const vs = exact ?? catchAll;
     let state = end.state;
-    if (ctx.ipvs && after === packet && !vs) state = noted(state, `no IPVS virtual server for ${packet.proto.toUpperCase()} ${packet.dst}:${packet.dport}`);
+    const label = `${packet.proto.toUpperCase()} ${packet.dst}`;
+    if (ctx.ipvs && after === packet && !vs) state = noted(state, `no IPVS virtual server for ${label}:${packet.dport}`);
+    if (catchAll) state = noted(state, `no IPVS virtual server for ${label}:${packet.dport}; the catch-all virtual server ${label}:0 takes the connection`);
     if (origin === 'node') {
       if (vs) viaIpvs(vs, state);
       else deliver('OUTPUT', after, state, verdict);

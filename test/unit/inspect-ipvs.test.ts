@@ -298,6 +298,10 @@ missing link kube-ipvs0
 missing address kube-ipvs0 10.96.0.10/32
 missing virtual server TCP 10.96.0.10:80 (default/web:http): rr
 missing real server TCP 10.96.0.10:80 -> 10.244.1.2:8080 (default/web:http): weight 1 Masq
+changed sysctl net.ipv4.vs.conntrack: 1 (kernel: 0)
+changed sysctl net.ipv4.vs.expire_nodest_conn: 1 (kernel: 0)
+changed sysctl net.ipv4.vs.expire_quiescent_template: 1 (kernel: 0)
+changed sysctl net.ipv4.ip_forward: 1 (kernel: 0)
 missing chain nat KUBE-SERVICES
 missing chain nat KUBE-MARK-MASQ
 missing chain nat KUBE-POSTROUTING
@@ -348,4 +352,57 @@ last sync:   2025-06-01T10:00:00.000Z (1 min ago), full, 31.4 ms, ok
 drift:       yes, 3 differences (drover diff lists them)
 `,
   );
+});
+
+test('diff --mode ipvs: a sysctl changed by hand is drift; a draining real server is a note, not drift; every compared field is printed', async (t) => {
+  const w = await synced();
+  t.is(ipvsDriftExitCode(ipvsDrift(desired(), await readIpvsLive(w, { tables: true }), DRIFT_OPTS)), 0);
+  // An endpoint removed while it has connections: the sync quiesces it and waits.
+  const fewer = snap(web('10.244.1.2'), dns('10.244.2.2'), empty, sticky);
+  w.ipvs.setConns('TCP/10.96.0.10:80', '10.244.1.3:8080', 3, 1);
+  await w.backend().sync(fewer, { full: true, changed: new Set() });
+  const wanted = desiredIpvsState(fewer, { scheduler: 'rr' });
+  const draining = ipvsDrift(wanted, await readIpvsLive(w, { tables: true }), DRIFT_OPTS);
+  t.is(formatIpvsDrift(draining), 'no differences\nnote: draining real server TCP 10.96.0.10:80 -> 10.244.1.3:8080: weight 0, 3 active and 1 inactive connections\n');
+  t.is(ipvsDriftExitCode(draining), 0);
+
+  await w.sysctls.write('net.ipv4.vs.conntrack', '0');
+  await w.ipvs.setDest(WEB, { address: '10.244.1.2', port: 8080, weight: 1, forwarding: 'masq', upperThreshold: 100 });
+  await w.ipvs.setService({ protocol: 'TCP', address: '10.96.0.11', port: 80, scheduler: 'rr', netmask: 0xffffff00 });
+  const drift = ipvsDrift(wanted, await readIpvsLive(w, { tables: true }), DRIFT_OPTS);
+  t.is(
+    formatIpvsDrift(drift),
+    `changed virtual server TCP 10.96.0.11:80 (default/empty:http): rr (kernel: rr netmask 255.255.255.0)
+changed real server TCP 10.96.0.10:80 -> 10.244.1.2:8080 (default/web:http): weight 1 Masq (kernel: weight 1 Masq thresholds 0-100)
+changed sysctl net.ipv4.vs.conntrack: 1 (kernel: 0)
+note: draining real server TCP 10.96.0.10:80 -> 10.244.1.3:8080: weight 0, 3 active and 1 inactive connections
+`,
+  );
+  t.is(ipvsDriftExitCode(drift), 1);
+});
+
+test('a catch-all virtual server (port 0): chains shows it without a set entry, trace follows the kernel to it', async (t) => {
+  // The encoder refuses port 0 (drover never writes one), so the live state gets it as a kernel dump would.
+  const w = await synced();
+  await w.links.addAddress((await w.links.find('kube-ipvs0'))!, '10.96.5.5');
+  const read = await readIpvsLive(w, { tables: true });
+  const all = { protocol: 'TCP', address: '10.96.5.5', port: 0 } as const;
+  const live: IpvsLive = {
+    ...read,
+    virtualServers: new Map([
+      ...read.virtualServers,
+      [
+        'TCP/10.96.5.5:0',
+        {
+          entry: { ...all, scheduler: 'rr', persistent: { timeoutSeconds: 300 }, netmask: 0xffffffff, flags: 0x3 },
+          dests: [{ address: '10.244.1.2', port: 0, weight: 1, forwarding: 'masq', upperThreshold: 0, lowerThreshold: 0, activeConns: 0, inactiveConns: 0, persistConns: 0 }],
+        },
+      ],
+    ]),
+  };
+  const text = formatIpvsChains(ipvsServicePortViews(live), false);
+  t.true(text.includes('KUBE-CLUSTER-IP: (none: no entry holds port 0)'), text);
+  const out = formatTrace(trace(ctxOf(live), pkt('192.168.100.2', '10.96.5.5', 443)));
+  t.true(out.includes('no IPVS virtual server for TCP 10.96.5.5:443; the catch-all virtual server TCP 10.96.5.5:0 takes the connection'), out);
+  t.true(out.includes('ipvs TCP 10.96.5.5:0 rr'), out);
 });
