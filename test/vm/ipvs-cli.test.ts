@@ -141,7 +141,7 @@ if (await registerIpvsTests('IPVS CLI tests')) {
             /^ipsets: {6}7 entries \(KUBE-CLUSTER-IP 4, KUBE-LOOP-BACK 3\)$/m,
             /^kube-ipvs0: {2}4 addresses$/m,
             /^rules: {7}12 drover-owned rules in the kernel \(filter 3, nat 9\)$/m,
-            /^last sync: {3}\S+ \(\d+ s ago\), partial, [\d.]+ ms, ok$/m,
+            /^last sync: {3}\S+ \(\d+ (?:s|min) ago\), partial, [\d.]+ ms, ok$/m,
             /^drift: {7}no$/m,
           ]) {
             t.regex(status.stdout, line);
