@@ -31,6 +31,7 @@
  * so nothing is lost, and the polling does not slow the agent down.
  */
 import type { ProxyMode } from '../backends/types.ts';
+import { toIptablesVariant } from '../backends/iptables/exec.ts';
 import { createTopology, type BackendSpec, type Topology } from '../testbed/topology.ts';
 import { Prober, type ProbeTiming } from './datapath.ts';
 import type { ModeHarness } from './harness.ts';
@@ -79,8 +80,7 @@ export function stepsPerSize(changes: number, perChange: number, wholeRepeats: n
  * @throws Error for an unknown iptables variant.
  */
 export function createIptablesHarness(netns: string, variant: string): ModeHarness<string> {
-  if (variant !== 'nft' && variant !== 'legacy') throw new Error(`unknown iptables variant ${variant}`);
-  return iptablesHarness({ netns, variant, render: { clusterCIDR: BENCH_CLUSTER_CIDR, masqueradeAll: false } });
+  return iptablesHarness({ netns, variant: toIptablesVariant(variant), render: { clusterCIDR: BENCH_CLUSTER_CIDR, masqueradeAll: false } });
 }
 
 /**

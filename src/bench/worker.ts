@@ -6,7 +6,7 @@
  * kernel (measure.ts), and prints WorkerMessage lines on stdout. Exit code
  * 0 after `done`, 1 after `error`.
  */
-import { SystemIptables } from '../backends/iptables/exec.ts';
+import { SystemIptables, toIptablesVariant } from '../backends/iptables/exec.ts';
 import { SystemIpset } from '../backends/ipvs/ipset.ts';
 import { RtnlLinkManager } from '../backends/ipvs/link.ts';
 import { IpvsClient } from '../backends/ipvs/netlink.ts';
@@ -31,7 +31,7 @@ async function readJob(): Promise<WorkerJob> {
 async function main(): Promise<void> {
   const job = await readJob();
   if (job.mode !== 'ipvs') throw new Error(`the bench worker measures ipvs mode only, not ${job.mode}`);
-  if (job.iptablesVariant !== 'nft' && job.iptablesVariant !== 'legacy') throw new Error(`unknown iptables variant ${job.iptablesVariant}`);
+  const variant = toIptablesVariant(job.iptablesVariant);
   // Generous timeouts: an emulated guest is ~25x slower than a host.
   const ipvs = await IpvsClient.open({ timeoutMs: 120_000 });
   let links: RtnlLinkManager | undefined;
@@ -44,7 +44,7 @@ async function main(): Promise<void> {
       {
         ipvs,
         ipset: new SystemIpset(900_000),
-        iptables: new SystemIptables({ variant: job.iptablesVariant, timeoutMs: 900_000 }),
+        iptables: new SystemIptables({ variant, timeoutMs: 900_000 }),
         links: rtnl,
         sysctls: new ProcSysctls(),
         close: () => undefined,

@@ -5,6 +5,7 @@
  */
 import test from 'ava';
 import { FakeIptables } from '../../src/backends/iptables/fake.ts';
+import { toIptablesVariant } from '../../src/backends/iptables/exec.ts';
 import { renderServicePort } from '../../src/backends/iptables/render.ts';
 import { iterationChanges, type ClockService } from '../../src/bench/changes.ts';
 import { iptablesHarness } from '../../src/bench/iptables-harness.ts';
@@ -127,4 +128,11 @@ test('the kube-proxy-style payload rewrites the static chains and the whole KUBE
   // 20 service chains + 19 × 3 + 2 endpoint chains + 5 static chains.
   t.is(full.filter((l) => l.startsWith(':')).length, 20 + 19 * 3 + 2 + 5);
   t.false(full.some((l) => l.startsWith('-I ')), 'the hooks are not repeated');
+});
+
+test('the bench names its iptables variant exactly: nft or legacy, anything else is refused', (t) => {
+  t.is(toIptablesVariant('nft'), 'nft');
+  t.is(toIptablesVariant('legacy'), 'legacy');
+  t.throws(() => toIptablesVariant('nf_tables'), { message: 'unknown iptables variant nf_tables' });
+  t.throws(() => toIptablesVariant(''), { message: 'unknown iptables variant ' });
 });

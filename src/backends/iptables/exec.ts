@@ -12,6 +12,15 @@ import type { TableName } from './parse.ts';
 /** The two iptables backends: iptables-nft (nf_tables) and iptables-legacy (x_tables). */
 export type IptablesVariant = 'nft' | 'legacy';
 
+/**
+ * Check that `value` names an iptables variant.
+ * @throws Error "unknown iptables variant VALUE" for anything but `nft` or `legacy`.
+ */
+export function toIptablesVariant(value: string): IptablesVariant {
+  if (value !== 'nft' && value !== 'legacy') throw new Error(`unknown iptables variant ${value}`);
+  return value;
+}
+
 /** The interface the backend talks to; FakeIptables implements it in memory. */
 export interface IptablesExec {
   readonly variant: IptablesVariant;
