@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Install the Debian packages drover and its tests use (as root):
 # iptables (nft and legacy), nftables (nft, used by tests to read rule handles),
-# conntrack (deleting stale UDP flows)
-# and iproute2 (ip netns). Installs only what is missing.
+# conntrack (deleting stale UDP flows), ipset (IPVS mode's sets; its host
+# kernel test) and iproute2 (ip netns). Installs only what is missing.
 set -euo pipefail
-packages=(iptables nftables iproute2 conntrack)
+packages=(iptables nftables iproute2 conntrack ipset)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

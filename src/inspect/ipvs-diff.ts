@@ -17,7 +17,7 @@
  */
 import type { StaticRuleset } from '../backends/iptables/static.ts';
 import { cidrContains, realServerKey, type DesiredIpvsState } from '../backends/ipvs/desired.ts';
-import { CLUSTER_IP_SET, LOOP_BACK_SET, planIpsetRestore } from '../backends/ipvs/ipset.ts';
+import { CLUSTER_IP_SET, IPVS_SETS, LOOP_BACK_SET, planIpsetRestore, swapSetName } from '../backends/ipvs/ipset.ts';
 import { DUMMY_INTERFACE, planAddresses } from '../backends/ipvs/link.ts';
 import { planIpvs, type IpvsOp } from '../backends/ipvs/reconcile.ts';
 import { otherModeLeftovers } from '../backends/ipvs/rules.ts';
@@ -39,6 +39,7 @@ export type IpvsDriftKind =
   | 'missing address'
   | 'extra address'
   | 'missing set'
+  | 'extra set'
   | 'missing entry'
   | 'extra entry'
   | 'changed sysctl'
@@ -105,10 +106,12 @@ function describeDest(rs: Pick<RealServer, 'weight' | 'forwarding' | 'upperThres
 export function ipvsDrift(desired: DesiredIpvsState, live: IpvsLive, opts: IpvsDriftOptions): IpvsDrift {
   const items: IpvsDriftItem[] = [];
   const sets = planIpsetRestore({ [CLUSTER_IP_SET]: desired.clusterIPSet, [LOOP_BACK_SET]: desired.loopBackSet }, live.sets);
-  for (const line of sets.input.split('\n').filter(Boolean)) {
-    const [cmd, set, entry] = line.split(' ') as [string, string, string];
-    if (cmd === 'create') items.push({ kind: 'missing set', object: set });
-    else items.push({ kind: cmd === 'add' ? 'missing entry' : 'extra entry', object: `${set} ${entry}` });
+  for (const { name } of IPVS_SETS) {
+    if (sets.missingSets.includes(name)) items.push({ kind: 'missing set', object: name });
+    const scratch = swapSetName(name);
+    if (sets.leftovers.includes(scratch)) items.push({ kind: 'extra set', object: scratch, detail: 'left over by an interrupted rebuild' });
+    for (const { entry } of sets.extra.filter((e) => e.set === name)) items.push({ kind: 'extra entry', object: `${name} ${entry}` });
+    for (const { entry } of sets.missing.filter((e) => e.set === name)) items.push({ kind: 'missing entry', object: `${name} ${entry}` });
   }
   if (live.bound === null) items.push({ kind: 'missing link', object: DUMMY_INTERFACE });
   const addresses = planAddresses(desired.addresses, live.bound ?? []);

@@ -286,6 +286,16 @@ changed chain nat KUBE-MARK-MASQ
   t.is(ipvsDriftExitCode(drift), 1);
 });
 
+test('diff --mode ipvs lists an entry drover would never write (added by hand) as extra, and a scratch set left over', async (t) => {
+  const w = await synced();
+  const entries = w.ipset.entries('KUBE-CLUSTER-IP')!;
+  w.ipset.setEntries('KUBE-CLUSTER-IP', 'hash:ip,port', [...entries, '10.96.0.10,icmp:echo-request']);
+  w.ipset.setEntries('KUBE-LOOP-BACK-SWAP', 'hash:ip,port,ip', []);
+  const drift = ipvsDrift(desired(), await readIpvsLive(w, { tables: true }), DRIFT_OPTS);
+  t.is(formatIpvsDrift(drift), 'extra entry KUBE-CLUSTER-IP 10.96.0.10,icmp:echo-request\nextra set KUBE-LOOP-BACK-SWAP: left over by an interrupted rebuild\n');
+  t.is(ipvsDriftExitCode(drift), 1);
+});
+
 test('diff --mode ipvs on an empty node: the sets, kube-ipvs0 and everything else are missing', async (t) => {
   const drift = ipvsDrift(desiredIpvsState(snap(web('10.244.1.2')), { scheduler: 'rr' }), await readIpvsLive(new World(), { tables: true }), DRIFT_OPTS);
   t.is(

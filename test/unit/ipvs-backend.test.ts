@@ -91,6 +91,23 @@ test('drift: a deleted real server comes back; an extra virtual server in the se
   t.true(w.ipvs.list().includes('TCP 192.168.50.1:80 rr'));
 });
 
+test('drift: an entry added by hand that drover would never write (icmp) does not fail the sync; the set is rebuilt and swapped in', async (t) => {
+  const w = new World();
+  const backend = w.backend();
+  await backend.sync(base(), FULL);
+  const want = w.ipset.entries('KUBE-CLUSTER-IP');
+  w.ipset.setEntries('KUBE-CLUSTER-IP', 'hash:ip,port', [...want!, '10.96.0.10,icmp:echo-request']);
+  const result = await backend.sync(base(), FULL);
+  t.true(result.full);
+  t.deepEqual(w.ipset.entries('KUBE-CLUSTER-IP'), want);
+  t.is(w.ipset.entries('KUBE-CLUSTER-IP-SWAP'), undefined);
+  t.notRegex(w.ipset.restores.at(-1)!, /icmp/);
+  t.regex(w.ipset.restores.at(-1)!, /^swap KUBE-CLUSTER-IP-SWAP KUBE-CLUSTER-IP$/m);
+  const n = w.ipset.restores.length;
+  await backend.sync(base(), FULL);
+  t.is(w.ipset.restores.length, n, 'the next full sync finds nothing to write');
+});
+
 test('a virtual server on an address bound to kube-ipvs0 is drover\'s even outside the service CIDR', async (t) => {
   const w = new World();
   const outside = sp('default/out:http', '172.20.0.5', 80, [ep('10.244.1.2:80')]);

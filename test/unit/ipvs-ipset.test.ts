@@ -97,3 +97,68 @@ test('the fake ipset applies the plan and reads back equal', async (t) => {
   t.is(planIpsetRestore(want, parseIpsetSave(await ipset.save())).input, '');
   t.deepEqual(ipset.entries(CLUSTER_IP_SET), ['10.96.0.10,tcp:80']);
 });
+
+const FOREIGN_SAVE = `create KUBE-CLUSTER-IP hash:ip,port family inet hashsize 1024 maxelem 65536 bucketsize 12 initval 0x1a2b3c4d
+add KUBE-CLUSTER-IP 10.96.0.10,tcp:80
+add KUBE-CLUSTER-IP 10.96.0.10,icmp:echo-request
+add KUBE-CLUSTER-IP 10.96.0.99,tcp:80
+create KUBE-LOOP-BACK hash:ip,port,ip family inet hashsize 1024 maxelem 65536 bucketsize 12 initval 0x5e6f7a8b
+add KUBE-LOOP-BACK 10.244.1.2,tcp:8080,10.244.1.2
+`;
+
+test('a set holding an entry drover cannot write back is rebuilt and swapped in; the entry is never echoed', (t) => {
+  const plan = planIpsetRestore(
+    { [CLUSTER_IP_SET]: ['10.96.0.11,tcp:80', '10.96.0.10,tcp:80'], [LOOP_BACK_SET]: ['10.244.1.2,tcp:8080,10.244.1.2'] },
+    parseIpsetSave(FOREIGN_SAVE),
+  );
+  t.is(
+    plan.input,
+    [
+      'create KUBE-CLUSTER-IP-SWAP hash:ip,port family inet hashsize 1024 maxelem 65536',
+      'add KUBE-CLUSTER-IP-SWAP 10.96.0.10,tcp:80',
+      'add KUBE-CLUSTER-IP-SWAP 10.96.0.11,tcp:80',
+      'swap KUBE-CLUSTER-IP-SWAP KUBE-CLUSTER-IP',
+      'destroy KUBE-CLUSTER-IP-SWAP',
+      '',
+    ].join('\n'),
+  );
+  t.deepEqual(plan.rebuilt, [CLUSTER_IP_SET]);
+  t.deepEqual(plan.extra, [
+    { set: CLUSTER_IP_SET, entry: '10.96.0.10,icmp:echo-request' },
+    { set: CLUSTER_IP_SET, entry: '10.96.0.99,tcp:80' },
+  ]);
+  t.deepEqual(plan.missing, [{ set: CLUSTER_IP_SET, entry: '10.96.0.11,tcp:80' }]);
+  t.deepEqual({ created: plan.created, added: plan.added, deleted: plan.deleted }, { created: 0, added: 1, deleted: 2 });
+});
+
+test('a scratch set left over by an interrupted rebuild is destroyed; cleanup destroys it too', (t) => {
+  const save = `${SAVE}create KUBE-LOOP-BACK-SWAP hash:ip,port,ip family inet hashsize 1024 maxelem 65536\nadd KUBE-LOOP-BACK-SWAP 10.244.9.9,tcp:1,10.244.9.9\n`;
+  const plan = planIpsetRestore(
+    { [CLUSTER_IP_SET]: ['10.96.0.10,tcp:80', '10.96.0.99,tcp:80'], [LOOP_BACK_SET]: ['10.244.1.2,tcp:8080,10.244.1.2'] },
+    parseIpsetSave(save),
+  );
+  t.is(plan.input, 'destroy KUBE-LOOP-BACK-SWAP\n');
+  t.deepEqual(plan.leftovers, ['KUBE-LOOP-BACK-SWAP']);
+  t.is(planIpsetDestroy(parseIpsetSave(save)), 'destroy KUBE-CLUSTER-IP\ndestroy KUBE-LOOP-BACK\ndestroy KUBE-LOOP-BACK-SWAP\n');
+});
+
+test('a set of drover created for IPv6 is reported, not overwritten', (t) => {
+  const error = t.throws(
+    () => planIpsetRestore({ [CLUSTER_IP_SET]: [], [LOOP_BACK_SET]: [] }, parseIpsetSave('create KUBE-LOOP-BACK hash:ip,port,ip family inet6 hashsize 1024\n')),
+    { instanceOf: IpsetTypeError },
+  );
+  t.is(
+    error!.message,
+    'ipset KUBE-LOOP-BACK exists with type hash:ip,port,ip family inet6, drover needs hash:ip,port,ip family inet: remove it (ipset destroy KUBE-LOOP-BACK) and restart drover',
+  );
+});
+
+test('the fake ipset rebuilds a set with a foreign entry and reads back equal', async (t) => {
+  const ipset = new FakeIpset();
+  ipset.setEntries(CLUSTER_IP_SET, 'hash:ip,port', ['10.96.0.10,icmp:echo-request', '10.96.0.10,tcp:80']);
+  const want = { [CLUSTER_IP_SET]: ['10.96.0.10,tcp:80', '10.96.0.11,tcp:80'], [LOOP_BACK_SET]: [] };
+  await ipset.restore(planIpsetRestore(want, parseIpsetSave(await ipset.save())).input);
+  t.deepEqual(ipset.entries(CLUSTER_IP_SET), ['10.96.0.10,tcp:80', '10.96.0.11,tcp:80']);
+  t.is(ipset.entries('KUBE-CLUSTER-IP-SWAP'), undefined);
+  t.is(planIpsetRestore(want, parseIpsetSave(await ipset.save())).input, '');
+});

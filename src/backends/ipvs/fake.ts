@@ -199,7 +199,10 @@ function destEntry(rs: RealServer, active: number, inactive: number): DestEntry 
   };
 }
 
-/** In-memory ipset (IpsetExec) with `-exist` semantics; `restore` is line by line, like ipset. */
+/**
+ * In-memory ipset (IpsetExec) with `-exist` semantics; `restore` is line by
+ * line, like ipset: create, add, del, flush, swap and destroy.
+ */
 export class FakeIpset implements IpsetExec {
   /** Every restore input, in order. */
   readonly restores: string[] = [];
@@ -254,6 +257,19 @@ export class FakeIpset implements IpsetExec {
           if (!set) fail('The set with the given name does not exist');
           this.sets.delete(name!);
           return;
+        case 'flush':
+          if (!set) fail('The set with the given name does not exist');
+          set!.entries.clear();
+          return;
+        case 'swap': {
+          // ipset(8): both sets must exist and be of the same type; the kernel swaps them atomically.
+          const other = this.sets.get(w[2] ?? '');
+          if (!set || !other) fail('The set with the given name does not exist');
+          if (set!.type !== other!.type) fail('The sets cannot be swapped: their type does not match');
+          this.sets.set(name!, other!);
+          this.sets.set(w[2]!, set!);
+          return;
+        }
         default:
           fail(`unknown command ${cmd}`);
       }
@@ -266,7 +282,7 @@ export class FakeIpset implements IpsetExec {
     return s ? [...s.entries].sort() : undefined;
   }
 
-  /** Change a set behind drover's back (drift). */
+  /** Change a set behind drover's back (drift); entries are taken as given, as a hand-made `ipset add` may hold ones drover never writes. */
   setEntries(name: string, type: string, entries: string[]): void {
     this.sets.set(name, { type, entries: new Set(entries) });
   }

@@ -14,7 +14,12 @@
  * differences (and the `create` of a missing set) with ONE
  * `ipset restore -exist`, spawned with an argument array, input on stdin.
  * Every entry is validated before it is written, so nothing can add a
- * command or an option to the restore input.
+ * command or an option to the restore input. A set that holds an entry
+ * drover cannot write back (one added by hand, such as
+ * "10.96.0.10,icmp:echo-request") is rebuilt instead: its desired entries go
+ * into a scratch set that is then swapped with it, which the kernel does
+ * atomically, so rules matching the set never see it half-filled (ipset(8),
+ * "swap").
  */
 import { CommandError, runCommand } from '../iptables/exec.ts';
 
@@ -36,6 +41,20 @@ export const IPVS_SETS: readonly { readonly name: string; readonly type: string 
 
 /** Options of `create` for a missing set: IPv4, kube-proxy's hash size and element limit. */
 export const CREATE_OPTIONS = 'family inet hashsize 1024 maxelem 65536';
+
+/** The address family drover's sets are created with (CREATE_OPTIONS). */
+const FAMILY = 'inet';
+
+/**
+ * The scratch set a rebuild of `name` fills and swaps in: "KUBE-CLUSTER-IP-SWAP".
+ * It exists only inside one restore; one left over by a crash is destroyed by the next rebuild or by cleanup.
+ */
+export function swapSetName(name: string): string {
+  return `${name}-SWAP`;
+}
+
+/** Every set name {@link parseIpsetSave} keeps by default: drover's sets and their scratch sets. */
+const OWNED_SET_NAMES: readonly string[] = IPVS_SETS.flatMap((s) => [s.name, swapSetName(s.name)]);
 
 /** A value for an ipset entry is not valid; nothing was written. */
 export class IpsetValidationError extends Error {
@@ -91,34 +110,43 @@ const ENTRY: Readonly<Record<string, RegExp>> = {
  * @throws IpsetValidationError
  */
 export function checkEntry(setType: string, entry: string): string {
-  const m = ENTRY[setType]?.exec(entry);
-  if (!m) throw new IpsetValidationError(`${setType} entry`, entry);
-  ip(m[1]!);
-  port(Number(m[3]));
-  if (m[4] !== undefined) ip(m[4]);
+  if (!isWritableEntry(setType, entry)) throw new IpsetValidationError(`${setType} entry`, entry);
   return entry;
+}
+
+/** Whether `entry` is one drover writes to a set of `setType`: IPv4 addresses, tcp, udp or sctp, ports 1-65535. */
+function isWritableEntry(setType: string, entry: string): boolean {
+  const m = ENTRY[setType]?.exec(entry);
+  if (!m) return false;
+  const port = Number(m[3]);
+  return IPV4.test(m[1]!) && port >= 1 && port <= 65535 && (m[4] === undefined || IPV4.test(m[4]));
 }
 
 /** One set as `ipset save` shows it. */
 export interface SavedSet {
   /** Set type, e.g. "hash:ip,port". */
   readonly type: string;
+  /** The `family` create option, "inet" or "inet6"; absent when the line has none (ipset then means inet). */
+  readonly family?: string;
   /** Entries as printed (`add NAME <entry>` without options such as timeouts). */
   readonly entries: ReadonlySet<string>;
 }
 
 /**
- * Parse `ipset save` output, keeping only the named sets. A set missing from
- * the output is missing from the result.
+ * Parse `ipset save` output, keeping only the named sets (by default
+ * drover's sets and their scratch sets). A set missing from the output is
+ * missing from the result.
  */
-export function parseIpsetSave(text: string, names: readonly string[] = IPVS_SETS.map((s) => s.name)): Map<string, SavedSet> {
+export function parseIpsetSave(text: string, names: readonly string[] = OWNED_SET_NAMES): Map<string, SavedSet> {
   const wanted = new Set(names);
-  const sets = new Map<string, { type: string; entries: Set<string> }>();
+  const sets = new Map<string, { type: string; family?: string; entries: Set<string> }>();
   for (const line of text.split('\n')) {
     const words = line.trim().split(/\s+/);
     if (words.length < 3 || !wanted.has(words[1]!)) continue;
-    if (words[0] === 'create') sets.set(words[1]!, { type: words[2]!, entries: new Set() });
-    else if (words[0] === 'add') sets.get(words[1]!)?.entries.add(words[2]!);
+    if (words[0] === 'create') {
+      const f = words.indexOf('family', 3);
+      sets.set(words[1]!, { type: words[2]!, ...(f > 0 && words[f + 1] ? { family: words[f + 1] } : {}), entries: new Set() });
+    } else if (words[0] === 'add') sets.get(words[1]!)?.entries.add(words[2]!);
   }
   return sets;
 }
@@ -129,6 +157,13 @@ export interface DesiredSets {
   readonly [LOOP_BACK_SET]: ReadonlySet<string> | readonly string[];
 }
 
+/** One entry a plan adds or deletes. */
+export interface IpsetEntryChange {
+  readonly set: string;
+  /** As `ipset save` prints it; an extra entry is the kernel's text, which may be one drover would never write. */
+  readonly entry: string;
+}
+
 /** What {@link planIpsetRestore} writes. */
 export interface IpsetPlan {
   /** `ipset restore -exist` input; "" when nothing differs. */
@@ -136,9 +171,19 @@ export interface IpsetPlan {
   readonly created: number;
   readonly added: number;
   readonly deleted: number;
+  /** Sets that do not exist and are created, in write order. */
+  readonly missingSets: readonly string[];
+  /** Desired entries the kernel lacks, sorted within each set. */
+  readonly missing: readonly IpsetEntryChange[];
+  /** Entries the kernel has and drover does not want, sorted within each set. */
+  readonly extra: readonly IpsetEntryChange[];
+  /** Sets rebuilt through a scratch set and `swap`, because an extra entry could not be written back in a `del`. */
+  readonly rebuilt: readonly string[];
+  /** Scratch sets left over by an interrupted rebuild; the plan destroys them. */
+  readonly leftovers: readonly string[];
 }
 
-/** A set of drover's exists with another type; drover will not guess what to do with it. */
+/** A set of drover's exists with another type or family; drover will not guess what to do with it. */
 export class IpsetTypeError extends Error {
   constructor(name: string, have: string, want: string) {
     super(`ipset ${name} exists with type ${have}, drover needs ${want}: remove it (ipset destroy ${name}) and restart drover`);
@@ -149,43 +194,66 @@ export class IpsetTypeError extends Error {
 /**
  * The `ipset restore -exist` input that turns `current` (parsed `ipset
  * save`) into `desired`: `create` for a missing set, `del` for extra entries,
- * `add` for missing ones, each set in sorted order. Pure.
- * @throws IpsetTypeError when a set exists with another type;
- *   IpsetValidationError for an entry that is not valid.
+ * `add` for missing ones, each set in sorted order. When an extra entry is
+ * not one drover could write (it was added by hand), that set is rebuilt
+ * instead: `create` its scratch set, `add` every desired entry to it, `swap`
+ * it with the set, `destroy` it. A scratch set left over by an interrupted
+ * rebuild is destroyed first. Pure.
+ * @throws IpsetTypeError when a set exists with another type or family;
+ *   IpsetValidationError for a desired entry that is not valid.
  */
 export function planIpsetRestore(desired: DesiredSets, current: ReadonlyMap<string, SavedSet>): IpsetPlan {
   const lines: string[] = [];
-  let created = 0;
+  const missingSets: string[] = [];
+  const missing: IpsetEntryChange[] = [];
+  const extra: IpsetEntryChange[] = [];
+  const rebuilt: string[] = [];
+  const leftovers: string[] = [];
   let added = 0;
   let deleted = 0;
   for (const set of IPVS_SETS) {
     const have = current.get(set.name);
-    if (have && have.type !== set.type) throw new IpsetTypeError(set.name, have.type, set.type);
+    if (have && (have.type !== set.type || (have.family ?? FAMILY) !== FAMILY)) {
+      const foreignFamily = (have.family ?? FAMILY) !== FAMILY;
+      throw new IpsetTypeError(set.name, foreignFamily ? `${have.type} family ${have.family}` : have.type, foreignFamily ? `${set.type} family ${FAMILY}` : set.type);
+    }
     if (!have) {
       lines.push(`create ${set.name} ${set.type} ${CREATE_OPTIONS}`);
-      created++;
+      missingSets.push(set.name);
     }
     // Only what is written is checked (again): entries come from the
     // validating constructors, and a sync should not re-check 10,000 of them.
     const given = desired[set.name as keyof DesiredSets];
     const want: ReadonlySet<string> = given instanceof Set ? given : new Set(given);
     const present = have?.entries ?? new Set<string>();
-    for (const e of [...present].filter((x) => !want.has(x)).sort()) {
-      // A foreign entry that could not be written back on one line is refused rather than echoed.
-      lines.push(`del ${set.name} ${checkEntry(set.type, e)}`);
-      deleted++;
+    const extras = [...present].filter((x) => !want.has(x)).sort();
+    const adds = [...want].filter((x) => !present.has(x)).sort();
+    extra.push(...extras.map((entry) => ({ set: set.name, entry })));
+    missing.push(...adds.map((entry) => ({ set: set.name, entry })));
+    deleted += extras.length;
+    added += adds.length;
+    const scratch = swapSetName(set.name);
+    if (current.has(scratch)) {
+      lines.push(`destroy ${scratch}`);
+      leftovers.push(scratch);
     }
-    for (const e of [...want].filter((x) => !present.has(x)).sort()) {
-      lines.push(`add ${set.name} ${checkEntry(set.type, e)}`);
-      added++;
+    if (extras.every((e) => isWritableEntry(set.type, e))) {
+      for (const e of extras) lines.push(`del ${set.name} ${e}`);
+      for (const e of adds) lines.push(`add ${set.name} ${checkEntry(set.type, e)}`);
+    } else {
+      // A foreign entry is never echoed into the input: the set is rebuilt around it.
+      lines.push(`create ${scratch} ${set.type} ${CREATE_OPTIONS}`);
+      for (const e of [...want].sort()) lines.push(`add ${scratch} ${checkEntry(set.type, e)}`);
+      lines.push(`swap ${scratch} ${set.name}`, `destroy ${scratch}`);
+      rebuilt.push(set.name);
     }
   }
-  return { input: lines.length > 0 ? `${lines.join('\n')}\n` : '', created, added, deleted };
+  return { input: lines.length > 0 ? `${lines.join('\n')}\n` : '', created: missingSets.length, added, deleted, missingSets, missing, extra, rebuilt, leftovers };
 }
 
-/** The `ipset restore` input that destroys those of drover's sets present in `current`. Pure. */
+/** The `ipset restore` input that destroys those of drover's sets, and scratch sets, present in `current`. Pure. */
 export function planIpsetDestroy(current: ReadonlyMap<string, SavedSet>): string {
-  const lines = IPVS_SETS.filter((s) => current.has(s.name)).map((s) => `destroy ${s.name}`);
+  const lines = OWNED_SET_NAMES.filter((name) => current.has(name)).map((name) => `destroy ${name}`);
   return lines.length > 0 ? `${lines.join('\n')}\n` : '';
 }
 
@@ -200,18 +268,29 @@ export interface IpsetExec {
   restore(input: string): Promise<void>;
 }
 
-/** The real ipset, in the process's own network namespace. */
+/** The real ipset, spawned with an argument array (never a shell), in the process's network namespace or a named one. */
 export class SystemIpset implements IpsetExec {
-  constructor(private readonly timeoutMs = 120_000) {}
+  /**
+   * @param timeoutMs longest wait for one ipset command, in ms.
+   * @param netns run ipset in this named network namespace (`ip netns exec`); default: the current one.
+   */
+  constructor(
+    private readonly timeoutMs = 120_000,
+    private readonly netns?: string,
+  ) {}
 
   async save(): Promise<string> {
-    const res = await runCommand('ipset', ['save'], { timeoutMs: this.timeoutMs });
+    const res = await runCommand('ipset', ['save'], this.runOpts());
     if (res.code !== 0) throw new CommandError('ipset save', res.code, res.stderr);
     return res.stdout;
   }
 
   async restore(input: string): Promise<void> {
-    const res = await runCommand('ipset', ['restore', '-exist'], { input, timeoutMs: this.timeoutMs });
+    const res = await runCommand('ipset', ['restore', '-exist'], { ...this.runOpts(), input });
     if (res.code !== 0) throw new CommandError('ipset restore -exist', res.code, res.stderr);
+  }
+
+  private runOpts(): { netns?: string; timeoutMs: number } {
+    return { timeoutMs: this.timeoutMs, ...(this.netns ? { netns: this.netns } : {}) };
   }
 }
