@@ -23,7 +23,8 @@
  * harness must be created in the node namespace (worker.ts does).
  */
 import { IpvsBackend } from '../backends/ipvs/backend.ts';
-import { assembleDesired, cidrContains, desiredServicePort, virtualServerKey, type DesiredServicePort, type DesiredVirtualServer } from '../backends/ipvs/desired.ts';
+import { assembleDesired } from '../backends/ipvs/assemble.ts';
+import { cidrContains, desiredServicePort, virtualServerKey, type DesiredServicePort, type DesiredVirtualServer } from '../backends/ipvs/desired.ts';
 import { CLUSTER_IP_SET, LOOP_BACK_SET, parseIpsetSave, planIpsetRestore, type IpsetExec } from '../backends/ipvs/ipset.ts';
 import { applyOps, readSomeVirtualServers, readVirtualServers, type IpvsKernel } from '../backends/ipvs/kernel.ts';
 import { DUMMY_INTERFACE, planAddresses, type LinkManager } from '../backends/ipvs/link.ts';

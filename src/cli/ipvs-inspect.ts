@@ -5,7 +5,8 @@
  */
 import { Option } from 'commander';
 import { loadStaticRules } from '../backends/iptables/static.ts';
-import { desiredIpvsState, type DesiredIpvsState } from '../backends/ipvs/desired.ts';
+import { desiredIpvsState } from '../backends/ipvs/assemble.ts';
+import type { DesiredIpvsState } from '../backends/ipvs/desired.ts';
 import { ipvsStaticRules } from '../backends/ipvs/rules.ts';
 import { ipvsDrift, type IpvsDrift } from '../inspect/ipvs-diff.ts';
 import { readIpvsLive, type IpvsLive } from '../inspect/ipvs-live.ts';

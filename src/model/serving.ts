@@ -10,9 +10,23 @@ export function servingEndpoints(sp: ServicePort): Endpoint[] {
   return sp.endpoints.filter((ep) => ep.ready);
 }
 
-/** Serving endpoints over every service port of a snapshot (for sync results and logs). */
+/** Serving endpoint counts of service ports already counted; a snapshot keeps the objects of unchanged service ports. */
+const counted = new WeakMap<ServicePort, number>();
+
+/**
+ * Serving endpoints over every service port of a snapshot (for sync results
+ * and logs). Service ports are immutable, so each one's count is kept: a
+ * sync after a small change counts only the changed ones.
+ */
 export function countServingEndpoints(snapshot: Snapshot): number {
   let n = 0;
-  for (const sp of snapshot.services.values()) n += servingEndpoints(sp).length;
+  for (const sp of snapshot.services.values()) {
+    let c = counted.get(sp);
+    if (c === undefined) {
+      c = servingEndpoints(sp).length;
+      counted.set(sp, c);
+    }
+    n += c;
+  }
   return n;
 }

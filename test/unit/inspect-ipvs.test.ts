@@ -5,7 +5,7 @@
  */
 import test from 'ava';
 import { loadStaticRules } from '../../src/backends/iptables/static.ts';
-import { desiredIpvsState } from '../../src/backends/ipvs/desired.ts';
+import { desiredIpvsState } from '../../src/backends/ipvs/assemble.ts';
 import { ipvsStaticRules } from '../../src/backends/ipvs/rules.ts';
 import { selectServicePorts, UnknownServiceError } from '../../src/inspect/chains.ts';
 import { formatIpvsChains, ipvsServicePortViews } from '../../src/inspect/ipvs-chains.ts';

@@ -164,6 +164,25 @@ test('partial sync: a removed service port loses its virtual server and its Clus
   t.false(w.ipset.entries('KUBE-CLUSTER-IP')!.includes('10.96.0.11,tcp:80'));
 });
 
+test('partial sync: a removed port of a multi-port service keeps the shared ClusterIP and the hairpin entry another port still needs', async (t) => {
+  const w = new World();
+  const backend = w.backend();
+  const alt = sp('default/web:alt', '10.96.0.10', 8080, [ep('10.244.1.2:8080')]);
+  await backend.sync(snap(web('10.244.1.2', '10.244.1.3'), alt), FULL);
+  const [n, links] = [w.ipvs.log.length, w.links.log.length];
+  await backend.sync(snap(alt), partial('default/web:http'));
+  t.deepEqual(w.ipvs.log.slice(n), ['DEL_SERVICE TCP/10.96.0.10:80']);
+  t.deepEqual(w.links.log.slice(links), [], '10.96.0.10 stays on kube-ipvs0 for default/web:alt');
+  t.is(w.ipset.restores.at(-1), 'del KUBE-CLUSTER-IP 10.96.0.10,tcp:80\ndel KUBE-LOOP-BACK 10.244.1.3,tcp:8080,10.244.1.3\n');
+  // What the partial syncs left is what a full sync wants: it finds nothing to write.
+  const writes = w.writes();
+  await backend.sync(snap(alt), FULL);
+  t.deepEqual(w.writes(), writes);
+  await backend.sync(snap(), partial('default/web:alt'));
+  t.deepEqual(w.links.log.slice(links), ['del 10.96.0.10/32']);
+  t.deepEqual([w.ipset.entries('KUBE-CLUSTER-IP'), w.ipset.entries('KUBE-LOOP-BACK')], [[], []]);
+});
+
 test('graceful termination: quiesced, kept while connections last, deleted when they end', async (t) => {
   const w = new World();
   const backend = w.backend();

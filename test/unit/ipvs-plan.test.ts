@@ -2,7 +2,8 @@
 import test from 'ava';
 import type { DestEntry, ServiceEntry } from '../../src/backends/ipvs/codec.ts';
 import { IpvsValidationError } from '../../src/backends/ipvs/codec.ts';
-import { cidrContains, desiredIpvsState, desiredVirtualServers } from '../../src/backends/ipvs/desired.ts';
+import { desiredIpvsState, desiredVirtualServers } from '../../src/backends/ipvs/assemble.ts';
+import { cidrContains } from '../../src/backends/ipvs/desired.ts';
 import { pendingKey } from '../../src/backends/ipvs/graceful.ts';
 import { IpsetValidationError } from '../../src/backends/ipvs/ipset.ts';
 import { describeOp, planIpvs, type KernelVirtualServer, type ReconcileContext } from '../../src/backends/ipvs/reconcile.ts';

@@ -38,11 +38,12 @@ import type { RenderOptions } from '../iptables/render.ts';
 import { cleanupPlan } from '../iptables/ruleset.ts';
 import type { StaticRuleset } from '../iptables/static.ts';
 import type { VirtualServerKey } from './codec.ts';
-import { assembleDesired, cidrContains, desiredServicePort, virtualServerKey, type DesiredServicePort, type DesiredVirtualServer } from './desired.ts';
+import { DesiredIndex, type DesiredDelta } from './assemble.ts';
+import { cidrContains, desiredServicePort, virtualServerKey, type DesiredIpvsState, type DesiredVirtualServer } from './desired.ts';
 import { checkPending, type PendingRemoval } from './graceful.ts';
-import { CLUSTER_IP_SET, CLUSTER_IP_SET_TYPE, LOOP_BACK_SET, LOOP_BACK_SET_TYPE, parseIpsetSave, planIpsetDestroy, planIpsetRestore, type IpsetExec, type SavedSet } from './ipset.ts';
+import { CLUSTER_IP_SET, LOOP_BACK_SET, parseIpsetSave, planIpsetChanges, planIpsetDestroy, planIpsetRestore, type IpsetExec, type IpsetPlan, type SavedSet } from './ipset.ts';
 import { applyOps, readSomeVirtualServers, readVirtualServers, type IpvsKernel, type KernelRead } from './kernel.ts';
-import { DUMMY_INTERFACE, planAddresses, type InterfaceAddress, type LinkManager } from './link.ts';
+import { DUMMY_INTERFACE, planAddresses, type AddressPlan, type InterfaceAddress, type LinkManager } from './link.ts';
 import { IpvsClientClosedError } from './netlink.ts';
 import { countOps, describeOp, planIpvs, type IpvsOp } from './reconcile.ts';
 import { ipvsRulesPlan, ipvsStaticRules } from './rules.ts';
@@ -142,21 +143,24 @@ export class IpvsBackend implements Backend {
     try {
       const ipvs = await this.client();
       const planOpts = { scheduler: this.opts.scheduler };
-      // Desired state: a partial sync recomputes only the changed service ports.
-      let ports: Map<string, DesiredServicePort>;
+      // Desired state: a partial sync updates the applied index with the
+      // changed service ports only, and gets back exactly what changed.
+      let index: DesiredIndex;
+      let desired: DesiredIpvsState | undefined;
+      let delta: DesiredDelta | undefined;
       if (prev) {
-        ports = new Map(prev.ports);
-        for (const key of changes.changed) {
+        index = prev.index;
+        delta = index.update(new Map([...changes.changed].map((key) => {
           const sp = snapshot.services.get(key);
-          if (sp) ports.set(key, desiredServicePort(sp, planOpts));
-          else ports.delete(key);
-        }
+          return [key, sp ? desiredServicePort(sp, planOpts) : undefined];
+        })));
       } else {
-        ports = new Map([...snapshot.services].map(([key, sp]) => [key, desiredServicePort(sp, planOpts)]));
+        index = DesiredIndex.of([...snapshot.services.values()].map((sp) => desiredServicePort(sp, planOpts)));
+        desired = index.state();
       }
-      const desired = assembleDesired(ports.values());
-      if (desired.conflicts.length > 0) {
-        logger.warn({ servicePorts: desired.conflicts }, 'service ports share a ClusterIP:port/protocol with another one; only the first is programmed');
+      const conflicts = delta ? delta.conflicts : desired!.conflicts;
+      if (conflicts.length > 0) {
+        logger.warn({ servicePorts: conflicts }, 'service ports share a ClusterIP:port/protocol with another one; only the first is programmed');
       }
       if (full || this.linkIndex === undefined) await this.prepare();
       const linkIndex = this.linkIndex!;
@@ -165,29 +169,42 @@ export class IpvsBackend implements Backend {
       // virtual servers of the changed service ports, and trusts what it
       // wrote for the ipsets and kube-ipvs0 (as iptables mode's partial sync).
       const readStart = performance.now();
-      const scope = prev ? partialScope(changes.changed, prev.ports, desired.virtualServers) : undefined;
-      const [sets, tables, addresses] = prev
-        ? [prev.sets, undefined, prev.addresses]
-        : await Promise.all([
-            this.opts.ipset.save().then((text) => parseIpsetSave(text)),
-            this.readTables(),
-            this.opts.links.addresses(linkIndex),
-          ]);
-      const bound = new Set(addresses.map((a) => a.address));
-      const owned = (vs: VirtualServerKey): boolean => cidrContains(this.opts.serviceCIDR, vs.address) || bound.has(vs.address);
-      const kernel: KernelRead = scope
-        ? await readSomeVirtualServers(ipvs, scope.keys)
-        : await readVirtualServers(ipvs, (vs) => owned(vs) || desired.virtualServers.has(virtualServerKey(vs)));
+      let kernel: KernelRead;
+      let tables: ReturnType<typeof parseSave> | undefined;
+      let owned: (vs: VirtualServerKey) => boolean;
+      let ipsetPlan: IpsetPlan;
+      let addressPlan: AddressPlan;
+      if (delta) {
+        owned = (vs) => cidrContains(this.opts.serviceCIDR, vs.address) || prev!.bound.has(vs.address);
+        kernel = await readSomeVirtualServers(ipvs, [...delta.virtualServers.values()].map((v) => v.vs));
+        ipsetPlan = planIpsetChanges([
+          { set: CLUSTER_IP_SET, ...delta.clusterIP },
+          { set: LOOP_BACK_SET, ...delta.loopBack },
+        ]);
+        addressPlan = { add: delta.addresses.add, remove: delta.addresses.del.map((address) => ({ address, prefixLength: 32 })) };
+      } else {
+        const want = desired!;
+        let sets: Map<string, SavedSet>;
+        let addresses: InterfaceAddress[];
+        [sets, tables, addresses] = await Promise.all([
+          this.opts.ipset.save().then((text) => parseIpsetSave(text)),
+          this.readTables(),
+          this.opts.links.addresses(linkIndex),
+        ]);
+        const bound = new Set(addresses.map((a) => a.address));
+        owned = (vs) => cidrContains(this.opts.serviceCIDR, vs.address) || bound.has(vs.address);
+        kernel = await readVirtualServers(ipvs, (vs) => owned(vs) || want.virtualServers.has(virtualServerKey(vs)));
+        ipsetPlan = planIpsetRestore({ [CLUSTER_IP_SET]: want.clusterIPSet, [LOOP_BACK_SET]: want.loopBackSet }, sets);
+        addressPlan = planAddresses(want.addresses, addresses);
+      }
       const readMs = performance.now() - readStart;
       if (kernel.unsupported.length > 0) logger.debug({ entries: kernel.unsupported }, 'ipvs: left alone entries drover does not manage (fwmark, IPv6)');
 
       // Plan (pure).
-      const wantedSets = { [CLUSTER_IP_SET]: desired.clusterIPSet, [LOOP_BACK_SET]: desired.loopBackSet };
-      const ipsetPlan = planIpsetRestore(wantedSets, sets);
       const rules: Plan = tables ? ipvsRulesPlan(this.statics, tables) : emptyPlan();
       const rulesPayload = planToRestore(rules);
-      const addressPlan = planAddresses(desired.addresses, addresses);
-      const ipvsPlan = planIpvs(scope ? scope.desired : desired.virtualServers, kernel.state, {
+      const scoped = delta ? wantedIn(delta) : desired!.virtualServers;
+      const ipvsPlan = planIpvs(scoped, kernel.state, {
         owned,
         pending: this.pending,
         now: this.now(),
@@ -205,14 +222,13 @@ export class IpvsBackend implements Backend {
       const wrote = ipsetPlan.input !== '' || rulesPayload !== '' || addressPlan.add.length + addressPlan.remove.length + ipvsPlan.ops.length > 0;
       const applyMs = wrote ? performance.now() - applyStart : 0;
 
-      this.applied = {
-        ports,
-        sets: new Map([
-          [CLUSTER_IP_SET, { type: CLUSTER_IP_SET_TYPE, entries: desired.clusterIPSet }],
-          [LOOP_BACK_SET, { type: LOOP_BACK_SET_TYPE, entries: desired.loopBackSet }],
-        ]),
-        addresses: desired.addresses.map((address) => ({ address, prefixLength: 32 })),
-      };
+      // kube-ipvs0 now holds exactly the wanted ClusterIPs.
+      const bound = prev ? prev.bound : new Set(desired!.addresses);
+      if (prev) {
+        for (const a of addressPlan.add) bound.add(a);
+        for (const a of addressPlan.remove) bound.delete(a.address);
+      }
+      this.applied = { index, bound };
       const detail: IpvsSyncDetail = {
         ops: countOps(ipvsPlan.ops),
         addressesAdded: addressPlan.add.length,
@@ -378,36 +394,17 @@ export class IpvsBackend implements Backend {
 
 /** What the last successful sync left in the kernel, as drover wrote it. */
 interface AppliedState {
-  /** Each service port's share of the desired state, by ServicePortName. */
-  readonly ports: ReadonlyMap<string, DesiredServicePort>;
-  /** drover's ipsets, in the form parseIpsetSave returns. */
-  readonly sets: ReadonlyMap<string, SavedSet>;
-  /** The addresses of kube-ipvs0. */
-  readonly addresses: readonly InterfaceAddress[];
+  /** Every service port's share of the desired state; the ipsets, kube-ipvs0 and virtual servers hold what it wants. */
+  readonly index: DesiredIndex;
+  /** The ClusterIPs bound to kube-ipvs0 (what makes a virtual server outside `--service-cidr` drover's). */
+  readonly bound: Set<string>;
 }
 
-/**
- * The virtual servers a partial sync looks at: those of the changed service
- * ports, before (`prev`) and after (`desired`); a virtual server in scope
- * that is still wanted, by whichever port, is kept, never deleted.
- */
-function partialScope(
-  changed: ReadonlySet<string>,
-  prev: ReadonlyMap<string, DesiredServicePort>,
-  desired: ReadonlyMap<string, DesiredVirtualServer>,
-): { keys: VirtualServerKey[]; desired: Map<string, DesiredVirtualServer> } {
-  const keys = new Map<string, VirtualServerKey>();
-  for (const sp of changed) {
-    const before = prev.get(sp)?.server;
-    if (before) keys.set(before.key, before.vs);
-  }
-  for (const d of desired.values()) if (changed.has(d.servicePort)) keys.set(d.key, d.vs);
-  const scoped = new Map<string, DesiredVirtualServer>();
-  for (const key of keys.keys()) {
-    const d = desired.get(key);
-    if (d) scoped.set(key, d);
-  }
-  return { keys: [...keys.values()], desired: scoped };
+/** The virtual servers still wanted among those a partial sync looks at; one in scope but not wanted is deleted. */
+function wantedIn(delta: DesiredDelta): Map<string, DesiredVirtualServer> {
+  const out = new Map<string, DesiredVirtualServer>();
+  for (const [key, { desired }] of delta.virtualServers) if (desired) out.set(key, desired);
+  return out;
 }
 
 /** Run `fn` over `items`, at most `size` at a time. */

@@ -15,10 +15,11 @@
  *   virtual server, and KUBE-LOOP-BACK "endpointIP,proto:port,endpointIP" for
  *   each real server (hairpin masquerade).
  *
- * No I/O here; backend.ts compares this with the kernel (reconcile.ts).
+ * assemble.ts puts the service ports' shares together. No I/O here;
+ * backend.ts compares the result with the kernel (reconcile.ts).
  */
 import { servingEndpoints } from '../../model/serving.ts';
-import type { ServicePort, Snapshot } from '../../model/types.ts';
+import type { ServicePort } from '../../model/types.ts';
 import {
   validateVirtualServer,
   type IpvsProtocol,
@@ -118,51 +119,6 @@ export function desiredServicePort(sp: ServicePort, opts: IpvsPlanOptions): Desi
     clusterIPEntry: clusterEntry,
     loopBackEntries: [...new Set(reals.map(([, , e]) => e))].sort(compareText),
   };
-}
-
-/**
- * Put the service ports' shares together, in ServicePortName order: the
- * first of two service ports with the same ClusterIP:port/protocol wins, the
- * other is listed in `conflicts`. Pure.
- */
-export function assembleDesired(ports: Iterable<DesiredServicePort>): DesiredIpvsState {
-  const sorted = [...ports].sort((a, b) => compareText(a.server.servicePort, b.server.servicePort));
-  const servers = new Map<string, DesiredVirtualServer>();
-  const conflicts: string[] = [];
-  const addresses = new Set<string>();
-  const clusterIPSet = new Set<string>();
-  const loopBackSet = new Set<string>();
-  for (const p of sorted) {
-    if (servers.has(p.server.key)) {
-      conflicts.push(p.server.servicePort);
-      continue;
-    }
-    servers.set(p.server.key, p.server);
-    addresses.add(p.server.vs.address);
-    clusterIPSet.add(p.clusterIPEntry);
-    for (const e of p.loopBackEntries) loopBackSet.add(e);
-  }
-  return {
-    virtualServers: new Map([...servers].sort(([a], [b]) => compareText(a, b))),
-    addresses: [...addresses].sort(compareIPv4),
-    clusterIPSet,
-    loopBackSet,
-    conflicts,
-  };
-}
-
-/**
- * The whole desired IPVS-mode state of a snapshot. Pure.
- * @throws IpvsValidationError or IpsetValidationError, see {@link desiredServicePort}.
- */
-export function desiredIpvsState(snapshot: Snapshot, opts: IpvsPlanOptions): DesiredIpvsState {
-  return assembleDesired([...snapshot.services.values()].map((sp) => desiredServicePort(sp, opts)));
-}
-
-/** The desired virtual servers of a snapshot by key, and the conflicting service ports left out. Pure. */
-export function desiredVirtualServers(snapshot: Snapshot, opts: IpvsPlanOptions): { servers: ReadonlyMap<string, DesiredVirtualServer>; conflicts: readonly string[] } {
-  const d = desiredIpvsState(snapshot, opts);
-  return { servers: d.virtualServers, conflicts: d.conflicts };
 }
 
 /** Plain code-unit order, for deterministic output. */

@@ -238,8 +238,7 @@ export function planIpsetRestore(desired: DesiredSets, current: ReadonlyMap<stri
       leftovers.push(scratch);
     }
     if (extras.every((e) => isWritableEntry(set.type, e))) {
-      for (const e of extras) lines.push(`del ${set.name} ${e}`);
-      for (const e of adds) lines.push(`add ${set.name} ${checkEntry(set.type, e)}`);
+      lines.push(...entryLines(set, adds, extras));
     } else {
       // A foreign entry is never echoed into the input: the set is rebuilt around it.
       lines.push(`create ${scratch} ${set.type} ${CREATE_OPTIONS}`);
@@ -249,6 +248,38 @@ export function planIpsetRestore(desired: DesiredSets, current: ReadonlyMap<stri
     }
   }
   return { input: lines.length > 0 ? `${lines.join('\n')}\n` : '', created: missingSets.length, added, deleted, missingSets, missing, extra, rebuilt, leftovers };
+}
+
+/** Entries that became wanted in one of drover's sets, and entries that stopped being wanted. */
+export interface IpsetSetChanges {
+  /** CLUSTER_IP_SET or LOOP_BACK_SET. */
+  readonly set: string;
+  readonly add: readonly string[];
+  readonly del: readonly string[];
+}
+
+/**
+ * The `ipset restore -exist` input of known changes to drover's sets, which
+ * exist already (a partial sync, which trusts what it wrote): `del` lines,
+ * then `add` lines, in the order given. Pure.
+ * @throws IpsetValidationError for an entry that is not valid; Error for a set that is not drover's.
+ */
+export function planIpsetChanges(changes: readonly IpsetSetChanges[]): IpsetPlan {
+  const lines: string[] = [];
+  for (const c of changes) {
+    const set = IPVS_SETS.find((s) => s.name === c.set);
+    if (!set) throw new Error(`${c.set} is not one of drover's ipsets`);
+    lines.push(...entryLines(set, c.add, c.del));
+  }
+  const entries = (pick: (c: IpsetSetChanges) => readonly string[]): IpsetEntryChange[] => changes.flatMap((c) => pick(c).map((entry) => ({ set: c.set, entry })));
+  const missing = entries((c) => c.add);
+  const extra = entries((c) => c.del);
+  return { input: lines.length > 0 ? `${lines.join('\n')}\n` : '', created: 0, added: missing.length, deleted: extra.length, missingSets: [], missing, extra, rebuilt: [], leftovers: [] };
+}
+
+/** `del` lines for `del`, then `add` lines for `add`, every entry checked against the set's type. */
+function entryLines(set: { readonly name: string; readonly type: string }, add: readonly string[], del: readonly string[]): string[] {
+  return [...del.map((e) => `del ${set.name} ${checkEntry(set.type, e)}`), ...add.map((e) => `add ${set.name} ${checkEntry(set.type, e)}`)];
 }
 
 /** The `ipset restore` input that destroys those of drover's sets, and scratch sets, present in `current`. Pure. */

@@ -1,0 +1,117 @@
+/** IPVS mode's desired state kept up to date one service port at a time (assemble.ts). */
+import test from 'ava';
+import { DesiredIndex, assembleDesired } from '../../src/backends/ipvs/assemble.ts';
+import { desiredServicePort, type DesiredIpvsState, type DesiredServicePort } from '../../src/backends/ipvs/desired.ts';
+import type { ServicePort } from '../../src/model/types.ts';
+import { ep, sp } from '../support/snapshots.ts';
+
+const d = (p: ServicePort): DesiredServicePort => desiredServicePort(p, { scheduler: 'rr' });
+
+/** The state in plain, comparable form. */
+function plain(s: DesiredIpvsState) {
+  return {
+    virtualServers: [...s.virtualServers].map(([key, v]) => [key, v.servicePort, [...v.reals.keys()]]),
+    addresses: s.addresses,
+    clusterIPSet: [...s.clusterIPSet].sort(),
+    loopBackSet: [...s.loopBackSet].sort(),
+    conflicts: s.conflicts,
+  };
+}
+
+test('update returns exactly what became wanted and what stopped; shared ClusterIPs and hairpin entries are counted', (t) => {
+  // Two service ports on one ClusterIP, both targeting 10.244.1.2:8080.
+  const http = sp('default/web:http', '10.96.0.10', 80, [ep('10.244.1.2:8080'), ep('10.244.1.3:8080')]);
+  const alt = sp('default/web:alt', '10.96.0.10', 8080, [ep('10.244.1.2:8080')]);
+  const index = DesiredIndex.of([d(http), d(alt)]);
+
+  const removed = index.update(new Map([['default/web:http', undefined]]));
+  t.deepEqual(removed.clusterIP, { add: [], del: ['10.96.0.10,tcp:80'] });
+  t.deepEqual(removed.loopBack, { add: [], del: ['10.244.1.3,tcp:8080,10.244.1.3'] }, '10.244.1.2 is still wanted by default/web:alt');
+  t.deepEqual(removed.addresses, { add: [], del: [] }, 'the ClusterIP is still wanted by default/web:alt');
+  t.deepEqual([...removed.virtualServers], [['TCP/10.96.0.10:80', { vs: { protocol: 'TCP', address: '10.96.0.10', port: 80, scheduler: 'rr', netmask: 0xffffffff }, desired: undefined }]]);
+
+  const gone = index.update(new Map([['default/web:alt', undefined]]));
+  t.deepEqual(gone.loopBack, { add: [], del: ['10.244.1.2,tcp:8080,10.244.1.2'] });
+  t.deepEqual(gone.addresses, { add: [], del: ['10.96.0.10'] });
+  t.is(index.size, 0);
+  t.deepEqual(plain(index.state()), { virtualServers: [], addresses: [], clusterIPSet: [], loopBackSet: [], conflicts: [] });
+
+  const back = index.update(new Map([['default/web:alt', d(alt)]]));
+  t.deepEqual(back.addresses, { add: ['10.96.0.10'], del: [] });
+  t.deepEqual(back.clusterIP, { add: ['10.96.0.10,tcp:8080'], del: [] });
+});
+
+test('two service ports on one ClusterIP:port: the first by name wins; when it goes, the other takes over with its own real servers', (t) => {
+  const a = sp('default/a:http', '10.96.0.10', 80, [ep('10.244.1.2:8080')]);
+  const b = sp('default/b:http', '10.96.0.10', 80, [ep('10.244.9.9:80')]);
+  const index = DesiredIndex.of([d(b), d(a)]);
+  t.deepEqual(index.state().conflicts, ['default/b:http']);
+  t.is(index.state().virtualServers.get('TCP/10.96.0.10:80')!.servicePort, 'default/a:http');
+
+  const delta = index.update(new Map([['default/a:http', undefined]]));
+  t.deepEqual(delta.conflicts, []);
+  t.is(delta.virtualServers.get('TCP/10.96.0.10:80')!.desired!.servicePort, 'default/b:http');
+  t.deepEqual(delta.loopBack, { add: ['10.244.9.9,tcp:80,10.244.9.9'], del: ['10.244.1.2,tcp:8080,10.244.1.2'] });
+  t.deepEqual(delta.clusterIP, { add: [], del: [] });
+  t.deepEqual(delta.addresses, { add: [], del: [] });
+
+  const again = index.update(new Map([['default/a:http', d(a)]]));
+  t.deepEqual(again.conflicts, [], 'the changed port wins again; the one it displaces did not change');
+  t.is(again.virtualServers.get('TCP/10.96.0.10:80')!.desired!.servicePort, 'default/a:http');
+  t.deepEqual(index.state().conflicts, ['default/b:http']);
+});
+
+test('after any sequence of updates the index equals one built from scratch', (t) => {
+  // A small deterministic generator: 300 updates over 40 service ports on 6 ClusterIPs and 8 endpoint addresses, so ClusterIPs, ports and endpoints collide.
+  let seed = 7;
+  const rand = (n: number): number => {
+    // mulberry32
+    seed = (seed + 0x6d2b79f5) | 0;
+    let x = Math.imul(seed ^ (seed >>> 15), 1 | seed);
+    x = (x + Math.imul(x ^ (x >>> 7), 61 | x)) ^ x;
+    return ((x ^ (x >>> 14)) >>> 0) % n;
+  };
+  const names = Array.from({ length: 40 }, (_, i) => `ns/s${i}:p`);
+  const make = (name: string): ServicePort => {
+    const eps = Array.from({ length: rand(4) }, () => ep(`10.244.0.${rand(8) + 1}:${8080 + rand(2)}`));
+    const unique = [...new Map(eps.map((e) => [`${e.ip}:${e.port}`, e])).values()];
+    return sp(name, `10.96.0.${rand(6) + 1}`, 80 + rand(3), unique, rand(5) === 0 ? { protocol: 'UDP' } : {});
+  };
+  const current = new Map<string, DesiredServicePort>();
+  const index = DesiredIndex.of([]);
+  let takeovers = 0;
+  for (let step = 0; step < 300; step++) {
+    const changes = new Map<string, DesiredServicePort | undefined>();
+    for (let k = rand(3) + 1; k > 0; k--) {
+      const name = names[rand(names.length)]!;
+      const next = rand(4) === 0 ? undefined : d(make(name));
+      changes.set(name, next);
+    }
+    const before = assembleDesired(current.values());
+    const delta = index.update(changes);
+    for (const [name, next] of changes) {
+      if (next) current.set(name, next);
+      else current.delete(name);
+    }
+    const after = assembleDesired(current.values());
+    t.deepEqual(plain(index.state()), plain(after), `step ${step}`);
+    for (const [key, v] of before.virtualServers) {
+      const now = after.virtualServers.get(key);
+      if (now && now.servicePort !== v.servicePort && !changes.has(now.servicePort)) takeovers++;
+    }
+    // The delta is exactly the difference between the two whole states.
+    const diff = (was: Iterable<string>, is: Iterable<string>) => {
+      const w = new Set(was);
+      const i = new Set(is);
+      return { add: [...i].filter((x) => !w.has(x)).sort(), del: [...w].filter((x) => !i.has(x)).sort() };
+    };
+    t.deepEqual({ add: [...delta.clusterIP.add].sort(), del: [...delta.clusterIP.del].sort() }, diff(before.clusterIPSet, after.clusterIPSet), `step ${step} KUBE-CLUSTER-IP`);
+    t.deepEqual({ add: [...delta.loopBack.add].sort(), del: [...delta.loopBack.del].sort() }, diff(before.loopBackSet, after.loopBackSet), `step ${step} KUBE-LOOP-BACK`);
+    t.deepEqual({ add: [...delta.addresses.add].sort(), del: [...delta.addresses.del].sort() }, diff(before.addresses, after.addresses), `step ${step} kube-ipvs0`);
+    for (const [key, { desired }] of delta.virtualServers) t.is(desired, after.virtualServers.get(key), `step ${step} ${key}`);
+    for (const key of new Set([...before.virtualServers.keys(), ...after.virtualServers.keys()])) {
+      if (before.virtualServers.get(key) !== after.virtualServers.get(key)) t.true(delta.virtualServers.has(key), `step ${step}: ${key} changed outside the delta`);
+    }
+  }
+  t.true(takeovers > 10, `only ${takeovers} takeovers by an unchanged conflicting service port: the generator must make more collisions`);
+});
