@@ -10,6 +10,7 @@ import type { ParsedDump } from '../backends/iptables/parse.ts';
 import type { DesiredIpvsState } from '../backends/ipvs/desired.ts';
 import { formatChains, selectServicePorts, serviceChains, UnknownServiceError } from '../inspect/chains.ts';
 import { formatIpvsChains, ipvsServicePortViews } from '../inspect/ipvs-chains.ts';
+import { unsupportedNote } from '../inspect/ipvs-live.ts';
 import { readTables } from '../inspect/live.ts';
 import { createLogger } from '../util/log.ts';
 import { kernelOptions, type KernelOptions } from './options.ts';
@@ -48,7 +49,7 @@ async function ipvsChains(selector: string | undefined, opts: ChainsOptions): Pr
     desired = loaded.desired;
   }
   const live = await readIpvsKernel(opts, false);
-  if (live.unsupported.length > 0) process.stderr.write(`drover: not shown (fwmark or IPv6): ${live.unsupported.join('; ')}\n`);
+  process.stderr.write(unsupportedNote(live, 'not shown'));
   const views = selectServicePorts(ipvsServicePortViews(live, desired?.virtualServers), selector, 'in --source');
   return opts.json ? `${JSON.stringify(views, null, 2)}\n` : formatIpvsChains(views, desired !== undefined);
 }

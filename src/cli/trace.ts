@@ -7,6 +7,7 @@ import { Command, InvalidArgumentError, Option } from 'commander';
 import { localAddresses, readTables } from '../inspect/live.ts';
 import { formatTrace } from '../inspect/trace-format.ts';
 import { trace, type Packet, type TraceContext } from '../inspect/trace.ts';
+import { unsupportedNote } from '../inspect/ipvs-live.ts';
 import { isStrictIPv4, parseIPv4HostPort } from '../model/validate.ts';
 import { createLogger } from '../util/log.ts';
 import { inspectKernelOptions } from './chains.ts';
@@ -43,6 +44,8 @@ export function traceCommand(): Command {
       if (opts.mode === 'ipvs') {
         const [live, local] = await Promise.all([readIpvsKernel(opts, true), localAddresses()]);
         ctx = { dump: live.tables, localAddresses: local, ipsets: live.sets, ipvs: live.virtualServers };
+        // A fwmark virtual server takes packets by their mark, which trace does not follow.
+        process.stderr.write(unsupportedNote(live, 'not evaluated (the trace assumes none of them takes the packet)'));
         where = 'line numbers are those of iptables-save -t TABLE; IPVS as read over netlink, ipsets as ipset save lists them';
       } else {
         const exec = await createIptablesExec(opts, createLogger(opts.logLevel));

@@ -66,6 +66,16 @@ export async function readIpvsLive(io: IpvsInspectIO, opts: { tables?: boolean }
   return { virtualServers, unsupported: read.unsupported, bound, sets, tables, sysctls };
 }
 
+/**
+ * The note an inspect command prints (on stderr) about the virtual servers it
+ * could not take into account: "drover: fwmark or IPv6 virtual servers not
+ * shown: …", or "" when there are none. `what` says what the command did not
+ * do with them ("not shown").
+ */
+export function unsupportedNote(live: Pick<IpvsLive, 'unsupported'>, what: string): string {
+  return live.unsupported.length > 0 ? `drover: fwmark or IPv6 virtual servers ${what}: ${live.unsupported.join('; ')}\n` : '';
+}
+
 /** The /32 addresses of kube-ipvs0 as a set (empty when the link is missing). */
 export function boundAddresses(live: Pick<IpvsLive, 'bound'>): Set<string> {
   return new Set((live.bound ?? []).filter((a) => a.prefixLength === 32).map((a) => a.address));

@@ -10,7 +10,7 @@ import { ipvsStaticRules } from '../../src/backends/ipvs/rules.ts';
 import { selectServicePorts, UnknownServiceError } from '../../src/inspect/chains.ts';
 import { formatIpvsChains, ipvsServicePortViews } from '../../src/inspect/ipvs-chains.ts';
 import { formatIpvsDrift, ipvsDrift, ipvsDriftExitCode } from '../../src/inspect/ipvs-diff.ts';
-import { ipvsCounts, readIpvsLive, type IpvsLive } from '../../src/inspect/ipvs-live.ts';
+import { ipvsCounts, readIpvsLive, unsupportedNote, type IpvsLive } from '../../src/inspect/ipvs-live.ts';
 import { ipvsSchedule } from '../../src/inspect/ipvs-schedule.ts';
 import { formatStatus, type StatusRecord } from '../../src/inspect/status.ts';
 import { formatTrace } from '../../src/inspect/trace-format.ts';
@@ -415,4 +415,12 @@ test('a catch-all virtual server (port 0): chains shows it without a set entry, 
   const out = formatTrace(trace(ctxOf(live), pkt('192.168.100.2', '10.96.5.5', 443)));
   t.true(out.includes('no IPVS virtual server for TCP 10.96.5.5:443; the catch-all virtual server TCP 10.96.5.5:0 takes the connection'), out);
   t.true(out.includes('ipvs TCP 10.96.5.5:0 rr'), out);
+});
+
+test('virtual servers drover does not model (fwmark, IPv6) are named in one note; none, no note', (t) => {
+  t.is(unsupportedNote({ unsupported: [] }, 'not shown'), '');
+  t.is(
+    unsupportedNote({ unsupported: ['fwmark 0x1 rr', 'TCP [fd00::10]:80 rr'] }, 'not evaluated (the trace assumes none of them takes the packet)'),
+    'drover: fwmark or IPv6 virtual servers not evaluated (the trace assumes none of them takes the packet): fwmark 0x1 rr; TCP [fd00::10]:80 rr\n',
+  );
 });
