@@ -101,7 +101,7 @@ function describeDest(rs: Pick<RealServer, 'weight' | 'forwarding' | 'upperThres
  * them: ipsets, kube-ipvs0 (link, then addresses), virtual and real servers
  * (planIpvs order); iptables rules apart. Pure.
  * @throws IpsetTypeError when one of drover's sets exists with another type
- *   (a sync would fail the same way).
+ *   or family (a sync would fail the same way).
  */
 export function ipvsDrift(desired: DesiredIpvsState, live: IpvsLive, opts: IpvsDriftOptions): IpvsDrift {
   const items: IpvsDriftItem[] = [];

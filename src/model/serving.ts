@@ -10,23 +10,9 @@ export function servingEndpoints(sp: ServicePort): Endpoint[] {
   return sp.endpoints.filter((ep) => ep.ready);
 }
 
-/** Serving endpoint counts of service ports already counted; a snapshot keeps the objects of unchanged service ports. */
-const counted = new WeakMap<ServicePort, number>();
-
-/**
- * Serving endpoints over every service port of a snapshot (for sync results
- * and logs). Service ports are immutable, so each one's count is kept: a
- * sync after a small change counts only the changed ones.
- */
+/** Serving endpoints over every service port of a snapshot (for sync results and logs). */
 export function countServingEndpoints(snapshot: Snapshot): number {
   let n = 0;
-  for (const sp of snapshot.services.values()) {
-    let c = counted.get(sp);
-    if (c === undefined) {
-      c = servingEndpoints(sp).length;
-      counted.set(sp, c);
-    }
-    n += c;
-  }
+  for (const sp of snapshot.services.values()) n += servingEndpoints(sp).length;
   return n;
 }

@@ -7,6 +7,26 @@ import { ep, sp } from '../support/snapshots.ts';
 
 const d = (p: ServicePort): DesiredServicePort => desiredServicePort(p, { scheduler: 'rr' });
 
+/** An independent statement of the rule: sort by ServicePortName, the first on each virtual server wins, winners contribute. */
+function oracle(ports: Iterable<DesiredServicePort>): DesiredIpvsState {
+  const sorted = [...ports].sort((x, y) => (x.server.servicePort < y.server.servicePort ? -1 : 1));
+  const servers = new Map<string, DesiredServicePort>();
+  const conflicts: string[] = [];
+  for (const p of sorted) {
+    if (servers.has(p.server.key)) conflicts.push(p.server.servicePort);
+    else servers.set(p.server.key, p);
+  }
+  const winners = [...servers.values()];
+  const toInt = (ip: string) => ip.split('.').reduce((acc, o) => acc * 256 + Number(o), 0);
+  return {
+    virtualServers: new Map([...servers].sort(([x], [y]) => (x < y ? -1 : 1)).map(([k, p]) => [k, p.server])),
+    addresses: [...new Set(winners.map((p) => p.server.vs.address))].sort((x, y) => toInt(x) - toInt(y)),
+    clusterIPSet: new Set(winners.map((p) => p.clusterIPEntry)),
+    loopBackSet: new Set(winners.flatMap((p) => p.loopBackEntries)),
+    conflicts,
+  };
+}
+
 /** The state in plain, comparable form. */
 function plain(s: DesiredIpvsState) {
   return {
@@ -56,9 +76,18 @@ test('two service ports on one ClusterIP:port: the first by name wins; when it g
   t.deepEqual(delta.addresses, { add: [], del: [] });
 
   const again = index.update(new Map([['default/a:http', d(a)]]));
-  t.deepEqual(again.conflicts, [], 'the changed port wins again; the one it displaces did not change');
+  t.deepEqual(again.conflicts, ['default/b:http'], 'the changed port wins again; the unchanged one it pushes out is named');
   t.is(again.virtualServers.get('TCP/10.96.0.10:80')!.desired!.servicePort, 'default/a:http');
   t.deepEqual(index.state().conflicts, ['default/b:http']);
+});
+
+test('assembleDesired is the index built at once', (t) => {
+  const ports = [
+    d(sp('default/b:http', '10.96.0.10', 80, [ep('10.244.9.9:80')])),
+    d(sp('default/a:http', '10.96.0.10', 80, [ep('10.244.1.2:8080')])),
+    d(sp('default/c:http', '10.96.0.9', 80, [])),
+  ];
+  t.deepEqual(plain(assembleDesired(ports)), plain(oracle(ports)));
 });
 
 test('after any sequence of updates the index equals one built from scratch', (t) => {
@@ -87,13 +116,13 @@ test('after any sequence of updates the index equals one built from scratch', (t
       const next = rand(4) === 0 ? undefined : d(make(name));
       changes.set(name, next);
     }
-    const before = assembleDesired(current.values());
+    const before = oracle(current.values());
     const delta = index.update(changes);
     for (const [name, next] of changes) {
       if (next) current.set(name, next);
       else current.delete(name);
     }
-    const after = assembleDesired(current.values());
+    const after = oracle(current.values());
     t.deepEqual(plain(index.state()), plain(after), `step ${step}`);
     for (const [key, v] of before.virtualServers) {
       const now = after.virtualServers.get(key);
@@ -109,6 +138,9 @@ test('after any sequence of updates the index equals one built from scratch', (t
     t.deepEqual({ add: [...delta.loopBack.add].sort(), del: [...delta.loopBack.del].sort() }, diff(before.loopBackSet, after.loopBackSet), `step ${step} KUBE-LOOP-BACK`);
     t.deepEqual({ add: [...delta.addresses.add].sort(), del: [...delta.addresses.del].sort() }, diff(before.addresses, after.addresses), `step ${step} kube-ipvs0`);
     for (const [key, { desired }] of delta.virtualServers) t.is(desired, after.virtualServers.get(key), `step ${step} ${key}`);
+    const inScope = [...current.values()].filter((p) => delta.virtualServers.has(p.server.key)).map((p) => p.server.servicePort);
+    t.deepEqual(delta.conflicts, after.conflicts.filter((name) => inScope.includes(name)).sort(), `step ${step} conflicts`);
+    t.deepEqual(index.servingEndpoints, [...current.values()].reduce((n, p) => n + p.server.reals.size, 0), `step ${step} serving endpoints`);
     for (const key of new Set([...before.virtualServers.keys(), ...after.virtualServers.keys()])) {
       if (before.virtualServers.get(key) !== after.virtualServers.get(key)) t.true(delta.virtualServers.has(key), `step ${step}: ${key} changed outside the delta`);
     }

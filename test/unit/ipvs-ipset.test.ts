@@ -149,7 +149,7 @@ test('a set of drover created for IPv6 is reported, not overwritten', (t) => {
   );
   t.is(
     error!.message,
-    'ipset KUBE-LOOP-BACK exists with type hash:ip,port,ip family inet6, drover needs hash:ip,port,ip family inet: remove it (ipset destroy KUBE-LOOP-BACK) and restart drover',
+    'ipset KUBE-LOOP-BACK exists with type hash:ip,port,ip family inet6, drover needs hash:ip,port,ip family inet: remove it with drover cleanup --mode ipvs (which first deletes the rules that use it) and restart drover',
   );
 });
 

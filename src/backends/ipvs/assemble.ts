@@ -26,7 +26,11 @@ export interface DesiredDelta {
   readonly loopBack: EntryDelta;
   /** ClusterIPs to bind to and unbind from kube-ipvs0, each sorted numerically. */
   readonly addresses: EntryDelta;
-  /** Changed service ports left out because another one has their ClusterIP:port/protocol, sorted. */
+  /**
+   * Service ports left out of the virtual servers in `virtualServers` because
+   * another one (first by ServicePortName) has the same ClusterIP:port/protocol,
+   * whether they changed or not; sorted.
+   */
   readonly conflicts: readonly string[];
 }
 
@@ -89,6 +93,7 @@ export class DesiredIndex {
   private readonly addresses = new Counted();
   private readonly clusterIP = new Counted();
   private readonly loopBack = new Counted();
+  private realServers = 0;
 
   /** An index of `ports`. */
   static of(ports: Iterable<DesiredServicePort>): DesiredIndex {
@@ -110,17 +115,22 @@ export class DesiredIndex {
       if (before) {
         scope.set(before.server.key, before.server.vs);
         this.unclaim(name, before);
+        this.realServers -= before.server.reals.size;
       }
       if (next) {
         scope.set(next.server.key, next.server.vs);
+        this.realServers += next.server.reals.size;
         this.ports.set(name, next);
         this.claim(name, next);
       } else this.ports.delete(name);
     }
-    const conflicts = [...changes.keys()].filter((name) => {
-      const p = this.ports.get(name);
-      return p !== undefined && this.winners.get(p.server.key) !== p;
-    });
+    // Every service port left out of a virtual server this update touched,
+    // changed or not (a changed port can push an unchanged one out).
+    const conflicts: string[] = [];
+    for (const key of scope.keys()) {
+      const winner = this.winners.get(key)?.server.servicePort;
+      for (const name of this.claims.get(key) ?? []) if (name !== winner) conflicts.push(name);
+    }
     return {
       virtualServers: new Map([...scope].map(([key, vs]) => [key, { vs, desired: this.winners.get(key)?.server }])),
       clusterIP: this.clusterIP.delta(compareText),
@@ -149,6 +159,11 @@ export class DesiredIndex {
   /** Number of service ports indexed (winners and conflicting ones). */
   get size(): number {
     return this.ports.size;
+  }
+
+  /** Serving endpoints over every service port indexed (each port's real servers), kept up to date by {@link update}. */
+  get servingEndpoints(): number {
+    return this.realServers;
   }
 
   private claim(name: string, port: DesiredServicePort): void {

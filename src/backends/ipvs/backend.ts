@@ -9,10 +9,12 @@
  * 2. reads the kernel back. A full sync (first sync, every --sync-period,
  *    after a failure) reads `ipset save`, the addresses of kube-ipvs0, every
  *    virtual server with its real servers, and `iptables-save`. A partial
- *    sync (a source change) reads only the virtual servers of the changed
- *    service ports, and compares ipsets and kube-ipvs0 with what it last
- *    wrote, as iptables mode's partial sync does; it also recomputes only
- *    the changed service ports' desired state;
+ *    sync (a source change) recomputes only the changed service ports'
+ *    desired state (assemble.ts, DesiredIndex), reads only their virtual
+ *    servers, and trusts what it wrote for the ipsets and kube-ipvs0, as
+ *    iptables mode's partial sync does: it writes exactly the set entries
+ *    and addresses that became wanted or stopped being wanted. Its cost
+ *    grows with the change, not with the number of services;
  * 3. writes only the differences, in this order: ipsets (one
  *    `ipset restore -exist`: the iptables rules match on the sets), iptables
  *    rules (one `iptables-restore --noflush`, full syncs only: IPVS mode's
@@ -28,7 +30,6 @@
  * rtnetlink sockets cannot be pointed at another one.
  */
 import type { Snapshot } from '../../model/types.ts';
-import { countServingEndpoints } from '../../model/serving.ts';
 import type { Logger } from '../../util/log.ts';
 import type { Backend, ChangeSet, SyncResult } from '../types.ts';
 import type { IptablesExec } from '../iptables/exec.ts';
@@ -85,8 +86,13 @@ export interface IpvsSyncDetail {
   readonly ops: Readonly<Record<IpvsOp['kind'], number>>;
   readonly addressesAdded: number;
   readonly addressesRemoved: number;
+  /** Set entries that became present and that went (a rebuilt set counts only these, not every entry it rewrote). */
   readonly ipsetAdded: number;
   readonly ipsetDeleted: number;
+  /** Sets rebuilt and swapped in because they held an entry drover never writes (ipset.ts). */
+  readonly ipsetRebuilt: readonly string[];
+  /** Scratch sets left over by an interrupted rebuild, destroyed. */
+  readonly ipsetLeftovers: readonly string[];
   /** Real servers in graceful termination after the sync. */
   readonly pending: number;
   /** Netlink requests made to read IPVS state. */
@@ -235,6 +241,8 @@ export class IpvsBackend implements Backend {
         addressesRemoved: addressPlan.remove.length,
         ipsetAdded: ipsetPlan.added,
         ipsetDeleted: ipsetPlan.deleted,
+        ipsetRebuilt: ipsetPlan.rebuilt,
+        ipsetLeftovers: ipsetPlan.leftovers,
         pending: this.pending.size,
         ipvsReads: kernel.requests,
       };
@@ -244,7 +252,7 @@ export class IpvsBackend implements Backend {
       return {
         full,
         services: snapshot.services.size,
-        endpoints: countServingEndpoints(snapshot),
+        endpoints: index.servingEndpoints,
         ...planStats(rules),
         bytes: Buffer.byteLength(rulesPayload) + Buffer.byteLength(ipsetPlan.input),
         transactions: (rulesPayload !== '' ? 1 : 0) + (ipsetPlan.input !== '' ? 1 : 0),
@@ -284,8 +292,11 @@ export class IpvsBackend implements Backend {
   }
 
   private logApplied(detail: IpvsSyncDetail, ops: readonly IpvsOp[]): void {
-    const changed = ops.length + detail.addressesAdded + detail.addressesRemoved + detail.ipsetAdded + detail.ipsetDeleted > 0;
+    const changed = ops.length + detail.addressesAdded + detail.addressesRemoved + detail.ipsetAdded + detail.ipsetDeleted + detail.ipsetRebuilt.length + detail.ipsetLeftovers.length > 0;
     const { logger } = this.opts;
+    if (detail.ipsetRebuilt.length > 0) {
+      logger.warn({ sets: detail.ipsetRebuilt }, `ipset: rebuilt ${detail.ipsetRebuilt.join(', ')}: it held entries drover never writes (added by hand?)`);
+    }
     for (const op of ops) {
       if (op.kind === 'quiesce-dest') logger.info({ op: describeOp(op) }, 'ipvs: real server quiesced (weight 0) until its connections end');
     }

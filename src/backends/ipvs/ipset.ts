@@ -47,7 +47,8 @@ const FAMILY = 'inet';
 
 /**
  * The scratch set a rebuild of `name` fills and swaps in: "KUBE-CLUSTER-IP-SWAP".
- * It exists only inside one restore; one left over by a crash is destroyed by the next rebuild or by cleanup.
+ * It exists only inside one restore; one left over (a crash, or a restore
+ * that failed part way) is destroyed by the next full sync and by cleanup.
  */
 export function swapSetName(name: string): string {
   return `${name}-SWAP`;
@@ -164,18 +165,21 @@ export interface IpsetEntryChange {
   readonly entry: string;
 }
 
-/** What {@link planIpsetRestore} writes. */
+/** What {@link planIpsetRestore} (against the read-back) or {@link planIpsetChanges} (against what drover last wrote) writes. */
 export interface IpsetPlan {
   /** `ipset restore -exist` input; "" when nothing differs. */
   readonly input: string;
+  /** Sets created (`missingSets.length`). */
   readonly created: number;
+  /** Entries that become present (`missing.length`); a rebuilt set rewrites more, see `rebuilt`. */
   readonly added: number;
+  /** Entries that go (`extra.length`). */
   readonly deleted: number;
   /** Sets that do not exist and are created, in write order. */
   readonly missingSets: readonly string[];
   /** Desired entries the kernel lacks, sorted within each set. */
   readonly missing: readonly IpsetEntryChange[];
-  /** Entries the kernel has and drover does not want, sorted within each set. */
+  /** Entries the kernel has (or drover last wrote) and drover does not want, sorted within each set. */
   readonly extra: readonly IpsetEntryChange[];
   /** Sets rebuilt through a scratch set and `swap`, because an extra entry could not be written back in a `del`. */
   readonly rebuilt: readonly string[];
@@ -186,7 +190,7 @@ export interface IpsetPlan {
 /** A set of drover's exists with another type or family; drover will not guess what to do with it. */
 export class IpsetTypeError extends Error {
   constructor(name: string, have: string, want: string) {
-    super(`ipset ${name} exists with type ${have}, drover needs ${want}: remove it (ipset destroy ${name}) and restart drover`);
+    super(`ipset ${name} exists with type ${have}, drover needs ${want}: remove it with drover cleanup --mode ipvs (which first deletes the rules that use it) and restart drover`);
     this.name = 'IpsetTypeError';
   }
 }
