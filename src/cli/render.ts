@@ -1,13 +1,19 @@
 /**
- * `drover render`: print the iptables-restore payload that a full sync
- * writes onto empty tables. Pure: needs no root and touches no kernel.
+ * `drover render`: print what a full sync writes onto an empty node: in
+ * iptables mode the iptables-restore payload; with `--mode ipvs` the
+ * sysctls, ipsets, iptables rules, kube-ipvs0 addresses and virtual servers
+ * (backends/ipvs/render.ts). Pure: needs no root and touches no kernel.
  */
-import { Command } from 'commander';
+import { Command, Option } from 'commander';
 import { renderRestore } from '../backends/iptables/ruleset.ts';
+import { desiredIpvsState } from '../backends/ipvs/assemble.ts';
+import { renderIpvs } from '../backends/ipvs/render.ts';
+import { ipvsStaticRules } from '../backends/ipvs/rules.ts';
 import { servingEndpoints } from '../model/serving.ts';
 import type { Snapshot } from '../model/types.ts';
 import { FileSource } from '../sources/file.ts';
 import { silentLogger } from '../util/log.ts';
+import { ipvsSchedulerOption } from './ipvs-inspect.ts';
 import { renderOptions, type RenderCliOptions } from './options.ts';
 import { renderConfig } from './setup.ts';
 
@@ -23,13 +29,20 @@ export function serviceSummary(snapshot: Snapshot): string[] {
 /** The `render` command. */
 export function renderCommand(): Command {
   const cmd = new Command('render')
-    .description('print the iptables-restore input for the source (no root needed; exit 1 if an object was skipped)')
-    .action(async (opts: RenderCliOptions) => {
+    .description('print what a full sync writes onto an empty node: the iptables-restore input, or with --mode ipvs also ipsets, kube-ipvs0 and virtual servers (no root needed; exit 1 if an object was skipped)')
+    .addOption(new Option('-m, --mode <mode>', 'proxy mode').choices(['iptables', 'ipvs']).default('iptables'))
+    .addOption(ipvsSchedulerOption())
+    .action(async (opts: RenderCliOptions & { mode: 'iptables' | 'ipvs'; ipvsScheduler: string }) => {
       const source = new FileSource(opts.source, { serviceCIDR: opts.serviceCidr, logger: silentLogger() });
       const loaded = await source.load();
       for (const e of [...loaded.errors, ...loaded.warnings]) process.stderr.write(`drover: ${e.message}\n`);
-      const header = ['drover render: iptables-restore --noflush input', ...serviceSummary(loaded.snapshot)];
-      process.stdout.write(renderRestore(loaded.snapshot, renderConfig(opts), header));
+      const services = serviceSummary(loaded.snapshot);
+      if (opts.mode === 'ipvs') {
+        const desired = desiredIpvsState(loaded.snapshot, { scheduler: opts.ipvsScheduler });
+        process.stdout.write(renderIpvs(desired, ipvsStaticRules(renderConfig(opts)), ['drover render --mode ipvs: what a full sync writes onto an empty node', ...services]));
+      } else {
+        process.stdout.write(renderRestore(loaded.snapshot, renderConfig(opts), ['drover render: iptables-restore --noflush input', ...services]));
+      }
       if (loaded.errors.length > 0) process.exitCode = 1;
     });
   for (const o of renderOptions()) cmd.addOption(o);

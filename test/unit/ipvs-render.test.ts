@@ -1,0 +1,99 @@
+/** `drover render --mode ipvs`: the exact text of what a full IPVS-mode sync writes onto an empty node. */
+import test from 'ava';
+import { desiredIpvsState } from '../../src/backends/ipvs/assemble.ts';
+import { ipvsadmSaveLines, renderIpvs } from '../../src/backends/ipvs/render.ts';
+import { ipvsStaticRules } from '../../src/backends/ipvs/rules.ts';
+import { ep, snap, sp } from '../support/snapshots.ts';
+
+const state = () =>
+  desiredIpvsState(
+    snap(
+      sp('default/web:http', '10.96.0.10', 80, [ep('10.244.1.3:8080'), ep('10.244.1.2:8080'), ep('10.244.1.4:8080', { ready: false })]),
+      sp('kube-system/dns:dns', '10.96.0.53', 53, [ep('10.244.2.2:53')], { protocol: 'UDP' }),
+      sp('default/sticky:https', '10.96.0.20', 443, [ep('10.244.3.2:8443')], { sessionAffinity: { timeoutSeconds: 10800 } }),
+      sp('default/sig:s', '10.96.0.30', 3868, [ep('10.244.4.2:3868')], { protocol: 'SCTP' }),
+      sp('default/empty:http', '10.96.0.11', 80, []),
+    ),
+    { scheduler: 'rr' },
+  );
+
+test('virtual and real servers in the form ipvsadm -S -n prints: protocol option, scheduler, persistence, masquerade, weight', (t) => {
+  t.deepEqual(ipvsadmSaveLines(state()), [
+    '-A --sctp-service 10.96.0.30:3868 -s rr',
+    '-a --sctp-service 10.96.0.30:3868 -r 10.244.4.2:3868 -m -w 1',
+    '-A -t 10.96.0.10:80 -s rr',
+    '-a -t 10.96.0.10:80 -r 10.244.1.2:8080 -m -w 1',
+    '-a -t 10.96.0.10:80 -r 10.244.1.3:8080 -m -w 1',
+    '-A -t 10.96.0.11:80 -s rr',
+    '-A -t 10.96.0.20:443 -s rr -p 10800',
+    '-a -t 10.96.0.20:443 -r 10.244.3.2:8443 -m -w 1',
+    '-A -u 10.96.0.53:53 -s rr',
+    '-a -u 10.96.0.53:53 -r 10.244.2.2:53 -m -w 1',
+  ]);
+});
+
+test('the whole render: header, sysctls, ipsets, iptables rules, kube-ipvs0, virtual servers', (t) => {
+  const text = renderIpvs(state(), ipvsStaticRules({ clusterCIDR: '10.244.0.0/16', masqueradeAll: false }), ['drover render --mode ipvs']);
+  t.is(
+    text,
+    `# drover render --mode ipvs
+# sysctls
+net.ipv4.vs.conntrack=1
+net.ipv4.vs.expire_nodest_conn=1
+net.ipv4.vs.expire_quiescent_template=1
+net.ipv4.ip_forward=1
+# ipset restore -exist
+create KUBE-CLUSTER-IP hash:ip,port family inet hashsize 1024 maxelem 65536
+add KUBE-CLUSTER-IP 10.96.0.10,tcp:80
+add KUBE-CLUSTER-IP 10.96.0.11,tcp:80
+add KUBE-CLUSTER-IP 10.96.0.20,tcp:443
+add KUBE-CLUSTER-IP 10.96.0.30,sctp:3868
+add KUBE-CLUSTER-IP 10.96.0.53,udp:53
+create KUBE-LOOP-BACK hash:ip,port,ip family inet hashsize 1024 maxelem 65536
+add KUBE-LOOP-BACK 10.244.1.2,tcp:8080,10.244.1.2
+add KUBE-LOOP-BACK 10.244.1.3,tcp:8080,10.244.1.3
+add KUBE-LOOP-BACK 10.244.2.2,udp:53,10.244.2.2
+add KUBE-LOOP-BACK 10.244.3.2,tcp:8443,10.244.3.2
+add KUBE-LOOP-BACK 10.244.4.2,sctp:3868,10.244.4.2
+# iptables-restore --noflush
+*nat
+:KUBE-SERVICES - [0:0]
+:KUBE-MARK-MASQ - [0:0]
+:KUBE-POSTROUTING - [0:0]
+-I PREROUTING 1 -m comment --comment "kubernetes service portals" -j KUBE-SERVICES
+-I OUTPUT 1 -m comment --comment "kubernetes service portals" -j KUBE-SERVICES
+-I POSTROUTING 1 -m comment --comment "kubernetes postrouting rules" -j KUBE-POSTROUTING
+-A KUBE-SERVICES ! -s 10.244.0.0/16 -m comment --comment "Kubernetes service cluster ip + port for masquerade purpose" -m set --match-set KUBE-CLUSTER-IP dst,dst -j KUBE-MARK-MASQ
+-A KUBE-MARK-MASQ -j MARK --set-xmark 0x4000/0x4000
+-A KUBE-POSTROUTING -m comment --comment "Kubernetes endpoints dst ip:port, source ip for solving hairpin purpose" -m set --match-set KUBE-LOOP-BACK dst,dst,src -j MASQUERADE
+-A KUBE-POSTROUTING -m mark ! --mark 0x4000/0x4000 -j RETURN
+-A KUBE-POSTROUTING -j MARK --set-xmark 0x4000/0x0
+-A KUBE-POSTROUTING -m comment --comment "kubernetes service traffic requiring SNAT" -j MASQUERADE --random-fully
+COMMIT
+*filter
+:KUBE-SERVICES - [0:0]
+:KUBE-FORWARD - [0:0]
+-I FORWARD 1 -m comment --comment "kubernetes forwarding rules" -j KUBE-FORWARD
+-A KUBE-FORWARD -m comment --comment "kubernetes forwarding rules" -m mark --mark 0x4000/0x4000 -j ACCEPT
+-A KUBE-FORWARD -m comment --comment "kubernetes forwarding conntrack rule" -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT
+COMMIT
+# kube-ipvs0 (dummy, left down): addresses
+10.96.0.10/32
+10.96.0.11/32
+10.96.0.20/32
+10.96.0.30/32
+10.96.0.53/32
+# ipvsadm -R (the form ipvsadm -S -n prints)
+-A --sctp-service 10.96.0.30:3868 -s rr
+-a --sctp-service 10.96.0.30:3868 -r 10.244.4.2:3868 -m -w 1
+-A -t 10.96.0.10:80 -s rr
+-a -t 10.96.0.10:80 -r 10.244.1.2:8080 -m -w 1
+-a -t 10.96.0.10:80 -r 10.244.1.3:8080 -m -w 1
+-A -t 10.96.0.11:80 -s rr
+-A -t 10.96.0.20:443 -s rr -p 10800
+-a -t 10.96.0.20:443 -r 10.244.3.2:8443 -m -w 1
+-A -u 10.96.0.53:53 -s rr
+-a -u 10.96.0.53:53 -r 10.244.2.2:53 -m -w 1
+`,
+  );
+});
