@@ -23,7 +23,8 @@
  *
  * A restart adopts what is there: state that matches produces no command. A
  * removed endpoint's real server goes through graceful termination
- * (graceful.ts); the pending ones are checked on every sync and every
+ * (graceful.ts); the pending ones are checked on every full sync, on a
+ * partial sync that reads their virtual server, and every
  * `gracefulCheckIntervalMs` (5 s) while any are pending.
  *
  * Everything runs in the network namespace of the process: IPVS and
