@@ -39,6 +39,10 @@ export function renderCommand(): Command {
       const services = serviceSummary(loaded.snapshot);
       if (opts.mode === 'ipvs') {
         const desired = desiredIpvsState(loaded.snapshot, { scheduler: opts.ipvsScheduler });
+        for (const c of desired.conflicts) {
+          process.stderr.write(`drover: service port ${c}: its ClusterIP:port/protocol belongs to another service port; left out\n`);
+          process.exitCode = 1;
+        }
         process.stdout.write(renderIpvs(desired, ipvsStaticRules(renderConfig(opts)), ['drover render --mode ipvs: what a full sync writes onto an empty node', ...services]));
       } else {
         process.stdout.write(renderRestore(loaded.snapshot, renderConfig(opts), ['drover render: iptables-restore --noflush input', ...services]));

@@ -53,6 +53,33 @@ test('render names a bad object, skips it, renders the rest and exits 1', async 
   }
 });
 
+test('render --mode ipvs names a bad object, skips it, renders the rest in every section and exits 1; no root needed', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'drover-cli-'));
+  try {
+    await cp(join(ROOT, 'examples'), dir, { recursive: true });
+    await writeFile(
+      join(dir, 'bad.yaml'),
+      'apiVersion: v1\nkind: Service\nmetadata: {name: evil, namespace: default}\nspec:\n  clusterIP: 10.96.0.99\n  ports: [{name: http, port: 70000, protocol: TCP}]\n',
+    );
+    const res = await drover(['render', '--mode', 'ipvs', '--ipvs-scheduler', 'wrr', '--source', dir, '--cluster-cidr', '10.244.0.0/16']);
+    t.is(res.code, 1);
+    t.regex(res.stderr, /bad\.yaml.*Service default\/evil.*spec\.ports\[0\]\.port.*70000/);
+    for (const line of [
+      '# default/linkding:http: ClusterIP 10.96.0.80:80/TCP (from the manifest), 2 ready of 2 endpoints',
+      'add KUBE-CLUSTER-IP 10.96.0.80,tcp:80',
+      'add KUBE-LOOP-BACK 10.244.1.2,tcp:9090,10.244.1.2',
+      '10.96.0.80/32',
+      '-A -t 10.96.0.80:80 -s wrr',
+      '-a -t 10.96.0.80:80 -r 10.244.1.2:9090 -m -w 1',
+    ]) {
+      t.true(res.stdout.split('\n').includes(line), line);
+    }
+    t.false(res.stdout.includes('10.96.0.99'));
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
 test('bad flags are one clear line and exit 1', async (t) => {
   const res = await drover(['render', '--source', 'examples', '--cluster-cidr', '10.0.0.0/33']);
   t.is(res.code, 1);

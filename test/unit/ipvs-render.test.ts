@@ -19,8 +19,6 @@ const state = () =>
 
 test('virtual and real servers in the form ipvsadm -S -n prints: protocol option, scheduler, persistence, masquerade, weight', (t) => {
   t.deepEqual(ipvsadmSaveLines(state()), [
-    '-A --sctp-service 10.96.0.30:3868 -s rr',
-    '-a --sctp-service 10.96.0.30:3868 -r 10.244.4.2:3868 -m -w 1',
     '-A -t 10.96.0.10:80 -s rr',
     '-a -t 10.96.0.10:80 -r 10.244.1.2:8080 -m -w 1',
     '-a -t 10.96.0.10:80 -r 10.244.1.3:8080 -m -w 1',
@@ -29,7 +27,34 @@ test('virtual and real servers in the form ipvsadm -S -n prints: protocol option
     '-a -t 10.96.0.20:443 -r 10.244.3.2:8443 -m -w 1',
     '-A -u 10.96.0.53:53 -s rr',
     '-a -u 10.96.0.53:53 -r 10.244.2.2:53 -m -w 1',
+    '-A --sctp-service 10.96.0.30:3868 -s rr',
+    '-a --sctp-service 10.96.0.30:3868 -r 10.244.4.2:3868 -m -w 1',
   ]);
+});
+
+test('ipvsadm order: protocol number, then addresses and ports as numbers, not as text', (t) => {
+  const d = desiredIpvsState(
+    snap(
+      sp('default/a:p', '10.96.0.10', 80, []),
+      sp('default/b:p', '10.96.0.9', 443, [ep('10.244.1.10:8443'), ep('10.244.1.9:8443'), ep('10.244.1.9:900')]),
+      sp('default/c:p', '10.96.0.9', 80, []),
+    ),
+    { scheduler: 'rr' },
+  );
+  t.deepEqual(ipvsadmSaveLines(d), [
+    '-A -t 10.96.0.9:80 -s rr',
+    '-A -t 10.96.0.9:443 -s rr',
+    '-a -t 10.96.0.9:443 -r 10.244.1.9:900 -m -w 1',
+    '-a -t 10.96.0.9:443 -r 10.244.1.9:8443 -m -w 1',
+    '-a -t 10.96.0.9:443 -r 10.244.1.10:8443 -m -w 1',
+    '-A -t 10.96.0.10:80 -s rr',
+  ]);
+});
+
+test('render refuses a header line with a line break, so nothing can add a line', (t) => {
+  t.throws(() => renderIpvs(state(), ipvsStaticRules({ clusterCIDR: '10.244.0.0/16', masqueradeAll: false }), ['x\n-A -t 1.2.3.4:1 -s rr']), {
+    message: 'render header line "x\\n-A -t 1.2.3.4:1 -s rr" holds a line break',
+  });
 });
 
 test('the whole render: header, sysctls, ipsets, iptables rules, kube-ipvs0, virtual servers', (t) => {
@@ -84,8 +109,6 @@ COMMIT
 10.96.0.30/32
 10.96.0.53/32
 # ipvsadm -R (the form ipvsadm -S -n prints)
--A --sctp-service 10.96.0.30:3868 -s rr
--a --sctp-service 10.96.0.30:3868 -r 10.244.4.2:3868 -m -w 1
 -A -t 10.96.0.10:80 -s rr
 -a -t 10.96.0.10:80 -r 10.244.1.2:8080 -m -w 1
 -a -t 10.96.0.10:80 -r 10.244.1.3:8080 -m -w 1
@@ -94,6 +117,8 @@ COMMIT
 -a -t 10.96.0.20:443 -r 10.244.3.2:8443 -m -w 1
 -A -u 10.96.0.53:53 -s rr
 -a -u 10.96.0.53:53 -r 10.244.2.2:53 -m -w 1
+-A --sctp-service 10.96.0.30:3868 -s rr
+-a --sctp-service 10.96.0.30:3868 -r 10.244.4.2:3868 -m -w 1
 `,
   );
 });

@@ -4,7 +4,8 @@
  * restore -exist`, `iptables-restore --noflush`, `ip addr add` on a dummy
  * kube-ipvs0, `ipvsadm -R`) in a fresh network namespace of the guest. The
  * kernel then holds exactly what a sync would write: `ipvsadm -S -n` prints
- * the rendered lines back, and `drover diff --mode ipvs` finds no difference.
+ * the rendered lines back in the same order, and `drover diff --mode ipvs`
+ * finds no difference.
  */
 import test from 'ava';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
@@ -23,6 +24,8 @@ const MANIFESTS = list([
   service('sticky', '10.96.0.20', 8443, 'TCP', { sessionAffinity: 'ClientIP', sessionAffinityConfig: { clientIP: { timeoutSeconds: 600 } } }),
   slice('sticky', ['10.244.3.2'], 8443, 'TCP'),
   service('empty', '10.96.0.11', 80, 'TCP'),
+  service('sig', '10.96.0.9', 3868, 'SCTP'),
+  slice('sig', ['10.244.4.2'], 3868, 'SCTP'),
 ]);
 
 /** The lines of each `# TITLE` section of a render, by title. */
@@ -56,6 +59,8 @@ if (await registerIpvsTests('IPVS render tests')) {
           '-a -t 10.96.0.20:8443 -r 10.244.3.2:8443 -m -w 1',
           '-A -u 10.96.0.53:53 -s rr',
           '-a -u 10.96.0.53:53 -r 10.244.2.2:53 -m -w 1',
+          '-A --sctp-service 10.96.0.9:3868 -s rr',
+          '-a --sctp-service 10.96.0.9:3868 -r 10.244.4.2:3868 -m -w 1',
         ]);
 
         for (const line of s.get('sysctls')!) {
@@ -69,7 +74,7 @@ if (await registerIpvsTests('IPVS render tests')) {
         await run('ipvsadm', ['-R'], { netns, input: `${ipvsadm.join('\n')}\n` });
 
         const saved = (await run('ipvsadm', ['-S', '-n'], { netns })).stdout.split('\n').filter(Boolean);
-        t.deepEqual([...saved].sort(), [...ipvsadm].sort(), 'ipvsadm -S -n prints the rendered lines back');
+        t.deepEqual(saved, ipvsadm, 'ipvsadm -S -n prints the rendered lines back, in the same order');
         const diff = await drover(netns, ['diff', ...flags]);
         t.deepEqual([diff.code, diff.stdout], [0, 'no differences\n'], diff.stderr);
       });

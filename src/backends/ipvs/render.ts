@@ -6,13 +6,18 @@
  * The sections are in the order a sync writes them (backend.ts): the
  * sysctls, the `ipset restore -exist` input, the `iptables-restore
  * --noflush` input, the ClusterIPs bound to kube-ipvs0, and the virtual and
- * real servers in the form `ipvsadm -S -n` prints them (ipvsadm(8),
- * ipvsadm.c print_service_entry), which `ipvsadm -R` reads back.
+ * real servers in the form and order `ipvsadm -S -n` prints them
+ * (ipvsadm(8): `--sort` is the default; ipvsadm.c print_service_entry and
+ * fwd_switch), which `ipvsadm -R` reads back.
+ *
+ * Every value printed has been validated by the model; the lines are checked
+ * again here (ipset entries by checkEntry, virtual and real servers by the
+ * codec's validators, header lines for line breaks).
  */
 import { planToRestore } from '../iptables/plan.ts';
 import type { StaticRuleset } from '../iptables/static.ts';
-import type { RealServer, VirtualServer } from './codec.ts';
-import type { DesiredIpvsState } from './desired.ts';
+import { validateRealServer, validateVirtualServer, type RealServer, type VirtualServer } from './codec.ts';
+import { ipv4ToInt, type DesiredIpvsState, type DesiredVirtualServer } from './desired.ts';
 import { planIpsetRestore, CLUSTER_IP_SET, LOOP_BACK_SET } from './ipset.ts';
 import { DUMMY_INTERFACE } from './link.ts';
 import { ipvsRulesPlan } from './rules.ts';
@@ -21,13 +26,20 @@ import { IPVS_SYSCTLS } from './sysctl.ts';
 /** ipvsadm's option for a virtual server's protocol. */
 const PROTOCOL_OPTION: Readonly<Record<VirtualServer['protocol'], string>> = { TCP: '-t', UDP: '-u', SCTP: '--sctp-service' };
 
-/** ipvsadm's option for a forwarding method; "local" is the kernel's own choice for a local real server and has none. */
-const FORWARDING_OPTION: Readonly<Partial<Record<RealServer['forwarding'], string>>> = { masq: '-m', tunnel: '-i', route: '-g' };
+/** ipvsadm's option for a forwarding method (fwd_switch: local forwarding prints as -g, like direct routing). */
+const FORWARDING_OPTION: Readonly<Record<RealServer['forwarding'], string>> = { masq: '-m', tunnel: '-i', route: '-g', local: '-g' };
 
-function forwardingOption(rs: RealServer): string {
-  const option = FORWARDING_OPTION[rs.forwarding];
-  if (!option) throw new Error(`real server ${rs.address}:${rs.port}: forwarding ${rs.forwarding} has no ipvsadm option`);
-  return option;
+/** IP protocol numbers, ipvsadm's first sort key (libipvs ipvs_cmp_services). */
+const PROTOCOL_NUMBER: Readonly<Record<VirtualServer['protocol'], number>> = { TCP: 6, UDP: 17, SCTP: 132 };
+
+/** ipvsadm's order of virtual servers: protocol number, then address, then port. */
+function compareServers(a: DesiredVirtualServer, b: DesiredVirtualServer): number {
+  return PROTOCOL_NUMBER[a.vs.protocol] - PROTOCOL_NUMBER[b.vs.protocol] || ipv4ToInt(a.vs.address) - ipv4ToInt(b.vs.address) || a.vs.port - b.vs.port;
+}
+
+/** ipvsadm's order of real servers: address, then port. */
+function compareReals(a: RealServer, b: RealServer): number {
+  return ipv4ToInt(a.address) - ipv4ToInt(b.address) || a.port - b.port;
 }
 
 /** A netmask (host order) in dotted-quad form. */
@@ -36,14 +48,18 @@ function dotted(mask: number): string {
 }
 
 /**
- * The virtual and real servers as `ipvsadm -S -n` prints them: per virtual
- * server `-A -t IP:PORT -s SCHED [-p TIMEOUT [-M NETMASK]]`, then its real
- * servers `-a -t IP:PORT -r IP:PORT -m -w WEIGHT [-x UPPER] [-y LOWER]`. Pure.
- * @throws Error for a real server with "local" forwarding.
+ * The virtual and real servers as `ipvsadm -S -n` prints them, in its
+ * order: per virtual server `-A PROTO IP:PORT -s SCHED [-p TIMEOUT [-M
+ * NETMASK]]` (PROTO is `-t`, `-u` or `--sctp-service`), then its real
+ * servers `-a PROTO IP:PORT -r IP:PORT FWD -w WEIGHT` (FWD `-m`, `-i` or
+ * `-g`). Connection thresholds are not printed, as ipvsadm does not print
+ * them; drover sets none. Pure.
+ * @throws IpvsValidationError for a virtual or real server the codec would refuse.
  */
 export function ipvsadmSaveLines(desired: DesiredIpvsState): string[] {
   const lines: string[] = [];
-  for (const { vs, reals } of desired.virtualServers.values()) {
+  for (const { vs, reals } of [...desired.virtualServers.values()].sort(compareServers)) {
+    validateVirtualServer(vs);
     const service = `${PROTOCOL_OPTION[vs.protocol]} ${vs.address}:${vs.port}`;
     let head = `-A ${service} -s ${vs.scheduler}`;
     if (vs.persistent) {
@@ -51,11 +67,9 @@ export function ipvsadmSaveLines(desired: DesiredIpvsState): string[] {
       if (vs.netmask !== undefined && vs.netmask !== 0xffffffff) head += ` -M ${dotted(vs.netmask)}`;
     }
     lines.push(head);
-    for (const rs of reals.values()) {
-      let line = `-a ${service} -r ${rs.address}:${rs.port} ${forwardingOption(rs)} -w ${rs.weight}`;
-      if (rs.upperThreshold) line += ` -x ${rs.upperThreshold}`;
-      if (rs.lowerThreshold) line += ` -y ${rs.lowerThreshold}`;
-      lines.push(line);
+    for (const rs of [...reals.values()].sort(compareReals)) {
+      validateRealServer(rs);
+      lines.push(`-a ${service} -r ${rs.address}:${rs.port} ${FORWARDING_OPTION[rs.forwarding]} -w ${rs.weight}`);
     }
   }
   return lines;
@@ -66,16 +80,18 @@ export function ipvsadmSaveLines(desired: DesiredIpvsState): string[] {
  * that start with a `# ` line; `header` lines come first, each behind `# `.
  * @param statics IPVS mode's static iptables rules (ipvsStaticRules)
  * @throws IpsetValidationError for a set entry that is not valid (the constructors checked it first);
- *   Error for a real server with "local" forwarding (drover programs masquerade only).
+ *   IpvsValidationError, see {@link ipvsadmSaveLines}; Error for a header line with a line break.
  */
 export function renderIpvs(desired: DesiredIpvsState, statics: StaticRuleset, header: readonly string[] = []): string {
+  for (const h of header) if (/[\r\n]/.test(h)) throw new Error(`render header line ${JSON.stringify(h)} holds a line break`);
   const sets = planIpsetRestore({ [CLUSTER_IP_SET]: desired.clusterIPSet, [LOOP_BACK_SET]: desired.loopBackSet }, new Map());
   const section = (title: string, lines: readonly string[]): string => `# ${title}\n${lines.map((l) => `${l}\n`).join('')}`;
   return [
     header.map((h) => `# ${h}\n`).join(''),
     section('sysctls', IPVS_SYSCTLS.map((s) => `${s.name}=${s.value}`)),
     section('ipset restore -exist', sets.input.split('\n').filter(Boolean)),
-    `# iptables-restore --noflush\n${planToRestore(ipvsRulesPlan(statics, new Map()))}`,
+    // Against empty tables there are no iptables-mode leftovers: iptables mode's rules need not be read.
+    `# iptables-restore --noflush\n${planToRestore(ipvsRulesPlan(statics, new Map(), { chains: new Map(), hooks: [] }))}`,
     section(`${DUMMY_INTERFACE} (dummy, left down): addresses`, desired.addresses.map((a) => `${a}/32`)),
     section('ipvsadm -R (the form ipvsadm -S -n prints)', ipvsadmSaveLines(desired)),
   ].join('');
