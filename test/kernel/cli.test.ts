@@ -35,7 +35,8 @@ test('render prints the ruleset for the examples and needs no root', async (t) =
   t.regex(res.stdout, /-j DNAT --to-destination 10\.244\.1\.3:9090$/m);
 });
 
-test('render names a bad object, skips it, renders the rest and exits 1', async (t) => {
+/** Run `fn` on a copy of examples/ with one more file, bad.yaml, whose Service default/evil has port 70000. */
+async function withBadExample(fn: (dir: string) => Promise<void>): Promise<void> {
   const dir = await mkdtemp(join(tmpdir(), 'drover-cli-'));
   try {
     await cp(join(ROOT, 'examples'), dir, { recursive: true });
@@ -43,27 +44,29 @@ test('render names a bad object, skips it, renders the rest and exits 1', async 
       join(dir, 'bad.yaml'),
       'apiVersion: v1\nkind: Service\nmetadata: {name: evil, namespace: default}\nspec:\n  clusterIP: 10.96.0.99\n  ports: [{name: http, port: 70000, protocol: TCP}]\n',
     );
-    const res = await drover(['render', '--source', dir]);
-    t.is(res.code, 1);
-    t.regex(res.stderr, /bad\.yaml.*Service default\/evil.*spec\.ports\[0\]\.port.*70000/);
-    t.true(res.stdout.includes('default/linkding:http cluster IP'));
-    t.false(res.stdout.includes('evil'));
+    await fn(dir);
   } finally {
     await rm(dir, { recursive: true, force: true });
   }
+}
+
+const BAD_OBJECT = /bad\.yaml.*Service default\/evil.*spec\.ports\[0\]\.port.*70000/;
+
+test('render names a bad object, skips it, renders the rest and exits 1', async (t) => {
+  await withBadExample(async (dir) => {
+    const res = await drover(['render', '--source', dir]);
+    t.is(res.code, 1);
+    t.regex(res.stderr, BAD_OBJECT);
+    t.true(res.stdout.includes('default/linkding:http cluster IP'));
+    t.false(res.stdout.includes('evil'));
+  });
 });
 
 test('render --mode ipvs names a bad object, skips it, renders the rest in every section and exits 1; no root needed', async (t) => {
-  const dir = await mkdtemp(join(tmpdir(), 'drover-cli-'));
-  try {
-    await cp(join(ROOT, 'examples'), dir, { recursive: true });
-    await writeFile(
-      join(dir, 'bad.yaml'),
-      'apiVersion: v1\nkind: Service\nmetadata: {name: evil, namespace: default}\nspec:\n  clusterIP: 10.96.0.99\n  ports: [{name: http, port: 70000, protocol: TCP}]\n',
-    );
+  await withBadExample(async (dir) => {
     const res = await drover(['render', '--mode', 'ipvs', '--ipvs-scheduler', 'wrr', '--source', dir, '--cluster-cidr', '10.244.0.0/16']);
     t.is(res.code, 1);
-    t.regex(res.stderr, /bad\.yaml.*Service default\/evil.*spec\.ports\[0\]\.port.*70000/);
+    t.regex(res.stderr, BAD_OBJECT);
     for (const line of [
       '# default/linkding:http: ClusterIP 10.96.0.80:80/TCP (from the manifest), 2 ready of 2 endpoints',
       'add KUBE-CLUSTER-IP 10.96.0.80,tcp:80',
@@ -75,9 +78,7 @@ test('render --mode ipvs names a bad object, skips it, renders the rest in every
       t.true(res.stdout.split('\n').includes(line), line);
     }
     t.false(res.stdout.includes('10.96.0.99'));
-  } finally {
-    await rm(dir, { recursive: true, force: true });
-  }
+  });
 });
 
 test('bad flags are one clear line and exit 1', async (t) => {
