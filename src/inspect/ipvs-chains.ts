@@ -15,6 +15,7 @@ import { compareIPv4, compareText, realServerKey, type DesiredVirtualServer } fr
 import { CLUSTER_IP_SET, IpsetValidationError, LOOP_BACK_SET, clusterIPEntry, loopBackEntry } from '../backends/ipvs/ipset.ts';
 import { DUMMY_INTERFACE } from '../backends/ipvs/link.ts';
 import { boundAddresses, virtualServerLabel, type IpvsLive } from './ipvs-live.ts';
+import { uint32ToIPv4 } from '../model/validate.ts';
 
 /** An ipset entry that belongs to a virtual server or real server, and whether the kernel's set has it. */
 export interface SetEntryView {
@@ -80,10 +81,6 @@ const FLAG_NAMES: readonly [number, string][] = [
   [IP_VS_SVC_F.SCHED3, 'sched-flag-3'],
 ];
 
-function dotted(mask: number): string {
-  return [24, 16, 8, 0].map((shift) => (mask >>> shift) & 255).join('.');
-}
-
 /** The view of the entry `make` builds; an entry no set can hold (port 0) has none. */
 function entryView(live: IpvsLive, set: string, make: () => string): SetEntryView {
   let entry: string;
@@ -118,7 +115,7 @@ export function ipvsServicePortViews(live: IpvsLive, desired?: ReadonlyMap<strin
             port: have.entry.port,
             scheduler: have.entry.scheduler,
             persistentTimeoutSeconds: have.entry.persistent?.timeoutSeconds ?? null,
-            netmask: dotted(have.entry.netmask),
+            netmask: uint32ToIPv4(have.entry.netmask),
             flags: FLAG_NAMES.filter(([bit]) => (have.entry.flags & bit) !== 0).map(([, name]) => name),
           }
         : null,

@@ -26,6 +26,7 @@ import { IPVS_SYSCTLS } from '../backends/ipvs/sysctl.ts';
 import { TABLES } from '../backends/iptables/parse.ts';
 import { DIFF_EXIT, driftItems, formatDrift, type DriftItem } from './diff.ts';
 import { boundAddresses, virtualServerLabel, type IpvsLive } from './ipvs-live.ts';
+import { uint32ToIPv4 } from '../model/validate.ts';
 
 /** What kind of IPVS-mode difference an item is. */
 export type IpvsDriftKind =
@@ -85,7 +86,7 @@ function describeService(vs: Pick<VirtualServer, 'scheduler' | 'persistent' | 'n
   return [
     vs.scheduler,
     ...(vs.persistent ? [`persistent ${vs.persistent.timeoutSeconds} s`] : []),
-    ...(netmask !== 0xffffffff ? [`netmask ${[24, 16, 8, 0].map((b) => (netmask >>> b) & 255).join('.')}`] : []),
+    ...(netmask !== 0xffffffff ? [`netmask ${uint32ToIPv4(netmask)}`] : []),
     ...(other !== 0 ? [`flags 0x${other.toString(16)}`] : []),
   ].join(' ');
 }

@@ -124,36 +124,36 @@ export class DesiredIndex {
         this.claim(name, next);
       } else this.ports.delete(name);
     }
-    // Every service port left out of a virtual server this update touched,
-    // changed or not (a changed port can push an unchanged one out).
-    const conflicts: string[] = [];
-    for (const key of scope.keys()) {
-      const winner = this.winners.get(key)?.server.servicePort;
-      for (const name of this.claims.get(key) ?? []) if (name !== winner) conflicts.push(name);
-    }
     return {
       virtualServers: new Map([...scope].map(([key, vs]) => [key, { vs, desired: this.winners.get(key)?.server }])),
       clusterIP: this.clusterIP.delta(compareText),
       loopBack: this.loopBack.delta(compareText),
       addresses: this.addresses.delta(compareIPv4),
-      conflicts: conflicts.sort(compareText),
+      // Every service port left out of a virtual server this update touched,
+      // changed or not (a changed port can push an unchanged one out).
+      conflicts: this.conflictsIn(scope.keys()),
     };
   }
 
   /** The whole desired state, sorted as assembleDesired returns it. Cost: the whole state. */
   state(): DesiredIpvsState {
-    const conflicts: string[] = [];
-    for (const [key, names] of this.claims) {
-      const winner = this.winners.get(key)!.server.servicePort;
-      for (const name of names) if (name !== winner) conflicts.push(name);
-    }
     return {
       virtualServers: new Map([...this.winners].sort(([a], [b]) => compareText(a, b)).map(([key, p]) => [key, p.server])),
       addresses: [...this.addresses.values()].sort(compareIPv4),
       clusterIPSet: new Set(this.clusterIP.values()),
       loopBackSet: new Set(this.loopBack.values()),
-      conflicts: conflicts.sort(compareText),
+      conflicts: this.conflictsIn(this.claims.keys()),
     };
+  }
+
+  /** The service ports that claim one of these virtual servers and are not programmed there, sorted. */
+  private conflictsIn(keys: Iterable<string>): string[] {
+    const conflicts: string[] = [];
+    for (const key of keys) {
+      const winner = this.winners.get(key)?.server.servicePort;
+      for (const name of this.claims.get(key) ?? []) if (name !== winner) conflicts.push(name);
+    }
+    return conflicts.sort(compareText);
   }
 
   /** Number of service ports indexed (winners and conflicting ones). */

@@ -73,8 +73,13 @@ function ip(value: string): string {
   return value;
 }
 
+/** A port drover writes: an integer 1-65535. */
+function isPort(value: number): boolean {
+  return Number.isInteger(value) && value >= 1 && value <= 65535;
+}
+
 function port(value: number): number {
-  if (!Number.isInteger(value) || value < 1 || value > 65535) throw new IpsetValidationError('port', String(value));
+  if (!isPort(value)) throw new IpsetValidationError('port', String(value));
   return value;
 }
 
@@ -119,8 +124,7 @@ export function checkEntry(setType: string, entry: string): string {
 function isWritableEntry(setType: string, entry: string): boolean {
   const m = ENTRY[setType]?.exec(entry);
   if (!m) return false;
-  const port = Number(m[3]);
-  return IPV4.test(m[1]!) && port >= 1 && port <= 65535 && (m[4] === undefined || IPV4.test(m[4]));
+  return IPV4.test(m[1]!) && isPort(Number(m[3])) && (m[4] === undefined || IPV4.test(m[4]));
 }
 
 /** One set as `ipset save` shows it. */
@@ -217,8 +221,8 @@ export function planIpsetRestore(desired: DesiredSets, current: ReadonlyMap<stri
   let deleted = 0;
   for (const set of IPVS_SETS) {
     const have = current.get(set.name);
-    if (have && (have.type !== set.type || (have.family ?? FAMILY) !== FAMILY)) {
-      const foreignFamily = (have.family ?? FAMILY) !== FAMILY;
+    const foreignFamily = have !== undefined && (have.family ?? FAMILY) !== FAMILY;
+    if (have && (have.type !== set.type || foreignFamily)) {
       throw new IpsetTypeError(set.name, foreignFamily ? `${have.type} family ${have.family}` : have.type, foreignFamily ? `${set.type} family ${FAMILY}` : set.type);
     }
     if (!have) {

@@ -14,10 +14,11 @@
  * again here (ipset entries by checkEntry, virtual and real servers by the
  * codec's validators, header lines for line breaks).
  */
+import { uint32ToIPv4 } from '../../model/validate.ts';
 import { planToRestore } from '../iptables/plan.ts';
 import type { StaticRuleset } from '../iptables/static.ts';
 import { validateRealServer, validateVirtualServer, type RealServer, type VirtualServer } from './codec.ts';
-import { ipv4ToInt, type DesiredIpvsState, type DesiredVirtualServer } from './desired.ts';
+import { compareIPv4, type DesiredIpvsState, type DesiredVirtualServer } from './desired.ts';
 import { planIpsetRestore, CLUSTER_IP_SET, LOOP_BACK_SET } from './ipset.ts';
 import { DUMMY_INTERFACE } from './link.ts';
 import { ipvsRulesPlan } from './rules.ts';
@@ -34,17 +35,12 @@ const PROTOCOL_NUMBER: Readonly<Record<VirtualServer['protocol'], number>> = { T
 
 /** ipvsadm's order of virtual servers: protocol number, then address, then port. */
 function compareServers(a: DesiredVirtualServer, b: DesiredVirtualServer): number {
-  return PROTOCOL_NUMBER[a.vs.protocol] - PROTOCOL_NUMBER[b.vs.protocol] || ipv4ToInt(a.vs.address) - ipv4ToInt(b.vs.address) || a.vs.port - b.vs.port;
+  return PROTOCOL_NUMBER[a.vs.protocol] - PROTOCOL_NUMBER[b.vs.protocol] || compareIPv4(a.vs.address, b.vs.address) || a.vs.port - b.vs.port;
 }
 
 /** ipvsadm's order of real servers: address, then port. */
 function compareReals(a: RealServer, b: RealServer): number {
-  return ipv4ToInt(a.address) - ipv4ToInt(b.address) || a.port - b.port;
-}
-
-/** A netmask (host order) in dotted-quad form. */
-function dotted(mask: number): string {
-  return [24, 16, 8, 0].map((b) => (mask >>> b) & 255).join('.');
+  return compareIPv4(a.address, b.address) || a.port - b.port;
 }
 
 /**
@@ -64,7 +60,7 @@ export function ipvsadmSaveLines(desired: DesiredIpvsState): string[] {
     let head = `-A ${service} -s ${vs.scheduler}`;
     if (vs.persistent) {
       head += ` -p ${vs.persistent.timeoutSeconds}`;
-      if (vs.netmask !== undefined && vs.netmask !== 0xffffffff) head += ` -M ${dotted(vs.netmask)}`;
+      if (vs.netmask !== undefined && vs.netmask !== 0xffffffff) head += ` -M ${uint32ToIPv4(vs.netmask)}`;
     }
     lines.push(head);
     for (const rs of [...reals.values()].sort(compareReals)) {
