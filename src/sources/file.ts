@@ -39,6 +39,12 @@ export interface LoadResult {
   readonly warnings: ManifestError[];
   /** Every drover-allocated ClusterIP, by "namespace/name", sorted. */
   readonly allocations: Allocation[];
+  /**
+   * The messages of `errors`: while any file, document or object could not
+   * be read, what is programmed may belong to it, so the proxier deletes no
+   * service port (proxier.ts). Empty when the source was read whole.
+   */
+  readonly incomplete: readonly string[];
 }
 
 /** Watches and reads a manifest file or folder; see the module comment. */
@@ -103,7 +109,7 @@ export class FileSource {
     for (const o of objects) {
       if (o.kind === 'Service' && o.unproxiedReason) this.logger.debug({ service: `${o.namespace}/${o.name}` }, `service ${o.namespace}/${o.name} is ${o.unproxiedReason}`);
     }
-    return { snapshot: built.snapshot, errors, warnings, allocations: built.allocations };
+    return { snapshot: built.snapshot, errors, warnings, allocations: built.allocations, incomplete: errors.map((e) => e.message) };
   }
 
   private logResult(errors: readonly ManifestError[], warnings: readonly ManifestError[], allocations: readonly Allocation[]): void {

@@ -15,8 +15,10 @@
  *     load. A valid object with another identity at that position is a
  *     rename and is served as it is;
  *   - a file that fails to read (syntax error, too large) keeps what it
- *     held; a file that becomes empty too (it is most likely being
- *     rewritten; deleting the file removes its objects);
+ *     held; so does a file with one unreadable document (each object it
+ *     held that is not valid in this read is kept), and a file that becomes
+ *     empty (it is most likely being rewritten; deleting the file removes
+ *     its objects);
  *   - a last valid version is never used for an identity that is valid
  *     somewhere else in this read (an object that moved), nor twice;
  *   - an object that disappears from its file, or whose file is removed,
@@ -55,12 +57,18 @@ function positionNote(identity: string, index: number): string {
   return `${KEEP_NOTE} of ${showIdentity(identity)}, which was object #${index + 1} of this file`;
 }
 
+/** What one file held at a load: the identity served from each position, and every identity served from the file. */
+interface FileHeld {
+  readonly byIndex: Map<number, string>;
+  readonly all: Set<string>;
+}
+
 /** Remembers the last valid version of every object; see the module comment. */
 export class LastKnownGood {
   /** identity → last valid version (only identities served at the last load). */
   private lastValid = new Map<string, ParsedObject>();
-  /** file → position → identity served from there at the last load that could read the file. */
-  private lastByFile = new Map<string, ReadonlyMap<number, string>>();
+  /** file → what it held at the last load: position → identity, and every identity served from it. */
+  private lastByFile = new Map<string, FileHeld>();
 
   /**
    * Decide what to serve from `read` and `results` (`results[i]` is the
@@ -71,11 +79,13 @@ export class LastKnownGood {
     const validNow = new Set<string>();
     for (const r of results) if (r.status === 'ok') validNow.add(r.object.identity);
     const nextValid = new Map<string, ParsedObject>();
-    const nextByFile = new Map<string, Map<number, string>>();
+    const nextByFile = new Map<string, FileHeld>();
     const place = (file: string, index: number, identity: string) => {
-      const positions = nextByFile.get(file);
-      if (positions) positions.set(index, identity);
-      else nextByFile.set(file, new Map([[index, identity]]));
+      let held = nextByFile.get(file);
+      if (!held) nextByFile.set(file, (held = { byIndex: new Map(), all: new Set() }));
+      // A kept object of a partly unreadable file may share its old position with a current one: the current one keeps the position.
+      if (!held.byIndex.has(index)) held.byIndex.set(index, identity);
+      held.all.add(identity);
     };
     const keep = (identity: string | undefined, file: string, index: number): boolean => {
       const last = identity === undefined ? undefined : this.lastValid.get(identity);
@@ -86,9 +96,17 @@ export class LastKnownGood {
       return true;
     };
 
+    /** Keep every object `file` held at the last load, at its old position. */
+    const keepAll = (file: string) => {
+      const held = this.lastByFile.get(file);
+      if (!held) return;
+      const indexOf = new Map([...held.byIndex].map(([index, identity]) => [identity, index]));
+      for (const identity of held.all) keep(identity, file, indexOf.get(identity) ?? -1);
+    };
+
     read.objects.forEach((o, i) => {
       const r = results[i]!;
-      const before = this.lastByFile.get(o.file)?.get(o.index);
+      const before = this.lastByFile.get(o.file)?.byIndex.get(o.index);
       if (r.status === 'ok') {
         for (const w of r.warnings) out.warnings.push(w);
         out.objects.push(r.object);
@@ -105,19 +123,17 @@ export class LastKnownGood {
       }
     });
 
-    // Files that could not be read: keep what they held last time.
+    // Files that could not be read, whole or in part: keep what they held last time.
     const failed = new Set(read.errors.map((e) => e.file));
-    for (const file of failed) {
-      for (const [index, identity] of this.lastByFile.get(file) ?? []) keep(identity, file, index);
-    }
+    for (const file of failed) keepAll(file);
     // A file that held objects and now reads as empty is most likely being
     // rewritten (`kubectl get ... > file` truncates first): keep its objects.
     const withObjects = new Set(read.objects.map((o) => o.file));
     for (const file of read.files) {
       const held = this.lastByFile.get(file);
-      if (held === undefined || held.size === 0 || failed.has(file) || withObjects.has(file)) continue;
-      for (const [index, identity] of held) keep(identity, file, index);
-      out.warnings.push(new ManifestError({ file, detail: `file is empty; keeping the ${held.size} objects it held (delete the file to remove them)` }));
+      if (held === undefined || held.all.size === 0 || failed.has(file) || withObjects.has(file)) continue;
+      keepAll(file);
+      out.warnings.push(new ManifestError({ file, detail: `file is empty; keeping the ${held.all.size} objects it held (delete the file to remove them)` }));
     }
 
     this.lastValid = nextValid;

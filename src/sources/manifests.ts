@@ -26,7 +26,12 @@ import { ManifestCache, type FileRead } from './cache.ts';
 export type { ManifestObject };
 export { ManifestCache };
 
-/** Outcome of {@link readManifests}: objects in file then position order; one error per unreadable file. */
+/**
+ * Outcome of {@link readManifests}: objects in file then position order; one
+ * error per unreadable file or skipped document. Every error marks a part of
+ * the source that could not be read, so the objects are then an incomplete
+ * view of it.
+ */
 export interface ReadResult {
   readonly objects: ManifestObject[];
   readonly errors: ManifestError[];
@@ -69,7 +74,8 @@ export function isManifestFileName(name: string): boolean {
  * extension, or a folder). Throws Error when `path` does not exist or is
  * neither a file nor a folder; every problem with a single file (syntax,
  * unreadable, too large) becomes a ManifestError naming it, and that file's
- * objects are skipped while the other files are still read.
+ * objects (or only the document with a syntax error, see
+ * {@link parseManifestText}) are skipped while the other files are still read.
  */
 export async function readManifests(path: string, opts: ReadOptions = {}): Promise<ReadResult> {
   const st = await stat(path).catch((e: NodeJS.ErrnoException) => {
@@ -137,30 +143,65 @@ async function readManifestFile(file: string, cache: ManifestCache | undefined, 
   }
 }
 
-/** Syntax-check the text of `file` and split it into objects. */
+/** A line that starts a YAML document (`---`) or ends one (`...`) at column 0 (YAML 1.2, 9.1.4). */
+const DOCUMENT_MARKER = /^(---|\.\.\.)(\s|$)/;
+
+/**
+ * True when the text of a document holds a document marker after its first
+ * line: the parser ran over the start of the next document (an unterminated
+ * quoted scalar does), so the documents of this file cannot be told apart.
+ */
+function swallowsMarker(text: string): boolean {
+  return text.split(/\r?\n/).slice(1).some((line) => DOCUMENT_MARKER.test(line));
+}
+
+/**
+ * Syntax-check the text of `file` and split it into objects. A document with
+ * a syntax error is skipped with one error naming it, and the other
+ * documents are kept, as long as the documents can still be told apart (the
+ * yaml library reports errors per document). When they cannot (an error
+ * runs over a `---` line) the whole file is skipped. A skipped document
+ * takes one position, so the objects after it keep theirs.
+ */
 function parseManifestText(file: string, text: string): FileRead {
   const lineCounter = new LineCounter();
   const docs = parseAllDocuments(text, { lineCounter, prettyErrors: false });
   const list = Array.isArray(docs) ? docs : [];
-  for (const doc of list) {
+  const raws: unknown[] = [];
+  const errors: ManifestError[] = [];
+  for (const [n, doc] of list.entries()) {
     const first = doc.errors[0];
+    const docName = list.length > 1 ? `document #${n + 1} (from line ${lineCounter.linePos(doc.range[0]).line}): ` : '';
     if (first) {
       const pos = lineCounter.linePos(first.pos[0]);
-      return {
-        objects: [],
-        errors: [new ManifestError({ file, line: pos.line, column: pos.col, detail: `syntax error: ${first.message}; file skipped` })],
-      };
+      const whole = list.length === 1 || swallowsMarker(text.slice(doc.range[0], doc.range[2]));
+      const detail = `${docName}syntax error: ${first.message}; ${whole ? 'file' : 'document'} skipped`;
+      const error = new ManifestError({ file, line: pos.line, column: pos.col, detail });
+      if (whole) return { objects: [], errors: [error] };
+      errors.push(error);
+      raws.push(SKIPPED);
+      continue;
+    }
+    try {
+      flattenLists(doc.toJS({ maxAliasCount: 100 }), raws);
+    } catch (e) {
+      // toJS fails on alias bombs (maxAliasCount) and similar structural problems.
+      const whole = list.length === 1;
+      const error = new ManifestError({ file, detail: `${docName}${(e as Error).message}; ${whole ? 'file' : 'document'} skipped` });
+      if (whole) return { objects: [], errors: [error] };
+      errors.push(error);
+      raws.push(SKIPPED);
     }
   }
-  const raws: unknown[] = [];
-  try {
-    for (const doc of list) flattenLists(doc.toJS({ maxAliasCount: 100 }), raws);
-  } catch (e) {
-    // toJS fails on alias bombs (maxAliasCount) and similar structural problems.
-    return { objects: [], errors: [new ManifestError({ file, detail: `${(e as Error).message}; file skipped` })] };
-  }
-  return { objects: raws.map((raw, index) => ({ file, index, raw })), errors: [] };
+  const objects: ManifestObject[] = [];
+  raws.forEach((raw, index) => {
+    if (raw !== SKIPPED) objects.push({ file, index, raw });
+  });
+  return { objects, errors };
 }
+
+/** Stands for a skipped document among the objects of a file, so that the positions after it do not move. */
+const SKIPPED = Symbol('skipped document');
 
 /**
  * Append the objects of one document to `out`: itself, or the items of a

@@ -331,3 +331,30 @@ test('watcher errors are logged once per code per minute, with the count of thos
   t.is(limit.admit('ELOOP'), 5001);
   t.is(limit.admit('ELOOP'), undefined);
 });
+
+test('a broken document keeps what it held; the other documents of its file follow the file; the read says it is incomplete', async (t) => {
+  const dir = await tempDir(t);
+  const file = join(dir, 'svc.yaml');
+  await writeFile(file, `${svc('web', '10.96.0.10', 80)}---\n${svc('api', '10.96.0.11', 80)}---\n${svc('db', '10.96.0.12', 80)}`);
+  const src = new FileSource(dir, { serviceCIDR: '10.96.0.0/12', logger: silentLogger() });
+  const whole = await src.load();
+  t.deepEqual(whole.incomplete, []);
+  t.is(whole.snapshot.services.size, 3);
+
+  // api's document breaks; db's port changes and is followed.
+  await writeFile(file, `${svc('web', '10.96.0.10', 80)}---\n${svc('api', '10.96.0.11', 80).replace('{name: api, namespace: default}', '{name: api, namespace: default')}---\n${svc('db', '10.96.0.12', 5432)}`);
+  const r = await src.load();
+  t.deepEqual(r.errors.map(String), [
+    `${file}:11:1: document #2 (from line 7): syntax error: Flow map in block collection must be sufficiently indented and end with a }; document skipped`,
+  ]);
+  t.deepEqual(r.incomplete, r.errors.map(String));
+  t.deepEqual(renderAll(r.snapshot), ['default/api:http 10.96.0.11:80/TCP ->', 'default/db:http 10.96.0.12:5432/TCP ->', 'default/web:http 10.96.0.10:80/TCP ->']);
+  // Broken again on the next load: still kept.
+  t.deepEqual(renderAll((await src.load()).snapshot), renderAll(r.snapshot));
+
+  // Fixed: whole again.
+  await writeFile(file, `${svc('web', '10.96.0.10', 80)}---\n${svc('db', '10.96.0.12', 5432)}`);
+  const fixed = await src.load();
+  t.deepEqual(fixed.incomplete, []);
+  t.deepEqual(renderAll(fixed.snapshot), ['default/db:http 10.96.0.12:5432/TCP ->', 'default/web:http 10.96.0.10:80/TCP ->']);
+});

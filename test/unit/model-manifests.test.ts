@@ -147,3 +147,34 @@ test('a file name with control characters cannot forge a line in an error', asyn
     `"${dir}/x\\ndrover: fake.yaml: all good\\u001b[31m.yaml":2:1: syntax error: Flow sequence in block collection must be sufficiently indented and end with a ]; file skipped`,
   ]);
 });
+
+test('a syntax error in one document skips that document only; the others keep their positions', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'drover-manifests-'));
+  t.teardown(() => rm(dir, { recursive: true, force: true }));
+  const file = join(dir, 'f.yaml');
+  await writeFile(
+    file,
+    [
+      'kind: Service\nmetadata: {name: first}',
+      'kind: Service\nmetadata: {name: broken, namespace: nsd\nspec: {clusterIP: 172.30.0.62}',
+      'kind: List\nitems:\n- {kind: Service, metadata: {name: third}}\n- {kind: Service, metadata: {name: fourth}}',
+    ].join('\n---\n') + '\n',
+  );
+  const r = await readManifests(file);
+  t.deepEqual(r.errors.map(String), [
+    `${file}:6:1: document #2 (from line 3): syntax error: Flow map in block collection must be sufficiently indented and end with a }; document skipped`,
+  ]);
+  t.deepEqual(names(r.objects), ['first', 'third', 'fourth']);
+  t.deepEqual(r.objects.map((o) => o.index), [0, 2, 3]);
+});
+
+test('an error that runs over a document marker makes the whole file unreadable', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'drover-manifests-'));
+  t.teardown(() => rm(dir, { recursive: true, force: true }));
+  const file = join(dir, 'f.yaml');
+  await writeFile(file, 'kind: Service\nmetadata: {name: first}\n---\nkind: "Service\nmetadata: {name: x}\n---\nkind: Service\nmetadata: {name: last}\n');
+  const r = await readManifests(file);
+  t.is(r.errors.length, 1);
+  t.regex(String(r.errors[0]), /^.*f\.yaml:\d+:\d+: document #2 \(from line 3\): syntax error: .*; file skipped$/);
+  t.deepEqual(r.objects, []);
+});
