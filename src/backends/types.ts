@@ -13,6 +13,14 @@ export interface ChangeSet {
   readonly full: boolean;
   /** ServicePortNames whose service or endpoints changed (added, removed or modified). */
   readonly changed: ReadonlySet<string>;
+  /**
+   * The source could not be read whole, so the snapshot may lack service
+   * ports that are programmed: add and update what the snapshot holds, but
+   * delete nothing that belongs to a service port it does not list (a full
+   * sync keeps such chains, rules, virtual servers, set entries and
+   * addresses as the kernel has them). Default false.
+   */
+  readonly incomplete?: boolean;
 }
 
 /** What one sync did. Times in milliseconds. */

@@ -28,10 +28,12 @@ export async function readIpvsKernel(opts: KernelOptions, tables: boolean): Prom
   }
 }
 
-/** The desired IPVS state of a source, and the source's problems (one line each). */
-export async function loadDesiredIpvs(opts: RenderCliOptions & { ipvsScheduler: string }): Promise<{ desired: DesiredIpvsState; problems: string[] }> {
-  const { snapshot, problems } = await loadSource(opts);
-  return { desired: desiredIpvsState(snapshot, { scheduler: opts.ipvsScheduler }), problems };
+/** The desired IPVS state of a source, the source's problems (one line each), and what of it could not be read. */
+export async function loadDesiredIpvs(
+  opts: RenderCliOptions & { ipvsScheduler: string },
+): Promise<{ desired: DesiredIpvsState; problems: string[]; incomplete: readonly string[] }> {
+  const { snapshot, problems, incomplete } = await loadSource(opts);
+  return { desired: desiredIpvsState(snapshot, { scheduler: opts.ipvsScheduler }), problems, incomplete };
 }
 
 /**
@@ -42,14 +44,15 @@ export async function loadDesiredIpvs(opts: RenderCliOptions & { ipvsScheduler: 
 export async function ipvsDriftFromSource(
   opts: RenderCliOptions & { ipvsScheduler: string },
   live: IpvsLive,
-): Promise<{ drift: IpvsDrift; problems: string[] }> {
-  const { desired, problems } = await loadDesiredIpvs(opts);
+): Promise<{ drift: IpvsDrift; problems: string[]; incomplete: readonly string[] }> {
+  const { desired, problems, incomplete } = await loadDesiredIpvs(opts);
   const drift = ipvsDrift(desired, live, {
     serviceCIDR: opts.serviceCidr,
     statics: ipvsStaticRules(renderConfig(opts)),
     iptablesStatics: loadStaticRules(),
+    incomplete: incomplete.length > 0,
   });
-  return { drift, problems };
+  return { drift, problems, incomplete };
 }
 
 /** `--ipvs-scheduler` of `run`, for commands that compare with what `run` programs. */

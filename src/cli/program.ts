@@ -1,7 +1,8 @@
 /**
  * drover's command line (commander): run, sync, render, cleanup, and the
  * read-only chains, diff, status and trace.
- * Errors are one line on stderr, `drover: <message>`, and exit code 1.
+ * Errors are one line on stderr, `drover: <message>`, and exit code 1; the
+ * exit codes of every command are those of exit.ts.
  */
 import { Command } from 'commander';
 import { readFileSync } from 'node:fs';
@@ -9,6 +10,7 @@ import { benchCommand } from './bench.ts';
 import { chainsCommand } from './chains.ts';
 import { cleanupCommand } from './cleanup.ts';
 import { diffCommand } from './diff.ts';
+import { EXIT_HELP } from './exit.ts';
 import { renderCommand } from './render.ts';
 import { runCommand } from './run.ts';
 import { statusCommand } from './status.ts';
@@ -23,11 +25,12 @@ export function buildProgram(): Command {
   const program = new Command('drover')
     .description('A node-level service proxy for Linux: Kubernetes-style Services to kernel load-balancing rules')
     .version(pkg.version)
-    .configureOutput(output);
+    .configureOutput(output)
+    .addHelpText('after', EXIT_HELP);
   for (const cmd of [runCommand(), syncCommand(), renderCommand(), cleanupCommand(), chainsCommand(), diffCommand(), statusCommand(), traceCommand()]) {
-    program.addCommand(cmd.configureOutput(output));
+    program.addCommand(cmd.configureOutput(output).addHelpText('after', EXIT_HELP));
   }
-  program.addCommand(benchCommand().configureOutput(output));
+  program.addCommand(benchCommand().configureOutput(output).addHelpText('after', EXIT_HELP));
   return program;
 }
 

@@ -15,6 +15,7 @@ import { FileSource } from '../sources/file.ts';
 import { silentLogger } from '../util/log.ts';
 import { ipvsSchedulerOption } from './ipvs-inspect.ts';
 import { renderOptions, type RenderCliOptions } from './options.ts';
+import { EXIT, markPartial } from './exit.ts';
 import { renderConfig } from './setup.ts';
 
 /** One `#` header line per service port: key, ClusterIP:port/protocol, where the IP came from, endpoints. */
@@ -29,7 +30,7 @@ export function serviceSummary(snapshot: Snapshot): string[] {
 /** The `render` command. */
 export function renderCommand(): Command {
   const cmd = new Command('render')
-    .description('print what a full sync writes onto an empty node: the iptables-restore input, or with --mode ipvs also ipsets, kube-ipvs0 and virtual servers (no root needed; exit 1 if an object was skipped)')
+    .description('print what a full sync writes onto an empty node: the iptables-restore input, or with --mode ipvs also ipsets, kube-ipvs0 and virtual servers (no root needed; exit 3 if part of the source was skipped)')
     .addOption(new Option('-m, --mode <mode>', 'proxy mode').choices(['iptables', 'ipvs']).default('iptables'))
     .addOption(ipvsSchedulerOption())
     .action(async (opts: RenderCliOptions & { mode: 'iptables' | 'ipvs'; ipvsScheduler: string }) => {
@@ -41,13 +42,13 @@ export function renderCommand(): Command {
         const desired = desiredIpvsState(loaded.snapshot, { scheduler: opts.ipvsScheduler });
         for (const c of desired.conflicts) {
           process.stderr.write(`drover: service port ${c}: its ClusterIP:port/protocol belongs to another service port; left out\n`);
-          process.exitCode = 1;
+          process.exitCode = EXIT.partial;
         }
         process.stdout.write(renderIpvs(desired, ipvsStaticRules(renderConfig(opts)), ['drover render --mode ipvs: what a full sync writes onto an empty node', ...services]));
       } else {
         process.stdout.write(renderRestore(loaded.snapshot, renderConfig(opts), ['drover render: iptables-restore --noflush input', ...services]));
       }
-      if (loaded.errors.length > 0) process.exitCode = 1;
+      markPartial(loaded.incomplete);
     });
   for (const o of renderOptions()) cmd.addOption(o);
   return cmd;

@@ -169,6 +169,8 @@ export interface LoadedSource {
   readonly snapshot: Snapshot;
   /** One line per skipped object or dropped entry (as `drover render` prints them). */
   readonly problems: string[];
+  /** The parts of the source that could not be read (files, documents, objects); empty when it was read whole. */
+  readonly incomplete: readonly string[];
 }
 
 /**
@@ -177,7 +179,7 @@ export interface LoadedSource {
  */
 export async function loadSource(opts: RenderCliOptions): Promise<LoadedSource> {
   const loaded = await createSource(opts, silentLogger()).load();
-  return { snapshot: loaded.snapshot, problems: [...loaded.errors, ...loaded.warnings].map((e) => e.message) };
+  return { snapshot: loaded.snapshot, problems: [...loaded.errors, ...loaded.warnings].map((e) => e.message), incomplete: loaded.incomplete };
 }
 
 /** The file source for `--source`. */

@@ -64,7 +64,10 @@ async function driftOf(count: () => Promise<number>): Promise<StatusView['drift'
 async function iptablesKernelStatus(opts: KernelOptions, record: StatusRecord): Promise<KernelStatus> {
   const kernel = await readKernel(opts);
   const statics = loadStaticRules();
-  const drift = await driftOf(async () => driftItems(statics, (await loadDesired(recordedRenderOptions(record))).services, kernel).length);
+  const drift = await driftOf(async () => {
+    const desired = await loadDesired(recordedRenderOptions(record));
+    return driftItems(statics, desired.services, kernel, { incomplete: desired.incomplete.length > 0 }).length;
+  });
   return { rules: ownedRuleCounts(statics, kernel), drift };
 }
 

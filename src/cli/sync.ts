@@ -3,12 +3,13 @@ import { Command, Option } from 'commander';
 import { Proxier } from '../proxier/proxier.ts';
 import { createLogger } from '../util/log.ts';
 import { ipvsOptions, kernelOptions, renderOptions, type SyncCliOptions } from './options.ts';
+import { markPartial } from './exit.ts';
 import { createBackend, createSource, renderConfig, UsageError } from './setup.ts';
 
 /** The `sync` command. */
 export function syncCommand(): Command {
   const cmd = new Command('sync')
-    .description('sync the kernel with the source once and exit (exit 1 if the sync failed)')
+    .description('sync the kernel with the source once and exit (exit 1 if the sync failed, 3 if part of the source was skipped: nothing is then deleted)')
     .addOption(new Option('--once', 'one full sync, then exit (the only mode of sync; drover run is the loop)').default(false))
     .action(async (opts: SyncCliOptions & { once: boolean }) => {
       if (!opts.once) throw new UsageError('drover sync needs --once (for the sync loop, use drover run)');
@@ -16,6 +17,7 @@ export function syncCommand(): Command {
       const backend = await createBackend(opts, renderConfig(opts), logger);
       const proxier = new Proxier({ source: createSource(opts, logger), backend, logger, minSyncPeriodMs: 0, syncPeriodMs: 0 });
       await proxier.syncOnce({ full: true });
+      markPartial(proxier.last?.incomplete ?? []);
     });
   for (const o of [...renderOptions(), ...kernelOptions(), ...ipvsOptions()]) cmd.addOption(o);
   return cmd;

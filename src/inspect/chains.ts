@@ -13,10 +13,12 @@
  * - a KUBE-SEP chain's endpoint is its DNAT `--to-destination` (older
  *   kube-proxy versions do not name the endpoint in a comment).
  */
-import { isServiceChain } from '../backends/iptables/names.ts';
+import { commentServicePort, isServiceChain } from '../backends/iptables/names.ts';
 import { TABLES, type ParsedDump, type TableName } from '../backends/iptables/parse.ts';
 import { SERVICES_CHAIN } from '../backends/iptables/ruleset.ts';
 import { parseRule } from './rule.ts';
+
+export { commentServicePort };
 
 /** One chain, or the rules of one service port in KUBE-SERVICES, as the kernel has them. */
 export interface ServiceChain {
@@ -69,17 +71,6 @@ function ruleFacts(rule: string, chains: ReadonlySet<string>): RuleFacts {
     jump: t.kind === 'jump' ? t.chain : undefined,
     dnat: t.kind === 'DNAT' ? (t.port === undefined ? t.ip : `${t.ip}:${t.port}`) : undefined,
   };
-}
-
-/**
- * The service port a kube-proxy-style comment names: its first word when that
- * word is "namespace/name[:port]" ("default/web:http cluster IP",
- * "default/web:http -> 10.244.1.2:8080", "default/web:http"); undefined for
- * other comments ("kubernetes service portals").
- */
-export function commentServicePort(comment: string): string | undefined {
-  const first = comment.split(' ')[0]!;
-  return /^[^/\s]+\/[^/\s]+$/.test(first) ? first : undefined;
 }
 
 /**

@@ -10,7 +10,7 @@
 import { canonicalRule } from '../backends/iptables/canonical.ts';
 import { TABLES, type ParsedDump, type TableName } from '../backends/iptables/parse.ts';
 import type { ServiceRules } from '../backends/iptables/render.ts';
-import { fullPlan } from '../backends/iptables/ruleset.ts';
+import { fullPlan, type FullPlanOptions } from '../backends/iptables/ruleset.ts';
 import type { StaticRuleset } from '../backends/iptables/static.ts';
 import { chainLabel } from './chains.ts';
 
@@ -75,10 +75,13 @@ export function ruleChanges(kernel: readonly string[], desired: readonly string[
  * `services`) and the kernel's owned chains and hooks, per table (in
  * TABLES order): missing and changed chains, extra and missing KUBE-SERVICES
  * rules, extra (stale) KUBE-SVC/KUBE-SEP chains, missing hook jumps.
- * Chains drover does not own are never reported. Pure.
+ * Chains drover does not own are never reported. With `opts.incomplete`
+ * (the source could not be read whole), the rules and chains of service
+ * ports it does not list are not reported either, as a full sync then keeps
+ * them. Pure.
  */
-export function driftItems(statics: StaticRuleset, services: ReadonlyMap<string, ServiceRules>, kernel: ParsedDump): DriftItem[] {
-  const plan = fullPlan(statics, services, kernel);
+export function driftItems(statics: StaticRuleset, services: ReadonlyMap<string, ServiceRules>, kernel: ParsedDump, opts: FullPlanOptions = {}): DriftItem[] {
+  const plan = fullPlan(statics, services, kernel, opts);
   const items: DriftItem[] = [];
   for (const table of TABLES) {
     const ops = plan[table];

@@ -17,11 +17,12 @@
  */
 import type { StaticRuleset } from '../backends/iptables/static.ts';
 import { cidrContains, realServerKey, type DesiredIpvsState } from '../backends/ipvs/desired.ts';
-import { CLUSTER_IP_SET, IPVS_SETS, LOOP_BACK_SET, planIpsetRestore, swapSetName } from '../backends/ipvs/ipset.ts';
+import { IPVS_SETS, planIpsetRestore, swapSetName } from '../backends/ipvs/ipset.ts';
+import { fullSyncTargets } from '../backends/ipvs/keep.ts';
 import { DUMMY_INTERFACE, planAddresses } from '../backends/ipvs/link.ts';
 import { planIpvs, type IpvsOp } from '../backends/ipvs/reconcile.ts';
 import { otherModeLeftovers } from '../backends/ipvs/rules.ts';
-import { IP_VS_SVC_F, type RealServer, type VirtualServer } from '../backends/ipvs/codec.ts';
+import { IP_VS_SVC_F, type RealServer, type VirtualServer, type VirtualServerKey } from '../backends/ipvs/codec.ts';
 import { IPVS_SYSCTLS } from '../backends/ipvs/sysctl.ts';
 import { TABLES } from '../backends/iptables/parse.ts';
 import { DIFF_EXIT, driftItems, formatDrift, type DriftItem } from './diff.ts';
@@ -77,6 +78,8 @@ export interface IpvsDriftOptions {
   readonly statics: StaticRuleset;
   /** iptables mode's static rules, whose hook jumps IPVS mode removes. */
   readonly iptablesStatics: StaticRuleset;
+  /** The source could not be read whole: as a full sync then would, keep what belongs to unlisted virtual servers (keep.ts). */
+  readonly incomplete?: boolean;
 }
 
 /** Every field sameService compares: scheduler, persistence, netmask and (kernel side) flags besides hashed and persistent. */
@@ -106,7 +109,10 @@ function describeDest(rs: Pick<RealServer, 'weight' | 'forwarding' | 'upperThres
  */
 export function ipvsDrift(desired: DesiredIpvsState, live: IpvsLive, opts: IpvsDriftOptions): IpvsDrift {
   const items: IpvsDriftItem[] = [];
-  const sets = planIpsetRestore({ [CLUSTER_IP_SET]: desired.clusterIPSet, [LOOP_BACK_SET]: desired.loopBackSet }, live.sets);
+  const bound = boundAddresses(live);
+  const owned = (vs: VirtualServerKey) => cidrContains(opts.serviceCIDR, vs.address) || bound.has(vs.address);
+  const targets = fullSyncTargets(desired, live.virtualServers, owned, opts.incomplete === true);
+  const sets = planIpsetRestore(targets.sets, live.sets);
   for (const { name } of IPVS_SETS) {
     if (sets.missingSets.includes(name)) items.push({ kind: 'missing set', object: name });
     const scratch = swapSetName(name);
@@ -115,13 +121,12 @@ export function ipvsDrift(desired: DesiredIpvsState, live: IpvsLive, opts: IpvsD
     for (const { entry } of sets.missing.filter((e) => e.set === name)) items.push({ kind: 'missing entry', object: `${name} ${entry}` });
   }
   if (live.bound === null) items.push({ kind: 'missing link', object: DUMMY_INTERFACE });
-  const addresses = planAddresses(desired.addresses, live.bound ?? []);
+  const addresses = planAddresses(targets.addresses, live.bound ?? []);
   for (const a of addresses.add) items.push({ kind: 'missing address', object: `${DUMMY_INTERFACE} ${a}/32` });
   for (const a of addresses.remove) items.push({ kind: 'extra address', object: `${DUMMY_INTERFACE} ${a.address}/${a.prefixLength}` });
 
-  const bound = boundAddresses(live);
   const plan = planIpvs(desired.virtualServers, live.virtualServers, {
-    owned: (vs) => cidrContains(opts.serviceCIDR, vs.address) || bound.has(vs.address),
+    owned: targets.owned,
     pending: new Map(),
     now: 0,
     gracefulPeriodMs: 0,

@@ -45,6 +45,8 @@ const syncSchema = z.object({
   /** Service ports and serving endpoints programmed; null for a failed attempt. */
   services: z.number().int().nullable(),
   endpoints: z.number().int().nullable(),
+  /** What the source could not read at this attempt (no service port was deleted); empty, or absent in older files, when it was whole. */
+  incomplete: z.array(z.string()).optional(),
 });
 
 /** One sync attempt as the status file records it. */
@@ -86,7 +88,23 @@ export function syncRecord(last: LastSync): SyncRecord {
     error: last.error ?? null,
     services: last.result?.services ?? null,
     endpoints: last.result?.endpoints ?? null,
+    incomplete: [...last.incomplete],
   };
+}
+
+/** Most parts of an incomplete source `drover status` names; the rest are counted. */
+const INCOMPLETE_SHOWN = 3;
+
+/** The `source read` lines of `drover status` when the last read was incomplete: what could not be read, and that deletions wait; none when it was whole. */
+function sourceReadLines(sync: SyncRecord): Array<[string, string]> {
+  const missing = sync.incomplete ?? [];
+  if (missing.length === 0) return [];
+  const more = missing.length - INCOMPLETE_SHOWN;
+  return [
+    ['source read', `incomplete: ${missing.length} ${missing.length === 1 ? 'part' : 'parts'} could not be read; no service port is deleted until it is whole`],
+    ...missing.slice(0, INCOMPLETE_SHOWN).map((m): [string, string] => ['  missing', m]),
+    ...(more > 0 ? [['  missing', `(${more} more in the log)`] as [string, string]] : []),
+  ];
 }
 
 /**
@@ -241,6 +259,7 @@ export function formatStatus(view: StatusView): string {
     ['status file', `${view.file} (pid ${r.pid}, ${view.running ? 'running' : 'not running'})`],
     ['mode', `${r.mode}${r.netns !== null ? `, network namespace ${r.netns}` : ''}`],
     ['source', `${r.source} (${flags.join(' ')})`],
+    ...sourceReadLines(r.lastSync),
     ['services', ok ? `${ok.services ?? 0} service ports, ${ok.endpoints ?? 0} endpoints (last successful sync)` : 'unknown: no successful sync yet'],
     ...(view.ipvs ? ipvsLines(view.ipvs) : []),
     ['rules', `${view.rules.filter + view.rules.nat} drover-owned rules in the kernel (filter ${view.rules.filter}, nat ${view.rules.nat})`],

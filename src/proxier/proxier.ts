@@ -9,6 +9,11 @@
  *   and repairs drift.
  * - A failed sync is retried with exponential backoff (1 s doubling up to
  *   30 s), and the retry is a full sync.
+ * - drover never deletes on an incomplete view of desired state: while the
+ *   source reports parts it could not read, a sync adds and updates but
+ *   deletes no service port (the unreadable part may hold it), and UDP
+ *   conntrack entries of the missing ones are left alone. The first read
+ *   that is whole again brings a full sync, which deletes what is stale.
  */
 import type { Backend, SyncResult } from '../backends/types.ts';
 import type { Snapshot } from '../model/types.ts';
@@ -18,10 +23,22 @@ import { staleUDPFlows } from '../conntrack/stale.ts';
 import { changedServicePorts } from './changes.ts';
 import { BoundedFrequencyRunner } from './runner.ts';
 
+/** One read of a source: the desired state, and what of the source could not be read. */
+export interface SourceRead {
+  readonly snapshot: Snapshot;
+  /**
+   * One line per part of the source that could not be read (a file, a
+   * document, an invalid object); empty or absent when the read is whole.
+   * While it is not empty the snapshot may lack service ports that are
+   * programmed, so no service port is deleted.
+   */
+  readonly incomplete?: readonly string[];
+}
+
 /** What the proxier needs of a source. */
 export interface SnapshotSource {
   /** Read the current desired state. */
-  load(): Promise<{ snapshot: Snapshot }>;
+  load(): Promise<SourceRead>;
   /** Call `onChange` whenever the desired state may have changed; resolves once watching. */
   watch(onChange: () => void): Promise<void> | void;
   /** Stop watching. */
@@ -59,6 +76,8 @@ export interface LastSync {
   readonly durationMs: number;
   readonly result?: SyncResult;
   readonly error?: string;
+  /** What the source could not read at this sync (deletions were held); empty when it was whole. */
+  readonly incomplete: readonly string[];
 }
 
 const MAX_BACKOFF_MS = 30_000;
@@ -70,6 +89,8 @@ export class Proxier {
   private lastGood: Snapshot | null = null;
   private lastFullAt = Number.NEGATIVE_INFINITY;
   private failures = 0;
+  /** True while service ports the source no longer lists may still be programmed (a sync ran on an incomplete read). */
+  private deletionsHeld = false;
   private readonly runner: BoundedFrequencyRunner;
   /** The last sync attempt, for status reporting. */
   last: LastSync | undefined;
@@ -89,17 +110,29 @@ export class Proxier {
    */
   async syncOnce(opts: { full?: boolean } = {}): Promise<SyncResult> {
     const start = performance.now();
-    const full =
-      opts.full === true || this.applied === null || Date.now() - this.lastFullAt >= this.opts.syncPeriodMs;
+    let full = opts.full === true || this.applied === null || Date.now() - this.lastFullAt >= this.opts.syncPeriodMs;
+    let incomplete: readonly string[] = [];
     try {
-      const { snapshot } = await this.opts.source.load();
-      const changed = full || !this.applied ? new Set<string>() : changedServicePorts(this.applied, snapshot);
-      const result = await this.opts.backend.sync(snapshot, { full, changed });
+      const read = await this.opts.source.load();
+      const { snapshot } = read;
+      incomplete = read.incomplete ?? [];
+      const partial = incomplete.length > 0;
+      if (!partial && this.deletionsHeld) full = true; // whole again: delete what was held
+      let changed = full || !this.applied ? new Set<string>() : changedServicePorts(this.applied, snapshot);
+      let held: string[] = [];
+      if (partial) {
+        held = [...changed].filter((key) => !snapshot.services.has(key));
+        changed = new Set([...changed].filter((key) => snapshot.services.has(key)));
+        this.logIncomplete(incomplete, held);
+      }
+      const result = await this.opts.backend.sync(snapshot, { full, changed, incomplete: partial });
       this.applied = snapshot;
       if (full) this.lastFullAt = Date.now();
-      await this.cleanConntrack(this.lastGood, snapshot);
+      if (!partial) this.deletionsHeld = false;
+      else if (full || held.length > 0) this.deletionsHeld = true;
+      await this.cleanConntrack(this.lastGood, snapshot, partial);
       this.lastGood = snapshot;
-      this.record({ at: Date.now(), full, durationMs: performance.now() - start, result });
+      this.record({ at: Date.now(), full, durationMs: performance.now() - start, result, incomplete });
       const level = full || changed.size > 0 ? 'info' : 'debug';
       this.opts.logger[level](
         {
@@ -117,15 +150,24 @@ export class Proxier {
           readMs: round(result.readMs),
           applyMs: round(result.applyMs),
           durationMs: round(result.totalMs),
+          ...(partial ? { incomplete: incomplete.length } : {}),
         },
-        result.full ? 'full sync done' : 'partial sync done',
+        `${result.full ? 'full sync done' : 'partial sync done'}${partial ? '; deletions held: the source is incomplete' : ''}`,
       );
       return result;
     } catch (err) {
       this.applied = null;
-      this.record({ at: Date.now(), full, durationMs: performance.now() - start, error: (err as Error).message });
+      this.record({ at: Date.now(), full, durationMs: performance.now() - start, error: (err as Error).message, incomplete });
       throw err;
     }
+  }
+
+  /** Say once per sync that the source is incomplete, what is missing, and which removals wait. */
+  private logIncomplete(incomplete: readonly string[], held: readonly string[]): void {
+    this.opts.logger.warn(
+      { missing: incomplete, ...(held.length > 0 ? { heldServicePorts: held } : {}) },
+      `source is incomplete (${incomplete.length} ${incomplete.length === 1 ? 'part' : 'parts'} could not be read): no service port is deleted until it is whole again`,
+    );
   }
 
   private record(last: LastSync): void {
@@ -134,14 +176,17 @@ export class Proxier {
   }
 
   /**
-   * Delete the UDP conntrack entries the sync left stale. Not on the first
+   * Delete the UDP conntrack entries the sync left stale (on an incomplete
+   * read, only those of service ports still listed). Not on the first
    * sync (drover does not know what was programmed before it started, and
    * deleting live flows to unchanged endpoints would break them). Failures
    * are logged: the rules are already right, and the next change retries.
    */
-  private async cleanConntrack(before: Snapshot | null, after: Snapshot): Promise<void> {
+  private async cleanConntrack(before: Snapshot | null, after: Snapshot, incomplete: boolean): Promise<void> {
     if (!this.opts.conntrack || !before) return;
-    for (const flow of staleUDPFlows(before, after)) {
+    // On an incomplete read a missing service port may still be programmed: its flows are not stale.
+    const from = incomplete ? { services: new Map([...before.services].filter(([key]) => after.services.has(key))) } : before;
+    for (const flow of staleUDPFlows(from, after)) {
       try {
         const deleted = await this.opts.conntrack.deleteUDP(flow);
         this.opts.logger.info({ ...flow, deleted }, 'deleted stale UDP conntrack entries');

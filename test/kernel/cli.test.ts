@@ -52,20 +52,20 @@ async function withBadExample(fn: (dir: string) => Promise<void>): Promise<void>
 
 const BAD_OBJECT = /bad\.yaml.*Service default\/evil.*spec\.ports\[0\]\.port.*70000/;
 
-test('render names a bad object, skips it, renders the rest and exits 1', async (t) => {
+test('render names a bad object, skips it, renders the rest and exits 3', async (t) => {
   await withBadExample(async (dir) => {
     const res = await drover(['render', '--source', dir]);
-    t.is(res.code, 1);
+    t.is(res.code, 3);
     t.regex(res.stderr, BAD_OBJECT);
     t.true(res.stdout.includes('default/linkding:http cluster IP'));
     t.false(res.stdout.includes('evil'));
   });
 });
 
-test('render --mode ipvs names a bad object, skips it, renders the rest in every section and exits 1; no root needed', async (t) => {
+test('render --mode ipvs names a bad object, skips it, renders the rest in every section and exits 3; no root needed', async (t) => {
   await withBadExample(async (dir) => {
     const res = await drover(['render', '--mode', 'ipvs', '--ipvs-scheduler', 'wrr', '--source', dir, '--cluster-cidr', '10.244.0.0/16']);
-    t.is(res.code, 1);
+    t.is(res.code, 3);
     t.regex(res.stderr, BAD_OBJECT);
     for (const line of [
       '# default/linkding:http: ClusterIP 10.96.0.80:80/TCP (from the manifest), 2 ready of 2 endpoints',

@@ -52,6 +52,33 @@ drift:       no
   );
 });
 
+test('status after a sync on an incomplete source names what could not be read, at most three, and that deletions wait', (t) => {
+  const missing = [
+    '/etc/drover/manifests/f.yaml:17:1: document #3 (from line 14): syntax error: Flow map in block collection must be sufficiently indented and end with a }; document skipped',
+    '/etc/drover/manifests/g.yaml: Service nsd/x: spec.ports[0].port: 70000 is out of range 1-65535',
+    '/etc/drover/manifests/h.yaml: syntax error: Map keys must be unique; file skipped',
+    '/etc/drover/manifests/i.yaml: file is 40 MiB, larger than the 32 MiB limit; file skipped',
+  ];
+  const sync = { ...OK, incomplete: missing };
+  const record: StatusRecord = { version: 1, ...RUN, lastSync: sync, lastSuccess: sync };
+  t.is(
+    formatStatus({ file: '/run/drover/status.json', record, running: true, rules: { filter: 6, nat: 25 }, drift: { differences: 0 }, now: NOW }),
+    `status file: /run/drover/status.json (pid 4242, running)
+mode:        iptables
+source:      /etc/drover/manifests (--cluster-cidr 10.244.0.0/16 --service-cidr 10.96.0.0/12)
+source read: incomplete: 4 parts could not be read; no service port is deleted until it is whole
+  missing:   ${missing[0]}
+  missing:   ${missing[1]}
+  missing:   ${missing[2]}
+  missing:   (1 more in the log)
+services:    2 service ports, 3 endpoints (last successful sync)
+rules:       31 drover-owned rules in the kernel (filter 6, nat 25)
+last sync:   2025-06-01T10:00:00.000Z (12 s ago), full, 22.8 ms, ok
+drift:       no
+`,
+  );
+});
+
 test('status after a failed sync shows the error, the last successful sync and the drift', (t) => {
   const failed = { at: '2025-06-01T10:00:10.000Z', kind: 'partial', durationMs: 4.06, error: 'iptables-restore failed at line 3: -X KUBE-SEP-X: chain in use', services: null, endpoints: null } as const;
   const record: StatusRecord = {

@@ -189,3 +189,31 @@ test('a foreign rule whose comment holds a newline neither confuses the read-bac
     '-d 172.30.0.41/32 -p tcp -m comment --comment "ns1/svc1:p80 cluster IP" -m tcp --dport 80 -j KUBE-SVC-XPGD46QRK7WJZT7O',
   ]);
 });
+
+test('incomplete source: a restarted full sync repairs the listed service port and keeps every rule and chain of the others; a whole one deletes them', async (t) => {
+  const { fake, backend, make } = setup();
+  const svc3 = sp('ns3/svc3:p53', '172.30.0.43', 53, [], { protocol: 'UDP' });
+  await backend.sync(snap(svc1(['10.180.0.1:80', '10.180.0.2:80']), svc2(['10.180.0.9:8080']), svc3), FULL);
+  const nat = fake.dump('nat');
+  const filter = fake.dump('filter');
+  // svc2 and svc3 are in the part of the source that could not be read; svc1 lost an endpoint.
+  const restarted = make();
+  await restarted.sync(snap(svc1(['10.180.0.1:80'])), { ...FULL, incomplete: true });
+  t.is(
+    fake.restores.at(-1),
+    `*nat
+:KUBE-SVC-XPGD46QRK7WJZT7O - [0:0]
+:KUBE-SEP-LXVODXWDISEETFEF - [0:0]
+-A KUBE-SVC-XPGD46QRK7WJZT7O ! -s 10.0.0.0/8 -d 172.30.0.41/32 -p tcp -m comment --comment "ns1/svc1:p80 cluster IP" -m tcp --dport 80 -j KUBE-MARK-MASQ
+-A KUBE-SVC-XPGD46QRK7WJZT7O -m comment --comment "ns1/svc1:p80 -> 10.180.0.1:80" -j KUBE-SEP-SXIVWICOYRO3J4NJ
+-X KUBE-SEP-LXVODXWDISEETFEF
+COMMIT
+`,
+  );
+  t.is(fake.dump('filter'), filter, 'the REJECT of svc3 stays');
+  for (const line of nat.split('\n').filter((l) => l.includes('ns2/svc2'))) t.true(fake.dump('nat').includes(line), line);
+  // Whole again: svc2 and svc3 go.
+  await restarted.sync(snap(svc1(['10.180.0.1:80'])), FULL);
+  t.false(fake.dump('nat').includes('ns2/svc2'));
+  t.deepEqual(fake.chain('filter', 'KUBE-SERVICES'), []);
+});

@@ -296,3 +296,32 @@ test('the backend refuses a bad service CIDR or graceful period', (t) => {
   t.throws(() => w.backend({ serviceCIDR: '10.96.0.0/12 -j ACCEPT' }), { message: /not an IPv4 CIDR/ });
   t.throws(() => w.backend({ gracefulPeriodMs: -1 }), { message: /not a non-negative duration/ });
 });
+
+test('incomplete source: a restarted full sync keeps every unlisted virtual server, its real servers, set entries and address; a whole one deletes them', async (t) => {
+  const w = new World();
+  await w.backend().sync(base(), FULL);
+  const listBefore = w.ipvs.list();
+  // Restart while the part of the source holding dns and empty cannot be read; web lost an endpoint.
+  const restarted = w.backend();
+  const INCOMPLETE = { full: true, changed: new Set<string>(), incomplete: true };
+  const ipvsLog = w.ipvs.log.length;
+  const linksLog = w.links.log.length;
+  const restores = w.ipset.restores.length;
+  await restarted.sync(snap(web('10.244.1.2')), INCOMPLETE);
+  // The listed service port is repaired in full: its removed endpoint goes. Nothing else is touched.
+  t.deepEqual(w.ipvs.log.slice(ipvsLog), ['DEL_DEST TCP/10.96.0.10:80 10.244.1.3:8080']);
+  t.deepEqual(w.links.log.slice(linksLog), [], 'no address removed');
+  t.deepEqual(w.ipset.restores.slice(restores), [['del KUBE-LOOP-BACK 10.244.1.3,tcp:8080,10.244.1.3', ''].join('\n')]);
+  t.deepEqual(
+    w.ipvs.list().filter((l) => !l.startsWith('  ')),
+    listBefore.filter((l) => !l.startsWith('  ')),
+  );
+  t.true(w.ipvs.list().includes('  -> 10.244.2.2:53 Masq 1'));
+  // The same source, whole: dns and empty go, with their entries and addresses.
+  await restarted.sync(snap(web('10.244.1.2')), FULL);
+  t.deepEqual(w.ipvs.list().filter((l) => !l.startsWith('  ')), ['TCP 10.96.0.10:80 rr']);
+  t.deepEqual(w.links.log.slice(linksLog), ['del 10.96.0.11/32', 'del 10.96.0.53/32']);
+  t.deepEqual(w.ipset.restores.slice(restores + 1), [
+    ['del KUBE-CLUSTER-IP 10.96.0.11,tcp:80', 'del KUBE-CLUSTER-IP 10.96.0.53,udp:53', 'del KUBE-LOOP-BACK 10.244.2.2,udp:53,10.244.2.2', ''].join('\n'),
+  ]);
+});

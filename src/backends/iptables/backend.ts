@@ -9,6 +9,9 @@
  *   flushing them, and drift is repaired.
  * - Partial sync: render only the changed service ports and write their
  *   chains and KUBE-SERVICES rules, from what was last applied.
+ * - On an incomplete source (`changes.incomplete`) a full sync leaves the
+ *   rules and chains of service ports it does not know as they are
+ *   (ruleset.ts fullPlan).
  */
 import type { Logger } from '../../util/log.ts';
 import type { Snapshot } from '../../model/types.ts';
@@ -67,7 +70,7 @@ export class IptablesBackend implements Backend {
         const readStart = performance.now();
         const kernel = await this.read();
         readMs = performance.now() - readStart;
-        plan = fullPlan(this.statics, next, kernel);
+        plan = fullPlan(this.statics, next, kernel, { incomplete: changes.incomplete === true });
         budgetScope = next;
         this.warnPinned(kernel, next);
       } else {

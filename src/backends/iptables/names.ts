@@ -56,3 +56,14 @@ export function endpointChainName(servicePortName: string, protocol: string, end
 export function isServiceChain(chain: string): boolean {
   return /^KUBE-(SVC|SEP)-[A-Z2-7]{16}$/.test(chain);
 }
+
+/**
+ * The service port a kube-proxy-style comment names: its first word when that
+ * word is "namespace/name[:port]" ("default/web:http cluster IP",
+ * "default/web:http -> 10.244.1.2:8080", "default/web:http"); undefined for
+ * other comments ("kubernetes service portals").
+ */
+export function commentServicePort(comment: string): string | undefined {
+  const first = comment.split(' ')[0]!;
+  return /^[^/\s]+\/[^/\s]+$/.test(first) ? first : undefined;
+}

@@ -73,8 +73,17 @@ function sameRules(a: readonly string[], b: readonly string[]): boolean {
  * Add to `ops` what turns `current` into `desired` for one table.
  * @param isStale chains present in `current` but not in `desired` are deleted only when this returns true
  *   (drover never deletes a chain it does not own).
+ * @param keepRule a rule of a set chain (KUBE-SERVICES) present in `current` but not in `desired` is left
+ *   in place when this returns true (a full sync on an incomplete source keeps the entries of service
+ *   ports it does not know); default: none is kept.
  */
-export function diffTable(ops: TableOps, desired: TableView, current: TableView, isStale: (chain: string) => boolean): void {
+export function diffTable(
+  ops: TableOps,
+  desired: TableView,
+  current: TableView,
+  isStale: (chain: string) => boolean,
+  keepRule: (rule: string) => boolean = () => false,
+): void {
   for (const [chain, rules] of desired.sets) {
     const have = current.sets.get(chain);
     if (!have) {
@@ -85,7 +94,7 @@ export function diffTable(ops: TableOps, desired: TableView, current: TableView,
     // A kernel rule that cannot be written back on one line (a comment with a
     // newline, added by someone else) cannot be deleted by specification:
     // rewrite the whole chain instead.
-    if (have.some((rule) => /[\r\n]/.test(rule) && !rules.includes(rule))) {
+    if (have.some((rule) => /[\r\n]/.test(rule) && !rules.includes(rule) && !keepRule(rule))) {
       ops.declare.push(chain);
       for (const rule of rules) ops.appendRules.push({ chain, rule });
       continue;
@@ -100,7 +109,7 @@ export function diffTable(ops: TableOps, desired: TableView, current: TableView,
       if (left > 0) {
         wanted.set(c, left - 1);
         present.set(c, (present.get(c) ?? 0) + 1);
-      } else {
+      } else if (!keepRule(rule)) {
         ops.deleteRules.push({ chain, rule });
       }
     }

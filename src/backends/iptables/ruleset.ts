@@ -4,7 +4,8 @@
  * cleanup. No I/O here; backend.ts feeds it the kernel's read-back.
  */
 import type { Snapshot } from '../../model/types.ts';
-import { isServiceChain } from './names.ts';
+import { tokenize } from '../../inspect/rule.ts';
+import { commentServicePort, isServiceChain } from './names.ts';
 import { TABLES, type ParsedDump, type TableName } from './parse.ts';
 import { diffTable, emptyPlan, planToRestore, type Plan, type TableView } from './plan.ts';
 import { renderServicePort, type RenderOptions, type ServiceRules } from './render.ts';
@@ -94,16 +95,55 @@ export function foreignReferences(statics: StaticRuleset, table: TableName, kern
 }
 
 /**
+ * The service port a rule belongs to, from its kube-proxy-style comment
+ * ("ns/svc:port cluster IP", "ns/svc:port -> 10.244.1.2:8080", "ns/svc:port");
+ * undefined for a rule without one or that cannot be split into words.
+ */
+export function ruleServicePort(rule: string): string | undefined {
+  let words: string[];
+  try {
+    words = tokenize(rule);
+  } catch {
+    return undefined;
+  }
+  const at = words.indexOf('--comment');
+  return at < 0 || at + 1 >= words.length ? undefined : commentServicePort(words[at + 1]!);
+}
+
+/** Options of {@link fullPlan}. */
+export interface FullPlanOptions {
+  /**
+   * The source was not read whole: leave alone every KUBE-SERVICES rule and
+   * service chain that no rendered service port claims (by the service port
+   * its comments name), since it may belong to a service port in the part
+   * that could not be read. Service ports that are rendered are repaired in
+   * full. Default false.
+   */
+  readonly incomplete?: boolean;
+}
+
+/**
  * A full sync: everything that differs between the desired ruleset and the
  * kernel, including missing hook jumps and stale KUBE-SVC/KUBE-SEP chains
- * (deleted, or only emptied while a foreign rule still jumps to them).
- * Against an empty kernel this is the complete ruleset (`drover render`).
+ * (deleted, or only emptied while a foreign rule still jumps to them; with
+ * `incomplete`, only those of rendered service ports). Against an empty
+ * kernel this is the complete ruleset (`drover render`).
  */
-export function fullPlan(statics: StaticRuleset, services: ReadonlyMap<string, ServiceRules>, kernel: ParsedDump): Plan {
+export function fullPlan(statics: StaticRuleset, services: ReadonlyMap<string, ServiceRules>, kernel: ParsedDump, opts: FullPlanOptions = {}): Plan {
   const plan = emptyPlan();
+  const claimed = (rule: string): boolean => {
+    const key = ruleServicePort(rule);
+    return key !== undefined && services.has(key);
+  };
   for (const table of TABLES) {
     const ops = plan[table];
-    diffTable(ops, desiredView(statics, table, services.values()), kernelView(statics, table, kernel), isServiceChain);
+    const current = kernelView(statics, table, kernel);
+    if (opts.incomplete) {
+      const isStale = (chain: string) => isServiceChain(chain) && (current.chains.get(chain) ?? []).some(claimed);
+      diffTable(ops, desiredView(statics, table, services.values()), current, isStale, (rule) => !claimed(rule));
+    } else {
+      diffTable(ops, desiredView(statics, table, services.values()), current, isServiceChain);
+    }
     const refs = foreignReferences(statics, table, kernel);
     const pinned = ops.deleteChains.filter((c) => refs.has(c));
     const alreadyEmpty = new Set(pinned.filter((c) => (kernel.get(table)?.get(c)?.rules.length ?? 0) === 0));

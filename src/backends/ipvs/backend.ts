@@ -21,6 +21,10 @@
  *    rules do not depend on services), new ClusterIPs on kube-ipvs0, IPVS
  *    commands (reconcile.ts), then stale ClusterIPs off kube-ipvs0.
  *
+ * On an incomplete source (`changes.incomplete`) a full sync deletes no
+ * virtual server the snapshot does not list, nor its set entries and
+ * kube-ipvs0 address (keep.ts).
+ *
  * A restart adopts what is there: state that matches produces no command. A
  * removed endpoint's real server goes through graceful termination
  * (graceful.ts); the pending ones are checked on every full sync, on a
@@ -46,6 +50,7 @@ import { checkPending, type PendingRemoval } from './graceful.ts';
 import { CLUSTER_IP_SET, LOOP_BACK_SET, parseIpsetSave, planIpsetChanges, planIpsetDestroy, planIpsetRestore, type IpsetExec, type IpsetPlan, type SavedSet } from './ipset.ts';
 import { applyOps, readSomeVirtualServers, readVirtualServers, type IpvsKernel, type KernelRead } from './kernel.ts';
 import { DUMMY_INTERFACE, planAddresses, type AddressPlan, type InterfaceAddress, type LinkManager } from './link.ts';
+import { fullSyncTargets, NOTHING_KEPT, type KeptIpvsState } from './keep.ts';
 import { IpvsClientClosedError } from './netlink.ts';
 import { countOps, describeOp, planIpvs, type IpvsOp } from './reconcile.ts';
 import { ipvsRulesPlan, ipvsStaticRules } from './rules.ts';
@@ -181,6 +186,7 @@ export class IpvsBackend implements Backend {
       let owned: (vs: VirtualServerKey) => boolean;
       let ipsetPlan: IpsetPlan;
       let addressPlan: AddressPlan;
+      let kept: KeptIpvsState = NOTHING_KEPT;
       if (delta) {
         owned = (vs) => cidrContains(this.opts.serviceCIDR, vs.address) || prev!.bound.has(vs.address);
         kernel = await readSomeVirtualServers(ipvs, [...delta.virtualServers.values()].map((v) => v.vs));
@@ -201,8 +207,12 @@ export class IpvsBackend implements Backend {
         const bound = new Set(addresses.map((a) => a.address));
         owned = (vs) => cidrContains(this.opts.serviceCIDR, vs.address) || bound.has(vs.address);
         kernel = await readVirtualServers(ipvs, (vs) => owned(vs) || want.virtualServers.has(virtualServerKey(vs)));
-        ipsetPlan = planIpsetRestore({ [CLUSTER_IP_SET]: want.clusterIPSet, [LOOP_BACK_SET]: want.loopBackSet }, sets);
-        addressPlan = planAddresses(want.addresses, addresses);
+        // On an incomplete source nothing of a virtual server the snapshot does not list is deleted (keep.ts).
+        const targets = fullSyncTargets(want, kernel.state, owned, changes.incomplete === true);
+        ({ owned, kept } = targets);
+        if (kept.servers.length > 0) logger.info({ virtualServers: kept.servers }, 'ipvs: source incomplete; unlisted virtual servers left in place');
+        ipsetPlan = planIpsetRestore(targets.sets, sets);
+        addressPlan = planAddresses(targets.addresses, addresses);
       }
       const readMs = performance.now() - readStart;
       if (kernel.unsupported.length > 0) logger.debug({ entries: kernel.unsupported }, 'ipvs: left alone entries drover does not manage (fwmark, IPv6)');
@@ -230,7 +240,7 @@ export class IpvsBackend implements Backend {
       const applyMs = wrote ? performance.now() - applyStart : 0;
 
       // kube-ipvs0 now holds exactly the wanted ClusterIPs.
-      const bound = prev ? prev.bound : new Set(desired!.addresses);
+      const bound = prev ? prev.bound : new Set([...desired!.addresses, ...kept.addresses]);
       if (prev) {
         for (const a of addressPlan.add) bound.add(a);
         for (const a of addressPlan.remove) bound.delete(a.address);

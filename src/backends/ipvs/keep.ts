@@ -1,0 +1,97 @@
+/**
+ * What a full IPVS sync on an incomplete source leaves in place: the virtual
+ * servers drover owns that the snapshot does not list (they may belong to a
+ * service port in the part of the source that could not be read), with the
+ * KUBE-CLUSTER-IP and KUBE-LOOP-BACK entries and the kube-ipvs0 address that
+ * go with them. Pure.
+ *
+ * The rule is the proxier's (proxier.ts): never delete on an incomplete view
+ * of desired state; virtual servers the snapshot lists are repaired in full.
+ */
+import type { VirtualServerKey } from './codec.ts';
+import type { DesiredIpvsState, DesiredVirtualServer } from './desired.ts';
+import { CLUSTER_IP_SET, clusterIPEntry, LOOP_BACK_SET, loopBackEntry, type DesiredSets } from './ipset.ts';
+import type { KernelIpvsState } from './reconcile.ts';
+
+/** The state kept for unlisted virtual servers; every list sorted and without duplicates. */
+export interface KeptIpvsState {
+  /** Virtual server keys ("TCP/10.96.0.10:80") left as the kernel has them. */
+  readonly servers: readonly string[];
+  /** Their addresses, kept bound to kube-ipvs0. */
+  readonly addresses: readonly string[];
+  /** Their KUBE-CLUSTER-IP entries. */
+  readonly clusterIP: readonly string[];
+  /** The KUBE-LOOP-BACK entries of their real servers. */
+  readonly loopBack: readonly string[];
+}
+
+/**
+ * The kernel's owned virtual servers that `desired` does not list, and the
+ * set entries and addresses they need. A virtual server whose entries cannot
+ * be written (a protocol or address drover never programs) is still kept,
+ * without entries.
+ * @param owned true for a virtual server drover would delete when unwanted (reconcile.ts).
+ */
+export function keptIpvsState(
+  kernel: KernelIpvsState,
+  desired: ReadonlyMap<string, DesiredVirtualServer>,
+  owned: (vs: VirtualServerKey) => boolean,
+): KeptIpvsState {
+  const servers: string[] = [];
+  const addresses = new Set<string>();
+  const clusterIP = new Set<string>();
+  const loopBack = new Set<string>();
+  for (const [key, have] of kernel) {
+    if (desired.has(key) || !owned(have.entry)) continue;
+    const { protocol, address, port } = have.entry;
+    servers.push(key);
+    addresses.add(address);
+    try {
+      clusterIP.add(clusterIPEntry(address, protocol, port));
+      for (const d of have.dests) loopBack.add(loopBackEntry(d.address, protocol, d.port));
+    } catch {
+      // Not an entry drover writes: the virtual server is kept, its entries are not invented.
+    }
+  }
+  const sorted = (s: Iterable<string>) => [...s].sort();
+  return { servers: sorted(servers), addresses: sorted(addresses), clusterIP: sorted(clusterIP), loopBack: sorted(loopBack) };
+}
+
+/** What a full sync (or `diff`, which shows what one would write) brings the kernel to. */
+export interface FullSyncTargets {
+  /** The wanted entries of drover's sets. */
+  readonly sets: DesiredSets;
+  /** The wanted kube-ipvs0 addresses. */
+  readonly addresses: readonly string[];
+  /** True for a virtual server that may be deleted when it is not wanted (none on an incomplete source). */
+  readonly owned: (vs: VirtualServerKey) => boolean;
+  /** What is kept for unlisted virtual servers (nothing on a whole source). */
+  readonly kept: KeptIpvsState;
+}
+
+/** Nothing kept: a sync on a whole source. */
+export const NOTHING_KEPT: KeptIpvsState = { servers: [], addresses: [], clusterIP: [], loopBack: [] };
+
+/**
+ * The targets of a full sync of `want` against `kernel`: on a whole source
+ * `want` itself; on an incomplete one `want` plus what {@link keptIpvsState}
+ * keeps, and nothing may be deleted.
+ */
+export function fullSyncTargets(
+  want: DesiredIpvsState,
+  kernel: KernelIpvsState,
+  owned: (vs: VirtualServerKey) => boolean,
+  incomplete: boolean,
+): FullSyncTargets {
+  if (!incomplete) {
+    return { sets: { [CLUSTER_IP_SET]: want.clusterIPSet, [LOOP_BACK_SET]: want.loopBackSet }, addresses: want.addresses, owned, kept: NOTHING_KEPT };
+  }
+  const kept = keptIpvsState(kernel, want.virtualServers, owned);
+  const union = (a: ReadonlySet<string>, b: readonly string[]) => (b.length === 0 ? a : new Set([...a, ...b]));
+  return {
+    sets: { [CLUSTER_IP_SET]: union(want.clusterIPSet, kept.clusterIP), [LOOP_BACK_SET]: union(want.loopBackSet, kept.loopBack) },
+    addresses: [...want.addresses, ...kept.addresses],
+    owned: () => false,
+    kept,
+  };
+}
