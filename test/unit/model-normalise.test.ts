@@ -64,14 +64,13 @@ test('headless and ExternalName give no ports; IPv6/FQDN/unlabelled slices are i
 });
 
 test('bad input: the error names file, object and field; the other services are still served', async (t) => {
-  const cases: Array<[string, string[], string[]]> = [
+  // [file, parse errors, served, parse warnings]
+  const cases: Array<[string, string[], string[], string[]?]> = [
     [
       'bad-ip.yaml',
-      [
-        'test/fixtures/model/bad-ip.yaml: Service default/web: spec.clusterIP: "10.96.1.300" is not a valid IPv4 address (dotted quad, no leading zeros)',
-        'test/fixtures/model/bad-ip.yaml: EndpointSlice default/good-2: endpoints[0].addresses[0]: "10.244.1.6 -j ACCEPT" is not a valid IPv4 address (dotted quad, no leading zeros)',
-      ],
+      ['test/fixtures/model/bad-ip.yaml: Service default/web: spec.clusterIP: "10.96.1.300" is not a valid IPv4 address (dotted quad, no leading zeros)'],
       ['default/good:http 10.96.1.1:80/TCP -> 10.244.1.5:8080'],
+      ['test/fixtures/model/bad-ip.yaml: EndpointSlice default/good-2: endpoints[0].addresses[0]: "10.244.1.6 -j ACCEPT" is not a valid IPv4 address; endpoint ignored'],
     ],
     [
       'bad-port.yaml',
@@ -96,9 +95,10 @@ test('bad input: the error names file, object and field; the other services are 
       ['default/fine 10.96.6.1:80/TCP ->'],
     ],
   ];
-  for (const [file, errors, served] of cases) {
+  for (const [file, errors, served, warnings = []] of cases) {
     const r = await buildFrom([`${FIXTURES}/${file}`]);
     t.deepEqual(r.parseErrors, errors, file);
+    t.deepEqual(r.parseWarnings, warnings, file);
     t.deepEqual(renderAll(r.snapshot), served, file);
   }
 });

@@ -249,12 +249,13 @@ test('Shepherd Service: snake_case, lower-case protocol, target_port matching, m
   t.deepEqual(withIP.inlineEndpoints, [{ ports: [{ name: '', port: 80, protocol: 'TCP' }], addresses: [] }]);
 });
 
-test('Shepherd Service errors: bad endpoint entry, bad protocol, bad cluster_ip', (t) => {
+test('Shepherd Service errors: bad endpoint entry (a warning), bad protocol, bad cluster_ip', (t) => {
   const shep = (ports: unknown[], status: unknown) => ({ kind: 'Service', metadata: { name: 'web-service', namespace: 'default' }, spec: { ports }, status });
-  t.is(
-    errorText(parse(shep([{ name: 'http', port: 80, target_port: 8080 }], { endpoints: ['10.20.0.2:8080', '10.20.0.3'] }))),
-    'in.yaml: Service default/web-service: status.endpoints[1]: "10.20.0.3" is not an "ip:port" endpoint',
-  );
+  const badEntry = parse(shep([{ name: 'http', port: 80, target_port: 8080 }], { endpoints: ['10.20.0.2:8080', '10.20.0.3'] }));
+  t.deepEqual(warningLines(badEntry), [
+    'in.yaml: Service default/web-service: status.endpoints[1]: "10.20.0.3" is not an "ip:port" endpoint; entry ignored',
+  ]);
+  t.deepEqual((okObject(badEntry) as ParsedService).inlineEndpoints?.[0]?.addresses.map((a) => a.ip), ['10.20.0.2']);
   t.is(
     errorText(parse(shep([{ name: 'http', port: 80, protocol: 'http' }], {}))),
     'in.yaml: Service default/web-service: spec.ports[0].protocol: "http" is not a supported protocol (TCP, UDP or SCTP)',
