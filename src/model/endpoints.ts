@@ -1,7 +1,8 @@
 /**
  * Matching endpoints to service ports (kube-proxy's EndpointSliceCache,
  * pkg/proxy/endpointslicecache.go, reduced to a pure function), and the
- * warnings for endpoint objects and ports that match nothing:
+ * warnings for endpoint objects and ports that match nothing
+ * ({@link orphanWarnings}, {@link portWarnings}):
  *
  *   - an endpoint port serves the service port with the same **name** and
  *     protocol (endpoint ports carry the Service port name and the
@@ -90,22 +91,55 @@ export function orphanWarnings(services: readonly ParsedService[], objects: read
   return out;
 }
 
+/** How many port names a "matches no port" warning lists before "and N more". */
+const LISTED_PORT_NAMES = 10;
+
+/** A port name as warnings show it: `port "http"`, or `unnamed port`. */
+const portLabel = (name: string) => (name === '' ? 'unnamed port' : `port "${name}"`);
+
+/** `svc`'s port names for a warning: 'its ports: "http", "metrics"', 'its port: "http"', 'its port is unnamed', cut after {@link LISTED_PORT_NAMES}. */
+function describePortNames(ports: readonly ParsedServicePort[]): string {
+  if (ports.length === 1) return ports[0]!.name === '' ? 'its port is unnamed' : `its port: "${ports[0]!.name}"`;
+  const listed = ports.slice(0, LISTED_PORT_NAMES).map((p) => `"${p.name}"`).join(', ');
+  return ports.length > LISTED_PORT_NAMES ? `its ports: ${listed} and ${ports.length - LISTED_PORT_NAMES} more` : `its ports: ${listed}`;
+}
+
 /**
- * Warnings for endpoint ports that carry the name of one of `svc`'s ports
- * but another protocol: they serve no port (kube-proxy matches name and
- * protocol). One warning per object, port name and protocol.
+ * Warnings for the endpoint ports of `objects` (the endpoint objects `svc`
+ * uses) that serve none of `svc`'s ports. kube-proxy keys endpoints by
+ * ServicePortName, i.e. by the endpoint port's name and protocol
+ * (pkg/proxy/endpointslicecache.go), and silently never uses a port no
+ * service port matches (kubernetes/kubernetes#123954). Two causes, one
+ * message each:
+ *
+ *   - no service port of that name:
+ *     `endpoint port "htp" matches no port of Service nsd/good (its ports: "http", "metrics"); endpoint port ignored`;
+ *   - a service port of that name but another protocol:
+ *     `endpoint port "dns" is UDP but port "dns" of Service shop/store is TCP; endpoint port ignored`.
+ *
+ * One warning per object, port name and protocol, on the object as a
+ * whole. A Service without proxied ports (headless, ExternalName) gets
+ * none. Linear in the number of ports.
  */
-export function protocolWarnings(svc: ParsedService, objects: readonly EndpointObject[]): ManifestError[] {
+export function portWarnings(svc: ParsedService, objects: readonly EndpointObject[]): ManifestError[] {
+  if (svc.ports.length === 0) return [];
   const protocols = new Map(svc.ports.map((p) => [p.name, p.protocol])); // port names are unique
+  const service = `Service ${svc.namespace}/${svc.name}`;
+  let names: string | undefined; // described once, when first needed
   const out: ManifestError[] = [];
   for (const o of objects) {
     const seen = new Set<string>();
     for (const gp of o.groups.flatMap((g) => g.ports)) {
       const want = protocols.get(gp.name);
-      if (want === undefined || want === gp.protocol || seen.has(portId(gp))) continue;
+      if (want === gp.protocol || seen.has(portId(gp))) continue;
       seen.add(portId(gp));
-      const port = gp.name === '' ? 'unnamed port' : `port "${gp.name}"`;
-      out.push(objectError(o, '', `endpoint ${port} is ${gp.protocol} but ${port} of Service ${svc.namespace}/${svc.name} is ${want}; endpoint port ignored`));
+      const port = portLabel(gp.name);
+      if (want === undefined) {
+        names ??= describePortNames(svc.ports);
+        out.push(objectError(o, '', `endpoint ${port} matches no port of ${service} (${names}); endpoint port ignored`));
+      } else {
+        out.push(objectError(o, '', `endpoint ${port} is ${gp.protocol} but ${port} of ${service} is ${want}; endpoint port ignored`));
+      }
     }
   }
   return out;

@@ -6,7 +6,8 @@
  * Only the fields drover uses are declared; every other field (managedFields,
  * ownerReferences, status, ipFamilies, hints, targetRef, fields of newer API
  * versions...) is stripped, never rejected. Declared fields are validated
- * strictly (validate.ts) and API defaults are applied here, as the API server
+ * strictly (validate.ts), except endpoint addresses, which parse.ts reads one
+ * by one; API defaults are applied here, as the API server
  * would (pkg/apis/core/v1/defaults.go, pkg/apis/discovery/v1/defaults.go):
  * namespace "default", protocol TCP, port name "", Service type ClusterIP,
  * sessionAffinity None, traffic policies Cluster.
@@ -120,11 +121,14 @@ const conditionsSchema = optional(
 });
 
 /**
- * One endpoint (discovery.k8s.io/v1 Endpoint): 1-100 IPv4 addresses (all
- * validated; kube-proxy uses the first), conditions, optional nodeName and zone.
+ * One endpoint (discovery.k8s.io/v1 Endpoint): 1-100 addresses (kube-proxy
+ * uses the first), conditions, optional nodeName and zone. The addresses
+ * are only required to be strings here: parse.ts reads each one
+ * (validate.ts `parseEndpointIPv4`), so that a bad address skips its
+ * endpoint with a warning instead of the whole slice.
  */
 const sliceEndpointSchema = z.object({
-  addresses: z.array(validated(checkUnicastIPv4)).min(1).max(100),
+  addresses: z.array(z.string()).min(1).max(100),
   conditions: conditionsSchema,
   nodeName: optional(validated(checkNodeName)),
   zone: optional(validated(checkZone)),
@@ -169,9 +173,13 @@ export type K8sEndpointSlice = z.output<typeof k8sEndpointSliceSchema>;
 
 // ---------------------------------------------------------------- Endpoints (legacy)
 
-/** core/v1 EndpointAddress: an IPv4 `ip` and an optional nodeName (hostname, targetRef... stripped). */
+/**
+ * core/v1 EndpointAddress: an `ip` and an optional nodeName (hostname,
+ * targetRef... stripped). Like a slice's addresses, `ip` is only required to
+ * be a string here and is read by parse.ts, which skips a bad one alone.
+ */
 const endpointAddressSchema = z.object({
-  ip: validated(checkUnicastIPv4),
+  ip: z.string(),
   nodeName: optional(validated(checkNodeName)),
 });
 

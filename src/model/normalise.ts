@@ -22,10 +22,11 @@
  *
  * Warnings (the object is served, but some of its content is unused):
  *   - an EndpointSlice or Endpoints object whose Service does not exist;
- *   - an endpoint port whose name matches a service port of another protocol.
+ *   - an endpoint port whose name matches no service port, or matches a
+ *     service port of another protocol (endpoints.ts portWarnings).
  */
 import { allocateClusterIPs, parseServiceCIDR } from './allocate.ts';
-import { endpointsFor, groupByService, indexEndpoints, orphanWarnings, protocolWarnings, type EndpointIndex } from './endpoints.ts';
+import { endpointsFor, groupByService, indexEndpoints, orphanWarnings, portWarnings, type EndpointIndex } from './endpoints.ts';
 import { displayFile, objectError, type ManifestError } from './errors.ts';
 import { compareStrings } from './order.ts';
 import type { ParsedEndpoints, ParsedEndpointSlice, ParsedObject, ParsedService, ParsedServicePort } from './parsed.ts';
@@ -134,7 +135,7 @@ export function buildSnapshot(objects: readonly ParsedObject[], opts: BuildOptio
     if (svc.source === 'shepherd') index = indexEndpoints(svc.inlineEndpoints ?? []);
     else {
       const used = slices.get(serviceKey(svc)) ?? legacy.get(serviceKey(svc)) ?? [];
-      for (const w of protocolWarnings(svc, used)) warnings.push(w);
+      for (const w of portWarnings(svc, used)) warnings.push(w);
       index = indexEndpoints(used.flatMap((o) => o.groups));
     }
     for (const p of svc.ports) ports.push(makeServicePort(svc, p, ip, svc.clusterIP === undefined, index));

@@ -5,6 +5,13 @@
  * (through the schemas of kubernetes.ts and shepherd.ts); cross-object rules
  * (duplicates, ClusterIP conflicts, allocation) are normalise.ts's job.
  *
+ * Endpoint addresses are read one by one after the schema (validate.ts
+ * `parseEndpointIPv4`, kube-proxy's ParseIPSloppy reading): a bad one skips
+ * its endpoint (or its Shepherd entry) with a warning naming the field, the
+ * rest of the object is kept; leading zeros are read as decimal with a
+ * warning. A structural problem (e.g. `endpoints` not a list) still makes
+ * the whole object invalid.
+ *
  * Dispatch on apiVersion/kind:
  *   - Service + apiVersion v1           → Kubernetes Service
  *   - Service without apiVersion        → Shepherd Service
@@ -28,11 +35,13 @@ import type {
 } from './parsed.ts';
 import { formatPath, parseWith } from './schema.ts';
 import { shepherdServiceSchema } from './shepherd.ts';
+import { parseEndpointIPv4, parseIPv4HostPort } from './validate.ts';
 import { isIPv6 } from 'node:net';
 
 /**
  * Outcome of {@link parseObject}:
- *   - ok: the parsed object, plus non-fatal warnings (entries dropped from it);
+ *   - ok: the parsed object, plus non-fatal warnings (entries dropped from it,
+ *     endpoint addresses read from a non-canonical form);
  *   - error: the object is invalid and must be skipped; `identity` is its
  *     "Kind/namespace/name" when readable, so a caller can fall back to a
  *     last valid version;
@@ -149,6 +158,22 @@ function address(ip: string, c: { ready: boolean; serving: boolean; terminating:
   };
 }
 
+/**
+ * Read the endpoint address `value` found at `field` (validate.ts
+ * `parseEndpointIPv4`). Returns the canonical address, after pushing a
+ * warning onto `warnings` when it was written with leading zeros; or
+ * undefined after pushing a warning that ends with `; ${dropped}`.
+ */
+function readEndpointIP(head: Head, field: string, value: string, dropped: string, warnings: ManifestError[]): string | undefined {
+  const r = parseEndpointIPv4(value);
+  if ('problem' in r) {
+    warnings.push(manifestError(head, field, `${r.problem}; ${dropped}`));
+    return undefined;
+  }
+  if (r.note !== undefined) warnings.push(manifestError(head, field, r.note));
+  return r.ip;
+}
+
 const READY = { ready: true, serving: true, terminating: false } as const;
 const NOT_READY = { ready: false, serving: false, terminating: false } as const;
 
@@ -196,7 +221,8 @@ function parseK8sService(head: Head, raw: unknown): ParseResult {
 /**
  * Shepherd Service. Each `status.endpoints` entry is matched to the service
  * ports whose target_port equals its port (one group per service port); an
- * entry that matches none is dropped with a warning.
+ * entry that is not a valid "ip:port" or matches none is dropped with a
+ * warning, and an address with leading zeros is read as decimal with one.
  */
 function parseShepherdService(head: Head, raw: unknown): ParseResult {
   const r = parseWith(shepherdServiceSchema, raw);
@@ -214,9 +240,16 @@ function parseShepherdService(head: Head, raw: unknown): ParseResult {
   const targetPorts = new Set(ports.map((p) => p.targetPort));
   const byPort = new Map<number, EndpointAddress[]>();
   const warnings: ManifestError[] = [];
-  status.endpoints.forEach((e, i) => {
+  status.endpoints.forEach((entry, i) => {
+    const field = formatPath(['status', 'endpoints', i]);
+    const e = parseIPv4HostPort(entry, { endpoint: true });
+    if ('problem' in e) {
+      warnings.push(manifestError(head, field, `${e.problem}; entry ignored`));
+      return;
+    }
+    if (e.note !== undefined) warnings.push(manifestError(head, field, e.note));
     if (!targetPorts.has(e.port)) {
-      warnings.push(manifestError(head, formatPath(['status', 'endpoints', i]), `"${e.ip}:${e.port}" matches no target_port of the service; entry ignored`));
+      warnings.push(manifestError(head, field, `"${e.ip}:${e.port}" matches no target_port of the service; entry ignored`));
       return;
     }
     const list = byPort.get(e.port);
@@ -252,7 +285,10 @@ function parseShepherdService(head: Head, raw: unknown): ParseResult {
  * FQDN) and slices without the kubernetes.io/service-name label are ignored,
  * as kube-proxy does (pkg/proxy/endpointslicecache.go). A port without a
  * number is dropped with a warning (kube-proxy: "Ignoring invalid endpoint
- * port"). Each endpoint contributes its first address.
+ * port"). Each endpoint contributes its first address, as in kube-proxy;
+ * an endpoint whose first address is not a usable IPv4 address is dropped
+ * with a warning, and a bad later address is warned about (see
+ * {@link readEndpointIP}).
  */
 function parseEndpointSlice(head: Head, raw: unknown): ParseResult {
   const h = endpointSliceHeadSchema.parse(raw);
@@ -285,29 +321,41 @@ function parseEndpointSlice(head: Head, raw: unknown): ParseResult {
     groups: [
       {
         ports: groupPorts,
-        addresses: endpoints.map((e) => address(e.addresses[0]!, e.conditions, e.nodeName, e.zone)),
+        addresses: endpoints.flatMap((e, i) => {
+          const ips = e.addresses.map((a, j) =>
+            readEndpointIP(head, formatPath(['endpoints', i, 'addresses', j]), a, j === 0 ? 'endpoint ignored' : 'address ignored', warnings),
+          );
+          return ips[0] === undefined ? [] : [address(ips[0], e.conditions, e.nodeName, e.zone)];
+        }),
       },
     ],
   };
   return ok(slice, warnings);
 }
 
-/** Legacy core/v1 Endpoints: `addresses` are ready and serving, `notReadyAddresses` neither. */
+/**
+ * Legacy core/v1 Endpoints: `addresses` are ready and serving,
+ * `notReadyAddresses` neither. An address whose `ip` is not a usable IPv4
+ * address is dropped with a warning (see {@link readEndpointIP}).
+ */
 function parseEndpoints(head: Head, raw: unknown): ParseResult {
   const r = parseWith(k8sEndpointsSchema, raw);
   if (!r.ok) return error(head, r.field, r.detail);
   const { metadata, subsets } = r.data;
+  const warnings: ManifestError[] = [];
+  const read = (i: number, key: 'addresses' | 'notReadyAddresses', c: typeof READY | typeof NOT_READY) =>
+    subsets[i]![key].flatMap((a, j) => {
+      const ip = readEndpointIP(head, formatPath(['subsets', i, key, j, 'ip']), a.ip, 'endpoint ignored', warnings);
+      return ip === undefined ? [] : [address(ip, c, a.nodeName)];
+    });
   const eps: ParsedEndpoints = {
     ...base(head, 'kubernetes', metadata.namespace, metadata.name),
     kind: 'Endpoints',
     serviceName: metadata.name,
-    groups: subsets.map((s) => ({
+    groups: subsets.map((s, i) => ({
       ports: s.ports.map((p) => ({ name: p.name, port: p.port, protocol: p.protocol })),
-      addresses: [
-        ...s.addresses.map((a) => address(a.ip, READY, a.nodeName)),
-        ...s.notReadyAddresses.map((a) => address(a.ip, NOT_READY, a.nodeName)),
-      ],
+      addresses: [...read(i, 'addresses', READY), ...read(i, 'notReadyAddresses', NOT_READY)],
     })),
   };
-  return ok(eps);
+  return ok(eps, warnings);
 }

@@ -12,23 +12,14 @@
  *      "status":{"cluster_ip":"","endpoints":["10.20.0.2:8080","10.20.0.3:8080"]}}
  *
  * Unknown fields (selector, ...) are stripped. Every declared field is
- * validated as strictly as its Kubernetes counterpart; an unparseable
- * endpoint string makes the object invalid.
+ * validated as strictly as its Kubernetes counterpart, except the
+ * `status.endpoints` strings: parse.ts reads each one (validate.ts
+ * `parseIPv4HostPort`), so that a bad entry is skipped alone with a warning.
  */
 import { z } from 'zod';
 import { namespaceSchema } from './kubernetes.ts';
 import { portSchema, protocolSchema, refineServicePorts, validated, withDefault } from './schema.ts';
-import { checkDNSLabel, checkUnicastIPv4, parseIPv4HostPort } from './validate.ts';
-
-/** An "ip:port" entry of `status.endpoints`, parsed to `{ ip, port }`. */
-const hostPortSchema = z.string().transform((s, ctx) => {
-  const r = parseIPv4HostPort(s);
-  if ('problem' in r) {
-    ctx.addIssue({ code: 'custom', message: r.problem });
-    return z.NEVER;
-  }
-  return r;
-});
+import { checkDNSLabel, checkUnicastIPv4 } from './validate.ts';
 
 /** One entry of `spec.ports`; `target_port` defaults to `port` in parse.ts. */
 const shepherdPortSchema = z.object({
@@ -53,7 +44,8 @@ export const shepherdServiceSchema = z.object({
     z.object({
       /** "" or absent: drover allocates one (allocate.ts). */
       cluster_ip: withDefault(validated((s) => (s === '' ? undefined : checkUnicastIPv4(s))), ''),
-      endpoints: withDefault(z.array(hostPortSchema), []),
+      /** "ip:port" strings, read by parse.ts. */
+      endpoints: withDefault(z.array(z.string()), []),
     }),
     { cluster_ip: '', endpoints: [] },
   ),

@@ -9,10 +9,14 @@
  * `70000 is out of range 1-65535`. Nothing here throws except the parsing
  * helpers (`parseCIDR`, `ipv4ToUint32`), which document it.
  *
+ * IPv4 addresses are strict canonical dotted quads everywhere except
+ * endpoint addresses, which are read as kube-proxy reads them: leading zeros
+ * are accepted and read as decimal ({@link parseEndpointIPv4}).
+ *
  * The name rules are those of k8s.io/apimachinery/pkg/util/validation
  * (IsDNS1123Label, IsDNS1123Subdomain, IsValidLabelValue, IsValidPortName).
  */
-import { isIPv4 } from 'node:net';
+import { isIPv4, isIPv6 } from 'node:net';
 import { quote } from './quote.ts';
 import type { Protocol } from './types.ts';
 
@@ -201,18 +205,73 @@ export function checkProtocol(value: string, opts: { ignoreCase: boolean }): str
   return (PROTOCOLS as readonly string[]).includes(v) ? undefined : `${show(value)} is not a supported protocol (TCP, UDP or SCTP)`;
 }
 
+// ---------------------------------------------------------------- endpoint addresses
+
+/** Four groups of decimal digits: a dotted quad whose octets may have leading zeros ("10.180.0.01"). */
+const DIGIT_QUAD = /^[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+$/;
+
+/**
+ * Outcome of {@link parseEndpointIPv4}: the canonical address, with `note`
+ * (a one-line warning) when the input was not written canonically; or a
+ * one-line problem when the input is no usable IPv4 address.
+ */
+export type EndpointIPv4 = { readonly ip: string; readonly note?: string } | { readonly problem: string };
+
+/**
+ * Read an endpoint address as kube-proxy does. kube-proxy parses endpoint
+ * addresses with `ParseIPSloppy` (k8s.io/utils/net/parse.go, called in
+ * pkg/proxy/endpointslicecache.go), which accepts leading zeros in an
+ * octet and reads them as decimal. So:
+ *
+ *   - "10.180.0.1" → `{ ip: "10.180.0.1" }`;
+ *   - "10.180.0.01" → `{ ip: "10.180.0.1", note: '"10.180.0.01" has leading
+ *     zeros; read as 10.180.0.1, as kube-proxy does' }`;
+ *   - anything else → `{ problem }`: not a dotted quad or an octet above 255
+ *     ("10.180.0.999", "abc", "10.0.0.1 -j ACCEPT"), an IPv6 address, or an
+ *     address that is not unicast (see {@link checkUnicastIPv4}), e.g.
+ *     '"127.0.0.1" is a loopback address'.
+ *
+ * The canonical form is checked with {@link isStrictIPv4} (node:net isIPv4).
+ * Never throws.
+ */
+export function parseEndpointIPv4(value: string): EndpointIPv4 {
+  const ip = DIGIT_QUAD.test(value) ? value.split('.').map(Number).join('.') : value;
+  if (!isStrictIPv4(ip)) {
+    return { problem: isIPv6(value) ? `${show(value)} is an IPv6 address, not an IPv4 one` : `${show(value)} is not a valid IPv4 address` };
+  }
+  const special = specialAddress(ipv4ToUint32(ip));
+  if (special !== undefined) return { problem: ip === value ? `${show(value)} is ${special}` : `${show(value)} reads as ${ip}, ${special}` };
+  return ip === value ? { ip } : { ip, note: `${show(value)} has leading zeros; read as ${ip}, as kube-proxy does` };
+}
+
 // ---------------------------------------------------------------- ip:port
+
+/** {@link checkUnicastIPv4} in the shape of {@link parseEndpointIPv4} (never a note). */
+function readUnicastIPv4(value: string): EndpointIPv4 {
+  const problem = checkUnicastIPv4(value);
+  return problem === undefined ? { ip: value } : { problem };
+}
 
 /**
  * Split an "ip:port" endpoint string (Shepherd's `status.endpoints`), e.g.
  * "10.20.0.2:8080". Returns the parts, or a problem description when the
  * string is not exactly a unicast IPv4 address, ':' and a port 1-65535.
+ *
+ * With `endpoint`, the address is read as an endpoint address
+ * ({@link parseEndpointIPv4}: leading zeros are read as decimal and
+ * reported in `note`, prefixed with the whole string); without it, only a
+ * canonical dotted quad is accepted.
  */
-export function parseIPv4HostPort(value: string): { ip: string; port: number } | { problem: string } {
+export function parseIPv4HostPort(
+  value: string,
+  opts: { endpoint?: boolean } = {},
+): { ip: string; port: number; note?: string } | { problem: string } {
   const m = /^([0-9.]+):([1-9][0-9]{0,4})$/.exec(value);
   if (!m) return { problem: `${show(value)} is not an "ip:port" endpoint` };
-  const ip = m[1]!;
   const port = Number(m[2]);
-  const problem = checkUnicastIPv4(ip) ?? checkPort(port);
-  return problem ? { problem: `${show(value)}: ${problem}` } : { ip, port };
+  const addr = (opts.endpoint ? parseEndpointIPv4 : readUnicastIPv4)(m[1]!);
+  if ('problem' in addr) return { problem: `${show(value)}: ${addr.problem}` };
+  const portProblem = checkPort(port);
+  if (portProblem !== undefined) return { problem: `${show(value)}: ${portProblem}` };
+  return addr.note === undefined ? { ip: addr.ip, port } : { ip: addr.ip, port, note: `${show(value)}: ${addr.note}` };
 }

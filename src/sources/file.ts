@@ -33,8 +33,10 @@ export interface LoadResult {
   /** Everything skipped or kept from an earlier version, one line each (also logged at warn). */
   readonly errors: ManifestError[];
   /**
-   * Entries dropped from otherwise valid objects, endpoint objects without
-   * their Service, endpoint ports of the wrong protocol (also logged at warn).
+   * Entries dropped from otherwise valid objects (e.g. a bad endpoint
+   * address), endpoint addresses read from a non-canonical form, endpoint
+   * objects without their Service, endpoint ports that match no port of
+   * their Service or one of another protocol (also logged at warn).
    */
   readonly warnings: ManifestError[];
   /** Every drover-allocated ClusterIP, by "namespace/name", sorted. */

@@ -81,6 +81,33 @@ test('render --mode ipvs names a bad object, skips it, renders the rest in every
   });
 });
 
+test('render serves the valid endpoints of a slice with a bad address and warns about it and about an unmatched port; no root needed', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'drover-cli-'));
+  try {
+    const file = join(dir, 'nsd.yaml');
+    await writeFile(
+      file,
+      'apiVersion: v1\nkind: Service\nmetadata: {name: good, namespace: nsd}\nspec:\n  clusterIP: 10.96.7.7\n  ports: [{name: http, port: 80}]\n---\n' +
+        'apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {name: good-1, namespace: nsd, labels: {kubernetes.io/service-name: good}}\n' +
+        'addressType: IPv4\nendpoints: [{addresses: ["10.180.0.999"]}, {addresses: [10.180.2.01]}]\nports: [{name: http, port: 8080}, {name: htp, port: 8081}]\n',
+    );
+    const res = await drover(['render', '--source', dir]);
+    t.is(res.code, 0, res.stderr);
+    t.deepEqual(res.stderr.trimEnd().split('\n'), [
+      `drover: ${file}: EndpointSlice nsd/good-1: endpoints[0].addresses[0]: "10.180.0.999" is not a valid IPv4 address; endpoint ignored`,
+      `drover: ${file}: EndpointSlice nsd/good-1: endpoints[1].addresses[0]: "10.180.2.01" has leading zeros; read as 10.180.2.1, as kube-proxy does`,
+      `drover: ${file}: EndpointSlice nsd/good-1: endpoint port "htp" matches no port of Service nsd/good (its port: "http"); endpoint port ignored`,
+    ]);
+    const lines = res.stdout.split('\n');
+    t.true(lines.includes('# nsd/good:http: ClusterIP 10.96.7.7:80/TCP (from the manifest), 1 ready of 1 endpoints'), res.stdout);
+    t.is(lines.filter((l) => l.includes('-j DNAT')).length, 1);
+    t.regex(res.stdout, /^-A KUBE-SEP-\w{16} -p tcp -m comment --comment "nsd\/good:http" -m tcp -j DNAT --to-destination 10\.180\.2\.1:8080$/m);
+    t.false(res.stdout.includes('REJECT'));
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
 test('bad flags are one clear line and exit 1', async (t) => {
   const res = await drover(['render', '--source', 'examples', '--cluster-cidr', '10.0.0.0/33']);
   t.is(res.code, 1);

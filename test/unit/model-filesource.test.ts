@@ -358,3 +358,21 @@ test('a broken document keeps what it held; the other documents of its file foll
   t.deepEqual(fixed.incomplete, []);
   t.deepEqual(renderAll(fixed.snapshot), ['default/db:http 10.96.0.12:5432/TCP ->', 'default/web:http 10.96.0.10:80/TCP ->']);
 });
+
+test('one bad endpoint address skips that endpoint only; the rest of its slice is served', async (t) => {
+  const dir = await tempDir(t);
+  const file = join(dir, 'nsd.yaml');
+  await writeFile(
+    file,
+    'apiVersion: v1\nkind: Service\nmetadata: {name: good, namespace: nsd}\nspec:\n  clusterIP: 10.96.0.10\n  ports: [{name: http, port: 80}]\n---\n' +
+      'apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {name: good-1, namespace: nsd, labels: {kubernetes.io/service-name: good}}\naddressType: IPv4\n' +
+      'endpoints: [{addresses: ["10.180.0.01"]}, {addresses: [10.180.2.1]}, {addresses: ["10.180.0.999"]}]\nports: [{name: http, port: 8080}]\n',
+  );
+  const r = await new FileSource(dir, { serviceCIDR: '10.96.0.0/12', logger: silentLogger() }).load();
+  t.deepEqual(r.errors, []);
+  t.deepEqual(r.warnings.map(String), [
+    `${file}: EndpointSlice nsd/good-1: endpoints[0].addresses[0]: "10.180.0.01" has leading zeros; read as 10.180.0.1, as kube-proxy does`,
+    `${file}: EndpointSlice nsd/good-1: endpoints[2].addresses[0]: "10.180.0.999" is not a valid IPv4 address; endpoint ignored`,
+  ]);
+  t.deepEqual(renderAll(r.snapshot), ['nsd/good:http 10.96.0.10:80/TCP -> 10.180.0.1:8080 10.180.2.1:8080']);
+});

@@ -9,20 +9,24 @@ import { readManifests } from '../../src/sources/manifests.ts';
 
 export const FIXTURES = 'test/fixtures/model';
 
-/** Read, parse and normalise `paths` (no last-known-good): result plus the parse errors. */
-export async function buildFrom(paths: string[], previous?: Snapshot): Promise<BuildResult & { parseErrors: string[] }> {
+/** Read, parse and normalise `paths` (no last-known-good): result plus the parse errors and the parse warnings. */
+export async function buildFrom(paths: string[], previous?: Snapshot): Promise<BuildResult & { parseErrors: string[]; parseWarnings: string[] }> {
   const objects: ParsedObject[] = [];
   const parseErrors: string[] = [];
+  const parseWarnings: string[] = [];
   for (const path of paths) {
     const read = await readManifests(path);
     parseErrors.push(...read.errors.map(String));
     for (const o of read.objects) {
       const r = parseObject(o);
-      if (r.status === 'ok') objects.push(r.object);
+      if (r.status === 'ok') {
+        objects.push(r.object);
+        parseWarnings.push(...r.warnings.map(String));
+      }
       if (r.status === 'error') parseErrors.push(r.error.message);
     }
   }
-  return { ...buildSnapshot(objects, { serviceCIDR: '10.96.0.0/12', ...(previous ? { previous } : {}) }), parseErrors };
+  return { ...buildSnapshot(objects, { serviceCIDR: '10.96.0.0/12', ...(previous ? { previous } : {}) }), parseErrors, parseWarnings };
 }
 
 /** A compact, exact rendering of a service port: "key ip:port/PROTO -> ep ep ..." (ep flags: !r not ready, !s not serving, T terminating). */

@@ -2,7 +2,7 @@ import test from 'ava';
 import { buildSnapshot, servicePortKey } from '../../src/model/normalise.ts';
 import { parseObject } from '../../src/model/parse.ts';
 import type { ParsedObject } from '../../src/model/parsed.ts';
-import { buildFrom, FIXTURES, renderAll } from './model-helpers.ts';
+import { buildFrom, FIXTURES, render, renderAll } from './model-helpers.ts';
 
 test('servicePortKey is kube-proxy\'s ServicePortName string', (t) => {
   t.is(servicePortKey('default', 'web', 'http'), 'default/web:http');
@@ -64,14 +64,13 @@ test('headless and ExternalName give no ports; IPv6/FQDN/unlabelled slices are i
 });
 
 test('bad input: the error names file, object and field; the other services are still served', async (t) => {
-  const cases: Array<[string, string[], string[]]> = [
+  // [file, parse errors, served, parse warnings]
+  const cases: Array<[string, string[], string[], string[]?]> = [
     [
       'bad-ip.yaml',
-      [
-        'test/fixtures/model/bad-ip.yaml: Service default/web: spec.clusterIP: "10.96.1.300" is not a valid IPv4 address (dotted quad, no leading zeros)',
-        'test/fixtures/model/bad-ip.yaml: EndpointSlice default/good-2: endpoints[0].addresses[0]: "10.244.1.6 -j ACCEPT" is not a valid IPv4 address (dotted quad, no leading zeros)',
-      ],
+      ['test/fixtures/model/bad-ip.yaml: Service default/web: spec.clusterIP: "10.96.1.300" is not a valid IPv4 address (dotted quad, no leading zeros)'],
       ['default/good:http 10.96.1.1:80/TCP -> 10.244.1.5:8080'],
+      ['test/fixtures/model/bad-ip.yaml: EndpointSlice default/good-2: endpoints[0].addresses[0]: "10.244.1.6 -j ACCEPT" is not a valid IPv4 address; endpoint ignored'],
     ],
     [
       'bad-port.yaml',
@@ -96,9 +95,10 @@ test('bad input: the error names file, object and field; the other services are 
       ['default/fine 10.96.6.1:80/TCP ->'],
     ],
   ];
-  for (const [file, errors, served] of cases) {
+  for (const [file, errors, served, warnings = []] of cases) {
     const r = await buildFrom([`${FIXTURES}/${file}`]);
     t.deepEqual(r.parseErrors, errors, file);
+    t.deepEqual(r.parseWarnings, warnings, file);
     t.deepEqual(renderAll(r.snapshot), served, file);
   }
 });
@@ -228,4 +228,56 @@ test('endpoint matching is linear: a Service and a slice with 20,000 ports each'
   t.is(renderAll(r.snapshot).filter((l) => l.endsWith('->')).length, 1);
   t.is(r.snapshot.services.get('default/wide:p19999')!.endpoints[0]!.port, 20000);
   t.deepEqual(r.warnings.map(String), ['mem.yaml: EndpointSlice default/wide-1: endpoint port "p7" is UDP but port "p7" of Service default/wide is TCP; endpoint port ignored']);
+});
+
+test('an endpoint port that matches no port of its Service is warned about, naming the Service\'s ports', (t) => {
+  const service = (name: string, ports: unknown[], clusterIP: string) =>
+    parsed({ apiVersion: 'v1', kind: 'Service', metadata: { name, namespace: 'nsd' }, spec: { clusterIP, ports } }, 'svc.yaml');
+  const slice = (name: string, svc: string, ports: unknown[], index: number) =>
+    parsed(
+      {
+        apiVersion: 'discovery.k8s.io/v1',
+        kind: 'EndpointSlice',
+        metadata: { name, namespace: 'nsd', labels: { 'kubernetes.io/service-name': svc } },
+        addressType: 'IPv4',
+        endpoints: [{ addresses: ['10.180.2.1'] }],
+        ports,
+      },
+      'eps.yaml',
+      index,
+    );
+  const wide = Array.from({ length: 12 }, (_, i) => ({ name: `p${i}`, port: 1000 + i }));
+  const r = buildSnapshot(
+    [
+      service('good', [{ name: 'http', port: 80 }, { name: 'metrics', port: 9100 }], '10.96.0.60'),
+      service('legacy', [{ port: 80 }], '10.96.0.61'),
+      service('one', [{ name: 'http', port: 80 }], '10.96.0.62'),
+      service('wide', wide, '10.96.0.63'),
+      service('headless', [{ name: 'http', port: 80 }], 'None'),
+      slice('good-1', 'good', [{ name: 'htp', port: 8081 }, { name: 'http', port: 8080 }, { name: 'metrics', port: 9100, protocol: 'UDP' }, { port: 9999 }, { name: 'htp', port: 8082 }], 0),
+      slice('good-2', 'good', [{ name: 'htp', port: 8081 }, { name: 'metrics', port: 9100 }], 1),
+      parsed({ apiVersion: 'v1', kind: 'Endpoints', metadata: { name: 'legacy', namespace: 'nsd' }, subsets: [{ addresses: [{ ip: '10.180.2.2' }], ports: [{ name: 'web', port: 8080 }] }] }, 'eps.yaml', 2),
+      slice('one-1', 'one', [{ name: 'https', port: 8443 }], 3),
+      slice('wide-1', 'wide', [{ name: 'p3', port: 2003 }, { name: 'zz', port: 2099 }], 4),
+      slice('headless-1', 'headless', [{ name: 'other', port: 8080 }], 5),
+    ],
+    { serviceCIDR: '10.96.0.0/12' },
+  );
+  t.deepEqual(r.errors, []);
+  t.deepEqual(r.warnings.map(String), [
+    'eps.yaml: EndpointSlice nsd/good-1: endpoint port "htp" matches no port of Service nsd/good (its ports: "http", "metrics"); endpoint port ignored',
+    'eps.yaml: EndpointSlice nsd/good-1: endpoint port "metrics" is UDP but port "metrics" of Service nsd/good is TCP; endpoint port ignored',
+    'eps.yaml: EndpointSlice nsd/good-1: endpoint unnamed port matches no port of Service nsd/good (its ports: "http", "metrics"); endpoint port ignored',
+    'eps.yaml: EndpointSlice nsd/good-2: endpoint port "htp" matches no port of Service nsd/good (its ports: "http", "metrics"); endpoint port ignored',
+    'eps.yaml: Endpoints nsd/legacy: endpoint port "web" matches no port of Service nsd/legacy (its port is unnamed); endpoint port ignored',
+    'eps.yaml: EndpointSlice nsd/one-1: endpoint port "https" matches no port of Service nsd/one (its port: "http"); endpoint port ignored',
+    'eps.yaml: EndpointSlice nsd/wide-1: endpoint port "zz" matches no port of Service nsd/wide (its ports: "p0", "p1", "p2", "p3", "p4", "p5", "p6", "p7", "p8", "p9" and 2 more); endpoint port ignored',
+  ]);
+  t.deepEqual(renderAll(r.snapshot).filter((l) => !l.startsWith('nsd/wide:')), [
+    'nsd/good:http 10.96.0.60:80/TCP -> 10.180.2.1:8080',
+    'nsd/good:metrics 10.96.0.60:9100/TCP -> 10.180.2.1:9100',
+    'nsd/legacy 10.96.0.61:80/TCP ->',
+    'nsd/one:http 10.96.0.62:80/TCP ->',
+  ]);
+  t.is(render(r.snapshot.services.get('nsd/wide:p3')!), 'nsd/wide:p3 10.96.0.63:1003/TCP -> 10.180.2.1:2003');
 });

@@ -1,5 +1,5 @@
 import test from 'ava';
-import type { ParsedEndpointSlice, ParsedService } from '../../src/model/parsed.ts';
+import type { ParsedEndpoints, ParsedEndpointSlice, ParsedService } from '../../src/model/parsed.ts';
 import { parseObject, type ParseResult } from '../../src/model/parse.ts';
 
 const FILE = 'in.yaml';
@@ -249,12 +249,13 @@ test('Shepherd Service: snake_case, lower-case protocol, target_port matching, m
   t.deepEqual(withIP.inlineEndpoints, [{ ports: [{ name: '', port: 80, protocol: 'TCP' }], addresses: [] }]);
 });
 
-test('Shepherd Service errors: bad endpoint entry, bad protocol, bad cluster_ip', (t) => {
+test('Shepherd Service errors: bad endpoint entry (a warning), bad protocol, bad cluster_ip', (t) => {
   const shep = (ports: unknown[], status: unknown) => ({ kind: 'Service', metadata: { name: 'web-service', namespace: 'default' }, spec: { ports }, status });
-  t.is(
-    errorText(parse(shep([{ name: 'http', port: 80, target_port: 8080 }], { endpoints: ['10.20.0.2:8080', '10.20.0.3'] }))),
-    'in.yaml: Service default/web-service: status.endpoints[1]: "10.20.0.3" is not an "ip:port" endpoint',
-  );
+  const badEntry = parse(shep([{ name: 'http', port: 80, target_port: 8080 }], { endpoints: ['10.20.0.2:8080', '10.20.0.3'] }));
+  t.deepEqual(warningLines(badEntry), [
+    'in.yaml: Service default/web-service: status.endpoints[1]: "10.20.0.3" is not an "ip:port" endpoint; entry ignored',
+  ]);
+  t.deepEqual((okObject(badEntry) as ParsedService).inlineEndpoints?.[0]?.addresses.map((a) => a.ip), ['10.20.0.2']);
   t.is(
     errorText(parse(shep([{ name: 'http', port: 80, protocol: 'http' }], {}))),
     'in.yaml: Service default/web-service: spec.ports[0].protocol: "http" is not a supported protocol (TCP, UDP or SCTP)',
@@ -334,4 +335,102 @@ test('Shepherd protocols ignore ASCII case only: a Unicode look-alike is rejecte
     errorText(parse(shep('\u017Fctp'))),
     'in.yaml: Service default/web-service: spec.ports[0].protocol: "\u017Fctp" is not a supported protocol (TCP, UDP or SCTP)',
   );
+});
+
+/** The warnings of an ok result, as lines. */
+function warningLines(r: ParseResult): string[] {
+  if (r.status !== 'ok') throw new Error(`expected ok, got ${JSON.stringify(r)}`);
+  return r.warnings.map(String);
+}
+
+test('EndpointSlice: a bad address skips only its endpoint; leading zeros are read as decimal, with a warning', (t) => {
+  const r = parse(
+    {
+      apiVersion: 'discovery.k8s.io/v1',
+      kind: 'EndpointSlice',
+      metadata: { name: 'good-1', namespace: 'nsd', labels: { 'kubernetes.io/service-name': 'good' } },
+      addressType: 'IPv4',
+      endpoints: [
+        { addresses: ['10.180.0.01'], nodeName: 'node-a' },
+        { addresses: ['10.180.2.1'] },
+        { addresses: ['10.180.0.999'] },
+        { addresses: ['abc'] },
+        { addresses: ['fd00::1'] },
+        { addresses: ['127.0.0.1'] },
+        { addresses: ['10.180.2.2', 'nope'], conditions: { ready: false } },
+        { addresses: ['10.180.2.3 -j ACCEPT', '10.180.2.4'] },
+      ],
+      ports: [{ name: 'http', port: 8080 }],
+    },
+    3,
+  );
+  const at = 'in.yaml: EndpointSlice nsd/good-1: endpoints';
+  t.deepEqual(warningLines(r), [
+    `${at}[0].addresses[0]: "10.180.0.01" has leading zeros; read as 10.180.0.1, as kube-proxy does`,
+    `${at}[2].addresses[0]: "10.180.0.999" is not a valid IPv4 address; endpoint ignored`,
+    `${at}[3].addresses[0]: "abc" is not a valid IPv4 address; endpoint ignored`,
+    `${at}[4].addresses[0]: "fd00::1" is an IPv6 address, not an IPv4 one; endpoint ignored`,
+    `${at}[5].addresses[0]: "127.0.0.1" is a loopback address; endpoint ignored`,
+    `${at}[6].addresses[1]: "nope" is not a valid IPv4 address; address ignored`,
+    `${at}[7].addresses[0]: "10.180.2.3 -j ACCEPT" is not a valid IPv4 address; endpoint ignored`,
+  ]);
+  if (r.status === 'ok') t.is(r.warnings[0]!.index, 3);
+  const slice = okObject(r) as ParsedEndpointSlice;
+  t.deepEqual(slice.groups, [
+    {
+      ports: [{ name: 'http', port: 8080, protocol: 'TCP' }],
+      addresses: [
+        { ip: '10.180.0.1', ready: true, serving: true, terminating: false, nodeName: 'node-a' },
+        { ip: '10.180.2.1', ready: true, serving: true, terminating: false },
+        { ip: '10.180.2.2', ready: false, serving: false, terminating: false },
+      ],
+    },
+  ]);
+  // Structural problems still make the whole slice invalid.
+  const structural = (endpoints: unknown) =>
+    errorText(parse({ apiVersion: 'discovery.k8s.io/v1', kind: 'EndpointSlice', metadata: { name: 'good-1', namespace: 'nsd', labels: { 'kubernetes.io/service-name': 'good' } }, addressType: 'IPv4', endpoints }));
+  t.is(structural({ addresses: ['10.180.2.1'] }), 'in.yaml: EndpointSlice nsd/good-1: endpoints: expected array, got an object');
+  t.is(structural([{ addresses: [] }]), 'in.yaml: EndpointSlice nsd/good-1: endpoints[0].addresses: Too small: expected array to have >=1 items');
+});
+
+test('legacy Endpoints: a bad address skips only itself', (t) => {
+  const r = parse({
+    apiVersion: 'v1',
+    kind: 'Endpoints',
+    metadata: { name: 'web', namespace: 'nsd' },
+    subsets: [
+      { addresses: [{ ip: '10.180.3.1' }, { ip: '10.180.3.300' }], notReadyAddresses: [{ ip: '10.180.3.02', nodeName: 'n1' }], ports: [{ name: 'http', port: 80 }] },
+      { addresses: [{ ip: 'fd00::2' }, { ip: '10.180.3.3' }], ports: [{ name: 'http', port: 81 }] },
+    ],
+  });
+  t.deepEqual(warningLines(r), [
+    'in.yaml: Endpoints nsd/web: subsets[0].addresses[1].ip: "10.180.3.300" is not a valid IPv4 address; endpoint ignored',
+    'in.yaml: Endpoints nsd/web: subsets[0].notReadyAddresses[0].ip: "10.180.3.02" has leading zeros; read as 10.180.3.2, as kube-proxy does',
+    'in.yaml: Endpoints nsd/web: subsets[1].addresses[0].ip: "fd00::2" is an IPv6 address, not an IPv4 one; endpoint ignored',
+  ]);
+  const groups = (okObject(r) as ParsedEndpoints).groups;
+  t.deepEqual(groups.map((g) => g.addresses.map((a) => `${a.ip}${a.ready ? '' : '!r'}`)), [['10.180.3.1', '10.180.3.2!r'], ['10.180.3.3']]);
+  t.is(groups[0]!.addresses[1]!.nodeName, 'n1');
+});
+
+test('Shepherd Service: a bad endpoint entry is skipped alone; leading zeros are read as decimal', (t) => {
+  const r = parse({
+    kind: 'Service',
+    metadata: { name: 'web-service', namespace: 'nsd' },
+    spec: { ports: [{ name: 'http', port: 80, target_port: 8080 }] },
+    status: { endpoints: ['10.20.0.2:8080', '10.20.0.3', '10.20.0.04:8080', '10.20.0.999:8080', '10.20.0.5:99999', '10.20.0.06:7777'] },
+  });
+  const at = 'in.yaml: Service nsd/web-service: status.endpoints';
+  t.deepEqual(warningLines(r), [
+    `${at}[1]: "10.20.0.3" is not an "ip:port" endpoint; entry ignored`,
+    `${at}[2]: "10.20.0.04:8080": "10.20.0.04" has leading zeros; read as 10.20.0.4, as kube-proxy does`,
+    `${at}[3]: "10.20.0.999:8080": "10.20.0.999" is not a valid IPv4 address; entry ignored`,
+    `${at}[4]: "10.20.0.5:99999": 99999 is out of range 1-65535; entry ignored`,
+    `${at}[5]: "10.20.0.06:7777": "10.20.0.06" has leading zeros; read as 10.20.0.6, as kube-proxy does`,
+    `${at}[5]: "10.20.0.6:7777" matches no target_port of the service; entry ignored`,
+  ]);
+  const ready = { ready: true, serving: true, terminating: false };
+  t.deepEqual((okObject(r) as ParsedService).inlineEndpoints, [
+    { ports: [{ name: 'http', port: 8080, protocol: 'TCP' }], addresses: [{ ip: '10.20.0.2', ...ready }, { ip: '10.20.0.4', ...ready }] },
+  ]);
 });

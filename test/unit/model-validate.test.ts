@@ -14,6 +14,7 @@ import {
   ipv4ToUint32,
   isStrictIPv4,
   parseCIDR,
+  parseEndpointIPv4,
   parseIPv4HostPort,
   uint32ToIPv4,
 } from '../../src/model/validate.ts';
@@ -107,6 +108,33 @@ test('ip:port endpoints', (t) => {
     problem: '"10.20.0.256:80": "10.20.0.256" is not a valid IPv4 address (dotted quad, no leading zeros)',
   });
   t.deepEqual(parseIPv4HostPort('127.0.0.1:80'), { problem: '"127.0.0.1:80": "127.0.0.1" is a loopback address' });
+});
+
+test('endpoint addresses are read as kube-proxy reads them: leading zeros as decimal, with a note', (t) => {
+  t.deepEqual(parseEndpointIPv4('10.180.0.1'), { ip: '10.180.0.1' });
+  t.deepEqual(parseEndpointIPv4('10.180.0.01'), { ip: '10.180.0.1', note: '"10.180.0.01" has leading zeros; read as 10.180.0.1, as kube-proxy does' });
+  // Decimal, not octal: 010 is ten.
+  t.deepEqual(parseEndpointIPv4('010.000.0.0255'), { ip: '10.0.0.255', note: '"010.000.0.0255" has leading zeros; read as 10.0.0.255, as kube-proxy does' });
+  for (const bad of ['10.180.0.999', 'abc', '', '10.180.0', '10.180.0.1.1', ' 10.180.0.1', '10.180.0.1 -j ACCEPT', '10.180.0.1/32', '0x0a.1.1.1', '10.180.0.-1', `1${'0'.repeat(40)}.1.1.1`]) {
+    t.deepEqual(parseEndpointIPv4(bad), { problem: `${JSON.stringify(bad)} is not a valid IPv4 address` }, bad);
+  }
+  t.deepEqual(parseEndpointIPv4('fd00::1'), { problem: '"fd00::1" is an IPv6 address, not an IPv4 one' });
+  t.deepEqual(parseEndpointIPv4('::ffff:10.1.1.1'), { problem: '"::ffff:10.1.1.1" is an IPv6 address, not an IPv4 one' });
+  t.deepEqual(parseEndpointIPv4('127.0.0.1'), { problem: '"127.0.0.1" is a loopback address' });
+  t.deepEqual(parseEndpointIPv4('169.254.0.01'), { problem: '"169.254.0.01" reads as 169.254.0.1, a link-local address' });
+});
+
+test('ip:port endpoints read as endpoint addresses', (t) => {
+  t.deepEqual(parseIPv4HostPort('10.20.0.2:8080', { endpoint: true }), { ip: '10.20.0.2', port: 8080 });
+  t.deepEqual(parseIPv4HostPort('10.20.0.02:8080', { endpoint: true }), {
+    ip: '10.20.0.2',
+    port: 8080,
+    note: '"10.20.0.02:8080": "10.20.0.02" has leading zeros; read as 10.20.0.2, as kube-proxy does',
+  });
+  t.deepEqual(parseIPv4HostPort('10.20.0.256:80', { endpoint: true }), { problem: '"10.20.0.256:80": "10.20.0.256" is not a valid IPv4 address' });
+  t.deepEqual(parseIPv4HostPort('10.20.0.02:99999', { endpoint: true }), { problem: '"10.20.0.02:99999": 99999 is out of range 1-65535' });
+  // Without the option (e.g. drover trace --dst) leading zeros are refused.
+  t.deepEqual(parseIPv4HostPort('10.20.0.02:8080'), { problem: '"10.20.0.02:8080": "10.20.0.02" is not a valid IPv4 address (dotted quad, no leading zeros)' });
 });
 
 test('ManifestError formats one line naming file, object and field', (t) => {
