@@ -57,6 +57,33 @@ export interface Backend {
    * @throws whatever the kernel transaction threw; nothing is half-applied within a table.
    */
   sync(snapshot: Snapshot, changes: ChangeSet): Promise<SyncResult>;
-  /** Remove everything this backend created, and nothing else. */
-  cleanup(): Promise<{ chainsDeleted: number; rulesDeleted: number }>;
+  /**
+   * Remove everything this backend created, and nothing else. A chain that
+   * a rule of someone else's still jumps to cannot be deleted; it is emptied
+   * and reported in the result's `kept`.
+   * @throws whatever reading or writing the kernel threw.
+   */
+  cleanup(): Promise<CleanupResult>;
+}
+
+/**
+ * A chain of drover's that cleanup emptied but could not delete: the kernel
+ * refuses to delete a chain while a rule jumps to it, and the rules that do
+ * are not drover's, so cleanup leaves them alone.
+ */
+export interface KeptChain {
+  /** The table, e.g. `nat`. */
+  readonly table: string;
+  readonly chain: string;
+  /** The rules drover does not own that jump to the chain, as iptables-save prints them (`-A CHAIN …`), all in `table`. */
+  readonly referencedBy: readonly string[];
+}
+
+/** What cleanup did. */
+export interface CleanupResult {
+  readonly chainsDeleted: number;
+  /** Hook rules deleted (the jumps from the built-in chains). */
+  readonly rulesDeleted: number;
+  /** Chains emptied but not deleted (see {@link KeptChain}); empty when everything was removed. */
+  readonly kept: readonly KeptChain[];
 }

@@ -1,18 +1,45 @@
-/** `drover cleanup`: remove every chain and hook rule drover created, and nothing else. */
+/**
+ * `drover cleanup`: remove every chain and hook rule drover created, and
+ * nothing else. A chain of drover's that a rule of someone else's still
+ * jumps to cannot be deleted: cleanup empties it, names it and each such
+ * rule on stderr, one line per rule, and exits with EXIT.partial (exit.ts).
+ */
 import { Command } from 'commander';
+import type { KeptChain } from '../backends/types.ts';
+import { escapeNonPrintable } from '../model/quote.ts';
 import { createLogger } from '../util/log.ts';
+import { EXIT, markPartial } from './exit.ts';
 import { kernelOptions, type KernelOptions } from './options.ts';
 import { createBackend } from './setup.ts';
+
+/**
+ * The stderr lines for a chain cleanup emptied but could not delete: one per
+ * rule that jumps to it, naming the chain and the rule as iptables takes it
+ * (`-t TABLE -A CHAIN …`, non-printable characters escaped so that each is
+ * one line), e.g.
+ * `drover: nat chain KUBE-MARK-MASQ was emptied but not deleted: a rule drover does not own still jumps to it: -t nat -A PREROUTING -j KUBE-MARK-MASQ`.
+ */
+export function keptChainLines(kept: KeptChain): string {
+  return kept.referencedBy
+    .map((rule) => `drover: ${kept.table} chain ${kept.chain} was emptied but not deleted: a rule drover does not own still jumps to it: -t ${kept.table} ${escapeNonPrintable(rule)}\n`)
+    .join('');
+}
 
 /** The `cleanup` command. */
 export function cleanupCommand(): Command {
   const cmd = new Command('cleanup')
-    .description("remove drover's chains and hook rules from the kernel; other rules are left alone")
+    .description(
+      "remove drover's chains and hook rules from the kernel (with --mode ipvs also its virtual servers, kube-ipvs0 and ipsets); other rules are left alone. " +
+        "A chain of drover's that another program's rule still jumps to is emptied but not deleted; stderr names it and that rule, one line per rule. " +
+        `Exit ${EXIT.ok} when everything was removed, ${EXIT.partial} when some chains were only emptied, ${EXIT.failed} on error`,
+    )
     .action(async (opts: KernelOptions) => {
       const logger = createLogger(opts.logLevel);
       const backend = await createBackend(opts, { masqueradeAll: false }, logger);
       const result = await backend.cleanup();
       process.stdout.write(`removed ${result.chainsDeleted} chains and ${result.rulesDeleted} hook rules\n`);
+      for (const kept of result.kept) process.stderr.write(keptChainLines(kept));
+      markPartial(result.kept);
     });
   for (const o of kernelOptions()) cmd.addOption(o);
   return cmd;

@@ -22,10 +22,10 @@ Exit codes: 0 done; 1 failed (diff: differences found); 2 diff failed;
 named on stderr), or cleanup left a chain another rule still uses.`;
 
 /**
- * Set the exit code to {@link EXIT.partial} when `incomplete` (what the source
- * could not read) is not empty, unless an earlier outcome already set a
- * non-zero code.
+ * Set the exit code to {@link EXIT.partial} when `left` (what the source
+ * could not read, or what cleanup could not remove) is not empty, unless an
+ * earlier outcome already set a non-zero code.
  */
-export function markPartial(incomplete: readonly unknown[]): void {
-  if (incomplete.length > 0 && !process.exitCode) process.exitCode = EXIT.partial;
+export function markPartial(left: readonly unknown[]): void {
+  if (left.length > 0 && !process.exitCode) process.exitCode = EXIT.partial;
 }

@@ -6,7 +6,7 @@ import { Proxier } from '../proxier/proxier.ts';
 import { StatusFileWriter } from '../inspect/status.ts';
 import { createLogger } from '../util/log.ts';
 import { checkSyncPeriods, ipvsOptions, kernelOptions, renderOptions, syncPeriodOptions, type SyncCliOptions } from './options.ts';
-import { createBackend, createSource, renderConfig, UsageError } from './setup.ts';
+import { createSource, createSyncBackend, UsageError } from './setup.ts';
 import { statusFileOption } from './status.ts';
 
 /** The `run` command. */
@@ -21,7 +21,7 @@ export function runCommand(): Command {
       }
       checkSyncPeriods(opts);
       const logger = createLogger(opts.logLevel);
-      const backend = await createBackend(opts, renderConfig(opts), logger);
+      const backend = await createSyncBackend(opts, logger);
       const source = createSource(opts, logger);
       await source.load(); // a missing --source fails here, before the loop starts
       const status = new StatusFileWriter(

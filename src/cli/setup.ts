@@ -48,7 +48,24 @@ export async function createIptablesExec(opts: KernelOptions, logger: Logger): P
 export type BackendCliOptions = KernelOptions & Partial<IpvsCliOptions> & { readonly serviceCidr?: string };
 
 /**
- * The backend for `opts.mode`.
+ * The backend of the commands that sync (`run`, `sync`): {@link createBackend}
+ * with the render options of the flags. Warns, as kube-proxy does, when the
+ * rules will masquerade nothing but hairpin traffic because neither
+ * `--cluster-cidr` nor `--masquerade-all` is set. (`cleanup` renders nothing,
+ * so it calls createBackend itself and gets no such warning.)
+ * @throws UsageError as createBackend does.
+ */
+export async function createSyncBackend(opts: BackendCliOptions & RenderCliOptions, logger: Logger): Promise<Backend> {
+  const render = renderConfig(opts);
+  const backend = await createBackend(opts, render, logger);
+  if (render.clusterCIDR === undefined && !render.masqueradeAll) {
+    logger.warn('neither --cluster-cidr nor --masquerade-all is set: traffic to ClusterIPs is not masqueraded (only hairpin traffic is)');
+  }
+  return backend;
+}
+
+/**
+ * The backend for `opts.mode`; `render` only matters to syncs.
  * @throws UsageError when not root; for IPVS mode also when the kernel has no
  *   IPVS or `--netns` is given.
  */
@@ -56,9 +73,6 @@ export async function createBackend(opts: BackendCliOptions, render: RenderOptio
   if (opts.mode === 'ipvs') return createIpvsBackend(opts, render, logger);
   const exec = await createIptablesExec(opts, logger);
   logger.info({ mode: opts.mode, iptables: exec.variant, netns: opts.netns }, 'using iptables-%s', exec.variant);
-  if (render.clusterCIDR === undefined && !render.masqueradeAll) {
-    logger.warn('neither --cluster-cidr nor --masquerade-all is set: traffic to ClusterIPs is not masqueraded (only hairpin traffic is)');
-  }
   return new IptablesBackend({ exec, render, logger });
 }
 
@@ -75,9 +89,6 @@ export async function createIpvsBackend(opts: BackendCliOptions, render: RenderO
   const gracefulPeriodMs = opts.ipvsGracefulPeriod ?? 900_000;
   const serviceCIDR = opts.serviceCidr ?? DEFAULT_SERVICE_CIDR;
   logger.info({ mode: 'ipvs', iptables: iptables.variant, scheduler, gracefulPeriodMs, serviceCidr: serviceCIDR }, 'using IPVS mode (scheduler %s)', scheduler);
-  if (render.clusterCIDR === undefined && !render.masqueradeAll) {
-    logger.warn('neither --cluster-cidr nor --masquerade-all is set: traffic to ClusterIPs is not masqueraded (only hairpin traffic is)');
-  }
   return new IpvsBackend({
     ipvs,
     reopenIpvs: () => IpvsClient.open(),

@@ -4,7 +4,7 @@ import { Proxier } from '../proxier/proxier.ts';
 import { createLogger } from '../util/log.ts';
 import { ipvsOptions, kernelOptions, renderOptions, type SyncCliOptions } from './options.ts';
 import { markPartial } from './exit.ts';
-import { createBackend, createSource, renderConfig, UsageError } from './setup.ts';
+import { createSource, createSyncBackend, UsageError } from './setup.ts';
 
 /** The `sync` command. */
 export function syncCommand(): Command {
@@ -14,7 +14,7 @@ export function syncCommand(): Command {
     .action(async (opts: SyncCliOptions & { once: boolean }) => {
       if (!opts.once) throw new UsageError('drover sync needs --once (for the sync loop, use drover run)');
       const logger = createLogger(opts.logLevel);
-      const backend = await createBackend(opts, renderConfig(opts), logger);
+      const backend = await createSyncBackend(opts, logger);
       const proxier = new Proxier({ source: createSource(opts, logger), backend, logger, minSyncPeriodMs: 0, syncPeriodMs: 0 });
       await proxier.syncOnce({ full: true });
       markPartial(proxier.last?.incomplete ?? []);

@@ -182,4 +182,37 @@ if (unavailable) {
       await rm(`${dir}.status.json`, { force: true });
     }
   });
+
+  test.serial('cleanup names each chain a foreign rule keeps alive and that rule, keeps it empty, exits 3, and does not warn about --cluster-cidr', async (t) => {
+    await withNetns(async (netns) => {
+      const save = async (table: string) => (await run('iptables-nft-save', ['-t', table], { netns })).stdout;
+      const sync = await drover(['sync', '--once', '--source', join(ROOT, 'examples'), '--netns', netns, '--iptables-backend', 'nft']);
+      t.is(sync.code, 0, sync.stderr);
+      t.regex(sync.stderr, /neither --cluster-cidr nor --masquerade-all is set/, 'a sync without --cluster-cidr warns');
+      const sep = /^-A (KUBE-SEP-\w{16}) .*--to-destination 10\.244\.1\.2:9090$/m.exec(await save('nat'))?.[1];
+      if (!sep) throw new Error('no KUBE-SEP chain for 10.244.1.2:9090');
+      // An operator's rules, not drover's: one jumps to a static chain, one to an endpoint chain.
+      await run('iptables-nft', ['-t', 'nat', '-A', 'PREROUTING', '-j', 'KUBE-MARK-MASQ'], { netns });
+      await run('iptables-nft', ['-t', 'nat', '-N', 'OPERATOR'], { netns });
+      await run('iptables-nft', ['-t', 'nat', '-A', 'OPERATOR', '-p', 'tcp', '-j', sep], { netns });
+
+      const cleanup = await drover(['cleanup', '--netns', netns, '--iptables-backend', 'nft']);
+      t.is(cleanup.code, 3, cleanup.stderr);
+      t.is(cleanup.stdout, 'removed 10 chains and 7 hook rules\n');
+      t.deepEqual(
+        cleanup.stderr.split('\n').filter((l) => l !== '' && !l.startsWith('{')),
+        [
+          'drover: nat chain KUBE-MARK-MASQ was emptied but not deleted: a rule drover does not own still jumps to it: -t nat -A PREROUTING -j KUBE-MARK-MASQ',
+          `drover: nat chain ${sep} was emptied but not deleted: a rule drover does not own still jumps to it: -t nat -A OPERATOR -p tcp -j ${sep}`,
+        ],
+      );
+      t.false(cleanup.stderr.includes('cluster-cidr'), cleanup.stderr);
+      // The kernel: exactly the two chains, empty, and the operator's rules, untouched.
+      t.deepEqual(
+        (await save('nat')).split('\n').filter((l) => /KUBE-|OPERATOR/.test(l)),
+        [':KUBE-MARK-MASQ - [0:0]', `:${sep} - [0:0]`, ':OPERATOR - [0:0]', '-A PREROUTING -j KUBE-MARK-MASQ', `-A OPERATOR -p tcp -j ${sep}`],
+      );
+      t.false((await save('filter')).includes('KUBE-'));
+    });
+  });
 }

@@ -158,8 +158,23 @@ if (unavailable) {
         const before = { nat: lines(await exec.save('nat')), filter: lines(await exec.save('filter')) };
         await backend.sync(snap(web(['10.244.1.2:8080']), api([])), FULL);
         t.not(lines(await exec.save('nat')).length, before.nat.length);
-        await backend.cleanup();
+        t.deepEqual((await backend.cleanup()).kept, []);
         t.deepEqual({ nat: lines(await exec.save('nat')), filter: lines(await exec.save('filter')) }, before);
+      });
+    });
+
+    test.serial(`${variant}: cleanup keeps, empty, a chain that a foreign rule jumps to and reports that rule`, async (t) => {
+      await withNetns(async (netns) => {
+        const { exec, backend } = setup(netns);
+        await backend.sync(snap(web(['10.244.1.2:8080'])), FULL);
+        await exec.restore('*nat\n-A PREROUTING -s 192.168.7.0/24 -j KUBE-MARK-MASQ\nCOMMIT\n');
+        t.deepEqual(await backend.cleanup(), {
+          chainsDeleted: 6,
+          rulesDeleted: 7,
+          kept: [{ table: 'nat', chain: 'KUBE-MARK-MASQ', referencedBy: ['-A PREROUTING -s 192.168.7.0/24 -j KUBE-MARK-MASQ'] }],
+        });
+        t.deepEqual(lines(await exec.save('nat')), [':KUBE-MARK-MASQ - [0:0]', '-A PREROUTING -s 192.168.7.0/24 -j KUBE-MARK-MASQ']);
+        t.deepEqual(lines(await exec.save('filter')), []);
       });
     });
 

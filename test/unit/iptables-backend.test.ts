@@ -157,8 +157,73 @@ test('cleanup removes drover chains and hooks and leaves everything else', async
   t.not(fake.dump('nat'), before.nat);
   const result = await backend.cleanup();
   t.deepEqual({ nat: fake.dump('nat'), filter: fake.dump('filter') }, before);
-  t.is(result.rulesDeleted, 7);
-  t.is(result.chainsDeleted, 7); // KUBE-SVC, KUBE-SEP, 3 static nat chains, 2 static filter chains
+  // KUBE-SVC, KUBE-SEP, 3 static nat chains, 2 static filter chains; the Docker hook is not drover's.
+  t.deepEqual(result, { chainsDeleted: 7, rulesDeleted: 7, kept: [] });
+});
+
+test('cleanup empties but keeps the chains foreign rules jump to, and reports them with those rules', async (t) => {
+  const { fake, backend } = setup();
+  await backend.sync(snap(svc1(['10.180.0.1:80'])), FULL);
+  // An operator's rule and a kube-proxy leftover that jump to drover's chains.
+  fake.chain('nat', 'PREROUTING')!.push('-j KUBE-MARK-MASQ');
+  fake.setChain('nat', 'KUBE-EXT-XPGD46QRK7WJZT7O', ['-j KUBE-SEP-SXIVWICOYRO3J4NJ']);
+  const result = await backend.cleanup();
+  t.deepEqual(result, {
+    chainsDeleted: 5,
+    rulesDeleted: 7,
+    kept: [
+      { table: 'nat', chain: 'KUBE-MARK-MASQ', referencedBy: ['-A PREROUTING -j KUBE-MARK-MASQ'] },
+      { table: 'nat', chain: 'KUBE-SEP-SXIVWICOYRO3J4NJ', referencedBy: ['-A KUBE-EXT-XPGD46QRK7WJZT7O -j KUBE-SEP-SXIVWICOYRO3J4NJ'] },
+    ],
+  });
+  t.is(
+    fake.restores.at(-1),
+    `*nat
+:KUBE-MARK-MASQ - [0:0]
+:KUBE-POSTROUTING - [0:0]
+:KUBE-SEP-SXIVWICOYRO3J4NJ - [0:0]
+:KUBE-SERVICES - [0:0]
+:KUBE-SVC-XPGD46QRK7WJZT7O - [0:0]
+-D PREROUTING -m comment --comment "kubernetes service portals" -j KUBE-SERVICES
+-D OUTPUT -m comment --comment "kubernetes service portals" -j KUBE-SERVICES
+-D POSTROUTING -m comment --comment "kubernetes postrouting rules" -j KUBE-POSTROUTING
+-X KUBE-POSTROUTING
+-X KUBE-SERVICES
+-X KUBE-SVC-XPGD46QRK7WJZT7O
+COMMIT
+*filter
+:KUBE-FORWARD - [0:0]
+:KUBE-SERVICES - [0:0]
+-D INPUT -m conntrack --ctstate NEW -m comment --comment "kubernetes service portals" -j KUBE-SERVICES
+-D FORWARD -m conntrack --ctstate NEW -m comment --comment "kubernetes service portals" -j KUBE-SERVICES
+-D FORWARD -m comment --comment "kubernetes forwarding rules" -j KUBE-FORWARD
+-D OUTPUT -m conntrack --ctstate NEW -m comment --comment "kubernetes service portals" -j KUBE-SERVICES
+-X KUBE-FORWARD
+-X KUBE-SERVICES
+COMMIT
+`,
+  );
+  t.is(
+    fake.dump('nat'),
+    `*nat
+:PREROUTING ACCEPT [0:0]
+:INPUT ACCEPT [0:0]
+:OUTPUT ACCEPT [0:0]
+:POSTROUTING ACCEPT [0:0]
+:KUBE-EXT-XPGD46QRK7WJZT7O - [0:0]
+:KUBE-MARK-MASQ - [0:0]
+:KUBE-SEP-SXIVWICOYRO3J4NJ - [0:0]
+-A PREROUTING -j KUBE-MARK-MASQ
+-A KUBE-EXT-XPGD46QRK7WJZT7O -j KUBE-SEP-SXIVWICOYRO3J4NJ
+COMMIT
+`,
+  );
+  t.false(fake.dump('filter').includes('KUBE-'));
+  // Once the foreign rules are gone, a second cleanup deletes the kept chains.
+  fake.chain('nat', 'PREROUTING')!.pop();
+  fake.chain('nat', 'KUBE-EXT-XPGD46QRK7WJZT7O')!.pop();
+  t.deepEqual(await backend.cleanup(), { chainsDeleted: 2, rulesDeleted: 0, kept: [] });
+  t.false(fake.dump('nat').includes('KUBE-MARK-MASQ'));
 });
 
 test('a stale chain that a foreign rule still jumps to is emptied, not deleted, and syncs keep working', async (t) => {

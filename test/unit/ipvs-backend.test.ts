@@ -286,9 +286,29 @@ test('cleanup removes owned virtual servers, kube-ipvs0, the ipsets and the rule
   t.is(w.links.addressesOf('kube-ipvs0'), undefined);
   t.is(w.ipset.entries('KUBE-CLUSTER-IP'), undefined);
   t.is(w.ipset.entries('KUBE-LOOP-BACK'), undefined);
-  t.deepEqual(result, { chainsDeleted: 5, rulesDeleted: 4 });
+  t.deepEqual(result, { chainsDeleted: 5, rulesDeleted: 4, kept: [] });
   t.notRegex(w.iptables.dump('nat'), /KUBE-/);
   t.notRegex(w.iptables.dump('filter'), /KUBE-/);
+});
+
+test('cleanup reports the iptables chains it could only empty, with the foreign rules that jump to them', async (t) => {
+  const w = new World();
+  const backend = w.backend();
+  await backend.sync(base(), FULL);
+  w.iptables.setChain('nat', 'OPERATOR', ['-s 192.168.7.0/24 -j KUBE-MARK-MASQ', '-j KUBE-MARK-MASQ']);
+  const result = await backend.cleanup();
+  t.deepEqual(result, {
+    chainsDeleted: 4,
+    rulesDeleted: 4,
+    kept: [{ table: 'nat', chain: 'KUBE-MARK-MASQ', referencedBy: ['-A OPERATOR -s 192.168.7.0/24 -j KUBE-MARK-MASQ', '-A OPERATOR -j KUBE-MARK-MASQ'] }],
+  });
+  t.deepEqual(w.iptables.chain('nat', 'KUBE-MARK-MASQ'), []);
+  t.deepEqual(w.iptables.chain('nat', 'OPERATOR'), ['-s 192.168.7.0/24 -j KUBE-MARK-MASQ', '-j KUBE-MARK-MASQ']);
+  t.deepEqual(
+    w.iptables.dump('nat').split('\n').filter((l) => l.includes('KUBE-')),
+    [':KUBE-MARK-MASQ - [0:0]', '-A OPERATOR -s 192.168.7.0/24 -j KUBE-MARK-MASQ', '-A OPERATOR -j KUBE-MARK-MASQ'],
+  );
+  t.is(w.ipset.entries('KUBE-CLUSTER-IP'), undefined, 'the rest of the cleanup went ahead');
 });
 
 test('the backend refuses a bad service CIDR or graceful period', (t) => {

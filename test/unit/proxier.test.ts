@@ -14,7 +14,7 @@ class RecordingBackend implements Backend {
     return { full: c.full, services: s.services.size, endpoints: 0, chainsWritten: 0, chainsDeleted: 0, rulesWritten: 0, rulesDeleted: 0, bytes: 0, transactions: 0, readMs: 0, applyMs: 0, totalMs: 0 };
   }
   async cleanup() {
-    return { chainsDeleted: 0, rulesDeleted: 0 };
+    return { chainsDeleted: 0, rulesDeleted: 0, kept: [] };
   }
 }
 

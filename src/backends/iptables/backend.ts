@@ -15,7 +15,7 @@
  */
 import type { Logger } from '../../util/log.ts';
 import type { Snapshot } from '../../model/types.ts';
-import type { Backend, ChangeSet, SyncResult } from '../types.ts';
+import type { Backend, ChangeSet, CleanupResult, SyncResult } from '../types.ts';
 import type { IptablesExec } from './exec.ts';
 import { parseSave, type ParsedDump } from './parse.ts';
 import { isEmptyPlan, planStats, planToRestore, type Plan } from './plan.ts';
@@ -115,7 +115,7 @@ export class IptablesBackend implements Backend {
   /** Warn about stale service chains that a foreign rule keeps alive (fullPlan empties them instead of deleting). */
   private warnPinned(kernel: ParsedDump, desired: ReadonlyMap<string, ServiceRules>): void {
     const wanted = new Set([...desired.values()].flatMap((s) => [...s.chains.keys()]));
-    const pinned = [...foreignReferences(this.statics, 'nat', kernel)].filter(
+    const pinned = [...foreignReferences(this.statics, 'nat', kernel).keys()].filter(
       (c) => isServiceChain(c) && !wanted.has(c) && kernel.get('nat')?.has(c),
     );
     if (pinned.length > 0) {
@@ -127,13 +127,13 @@ export class IptablesBackend implements Backend {
     return this.opts.maxLinesPerTransaction ?? (this.opts.exec.variant === 'nft' ? 10_000 : Number.POSITIVE_INFINITY);
   }
 
-  async cleanup(): Promise<{ chainsDeleted: number; rulesDeleted: number }> {
-    const plan = cleanupPlan(this.statics, await this.read());
+  async cleanup(): Promise<CleanupResult> {
+    const { plan, kept } = cleanupPlan(this.statics, await this.read());
     this.applied = null;
-    if (isEmptyPlan(plan)) return { chainsDeleted: 0, rulesDeleted: 0 };
+    if (isEmptyPlan(plan)) return { chainsDeleted: 0, rulesDeleted: 0, kept };
     await this.opts.exec.restore(planToRestore(plan));
-    const stats = planStats(plan);
-    this.opts.logger.info({ ...stats }, 'removed drover chains and hook rules');
-    return { chainsDeleted: stats.chainsDeleted, rulesDeleted: stats.rulesDeleted };
+    const { chainsDeleted, rulesDeleted } = planStats(plan);
+    this.opts.logger.info({ chainsDeleted, rulesDeleted, chainsKept: kept.map((k) => `${k.table} ${k.chain}`) }, 'removed drover chains and hook rules');
+    return { chainsDeleted, rulesDeleted, kept };
   }
 }

@@ -5,6 +5,7 @@
  */
 import type { Snapshot } from '../../model/types.ts';
 import { tokenize } from '../../inspect/rule.ts';
+import type { KeptChain } from '../types.ts';
 import { commentServicePort, isServiceChain } from './names.ts';
 import { TABLES, type ParsedDump, type TableName } from './parse.ts';
 import { diffTable, emptyPlan, planToRestore, type Plan, type TableView } from './plan.ts';
@@ -78,17 +79,23 @@ export function kernelView(statics: StaticRuleset, table: TableName, dump: Parse
  * Chains of `table` that a rule in a chain drover does not own jumps to
  * (`-j`/`-g`), e.g. leftovers of kube-proxy (KUBE-EXT-*, KUBE-NODEPORTS) or an
  * operator's rule. Such a chain cannot be deleted (`-X` fails while it is
- * referenced), so a full sync only empties it.
+ * referenced), so a full sync and cleanup only empty it. drover's own hook
+ * rules do not count.
+ * @returns each referenced chain → the rules that jump to it, as
+ *   iptables-save prints them (`-A CHAIN …`), in the kernel's order.
  */
-export function foreignReferences(statics: StaticRuleset, table: TableName, kernel: ParsedDump): Set<string> {
-  const refs = new Set<string>();
+export function foreignReferences(statics: StaticRuleset, table: TableName, kernel: ParsedDump): Map<string, string[]> {
+  const refs = new Map<string, string[]>();
   const hooks = new Set(statics.hooks.filter((h) => h.table === table).map((h) => `${h.chain} ${h.rule}`));
   for (const [chain, parsed] of kernel.get(table) ?? []) {
     if (isOwnedChain(statics, table, chain)) continue;
     for (const rule of parsed.rules) {
       if (hooks.has(`${chain} ${rule}`)) continue;
       const target = / -[jg] (\S+)/.exec(` ${rule}`)?.[1];
-      if (target) refs.add(target);
+      if (!target) continue;
+      const by = refs.get(target) ?? [];
+      by.push(`-A ${chain} ${rule}`);
+      refs.set(target, by);
     }
   }
   return refs;
@@ -183,13 +190,22 @@ export function partialPlan(
   return plan;
 }
 
+/** What a cleanup writes, and what it cannot remove. */
+export interface CleanupPlan {
+  readonly plan: Plan;
+  /** Owned chains the plan only empties, because foreign rules jump to them (see {@link foreignReferences}); tables in {@link TABLES} order. */
+  readonly kept: KeptChain[];
+}
+
 /**
  * Cleanup: flush and delete every chain drover owns and delete its hook
  * jumps (every copy), leaving every other rule and chain alone. A chain that
- * a foreign rule still jumps to is only flushed (deleting it would fail).
+ * a foreign rule still jumps to is only flushed (deleting it would fail) and
+ * listed in `kept` with those rules. Pure.
  */
-export function cleanupPlan(statics: StaticRuleset, kernel: ParsedDump): Plan {
+export function cleanupPlan(statics: StaticRuleset, kernel: ParsedDump): CleanupPlan {
   const plan = emptyPlan();
+  const kept: KeptChain[] = [];
   for (const table of TABLES) {
     const ops = plan[table];
     const parsed = kernel.get(table);
@@ -203,8 +219,10 @@ export function cleanupPlan(statics: StaticRuleset, kernel: ParsedDump): Plan {
     for (const chain of parsed.keys()) {
       if (!isOwnedChain(statics, table, chain)) continue;
       ops.declare.push(chain);
-      if (!refs.has(chain)) ops.deleteChains.push(chain);
+      const referencedBy = refs.get(chain);
+      if (referencedBy) kept.push({ table, chain, referencedBy });
+      else ops.deleteChains.push(chain);
     }
   }
-  return plan;
+  return { plan, kept };
 }

@@ -36,7 +36,7 @@
  */
 import type { Snapshot } from '../../model/types.ts';
 import type { Logger } from '../../util/log.ts';
-import type { Backend, ChangeSet, SyncResult } from '../types.ts';
+import type { Backend, ChangeSet, CleanupResult, SyncResult } from '../types.ts';
 import type { IptablesExec } from '../iptables/exec.ts';
 import { parseSave } from '../iptables/parse.ts';
 import { emptyPlan, isEmptyPlan, planStats, planToRestore, type Plan } from '../iptables/plan.ts';
@@ -369,14 +369,14 @@ export class IpvsBackend implements Backend {
    * kube-ipvs0 itself, and its ipsets. Other virtual servers, rules and sets
    * are left alone.
    */
-  cleanup(): Promise<{ chainsDeleted: number; rulesDeleted: number }> {
+  cleanup(): Promise<CleanupResult> {
     return this.exclusive(async () => {
       const { logger } = this.opts;
       this.applied = null;
       this.pending.clear();
-      const plan = cleanupPlan(this.statics, await this.readTables());
+      const { plan, kept } = cleanupPlan(this.statics, await this.readTables());
       if (!isEmptyPlan(plan)) await this.opts.iptables.restore(planToRestore(plan));
-      const stats = planStats(plan);
+      const { chainsDeleted, rulesDeleted } = planStats(plan);
 
       const ipvs = await this.client();
       const index = await this.opts.links.find(DUMMY_INTERFACE);
@@ -391,10 +391,17 @@ export class IpvsBackend implements Backend {
       const destroy = planIpsetDestroy(parseIpsetSave(await this.opts.ipset.save()));
       if (destroy !== '') await this.opts.ipset.restore(destroy);
       logger.info(
-        { ...stats, virtualServersDeleted: ops.length, interfaceDeleted: index !== undefined, ipsetsDestroyed: destroy.split('\n').filter(Boolean).length },
+        {
+          chainsDeleted,
+          rulesDeleted,
+          chainsKept: kept.map((k) => `${k.table} ${k.chain}`),
+          virtualServersDeleted: ops.length,
+          interfaceDeleted: index !== undefined,
+          ipsetsDestroyed: destroy.split('\n').filter(Boolean).length,
+        },
         'removed drover IPVS state, chains and hook rules',
       );
-      return { chainsDeleted: stats.chainsDeleted, rulesDeleted: stats.rulesDeleted };
+      return { chainsDeleted, rulesDeleted, kept };
     });
   }
 
