@@ -13,9 +13,9 @@
  * wall-clock milliseconds of the backend's sync() (render + read-back + restore).
  */
 import { parseArgs } from 'node:util';
-import { IptablesBackend } from '../src/backends/iptables/backend.ts';
-import { SystemIptables, type IptablesVariant } from '../src/backends/iptables/exec.ts';
-import type { SyncResult } from '../src/backends/types.ts';
+import { IptablesBackend } from '../src/modes/iptables/backend.ts';
+import { SystemIptables, type IptablesVariant } from '../src/modes/iptables/exec.ts';
+import type { SyncResult } from '../src/modes/types.ts';
 import { synthServicePort, synthSnapshot, withServicePort } from '../src/bench/synth.ts';
 import { median } from '../src/bench/stats.ts';
 import { silentLogger } from '../src/util/log.ts';

@@ -8,7 +8,7 @@
  * - buildSummary: summary.md, with the environment, an overview table, a
  *   section per mode and size, and how it was measured.
  */
-import type { ProxyMode } from '../backends/types.ts';
+import type { ProxyMode } from '../modes/types.ts';
 import { summarise, type Summary } from './stats.ts';
 import { BENCH_CLUSTER_CIDR } from './synth.ts';
 import { CHANGE_KINDS, CLOCKS, METHODS, type BenchResult, type ChangeKind, type Clock, type Method, type Sample, type SizeRun } from './types.ts';

@@ -30,12 +30,12 @@
  * Both start once the agent returned: the transaction has committed by then,
  * so nothing is lost, and the polling does not slow the agent down.
  */
-import type { ProxyMode } from '../backends/types.ts';
-import { toIptablesVariant } from '../backends/iptables/exec.ts';
+import type { ProxyMode } from '../modes/types.ts';
+import { toIptablesVariant } from '../modes/iptables/exec.ts';
 import { createTopology, type BackendSpec, type Topology } from '../testbed/topology.ts';
 import { Prober, type ProbeTiming } from './datapath.ts';
 import type { ModeHarness } from './harness.ts';
-import { iptablesHarness } from './iptables-harness.ts';
+import { iptablesHarness } from '../modes/iptables/bench-harness.ts';
 import { CLOCK_SERVICES, measureSize, type MeasureOptions, type StepReporter, type TestbedView } from './measure.ts';
 import { BENCH_CLUSTER_CIDR } from './synth.ts';
 import type { BenchEnvironment, BenchResult, BenchSettings, Sample, SizeRun } from './types.ts';

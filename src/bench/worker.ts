@@ -6,13 +6,13 @@
  * kernel (measure.ts), and prints WorkerMessage lines on stdout. Exit code
  * 0 after `done`, 1 after `error`.
  */
-import { SystemIptables, toIptablesVariant } from '../backends/iptables/exec.ts';
-import { SystemIpset } from '../backends/ipvs/ipset.ts';
-import { RtnlLinkManager } from '../backends/ipvs/link.ts';
-import { IpvsClient } from '../backends/ipvs/netlink.ts';
-import { ProcSysctls } from '../backends/ipvs/sysctl.ts';
+import { SystemIptables, toIptablesVariant } from '../modes/iptables/exec.ts';
+import { SystemIpset } from '../modes/ipvs/ipset.ts';
+import { RtnlLinkManager } from '../modes/ipvs/link.ts';
+import { IpvsClient } from '../modes/ipvs/netlink.ts';
+import { ProcSysctls } from '../modes/ipvs/sysctl.ts';
 import { Prober } from './datapath.ts';
-import { ipvsHarness } from './ipvs-harness.ts';
+import { ipvsHarness } from '../modes/ipvs/bench-harness.ts';
 import { measureSize } from './measure.ts';
 import { BENCH_CLUSTER_CIDR } from './synth.ts';
 import type { Sample } from './types.ts';

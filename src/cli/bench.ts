@@ -6,8 +6,8 @@
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { IpvsClient, IpvsUnavailableError } from '../backends/ipvs/netlink.ts';
-import type { ProxyMode } from '../backends/types.ts';
+import { IpvsClient, IpvsUnavailableError } from '../modes/ipvs/netlink.ts';
+import type { ProxyMode } from '../modes/types.ts';
 import { detectEnvironment } from '../bench/environment.ts';
 import { progressSink } from '../bench/progress.ts';
 import { mergeResults, readResult } from '../bench/merge.ts';

@@ -3,18 +3,18 @@
  * for a service port, read with iptables-save (never from drover's memory),
  * so it also shows rules kube-proxy wrote. See src/inspect/chains.ts.
  * With `--mode ipvs`: the virtual servers, real servers, kube-ipvs0 binding
- * and ipset entries instead, named by `--source` (src/inspect/ipvs-chains.ts).
+ * and ipset entries instead, named by `--source` (src/modes/ipvs/chains.ts).
  */
 import { Command, Option } from 'commander';
-import type { ParsedDump } from '../backends/iptables/parse.ts';
-import type { DesiredIpvsState } from '../backends/ipvs/desired.ts';
-import { formatChains, selectServicePorts, serviceChains, UnknownServiceError } from '../inspect/chains.ts';
-import { formatIpvsChains, ipvsServicePortViews } from '../inspect/ipvs-chains.ts';
-import { unsupportedNote } from '../inspect/ipvs-live.ts';
-import { readTables } from '../inspect/live.ts';
+import type { ParsedDump } from '../modes/iptables/parse.ts';
+import type { DesiredIpvsState } from '../modes/ipvs/desired.ts';
+import { formatChains, selectServicePorts, serviceChains, UnknownServiceError } from '../modes/iptables/chains.ts';
+import { formatIpvsChains, ipvsServicePortViews } from '../modes/ipvs/chains.ts';
+import { unsupportedNote } from '../modes/ipvs/live.ts';
+import { readTables } from '../modes/iptables/live.ts';
 import { createLogger } from '../util/log.ts';
 import { kernelOptions, type KernelOptions } from './options.ts';
-import { chainsSourceOptions, loadDesiredIpvs, readIpvsKernel } from './ipvs-inspect.ts';
+import { chainsSourceOptions, loadDesiredIpvs, readIpvsKernel } from '../modes/ipvs/inspect.ts';
 import { createIptablesExec } from './setup.ts';
 
 /** The kernel options of the read-only commands (chains, trace, diff, status): those of `run`. */

@@ -5,7 +5,7 @@
  * rule on stderr, one line per rule, and exits with EXIT.partial (exit.ts).
  */
 import { Command } from 'commander';
-import type { KeptChain } from '../backends/types.ts';
+import type { KeptChain } from '../modes/types.ts';
 import { escapeNonPrintable } from '../model/quote.ts';
 import { createLogger } from '../util/log.ts';
 import { EXIT, markPartial } from './exit.ts';

@@ -6,16 +6,16 @@
  * comparison could not be made (bad flags, unreadable source, no root,
  * iptables-save failed), and 3 when it is equal to what could be read of a
  * source that could not be read whole (exit.ts). With `--mode ipvs` it compares IPVS mode's desired
- * state instead (src/inspect/ipvs-diff.ts).
+ * state instead (src/modes/ipvs/diff.ts).
  */
 import { Command } from 'commander';
-import type { RenderOptions, ServiceRules } from '../backends/iptables/render.ts';
-import { renderSnapshot } from '../backends/iptables/ruleset.ts';
-import { loadStaticRules } from '../backends/iptables/static.ts';
-import { DIFF_EXIT, driftExitCode, driftItems, formatDrift } from '../inspect/diff.ts';
-import { formatIpvsDrift, ipvsDriftExitCode } from '../inspect/ipvs-diff.ts';
+import type { RenderOptions, ServiceRules } from '../modes/iptables/render.ts';
+import { renderSnapshot } from '../modes/iptables/ruleset.ts';
+import { loadStaticRules } from '../modes/iptables/static.ts';
+import { DIFF_EXIT, driftExitCode, driftItems, formatDrift } from '../modes/iptables/diff.ts';
+import { formatIpvsDrift, ipvsDriftExitCode } from '../modes/ipvs/diff.ts';
 import { inspectKernelOptions, readKernel } from './chains.ts';
-import { ipvsDriftFromSource, ipvsSchedulerOption, readIpvsKernel } from './ipvs-inspect.ts';
+import { ipvsDriftFromSource, ipvsSchedulerOption, readIpvsKernel } from '../modes/ipvs/inspect.ts';
 import { renderOptions, type KernelOptions, type RenderCliOptions } from './options.ts';
 import { markPartial } from './exit.ts';
 import { loadSource, renderConfig } from './setup.ts';

@@ -2,18 +2,18 @@
  * `drover render`: print what a full sync writes onto an empty node: in
  * iptables mode the iptables-restore payload; with `--mode ipvs` the
  * sysctls, ipsets, iptables rules, kube-ipvs0 addresses and virtual servers
- * (backends/ipvs/render.ts). Pure: needs no root and touches no kernel.
+ * (modes/ipvs/render.ts). Pure: needs no root and touches no kernel.
  */
 import { Command, Option } from 'commander';
-import { renderRestore } from '../backends/iptables/ruleset.ts';
-import { desiredIpvsState } from '../backends/ipvs/assemble.ts';
-import { renderIpvs } from '../backends/ipvs/render.ts';
-import { ipvsStaticRules } from '../backends/ipvs/rules.ts';
+import { renderRestore } from '../modes/iptables/ruleset.ts';
+import { desiredIpvsState } from '../modes/ipvs/assemble.ts';
+import { renderIpvs } from '../modes/ipvs/render.ts';
+import { ipvsStaticRules } from '../modes/ipvs/rules.ts';
 import { servingEndpoints } from '../model/serving.ts';
 import type { Snapshot } from '../model/types.ts';
 import { FileSource } from '../sources/file.ts';
 import { silentLogger } from '../util/log.ts';
-import { ipvsSchedulerOption } from './ipvs-inspect.ts';
+import { ipvsSchedulerOption } from '../modes/ipvs/inspect.ts';
 import { renderOptions, type RenderCliOptions } from './options.ts';
 import { EXIT, markPartial } from './exit.ts';
 import { renderConfig } from './setup.ts';

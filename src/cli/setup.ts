@@ -3,16 +3,16 @@
  * the iptables variant detected or forced) and the file source.
  */
 import { existsSync } from 'node:fs';
-import { IptablesBackend } from '../backends/iptables/backend.ts';
-import { detectVariant, SystemIptables } from '../backends/iptables/exec.ts';
-import type { RenderOptions } from '../backends/iptables/render.ts';
-import { IpvsBackend } from '../backends/ipvs/backend.ts';
-import { SystemIpset } from '../backends/ipvs/ipset.ts';
-import { RtnlLinkManager } from '../backends/ipvs/link.ts';
-import { IpvsClient, IpvsUnavailableError } from '../backends/ipvs/netlink.ts';
-import { ProcSysctls } from '../backends/ipvs/sysctl.ts';
-import type { Backend } from '../backends/types.ts';
-import type { IpvsInspectIO } from '../inspect/ipvs-live.ts';
+import { IptablesBackend } from '../modes/iptables/backend.ts';
+import { detectVariant, SystemIptables } from '../modes/iptables/exec.ts';
+import type { RenderOptions } from '../modes/iptables/render.ts';
+import { IpvsBackend } from '../modes/ipvs/backend.ts';
+import { SystemIpset } from '../modes/ipvs/ipset.ts';
+import { RtnlLinkManager } from '../modes/ipvs/link.ts';
+import { IpvsClient, IpvsUnavailableError } from '../modes/ipvs/netlink.ts';
+import { ProcSysctls } from '../modes/ipvs/sysctl.ts';
+import type { Backend } from '../modes/types.ts';
+import type { IpvsInspectIO } from '../modes/ipvs/live.ts';
 import { DEFAULT_SERVICE_CIDR } from '../model/allocate.ts';
 import { FileSource } from '../sources/file.ts';
 import type { Snapshot } from '../model/types.ts';

@@ -9,15 +9,15 @@
  * the exit code (use `drover diff` for that).
  */
 import { Command, Option } from 'commander';
-import { loadStaticRules } from '../backends/iptables/static.ts';
-import { driftItems } from '../inspect/diff.ts';
+import { loadStaticRules } from '../modes/iptables/static.ts';
+import { driftItems } from '../modes/iptables/diff.ts';
 import { DEFAULT_STATUS_FILE, formatStatus, NotRunError, ownedRuleCounts, readStatusFile, type StatusRecord, type StatusView } from '../inspect/status.ts';
-import { ipvsStaticRules } from '../backends/ipvs/rules.ts';
-import { ipvsDriftCount } from '../inspect/ipvs-diff.ts';
-import { ipvsCounts } from '../inspect/ipvs-live.ts';
+import { ipvsStaticRules } from '../modes/ipvs/rules.ts';
+import { ipvsDriftCount } from '../modes/ipvs/diff.ts';
+import { ipvsCounts } from '../modes/ipvs/live.ts';
 import { inspectKernelOptions, readKernel } from './chains.ts';
 import { loadDesired } from './diff.ts';
-import { ipvsDriftFromSource, readIpvsKernel } from './ipvs-inspect.ts';
+import { ipvsDriftFromSource, readIpvsKernel } from '../modes/ipvs/inspect.ts';
 import { renderConfig } from './setup.ts';
 import type { KernelOptions, RenderCliOptions } from './options.ts';
 

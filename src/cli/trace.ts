@@ -4,14 +4,14 @@
  * ipsets' contents, the kube-ipvs0 addresses and the virtual servers.
  */
 import { Command, InvalidArgumentError, Option } from 'commander';
-import { localAddresses, readTables } from '../inspect/live.ts';
+import { localAddresses, readTables } from '../modes/iptables/live.ts';
 import { formatTrace } from '../inspect/trace-format.ts';
 import { trace, type Packet, type TraceContext } from '../inspect/trace.ts';
-import { unsupportedNote } from '../inspect/ipvs-live.ts';
+import { unsupportedNote } from '../modes/ipvs/live.ts';
 import { isStrictIPv4, parseIPv4HostPort } from '../model/validate.ts';
 import { createLogger } from '../util/log.ts';
 import { inspectKernelOptions } from './chains.ts';
-import { readIpvsKernel } from './ipvs-inspect.ts';
+import { readIpvsKernel } from '../modes/ipvs/inspect.ts';
 import type { KernelOptions } from './options.ts';
 import { createIptablesExec } from './setup.ts';
 

@@ -22,14 +22,14 @@
 import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { z } from 'zod';
-import type { ParsedDump, TableName } from '../backends/iptables/parse.ts';
-import { DUMMY_INTERFACE } from '../backends/ipvs/link.ts';
-import { kernelView } from '../backends/iptables/ruleset.ts';
-import type { StaticRuleset } from '../backends/iptables/static.ts';
+import type { ParsedDump, TableName } from '../modes/iptables/parse.ts';
+import { DUMMY_INTERFACE } from '../modes/ipvs/link.ts';
+import { kernelView } from '../modes/iptables/ruleset.ts';
+import type { StaticRuleset } from '../modes/iptables/static.ts';
 import { parseWith } from '../model/schema.ts';
 import type { LastSync } from '../proxier/proxier.ts';
 import type { Logger } from '../util/log.ts';
-import type { IpvsCounts } from './ipvs-live.ts';
+import type { IpvsCounts } from '../modes/ipvs/live.ts';
 
 /** Where `drover run` writes, and `drover status` reads, the status file by default. */
 export const DEFAULT_STATUS_FILE = '/run/drover/status.json';

@@ -24,13 +24,13 @@
  * node's addresses (a ClusterIP bound on kube-ipvs0). The real servers and
  * their probabilities come from ipvs-schedule.ts.
  */
-import type { ParsedChain, ParsedDump } from '../backends/iptables/parse.ts';
-import { BUILTIN_CHAINS } from '../backends/iptables/parse.ts';
-import { realServerKey } from '../backends/ipvs/desired.ts';
-import type { SavedSet } from '../backends/ipvs/ipset.ts';
-import type { KernelVirtualServer } from '../backends/ipvs/reconcile.ts';
-import { ipvsSchedule } from './ipvs-schedule.ts';
-import { parseRule, prefixContains, type Match, type Rule, type Target } from './rule.ts';
+import type { ParsedChain, ParsedDump } from '../modes/iptables/parse.ts';
+import { BUILTIN_CHAINS } from '../modes/iptables/parse.ts';
+import { realServerKey } from '../modes/ipvs/desired.ts';
+import type { SavedSet } from '../modes/ipvs/ipset.ts';
+import type { KernelVirtualServer } from '../modes/ipvs/reconcile.ts';
+import { ipvsSchedule } from '../modes/ipvs/schedule.ts';
+import { parseRule, prefixContains, type Match, type Rule, type Target } from '../modes/iptables/rule.ts';
 
 /** The first packet of a new connection. */
 export interface Packet {

@@ -15,7 +15,7 @@
  *   conntrack entries of the missing ones are left alone. The first read
  *   that is whole again brings a full sync, which deletes what is stale.
  */
-import type { Backend, SyncResult } from '../backends/types.ts';
+import type { Backend, SyncResult } from '../modes/types.ts';
 import type { Snapshot } from '../model/types.ts';
 import type { Logger } from '../util/log.ts';
 import type { ConntrackExec } from '../conntrack/exec.ts';

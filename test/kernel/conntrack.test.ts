@@ -4,8 +4,8 @@
  * port follows its conntrack entry to the removed endpoint forever.
  */
 import test from 'ava';
-import { IptablesBackend } from '../../src/backends/iptables/backend.ts';
-import { SystemIptables } from '../../src/backends/iptables/exec.ts';
+import { IptablesBackend } from '../../src/modes/iptables/backend.ts';
+import { SystemIptables } from '../../src/modes/iptables/exec.ts';
 import { SystemConntrack } from '../../src/conntrack/exec.ts';
 import type { Snapshot } from '../../src/model/types.ts';
 import { Proxier } from '../../src/proxier/proxier.ts';

@@ -4,9 +4,9 @@
  * answered and which source address they saw.
  */
 import test from 'ava';
-import { IptablesBackend } from '../../src/backends/iptables/backend.ts';
-import { SystemIptables } from '../../src/backends/iptables/exec.ts';
-import { localAddresses, readTables } from '../../src/inspect/live.ts';
+import { IptablesBackend } from '../../src/modes/iptables/backend.ts';
+import { SystemIptables } from '../../src/modes/iptables/exec.ts';
+import { localAddresses, readTables } from '../../src/modes/iptables/live.ts';
 import { trace } from '../../src/inspect/trace.ts';
 import { connectOnce, probe } from '../../src/testbed/probe.ts';
 import { createTopology, testbedUnavailableReason, type Topology } from '../../src/testbed/topology.ts';

@@ -5,8 +5,8 @@
  * set the way IPVS mode's KUBE-SERVICES rule does.
  */
 import test from 'ava';
-import { SystemIptables } from '../../src/backends/iptables/exec.ts';
-import { CLUSTER_IP_SET, LOOP_BACK_SET, SystemIpset, parseIpsetSave, planIpsetDestroy, planIpsetRestore } from '../../src/backends/ipvs/ipset.ts';
+import { SystemIptables } from '../../src/modes/iptables/exec.ts';
+import { CLUSTER_IP_SET, LOOP_BACK_SET, SystemIpset, parseIpsetSave, planIpsetDestroy, planIpsetRestore } from '../../src/modes/ipvs/ipset.ts';
 import { run } from '../../src/testbed/exec.ts';
 import { withNetns } from '../../src/testbed/netns.ts';
 import { testbedUnavailableReason } from '../../src/testbed/topology.ts';

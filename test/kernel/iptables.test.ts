@@ -5,11 +5,11 @@
  * rewritten).
  */
 import test from 'ava';
-import { IptablesBackend } from '../../src/backends/iptables/backend.ts';
-import { canonicalRule } from '../../src/backends/iptables/canonical.ts';
-import { SystemIptables, type IptablesExec, type IptablesVariant } from '../../src/backends/iptables/exec.ts';
-import { parseSave } from '../../src/backends/iptables/parse.ts';
-import { renderRestore } from '../../src/backends/iptables/ruleset.ts';
+import { IptablesBackend } from '../../src/modes/iptables/backend.ts';
+import { canonicalRule } from '../../src/modes/iptables/canonical.ts';
+import { SystemIptables, type IptablesExec, type IptablesVariant } from '../../src/modes/iptables/exec.ts';
+import { parseSave } from '../../src/modes/iptables/parse.ts';
+import { renderRestore } from '../../src/modes/iptables/ruleset.ts';
 import { run } from '../../src/testbed/exec.ts';
 import { testbedUnavailableReason } from '../../src/testbed/topology.ts';
 import { silentLogger } from '../../src/util/log.ts';

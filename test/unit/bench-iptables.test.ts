@@ -4,14 +4,14 @@
  * drover's partial sync does.
  */
 import test from 'ava';
-import { FakeIptables } from '../../src/backends/iptables/fake.ts';
-import { toIptablesVariant } from '../../src/backends/iptables/exec.ts';
-import { renderServicePort } from '../../src/backends/iptables/render.ts';
+import { FakeIptables } from '../../src/modes/iptables/fake.ts';
+import { toIptablesVariant } from '../../src/modes/iptables/exec.ts';
+import { renderServicePort } from '../../src/modes/iptables/render.ts';
 import { iterationChanges, type ClockService } from '../../src/bench/changes.ts';
-import { iptablesHarness } from '../../src/bench/iptables-harness.ts';
-import { fullRerenderPayload, kubeProxyPayload, minimalPayload } from '../../src/bench/iptables-payloads.ts';
+import { iptablesHarness } from '../../src/modes/iptables/bench-harness.ts';
+import { fullRerenderPayload, kubeProxyPayload, minimalPayload } from '../../src/modes/iptables/bench-payloads.ts';
 import { BENCH_CLUSTER_CIDR, benchSnapshot, clockServicePort, type RealEndpoint } from '../../src/bench/synth.ts';
-import { loadStaticRules } from '../../src/backends/iptables/static.ts';
+import { loadStaticRules } from '../../src/modes/iptables/static.ts';
 import type { Snapshot } from '../../src/model/types.ts';
 
 const RENDER = { clusterCIDR: BENCH_CLUSTER_CIDR, masqueradeAll: false };

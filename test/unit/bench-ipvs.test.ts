@@ -5,13 +5,13 @@
  * changes.
  */
 import test from 'ava';
-import { FakeIptables } from '../../src/backends/iptables/fake.ts';
-import { desiredServicePort } from '../../src/backends/ipvs/desired.ts';
-import { FakeIpset, FakeIpvs, FakeLinks, FakeSysctls } from '../../src/backends/ipvs/fake.ts';
-import { describeOp } from '../../src/backends/ipvs/reconcile.ts';
+import { FakeIptables } from '../../src/modes/iptables/fake.ts';
+import { desiredServicePort } from '../../src/modes/ipvs/desired.ts';
+import { FakeIpset, FakeIpvs, FakeLinks, FakeSysctls } from '../../src/modes/ipvs/fake.ts';
+import { describeOp } from '../../src/modes/ipvs/reconcile.ts';
 import { iterationChanges, type ClockService } from '../../src/bench/changes.ts';
-import { ipvsHarness } from '../../src/bench/ipvs-harness.ts';
-import { concatChanges, minimalIpvsChange, wholeIpvsState } from '../../src/bench/ipvs-payloads.ts';
+import { ipvsHarness } from '../../src/modes/ipvs/bench-harness.ts';
+import { concatChanges, minimalIpvsChange, wholeIpvsState } from '../../src/modes/ipvs/bench-payloads.ts';
 import { BENCH_CLUSTER_CIDR, benchSnapshot, clockServicePort, type RealEndpoint } from '../../src/bench/synth.ts';
 import type { Snapshot } from '../../src/model/types.ts';
 

@@ -1,10 +1,10 @@
 import test from 'ava';
-import { IptablesBackend } from '../../src/backends/iptables/backend.ts';
-import { FakeIptables } from '../../src/backends/iptables/fake.ts';
-import { renderSnapshot } from '../../src/backends/iptables/ruleset.ts';
-import { loadStaticRules } from '../../src/backends/iptables/static.ts';
-import { DIFF_EXIT, driftExitCode, driftItems, formatDrift, ruleChanges } from '../../src/inspect/diff.ts';
-import { readTables } from '../../src/inspect/live.ts';
+import { IptablesBackend } from '../../src/modes/iptables/backend.ts';
+import { FakeIptables } from '../../src/modes/iptables/fake.ts';
+import { renderSnapshot } from '../../src/modes/iptables/ruleset.ts';
+import { loadStaticRules } from '../../src/modes/iptables/static.ts';
+import { DIFF_EXIT, driftExitCode, driftItems, formatDrift, ruleChanges } from '../../src/modes/iptables/diff.ts';
+import { readTables } from '../../src/modes/iptables/live.ts';
 import { silentLogger } from '../../src/util/log.ts';
 import { ep, snap, sp } from '../support/snapshots.ts';
 

@@ -4,14 +4,14 @@
  * changed by hand: exact text of chains, trace, diff and status.
  */
 import test from 'ava';
-import { loadStaticRules } from '../../src/backends/iptables/static.ts';
-import { desiredIpvsState } from '../../src/backends/ipvs/assemble.ts';
-import { ipvsStaticRules } from '../../src/backends/ipvs/rules.ts';
-import { selectServicePorts, UnknownServiceError } from '../../src/inspect/chains.ts';
-import { formatIpvsChains, ipvsServicePortViews } from '../../src/inspect/ipvs-chains.ts';
-import { formatIpvsDrift, ipvsDrift, ipvsDriftExitCode } from '../../src/inspect/ipvs-diff.ts';
-import { ipvsCounts, readIpvsLive, unsupportedNote, type IpvsLive } from '../../src/inspect/ipvs-live.ts';
-import { ipvsSchedule } from '../../src/inspect/ipvs-schedule.ts';
+import { loadStaticRules } from '../../src/modes/iptables/static.ts';
+import { desiredIpvsState } from '../../src/modes/ipvs/assemble.ts';
+import { ipvsStaticRules } from '../../src/modes/ipvs/rules.ts';
+import { selectServicePorts, UnknownServiceError } from '../../src/modes/iptables/chains.ts';
+import { formatIpvsChains, ipvsServicePortViews } from '../../src/modes/ipvs/chains.ts';
+import { formatIpvsDrift, ipvsDrift, ipvsDriftExitCode } from '../../src/modes/ipvs/diff.ts';
+import { ipvsCounts, readIpvsLive, unsupportedNote, type IpvsLive } from '../../src/modes/ipvs/live.ts';
+import { ipvsSchedule } from '../../src/modes/ipvs/schedule.ts';
 import { formatStatus, type StatusRecord } from '../../src/inspect/status.ts';
 import { formatTrace } from '../../src/inspect/trace-format.ts';
 import { trace, type Packet } from '../../src/inspect/trace.ts';

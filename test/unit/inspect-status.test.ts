@@ -2,10 +2,10 @@ import test from 'ava';
 import { mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { IptablesBackend } from '../../src/backends/iptables/backend.ts';
-import { FakeIptables } from '../../src/backends/iptables/fake.ts';
-import { loadStaticRules } from '../../src/backends/iptables/static.ts';
-import { readTables } from '../../src/inspect/live.ts';
+import { IptablesBackend } from '../../src/modes/iptables/backend.ts';
+import { FakeIptables } from '../../src/modes/iptables/fake.ts';
+import { loadStaticRules } from '../../src/modes/iptables/static.ts';
+import { readTables } from '../../src/modes/iptables/live.ts';
 import {
   ago,
   formatStatus,

@@ -1,7 +1,7 @@
 import test from 'ava';
 import { readFileSync } from 'node:fs';
-import { parseSave } from '../../src/backends/iptables/parse.ts';
-import { parseRule, tokenize } from '../../src/inspect/rule.ts';
+import { parseSave } from '../../src/modes/iptables/parse.ts';
+import { parseRule, tokenize } from '../../src/modes/iptables/rule.ts';
 import { formatTrace } from '../../src/inspect/trace-format.ts';
 import { trace, type Packet } from '../../src/inspect/trace.ts';
 

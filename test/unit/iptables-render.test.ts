@@ -1,7 +1,7 @@
 import test from 'ava';
-import { canonicalRule, savedProbability } from '../../src/backends/iptables/canonical.ts';
-import { renderRestore } from '../../src/backends/iptables/ruleset.ts';
-import { probability, renderServicePort, UnsafeValueError } from '../../src/backends/iptables/render.ts';
+import { canonicalRule, savedProbability } from '../../src/modes/iptables/canonical.ts';
+import { renderRestore } from '../../src/modes/iptables/ruleset.ts';
+import { probability, renderServicePort, UnsafeValueError } from '../../src/modes/iptables/render.ts';
 import { ep, snap, sp } from '../support/snapshots.ts';
 
 const render = { clusterCIDR: '10.0.0.0/8', masqueradeAll: false };

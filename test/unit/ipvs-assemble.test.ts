@@ -1,7 +1,7 @@
 /** IPVS mode's desired state kept up to date one service port at a time (assemble.ts). */
 import test from 'ava';
-import { DesiredIndex, assembleDesired } from '../../src/backends/ipvs/assemble.ts';
-import { desiredServicePort, type DesiredIpvsState, type DesiredServicePort } from '../../src/backends/ipvs/desired.ts';
+import { DesiredIndex, assembleDesired } from '../../src/modes/ipvs/assemble.ts';
+import { desiredServicePort, type DesiredIpvsState, type DesiredServicePort } from '../../src/modes/ipvs/desired.ts';
 import type { ServicePort } from '../../src/model/types.ts';
 import { ep, sp } from '../support/snapshots.ts';
 

@@ -1,9 +1,9 @@
 /** The IPVS backend on in-memory fakes: what each sync sends, restart adoption, drift repair, graceful termination. */
 import test from 'ava';
-import { planToRestore } from '../../src/backends/iptables/plan.ts';
-import { IpvsApplyError } from '../../src/backends/ipvs/kernel.ts';
-import { IpvsRequestError } from '../../src/backends/ipvs/netlink.ts';
-import { ipvsRulesPlan, ipvsStaticRules } from '../../src/backends/ipvs/rules.ts';
+import { planToRestore } from '../../src/modes/iptables/plan.ts';
+import { IpvsApplyError } from '../../src/modes/ipvs/kernel.ts';
+import { IpvsRequestError } from '../../src/modes/ipvs/netlink.ts';
+import { ipvsRulesPlan, ipvsStaticRules } from '../../src/modes/ipvs/rules.ts';
 import type { Snapshot } from '../../src/model/types.ts';
 import { ep, snap, sp } from '../support/snapshots.ts';
 import { base, dns, empty, RENDER, web, World } from '../support/ipvs-world.ts';

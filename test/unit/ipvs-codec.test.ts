@@ -36,7 +36,7 @@ import {
   parseAttrs,
   type RealServer,
   type VirtualServer,
-} from '../../src/backends/ipvs/codec.ts';
+} from '../../src/modes/ipvs/codec.ts';
 import {
   IpvsClient,
   IpvsClientClosedError,
@@ -45,7 +45,7 @@ import {
   RequestScheduler,
   netlinkErrorCode,
   type GenlTransport,
-} from '../../src/backends/ipvs/netlink.ts';
+} from '../../src/modes/ipvs/netlink.ts';
 
 interface Golden {
   generator: string;

@@ -1,7 +1,7 @@
 /** Graceful termination of real servers (kube-proxy graceful_termination.go): the pure state machine. */
 import test from 'ava';
-import type { DestEntry } from '../../src/backends/ipvs/codec.ts';
-import { checkPending, needsGracefulTermination, pendingKey, removalDecision, type PendingRemoval } from '../../src/backends/ipvs/graceful.ts';
+import type { DestEntry } from '../../src/modes/ipvs/codec.ts';
+import { checkPending, needsGracefulTermination, pendingKey, removalDecision, type PendingRemoval } from '../../src/modes/ipvs/graceful.ts';
 
 const vs = { protocol: 'TCP' as const, address: '10.96.0.10', port: 80 };
 const rs = { address: '10.244.1.3', port: 8080 };

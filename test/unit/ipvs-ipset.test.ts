@@ -1,6 +1,6 @@
 /** The ipsets of IPVS mode: entries, `ipset save` parsing, and the exact `ipset restore -exist` input. */
 import test from 'ava';
-import { FakeIpset } from '../../src/backends/ipvs/fake.ts';
+import { FakeIpset } from '../../src/modes/ipvs/fake.ts';
 import {
   CLUSTER_IP_SET,
   IpsetTypeError,
@@ -11,7 +11,7 @@ import {
   parseIpsetSave,
   planIpsetDestroy,
   planIpsetRestore,
-} from '../../src/backends/ipvs/ipset.ts';
+} from '../../src/modes/ipvs/ipset.ts';
 
 test('entries are printed the way ipset save prints them', (t) => {
   t.is(clusterIPEntry('10.96.0.10', 'TCP', 80), '10.96.0.10,tcp:80');

@@ -1,12 +1,12 @@
 /** IPVS mode's pure planning: desired state from a snapshot, and the diff against the kernel into exact commands. */
 import test from 'ava';
-import type { DestEntry, ServiceEntry } from '../../src/backends/ipvs/codec.ts';
-import { IpvsValidationError } from '../../src/backends/ipvs/codec.ts';
-import { desiredIpvsState, desiredVirtualServers } from '../../src/backends/ipvs/assemble.ts';
-import { cidrContains } from '../../src/backends/ipvs/desired.ts';
-import { pendingKey } from '../../src/backends/ipvs/graceful.ts';
-import { IpsetValidationError } from '../../src/backends/ipvs/ipset.ts';
-import { describeOp, planIpvs, type KernelVirtualServer, type ReconcileContext } from '../../src/backends/ipvs/reconcile.ts';
+import type { DestEntry, ServiceEntry } from '../../src/modes/ipvs/codec.ts';
+import { IpvsValidationError } from '../../src/modes/ipvs/codec.ts';
+import { desiredIpvsState, desiredVirtualServers } from '../../src/modes/ipvs/assemble.ts';
+import { cidrContains } from '../../src/modes/ipvs/desired.ts';
+import { pendingKey } from '../../src/modes/ipvs/graceful.ts';
+import { IpsetValidationError } from '../../src/modes/ipvs/ipset.ts';
+import { describeOp, planIpvs, type KernelVirtualServer, type ReconcileContext } from '../../src/modes/ipvs/reconcile.ts';
 import { ep, snap, sp } from '../support/snapshots.ts';
 
 const web = sp('default/web:http', '10.96.0.10', 80, [ep('10.244.1.3:8080'), ep('10.244.1.2:8080'), ep('10.244.1.4:8080', { ready: false })]);

@@ -1,8 +1,8 @@
 /** `drover render --mode ipvs`: the exact text of what a full IPVS-mode sync writes onto an empty node. */
 import test from 'ava';
-import { desiredIpvsState } from '../../src/backends/ipvs/assemble.ts';
-import { ipvsadmSaveLines, renderIpvs } from '../../src/backends/ipvs/render.ts';
-import { ipvsStaticRules } from '../../src/backends/ipvs/rules.ts';
+import { desiredIpvsState } from '../../src/modes/ipvs/assemble.ts';
+import { ipvsadmSaveLines, renderIpvs } from '../../src/modes/ipvs/render.ts';
+import { ipvsStaticRules } from '../../src/modes/ipvs/rules.ts';
 import { ep, snap, sp } from '../support/snapshots.ts';
 
 const state = () =>

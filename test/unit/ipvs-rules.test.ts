@@ -1,10 +1,10 @@
 /** IPVS mode's iptables rules: the static file with the masquerade rule substituted, planned with the iptables machinery. */
 import test from 'ava';
-import { IptablesBackend } from '../../src/backends/iptables/backend.ts';
-import { FakeIptables } from '../../src/backends/iptables/fake.ts';
-import { parseSave } from '../../src/backends/iptables/parse.ts';
-import { planToRestore } from '../../src/backends/iptables/plan.ts';
-import { ipvsRulesPlan, ipvsStaticRules, substituteMasquerade } from '../../src/backends/ipvs/rules.ts';
+import { IptablesBackend } from '../../src/modes/iptables/backend.ts';
+import { FakeIptables } from '../../src/modes/iptables/fake.ts';
+import { parseSave } from '../../src/modes/iptables/parse.ts';
+import { planToRestore } from '../../src/modes/iptables/plan.ts';
+import { ipvsRulesPlan, ipvsStaticRules, substituteMasquerade } from '../../src/modes/ipvs/rules.ts';
 import { silentLogger } from '../../src/util/log.ts';
 import { ep, snap, sp } from '../support/snapshots.ts';
 

@@ -1,6 +1,6 @@
 /** The proxier's rule for an incomplete source: add and update, delete nothing, until the source is whole again. */
 import test from 'ava';
-import type { Backend, ChangeSet, SyncResult } from '../../src/backends/types.ts';
+import type { Backend, ChangeSet, SyncResult } from '../../src/modes/types.ts';
 import { Proxier, type LastSync, type SourceRead } from '../../src/proxier/proxier.ts';
 import { silentLogger } from '../../src/util/log.ts';
 import { ep, snap, sp } from '../support/snapshots.ts';

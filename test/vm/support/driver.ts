@@ -19,13 +19,13 @@
  * The process exits when stdin closes.
  */
 import { createInterface } from 'node:readline';
-import { SystemIptables } from '../../../src/backends/iptables/exec.ts';
-import { IpvsBackend } from '../../../src/backends/ipvs/backend.ts';
-import { SystemIpset } from '../../../src/backends/ipvs/ipset.ts';
-import { RtnlLinkManager } from '../../../src/backends/ipvs/link.ts';
-import { IpvsClient } from '../../../src/backends/ipvs/netlink.ts';
-import { ProcSysctls } from '../../../src/backends/ipvs/sysctl.ts';
-import type { RenderOptions } from '../../../src/backends/iptables/render.ts';
+import { SystemIptables } from '../../../src/modes/iptables/exec.ts';
+import { IpvsBackend } from '../../../src/modes/ipvs/backend.ts';
+import { SystemIpset } from '../../../src/modes/ipvs/ipset.ts';
+import { RtnlLinkManager } from '../../../src/modes/ipvs/link.ts';
+import { IpvsClient } from '../../../src/modes/ipvs/netlink.ts';
+import { ProcSysctls } from '../../../src/modes/ipvs/sysctl.ts';
+import type { RenderOptions } from '../../../src/modes/iptables/render.ts';
 import type { ServicePort } from '../../../src/model/types.ts';
 import { createLogger } from '../../../src/util/log.ts';
 

@@ -6,7 +6,7 @@
  * Inside the guest (DROVER_IN_GUEST=1) a missing piece is a failure instead.
  */
 import test from 'ava';
-import { IpvsClient, IpvsUnavailableError } from '../../../src/backends/ipvs/netlink.ts';
+import { IpvsClient, IpvsUnavailableError } from '../../../src/modes/ipvs/netlink.ts';
 import { run } from '../../../src/testbed/exec.ts';
 import { createTopology, testbedUnavailableReason, type Topology, type TopologySpec } from '../../../src/testbed/topology.ts';
 

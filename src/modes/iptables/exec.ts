@@ -6,7 +6,7 @@
  * errors; `netfilter` builds shell command lines). Commands are spawned with
  * an argument array, never through a shell, and the ruleset goes on stdin.
  */
-import { spawn } from 'node:child_process';
+import { CommandError, runCommand, summarise } from '../shared/exec.ts';
 import type { TableName } from './parse.ts';
 
 /** The two iptables backends: iptables-nft (nf_tables) and iptables-legacy (x_tables). */
@@ -37,20 +37,6 @@ export interface IptablesExec {
   save(table: TableName): Promise<string>;
 }
 
-/**
- * The useful part of a tool's error output on one line: its first three
- * non-empty lines joined with " / " (iptables-nft puts the kernel's reason,
- * e.g. "CHAIN_DEL failed (Device or resource busy)", on a line of its own).
- */
-export function summarise(stderr: string): string {
-  return stderr
-    .split('\n')
-    .map((l) => l.trim())
-    .filter((l) => l !== '' && !/^Try `/.test(l))
-    .slice(0, 3)
-    .join(' / ');
-}
-
 /** iptables-restore rejected a payload. */
 export class RestoreError extends Error {
   constructor(
@@ -63,52 +49,6 @@ export class RestoreError extends Error {
     super(`iptables-restore failed${line ? ` at line ${line}: ${lineText ?? ''}` : ''}: ${summarise(stderr)}`);
     this.name = 'RestoreError';
   }
-}
-
-/** A command failed to start or exited non-zero. */
-export class CommandError extends Error {
-  constructor(
-    readonly command: string,
-    readonly code: number | null,
-    readonly stderr: string,
-  ) {
-    super(`${command} exited with ${code ?? 'a signal'}: ${summarise(stderr)}`);
-    this.name = 'CommandError';
-  }
-}
-
-/** Result of one command. */
-export interface CommandResult {
-  readonly code: number | null;
-  readonly stdout: string;
-  readonly stderr: string;
-}
-
-/**
- * Run a command with an argument array (no shell), optionally inside a named
- * network namespace (`ip netns exec NAME ...`), feeding `input` on stdin.
- * @param timeoutMs kill the command after this many milliseconds (default 60 000).
- * @throws CommandError when the command cannot be started.
- */
-export function runCommand(
-  cmd: string,
-  args: readonly string[],
-  opts: { netns?: string; input?: string; timeoutMs?: number } = {},
-): Promise<CommandResult> {
-  const argv = opts.netns ? ['ip', ['netns', 'exec', opts.netns, cmd, ...args]] as const : [cmd, args] as const;
-  return new Promise((resolve, reject) => {
-    const child = spawn(argv[0], argv[1], { stdio: ['pipe', 'pipe', 'pipe'], timeout: opts.timeoutMs ?? 60_000 });
-    const out: Buffer[] = [];
-    const err: Buffer[] = [];
-    child.stdout.on('data', (b: Buffer) => out.push(b));
-    child.stderr.on('data', (b: Buffer) => err.push(b));
-    child.on('error', (e) => reject(new CommandError(cmd, null, e.message)));
-    child.on('close', (code) =>
-      resolve({ code, stdout: Buffer.concat(out).toString('utf8'), stderr: Buffer.concat(err).toString('utf8') }),
-    );
-    child.stdin.on('error', () => undefined); // a command that exits early closes stdin; its exit code tells
-    child.stdin.end(opts.input ?? '');
-  });
 }
 
 /** The 1-based failing line from iptables-restore's error output, if it names one. */

@@ -10,12 +10,12 @@
  * ClusterIP:port/protocol); without it, virtual servers are listed by
  * address. Pure: the state comes from ipvs-live.ts.
  */
-import { IP_VS_SVC_F, type ForwardingMethod, type IpvsProtocol } from '../backends/ipvs/codec.ts';
-import { compareIPv4, compareText, realServerKey, type DesiredVirtualServer } from '../backends/ipvs/desired.ts';
-import { CLUSTER_IP_SET, IpsetValidationError, LOOP_BACK_SET, clusterIPEntry, loopBackEntry } from '../backends/ipvs/ipset.ts';
-import { DUMMY_INTERFACE } from '../backends/ipvs/link.ts';
-import { boundAddresses, virtualServerLabel, type IpvsLive } from './ipvs-live.ts';
-import { uint32ToIPv4 } from '../model/validate.ts';
+import { IP_VS_SVC_F, type ForwardingMethod, type IpvsProtocol } from './codec.ts';
+import { compareIPv4, compareText, realServerKey, type DesiredVirtualServer } from './desired.ts';
+import { CLUSTER_IP_SET, IpsetValidationError, LOOP_BACK_SET, clusterIPEntry, loopBackEntry } from './ipset.ts';
+import { DUMMY_INTERFACE } from './link.ts';
+import { boundAddresses, virtualServerLabel, type IpvsLive } from './live.ts';
+import { uint32ToIPv4 } from '../../model/validate.ts';
 
 /** An ipset entry that belongs to a virtual server or real server, and whether the kernel's set has it. */
 export interface SetEntryView {

@@ -15,19 +15,19 @@
  * A virtual server drover does not own (outside `--service-cidr` and not
  * bound on kube-ipvs0) is not drift, as a sync leaves it alone.
  */
-import type { StaticRuleset } from '../backends/iptables/static.ts';
-import { cidrContains, realServerKey, type DesiredIpvsState } from '../backends/ipvs/desired.ts';
-import { IPVS_SETS, planIpsetRestore, swapSetName } from '../backends/ipvs/ipset.ts';
-import { fullSyncTargets } from '../backends/ipvs/keep.ts';
-import { DUMMY_INTERFACE, planAddresses } from '../backends/ipvs/link.ts';
-import { planIpvs, type IpvsOp } from '../backends/ipvs/reconcile.ts';
-import { otherModeLeftovers } from '../backends/ipvs/rules.ts';
-import { IP_VS_SVC_F, type RealServer, type VirtualServer, type VirtualServerKey } from '../backends/ipvs/codec.ts';
-import { IPVS_SYSCTLS } from '../backends/ipvs/sysctl.ts';
-import { TABLES } from '../backends/iptables/parse.ts';
-import { DIFF_EXIT, driftItems, formatDrift, type DriftItem } from './diff.ts';
-import { boundAddresses, virtualServerLabel, type IpvsLive } from './ipvs-live.ts';
-import { uint32ToIPv4 } from '../model/validate.ts';
+import type { StaticRuleset } from '../iptables/static.ts';
+import { cidrContains, realServerKey, type DesiredIpvsState } from './desired.ts';
+import { IPVS_SETS, planIpsetRestore, swapSetName } from './ipset.ts';
+import { fullSyncTargets } from './keep.ts';
+import { DUMMY_INTERFACE, planAddresses } from './link.ts';
+import { planIpvs, type IpvsOp } from './reconcile.ts';
+import { otherModeLeftovers } from './rules.ts';
+import { IP_VS_SVC_F, type RealServer, type VirtualServer, type VirtualServerKey } from './codec.ts';
+import { IPVS_SYSCTLS } from './sysctl.ts';
+import { TABLES } from '../iptables/parse.ts';
+import { DIFF_EXIT, driftItems, formatDrift, type DriftItem } from '../iptables/diff.ts';
+import { boundAddresses, virtualServerLabel, type IpvsLive } from './live.ts';
+import { uint32ToIPv4 } from '../../model/validate.ts';
 
 /** What kind of IPVS-mode difference an item is. */
 export type IpvsDriftKind =

@@ -13,9 +13,9 @@
  * - a KUBE-SEP chain's endpoint is its DNAT `--to-destination` (older
  *   kube-proxy versions do not name the endpoint in a comment).
  */
-import { commentServicePort, isServiceChain } from '../backends/iptables/names.ts';
-import { TABLES, type ParsedDump, type TableName } from '../backends/iptables/parse.ts';
-import { SERVICES_CHAIN } from '../backends/iptables/ruleset.ts';
+import { commentServicePort, isServiceChain } from './names.ts';
+import { TABLES, type ParsedDump, type TableName } from './parse.ts';
+import { SERVICES_CHAIN } from './ruleset.ts';
 import { parseRule } from './rule.ts';
 
 export { commentServicePort };

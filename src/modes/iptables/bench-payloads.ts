@@ -16,9 +16,9 @@
  * Every payload is meant for `iptables-restore --noflush`. Within a table the
  * order is: chain declarations, rule deletions, rule appends, chain deletions.
  */
-import type { ServiceRules } from '../backends/iptables/render.ts';
-import { SERVICES_CHAIN } from '../backends/iptables/ruleset.ts';
-import type { StaticRuleset } from '../backends/iptables/static.ts';
+import type { ServiceRules } from './render.ts';
+import { SERVICES_CHAIN } from './ruleset.ts';
+import type { StaticRuleset } from './static.ts';
 
 interface TableText {
   declare: string[];

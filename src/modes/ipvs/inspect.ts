@@ -4,15 +4,15 @@
  * the desired IPVS state of a source (desired.ts, as a sync computes it).
  */
 import { Option } from 'commander';
-import { loadStaticRules } from '../backends/iptables/static.ts';
-import { desiredIpvsState } from '../backends/ipvs/assemble.ts';
-import type { DesiredIpvsState } from '../backends/ipvs/desired.ts';
-import { ipvsStaticRules } from '../backends/ipvs/rules.ts';
-import { ipvsDrift, type IpvsDrift } from '../inspect/ipvs-diff.ts';
-import { readIpvsLive, type IpvsLive } from '../inspect/ipvs-live.ts';
-import { createLogger } from '../util/log.ts';
-import { ipvsOptions, renderOptions, type KernelOptions, type RenderCliOptions } from './options.ts';
-import { createIpvsInspectIO, loadSource, renderConfig } from './setup.ts';
+import { loadStaticRules } from '../iptables/static.ts';
+import { desiredIpvsState } from './assemble.ts';
+import type { DesiredIpvsState } from './desired.ts';
+import { ipvsStaticRules } from './rules.ts';
+import { ipvsDrift, type IpvsDrift } from './diff.ts';
+import { readIpvsLive, type IpvsLive } from './live.ts';
+import { createLogger } from '../../util/log.ts';
+import { ipvsOptions, renderOptions, type KernelOptions, type RenderCliOptions } from '../../cli/options.ts';
+import { createIpvsInspectIO, loadSource, renderConfig } from '../../cli/setup.ts';
 
 /**
  * Read the live IPVS-mode state (ipvs-live.ts) and close the sockets.

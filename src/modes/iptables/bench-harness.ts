@@ -5,17 +5,17 @@
  * restore and the full re-render. Everything runs inside one network
  * namespace.
  */
-import { IptablesBackend } from '../backends/iptables/backend.ts';
-import { canonicalRule } from '../backends/iptables/canonical.ts';
-import { SystemIptables, type IptablesExec, type IptablesVariant } from '../backends/iptables/exec.ts';
-import { renderServicePort, type RenderOptions, type ServiceRules } from '../backends/iptables/render.ts';
-import { SERVICES_CHAIN } from '../backends/iptables/ruleset.ts';
-import { loadStaticRules } from '../backends/iptables/static.ts';
-import type { ServicePort, Snapshot } from '../model/types.ts';
-import { silentLogger } from '../util/log.ts';
-import type { BenchChange, ServiceChange } from './changes.ts';
-import type { Baseline, ModeHarness } from './harness.ts';
-import { fullRerenderPayload, kubeProxyPayload, minimalPayload } from './iptables-payloads.ts';
+import { IptablesBackend } from './backend.ts';
+import { canonicalRule } from './canonical.ts';
+import { SystemIptables, type IptablesExec, type IptablesVariant } from './exec.ts';
+import { renderServicePort, type RenderOptions, type ServiceRules } from './render.ts';
+import { SERVICES_CHAIN } from './ruleset.ts';
+import { loadStaticRules } from './static.ts';
+import type { ServicePort, Snapshot } from '../../model/types.ts';
+import { silentLogger } from '../../util/log.ts';
+import type { BenchChange, ServiceChange } from '../../bench/changes.ts';
+import type { Baseline, ModeHarness } from '../../bench/harness.ts';
+import { fullRerenderPayload, kubeProxyPayload, minimalPayload } from './bench-payloads.ts';
 
 /** Options of {@link iptablesHarness}. */
 export interface IptablesHarnessOptions {

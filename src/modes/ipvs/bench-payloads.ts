@@ -4,7 +4,7 @@
  * off the clock, so a baseline's time is the kernel work alone.
  *
  * An IPVS-mode change has three parts, applied in the order drover's IPVS
- * backend applies them (src/backends/ipvs/backend.ts): ipset entries (one
+ * backend applies them (src/modes/ipvs/backend.ts): ipset entries (one
  * `ipset restore -exist`), ClusterIPs added to kube-ipvs0, IPVS commands
  * over generic netlink, then ClusterIPs removed from kube-ipvs0.
  *
@@ -15,9 +15,9 @@
  *   (SET_SERVICE, SET_DEST), every set entry and every address: a re-apply
  *   of the whole state without reading it first.
  */
-import { CLUSTER_IP_SET, LOOP_BACK_SET } from '../backends/ipvs/ipset.ts';
-import type { DesiredServicePort } from '../backends/ipvs/desired.ts';
-import type { IpvsOp } from '../backends/ipvs/reconcile.ts';
+import { CLUSTER_IP_SET, LOOP_BACK_SET } from './ipset.ts';
+import type { DesiredServicePort } from './desired.ts';
+import type { IpvsOp } from './reconcile.ts';
 
 /** One IPVS-mode change, ready to apply. */
 export interface IpvsChange {

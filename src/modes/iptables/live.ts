@@ -1,6 +1,7 @@
 /** Reading the live kernel state that the inspect commands work on. */
-import { runCommand, type IptablesExec } from '../backends/iptables/exec.ts';
-import { parseSave, TABLES, type ParsedDump } from '../backends/iptables/parse.ts';
+import { runCommand } from '../shared/exec.ts';
+import type { IptablesExec } from './exec.ts';
+import { parseSave, TABLES, type ParsedDump } from './parse.ts';
 
 /**
  * The live filter and nat tables, each parsed on its own so that a rule's

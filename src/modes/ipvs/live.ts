@@ -5,15 +5,15 @@
  * (`ipset save`) and, when asked, the filter and nat tables (`iptables-save`).
  * All I/O goes through the backend's interfaces, so tests use the fakes.
  */
-import type { IptablesExec } from '../backends/iptables/exec.ts';
-import type { ParsedDump } from '../backends/iptables/parse.ts';
-import { compareText } from '../backends/ipvs/desired.ts';
-import { IPVS_SETS, parseIpsetSave, type IpsetExec, type SavedSet } from '../backends/ipvs/ipset.ts';
-import { readVirtualServers, type IpvsKernel } from '../backends/ipvs/kernel.ts';
-import { DUMMY_INTERFACE, type InterfaceAddress, type LinkManager } from '../backends/ipvs/link.ts';
-import type { KernelVirtualServer } from '../backends/ipvs/reconcile.ts';
-import { IPVS_SYSCTLS, type Sysctls } from '../backends/ipvs/sysctl.ts';
-import { readTables } from './live.ts';
+import type { IptablesExec } from '../iptables/exec.ts';
+import type { ParsedDump } from '../iptables/parse.ts';
+import { compareText } from './desired.ts';
+import { IPVS_SETS, parseIpsetSave, type IpsetExec, type SavedSet } from './ipset.ts';
+import { readVirtualServers, type IpvsKernel } from './kernel.ts';
+import { DUMMY_INTERFACE, type InterfaceAddress, type LinkManager } from './link.ts';
+import type { KernelVirtualServer } from './reconcile.ts';
+import { IPVS_SYSCTLS, type Sysctls } from './sysctl.ts';
+import { readTables } from '../iptables/live.ts';
 
 /** The I/O the IPVS inspect commands need. */
 export interface IpvsInspectIO {

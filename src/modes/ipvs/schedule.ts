@@ -15,8 +15,8 @@
  * connection threshold (`-x`/`-y`) can be overloaded, which the read-back
  * does not show either.
  */
-import type { DestEntry, ServiceEntry } from '../backends/ipvs/codec.ts';
-import { realServerKey } from '../backends/ipvs/desired.ts';
+import type { DestEntry, ServiceEntry } from './codec.ts';
+import { realServerKey } from './desired.ts';
 
 /** One real server a new connection can go to, with its probability (0-1). */
 export interface ScheduledBranch {

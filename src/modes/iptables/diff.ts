@@ -7,11 +7,11 @@
  * `drover diff` lists exactly what the next full sync would write, and
  * "no differences" means a full sync would write nothing.
  */
-import { canonicalRule } from '../backends/iptables/canonical.ts';
-import { TABLES, type ParsedDump, type TableName } from '../backends/iptables/parse.ts';
-import type { ServiceRules } from '../backends/iptables/render.ts';
-import { fullPlan, type FullPlanOptions } from '../backends/iptables/ruleset.ts';
-import type { StaticRuleset } from '../backends/iptables/static.ts';
+import { canonicalRule } from './canonical.ts';
+import { TABLES, type ParsedDump, type TableName } from './parse.ts';
+import type { ServiceRules } from './render.ts';
+import { fullPlan, type FullPlanOptions } from './ruleset.ts';
+import type { StaticRuleset } from './static.ts';
 import { chainLabel } from './chains.ts';
 
 /** Exit codes of `drover diff`: kernel equals desired state, it differs, or the comparison failed. */

@@ -22,23 +22,23 @@
  * IPVS and rtnetlink sockets act on the namespace of their process: the
  * harness must be created in the node namespace (worker.ts does).
  */
-import { IpvsBackend } from '../backends/ipvs/backend.ts';
-import { assembleDesired } from '../backends/ipvs/assemble.ts';
-import { cidrContains, desiredServicePort, virtualServerKey, type DesiredServicePort, type DesiredVirtualServer } from '../backends/ipvs/desired.ts';
-import { CLUSTER_IP_SET, LOOP_BACK_SET, parseIpsetSave, planIpsetRestore, type IpsetExec } from '../backends/ipvs/ipset.ts';
-import { applyOps, readSomeVirtualServers, readVirtualServers, type IpvsKernel } from '../backends/ipvs/kernel.ts';
-import { DUMMY_INTERFACE, planAddresses, type LinkManager } from '../backends/ipvs/link.ts';
-import { planIpvs, sameDest, sameService, type KernelVirtualServer } from '../backends/ipvs/reconcile.ts';
-import { ipvsStaticRules } from '../backends/ipvs/rules.ts';
-import type { Sysctls } from '../backends/ipvs/sysctl.ts';
-import type { IptablesExec } from '../backends/iptables/exec.ts';
-import type { RenderOptions } from '../backends/iptables/render.ts';
-import type { ServicePort, Snapshot } from '../model/types.ts';
-import { silentLogger } from '../util/log.ts';
-import type { BenchChange, ServiceChange } from './changes.ts';
-import type { Baseline, ModeHarness } from './harness.ts';
-import { kubeProxyPayload } from './iptables-payloads.ts';
-import { concatChanges, minimalIpvsChange, wholeIpvsState, type IpvsChange } from './ipvs-payloads.ts';
+import { IpvsBackend } from './backend.ts';
+import { assembleDesired } from './assemble.ts';
+import { cidrContains, desiredServicePort, virtualServerKey, type DesiredServicePort, type DesiredVirtualServer } from './desired.ts';
+import { CLUSTER_IP_SET, LOOP_BACK_SET, parseIpsetSave, planIpsetRestore, type IpsetExec } from './ipset.ts';
+import { applyOps, readSomeVirtualServers, readVirtualServers, type IpvsKernel } from './kernel.ts';
+import { DUMMY_INTERFACE, planAddresses, type LinkManager } from './link.ts';
+import { planIpvs, sameDest, sameService, type KernelVirtualServer } from './reconcile.ts';
+import { ipvsStaticRules } from './rules.ts';
+import type { Sysctls } from './sysctl.ts';
+import type { IptablesExec } from '../iptables/exec.ts';
+import type { RenderOptions } from '../iptables/render.ts';
+import type { ServicePort, Snapshot } from '../../model/types.ts';
+import { silentLogger } from '../../util/log.ts';
+import type { BenchChange, ServiceChange } from '../../bench/changes.ts';
+import type { Baseline, ModeHarness } from '../../bench/harness.ts';
+import { kubeProxyPayload } from '../iptables/bench-payloads.ts';
+import { concatChanges, minimalIpvsChange, wholeIpvsState, type IpvsChange } from './bench-payloads.ts';
 
 /** The I/O of IPVS mode, all acting on the namespace of the process. */
 export interface IpvsHarnessIO {

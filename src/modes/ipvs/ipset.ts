@@ -21,7 +21,7 @@
  * atomically, so rules matching the set never see it half-filled (ipset(8),
  * "swap").
  */
-import { CommandError, runCommand } from '../iptables/exec.ts';
+import { CommandError, runCommand } from '../shared/exec.ts';
 
 /** The ClusterIP set (hash:ip,port). */
 export const CLUSTER_IP_SET = 'KUBE-CLUSTER-IP';

@@ -4,7 +4,7 @@
  * cleanup. No I/O here; backend.ts feeds it the kernel's read-back.
  */
 import type { Snapshot } from '../../model/types.ts';
-import { tokenize } from '../../inspect/rule.ts';
+import { tokenize } from './rule.ts';
 import type { KeptChain } from '../types.ts';
 import { commentServicePort, isServiceChain } from './names.ts';
 import { TABLES, type ParsedDump, type TableName } from './parse.ts';
