@@ -8,6 +8,7 @@
  * - buildSummary: summary.md, with the environment, an overview table, a
  *   section per mode and size, and how it was measured.
  */
+import { modeDriver } from '../modes/registry.ts';
 import type { ProxyMode } from '../modes/types.ts';
 import { summarise, type Summary } from './stats.ts';
 import { BENCH_CLUSTER_CIDR } from './synth.ts';
@@ -325,26 +326,7 @@ export function methodText(result: BenchResult): string[] {
       : []),
     '',
     'Baselines make the same changes on the same kernel state, taking turns with drover within each iteration, with their payloads and desired state built beforehand, off the clock.',
-    ...(s.modes.includes('iptables')
-      ? [
-          '',
-          'iptables mode (each timed from starting iptables-restore to its exit):',
-          '',
-          '- **raw minimal**: only what the change needs: the new or changed KUBE-SVC/KUBE-SEP chains, the deleted ones, and the one KUBE-SERVICES rule that comes or goes. This is the physical limit of a change through iptables-restore.',
-          "- **kube-proxy-style**: what kube-proxy's partial sync writes: the static chains of both tables declared and rewritten, including the whole KUBE-SERVICES chain with one rule per service port, plus the changed chains.",
-          `- **full re-render**: the whole ruleset re-sent with \`--noflush\` and every chain declared. On iptables-nft this grows much faster than the ruleset, so it is measured ${s.fullBaselineRepeats} time(s) per size, on a "service added" change only, and only up to ${s.fullBaselineMax} services (\`--full-baseline-max\`). It re-sends everything whatever the change, so its time stands for every kind of change.`,
-        ]
-      : []),
-    ...(s.modes.includes('ipvs')
-      ? [
-          '',
-          'IPVS mode (each timed from the first command sent, or the ipset process started, to the last answer):',
-          '',
-          '- **raw minimal**: the IPVS commands the change needs (one real server added or deleted; one virtual server added with its real servers, or deleted), its ipset entries (one `ipset restore`) and its ClusterIP on kube-ipvs0.',
-          "- **kube-proxy-style**: what kube-proxy's IPVS proxier does on every sync (it has no partial sync): read and update the ipsets, rewrite its iptables rules with one `iptables-restore --noflush`, list kube-ipvs0's addresses and bind every ClusterIP again, read every virtual server and its real servers (one GET_SERVICE and one destination dump each, plus one dump of all virtual servers), then send the commands that differ. Its reads and plan are on the clock. It is a lower bound of kube-proxy's cost, in kube-proxy's favour: the reads are pipelined where kube-proxy makes them one at a time, the set entries go in one `ipset restore` where kube-proxy runs `ipset add` per entry, and kube-proxy's per-sync `iptables-save` and chain checks are left out.",
-          `- **full re-render**: every virtual server and real server sent again (SET_SERVICE, SET_DEST), every set entry and every ClusterIP, without reading first; ${s.fullBaselineRepeats} time(s) per size on a "service added" change, up to ${s.fullBaselineMax} services.`,
-        ]
-      : []),
+    ...s.modes.flatMap((m) => modeDriver(m).bench.methodText(s)),
     '',
     "`bytes` in the samples is the text drover or the baseline handed to iptables-restore and ipset restore; IPVS netlink messages are not counted.",
     '',

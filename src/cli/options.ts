@@ -7,6 +7,7 @@ import { InvalidArgumentError, Option } from 'commander';
 import { DEFAULT_SERVICE_CIDR, parseServiceCIDR } from '../model/allocate.ts';
 import { parseCIDR } from '../model/validate.ts';
 import { LOG_LEVELS, type LogLevel } from '../util/log.ts';
+import { defaultMode, modeNames } from '../modes/registry.ts';
 
 /**
  * Parse a duration as kube-proxy flags take them: "500ms", "1s", "1.5s",
@@ -57,26 +58,27 @@ function netnsArg(value: string): string {
 }
 
 /** Options of the commands that program the kernel. */
-export interface KernelOptions {
-  readonly mode: 'iptables' | 'ipvs';
+export type KernelOptions = {
+  /** `--mode`: the name of a mode in modes/registry.ts. */
+  readonly mode: string;
   readonly iptablesBackend: 'auto' | 'nft' | 'legacy';
   readonly netns?: string;
   readonly logLevel: LogLevel;
-}
+};
 
 /** Options of the commands that read manifests and render rules. */
-export interface RenderCliOptions {
+export type RenderCliOptions = {
   readonly source: string;
   readonly clusterCidr?: string;
   readonly masqueradeAll: boolean;
   readonly serviceCidr: string;
-}
+};
 
 /** Options of `run` and `sync`. */
-export interface SyncCliOptions extends KernelOptions, RenderCliOptions, IpvsCliOptions {
+export type SyncCliOptions = KernelOptions & RenderCliOptions & {
   readonly minSyncPeriod: number;
   readonly syncPeriod: number;
-}
+};
 
 /** --source, --cluster-cidr, --masquerade-all, --service-cidr. */
 export function renderOptions(): Option[] {
@@ -90,53 +92,20 @@ export function renderOptions(): Option[] {
   ];
 }
 
+/** `-m, --mode`: one of the modes of the registry. */
+export function modeOption(): Option {
+  return new Option('-m, --mode <mode>', 'proxy mode').choices(modeNames()).default(defaultMode());
+}
+
 /** --mode, --iptables-backend, --netns, --log-level. */
 export function kernelOptions(): Option[] {
   return [
-    new Option('-m, --mode <mode>', 'proxy mode').choices(['iptables', 'ipvs']).default('iptables'),
+    modeOption(),
     new Option('--iptables-backend <backend>', 'iptables variant: auto-detect as kube-proxy does, or force one')
       .choices(['auto', 'nft', 'legacy'])
       .default('auto'),
     new Option('--netns <name>', 'work inside this named network namespace (ip netns) instead of the current one').argParser(netnsArg),
     new Option('--log-level <level>', 'log level').choices([...LOG_LEVELS]).default('info'),
-  ];
-}
-
-/** The IPVS schedulers of the Linux kernel (modules ip_vs_<name>), the values --ipvs-scheduler accepts. */
-export const IPVS_SCHEDULERS = ['rr', 'wrr', 'lc', 'wlc', 'lblc', 'lblcr', 'dh', 'sh', 'sed', 'nq', 'fo', 'ovf', 'mh', 'twos'] as const;
-
-/** Longest `--ipvs-graceful-period`: one day. */
-export const MAX_IPVS_GRACEFUL_PERIOD_MS = 86_400_000;
-
-/** Options of IPVS mode (`run` and `sync`). Times in milliseconds. */
-export interface IpvsCliOptions {
-  /** `--ipvs-scheduler`, one of {@link IPVS_SCHEDULERS}. */
-  readonly ipvsScheduler: string;
-  /** `--ipvs-graceful-period`, 0 to {@link MAX_IPVS_GRACEFUL_PERIOD_MS}. */
-  readonly ipvsGracefulPeriod: number;
-}
-
-/**
- * `--ipvs-graceful-period`: a duration (parseDuration) of at most one day; 0
- * deletes a removed real server at once.
- * @throws InvalidArgumentError naming the value.
- */
-function gracefulPeriodArg(value: string): number {
-  const ms = parseDuration(value);
-  if (ms > MAX_IPVS_GRACEFUL_PERIOD_MS) throw new InvalidArgumentError(`"${value}" is longer than 24h`);
-  return ms;
-}
-
-/** --ipvs-scheduler, --ipvs-graceful-period (used with --mode ipvs). */
-export function ipvsOptions(): Option[] {
-  return [
-    new Option('--ipvs-scheduler <name>', 'IPVS scheduler of every virtual server (--mode ipvs)').choices([...IPVS_SCHEDULERS]).default('rr'),
-    new Option(
-      '--ipvs-graceful-period <duration>',
-      'longest wait for the connections of a removed endpoint to end before its real server is deleted (--mode ipvs)',
-    )
-      .default(900_000, '15m')
-      .argParser(gracefulPeriodArg),
   ];
 }
 
@@ -158,4 +127,9 @@ export function syncPeriodOptions(): Option[] {
     new Option('--min-sync-period <duration>', 'least time between two syncs; a change is applied within it').default(1000, '1s').argParser(parseDuration),
     new Option('--sync-period <duration>', 'time between full resyncs that repair drift').default(30_000, '30s').argParser(parseDuration),
   ];
+}
+
+/** The kernel options of the read-only commands (chains, trace, diff, status): those of `run`. */
+export function inspectKernelOptions(): Option[] {
+  return kernelOptions();
 }

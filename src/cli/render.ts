@@ -1,22 +1,19 @@
 /**
- * `drover render`: print what a full sync writes onto an empty node: in
- * iptables mode the iptables-restore payload; with `--mode ipvs` the
- * sysctls, ipsets, iptables rules, kube-ipvs0 addresses and virtual servers
- * (modes/ipvs/render.ts). Pure: needs no root and touches no kernel.
+ * `drover render`: print what a full sync writes onto an empty node, in the
+ * mode's own form (its driver: modes/iptables/driver.ts prints the
+ * iptables-restore payload, modes/ipvs/render.ts the sysctls, ipsets,
+ * iptables rules, kube-ipvs0 addresses and virtual servers). Pure: needs no
+ * root and touches no kernel.
  */
-import { Command, Option } from 'commander';
-import { renderRestore } from '../modes/iptables/ruleset.ts';
-import { desiredIpvsState } from '../modes/ipvs/assemble.ts';
-import { renderIpvs } from '../modes/ipvs/render.ts';
-import { ipvsStaticRules } from '../modes/ipvs/rules.ts';
+import { Command } from 'commander';
 import { servingEndpoints } from '../model/serving.ts';
 import type { Snapshot } from '../model/types.ts';
+import { allModes, modeDriver } from '../modes/registry.ts';
 import { FileSource } from '../sources/file.ts';
 import { silentLogger } from '../util/log.ts';
-import { ipvsSchedulerOption } from '../modes/ipvs/inspect.ts';
-import { renderOptions, type RenderCliOptions } from './options.ts';
 import { EXIT, markPartial } from './exit.ts';
-import { renderConfig } from './setup.ts';
+import { modeOption, renderOptions, type RenderCliOptions } from './options.ts';
+import { compareOptions } from './setup.ts';
 
 /** One `#` header line per service port: key, ClusterIP:port/protocol, where the IP came from, endpoints. */
 export function serviceSummary(snapshot: Snapshot): string[] {
@@ -30,26 +27,22 @@ export function serviceSummary(snapshot: Snapshot): string[] {
 /** The `render` command. */
 export function renderCommand(): Command {
   const cmd = new Command('render')
-    .description('print what a full sync writes onto an empty node: the iptables-restore input, or with --mode ipvs also ipsets, kube-ipvs0 and virtual servers (no root needed; exit 3 if part of the source was skipped)')
-    .addOption(new Option('-m, --mode <mode>', 'proxy mode').choices(['iptables', 'ipvs']).default('iptables'))
-    .addOption(ipvsSchedulerOption())
-    .action(async (opts: RenderCliOptions & { mode: 'iptables' | 'ipvs'; ipvsScheduler: string }) => {
+    .description(
+      'print what a full sync writes onto an empty node: the iptables-restore input' +
+        allModes().map((m) => m.help.render).join('') +
+        ' (no root needed; exit 3 if part of the source was skipped)',
+    )
+    .addOption(modeOption())
+    .action(async (opts: RenderCliOptions & { mode: string }) => {
       const source = new FileSource(opts.source, { serviceCIDR: opts.serviceCidr, logger: silentLogger() });
       const loaded = await source.load();
       for (const e of [...loaded.errors, ...loaded.warnings]) process.stderr.write(`drover: ${e.message}\n`);
-      const services = serviceSummary(loaded.snapshot);
-      if (opts.mode === 'ipvs') {
-        const desired = desiredIpvsState(loaded.snapshot, { scheduler: opts.ipvsScheduler });
-        for (const c of desired.conflicts) {
-          process.stderr.write(`drover: service port ${c}: its ClusterIP:port/protocol belongs to another service port; left out\n`);
-          process.exitCode = EXIT.partial;
-        }
-        process.stdout.write(renderIpvs(desired, ipvsStaticRules(renderConfig(opts)), ['drover render --mode ipvs: what a full sync writes onto an empty node', ...services]));
-      } else {
-        process.stdout.write(renderRestore(loaded.snapshot, renderConfig(opts), ['drover render: iptables-restore --noflush input', ...services]));
-      }
+      const rendered = modeDriver(opts.mode).render(loaded.snapshot, opts, serviceSummary(loaded.snapshot));
+      for (const line of rendered.leftOut) process.stderr.write(`drover: ${line}\n`);
+      if (rendered.leftOut.length > 0) process.exitCode = EXIT.partial;
+      process.stdout.write(rendered.text);
       markPartial(loaded.incomplete);
     });
-  for (const o of renderOptions()) cmd.addOption(o);
+  for (const o of [...renderOptions(), ...compareOptions()]) cmd.addOption(o);
   return cmd;
 }

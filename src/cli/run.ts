@@ -5,9 +5,9 @@ import { SystemConntrack } from '../conntrack/exec.ts';
 import { Proxier } from '../proxier/proxier.ts';
 import { StatusFileWriter } from '../inspect/status.ts';
 import { createLogger } from '../util/log.ts';
-import { checkSyncPeriods, ipvsOptions, kernelOptions, renderOptions, syncPeriodOptions, type SyncCliOptions } from './options.ts';
-import { createSource, createSyncBackend, UsageError } from './setup.ts';
-import { statusFileOption } from './status.ts';
+import { checkSyncPeriods, kernelOptions, renderOptions, syncPeriodOptions, type SyncCliOptions } from './options.ts';
+import { modeDriver } from '../modes/registry.ts';
+import { createSource, createSyncBackend, statusFileOption, syncModeOptions, UsageError } from './setup.ts';
 
 /** The `run` command. */
 export function runCommand(): Command {
@@ -33,7 +33,8 @@ export function runCommand(): Command {
           netns: opts.netns ?? null,
           source: resolve(opts.source),
           render: { clusterCidr: opts.clusterCidr ?? null, masqueradeAll: opts.masqueradeAll, serviceCidr: opts.serviceCidr },
-          ipvs: backend.mode === 'ipvs' ? { scheduler: opts.ipvsScheduler } : null,
+          ipvs: null,
+          ...modeDriver(opts.mode).runInfo(opts),
         },
         logger,
       );
@@ -63,6 +64,6 @@ export function runCommand(): Command {
         process.once('SIGTERM', () => stop('SIGTERM'));
       });
     });
-  for (const o of [...renderOptions(), ...kernelOptions(), ...ipvsOptions(), ...syncPeriodOptions(), statusFileOption()]) cmd.addOption(o);
+  for (const o of [...renderOptions(), ...kernelOptions(), ...syncModeOptions(), ...syncPeriodOptions(), statusFileOption()]) cmd.addOption(o);
   return cmd;
 }

@@ -1,51 +1,25 @@
 /**
- * Building the pieces a command needs from its options: the backend (with
- * the iptables variant detected or forced) and the file source.
+ * The wiring the commands share: the backend of `--mode` (from the mode's
+ * driver, modes/registry.ts), the file source, the render flags, and the
+ * one-line usage error. No command imports another command's file; what
+ * two of them need lives here or in the mode's driver.
  */
-import { existsSync } from 'node:fs';
-import { IptablesBackend } from '../modes/iptables/backend.ts';
-import { detectVariant, SystemIptables } from '../modes/iptables/exec.ts';
+import { Option } from 'commander';
+import { DEFAULT_STATUS_FILE } from '../inspect/status.ts';
+import type { ModeOptions } from '../modes/driver.ts';
 import type { RenderOptions } from '../modes/iptables/render.ts';
-import { IpvsBackend } from '../modes/ipvs/backend.ts';
-import { SystemIpset } from '../modes/ipvs/ipset.ts';
-import { RtnlLinkManager } from '../modes/ipvs/link.ts';
-import { IpvsClient, IpvsUnavailableError } from '../modes/ipvs/netlink.ts';
-import { ProcSysctls } from '../modes/ipvs/sysctl.ts';
+import { allModes, modeDriver } from '../modes/registry.ts';
+import { renderConfig } from '../modes/shared/render-config.ts';
 import type { Backend } from '../modes/types.ts';
-import type { IpvsInspectIO } from '../modes/ipvs/live.ts';
-import { DEFAULT_SERVICE_CIDR } from '../model/allocate.ts';
-import { FileSource } from '../sources/file.ts';
-import type { Snapshot } from '../model/types.ts';
-import { silentLogger, type Logger } from '../util/log.ts';
-import type { IpvsCliOptions, KernelOptions, RenderCliOptions } from './options.ts';
+import { createSource, loadSource, type LoadedSource } from '../sources/load.ts';
+import type { Logger } from '../util/log.ts';
+import { renderOptions, type RenderCliOptions } from './options.ts';
+import { UsageError } from './usage-error.ts';
 
-/** A one-line error for the user; main.ts prints it and exits 1. */
-export class UsageError extends Error {
-  override name = 'UsageError';
-}
+export { createSource, loadSource, renderConfig, UsageError, type LoadedSource };
 
-/** Render options from the CLI flags. */
-export function renderConfig(opts: RenderCliOptions): RenderOptions {
-  return { masqueradeAll: opts.masqueradeAll, ...(opts.clusterCidr ? { clusterCIDR: opts.clusterCidr } : {}) };
-}
-
-/**
- * The iptables I/O for the command's flags: `--iptables-backend` (or the
- * detected variant) and `--netns`.
- * @throws UsageError when not root.
- */
-export async function createIptablesExec(opts: KernelOptions, logger: Logger): Promise<SystemIptables> {
-  if (process.getuid?.() !== 0) throw new UsageError('reading or programming iptables needs root (CAP_NET_ADMIN); run drover as root');
-  if (opts.netns && !existsSync(`/run/netns/${opts.netns}`)) {
-    throw new UsageError(`network namespace ${opts.netns} does not exist (ip netns list shows the named ones)`);
-  }
-  const variant = opts.iptablesBackend === 'auto' ? await detectVariant(opts.netns) : opts.iptablesBackend;
-  logger.debug({ iptables: variant, netns: opts.netns }, 'using iptables-%s', variant);
-  return new SystemIptables({ variant, ...(opts.netns ? { netns: opts.netns } : {}) });
-}
-
-/** What createBackend reads: the kernel options, and for IPVS mode its own and `--service-cidr` (defaults when absent, e.g. for cleanup). */
-export type BackendCliOptions = KernelOptions & Partial<IpvsCliOptions> & { readonly serviceCidr?: string };
+/** What createBackend reads: the kernel options, the mode's own (defaults when absent, e.g. for cleanup) and `--service-cidr`. */
+export type BackendCliOptions = ModeOptions & { readonly serviceCidr?: string };
 
 /**
  * The backend of the commands that sync (`run`, `sync`): {@link createBackend}
@@ -65,135 +39,47 @@ export async function createSyncBackend(opts: BackendCliOptions & RenderCliOptio
 }
 
 /**
- * The backend for `opts.mode`; `render` only matters to syncs.
- * @throws UsageError when not root; for IPVS mode also when the kernel has no
- *   IPVS or `--netns` is given.
+ * The backend for `opts.mode` (modes/registry.ts); `render` only matters to syncs.
+ * @throws UsageError when the mode cannot run here (the driver's createBackend).
  */
 export async function createBackend(opts: BackendCliOptions, render: RenderOptions, logger: Logger): Promise<Backend> {
-  if (opts.mode === 'ipvs') return createIpvsBackend(opts, render, logger);
-  const exec = await createIptablesExec(opts, logger);
-  logger.info({ mode: opts.mode, iptables: exec.variant, netns: opts.netns }, 'using iptables-%s', exec.variant);
-  return new IptablesBackend({ exec, render, logger });
+  return modeDriver(opts.mode).createBackend(opts, render, logger);
 }
 
 /**
- * IPVS mode's backend, in this process's network namespace: netlink sockets
- * (IPVS, rtnetlink) always act in the namespace of the process that opened
- * them, so `--netns` cannot work; start drover inside the namespace instead.
- * Checks in this order: `--netns`, IPVS in the kernel, root.
- * @throws UsageError (one line) for each of them.
+ * `chains`' optional `--source` (a mode whose kernel state keeps no service
+ * names, such as IPVS, names it through the source) and `--service-cidr`
+ * (for the ClusterIPs drover allocates).
  */
-export async function createIpvsBackend(opts: BackendCliOptions, render: RenderOptions, logger: Logger): Promise<IpvsBackend> {
-  const { ipvs, iptables } = await openIpvsMode(opts, logger);
-  const scheduler = opts.ipvsScheduler ?? 'rr';
-  const gracefulPeriodMs = opts.ipvsGracefulPeriod ?? 900_000;
-  const serviceCIDR = opts.serviceCidr ?? DEFAULT_SERVICE_CIDR;
-  logger.info({ mode: 'ipvs', iptables: iptables.variant, scheduler, gracefulPeriodMs, serviceCidr: serviceCIDR }, 'using IPVS mode (scheduler %s)', scheduler);
-  return new IpvsBackend({
-    ipvs,
-    reopenIpvs: () => IpvsClient.open(),
-    ipset: new SystemIpset(),
-    iptables,
-    links: new RtnlLinkManager(),
-    sysctls: new ProcSysctls(),
-    render,
-    scheduler,
-    serviceCIDR,
-    gracefulPeriodMs,
-    logger,
-  });
+export function chainsSourceOptions(): Option[] {
+  return [
+    new Option('-s, --source <path>', 'manifest file or folder, to name kernel state that carries no service names (IPVS virtual servers) by its service port'),
+    renderOptions().find((o) => o.long === '--service-cidr')!,
+  ];
 }
 
 /**
- * IPVS mode works in drover's own network namespace: netlink sockets (IPVS,
- * rtnetlink) act in the namespace of the process that opened them.
- * @throws UsageError when `--netns` is given, naming the way to do it instead.
+ * The flags every mode adds to the commands that compare with what `run`
+ * programs (`render`, `diff`), each once (e.g. `--ipvs-scheduler`).
  */
-function refuseNetnsInIpvsMode(opts: KernelOptions): void {
-  if (opts.netns) {
-    throw new UsageError(
-      `--netns cannot be used with --mode ipvs (IPVS and kube-ipvs0 are programmed over netlink in drover's own network namespace); start drover inside the namespace instead: ip netns exec ${opts.netns} drover ... --mode ipvs`,
-    );
-  }
+export function compareOptions(): Option[] {
+  return uniqueOptions(allModes().flatMap((m) => m.options.compare()));
 }
 
-/**
- * An IPVS generic netlink client.
- * @throws UsageError when the kernel has no IPVS.
- */
-async function openIpvs(): Promise<IpvsClient> {
-  try {
-    return await IpvsClient.open();
-  } catch (err) {
-    if (err instanceof IpvsUnavailableError) {
-      throw new UsageError('--mode ipvs: IPVS is not available in this kernel (no generic netlink family IPVS; is the ip_vs module installed?); use --mode iptables');
-    }
-    throw err;
-  }
+/** The flags every mode adds to `run` and `sync`, each once. */
+export function syncModeOptions(): Option[] {
+  return uniqueOptions(allModes().flatMap((m) => m.options.sync()));
 }
 
-/**
- * IPVS mode's netlink client and iptables, checked in this order: `--netns`,
- * IPVS in the kernel, root.
- * @throws UsageError (one line) for each of them.
- */
-async function openIpvsMode(opts: KernelOptions, logger: Logger): Promise<{ ipvs: IpvsClient; iptables: SystemIptables }> {
-  refuseNetnsInIpvsMode(opts);
-  const ipvs = await openIpvs();
-  try {
-    return { ipvs, iptables: await createIptablesExec(opts, logger) };
-  } catch (err) {
-    ipvs.close();
-    throw err;
-  }
+/** `options` without a second Option of the same long flag. */
+function uniqueOptions(options: readonly Option[]): Option[] {
+  const seen = new Set<string>();
+  return options.filter((o) => !seen.has(o.long ?? o.flags) && seen.add(o.long ?? o.flags));
 }
 
-/** The I/O of the read-only commands in IPVS mode; `close` ends its netlink sockets. */
-export interface IpvsInspectSession extends IpvsInspectIO {
-  close(): void;
-}
-
-/**
- * The I/O the inspect commands read IPVS mode's state with, in this
- * process's network namespace: the same checks, in the same order, as
- * {@link createIpvsBackend}.
- * @throws UsageError for `--netns`, a kernel without IPVS, or no root.
- */
-export async function createIpvsInspectIO(opts: KernelOptions, logger: Logger): Promise<IpvsInspectSession> {
-  const { ipvs, iptables } = await openIpvsMode(opts, logger);
-  const links = new RtnlLinkManager();
-  return {
-    ipvs,
-    ipset: new SystemIpset(),
-    links,
-    iptables,
-    sysctls: new ProcSysctls(),
-    close: () => {
-      ipvs.close();
-      links.close();
-    },
-  };
-}
-
-/** A source's snapshot and the objects skipped. */
-export interface LoadedSource {
-  readonly snapshot: Snapshot;
-  /** One line per skipped object or dropped entry (as `drover render` prints them). */
-  readonly problems: string[];
-  /** The parts of the source that could not be read (files, documents, objects); empty when it was read whole. */
-  readonly incomplete: readonly string[];
-}
-
-/**
- * Read the source as a sync of `drover run` with the same flags would.
- * @throws Error when the source path is missing or the service CIDR is invalid.
- */
-export async function loadSource(opts: RenderCliOptions): Promise<LoadedSource> {
-  const loaded = await createSource(opts, silentLogger()).load();
-  return { snapshot: loaded.snapshot, problems: [...loaded.errors, ...loaded.warnings].map((e) => e.message), incomplete: loaded.incomplete };
-}
-
-/** The file source for `--source`. */
-export function createSource(opts: RenderCliOptions, logger: Logger): FileSource {
-  return new FileSource(opts.source, { serviceCIDR: opts.serviceCidr, logger });
+/** --status-file, for `run` (writes it) and `status` (reads it). */
+export function statusFileOption(): Option {
+  return new Option('--status-file <path>', 'status file, written after every sync by drover run and read by drover status').default(
+    DEFAULT_STATUS_FILE,
+  );
 }

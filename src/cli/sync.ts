@@ -2,9 +2,9 @@
 import { Command, Option } from 'commander';
 import { Proxier } from '../proxier/proxier.ts';
 import { createLogger } from '../util/log.ts';
-import { ipvsOptions, kernelOptions, renderOptions, type SyncCliOptions } from './options.ts';
+import { kernelOptions, renderOptions, type SyncCliOptions } from './options.ts';
 import { markPartial } from './exit.ts';
-import { createSource, createSyncBackend, UsageError } from './setup.ts';
+import { createSource, createSyncBackend, syncModeOptions, UsageError } from './setup.ts';
 
 /** The `sync` command. */
 export function syncCommand(): Command {
@@ -19,6 +19,6 @@ export function syncCommand(): Command {
       await proxier.syncOnce({ full: true });
       markPartial(proxier.last?.incomplete ?? []);
     });
-  for (const o of [...renderOptions(), ...kernelOptions(), ...ipvsOptions()]) cmd.addOption(o);
+  for (const o of [...renderOptions(), ...kernelOptions(), ...syncModeOptions()]) cmd.addOption(o);
   return cmd;
 }

@@ -22,14 +22,10 @@
 import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { z } from 'zod';
-import type { ParsedDump, TableName } from '../modes/iptables/parse.ts';
-import { DUMMY_INTERFACE } from '../modes/ipvs/link.ts';
-import { kernelView } from '../modes/iptables/ruleset.ts';
-import type { StaticRuleset } from '../modes/iptables/static.ts';
+import type { TableName } from '../modes/iptables/parse.ts';
 import { parseWith } from '../model/schema.ts';
 import type { LastSync } from '../proxier/proxier.ts';
 import type { Logger } from '../util/log.ts';
-import type { IpvsCounts } from '../modes/ipvs/live.ts';
 
 /** Where `drover run` writes, and `drover status` reads, the status file by default. */
 export const DEFAULT_STATUS_FILE = '/run/drover/status.json';
@@ -179,20 +175,6 @@ export class StatusFileWriter {
   }
 }
 
-/** drover-owned rules in the kernel, per table: rules in owned chains plus hook jumps present. */
-export function ownedRuleCounts(statics: StaticRuleset, dump: ParsedDump): Record<TableName, number> {
-  const count = (table: TableName): number => {
-    const view = kernelView(statics, table, dump);
-    let n = 0;
-    for (const rules of [...view.chains.values(), ...view.sets.values()]) n += rules.length;
-    for (const hook of statics.hooks.filter((h) => h.table === table)) {
-      n += (dump.get(table)?.get(hook.chain)?.rules ?? []).filter((r) => r === hook.rule).length;
-    }
-    return n;
-  };
-  return { filter: count('filter'), nat: count('nat') };
-}
-
 /** Everything `drover status` prints. */
 export interface StatusView {
   /** Path of the status file read. */
@@ -202,8 +184,8 @@ export interface StatusView {
   readonly running: boolean;
   /** ownedRuleCounts of the live kernel. */
   readonly rules: Record<TableName, number>;
-  /** IPVS mode: what the live kernel holds (ipvsCounts). */
-  readonly ipvs?: IpvsCounts;
+  /** The mode's own lines (`name: value`, e.g. IPVS mode's virtual servers), printed after `services`. */
+  readonly modeLines?: ReadonlyArray<readonly [string, string]>;
   /** Number of differences (driftItems) with the recorded source and options, or why it could not be computed. */
   readonly drift: { readonly differences: number } | { readonly error: string };
   /** Now, ms since the epoch (for "… ago"). */
@@ -224,27 +206,11 @@ function syncLine(sync: SyncRecord, now: number): string {
   return `${sync.at} (${ago(Date.parse(sync.at), now)}), ${sync.kind}, ${sync.durationMs.toFixed(1)} ms, ${result}`;
 }
 
-/** "1 entry", "2 entries". */
-function count(n: number, one: string, many: string): string {
-  return `${n} ${n === 1 ? one : many}`;
-}
-
-/** The IPVS lines of `drover status`: virtual and real servers, ipset entries, kube-ipvs0 addresses. */
-function ipvsLines(c: IpvsCounts): Array<[string, string]> {
-  const sets = Object.entries(c.sets);
-  const entries = sets.reduce((sum, [, n]) => sum + (n ?? 0), 0);
-  return [
-    ['ipvs', `${count(c.virtualServers, 'virtual server', 'virtual servers')}, ${count(c.realServers, 'real server', 'real servers')}${c.quiesced > 0 ? ` (${c.quiesced} at weight 0)` : ''} in the kernel`],
-    ['ipsets', `${count(entries, 'entry', 'entries')} (${sets.map(([name, n]) => `${name} ${n ?? 'missing'}`).join(', ')})`],
-    [DUMMY_INTERFACE, c.addresses === null ? 'missing' : count(c.addresses, 'address', 'addresses')],
-  ];
-}
-
 /**
  * The text of `drover status`, one `name: value` line each: the status file
  * and its writer, mode, source and render flags, service ports and endpoints
- * of the last successful sync, in IPVS mode the virtual and real servers,
- * ipset entries and kube-ipvs0 addresses, drover-owned rules in the live kernel, the
+ * of the last successful sync, the mode's own lines (in IPVS mode the virtual
+ * and real servers, ipset entries and kube-ipvs0 addresses), drover-owned rules in the live kernel, the
  * last sync (and the last successful one when the last failed), and drift.
  */
 export function formatStatus(view: StatusView): string {
@@ -255,13 +221,13 @@ export function formatStatus(view: StatusView): string {
     `--service-cidr ${r.render.serviceCidr}`,
   ];
   const ok = r.lastSuccess;
-  const lines: Array<[string, string]> = [
+  const lines: Array<readonly [string, string]> = [
     ['status file', `${view.file} (pid ${r.pid}, ${view.running ? 'running' : 'not running'})`],
     ['mode', `${r.mode}${r.netns !== null ? `, network namespace ${r.netns}` : ''}`],
     ['source', `${r.source} (${flags.join(' ')})`],
     ...sourceReadLines(r.lastSync),
     ['services', ok ? `${ok.services ?? 0} service ports, ${ok.endpoints ?? 0} endpoints (last successful sync)` : 'unknown: no successful sync yet'],
-    ...(view.ipvs ? ipvsLines(view.ipvs) : []),
+    ...(view.modeLines ?? []),
     ['rules', `${view.rules.filter + view.rules.nat} drover-owned rules in the kernel (filter ${view.rules.filter}, nat ${view.rules.nat})`],
     ['last sync', syncLine(r.lastSync, now)],
   ];

@@ -5,12 +5,12 @@ import { join } from 'node:path';
 import { IptablesBackend } from '../../src/modes/iptables/backend.ts';
 import { FakeIptables } from '../../src/modes/iptables/fake.ts';
 import { loadStaticRules } from '../../src/modes/iptables/static.ts';
+import { ownedRuleCounts } from '../../src/modes/iptables/ruleset.ts';
 import { readTables } from '../../src/modes/iptables/live.ts';
 import {
   ago,
   formatStatus,
   NotRunError,
-  ownedRuleCounts,
   readStatusFile,
   StatusFileWriter,
   type RunInfo,

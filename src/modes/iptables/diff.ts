@@ -14,9 +14,6 @@ import { fullPlan, type FullPlanOptions } from './ruleset.ts';
 import type { StaticRuleset } from './static.ts';
 import { chainLabel } from './chains.ts';
 
-/** Exit codes of `drover diff`: kernel equals desired state, it differs, or the comparison failed. */
-export const DIFF_EXIT = { same: 0, differ: 1, error: 2 } as const;
-
 /** What kind of difference an item is. */
 export type DriftKind = 'missing chain' | 'changed chain' | 'extra chain' | 'missing rule' | 'extra rule' | 'missing hook';
 
@@ -127,9 +124,4 @@ export function formatDrift(items: readonly DriftItem[]): string {
     return [`${head}${item.label ? ` (${item.label})` : ''}`, ...(item.changes ?? []).map((c) => `  ${c.sign} ${c.rule}`)];
   });
   return `${lines.join('\n')}\n`;
-}
-
-/** `drover diff`'s exit code for a list of items: DIFF_EXIT.same when empty, else DIFF_EXIT.differ. */
-export function driftExitCode(items: readonly DriftItem[]): number {
-  return items.length === 0 ? DIFF_EXIT.same : DIFF_EXIT.differ;
 }

@@ -226,3 +226,17 @@ export function cleanupPlan(statics: StaticRuleset, kernel: ParsedDump): Cleanup
   }
   return { plan, kept };
 }
+
+/** drover-owned rules in the kernel, per table: rules in owned chains plus hook jumps present. */
+export function ownedRuleCounts(statics: StaticRuleset, dump: ParsedDump): Record<TableName, number> {
+  const count = (table: TableName): number => {
+    const view = kernelView(statics, table, dump);
+    let n = 0;
+    for (const rules of [...view.chains.values(), ...view.sets.values()]) n += rules.length;
+    for (const hook of statics.hooks.filter((h) => h.table === table)) {
+      n += (dump.get(table)?.get(hook.chain)?.rules ?? []).filter((r) => r === hook.rule).length;
+    }
+    return n;
+  };
+  return { filter: count('filter'), nat: count('nat') };
+}

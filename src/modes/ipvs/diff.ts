@@ -25,7 +25,7 @@ import { otherModeLeftovers } from './rules.ts';
 import { IP_VS_SVC_F, type RealServer, type VirtualServer, type VirtualServerKey } from './codec.ts';
 import { IPVS_SYSCTLS } from './sysctl.ts';
 import { TABLES } from '../iptables/parse.ts';
-import { DIFF_EXIT, driftItems, formatDrift, type DriftItem } from '../iptables/diff.ts';
+import { driftItems, formatDrift, type DriftItem } from '../iptables/diff.ts';
 import { boundAddresses, virtualServerLabel, type IpvsLive } from './live.ts';
 import { uint32ToIPv4 } from '../../model/validate.ts';
 
@@ -195,7 +195,3 @@ export function formatIpvsDrift(drift: IpvsDrift): string {
   return `${drift.items.map(line).join('')}${drift.rules.length > 0 ? formatDrift(drift.rules) : ''}${draining}`;
 }
 
-/** `drover diff --mode ipvs`'s exit code: DIFF_EXIT.same without differences, else DIFF_EXIT.differ. */
-export function ipvsDriftExitCode(drift: IpvsDrift): number {
-  return ipvsDriftCount(drift) === 0 ? DIFF_EXIT.same : DIFF_EXIT.differ;
-}

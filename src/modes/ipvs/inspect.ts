@@ -3,7 +3,6 @@
  * mode: reading the live state in this process's network namespace, and
  * the desired IPVS state of a source (desired.ts, as a sync computes it).
  */
-import { Option } from 'commander';
 import { loadStaticRules } from '../iptables/static.ts';
 import { desiredIpvsState } from './assemble.ts';
 import type { DesiredIpvsState } from './desired.ts';
@@ -11,8 +10,10 @@ import { ipvsStaticRules } from './rules.ts';
 import { ipvsDrift, type IpvsDrift } from './diff.ts';
 import { readIpvsLive, type IpvsLive } from './live.ts';
 import { createLogger } from '../../util/log.ts';
-import { ipvsOptions, renderOptions, type KernelOptions, type RenderCliOptions } from '../../cli/options.ts';
-import { createIpvsInspectIO, loadSource, renderConfig } from '../../cli/setup.ts';
+import type { KernelOptions, RenderCliOptions } from '../../cli/options.ts';
+import { loadSource } from '../../sources/load.ts';
+import { renderConfig } from '../shared/render-config.ts';
+import { createIpvsInspectIO } from './wiring.ts';
 
 /**
  * Read the live IPVS-mode state (ipvs-live.ts) and close the sockets.
@@ -53,20 +54,4 @@ export async function ipvsDriftFromSource(
     incomplete: incomplete.length > 0,
   });
   return { drift, problems, incomplete };
-}
-
-/** `--ipvs-scheduler` of `run`, for commands that compare with what `run` programs. */
-export function ipvsSchedulerOption(): Option {
-  return ipvsOptions().find((o) => o.long === '--ipvs-scheduler')!;
-}
-
-/**
- * `chains`' optional `--source` (IPVS mode names virtual servers through it)
- * and `--service-cidr` (for the ClusterIPs drover allocates).
- */
-export function chainsSourceOptions(): Option[] {
-  return [
-    new Option('-s, --source <path>', 'with --mode ipvs: manifest file or folder, to name each virtual server by its service port'),
-    renderOptions().find((o) => o.long === '--service-cidr')!,
-  ];
 }

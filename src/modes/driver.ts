@@ -1,0 +1,136 @@
+/**
+ * What a proxy mode brings to drover's commands: one driver per mode, listed
+ * in registry.ts. Everything that is specific to a mode (its backend, what
+ * `render` prints, reading the live kernel for `chains`, `trace`, `diff` and
+ * `status`, its command-line flags and its benchmark harness) sits behind
+ * this interface, in the mode's own folder; the commands in src/cli/ ask the
+ * registry for the driver of `--mode` and never name a mode themselves.
+ *
+ * Options reach a driver as the whole parsed option object of the command
+ * (commander's camelCase names). Each driver reads the flags it declared in
+ * {@link ModeDriver.options} and ignores the rest.
+ */
+import type { Option } from 'commander';
+import type { KernelOptions, RenderCliOptions } from '../cli/options.ts';
+import type { StatusRecord } from '../inspect/status.ts';
+import type { TraceContext } from '../inspect/trace.ts';
+import type { Snapshot } from '../model/types.ts';
+import type { Logger } from '../util/log.ts';
+import type { ModeHarness } from '../bench/harness.ts';
+import type { BenchSettings } from '../bench/types.ts';
+import type { RenderOptions } from './iptables/render.ts';
+import type { Backend } from './types.ts';
+
+/** The options object of a command, as a driver sees it: the shared flags plus whatever the mode declared. */
+export type ModeOptions = KernelOptions & Readonly<Record<string, unknown>>;
+
+/** Options of a command that reads a source as well as the kernel. */
+export type SourceModeOptions = ModeOptions & RenderCliOptions;
+
+/** What `drover render` prints in a mode. */
+export interface RenderedMode {
+  /** The whole output, ending in a newline. */
+  readonly text: string;
+  /** One line per service port left out of the rendering (stderr; the command then exits 3). */
+  readonly leftOut: readonly string[];
+}
+
+/** What `drover diff` finds in a mode. */
+export interface ModeDrift {
+  /** The report, ending in a newline ("no differences\n" when equal). */
+  readonly text: string;
+  /** True when the kernel differs from desired state. */
+  readonly differs: boolean;
+  /** One line per skipped object or dropped entry of the source. */
+  readonly problems: readonly string[];
+  /** The parts of the source that could not be read; empty when whole. */
+  readonly incomplete: readonly string[];
+}
+
+/** The mode's part of `drover status`. */
+export interface ModeStatus {
+  /** drover-owned iptables rules in the live kernel, per table. */
+  readonly rules: { readonly filter: number; readonly nat: number };
+  /** Differences with the recorded source, or why they could not be counted. */
+  readonly drift: { readonly differences: number } | { readonly error: string };
+  /** Lines of the mode's own state (`name: value`), printed after `services`. */
+  readonly lines: ReadonlyArray<readonly [string, string]>;
+}
+
+/** What `drover trace` walks in a mode. */
+export interface ModeTrace {
+  readonly ctx: TraceContext;
+  /** Where the line numbers and state come from, printed under the packet. */
+  readonly where: string;
+  /** A note for stderr (e.g. state the trace does not evaluate); "" for none. */
+  readonly note: string;
+}
+
+/** A mode's part of `drover bench`. */
+export interface ModeBench {
+  /**
+   * Where the harness runs: `process` in the bench's own process (it
+   * reaches the node namespace through `--netns`-style commands), or
+   * `namespace` in a worker started inside the node namespace (netlink
+   * sockets act on the namespace of the process that opened them).
+   */
+  readonly placement: 'process' | 'namespace';
+  /**
+   * The harness of one size. `netns` is the node namespace for
+   * `process` placement; undefined inside the worker.
+   * @throws Error for an unknown iptables variant; the kernel's errors.
+   */
+  createHarness(opts: { readonly netns?: string; readonly iptablesVariant: string }): Promise<ModeHarness>;
+  /** Why the mode cannot be measured on this kernel, or undefined when it can. */
+  unavailableReason(): Promise<string | undefined>;
+  /** The mode's paragraphs of the report's "How it was measured" section (its baselines). */
+  methodText(settings: BenchSettings): string[];
+}
+
+/** One proxy mode, as the commands see it. */
+export interface ModeDriver {
+  /** The value of `--mode`, e.g. "iptables". */
+  readonly name: string;
+  /** The flags the mode adds to the commands (e.g. a scheduler); the same Option may serve several commands. */
+  readonly options: {
+    /** Of `run` and `sync`. */
+    readonly sync: () => Option[];
+    /** Of the commands that compare with what `run` programs: `render` and `diff`. */
+    readonly compare: () => Option[];
+  };
+  /** Phrases the commands' `--help` texts add for this mode (empty for the first mode, whose behaviour they describe). */
+  readonly help: {
+    readonly render: string;
+    readonly chains: string;
+    /** The shape of `chains --json` in this mode. */
+    readonly chainsJson: string;
+    readonly diff: string;
+    readonly trace: string;
+    readonly status: string;
+    readonly cleanup: string;
+  };
+  /**
+   * The backend of `run`, `sync` and `cleanup`.
+   * @throws UsageError (cli/setup.ts) when the mode cannot run here: no root, no kernel support, an option it refuses.
+   */
+  createBackend(opts: ModeOptions, render: RenderOptions, logger: Logger): Promise<Backend>;
+  /** Extra fields of the status file `run` writes (see inspect/status.ts RunInfo). */
+  runInfo(opts: ModeOptions): Readonly<Record<string, unknown>>;
+  /** The mode's options that `run` recorded in the status file, as command options (for `status`' drift). */
+  recordedOptions(record: StatusRecord): Readonly<Record<string, unknown>>;
+  /** What a full sync writes onto an empty node, for `render`. Pure. @param header comment lines to print first. */
+  render(snapshot: Snapshot, opts: RenderCliOptions & Readonly<Record<string, unknown>>, header: readonly string[]): RenderedMode;
+  /**
+   * `chains`: the live state of the selected service ports, as text or JSON.
+   * @throws UnknownServiceError (modes/iptables/chains.ts) for a selector that matches nothing.
+   */
+  chains(selector: string | undefined, opts: ModeOptions & { readonly json: boolean; readonly source?: string; readonly serviceCidr: string }): Promise<string>;
+  /** `trace`: the live state to walk a packet through. */
+  trace(opts: ModeOptions): Promise<ModeTrace>;
+  /** `diff`: the live kernel against the source. @throws Error for an unreadable source or kernel. */
+  diff(opts: SourceModeOptions): Promise<ModeDrift>;
+  /** `status`: the mode's live state and drift from the recorded source (`recorded`: the source and render flags `run` used). */
+  status(opts: ModeOptions, recorded: RenderCliOptions & Readonly<Record<string, unknown>>): Promise<ModeStatus>;
+  /** The mode's part of `drover bench`. */
+  readonly bench: ModeBench;
+}

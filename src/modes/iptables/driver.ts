@@ -1,0 +1,97 @@
+/**
+ * iptables mode as the commands see it (driver.ts): kube-proxy's NAT chains
+ * through `iptables-restore --noflush`, read back with `iptables-save`.
+ */
+import { createLogger } from '../../util/log.ts';
+import { loadSource } from '../../sources/load.ts';
+import { renderConfig } from '../shared/render-config.ts';
+import { BENCH_CLUSTER_CIDR } from '../../bench/synth.ts';
+import type { BenchSettings } from '../../bench/types.ts';
+import type { ModeDriver, ModeOptions } from '../driver.ts';
+import { IptablesBackend } from './backend.ts';
+import { iptablesHarness } from './bench-harness.ts';
+import { formatChains, selectServicePorts, serviceChains } from './chains.ts';
+import { driftItems, formatDrift } from './diff.ts';
+import { toIptablesVariant } from './exec.ts';
+import { localAddresses, readTables } from './live.ts';
+import { ownedRuleCounts, renderRestore, renderSnapshot } from './ruleset.ts';
+import { loadStaticRules } from './static.ts';
+import { createIptablesExec, readKernel } from './wiring.ts';
+
+/** The driver of `--mode iptables`. */
+export const iptablesMode: ModeDriver = {
+  name: 'iptables',
+  options: { sync: () => [], compare: () => [] },
+  help: {
+    render: '',
+    chains: '',
+    chainsJson:
+      '[{"servicePort": "ns/name:port", "chains": [{"table": "nat"|"filter", "chain": "KUBE-…", ' +
+      '"endpoint": "ip:port" (KUBE-SEP) or null, "rules": ["-A …"]}]}]',
+    diff: '',
+    trace: '',
+    status: '',
+    cleanup: '',
+  },
+
+  async createBackend(opts, render, logger) {
+    const exec = await createIptablesExec(opts, logger);
+    logger.info({ mode: opts.mode, iptables: exec.variant, netns: opts.netns }, 'using iptables-%s', exec.variant);
+    return new IptablesBackend({ exec, render, logger });
+  },
+
+  runInfo: () => ({}),
+  recordedOptions: () => ({}),
+
+  render(snapshot, opts, header) {
+    return { text: renderRestore(snapshot, renderConfig(opts), ['drover render: iptables-restore --noflush input', ...header]), leftOut: [] };
+  },
+
+  async chains(selector, opts) {
+    const found = selectServicePorts(serviceChains(await readKernel(opts, createLogger(opts.logLevel))), selector);
+    return opts.json ? `${JSON.stringify(found, null, 2)}\n` : formatChains(found);
+  },
+
+  async trace(opts: ModeOptions) {
+    const exec = await createIptablesExec(opts, createLogger(opts.logLevel));
+    const [dump, local] = await Promise.all([readTables(exec), localAddresses(opts.netns)]);
+    return { ctx: { dump, localAddresses: local }, where: `line numbers are those of iptables-save -t TABLE, iptables-${exec.variant}`, note: '' };
+  },
+
+  async diff(opts) {
+    const { snapshot, problems, incomplete } = await loadSource(opts);
+    const services = renderSnapshot(snapshot, renderConfig(opts));
+    const items = driftItems(loadStaticRules(), services, await readKernel(opts, createLogger(opts.logLevel)), { incomplete: incomplete.length > 0 });
+    return { text: formatDrift(items), differs: items.length > 0, problems, incomplete };
+  },
+
+  async status(opts, recorded) {
+    const kernel = await readKernel(opts, createLogger(opts.logLevel));
+    const statics = loadStaticRules();
+    let drift: { differences: number } | { error: string };
+    try {
+      const { snapshot, incomplete } = await loadSource(recorded);
+      drift = { differences: driftItems(statics, renderSnapshot(snapshot, renderConfig(recorded)), kernel, { incomplete: incomplete.length > 0 }).length };
+    } catch (err) {
+      drift = { error: (err as Error).message };
+    }
+    return { rules: ownedRuleCounts(statics, kernel), drift, lines: [] };
+  },
+
+  bench: {
+    placement: 'process',
+    async createHarness({ netns, iptablesVariant }) {
+      if (netns === undefined) throw new Error('the iptables bench harness programs the node namespace, which is missing');
+      return iptablesHarness({ netns, variant: toIptablesVariant(iptablesVariant), render: { clusterCIDR: BENCH_CLUSTER_CIDR, masqueradeAll: false } });
+    },
+    unavailableReason: async () => undefined,
+    methodText: (s: BenchSettings) => [
+      '',
+      'iptables mode (each timed from starting iptables-restore to its exit):',
+      '',
+      '- **raw minimal**: only what the change needs: the new or changed KUBE-SVC/KUBE-SEP chains, the deleted ones, and the one KUBE-SERVICES rule that comes or goes. This is the physical limit of a change through iptables-restore.',
+      "- **kube-proxy-style**: what kube-proxy's partial sync writes: the static chains of both tables declared and rewritten, including the whole KUBE-SERVICES chain with one rule per service port, plus the changed chains.",
+      `- **full re-render**: the whole ruleset re-sent with \`--noflush\` and every chain declared. On iptables-nft this grows much faster than the ruleset, so it is measured ${s.fullBaselineRepeats} time(s) per size, on a "service added" change only, and only up to ${s.fullBaselineMax} services (\`--full-baseline-max\`). It re-sends everything whatever the change, so its time stands for every kind of change.`,
+    ],
+  },
+};

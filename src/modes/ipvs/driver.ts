@@ -1,0 +1,174 @@
+/**
+ * IPVS mode as the commands see it (driver.ts): virtual and real servers
+ * over generic netlink, kube-ipvs0 and ipsets, after kube-proxy's IPVS
+ * proxier (pkg/proxy/ipvs/proxier.go). Everything runs in drover's own
+ * network namespace (wiring.ts).
+ */
+import { loadSource } from '../../sources/load.ts';
+import { renderConfig } from '../shared/render-config.ts';
+import { BENCH_CLUSTER_CIDR } from '../../bench/synth.ts';
+import type { BenchSettings } from '../../bench/types.ts';
+import { createLogger } from '../../util/log.ts';
+import { SystemIptables, toIptablesVariant } from '../iptables/exec.ts';
+import { localAddresses } from '../iptables/live.ts';
+import { ownedRuleCounts } from '../iptables/ruleset.ts';
+import { selectServicePorts, UnknownServiceError } from '../iptables/chains.ts';
+import type { ModeDriver } from '../driver.ts';
+import { desiredIpvsState } from './assemble.ts';
+import { ipvsHarness } from './bench-harness.ts';
+import { formatIpvsChains, ipvsServicePortViews } from './chains.ts';
+import type { DesiredIpvsState } from './desired.ts';
+import { formatIpvsDrift, ipvsDriftCount } from './diff.ts';
+import { ipvsDriftFromSource, loadDesiredIpvs, readIpvsKernel } from './inspect.ts';
+import { SystemIpset } from './ipset.ts';
+import { DUMMY_INTERFACE, RtnlLinkManager } from './link.ts';
+import { ipvsCounts, unsupportedNote, type IpvsCounts } from './live.ts';
+import { IpvsClient, IpvsUnavailableError } from './netlink.ts';
+import { ipvsOptions, ipvsSchedulerOption } from './options.ts';
+import { renderIpvs } from './render.ts';
+import { ipvsStaticRules } from './rules.ts';
+import { ProcSysctls } from './sysctl.ts';
+import { createIpvsBackend } from './wiring.ts';
+
+/** "1 entry", "2 entries". */
+function count(n: number, one: string, many: string): string {
+  return `${n} ${n === 1 ? one : many}`;
+}
+
+/** The IPVS lines of `drover status`: virtual and real servers, ipset entries, kube-ipvs0 addresses. */
+export function ipvsStatusLines(c: IpvsCounts): Array<[string, string]> {
+  const sets = Object.entries(c.sets);
+  const entries = sets.reduce((sum, [, n]) => sum + (n ?? 0), 0);
+  return [
+    ['ipvs', `${count(c.virtualServers, 'virtual server', 'virtual servers')}, ${count(c.realServers, 'real server', 'real servers')}${c.quiesced > 0 ? ` (${c.quiesced} at weight 0)` : ''} in the kernel`],
+    ['ipsets', `${count(entries, 'entry', 'entries')} (${sets.map(([name, n]) => `${name} ${n ?? 'missing'}`).join(', ')})`],
+    [DUMMY_INTERFACE, c.addresses === null ? 'missing' : count(c.addresses, 'address', 'addresses')],
+  ];
+}
+
+/** The scheduler option of a command, as `run` has it by default. */
+function scheduler(opts: Readonly<Record<string, unknown>>): string {
+  return typeof opts.ipvsScheduler === 'string' ? opts.ipvsScheduler : 'rr';
+}
+
+/** The driver of `--mode ipvs`. */
+export const ipvsMode: ModeDriver = {
+  name: 'ipvs',
+  options: { sync: () => ipvsOptions(), compare: () => [ipvsSchedulerOption()] },
+  help: {
+    render: ', or with --mode ipvs also ipsets, kube-ipvs0 and virtual servers',
+    chains:
+      '; with --mode ipvs: each virtual server with its real servers (weight, forwarding, active and inactive connections), ' +
+      'its kube-ipvs0 binding and its KUBE-CLUSTER-IP and KUBE-LOOP-BACK entries, named by --source',
+    chainsJson:
+      'with --mode ipvs: [{"servicePort": "ns/name:port" or null, ' +
+      '"key": "TCP/ip:port", "virtualServer": {protocol, address, port, scheduler, persistentTimeoutSeconds, netmask, flags} or null, ' +
+      '"bound": bool, "clusterIP": {set, entry, present}, "realServers": [{address, port, weight, forwarding, activeConns, inactiveConns, loopBack}]}]',
+    diff: " (with --mode ipvs: virtual servers, real servers, kube-ipvs0 addresses, ipset entries and IPVS mode's rules)",
+    trace: '; with --mode ipvs also the virtual server, its scheduler and the real servers with their probability',
+    status: '; in IPVS mode also the virtual servers, real servers, ipset entries and kube-ipvs0 addresses',
+    cleanup: ' (with --mode ipvs also its virtual servers, kube-ipvs0 and ipsets)',
+  },
+
+  createBackend: (opts, render, logger) => createIpvsBackend(opts, render, logger),
+
+  runInfo: (opts) => ({ ipvs: { scheduler: scheduler(opts) } }),
+  recordedOptions: (record) => ({ ipvsScheduler: record.ipvs?.scheduler ?? 'rr' }),
+
+  render(snapshot, opts, header) {
+    const desired = desiredIpvsState(snapshot, { scheduler: scheduler(opts) });
+    return {
+      text: renderIpvs(desired, ipvsStaticRules(renderConfig(opts)), ['drover render --mode ipvs: what a full sync writes onto an empty node', ...header]),
+      leftOut: desired.conflicts.map((c) => `service port ${c}: its ClusterIP:port/protocol belongs to another service port; left out`),
+    };
+  },
+
+  async chains(selector, opts) {
+    if (selector !== undefined && opts.source === undefined) {
+      throw new UnknownServiceError(`selecting ${selector} in IPVS mode needs --source: IPVS keeps no service names`);
+    }
+    let desired: DesiredIpvsState | undefined;
+    if (opts.source !== undefined) {
+      const loaded = await loadDesiredIpvs({ source: opts.source, serviceCidr: opts.serviceCidr, masqueradeAll: false, ipvsScheduler: 'rr' });
+      for (const p of loaded.problems) process.stderr.write(`drover: ${p}\n`);
+      desired = loaded.desired;
+    }
+    const live = await readIpvsKernel(opts, false);
+    process.stderr.write(unsupportedNote(live, 'not shown'));
+    const views = selectServicePorts(ipvsServicePortViews(live, desired?.virtualServers), selector, 'in --source');
+    return opts.json ? `${JSON.stringify(views, null, 2)}\n` : formatIpvsChains(views, desired !== undefined);
+  },
+
+  async trace(opts) {
+    const [live, local] = await Promise.all([readIpvsKernel(opts, true), localAddresses()]);
+    return {
+      ctx: { dump: live.tables, localAddresses: local, ipsets: live.sets, ipvs: live.virtualServers },
+      where: 'line numbers are those of iptables-save -t TABLE; IPVS as read over netlink, ipsets as ipset save lists them',
+      // A fwmark virtual server takes packets by their mark, which trace does not follow.
+      note: unsupportedNote(live, 'not evaluated (the trace assumes none of them takes the packet)'),
+    };
+  },
+
+  async diff(opts) {
+    const live = await readIpvsKernel(opts, true);
+    const { drift, problems, incomplete } = await ipvsDriftFromSource({ ...opts, ipvsScheduler: scheduler(opts) }, live);
+    return { text: formatIpvsDrift(drift), differs: ipvsDriftCount(drift) > 0, problems, incomplete };
+  },
+
+  async status(opts, recorded) {
+    const live = await readIpvsKernel(opts, true);
+    let drift: { differences: number } | { error: string };
+    try {
+      drift = { differences: ipvsDriftCount((await ipvsDriftFromSource({ ...recorded, ipvsScheduler: scheduler(recorded) }, live)).drift) };
+    } catch (err) {
+      drift = { error: (err as Error).message };
+    }
+    return { rules: ownedRuleCounts(ipvsStaticRules(renderConfig(recorded)), live.tables), drift, lines: ipvsStatusLines(ipvsCounts(live)) };
+  },
+
+  bench: {
+    placement: 'namespace',
+    async createHarness({ iptablesVariant }) {
+      const variant = toIptablesVariant(iptablesVariant);
+      // Generous timeouts: an emulated guest is ~25x slower than a host.
+      const ipvs = await IpvsClient.open({ timeoutMs: 120_000 });
+      const links = new RtnlLinkManager();
+      const h = ipvsHarness(
+        {
+          ipvs,
+          ipset: new SystemIpset(900_000),
+          iptables: new SystemIptables({ variant, timeoutMs: 900_000 }),
+          links,
+          sysctls: new ProcSysctls(),
+          close: () => undefined,
+        },
+        { iptablesVariant, render: { clusterCIDR: BENCH_CLUSTER_CIDR, masqueradeAll: false } },
+      );
+      return {
+        ...h,
+        close: () => {
+          h.close();
+          links.close();
+          ipvs.close();
+        },
+      };
+    },
+    async unavailableReason() {
+      try {
+        (await IpvsClient.open()).close();
+        return undefined;
+      } catch (err) {
+        if (err instanceof IpvsUnavailableError) return 'this kernel has no IPVS (the generic netlink family IPVS is not there)';
+        return `IPVS cannot be reached: ${(err as Error).message}`;
+      }
+    },
+    methodText: (s: BenchSettings) => [
+          '',
+          'IPVS mode (each timed from the first command sent, or the ipset process started, to the last answer):',
+          '',
+          '- **raw minimal**: the IPVS commands the change needs (one real server added or deleted; one virtual server added with its real servers, or deleted), its ipset entries (one `ipset restore`) and its ClusterIP on kube-ipvs0.',
+          "- **kube-proxy-style**: what kube-proxy's IPVS proxier does on every sync (it has no partial sync): read and update the ipsets, rewrite its iptables rules with one `iptables-restore --noflush`, list kube-ipvs0's addresses and bind every ClusterIP again, read every virtual server and its real servers (one GET_SERVICE and one destination dump each, plus one dump of all virtual servers), then send the commands that differ. Its reads and plan are on the clock. It is a lower bound of kube-proxy's cost, in kube-proxy's favour: the reads are pipelined where kube-proxy makes them one at a time, the set entries go in one `ipset restore` where kube-proxy runs `ipset add` per entry, and kube-proxy's per-sync `iptables-save` and chain checks are left out.",
+          `- **full re-render**: every virtual server and real server sent again (SET_SERVICE, SET_DEST), every set entry and every ClusterIP, without reading first; ${s.fullBaselineRepeats} time(s) per size on a "service added" change, up to ${s.fullBaselineMax} services.`,
+    ],
+  },
+};
