@@ -17,7 +17,7 @@
 import { parse, View } from 'vega';
 import { compile, type TopLevelSpec } from 'vega-lite';
 import type { ProxyMode } from '../modes/types.ts';
-import { CLOCK_LABEL, KIND_LABEL, KINDS, METHOD_LABEL, modeComparisons, modeLabel, statRows } from './report.ts';
+import { CLOCK_LABEL, KIND_LABEL, KINDS, METHOD_LABEL, modeComparisons, modeLabel, modePairs, pairTitle, statRows } from './report.ts';
 import type { BenchResult, Clock, Method, Sample } from './types.ts';
 
 /** A chart to write: its file name and specification. */
@@ -134,15 +134,16 @@ export function distributionSpec(result: BenchResult, mode: ProxyMode, variant: 
   };
 }
 
-/** The IPVS-against-iptables chart, or undefined unless both modes ran. */
+/** The chart of the first compared mode against the reference mode (IPVS against iptables), or undefined unless two modes ran. */
 export function modesSpec(result: BenchResult): TopLevelSpec | undefined {
-  const rows = modeComparisons(statRows(result.runs, result.samples));
-  if (rows.length === 0) return undefined;
+  const pair = modePairs(modeComparisons(statRows(result.runs, result.samples)))[0];
+  if (!pair) return undefined;
+  const rows = pair.rows;
   const values = rows.flatMap((r) => [
     { services: r.services, change: KIND_LABEL[r.kind], mode: r.a, p50: r.aSummary.p50 },
     { services: r.services, change: KIND_LABEL[r.kind], mode: r.b, p50: r.bSummary.p50 },
   ]);
-  return p50LinesSpec({ text: "IPVS mode against iptables mode: drover's agent clock (p50)", subtitle: 'same kernel; log scales' }, values, 150, {
+  return p50LinesSpec({ text: `${pairTitle(pair.mode, pair.reference)}: drover's agent clock (p50)`, subtitle: 'same kernel; log scales' }, values, 150, {
     color: { field: 'mode', type: 'nominal', title: null, scale: { range: ['#1f77b4', '#d62728'] }, legend: { orient: 'bottom' } },
   });
 }

@@ -8,7 +8,11 @@
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { z } from 'zod';
+import { modeNames } from '../modes/registry.ts';
 import type { BenchResult, Sample } from './types.ts';
+
+/** A mode of the registry. */
+const modeName = z.string().refine((m) => modeNames().includes(m), { message: 'not a proxy mode of this drover' });
 
 const Environment = z.looseObject({
   date: z.string(),
@@ -24,7 +28,7 @@ const Environment = z.looseObject({
 });
 
 const Settings = z.looseObject({
-  modes: z.array(z.enum(['iptables', 'ipvs'])),
+  modes: z.array(modeName),
   services: z.array(z.number().int().positive()),
   endpoints: z.number().int().positive(),
   changes: z.number().int().positive(),
@@ -39,7 +43,7 @@ const Settings = z.looseObject({
 });
 
 const Run = z.looseObject({
-  mode: z.enum(['iptables', 'ipvs']),
+  mode: modeName,
   variant: z.string(),
   services: z.number().int().positive(),
   endpoints: z.number().int().positive(),
@@ -54,7 +58,7 @@ const Run = z.looseObject({
 const RunFile = z.object({ environment: Environment, settings: Settings, runs: z.array(Run) });
 
 const SampleLine = z.looseObject({
-  mode: z.enum(['iptables', 'ipvs']),
+  mode: modeName,
   variant: z.string(),
   services: z.number().int().positive(),
   endpoints: z.number().int().positive(),

@@ -8,7 +8,7 @@
  * - buildSummary: summary.md, with the environment, an overview table, a
  *   section per mode and size, and how it was measured.
  */
-import { modeDriver } from '../modes/registry.ts';
+import { defaultMode, modeDriver, modeNames } from '../modes/registry.ts';
 import type { ProxyMode } from '../modes/types.ts';
 import { summarise, type Summary } from './stats.ts';
 import { BENCH_CLUSTER_CIDR } from './synth.ts';
@@ -251,6 +251,9 @@ export function ratioTable(ratios: readonly RatioRow[]): string[] {
 export interface ModeComparison {
   readonly services: number;
   readonly kind: ChangeKind;
+  /** The compared mode and the reference mode (the registry's first), e.g. "ipvs" and "iptables". */
+  readonly aMode: ProxyMode;
+  readonly bMode: ProxyMode;
   /** Mode labels (modeLabel), e.g. "ipvs (nft)" and "iptables (nft)". */
   readonly a: string;
   readonly b: string;
@@ -263,20 +266,25 @@ export interface ModeComparison {
 }
 
 /**
- * drover's agent clock of IPVS mode against iptables mode, for every size
- * and kind of change (the full sync included) that both measured in the
- * run; empty unless both modes ran. With several iptables variants, the
- * same variant as the IPVS mode's rules is used.
+ * drover's agent clock of every other mode against the reference mode (the
+ * registry's first, iptables), for every size and kind of change (the full
+ * sync included) that both measured in the run; empty unless two modes ran.
+ * With several iptables variants, the same variant as the other mode's
+ * iptables rules is used. Sorted by mode (registry order), size and kind.
  */
 export function modeComparisons(rows: readonly StatRow[]): ModeComparison[] {
+  const reference = defaultMode();
+  const order = modeNames();
   const agent = rows.filter((r) => r.method === 'drover' && r.clock === 'agent');
   const out: ModeComparison[] = [];
-  for (const a of agent.filter((r) => r.mode === 'ipvs')) {
-    const b = agent.find((r) => r.mode === 'iptables' && r.variant === a.variant && r.services === a.services && r.kind === a.kind);
+  for (const a of agent.filter((r) => r.mode !== reference)) {
+    const b = agent.find((r) => r.mode === reference && r.variant === a.variant && r.services === a.services && r.kind === a.kind);
     if (!b) continue;
     out.push({
       services: a.services,
       kind: a.kind,
+      aMode: a.mode,
+      bMode: b.mode,
       a: modeLabel(a.mode, a.variant),
       b: modeLabel(b.mode, b.variant),
       aSummary: a.summary,
@@ -285,13 +293,29 @@ export function modeComparisons(rows: readonly StatRow[]): ModeComparison[] {
       ratioP99: a.summary.p99 / b.summary.p99,
     });
   }
-  return out.sort((x, y) => x.services - y.services || KINDS.indexOf(x.kind) - KINDS.indexOf(y.kind));
+  return out.sort((x, y) => order.indexOf(x.aMode) - order.indexOf(y.aMode) || x.services - y.services || KINDS.indexOf(x.kind) - KINDS.indexOf(y.kind));
 }
 
-/** The table of {@link modeComparisons}: p50 and p99 of each mode, and the ratios. */
+/** The comparisons of {@link modeComparisons} grouped by compared mode, in registry order. */
+export function modePairs(rows: readonly ModeComparison[]): Array<{ readonly mode: ProxyMode; readonly reference: ProxyMode; readonly rows: ModeComparison[] }> {
+  const modes = [...new Set(rows.map((r) => r.aMode))];
+  return modes.map((mode) => {
+    const mine = rows.filter((r) => r.aMode === mode);
+    return { mode, reference: mine[0]!.bMode, rows: mine };
+  });
+}
+
+/** "IPVS mode against iptables mode" (the drivers' titles). */
+export function pairTitle(mode: ProxyMode, reference: ProxyMode): string {
+  return `${modeDriver(mode).title} mode against ${modeDriver(reference).title} mode`;
+}
+
+/** The table of one compared mode's {@link modeComparisons}: p50 and p99 of each mode, and the ratios. */
 export function modeTable(rows: readonly ModeComparison[]): string[] {
+  const a = rows[0]?.aMode ?? '';
+  const b = rows[0]?.bMode ?? '';
   return table(
-    ['services', 'change', 'ipvs p50', 'iptables p50', 'ipvs/iptables p50', 'ipvs p99', 'iptables p99', 'ipvs/iptables p99'],
+    ['services', 'change', `${a} p50`, `${b} p50`, `${a}/${b} p50`, `${a} p99`, `${b} p99`, `${a}/${b} p99`],
     ['r', 'l', 'r', 'r', 'r', 'r', 'r', 'r'],
     rows.map((r) => [
       String(r.services),
@@ -384,14 +408,13 @@ export function buildSummary(result: BenchResult): string {
     ...overviewTable(ratios),
     '',
   );
-  const modes = modeComparisons(rows);
-  if (modes.length > 0) {
+  for (const pair of modePairs(modeComparisons(rows))) {
     out.push(
-      '## IPVS mode against iptables mode',
+      `## ${pairTitle(pair.mode, pair.reference)}`,
       '',
-      "drover's agent clock in each mode, measured on the same kernel; below 1, IPVS mode is faster.",
+      `drover's agent clock in each mode, measured on the same kernel; below 1, ${modeDriver(pair.mode).title} mode is faster.`,
       '',
-      ...modeTable(modes),
+      ...modeTable(pair.rows),
       '',
     );
   }

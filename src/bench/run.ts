@@ -31,11 +31,10 @@
  * so nothing is lost, and the polling does not slow the agent down.
  */
 import type { ProxyMode } from '../modes/types.ts';
-import { toIptablesVariant } from '../modes/iptables/exec.ts';
 import { createTopology, type BackendSpec, type Topology } from '../testbed/topology.ts';
 import { Prober, type ProbeTiming } from './datapath.ts';
 import type { ModeHarness } from './harness.ts';
-import { iptablesHarness } from '../modes/iptables/bench-harness.ts';
+import { modeDriver } from '../modes/registry.ts';
 import { CLOCK_SERVICES, measureSize, type MeasureOptions, type StepReporter, type TestbedView } from './measure.ts';
 import { BENCH_CLUSTER_CIDR } from './synth.ts';
 import type { BenchEnvironment, BenchResult, BenchSettings, Sample, SizeRun } from './types.ts';
@@ -73,14 +72,6 @@ export interface ProgressEvent {
 /** Steps of one size with `perChange` per-change baselines and a `whole` baseline measured `wholeRepeats` times. */
 export function stepsPerSize(changes: number, perChange: number, wholeRepeats: number): number {
   return 1 + changes * 4 * (2 + perChange) + wholeRepeats + 1;
-}
-
-/**
- * The in-process harness of iptables mode programming `netns`.
- * @throws Error for an unknown iptables variant.
- */
-export function createIptablesHarness(netns: string, variant: string): ModeHarness<string> {
-  return iptablesHarness({ netns, variant: toIptablesVariant(variant), render: { clusterCIDR: BENCH_CLUSTER_CIDR, masqueradeAll: false } });
 }
 
 /**
@@ -148,11 +139,12 @@ async function runSize(
       kernelDeadlineMs: opts.kernelDeadlineMs,
       detailMax: opts.detailMax,
     };
-    if (mode === 'ipvs') {
-      // IPVS and rtnetlink sockets act on the namespace of their process.
+    const driver = modeDriver(mode);
+    if (driver.bench.placement === 'namespace') {
+      // The mode's sockets act on the namespace of their process: measure in a worker inside the node namespace.
       return await runSizeInWorker({ mode, view, n, measure, wholeRepeats, fullBaselineMax: opts.fullBaselineMax, iptablesVariant: opts.iptablesVariant }, samples, progress);
     }
-    const h = createIptablesHarness(topo.node, opts.iptablesVariant);
+    const h = await driver.bench.createHarness({ netns: topo.node, iptablesVariant: opts.iptablesVariant });
     const prober = await Prober.start(view.client);
     try {
       return await measureSize(h, prober, view, n, measure, wholeRepeats, opts.fullBaselineMax, (x) => samples.push(x), progress);

@@ -1,20 +1,16 @@
 /**
  * A measuring worker of `drover bench`, started by worker-client.ts inside
- * the node namespace (`ip netns exec NODE node worker.ts`), because IPVS and
- * rtnetlink sockets act on the namespace of their process. It reads one
+ * the node namespace (`ip netns exec NODE node worker.ts`), for the modes
+ * whose sockets act on the namespace of their process (IPVS and rtnetlink;
+ * the mode's driver says so with `bench.placement`). It reads one
  * WorkerJob (JSON) from stdin, measures that mode and size with the real
  * kernel (measure.ts), and prints WorkerMessage lines on stdout. Exit code
  * 0 after `done`, 1 after `error`.
  */
-import { SystemIptables, toIptablesVariant } from '../modes/iptables/exec.ts';
-import { SystemIpset } from '../modes/ipvs/ipset.ts';
-import { RtnlLinkManager } from '../modes/ipvs/link.ts';
-import { IpvsClient } from '../modes/ipvs/netlink.ts';
-import { ProcSysctls } from '../modes/ipvs/sysctl.ts';
+import { modeDriver } from '../modes/registry.ts';
+import type { ModeHarness } from './harness.ts';
 import { Prober } from './datapath.ts';
-import { ipvsHarness } from '../modes/ipvs/bench-harness.ts';
 import { measureSize } from './measure.ts';
-import { BENCH_CLUSTER_CIDR } from './synth.ts';
 import type { Sample } from './types.ts';
 import type { WorkerJob, WorkerMessage } from './worker-client.ts';
 
@@ -30,27 +26,12 @@ async function readJob(): Promise<WorkerJob> {
 
 async function main(): Promise<void> {
   const job = await readJob();
-  if (job.mode !== 'ipvs') throw new Error(`the bench worker measures ipvs mode only, not ${job.mode}`);
-  const variant = toIptablesVariant(job.iptablesVariant);
-  // Generous timeouts: an emulated guest is ~25x slower than a host.
-  const ipvs = await IpvsClient.open({ timeoutMs: 120_000 });
-  let links: RtnlLinkManager | undefined;
-  let h: ReturnType<typeof ipvsHarness> | undefined;
+  const driver = modeDriver(job.mode);
+  if (driver.bench.placement !== 'namespace') throw new Error(`the bench worker measures the modes that run inside the node namespace, not ${job.mode}`);
+  let h: ModeHarness | undefined;
   let prober: Prober | undefined;
   try {
-    links = new RtnlLinkManager();
-    const rtnl = links;
-    h = ipvsHarness(
-      {
-        ipvs,
-        ipset: new SystemIpset(900_000),
-        iptables: new SystemIptables({ variant, timeoutMs: 900_000 }),
-        links: rtnl,
-        sysctls: new ProcSysctls(),
-        close: () => undefined,
-      },
-      { iptablesVariant: job.iptablesVariant, render: { clusterCIDR: BENCH_CLUSTER_CIDR, masqueradeAll: false } },
-    );
+    h = await driver.bench.createHarness({ iptablesVariant: job.iptablesVariant });
     prober = await Prober.start(job.view.client);
     const run = await measureSize(
       h,
@@ -66,8 +47,6 @@ async function main(): Promise<void> {
     say({ t: 'done', run });
   } finally {
     h?.close();
-    links?.close();
-    ipvs.close();
     await prober?.close();
   }
 }

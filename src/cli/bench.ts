@@ -6,12 +6,12 @@
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { IpvsClient, IpvsUnavailableError } from '../modes/ipvs/netlink.ts';
+import { modeDriver, modeNames } from '../modes/registry.ts';
 import type { ProxyMode } from '../modes/types.ts';
 import { detectEnvironment } from '../bench/environment.ts';
 import { progressSink } from '../bench/progress.ts';
 import { mergeResults, readResult } from '../bench/merge.ts';
-import { modeComparisons, modeTable, overviewTable, ratioRows, statRows } from '../bench/report.ts';
+import { modeComparisons, modePairs, modeTable, overviewTable, pairTitle, ratioRows, statRows } from '../bench/report.ts';
 import type { BenchResult } from '../bench/types.ts';
 import { CLOCK_SERVICES, runBench } from '../bench/run.ts';
 import { testbedUnavailableReason } from '../testbed/topology.ts';
@@ -52,27 +52,13 @@ export function parseSizes(value: string): number[] {
   return [...new Set(sizes)].sort((a, b) => a - b);
 }
 
-/** A comma-separated list of proxy modes (iptables, ipvs), in the order given. @throws InvalidArgumentError otherwise. */
+/** A comma-separated list of proxy modes (modes/registry.ts), in the order given. @throws InvalidArgumentError otherwise. */
 export function parseModes(value: string): ProxyMode[] {
   const modes = [...new Set(value.split(',').map((m) => m.trim()))];
   for (const m of modes) {
-    if (m !== 'iptables' && m !== 'ipvs') throw new InvalidArgumentError(`unknown mode "${m}" (known: iptables, ipvs)`);
+    if (!modeNames().includes(m)) throw new InvalidArgumentError(`unknown mode "${m}" (known: ${modeNames().join(', ')})`);
   }
-  return modes as ProxyMode[];
-}
-
-/**
- * Why IPVS mode cannot be measured on this kernel, or undefined when it can:
- * the generic netlink family IPVS must resolve (a read-only lookup).
- */
-export async function ipvsUnavailableReason(): Promise<string | undefined> {
-  try {
-    (await IpvsClient.open()).close();
-    return undefined;
-  } catch (err) {
-    if (err instanceof IpvsUnavailableError) return 'this kernel has no IPVS (the generic netlink family IPVS is not there)';
-    return `IPVS cannot be reached: ${(err as Error).message}`;
-  }
+  return modes;
 }
 
 /** The `bench` command. */
@@ -82,7 +68,7 @@ export function benchCommand(): Command {
       'measure how fast a change of Services or endpoints reaches the kernel and the data path, against baselines, ' +
         'in throw-away network namespaces (root; the host\'s own rules are never touched)',
     )
-    .addOption(new Option('--modes <list>', 'proxy modes to measure, comma-separated: iptables, ipvs (IPVS needs a kernel with ip_vs)').default(['iptables'], 'iptables').argParser(parseModes))
+    .addOption(new Option('--modes <list>', `proxy modes to measure, comma-separated: ${modeNames().join(', ')} (IPVS needs a kernel with ip_vs)`).default(['iptables'], 'iptables').argParser(parseModes))
     .addOption(new Option('--services <list>', 'sizes: service ports in the kernel, comma-separated').default([100, 1000], '100,1000').argParser(parseSizes))
     .addOption(new Option('--endpoints <n>', 'endpoints per synthetic service port').default(10).argParser(intArg(1, 100)))
     .addOption(new Option('--changes <n>', 'changes of each kind (endpoint removed/added, service added/removed) per size').default(50).argParser(intArg(1, 10_000)))
@@ -147,9 +133,9 @@ export function benchCommand(): Command {
       }
       const unavailable = await testbedUnavailableReason();
       if (unavailable) throw new UsageError(`bench ${unavailable}`);
-      if (opts.modes.includes('ipvs')) {
-        const noIpvs = await ipvsUnavailableReason();
-        if (noIpvs) throw new UsageError(`bench --modes ipvs: ${noIpvs}; \`npm run bench\` measures IPVS mode in the test guest instead (scripts/vm/)`);
+      for (const mode of opts.modes) {
+        const why = await modeDriver(mode).bench.unavailableReason();
+        if (why) throw new UsageError(`bench --modes ${mode}: ${why}`);
       }
       const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
       const environment = await detectEnvironment({ iptablesVariants: [opts.iptablesBackend], droverVersion: pkg.version });
@@ -189,14 +175,14 @@ async function report(result: BenchResult, dir: string): Promise<void> {
   const { writeReport } = await import('../bench/output.ts');
   const files = await writeReport(out, result);
   const rows = statRows(result.runs, result.samples);
-  const modes = modeComparisons(rows);
+  const pairs = modePairs(modeComparisons(rows));
   process.stdout.write(
     [
       `p50 in ms${result.environment.guest ? ' (emulated guest: compare the ratios only)' : ''}; ratios: drover's agent clock over the baseline, at p50`,
       '',
       ...overviewTable(ratioRows(rows)),
       '',
-      ...(modes.length > 0 ? ["drover's agent clock, IPVS mode against iptables mode:", '', ...modeTable(modes), ''] : []),
+      ...pairs.flatMap((p) => [`drover's agent clock, ${pairTitle(p.mode, p.reference)}:`, '', ...modeTable(p.rows), '']),
       `written to ${out}: ${files.join(', ')}`,
       '',
     ].join('\n'),

@@ -91,6 +91,8 @@ export interface ModeBench {
 export interface ModeDriver {
   /** The value of `--mode`, e.g. "iptables". */
   readonly name: string;
+  /** How prose names it: "iptables", "IPVS" (as in "IPVS mode"). */
+  readonly title: string;
   /** The flags the mode adds to the commands (e.g. a scheduler); the same Option may serve several commands. */
   readonly options: {
     /** Of `run` and `sync`. */

@@ -5,7 +5,7 @@
 import type { Snapshot } from '../model/types.ts';
 
 /** The proxy modes drover knows. */
-export type ProxyMode = 'iptables' | 'ipvs';
+export type ProxyMode = string;
 
 /** What changed since the last successful sync. */
 export interface ChangeSet {

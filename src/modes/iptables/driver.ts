@@ -21,6 +21,7 @@ import { createIptablesExec, readKernel } from './wiring.ts';
 /** The driver of `--mode iptables`. */
 export const iptablesMode: ModeDriver = {
   name: 'iptables',
+  title: 'iptables',
   options: { sync: () => [], compare: () => [] },
   help: {
     render: '',
