@@ -18,9 +18,10 @@ import { FileSource } from '../sources/file.ts';
 import type { Snapshot } from '../model/types.ts';
 import { silentLogger, type Logger } from '../util/log.ts';
 import type { IpvsCliOptions, KernelOptions, RenderCliOptions } from './options.ts';
+import { DroverError } from '../errors.ts';
 
 /** A one-line error for the user; main.ts prints it and exits 1. */
-export class UsageError extends Error {
+export class UsageError extends DroverError {
   override name = 'UsageError';
 }
 

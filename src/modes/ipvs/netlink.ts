@@ -60,12 +60,13 @@ import {
   type VirtualServer,
   type VirtualServerKey,
 } from './codec.ts';
+import { DroverError } from '../../errors.ts';
 
 /** NLM_F_DUMP = NLM_F_ROOT | NLM_F_MATCH (<linux/netlink.h>). */
 const NLM_F_DUMP = 0x300;
 
 /** The running kernel has no IPVS (module absent or not loadable). */
-export class IpvsUnavailableError extends Error {
+export class IpvsUnavailableError extends DroverError {
   constructor() {
     super('IPVS is not available in this kernel (generic netlink family IPVS not found)');
     this.name = 'IpvsUnavailableError';
@@ -73,7 +74,7 @@ export class IpvsUnavailableError extends Error {
 }
 
 /** The kernel rejected an IPVS command. */
-export class IpvsRequestError extends Error {
+export class IpvsRequestError extends DroverError {
   constructor(
     /** Command name, e.g. "NEW_DEST". */
     readonly command: string,
@@ -89,7 +90,7 @@ export class IpvsRequestError extends Error {
 }
 
 /** The client was closed (by close(), a request timeout or a socket error); open a new one. */
-export class IpvsClientClosedError extends Error {
+export class IpvsClientClosedError extends DroverError {
   constructor(readonly reason: string) {
     super(`IPVS netlink client is closed: ${reason}`);
     this.name = 'IpvsClientClosedError';
