@@ -17,6 +17,7 @@
 import { DroverError, describeOrigin, displayFile, fileOrigin, type FileOrigin } from '../errors.ts';
 import { escapeNonPrintable, quote } from './quote.ts';
 
+/** How a file name is shown in a message (defined with {@link describeOrigin} in src/errors.ts). */
 export { displayFile };
 
 /** Where and what: the constructor argument of {@link ManifestError}. */
