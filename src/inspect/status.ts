@@ -26,6 +26,7 @@ import type { TableName } from '../modes/iptables/parse.ts';
 import { parseWith } from '../model/schema.ts';
 import type { LastSync } from '../proxier/proxier.ts';
 import type { Logger } from '../util/log.ts';
+import { DroverError } from '../errors.ts';
 
 /** Where `drover run` writes, and `drover status` reads, the status file by default. */
 export const DEFAULT_STATUS_FILE = '/run/drover/status.json';
@@ -71,7 +72,7 @@ export type StatusRecord = z.output<typeof statusSchema>;
 export type RunInfo = Omit<StatusRecord, 'version' | 'lastSync' | 'lastSuccess'>;
 
 /** There is no status file: drover has not run (with this `--status-file`). */
-export class NotRunError extends Error {
+export class NotRunError extends DroverError {
   override name = 'NotRunError';
 }
 

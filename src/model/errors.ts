@@ -14,7 +14,11 @@
  * characters remain in the detail are escaped, so no input can forge a line
  * or send an escape sequence.
  */
-import { escapeNonPrintable, hasNonPrintable, quote } from './quote.ts';
+import { DroverError, describeOrigin, displayFile, fileOrigin, type FileOrigin } from '../errors.ts';
+import { escapeNonPrintable, quote } from './quote.ts';
+
+/** How a file name is shown in a message (defined with {@link describeOrigin} in src/errors.ts). */
+export { displayFile };
 
 /** Where and what: the constructor argument of {@link ManifestError}. */
 export interface ManifestErrorInit {
@@ -36,29 +40,34 @@ export interface ManifestErrorInit {
 }
 
 /**
- * A problem with one manifest file or object. `message` (and `toString()`)
+ * A problem with one manifest file or object: the input-side
+ * {@link DroverError}, whose `origin` is always the file (with the object's
+ * index and the line and column when known) and whose `field` is the field
+ * path ("" for the object or file as a whole). `message` (and `toString()`)
  * is the one-line form `file[:line:col]: Kind namespace/name: field: detail`,
  * leaving out the parts that are empty; an object with no readable name is
  * shown as `Kind #n` (n = 1-based position in the file). The properties keep
  * the raw values; only `message` is made printable (see the module comment).
  */
-export class ManifestError extends Error {
+export class ManifestError extends DroverError {
+  /** The file, index, line and column below, as a {@link FileOrigin}. */
+  declare readonly origin: FileOrigin;
   readonly file: string;
   readonly kind: string;
   readonly object: string;
-  readonly field: string;
+  declare readonly field: string;
   readonly index: number | undefined;
   readonly line: number | undefined;
   readonly column: number | undefined;
   readonly detail: string;
 
   constructor(init: ManifestErrorInit) {
-    super(formatManifestError(init));
+    const origin = fileOrigin(init.file, init);
+    super(formatManifestError(origin, init), { origin, field: init.field ?? '' });
     this.name = 'ManifestError';
     this.file = init.file;
     this.kind = init.kind ?? '';
     this.object = init.object ?? '';
-    this.field = init.field ?? '';
     this.index = init.index;
     this.line = init.line;
     this.column = init.column;
@@ -98,12 +107,9 @@ export function objectError(
   return new ManifestError({ file: o.file, kind: o.kind, object: `${o.namespace}/${o.name}`, index: o.index, field, detail });
 }
 
-/** Build the one-line message of a {@link ManifestError}. */
-function formatManifestError(e: ManifestErrorInit): string {
-  let where = displayFile(e.file);
-  if (e.line !== undefined) where += `:${e.line}`;
-  if (e.line !== undefined && e.column !== undefined) where += `:${e.column}`;
-  const parts = [where];
+/** Build the one-line message of a {@link ManifestError}: where (see {@link describeOrigin}), then who, field and detail. */
+function formatManifestError(origin: FileOrigin, e: ManifestErrorInit): string {
+  const parts = [describeOrigin(origin)];
   const kind = e.kind ?? '';
   const object = e.object ?? '';
   if (kind !== '' || object !== '' || e.index !== undefined) {
@@ -113,11 +119,6 @@ function formatManifestError(e: ManifestErrorInit): string {
   if (e.field) parts.push(e.field);
   parts.push(oneLine(e.detail));
   return parts.join(': ');
-}
-
-/** A file name as shown in a message: as is, or JSON-quoted when it holds a non-printable character. */
-export function displayFile(file: string): string {
-  return hasNonPrintable(file) ? quote(file, Infinity) : file;
 }
 
 /** Collapse line breaks and escape other non-printable characters, so that a message always stays one harmless line. */

@@ -17,6 +17,7 @@ import { commentServicePort, isServiceChain } from './names.ts';
 import { TABLES, type ParsedDump, type TableName } from './parse.ts';
 import { SERVICES_CHAIN } from './ruleset.ts';
 import { parseRule } from './rule.ts';
+import { DroverError } from '../../errors.ts';
 
 export { commentServicePort };
 
@@ -131,7 +132,7 @@ export function serviceChains(dump: ParsedDump): ServicePortChains[] {
 }
 
 /** Thrown when a `NAMESPACE/NAME[:PORT]` selector is malformed or matches nothing. */
-export class UnknownServiceError extends Error {
+export class UnknownServiceError extends DroverError {
   override name = 'UnknownServiceError';
 }
 

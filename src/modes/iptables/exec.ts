@@ -8,6 +8,7 @@
  */
 import { CommandError, runCommand, summarise } from '../shared/exec.ts';
 import type { TableName } from './parse.ts';
+import { DroverError } from '../../errors.ts';
 
 /** The two iptables backends: iptables-nft (nf_tables) and iptables-legacy (x_tables). */
 export type IptablesVariant = 'nft' | 'legacy';
@@ -38,7 +39,7 @@ export interface IptablesExec {
 }
 
 /** iptables-restore rejected a payload. */
-export class RestoreError extends Error {
+export class RestoreError extends DroverError {
   constructor(
     readonly stderr: string,
     /** 1-based line of the payload that failed, when iptables-restore said. */

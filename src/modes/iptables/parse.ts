@@ -7,6 +7,7 @@
  * iptables-save prints them; comparison with rendered rules is textual
  * (see canonical.ts).
  */
+import { DroverError } from '../../errors.ts';
 
 /** Tables drover reads and writes. */
 export type TableName = 'filter' | 'nat';
@@ -38,7 +39,7 @@ export type ParsedTable = Map<string, ParsedChain>;
 export type ParsedDump = Map<string, ParsedTable>;
 
 /** Thrown on text that is not in iptables-save format; names the line. */
-export class IptablesParseError extends Error {
+export class IptablesParseError extends DroverError {
   constructor(readonly line: number, message: string) {
     super(`iptables-save text, line ${line}: ${message}`);
     this.name = 'IptablesParseError';

@@ -20,6 +20,7 @@
 import { servingEndpoints } from '../../model/serving.ts';
 import type { ServicePort } from '../../model/types.ts';
 import { endpointChainName, serviceChainName } from './names.ts';
+import { DroverError } from '../../errors.ts';
 
 /** Options that change the rendered rules. */
 export interface RenderOptions {
@@ -45,7 +46,7 @@ export interface ServiceRules {
 }
 
 /** Thrown when a value about to be written into a rule is not a safe token. */
-export class UnsafeValueError extends Error {
+export class UnsafeValueError extends DroverError {
   constructor(what: string, value: string) {
     super(`refusing to render ${what} ${JSON.stringify(value)}: not a valid token`);
     this.name = 'UnsafeValueError';

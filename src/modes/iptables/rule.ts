@@ -9,6 +9,7 @@
  * REJECT, DROP, ACCEPT and RETURN. Anything else is kept as an `unknown`
  * match or target so that the evaluator can say it cannot evaluate it.
  */
+import { DroverError } from '../../errors.ts';
 
 /** An IPv4 prefix: network as uint32 and prefix length. */
 export interface Prefix {
@@ -51,7 +52,7 @@ export interface Rule {
 }
 
 /** Thrown on text that is not a rule (unbalanced quotes, an option missing its value). */
-export class RuleSyntaxError extends Error {
+export class RuleSyntaxError extends DroverError {
   constructor(rule: string, why: string) {
     super(`cannot parse rule "${rule}": ${why}`);
     this.name = 'RuleSyntaxError';

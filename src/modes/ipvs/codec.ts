@@ -35,6 +35,7 @@
  * IPVS_CMD_GET_SERVICE dump) are sent with an empty payload.
  */
 import { endianness } from 'node:os';
+import { DroverError } from '../../errors.ts';
 
 // ---------------------------------------------------------------------------
 // Constants, copied from <linux/ip_vs.h> (values are UAPI, never renumbered).
@@ -293,20 +294,20 @@ export interface IpvsInfo {
 // ---------------------------------------------------------------------------
 
 /** An input to an encoder is not valid; nothing was encoded. */
-export class IpvsValidationError extends Error {
+export class IpvsValidationError extends DroverError {
   constructor(
     /** Field path, e.g. "realServer.weight". */
-    readonly field: string,
+    override readonly field: string,
     /** What is wrong, e.g. "70000 is out of range 0-65535". */
     readonly detail: string,
   ) {
-    super(`invalid IPVS ${field}: ${detail}`);
+    super(`invalid IPVS ${field}: ${detail}`, { field });
     this.name = 'IpvsValidationError';
   }
 }
 
 /** A reply payload is malformed or lacks a mandatory attribute. */
-export class IpvsDecodeError extends Error {
+export class IpvsDecodeError extends DroverError {
   constructor(message: string) {
     super(`IPVS reply: ${message}`);
     this.name = 'IpvsDecodeError';

@@ -22,6 +22,7 @@
  * "swap").
  */
 import { CommandError, runCommand } from '../shared/exec.ts';
+import { DroverError } from '../../errors.ts';
 
 /** The ClusterIP set (hash:ip,port). */
 export const CLUSTER_IP_SET = 'KUBE-CLUSTER-IP';
@@ -58,7 +59,7 @@ export function swapSetName(name: string): string {
 const OWNED_SET_NAMES: readonly string[] = IPVS_SETS.flatMap((s) => [s.name, swapSetName(s.name)]);
 
 /** A value for an ipset entry is not valid; nothing was written. */
-export class IpsetValidationError extends Error {
+export class IpsetValidationError extends DroverError {
   constructor(what: string, value: string) {
     super(`refusing to write ${what} ${JSON.stringify(value)} to ipset: not valid`);
     this.name = 'IpsetValidationError';
@@ -192,7 +193,7 @@ export interface IpsetPlan {
 }
 
 /** A set of drover's exists with another type or family; drover will not guess what to do with it. */
-export class IpsetTypeError extends Error {
+export class IpsetTypeError extends DroverError {
   constructor(name: string, have: string, want: string) {
     super(`ipset ${name} exists with type ${have}, drover needs ${want}: remove it with drover cleanup --mode ipvs (which first deletes the rules that use it) and restart drover`);
     this.name = 'IpsetTypeError';

@@ -8,6 +8,7 @@ import type { DestEntry, RealServer, RealServerKey, ServiceEntry, VirtualServer,
 import { virtualServerKey } from './desired.ts';
 import type { DumpResult } from './netlink.ts';
 import { describeOp, type IpvsOp, type KernelVirtualServer } from './reconcile.ts';
+import { DroverError } from '../../errors.ts';
 
 /**
  * The IPVS commands the backend uses. Every method validates its input
@@ -81,7 +82,7 @@ export interface OpFailure {
 }
 
 /** Some IPVS commands of a sync failed; the others were applied. */
-export class IpvsApplyError extends Error {
+export class IpvsApplyError extends DroverError {
   constructor(
     readonly failures: readonly OpFailure[],
     readonly total: number,

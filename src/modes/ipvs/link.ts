@@ -14,7 +14,7 @@
 import { createRtNetlink, FlagsNew, type RtNetlinkSocket } from 'netlink';
 import { AttrWriter, parseIPv4 } from './codec.ts';
 import { compareIPv4 } from './desired.ts';
-import { netlinkErrorCode } from './netlink.ts';
+import { isErrno, isExists, isPermission, netlinkErrorCode } from '../shared/errno.ts';
 
 /** The dummy interface's name (kube-proxy's defaultDummyDevice). */
 export const DUMMY_INTERFACE = 'kube-ipvs0';
@@ -108,7 +108,7 @@ export class RtnlLinkManager implements LinkManager {
     try {
       await this.sock.newLink({}, { ifname: checkName(name), linkinfo }, { flags: FlagsNew.CREATE | FlagsNew.EXCL, timeout: this.timeoutMs });
     } catch (err) {
-      if (netlinkErrorCode(err) !== 'EEXIST') throw linkError(`create dummy link ${name}`, err);
+      if (!isExists(err)) throw linkError(`create dummy link ${name}`, err);
     }
     const index = await this.find(name);
     if (index === undefined) throw new Error(`dummy link ${name} was created but cannot be found`);
@@ -137,7 +137,7 @@ export class RtnlLinkManager implements LinkManager {
         { flags: FlagsNew.CREATE | FlagsNew.EXCL, timeout: this.timeoutMs },
       );
     } catch (err) {
-      if (netlinkErrorCode(err) !== 'EEXIST') throw linkError(`add ${address}/32 to link ${index}`, err);
+      if (!isExists(err)) throw linkError(`add ${address}/32 to link ${index}`, err);
     }
   }
 
@@ -153,7 +153,7 @@ export class RtnlLinkManager implements LinkManager {
         { timeout: this.timeoutMs },
       );
     } catch (err) {
-      if (netlinkErrorCode(err) !== 'EADDRNOTAVAIL') throw linkError(`remove ${addr.address}/${addr.prefixLength} from link ${index}`, err);
+      if (!isErrno(err, 'EADDRNOTAVAIL')) throw linkError(`remove ${addr.address}/${addr.prefixLength} from link ${index}`, err);
     }
   }
 
@@ -161,7 +161,7 @@ export class RtnlLinkManager implements LinkManager {
     try {
       await this.sock.delLink({ index: checkIndex(index) }, {}, { timeout: this.timeoutMs });
     } catch (err) {
-      if (netlinkErrorCode(err) !== 'ENODEV') throw linkError(`delete link ${index}`, err);
+      if (!isErrno(err, 'ENODEV')) throw linkError(`delete link ${index}`, err);
     }
   }
 
@@ -173,5 +173,5 @@ export class RtnlLinkManager implements LinkManager {
 
 function linkError(what: string, err: unknown): Error {
   const code = netlinkErrorCode(err);
-  return new Error(`rtnetlink: ${what} failed: ${code ?? (err instanceof Error ? err.message : String(err))}${code === 'EPERM' ? ' (CAP_NET_ADMIN is required)' : ''}`);
+  return new Error(`rtnetlink: ${what} failed: ${code ?? (err instanceof Error ? err.message : String(err))}${isPermission(err) ? ' (CAP_NET_ADMIN is required)' : ''}`);
 }

@@ -60,12 +60,14 @@ import {
   type VirtualServer,
   type VirtualServerKey,
 } from './codec.ts';
+import { DroverError } from '../../errors.ts';
+import { isNoSuchService, isNotFound, netlinkErrorCode } from '../shared/errno.ts';
 
 /** NLM_F_DUMP = NLM_F_ROOT | NLM_F_MATCH (<linux/netlink.h>). */
 const NLM_F_DUMP = 0x300;
 
 /** The running kernel has no IPVS (module absent or not loadable). */
-export class IpvsUnavailableError extends Error {
+export class IpvsUnavailableError extends DroverError {
   constructor() {
     super('IPVS is not available in this kernel (generic netlink family IPVS not found)');
     this.name = 'IpvsUnavailableError';
@@ -73,7 +75,7 @@ export class IpvsUnavailableError extends Error {
 }
 
 /** The kernel rejected an IPVS command. */
-export class IpvsRequestError extends Error {
+export class IpvsRequestError extends DroverError {
   constructor(
     /** Command name, e.g. "NEW_DEST". */
     readonly command: string,
@@ -89,7 +91,7 @@ export class IpvsRequestError extends Error {
 }
 
 /** The client was closed (by close(), a request timeout or a socket error); open a new one. */
-export class IpvsClientClosedError extends Error {
+export class IpvsClientClosedError extends DroverError {
   constructor(readonly reason: string) {
     super(`IPVS netlink client is closed: ${reason}`);
     this.name = 'IpvsClientClosedError';
@@ -115,19 +117,8 @@ const ERRNO_HINTS: Readonly<Record<string, string>> = {
   '* EINVAL': 'invalid request',
 };
 
-/**
- * The errno name in an error of `netlink@0.3.0`, whose request() rejects
- * with `Error("Request rejected: ENOENT")` (or "Request rejected: -523" for
- * an errno Node has no name for, which gives "E?523").
- * @returns undefined for any other error (timeouts, socket errors).
- */
-export function netlinkErrorCode(err: unknown): string | undefined {
-  if (!(err instanceof Error)) return undefined;
-  const m = /^Request rejected: (\S+)$/.exec(err.message);
-  if (!m || m[1] === undefined) return undefined;
-  const code = m[1];
-  return /^-?\d+$/.test(code) ? `E?${Math.abs(Number(code))}` : code;
-}
+/** The errno name in an error of `netlink@0.3.0` (defined with the errno predicates in shared/errno.ts). */
+export { netlinkErrorCode };
 
 /** Positive errno of an errno name ("ENOENT" → 2), when Node knows it. */
 export function errnoOf(code: string): number | undefined {
@@ -315,7 +306,7 @@ export class IpvsClient {
       familyId = await transport.resolveFamily(IPVS_GENL_NAME);
     } catch (err) {
       transport.close();
-      if (netlinkErrorCode(err) === 'ENOENT') throw new IpvsUnavailableError();
+      if (isNotFound(err)) throw new IpvsUnavailableError();
       throw err;
     }
     try {
@@ -349,7 +340,7 @@ export class IpvsClient {
       const [reply] = await this.send(IPVS_CMD.GET_SERVICE, encodeGetService(key), false);
       return reply ? decodeService(reply) : undefined;
     } catch (err) {
-      if (err instanceof IpvsRequestError && err.code === 'ESRCH') return undefined;
+      if (err instanceof IpvsRequestError && isNoSuchService(err)) return undefined;
       throw err;
     }
   }

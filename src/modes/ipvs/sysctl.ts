@@ -13,6 +13,7 @@
  * - net.ipv4.ip_forward=1: the node forwards to the endpoints.
  */
 import { readFile, writeFile } from 'node:fs/promises';
+import { isErrno } from '../shared/errno.ts';
 
 /** The settings drover applies, in the order it applies them. */
 export const IPVS_SYSCTLS: readonly { readonly name: string; readonly value: string }[] = [
@@ -44,7 +45,7 @@ export class ProcSysctls implements Sysctls {
     try {
       return (await readFile(sysctlPath(name), 'utf8')).trim();
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+      if (isErrno(err, 'ENOENT')) return undefined;
       throw err;
     }
   }

@@ -5,6 +5,7 @@
  * conntrack, sysctl helpers).
  */
 import { spawn } from 'node:child_process';
+import { DroverError } from '../../errors.ts';
 
 /**
  * The useful part of a tool's error output on one line: its first three
@@ -21,7 +22,7 @@ export function summarise(stderr: string): string {
 }
 
 /** A command failed to start or exited non-zero. */
-export class CommandError extends Error {
+export class CommandError extends DroverError {
   constructor(
     readonly command: string,
     readonly code: number | null,
