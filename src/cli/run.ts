@@ -3,7 +3,7 @@ import { Command } from 'commander';
 import { relative, resolve } from 'node:path';
 import { SystemConntrack } from '../conntrack/exec.ts';
 import { Proxier } from '../proxier/proxier.ts';
-import { StatusFileWriter } from '../inspect/status.ts';
+import { StatusFileWriter } from '../proxier/status-file.ts';
 import { createLogger } from '../util/log.ts';
 import { checkSyncPeriods, kernelOptions, renderOptions, syncPeriodOptions, type SyncCliOptions } from './options.ts';
 import { modeDriver } from '../modes/registry.ts';
@@ -44,9 +44,9 @@ export function runCommand(): Command {
         logger,
         minSyncPeriodMs: opts.minSyncPeriod,
         syncPeriodMs: opts.syncPeriod,
-        onSync: (last) => status.record(last),
         conntrack: new SystemConntrack(opts.netns),
       });
+      status.listen(proxier);
       logger.info(
         { source: opts.source, minSyncPeriodMs: opts.minSyncPeriod, syncPeriodMs: opts.syncPeriod },
         'drover started',

@@ -12,7 +12,7 @@
  *   the entries to its ClusterIP:port, which were created while nothing
  *   answered.
  */
-import type { Snapshot } from '../model/types.ts';
+import type { ServicePort, Snapshot } from '../model/types.ts';
 import { servingEndpoints } from '../model/serving.ts';
 
 /** One `conntrack -D` filter: UDP entries to `clusterIP:port`, only those NATed to `endpointIP` when given. */
@@ -22,11 +22,18 @@ export interface StaleFlow {
   readonly endpointIP?: string;
 }
 
-/** Stale UDP flows between the snapshot that was applied and the one just applied. Sorted, deduplicated. */
-export function staleUDPFlows(before: Snapshot, after: Snapshot): StaleFlow[] {
+/**
+ * Stale UDP flows between the snapshot that was applied and the one just
+ * applied. Sorted, deduplicated. With `keys` (ServicePortNames), only those
+ * service ports are compared: the caller knows every other one is the same
+ * in both snapshots, and the cost is that of `keys`.
+ */
+export function staleUDPFlows(before: Snapshot, after: Snapshot, keys?: ReadonlySet<string>): StaleFlow[] {
   const out = new Map<string, StaleFlow>();
   const add = (f: StaleFlow) => out.set(`${f.clusterIP}:${f.port} ${f.endpointIP ?? '*'}`, f);
-  for (const [key, old] of before.services) {
+  const pick = (s: Snapshot): Iterable<readonly [string, ServicePort]> =>
+    keys === undefined ? s.services : [...keys].flatMap((key) => { const sp = s.services.get(key); return sp ? [[key, sp] as const] : []; });
+  for (const [key, old] of pick(before)) {
     if (old.protocol !== 'UDP') continue;
     const now = after.services.get(key);
     const still = new Set(
@@ -36,7 +43,7 @@ export function staleUDPFlows(before: Snapshot, after: Snapshot): StaleFlow[] {
       if (!still.has(`${ep.ip}:${ep.port}`)) add({ clusterIP: old.clusterIP, port: old.port, endpointIP: ep.ip });
     }
   }
-  for (const [key, now] of after.services) {
+  for (const [key, now] of pick(after)) {
     if (now.protocol !== 'UDP' || servingEndpoints(now).length === 0) continue;
     const old = before.services.get(key);
     if (!old || servingEndpoints(old).length === 0 || old.clusterIP !== now.clusterIP || old.port !== now.port) {

@@ -4,8 +4,9 @@
  * `drover run` writes the status file after every sync attempt (default
  * /run/drover/status.json): what it runs with (mode, source, render options,
  * network namespace) and how the last sync, and the last successful one,
- * went. It is written atomically (a temporary file in the same folder, then
- * rename(2)), so a reader never sees half a file. `drover status` reads it
+ * went (proxier/status-file.ts, a listener of the proxier's sync
+ * events). It is written atomically (a temporary file in the same folder,
+ * then rename(2)), so a reader never sees half a file. `drover status` reads it
  * back, adds counts from the live kernel and the drift, and prints them.
  *
  * The file is JSON, `version` 1:
@@ -19,13 +20,10 @@
  *   "lastSuccess": { ...same shape..., or null before the first successful sync } }
  * ```
  */
-import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
-import { dirname } from 'node:path';
+import { readFile } from 'node:fs/promises';
 import { z } from 'zod';
 import type { TableName } from '../modes/iptables/parse.ts';
 import { parseWith } from '../model/schema.ts';
-import type { LastSync } from '../proxier/proxier.ts';
-import type { Logger } from '../util/log.ts';
 import { DroverError } from '../errors.ts';
 
 /** Where `drover run` writes, and `drover status` reads, the status file by default. */
@@ -76,19 +74,6 @@ export class NotRunError extends DroverError {
   override name = 'NotRunError';
 }
 
-/** The status file's record of a proxier sync attempt. */
-export function syncRecord(last: LastSync): SyncRecord {
-  return {
-    at: new Date(last.at).toISOString(),
-    kind: last.full ? 'full' : 'partial',
-    durationMs: Math.round(last.durationMs * 10) / 10,
-    error: last.error ?? null,
-    services: last.result?.services ?? null,
-    endpoints: last.result?.endpoints ?? null,
-    incomplete: [...last.incomplete],
-  };
-}
-
 /** Most parts of an incomplete source `drover status` names; the rest are counted. */
 const INCOMPLETE_SHOWN = 3;
 
@@ -102,23 +87,6 @@ function sourceReadLines(sync: SyncRecord): Array<[string, string]> {
     ...missing.slice(0, INCOMPLETE_SHOWN).map((m): [string, string] => ['  missing', m]),
     ...(more > 0 ? [['  missing', `(${more} more in the log)`] as [string, string]] : []),
   ];
-}
-
-/**
- * Write `record` to `path` atomically: create the folder, write a temporary
- * file next to it, rename it over `path`.
- * @throws the file system's error (the temporary file is removed).
- */
-export async function writeStatusFile(path: string, record: StatusRecord): Promise<void> {
-  await mkdir(dirname(path), { recursive: true });
-  const tmp = `${path}.tmp-${process.pid}`;
-  try {
-    await writeFile(tmp, `${JSON.stringify(record, null, 2)}\n`, { mode: 0o644 });
-    await rename(tmp, path);
-  } catch (err) {
-    await rm(tmp, { force: true });
-    throw err;
-  }
 }
 
 /**
@@ -145,36 +113,6 @@ export async function readStatusFile(path: string): Promise<StatusRecord> {
   return parsed.data;
 }
 
-/**
- * Keeps the status file of a running drover: `record` is the proxier's
- * `onSync` callback. Writes are queued one after the other; a failed write
- * is logged (warn) and never disturbs the sync loop.
- */
-export class StatusFileWriter {
-  private lastSuccess: SyncRecord | null = null;
-  private queue: Promise<void> = Promise.resolve();
-
-  constructor(
-    private readonly path: string,
-    private readonly run: RunInfo,
-    private readonly logger: Logger,
-  ) {}
-
-  /** Record a sync attempt (queues an atomic write). Never throws. */
-  record(last: LastSync): void {
-    const sync = syncRecord(last);
-    if (sync.error === null) this.lastSuccess = sync;
-    const record: StatusRecord = { version: 1, ...this.run, lastSync: sync, lastSuccess: this.lastSuccess };
-    this.queue = this.queue
-      .then(() => writeStatusFile(this.path, record))
-      .catch((err: Error) => this.logger.warn({ err: err.message, path: this.path }, 'could not write the status file'));
-  }
-
-  /** Resolves when every queued write has finished (or failed and been logged). */
-  idle(): Promise<void> {
-    return this.queue;
-  }
-}
 
 /** Everything `drover status` prints. */
 export interface StatusView {

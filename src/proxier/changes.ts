@@ -1,14 +1,20 @@
 /**
- * Change tracking between two snapshots: which service ports need their
- * rules rewritten (kube-proxy: pkg/proxy/servicechangetracker.go and
+ * Change tracking between two whole snapshots: which service ports need
+ * their rules rewritten (kube-proxy: pkg/proxy/servicechangetracker.go and
  * endpointschangetracker.go, reduced to comparing whole snapshots).
+ *
+ * Sources report what changed themselves (proxier.ts SourceRead.changed,
+ * sources/decoder.ts), at the cost of what changed; this comparison, at the
+ * cost of every service port, is the proxier's fallback for a read that
+ * cannot tell, and the reference the sources' reports are tested against.
  */
 import { isDeepStrictEqual } from 'node:util';
 import type { Snapshot } from '../model/types.ts';
 
 /**
- * ServicePortNames that were added, removed, or whose service or endpoints
- * differ between `before` and `after`.
+ * ServicePortNames ("namespace/name:port") that were added, removed, or
+ * whose ServicePort (service or endpoints) differs between `before` and
+ * `after`. Costs O(service ports of both).
  */
 export function changedServicePorts(before: Snapshot, after: Snapshot): Set<string> {
   const changed = new Set<string>();

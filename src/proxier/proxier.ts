@@ -14,9 +14,19 @@
  *   deletes no service port (the unreadable part may hold it), and UDP
  *   conntrack entries of the missing ones are left alone. The first read
  *   that is whole again brings a full sync, which deletes what is stale.
+ * - What changed comes from the source: each read names the service ports
+ *   it changed since the previous read (kube-proxy's change trackers,
+ *   pkg/proxy/servicechangetracker.go and endpointschangetracker.go, fed by
+ *   the informers). The proxier collects them until a sync succeeds, so a
+ *   one-object change costs the proxier what that object's service ports
+ *   cost. Only a source that cannot tell has two whole snapshots compared
+ *   (changes.ts).
+ * - Every sync attempt is announced to the `sync` listeners
+ *   ({@link Proxier.on}): the status file (status-file.ts) and, later,
+ *   metrics.
  */
 import type { Backend, SyncResult } from '../modes/types.ts';
-import type { Snapshot } from '../model/types.ts';
+import type { ServicePort, Snapshot } from '../model/types.ts';
 import type { Logger } from '../util/log.ts';
 import type { ConntrackExec } from '../conntrack/exec.ts';
 import { staleUDPFlows } from '../conntrack/stale.ts';
@@ -33,11 +43,23 @@ export interface SourceRead {
    * programmed, so no service port is deleted.
    */
   readonly incomplete?: readonly string[];
+  /**
+   * ServicePortNames ("namespace/name:port", normalise.ts servicePortKey)
+   * added, removed or modified since the previous read of this source; a
+   * superset is allowed, a missing key is not. Undefined (or absent) when
+   * the source cannot tell, e.g. at its first read: the proxier then
+   * compares the snapshot with the last one applied.
+   */
+  readonly changed?: ReadonlySet<string> | undefined;
 }
 
-/** What the proxier needs of a source. */
+/**
+ * What the proxier needs of a source. Once the proxier runs it must be the
+ * only caller of `load`, since each read reports changes since the previous
+ * one.
+ */
 export interface SnapshotSource {
-  /** Read the current desired state. */
+  /** Read the current desired state; rejects when it cannot be read at all (the read then changes nothing). */
   load(): Promise<SourceRead>;
   /** Call `onChange` whenever the desired state may have changed; resolves once watching. */
   watch(onChange: () => void): Promise<void> | void;
@@ -54,11 +76,8 @@ export interface ProxierOptions {
   readonly minSyncPeriodMs: number;
   /** Time between full resyncs (`--sync-period`, default 30 s). */
   readonly syncPeriodMs: number;
-  /**
-   * Called after every sync attempt, successful or not, with its outcome
-   * (`drover run` writes the status file from it). Must not throw.
-   */
-  readonly onSync?: (last: LastSync) => void;
+  /** A first `sync` listener (see {@link Proxier.on}). */
+  readonly onSync?: SyncListener;
   /**
    * Where stale UDP conntrack entries are deleted after a sync (see
    * conntrack/stale.ts); none: no cleanup.
@@ -80,6 +99,18 @@ export interface LastSync {
   readonly incomplete: readonly string[];
 }
 
+/**
+ * Called after every sync attempt, successful or not, with its outcome
+ * (`drover run` writes the status file from it). Must not throw, and should
+ * return quickly: it runs inside the sync loop.
+ */
+export type SyncListener = (last: LastSync) => void;
+
+/** The events of a {@link Proxier} and their listeners. */
+export interface ProxierEvents {
+  readonly sync: SyncListener;
+}
+
 const MAX_BACKOFF_MS = 30_000;
 
 /** See the module comment. */
@@ -92,6 +123,12 @@ export class Proxier {
   /** True while service ports the source no longer lists may still be programmed (a sync ran on an incomplete read). */
   private deletionsHeld = false;
   private readonly runner: BoundedFrequencyRunner;
+  /**
+   * Service ports the source reported changed since the last successful
+   * sync; `all` when a read could not tell (then the snapshots are compared).
+   */
+  private pending: { all: boolean; keys: Set<string> } = { all: false, keys: new Set() };
+  private readonly listeners: { [E in keyof ProxierEvents]: Set<ProxierEvents[E]> } = { sync: new Set() };
   /** The last sync attempt, for status reporting. */
   last: LastSync | undefined;
 
@@ -100,6 +137,18 @@ export class Proxier {
       minIntervalMs: opts.minSyncPeriodMs,
       maxIntervalMs: opts.syncPeriodMs,
     });
+    if (opts.onSync) this.on('sync', opts.onSync);
+  }
+
+  /**
+   * Call `listener` on every `event`: `sync` after each sync attempt, with
+   * its {@link LastSync}. Listeners run in the order they were added; one
+   * that throws is logged and does not disturb the others or the loop.
+   * @returns a function that removes the listener.
+   */
+  on<E extends keyof ProxierEvents>(event: E, listener: ProxierEvents[E]): () => void {
+    this.listeners[event].add(listener);
+    return () => this.listeners[event].delete(listener);
   }
 
   /**
@@ -115,10 +164,11 @@ export class Proxier {
     try {
       const read = await this.opts.source.load();
       const { snapshot } = read;
+      this.collect(read.changed);
       incomplete = read.incomplete ?? [];
       const partial = incomplete.length > 0;
       if (!partial && this.deletionsHeld) full = true; // whole again: delete what was held
-      let changed = full || !this.applied ? new Set<string>() : changedServicePorts(this.applied, snapshot);
+      let changed = full || !this.applied ? new Set<string>() : this.pendingChanges(this.applied, snapshot);
       let held: string[] = [];
       if (partial) {
         held = [...changed].filter((key) => !snapshot.services.has(key));
@@ -127,10 +177,13 @@ export class Proxier {
       }
       const result = await this.opts.backend.sync(snapshot, { full, changed, incomplete: partial });
       this.applied = snapshot;
+      // On a partial sync the conntrack baseline is the last snapshot applied, so the keys changed since it are enough.
+      const touched = full || this.pending.all ? undefined : this.pending.keys;
+      this.pending = { all: false, keys: new Set() };
       if (full) this.lastFullAt = Date.now();
       if (!partial) this.deletionsHeld = false;
       else if (full || held.length > 0) this.deletionsHeld = true;
-      await this.cleanConntrack(this.lastGood, snapshot, partial);
+      await this.cleanConntrack(this.lastGood, snapshot, partial, touched);
       this.lastGood = snapshot;
       this.record({ at: Date.now(), full, durationMs: performance.now() - start, result, incomplete });
       const level = full || changed.size > 0 ? 'info' : 'debug';
@@ -162,6 +215,17 @@ export class Proxier {
     }
   }
 
+  /** Add what a read reports changed to the pending changes (everything when it cannot tell). */
+  private collect(changed: ReadonlySet<string> | undefined): void {
+    if (changed === undefined) this.pending.all = true;
+    else if (!this.pending.all) for (const key of changed) this.pending.keys.add(key);
+  }
+
+  /** The service ports to rewrite on a partial sync from `applied` to `snapshot`: the pending ones, or the compared ones when a read could not tell. */
+  private pendingChanges(applied: Snapshot, snapshot: Snapshot): Set<string> {
+    return this.pending.all ? changedServicePorts(applied, snapshot) : new Set(this.pending.keys);
+  }
+
   /** Say once per sync that the source is incomplete, what is missing, and which removals wait. */
   private logIncomplete(incomplete: readonly string[], held: readonly string[]): void {
     this.opts.logger.warn(
@@ -172,21 +236,29 @@ export class Proxier {
 
   private record(last: LastSync): void {
     this.last = last;
-    this.opts.onSync?.(last);
+    for (const listener of this.listeners.sync) {
+      try {
+        listener(last);
+      } catch (err) {
+        this.opts.logger.warn({ err: (err as Error).message }, 'a sync listener failed');
+      }
+    }
   }
 
   /**
    * Delete the UDP conntrack entries the sync left stale (on an incomplete
    * read, only those of service ports still listed). Not on the first
    * sync (drover does not know what was programmed before it started, and
-   * deleting live flows to unchanged endpoints would break them). Failures
-   * are logged: the rules are already right, and the next change retries.
+   * deleting live flows to unchanged endpoints would break them). Only the
+   * service ports in `keys` are looked at when given (every other one is
+   * the same in both snapshots). Failures are logged: the rules are
+   * already right, and the next change retries.
    */
-  private async cleanConntrack(before: Snapshot | null, after: Snapshot, incomplete: boolean): Promise<void> {
+  private async cleanConntrack(before: Snapshot | null, after: Snapshot, incomplete: boolean, keys: ReadonlySet<string> | undefined): Promise<void> {
     if (!this.opts.conntrack || !before) return;
     // On an incomplete read a missing service port may still be programmed: its flows are not stale.
-    const from = incomplete ? { services: new Map([...before.services].filter(([key]) => after.services.has(key))) } : before;
-    for (const flow of staleUDPFlows(from, after)) {
+    const from = incomplete ? listedIn(before, after, keys) : before;
+    for (const flow of staleUDPFlows(from, after, keys)) {
       try {
         const deleted = await this.opts.conntrack.deleteUDP(flow);
         this.opts.logger.info({ ...flow, deleted }, 'deleted stale UDP conntrack entries');
@@ -219,6 +291,16 @@ export class Proxier {
       this.runner.retryAfter(delay);
     }
   }
+}
+
+/** The service ports of `before` (only those in `keys`, when given) that `after` still lists. */
+function listedIn(before: Snapshot, after: Snapshot, keys: ReadonlySet<string> | undefined): Snapshot {
+  const services = new Map<string, ServicePort>();
+  for (const key of keys ?? before.services.keys()) {
+    const sp = before.services.get(key);
+    if (sp !== undefined && after.services.has(key)) services.set(key, sp);
+  }
+  return { services };
 }
 
 function round(ms: number): number {

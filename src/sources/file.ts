@@ -3,17 +3,25 @@
  * last-known-good rule of last-good.ts ("the bad object is skipped; every
  * other service keeps being served; nothing already programmed is lost").
  *
+ * It is a transport over decoder.ts: it reads the files, and hands the
+ * objects each file serves to the {@link Decoder} as one group per file,
+ * naming only the files whose served objects changed. Each load says which
+ * service ports changed since the previous load (`changed`), so the
+ * proxier does not compare whole snapshots.
+ *
  * Each load reads the files again, but an unchanged file is neither read
- * nor parsed again (manifests.ts ManifestCache, and a parse cache here), so
- * a change to one file of a large folder costs about what that file costs.
+ * nor parsed again (manifests.ts ManifestCache, and the Decoder's parse
+ * cache), so a change to one file of a large folder costs about what that
+ * file costs, apart from a stat of every file, a pass over every object
+ * (last-good.ts, and comparing each file's served objects by reference) and
+ * the Snapshot rebuild (decoder.ts).
  */
 import type { Logger } from '../util/log.ts';
-import { parseServiceCIDR } from '../model/allocate.ts';
 import type { ManifestError } from '../model/errors.ts';
-import { buildSnapshot, type Allocation } from '../model/normalise.ts';
-import { parseObject, type ParseResult } from '../model/parse.ts';
-import type { ManifestObject } from '../model/parsed.ts';
-import { EMPTY_SNAPSHOT, type Snapshot } from '../model/types.ts';
+import type { Allocation } from '../model/normalise.ts';
+import type { ParsedObject } from '../model/parsed.ts';
+import type { Snapshot } from '../model/types.ts';
+import { Decoder } from './decoder.ts';
 import { LastKnownGood } from './last-good.ts';
 import { ManifestCache, readManifests } from './manifests.ts';
 import { ManifestWatcher } from './watch.ts';
@@ -47,19 +55,25 @@ export interface LoadResult {
    * service port (proxier.ts). Empty when the source was read whole.
    */
   readonly incomplete: readonly string[];
+  /**
+   * ServicePortNames ("namespace/name:port") added, removed or modified
+   * since the previous load of this source; undefined at the first load.
+   * A load that throws changes nothing, so the next one reports everything
+   * since the last load that succeeded.
+   */
+  readonly changed: ReadonlySet<string> | undefined;
 }
 
 /** Watches and reads a manifest file or folder; see the module comment. */
 export class FileSource {
   private readonly path: string;
-  private readonly serviceCIDR: string;
   private readonly logger: Logger;
   private readonly debounceMs: number;
   private readonly lastGood = new LastKnownGood();
   private readonly cache = new ManifestCache();
-  /** Parse result of each object read (the cache hands out the same objects while a file is unchanged). */
-  private readonly parsed = new WeakMap<ManifestObject, ParseResult>();
-  private previous: Snapshot = EMPTY_SNAPSHOT;
+  private readonly decoder: Decoder;
+  /** What each file served at the last load (the Decoder's groups). */
+  private served = new Map<string, readonly ParsedObject[]>();
   /** "namespace/name" → ClusterIP already announced in the log. */
   private announced = new Map<string, string>();
   private queue: Promise<unknown> = Promise.resolve();
@@ -71,9 +85,8 @@ export class FileSource {
 
   /** Throws Error when `opts.serviceCIDR` is not a valid service CIDR (allocate.ts parseServiceCIDR). */
   constructor(path: string, opts: FileSourceOptions) {
-    parseServiceCIDR(opts.serviceCIDR);
+    this.decoder = new Decoder({ serviceCIDR: opts.serviceCIDR });
     this.path = path;
-    this.serviceCIDR = opts.serviceCIDR;
     this.logger = opts.logger;
     this.debounceMs = opts.debounceMs ?? 100;
   }
@@ -94,24 +107,27 @@ export class FileSource {
   private async loadNow(): Promise<LoadResult> {
     await this.rewatchIfReplaced();
     const read = await readManifests(this.path, { cache: this.cache });
-    const results = read.objects.map((o) => {
-      let r = this.parsed.get(o);
-      if (r === undefined) this.parsed.set(o, (r = parseObject(o)));
-      return r;
-    });
-    const { objects, errors, warnings, ignored } = this.lastGood.resolve(read, results);
+    const results = read.objects.map((o) => this.decoder.parse(o));
+    const { objects, errors, warnings, ignored, byFile } = this.lastGood.resolve(read, results);
     for (const o of ignored) {
       this.logger.debug({ file: o.file, index: o.index, reason: o.reason }, `ignored object #${o.index + 1} in ${o.file}: ${o.reason}`);
     }
-    const built = buildSnapshot(objects, { serviceCIDR: this.serviceCIDR, previous: this.previous });
+    const built = this.decoder.apply(fileChanges(this.served, byFile));
+    this.served = byFile;
     for (const e of built.errors) errors.push(e);
     for (const w of built.warnings) warnings.push(w);
-    this.previous = built.snapshot;
     this.logResult(errors, warnings, built.allocations);
     for (const o of objects) {
       if (o.kind === 'Service' && o.unproxiedReason) this.logger.debug({ service: `${o.namespace}/${o.name}` }, `service ${o.namespace}/${o.name} is ${o.unproxiedReason}`);
     }
-    return { snapshot: built.snapshot, errors, warnings, allocations: built.allocations, incomplete: errors.map((e) => e.message) };
+    return {
+      snapshot: built.snapshot,
+      errors,
+      warnings,
+      allocations: built.allocations,
+      incomplete: errors.map((e) => e.message),
+      changed: built.changed,
+    };
   }
 
   private logResult(errors: readonly ManifestError[], warnings: readonly ManifestError[], allocations: readonly Allocation[]): void {
@@ -180,4 +196,23 @@ export class FileSource {
     this.watcher = undefined;
     if (w) await w.close();
   }
+}
+
+/**
+ * The Decoder changes from what each file served at the last load to what
+ * it serves now: files whose list of served objects differs (compared by
+ * reference: an unchanged file yields the same objects) are upserted, files
+ * that serve nothing any more are removed.
+ */
+export function fileChanges(
+  before: ReadonlyMap<string, readonly ParsedObject[]>,
+  after: ReadonlyMap<string, readonly ParsedObject[]>,
+): { upsert: Array<[string, readonly ParsedObject[]]>; remove: string[] } {
+  const upsert: Array<[string, readonly ParsedObject[]]> = [];
+  for (const [file, objects] of after) {
+    const old = before.get(file);
+    if (old === undefined || old.length !== objects.length || old.some((o, i) => o !== objects[i])) upsert.push([file, objects]);
+  }
+  const remove = [...before.keys()].filter((file) => !after.has(file));
+  return { upsert, remove };
 }

@@ -41,6 +41,12 @@ export interface Resolved {
   readonly warnings: ManifestError[];
   /** Objects drover does not read and that replaced nothing, with the reason (for a debug log). */
   readonly ignored: Array<{ readonly file: string; readonly index: number; readonly reason: string }>;
+  /**
+   * `objects` by the file that serves them (a last valid version is served
+   * by the file it is kept for), each list in the order of `objects`; files
+   * that serve nothing are left out.
+   */
+  readonly byFile: Map<string, ParsedObject[]>;
 }
 
 /** The note of an error whose object is replaced by its last valid version. */
@@ -75,12 +81,17 @@ export class LastKnownGood {
    * parse of `read.objects[i]`), and remember it for the next call.
    */
   resolve(read: ReadResult, results: readonly ParseResult[]): Resolved {
-    const out: Resolved = { objects: [], errors: [...read.errors], warnings: [], ignored: [] };
+    const out: Resolved = { objects: [], errors: [...read.errors], warnings: [], ignored: [], byFile: new Map() };
     const validNow = new Set<string>();
     for (const r of results) if (r.status === 'ok') validNow.add(r.object.identity);
     const nextValid = new Map<string, ParsedObject>();
     const nextByFile = new Map<string, FileHeld>();
-    const place = (file: string, index: number, identity: string) => {
+    const place = (file: string, index: number, object: ParsedObject) => {
+      const identity = object.identity;
+      out.objects.push(object);
+      const served = out.byFile.get(file);
+      if (served) served.push(object);
+      else out.byFile.set(file, [object]);
       let held = nextByFile.get(file);
       if (!held) nextByFile.set(file, (held = { byIndex: new Map(), all: new Set() }));
       // A kept object of a partly unreadable file may share its old position with a current one: the current one keeps the position.
@@ -91,8 +102,7 @@ export class LastKnownGood {
       const last = identity === undefined ? undefined : this.lastValid.get(identity);
       if (identity === undefined || last === undefined || nextValid.has(identity) || validNow.has(identity)) return false;
       nextValid.set(identity, last);
-      out.objects.push(last);
-      place(file, index, identity);
+      place(file, index, last);
       return true;
     };
 
@@ -109,9 +119,8 @@ export class LastKnownGood {
       const before = this.lastByFile.get(o.file)?.byIndex.get(o.index);
       if (r.status === 'ok') {
         for (const w of r.warnings) out.warnings.push(w);
-        out.objects.push(r.object);
         if (!nextValid.has(r.object.identity)) nextValid.set(r.object.identity, r.object);
-        place(o.file, o.index, r.object.identity);
+        place(o.file, o.index, r.object);
       } else if (r.status === 'error') {
         if (keep(r.identity, o.file, o.index)) out.errors.push(r.error.withNote(KEEP_NOTE));
         else if (before !== r.identity && keep(before, o.file, o.index)) out.errors.push(r.error.withNote(positionNote(before!, o.index)));

@@ -1,6 +1,7 @@
 import test from 'ava';
 import { conntrackDeleteArgs } from '../../src/conntrack/exec.ts';
 import { staleUDPFlows } from '../../src/conntrack/stale.ts';
+import { changedServicePorts } from '../../src/proxier/changes.ts';
 import { ep, snap, sp } from '../support/snapshots.ts';
 
 const dns = (eps: string[], extra = {}) => sp('kube-system/dns:dns', '10.96.0.10', 53, eps.map((e) => ep(e)), { protocol: 'UDP', ...extra });
@@ -39,4 +40,13 @@ test('conntrack -D arguments', (t) => {
     '-D', '-p', 'udp', '--orig-dst', '10.96.0.10', '--orig-port-dst', '53', '--dst-nat', '10.244.1.3',
   ]);
   t.deepEqual(conntrackDeleteArgs({ clusterIP: '10.96.0.10', port: 53 }), ['-D', '-p', 'udp', '--orig-dst', '10.96.0.10', '--orig-port-dst', '53']);
+});
+
+test('restricted to the changed service ports, the stale flows are the same', (t) => {
+  const other = sp('ns/other:dns', '10.96.0.11', 53, [ep('10.244.3.2:53')], { protocol: 'UDP' });
+  const before = snap(dns(['10.244.1.2:53', '10.244.1.3:53']), other, web(['10.244.2.2:80']));
+  const after = snap(dns(['10.244.1.2:53']), other);
+  const all = staleUDPFlows(before, after);
+  t.deepEqual(staleUDPFlows(before, after, changedServicePorts(before, after)), all);
+  t.deepEqual(staleUDPFlows(before, after, new Set(['ns/other:dns'])), [], 'an unchanged service port yields nothing');
 });

@@ -12,11 +12,11 @@ import {
   formatStatus,
   NotRunError,
   readStatusFile,
-  StatusFileWriter,
   type RunInfo,
   type StatusRecord,
 } from '../../src/inspect/status.ts';
 import { Proxier } from '../../src/proxier/proxier.ts';
+import { StatusFileWriter } from '../../src/proxier/status-file.ts';
 import { silentLogger } from '../../src/util/log.ts';
 import { ep, snap, sp } from '../support/snapshots.ts';
 
@@ -143,8 +143,8 @@ test('drover run records every sync attempt: atomically, with the last success k
     logger: silentLogger(),
     minSyncPeriodMs: 0,
     syncPeriodMs: 60_000,
-    onSync: (last) => writer.record(last),
   });
+  writer.listen(proxier);
   await proxier.syncOnce();
   await writer.idle();
   const first = await readStatusFile(path);

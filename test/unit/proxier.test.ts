@@ -61,3 +61,95 @@ test('a first sync on an incomplete read is a full sync that deletes nothing', a
     { services: ['ns/a:http'], full: true, changed: [], incomplete: false },
   ]);
 });
+
+test('the service ports a read reports changed are what reaches the backend; the snapshots are not compared', async (t) => {
+  const c = sp('ns/c:http', '172.30.0.3', 80, [ep('10.180.0.7:80')]);
+  const { backend, proxier } = setup([
+    { snapshot: snap(a(['10.180.0.1:80']), b) },
+    // a changed, but the source says only c (which it lists as changed although it is not there): the report wins.
+    { snapshot: snap(a(['10.180.0.2:80']), b), changed: new Set(['ns/c:http']) },
+    { snapshot: snap(a(['10.180.0.2:80']), b, c), changed: new Set(['ns/c:http']) },
+    { snapshot: snap(a(['10.180.0.2:80']), c), changed: new Set(['ns/b:http']) },
+    { snapshot: snap(a(['10.180.0.2:80']), c), changed: new Set() },
+  ]);
+  for (let n = 0; n < 5; n++) await proxier.syncOnce();
+  t.deepEqual(
+    backend.calls.map((c) => [c.full, c.changed]),
+    [
+      [true, []],
+      [false, ['ns/c:http']],
+      [false, ['ns/c:http']],
+      [false, ['ns/b:http']],
+      [false, []],
+    ],
+  );
+});
+
+test('a read that cannot tell what changed has the snapshots compared', async (t) => {
+  const { backend, proxier } = setup([
+    { snapshot: snap(a(['10.180.0.1:80']), b), changed: new Set() },
+    { snapshot: snap(a(['10.180.0.2:80']), b) },
+    { snapshot: snap(a(['10.180.0.2:80'])), changed: undefined },
+  ]);
+  for (let n = 0; n < 3; n++) await proxier.syncOnce();
+  t.deepEqual(backend.calls.map((c) => c.changed), [[], ['ns/a:http'], ['ns/b:http']]);
+});
+
+test('reported changes are kept until a sync succeeds', async (t) => {
+  const backend = new RecordingBackend();
+  let fail = false;
+  const failing: Backend = {
+    mode: 'iptables',
+    sync: async (s, c) => {
+      if (fail) throw new Error('iptables-restore failed');
+      return backend.sync(s, c);
+    },
+    cleanup: () => backend.cleanup(),
+  };
+  const reads: SourceRead[] = [
+    { snapshot: snap(a(['10.180.0.1:80']), b) },
+    { snapshot: snap(a(['10.180.0.2:80']), b), changed: new Set(['ns/a:http']) },
+    { snapshot: snap(a(['10.180.0.2:80']), b), changed: new Set(['ns/b:http']) },
+    { snapshot: snap(a(['10.180.0.2:80']), b), changed: new Set() },
+  ];
+  let i = 0;
+  const source = { load: async () => reads[i++]!, watch: () => {}, close: () => {} };
+  const proxier = new Proxier({ source, backend: failing, logger: silentLogger(), minSyncPeriodMs: 0, syncPeriodMs: 3_600_000 });
+  await proxier.syncOnce();
+  fail = true;
+  await t.throwsAsync(proxier.syncOnce());
+  fail = false;
+  // After a failure the next sync is full: nothing reported before it is lost, nothing is left over after it.
+  await proxier.syncOnce();
+  await proxier.syncOnce();
+  t.deepEqual(backend.calls.map((c) => [c.full, c.changed]), [[true, []], [true, []], [false, []]]);
+});
+
+test('on an incomplete read a reported removal is held back, a reported update is applied', async (t) => {
+  const broken = ['f.yaml: syntax error; file skipped'];
+  const { backend, proxier } = setup([
+    { snapshot: snap(a(['10.180.0.1:80']), b) },
+    { snapshot: snap(a(['10.180.0.2:80'])), changed: new Set(['ns/a:http', 'ns/b:http']), incomplete: broken },
+    { snapshot: snap(a(['10.180.0.2:80'])), changed: new Set() },
+  ]);
+  for (let n = 0; n < 3; n++) await proxier.syncOnce();
+  t.deepEqual(backend.calls, [
+    { services: ['ns/a:http', 'ns/b:http'], full: true, changed: [], incomplete: false },
+    { services: ['ns/a:http'], full: false, changed: ['ns/a:http'], incomplete: true },
+    { services: ['ns/a:http'], full: true, changed: [], incomplete: false },
+  ]);
+});
+
+test('sync listeners hear every attempt, in order; one that throws disturbs nothing', async (t) => {
+  const { proxier, records } = setup([{ snapshot: snap(b) }]);
+  const heard: string[] = [];
+  const off = proxier.on('sync', (l) => heard.push(l.full ? 'full' : 'partial'));
+  proxier.on('sync', () => {
+    throw new Error('listener bug');
+  });
+  await proxier.syncOnce();
+  off();
+  await proxier.syncOnce();
+  t.deepEqual(heard, ['full']);
+  t.is(records.length, 2);
+});

@@ -1,0 +1,163 @@
+/**
+ * Decoding desired state, apart from how it arrives: raw objects are
+ * validated (parse.ts), the objects a source serves are kept in groups, and
+ * every {@link Decoder.apply} rebuilds the Snapshot (normalise.ts: endpoint
+ * matching, ClusterIP allocation, cross-object conflicts) and says which
+ * service ports changed since the previous apply.
+ *
+ * A transport decides what a group is: the file source makes one group per
+ * manifest file (all the objects it serves from that file, last valid
+ * versions included, see last-good.ts); a source that watches an API makes
+ * one group per object, keyed by its "Kind/namespace/name". Either way a
+ * change names only the groups it touches, and the changed service ports
+ * are found from them, after kube-proxy's ServiceChangeTracker and
+ * EndpointsChangeTracker (pkg/proxy/servicechangetracker.go,
+ * pkg/proxy/endpointschangetracker.go): every Service, EndpointSlice or
+ * Endpoints object that was added, replaced or removed marks the service
+ * ports of its Service ("namespace/name"), as do the services a
+ * cross-object rule (ClusterIP conflicts, allocation, exhaustion) may have
+ * moved; a marked service port whose ServicePort is the same before and
+ * after is dropped, as the trackers drop a change whose previous and
+ * current state are equal.
+ */
+import { isDeepStrictEqual } from 'node:util';
+import { parseServiceCIDR } from '../model/allocate.ts';
+import { buildSnapshot, type BuildResult } from '../model/normalise.ts';
+import { compareStrings } from '../model/order.ts';
+import { parseObject, type ParseResult } from '../model/parse.ts';
+import type { ManifestObject, ParsedObject } from '../model/parsed.ts';
+import { EMPTY_SNAPSHOT, type Snapshot } from '../model/types.ts';
+
+/**
+ * A transport's name for a set of objects it replaces together: a manifest
+ * file's path for the file source, "Kind/namespace/name" for one object of
+ * an API watch. Groups are built in the order of their keys (by
+ * compareStrings), which decides between two objects of the same identity.
+ */
+export type GroupKey = string;
+
+/** What changed at the transport since the previous {@link Decoder.apply}. */
+export interface DecoderChanges {
+  /** Groups added or replaced, each with every object it serves now, in order (an empty list is the same as removing it). */
+  readonly upsert: Iterable<readonly [GroupKey, readonly ParsedObject[]]>;
+  /** Groups that are gone; an unknown key is ignored. */
+  readonly remove: Iterable<GroupKey>;
+}
+
+/** Outcome of one {@link Decoder.apply}: normalise.ts's result and the changed service ports. */
+export interface DecodeResult extends BuildResult {
+  /**
+   * ServicePortNames ("namespace/name:port", see normalise.ts
+   * servicePortKey) added, removed or modified since the previous apply;
+   * undefined at the first apply (everything is new).
+   */
+  readonly changed: ReadonlySet<string> | undefined;
+}
+
+/** Options of {@link Decoder}. */
+export interface DecoderOptions {
+  /** Service CIDR for ClusterIP allocation, e.g. "10.96.0.0/12". */
+  readonly serviceCIDR: string;
+}
+
+/** The Service ("namespace/name") whose service ports an object affects. */
+export function serviceOf(o: ParsedObject): string {
+  return o.kind === 'Service' ? `${o.namespace}/${o.name}` : `${o.namespace}/${o.serviceName}`;
+}
+
+/** Decodes the objects of one source; see the module comment. Not shared between sources. */
+export class Decoder {
+  private readonly serviceCIDR: string;
+  /** Parse result of each raw object (a transport hands the same object again while it is unchanged). */
+  private readonly parsed = new WeakMap<ManifestObject, ParseResult>();
+  private readonly groups = new Map<GroupKey, readonly ParsedObject[]>();
+  private snapshot: Snapshot = EMPTY_SNAPSHOT;
+  /** "namespace/name" → the ServicePortNames it has in `snapshot`. */
+  private portsOf = new Map<string, string[]>();
+  /** Services a cross-object error named at the last apply (they may be served once the other side changes). */
+  private crossErrors = new Set<string>();
+  /** "namespace/name" → ClusterIP allocated at the last apply. */
+  private allocated = new Map<string, string>();
+  private first = true;
+
+  /** Throws Error when `opts.serviceCIDR` is not a valid service CIDR (allocate.ts parseServiceCIDR). */
+  constructor(opts: DecoderOptions) {
+    parseServiceCIDR(opts.serviceCIDR);
+    this.serviceCIDR = opts.serviceCIDR;
+  }
+
+  /** The Snapshot of the last apply (empty before the first). */
+  get current(): Snapshot {
+    return this.snapshot;
+  }
+
+  /**
+   * Validate one raw object (parse.ts parseObject). The result is cached for
+   * as long as the transport hands out the same `o` (by reference), so an
+   * unchanged object is not validated again. Never throws.
+   */
+  parse(o: ManifestObject): ParseResult {
+    let r = this.parsed.get(o);
+    if (r === undefined) this.parsed.set(o, (r = parseObject(o)));
+    return r;
+  }
+
+  /**
+   * Apply `changes` and rebuild the Snapshot. Marking service ports costs
+   * what the changed groups hold (their objects before and after), plus the
+   * cross-object errors and the allocated ClusterIPs of this apply and the
+   * previous one; the rebuild itself is still normalise.ts's buildSnapshot
+   * over every object, and indexing its service ports by Service.
+   * Never throws (the service CIDR was checked by the constructor); every
+   * problem with the objects is in `errors`.
+   */
+  apply(changes: DecoderChanges): DecodeResult {
+    const marked = new Set<string>();
+    for (const key of changes.remove) {
+      for (const o of this.groups.get(key) ?? []) marked.add(serviceOf(o));
+      this.groups.delete(key);
+    }
+    for (const [key, objects] of changes.upsert) {
+      for (const o of this.groups.get(key) ?? []) marked.add(serviceOf(o));
+      for (const o of objects) marked.add(serviceOf(o));
+      if (objects.length === 0) this.groups.delete(key);
+      else this.groups.set(key, objects);
+    }
+
+    // The seam for an incremental build: everything below is O(all objects).
+    const keys = [...this.groups.keys()].sort(compareStrings);
+    const objects = keys.flatMap((k) => this.groups.get(k)!);
+    const before = this.snapshot;
+    const built = buildSnapshot(objects, { serviceCIDR: this.serviceCIDR, previous: before });
+    const portsOf = new Map<string, string[]>();
+    for (const sp of built.snapshot.services.values()) {
+      const service = `${sp.namespace}/${sp.name}`;
+      const list = portsOf.get(service);
+      if (list) list.push(sp.key);
+      else portsOf.set(service, [sp.key]);
+    }
+    const crossErrors = new Set(built.errors.filter((e) => e.kind === 'Service' && e.object !== '').map((e) => e.object));
+    const allocated = new Map(built.allocations.map((a) => [a.key, a.clusterIP]));
+
+    // Services moved by cross-object rules without a change of their own objects.
+    for (const s of [...this.crossErrors, ...crossErrors]) marked.add(s);
+    for (const [s, ip] of allocated) if (this.allocated.get(s) !== ip) marked.add(s);
+    for (const s of this.allocated.keys()) if (!allocated.has(s)) marked.add(s);
+
+    let changed: Set<string> | undefined;
+    if (!this.first) {
+      changed = new Set();
+      for (const service of marked) {
+        for (const key of [...(this.portsOf.get(service) ?? []), ...(portsOf.get(service) ?? [])]) {
+          if (!isDeepStrictEqual(before.services.get(key), built.snapshot.services.get(key))) changed.add(key);
+        }
+      }
+    }
+    this.first = false;
+    this.snapshot = built.snapshot;
+    this.portsOf = portsOf;
+    this.crossErrors = crossErrors;
+    this.allocated = allocated;
+    return { ...built, changed };
+  }
+}
