@@ -8,7 +8,8 @@ import { localAddresses, readTables } from '../modes/iptables/live.ts';
 import { formatTrace } from '../inspect/trace-format.ts';
 import { trace, type Packet, type TraceContext } from '../inspect/trace.ts';
 import { unsupportedNote } from '../modes/ipvs/live.ts';
-import { isStrictIPv4, parseIPv4HostPort } from '../model/validate.ts';
+import { isCanonicalIPv4 } from '../model/addr.ts';
+import { parseIPv4HostPort } from '../model/validate.ts';
 import { createLogger } from '../util/log.ts';
 import { inspectKernelOptions } from './chains.ts';
 import { readIpvsKernel } from '../modes/ipvs/inspect.ts';
@@ -16,7 +17,7 @@ import type { KernelOptions } from './options.ts';
 import { createIptablesExec } from './setup.ts';
 
 function ipArg(value: string): string {
-  if (!isStrictIPv4(value)) throw new InvalidArgumentError(`"${value}" is not an IPv4 address`);
+  if (!isCanonicalIPv4(value)) throw new InvalidArgumentError(`"${value}" is not an IPv4 address`);
   return value;
 }
 

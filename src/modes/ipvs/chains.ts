@@ -15,7 +15,7 @@ import { compareIPv4, compareText, realServerKey, type DesiredVirtualServer } fr
 import { CLUSTER_IP_SET, IpsetValidationError, LOOP_BACK_SET, clusterIPEntry, loopBackEntry } from './ipset.ts';
 import { DUMMY_INTERFACE } from './link.ts';
 import { boundAddresses, virtualServerLabel, type IpvsLive } from './live.ts';
-import { uint32ToIPv4 } from '../../model/validate.ts';
+import { uint32ToIPv4 } from '../../model/addr.ts';
 
 /** An ipset entry that belongs to a virtual server or real server, and whether the kernel's set has it. */
 export interface SetEntryView {

@@ -27,7 +27,7 @@ import { IPVS_SYSCTLS } from './sysctl.ts';
 import { TABLES } from '../iptables/parse.ts';
 import { DIFF_EXIT, driftItems, formatDrift, type DriftItem } from '../iptables/diff.ts';
 import { boundAddresses, virtualServerLabel, type IpvsLive } from './live.ts';
-import { uint32ToIPv4 } from '../../model/validate.ts';
+import { uint32ToIPv4 } from '../../model/addr.ts';
 
 /** What kind of IPVS-mode difference an item is. */
 export type IpvsDriftKind =

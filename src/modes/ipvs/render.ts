@@ -14,7 +14,7 @@
  * again here (ipset entries by checkEntry, virtual and real servers by the
  * codec's validators, header lines for line breaks).
  */
-import { uint32ToIPv4 } from '../../model/validate.ts';
+import { uint32ToIPv4 } from '../../model/addr.ts';
 import { planToRestore } from '../iptables/plan.ts';
 import type { StaticRuleset } from '../iptables/static.ts';
 import { validateRealServer, validateVirtualServer, type RealServer, type VirtualServer } from './codec.ts';
