@@ -83,9 +83,6 @@ export function isIPv6(text: string): boolean {
 
 // ---------------------------------------------------------------- IPv4 text
 
-/** Four dot-separated groups of decimal digits, any length. */
-const DIGIT_QUAD = /^[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+$/;
-
 /**
  * How a text reads as an IPv4 dotted quad:
  *   - `canonical`: four octets 0-255 without leading zeros ("10.0.0.1");
@@ -96,15 +93,47 @@ const DIGIT_QUAD = /^[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+$/;
  */
 export type IPv4Form = 'canonical' | 'leading-zeros' | 'out-of-range' | 'invalid';
 
+const TWO_32 = 2 ** 32;
+const OUT_OF_RANGE = -1;
+const INVALID = -2;
+
+/**
+ * Read `text` as four dot-separated groups of ASCII decimal digits, in one
+ * pass: the uint32 value when canonical; the value + 2^32 when some octet
+ * has leading zeros; OUT_OF_RANGE when a group is above 255; INVALID for
+ * anything else.
+ */
+function scanIPv4(text: string): number {
+  let value = 0;
+  let octet = 0;
+  let digits = 0;
+  let dots = 0;
+  let zeros = false;
+  let over = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c >= 48 && c <= 57) {
+      if (digits === 1 && octet === 0) zeros = true;
+      octet = octet * 10 + (c - 48);
+      digits++;
+      if (octet > 255) over = true;
+    } else if (c === 46 && digits > 0 && dots < 3) {
+      value = value * 256 + octet;
+      octet = 0;
+      digits = 0;
+      dots++;
+    } else return INVALID;
+  }
+  if (dots !== 3 || digits === 0) return INVALID;
+  if (over) return OUT_OF_RANGE;
+  value = value * 256 + octet;
+  return zeros ? value + TWO_32 : value;
+}
+
 /** Classify `text` as a dotted quad; see {@link IPv4Form}. */
 export function classifyIPv4(text: string): IPv4Form {
-  if (!DIGIT_QUAD.test(text)) return 'invalid';
-  let zeros = false;
-  for (const octet of text.split('.')) {
-    if (Number(octet) > 255) return 'out-of-range';
-    if (octet.length > 1 && octet[0] === '0') zeros = true;
-  }
-  return zeros ? 'leading-zeros' : 'canonical';
+  const n = scanIPv4(text);
+  return n === INVALID ? 'invalid' : n === OUT_OF_RANGE ? 'out-of-range' : n >= TWO_32 ? 'leading-zeros' : 'canonical';
 }
 
 /**
@@ -115,7 +144,8 @@ export function classifyIPv4(text: string): IPv4Form {
  * as it is into an iptables-restore payload or a netlink message.
  */
 export function isCanonicalIPv4(text: string): boolean {
-  return classifyIPv4(text) === 'canonical' && nodeIsIPv4(text);
+  const n = scanIPv4(text);
+  return n >= 0 && n < TWO_32 && nodeIsIPv4(text);
 }
 
 /**
@@ -136,12 +166,6 @@ function prefixLength(text: string, max: number): number | undefined {
   return n <= max ? n : undefined;
 }
 
-/** The uint32 of four dot-separated decimal octets already known to be 0-255. */
-function quadValue(text: string): number {
-  const o = text.split('.');
-  return ((Number(o[0]) * 256 + Number(o[1])) * 256 + Number(o[2])) * 256 + Number(o[3]);
-}
-
 /**
  * IPv4 dotted quad → unsigned 32-bit integer (host order), e.g.
  * "10.96.0.0" → 0x0a600000. Canonical dotted quads only.
@@ -149,7 +173,7 @@ function quadValue(text: string): number {
  */
 export function ipv4ToUint32(text: string): number {
   if (!isCanonicalIPv4(text)) throw new Error(`${quote(text)} is not a valid IPv4 address (dotted quad, no leading zeros)`);
-  return quadValue(text);
+  return scanIPv4(text);
 }
 
 /**
@@ -171,7 +195,7 @@ function ipv6Value(text: string): bigint | undefined {
   const lastColon = body.lastIndexOf(':');
   if (body.includes('.', lastColon)) {
     // An IPv4 tail (isIPv6 has checked it is a canonical dotted quad): the last 32 bits.
-    const v4 = quadValue(body.slice(lastColon + 1));
+    const v4 = scanIPv4(body.slice(lastColon + 1));
     tail = [v4 >>> 16, v4 & 0xffff];
     body = body.slice(0, lastColon);
     if (body.endsWith(':')) body += ':'; // "::10.0.0.1": keep the "::"
@@ -233,7 +257,7 @@ export function ipAddress(family: IPFamily, value: bigint): IPAddress {
  * is canonical ("FD00:0::1" → "fd00::1"). Undefined for anything else.
  */
 export function parseIP(text: string): IPAddress | undefined {
-  if (isCanonicalIPv4(text)) return { family: 4, value: BigInt(quadValue(text)), text };
+  if (isCanonicalIPv4(text)) return { family: 4, value: BigInt(scanIPv4(text)), text };
   const v6 = ipv6Value(text);
   return v6 === undefined ? undefined : ipAddress(6, v6);
 }
@@ -246,7 +270,8 @@ export function parseIP(text: string): IPAddress | undefined {
  * {@link parseIP}. Undefined for anything else.
  */
 export function parseIPSloppy(text: string): IPAddress | undefined {
-  if (classifyIPv4(text) === 'leading-zeros') return ipAddress(4, BigInt(quadValue(text)));
+  const n = scanIPv4(text);
+  if (n >= TWO_32) return ipAddress(4, BigInt(n - TWO_32));
   return parseIP(text);
 }
 
@@ -281,8 +306,11 @@ function asAddress(x: IPAddress | string): IPAddress | undefined {
  * @throws TypeError when a string is not an address (callers sort validated addresses).
  */
 export function compareAddresses(a: IPAddress | string, b: IPAddress | string): number {
-  if (typeof a === 'string' && typeof b === 'string' && isCanonicalIPv4(a) && isCanonicalIPv4(b)) {
-    return quadValue(a) - quadValue(b); // the common case, without bigints
+  if (typeof a === 'string' && typeof b === 'string') {
+    // The common case, two dotted quads, without bigints.
+    const x = scanIPv4(a);
+    const y = scanIPv4(b);
+    if (x >= 0 && x < TWO_32 && y >= 0 && y < TWO_32) return x - y;
   }
   const x = asAddress(a);
   const y = asAddress(b);
