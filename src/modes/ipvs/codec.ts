@@ -565,10 +565,9 @@ const FORWARDING: Readonly<Record<ForwardingMethod, number>> = {
  * @throws IpvsValidationError naming `field`.
  */
 export function parseIPv4(text: unknown, field: string): Buffer {
-  const form = typeof text === 'string' ? classifyIPv4(text) : 'invalid';
-  if (form === 'out-of-range') throw new IpvsValidationError(field, `${String(text)} has an octet above 255`);
-  const ip = form === 'canonical' ? parseIP(text as string) : undefined;
-  if (ip === undefined) throw new IpvsValidationError(field, `${JSON.stringify(text)} is not a dotted-quad IPv4 address`);
+  if (typeof text === 'string' && classifyIPv4(text) === 'out-of-range') throw new IpvsValidationError(field, `${text} has an octet above 255`);
+  const ip = typeof text === 'string' ? parseIP(text) : undefined;
+  if (ip?.family !== 4) throw new IpvsValidationError(field, `${JSON.stringify(text)} is not a dotted-quad IPv4 address`);
   if (ip.value === 0n) throw new IpvsValidationError(field, '0.0.0.0 is not a usable address');
   return ipToBytes(ip);
 }
