@@ -5,11 +5,9 @@
  * ClusterIPs are taken in order from 10.96.0.0/12 starting at 10.96.0.10,
  * endpoints from 10.244.0.0/16 (pod IPs), port 80 → 8080.
  */
+import { uint32ToIPv4 } from '../model/addr.ts';
+import { compareEndpoints } from '../model/order.ts';
 import type { Endpoint, ServicePort, Snapshot } from '../model/types.ts';
-
-function ipFromInt(n: number): string {
-  return [n >>> 24, (n >>> 16) & 255, (n >>> 8) & 255, n & 255].join('.');
-}
 
 const SERVICE_BASE = (10 << 24) | (96 << 16); // 10.96.0.0
 const POD_BASE = (10 << 24) | (244 << 16); // 10.244.0.0
@@ -19,16 +17,16 @@ export function synthServicePort(i: number, endpoints: number, endpointOffset = 
   const eps: Endpoint[] = [];
   for (let j = 0; j < endpoints; j++) {
     const n = (i * 16 + j + endpointOffset) % (1 << 16);
-    eps.push({ ip: ipFromInt(POD_BASE + n), port: 8080, ready: true, serving: true, terminating: false });
+    eps.push({ ip: uint32ToIPv4(POD_BASE + n), port: 8080, ready: true, serving: true, terminating: false });
   }
-  eps.sort((a, b) => (a.ip === b.ip ? 0 : ipToSortable(a.ip) - ipToSortable(b.ip)));
+  eps.sort(compareEndpoints);
   return {
     key: `bench/svc-${i}:http`,
     namespace: 'bench',
     name: `svc-${i}`,
     portName: 'http',
     type: 'ClusterIP',
-    clusterIP: ipFromInt(SERVICE_BASE + 10 + i),
+    clusterIP: uint32ToIPv4(SERVICE_BASE + 10 + i),
     clusterIPAllocated: false,
     port: 80,
     protocol: 'TCP',
@@ -37,10 +35,6 @@ export function synthServicePort(i: number, endpoints: number, endpointOffset = 
     externalTrafficPolicy: 'Cluster',
     endpoints: eps,
   };
-}
-
-function ipToSortable(ip: string): number {
-  return ip.split('.').reduce((acc, o) => acc * 256 + Number(o), 0);
 }
 
 /** A snapshot of `services` synthetic service ports with `endpoints` endpoints each. */
@@ -84,7 +78,7 @@ const ADDED_BASE = (10 << 24) | (111 << 16); // 10.111.0.0
 function benchPort(name: string, clusterIP: string, endpoints: readonly RealEndpoint[]): ServicePort {
   const eps: Endpoint[] = endpoints
     .map((e) => ({ ip: e.ip, port: e.port, ready: true, serving: true, terminating: false }))
-    .sort((a, b) => ipToSortable(a.ip) - ipToSortable(b.ip) || a.port - b.port);
+    .sort(compareEndpoints);
   return {
     key: `bench/${name}:http`,
     namespace: 'bench',
@@ -109,7 +103,7 @@ function benchPort(name: string, clusterIP: string, endpoints: readonly RealEndp
  * @param c 0-based index, below 65 000.
  */
 export function clockServicePort(c: number, endpoints: readonly RealEndpoint[]): ServicePort {
-  return benchPort(`clock-${c}`, ipFromInt(CLOCK_BASE + 10 + c), endpoints);
+  return benchPort(`clock-${c}`, uint32ToIPv4(CLOCK_BASE + 10 + c), endpoints);
 }
 
 /**
@@ -119,7 +113,7 @@ export function clockServicePort(c: number, endpoints: readonly RealEndpoint[]):
  * @param i 0-based index, below 65 000.
  */
 export function addedServicePort(i: number, endpoints: readonly RealEndpoint[]): ServicePort {
-  return benchPort(`added-${i}`, ipFromInt(ADDED_BASE + 10 + i), endpoints);
+  return benchPort(`added-${i}`, uint32ToIPv4(ADDED_BASE + 10 + i), endpoints);
 }
 
 /**

@@ -7,12 +7,13 @@
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { formatTrace } from '../inspect/trace-format.ts';
 import { trace, type Packet } from '../inspect/trace.ts';
-import { isStrictIPv4, parseIPv4HostPort } from '../model/validate.ts';
+import { isCanonicalIPv4 } from '../model/addr.ts';
+import { parseIPv4HostPort } from '../model/validate.ts';
 import { allModes, modeDriver } from '../modes/registry.ts';
 import { inspectKernelOptions, type KernelOptions } from './options.ts';
 
 function ipArg(value: string): string {
-  if (!isStrictIPv4(value)) throw new InvalidArgumentError(`"${value}" is not an IPv4 address`);
+  if (!isCanonicalIPv4(value)) throw new InvalidArgumentError(`"${value}" is not an IPv4 address`);
   return value;
 }
 

@@ -33,7 +33,8 @@
  */
 import { createHash } from 'node:crypto';
 import { compareStrings } from './order.ts';
-import { cidrContains, ipv4ToUint32, parseCIDR, specialAddress, uint32ToIPv4, type CIDR } from './validate.ts';
+import { cidrContains, ipAddress, ipPrefix, ipv4ToUint32, uint32ToIPv4, type IPPrefix } from './addr.ts';
+import { parseCIDR, specialAddress, type CIDR } from './validate.ts';
 
 /** The default service CIDR (kube-apiserver --service-cluster-ip-range default). */
 export const DEFAULT_SERVICE_CIDR = '10.96.0.0/12';
@@ -60,12 +61,18 @@ export function parseServiceCIDR(value: string): CIDR {
   const cidr = parseCIDR(value);
   if (cidr.prefix > 30) throw new Error(`service CIDR ${value} is too small (prefix must be /30 or shorter)`);
   if (cidr.prefix < 8) throw new Error(`service CIDR ${value} is too large (prefix must be /8 or longer)`);
+  const range = asPrefix(cidr);
   for (const r of RESERVED_RANGES) {
-    const reserved = parseCIDR(r.cidr);
-    const overlaps = cidrContains(reserved, cidr.network) || cidrContains(cidr, reserved.network);
+    const reserved = asPrefix(parseCIDR(r.cidr));
+    const overlaps = cidrContains(reserved, ipAddress(4, range.network)) || cidrContains(range, ipAddress(4, reserved.network));
     if (overlaps) throw new Error(`service CIDR ${value} overlaps ${r.cidr} (${r.what} addresses); use a private range such as ${DEFAULT_SERVICE_CIDR}`);
   }
   return cidr;
+}
+
+/** `cidr` as an addr.ts prefix. */
+function asPrefix(cidr: CIDR): IPPrefix {
+  return ipPrefix(4, BigInt(cidr.network), cidr.prefix);
 }
 
 /** Inputs of {@link allocateClusterIPs}. */
@@ -98,11 +105,12 @@ export function hashOffset(key: string, usable: number): number {
  */
 export function allocateClusterIPs(input: AllocationInput): AllocationResult {
   const { cidr } = input;
+  const range = asPrefix(cidr);
   const usable = cidr.size - 2;
   const used = new Set<number>();
   for (const ip of input.taken) used.add(ipv4ToUint32(ip));
   const isUsable = (n: number) =>
-    cidrContains(cidr, n) && n !== cidr.network && n !== cidr.network + cidr.size - 1 && specialAddress(n) === undefined;
+    cidrContains(range, ipAddress(4, BigInt(n))) && n !== cidr.network && n !== cidr.network + cidr.size - 1 && specialAddress(n) === undefined;
 
   const keys = [...input.keys].sort(compareStrings);
   const allocated = new Map<string, number>();

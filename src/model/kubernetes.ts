@@ -26,7 +26,7 @@ import {
   checkUnicastIPv4,
   checkZone,
 } from './validate.ts';
-import { isIPv6 } from 'node:net';
+import { isIPv6 } from './addr.ts';
 
 /** `metadata.namespace`: a DNS-1123 label, "default" when absent or "" (kubectl's behaviour for namespaced objects). */
 export const namespaceSchema = withDefault(validated((s) => (s === '' ? undefined : checkDNSLabel(s))), '').transform((s) =>

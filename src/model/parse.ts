@@ -36,7 +36,7 @@ import type {
 import { formatPath, parseWith } from './schema.ts';
 import { shepherdServiceSchema } from './shepherd.ts';
 import { parseEndpointIPv4, parseIPv4HostPort } from './validate.ts';
-import { isIPv6 } from 'node:net';
+import { isIPv6 } from './addr.ts';
 
 /**
  * Outcome of {@link parseObject}:

@@ -6,17 +6,18 @@
  * Convention: a `checkX(value)` function returns `undefined` when the value is
  * valid and otherwise a one-line problem description that shows the value
  * (strings JSON-quoted, so spaces, quotes and newlines are visible), e.g.
- * `70000 is out of range 1-65535`. Nothing here throws except the parsing
- * helpers (`parseCIDR`, `ipv4ToUint32`), which document it.
+ * `70000 is out of range 1-65535`. Nothing here throws except
+ * {@link parseCIDR}, which documents it.
  *
- * IPv4 addresses are strict canonical dotted quads everywhere except
- * endpoint addresses, which are read as kube-proxy reads them: leading zeros
- * are accepted and read as decimal ({@link parseEndpointIPv4}).
+ * Addresses and CIDRs are read by addr.ts. IPv4 addresses are strict
+ * canonical dotted quads everywhere except endpoint addresses, which are
+ * read as kube-proxy reads them: leading zeros are accepted and read as
+ * decimal ({@link parseEndpointIPv4}).
  *
  * The name rules are those of k8s.io/apimachinery/pkg/util/validation
  * (IsDNS1123Label, IsDNS1123Subdomain, IsValidLabelValue, IsValidPortName).
  */
-import { isIPv4, isIPv6 } from 'node:net';
+import { isCanonicalIPv4, isIPv6, parseCIDR as readCIDR, parseIP, parseIPSloppy } from './addr.ts';
 import { quote } from './quote.ts';
 import type { Protocol } from './types.ts';
 
@@ -31,21 +32,9 @@ function show(value: unknown): string {
 
 // ---------------------------------------------------------------- IPv4
 
-/** Four decimal octets 0-255 without leading zeros; nothing else (no CIDR, no spaces). */
-const DOTTED_QUAD = /^(?:(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])$/;
-
-/**
- * True for a canonical dotted-quad IPv4 address ("10.96.0.1"); false for
- * leading zeros ("010.0.0.1"), CIDRs, IPv6, surrounding spaces or anything
- * else. node:net isIPv4 plus an explicit character-level check.
- */
-export function isStrictIPv4(value: string): boolean {
-  return DOTTED_QUAD.test(value) && isIPv4(value);
-}
-
-/** Check a canonical dotted-quad IPv4 address (see {@link isStrictIPv4}). */
+/** Check a canonical dotted-quad IPv4 address (addr.ts `isCanonicalIPv4`). */
 export const checkIPv4: Check<string> = (value) =>
-  isStrictIPv4(value) ? undefined : `${show(value)} is not a valid IPv4 address (dotted quad, no leading zeros)`;
+  isCanonicalIPv4(value) ? undefined : `${show(value)} is not a valid IPv4 address (dotted quad, no leading zeros)`;
 
 /**
  * Check an IPv4 address usable as a ClusterIP or an endpoint: a valid dotted
@@ -58,7 +47,7 @@ export const checkIPv4: Check<string> = (value) =>
 export const checkUnicastIPv4: Check<string> = (value) => {
   const bad = checkIPv4(value);
   if (bad) return bad;
-  const special = specialAddress(ipv4ToUint32(value));
+  const special = specialAddress(Number(parseIP(value)!.value));
   return special ? `${show(value)} is ${special}` : undefined;
 };
 
@@ -75,19 +64,6 @@ export function specialAddress(n: number): string | undefined {
     : undefined;
 }
 
-/** IPv4 dotted quad → unsigned 32-bit integer. Throws Error on an invalid address. */
-export function ipv4ToUint32(value: string): number {
-  const bad = checkIPv4(value);
-  if (bad) throw new Error(bad);
-  return value.split('.').reduce((acc, octet) => acc * 256 + Number(octet), 0);
-}
-
-/** Unsigned 32-bit integer → IPv4 dotted quad. Throws RangeError outside 0..2^32-1 or for a non-integer. */
-export function uint32ToIPv4(n: number): string {
-  if (!Number.isInteger(n) || n < 0 || n > 0xffffffff) throw new RangeError(`${n} is not an unsigned 32-bit integer`);
-  return [n >>> 24, (n >>> 16) & 0xff, (n >>> 8) & 0xff, n & 0xff].join('.');
-}
-
 /** An IPv4 network: `network` is the uint32 of its first address, `prefix` 0-32, `size` = 2^(32-prefix) addresses. */
 export interface CIDR {
   readonly network: number;
@@ -96,29 +72,19 @@ export interface CIDR {
 }
 
 /**
- * Parse "a.b.c.d/len" (e.g. "10.96.0.0/12") into a {@link CIDR}. Strict: the
- * address must be a canonical dotted quad with no host bits set, the prefix
- * a decimal 0-32 without leading zeros. Throws Error with a clear message
- * naming the input otherwise.
+ * Parse "a.b.c.d/len" (e.g. "10.96.0.0/12") into a {@link CIDR}. Strict
+ * (addr.ts `parseCIDR`): the address must be a canonical dotted quad with no
+ * host bits set, the prefix a decimal 0-32 without leading zeros. Throws
+ * Error with a clear message naming the input otherwise.
  */
 export function parseCIDR(value: string): CIDR {
-  const m = /^([0-9.]+)\/(0|[1-9][0-9]?)$/.exec(value);
-  if (!m || !isStrictIPv4(m[1]!) || Number(m[2]) > 32) {
+  const read = readCIDR(value);
+  if (read === undefined || read.ip.family !== 4) {
     throw new Error(`${show(value)} is not a valid IPv4 CIDR (expected e.g. "10.96.0.0/12")`);
   }
-  const prefix = Number(m[2]);
-  const size = 2 ** (32 - prefix);
-  const address = ipv4ToUint32(m[1]!);
-  const network = address - (address % size);
-  if (network !== address) {
-    throw new Error(`${show(value)} has host bits set; did you mean "${uint32ToIPv4(network)}/${prefix}"?`);
-  }
-  return { network, prefix, size };
-}
-
-/** True when the uint32 address `ip` lies inside `cidr`. */
-export function cidrContains(cidr: CIDR, ip: number): boolean {
-  return ip >= cidr.network && ip < cidr.network + cidr.size;
+  const { ip, prefix } = read;
+  if (ip.value !== prefix.network) throw new Error(`${show(value)} has host bits set; did you mean "${prefix.text}"?`);
+  return { network: Number(prefix.network), prefix: prefix.bits, size: 2 ** (32 - prefix.bits) };
 }
 
 // ---------------------------------------------------------------- numbers
@@ -207,9 +173,6 @@ export function checkProtocol(value: string, opts: { ignoreCase: boolean }): str
 
 // ---------------------------------------------------------------- endpoint addresses
 
-/** Four groups of decimal digits: a dotted quad whose octets may have leading zeros ("10.180.0.01"). */
-const DIGIT_QUAD = /^[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+$/;
-
 /**
  * Outcome of {@link parseEndpointIPv4}: the canonical address, with `note`
  * (a one-line warning) when the input was not written canonically; or a
@@ -231,15 +194,15 @@ export type EndpointIPv4 = { readonly ip: string; readonly note?: string } | { r
  *     address that is not unicast (see {@link checkUnicastIPv4}), e.g.
  *     '"127.0.0.1" is a loopback address'.
  *
- * The canonical form is checked with {@link isStrictIPv4} (node:net isIPv4).
- * Never throws.
+ * The address is read with addr.ts `parseIPSloppy`. Never throws.
  */
 export function parseEndpointIPv4(value: string): EndpointIPv4 {
-  const ip = DIGIT_QUAD.test(value) ? value.split('.').map(Number).join('.') : value;
-  if (!isStrictIPv4(ip)) {
+  const addr = parseIPSloppy(value);
+  if (addr?.family !== 4) {
     return { problem: isIPv6(value) ? `${show(value)} is an IPv6 address, not an IPv4 one` : `${show(value)} is not a valid IPv4 address` };
   }
-  const special = specialAddress(ipv4ToUint32(ip));
+  const ip = addr.text;
+  const special = specialAddress(Number(addr.value));
   if (special !== undefined) return { problem: ip === value ? `${show(value)} is ${special}` : `${show(value)} reads as ${ip}, ${special}` };
   return ip === value ? { ip } : { ip, note: `${show(value)} has leading zeros; read as ${ip}, as kube-proxy does` };
 }

@@ -1,4 +1,5 @@
 /** Reading the live kernel state that the inspect commands work on. */
+import { isCanonicalIPv4 } from '../../model/addr.ts';
 import { runCommand } from '../shared/exec.ts';
 import type { IptablesExec } from './exec.ts';
 import { parseSave, TABLES, type ParsedDump } from './parse.ts';
@@ -20,6 +21,6 @@ export async function readTables(exec: IptablesExec): Promise<ParsedDump> {
 export async function localAddresses(netns?: string): Promise<Set<string>> {
   const res = await runCommand('ip', ['-4', '-o', 'addr', 'show'], netns ? { netns } : {});
   if (res.code !== 0) throw new Error(`ip -4 -o addr show failed: ${res.stderr.trim()}`);
-  return new Set([...res.stdout.matchAll(/ inet (\d+\.\d+\.\d+\.\d+)\//g)].map((m) => m[1]!));
+  return new Set([...res.stdout.matchAll(/ inet ([0-9.]+)\//g)].map((m) => m[1]!).filter(isCanonicalIPv4));
 }
 

@@ -17,6 +17,7 @@
  * rendered rules and the kernel's read-back compare line for line (the only
  * exception is `--probability`, see canonical.ts).
  */
+import { isCanonicalIPv4, isCanonicalIPv4CIDR } from '../../model/addr.ts';
 import { servingEndpoints } from '../../model/serving.ts';
 import type { ServicePort } from '../../model/types.ts';
 import { endpointChainName, serviceChainName } from './names.ts';
@@ -55,15 +56,16 @@ export class UnsafeValueError extends DroverError {
 
 // Values reach iptables-restore's line parser; the model validates them, and
 // the renderer checks again so that nothing with a space, quote or newline
-// can ever add options or lines.
-const SAFE = {
-  ip: /^(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(\.(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)){3}$/,
-  cidr: /^(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(\.(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)){3}\/([12]?\d|3[0-2])$/,
-  key: /^[a-z0-9]([-a-z0-9]*[a-z0-9])?\/[a-z0-9]([-a-z0-9]*[a-z0-9])?(:[a-z0-9]([-a-z0-9]*[a-z0-9])?)?$/,
-} as const;
+// can ever add options or lines. Addresses and CIDRs are checked by addr.ts.
+const SERVICE_PORT_KEY = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?\/[a-z0-9]([-a-z0-9]*[a-z0-9])?(:[a-z0-9]([-a-z0-9]*[a-z0-9])?)?$/;
+const SAFE: Readonly<Record<'ip' | 'cidr' | 'key', (value: string) => boolean>> = {
+  ip: isCanonicalIPv4,
+  cidr: isCanonicalIPv4CIDR,
+  key: (value) => SERVICE_PORT_KEY.test(value),
+};
 
 function safe(kind: keyof typeof SAFE, value: string): string {
-  if (!SAFE[kind].test(value)) throw new UnsafeValueError(kind, value);
+  if (!SAFE[kind](value)) throw new UnsafeValueError(kind, value);
   return value;
 }
 

@@ -11,6 +11,8 @@
  */
 import { DroverError } from '../../errors.ts';
 
+import { cidrContains, ipPrefix, isCanonicalIPv4, parseCIDR } from '../../model/addr.ts';
+
 /** An IPv4 prefix: network as uint32 and prefix length. */
 export interface Prefix {
   readonly network: number;
@@ -88,28 +90,20 @@ export function tokenize(text: string): string[] {
 const TRANSPORT = new Set(['tcp', 'udp', 'sctp']);
 const PLAIN_TARGETS = new Set(['MASQUERADE', 'REJECT', 'DROP', 'ACCEPT', 'RETURN']);
 
-function ipToUint32(ip: string): number | undefined {
-  const parts = ip.split('.');
-  if (parts.length !== 4 || !parts.every((p) => /^\d{1,3}$/.test(p) && Number(p) <= 255)) return undefined;
-  return parts.reduce((acc, p) => acc * 256 + Number(p), 0);
-}
-
-/** Parse "a.b.c.d[/n]" into a Prefix (a host address is /32); undefined when it is not one. */
+/**
+ * Parse "a.b.c.d[/n]" as iptables-save prints it into a Prefix (a host
+ * address is /32, host bits are cleared); undefined when it is not an IPv4
+ * address or CIDR (addr.ts `parseCIDR`).
+ */
 export function parsePrefix(text: string): Prefix | undefined {
-  const [addr, len = '32'] = text.split('/');
-  const ip = ipToUint32(addr ?? '');
-  const bits = Number(len);
-  if (ip === undefined || !/^\d{1,2}$/.test(len) || bits > 32) return undefined;
-  const size = 2 ** (32 - bits);
-  return { network: ip - (ip % size), bits };
+  const read = parseCIDR(text.includes('/') ? text : `${text}/32`);
+  if (read?.ip.family !== 4) return undefined;
+  return { network: Number(read.prefix.network), bits: read.prefix.bits };
 }
 
-/** True when `ip` (dotted quad) is inside `prefix`. */
+/** True when `ip` (dotted quad) is inside `prefix` (addr.ts `cidrContains`); false when `ip` is not an IPv4 address. */
 export function prefixContains(prefix: Prefix, ip: string): boolean {
-  const n = ipToUint32(ip);
-  if (n === undefined) return false;
-  const size = 2 ** (32 - prefix.bits);
-  return n - (n % size) === prefix.network;
+  return cidrContains(ipPrefix(4, BigInt(prefix.network), prefix.bits), ip);
 }
 
 function parseNumber(text: string): number {
@@ -202,8 +196,8 @@ function parseTarget(name: string, args: string[]): Target {
   };
   if (name === 'DNAT') {
     const to = opt('--to-destination');
-    const m = to ? /^(\d+\.\d+\.\d+\.\d+)(?::(\d+))?$/.exec(to) : null;
-    if (!m) return { kind: 'unknown', text: `DNAT ${args.join(' ')}` };
+    const m = to ? /^([0-9.]+)(?::(\d+))?$/.exec(to) : null;
+    if (!m || !isCanonicalIPv4(m[1]!)) return { kind: 'unknown', text: `DNAT ${args.join(' ')}` };
     return m[2] ? { kind: 'DNAT', ip: m[1]!, port: Number(m[2]) } : { kind: 'DNAT', ip: m[1]! };
   }
   if (name === 'SNAT') return { kind: 'SNAT', ip: opt('--to-source') ?? '' };

@@ -14,7 +14,8 @@
  */
 import type { Snapshot } from '../../model/types.ts';
 import type { VirtualServerKey } from './codec.ts';
-import { compareIPv4, compareText, desiredServicePort, type DesiredIpvsState, type DesiredServicePort, type DesiredVirtualServer, type IpvsPlanOptions } from './desired.ts';
+import { compareAddresses } from '../../model/addr.ts';
+import { compareText, desiredServicePort, type DesiredIpvsState, type DesiredServicePort, type DesiredVirtualServer, type IpvsPlanOptions } from './desired.ts';
 
 /** What one {@link DesiredIndex.update} changed in the desired state. */
 export interface DesiredDelta {
@@ -128,7 +129,7 @@ export class DesiredIndex {
       virtualServers: new Map([...scope].map(([key, vs]) => [key, { vs, desired: this.winners.get(key)?.server }])),
       clusterIP: this.clusterIP.delta(compareText),
       loopBack: this.loopBack.delta(compareText),
-      addresses: this.addresses.delta(compareIPv4),
+      addresses: this.addresses.delta(compareAddresses),
       // Every service port left out of a virtual server this update touched,
       // changed or not (a changed port can push an unchanged one out).
       conflicts: this.conflictsIn(scope.keys()),
@@ -139,7 +140,7 @@ export class DesiredIndex {
   state(): DesiredIpvsState {
     return {
       virtualServers: new Map([...this.winners].sort(([a], [b]) => compareText(a, b)).map(([key, p]) => [key, p.server])),
-      addresses: [...this.addresses.values()].sort(compareIPv4),
+      addresses: [...this.addresses.values()].sort(compareAddresses),
       clusterIPSet: new Set(this.clusterIP.values()),
       loopBackSet: new Set(this.loopBack.values()),
       conflicts: this.conflictsIn(this.claims.keys()),

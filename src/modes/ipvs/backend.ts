@@ -45,7 +45,8 @@ import { cleanupPlan } from '../iptables/ruleset.ts';
 import type { StaticRuleset } from '../iptables/static.ts';
 import type { VirtualServerKey } from './codec.ts';
 import { DesiredIndex, type DesiredDelta } from './assemble.ts';
-import { cidrContains, desiredServicePort, virtualServerKey, type DesiredIpvsState, type DesiredVirtualServer } from './desired.ts';
+import { cidrContains, isCanonicalIPv4CIDR } from '../../model/addr.ts';
+import { desiredServicePort, virtualServerKey, type DesiredIpvsState, type DesiredVirtualServer } from './desired.ts';
 import { checkPending, type PendingRemoval } from './graceful.ts';
 import { CLUSTER_IP_SET, LOOP_BACK_SET, parseIpsetSave, planIpsetChanges, planIpsetDestroy, planIpsetRestore, type IpsetExec, type IpsetPlan, type SavedSet } from './ipset.ts';
 import { applyOps, readSomeVirtualServers, readVirtualServers, type IpvsKernel, type KernelRead } from './kernel.ts';
@@ -127,7 +128,7 @@ export class IpvsBackend implements Backend {
    *   validates both first); Error or IptablesParseError for a bad rules file.
    */
   constructor(private readonly opts: IpvsBackendOptions) {
-    if (!/^(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(\.(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)){3}\/([12]?\d|3[0-2])$/.test(opts.serviceCIDR)) {
+    if (!isCanonicalIPv4CIDR(opts.serviceCIDR)) {
       throw new Error(`IPVS backend: service CIDR ${JSON.stringify(opts.serviceCIDR)} is not an IPv4 CIDR`);
     }
     if (!Number.isFinite(opts.gracefulPeriodMs) || opts.gracefulPeriodMs < 0) {

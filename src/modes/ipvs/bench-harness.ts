@@ -24,7 +24,8 @@
  */
 import { IpvsBackend } from './backend.ts';
 import { assembleDesired } from './assemble.ts';
-import { cidrContains, desiredServicePort, virtualServerKey, type DesiredServicePort, type DesiredVirtualServer } from './desired.ts';
+import { cidrContains } from '../../model/addr.ts';
+import { desiredServicePort, virtualServerKey, type DesiredServicePort, type DesiredVirtualServer } from './desired.ts';
 import { CLUSTER_IP_SET, LOOP_BACK_SET, parseIpsetSave, planIpsetRestore, type IpsetExec } from './ipset.ts';
 import { applyOps, readSomeVirtualServers, readVirtualServers, type IpvsKernel } from './kernel.ts';
 import { DUMMY_INTERFACE, planAddresses, type LinkManager } from './link.ts';

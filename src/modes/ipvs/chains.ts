@@ -11,11 +11,11 @@
  * address. Pure: the state comes from ipvs-live.ts.
  */
 import { IP_VS_SVC_F, type ForwardingMethod, type IpvsProtocol } from './codec.ts';
-import { compareIPv4, compareText, realServerKey, type DesiredVirtualServer } from './desired.ts';
+import { compareText, realServerKey, type DesiredVirtualServer } from './desired.ts';
 import { CLUSTER_IP_SET, IpsetValidationError, LOOP_BACK_SET, clusterIPEntry, loopBackEntry } from './ipset.ts';
 import { DUMMY_INTERFACE } from './link.ts';
 import { boundAddresses, virtualServerLabel, type IpvsLive } from './live.ts';
-import { uint32ToIPv4 } from '../../model/validate.ts';
+import { compareAddresses, uint32ToIPv4 } from '../../model/addr.ts';
 
 /** An ipset entry that belongs to a virtual server or real server, and whether the kernel's set has it. */
 export interface SetEntryView {
@@ -121,7 +121,7 @@ export function ipvsServicePortViews(live: IpvsLive, desired?: ReadonlyMap<strin
         : null,
       bound: bound.has(vs.address),
       clusterIP: entryView(live, CLUSTER_IP_SET, () => clusterIPEntry(vs.address, proto, vs.port)),
-      realServers: [...(have?.dests ?? [])].sort((a, b) => compareIPv4(a.address, b.address) || a.port - b.port).map((d) => ({
+      realServers: [...(have?.dests ?? [])].sort((a, b) => compareAddresses(a.address, b.address) || a.port - b.port).map((d) => ({
         address: d.address,
         port: d.port,
         weight: d.weight,

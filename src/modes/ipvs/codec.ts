@@ -36,6 +36,7 @@
  */
 import { endianness } from 'node:os';
 import { DroverError } from '../../errors.ts';
+import { classifyIPv4, ipFromBytes, ipToBytes, parseIP } from '../../model/addr.ts';
 
 // ---------------------------------------------------------------------------
 // Constants, copied from <linux/ip_vs.h> (values are UAPI, never renumbered).
@@ -559,19 +560,17 @@ const FORWARDING: Readonly<Record<ForwardingMethod, number>> = {
 };
 
 /**
- * Parse a dotted-quad IPv4 address into its 4 network-order bytes. Strict:
- * four decimal octets 0-255 without leading zeros (so "010.0.0.1", which
- * inet_aton would read as octal, is refused).
+ * Parse a dotted-quad IPv4 address into its 4 network-order bytes. Strict
+ * (addr.ts `parseIP`): four decimal octets 0-255 without leading zeros (so
+ * "010.0.0.1", which inet_aton would read as octal, is refused).
  * @throws IpvsValidationError naming `field`.
  */
 export function parseIPv4(text: unknown, field: string): Buffer {
-  if (typeof text !== 'string' || !/^(0|[1-9]\d{0,2})(\.(0|[1-9]\d{0,2})){3}$/.test(text)) {
-    throw new IpvsValidationError(field, `${JSON.stringify(text)} is not a dotted-quad IPv4 address`);
-  }
-  const octets = text.split('.').map(Number);
-  if (octets.some((o) => o > 255)) throw new IpvsValidationError(field, `${text} has an octet above 255`);
-  if (octets.every((o) => o === 0)) throw new IpvsValidationError(field, '0.0.0.0 is not a usable address');
-  return Buffer.from(octets);
+  if (typeof text === 'string' && classifyIPv4(text) === 'out-of-range') throw new IpvsValidationError(field, `${text} has an octet above 255`);
+  const ip = typeof text === 'string' ? parseIP(text) : undefined;
+  if (ip?.family !== 4) throw new IpvsValidationError(field, `${JSON.stringify(text)} is not a dotted-quad IPv4 address`);
+  if (ip.value === 0n) throw new IpvsValidationError(field, '0.0.0.0 is not a usable address');
+  return ipToBytes(ip);
 }
 
 function checkInt(value: unknown, min: number, max: number, field: string): number {
@@ -876,7 +875,7 @@ function ipv4FromNfInetAddr(a: NlAttr, what: string): string {
   if (a.data.length < 4 || a.data.length > 16) {
     throw new IpvsDecodeError(`${what}: expected a 16-byte nf_inet_addr, got ${a.data.length} bytes`);
   }
-  return Array.from(a.data.subarray(0, 4)).join('.');
+  return ipFromBytes(a.data.subarray(0, 4)).text;
 }
 
 /**

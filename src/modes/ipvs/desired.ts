@@ -126,24 +126,3 @@ export function compareText(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;
 }
 
-/** Numeric order of dotted-quad IPv4 addresses. */
-export function compareIPv4(a: string, b: string): number {
-  return ipv4ToInt(a) - ipv4ToInt(b);
-}
-
-/** A dotted-quad IPv4 address as an unsigned 32-bit number (no validation). */
-export function ipv4ToInt(ip: string): number {
-  return ip.split('.').reduce((acc, o) => acc * 256 + Number(o), 0);
-}
-
-/**
- * True when `ip` lies in `cidr` ("10.96.0.0/12"). Both must be valid
- * dotted-quad forms (validated by the callers).
- */
-export function cidrContains(cidr: string, ip: string): boolean {
-  const [base, bits] = cidr.split('/') as [string, string];
-  const prefix = Number(bits);
-  if (prefix === 0) return true;
-  const mask = (~0 << (32 - prefix)) >>> 0;
-  return ((ipv4ToInt(base) & mask) >>> 0) === ((ipv4ToInt(ip) & mask) >>> 0);
-}

@@ -16,7 +16,7 @@
  * bound on kube-ipvs0) is not drift, as a sync leaves it alone.
  */
 import type { StaticRuleset } from '../iptables/static.ts';
-import { cidrContains, realServerKey, type DesiredIpvsState } from './desired.ts';
+import { realServerKey, type DesiredIpvsState } from './desired.ts';
 import { IPVS_SETS, planIpsetRestore, swapSetName } from './ipset.ts';
 import { fullSyncTargets } from './keep.ts';
 import { DUMMY_INTERFACE, planAddresses } from './link.ts';
@@ -27,7 +27,7 @@ import { IPVS_SYSCTLS } from './sysctl.ts';
 import { TABLES } from '../iptables/parse.ts';
 import { driftItems, formatDrift, type DriftItem } from '../iptables/diff.ts';
 import { boundAddresses, virtualServerLabel, type IpvsLive } from './live.ts';
-import { uint32ToIPv4 } from '../../model/validate.ts';
+import { cidrContains, uint32ToIPv4 } from '../../model/addr.ts';
 
 /** What kind of IPVS-mode difference an item is. */
 export type IpvsDriftKind =

@@ -21,6 +21,7 @@
  * atomically, so rules matching the set never see it half-filled (ipset(8),
  * "swap").
  */
+import { isCanonicalIPv4 } from '../../model/addr.ts';
 import { CommandError, runCommand } from '../shared/exec.ts';
 import { DroverError } from '../../errors.ts';
 
@@ -66,11 +67,10 @@ export class IpsetValidationError extends DroverError {
   }
 }
 
-const IPV4 = /^(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(\.(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)){3}$/;
 const PROTO = /^(tcp|udp|sctp)$/;
 
 function ip(value: string): string {
-  if (!IPV4.test(value)) throw new IpsetValidationError('IPv4 address', value);
+  if (!isCanonicalIPv4(value)) throw new IpsetValidationError('IPv4 address', value);
   return value;
 }
 
@@ -108,8 +108,8 @@ export function loopBackEntry(endpointIP: string, protocol: string, targetPort: 
 }
 
 const ENTRY: Readonly<Record<string, RegExp>> = {
-  'hash:ip,port': /^(\d{1,3}(?:\.\d{1,3}){3}),(tcp|udp|sctp):(\d{1,5})$/,
-  'hash:ip,port,ip': /^(\d{1,3}(?:\.\d{1,3}){3}),(tcp|udp|sctp):(\d{1,5}),(\d{1,3}(?:\.\d{1,3}){3})$/,
+  'hash:ip,port': /^([0-9.]+),(tcp|udp|sctp):(\d{1,5})$/,
+  'hash:ip,port,ip': /^([0-9.]+),(tcp|udp|sctp):(\d{1,5}),([0-9.]+)$/,
 };
 
 /**
@@ -125,7 +125,7 @@ export function checkEntry(setType: string, entry: string): string {
 function isWritableEntry(setType: string, entry: string): boolean {
   const m = ENTRY[setType]?.exec(entry);
   if (!m) return false;
-  return IPV4.test(m[1]!) && isPort(Number(m[3])) && (m[4] === undefined || IPV4.test(m[4]));
+  return isCanonicalIPv4(m[1]!) && isPort(Number(m[3])) && (m[4] === undefined || isCanonicalIPv4(m[4]));
 }
 
 /** One set as `ipset save` shows it. */

@@ -12,8 +12,8 @@
  * {@link planAddresses} is the pure diff.
  */
 import { createRtNetlink, FlagsNew, type RtNetlinkSocket } from 'netlink';
+import { compareAddresses, ipFromBytes } from '../../model/addr.ts';
 import { AttrWriter, parseIPv4 } from './codec.ts';
-import { compareIPv4 } from './desired.ts';
 import { isErrno, isExists, isPermission, netlinkErrorCode } from '../shared/errno.ts';
 
 /** The dummy interface's name (kube-proxy's defaultDummyDevice). */
@@ -62,10 +62,10 @@ export function planAddresses(wanted: readonly string[], current: readonly Inter
   const want = new Set(wanted);
   const have = new Set(current.filter((a) => a.prefixLength === 32).map((a) => a.address));
   return {
-    add: [...want].filter((a) => !have.has(a)).sort(compareIPv4),
+    add: [...want].filter((a) => !have.has(a)).sort(compareAddresses),
     remove: current
       .filter((a) => a.prefixLength !== 32 || !want.has(a.address))
-      .sort((a, b) => compareIPv4(a.address, b.address) || a.prefixLength - b.prefixLength),
+      .sort((a, b) => compareAddresses(a.address, b.address) || a.prefixLength - b.prefixLength),
   };
 }
 
@@ -123,7 +123,7 @@ export class RtnlLinkManager implements LinkManager {
       if (m.data.index !== index || m.data.family !== AF_INET) continue;
       const raw = m.attrs.local ?? m.attrs.address;
       if (!raw || raw.length !== 4) continue;
-      out.push({ address: Array.from(raw).join('.'), prefixLength: m.data.prefixlen ?? 32 });
+      out.push({ address: ipFromBytes(raw).text, prefixLength: m.data.prefixlen ?? 32 });
     }
     return out;
   }

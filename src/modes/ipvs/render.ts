@@ -14,11 +14,11 @@
  * again here (ipset entries by checkEntry, virtual and real servers by the
  * codec's validators, header lines for line breaks).
  */
-import { uint32ToIPv4 } from '../../model/validate.ts';
+import { compareAddresses, uint32ToIPv4 } from '../../model/addr.ts';
 import { planToRestore } from '../iptables/plan.ts';
 import type { StaticRuleset } from '../iptables/static.ts';
 import { validateRealServer, validateVirtualServer, type RealServer, type VirtualServer } from './codec.ts';
-import { compareIPv4, type DesiredIpvsState, type DesiredVirtualServer } from './desired.ts';
+import type { DesiredIpvsState, DesiredVirtualServer } from './desired.ts';
 import { planIpsetRestore, CLUSTER_IP_SET, LOOP_BACK_SET } from './ipset.ts';
 import { DUMMY_INTERFACE } from './link.ts';
 import { ipvsRulesPlan } from './rules.ts';
@@ -35,12 +35,12 @@ const PROTOCOL_NUMBER: Readonly<Record<VirtualServer['protocol'], number>> = { T
 
 /** ipvsadm's order of virtual servers: protocol number, then address, then port. */
 function compareServers(a: DesiredVirtualServer, b: DesiredVirtualServer): number {
-  return PROTOCOL_NUMBER[a.vs.protocol] - PROTOCOL_NUMBER[b.vs.protocol] || compareIPv4(a.vs.address, b.vs.address) || a.vs.port - b.vs.port;
+  return PROTOCOL_NUMBER[a.vs.protocol] - PROTOCOL_NUMBER[b.vs.protocol] || compareAddresses(a.vs.address, b.vs.address) || a.vs.port - b.vs.port;
 }
 
 /** ipvsadm's order of real servers: address, then port. */
 function compareReals(a: RealServer, b: RealServer): number {
-  return compareIPv4(a.address, b.address) || a.port - b.port;
+  return compareAddresses(a.address, b.address) || a.port - b.port;
 }
 
 /**

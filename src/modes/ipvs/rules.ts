@@ -15,6 +15,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import { isCanonicalIPv4CIDR } from '../../model/addr.ts';
 import { TABLES, type ParsedDump } from '../iptables/parse.ts';
 import { emptyPlan, type Plan } from '../iptables/plan.ts';
 import type { RenderOptions } from '../iptables/render.ts';
@@ -26,8 +27,6 @@ export const IPVS_STATIC_RULES_PATH = fileURLToPath(new URL('../../../rules/ipvs
 
 /** The placeholder in the rules file for the source match of the ClusterIP masquerade rule. */
 export const MASQUERADE_PLACEHOLDER = '{{MASQUERADE_MATCH}}';
-
-const CIDR = /^(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(\.(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)){3}\/([12]?\d|3[0-2])$/;
 
 /**
  * Substitute the masquerade match into the rules text:
@@ -43,7 +42,7 @@ export function substituteMasquerade(text: string, opts: RenderOptions): string 
   let match: string | undefined;
   if (opts.masqueradeAll) match = '';
   else if (opts.clusterCIDR !== undefined) {
-    if (!CIDR.test(opts.clusterCIDR)) throw new Error(`refusing to render cluster CIDR ${JSON.stringify(opts.clusterCIDR)}: not a valid IPv4 CIDR`);
+    if (!isCanonicalIPv4CIDR(opts.clusterCIDR)) throw new Error(`refusing to render cluster CIDR ${JSON.stringify(opts.clusterCIDR)}: not a valid IPv4 CIDR`);
     match = `! -s ${opts.clusterCIDR}`;
   }
   if (match === undefined) lines.splice(i, 1);
