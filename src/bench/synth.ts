@@ -5,7 +5,7 @@
  * ClusterIPs are taken in order from 10.96.0.0/12 starting at 10.96.0.10,
  * endpoints from 10.244.0.0/16 (pod IPs), port 80 → 8080.
  */
-import type { Endpoint, ServicePort, Snapshot } from '../model/types.ts';
+import { ipv4Frontends, type Endpoint, type ServicePort, type Snapshot } from '../model/types.ts';
 
 function ipFromInt(n: number): string {
   return [n >>> 24, (n >>> 16) & 255, (n >>> 8) & 255, n & 255].join('.');
@@ -30,6 +30,7 @@ export function synthServicePort(i: number, endpoints: number, endpointOffset = 
     type: 'ClusterIP',
     clusterIP: ipFromInt(SERVICE_BASE + 10 + i),
     clusterIPAllocated: false,
+    frontends: ipv4Frontends(ipFromInt(SERVICE_BASE + 10 + i)),
     port: 80,
     protocol: 'TCP',
     sessionAffinity: null,
@@ -93,6 +94,7 @@ function benchPort(name: string, clusterIP: string, endpoints: readonly RealEndp
     type: 'ClusterIP',
     clusterIP,
     clusterIPAllocated: false,
+    frontends: ipv4Frontends(clusterIP),
     port: 80,
     protocol: 'TCP',
     sessionAffinity: null,
