@@ -9,7 +9,7 @@ import { renderRestore } from '../modes/iptables/ruleset.ts';
 import { desiredIpvsState } from '../modes/ipvs/assemble.ts';
 import { renderIpvs } from '../modes/ipvs/render.ts';
 import { ipvsStaticRules } from '../modes/ipvs/rules.ts';
-import { servingEndpoints } from '../model/serving.ts';
+import { clusterEndpoints } from '../model/policy.ts';
 import type { Snapshot } from '../model/types.ts';
 import { FileSource } from '../sources/file.ts';
 import { silentLogger } from '../util/log.ts';
@@ -22,7 +22,7 @@ import { renderConfig } from './setup.ts';
 export function serviceSummary(snapshot: Snapshot): string[] {
   return [...snapshot.services.values()].map((sp) => {
     const origin = sp.clusterIPAllocated ? 'allocated by drover' : 'from the manifest';
-    const ready = servingEndpoints(sp).length;
+    const ready = clusterEndpoints(sp, snapshot.node).length;
     return `${sp.key}: ClusterIP ${sp.clusterIP}:${sp.port}/${sp.protocol} (${origin}), ${ready} ready of ${sp.endpoints.length} endpoints`;
   });
 }

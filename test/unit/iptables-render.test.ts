@@ -84,7 +84,7 @@ test('endpoints that are not ready do not serve; none ready or serving-terminati
   t.regex(rules.filterReject!, /has no endpoints/);
 });
 
-test.failing('with no ready endpoint, the serving-terminating ones serve (kube-proxy, KEP-1669)', (t) => {
+test('with no ready endpoint, the serving-terminating ones serve (kube-proxy, KEP-1669)', (t) => {
   const rules = renderServicePort(
     sp('ns1/svc1:p80', '172.30.0.41', 80, [
       ep('10.180.0.1:80', { ready: false, serving: true, terminating: true }),
