@@ -1,19 +1,7 @@
 import test from 'ava';
 import { buildSnapshot } from '../../src/model/normalise.ts';
 import type { ParsedEndpointSlice, ParsedNode, ParsedObject, ParsedService } from '../../src/model/parsed.ts';
-import { parseObject, type ParseResult } from '../../src/model/parse.ts';
-
-const FILE = 'in.yaml';
-const parse = (raw: unknown, index = 0) => parseObject({ file: FILE, index, raw });
-
-function okObject(r: ParseResult) {
-  if (r.status !== 'ok') throw new Error(`expected ok, got ${JSON.stringify(r)}`);
-  return r.object;
-}
-function errorText(r: ParseResult): string {
-  if (r.status !== 'error') throw new Error(`expected error, got ${JSON.stringify(r)}`);
-  return r.error.message;
-}
+import { errorText, okObject, parse } from './model-helpers.ts';
 
 const service = (spec: Record<string, unknown>, status?: Record<string, unknown>) => ({
   apiVersion: 'v1',
