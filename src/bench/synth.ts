@@ -7,7 +7,7 @@
  */
 import { uint32ToIPv4 } from '../model/addr.ts';
 import { compareEndpoints } from '../model/order.ts';
-import type { Endpoint, ServicePort, Snapshot } from '../model/types.ts';
+import { ipv4Frontends, type Endpoint, type ServicePort, type Snapshot } from '../model/types.ts';
 
 const SERVICE_BASE = (10 << 24) | (96 << 16); // 10.96.0.0
 const POD_BASE = (10 << 24) | (244 << 16); // 10.244.0.0
@@ -28,6 +28,7 @@ export function synthServicePort(i: number, endpoints: number, endpointOffset = 
     type: 'ClusterIP',
     clusterIP: uint32ToIPv4(SERVICE_BASE + 10 + i),
     clusterIPAllocated: false,
+    frontends: ipv4Frontends(uint32ToIPv4(SERVICE_BASE + 10 + i)),
     port: 80,
     protocol: 'TCP',
     sessionAffinity: null,
@@ -87,6 +88,7 @@ function benchPort(name: string, clusterIP: string, endpoints: readonly RealEndp
     type: 'ClusterIP',
     clusterIP,
     clusterIPAllocated: false,
+    frontends: ipv4Frontends(clusterIP),
     port: 80,
     protocol: 'TCP',
     sessionAffinity: null,

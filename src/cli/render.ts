@@ -6,7 +6,7 @@
  * root and touches no kernel.
  */
 import { Command } from 'commander';
-import { servingEndpoints } from '../model/serving.ts';
+import { clusterEndpoints } from '../model/policy.ts';
 import type { Snapshot } from '../model/types.ts';
 import { allModes, modeDriver } from '../modes/registry.ts';
 import { FileSource } from '../sources/file.ts';
@@ -19,7 +19,7 @@ import { compareOptions } from './setup.ts';
 export function serviceSummary(snapshot: Snapshot): string[] {
   return [...snapshot.services.values()].map((sp) => {
     const origin = sp.clusterIPAllocated ? 'allocated by drover' : 'from the manifest';
-    const ready = servingEndpoints(sp).length;
+    const ready = clusterEndpoints(sp, snapshot.node).length;
     return `${sp.key}: ClusterIP ${sp.clusterIP}:${sp.port}/${sp.protocol} (${origin}), ${ready} ready of ${sp.endpoints.length} endpoints`;
   });
 }

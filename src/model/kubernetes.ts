@@ -1,16 +1,17 @@
 /**
  * zod schemas for the Kubernetes objects drover reads, in the shape
- * `kubectl get svc,endpointslices,endpoints -A -o yaml` prints them:
- * `v1 Service`, `discovery.k8s.io/v1 EndpointSlice` and legacy `v1 Endpoints`.
+ * `kubectl get svc,endpointslices,endpoints,nodes -A -o yaml` prints them:
+ * `v1 Service`, `discovery.k8s.io/v1 EndpointSlice`, legacy `v1 Endpoints`
+ * and `v1 Node`.
  *
  * Only the fields drover uses are declared; every other field (managedFields,
- * ownerReferences, status, ipFamilies, hints, targetRef, fields of newer API
+ * ownerReferences, most of status, targetRef, fields of newer API
  * versions...) is stripped, never rejected. Declared fields are validated
  * strictly (validate.ts), except endpoint addresses, which parse.ts reads one
  * by one; API defaults are applied here, as the API server
  * would (pkg/apis/core/v1/defaults.go, pkg/apis/discovery/v1/defaults.go):
  * namespace "default", protocol TCP, port name "", Service type ClusterIP,
- * sessionAffinity None, traffic policies Cluster.
+ * sessionAffinity None, traffic policies Cluster, LoadBalancer ipMode VIP.
  *
  * Schemas are applied after dispatch on apiVersion/kind (parse.ts), so
  * `apiVersion`/`kind` are not re-checked here.
@@ -23,8 +24,11 @@ import {
   checkIntRange,
   checkNodeName,
   checkPortName,
+  checkServiceIP,
+  checkSourceRange,
   checkUnicastIPv4,
   checkZone,
+  ipFamilyOf,
 } from './validate.ts';
 import { isIPv6 } from './addr.ts';
 
@@ -55,6 +59,47 @@ const clusterIPSchema = withDefault(
 
 const trafficPolicy = withDefault(z.enum(['Cluster', 'Local']), 'Cluster');
 
+/** `spec.clusterIPs[]`: "None" (headless) or a ClusterIP of either family (validate.ts `checkServiceIP`). */
+const clusterIPsEntrySchema = validated((s) => (s === 'None' ? undefined : checkServiceIP(s)));
+
+/**
+ * One `status.loadBalancer.ingress[]` entry: an IP (either family) and/or
+ * a hostname, and `ipMode` (VIP when absent, the API default since
+ * Kubernetes 1.30).
+ */
+const loadBalancerIngressSchema = z.object({
+  ip: optional(validated(checkServiceIP)),
+  hostname: optional(z.string()),
+  ipMode: withDefault(z.enum(['VIP', 'Proxy']), 'VIP'),
+});
+
+/**
+ * The cross-field rules of a Service's ClusterIPs, as the API server
+ * enforces them (pkg/apis/core/validation ValidateService): `clusterIPs[0]`
+ * equals `clusterIP` when both are set; at most one ClusterIP per family;
+ * `ipFamilies[i]` is the family of `clusterIPs[i]`. For use in
+ * `.superRefine` on the spec; issues are reported at the offending entry.
+ */
+function refineClusterIPs(
+  spec: { clusterIP: string; clusterIPs: readonly string[]; ipFamilies: readonly string[] },
+  ctx: z.RefinementCtx,
+): void {
+  const issue = (path: Array<string | number>, message: string) => ctx.addIssue({ code: 'custom', path, message });
+  const [first] = spec.clusterIPs;
+  if (first !== undefined && spec.clusterIP !== '' && first !== spec.clusterIP) {
+    issue(['clusterIPs', 0], `"${first}" must equal spec.clusterIP "${spec.clusterIP}"`);
+  }
+  const ips = spec.clusterIPs.filter((ip) => ip !== 'None');
+  if (ips.length === 2 && ipFamilyOf(ips[0]!) === ipFamilyOf(ips[1]!)) {
+    issue(['clusterIPs', 1], `"${ips[1]}" is a second ${ipFamilyOf(ips[1]!)} ClusterIP (at most one per family)`);
+  }
+  spec.ipFamilies.forEach((family, i) => {
+    const ip = ips[i];
+    if (ip !== undefined && ipFamilyOf(ip) !== family) issue(['ipFamilies', i], `${family} does not match ClusterIP "${ip}"`);
+  });
+  if (spec.ipFamilies.length === 2 && spec.ipFamilies[0] === spec.ipFamilies[1]) issue(['ipFamilies', 1], `${spec.ipFamilies[1]} is listed twice`);
+}
+
 /** One entry of `spec.ports` (core/v1 ServicePort). */
 export const k8sServicePortSchema = z.object({
   name: portNameSchema,
@@ -64,7 +109,13 @@ export const k8sServicePortSchema = z.object({
   nodePort: optional(portSchema),
 });
 
-/** v1 Service, after dispatch. `spec.ports` obeys the port-set rules of schema.ts `refineServicePorts`. */
+/**
+ * v1 Service, after dispatch. `spec.ports` obeys the port-set rules of
+ * schema.ts `refineServicePorts`, the ClusterIPs those of
+ * {@link refineClusterIPs}. Also read: `spec.clusterIPs`/`ipFamilies` (at
+ * most 2 each), `spec.externalIPs`, `spec.loadBalancerSourceRanges`,
+ * `spec.healthCheckNodePort` and `status.loadBalancer.ingress`.
+ */
 export const k8sServiceSchema = z.object({
   metadata: z.object({
     name: validated(checkDNSLabel),
@@ -73,6 +124,11 @@ export const k8sServiceSchema = z.object({
   spec: z.object({
     type: withDefault(z.enum(['ClusterIP', 'NodePort', 'LoadBalancer', 'ExternalName']), 'ClusterIP'),
     clusterIP: clusterIPSchema,
+    clusterIPs: withDefault(z.array(clusterIPsEntrySchema).max(2), []),
+    ipFamilies: withDefault(z.array(z.enum(['IPv4', 'IPv6'])).max(2), []),
+    externalIPs: withDefault(z.array(validated(checkServiceIP)), []),
+    loadBalancerSourceRanges: withDefault(z.array(validated(checkSourceRange)), []),
+    healthCheckNodePort: optional(portSchema),
     ports: withDefault(z.array(k8sServicePortSchema), []).superRefine(refineServicePorts),
     sessionAffinity: withDefault(z.enum(['None', 'ClientIP']), 'None'),
     sessionAffinityConfig: optional(
@@ -93,7 +149,12 @@ export const k8sServiceSchema = z.object({
     ),
     internalTrafficPolicy: trafficPolicy,
     externalTrafficPolicy: trafficPolicy,
-  }),
+  }).superRefine(refineClusterIPs),
+  status: optional(
+    z.object({
+      loadBalancer: optional(z.object({ ingress: withDefault(z.array(loadBalancerIngressSchema), []) })),
+    }),
+  ),
 });
 
 /** Output type of {@link k8sServiceSchema}. */
@@ -121,8 +182,18 @@ const conditionsSchema = optional(
 });
 
 /**
+ * EndpointHints (discovery.k8s.io/v1): `forZones[].name` are zones
+ * (label values), `forNodes[].name` node names; each list at most 8 long,
+ * as the API allows.
+ */
+const endpointHintsSchema = z.object({
+  forZones: withDefault(z.array(z.object({ name: validated(checkZone) })).max(8), []),
+  forNodes: withDefault(z.array(z.object({ name: validated(checkNodeName) })).max(8), []),
+});
+
+/**
  * One endpoint (discovery.k8s.io/v1 Endpoint): 1-100 addresses (kube-proxy
- * uses the first), conditions, optional nodeName and zone. The addresses
+ * uses the first), conditions, optional nodeName, zone and hints. The addresses
  * are only required to be strings here: parse.ts reads each one
  * (validate.ts `parseEndpointIPv4`), so that a bad address skips its
  * endpoint with a warning instead of the whole slice.
@@ -132,6 +203,7 @@ const sliceEndpointSchema = z.object({
   conditions: conditionsSchema,
   nodeName: optional(validated(checkNodeName)),
   zone: optional(validated(checkZone)),
+  hints: optional(endpointHintsSchema),
 });
 
 /**
@@ -210,3 +282,36 @@ export const k8sEndpointsSchema = z.object({
 
 /** Output type of {@link k8sEndpointsSchema}. */
 export type K8sEndpoints = z.output<typeof k8sEndpointsSchema>;
+
+// ---------------------------------------------------------------- Node
+
+/** The well-known label that carries a node's zone (core/v1 LabelTopologyZone). */
+export const TOPOLOGY_ZONE_LABEL = 'topology.kubernetes.io/zone';
+
+/** core/v1 NodeAddress: `address` must be an IP (either family) for InternalIP and ExternalIP, a non-empty string otherwise. */
+const nodeAddressSchema = z
+  .object({
+    type: z.enum(['InternalIP', 'ExternalIP', 'Hostname', 'InternalDNS', 'ExternalDNS']),
+    address: z.string().min(1),
+  })
+  .superRefine((a, ctx) => {
+    if (a.type !== 'InternalIP' && a.type !== 'ExternalIP') return;
+    const problem = checkServiceIP(a.address);
+    if (problem !== undefined) ctx.addIssue({ code: 'custom', path: ['address'], message: problem });
+  });
+
+/**
+ * v1 Node, after dispatch: its name (a DNS-1123 subdomain), the
+ * `topology.kubernetes.io/zone` label ("" is read as absent) and
+ * `status.addresses`. Every other label and field is stripped.
+ */
+export const k8sNodeSchema = z.object({
+  metadata: z.object({
+    name: validated(checkNodeName),
+    labels: optional(z.object({ [TOPOLOGY_ZONE_LABEL]: optional(validated((s) => (s === '' ? undefined : checkZone(s)))) })),
+  }),
+  status: optional(z.object({ addresses: withDefault(z.array(nodeAddressSchema), []) })),
+});
+
+/** Output type of {@link k8sNodeSchema}. */
+export type K8sNode = z.output<typeof k8sNodeSchema>;

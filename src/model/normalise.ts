@@ -11,7 +11,9 @@
  *     there is no slice; Shepherd services from their inline endpoints;
  *     endpoints are matched to service ports by name and protocol
  *     (endpoints.ts);
- *   - services without a ClusterIP get one from allocate.ts.
+ *   - services without a ClusterIP get one from allocate.ts;
+ *   - this node is the Node object named `nodeName` (BuildOptions), or
+ *     without a name the only Node object read; none otherwise.
  *
  * Cross-object errors (the object is skipped, everything else is served):
  *   - the same identity ("Kind/namespace/name") twice: the first in input
@@ -23,14 +25,16 @@
  * Warnings (the object is served, but some of its content is unused):
  *   - an EndpointSlice or Endpoints object whose Service does not exist;
  *   - an endpoint port whose name matches no service port, or matches a
- *     service port of another protocol (endpoints.ts portWarnings).
+ *     service port of another protocol (endpoints.ts portWarnings);
+ *   - several Node objects and no `nodeName` to choose one: none is used;
+ *   - a `nodeName` that no Node object has (then there is no node).
  */
 import { allocateClusterIPs, parseServiceCIDR } from './allocate.ts';
 import { endpointsFor, groupByService, indexEndpoints, orphanWarnings, portWarnings, type EndpointIndex } from './endpoints.ts';
-import { displayFile, objectError, type ManifestError } from './errors.ts';
+import { displayFile, ManifestError, objectError } from './errors.ts';
 import { compareStrings } from './order.ts';
-import type { ParsedEndpoints, ParsedEndpointSlice, ParsedObject, ParsedService, ParsedServicePort } from './parsed.ts';
-import type { ServicePort, ServiceType, Snapshot } from './types.ts';
+import type { ParsedEndpoints, ParsedEndpointSlice, ParsedNode, ParsedObject, ParsedService, ParsedServicePort } from './parsed.ts';
+import type { NodeInfo, ServicePort, ServiceType, Snapshot } from './types.ts';
 
 /** Options of {@link buildSnapshot}. */
 export interface BuildOptions {
@@ -38,6 +42,8 @@ export interface BuildOptions {
   readonly serviceCIDR: string;
   /** The snapshot built last time: allocation stickiness and ClusterIP conflict precedence. */
   readonly previous?: Snapshot;
+  /** This node's name, to pick its Node object among several; without it, only a lone Node object is used. */
+  readonly nodeName?: string;
 }
 
 /** A ClusterIP drover allocated: `key` is "namespace/name". */
@@ -81,6 +87,7 @@ export function buildSnapshot(objects: readonly ParsedObject[], opts: BuildOptio
   const slices = groupByService(sliceList);
   const legacy = groupByService(legacyList);
   const warnings = orphanWarnings(services, [...sliceList, ...legacyList]);
+  const node = pickNode(unique.filter((o): o is ParsedNode => o.kind === 'Node'), opts.nodeName, warnings);
 
   // Addresses from the previous snapshot, by "namespace/name".
   const previousIP = new Map<string, string>();
@@ -146,7 +153,10 @@ export function buildSnapshot(objects: readonly ParsedObject[], opts: BuildOptio
     .filter((r) => r.svc.clusterIP === undefined)
     .map((r) => Object.freeze({ key: serviceKey(r.svc), clusterIP: r.ip }))
     .sort((a, b) => compareStrings(a.key, b.key));
-  const snapshot: Snapshot = Object.freeze({ services: new Map(ports.map((p) => [p.key, p])) });
+  const snapshot: Snapshot = Object.freeze({
+    services: new Map(ports.map((p) => [p.key, p])),
+    ...(node !== undefined ? { node } : {}),
+  });
   return { snapshot, errors, warnings, allocations };
 }
 
@@ -170,9 +180,41 @@ function dropDuplicates(objects: readonly ParsedObject[], errors: ManifestError[
   for (const o of objects) {
     const seen = first.get(o.identity);
     if (seen === undefined) first.set(o.identity, o);
-    else errors.push(objectError(o, '', `duplicate ${o.kind} ${o.namespace}/${o.name}, already defined in ${displayFile(seen.file)}; this copy is skipped`));
+    else errors.push(errorOn(o, `duplicate ${o.kind} ${objectName(o)}, already defined in ${displayFile(seen.file)}; this copy is skipped`));
   }
   return [...first.values()];
+}
+
+/** "namespace/name", or the name alone for a cluster-scoped object (a Node). */
+function objectName(o: ParsedObject): string {
+  return o.kind === 'Node' ? o.name : `${o.namespace}/${o.name}`;
+}
+
+/** An error or warning on object `o` as a whole, naming it as {@link objectName} does. */
+function errorOn(o: ParsedObject, detail: string): ManifestError {
+  if (o.kind !== 'Node') return objectError(o, '', detail);
+  return new ManifestError({ file: o.file, kind: o.kind, object: o.name, index: o.index, field: '', detail });
+}
+
+/**
+ * This node among the Node objects read: the one named `nodeName`, or
+ * without a name the only one. Pushes a warning onto `warnings` when
+ * `nodeName` matches none of several, or when several exist and no name
+ * chooses; returns undefined then and when there is no Node object.
+ */
+function pickNode(nodes: readonly ParsedNode[], nodeName: string | undefined, warnings: ManifestError[]): NodeInfo | undefined {
+  if (nodes.length === 0) return undefined;
+  const chosen = nodeName !== undefined ? nodes.find((n) => n.name === nodeName) : nodes.length === 1 ? nodes[0] : undefined;
+  if (chosen === undefined) {
+    const why = nodeName !== undefined ? `no Node is named ${nodeName}` : `${nodes.length} Node objects and no node name to choose one`;
+    for (const n of nodes) warnings.push(errorOn(n, `${why}; Node ignored`));
+    return undefined;
+  }
+  return Object.freeze({
+    name: chosen.name,
+    ...(chosen.zone !== undefined ? { zone: chosen.zone } : {}),
+    addresses: Object.freeze(chosen.addresses.map((a) => Object.freeze({ ...a }))),
+  });
 }
 
 function makeServicePort(svc: ParsedService, p: ParsedServicePort, ip: string, allocatedIP: boolean, index: EndpointIndex): ServicePort {
@@ -187,7 +229,14 @@ function makeServicePort(svc: ParsedService, p: ParsedServicePort, ip: string, a
     clusterIPAllocated: allocatedIP,
     port: p.port,
     protocol: p.protocol,
-    ...(p.nodePort !== undefined ? { nodePort: p.nodePort } : {}),
+    frontends: Object.freeze({
+      clusterIPs: Object.freeze(allocatedIP ? [Object.freeze({ family: 'IPv4' as const, ip })] : svc.clusterIPs.map((c) => Object.freeze({ ...c }))),
+      ...(p.nodePort !== undefined ? { nodePort: p.nodePort } : {}),
+      externalIPs: Object.freeze(svc.externalIPs.map((e) => Object.freeze({ ...e }))),
+      loadBalancerIngress: Object.freeze(svc.loadBalancerIngress.map((e) => Object.freeze({ ...e }))),
+      loadBalancerSourceRanges: Object.freeze([...svc.loadBalancerSourceRanges]),
+      ...(svc.healthCheckNodePort !== undefined ? { healthCheckNodePort: svc.healthCheckNodePort } : {}),
+    }),
     sessionAffinity: svc.sessionAffinity === null ? null : Object.freeze({ ...svc.sessionAffinity }),
     internalTrafficPolicy: svc.internalTrafficPolicy,
     externalTrafficPolicy: svc.externalTrafficPolicy,

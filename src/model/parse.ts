@@ -17,11 +17,20 @@
  *   - Service without apiVersion        → Shepherd Service
  *   - EndpointSlice + discovery.k8s.io/v1 → EndpointSlice (addressType IPv4 only)
  *   - Endpoints + v1                    → legacy Endpoints
+ *   - Node + v1                         → Node (cluster-scoped, named by its name alone)
  *   - anything else (ConfigMap, Pod, other API versions) → ignored
  */
 import { z } from 'zod';
 import { displayName, ManifestError } from './errors.ts';
-import { k8sEndpointSliceSchema, endpointSliceHeadSchema, k8sEndpointsSchema, k8sServiceSchema, SERVICE_NAME_LABEL } from './kubernetes.ts';
+import {
+  k8sEndpointSliceSchema,
+  endpointSliceHeadSchema,
+  k8sEndpointsSchema,
+  k8sNodeSchema,
+  k8sServiceSchema,
+  SERVICE_NAME_LABEL,
+  TOPOLOGY_ZONE_LABEL,
+} from './kubernetes.ts';
 import type {
   EndpointAddress,
   EndpointGroup,
@@ -29,13 +38,16 @@ import type {
   ManifestObject,
   ParsedEndpoints,
   ParsedEndpointSlice,
+  ParsedNode,
   ParsedObject,
   ParsedService,
   ParsedServicePort,
 } from './parsed.ts';
 import { formatPath, parseWith } from './schema.ts';
 import { shepherdServiceSchema } from './shepherd.ts';
-import { parseEndpointIPv4, parseIPv4HostPort } from './validate.ts';
+import { ipFamilyOf, parseEndpointIPv4, parseIPv4HostPort } from './validate.ts';
+import type { FamilyIP, LoadBalancerIngress } from './types.ts';
+import { compareStrings } from './order.ts';
 import { isIPv6 } from './addr.ts';
 
 /**
@@ -113,9 +125,21 @@ export function parseObject(o: ManifestObject): ParseResult {
     case 'Endpoints':
       if (apiVersion === 'v1') return parseEndpoints(head, o.raw);
       return ignored(`Endpoints of apiVersion ${displayName(apiVersion)} is not supported (only v1)`);
+    case 'Node':
+      if (apiVersion === 'v1') return parseNode(clusterScoped(head, name), o.raw);
+      return ignored(`Node of apiVersion ${displayName(apiVersion)} is not supported (only v1)`);
     default:
       return ignored(`kind ${displayName(kind)} is not read by drover`);
   }
+}
+
+/** `head` for a cluster-scoped object: named by its name alone, identity "Kind//name". */
+function clusterScoped(head: Head, name: unknown): Head {
+  return {
+    ...head,
+    object: typeof name === 'string' ? displayName(name) : '',
+    identity: typeof name === 'string' ? objectIdentity(head.kind, '', name) : undefined,
+  };
 }
 
 function ignored(reason: string): ParseResult {
@@ -146,8 +170,22 @@ function base(head: Head, source: 'kubernetes' | 'shepherd', namespace: string, 
   } as const;
 }
 
-/** An endpoint address with its conditions; nodeName/zone only when given. */
-function address(ip: string, c: { ready: boolean; serving: boolean; terminating: boolean }, nodeName?: string, zone?: string): EndpointAddress {
+/** Hint names sorted and de-duplicated, or undefined for none (an absent hint list). */
+function hintNames(list: ReadonlyArray<{ name: string }> | undefined): readonly string[] | undefined {
+  if (list === undefined || list.length === 0) return undefined;
+  return [...new Set(list.map((h) => h.name))].sort(compareStrings);
+}
+
+/** An endpoint address with its conditions; nodeName, zone and hints only when given. */
+function address(
+  ip: string,
+  c: { ready: boolean; serving: boolean; terminating: boolean },
+  nodeName?: string,
+  zone?: string,
+  hints?: { forZones: ReadonlyArray<{ name: string }>; forNodes: ReadonlyArray<{ name: string }> },
+): EndpointAddress {
+  const zoneHints = hintNames(hints?.forZones);
+  const nodeHints = hintNames(hints?.forNodes);
   return {
     ip,
     ready: c.ready,
@@ -155,7 +193,14 @@ function address(ip: string, c: { ready: boolean; serving: boolean; terminating:
     terminating: c.terminating,
     ...(nodeName !== undefined ? { nodeName } : {}),
     ...(zone !== undefined ? { zone } : {}),
+    ...(zoneHints !== undefined ? { zoneHints } : {}),
+    ...(nodeHints !== undefined ? { nodeHints } : {}),
   };
+}
+
+/** Validated addresses as {@link FamilyIP}s, in order, the first of each duplicate kept. */
+function familyIPs(ips: readonly string[]): FamilyIP[] {
+  return [...new Set(ips)].map((ip) => ({ family: ipFamilyOf(ip), ip }));
 }
 
 /**
@@ -179,8 +224,10 @@ const NOT_READY = { ready: false, serving: false, terminating: false } as const;
 
 /**
  * core/v1 Service. Headless (clusterIP None) and ExternalName services are
- * valid but get no proxied ports; a Service whose clusterIP is IPv6 is
- * ignored (IPv4 only in this version).
+ * valid but get no proxied ports; a Service whose primary clusterIP is IPv6
+ * is ignored (only IPv4 ClusterIPs are programmed). The other frontends
+ * (the secondary ClusterIP, externalIPs, LoadBalancer ingress IPs with their
+ * source ranges, the health-check NodePort) are read and kept.
  */
 function parseK8sService(head: Head, raw: unknown): ParseResult {
   const r = parseWith(k8sServiceSchema, raw);
@@ -206,8 +253,13 @@ function parseK8sService(head: Head, raw: unknown): ParseResult {
     kind: 'Service',
     type: spec.type,
     clusterIP: spec.clusterIP === '' || unproxiedReason ? undefined : spec.clusterIP,
+    clusterIPs: unproxiedReason ? [] : familyIPs(spec.clusterIPs.length > 0 ? spec.clusterIPs : [spec.clusterIP]),
     ports,
     ...(unproxiedReason && spec.ports.length > 0 ? { unproxiedReason } : {}),
+    externalIPs: familyIPs(spec.externalIPs),
+    loadBalancerIngress: loadBalancerIngress(r.data.status?.loadBalancer?.ingress ?? []),
+    loadBalancerSourceRanges: [...new Set(spec.loadBalancerSourceRanges)],
+    ...(spec.healthCheckNodePort !== undefined ? { healthCheckNodePort: spec.healthCheckNodePort } : {}),
     sessionAffinity:
       spec.sessionAffinity === 'ClientIP'
         ? { timeoutSeconds: spec.sessionAffinityConfig?.clientIP?.timeoutSeconds ?? 10800 }
@@ -216,6 +268,18 @@ function parseK8sService(head: Head, raw: unknown): ParseResult {
     externalTrafficPolicy: spec.externalTrafficPolicy,
   };
   return ok(svc);
+}
+
+/** The ingress entries that have an IP, the first of each IP kept; hostname-only entries are not proxied. */
+function loadBalancerIngress(entries: ReadonlyArray<{ ip?: string | undefined; ipMode: 'VIP' | 'Proxy' }>): LoadBalancerIngress[] {
+  const seen = new Set<string>();
+  const out: LoadBalancerIngress[] = [];
+  for (const e of entries) {
+    if (e.ip === undefined || seen.has(e.ip)) continue;
+    seen.add(e.ip);
+    out.push({ family: ipFamilyOf(e.ip), ip: e.ip, ipMode: e.ipMode });
+  }
+  return out;
 }
 
 /**
@@ -265,6 +329,10 @@ function parseShepherdService(head: Head, raw: unknown): ParseResult {
     kind: 'Service',
     type: spec.type,
     clusterIP: status.cluster_ip === '' ? undefined : status.cluster_ip,
+    clusterIPs: status.cluster_ip === '' ? [] : familyIPs([status.cluster_ip]),
+    externalIPs: [],
+    loadBalancerIngress: [],
+    loadBalancerSourceRanges: [],
     ports: ports.map((p) => ({
       index: p.index,
       name: p.name,
@@ -325,7 +393,7 @@ function parseEndpointSlice(head: Head, raw: unknown): ParseResult {
           const ips = e.addresses.map((a, j) =>
             readEndpointIP(head, formatPath(['endpoints', i, 'addresses', j]), a, j === 0 ? 'endpoint ignored' : 'address ignored', warnings),
           );
-          return ips[0] === undefined ? [] : [address(ips[0], e.conditions, e.nodeName, e.zone)];
+          return ips[0] === undefined ? [] : [address(ips[0], e.conditions, e.nodeName, e.zone, e.hints)];
         }),
       },
     ],
@@ -358,4 +426,24 @@ function parseEndpoints(head: Head, raw: unknown): ParseResult {
     })),
   };
   return ok(eps, warnings);
+}
+
+/**
+ * v1 Node: its name, the `topology.kubernetes.io/zone` label and
+ * `status.addresses`. A Node is cluster-scoped: errors name it by its name
+ * alone and its identity is "Node//name". Which Node is this node is
+ * normalise.ts's decision.
+ */
+function parseNode(head: Head, raw: unknown): ParseResult {
+  const r = parseWith(k8sNodeSchema, raw);
+  if (!r.ok) return error(head, r.field, r.detail);
+  const { metadata, status } = r.data;
+  const zone = metadata.labels?.[TOPOLOGY_ZONE_LABEL];
+  const node: ParsedNode = {
+    ...base(head, 'kubernetes', '', metadata.name),
+    kind: 'Node',
+    ...(zone !== undefined && zone !== '' ? { zone } : {}),
+    addresses: (status?.addresses ?? []).map((a) => ({ type: a.type, address: a.address })),
+  };
+  return ok(node);
 }

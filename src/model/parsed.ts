@@ -3,7 +3,7 @@
  * `parseObject` (parse.ts) produces from one object and `buildSnapshot`
  * (normalise.ts) consumes. Every value in them has been validated.
  */
-import type { Endpoint, Protocol, ServiceType, SessionAffinity } from './types.ts';
+import type { Endpoint, FamilyIP, LoadBalancerIngress, NodeAddress, Protocol, ServiceType, SessionAffinity, TrafficPolicy } from './types.ts';
 
 /** One object read from a manifest file: `index` is its 0-based position in the file after List flattening. */
 export interface ManifestObject {
@@ -64,13 +64,27 @@ export interface ParsedService extends ParsedBase {
   readonly type: ServiceType | 'ExternalName';
   /** Validated unicast IPv4 ClusterIP, or undefined when drover must allocate one. */
   readonly clusterIP: string | undefined;
+  /**
+   * Every ClusterIP the manifest gives, primary first (`spec.clusterIPs`, or
+   * `spec.clusterIP` alone); empty when drover must allocate one or the
+   * service is not proxied.
+   */
+  readonly clusterIPs: readonly FamilyIP[];
+  /** `spec.externalIPs`. */
+  readonly externalIPs: readonly FamilyIP[];
+  /** `status.loadBalancer.ingress[]` entries with an IP. */
+  readonly loadBalancerIngress: readonly LoadBalancerIngress[];
+  /** `spec.loadBalancerSourceRanges`, validated CIDRs. */
+  readonly loadBalancerSourceRanges: readonly string[];
+  /** `spec.healthCheckNodePort`, 1-65535. */
+  readonly healthCheckNodePort?: number;
   /** Ports to proxy; empty for headless and ExternalName services. */
   readonly ports: readonly ParsedServicePort[];
   /** Why the service has no proxied ports despite declaring some (headless, ExternalName), for debug logs. */
   readonly unproxiedReason?: string;
   readonly sessionAffinity: SessionAffinity | null;
-  readonly internalTrafficPolicy: 'Cluster' | 'Local';
-  readonly externalTrafficPolicy: 'Cluster' | 'Local';
+  readonly internalTrafficPolicy: TrafficPolicy;
+  readonly externalTrafficPolicy: TrafficPolicy;
   /** Shepherd only: endpoints carried in the Service itself (one group per service port). */
   readonly inlineEndpoints?: readonly EndpointGroup[];
 }
@@ -89,5 +103,15 @@ export interface ParsedEndpoints extends ParsedBase {
   readonly groups: readonly EndpointGroup[];
 }
 
+/**
+ * A v1 Node (cluster-scoped: `namespace` is ""). `zone` is its
+ * `topology.kubernetes.io/zone` label when set and not empty.
+ */
+export interface ParsedNode extends ParsedBase {
+  readonly kind: 'Node';
+  readonly zone?: string;
+  readonly addresses: readonly NodeAddress[];
+}
+
 /** Any parsed object. */
-export type ParsedObject = ParsedService | ParsedEndpointSlice | ParsedEndpoints;
+export type ParsedObject = ParsedService | ParsedEndpointSlice | ParsedEndpoints | ParsedNode;

@@ -3,7 +3,11 @@
  * the only input a backend's renderer sees.
  *
  * The shapes follow kube-proxy's `ServicePort` / `Endpoint` interfaces
- * (pkg/proxy/service.go, pkg/proxy/endpoint.go), reduced to IPv4.
+ * (pkg/proxy/service.go, pkg/proxy/endpoint.go) and the node it runs on
+ * (pkg/proxy/node.go). Every frontend a Service has is represented (both
+ * ClusterIP families, NodePort, external IPs, LoadBalancer ingress); the
+ * modes program the IPv4 ClusterIP one ({@link ServicePort.clusterIP}), with
+ * the endpoints the endpoint policy (policy.ts) chooses.
  */
 
 /** Transport protocol of a service port, upper-case as in the Kubernetes API. */
@@ -32,6 +36,95 @@ export interface Endpoint {
   readonly nodeName?: string;
   /** Topology zone of the endpoint, when the source says. */
   readonly zone?: string;
+  /**
+   * `hints.forZones[].name`: the zones whose nodes should use this endpoint
+   * (topology-aware routing, trafficDistribution PreferClose/PreferSameZone),
+   * sorted, de-duplicated; absent when the slice gives no zone hint.
+   */
+  readonly zoneHints?: readonly string[];
+  /**
+   * `hints.forNodes[].name`: the nodes that should use this endpoint
+   * (trafficDistribution PreferSameNode), sorted, de-duplicated; absent when
+   * the slice gives no node hint.
+   */
+  readonly nodeHints?: readonly string[];
+}
+
+/** An IP family, as `spec.ipFamilies` spells it. */
+export type IPFamily = 'IPv4' | 'IPv6';
+
+/** One ClusterIP of a Service: a validated unicast IPv4 dotted quad or an IPv6 address. */
+export interface FamilyIP {
+  readonly family: IPFamily;
+  readonly ip: string;
+}
+
+/**
+ * One `status.loadBalancer.ingress[]` entry that has an `ip` (entries with
+ * only a hostname are not proxied by kube-proxy and are left out).
+ * `ipMode` VIP (the default) means traffic to the IP arrives unchanged and
+ * the node proxies it; Proxy means the load balancer rewrites the
+ * destination, so the node must not capture the IP (KEP-1860).
+ */
+export interface LoadBalancerIngress {
+  readonly family: IPFamily;
+  readonly ip: string;
+  readonly ipMode: 'VIP' | 'Proxy';
+}
+
+/**
+ * Every address and port a service port is reachable at
+ * (pkg/proxy/service.go BaseServicePortInfo). Lists keep the order of the
+ * manifest, duplicates removed.
+ */
+export interface Frontends {
+  /**
+   * The ClusterIPs, primary first (`spec.clusterIPs`, or `spec.clusterIP`
+   * alone; a drover-allocated IPv4 address for Shepherd services). At most
+   * one per family; the IPv4 one is {@link ServicePort.clusterIP}.
+   */
+  readonly clusterIPs: readonly FamilyIP[];
+  /** NodePort, 1-65535, when the source assigned one. */
+  readonly nodePort?: number;
+  /** `spec.externalIPs`, validated unicast IPv4 or IPv6 addresses. */
+  readonly externalIPs: readonly FamilyIP[];
+  /** `status.loadBalancer.ingress[]` entries with an IP, of both ipModes (kube-proxy only ever programs VIP ones). */
+  readonly loadBalancerIngress: readonly LoadBalancerIngress[];
+  /**
+   * `spec.loadBalancerSourceRanges`: the client CIDRs ("10.0.0.0/8",
+   * "2001:db8::/32") allowed to reach the LoadBalancer ingress IPs; empty
+   * means every client.
+   */
+  readonly loadBalancerSourceRanges: readonly string[];
+  /**
+   * `spec.healthCheckNodePort`, 1-65535: where kube-proxy answers the load
+   * balancer's health checks for an externalTrafficPolicy Local
+   * LoadBalancer Service; absent otherwise.
+   */
+  readonly healthCheckNodePort?: number;
+}
+
+/** `spec.internalTrafficPolicy` / `spec.externalTrafficPolicy`. */
+export type TrafficPolicy = 'Cluster' | 'Local';
+
+/** One `status.addresses[]` entry of a Node. For InternalIP and ExternalIP, `address` is a validated IPv4 or IPv6 address. */
+export interface NodeAddress {
+  readonly type: 'InternalIP' | 'ExternalIP' | 'Hostname' | 'InternalDNS' | 'ExternalDNS';
+  readonly address: string;
+}
+
+/**
+ * The node drover runs on, from a `v1 Node` object: what topology-aware
+ * routing and the Local traffic policies compare endpoints with
+ * (pkg/proxy/topology.go uses the node name and its topology labels).
+ */
+export interface NodeInfo {
+  /** Node name (a DNS-1123 subdomain): endpoints whose nodeName equals it are local. */
+  readonly name: string;
+  /** The `topology.kubernetes.io/zone` label, when set and not empty. */
+  readonly zone?: string;
+  /** `status.addresses`, in manifest order. */
+  readonly addresses: readonly NodeAddress[];
 }
 
 /** ClientIP session affinity; `timeoutSeconds` is in seconds (kube-proxy default 10800). */
@@ -50,30 +143,56 @@ export interface ServicePort {
   /** Port name; "" for the single unnamed port of a Service. */
   readonly portName: string;
   readonly type: ServiceType;
-  /** Dotted-quad IPv4 ClusterIP, validated. */
+  /**
+   * Dotted-quad IPv4 ClusterIP, validated: the IPv4 entry of
+   * `frontends.clusterIPs`, the one frontend the modes program.
+   */
   readonly clusterIP: string;
   /** True when drover allocated the ClusterIP (Shepherd services without one). */
   readonly clusterIPAllocated: boolean;
   /** Service port, 1-65535. */
   readonly port: number;
   readonly protocol: Protocol;
-  /** NodePort, when the source assigned one (not programmed yet). */
-  readonly nodePort?: number;
+  /** Every address and port this service port is reachable at; only `clusterIP` is programmed so far. */
+  readonly frontends: Frontends;
   /** ClientIP affinity, or null for none. */
   readonly sessionAffinity: SessionAffinity | null;
-  readonly internalTrafficPolicy: 'Cluster' | 'Local';
-  readonly externalTrafficPolicy: 'Cluster' | 'Local';
-  /** Endpoints for this port, sorted by ip then port, de-duplicated by ip:port. */
+  /** Which endpoints serve traffic from inside the cluster (ClusterIP): all of them, or only this node's (policy.ts). */
+  readonly internalTrafficPolicy: TrafficPolicy;
+  /** Which endpoints serve traffic from outside (NodePort, external IPs, LoadBalancer): all of them, or only this node's. */
+  readonly externalTrafficPolicy: TrafficPolicy;
+  /**
+   * Endpoints for this port, sorted by ip then port, de-duplicated by
+   * ip:port, with all their conditions: which of them serve is the endpoint
+   * policy's decision (policy.ts), never a mode's.
+   */
   readonly endpoints: readonly Endpoint[];
 }
 
 /**
- * The whole desired state at one moment: service ports by key, sorted by key.
- * Immutable once built.
+ * The whole desired state at one moment: service ports by key, sorted by
+ * key, and the node drover runs on. Immutable once built.
  */
 export interface Snapshot {
   readonly services: ReadonlyMap<string, ServicePort>;
+  /** This node; undefined when the source describes none (then no endpoint is local and zone hints are ignored). */
+  readonly node?: NodeInfo;
 }
 
 /** An empty snapshot, the state before the first source read. */
 export const EMPTY_SNAPSHOT: Snapshot = { services: new Map() };
+
+/**
+ * The frontends of a service port reachable only at one IPv4 ClusterIP
+ * (and `nodePort` when given, 1-65535): what a Shepherd Service or a
+ * generated one has. `clusterIP` must already be validated.
+ */
+export function ipv4Frontends(clusterIP: string, nodePort?: number): Frontends {
+  return Object.freeze({
+    clusterIPs: Object.freeze([Object.freeze({ family: 'IPv4' as const, ip: clusterIP })]),
+    ...(nodePort !== undefined ? { nodePort } : {}),
+    externalIPs: Object.freeze([]),
+    loadBalancerIngress: Object.freeze([]),
+    loadBalancerSourceRanges: Object.freeze([]),
+  });
+}

@@ -19,7 +19,7 @@
  */
 import { isCanonicalIPv4, isIPv6, parseCIDR as readCIDR, parseIP, parseIPSloppy } from './addr.ts';
 import { quote } from './quote.ts';
-import type { Protocol } from './types.ts';
+import type { IPFamily, Protocol } from './types.ts';
 
 /** A validator: `undefined` when valid, else a one-line problem description. */
 export type Check<T> = (value: T) => string | undefined;
@@ -86,6 +86,38 @@ export function parseCIDR(value: string): CIDR {
   if (ip.value !== prefix.network) throw new Error(`${show(value)} has host bits set; did you mean "${prefix.text}"?`);
   return { network: Number(prefix.network), prefix: prefix.bits, size: 2 ** (32 - prefix.bits) };
 }
+
+// ---------------------------------------------------------------- either family
+
+/**
+ * Check an address a Service or Node can carry besides the IPv4 ClusterIP
+ * (a ClusterIP of either family, an external IP, a LoadBalancer ingress IP,
+ * a node address): a unicast IPv4 address ({@link checkUnicastIPv4}) or an
+ * IPv6 address (node:net isIPv6, without a "%zone" suffix).
+ */
+export const checkServiceIP: Check<string> = (value) => {
+  if (isIPv6(value) && !value.includes('%')) return undefined;
+  if (isCanonicalIPv4(value)) return checkUnicastIPv4(value);
+  return `${show(value)} is not a valid IPv4 or IPv6 address`;
+};
+
+/** The family of an address that passed {@link checkServiceIP}: IPv6 when it contains ':'. */
+export function ipFamilyOf(ip: string): IPFamily {
+  return ip.includes(':') ? 'IPv6' : 'IPv4';
+}
+
+/**
+ * Check a client CIDR of `spec.loadBalancerSourceRanges`: a canonical IPv4
+ * dotted quad with a prefix 0-32, or an IPv6 address with a prefix 0-128
+ * (decimal, no leading zeros). Host bits are allowed, as the Kubernetes API
+ * allows them (pkg/apis/core/validation, ParseCIDRSloppy).
+ */
+export const checkSourceRange: Check<string> = (value) => {
+  const m = /^([^/]+)\/(0|[1-9][0-9]{0,2})$/.exec(value);
+  const prefix = m ? Number(m[2]) : NaN;
+  const ok = m !== null && ((isCanonicalIPv4(m[1]!) && prefix <= 32) || (isIPv6(m[1]!) && !m[1]!.includes('%') && prefix <= 128));
+  return ok ? undefined : `${show(value)} is not a valid CIDR (expected e.g. "203.0.113.0/24" or "2001:db8::/32")`;
+};
 
 // ---------------------------------------------------------------- numbers
 

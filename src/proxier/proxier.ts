@@ -25,6 +25,7 @@
  *   ({@link Proxier.on}): the status file (status-file.ts) and, later,
  *   metrics.
  */
+import { isDeepStrictEqual } from 'node:util';
 import type { Backend, SyncResult } from '../modes/types.ts';
 import type { ServicePort, Snapshot } from '../model/types.ts';
 import type { Logger } from '../util/log.ts';
@@ -168,6 +169,8 @@ export class Proxier {
       incomplete = read.incomplete ?? [];
       const partial = incomplete.length > 0;
       if (!partial && this.deletionsHeld) full = true; // whole again: delete what was held
+      // The node (its name, zone, addresses) feeds the endpoint policy of every service port.
+      if (this.applied && !isDeepStrictEqual(this.applied.node, snapshot.node)) full = true;
       let changed = full || !this.applied ? new Set<string>() : this.pendingChanges(this.applied, snapshot);
       let held: string[] = [];
       if (partial) {

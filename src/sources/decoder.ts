@@ -60,8 +60,13 @@ export interface DecoderOptions {
   readonly serviceCIDR: string;
 }
 
-/** The Service ("namespace/name") whose service ports an object affects. */
-export function serviceOf(o: ParsedObject): string {
+/**
+ * The Service ("namespace/name") whose service ports an object affects;
+ * undefined for a Node, which affects the endpoint policy of every service
+ * port (the proxier syncs in full when the snapshot's node changes).
+ */
+export function serviceOf(o: ParsedObject): string | undefined {
+  if (o.kind === 'Node') return undefined;
   return o.kind === 'Service' ? `${o.namespace}/${o.name}` : `${o.namespace}/${o.serviceName}`;
 }
 
@@ -112,7 +117,7 @@ export class Decoder {
    * problem with the objects is in `errors`.
    */
   apply(changes: DecoderChanges): DecodeResult {
-    const marked = new Set<string>();
+    const marked = new Set<string | undefined>();
     for (const key of changes.remove) {
       for (const o of this.groups.get(key) ?? []) marked.add(serviceOf(o));
       this.groups.delete(key);
@@ -148,6 +153,7 @@ export class Decoder {
     if (!this.first) {
       changed = new Set();
       for (const service of marked) {
+        if (service === undefined) continue; // a Node: the proxier compares the snapshot's node itself
         for (const key of [...(this.portsOf.get(service) ?? []), ...(portsOf.get(service) ?? [])]) {
           if (!isDeepStrictEqual(before.services.get(key), built.snapshot.services.get(key))) changed.add(key);
         }

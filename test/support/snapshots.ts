@@ -1,5 +1,5 @@
 /** Helpers that build model objects for tests, with kube-proxy test defaults. */
-import type { Endpoint, ServicePort, Snapshot } from '../../src/model/types.ts';
+import { ipv4Frontends, type Endpoint, type ServicePort, type Snapshot } from '../../src/model/types.ts';
 
 /** A ready endpoint "ip:port". */
 export function ep(target: string, extra: Partial<Endpoint> = {}): Endpoint {
@@ -18,6 +18,7 @@ export function sp(key: string, clusterIP: string, port: number, endpoints: Endp
     type: 'ClusterIP',
     clusterIP,
     clusterIPAllocated: false,
+    frontends: ipv4Frontends(clusterIP),
     port,
     protocol: 'TCP',
     sessionAffinity: null,

@@ -74,14 +74,29 @@ test('a service port with no endpoints gets only a REJECT in filter KUBE-SERVICE
   );
 });
 
-test('endpoints that are not ready do not serve; all not ready means REJECT', (t) => {
+test('endpoints that are not ready do not serve; none ready or serving-terminating means REJECT', (t) => {
   const rules = renderServicePort(
-    sp('ns1/svc1:p80', '172.30.0.41', 80, [ep('10.180.0.1:80', { ready: false, serving: true, terminating: true })]),
+    sp('ns1/svc1:p80', '172.30.0.41', 80, [ep('10.180.0.1:80', { ready: false, serving: false, terminating: true }), ep('10.180.0.2:80', { ready: false, serving: false })]),
     render,
   );
   t.is(rules.natJump, null);
   t.is(rules.chains.size, 0);
   t.regex(rules.filterReject!, /has no endpoints/);
+});
+
+test('with no ready endpoint, the serving-terminating ones serve (kube-proxy, KEP-1669)', (t) => {
+  const rules = renderServicePort(
+    sp('ns1/svc1:p80', '172.30.0.41', 80, [
+      ep('10.180.0.1:80', { ready: false, serving: true, terminating: true }),
+      ep('10.180.0.2:80', { ready: false, serving: false, terminating: true }),
+    ]),
+    render,
+  );
+  t.is(rules.filterReject, null);
+  t.regex(rules.natJump!, /-j KUBE-SVC-/);
+  t.is(rules.chains.size, 2);
+  t.true([...rules.chains.values()].flat().some((r) => r.includes('--to-destination 10.180.0.1:80')));
+  t.false([...rules.chains.values()].flat().some((r) => r.includes('10.180.0.2')));
 });
 
 test('probabilities: rule i of n is 1/(n-i) with 10 decimals, the last unconditional', (t) => {

@@ -1,7 +1,7 @@
 import test from 'ava';
 import { silentLogger } from '../../src/util/log.ts';
 import { FileSource } from '../../src/sources/file.ts';
-import type { ServicePort } from '../../src/model/types.ts';
+import { ipv4Frontends, type ServicePort } from '../../src/model/types.ts';
 
 const ready = { ready: true, serving: true, terminating: false } as const;
 
@@ -13,14 +13,15 @@ const LINKDING: ServicePort = {
   type: 'ClusterIP',
   clusterIP: '10.96.0.80',
   clusterIPAllocated: false,
+  frontends: ipv4Frontends('10.96.0.80'),
   port: 80,
   protocol: 'TCP',
   sessionAffinity: null,
   internalTrafficPolicy: 'Cluster',
   externalTrafficPolicy: 'Cluster',
   endpoints: [
-    { ip: '10.244.1.2', port: 9090, ...ready, nodeName: 'kind-worker', zone: 'zone-a' },
-    { ip: '10.244.1.3', port: 9090, ...ready, nodeName: 'kind-worker', zone: 'zone-a' },
+    { ip: '10.244.1.2', port: 9090, ...ready, nodeName: 'kind-worker', zone: 'zone-a', zoneHints: ['zone-a'] },
+    { ip: '10.244.1.3', port: 9090, ...ready, nodeName: 'kind-worker', zone: 'zone-a', zoneHints: ['zone-a'] },
   ],
 };
 
@@ -32,6 +33,7 @@ const WEB_SERVICE: ServicePort = {
   type: 'ClusterIP',
   clusterIP: '10.107.148.169',
   clusterIPAllocated: true,
+  frontends: ipv4Frontends('10.107.148.169'),
   port: 80,
   protocol: 'TCP',
   sessionAffinity: null,

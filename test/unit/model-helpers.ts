@@ -2,12 +2,28 @@
 import { Writable } from 'node:stream';
 import { pino, type Logger } from 'pino';
 import { buildSnapshot, type BuildResult } from '../../src/model/normalise.ts';
-import { parseObject } from '../../src/model/parse.ts';
+import { parseObject, type ParseResult } from '../../src/model/parse.ts';
 import type { ParsedObject } from '../../src/model/parsed.ts';
 import type { ServicePort, Snapshot } from '../../src/model/types.ts';
 import { readManifests } from '../../src/sources/manifests.ts';
 
 export const FIXTURES = 'test/fixtures/model';
+
+/** The file name the parse helpers give their objects. */
+export const FILE = 'in.yaml';
+/** Parse one raw object as object `index` of {@link FILE}. */
+export const parse = (raw: unknown, index = 0) => parseObject({ file: FILE, index, raw });
+
+/** The parsed object of an ok result; throws otherwise. */
+export function okObject(r: ParseResult) {
+  if (r.status !== 'ok') throw new Error(`expected ok, got ${JSON.stringify(r)}`);
+  return r.object;
+}
+/** The message of an error result; throws otherwise. */
+export function errorText(r: ParseResult): string {
+  if (r.status !== 'error') throw new Error(`expected error, got ${JSON.stringify(r)}`);
+  return r.error.message;
+}
 
 /** Read, parse and normalise `paths` (no last-known-good): result plus the parse errors and the parse warnings. */
 export async function buildFrom(paths: string[], previous?: Snapshot): Promise<BuildResult & { parseErrors: string[]; parseWarnings: string[] }> {

@@ -46,7 +46,7 @@ test('multi-port service: named targetPort, port-name matching, merged slices, d
     name: 'store',
     portName: 'http',
     type: 'NodePort',
-    nodePort: 30080,
+    frontends: { clusterIPs: [{ family: 'IPv4', ip: '10.96.30.3' }], nodePort: 30080 },
     clusterIPAllocated: false,
     sessionAffinity: { timeoutSeconds: 600 },
     internalTrafficPolicy: 'Cluster',

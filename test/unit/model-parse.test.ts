@@ -1,18 +1,7 @@
 import test from 'ava';
 import type { ParsedEndpoints, ParsedEndpointSlice, ParsedService } from '../../src/model/parsed.ts';
-import { parseObject, type ParseResult } from '../../src/model/parse.ts';
-
-const FILE = 'in.yaml';
-const parse = (raw: unknown, index = 0) => parseObject({ file: FILE, index, raw });
-
-function okObject(r: ParseResult) {
-  if (r.status !== 'ok') throw new Error(`expected ok, got ${JSON.stringify(r)}`);
-  return r.object;
-}
-function errorText(r: ParseResult): string {
-  if (r.status !== 'error') throw new Error(`expected error, got ${JSON.stringify(r)}`);
-  return r.error.message;
-}
+import type { ParseResult } from '../../src/model/parse.ts';
+import { errorText, FILE, okObject, parse } from './model-helpers.ts';
 function ignoredReason(r: ParseResult): string {
   if (r.status !== 'ignored') throw new Error(`expected ignored, got ${JSON.stringify(r)}`);
   return r.reason;
@@ -48,7 +37,11 @@ test('Kubernetes Service: defaults and unknown fields', (t) => {
     kind: 'Service',
     type: 'ClusterIP',
     clusterIP: '10.96.0.10',
+    clusterIPs: [{ family: 'IPv4', ip: '10.96.0.10' }],
     ports: [{ index: 0, name: '', port: 53, protocol: 'TCP' }],
+    externalIPs: [],
+    loadBalancerIngress: [],
+    loadBalancerSourceRanges: [],
     sessionAffinity: null,
     internalTrafficPolicy: 'Cluster',
     externalTrafficPolicy: 'Cluster',
@@ -147,7 +140,7 @@ test('EndpointSlice: conditions with API nil semantics, first address, ports', (
     {
       ports: [{ name: 'http', port: 8080, protocol: 'TCP' }, { name: '', port: 9090, protocol: 'UDP' }],
       addresses: [
-        { ip: '10.244.0.1', ready: true, serving: true, terminating: false, nodeName: 'node-1', zone: 'z1' },
+        { ip: '10.244.0.1', ready: true, serving: true, terminating: false, nodeName: 'node-1', zone: 'z1', zoneHints: ['z1'] },
         { ip: '10.244.0.2', ready: false, serving: false, terminating: false },
         { ip: '10.244.0.3', ready: false, serving: true, terminating: true },
         { ip: '10.244.0.4', ready: true, serving: true, terminating: false },
@@ -229,6 +222,10 @@ test('Shepherd Service: snake_case, lower-case protocol, target_port matching, m
     kind: 'Service',
     type: 'ClusterIP',
     clusterIP: undefined,
+    clusterIPs: [],
+    externalIPs: [],
+    loadBalancerIngress: [],
+    loadBalancerSourceRanges: [],
     ports: [
       { index: 0, name: 'http', port: 80, protocol: 'TCP' },
       { index: 1, name: 'metrics', port: 9100, protocol: 'TCP' },

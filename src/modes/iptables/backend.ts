@@ -20,7 +20,7 @@ import type { IptablesExec } from './exec.ts';
 import { parseSave, type ParsedDump } from './parse.ts';
 import { isEmptyPlan, planStats, planToRestore, type Plan } from './plan.ts';
 import { splitPlan } from './split.ts';
-import { countServingEndpoints } from '../../model/serving.ts';
+import { countServingEndpoints } from '../../model/policy.ts';
 import { renderServicePort, type RenderOptions, type ServiceRules } from './render.ts';
 import { isServiceChain } from './names.ts';
 import { cleanupPlan, foreignReferences, fullPlan, partialPlan, renderSnapshot } from './ruleset.ts';
@@ -80,7 +80,7 @@ export class IptablesBackend implements Backend {
         for (const key of changes.changed) {
           const sp = snapshot.services.get(key);
           if (sp) {
-            const rules = renderServicePort(sp, this.opts.render);
+            const rules = renderServicePort(sp, this.opts.render, snapshot.node);
             after.set(key, rules);
             next.set(key, rules);
           } else {

@@ -2,7 +2,8 @@
  * Pure rendering of one service port into kube-proxy's iptables layout
  * (pkg/proxy/iptables/proxier.go, syncProxyRules):
  *
- * - nat `KUBE-SERVICES`: one jump per ClusterIP:port with serving endpoints,
+ * - nat `KUBE-SERVICES`: one jump per ClusterIP:port with endpoints in the
+ *   endpoint policy's cluster set (model/policy.ts),
  *   comment "ns/svc:port cluster IP";
  * - nat `KUBE-SVC-<hash>`: the masquerade mark for traffic from outside the
  *   cluster CIDR (or all traffic with masquerade-all), session-affinity
@@ -18,8 +19,8 @@
  * exception is `--probability`, see canonical.ts).
  */
 import { isCanonicalIPv4, isCanonicalIPv4CIDR } from '../../model/addr.ts';
-import { servingEndpoints } from '../../model/serving.ts';
-import type { ServicePort } from '../../model/types.ts';
+import { clusterEndpoints } from '../../model/policy.ts';
+import type { NodeInfo, ServicePort } from '../../model/types.ts';
 import { endpointChainName, serviceChainName } from './names.ts';
 import { DroverError } from '../../errors.ts';
 
@@ -80,11 +81,13 @@ export function probability(i: number, n: number): string {
 }
 
 /**
- * Render one service port.
+ * Render one service port on `node` (Snapshot.node; undefined when the
+ * source describes none). Its endpoints are the endpoint policy's cluster
+ * set (model/policy.ts `clusterEndpoints`): this renderer never chooses them.
  * @throws UnsafeValueError if a value is not a valid IP, CIDR, port or service port name
  *   (the model rejects such input first; this is a second line of defence).
  */
-export function renderServicePort(sp: ServicePort, opts: RenderOptions): ServiceRules {
+export function renderServicePort(sp: ServicePort, opts: RenderOptions, node?: NodeInfo): ServiceRules {
   const key = safe('key', sp.key);
   const cip = safe('ip', sp.clusterIP);
   const port = safePort(sp.port);
@@ -92,7 +95,7 @@ export function renderServicePort(sp: ServicePort, opts: RenderOptions): Service
   if (proto !== 'tcp' && proto !== 'udp' && proto !== 'sctp') throw new UnsafeValueError('protocol', sp.protocol);
   const dest = `-d ${cip}/32 -p ${proto}`;
   const dport = `-m ${proto} --dport ${port}`;
-  const endpoints = servingEndpoints(sp);
+  const endpoints = clusterEndpoints(sp, node);
 
   if (endpoints.length === 0) {
     return {

@@ -28,7 +28,7 @@ export function renderRestore(snapshot: Snapshot, opts: RenderOptions, header: r
 /** Render every service port of a snapshot, in key order. */
 export function renderSnapshot(snapshot: Snapshot, opts: RenderOptions): Map<string, ServiceRules> {
   const out = new Map<string, ServiceRules>();
-  for (const [key, sp] of snapshot.services) out.set(key, renderServicePort(sp, opts));
+  for (const [key, sp] of snapshot.services) out.set(key, renderServicePort(sp, opts, snapshot.node));
   return out;
 }
 

@@ -221,7 +221,7 @@ export function assembleDesired(ports: Iterable<DesiredServicePort>): DesiredIpv
  * @throws IpvsValidationError or IpsetValidationError, see desiredServicePort (desired.ts).
  */
 export function desiredIpvsState(snapshot: Snapshot, opts: IpvsPlanOptions): DesiredIpvsState {
-  return assembleDesired([...snapshot.services.values()].map((sp) => desiredServicePort(sp, opts)));
+  return assembleDesired([...snapshot.services.values()].map((sp) => desiredServicePort(sp, opts, snapshot.node)));
 }
 
 /** The desired virtual servers of a snapshot by key, and the conflicting service ports left out. Pure. */

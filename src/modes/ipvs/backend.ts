@@ -165,10 +165,10 @@ export class IpvsBackend implements Backend {
         index = prev.index;
         delta = index.update(new Map([...changes.changed].map((key) => {
           const sp = snapshot.services.get(key);
-          return [key, sp ? desiredServicePort(sp, planOpts) : undefined];
+          return [key, sp ? desiredServicePort(sp, planOpts, snapshot.node) : undefined];
         })));
       } else {
-        index = DesiredIndex.of([...snapshot.services.values()].map((sp) => desiredServicePort(sp, planOpts)));
+        index = DesiredIndex.of([...snapshot.services.values()].map((sp) => desiredServicePort(sp, planOpts, snapshot.node)));
         desired = index.state();
       }
       const conflicts = delta ? delta.conflicts : desired!.conflicts;

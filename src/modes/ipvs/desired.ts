@@ -7,8 +7,9 @@
  *   ClusterIP:port/protocol, scheduler `--ipvs-scheduler`, and for ClientIP
  *   session affinity the persistent flag with the affinity timeout (netmask
  *   /32, as kube-proxy);
- * - its real servers are the serving endpoints, weight 1, masquerade (NAT)
- *   forwarding. A service port without serving endpoints keeps its virtual
+ * - its real servers are the endpoint policy's cluster set (model/policy.ts
+ *   `clusterEndpoints`), weight 1, masquerade (NAT) forwarding. A service
+ *   port without serving endpoints keeps its virtual
  *   server with no real server, so that connections to it are refused;
  * - every ClusterIP is bound as /32 to the dummy interface kube-ipvs0;
  * - the ipset KUBE-CLUSTER-IP holds "ClusterIP,proto:port" for each
@@ -18,8 +19,8 @@
  * assemble.ts puts the service ports' shares together. No I/O here;
  * backend.ts compares the result with the kernel (reconcile.ts).
  */
-import { servingEndpoints } from '../../model/serving.ts';
-import type { ServicePort } from '../../model/types.ts';
+import { clusterEndpoints } from '../../model/policy.ts';
+import type { NodeInfo, ServicePort } from '../../model/types.ts';
 import {
   validateVirtualServer,
   type IpvsProtocol,
@@ -89,14 +90,15 @@ export interface DesiredServicePort {
 }
 
 /**
- * The desired state of one service port. Pure.
+ * The desired state of one service port on `node` (Snapshot.node; undefined
+ * when the source describes none). Pure.
  * @throws IpvsValidationError for a virtual server IPVS would refuse;
  *   IpsetValidationError for a bad address, protocol or port (every real
  *   server's address and port go through its KUBE-LOOP-BACK entry). The model
  *   validates first; this is a second line of defence, and the codec checks
  *   every value again before it is encoded.
  */
-export function desiredServicePort(sp: ServicePort, opts: IpvsPlanOptions): DesiredServicePort {
+export function desiredServicePort(sp: ServicePort, opts: IpvsPlanOptions, node?: NodeInfo): DesiredServicePort {
   const vs: VirtualServer = {
     protocol: sp.protocol as IpvsProtocol,
     address: sp.clusterIP,
@@ -108,7 +110,7 @@ export function desiredServicePort(sp: ServicePort, opts: IpvsPlanOptions): Desi
   validateVirtualServer(vs);
   const clusterEntry = clusterIPEntry(vs.address, vs.protocol, vs.port);
   const reals: [string, RealServer, string][] = [];
-  for (const ep of servingEndpoints(sp)) {
+  for (const ep of clusterEndpoints(sp, node)) {
     const entry = loopBackEntry(ep.ip, vs.protocol, ep.port);
     const rs: RealServer = { address: ep.ip, port: ep.port, weight: REAL_SERVER_WEIGHT, forwarding: 'masq' };
     reals.push([realServerKey(rs), rs, entry]);

@@ -1,0 +1,180 @@
+/**
+ * The endpoint policy: which endpoints of a service port receive traffic on
+ * this node. One policy for every proxy mode; a mode programs the sets it
+ * is given and never filters endpoints itself.
+ *
+ * This is kube-proxy's `CategorizeEndpoints` (pkg/proxy/topology.go), with
+ * the PreferSameTrafficDistribution feature (PreferSameNode) enabled, as it
+ * is by default since Kubernetes 1.34:
+ *
+ *   - usable endpoints are the ready ones; when none is, the serving and
+ *     terminating ones (KEP-1669), chosen independently for the cluster and
+ *     the local set;
+ *   - the cluster set (traffic policy Cluster) follows topology hints:
+ *     PreferSameNode when every ready endpoint has a node hint and one is
+ *     for this node; otherwise PreferSameZone (trafficDistribution
+ *     PreferClose/PreferSameZone, or topology-aware routing) when every ready
+ *     endpoint has a zone hint and one is for this node's zone; otherwise
+ *     every endpoint. Hints never apply to the serving-terminating fallback;
+ *   - the local set (traffic policy Local) is this node's endpoints,
+ *     without topology;
+ *   - an endpoint is local when its nodeName is this node's name
+ *     (pkg/proxy/endpointslicecache.go); with no node, none is.
+ */
+import type { Endpoint, NodeInfo, ServicePort, Snapshot } from './types.ts';
+
+/** What {@link categorizeEndpoints} reads of a service port. */
+export type PolicyInput = Pick<ServicePort, 'endpoints' | 'internalTrafficPolicy' | 'externalTrafficPolicy' | 'frontends'>;
+
+/**
+ * The outcome of {@link categorizeEndpoints}. Every list is a sub-list of
+ * the service port's endpoints, in their order (ip, then port).
+ */
+export interface EndpointSets {
+  /**
+   * Endpoints for traffic under policy Cluster, topology applied; null when
+   * the service port never uses policy Cluster (internalTrafficPolicy Local
+   * and no external frontend).
+   */
+  readonly cluster: readonly Endpoint[] | null;
+  /**
+   * This node's usable endpoints, for traffic under policy Local; null when
+   * the service port never uses policy Local.
+   */
+  readonly local: readonly Endpoint[] | null;
+  /** Every endpoint this node may send traffic to: the union of `cluster` and `local`. */
+  readonly allReachable: readonly Endpoint[];
+  /**
+   * True when some endpoint anywhere in the cluster is usable, even if none
+   * is reachable from this node (e.g. Local policy, only remote endpoints):
+   * kube-proxy then drops traffic instead of rejecting it.
+   */
+  readonly hasAnyEndpoints: boolean;
+}
+
+/** The topology mode of the cluster set (topology.go topologyModeFromHints): '' is none. */
+export type TopologyMode = '' | 'PreferSameNode' | 'PreferSameZone';
+
+/**
+ * True when the service port has a frontend reachable from outside the
+ * cluster, which follows externalTrafficPolicy: a NodePort, an external IP,
+ * or a LoadBalancer ingress IP in VIP mode (pkg/proxy/serviceport.go
+ * ExternallyAccessible; Proxy-mode ingress IPs are not captured by the node).
+ */
+export function externallyAccessible(sp: Pick<ServicePort, 'frontends'>): boolean {
+  const f = sp.frontends;
+  return f.nodePort !== undefined || f.externalIPs.length > 0 || f.loadBalancerIngress.some((i) => i.ipMode === 'VIP');
+}
+
+/**
+ * True when some traffic to the service port uses policy Cluster
+ * (pkg/proxy/serviceport.go UsesClusterEndpoints): internalTrafficPolicy
+ * Cluster, or any external frontend, even under externalTrafficPolicy
+ * Local (traffic from pods of this node to an external IP is
+ * short-circuited to the cluster set).
+ */
+export function usesClusterEndpoints(sp: Omit<PolicyInput, 'endpoints'>): boolean {
+  return sp.internalTrafficPolicy === 'Cluster' || externallyAccessible(sp);
+}
+
+/** True when some traffic to the service port uses policy Local (pkg/proxy/serviceport.go UsesLocalEndpoints). */
+export function usesLocalEndpoints(sp: Omit<PolicyInput, 'endpoints'>): boolean {
+  return sp.internalTrafficPolicy === 'Local' || (externallyAccessible(sp) && sp.externalTrafficPolicy === 'Local');
+}
+
+/** True when `ep` runs on `node`. */
+function isLocal(ep: Endpoint, node: NodeInfo | undefined): boolean {
+  return node !== undefined && ep.nodeName === node.name;
+}
+
+/** Serving but terminating: the fallback when no endpoint is ready. */
+function servingTerminating(ep: Endpoint): boolean {
+  return ep.serving && ep.terminating;
+}
+
+/**
+ * The topology mode for `endpoints` on `node` (topology.go
+ * topologyModeFromHints): PreferSameNode when every ready endpoint has a
+ * node hint and some hint names this node; else PreferSameZone when every
+ * ready endpoint has a zone hint and some hint names this node's zone;
+ * else ''. '' also when no endpoint is ready.
+ */
+export function topologyMode(endpoints: readonly Endpoint[], node: NodeInfo | undefined): TopologyMode {
+  const ready = endpoints.filter((ep) => ep.ready);
+  if (ready.length === 0) return '';
+  const name = node?.name;
+  const zone = node?.zone;
+  if (ready.every((ep) => (ep.nodeHints?.length ?? 0) > 0) && name !== undefined && ready.some((ep) => ep.nodeHints!.includes(name))) {
+    return 'PreferSameNode';
+  }
+  if (ready.every((ep) => (ep.zoneHints?.length ?? 0) > 0) && zone !== undefined && ready.some((ep) => ep.zoneHints!.includes(zone))) {
+    return 'PreferSameZone';
+  }
+  return '';
+}
+
+/** True when `ep` may serve this node under `mode` (topology.go availableForTopology). */
+function availableForTopology(ep: Endpoint, mode: TopologyMode, node: NodeInfo | undefined): boolean {
+  if (mode === 'PreferSameNode') return node !== undefined && (ep.nodeHints?.includes(node.name) ?? false);
+  if (mode === 'PreferSameZone') return node?.zone !== undefined && (ep.zoneHints?.includes(node.zone) ?? false);
+  return true;
+}
+
+/**
+ * The cluster set of `endpoints` on `node`, and the topology mode it was
+ * chosen with: the ready endpoints available for the topology mode, or,
+ * when that is empty, every serving and terminating endpoint.
+ */
+function clusterSet(endpoints: readonly Endpoint[], node: NodeInfo | undefined): { set: Endpoint[]; mode: TopologyMode } {
+  const mode = topologyMode(endpoints, node);
+  const set = endpoints.filter((ep) => ep.ready && availableForTopology(ep, mode, node));
+  // No ready endpoint for the mode means no ready endpoint at all (the mode
+  // is '' when this node's topology has none), so fall back to terminating ones.
+  return { set: set.length > 0 ? set : endpoints.filter(servingTerminating), mode };
+}
+
+/**
+ * Categorize the endpoints of service port `sp` for `node` (undefined: no
+ * endpoint is local and zone/node hints never match). Pure and linear in
+ * the number of endpoints (times the number of hints, at most 8 each).
+ * Port of kube-proxy's CategorizeEndpoints (pkg/proxy/topology.go).
+ */
+export function categorizeEndpoints(sp: PolicyInput, node: NodeInfo | undefined): EndpointSets {
+  const endpoints = sp.endpoints;
+  const usesCluster = usesClusterEndpoints(sp);
+  const usesLocal = usesLocalEndpoints(sp);
+  let cluster: Endpoint[] | null = null;
+  let mode: TopologyMode = '';
+  if (usesCluster) ({ set: cluster, mode } = clusterSet(endpoints, node));
+  if (!usesLocal) {
+    return { cluster, local: null, allReachable: cluster ?? [], hasAnyEndpoints: (cluster?.length ?? 0) > 0 };
+  }
+
+  const hasAnyEndpoints = endpoints.some((ep) => ep.ready || servingTerminating(ep));
+  const localReady = endpoints.filter((ep) => isLocal(ep, node) && ep.ready);
+  const fellBack = localReady.length === 0;
+  const local = fellBack ? endpoints.filter((ep) => isLocal(ep, node) && servingTerminating(ep)) : localReady;
+  if (cluster === null) return { cluster, local, allReachable: local, hasAnyEndpoints };
+  // Without topology and without the fallback, `cluster` holds every ready
+  // endpoint, so it already contains `local`.
+  if (mode === '' && !fellBack) return { cluster, local, allReachable: cluster, hasAnyEndpoints };
+  const reachable = new Set<Endpoint>([...cluster, ...local]);
+  return { cluster, local, allReachable: endpoints.filter((ep) => reachable.has(ep)), hasAnyEndpoints };
+}
+
+/**
+ * The endpoints the modes program for ClusterIP traffic of `sp` on `node`:
+ * the cluster set of {@link categorizeEndpoints}, computed also for a
+ * service port with internalTrafficPolicy Local (whose ClusterIP traffic is
+ * not yet restricted to the local set). Empty when no endpoint is usable.
+ */
+export function clusterEndpoints(sp: Pick<ServicePort, 'endpoints'>, node: NodeInfo | undefined): readonly Endpoint[] {
+  return clusterSet(sp.endpoints, node).set;
+}
+
+/** The endpoints programmed for ClusterIP traffic ({@link clusterEndpoints}) over every service port of a snapshot: the count in sync results and logs. */
+export function countServingEndpoints(snapshot: Snapshot): number {
+  let n = 0;
+  for (const sp of snapshot.services.values()) n += clusterEndpoints(sp, snapshot.node).length;
+  return n;
+}

@@ -1,0 +1,85 @@
+import test from 'ava';
+import { readFileSync } from 'node:fs';
+import { categorizeEndpoints, clusterEndpoints, countServingEndpoints, topologyMode } from '../../src/model/policy.ts';
+import type { Endpoint, NodeInfo, TrafficPolicy } from '../../src/model/types.ts';
+import { ep, snap, sp } from '../support/snapshots.ts';
+
+/** One case of test/fixtures/policy/categorize-endpoints.json (its "about" describes the format). */
+interface Case {
+  readonly name: string;
+  readonly source?: string;
+  readonly zone?: string;
+  readonly noNode?: boolean;
+  readonly service: { readonly itp?: TrafficPolicy; readonly etp?: TrafficPolicy; readonly nodePort?: number };
+  readonly endpoints: readonly string[];
+  readonly cluster: readonly string[] | null;
+  readonly local: readonly string[] | null;
+  readonly all?: readonly string[];
+  readonly onlyRemote?: boolean;
+}
+
+const CASES: readonly Case[] = JSON.parse(readFileSync('test/fixtures/policy/categorize-endpoints.json', 'utf8')).cases;
+const THIS_NODE = 'this-node';
+
+/** "10.0.0.1:80 r s t L z=a,b n=x" → an Endpoint; flags absent are false (as kube-proxy's test BaseEndpointInfo). */
+function endpoint(spec: string): Endpoint {
+  const [target, ...flags] = spec.split(' ');
+  const list = (prefix: string) => flags.find((f) => f.startsWith(prefix))?.slice(prefix.length).split(',');
+  const zoneHints = list('z=');
+  const nodeHints = list('n=');
+  return ep(target!, {
+    ready: flags.includes('r'),
+    serving: flags.includes('s'),
+    terminating: flags.includes('t'),
+    ...(flags.includes('L') ? { nodeName: THIS_NODE } : { nodeName: 'other-node' }),
+    ...(zoneHints ? { zoneHints } : {}),
+    ...(nodeHints ? { nodeHints } : {}),
+  });
+}
+
+const keys = (eps: readonly Endpoint[] | null) => (eps === null ? null : eps.map((e) => `${e.ip}:${e.port}`).sort());
+const sorted = (l: readonly string[] | null | undefined) => (l === null || l === undefined ? l : [...l].sort());
+
+test('the table holds every case of kube-proxy TestCategorizeEndpoints', (t) => {
+  t.is(CASES.filter((c) => c.source === undefined).length, 26);
+  t.is(new Set(CASES.map((c) => c.name)).size, CASES.length);
+});
+
+for (const c of CASES) {
+  test(`categorizeEndpoints: ${c.name}`, (t) => {
+    const node: NodeInfo | undefined = c.noNode ? undefined : { name: THIS_NODE, ...(c.zone ? { zone: c.zone } : {}), addresses: [] };
+    const port = sp('ns/svc:p', '10.96.0.1', 80, c.endpoints.map(endpoint), {
+      internalTrafficPolicy: c.service.itp ?? 'Cluster',
+      externalTrafficPolicy: c.service.etp ?? 'Cluster',
+      frontends: { clusterIPs: [{ family: 'IPv4', ip: '10.96.0.1' }], ...(c.service.nodePort ? { nodePort: c.service.nodePort } : {}), externalIPs: [], loadBalancerIngress: [], loadBalancerSourceRanges: [] },
+    });
+    const r = categorizeEndpoints(port, node);
+    t.deepEqual(keys(r.cluster), sorted(c.cluster), 'cluster');
+    t.deepEqual(keys(r.local), sorted(c.local), 'local');
+    // As kube-proxy's test: with only one set used, all reachable is that set.
+    const all = c.cluster !== null && c.local === null ? c.cluster : c.local !== null && c.cluster === null ? c.local : c.all!;
+    t.deepEqual(keys(r.allReachable), sorted(all), 'allReachable');
+    t.is(r.hasAnyEndpoints, all.length > 0 || c.onlyRemote === true, 'hasAnyEndpoints');
+    // Lists keep the order of the service port's endpoints.
+    for (const l of [r.cluster, r.local, r.allReachable]) if (l) t.deepEqual(l, port.endpoints.filter((e) => l.includes(e)));
+  });
+}
+
+test('topologyMode: PreferSameNode, then PreferSameZone, else none', (t) => {
+  const node: NodeInfo = { name: 'n1', zone: 'z1', addresses: [] };
+  t.is(topologyMode([ep('10.0.0.1:80', { nodeHints: ['n1'], zoneHints: ['z1'] })], node), 'PreferSameNode');
+  t.is(topologyMode([ep('10.0.0.1:80', { nodeHints: ['n2'], zoneHints: ['z1'] })], node), 'PreferSameZone');
+  t.is(topologyMode([ep('10.0.0.1:80', { nodeHints: ['n2'], zoneHints: ['z2'] })], node), '');
+  t.is(topologyMode([ep('10.0.0.1:80', { ready: false, nodeHints: ['n1'] })], node), '');
+  t.is(topologyMode([], node), '');
+});
+
+test('clusterEndpoints: the cluster set, also for internalTrafficPolicy Local; countServingEndpoints sums it', (t) => {
+  const eps = [ep('10.0.0.1:80', { ready: false, serving: true, terminating: true }), ep('10.0.0.2:80', { ready: false, serving: false, terminating: true })];
+  const local = sp('ns/a', '10.96.0.1', 80, eps, { internalTrafficPolicy: 'Local' });
+  t.deepEqual(clusterEndpoints(local, undefined).map((e) => e.ip), ['10.0.0.1']);
+  t.is(categorizeEndpoints(local, undefined).cluster, null);
+  const ready = sp('ns/b', '10.96.0.2', 80, [ep('10.0.0.3:80'), ep('10.0.0.4:80', { ready: false, serving: true, terminating: true })]);
+  t.deepEqual(clusterEndpoints(ready, undefined).map((e) => e.ip), ['10.0.0.3']);
+  t.is(countServingEndpoints(snap(local, ready)), 2);
+});
