@@ -14,28 +14,12 @@ const POD_BASE = (10 << 24) | (244 << 16); // 10.244.0.0
 
 /** The i-th synthetic service port ("bench/svc-<i>:http"), with `endpoints` ready endpoints. */
 export function synthServicePort(i: number, endpoints: number, endpointOffset = 0): ServicePort {
-  const eps: Endpoint[] = [];
+  const eps: Array<Pick<Endpoint, 'ip' | 'port'>> = [];
   for (let j = 0; j < endpoints; j++) {
     const n = (i * 16 + j + endpointOffset) % (1 << 16);
-    eps.push({ ip: uint32ToIPv4(POD_BASE + n), port: 8080, ready: true, serving: true, terminating: false });
+    eps.push({ ip: uint32ToIPv4(POD_BASE + n), port: 8080 });
   }
-  eps.sort(compareEndpoints);
-  return {
-    key: `bench/svc-${i}:http`,
-    namespace: 'bench',
-    name: `svc-${i}`,
-    portName: 'http',
-    type: 'ClusterIP',
-    clusterIP: uint32ToIPv4(SERVICE_BASE + 10 + i),
-    clusterIPAllocated: false,
-    frontends: ipv4Frontends(uint32ToIPv4(SERVICE_BASE + 10 + i)),
-    port: 80,
-    protocol: 'TCP',
-    sessionAffinity: null,
-    internalTrafficPolicy: 'Cluster',
-    externalTrafficPolicy: 'Cluster',
-    endpoints: eps,
-  };
+  return benchPort(`svc-${i}`, uint32ToIPv4(SERVICE_BASE + 10 + i), eps);
 }
 
 /** A snapshot of `services` synthetic service ports with `endpoints` endpoints each. */
@@ -76,7 +60,8 @@ export const BENCH_CLUSTER_CIDR = '10.244.0.0/16';
 const CLOCK_BASE = (10 << 24) | (110 << 16); // 10.110.0.0, inside 10.96.0.0/12, apart from synthSnapshot's range
 const ADDED_BASE = (10 << 24) | (111 << 16); // 10.111.0.0
 
-function benchPort(name: string, clusterIP: string, endpoints: readonly RealEndpoint[]): ServicePort {
+/** A bench service port "bench/<name>:http" on `clusterIP`:80/TCP with `endpoints` (ready), sorted. */
+function benchPort(name: string, clusterIP: string, endpoints: ReadonlyArray<Pick<Endpoint, 'ip' | 'port'>>): ServicePort {
   const eps: Endpoint[] = endpoints
     .map((e) => ({ ip: e.ip, port: e.port, ready: true, serving: true, terminating: false }))
     .sort(compareEndpoints);
