@@ -1,4 +1,5 @@
 import test from 'ava';
+import { NetlinkDecodeError } from '../../src/modes/shared/nlattr.ts';
 import { readFileSync } from 'node:fs';
 import { endianness } from 'node:os';
 import {
@@ -352,8 +353,8 @@ test('AttrWriter: nla_len excludes the padding, a nest includes its inner paddin
 });
 
 test('parseAttrs: strict lengths, tolerant of a missing final pad, last duplicate wins', (t) => {
-  t.throws(() => parseAttrs(Buffer.from('03000100', 'hex')), { instanceOf: IpvsDecodeError, message: /nla_len 3/ });
-  t.throws(() => parseAttrs(Buffer.from('0900010000000000', 'hex')), { instanceOf: IpvsDecodeError, message: /nla_len 9/ });
+  t.throws(() => parseAttrs(Buffer.from('03000100', 'hex')), { instanceOf: NetlinkDecodeError, message: /nla_len 3/ });
+  t.throws(() => parseAttrs(Buffer.from('0900010000000000', 'hex')), { instanceOf: NetlinkDecodeError, message: /nla_len 9/ });
   const unpadded = Buffer.from('0500010007', 'hex');
   t.deepEqual(parseAttrs(unpadded).map((a) => [a.type, a.data.toString('hex')]), [[1, '07']]);
   const twice = new AttrWriter().u32(2, 1).u32(2, 9).toBuffer();

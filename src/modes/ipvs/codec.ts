@@ -34,9 +34,12 @@
  * Commands without a payload (IPVS_CMD_GET_INFO, IPVS_CMD_FLUSH, the
  * IPVS_CMD_GET_SERVICE dump) are sent with an empty payload.
  */
-import { endianness } from 'node:os';
+import { NetlinkDecodeError, NLA_F_NESTED, NLA_F_NET_BYTEORDER, NLA_TYPE_MASK, NLA_HDRLEN, nlaAlign, AttrWriter, type NlAttr, parseAttrs, indexAttrs, attrU16, attrBe16, attrU32, attrBe32, attrCounter, attrString, attrNested, readU16, readU32, writeU16, writeU32 } from '../shared/nlattr.ts';
 import { DroverError } from '../../errors.ts';
 import { classifyIPv4, ipFromBytes, ipToBytes, parseIP } from '../../model/addr.ts';
+
+/** The netlink attribute encoding lives in modes/shared/nlattr.ts; re-exported for the IPVS codec's users. */
+export { NLA_F_NESTED, NLA_F_NET_BYTEORDER, NLA_TYPE_MASK, NLA_HDRLEN, nlaAlign, AttrWriter, type NlAttr, parseAttrs, indexAttrs, attrU16, attrBe16, attrU32, attrBe32, attrCounter, attrString, attrNested, readU16, readU32, writeU16, writeU32 };
 
 // ---------------------------------------------------------------------------
 // Constants, copied from <linux/ip_vs.h> (values are UAPI, never renumbered).
@@ -162,15 +165,6 @@ export const IP_VS_CONN_F = {
   DROUTE: 0x0003,
   BYPASS: 0x0004,
 } as const;
-
-/** Attribute type flag: payload is a stream of attributes (<linux/netlink.h>). */
-export const NLA_F_NESTED = 0x8000;
-/** Attribute type flag: payload is in network byte order (<linux/netlink.h>). */
-export const NLA_F_NET_BYTEORDER = 0x4000;
-/** Mask of the attribute type proper. */
-export const NLA_TYPE_MASK = 0x3fff;
-/** Length of an attribute header. */
-export const NLA_HDRLEN = 4;
 
 /** Address families (<sys/socket.h>). */
 export const AF_INET = 2;
@@ -308,7 +302,7 @@ export class IpvsValidationError extends DroverError {
 }
 
 /** A reply payload is malformed or lacks a mandatory attribute. */
-export class IpvsDecodeError extends DroverError {
+export class IpvsDecodeError extends NetlinkDecodeError {
   constructor(message: string) {
     super(`IPVS reply: ${message}`);
     this.name = 'IpvsDecodeError';
@@ -321,223 +315,6 @@ export class IpvsUnsupportedError extends IpvsDecodeError {
     super(message);
     this.name = 'IpvsUnsupportedError';
   }
-}
-
-// ---------------------------------------------------------------------------
-// Generic TLV (struct nlattr) writer and reader
-// ---------------------------------------------------------------------------
-
-const HOST_LE = endianness() === 'LE';
-
-/** Round up to the 4-byte netlink attribute alignment (NLA_ALIGN). */
-export function nlaAlign(n: number): number {
-  return (n + 3) & ~3;
-}
-
-/**
- * Builds an attribute stream. Integer helpers write host byte order except the
- * `be` ones; every attribute is zero-padded to 4 bytes (the padding is not
- * counted in nla_len, as in the kernel's and libnl's nla_put).
- */
-export class AttrWriter {
-  private readonly chunks: Buffer[] = [];
-  private length = 0;
-
-  /** Raw attribute: `type` may carry NLA_F_* flags; `data` at most 65531 bytes. */
-  put(type: number, data: Uint8Array): this {
-    if (!Number.isInteger(type) || type < 0 || type > 0xffff) throw new RangeError(`attribute type ${type} out of range`);
-    const len = NLA_HDRLEN + data.length;
-    if (len > 0xffff) throw new RangeError(`attribute ${type & NLA_TYPE_MASK} too long (${data.length} bytes)`);
-    const padded = nlaAlign(len);
-    const buf = Buffer.alloc(padded);
-    writeU16(buf, 0, len);
-    writeU16(buf, 2, type);
-    buf.set(data, NLA_HDRLEN);
-    this.chunks.push(buf);
-    this.length += padded;
-    return this;
-  }
-
-  u8(type: number, value: number): this {
-    return this.put(type, Buffer.from([checkUint(value, 0xff)]));
-  }
-
-  /** Host-endian u16. */
-  u16(type: number, value: number): this {
-    const b = Buffer.alloc(2);
-    writeU16(b, 0, checkUint(value, 0xffff));
-    return this.put(type, b);
-  }
-
-  /** Network-order u16 (__be16), e.g. a port. */
-  be16(type: number, value: number): this {
-    const b = Buffer.alloc(2);
-    b.writeUInt16BE(checkUint(value, 0xffff), 0);
-    return this.put(type, b);
-  }
-
-  /** Host-endian u32. */
-  u32(type: number, value: number): this {
-    const b = Buffer.alloc(4);
-    writeU32(b, 0, checkUint(value, 0xffffffff));
-    return this.put(type, b);
-  }
-
-  /** Network-order u32 (__be32), e.g. a netmask. */
-  be32(type: number, value: number): this {
-    const b = Buffer.alloc(4);
-    b.writeUInt32BE(checkUint(value, 0xffffffff), 0);
-    return this.put(type, b);
-  }
-
-  /** Host-endian u64. */
-  u64(type: number, value: bigint): this {
-    const b = Buffer.alloc(8);
-    if (HOST_LE) b.writeBigUInt64LE(value, 0);
-    else b.writeBigUInt64BE(value, 0);
-    return this.put(type, b);
-  }
-
-  /** NUL-terminated string (nla_put_string); ASCII only. */
-  string(type: number, value: string): this {
-    if (!/^[\x20-\x7e]*$/.test(value)) throw new RangeError(`attribute string ${JSON.stringify(value)} is not printable ASCII`);
-    return this.put(type, Buffer.from(`${value}\0`, 'ascii'));
-  }
-
-  /**
-   * Nested attribute: `fill` writes the inner attributes. nla_len covers the
-   * inner attributes with their padding, as nla_nest_end computes it.
-   * @param flag set NLA_F_NESTED on the type (default true, as libnl 3.7).
-   */
-  nest(type: number, fill: (inner: AttrWriter) => void, flag = true): this {
-    const inner = new AttrWriter();
-    fill(inner);
-    return this.put(flag ? type | NLA_F_NESTED : type, inner.toBuffer());
-  }
-
-  /** The stream so far (a multiple of 4 bytes). */
-  toBuffer(): Buffer {
-    return Buffer.concat(this.chunks, this.length);
-  }
-}
-
-/** One parsed attribute; `data` is a view into the parsed buffer (no padding). */
-export interface NlAttr {
-  /** nla_type without the flag bits. */
-  readonly type: number;
-  /** NLA_F_NESTED was set. */
-  readonly nested: boolean;
-  /** NLA_F_NET_BYTEORDER was set. */
-  readonly netByteOrder: boolean;
-  readonly data: Buffer;
-}
-
-/**
- * Split an attribute stream into attributes. Strict: an attribute whose
- * nla_len is below 4 or runs past the end throws. The padding of the last
- * attribute may be missing; fewer than 4 trailing bytes are ignored (as the
- * kernel's nla_for_each_attr does).
- * @throws IpvsDecodeError on a malformed stream.
- */
-export function parseAttrs(buf: Uint8Array): NlAttr[] {
-  const b = Buffer.from(buf.buffer, buf.byteOffset, buf.byteLength);
-  const out: NlAttr[] = [];
-  let off = 0;
-  while (b.length - off >= NLA_HDRLEN) {
-    const len = readU16(b, off);
-    const rawType = readU16(b, off + 2);
-    if (len < NLA_HDRLEN || off + len > b.length) {
-      throw new IpvsDecodeError(`malformed attribute at offset ${off}: nla_len ${len}, ${b.length - off} bytes left`);
-    }
-    out.push({
-      type: rawType & NLA_TYPE_MASK,
-      nested: (rawType & NLA_F_NESTED) !== 0,
-      netByteOrder: (rawType & NLA_F_NET_BYTEORDER) !== 0,
-      data: b.subarray(off + NLA_HDRLEN, off + len),
-    });
-    off += nlaAlign(len);
-  }
-  return out;
-}
-
-/**
- * Index attributes by type. A repeated type keeps the last one, as the
- * kernel's nla_parse does; unknown types are kept too (callers ignore them).
- */
-export function indexAttrs(attrs: readonly NlAttr[]): Map<number, NlAttr> {
-  const m = new Map<number, NlAttr>();
-  for (const a of attrs) m.set(a.type, a);
-  return m;
-}
-
-/** Host-endian u16 payload (exactly 2 bytes). @throws IpvsDecodeError */
-export function attrU16(a: NlAttr, what: string): number {
-  expectLen(a, 2, what);
-  return readU16(a.data, 0);
-}
-
-/** Network-order u16 payload (exactly 2 bytes). @throws IpvsDecodeError */
-export function attrBe16(a: NlAttr, what: string): number {
-  expectLen(a, 2, what);
-  return a.data.readUInt16BE(0);
-}
-
-/** Host-endian u32 payload (exactly 4 bytes). @throws IpvsDecodeError */
-export function attrU32(a: NlAttr, what: string): number {
-  expectLen(a, 4, what);
-  return readU32(a.data, 0);
-}
-
-/** Network-order u32 payload (exactly 4 bytes). @throws IpvsDecodeError */
-export function attrBe32(a: NlAttr, what: string): number {
-  expectLen(a, 4, what);
-  return a.data.readUInt32BE(0);
-}
-
-/** Host-endian unsigned counter of 4 or 8 bytes, as a number. @throws IpvsDecodeError */
-export function attrCounter(a: NlAttr, what: string): number {
-  if (a.data.length === 4) return readU32(a.data, 0);
-  if (a.data.length === 8) return Number(HOST_LE ? a.data.readBigUInt64LE(0) : a.data.readBigUInt64BE(0));
-  throw new IpvsDecodeError(`${what}: expected 4 or 8 bytes, got ${a.data.length}`);
-}
-
-/** NUL-terminated string payload (text up to the first NUL). @throws IpvsDecodeError */
-export function attrString(a: NlAttr, what: string): string {
-  const nul = a.data.indexOf(0);
-  if (nul < 0) throw new IpvsDecodeError(`${what}: string is not NUL-terminated`);
-  return a.data.subarray(0, nul).toString('latin1');
-}
-
-/** Nested attributes of a payload. @throws IpvsDecodeError */
-export function attrNested(a: NlAttr): NlAttr[] {
-  return parseAttrs(a.data);
-}
-
-function expectLen(a: NlAttr, n: number, what: string): void {
-  if (a.data.length !== n) throw new IpvsDecodeError(`${what}: expected ${n} bytes, got ${a.data.length}`);
-}
-
-function readU16(b: Buffer, off: number): number {
-  return HOST_LE ? b.readUInt16LE(off) : b.readUInt16BE(off);
-}
-
-function readU32(b: Buffer, off: number): number {
-  return HOST_LE ? b.readUInt32LE(off) : b.readUInt32BE(off);
-}
-
-function writeU16(b: Buffer, off: number, v: number): void {
-  if (HOST_LE) b.writeUInt16LE(v, off);
-  else b.writeUInt16BE(v, off);
-}
-
-function writeU32(b: Buffer, off: number, v: number): void {
-  if (HOST_LE) b.writeUInt32LE(v, off);
-  else b.writeUInt32BE(v, off);
-}
-
-function checkUint(v: number, max: number): number {
-  if (!Number.isInteger(v) || v < 0 || v > max) throw new RangeError(`${v} is not an integer in 0-${max}`);
-  return v;
 }
 
 // ---------------------------------------------------------------------------
@@ -879,11 +656,28 @@ function ipv4FromNfInetAddr(a: NlAttr, what: string): string {
 }
 
 /**
+ * Run an IPVS decoder: an attribute-level NetlinkDecodeError (nlattr.ts)
+ * becomes an IpvsDecodeError, so that every malformed IPVS reply is one.
+ */
+function ipvsReply<T>(decode: () => T): T {
+  try {
+    return decode();
+  } catch (err) {
+    if (err instanceof NetlinkDecodeError && !(err instanceof IpvsDecodeError)) throw new IpvsDecodeError(err.message);
+    throw err;
+  }
+}
+
+/**
  * Decode a stats nest (IPVS_*_ATTR_STATS or STATS64). Counters may be u32 or
  * u64; PAD and unknown attributes are skipped; a missing counter reads 0.
  * @throws IpvsDecodeError
  */
 export function decodeStats(a: NlAttr): IpvsStats {
+  return ipvsReply(() => decodeStatsAttrs(a));
+}
+
+function decodeStatsAttrs(a: NlAttr): IpvsStats {
   const m = indexAttrs(attrNested(a));
   const c = (type: number, name: string): number => {
     const x = m.get(type);
@@ -918,6 +712,10 @@ function statsOf(m: Map<number, NlAttr>, t64: number, t32: number): IpvsStats | 
  *   unknown protocol; IpvsDecodeError for a malformed payload.
  */
 export function decodeService(payload: Uint8Array): ServiceEntry {
+  return ipvsReply(() => decodeServiceAttrs(payload));
+}
+
+function decodeServiceAttrs(payload: Uint8Array): ServiceEntry {
   const m = topLevel(payload, IPVS_CMD_ATTR.SERVICE, 'IPVS_CMD_ATTR_SERVICE');
   const af = attrU16(required(m, IPVS_SVC_ATTR.AF, 'IPVS_SVC_ATTR_AF'), 'service AF');
   const fwmark = m.get(IPVS_SVC_ATTR.FWMARK);
@@ -957,6 +755,10 @@ export function decodeService(payload: Uint8Array): ServiceEntry {
  *   forwarding method; IpvsDecodeError for a malformed payload.
  */
 export function decodeDest(payload: Uint8Array): DestEntry {
+  return ipvsReply(() => decodeDestAttrs(payload));
+}
+
+function decodeDestAttrs(payload: Uint8Array): DestEntry {
   const m = topLevel(payload, IPVS_CMD_ATTR.DEST, 'IPVS_CMD_ATTR_DEST');
   const afAttr = m.get(IPVS_DEST_ATTR.ADDR_FAMILY);
   const af = afAttr ? attrU16(afAttr, 'dest ADDR_FAMILY') : AF_INET;
@@ -989,6 +791,10 @@ export function decodeDest(payload: Uint8Array): DestEntry {
  * @throws IpvsDecodeError
  */
 export function decodeInfo(payload: Uint8Array): IpvsInfo {
+  return ipvsReply(() => decodeInfoAttrs(payload));
+}
+
+function decodeInfoAttrs(payload: Uint8Array): IpvsInfo {
   const m = indexAttrs(parseAttrs(payload));
   const versionCode = attrU32(required(m, IPVS_INFO_ATTR.VERSION, 'IPVS_INFO_ATTR_VERSION'), 'info VERSION');
   const connTabSize = attrU32(required(m, IPVS_INFO_ATTR.CONN_TAB_SIZE, 'IPVS_INFO_ATTR_CONN_TAB_SIZE'), 'info CONN_TAB_SIZE');

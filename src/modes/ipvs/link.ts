@@ -13,7 +13,8 @@
  */
 import { createRtNetlink, FlagsNew, type RtNetlinkSocket } from 'netlink';
 import { compareAddresses, ipFromBytes } from '../../model/addr.ts';
-import { AttrWriter, parseIPv4 } from './codec.ts';
+import { AttrWriter } from '../shared/nlattr.ts';
+import { parseIPv4 } from './codec.ts';
 import { isErrno, isExists, isPermission, netlinkErrorCode } from '../shared/errno.ts';
 
 /** The dummy interface's name (kube-proxy's defaultDummyDevice). */
