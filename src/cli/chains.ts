@@ -8,7 +8,7 @@
 import { Command, Option } from 'commander';
 import { allModes, modeDriver } from '../modes/registry.ts';
 import { inspectKernelOptions, type KernelOptions } from './options.ts';
-import { chainsSourceOptions } from './setup.ts';
+import { chainsSourceOptions, modeHelp } from './setup.ts';
 
 /** The `chains` command. */
 export function chainsCommand(): Command {
@@ -16,7 +16,7 @@ export function chainsCommand(): Command {
     .description(
       'print the rules the live kernel holds for a service port (or every port of NAMESPACE/NAME, or all): ' +
         'the KUBE-SERVICES entry, the KUBE-SVC and KUBE-SEP chains, or the REJECT of a port with no endpoints' +
-        allModes().map((m) => m.help.chains).join('') +
+        modeHelp('chains') +
         '; exit 1 for an unknown service',
     )
     .argument('[service]', 'NAMESPACE/NAME:PORT, or NAMESPACE/NAME for all its ports; all service ports when omitted')

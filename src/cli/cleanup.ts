@@ -10,8 +10,7 @@ import { escapeNonPrintable } from '../model/quote.ts';
 import { createLogger } from '../util/log.ts';
 import { EXIT, markPartial } from './exit.ts';
 import { kernelOptions, type KernelOptions } from './options.ts';
-import { createBackend } from './setup.ts';
-import { allModes } from '../modes/registry.ts';
+import { createBackend, modeHelp } from './setup.ts';
 
 /**
  * The stderr lines for a chain cleanup emptied but could not delete: one per
@@ -30,7 +29,7 @@ export function keptChainLines(kept: KeptChain): string {
 export function cleanupCommand(): Command {
   const cmd = new Command('cleanup')
     .description(
-      "remove drover's chains and hook rules from the kernel" + allModes().map((m) => m.help.cleanup).join('') + '; other rules are left alone. ' +
+      "remove drover's chains and hook rules from the kernel" + modeHelp('cleanup') + '; other rules are left alone. ' +
         "A chain of drover's that another program's rule still jumps to is emptied but not deleted; stderr names it and that rule, one line per rule. " +
         `Exit ${EXIT.ok} when everything was removed, ${EXIT.partial} when some chains were only emptied, ${EXIT.failed} on error`,
     )

@@ -9,17 +9,17 @@
  * source that could not be read whole (exit.ts).
  */
 import { Command } from 'commander';
-import { allModes, modeDriver } from '../modes/registry.ts';
+import { modeDriver } from '../modes/registry.ts';
 import { EXIT, markPartial } from './exit.ts';
 import { inspectKernelOptions, renderOptions, type KernelOptions, type RenderCliOptions } from './options.ts';
-import { compareOptions } from './setup.ts';
+import { compareOptions, modeHelp } from './setup.ts';
 
 /** The `diff` command. */
 export function diffCommand(): Command {
   const cmd = new Command('diff')
     .description(
       'compare the rules the source renders to with the live kernel and list missing, extra and changed chains and rules' +
-        allModes().map((m) => m.help.diff).join('') +
+        modeHelp('diff') +
         '; exit 0 when equal, 1 when they differ, 2 on error, 3 when equal but part of the source could not be read',
     )
     .action(async (opts: KernelOptions & RenderCliOptions) => {

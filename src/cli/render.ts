@@ -8,12 +8,12 @@
 import { Command } from 'commander';
 import { clusterEndpoints } from '../model/policy.ts';
 import type { Snapshot } from '../model/types.ts';
-import { allModes, modeDriver } from '../modes/registry.ts';
+import { modeDriver } from '../modes/registry.ts';
 import { FileSource } from '../sources/file.ts';
 import { silentLogger } from '../util/log.ts';
 import { EXIT, markPartial } from './exit.ts';
 import { modeOption, renderOptions, type RenderCliOptions } from './options.ts';
-import { compareOptions } from './setup.ts';
+import { compareOptions, modeHelp } from './setup.ts';
 
 /** One `#` header line per service port: key, ClusterIP:port/protocol, where the IP came from, endpoints. */
 export function serviceSummary(snapshot: Snapshot): string[] {
@@ -29,7 +29,7 @@ export function renderCommand(): Command {
   const cmd = new Command('render')
     .description(
       'print what a full sync writes onto an empty node: the iptables-restore input' +
-        allModes().map((m) => m.help.render).join('') +
+        modeHelp('render') +
         ' (no root needed; exit 3 if part of the source was skipped)',
     )
     .addOption(modeOption())

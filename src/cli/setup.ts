@@ -6,7 +6,7 @@
  */
 import { Option } from 'commander';
 import { DEFAULT_STATUS_FILE } from '../inspect/status.ts';
-import type { ModeOptions } from '../modes/driver.ts';
+import type { ModeDriver, ModeOptions } from '../modes/driver.ts';
 import type { RenderOptions } from '../modes/iptables/render.ts';
 import { allModes, modeDriver } from '../modes/registry.ts';
 import { renderConfig } from '../modes/shared/render-config.ts';
@@ -82,4 +82,11 @@ export function statusFileOption(): Option {
   return new Option('--status-file <path>', 'status file, written after every sync by drover run and read by drover status').default(
     DEFAULT_STATUS_FILE,
   );
+}
+
+/** What every mode adds to a command's `--help` text (ModeDriver.help), joined: e.g. "; with --mode ipvs also …". */
+export function modeHelp(command: keyof ModeDriver['help']): string {
+  return allModes()
+    .map((m) => m.help[command])
+    .join('');
 }

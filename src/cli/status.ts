@@ -10,9 +10,9 @@
  */
 import { Command } from 'commander';
 import { formatStatus, NotRunError, readStatusFile, type StatusRecord } from '../inspect/status.ts';
-import { allModes, modeDriver, modeNames } from '../modes/registry.ts';
+import { modeDriver, modeNames } from '../modes/registry.ts';
 import { inspectKernelOptions, type KernelOptions, type RenderCliOptions } from './options.ts';
-import { statusFileOption } from './setup.ts';
+import { modeHelp, statusFileOption } from './setup.ts';
 
 /** The render flags `run` recorded, as CLI options. */
 function recordedRenderOptions(r: StatusRecord): RenderCliOptions {
@@ -39,7 +39,7 @@ export function statusCommand(): Command {
   const cmd = new Command('status')
     .description(
       'show what drover run recorded after its last sync, the drover-owned rules in the live kernel, and whether the kernel ' +
-        'drifted from the source (exit 1 if drover has not run)' + allModes().map((m) => m.help.status).join('') +
+        'drifted from the source (exit 1 if drover has not run)' + modeHelp('status') +
         '; --mode, --netns and --iptables-backend default to those drover run used',
     )
     .addOption(statusFileOption())

@@ -9,8 +9,9 @@ import { formatTrace } from '../inspect/trace-format.ts';
 import { trace, type Packet } from '../inspect/trace.ts';
 import { isCanonicalIPv4 } from '../model/addr.ts';
 import { parseIPv4HostPort } from '../model/validate.ts';
-import { allModes, modeDriver } from '../modes/registry.ts';
+import { modeDriver } from '../modes/registry.ts';
 import { inspectKernelOptions, type KernelOptions } from './options.ts';
+import { modeHelp } from './setup.ts';
 
 function ipArg(value: string): string {
   if (!isCanonicalIPv4(value)) throw new InvalidArgumentError(`"${value}" is not an IPv4 address`);
@@ -26,7 +27,7 @@ function hostPortArg(value: string): { ip: string; port: number } {
 /** The `trace` command. */
 export function traceCommand(): Command {
   const cmd = new Command('trace')
-    .description('walk the live ruleset for a new connection: matched rules, candidate endpoints, masquerade, REJECT' + allModes().map((m) => m.help.trace).join(''))
+    .description('walk the live ruleset for a new connection: matched rules, candidate endpoints, masquerade, REJECT' + modeHelp('trace'))
     .addOption(new Option('--src <ip>', 'source address of the connection').argParser(ipArg).makeOptionMandatory())
     .addOption(new Option('--dst <ip:port>', 'destination, e.g. a ClusterIP and port').argParser(hostPortArg).makeOptionMandatory())
     .addOption(new Option('--proto <proto>', 'transport protocol').choices(['tcp', 'udp', 'sctp']).default('tcp'))

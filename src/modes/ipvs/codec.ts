@@ -387,19 +387,24 @@ function need(obj: unknown, field: string): Record<string, unknown> {
   return obj as Record<string, unknown>;
 }
 
-interface ServiceKeyBytes {
-  readonly protocol: number;
+interface DestKeyBytes {
   readonly addr: Buffer;
   readonly port: number;
 }
 
+/** The checked address and port of a virtual or real server (`field.address`, `field.port`). */
+function destKey(o: unknown, field: string): DestKeyBytes {
+  const r = need(o, field);
+  return { addr: parseIPv4(r.address, `${field}.address`), port: checkInt(r.port, 1, 65535, `${field}.port`) };
+}
+
+interface ServiceKeyBytes extends DestKeyBytes {
+  readonly protocol: number;
+}
+
 function serviceKey(vs: unknown, field: string): ServiceKeyBytes {
   const o = need(vs, field);
-  return {
-    protocol: IPPROTO[checkProtocol(o.protocol, `${field}.protocol`)],
-    addr: parseIPv4(o.address, `${field}.address`),
-    port: checkInt(o.port, 1, 65535, `${field}.port`),
-  };
+  return { protocol: IPPROTO[checkProtocol(o.protocol, `${field}.protocol`)], ...destKey(o, field) };
 }
 
 interface ServiceFull extends ServiceKeyBytes {
@@ -422,19 +427,6 @@ function serviceFull(vs: unknown, field: string): ServiceFull {
   }
   const netmask = o.netmask === undefined ? 0xffffffff : checkNetmask(o.netmask, `${field}.netmask`);
   return { ...key, scheduler, flags, timeout, netmask };
-}
-
-interface DestKeyBytes {
-  readonly addr: Buffer;
-  readonly port: number;
-}
-
-function destKey(rs: unknown, field: string): DestKeyBytes {
-  const o = need(rs, field);
-  return {
-    addr: parseIPv4(o.address, `${field}.address`),
-    port: checkInt(o.port, 1, 65535, `${field}.port`),
-  };
 }
 
 interface DestFull extends DestKeyBytes {
