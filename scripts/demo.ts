@@ -53,6 +53,11 @@ function backendsFor(services: Iterable<ServicePort>): BackendSpec[] {
   return [...byIp.values()];
 }
 
+/** A count of the sync log line's `written` or `deleted` objects by kind (0 when absent). */
+function logCount(entry: Record<string, unknown>, field: 'written' | 'deleted', kind: string): number {
+  return ((entry[field] as Record<string, number> | undefined) ?? {})[kind] ?? 0;
+}
+
 /** drover's JSON log lines, with a way to wait for a message. */
 class DroverLog {
   private readonly seen: Array<Record<string, unknown>> = [];
@@ -145,7 +150,7 @@ async function main(): Promise<number> {
     );
     const log = new DroverLog(drover);
     const first = await log.waitFor(/full sync done/, 0, 30_000);
-    say(`\n1. drover synced: ${first.chainsWritten} chains and ${first.rulesWritten} rules in ${first.durationMs} ms (iptables-restore ${first.applyMs} ms)`);
+    say(`\n1. drover synced: ${logCount(first, 'written', 'chain')} chains and ${logCount(first, 'written', 'rule')} rules in ${first.durationMs} ms (iptables-restore ${first.applyMs} ms)`);
     for (const sp of services) await spread(topo, sp, sp.key);
 
     const web = services.find((sp) => sp.name === 'web-service');
@@ -160,7 +165,7 @@ async function main(): Promise<number> {
     await writeFile(file, `${JSON.stringify(manifest, null, 2)}\n`);
     say(`\n2. removed endpoint ${removed.ip}:${removed.port} (${removedName}) from ${SHEPHERD_FILE}`);
     const partial = await log.waitFor(/partial sync done/, mark, 10_000);
-    say(`   drover saw the change and synced in ${Date.now() - editedAt} ms after the edit: partial sync of ${JSON.stringify(partial.changed)}, ${partial.chainsWritten} chain written, ${partial.chainsDeleted} deleted, iptables-restore ${partial.applyMs} ms`);
+    say(`   drover saw the change and synced in ${Date.now() - editedAt} ms after the edit: partial sync of ${JSON.stringify(partial.changed)}, ${logCount(partial, 'written', 'chain')} chain written, ${logCount(partial, 'deleted', 'chain')} deleted, iptables-restore ${partial.applyMs} ms`);
     const chains = (await run('iptables-save', ['-t', 'nat'], { netns: topo.node })).stdout
       .split('\n')
       .filter((l) => l.includes(`"${web.key} -> `));

@@ -5,7 +5,7 @@
  * rule on stderr, one line per rule, and exits with EXIT.partial (exit.ts).
  */
 import { Command } from 'commander';
-import type { KeptChain } from '../modes/types.ts';
+import { countOf, type CleanupResult, type KeptChain } from '../modes/types.ts';
 import { escapeNonPrintable } from '../model/quote.ts';
 import { createLogger } from '../util/log.ts';
 import { EXIT, markPartial } from './exit.ts';
@@ -25,6 +25,14 @@ export function keptChainLines(kept: KeptChain): string {
     .join('');
 }
 
+/**
+ * The line `cleanup` prints on stdout, from the chains and the hook rules
+ * removed (the same in every mode), e.g. `removed 7 chains and 4 hook rules`.
+ */
+export function cleanupSummary(result: CleanupResult): string {
+  return `removed ${countOf(result.removed, 'chain')} chains and ${countOf(result.removed, 'rule')} hook rules\n`;
+}
+
 /** The `cleanup` command. */
 export function cleanupCommand(): Command {
   const cmd = new Command('cleanup')
@@ -37,7 +45,7 @@ export function cleanupCommand(): Command {
       const logger = createLogger(opts.logLevel);
       const backend = await createBackend(opts, { masqueradeAll: false }, logger);
       const result = await backend.cleanup();
-      process.stdout.write(`removed ${result.chainsDeleted} chains and ${result.rulesDeleted} hook rules\n`);
+      process.stdout.write(cleanupSummary(result));
       for (const kept of result.kept) process.stderr.write(keptChainLines(kept));
       markPartial(result.kept);
     });

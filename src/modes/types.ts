@@ -1,8 +1,10 @@
 /**
- * The contract between the proxier and a backend (iptables now, IPVS and
- * nftables later).
+ * The contract between the proxier and a backend (iptables and IPVS now,
+ * nftables later). What a sync or a cleanup did is told in counts of kernel
+ * objects by kind, the same for every mode, plus each mode's own detail.
  */
 import type { Snapshot } from '../model/types.ts';
+import type { IpvsSyncDetail } from './ipvs/sync-detail.ts';
 
 /** The proxy modes drover knows. */
 export type ProxyMode = string;
@@ -23,17 +25,60 @@ export interface ChangeSet {
   readonly incomplete?: boolean;
 }
 
+/**
+ * The kinds of kernel object a sync or a cleanup counts, in every mode:
+ * - `chain`: an iptables chain created or rewritten (written), or deleted;
+ * - `rule`: an iptables rule appended or inserted on its own (written), or
+ *   deleted on its own; the rules of a chain written or deleted whole are
+ *   not counted again. Cleanup deletes rules only from the built-in chains
+ *   (the hook rules that jump to drover's chains);
+ * - `virtual server`: an IPVS virtual server added or edited, or deleted
+ *   (its real servers go with it and are not counted again);
+ * - `real server`: an IPVS real server added, edited or quiesced (weight 0
+ *   during graceful termination), or deleted;
+ * - `set entry`: an ipset entry that became present, or went;
+ * - `set`: an ipset destroyed (cleanup);
+ * - `address`: an address bound to, or removed from, a link (IPVS mode's
+ *   ClusterIPs on kube-ipvs0);
+ * - `link`: a network link deleted (cleanup: kube-ipvs0).
+ */
+export type ObjectKind = 'chain' | 'rule' | 'virtual server' | 'real server' | 'set entry' | 'set' | 'address' | 'link';
+
+/**
+ * Objects counted by kind. A backend lists every kind it can write or delete,
+ * 0 included; a kind it does not list is 0 (read it with {@link countOf}).
+ */
+export type ObjectCounts = Readonly<Partial<Record<ObjectKind, number>>>;
+
+/** The count of `kind` in `counts` (0 when absent). */
+export function countOf(counts: ObjectCounts, kind: ObjectKind): number {
+  return counts[kind] ?? 0;
+}
+
+/** The sum of every kind in `counts`. */
+export function totalOf(counts: ObjectCounts): number {
+  return Object.values(counts).reduce((sum, n) => sum + (n ?? 0), 0);
+}
+
+/**
+ * What a mode reports of a sync beyond {@link SyncResult}'s counts, for the
+ * log, the bench and tests. One member per mode that has any, each declared in
+ * its mode's folder and told apart by `mode` (the backend's {@link Backend.mode}).
+ */
+export type ModeSyncDetail = IpvsSyncDetail;
+
 /** What one sync did. Times in milliseconds. */
 export interface SyncResult {
+  /** True for a full sync (the kernel was read back and compared). */
   readonly full: boolean;
   /** Service ports in the snapshot. */
   readonly services: number;
   /** Serving endpoints in the snapshot. */
   readonly endpoints: number;
-  readonly chainsWritten: number;
-  readonly chainsDeleted: number;
-  readonly rulesWritten: number;
-  readonly rulesDeleted: number;
+  /** Kernel objects created or changed, by kind ({@link ObjectKind}). */
+  readonly written: ObjectCounts;
+  /** Kernel objects deleted, by kind ({@link ObjectKind}). */
+  readonly deleted: ObjectCounts;
   /** Size of the kernel transaction payloads, bytes (0 when nothing needed writing). */
   readonly bytes: number;
   /** Kernel transactions used (0 when nothing needed writing; more than 1 only for very large changes). */
@@ -44,10 +89,13 @@ export interface SyncResult {
   readonly applyMs: number;
   /** Whole sync, ms. */
   readonly totalMs: number;
+  /** The mode's own account of the sync, if it has one. */
+  readonly detail?: ModeSyncDetail;
 }
 
 /** A proxy backend: turns a Snapshot into kernel state. */
 export interface Backend {
+  /** The mode's name, as `--mode` takes it. */
   readonly mode: ProxyMode;
   /**
    * Bring the kernel to `snapshot`. A partial sync writes only what belongs
@@ -81,9 +129,12 @@ export interface KeptChain {
 
 /** What cleanup did. */
 export interface CleanupResult {
-  readonly chainsDeleted: number;
-  /** Hook rules deleted (the jumps from the built-in chains). */
-  readonly rulesDeleted: number;
+  /**
+   * Kernel objects removed, by kind ({@link ObjectKind}): `chain` and `rule`
+   * (the hook rules, the jumps from the built-in chains) in every mode, and
+   * whatever else the mode created (IPVS: `virtual server`, `link`, `set`).
+   */
+  readonly removed: ObjectCounts;
   /** Chains emptied but not deleted (see {@link KeptChain}); empty when everything was removed. */
   readonly kept: readonly KeptChain[];
 }

@@ -91,7 +91,7 @@ if (unavailable) {
         }
         t.regex(await exec.save('nat'), /--probability 0\.10000000009 -j KUBE-SEP-/);
         // A second full sync finds nothing to do.
-        t.like(await backend.sync(s, FULL), { chainsWritten: 0, rulesWritten: 0, transactions: 0 });
+        t.like(await backend.sync(s, FULL), { written: { chain: 0, rule: 0 }, transactions: 0 });
       });
     });
 
@@ -169,8 +169,7 @@ if (unavailable) {
         await backend.sync(snap(web(['10.244.1.2:8080'])), FULL);
         await exec.restore('*nat\n-A PREROUTING -s 192.168.7.0/24 -j KUBE-MARK-MASQ\nCOMMIT\n');
         t.deepEqual(await backend.cleanup(), {
-          chainsDeleted: 6,
-          rulesDeleted: 7,
+          removed: { chain: 6, rule: 7 },
           kept: [{ table: 'nat', chain: 'KUBE-MARK-MASQ', referencedBy: ['-A PREROUTING -s 192.168.7.0/24 -j KUBE-MARK-MASQ'] }],
         });
         t.deepEqual(lines(await exec.save('nat')), [':KUBE-MARK-MASQ - [0:0]', '-A PREROUTING -s 192.168.7.0/24 -j KUBE-MARK-MASQ']);

@@ -64,8 +64,8 @@ test('the read-back check sees each change only once it is applied', async (t) =
   t.true(h.showsAll(await h.readBack(), base));
   for (const c of iterationChanges(base, clocks, 0, [keep, toggle], COUNTS)) {
     t.false(h.shows(await h.readBack(c), c), `${c.kind} before`);
-    await h.backend.sync(c.to, { full: false, changed: new Set([c.key]) });
-    if (c.kind === 'endpoint-removed') t.is(h.backend.lastDetail?.ops['quiesce-dest'], 1, 'the removed real server is quiesced, not deleted');
+    const result = await h.backend.sync(c.to, { full: false, changed: new Set([c.key]) });
+    if (c.kind === 'endpoint-removed') t.is(result.detail?.ops['quiesce-dest'], 1, 'the removed real server is quiesced, not deleted');
     t.true(h.shows(await h.readBack(c), c), `${c.kind} after`);
     t.true(h.showsAll(await h.readBack(), c.to), `${c.kind}: the whole state`);
   }

@@ -33,7 +33,7 @@ test('a partial sync after one endpoint change writes only that service port', a
 COMMIT
 `,
   );
-  t.like(result, { full: false, chainsWritten: 1, chainsDeleted: 1, rulesWritten: 2, rulesDeleted: 0, transactions: 1 });
+  t.like(result, { full: false, written: { chain: 1, rule: 2 }, deleted: { chain: 1, rule: 0 }, transactions: 1 });
   t.false(fake.dump('nat').includes('KUBE-SEP-LXVODXWDISEETFEF'));
 });
 
@@ -76,7 +76,7 @@ test('a restarted drover adopts the live rules without writing anything', async 
   const restores = fake.restores.length;
   const result = await make().sync(s, FULL);
   t.is(fake.restores.length, restores, 'no restore at all');
-  t.like(result, { full: true, chainsWritten: 0, rulesWritten: 0, bytes: 0, transactions: 0 });
+  t.like(result, { full: true, written: { chain: 0, rule: 0 }, bytes: 0, transactions: 0 });
 });
 
 test('a full sync repairs drift: a deleted chain, a foreign rule in an owned chain, a stale chain', async (t) => {
@@ -89,7 +89,7 @@ test('a full sync repairs drift: a deleted chain, a foreign rule in an owned cha
   fake.setChain('nat', 'KUBE-SVC-AAAAAAAAAAAAAAAA', ['-j KUBE-MARK-MASQ']);
   fake.setChain('nat', 'DOCKER', ['-j RETURN']);
   const result = await backend.sync(s, FULL);
-  t.like(result, { chainsWritten: 1, chainsDeleted: 1, rulesDeleted: 1 });
+  t.like(result, { written: { chain: 1 }, deleted: { chain: 1, rule: 1 } });
   const withoutDocker = fake
     .dump('nat')
     .split('\n')
@@ -158,7 +158,7 @@ test('cleanup removes drover chains and hooks and leaves everything else', async
   const result = await backend.cleanup();
   t.deepEqual({ nat: fake.dump('nat'), filter: fake.dump('filter') }, before);
   // KUBE-SVC, KUBE-SEP, 3 static nat chains, 2 static filter chains; the Docker hook is not drover's.
-  t.deepEqual(result, { chainsDeleted: 7, rulesDeleted: 7, kept: [] });
+  t.deepEqual(result, { removed: { chain: 7, rule: 7 }, kept: [] });
 });
 
 test('cleanup empties but keeps the chains foreign rules jump to, and reports them with those rules', async (t) => {
@@ -169,8 +169,7 @@ test('cleanup empties but keeps the chains foreign rules jump to, and reports th
   fake.setChain('nat', 'KUBE-EXT-XPGD46QRK7WJZT7O', ['-j KUBE-SEP-SXIVWICOYRO3J4NJ']);
   const result = await backend.cleanup();
   t.deepEqual(result, {
-    chainsDeleted: 5,
-    rulesDeleted: 7,
+    removed: { chain: 5, rule: 7 },
     kept: [
       { table: 'nat', chain: 'KUBE-MARK-MASQ', referencedBy: ['-A PREROUTING -j KUBE-MARK-MASQ'] },
       { table: 'nat', chain: 'KUBE-SEP-SXIVWICOYRO3J4NJ', referencedBy: ['-A KUBE-EXT-XPGD46QRK7WJZT7O -j KUBE-SEP-SXIVWICOYRO3J4NJ'] },
@@ -222,7 +221,7 @@ COMMIT
   // Once the foreign rules are gone, a second cleanup deletes the kept chains.
   fake.chain('nat', 'PREROUTING')!.pop();
   fake.chain('nat', 'KUBE-EXT-XPGD46QRK7WJZT7O')!.pop();
-  t.deepEqual(await backend.cleanup(), { chainsDeleted: 2, rulesDeleted: 0, kept: [] });
+  t.deepEqual(await backend.cleanup(), { removed: { chain: 2, rule: 0 }, kept: [] });
   t.false(fake.dump('nat').includes('KUBE-MARK-MASQ'));
 });
 
@@ -232,7 +231,7 @@ test('a stale chain that a foreign rule still jumps to is emptied, not deleted, 
   // A kube-proxy leftover that jumps to drover's service chain.
   fake.setChain('nat', 'KUBE-EXT-XPGD46QRK7WJZT7O', ['-j KUBE-SVC-XPGD46QRK7WJZT7O']);
   const result = await backend.sync(snap(svc2(['10.180.0.9:8080'])), FULL);
-  t.like(result, { chainsDeleted: 1 }, 'only the KUBE-SEP chain is deleted');
+  t.like(result, { deleted: { chain: 1 } }, 'only the KUBE-SEP chain is deleted');
   t.deepEqual(fake.chain('nat', 'KUBE-SVC-XPGD46QRK7WJZT7O'), [], 'the pinned chain is emptied');
   t.deepEqual(fake.chain('nat', 'KUBE-EXT-XPGD46QRK7WJZT7O'), ['-j KUBE-SVC-XPGD46QRK7WJZT7O'], 'the foreign chain is untouched');
   t.true(fake.dump('nat').includes('--to-destination 10.180.0.9:8080'), 'the new service is programmed');

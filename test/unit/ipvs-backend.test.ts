@@ -42,7 +42,7 @@ test('first sync: sysctls, kube-ipvs0, ipsets, iptables rules and IPVS, exactly'
     ].join('\n'),
   ]);
   t.deepEqual(w.iptables.restores, [planToRestore(ipvsRulesPlan(ipvsStaticRules(RENDER), new Map()))]);
-  t.like(result, { full: true, services: 3, endpoints: 3, chainsWritten: 5, chainsDeleted: 0, rulesDeleted: 0, transactions: 2 });
+  t.like(result, { full: true, services: 3, endpoints: 3, written: { chain: 5 }, deleted: { chain: 0, rule: 0 }, transactions: 2 });
   t.deepEqual(w.ipvs.list(), [
     'TCP 10.96.0.10:80 rr',
     '  -> 10.244.1.2:8080 Masq 1',
@@ -61,7 +61,7 @@ test('restart: a new backend adopts the live state and writes nothing', async (t
   const result = await restarted.sync(base(), FULL);
   t.deepEqual(w.writes(), before);
   t.like(result, { full: true, bytes: 0, transactions: 0, applyMs: 0 });
-  t.deepEqual(restarted.lastDetail?.ops, { 'add-service': 0, 'edit-service': 0, 'del-service': 0, 'add-dest': 0, 'edit-dest': 0, 'quiesce-dest': 0, 'del-dest': 0 });
+  t.deepEqual(result.detail?.ops, { 'add-service': 0, 'edit-service': 0, 'del-service': 0, 'add-dest': 0, 'edit-dest': 0, 'quiesce-dest': 0, 'del-dest': 0 });
 });
 
 test('restart: stale weights are reset to 1', async (t) => {
@@ -286,7 +286,7 @@ test('cleanup removes owned virtual servers, kube-ipvs0, the ipsets and the rule
   t.is(w.links.addressesOf('kube-ipvs0'), undefined);
   t.is(w.ipset.entries('KUBE-CLUSTER-IP'), undefined);
   t.is(w.ipset.entries('KUBE-LOOP-BACK'), undefined);
-  t.deepEqual(result, { chainsDeleted: 5, rulesDeleted: 4, kept: [] });
+  t.deepEqual(result, { removed: { chain: 5, rule: 4, 'virtual server': 3, link: 1, set: 2 }, kept: [] });
   t.notRegex(w.iptables.dump('nat'), /KUBE-/);
   t.notRegex(w.iptables.dump('filter'), /KUBE-/);
 });
@@ -298,8 +298,7 @@ test('cleanup reports the iptables chains it could only empty, with the foreign 
   w.iptables.setChain('nat', 'OPERATOR', ['-s 192.168.7.0/24 -j KUBE-MARK-MASQ', '-j KUBE-MARK-MASQ']);
   const result = await backend.cleanup();
   t.deepEqual(result, {
-    chainsDeleted: 4,
-    rulesDeleted: 4,
+    removed: { chain: 4, rule: 4, 'virtual server': 3, link: 1, set: 2 },
     kept: [{ table: 'nat', chain: 'KUBE-MARK-MASQ', referencedBy: ['-A OPERATOR -s 192.168.7.0/24 -j KUBE-MARK-MASQ', '-A OPERATOR -j KUBE-MARK-MASQ'] }],
   });
   t.deepEqual(w.iptables.chain('nat', 'KUBE-MARK-MASQ'), []);

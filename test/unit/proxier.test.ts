@@ -11,10 +11,10 @@ class RecordingBackend implements Backend {
   readonly calls: Array<{ services: string[]; full: boolean; changed: string[]; incomplete: boolean }> = [];
   async sync(s: { services: ReadonlyMap<string, unknown> }, c: ChangeSet): Promise<SyncResult> {
     this.calls.push({ services: [...s.services.keys()], full: c.full, changed: [...c.changed].sort(), incomplete: c.incomplete === true });
-    return { full: c.full, services: s.services.size, endpoints: 0, chainsWritten: 0, chainsDeleted: 0, rulesWritten: 0, rulesDeleted: 0, bytes: 0, transactions: 0, readMs: 0, applyMs: 0, totalMs: 0 };
+    return { full: c.full, services: s.services.size, endpoints: 0, written: {}, deleted: {}, bytes: 0, transactions: 0, readMs: 0, applyMs: 0, totalMs: 0 };
   }
   async cleanup() {
-    return { chainsDeleted: 0, rulesDeleted: 0, kept: [] };
+    return { removed: {}, kept: [] };
   }
 }
 

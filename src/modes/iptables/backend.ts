@@ -57,6 +57,7 @@ export class IptablesBackend implements Backend {
     return parseSave(`${filter}\n${nat}`);
   }
 
+  /** Write what differs (see the module comment); reports `chain` and `rule` written and deleted, and no detail. */
   async sync(snapshot: Snapshot, changes: ChangeSet): Promise<SyncResult> {
     const start = performance.now();
     const full = changes.full || this.applied === null;
@@ -127,13 +128,14 @@ export class IptablesBackend implements Backend {
     return this.opts.maxLinesPerTransaction ?? (this.opts.exec.variant === 'nft' ? 10_000 : Number.POSITIVE_INFINITY);
   }
 
+  /** Delete drover's chains and hook rules (cleanupPlan); reports `chain` and `rule` removed. */
   async cleanup(): Promise<CleanupResult> {
     const { plan, kept } = cleanupPlan(this.statics, await this.read());
     this.applied = null;
-    if (isEmptyPlan(plan)) return { chainsDeleted: 0, rulesDeleted: 0, kept };
+    const removed = planStats(plan).deleted;
+    if (isEmptyPlan(plan)) return { removed, kept };
     await this.opts.exec.restore(planToRestore(plan));
-    const { chainsDeleted, rulesDeleted } = planStats(plan);
-    this.opts.logger.info({ chainsDeleted, rulesDeleted, chainsKept: kept.map((k) => `${k.table} ${k.chain}`) }, 'removed drover chains and hook rules');
-    return { chainsDeleted, rulesDeleted, kept };
+    this.opts.logger.info({ removed, chainsKept: kept.map((k) => `${k.table} ${k.chain}`) }, 'removed drover chains and hook rules');
+    return { removed, kept };
   }
 }

@@ -13,6 +13,7 @@ import { SERVICES_CHAIN } from './ruleset.ts';
 import { loadStaticRules } from './static.ts';
 import type { ServicePort, Snapshot } from '../../model/types.ts';
 import { silentLogger } from '../../util/log.ts';
+import { totalOf } from '../types.ts';
 import type { BenchChange, ServiceChange } from '../../bench/changes.ts';
 import type { Baseline, ModeHarness } from '../../bench/harness.ts';
 import { fullRerenderPayload, kubeProxyPayload, minimalPayload } from './bench-payloads.ts';
@@ -95,7 +96,7 @@ export function iptablesHarness(opts: IptablesHarnessOptions): ModeHarness<strin
     variant: opts.variant,
     backend,
     readBack: () => exec.save('nat'),
-    wroteNothing: (r) => r.chainsWritten + r.chainsDeleted + r.rulesWritten + r.rulesDeleted === 0,
+    wroteNothing: (r) => totalOf(r.written) + totalOf(r.deleted) === 0,
     close: () => undefined,
     shows(state: string, change: ServiceChange): boolean {
       const after = render(change.after);

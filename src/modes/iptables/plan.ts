@@ -49,13 +49,12 @@ export interface TableOps {
 /** A restore payload: ops per table. */
 export type Plan = Record<TableName, TableOps>;
 
-/** Counts of what a plan writes. */
+/** Counts of what a plan writes, by kind (types.ts ObjectKind). */
 export interface PlanStats {
-  /** Chains created or rewritten (not counting deleted ones). */
-  readonly chainsWritten: number;
-  readonly chainsDeleted: number;
-  readonly rulesWritten: number;
-  readonly rulesDeleted: number;
+  /** `chain`: chains created or rewritten (not counting deleted ones); `rule`: rules appended or inserted. */
+  readonly written: { readonly chain: number; readonly rule: number };
+  /** `chain`: chains deleted; `rule`: rules deleted on their own. */
+  readonly deleted: { readonly chain: number; readonly rule: number };
 }
 
 
@@ -147,7 +146,7 @@ export function planStats(plan: Plan): PlanStats {
     rulesWritten += ops.appendRules.length + ops.insertRules.length;
     rulesDeleted += ops.deleteRules.length;
   }
-  return { chainsWritten, chainsDeleted, rulesWritten, rulesDeleted };
+  return { written: { chain: chainsWritten, rule: rulesWritten }, deleted: { chain: chainsDeleted, rule: rulesDeleted } };
 }
 
 /** Number of operations (restore lines) in one table's ops. */

@@ -56,6 +56,7 @@ import { IpvsClientClosedError } from './netlink.ts';
 import { countOps, describeOp, planIpvs, type IpvsOp } from './reconcile.ts';
 import { ipvsRulesPlan, ipvsStaticRules } from './rules.ts';
 import { applyIpvsSysctls, IPVS_SYSCTLS, type Sysctls } from './sysctl.ts';
+import type { IpvsSyncDetail } from './sync-detail.ts';
 
 /** Options of the IPVS backend. Times in milliseconds. */
 export interface IpvsBackendOptions {
@@ -87,25 +88,6 @@ export interface IpvsBackendOptions {
   readonly now?: () => number;
 }
 
-/** What IPVS mode did besides iptables, for the log and for tests. */
-export interface IpvsSyncDetail {
-  /** IPVS commands sent, by kind. */
-  readonly ops: Readonly<Record<IpvsOp['kind'], number>>;
-  readonly addressesAdded: number;
-  readonly addressesRemoved: number;
-  /** Set entries that became present and that went (a rebuilt set counts only these, not every entry it rewrote). */
-  readonly ipsetAdded: number;
-  readonly ipsetDeleted: number;
-  /** Sets rebuilt and swapped in because they held an entry drover never writes (ipset.ts). */
-  readonly ipsetRebuilt: readonly string[];
-  /** Scratch sets left over by an interrupted rebuild, destroyed. */
-  readonly ipsetLeftovers: readonly string[];
-  /** Real servers in graceful termination after the sync. */
-  readonly pending: number;
-  /** Netlink requests made to read IPVS state. */
-  readonly ipvsReads: number;
-}
-
 /** IPVS-mode Backend. */
 export class IpvsBackend implements Backend {
   readonly mode = 'ipvs' as const;
@@ -119,8 +101,6 @@ export class IpvsBackend implements Backend {
   private queue: Promise<unknown> = Promise.resolve();
   private timer: NodeJS.Timeout | undefined;
   private closed = false;
-  /** The last sync's IPVS details. */
-  lastDetail: IpvsSyncDetail | undefined;
 
   /**
    * @throws Error for a service CIDR that is not an IPv4 CIDR or a graceful
@@ -144,6 +124,11 @@ export class IpvsBackend implements Backend {
     return [...this.pending.entries()].sort(([a], [b]) => (a < b ? -1 : 1)).map(([, p]) => p);
   }
 
+  /**
+   * Write what differs (see the module comment). Reports `chain` and `rule`
+   * (iptables), `virtual server`, `real server`, `set entry` and `address`
+   * written and deleted, and IPVS mode's detail (sync-detail.ts).
+   */
   sync(snapshot: Snapshot, changes: ChangeSet): Promise<SyncResult> {
     return this.exclusive(() => this.syncLocked(snapshot, changes));
   }
@@ -247,8 +232,10 @@ export class IpvsBackend implements Backend {
         for (const a of addressPlan.remove) bound.delete(a.address);
       }
       this.applied = { index, bound };
+      const ops = countOps(ipvsPlan.ops);
       const detail: IpvsSyncDetail = {
-        ops: countOps(ipvsPlan.ops),
+        mode: 'ipvs',
+        ops,
         addressesAdded: addressPlan.add.length,
         addressesRemoved: addressPlan.remove.length,
         ipsetAdded: ipsetPlan.added,
@@ -258,19 +245,33 @@ export class IpvsBackend implements Backend {
         pending: this.pending.size,
         ipvsReads: kernel.requests,
       };
-      this.lastDetail = detail;
       this.logApplied(detail, ipvsPlan.ops);
       this.schedule();
+      const iptables = planStats(rules);
       return {
         full,
         services: snapshot.services.size,
         endpoints: index.servingEndpoints,
-        ...planStats(rules),
+        written: {
+          ...iptables.written,
+          'virtual server': ops['add-service'] + ops['edit-service'],
+          'real server': ops['add-dest'] + ops['edit-dest'] + ops['quiesce-dest'],
+          'set entry': ipsetPlan.added,
+          address: addressPlan.add.length,
+        },
+        deleted: {
+          ...iptables.deleted,
+          'virtual server': ops['del-service'],
+          'real server': ops['del-dest'],
+          'set entry': ipsetPlan.deleted,
+          address: addressPlan.remove.length,
+        },
         bytes: Buffer.byteLength(rulesPayload) + Buffer.byteLength(ipsetPlan.input),
         transactions: (rulesPayload !== '' ? 1 : 0) + (ipsetPlan.input !== '' ? 1 : 0),
         readMs,
         applyMs,
         totalMs: performance.now() - start,
+        detail,
       };
     } catch (err) {
       this.applied = null;
@@ -368,7 +369,8 @@ export class IpvsBackend implements Backend {
    * Remove what IPVS mode created: its iptables chains and hooks, the
    * virtual servers it owns (in `--service-cidr` or bound to kube-ipvs0),
    * kube-ipvs0 itself, and its ipsets. Other virtual servers, rules and sets
-   * are left alone.
+   * are left alone. Reports `chain`, `rule`, `virtual server`, `link` and
+   * `set` removed.
    */
   cleanup(): Promise<CleanupResult> {
     return this.exclusive(async () => {
@@ -377,7 +379,7 @@ export class IpvsBackend implements Backend {
       this.pending.clear();
       const { plan, kept } = cleanupPlan(this.statics, await this.readTables());
       if (!isEmptyPlan(plan)) await this.opts.iptables.restore(planToRestore(plan));
-      const { chainsDeleted, rulesDeleted } = planStats(plan);
+      const iptables = planStats(plan).deleted;
 
       const ipvs = await this.client();
       const index = await this.opts.links.find(DUMMY_INTERFACE);
@@ -391,18 +393,14 @@ export class IpvsBackend implements Backend {
       this.linkIndex = undefined;
       const destroy = planIpsetDestroy(parseIpsetSave(await this.opts.ipset.save()));
       if (destroy !== '') await this.opts.ipset.restore(destroy);
-      logger.info(
-        {
-          chainsDeleted,
-          rulesDeleted,
-          chainsKept: kept.map((k) => `${k.table} ${k.chain}`),
-          virtualServersDeleted: ops.length,
-          interfaceDeleted: index !== undefined,
-          ipsetsDestroyed: destroy.split('\n').filter(Boolean).length,
-        },
-        'removed drover IPVS state, chains and hook rules',
-      );
-      return { chainsDeleted, rulesDeleted, kept };
+      const removed = {
+        ...iptables,
+        'virtual server': ops.length,
+        link: index !== undefined ? 1 : 0,
+        set: destroy.split('\n').filter(Boolean).length,
+      };
+      logger.info({ removed, chainsKept: kept.map((k) => `${k.table} ${k.chain}`) }, 'removed drover IPVS state, chains and hook rules');
+      return { removed, kept };
     });
   }
 

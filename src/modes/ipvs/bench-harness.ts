@@ -36,6 +36,7 @@ import type { IptablesExec } from '../iptables/exec.ts';
 import type { RenderOptions } from '../iptables/render.ts';
 import type { ServicePort, Snapshot } from '../../model/types.ts';
 import { silentLogger } from '../../util/log.ts';
+import { countOf } from '../types.ts';
 import type { BenchChange, ServiceChange } from '../../bench/changes.ts';
 import type { Baseline, ModeHarness } from '../../bench/harness.ts';
 import { kubeProxyPayload } from '../iptables/bench-payloads.ts';
@@ -195,9 +196,8 @@ export function ipvsHarness(io: IpvsHarnessIO, opts: IpvsHarnessOptions): ModeHa
     },
     showsAll: (state: IpvsReadBack, snapshot: Snapshot) => [...snapshot.services.values()].every((sp) => holds(state, desired(sp).server, true)),
     wroteNothing: (r) => {
-      const d = backend.lastDetail;
-      const ops = d ? Object.values(d.ops).reduce((a, b) => a + b, 0) : 1;
-      return r.bytes === 0 && ops === 0 && d!.addressesAdded + d!.addressesRemoved === 0;
+      const ops = r.detail?.mode === 'ipvs' ? Object.values(r.detail.ops).reduce((a, b) => a + b, 0) : 1;
+      return r.bytes === 0 && ops === 0 && countOf(r.written, 'address') + countOf(r.deleted, 'address') === 0;
     },
     close() {
       backend.close();

@@ -68,7 +68,7 @@ async function handle(req: Record<string, unknown>): Promise<unknown> {
       const services = req.services as ServicePort[];
       const snapshot = { services: new Map(services.map((s) => [s.key, s])) };
       const result = await backend.sync(snapshot, { full: req.full === true, changed: new Set((req.changed as string[]) ?? []) });
-      return { result, detail: backend.lastDetail };
+      return { result, detail: result.detail };
     }
     case 'checkGraceful':
       if (!backend) throw new Error('open first');
