@@ -158,10 +158,13 @@ export async function measureSize<S>(
   }
 
   // 4. The kernel must hold exactly drover's rules again.
+  // Its time is what a full resync with nothing to write costs (a restart, a --sync-period resync).
   progress(`${label}: checking the kernel`, false);
+  const tCheck = nowNs();
   const check = await h.backend.sync(base, { full: true, changed: new Set() });
+  const resyncMs = round3(msSince(tCheck));
   const consistent = h.wroteNothing(check);
-  progress(`${label}: done`, true, `${label}: done${consistent ? '' : '; the final full sync had to repair the kernel'}`);
+  progress(`${label}: done`, true, `${label}: done; full resync ${resyncMs.toFixed(0)} ms${consistent ? '' : ', and it had to repair the kernel'}`);
   return {
     mode: h.mode,
     variant: h.variant,
@@ -172,6 +175,7 @@ export async function measureSize<S>(
     ...(fullRerenderSkipped ? { fullRerenderSkipped } : {}),
     ...(detailed ? {} : { detailSkipped: `not measured above ${opts.detailMax} services (--detail-max)` }),
     consistent,
+    resyncMs,
     peakRssKb: process.resourceUsage().maxRSS,
   };
 }

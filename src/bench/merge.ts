@@ -52,6 +52,7 @@ const Run = z.looseObject({
   fullRerenderSkipped: z.string().optional(),
   detailSkipped: z.string().optional(),
   consistent: z.boolean(),
+  resyncMs: z.number().nonnegative().optional(),
   peakRssKb: z.number().nonnegative(),
 });
 

@@ -424,6 +424,8 @@ export function buildSummary(result: BenchResult): string {
       const r = mine.find((x) => x.kind === 'full-sync' && x.method === 'drover' && x.clock === clock);
       return r ? `${fmtMs(r.summary.p50)} ms` : '–';
     };
+    // Older reports did not time the final full sync.
+    const resync = run.resyncMs === undefined ? '' : `: agent ${fmtMs(run.resyncMs)} ms, what a restart or a periodic resync costs (read back, compare, write nothing)`;
     out.push(
       `## ${modeLabel(run.mode, run.variant)}, ${run.services} services`,
       '',
@@ -433,7 +435,7 @@ export function buildSummary(result: BenchResult): string {
       `- Full re-render: ${run.fullRerenderSkipped ?? 'measured on "service added"; it stands for every change'}.`,
       ...(run.detailSkipped ? [`- Kernel clock and kube-proxy-style baseline: ${run.detailSkipped}.`] : []),
       run.consistent
-        ? '- After the run, a full sync of the starting state found nothing to repair.'
+        ? `- After the run, a full sync of the starting state found nothing to repair${resync}.`
         : '- **After the run, a full sync of the starting state had to repair the kernel**: a baseline did not put its change back exactly.',
       '',
       ...sizeTable(mine.filter((r) => r.kind !== 'full-sync')),

@@ -15,7 +15,8 @@
  *    added" change, only up to `fullBaselineMax` services; each is put back
  *    with the raw payload.
  * 4. A full sync of the starting state, which must write nothing (the
- *    baselines put everything back).
+ *    baselines put everything back); its agent time is reported as the
+ *    cost of a resync with nothing to write (SizeRun.resyncMs).
  *
  * Clocks, all from the moment the change is seen (process.hrtime, the
  * machine's monotonic clock, which the prober in the client namespace

@@ -82,6 +82,13 @@ export interface SizeRun {
    * baselines put every change back).
    */
   readonly consistent: boolean;
+  /**
+   * drover's agent clock of that final full sync, ms: when it wrote nothing
+   * (`consistent`), the cost of a full resync that finds the kernel in order,
+   * as a restart or a `--sync-period` resync does (read back, diff, nothing
+   * to write). Absent in reports from before it was measured.
+   */
+  readonly resyncMs?: number;
   /** Peak resident set size of the benchmark process (which runs drover's agent in-process) after this size, kB. */
   readonly peakRssKb: number;
 }

@@ -73,13 +73,14 @@ if (unavailable) {
         t.regex(summary, new RegExp(`^\\| iptables \\(nft\\) \\| 100 \\| ${kind} \\|( [\\d.]+ \\|){7}$`, 'm'), kind);
       }
       t.regex(summary, /^\| iptables-nft \| iptables v1\.8\.\d+ \(nf_tables\) \|$/m);
-      t.true(summary.includes('- After the run, a full sync of the starting state found nothing to repair.'));
+      t.regex(summary, /^- After the run, a full sync of the starting state found nothing to repair: agent [\d.]+ ms, what a restart or a periodic resync costs/m);
       t.is(res.stdout.split('\n').filter((l) => l.startsWith('| iptables (nft) | 100 |')).length, 4, 'the overview is printed');
 
       const runJson = JSON.parse(await readFile(join(out, 'run.json'), 'utf8')) as { runs: SizeRun[] };
       t.is(runJson.runs.length, 1);
       t.like(runJson.runs[0], { mode: 'iptables', variant: 'nft', services: 100, changes: 5, consistent: true, fullSyncTransactions: 1 });
       t.true(runJson.runs[0]!.peakRssKb > 0);
+      t.true(runJson.runs[0]!.resyncMs! > 0, 'the final full sync is timed');
 
       for (const f of ['latency-iptables-nft.svg', 'distributions-iptables-nft.svg']) {
         const svg = await readFile(join(out, f), 'utf8');

@@ -8,7 +8,7 @@ import { samplesToJSONL } from '../../src/bench/report.ts';
 import { SETTINGS } from '../support/bench.ts';
 import type { BenchResult, Sample, SizeRun } from '../../src/bench/types.ts';
 
-const RUN: SizeRun = { mode: 'iptables', variant: 'nft', services: 100, endpoints: 10, changes: 4, fullSyncTransactions: 1, consistent: true, peakRssKb: 1000 };
+const RUN: SizeRun = { mode: 'iptables', variant: 'nft', services: 100, endpoints: 10, changes: 4, fullSyncTransactions: 1, consistent: true, resyncMs: 80.25, peakRssKb: 1000 };
 const sample = (over: Partial<Sample> = {}): Sample => ({
   mode: 'iptables',
   variant: 'nft',
@@ -43,11 +43,19 @@ test('a run folder reads back as the result that was written', async (t) => {
   t.deepEqual(await readResult(dir), RESULT);
 });
 
+test('a run folder without the final full sync time reads back without it', async (t) => {
+  const { resyncMs: _, ...older } = RUN;
+  const dir = await folder(t, runJson({ ...RESULT, runs: [older] }), samplesToJSONL(RESULT.samples));
+  t.deepEqual((await readResult(dir)).runs, [older]);
+});
+
 test('bad folders give an error naming the file, line and field', async (t) => {
   const notJson = await folder(t, '{"environment": ', '');
   await t.throwsAsync(readResult(notJson), { message: new RegExp(`^${join(notJson, 'run.json')}: not JSON: `) });
   const badField = await folder(t, runJson({ ...RESULT, runs: [{ ...RUN, services: -1 }] }), '');
   await t.throwsAsync(readResult(badField), { message: new RegExp(`^${join(badField, 'run.json')}: runs.0.services: `) });
+  const badResync = await folder(t, runJson({ ...RESULT, runs: [{ ...RUN, resyncMs: -1 }] }), '');
+  await t.throwsAsync(readResult(badResync), { message: new RegExp(`^${join(badResync, 'run.json')}: runs.0.resyncMs: `) });
   const badLine = await folder(t, runJson(RESULT), `${samplesToJSONL(RESULT.samples)}{"mode":"nft"}\n`);
   await t.throwsAsync(readResult(badLine), { message: new RegExp(`^${join(badLine, 'samples.jsonl')}:2: mode: `) });
   const stray = await folder(t, runJson(RESULT), samplesToJSONL([sample({ services: 5000 })]));

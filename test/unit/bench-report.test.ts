@@ -17,6 +17,7 @@ const RUN: SizeRun = {
   changes: 4,
   fullSyncTransactions: 1,
   consistent: true,
+  resyncMs: 180.456,
   peakRssKb: 123456,
 };
 
@@ -149,10 +150,16 @@ test('summary.md: environment, overview, one section per size, the method', (t) 
   t.true(md.includes("- Peak RSS of the process that runs drover's agent: 123,456 kB.\n"));
   t.false(md.includes('## IPVS mode against iptables mode'), 'one mode: no comparison');
   t.false(md.includes('IPVS mode (each timed'), 'no IPVS baselines described for an iptables-only run');
-  t.true(md.includes('- After the run, a full sync of the starting state found nothing to repair.\n'));
+  t.true(md.includes('- After the run, a full sync of the starting state found nothing to repair: agent 180.5 ms, what a restart or a periodic resync costs (read back, compare, write nothing).\n'));
   t.true(md.includes('\n## How it was measured\n'));
   t.true(md.includes('probability 2^-10, the false-positive bound'));
   t.false(md.includes('Ratios only'));
+});
+
+test('summary.md of a run read back without the final full sync time says only that it found nothing to repair', (t) => {
+  const { resyncMs: _, ...older } = RUN;
+  const md = buildSummary({ ...RESULT, runs: [older] });
+  t.true(md.includes('- After the run, a full sync of the starting state found nothing to repair.\n'));
 });
 
 test('summary.md of a guest run says ratios only; a capped full re-render and a repaired kernel are reported', (t) => {

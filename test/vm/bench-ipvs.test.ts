@@ -40,6 +40,7 @@ if (await registerIpvsTests('IPVS bench')) {
         ],
         'after the run, a full sync of the starting state found nothing to repair in either mode',
       );
+      t.true(report.runs.every((r) => r.resyncMs! > 0), 'the final full sync is timed in both modes');
       t.true(report.environment.guest);
       const md = await readFile(join(out, 'summary.md'), 'utf8');
       t.true(md.includes('\n## IPVS mode against iptables mode\n'));
