@@ -165,7 +165,8 @@ if (unavailable) {
           await writeFile(file, JSON.stringify(manifest));
           await until('the edit to reach the kernel', async () => !(await save()).includes('10.244.2.4:8080'), 10_000);
           t.log(`edit reached the kernel after ${Date.now() - edited} ms`);
-          t.regex(logs, /"msg":"partial sync done"/);
+          // The log line comes after the kernel write (and the conntrack cleanup): wait for it too.
+          await until('the partial sync log line', async () => logs.includes('"msg":"partial sync done"'), 10_000);
           t.regex(logs, /"changed":\["default\/web-service:http"\]/);
           t.regex(logs, /allocated ClusterIP 10\.\d+\.\d+\.\d+ to default\/web-service/);
         } finally {
