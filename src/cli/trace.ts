@@ -1,6 +1,6 @@
 /**
  * `drover trace`: where a new connection goes through the live ruleset (see
- * src/inspect/trace.ts), with the state the mode's driver reads (in IPVS
+ * src/inspect/trace.ts; the mode's driver supplies the rules and its dataplane), with the state the mode's driver reads (in IPVS
  * mode also the ipsets' contents, the kube-ipvs0 addresses and the virtual
  * servers).
  */
@@ -34,10 +34,10 @@ export function traceCommand(): Command {
     .addOption(new Option('--json', 'print the trace as JSON').default(false))
     .action(async (opts: KernelOptions & { src: string; dst: { ip: string; port: number }; proto: Packet['proto']; json: boolean }) => {
       const packet: Packet = { src: opts.src, dst: opts.dst.ip, dport: opts.dst.port, proto: opts.proto };
-      const { ctx, where, note } = await modeDriver(opts.mode).trace(opts);
+      const { ctx, where, note, format } = await modeDriver(opts.mode).trace(opts);
       process.stderr.write(note);
       const result = trace(ctx, packet);
-      process.stdout.write(opts.json ? `${JSON.stringify(result, null, 2)}\n` : formatTrace(result).replace('\n\n', `\n(${where})\n\n`));
+      process.stdout.write(opts.json ? `${JSON.stringify(result, null, 2)}\n` : formatTrace(result, format).replace('\n\n', `\n(${where})\n\n`));
     });
   for (const o of inspectKernelOptions()) cmd.addOption(o);
   return cmd;

@@ -14,6 +14,7 @@ import type { Option } from 'commander';
 import type { KernelOptions, RenderCliOptions } from '../cli/options.ts';
 import type { StatusRecord } from '../inspect/status.ts';
 import type { TraceContext } from '../inspect/trace.ts';
+import type { TraceFormat } from '../inspect/trace-format.ts';
 import type { Snapshot } from '../model/types.ts';
 import type { Logger } from '../util/log.ts';
 import type { ModeHarness } from '../bench/harness.ts';
@@ -64,6 +65,8 @@ export interface ModeTrace {
   readonly where: string;
   /** A note for stderr (e.g. state the trace does not evaluate); "" for none. */
   readonly note: string;
+  /** How the steps of the mode's dataplane print (`ctx.dataplane`); absent when it has none. */
+  readonly format?: TraceFormat;
 }
 
 /** A mode's part of `drover bench`. */

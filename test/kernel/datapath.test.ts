@@ -7,6 +7,7 @@ import test from 'ava';
 import { IptablesBackend } from '../../src/modes/iptables/backend.ts';
 import { SystemIptables } from '../../src/modes/iptables/exec.ts';
 import { localAddresses, readTables } from '../../src/modes/iptables/live.ts';
+import { iptablesTraceContext } from '../../src/modes/iptables/trace.ts';
 import { trace } from '../../src/inspect/trace.ts';
 import { connectOnce, probe } from '../../src/testbed/probe.ts';
 import { createTopology, testbedUnavailableReason, type Topology } from '../../src/testbed/topology.ts';
@@ -114,7 +115,7 @@ if (!unavailable) {
       const exec = new SystemIptables({ variant: 'nft', netns: topo.node });
       const fromNs = c.from.startsWith('b') ? topo.backend(c.from) : topo.client(c.from);
       const result = trace(
-        { dump: await readTables(exec), localAddresses: await localAddresses(topo.node) },
+        iptablesTraceContext(await readTables(exec), await localAddresses(topo.node)),
         { src: fromNs.ip, dst: c.host, dport: c.port, proto: 'tcp' },
       );
       const count = 40;

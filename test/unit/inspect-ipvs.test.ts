@@ -14,6 +14,8 @@ import { ipvsStatusLines } from '../../src/modes/ipvs/driver.ts';
 import { ipvsCounts, readIpvsLive, unsupportedNote, type IpvsLive } from '../../src/modes/ipvs/live.ts';
 import { ipvsSchedule } from '../../src/modes/ipvs/schedule.ts';
 import { formatStatus, type StatusRecord } from '../../src/inspect/status.ts';
+import { iptablesTraceContext } from '../../src/modes/iptables/trace.ts';
+import { ipvsDataplane, ipvsTraceFormat } from '../../src/modes/ipvs/trace.ts';
 import { formatTrace } from '../../src/inspect/trace-format.ts';
 import { trace, type Packet } from '../../src/inspect/trace.ts';
 import type { Snapshot } from '../../src/model/types.ts';
@@ -147,18 +149,16 @@ test('chains --mode ipvs: a service port the kernel lacks, selection by name, an
 });
 
 const pkt = (src: string, dst: string, dport: number, proto: Packet['proto'] = 'tcp'): Packet => ({ src, dst, dport, proto });
-const ctxOf = (live: IpvsLive) => ({
-  dump: live.tables,
-  localAddresses: new Set([NODE, ...(live.bound ?? []).map((a) => a.address)]),
-  ipsets: live.sets,
-  ipvs: live.virtualServers,
+const ctxOf = (live: IpvsLive, sets = live.sets) => ({
+  ...iptablesTraceContext(live.tables, new Set([NODE, ...(live.bound ?? []).map((a) => a.address)]), sets),
+  dataplane: ipvsDataplane(live.virtualServers),
 });
 const summary = (r: ReturnType<typeof trace>) => r.outcomes.map((o) => ({ p: Number(o.probability.toFixed(6)), verdict: o.verdict, masq: o.masqueraded }));
 
 test('trace --mode ipvs from outside the cluster CIDR: the ipset marks it, IPVS splits round robin, POSTROUTING masquerades', async (t) => {
   const live = await readIpvsLive(await synced(), { tables: true });
   t.is(
-    formatTrace(trace(ctxOf(live), pkt('192.168.100.2', '10.96.0.10', 80))),
+    formatTrace(trace(ctxOf(live), pkt('192.168.100.2', '10.96.0.10', 80)), ipvsTraceFormat),
     `trace 192.168.100.2 -> 10.96.0.10:80/tcp, a new connection from outside the node: nat PREROUTING
 
 nat PREROUTING
@@ -217,7 +217,7 @@ test('trace --mode ipvs: hairpin through KUBE-LOOP-BACK, from the node itself, q
 test('trace --mode ipvs: refused, no virtual server, not bound, and what it cannot evaluate', async (t) => {
   const { live } = await touched();
   const refused = trace(ctxOf(live), pkt('10.244.9.2', '10.96.0.11', 80));
-  t.true(formatTrace(refused).endsWith('\nverdict: refused by IPVS virtual server TCP 10.96.0.11:80 rr: it has no real server: IPVS refuses the connection (ICMP port unreachable)\n'));
+  t.true(formatTrace(refused, ipvsTraceFormat).endsWith('\nverdict: refused by IPVS virtual server TCP 10.96.0.11:80 rr: it has no real server: IPVS refuses the connection (ICMP port unreachable)\n'));
   const none = trace(ctxOf(live), pkt('10.244.9.2', '10.96.0.99', 80));
   t.deepEqual(summary(none), [{ p: 1, verdict: { kind: 'untouched' }, masq: false }]);
   t.deepEqual(none.outcomes[0]!.notes, ['no IPVS virtual server for TCP 10.96.0.99:80']);
@@ -226,7 +226,7 @@ test('trace --mode ipvs: refused, no virtual server, not bound, and what it cann
     "192.168.77.1 is not one of the node's addresses (not bound on kube-ipvs0), so IPVS does not see this packet from outside the node",
   ]);
   // Without the ipsets' contents, the set match is reported, not guessed.
-  t.deepEqual(summary(trace({ ...ctxOf(live), ipsets: new Map() }, pkt('192.168.100.2', '10.96.0.10', 80))), [
+  t.deepEqual(summary(trace(ctxOf(live, new Map()), pkt('192.168.100.2', '10.96.0.10', 80))), [
     { p: 1, verdict: { kind: 'unknown', table: 'nat', chain: 'KUBE-SERVICES', line: 17, reason: 'cannot evaluate -m set --match-set KUBE-CLUSTER-IP (ipset contents are not traced)' }, masq: false },
   ]);
 });
@@ -413,7 +413,7 @@ test('a catch-all virtual server (port 0): chains shows it without a set entry, 
   };
   const text = formatIpvsChains(ipvsServicePortViews(live), false);
   t.true(text.includes('KUBE-CLUSTER-IP: (none: no entry holds port 0)'), text);
-  const out = formatTrace(trace(ctxOf(live), pkt('192.168.100.2', '10.96.5.5', 443)));
+  const out = formatTrace(trace(ctxOf(live), pkt('192.168.100.2', '10.96.5.5', 443)), ipvsTraceFormat);
   t.true(out.includes('no IPVS virtual server for TCP 10.96.5.5:443; the catch-all virtual server TCP 10.96.5.5:0 takes the connection'), out);
   t.true(out.includes('ipvs TCP 10.96.5.5:0 rr'), out);
 });

@@ -2,12 +2,13 @@ import test from 'ava';
 import { readFileSync } from 'node:fs';
 import { parseSave } from '../../src/modes/iptables/parse.ts';
 import { parseRule, tokenize } from '../../src/modes/iptables/rule.ts';
+import { iptablesTraceContext } from '../../src/modes/iptables/trace.ts';
 import { formatTrace } from '../../src/inspect/trace-format.ts';
 import { trace, type Packet } from '../../src/inspect/trace.ts';
 
 const dump = parseSave(readFileSync(new URL('../fixtures/trace/kube-proxy-style.save', import.meta.url), 'utf8'));
 const NODE = '192.168.100.1';
-const ctx = { dump, localAddresses: new Set([NODE]) };
+const ctx = iptablesTraceContext(dump, new Set([NODE]));
 const pkt = (src: string, dst: string, dport: number, proto: Packet['proto'] = 'tcp'): Packet => ({ src, dst, dport, proto });
 const summary = (r: ReturnType<typeof trace>) =>
   r.outcomes.map((o) => ({ p: Number(o.probability.toFixed(6)), verdict: o.verdict, masq: o.masqueraded }));

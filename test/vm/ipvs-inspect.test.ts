@@ -8,6 +8,7 @@ import test from 'ava';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { ipvsTraceFormat } from '../../src/modes/ipvs/trace.ts';
 import { formatTrace } from '../../src/inspect/trace-format.ts';
 import type { TraceResult } from '../../src/inspect/trace.ts';
 import { holdConnection, probe } from '../../src/testbed/probe.ts';
@@ -59,7 +60,7 @@ if (await registerIpvsTests('IPVS inspect tests')) {
       const res = await drover(topo.node, ['trace', '--mode', 'ipvs', '--src', fromNs.ip, '--dst', '10.96.0.10:80', '--json']);
       t.is(res.code, 0, res.stderr);
       const result = JSON.parse(res.stdout) as TraceResult;
-      t.log(`\n${formatTrace(result)}`);
+      t.log(`\n${formatTrace(result, ipvsTraceFormat)}`);
       const real = await probe(topo, { from: fromNs.netns, host: '10.96.0.10', port: 80, count: 30, timeoutMs: 2000 });
       t.deepEqual(real.errors, {});
       const reached = Object.keys(real.counts).map((n) => `${topo.backend(n).ip}:8080`).sort();

@@ -2,6 +2,7 @@
  * iptables mode as the commands see it (driver.ts): kube-proxy's NAT chains
  * through `iptables-restore --noflush`, read back with `iptables-save`.
  */
+import { iptablesTraceContext } from './trace.ts';
 import { createLogger } from '../../util/log.ts';
 import { loadSource } from '../../sources/load.ts';
 import { renderConfig } from '../shared/render-config.ts';
@@ -56,7 +57,7 @@ export const iptablesMode: ModeDriver = {
   async trace(opts: ModeOptions) {
     const exec = await createIptablesExec(opts, createLogger(opts.logLevel));
     const [dump, local] = await Promise.all([readTables(exec), localAddresses(opts.netns)]);
-    return { ctx: { dump, localAddresses: local }, where: `line numbers are those of iptables-save -t TABLE, iptables-${exec.variant}`, note: '' };
+    return { ctx: iptablesTraceContext(dump, local), where: `line numbers are those of iptables-save -t TABLE, iptables-${exec.variant}`, note: '' };
   },
 
   async diff(opts) {

@@ -28,7 +28,9 @@ import { ipvsOptions, ipvsSchedulerOption } from './options.ts';
 import { renderIpvs } from './render.ts';
 import { ipvsStaticRules } from './rules.ts';
 import { ProcSysctls } from './sysctl.ts';
+import { ipvsDataplane, ipvsTraceFormat } from './trace.ts';
 import { createIpvsBackend } from './wiring.ts';
+import { iptablesTraceContext } from '../iptables/trace.ts';
 
 /** "1 entry", "2 entries". */
 function count(n: number, one: string, many: string): string {
@@ -103,7 +105,8 @@ export const ipvsMode: ModeDriver = {
   async trace(opts) {
     const [live, local] = await Promise.all([readIpvsKernel(opts, true), localAddresses()]);
     return {
-      ctx: { dump: live.tables, localAddresses: local, ipsets: live.sets, ipvs: live.virtualServers },
+      ctx: { ...iptablesTraceContext(live.tables, local, live.sets), dataplane: ipvsDataplane(live.virtualServers) },
+      format: ipvsTraceFormat,
       where: 'line numbers are those of iptables-save -t TABLE; IPVS as read over netlink, ipsets as ipset save lists them',
       // A fwmark virtual server takes packets by their mark, which trace does not follow.
       note: unsupportedNote(live, 'not evaluated (the trace assumes none of them takes the packet)'),
