@@ -6,7 +6,7 @@
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { modeDriver, modeNames } from '../modes/registry.ts';
+import { defaultMode, modeDriver, modeNames } from '../modes/registry.ts';
 import type { ProxyMode } from '../modes/types.ts';
 import { detectEnvironment } from '../bench/environment.ts';
 import { progressSink } from '../bench/progress.ts';
@@ -68,7 +68,7 @@ export function benchCommand(): Command {
       'measure how fast a change of Services or endpoints reaches the kernel and the data path, against baselines, ' +
         'in throw-away network namespaces (root; the host\'s own rules are never touched)',
     )
-    .addOption(new Option('--modes <list>', `proxy modes to measure, comma-separated: ${modeNames().join(', ')} (IPVS needs a kernel with ip_vs)`).default(['iptables'], 'iptables').argParser(parseModes))
+    .addOption(new Option('--modes <list>', `proxy modes to measure, comma-separated: ${modeNames().join(', ')} (IPVS needs a kernel with ip_vs)`).default([defaultMode()], defaultMode()).argParser(parseModes))
     .addOption(new Option('--services <list>', 'sizes: service ports in the kernel, comma-separated').default([100, 1000], '100,1000').argParser(parseSizes))
     .addOption(new Option('--endpoints <n>', 'endpoints per synthetic service port').default(10).argParser(intArg(1, 100)))
     .addOption(new Option('--changes <n>', 'changes of each kind (endpoint removed/added, service added/removed) per size').default(50).argParser(intArg(1, 10_000)))
