@@ -19,7 +19,6 @@ import { SERVICES_CHAIN } from './ruleset.ts';
 import { parseRule } from './rule.ts';
 import { DroverError } from '../../errors.ts';
 
-export { commentServicePort };
 
 /** One chain, or the rules of one service port in KUBE-SERVICES, as the kernel has them. */
 export interface ServiceChain {

@@ -12,12 +12,27 @@ import type { ModeDriver, ModeOptions } from '../driver.ts';
 import { IptablesBackend } from './backend.ts';
 import { iptablesHarness } from './bench-harness.ts';
 import { formatChains, selectServicePorts, serviceChains } from './chains.ts';
-import { driftItems, formatDrift } from './diff.ts';
+import { driftItems, formatDrift, type DriftItem } from './diff.ts';
+import type { ParsedDump } from './parse.ts';
+import type { RenderCliOptions } from '../../cli/options.ts';
+import { driftOf } from '../shared/drift.ts';
 import { toIptablesVariant } from './exec.ts';
 import { localAddresses, readTables } from './live.ts';
 import { ownedRuleCounts, renderRestore, renderSnapshot } from './ruleset.ts';
 import { loadStaticRules } from './static.ts';
 import { createIptablesExec, readKernel } from './wiring.ts';
+
+/**
+ * What the next full sync would write for the source of `opts` against
+ * `kernel` (diff.ts driftItems, keeping what an incomplete source keeps),
+ * and what of the source was skipped.
+ * @throws Error when the source path is missing.
+ */
+async function sourceDrift(opts: RenderCliOptions, kernel: ParsedDump): Promise<{ items: DriftItem[]; problems: readonly string[]; incomplete: readonly string[] }> {
+  const { snapshot, problems, incomplete } = await loadSource(opts);
+  const items = driftItems(loadStaticRules(), renderSnapshot(snapshot, renderConfig(opts)), kernel, { incomplete: incomplete.length > 0 });
+  return { items, problems, incomplete };
+}
 
 /** The driver of `--mode iptables`. */
 export const iptablesMode: ModeDriver = {
@@ -61,23 +76,14 @@ export const iptablesMode: ModeDriver = {
   },
 
   async diff(opts) {
-    const { snapshot, problems, incomplete } = await loadSource(opts);
-    const services = renderSnapshot(snapshot, renderConfig(opts));
-    const items = driftItems(loadStaticRules(), services, await readKernel(opts, createLogger(opts.logLevel)), { incomplete: incomplete.length > 0 });
+    const { items, problems, incomplete } = await sourceDrift(opts, await readKernel(opts, createLogger(opts.logLevel)));
     return { text: formatDrift(items), differs: items.length > 0, problems, incomplete };
   },
 
   async status(opts, recorded) {
     const kernel = await readKernel(opts, createLogger(opts.logLevel));
-    const statics = loadStaticRules();
-    let drift: { differences: number } | { error: string };
-    try {
-      const { snapshot, incomplete } = await loadSource(recorded);
-      drift = { differences: driftItems(statics, renderSnapshot(snapshot, renderConfig(recorded)), kernel, { incomplete: incomplete.length > 0 }).length };
-    } catch (err) {
-      drift = { error: (err as Error).message };
-    }
-    return { rules: ownedRuleCounts(statics, kernel), drift, lines: [] };
+    const drift = await driftOf(async () => (await sourceDrift(recorded, kernel)).items.length);
+    return { rules: ownedRuleCounts(loadStaticRules(), kernel), drift, lines: [] };
   },
 
   bench: {

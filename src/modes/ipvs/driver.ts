@@ -14,6 +14,7 @@ import { localAddresses } from '../iptables/live.ts';
 import { ownedRuleCounts } from '../iptables/ruleset.ts';
 import { selectServicePorts, UnknownServiceError } from '../iptables/chains.ts';
 import type { ModeDriver } from '../driver.ts';
+import { driftOf } from '../shared/drift.ts';
 import { desiredIpvsState } from './assemble.ts';
 import { ipvsHarness } from './bench-harness.ts';
 import { formatIpvsChains, ipvsServicePortViews } from './chains.ts';
@@ -121,12 +122,7 @@ export const ipvsMode: ModeDriver = {
 
   async status(opts, recorded) {
     const live = await readIpvsKernel(opts, true);
-    let drift: { differences: number } | { error: string };
-    try {
-      drift = { differences: ipvsDriftCount((await ipvsDriftFromSource({ ...recorded, ipvsScheduler: scheduler(recorded) }, live)).drift) };
-    } catch (err) {
-      drift = { error: (err as Error).message };
-    }
+    const drift = await driftOf(async () => ipvsDriftCount((await ipvsDriftFromSource({ ...recorded, ipvsScheduler: scheduler(recorded) }, live)).drift));
     return { rules: ownedRuleCounts(ipvsStaticRules(renderConfig(recorded)), live.tables), drift, lines: ipvsStatusLines(ipvsCounts(live)) };
   },
 
