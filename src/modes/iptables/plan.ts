@@ -64,6 +64,26 @@ export function emptyPlan(): Plan {
   return { filter: ops(), nat: ops() };
 }
 
+/** Append `from`'s operations to `into`'s, table by table, keeping their order. */
+export function appendPlan(into: Plan, from: Plan): void {
+  for (const t of TABLES) {
+    const a = into[t];
+    const b = from[t];
+    a.declare.push(...b.declare);
+    a.deleteRules.push(...b.deleteRules);
+    a.insertRules.push(...b.insertRules);
+    a.appendRules.push(...b.appendRules);
+    a.deleteChains.push(...b.deleteChains);
+  }
+}
+
+/** Concatenate plans table by table, in order, into a new plan. */
+export function mergePlans(...plans: Plan[]): Plan {
+  const out = emptyPlan();
+  for (const p of plans) appendPlan(out, p);
+  return out;
+}
+
 function sameRules(a: readonly string[], b: readonly string[]): boolean {
   return a.length === b.length && a.every((rule, i) => canonicalRule(rule) === canonicalRule(b[i]!));
 }

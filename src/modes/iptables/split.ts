@@ -22,25 +22,13 @@
  */
 import { canonicalRule } from './canonical.ts';
 import { TABLES, type TableName } from './parse.ts';
-import { emptyPlan, isEmptyPlan, opCount, type Plan, type TableOps } from './plan.ts';
+import { appendPlan, emptyPlan, isEmptyPlan, opCount, type Plan, type TableOps } from './plan.ts';
 import type { ServiceRules } from './render.ts';
 
 
 /** Lines a plan puts in a restore payload (its size for the budget). */
 export function planLines(plan: Plan): number {
   return TABLES.reduce((n, t) => n + opCount(plan[t]), 0);
-}
-
-function mergeInto(into: Plan, from: Plan): void {
-  for (const t of TABLES) {
-    const a = into[t];
-    const b = from[t];
-    a.declare.push(...b.declare);
-    a.deleteRules.push(...b.deleteRules);
-    a.insertRules.push(...b.insertRules);
-    a.appendRules.push(...b.appendRules);
-    a.deleteChains.push(...b.deleteChains);
-  }
 }
 
 /** Pack fragments into plans of at most `budget` lines (a fragment larger than the budget stays whole). */
@@ -53,7 +41,7 @@ function pack(fragments: Plan[], budget: number): Plan[] {
       out.push(current);
       current = emptyPlan();
     }
-    mergeInto(current, f);
+    appendPlan(current, f);
   }
   if (!isEmptyPlan(current)) out.push(current);
   return out;

@@ -17,7 +17,7 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { isCanonicalIPv4CIDR } from '../../model/addr.ts';
 import { TABLES, type ParsedDump } from '../iptables/parse.ts';
-import { emptyPlan, type Plan } from '../iptables/plan.ts';
+import { emptyPlan, mergePlans, type Plan } from '../iptables/plan.ts';
 import type { RenderOptions } from '../iptables/render.ts';
 import { fullPlan } from '../iptables/ruleset.ts';
 import { loadStaticRules, parseStaticRules, type StaticRuleset } from '../iptables/static.ts';
@@ -79,23 +79,6 @@ export function otherModeLeftovers(mine: StaticRuleset, other: StaticRuleset, ke
     }
   }
   return plan;
-}
-
-/** Concatenate plans table by table, in order. */
-export function mergePlans(...plans: Plan[]): Plan {
-  const out = emptyPlan();
-  for (const p of plans) {
-    for (const table of TABLES) {
-      const o = out[table];
-      const t = p[table];
-      o.declare.push(...t.declare);
-      o.deleteRules.push(...t.deleteRules);
-      o.insertRules.push(...t.insertRules);
-      o.appendRules.push(...t.appendRules);
-      o.deleteChains.push(...t.deleteChains);
-    }
-  }
-  return out;
 }
 
 /**
