@@ -67,30 +67,22 @@ export class AttrWriter {
 
   /** Host-endian u16. */
   u16(type: number, value: number): this {
-    const b = Buffer.alloc(2);
-    writeU16(b, 0, checkUint(value, 0xffff));
-    return this.put(type, b);
+    return this.uint(type, 2, value, HOST_LE);
   }
 
   /** Network-order u16 (__be16), e.g. a port. */
   be16(type: number, value: number): this {
-    const b = Buffer.alloc(2);
-    b.writeUInt16BE(checkUint(value, 0xffff), 0);
-    return this.put(type, b);
+    return this.uint(type, 2, value, false);
   }
 
   /** Host-endian u32. */
   u32(type: number, value: number): this {
-    const b = Buffer.alloc(4);
-    writeU32(b, 0, checkUint(value, 0xffffffff));
-    return this.put(type, b);
+    return this.uint(type, 4, value, HOST_LE);
   }
 
   /** Network-order u32 (__be32), e.g. a netmask. */
   be32(type: number, value: number): this {
-    const b = Buffer.alloc(4);
-    b.writeUInt32BE(checkUint(value, 0xffffffff), 0);
-    return this.put(type, b);
+    return this.uint(type, 4, value, false);
   }
 
   /** Host-endian u64. */
@@ -98,6 +90,15 @@ export class AttrWriter {
     const b = Buffer.alloc(8);
     if (HOST_LE) b.writeBigUInt64LE(value, 0);
     else b.writeBigUInt64BE(value, 0);
+    return this.put(type, b);
+  }
+
+  /** An unsigned integer of `bytes` (2 or 4) bytes, little- or big-endian; RangeError when it does not fit. */
+  private uint(type: number, bytes: 2 | 4, value: number, littleEndian: boolean): this {
+    const b = Buffer.alloc(bytes);
+    const v = checkUint(value, bytes === 2 ? 0xffff : 0xffffffff);
+    if (littleEndian) b.writeUIntLE(v, 0, bytes);
+    else b.writeUIntBE(v, 0, bytes);
     return this.put(type, b);
   }
 
@@ -175,26 +176,28 @@ export function indexAttrs(attrs: readonly NlAttr[]): Map<number, NlAttr> {
 
 /** Host-endian u16 payload (exactly 2 bytes). @throws NetlinkDecodeError */
 export function attrU16(a: NlAttr, what: string): number {
-  expectLen(a, 2, what);
-  return readU16(a.data, 0);
+  return attrUint(a, what, 2, HOST_LE);
 }
 
 /** Network-order u16 payload (exactly 2 bytes). @throws NetlinkDecodeError */
 export function attrBe16(a: NlAttr, what: string): number {
-  expectLen(a, 2, what);
-  return a.data.readUInt16BE(0);
+  return attrUint(a, what, 2, false);
 }
 
 /** Host-endian u32 payload (exactly 4 bytes). @throws NetlinkDecodeError */
 export function attrU32(a: NlAttr, what: string): number {
-  expectLen(a, 4, what);
-  return readU32(a.data, 0);
+  return attrUint(a, what, 4, HOST_LE);
 }
 
 /** Network-order u32 payload (exactly 4 bytes). @throws NetlinkDecodeError */
 export function attrBe32(a: NlAttr, what: string): number {
-  expectLen(a, 4, what);
-  return a.data.readUInt32BE(0);
+  return attrUint(a, what, 4, false);
+}
+
+/** An unsigned payload of exactly `bytes` bytes, little- or big-endian. @throws NetlinkDecodeError */
+function attrUint(a: NlAttr, what: string, bytes: 2 | 4, littleEndian: boolean): number {
+  expectLen(a, bytes, what);
+  return littleEndian ? a.data.readUIntLE(0, bytes) : a.data.readUIntBE(0, bytes);
 }
 
 /** Host-endian unsigned counter of 4 or 8 bytes, as a number. @throws NetlinkDecodeError */
