@@ -85,9 +85,7 @@ export class FakeIpvs implements IpvsKernel {
   }
 
   async newService(vs: VirtualServer): Promise<void> {
-    this.requests++;
-    encodeNewService(vs);
-    this.injected('NEW_SERVICE');
+    this.command('NEW_SERVICE', () => encodeNewService(vs));
     const key = virtualServerKey(vs);
     if (this.services.has(key)) throw refused('NEW_SERVICE', 'EEXIST');
     this.services.set(key, { entry: serviceEntry(vs), dests: new Map() });
@@ -95,40 +93,26 @@ export class FakeIpvs implements IpvsKernel {
   }
 
   async setService(vs: VirtualServer): Promise<void> {
-    this.requests++;
-    encodeSetService(vs);
-    this.injected('SET_SERVICE');
-    const s = this.services.get(virtualServerKey(vs));
-    if (!s) throw refused('SET_SERVICE', 'ESRCH');
+    const s = this.serviceFor('SET_SERVICE', vs, () => encodeSetService(vs));
     s.entry = serviceEntry(vs);
     this.log.push(`SET_SERVICE ${virtualServerKey(vs)} ${describeService(vs)}`);
   }
 
   async delService(key: VirtualServerKey): Promise<void> {
-    this.requests++;
-    encodeDelService(key);
-    this.injected('DEL_SERVICE');
+    this.command('DEL_SERVICE', () => encodeDelService(key));
     if (!this.services.delete(virtualServerKey(key))) throw refused('DEL_SERVICE', 'ESRCH');
     this.log.push(`DEL_SERVICE ${virtualServerKey(key)}`);
   }
 
   async newDest(vs: VirtualServerKey, rs: RealServer): Promise<void> {
-    this.requests++;
-    encodeNewDest(vs, rs);
-    this.injected('NEW_DEST');
-    const s = this.services.get(virtualServerKey(vs));
-    if (!s) throw refused('NEW_DEST', 'ESRCH');
+    const s = this.serviceFor('NEW_DEST', vs, () => encodeNewDest(vs, rs));
     if (s.dests.has(realServerKey(rs))) throw refused('NEW_DEST', 'EEXIST');
     s.dests.set(realServerKey(rs), destEntry(rs, 0, 0));
     this.log.push(`NEW_DEST ${virtualServerKey(vs)} ${realServerKey(rs)} w${rs.weight}`);
   }
 
   async setDest(vs: VirtualServerKey, rs: RealServer): Promise<void> {
-    this.requests++;
-    encodeSetDest(vs, rs);
-    this.injected('SET_DEST');
-    const s = this.services.get(virtualServerKey(vs));
-    if (!s) throw refused('SET_DEST', 'ESRCH');
+    const s = this.serviceFor('SET_DEST', vs, () => encodeSetDest(vs, rs));
     const d = s.dests.get(realServerKey(rs));
     if (!d) throw refused('SET_DEST', 'ENOENT');
     s.dests.set(realServerKey(rs), destEntry(rs, d.activeConns, d.inactiveConns));
@@ -136,13 +120,24 @@ export class FakeIpvs implements IpvsKernel {
   }
 
   async delDest(vs: VirtualServerKey, rs: RealServerKey): Promise<void> {
-    this.requests++;
-    encodeDelDest(vs, rs);
-    this.injected('DEL_DEST');
-    const s = this.services.get(virtualServerKey(vs));
-    if (!s) throw refused('DEL_DEST', 'ESRCH');
+    const s = this.serviceFor('DEL_DEST', vs, () => encodeDelDest(vs, rs));
     if (!s.dests.delete(realServerKey(rs))) throw refused('DEL_DEST', 'ENOENT');
     this.log.push(`DEL_DEST ${virtualServerKey(vs)} ${realServerKey(rs)}`);
+  }
+
+  /** One command as the kernel takes it: counted, encoded as the real client would (so bad input throws the same), then any injected failure. */
+  private command(name: string, encode: () => unknown): void {
+    this.requests++;
+    encode();
+    this.injected(name);
+  }
+
+  /** {@link command}, then the virtual server the command is about; ESRCH when there is none, as the kernel answers. */
+  private serviceFor(name: string, vs: VirtualServerKey, encode: () => unknown): FakeService {
+    this.command(name, encode);
+    const s = this.services.get(virtualServerKey(vs));
+    if (!s) throw refused(name, 'ESRCH');
+    return s;
   }
 
   /** Set a destination's connection counters (what the kernel counts). */
