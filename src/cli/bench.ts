@@ -45,6 +45,14 @@ function intArg(min: number, max: number): (value: string) => number {
   };
 }
 
+/**
+ * An option `flags` taking a whole number within [min, max], `fallback` when absent.
+ * @param shown how `--help` shows the default (default: the number)
+ */
+function intOption(flags: string, description: string, fallback: number, min: number, max: number, shown?: string): Option {
+  return new Option(flags, description).default(fallback, shown).argParser(intArg(min, max));
+}
+
 /** A comma-separated list of sizes, each at least the number of clock services. @throws InvalidArgumentError otherwise. */
 export function parseSizes(value: string): number[] {
   const one = intArg(CLOCK_SERVICES, 100_000);
@@ -70,30 +78,26 @@ export function benchCommand(): Command {
     )
     .addOption(new Option('--modes <list>', `proxy modes to measure, comma-separated: ${modeNames().join(', ')} (IPVS needs a kernel with ip_vs)`).default([defaultMode()], defaultMode()).argParser(parseModes))
     .addOption(new Option('--services <list>', 'sizes: service ports in the kernel, comma-separated').default([100, 1000], '100,1000').argParser(parseSizes))
-    .addOption(new Option('--endpoints <n>', 'endpoints per synthetic service port').default(10).argParser(intArg(1, 100)))
-    .addOption(new Option('--changes <n>', 'changes of each kind (endpoint removed/added, service added/removed) per size').default(50).argParser(intArg(1, 10_000)))
+    .addOption(intOption('--endpoints <n>', 'endpoints per synthetic service port', 10, 1, 100))
+    .addOption(intOption('--changes <n>', 'changes of each kind (endpoint removed/added, service added/removed) per size', 50, 1, 10_000))
     .addOption(new Option('-o, --out <dir>', 'folder for samples.jsonl, samples.csv, summary.md, run.json and the SVG charts').makeOptionMandatory())
     .addOption(new Option('--iptables-backend <backend>', 'iptables variant').choices(['nft', 'legacy']).default('nft'))
     .addOption(
-      new Option('--full-baseline-max <n>', 'measure the full re-render baseline only up to this many service ports (it takes minutes at 5,000 on iptables-nft)')
-        .default(1000)
-        .argParser(intArg(0, 100_000)),
+      intOption('--full-baseline-max <n>', 'measure the full re-render baseline only up to this many service ports (it takes minutes at 5,000 on iptables-nft)', 1000, 0, 100_000),
     )
-    .addOption(new Option('--full-baseline-repeats <n>', 'full re-render samples per size').default(1).argParser(intArg(1, 100)))
+    .addOption(intOption('--full-baseline-repeats <n>', 'full re-render samples per size', 1, 1, 100))
     .addOption(
-      new Option(
+      intOption(
         '--detail-max <n>',
         'measure the kernel clock and the kube-proxy-style baseline only up to this many service ports; above, only the agent and data-path clocks and the raw baseline (for slow machines such as an emulated guest)',
-      )
-        .default(100_000, 'no limit')
-        .argParser(intArg(0, 100_000)),
+        100_000,
+        0,
+        100_000,
+        'no limit',
+      ),
     )
-    .addOption(
-      new Option('--removal-confirm <n>', 'connections in a row on the surviving endpoint that show an endpoint removed (false-positive bound 2^-n)')
-        .default(10)
-        .argParser(intArg(1, 100)),
-    )
-    .addOption(new Option('--fail-confirm <n>', 'failed connections in a row that show a service removed').default(3).argParser(intArg(1, 100)))
+    .addOption(intOption('--removal-confirm <n>', 'connections in a row on the surviving endpoint that show an endpoint removed (false-positive bound 2^-n)', 10, 1, 100))
+    .addOption(intOption('--fail-confirm <n>', 'failed connections in a row that show a service removed', 3, 1, 100))
     .addOption(
       new Option('--from <dirs>', "make the report from earlier runs' output folders (comma-separated; run.json and samples.jsonl) instead of measuring").argParser(
         (v: string) => v.split(',').map((d) => d.trim()).filter((d) => d !== ''),
