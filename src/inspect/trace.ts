@@ -35,11 +35,15 @@ export interface Packet {
   readonly proto: 'tcp' | 'udp' | 'sctp';
 }
 
-/** One rule that matched (or one step of a dataplane). `line` is the rule's line in the ruleset's text. */
-export interface Step {
+/** A place in a ruleset: a table, a chain and a line (0 for a chain's policy). */
+export interface RulePlace {
   readonly table: string;
   readonly chain: string;
   readonly line: number;
+}
+
+/** One rule that matched (or one step of a dataplane). `line` is the rule's line in the ruleset's text. */
+export interface Step extends RulePlace {
   readonly rule: string;
   /** e.g. "taken with probability 0.3333", "assumed: no affinity entry yet". */
   readonly note?: string;
@@ -54,16 +58,21 @@ export type Verdict =
   | { kind: 'refused'; where: string; reason: string }
   | { kind: 'unknown'; table: string; chain: string; line: number; reason: string };
 
-/** One possible outcome of the walk. */
-export interface Outcome {
-  /** Probability of this outcome for a new connection, 0-1. */
+/** What one branch of the walk has gathered. */
+export interface Branch {
+  /** Probability of this branch for a new connection, 0-1. */
   readonly probability: number;
-  readonly verdict: Verdict;
-  /** Source NAT by MASQUERADE (or SNAT) in POSTROUTING. */
-  readonly masqueraded: boolean;
+  /** The rules and dataplane steps taken, in order. */
   readonly steps: readonly Step[];
   /** Things the walker assumed (affinity state). */
   readonly notes: readonly string[];
+}
+
+/** One possible outcome of the walk: a branch and how it ended. */
+export interface Outcome extends Branch {
+  readonly verdict: Verdict;
+  /** Source NAT by MASQUERADE (or SNAT) in POSTROUTING. */
+  readonly masqueraded: boolean;
 }
 
 /** The result of a trace. */
@@ -74,19 +83,9 @@ export interface TraceResult {
   readonly outcomes: readonly Outcome[];
 }
 
-/** One branch of the walk so far: its probability, the packet mark, the steps taken and the assumptions made. */
-export interface TraceState {
-  readonly probability: number;
+/** One branch of the walk so far, with the packet's mark. */
+export interface TraceState extends Branch {
   readonly mark: number;
-  readonly steps: readonly Step[];
-  readonly notes: readonly string[];
-}
-
-/** A place in a ruleset: a table, a chain and a line (0 for a chain's policy). */
-export interface RulePlace {
-  readonly table: string;
-  readonly chain: string;
-  readonly line: number;
 }
 
 /** A verdict a rule ends a hook's walk with, in netfilter's terms. */
