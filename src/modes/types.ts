@@ -4,6 +4,7 @@
  * objects by kind, the same for every mode, plus each mode's own detail.
  */
 import type { Snapshot } from '../model/types.ts';
+import type { IptablesSyncDetail } from './iptables/sync-detail.ts';
 import type { IpvsSyncDetail } from './ipvs/sync-detail.ts';
 
 /** The proxy modes drover knows. */
@@ -65,7 +66,7 @@ export function totalOf(counts: ObjectCounts): number {
  * log, the bench and tests. One member per mode that has any, each declared in
  * its mode's folder and told apart by `mode` (the backend's {@link Backend.mode}).
  */
-export type ModeSyncDetail = IpvsSyncDetail;
+export type ModeSyncDetail = IptablesSyncDetail | IpvsSyncDetail;
 
 /** What one sync did. Times in milliseconds. */
 export interface SyncResult {

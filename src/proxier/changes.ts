@@ -25,3 +25,39 @@ export function changedServicePorts(before: Snapshot, after: Snapshot): Set<stri
   for (const key of before.services.keys()) if (!after.services.has(key)) changed.add(key);
   return changed;
 }
+
+/** How many service ports a read changed, by what changed (kube-proxy's service and endpoint change counters). */
+export interface ChangeCounts {
+  /** Service ports added, removed, or whose service part (frontends, policies, affinity) differs. */
+  readonly services: number;
+  /** Service ports whose endpoints differ (an added or removed service port with endpoints counts here too). */
+  readonly endpoints: number;
+}
+
+/**
+ * Count the service ports in `keys` by what changed between `before`
+ * (undefined: nothing was read before, so every key is new) and `after`.
+ * A key can count in both. kube-proxy counts Service and EndpointSlice
+ * events (pkg/proxy/servicechangetracker.go, endpointschangetracker.go);
+ * drover counts the service ports those events changed. Costs O(keys).
+ */
+export function countChanges(before: Snapshot | undefined, after: Snapshot, keys: Iterable<string>): ChangeCounts {
+  let services = 0;
+  let endpoints = 0;
+  for (const key of keys) {
+    const old = before?.services.get(key);
+    const now = after.services.get(key);
+    if (!old || !now) {
+      const one = old ?? now;
+      if (one === undefined) continue; // a superset key that neither read has
+      services++;
+      if (one.endpoints.length > 0) endpoints++;
+      continue;
+    }
+    const { endpoints: oldEndpoints, ...oldService } = old;
+    const { endpoints: newEndpoints, ...newService } = now;
+    if (!isDeepStrictEqual(oldService, newService)) services++;
+    if (!isDeepStrictEqual(oldEndpoints, newEndpoints)) endpoints++;
+  }
+  return { services, endpoints };
+}

@@ -22,8 +22,9 @@
  *   cost. Only a source that cannot tell has two whole snapshots compared
  *   (changes.ts).
  * - Every sync attempt is announced to the `sync` listeners
- *   ({@link Proxier.on}): the status file (status-file.ts) and, later,
- *   metrics.
+ *   ({@link Proxier.on}): the status file (status-file.ts), the metrics and
+ *   the health check (server/); every sync the loop queues, to the `queued`
+ *   listeners.
  */
 import { isDeepStrictEqual } from 'node:util';
 import type { Backend, SyncResult } from '../modes/types.ts';
@@ -31,7 +32,7 @@ import type { ServicePort, Snapshot } from '../model/types.ts';
 import type { Logger } from '../util/log.ts';
 import type { ConntrackExec } from '../conntrack/exec.ts';
 import { staleUDPFlows } from '../conntrack/stale.ts';
-import { changedServicePorts } from './changes.ts';
+import { changedServicePorts, countChanges, type ChangeCounts } from './changes.ts';
 import { BoundedFrequencyRunner } from './runner.ts';
 
 /** One read of a source: the desired state, and what of the source could not be read. */
@@ -52,6 +53,14 @@ export interface SourceRead {
    * compares the snapshot with the last one applied.
    */
   readonly changed?: ReadonlySet<string> | undefined;
+  /**
+   * When each changed service port's change was made at the source, ms
+   * since the epoch (the Kubernetes source: the EndpointSlice annotation
+   * `endpoints.kubernetes.io/last-change-trigger-time`), for
+   * `network_programming_duration_seconds`. A source that cannot tell
+   * leaves it out.
+   */
+  readonly triggerTimes?: ReadonlyMap<string, number>;
 }
 
 /**
@@ -98,6 +107,18 @@ export interface LastSync {
   readonly error?: string;
   /** What the source could not read at this sync (deletions were held); empty when it was whole. */
   readonly incomplete: readonly string[];
+  /** What the error was (a mode tells its kernel failures apart by it); absent on success. */
+  readonly cause?: unknown;
+  /** Service ports this attempt's read changed, by what changed (absent when the source could not be read). */
+  readonly changes?: ChangeCounts;
+  /**
+   * On success: when the changes this sync programmed were made at the
+   * source (SourceRead.triggerTimes), ms since the epoch, one per service
+   * port and the earliest since the last successful sync.
+   */
+  readonly triggerTimes?: ReadonlyMap<string, number>;
+  /** On success: the snapshot the kernel now holds. */
+  readonly snapshot?: Snapshot;
 }
 
 /**
@@ -107,9 +128,16 @@ export interface LastSync {
  */
 export type SyncListener = (last: LastSync) => void;
 
+/**
+ * Called when the loop queues a sync: the source may have changed, or a
+ * failed sync is to be retried. `at` is ms since the epoch. Must not throw.
+ */
+export type QueuedListener = (at: number) => void;
+
 /** The events of a {@link Proxier} and their listeners. */
 export interface ProxierEvents {
   readonly sync: SyncListener;
+  readonly queued: QueuedListener;
 }
 
 const MAX_BACKOFF_MS = 30_000;
@@ -129,7 +157,13 @@ export class Proxier {
    * sync; `all` when a read could not tell (then the snapshots are compared).
    */
   private pending: { all: boolean; keys: Set<string> } = { all: false, keys: new Set() };
-  private readonly listeners: { [E in keyof ProxierEvents]: Set<ProxierEvents[E]> } = { sync: new Set() };
+  private readonly listeners: { [E in keyof ProxierEvents]: Set<ProxierEvents[E]> } = { sync: new Set(), queued: new Set() };
+  /** A full sync was asked for ({@link Proxier.resync}). */
+  private fullRequested = false;
+  /** The snapshot of the last read (for counting what a read changed). */
+  private lastRead: Snapshot | undefined;
+  /** Earliest source change time per service port not yet programmed (SourceRead.triggerTimes). */
+  private triggers = new Map<string, number>();
   /** The last sync attempt, for status reporting. */
   last: LastSync | undefined;
 
@@ -143,7 +177,7 @@ export class Proxier {
 
   /**
    * Call `listener` on every `event`: `sync` after each sync attempt, with
-   * its {@link LastSync}. Listeners run in the order they were added; one
+   * its {@link LastSync}; `queued` when the loop queues a sync. Listeners run in the order they were added; one
    * that throws is logged and does not disturb the others or the loop.
    * @returns a function that removes the listener.
    */
@@ -160,11 +194,14 @@ export class Proxier {
    */
   async syncOnce(opts: { full?: boolean } = {}): Promise<SyncResult> {
     const start = performance.now();
-    let full = opts.full === true || this.applied === null || Date.now() - this.lastFullAt >= this.opts.syncPeriodMs;
+    let full = opts.full === true || this.fullRequested || this.applied === null || Date.now() - this.lastFullAt >= this.opts.syncPeriodMs;
+    this.fullRequested = false;
     let incomplete: readonly string[] = [];
+    let changes: ChangeCounts | undefined;
     try {
       const read = await this.opts.source.load();
       const { snapshot } = read;
+      changes = this.countRead(read);
       this.collect(read.changed);
       incomplete = read.incomplete ?? [];
       const partial = incomplete.length > 0;
@@ -188,7 +225,9 @@ export class Proxier {
       else if (full || held.length > 0) this.deletionsHeld = true;
       await this.cleanConntrack(this.lastGood, snapshot, partial, touched);
       this.lastGood = snapshot;
-      this.record({ at: Date.now(), full, durationMs: performance.now() - start, result, incomplete });
+      const triggerTimes = this.triggers;
+      this.triggers = new Map();
+      this.record({ at: Date.now(), full, durationMs: performance.now() - start, result, incomplete, changes, triggerTimes, snapshot });
       const level = full || changed.size > 0 ? 'info' : 'debug';
       this.opts.logger[level](
         {
@@ -211,9 +250,21 @@ export class Proxier {
       return result;
     } catch (err) {
       this.applied = null;
-      this.record({ at: Date.now(), full, durationMs: performance.now() - start, error: (err as Error).message, incomplete });
+      this.record({ at: Date.now(), full, durationMs: performance.now() - start, error: (err as Error).message, cause: err, incomplete, changes });
       throw err;
     }
+  }
+
+  /** What `read` changed since the previous read, counted (changes.ts countChanges); keeps its trigger times until a sync succeeds. */
+  private countRead(read: SourceRead): ChangeCounts {
+    const before = this.lastRead;
+    this.lastRead = read.snapshot;
+    for (const [key, at] of read.triggerTimes ?? []) {
+      const known = this.triggers.get(key);
+      if (known === undefined || at < known) this.triggers.set(key, at);
+    }
+    const keys = read.changed ?? (before ? changedServicePorts(before, read.snapshot) : read.snapshot.services.keys());
+    return countChanges(before, read.snapshot, keys);
   }
 
   /** Add what a read reports changed to the pending changes (everything when it cannot tell). */
@@ -237,11 +288,22 @@ export class Proxier {
 
   private record(last: LastSync): void {
     this.last = last;
-    for (const listener of this.listeners.sync) {
+    this.emit('sync', last);
+  }
+
+  /** Queue a sync (the runner coalesces and paces them) and tell the `queued` listeners. */
+  private queue(): void {
+    this.emit('queued', Date.now());
+    this.runner.run();
+  }
+
+  /** Call every listener of `event`; one that throws is logged. */
+  private emit<E extends keyof ProxierEvents>(event: E, ...args: Parameters<ProxierEvents[E]>): void {
+    for (const listener of this.listeners[event]) {
       try {
-        listener(last);
+        (listener as (...a: Parameters<ProxierEvents[E]>) => void)(...args);
       } catch (err) {
-        this.opts.logger.warn({ err: (err as Error).message }, 'a sync listener failed');
+        this.opts.logger.warn({ err: (err as Error).message, event }, `a ${event} listener failed`);
       }
     }
   }
@@ -271,8 +333,17 @@ export class Proxier {
 
   /** Start the loop: watch the source, then an immediate full sync, then on source changes and every sync period. */
   async start(): Promise<void> {
-    await this.opts.source.watch(() => this.runner.run());
+    await this.opts.source.watch(() => this.queue());
     this.runner.start();
+  }
+
+  /**
+   * Queue a full sync (`drover run` on SIGHUP): the kernel is read back and
+   * every difference repaired, as at the periodic resync.
+   */
+  resync(): void {
+    this.fullRequested = true;
+    this.queue();
   }
 
   /** Stop the loop and the source watch; the kernel rules are left in place. */
@@ -289,6 +360,7 @@ export class Proxier {
       this.failures++;
       const delay = Math.min(MAX_BACKOFF_MS, 1000 * 2 ** (this.failures - 1));
       this.opts.logger.error({ err: (err as Error).message, retryInMs: delay }, 'sync failed; will retry with a full sync');
+      this.emit('queued', Date.now());
       this.runner.retryAfter(delay);
     }
   }

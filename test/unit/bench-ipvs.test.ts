@@ -14,6 +14,7 @@ import { ipvsHarness } from '../../src/modes/ipvs/bench-harness.ts';
 import { concatChanges, minimalIpvsChange, wholeIpvsState } from '../../src/modes/ipvs/bench-payloads.ts';
 import { BENCH_CLUSTER_CIDR, benchSnapshot, clockServicePort, type RealEndpoint } from '../../src/bench/synth.ts';
 import type { Snapshot } from '../../src/model/types.ts';
+import { ipvsDetail } from '../../src/modes/ipvs/sync-detail.ts';
 
 const FULL = { full: true, changed: new Set<string>() };
 const keep: RealEndpoint = { backend: 'b1', ip: '10.244.1.2', port: 8080 };
@@ -65,7 +66,7 @@ test('the read-back check sees each change only once it is applied', async (t) =
   for (const c of iterationChanges(base, clocks, 0, [keep, toggle], COUNTS)) {
     t.false(h.shows(await h.readBack(c), c), `${c.kind} before`);
     const result = await h.backend.sync(c.to, { full: false, changed: new Set([c.key]) });
-    if (c.kind === 'endpoint-removed') t.is(result.detail?.ops['quiesce-dest'], 1, 'the removed real server is quiesced, not deleted');
+    if (c.kind === 'endpoint-removed') t.is(ipvsDetail(result)?.ops['quiesce-dest'], 1, 'the removed real server is quiesced, not deleted');
     t.true(h.shows(await h.readBack(c), c), `${c.kind} after`);
     t.true(h.showsAll(await h.readBack(), c.to), `${c.kind}: the whole state`);
   }

@@ -6,6 +6,7 @@ import { IpvsRequestError } from '../../src/modes/ipvs/netlink.ts';
 import { ipvsRulesPlan, ipvsStaticRules } from '../../src/modes/ipvs/rules.ts';
 import type { Snapshot } from '../../src/model/types.ts';
 import { ep, snap, sp } from '../support/snapshots.ts';
+import { ipvsDetail } from '../../src/modes/ipvs/sync-detail.ts';
 import { base, dns, empty, RENDER, web, World } from '../support/ipvs-world.ts';
 
 const FULL = { full: true, changed: new Set<string>() };
@@ -61,7 +62,7 @@ test('restart: a new backend adopts the live state and writes nothing', async (t
   const result = await restarted.sync(base(), FULL);
   t.deepEqual(w.writes(), before);
   t.like(result, { full: true, bytes: 0, transactions: 0, applyMs: 0 });
-  t.deepEqual(result.detail?.ops, { 'add-service': 0, 'edit-service': 0, 'del-service': 0, 'add-dest': 0, 'edit-dest': 0, 'quiesce-dest': 0, 'del-dest': 0 });
+  t.deepEqual(ipvsDetail(result)?.ops, { 'add-service': 0, 'edit-service': 0, 'del-service': 0, 'add-dest': 0, 'edit-dest': 0, 'quiesce-dest': 0, 'del-dest': 0 });
 });
 
 test('restart: stale weights are reset to 1', async (t) => {

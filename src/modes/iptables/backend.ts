@@ -13,6 +13,7 @@
  *   rules and chains of service ports it does not know as they are
  *   (ruleset.ts fullPlan).
  */
+import { ownedRules, writtenRules } from './sync-detail.ts';
 import type { Logger } from '../../util/log.ts';
 import type { Snapshot } from '../../model/types.ts';
 import type { Backend, ChangeSet, CleanupResult, SyncResult } from '../types.ts';
@@ -57,7 +58,7 @@ export class IptablesBackend implements Backend {
     return parseSave(`${filter}\n${nat}`);
   }
 
-  /** Write what differs (see the module comment); reports `chain` and `rule` written and deleted, and no detail. */
+  /** Write what differs (see the module comment); reports `chain` and `rule` written and deleted, and the rules per table (sync-detail.ts). */
   async sync(snapshot: Snapshot, changes: ChangeSet): Promise<SyncResult> {
     const start = performance.now();
     const full = changes.full || this.applied === null;
@@ -106,6 +107,7 @@ export class IptablesBackend implements Backend {
         readMs,
         applyMs,
         totalMs: performance.now() - start,
+        detail: { mode: 'iptables', rules: ownedRules(this.statics, next.values()), written: writtenRules(plan) },
       };
     } catch (err) {
       this.applied = null;

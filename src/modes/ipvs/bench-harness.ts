@@ -41,6 +41,7 @@ import type { BenchChange, ServiceChange } from '../../bench/changes.ts';
 import type { Baseline, ModeHarness } from '../../bench/harness.ts';
 import { kubeProxyPayload } from '../iptables/bench-payloads.ts';
 import { concatChanges, minimalIpvsChange, wholeIpvsState, type IpvsChange } from './bench-payloads.ts';
+import { ipvsDetail } from './sync-detail.ts';
 
 /** The I/O of IPVS mode, all acting on the namespace of the process. */
 export interface IpvsHarnessIO {
@@ -196,7 +197,8 @@ export function ipvsHarness(io: IpvsHarnessIO, opts: IpvsHarnessOptions): ModeHa
     },
     showsAll: (state: IpvsReadBack, snapshot: Snapshot) => [...snapshot.services.values()].every((sp) => holds(state, desired(sp).server, true)),
     wroteNothing: (r) => {
-      const ops = r.detail?.mode === 'ipvs' ? Object.values(r.detail.ops).reduce((a, b) => a + b, 0) : 1;
+      const detail = ipvsDetail(r);
+      const ops = detail ? Object.values(detail.ops).reduce((a, b) => a + b, 0) : 1;
       return r.bytes === 0 && ops === 0 && countOf(r.written, 'address') + countOf(r.deleted, 'address') === 0;
     },
     close() {

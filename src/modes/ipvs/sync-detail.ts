@@ -28,3 +28,8 @@ export interface IpvsSyncDetail {
   readonly ipvsReads: number;
 }
 
+
+/** IPVS mode's detail of `result`, or undefined when the result is another mode's. */
+export function ipvsDetail(result: { readonly detail?: { readonly mode: string } }): IpvsSyncDetail | undefined {
+  return result.detail?.mode === 'ipvs' ? (result.detail as IpvsSyncDetail) : undefined;
+}

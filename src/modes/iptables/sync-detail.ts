@@ -1,0 +1,43 @@
+/**
+ * iptables mode's account of a sync, carried in SyncResult.detail
+ * (types.ts), for kube-proxy's `sync_proxy_rules_iptables_total` and
+ * `sync_proxy_rules_iptables_last` (metrics.ts).
+ */
+import type { TableName } from './parse.ts';
+import { TABLES } from './parse.ts';
+import type { Plan } from './plan.ts';
+import type { ServiceRules } from './render.ts';
+import type { StaticRuleset } from './static.ts';
+
+/** Rule counts per table (filter, nat). */
+export type RulesByTable = Readonly<Record<TableName, number>>;
+
+/** What iptables mode reports of a sync besides the counts by kind. */
+export interface IptablesSyncDetail {
+  /** Tells this detail from other modes' (SyncResult.detail). */
+  readonly mode: 'iptables';
+  /** Rules drover wants in each table after the sync: the static ones and every service port's. */
+  readonly rules: RulesByTable;
+  /** Rules the sync's restore payloads wrote (appended or inserted), per table. */
+  readonly written: RulesByTable;
+}
+
+/** The rules of `statics` and of every service port in `services`, per table. Costs O(service ports and their chains). */
+export function ownedRules(statics: StaticRuleset, services: Iterable<ServiceRules>): RulesByTable {
+  const count = { filter: 0, nat: 0 };
+  for (const [table, chains] of statics.chains) for (const rules of chains.values()) count[table] += rules.length;
+  for (const hook of statics.hooks) count[hook.table]++;
+  for (const sr of services) {
+    if (sr.natJump !== null) count.nat++;
+    if (sr.filterReject !== null) count.filter++;
+    for (const rules of sr.chains.values()) count.nat += rules.length;
+  }
+  return count;
+}
+
+/** Rules a plan appends or inserts, per table. */
+export function writtenRules(plan: Plan): RulesByTable {
+  const count = { filter: 0, nat: 0 };
+  for (const table of TABLES) count[table] = plan[table].appendRules.length + plan[table].insertRules.length;
+  return count;
+}
