@@ -5,6 +5,7 @@
  */
 import { InvalidArgumentError, Option } from 'commander';
 import { DEFAULT_SERVICE_CIDR, parseServiceCIDR } from '../model/allocate.ts';
+import { parseBindAddress, type BindAddress } from '../model/addr.ts';
 import { parseCIDR } from '../model/validate.ts';
 import { LOG_LEVELS, type LogLevel } from '../util/log.ts';
 import { defaultMode, modeNames } from '../modes/registry.ts';
@@ -126,6 +127,36 @@ export function syncPeriodOptions(): Option[] {
   return [
     new Option('--min-sync-period <duration>', 'least time between two syncs; a change is applied within it').default(1000, '1s').argParser(parseDuration),
     new Option('--sync-period <duration>', 'time between full resyncs that repair drift').default(30_000, '30s').argParser(parseDuration),
+  ];
+}
+
+/**
+ * A listen address for `--metrics-bind-address` and `--healthz-bind-address`
+ * (addr.ts parseBindAddress: "IP:PORT", "[IPv6]:PORT"); "" turns the server off.
+ * @throws InvalidArgumentError naming the value.
+ */
+export function bindAddressArg(value: string): BindAddress | null {
+  if (value.trim() === '') return null;
+  const bind = parseBindAddress(value.trim());
+  if (!bind) throw new InvalidArgumentError(`"${value}" is not an address to listen on (IP:PORT, or [IPv6]:PORT; "" for none)`);
+  return bind;
+}
+
+/** Options of `run`'s HTTP servers: null when turned off. */
+export type ServerCliOptions = {
+  readonly metricsBindAddress: BindAddress | null;
+  readonly healthzBindAddress: BindAddress | null;
+};
+
+/** --metrics-bind-address, --healthz-bind-address (kube-proxy's flags and ports). */
+export function serverOptions(): Option[] {
+  return [
+    new Option('--metrics-bind-address <ip:port>', 'where /metrics is served (Prometheus, kube-proxy\'s metric names); "" for nowhere')
+      .default(bindAddressArg('127.0.0.1:10249'), '127.0.0.1:10249')
+      .argParser(bindAddressArg),
+    new Option('--healthz-bind-address <ip:port>', 'where /healthz and /livez are served; "" for nowhere')
+      .default(bindAddressArg('127.0.0.1:10256'), '127.0.0.1:10256')
+      .argParser(bindAddressArg),
   ];
 }
 

@@ -1,11 +1,16 @@
-/** `drover run`: the sync loop, until SIGINT or SIGTERM. Rules stay in place on exit. */
+/**
+ * `drover run`: the sync loop, until SIGINT or SIGTERM (rules stay in place
+ * on exit); SIGHUP forces a full resync. Serves metrics and health checks
+ * (server/daemon.ts).
+ */
 import { Command } from 'commander';
 import { relative, resolve } from 'node:path';
 import { SystemConntrack } from '../conntrack/exec.ts';
 import { Proxier } from '../proxier/proxier.ts';
 import { StatusFileWriter } from '../proxier/status-file.ts';
 import { createLogger } from '../util/log.ts';
-import { checkSyncPeriods, kernelOptions, renderOptions, syncPeriodOptions, type SyncCliOptions } from './options.ts';
+import { startServers } from '../server/daemon.ts';
+import { checkSyncPeriods, kernelOptions, renderOptions, serverOptions, syncPeriodOptions, type ServerCliOptions, type SyncCliOptions } from './options.ts';
 import { modeDriver } from '../modes/registry.ts';
 import { createSource, createSyncBackend, statusFileOption, syncModeOptions, UsageError } from './setup.ts';
 
@@ -13,7 +18,7 @@ import { createSource, createSyncBackend, statusFileOption, syncModeOptions, Usa
 export function runCommand(): Command {
   const cmd = new Command('run')
     .description('watch the source and keep the kernel in sync with it (the service proxy)')
-    .action(async (opts: SyncCliOptions & { statusFile: string }) => {
+    .action(async (opts: SyncCliOptions & ServerCliOptions & { statusFile: string }) => {
       const statusFile = resolve(opts.statusFile);
       if (!relative(resolve(opts.source), statusFile).startsWith('..')) {
         // Each write would be a source change, and each change a sync.
@@ -47,6 +52,13 @@ export function runCommand(): Command {
         conntrack: new SystemConntrack(opts.netns),
       });
       status.listen(proxier);
+      const servers = await startServers(proxier, {
+        metrics: opts.metricsBindAddress,
+        healthz: opts.healthzBindAddress,
+        syncPeriodMs: opts.syncPeriod,
+        modeMetrics: modeDriver(opts.mode).metrics,
+        logger,
+      });
       logger.info(
         { source: opts.source, minSyncPeriodMs: opts.minSyncPeriod, syncPeriodMs: opts.syncPeriod },
         'drover started',
@@ -55,15 +67,22 @@ export function runCommand(): Command {
       await new Promise<void>((resolvePromise) => {
         const stop = (signal: string) => {
           logger.info({ signal }, 'stopping; programmed rules are left in place');
+          process.off('SIGHUP', resync);
           void proxier
             .stop()
+            .then(() => servers.close())
             .then(() => status.idle())
             .then(resolvePromise);
         };
+        const resync = () => {
+          logger.info({ signal: 'SIGHUP' }, 'full resync requested');
+          proxier.resync();
+        };
         process.once('SIGINT', () => stop('SIGINT'));
         process.once('SIGTERM', () => stop('SIGTERM'));
+        process.on('SIGHUP', resync);
       });
     });
-  for (const o of [...renderOptions(), ...kernelOptions(), ...syncModeOptions(), ...syncPeriodOptions(), statusFileOption()]) cmd.addOption(o);
+  for (const o of [...renderOptions(), ...kernelOptions(), ...syncModeOptions(), ...syncPeriodOptions(), ...serverOptions(), statusFileOption()]) cmd.addOption(o);
   return cmd;
 }

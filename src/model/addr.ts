@@ -372,3 +372,25 @@ export function cidrContains(prefix: IPPrefix | string, ip: IPAddress | string):
   const host = BigInt(WIDTH[p.family] - p.bits);
   return a.value >> host === p.network >> host;
 }
+
+/** An address and port to listen on, as {@link parseBindAddress} reads it. */
+export interface BindAddress {
+  readonly ip: IPAddress;
+  /** 0-65535; 0 lets the kernel choose. */
+  readonly port: number;
+}
+
+/**
+ * Parse a listen address as kube-proxy's `--metrics-bind-address` and
+ * `--healthz-bind-address` take it: "IP:PORT" for IPv4 ("127.0.0.1:10249",
+ * "0.0.0.0:10256"), "[IP]:PORT" for IPv6 ("[::]:10249"). The address is
+ * read strictly ({@link parseIP}). Undefined for anything else.
+ */
+export function parseBindAddress(text: string): BindAddress | undefined {
+  const m = /^(?:\[([0-9A-Fa-f:.]+)\]|([0-9.]+)):(\d{1,5})$/.exec(text);
+  if (!m) return undefined;
+  const ip = m[1] !== undefined ? parseIP(m[1]) : parseIP(m[2]!);
+  const port = Number(m[3]);
+  if (ip === undefined || (m[1] !== undefined) !== (ip.family === 6) || port > 65535) return undefined;
+  return { ip, port };
+}

@@ -10,6 +10,7 @@
  * (commander's camelCase names). Each driver reads the flags it declared in
  * {@link ModeDriver.options} and ignores the rest.
  */
+import type { ModeMetricsFactory } from '../server/metrics.ts';
 import type { Option } from 'commander';
 import type { KernelOptions, RenderCliOptions } from '../cli/options.ts';
 import type { StatusRecord } from '../inspect/status.ts';
@@ -138,4 +139,6 @@ export interface ModeDriver {
   status(opts: ModeOptions, recorded: RenderCliOptions & Readonly<Record<string, unknown>>): Promise<ModeStatus>;
   /** The mode's part of `drover bench`. */
   readonly bench: ModeBench;
+  /** The mode's own Prometheus metrics for `drover run` (server/metrics.ts); absent when it has none. */
+  readonly metrics?: ModeMetricsFactory;
 }

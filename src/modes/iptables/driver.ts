@@ -2,6 +2,7 @@
  * iptables mode as the commands see it (driver.ts): kube-proxy's NAT chains
  * through `iptables-restore --noflush`, read back with `iptables-save`.
  */
+import { iptablesMetrics } from './metrics.ts';
 import { iptablesTraceContext } from './trace.ts';
 import { createLogger } from '../../util/log.ts';
 import { loadSource } from '../../sources/load.ts';
@@ -39,6 +40,7 @@ export const iptablesMode: ModeDriver = {
   name: 'iptables',
   title: 'iptables',
   options: { sync: () => [], compare: () => [] },
+  metrics: iptablesMetrics,
   help: {
     render: '',
     chains: '',

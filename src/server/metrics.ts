@@ -1,0 +1,160 @@
+/**
+ * drover's Prometheus metrics, under kube-proxy's names
+ * (pkg/proxy/metrics/metrics.go, subsystem `kubeproxy`), so that
+ * dashboards and alerts written for kube-proxy work unchanged; plus the
+ * process metrics of prom-client's collectDefaultMetrics
+ * (`process_cpu_seconds_total`, `process_resident_memory_bytes`, …).
+ *
+ * Everything is fed by the proxier's events (proxier.ts `sync` and
+ * `queued`); a mode adds its own metrics through its driver
+ * (ModeDriver.metrics), e.g. iptables mode's `sync_proxy_rules_iptables_*`.
+ *
+ * Differences from kube-proxy, by design: the change counters count
+ * service ports changed (kube-proxy counts Service and EndpointSlice
+ * events), and there is no `ip_family` label (drover programs IPv4).
+ */
+import { collectDefaultMetrics, Counter, exponentialBuckets, Gauge, Histogram, linearBuckets, Registry } from 'prom-client';
+import { usesLocalEndpoints, categorizeEndpoints, externallyAccessible } from '../model/policy.ts';
+import type { Snapshot } from '../model/types.ts';
+import type { LastSync, Proxier } from '../proxier/proxier.ts';
+
+/** The metric names' prefix: kube-proxy's subsystem. */
+export const SUBSYSTEM = 'kubeproxy';
+
+/** kube-proxy's sync latency buckets: 1 ms doubling 15 times (to about 16 s). */
+const SYNC_BUCKETS = exponentialBuckets(0.001, 2, 15);
+
+/** kube-proxy's network programming buckets: 0.25 s, 0.5 s, 1-59 s, 60-115 s by 5, 2-5 min by 30 s. */
+const PROGRAMMING_BUCKETS = [
+  ...linearBuckets(0.25, 0.25, 2),
+  ...linearBuckets(1, 1, 59),
+  ...linearBuckets(60, 5, 12),
+  ...linearBuckets(120, 30, 7),
+];
+
+/** What a mode adds to the metrics: called after every sync attempt, with the registry the mode registered its metrics in. */
+export type ModeMetricsListener = (last: LastSync) => void;
+
+/**
+ * Creates a mode's own metrics in `registry` (names from {@link metricName})
+ * and returns the listener that updates them; see ModeDriver.metrics.
+ */
+export type ModeMetricsFactory = (registry: Registry) => ModeMetricsListener;
+
+/** `kubeproxy_<name>`. */
+export function metricName(name: string): string {
+  return `${SUBSYSTEM}_${name}`;
+}
+
+/** The registry and the metrics of one `drover run`. */
+export class ProxyMetrics {
+  /** Every metric, for the /metrics handler (registry.metrics()). */
+  readonly registry = new Registry();
+  private readonly duration: Histogram;
+  private readonly fullDuration: Histogram;
+  private readonly partialDuration: Histogram;
+  private readonly programming: Histogram;
+  private readonly lastTimestamp: Gauge;
+  private readonly lastQueued: Gauge;
+  private readonly endpointChanges: Counter;
+  private readonly serviceChanges: Counter;
+  private readonly endpointPending: Gauge;
+  private readonly servicePending: Gauge;
+  private readonly noLocal: Gauge<'traffic_policy'>;
+  private readonly probes: Record<'healthz' | 'livez', Counter<'code'>>;
+  private readonly modeListener: ModeMetricsListener | undefined;
+  private pending = { services: 0, endpoints: 0 };
+
+  /** @param mode the mode's own metrics (ModeDriver.metrics), if it has any. */
+  constructor(mode?: ModeMetricsFactory) {
+    const registers = [this.registry];
+    collectDefaultMetrics({ register: this.registry });
+    const histogram = (name: string, help: string, buckets: number[]) => new Histogram({ name: metricName(name), help, buckets, registers });
+    const gauge = (name: string, help: string) => new Gauge({ name: metricName(name), help, registers });
+    const counter = (name: string, help: string) => new Counter({ name: metricName(name), help, registers });
+    this.duration = histogram('sync_proxy_rules_duration_seconds', 'SyncProxyRules latency in seconds', SYNC_BUCKETS);
+    this.fullDuration = histogram('sync_full_proxy_rules_duration_seconds', 'SyncProxyRules latency in seconds for full resyncs', SYNC_BUCKETS);
+    this.partialDuration = histogram('sync_partial_proxy_rules_duration_seconds', 'SyncProxyRules latency in seconds for partial resyncs', SYNC_BUCKETS);
+    this.programming = histogram('network_programming_duration_seconds', 'In Cluster Network Programming Latency in seconds', PROGRAMMING_BUCKETS);
+    this.lastTimestamp = gauge('sync_proxy_rules_last_timestamp_seconds', 'The last time proxy rules were successfully synced');
+    this.lastQueued = gauge('sync_proxy_rules_last_queued_timestamp_seconds', 'The last time a sync of proxy rules was queued');
+    this.endpointChanges = counter('sync_proxy_rules_endpoint_changes_total', 'Cumulative proxy rules Endpoint changes');
+    this.serviceChanges = counter('sync_proxy_rules_service_changes_total', 'Cumulative proxy rules Service changes');
+    this.endpointPending = gauge('sync_proxy_rules_endpoint_changes_pending', 'Pending proxy rules Endpoint changes');
+    this.servicePending = gauge('sync_proxy_rules_service_changes_pending', 'Pending proxy rules Service changes');
+    this.noLocal = new Gauge({
+      name: metricName('sync_proxy_rules_no_local_endpoints_total'),
+      help: 'Number of services with a Local traffic policy and no endpoints',
+      labelNames: ['traffic_policy'],
+      registers,
+    });
+    this.probes = {
+      healthz: new Counter({ name: metricName('proxy_healthz_total'), help: 'Cumulative proxy healthz HTTP status', labelNames: ['code'], registers }),
+      livez: new Counter({ name: metricName('proxy_livez_total'), help: 'Cumulative proxy livez HTTP status', labelNames: ['code'], registers }),
+    };
+    this.modeListener = mode?.(this.registry);
+  }
+
+  /** Count one answer of the health server (`kubeproxy_proxy_healthz_total{code}`, `…_livez_total`). */
+  countProbe(path: 'healthz' | 'livez', status: number): void {
+    this.probes[path].inc({ code: String(status) });
+  }
+
+  /** Follow `proxier`'s events. @returns a function that stops following. */
+  listen(proxier: Pick<Proxier, 'on'>): () => void {
+    const offSync = proxier.on('sync', (last) => this.onSync(last));
+    const offQueued = proxier.on('queued', (at) => this.lastQueued.set(at / 1000));
+    return () => {
+      offSync();
+      offQueued();
+    };
+  }
+
+  /** Update every metric from one sync attempt (proxier.ts LastSync). */
+  onSync(last: LastSync): void {
+    const seconds = last.durationMs / 1000;
+    this.duration.observe(seconds);
+    (last.full ? this.fullDuration : this.partialDuration).observe(seconds);
+    if (last.changes) {
+      this.serviceChanges.inc(last.changes.services);
+      this.endpointChanges.inc(last.changes.endpoints);
+      this.pending = { services: this.pending.services + last.changes.services, endpoints: this.pending.endpoints + last.changes.endpoints };
+    }
+    if (last.error === undefined) {
+      this.pending = { services: 0, endpoints: 0 };
+      this.lastTimestamp.set(last.at / 1000);
+      for (const at of last.triggerTimes?.values() ?? []) {
+        const latency = (last.at - at) / 1000;
+        if (latency >= 0) this.programming.observe(latency);
+      }
+      if (last.snapshot) {
+        const counts = noLocalEndpoints(last.snapshot);
+        this.noLocal.set({ traffic_policy: 'internal' }, counts.internal);
+        this.noLocal.set({ traffic_policy: 'external' }, counts.external);
+      }
+    }
+    this.servicePending.set(this.pending.services);
+    this.endpointPending.set(this.pending.endpoints);
+    this.modeListener?.(last);
+  }
+}
+
+/**
+ * Service ports whose Local traffic policy has no local endpoint to use:
+ * `internal` for internalTrafficPolicy Local, `external` for
+ * externalTrafficPolicy Local on an externally reachable service port, as
+ * kube-proxy counts them in its sync loop (pkg/proxy/iptables/proxier.go,
+ * serviceNoLocalEndpointsTotalInternal and …External). Costs O(service ports).
+ */
+export function noLocalEndpoints(snapshot: Snapshot): { internal: number; external: number } {
+  let internal = 0;
+  let external = 0;
+  for (const sp of snapshot.services.values()) {
+    if (!usesLocalEndpoints(sp)) continue;
+    const { local } = categorizeEndpoints(sp, snapshot.node);
+    if (local === null || local.length > 0) continue;
+    if (sp.internalTrafficPolicy === 'Local') internal++;
+    if (externallyAccessible(sp) && sp.externalTrafficPolicy === 'Local') external++;
+  }
+  return { internal, external };
+}
