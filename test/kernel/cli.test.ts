@@ -184,6 +184,49 @@ if (unavailable) {
     }
   });
 
+  test.serial('run serves metrics and health inside its namespace; SIGHUP repairs a hand-flushed chain at once', async (t) => {
+    const dir = await mkdtemp(join(tmpdir(), 'drover-cli-'));
+    await cp(join(ROOT, 'examples'), dir, { recursive: true });
+    try {
+      await withNetns(async (netns) => {
+        await run('ip', ['link', 'set', 'lo', 'up'], { netns });
+        const save = async () => (await run('iptables-nft-save', ['-t', 'nat'], { netns })).stdout;
+        const get = async (url: string) => (await run('curl', ['-s', '-o', '-', '-w', '\n%{http_code}', url], { netns, allowFail: true })).stdout;
+        // Started inside the namespace, so that its servers listen on the namespace's loopback.
+        const child = spawn('ip', ['netns', 'exec', netns, process.execPath, DROVER, 'run', '--source', dir, '--iptables-backend', 'nft', '--sync-period', '1h', '--status-file', `${dir}.status.json`], {
+          stdio: ['ignore', 'ignore', 'pipe'],
+        });
+        let logs = '';
+        child.stderr.on('data', (b: Buffer) => (logs += b.toString()));
+        try {
+          await until('the first sync', async () => (await get('http://127.0.0.1:10256/healthz')).endsWith('\n200') && (await save()).includes('10.244.2.4:8080'), 20_000);
+          const metrics = await get('http://127.0.0.1:10249/metrics');
+          t.true(metrics.endsWith('\n200'));
+          t.regex(metrics, /^kubeproxy_sync_full_proxy_rules_duration_seconds_count 1$/m);
+          const nat = Number(/^kubeproxy_sync_proxy_rules_iptables_total\{table="nat"\} (\d+)$/m.exec(metrics)?.[1]);
+          t.is(nat, (await save()).split('\n').filter((l) => l.startsWith('-A ')).length, 'every nat rule in the namespace is drover\'s');
+          t.regex((await get('http://127.0.0.1:10256/livez')), /^\{"lastUpdated": "[^"]+","currentTime": "[^"]+"\}\n200$/);
+
+          const svc = /^-A KUBE-SERVICES .*default\/linkding:http cluster IP.* -j (KUBE-SVC-\w{16})$/m.exec(await save())?.[1];
+          if (!svc) throw new Error('no KUBE-SVC chain for default/linkding:http');
+          await run('iptables-nft', ['-t', 'nat', '-F', svc], { netns });
+          t.false((await save()).includes(`-A ${svc} `));
+          child.kill('SIGHUP');
+          await until('the resync to repair the chain', async () => (await save()).includes(`-A ${svc} `), 10_000);
+          t.regex(logs, /"msg":"full resync requested"/);
+          await until('the second full sync to be counted', async () => /^kubeproxy_sync_full_proxy_rules_duration_seconds_count 2$/m.test(await get('http://127.0.0.1:10249/metrics')), 5000);
+        } finally {
+          child.kill('SIGTERM');
+          await new Promise((r) => child.once('exit', r));
+        }
+        t.true((await save()).includes('default/linkding:http cluster IP'), 'rules stay in place after drover exits');
+      });
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+      await rm(`${dir}.status.json`, { force: true });
+    }
+  });
+
   test.serial('cleanup names each chain a foreign rule keeps alive and that rule, keeps it empty, exits 3, and does not warn about --cluster-cidr', async (t) => {
     await withNetns(async (netns) => {
       const save = async (table: string) => (await run('iptables-nft-save', ['-t', table], { netns })).stdout;
