@@ -10,6 +10,7 @@ import { benchCommand } from './bench.ts';
 import { chainsCommand } from './chains.ts';
 import { cleanupCommand } from './cleanup.ts';
 import { diffCommand } from './diff.ts';
+import { loadConfigFor } from './config-file.ts';
 import { EXIT_HELP } from './exit.ts';
 import { renderCommand } from './render.ts';
 import { runCommand } from './run.ts';
@@ -42,7 +43,9 @@ export async function main(argv: readonly string[] = process.argv): Promise<void
     throw err;
   });
   try {
-    await buildProgram().parseAsync([...argv]);
+    const program = buildProgram();
+    loadConfigFor(program, argv, (line) => process.stderr.write(`${line}\n`));
+    await program.parseAsync([...argv]);
   } catch (err) {
     process.stderr.write(`drover: ${(err as Error).message}\n`);
     process.exitCode = 1;

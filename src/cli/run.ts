@@ -10,6 +10,7 @@ import { Proxier } from '../proxier/proxier.ts';
 import { StatusFileWriter } from '../proxier/status-file.ts';
 import { createLogger } from '../util/log.ts';
 import { startServers } from '../server/daemon.ts';
+import { configOption } from './config-file.ts';
 import { checkSyncPeriods, kernelOptions, renderOptions, serverOptions, syncPeriodOptions, type ServerCliOptions, type SyncCliOptions } from './options.ts';
 import { modeDriver } from '../modes/registry.ts';
 import { createSource, createSyncBackend, statusFileOption, syncModeOptions, UsageError } from './setup.ts';
@@ -83,6 +84,6 @@ export function runCommand(): Command {
         process.on('SIGHUP', resync);
       });
     });
-  for (const o of [...renderOptions(), ...kernelOptions(), ...syncModeOptions(), ...syncPeriodOptions(), ...serverOptions(), statusFileOption()]) cmd.addOption(o);
+  for (const o of [...renderOptions(), ...kernelOptions(), ...syncModeOptions(), ...syncPeriodOptions(), ...serverOptions(), statusFileOption(), configOption()]) cmd.addOption(o);
   return cmd;
 }

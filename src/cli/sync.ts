@@ -1,4 +1,5 @@
 /** `drover sync --once`: one full sync (read the kernel back, write what differs), then exit. */
+import { configOption } from './config-file.ts';
 import { Command, Option } from 'commander';
 import { Proxier } from '../proxier/proxier.ts';
 import { createLogger } from '../util/log.ts';
@@ -19,6 +20,6 @@ export function syncCommand(): Command {
       await proxier.syncOnce({ full: true });
       markPartial(proxier.last?.incomplete ?? []);
     });
-  for (const o of [...renderOptions(), ...kernelOptions(), ...syncModeOptions()]) cmd.addOption(o);
+  for (const o of [...renderOptions(), ...kernelOptions(), ...syncModeOptions(), configOption()]) cmd.addOption(o);
   return cmd;
 }
