@@ -79,6 +79,8 @@ export type RenderCliOptions = {
 export type SyncCliOptions = KernelOptions & RenderCliOptions & {
   readonly minSyncPeriod: number;
   readonly syncPeriod: number;
+  /** `--full-sync-period`, ms (run only). */
+  readonly fullSyncPeriod?: number;
 };
 
 /** --source, --cluster-cidr, --masquerade-all, --service-cidr. */
@@ -115,8 +117,11 @@ export function kernelOptions(): Option[] {
  * would be a busy loop of full syncs), `--min-sync-period` not longer.
  * @throws Error naming the flag.
  */
-export function checkSyncPeriods(opts: { minSyncPeriod: number; syncPeriod: number }): void {
+export function checkSyncPeriods(opts: { minSyncPeriod: number; syncPeriod: number; fullSyncPeriod?: number }): void {
   if (opts.syncPeriod < 1000) throw new Error(`--sync-period must be at least 1s (got ${opts.syncPeriod} ms)`);
+  if (opts.fullSyncPeriod !== undefined && opts.fullSyncPeriod < opts.syncPeriod) {
+    throw new Error(`--full-sync-period (${opts.fullSyncPeriod} ms) must not be shorter than --sync-period (${opts.syncPeriod} ms)`);
+  }
   if (opts.minSyncPeriod > opts.syncPeriod) {
     throw new Error(`--min-sync-period (${opts.minSyncPeriod} ms) must not be longer than --sync-period (${opts.syncPeriod} ms)`);
   }
@@ -126,8 +131,20 @@ export function checkSyncPeriods(opts: { minSyncPeriod: number; syncPeriod: numb
 export function syncPeriodOptions(): Option[] {
   return [
     new Option('--min-sync-period <duration>', 'least time between two syncs; a change is applied within it').default(1000, '1s').argParser(parseDuration),
-    new Option('--sync-period <duration>', 'time between full resyncs that repair drift').default(30_000, '30s').argParser(parseDuration),
+    new Option(
+      '--sync-period <duration>',
+      'time between drift checks; a mode without a cheap check (IPVS) reads the kernel back and repairs drift at each, iptables mode when its check suspects drift',
+    )
+      .default(30_000, '30s')
+      .argParser(parseDuration),
   ];
+}
+
+/** --full-sync-period, of `run`. */
+export function fullSyncPeriodOption(): Option {
+  return new Option('--full-sync-period <duration>', 'longest time between two full read-backs of a mode with a cheap drift check (iptables)')
+    .default(3_600_000, '1h')
+    .argParser(parseDuration);
 }
 
 /**

@@ -11,7 +11,7 @@ import { StatusFileWriter } from '../proxier/status-file.ts';
 import { createLogger } from '../util/log.ts';
 import { startServers } from '../server/daemon.ts';
 import { configOption } from './config-file.ts';
-import { checkSyncPeriods, kernelOptions, renderOptions, serverOptions, syncPeriodOptions, type ServerCliOptions, type SyncCliOptions } from './options.ts';
+import { checkSyncPeriods, fullSyncPeriodOption, kernelOptions, renderOptions, serverOptions, syncPeriodOptions, type ServerCliOptions, type SyncCliOptions } from './options.ts';
 import { modeDriver } from '../modes/registry.ts';
 import { createSource, createSyncBackend, statusFileOption, syncModeOptions, UsageError } from './setup.ts';
 
@@ -50,6 +50,7 @@ export function runCommand(): Command {
         logger,
         minSyncPeriodMs: opts.minSyncPeriod,
         syncPeriodMs: opts.syncPeriod,
+        ...(opts.fullSyncPeriod !== undefined ? { fullSyncPeriodMs: opts.fullSyncPeriod } : {}),
         conntrack: new SystemConntrack(opts.netns),
       });
       status.listen(proxier);
@@ -84,6 +85,6 @@ export function runCommand(): Command {
         process.on('SIGHUP', resync);
       });
     });
-  for (const o of [...renderOptions(), ...kernelOptions(), ...syncModeOptions(), ...syncPeriodOptions(), ...serverOptions(), statusFileOption(), configOption()]) cmd.addOption(o);
+  for (const o of [...renderOptions(), ...kernelOptions(), ...syncModeOptions(), ...syncPeriodOptions(), fullSyncPeriodOption(), ...serverOptions(), statusFileOption(), configOption()]) cmd.addOption(o);
   return cmd;
 }

@@ -107,6 +107,14 @@ export interface Backend {
    */
   sync(snapshot: Snapshot, changes: ChangeSet): Promise<SyncResult>;
   /**
+   * A cheap check, made at each sync period between full syncs, of whether
+   * the kernel may have changed behind drover's back: a reason (for the
+   * log) when it may, undefined when nothing suggests it. A backend without
+   * it is synced in full at every sync period.
+   * @throws when the check cannot be made (the proxier then syncs in full).
+   */
+  driftCheck?(): Promise<string | undefined>;
+  /**
    * Remove everything this backend created, and nothing else. A chain that
    * a rule of someone else's still jumps to cannot be deleted; it is emptied
    * and reported in the result's `kept`.

@@ -84,8 +84,17 @@ export interface ProxierOptions {
   readonly logger: Logger;
   /** Least time between two syncs (`--min-sync-period`, default 1 s). */
   readonly minSyncPeriodMs: number;
-  /** Time between full resyncs (`--sync-period`, default 30 s). */
+  /**
+   * Time between periodic checks (`--sync-period`, default 30 s): a full
+   * resync, or for a backend with a cheap drift check (Backend.driftCheck)
+   * that check, and a full resync only when it suspects drift.
+   */
   readonly syncPeriodMs: number;
+  /**
+   * Longest time between two full resyncs of a backend with a drift check
+   * (`--full-sync-period`, default 1 h: kube-proxy's FullSyncPeriod).
+   */
+  readonly fullSyncPeriodMs?: number;
   /** A first `sync` listener (see {@link Proxier.on}). */
   readonly onSync?: SyncListener;
   /**
@@ -142,12 +151,17 @@ export interface ProxierEvents {
 
 const MAX_BACKOFF_MS = 30_000;
 
+/** Default of {@link ProxierOptions.fullSyncPeriodMs}: one hour, kube-proxy's FullSyncPeriod (pkg/proxy/util). */
+export const DEFAULT_FULL_SYNC_PERIOD_MS = 3_600_000;
+
 /** See the module comment. */
 export class Proxier {
   private applied: Snapshot | null = null;
   /** The last snapshot applied successfully; unlike `applied`, kept across failures (conntrack cleanup). */
   private lastGood: Snapshot | null = null;
   private lastFullAt = Number.NEGATIVE_INFINITY;
+  /** When the last periodic check (a full sync, or the backend's drift check) was made. */
+  private lastCheckAt = Number.NEGATIVE_INFINITY;
   private failures = 0;
   /** True while service ports the source no longer lists may still be programmed (a sync ran on an incomplete read). */
   private deletionsHeld = false;
@@ -194,11 +208,12 @@ export class Proxier {
    */
   async syncOnce(opts: { full?: boolean } = {}): Promise<SyncResult> {
     const start = performance.now();
-    let full = opts.full === true || this.fullRequested || this.applied === null || Date.now() - this.lastFullAt >= this.opts.syncPeriodMs;
+    let full = opts.full === true || this.fullRequested || this.applied === null;
     this.fullRequested = false;
     let incomplete: readonly string[] = [];
     let changes: ChangeCounts | undefined;
     try {
+      if (!full && Date.now() - this.lastCheckAt >= this.opts.syncPeriodMs) full = await this.periodicCheck();
       const read = await this.opts.source.load();
       const { snapshot } = read;
       changes = this.countRead(read);
@@ -220,7 +235,7 @@ export class Proxier {
       // On a partial sync the conntrack baseline is the last snapshot applied, so the keys changed since it are enough.
       const touched = full || this.pending.all ? undefined : this.pending.keys;
       this.pending = { all: false, keys: new Set() };
-      if (full) this.lastFullAt = Date.now();
+      if (full) this.lastFullAt = this.lastCheckAt = Date.now();
       if (!partial) this.deletionsHeld = false;
       else if (full || held.length > 0) this.deletionsHeld = true;
       await this.cleanConntrack(this.lastGood, snapshot, partial, touched);
@@ -253,6 +268,29 @@ export class Proxier {
       this.record({ at: Date.now(), full, durationMs: performance.now() - start, error: (err as Error).message, cause: err, incomplete, changes });
       throw err;
     }
+  }
+
+  /**
+   * The check of each `syncPeriodMs`: a full sync when the backend has no
+   * cheap drift check, when its check suspects drift (or fails), or when
+   * the last full sync is `fullSyncPeriodMs` old; else no read-back.
+   * @returns whether this sync is to be full.
+   */
+  private async periodicCheck(): Promise<boolean> {
+    const check = this.opts.backend.driftCheck?.bind(this.opts.backend);
+    if (!check || Date.now() - this.lastFullAt >= (this.opts.fullSyncPeriodMs ?? DEFAULT_FULL_SYNC_PERIOD_MS)) return true;
+    let why: string | undefined;
+    try {
+      why = await check();
+    } catch (err) {
+      why = `the drift check failed: ${(err as Error).message}`;
+    }
+    if (why === undefined) {
+      this.lastCheckAt = Date.now();
+      return false;
+    }
+    this.opts.logger.info({ reason: why }, 'the kernel may have changed behind drover: full sync');
+    return true;
   }
 
   /** What `read` changed since the previous read, counted (changes.ts countChanges); keeps its trigger times until a sync succeeds. */

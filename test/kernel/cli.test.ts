@@ -184,7 +184,20 @@ if (unavailable) {
     }
   });
 
-  test.serial('run serves metrics and health inside its namespace; SIGHUP repairs a hand-flushed chain at once', async (t) => {
+  /** The count of full syncs in a scrape of /metrics. */
+  const fullSyncs = (metrics: string) => Number(/^kubeproxy_sync_full_proxy_rules_duration_seconds_count (\d+)$/m.exec(metrics)?.[1]);
+
+  /**
+   * `drover run` started inside a fresh namespace (not with --netns, so that
+   * its servers listen on the namespace's loopback and netlink answers for
+   * it) on a copy of examples/, with `args`; `fn` gets the namespace and
+   * helpers; drover is stopped with SIGTERM at the end and the rules must stay.
+   */
+  async function withRunInNetns(
+    t: import('ava').ExecutionContext,
+    args: string[],
+    fn: (w: { netns: string; child: ReturnType<typeof spawn>; logs: () => string; save: () => Promise<string>; get: (url: string) => Promise<string> }) => Promise<void>,
+  ): Promise<void> {
     const dir = await mkdtemp(join(tmpdir(), 'drover-cli-'));
     await cp(join(ROOT, 'examples'), dir, { recursive: true });
     try {
@@ -192,29 +205,17 @@ if (unavailable) {
         await run('ip', ['link', 'set', 'lo', 'up'], { netns });
         const save = async () => (await run('iptables-nft-save', ['-t', 'nat'], { netns })).stdout;
         const get = async (url: string) => (await run('curl', ['-s', '-o', '-', '-w', '\n%{http_code}', url], { netns, allowFail: true })).stdout;
-        // Started inside the namespace, so that its servers listen on the namespace's loopback.
-        const child = spawn('ip', ['netns', 'exec', netns, process.execPath, DROVER, 'run', '--source', dir, '--iptables-backend', 'nft', '--sync-period', '1h', '--status-file', `${dir}.status.json`], {
+        const child = spawn('ip', ['netns', 'exec', netns, process.execPath, DROVER, 'run', '--source', dir, '--iptables-backend', 'nft', '--status-file', `${dir}.status.json`, ...args], {
           stdio: ['ignore', 'ignore', 'pipe'],
         });
         let logs = '';
-        child.stderr.on('data', (b: Buffer) => (logs += b.toString()));
+        child.stderr!.on('data', (b: Buffer) => (logs += b.toString()));
         try {
-          await until('the first sync', async () => (await get('http://127.0.0.1:10256/healthz')).endsWith('\n200') && (await save()).includes('10.244.2.4:8080'), 20_000);
-          const metrics = await get('http://127.0.0.1:10249/metrics');
-          t.true(metrics.endsWith('\n200'));
-          t.regex(metrics, /^kubeproxy_sync_full_proxy_rules_duration_seconds_count 1$/m);
-          const nat = Number(/^kubeproxy_sync_proxy_rules_iptables_total\{table="nat"\} (\d+)$/m.exec(metrics)?.[1]);
-          t.is(nat, (await save()).split('\n').filter((l) => l.startsWith('-A ')).length, 'every nat rule in the namespace is drover\'s');
-          t.regex((await get('http://127.0.0.1:10256/livez')), /^\{"lastUpdated": "[^"]+","currentTime": "[^"]+"\}\n200$/);
-
-          const svc = /^-A KUBE-SERVICES .*default\/linkding:http cluster IP.* -j (KUBE-SVC-\w{16})$/m.exec(await save())?.[1];
-          if (!svc) throw new Error('no KUBE-SVC chain for default/linkding:http');
-          await run('iptables-nft', ['-t', 'nat', '-F', svc], { netns });
-          t.false((await save()).includes(`-A ${svc} `));
-          child.kill('SIGHUP');
-          await until('the resync to repair the chain', async () => (await save()).includes(`-A ${svc} `), 10_000);
-          t.regex(logs, /"msg":"full resync requested"/);
-          await until('the second full sync to be counted', async () => /^kubeproxy_sync_full_proxy_rules_duration_seconds_count 2$/m.test(await get('http://127.0.0.1:10249/metrics')), 5000);
+          // The metrics count a sync after its kernel write: wait for the count, not for the rules.
+          await until('the first sync', async () => fullSyncs(await get('http://127.0.0.1:10249/metrics')) >= 1, 20_000);
+          t.true((await save()).includes('10.244.2.4:8080'));
+          t.true((await get('http://127.0.0.1:10256/healthz')).endsWith('\n200'));
+          await fn({ netns, child, logs: () => logs, save, get });
         } finally {
           child.kill('SIGTERM');
           await new Promise((r) => child.once('exit', r));
@@ -225,6 +226,53 @@ if (unavailable) {
       await rm(dir, { recursive: true, force: true });
       await rm(`${dir}.status.json`, { force: true });
     }
+  }
+
+  /** The KUBE-SVC chain of default/linkding:http in a nat dump. */
+  const linkdingChain = (nat: string) => {
+    const svc = /^-A KUBE-SERVICES .*default\/linkding:http cluster IP.* -j (KUBE-SVC-\w{16})$/m.exec(nat)?.[1];
+    if (!svc) throw new Error('no KUBE-SVC chain for default/linkding:http');
+    return svc;
+  };
+
+  test.serial('run serves metrics and health inside its namespace; SIGHUP repairs a hand-flushed chain at once', async (t) => {
+    await withRunInNetns(t, ['--sync-period', '1h'], async ({ netns, child, logs, save, get }) => {
+      const metrics = await get('http://127.0.0.1:10249/metrics');
+      t.true(metrics.endsWith('\n200'));
+      t.is(fullSyncs(metrics), 1);
+      const nat = Number(/^kubeproxy_sync_proxy_rules_iptables_total\{table="nat"\} (\d+)$/m.exec(metrics)?.[1]);
+      t.is(nat, (await save()).split('\n').filter((l) => l.startsWith('-A ')).length, "every nat rule in the namespace is drover's");
+      t.regex(await get('http://127.0.0.1:10256/livez'), /^\{"lastUpdated": "[^"]+","currentTime": "[^"]+"\}\n200$/);
+
+      const svc = linkdingChain(await save());
+      await run('iptables-nft', ['-t', 'nat', '-F', svc], { netns });
+      t.false((await save()).includes(`-A ${svc} `));
+      child.kill('SIGHUP');
+      await until('the resync to repair the chain', async () => (await save()).includes(`-A ${svc} `), 10_000);
+      t.regex(logs(), /"msg":"full resync requested"/);
+      await until('the second full sync to be counted', async () => fullSyncs(await get('http://127.0.0.1:10249/metrics')) === 2, 5000);
+    });
+  });
+
+  test.serial('between full read-backs, the periodic check costs no iptables-save; a foreign commit or a lost canary brings a full sync that repairs', async (t) => {
+    await withRunInNetns(t, ['--sync-period', '1s', '--min-sync-period', '100ms'], async ({ netns, logs, save, get }) => {
+      await new Promise((r) => setTimeout(r, 3500));
+      t.is(fullSyncs(await get('http://127.0.0.1:10249/metrics')), 1, 'three clean checks, no full sync');
+      const partials = Number(/^kubeproxy_sync_partial_proxy_rules_duration_seconds_count (\d+)$/m.exec(await get('http://127.0.0.1:10249/metrics'))?.[1]);
+      t.true(partials >= 2, `${partials} periodic partial syncs`);
+
+      // A hand edit is an nf_tables commit that is not drover's.
+      const svc = linkdingChain(await save());
+      await run('iptables-nft', ['-t', 'nat', '-F', svc], { netns });
+      await until('the periodic check to repair the chain', async () => (await save()).includes(`-A ${svc} `), 5000);
+      t.regex(logs(), /"reason":"nf_tables generation \d+, not \d+ as drover left it: another program committed rules"/);
+      t.is(fullSyncs(await get('http://127.0.0.1:10249/metrics')), 2);
+
+      // A table flushed by a firewall reload loses its canary.
+      await run('iptables-nft', ['-t', 'mangle', '-X', 'KUBE-PROXY-CANARY'], { netns });
+      await until('the canary to come back', async () => (await run('iptables-nft', ['-t', 'mangle', '-S', 'KUBE-PROXY-CANARY'], { netns, allowFail: true })).code === 0, 5000);
+      t.regex(logs(), /"reason":"the KUBE-PROXY-CANARY chain is gone from mangle"/);
+    });
   });
 
   test.serial('cleanup names each chain a foreign rule keeps alive and that rule, keeps it empty, exits 3, and does not warn about --cluster-cidr', async (t) => {
@@ -242,7 +290,7 @@ if (unavailable) {
 
       const cleanup = await drover(['cleanup', '--netns', netns, '--iptables-backend', 'nft']);
       t.is(cleanup.code, 3, cleanup.stderr);
-      t.is(cleanup.stdout, 'removed 10 chains and 7 hook rules\n');
+      t.is(cleanup.stdout, 'removed 13 chains and 7 hook rules\n');
       t.deepEqual(
         cleanup.stderr.split('\n').filter((l) => l !== '' && !l.startsWith('{')),
         [

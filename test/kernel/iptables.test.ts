@@ -34,6 +34,15 @@ class Recording implements IptablesExec {
   save(table: 'nat' | 'filter') {
     return this.inner.save(table);
   }
+  chainExists(table: 'mangle' | 'nat' | 'filter', chain: string) {
+    return this.inner.chainExists(table, chain);
+  }
+  ensureChain(table: 'mangle' | 'nat' | 'filter', chain: string) {
+    return this.inner.ensureChain(table, chain);
+  }
+  deleteChain(table: 'mangle' | 'nat' | 'filter', chain: string) {
+    return this.inner.deleteChain(table, chain);
+  }
 }
 
 const web = (eps: string[]) =>

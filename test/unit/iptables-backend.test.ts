@@ -157,8 +157,9 @@ test('cleanup removes drover chains and hooks and leaves everything else', async
   t.not(fake.dump('nat'), before.nat);
   const result = await backend.cleanup();
   t.deepEqual({ nat: fake.dump('nat'), filter: fake.dump('filter') }, before);
-  // KUBE-SVC, KUBE-SEP, 3 static nat chains, 2 static filter chains; the Docker hook is not drover's.
-  t.deepEqual(result, { removed: { chain: 7, rule: 7 }, kept: [] });
+  // KUBE-SVC, KUBE-SEP, 3 static nat chains, 2 static filter chains, the canaries of mangle, nat and filter; the Docker hook is not drover's.
+  t.deepEqual(result, { removed: { chain: 10, rule: 7 }, kept: [] });
+  t.false(await fake.chainExists('mangle', 'KUBE-PROXY-CANARY'));
 });
 
 test('cleanup empties but keeps the chains foreign rules jump to, and reports them with those rules', async (t) => {
@@ -169,7 +170,7 @@ test('cleanup empties but keeps the chains foreign rules jump to, and reports th
   fake.setChain('nat', 'KUBE-EXT-XPGD46QRK7WJZT7O', ['-j KUBE-SEP-SXIVWICOYRO3J4NJ']);
   const result = await backend.cleanup();
   t.deepEqual(result, {
-    removed: { chain: 5, rule: 7 },
+    removed: { chain: 8, rule: 7 },
     kept: [
       { table: 'nat', chain: 'KUBE-MARK-MASQ', referencedBy: ['-A PREROUTING -j KUBE-MARK-MASQ'] },
       { table: 'nat', chain: 'KUBE-SEP-SXIVWICOYRO3J4NJ', referencedBy: ['-A KUBE-EXT-XPGD46QRK7WJZT7O -j KUBE-SEP-SXIVWICOYRO3J4NJ'] },

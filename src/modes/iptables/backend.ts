@@ -13,6 +13,7 @@
  *   rules and chains of service ports it does not know as they are
  *   (ruleset.ts fullPlan).
  */
+import { CANARY_CHAIN, CANARY_TABLES } from './canary.ts';
 import { ownedRules, writtenRules } from './sync-detail.ts';
 import type { Logger } from '../../util/log.ts';
 import type { Snapshot } from '../../model/types.ts';
@@ -47,6 +48,10 @@ export class IptablesBackend implements Backend {
   private readonly statics: StaticRuleset;
   /** What drover last applied, per service port; null = unknown, so the next sync is full. */
   private applied: Map<string, ServiceRules> | null = null;
+  /** The nf_tables generation after drover's last write (canary.ts); undefined when unknown or unreadable. */
+  private generation: number | undefined;
+  /** Why the kernel may have changed since the last full sync, noticed during a partial sync. */
+  private suspect: string | undefined;
 
   constructor(private readonly opts: IptablesBackendOptions) {
     this.statics = opts.statics ?? loadStaticRules();
@@ -93,10 +98,16 @@ export class IptablesBackend implements Backend {
         budgetScope = after;
       }
       const payloads = splitPlan(plan, budgetScope, this.budget()).map((p) => planToRestore(p));
+      if (!full && payloads.length > 0) await this.noticeForeignCommit();
       const applyStart = performance.now();
       for (const payload of payloads) await this.opts.exec.restore(payload);
       const applyMs = payloads.length > 0 ? performance.now() - applyStart : 0;
       this.applied = next;
+      if (full) {
+        for (const table of CANARY_TABLES) await this.opts.exec.ensureChain(table, CANARY_CHAIN);
+        this.suspect = undefined;
+      }
+      if (full || payloads.length > 0) this.generation = await this.opts.exec.generation?.();
       return {
         full,
         services: snapshot.services.size,
@@ -111,8 +122,31 @@ export class IptablesBackend implements Backend {
       };
     } catch (err) {
       this.applied = null;
+      this.generation = undefined;
       throw err;
     }
+  }
+
+  /**
+   * The cheap drift check (canary.ts): a canary chain missing from mangle,
+   * nat or filter, or (iptables-nft in drover's own namespace) an nf_tables
+   * commit since drover's last write.
+   */
+  async driftCheck(): Promise<string | undefined> {
+    if (this.applied === null) return 'nothing is known to be programmed';
+    if (this.suspect !== undefined) return this.suspect;
+    const missing: string[] = [];
+    for (const table of CANARY_TABLES) if (!(await this.opts.exec.chainExists(table, CANARY_CHAIN))) missing.push(table);
+    if (missing.length > 0) return `the ${CANARY_CHAIN} chain is gone from ${missing.join(', ')}`;
+    await this.noticeForeignCommit();
+    return this.suspect;
+  }
+
+  /** Before a write (or at a check): remember it when the nf_tables generation moved since drover's last write. */
+  private async noticeForeignCommit(): Promise<void> {
+    if (this.generation === undefined || !this.opts.exec.generation) return;
+    const now = await this.opts.exec.generation();
+    if (now !== this.generation) this.suspect ??= `nf_tables generation ${now}, not ${this.generation} as drover left it: another program committed rules`;
   }
 
   /** Warn about stale service chains that a foreign rule keeps alive (fullPlan empties them instead of deleting). */
@@ -130,14 +164,19 @@ export class IptablesBackend implements Backend {
     return this.opts.maxLinesPerTransaction ?? (this.opts.exec.variant === 'nft' ? 10_000 : Number.POSITIVE_INFINITY);
   }
 
-  /** Delete drover's chains and hook rules (cleanupPlan); reports `chain` and `rule` removed. */
+  /** Delete drover's chains and hook rules (cleanupPlan), then the canary chains; reports `chain` and `rule` removed. */
   async cleanup(): Promise<CleanupResult> {
     const { plan, kept } = cleanupPlan(this.statics, await this.read());
     this.applied = null;
-    const removed = planStats(plan).deleted;
-    if (isEmptyPlan(plan)) return { removed, kept };
-    await this.opts.exec.restore(planToRestore(plan));
-    this.opts.logger.info({ removed, chainsKept: kept.map((k) => `${k.table} ${k.chain}`) }, 'removed drover chains and hook rules');
+    this.generation = undefined;
+    const stats = planStats(plan).deleted;
+    if (!isEmptyPlan(plan)) await this.opts.exec.restore(planToRestore(plan));
+    let canaries = 0;
+    for (const table of CANARY_TABLES) if (await this.opts.exec.deleteChain(table, CANARY_CHAIN)) canaries++;
+    const removed = { ...stats, chain: stats.chain + canaries };
+    if (!isEmptyPlan(plan) || canaries > 0) {
+      this.opts.logger.info({ removed, chainsKept: kept.map((k) => `${k.table} ${k.chain}`) }, 'removed drover chains and hook rules');
+    }
     return { removed, kept };
   }
 }

@@ -1,5 +1,7 @@
 /**
- * The iptables backend's only I/O: `iptables-restore` and `iptables-save`.
+ * The iptables backend's only I/O: `iptables-restore` and `iptables-save`,
+ * plus the canary chains and the nf_tables generation of the cheap drift
+ * check (canary.ts).
  *
  * A small wrapper written for drover: no Node library runs iptables safely
  * (the old `iptables` package spawns one process per rule and reports no
@@ -8,6 +10,7 @@
  */
 import { CommandError, runCommand, summarise } from '../shared/exec.ts';
 import type { TableName } from './parse.ts';
+import { NftGeneration, type CanaryTable } from './canary.ts';
 import { DroverError } from '../../errors.ts';
 
 /** The two iptables backends: iptables-nft (nf_tables) and iptables-legacy (x_tables). */
@@ -36,6 +39,17 @@ export interface IptablesExec {
    * yet gives "".
    */
   save(table: TableName): Promise<string>;
+  /** Whether `chain` exists in `table` (`iptables -w -t TABLE -S CHAIN`, which lists that chain only). */
+  chainExists(table: CanaryTable, chain: string): Promise<boolean>;
+  /** Create the empty `chain` in `table` unless it exists (`iptables -w -t TABLE -N CHAIN`). @throws CommandError */
+  ensureChain(table: CanaryTable, chain: string): Promise<void>;
+  /** Delete the empty `chain` from `table` (`iptables -w -t TABLE -X CHAIN`). @returns false when it did not exist. @throws CommandError */
+  deleteChain(table: CanaryTable, chain: string): Promise<boolean>;
+  /**
+   * The nf_tables generation (canary.ts), when this exec can read it:
+   * iptables-nft in the process's own network namespace. Absent otherwise.
+   */
+  generation?(): Promise<number>;
 }
 
 /** iptables-restore rejected a payload. */
@@ -71,8 +85,15 @@ export interface SystemIptablesOptions {
 export class SystemIptables implements IptablesExec {
   readonly variant: IptablesVariant;
 
+  /** Present for iptables-nft without a netns (see IptablesExec.generation). */
+  readonly generation?: () => Promise<number>;
+
   constructor(private readonly opts: SystemIptablesOptions) {
     this.variant = opts.variant;
+    if (opts.variant === 'nft' && opts.netns === undefined) {
+      const gen = new NftGeneration();
+      this.generation = () => gen.read();
+    }
   }
 
   async restore(input: string): Promise<void> {
@@ -93,6 +114,25 @@ export class SystemIptables implements IptablesExec {
       throw new CommandError(cmd, res.code, res.stderr);
     }
     return res.stdout;
+  }
+
+  async chainExists(table: CanaryTable, chain: string): Promise<boolean> {
+    const res = await runCommand(`iptables-${this.variant}`, ['-w', '5', '-t', table, '-S', chain], this.runOpts());
+    return res.code === 0;
+  }
+
+  async ensureChain(table: CanaryTable, chain: string): Promise<void> {
+    const cmd = `iptables-${this.variant}`;
+    const res = await runCommand(cmd, ['-w', '5', '-t', table, '-N', chain], this.runOpts());
+    if (res.code !== 0 && !/already exists/i.test(res.stderr)) throw new CommandError(cmd, res.code, res.stderr);
+  }
+
+  async deleteChain(table: CanaryTable, chain: string): Promise<boolean> {
+    if (!(await this.chainExists(table, chain))) return false;
+    const cmd = `iptables-${this.variant}`;
+    const res = await runCommand(cmd, ['-w', '5', '-t', table, '-X', chain], this.runOpts());
+    if (res.code !== 0) throw new CommandError(cmd, res.code, res.stderr);
+    return true;
   }
 
   private runOpts(input?: string): { netns?: string; input?: string; timeoutMs: number } {

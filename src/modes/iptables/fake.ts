@@ -10,6 +10,7 @@
 import { canonicalRule } from './canonical.ts';
 import { RestoreError, type IptablesExec, type IptablesVariant } from './exec.ts';
 import type { TableName } from './parse.ts';
+import type { CanaryTable } from './canary.ts';
 
 const BUILTINS: Record<TableName, readonly string[]> = {
   filter: ['INPUT', 'FORWARD', 'OUTPUT'],
@@ -39,6 +40,10 @@ export class FakeIptables implements IptablesExec {
   saves = 0;
   private tables: Record<TableName, Table> = { filter: emptyTable('filter'), nat: emptyTable('nat') };
   private failures: Error[] = [];
+  /** The mangle table's chains (only chain existence is kept). */
+  private readonly mangle = new Set<string>();
+  /** The nf_tables generation: bumped by every successful restore and chain creation, and by {@link commitElsewhere}. */
+  private gen = 1;
 
   /** Make the next restore() fail with `error` before applying anything. */
   failNextRestore(error: Error): void {
@@ -111,6 +116,42 @@ export class FakeIptables implements IptablesExec {
       }
     }
     if (work) fail(lines.length - 1, 'missing COMMIT');
+    this.gen++;
+  }
+
+  async chainExists(table: 'mangle' | TableName, chain: string): Promise<boolean> {
+    return table === 'mangle' ? this.mangle.has(chain) : this.tables[table].has(chain);
+  }
+
+  async ensureChain(table: CanaryTable, chain: string): Promise<void> {
+    if (await this.chainExists(table, chain)) return;
+    if (table === 'mangle') this.mangle.add(chain);
+    else this.tables[table].set(chain, []);
+    this.gen++;
+  }
+
+  async deleteChain(table: CanaryTable, chain: string): Promise<boolean> {
+    if (!(await this.chainExists(table, chain))) return false;
+    if (table === 'mangle') this.mangle.delete(chain);
+    else this.tables[table].delete(chain);
+    this.gen++;
+    return true;
+  }
+
+  async generation(): Promise<number> {
+    return this.gen;
+  }
+
+  /** A ruleset commit by someone else (bumps the generation, changes no rule of drover's). */
+  commitElsewhere(): void {
+    this.gen++;
+  }
+
+  /** Flush a whole table behind drover's back, as a firewall reload does (its canary goes too). */
+  flushTable(table: CanaryTable): void {
+    if (table === 'mangle') this.mangle.clear();
+    else this.tables[table] = emptyTable(table);
+    this.gen++;
   }
 
   async save(table: TableName): Promise<string> {

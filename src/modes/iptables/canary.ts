@@ -1,0 +1,67 @@
+/**
+ * The cheap drift check of iptables mode, run at each `--sync-period`
+ * between full read-backs (which cost seconds at 10,000 services, most of it
+ * in iptables-save):
+ *
+ * - kube-proxy's canary chains: an empty `KUBE-PROXY-CANARY` chain in the
+ *   mangle, nat and filter tables (pkg/util/iptables/iptables.go
+ *   MonitorCanary). A table flushed or rebuilt by someone else (a firewall
+ *   reload, `iptables -F`) loses its canary. Checked with one `iptables -S
+ *   KUBE-PROXY-CANARY` per table, which lists that chain only.
+ * - With iptables-nft, the nf_tables generation: a counter the kernel bumps
+ *   at every ruleset commit, by anyone (nfnetlink NFT_MSG_GETGEN,
+ *   <linux/netfilter/nf_tables.h>). A commit that is not drover's means
+ *   something may have changed; read back. Read where drover runs, so only
+ *   without `--netns` (netlink answers for the process's own namespace).
+ *
+ * A change neither catches (iptables-legacy, or `--netns`, and a rule
+ * edited by hand without flushing a table) is repaired by the full
+ * read-back every `--full-sync-period` (default 1 h, kube-proxy's
+ * FullSyncPeriod).
+ */
+import { createNetlink, type NetlinkSocket } from 'netlink';
+import { NetlinkDecodeError, parseAttrs, attrBe32 } from '../shared/nlattr.ts';
+
+/** kube-proxy's canary chain name. */
+export const CANARY_CHAIN = 'KUBE-PROXY-CANARY';
+
+/** The tables that hold a canary, as kube-proxy's. */
+export const CANARY_TABLES = ['mangle', 'nat', 'filter'] as const;
+
+/** A table with a canary. */
+export type CanaryTable = (typeof CANARY_TABLES)[number];
+
+const NETLINK_NETFILTER = 12;
+const NFNL_SUBSYS_NFTABLES = 10;
+const NFT_MSG_GETGEN = 16;
+const NFTA_GEN_ID = 1;
+
+/**
+ * Reads the nf_tables generation of the process's network namespace over
+ * one nfnetlink socket, opened on first use.
+ */
+export class NftGeneration {
+  private socket: NetlinkSocket | undefined;
+
+  /**
+   * The current generation id.
+   * @throws the socket's error (no nf_tables in the kernel), NetlinkDecodeError for a reply without NFTA_GEN_ID.
+   */
+  async read(): Promise<number> {
+    this.socket ??= createNetlink(NETLINK_NETFILTER);
+    this.socket.unref();
+    // struct nfgenmsg: family AF_UNSPEC, version NFNETLINK_V0, res_id 0.
+    const [msgs] = await this.socket.request((NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_GETGEN, Buffer.from([0, 0, 0, 0]));
+    const reply = msgs[0];
+    if (!reply || reply.data.length < 4) throw new NetlinkDecodeError('NFT_MSG_GETGEN: empty reply');
+    const id = parseAttrs(Buffer.from(reply.data).subarray(4)).find((a) => a.type === NFTA_GEN_ID);
+    if (!id) throw new NetlinkDecodeError('NFT_MSG_GETGEN: reply without NFTA_GEN_ID');
+    return attrBe32(id, 'NFTA_GEN_ID');
+  }
+
+  /** Close the socket. */
+  close(): void {
+    this.socket?.close();
+    this.socket = undefined;
+  }
+}
