@@ -52,10 +52,15 @@ export function optional<S extends z.ZodType>(schema: S) {
  * object of label keys to label values (validate.ts `checkLabelKey`,
  * `checkLabelValue`), read as a Map in manifest order; absent or null is
  * an empty map. Anything else fails at its field, e.g.
- * `spec.selector: expected record, got a list` or
+ * `spec.selector: expected a map of strings, got a list` or
  * `spec.selector.app: expected string, got number 1`.
  */
-export const labelMapSchema = withDefault(z.record(validated(checkLabelKey), validated(checkLabelValue)), {}).transform(
+export const labelMapSchema = withDefault(
+  z.record(validated(checkLabelKey), validated(checkLabelValue), {
+    error: (issue) => (issue.code === 'invalid_type' ? `expected a map of strings, got ${describeInput(issue.input)}` : undefined),
+  }),
+  {},
+).transform(
   (o): ReadonlyMap<string, string> => new Map(Object.entries(o)),
 );
 
