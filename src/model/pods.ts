@@ -29,6 +29,7 @@
  */
 import { compareStrings } from './order.ts';
 import type { EndpointGroup, EndpointGroupPort, ParsedNode, ParsedPod, ParsedService, ParsedServicePort } from './parsed.ts';
+import type { Snapshot } from './types.ts';
 
 /** Pods by namespace, each list sorted by name, for {@link selectedPods}. */
 export type PodIndex = ReadonlyMap<string, readonly ParsedPod[]>;
@@ -103,4 +104,22 @@ export function podEndpointGroups(svc: ParsedService, pods: readonly ParsedPod[]
     });
   }
   return groups;
+}
+
+/** The key of {@link endpointPods}: "servicePort ip:port", e.g. "default/web:http 10.244.1.5:8080". */
+export function endpointPodKey(servicePort: string, endpoint: string): string {
+  return `${servicePort} ${endpoint}`;
+}
+
+/**
+ * The Pod ("namespace/name") of every endpoint of `snapshot` derived from
+ * one, by {@link endpointPodKey}: what `drover chains` adds to the kernel's
+ * view, which carries no Pod names. Linear in the endpoints.
+ */
+export function endpointPods(snapshot: Snapshot): ReadonlyMap<string, string> {
+  const out = new Map<string, string>();
+  for (const sp of snapshot.services.values()) {
+    for (const e of sp.endpoints) if (e.pod !== undefined) out.set(endpointPodKey(sp.key, `${e.ip}:${e.port}`), e.pod);
+  }
+  return out;
 }
