@@ -115,8 +115,9 @@ export class Decoder {
 
   /**
    * Apply `changes` and rebuild the Snapshot. Marking service ports costs
-   * what the changed groups hold (their objects before and after), plus the
-   * cross-object errors and the allocated ClusterIPs of this apply and the
+   * what the changed groups hold (their objects before and after; for each
+   * Pod among them, the Services with a selector in its namespace; for each
+   * Node, every Service with a selector), plus the cross-object errors and the allocated ClusterIPs of this apply and the
    * previous one; the rebuild itself is still normalise.ts's buildSnapshot
    * over every object, and indexing its service ports by Service.
    * Never throws (the service CIDR was checked by the constructor); every
