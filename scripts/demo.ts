@@ -3,14 +3,19 @@
  * kernel rules drover writes, inside network namespaces this script creates
  * and removes (also on Ctrl-C). The host's own network is not touched.
  *
- * 1. Reads examples/ (a kubectl dump with the `linkding` Service, and a
- *    Shepherd `web-service`) and builds one backend namespace per endpoint,
- *    each serving HTTP that answers with its own name, plus a node namespace
- *    and a client namespace.
+ * 1. Reads examples/ (a kubectl dump with the `linkding` Service, a
+ *    Shepherd `web-service`, and in examples/pods the Service `shop` with
+ *    the Pods its selector picks) and builds one backend namespace per
+ *    endpoint (named after its Pod when it has one), each serving HTTP that
+ *    answers with its own name, plus a node namespace and a client
+ *    namespace.
  * 2. Runs `drover run` in the node namespace on a copy of examples/.
  * 3. Sends requests from the client to each ClusterIP and prints the spread.
  * 4. Removes one endpoint from the copy of the Shepherd manifest, waits for
  *    drover's partial sync, and shows that new requests no longer reach it.
+ * 5. Marks one of shop's Pods not ready in the copy of its manifest (its
+ *    Ready condition False), waits for the partial sync, and shows that new
+ *    requests no longer reach that Pod.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { cp, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
@@ -29,12 +34,13 @@ const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const CLUSTER_CIDR = '10.244.0.0/16';
 const REQUESTS = 30;
 const SHEPHERD_FILE = 'shepherd.json';
+const POD_FILE = join('pods', 'shop.yaml');
 
 function say(text = ''): void {
   process.stdout.write(`${text}\n`);
 }
 
-/** One backend namespace per endpoint IP, named after the first service it serves. */
+/** One backend namespace per endpoint IP, named after its Pod, or else after the first service it serves. */
 function backendsFor(services: Iterable<ServicePort>): BackendSpec[] {
   const byIp = new Map<string, BackendSpec>();
   const perName = new Map<string, number>();
@@ -42,9 +48,10 @@ function backendsFor(services: Iterable<ServicePort>): BackendSpec[] {
     for (const ep of sp.endpoints) {
       let b = byIp.get(ep.ip);
       if (!b) {
+        const pod = ep.pod?.split('/')[1];
         const n = (perName.get(sp.name) ?? 0) + 1;
-        perName.set(sp.name, n);
-        b = { name: `${sp.name.slice(0, 12)}-${n}`, ip: ep.ip, ports: [] };
+        if (pod === undefined) perName.set(sp.name, n);
+        b = { name: pod !== undefined && /^[a-z0-9][a-z0-9-]{0,19}$/.test(pod) ? pod : `${sp.name.slice(0, 12)}-${n}`, ip: ep.ip, ports: [] };
         byIp.set(ep.ip, b);
       }
       if (!b.ports.includes(ep.port)) b.ports.push(ep.port);
@@ -137,7 +144,8 @@ async function main(): Promise<number> {
     say('drover demo');
     say(`  manifests: ${manifests} (a copy of examples/)`);
     for (const sp of services) {
-      say(`  ${sp.key}: ClusterIP ${sp.clusterIP}:${sp.port}${sp.clusterIPAllocated ? ' (allocated by drover)' : ''} -> ${sp.endpoints.map((e) => `${e.ip}:${e.port}`).join(', ')}`);
+      const eps = sp.endpoints.map((e) => `${e.ip}:${e.port}${e.pod ? ` (Pod ${e.pod})` : ''}`);
+      say(`  ${sp.key}: ClusterIP ${sp.clusterIP}:${sp.port}${sp.clusterIPAllocated ? ' (allocated by drover)' : ''} -> ${eps.join(', ')}`);
     }
 
     topo = await createTopology({ backends: backendsFor(services), clients: [{ name: 'client', ip: '192.168.100.2' }] });
@@ -173,7 +181,10 @@ async function main(): Promise<number> {
     for (const l of chains) say(`     ${l}`);
     const after = await spread(topo, web, web.key);
     if (after[removedName]) throw new Error(`${removedName} still got ${after[removedName]} connections after its removal`);
-    say(`\n   ${removedName} gets no new connections. Cleaning up the namespaces.`);
+    say(`\n   ${removedName} gets no new connections.`);
+
+    await podNotReady(topo, services, log, join(manifests, POD_FILE));
+    say('\n   Cleaning up the namespaces.');
     return 0;
   } catch (err) {
     say(`drover demo failed: ${(err as Error).message}`);
@@ -181,6 +192,32 @@ async function main(): Promise<number> {
   } finally {
     await stop();
   }
+}
+
+/**
+ * Step 5: mark the last Pod-derived endpoint of shop not ready in `file`
+ * (its Pod's Ready condition "True" → "False"), wait for the partial sync,
+ * and check that new connections no longer reach it.
+ * @throws Error when examples/pods has no such Pod, or the Pod still gets connections.
+ */
+async function podNotReady(topo: Topology, services: readonly ServicePort[], log: DroverLog, file: string): Promise<void> {
+  const shop = services.find((sp) => sp.name === 'shop');
+  const target = shop?.endpoints.filter((e) => e.pod !== undefined && e.ready).at(-1);
+  if (!shop || !target) throw new Error(`examples/${POD_FILE} has no ready Pod of Service shop`);
+  const podName = target.pod!.split('/')[1]!;
+  const docs = (await readFile(file, 'utf8')).split(/^---$/m);
+  const i = docs.findIndex((d) => new RegExp(`^kind: Pod$[\\s\\S]*^  name: ${podName}$`, 'm').test(d));
+  if (i < 0 || !docs[i]!.includes('{type: Ready, status: "True"}')) throw new Error(`cannot find the Ready condition of Pod ${podName} in ${POD_FILE}`);
+  docs[i] = docs[i]!.replace('{type: Ready, status: "True"}', '{type: Ready, status: "False"}');
+  const mark = log.length;
+  const editedAt = Date.now();
+  await writeFile(file, docs.join('---'));
+  say(`\n3. marked Pod ${target.pod} (${target.ip}:${target.port}) not ready in ${POD_FILE}: its Ready condition is now False`);
+  const partial = await log.waitFor(/partial sync done/, mark, 10_000);
+  say(`   drover saw the change and synced in ${Date.now() - editedAt} ms after the edit: partial sync of ${JSON.stringify(partial.changed)}, ${logCount(partial, 'written', 'chain')} chain written, ${logCount(partial, 'deleted', 'chain')} deleted, iptables-restore ${partial.applyMs} ms`);
+  const after = await spread(topo, shop, shop.key);
+  if (after[podName]) throw new Error(`${podName} still got ${after[podName]} connections after it was marked not ready`);
+  say(`\n   ${podName} is not ready, so it gets no new connections.`);
 }
 
 process.exitCode = await main();

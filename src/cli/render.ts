@@ -7,7 +7,7 @@
  */
 import { Command } from 'commander';
 import { clusterEndpoints } from '../model/policy.ts';
-import type { Snapshot } from '../model/types.ts';
+import type { Endpoint, Snapshot } from '../model/types.ts';
 import { modeDriver } from '../modes/registry.ts';
 import { FileSource } from '../sources/file.ts';
 import { silentLogger } from '../util/log.ts';
@@ -15,13 +15,25 @@ import { EXIT, markPartial } from './exit.ts';
 import { modeOption, renderOptions, type RenderCliOptions } from './options.ts';
 import { compareOptions, modeHelp } from './setup.ts';
 
-/** One `#` header line per service port: key, ClusterIP:port/protocol, where the IP came from, endpoints. */
+/**
+ * The `#` header lines: one per service port (key, ClusterIP:port/protocol,
+ * where the IP came from, endpoints), followed by one line per endpoint
+ * derived from a Pod, naming it and its conditions:
+ * `  10.244.1.5:8080 from Pod default/web-1 (ready)`.
+ */
 export function serviceSummary(snapshot: Snapshot): string[] {
-  return [...snapshot.services.values()].map((sp) => {
+  return [...snapshot.services.values()].flatMap((sp) => {
     const origin = sp.clusterIPAllocated ? 'allocated by drover' : 'from the manifest';
     const ready = clusterEndpoints(sp, snapshot.node).length;
-    return `${sp.key}: ClusterIP ${sp.clusterIP}:${sp.port}/${sp.protocol} (${origin}), ${ready} ready of ${sp.endpoints.length} endpoints`;
+    const pods = sp.endpoints.flatMap((e) => (e.pod === undefined ? [] : [`  ${e.ip}:${e.port} from Pod ${e.pod} (${conditions(e)})`]));
+    return [`${sp.key}: ClusterIP ${sp.clusterIP}:${sp.port}/${sp.protocol} (${origin}), ${ready} ready of ${sp.endpoints.length} endpoints`, ...pods];
   });
+}
+
+/** An endpoint's conditions in words: "ready", "serving, terminating", "not ready". */
+function conditions(e: Endpoint): string {
+  if (e.ready) return e.terminating ? 'ready, terminating' : 'ready';
+  return [e.serving ? 'serving' : 'not ready', ...(e.terminating ? ['terminating'] : [])].join(', ');
 }
 
 /** The `render` command. */

@@ -53,7 +53,10 @@ export async function createBackend(opts: BackendCliOptions, render: RenderOptio
  */
 export function chainsSourceOptions(): Option[] {
   return [
-    new Option('-s, --source <path>', 'manifest file or folder, to name kernel state that carries no service names (IPVS virtual servers) by its service port'),
+    new Option(
+      '-s, --source <path>',
+      'manifest file or folder, to name kernel state that carries no service names (IPVS virtual servers) by its service port, and each endpoint derived from a Pod by its Pod',
+    ),
     renderOptions().find((o) => o.long === '--service-cidr')!,
   ];
 }

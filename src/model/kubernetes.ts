@@ -1,8 +1,8 @@
 /**
  * zod schemas for the Kubernetes objects drover reads, in the shape
  * `kubectl get svc,endpointslices,endpoints,nodes -A -o yaml` prints them:
- * `v1 Service`, `discovery.k8s.io/v1 EndpointSlice`, legacy `v1 Endpoints`
- * and `v1 Node`.
+ * `v1 Service`, `discovery.k8s.io/v1 EndpointSlice`, legacy `v1 Endpoints`,
+ * `v1 Node` and `v1 Pod` (what the EndpointSlice controller reads of it).
  *
  * Only the fields drover uses are declared; every other field (managedFields,
  * ownerReferences, most of status, targetRef, fields of newer API
@@ -17,7 +17,7 @@
  * `apiVersion`/`kind` are not re-checked here.
  */
 import { z } from 'zod';
-import { optional, portSchema, protocolSchema, refineServicePorts, validated, withDefault } from './schema.ts';
+import { labelMapSchema, optional, portSchema, protocolSchema, refineServicePorts, validated, withDefault } from './schema.ts';
 import {
   checkDNSLabel,
   checkDNSSubdomain,
@@ -45,7 +45,10 @@ const k8sProtocol = protocolSchema({ ignoreCase: false });
 
 // ---------------------------------------------------------------- Service
 
-/** `spec.targetPort`: a port number or a named container port (IntOrString). Not used by the proxy, validated anyway. */
+/**
+ * `spec.targetPort`: a port number or a named container port (IntOrString).
+ * Used only to derive endpoints from Pods (pods.ts); absent means `port`.
+ */
 const targetPortSchema = optional(z.union([portSchema, validated(checkPortName)]));
 
 /**
@@ -114,7 +117,9 @@ export const k8sServicePortSchema = z.object({
  * schema.ts `refineServicePorts`, the ClusterIPs those of
  * {@link refineClusterIPs}. Also read: `spec.clusterIPs`/`ipFamilies` (at
  * most 2 each), `spec.externalIPs`, `spec.loadBalancerSourceRanges`,
- * `spec.healthCheckNodePort` and `status.loadBalancer.ingress`.
+ * `spec.healthCheckNodePort`, `status.loadBalancer.ingress`, and for
+ * deriving endpoints from Pods `spec.selector` (a map of label keys to
+ * values) and `spec.publishNotReadyAddresses` (default false).
  */
 export const k8sServiceSchema = z.object({
   metadata: z.object({
@@ -149,6 +154,8 @@ export const k8sServiceSchema = z.object({
     ),
     internalTrafficPolicy: trafficPolicy,
     externalTrafficPolicy: trafficPolicy,
+    selector: labelMapSchema,
+    publishNotReadyAddresses: withDefault(z.boolean(), false),
   }).superRefine(refineClusterIPs),
   status: optional(
     z.object({
@@ -315,3 +322,57 @@ export const k8sNodeSchema = z.object({
 
 /** Output type of {@link k8sNodeSchema}. */
 export type K8sNode = z.output<typeof k8sNodeSchema>;
+
+// ---------------------------------------------------------------- Pod
+
+/** A node name that may be "" or absent (not scheduled yet); "" is read as absent. */
+export const optionalNodeName = optional(validated((s) => (s === '' ? undefined : checkNodeName(s)))).transform((s) => (s === '' ? undefined : s));
+
+/** core/v1 ContainerPort: `containerPort`, and the optional `name` a Service's named targetPort looks for. */
+const containerPortSchema = z.object({
+  name: optional(validated(checkPortName)),
+  containerPort: portSchema,
+  protocol: k8sProtocol,
+});
+
+/** A container: only its ports are read (an init container also its `restartPolicy`, "Always" for a sidecar). */
+const containerSchema = z.object({
+  ports: withDefault(z.array(containerPortSchema), []),
+  restartPolicy: optional(z.string()),
+});
+
+/**
+ * v1 Pod, after dispatch: what the EndpointSlice controller reads of it
+ * (staging/src/k8s.io/endpointslice/utils.go podToEndpoint, FindPort;
+ * util/controller_utils.go ShouldPodBeInEndpoints): name, namespace,
+ * labels, `deletionTimestamp`, `spec.nodeName`, the container ports (and
+ * those of sidecar init containers), `status.phase`, `status.podIP`,
+ * `status.podIPs` and `status.conditions`. The pod IPs are only required
+ * to be strings here; parse.ts reads them.
+ */
+export const k8sPodSchema = z.object({
+  metadata: z.object({
+    name: validated(checkDNSSubdomain),
+    namespace: namespaceSchema,
+    labels: labelMapSchema,
+    deletionTimestamp: optional(z.string()),
+  }),
+  spec: optional(
+    z.object({
+      nodeName: optionalNodeName,
+      containers: withDefault(z.array(containerSchema), []),
+      initContainers: withDefault(z.array(containerSchema), []),
+    }),
+  ),
+  status: optional(
+    z.object({
+      phase: optional(z.string()),
+      podIP: optional(z.string()),
+      podIPs: withDefault(z.array(z.object({ ip: z.string() })), []),
+      conditions: withDefault(z.array(z.object({ type: z.string(), status: z.string() })), []),
+    }),
+  ),
+});
+
+/** Output type of {@link k8sPodSchema}. */
+export type K8sPod = z.output<typeof k8sPodSchema>;

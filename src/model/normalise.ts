@@ -9,8 +9,9 @@
  *   - Kubernetes services take their endpoints from their EndpointSlices
  *     (all of them merged), or from the legacy Endpoints object only when
  *     there is no slice; Shepherd services from their inline endpoints;
- *     endpoints are matched to service ports by name and protocol
- *     (endpoints.ts);
+ *     a service with none of these and a selector from the Pods it selects
+ *     (pods.ts, as the EndpointSlice controller would); endpoints are
+ *     matched to service ports by name and protocol (endpoints.ts);
  *   - services without a ClusterIP get one from allocate.ts;
  *   - this node is the Node object named `nodeName` (BuildOptions), or
  *     without a name the only Node object read; none otherwise.
@@ -28,12 +29,16 @@
  *     service port of another protocol (endpoints.ts portWarnings);
  *   - several Node objects and no `nodeName` to choose one: none is used;
  *   - a `nodeName` that no Node object has (then there is no node).
+ *
+ * Notes (informational, for a log line): a service whose EndpointSlices,
+ * Endpoints or inline endpoints are used while Pods also match its selector.
  */
 import { allocateClusterIPs, parseServiceCIDR } from './allocate.ts';
 import { endpointsFor, groupByService, indexEndpoints, orphanWarnings, portWarnings, type EndpointIndex } from './endpoints.ts';
 import { displayFile, ManifestError, objectError } from './errors.ts';
 import { compareStrings } from './order.ts';
-import type { ParsedEndpoints, ParsedEndpointSlice, ParsedNode, ParsedObject, ParsedService, ParsedServicePort } from './parsed.ts';
+import type { EndpointGroup, ParsedEndpoints, ParsedEndpointSlice, ParsedNode, ParsedObject, ParsedPod, ParsedService, ParsedServicePort } from './parsed.ts';
+import { indexPods, nodeZones, podEndpointGroups, selectedPods, type PodIndex } from './pods.ts';
 import type { NodeInfo, ServicePort, ServiceType, Snapshot } from './types.ts';
 
 /** Options of {@link buildSnapshot}. */
@@ -62,6 +67,8 @@ export interface BuildResult {
   readonly errors: ManifestError[];
   readonly warnings: ManifestError[];
   readonly allocations: Allocation[];
+  /** Informational lines (see the module comment), sorted. */
+  readonly notes: string[];
 }
 
 /** The ServicePortName string (kube-proxy ServicePortName.String()): "namespace/name:portName" or "namespace/name". */
@@ -87,7 +94,11 @@ export function buildSnapshot(objects: readonly ParsedObject[], opts: BuildOptio
   const slices = groupByService(sliceList);
   const legacy = groupByService(legacyList);
   const warnings = orphanWarnings(services, [...sliceList, ...legacyList]);
-  const node = pickNode(unique.filter((o): o is ParsedNode => o.kind === 'Node'), opts.nodeName, warnings);
+  const nodes = unique.filter((o): o is ParsedNode => o.kind === 'Node');
+  const node = pickNode(nodes, opts.nodeName, warnings);
+  const pods = indexPods(unique.filter((o): o is ParsedPod => o.kind === 'Pod'));
+  const zones = nodeZones(nodes);
+  const notes: string[] = [];
 
   // Addresses from the previous snapshot, by "namespace/name".
   const previousIP = new Map<string, string>();
@@ -138,13 +149,7 @@ export function buildSnapshot(objects: readonly ParsedObject[], opts: BuildOptio
 
   const ports: ServicePort[] = [];
   for (const { svc, ip } of accepted) {
-    let index: EndpointIndex;
-    if (svc.source === 'shepherd') index = indexEndpoints(svc.inlineEndpoints ?? []);
-    else {
-      const used = slices.get(serviceKey(svc)) ?? legacy.get(serviceKey(svc)) ?? [];
-      for (const w of portWarnings(svc, used)) warnings.push(w);
-      index = indexEndpoints(used.flatMap((o) => o.groups));
-    }
+    const index = indexEndpoints(endpointGroups(svc, slices, legacy, pods, zones, warnings, notes));
     for (const p of svc.ports) ports.push(makeServicePort(svc, p, ip, svc.clusterIP === undefined, index));
   }
   ports.sort((a, b) => compareStrings(a.key, b.key));
@@ -157,7 +162,44 @@ export function buildSnapshot(objects: readonly ParsedObject[], opts: BuildOptio
     services: new Map(ports.map((p) => [p.key, p])),
     ...(node !== undefined ? { node } : {}),
   });
-  return { snapshot, errors, warnings, allocations };
+  return { snapshot, errors, warnings, allocations, notes: notes.sort(compareStrings) };
+}
+
+/**
+ * The endpoint groups `svc` takes: its EndpointSlices, else its legacy
+ * Endpoints (Kubernetes) or its inline endpoints (Shepherd); when it has
+ * none of these, those of the Pods its selector picks (pods.ts). Pushes
+ * endpoint-port warnings onto `warnings`, and a note onto `notes` when
+ * Pods match but the other endpoints win.
+ */
+function endpointGroups(
+  svc: ParsedService,
+  slices: ReadonlyMap<string, readonly ParsedEndpointSlice[]>,
+  legacy: ReadonlyMap<string, readonly ParsedEndpoints[]>,
+  pods: PodIndex,
+  zones: ReadonlyMap<string, string>,
+  warnings: ManifestError[],
+  notes: string[],
+): readonly EndpointGroup[] {
+  const key = serviceKey(svc);
+  let given: { groups: readonly EndpointGroup[]; what: string } | undefined;
+  if (svc.source === 'shepherd') {
+    const inline = svc.inlineEndpoints ?? [];
+    if (inline.some((g) => g.addresses.length > 0)) given = { groups: inline, what: 'status.endpoints' };
+  } else {
+    const used = slices.get(key) ?? legacy.get(key);
+    if (used !== undefined) {
+      for (const w of portWarnings(svc, used)) warnings.push(w);
+      given = { groups: used.flatMap((o) => o.groups), what: used[0]!.kind === 'Endpoints' ? 'Endpoints' : 'EndpointSlices' };
+    }
+  }
+  const selected = selectedPods(svc, pods);
+  if (given === undefined) return podEndpointGroups(svc, selected, zones);
+  if (selected.length > 0) {
+    const n = selected.length;
+    notes.push(`Service ${key} uses its ${given.what}; the ${n} Pod${n === 1 ? '' : 's'} its selector matches ${n === 1 ? 'is' : 'are'} not used`);
+  }
+  return given.groups;
 }
 
 /** "namespace/name" of a service (or of a ServicePort's service). */

@@ -18,7 +18,12 @@
  *   - EndpointSlice + discovery.k8s.io/v1 → EndpointSlice (addressType IPv4 only)
  *   - Endpoints + v1                    → legacy Endpoints
  *   - Node + v1                         → Node (cluster-scoped, named by its name alone)
- *   - anything else (ConfigMap, Pod, other API versions) → ignored
+ *   - Pod + v1                          → Kubernetes Pod
+ *   - Pod without apiVersion            → Shepherd Pod
+ *   - anything else (ConfigMap, Deployment, other API versions) → ignored
+ *
+ * A Pod's IP is read like an endpoint address (ParseIPSloppy), but a bad
+ * one makes the whole Pod invalid: the Pod is its only endpoint.
  */
 import { z } from 'zod';
 import { displayName, ManifestError } from './errors.ts';
@@ -27,6 +32,7 @@ import {
   endpointSliceHeadSchema,
   k8sEndpointsSchema,
   k8sNodeSchema,
+  k8sPodSchema,
   k8sServiceSchema,
   SERVICE_NAME_LABEL,
   TOPOLOGY_ZONE_LABEL,
@@ -38,13 +44,15 @@ import type {
   ManifestObject,
   ParsedEndpoints,
   ParsedEndpointSlice,
+  ContainerPort,
   ParsedNode,
   ParsedObject,
+  ParsedPod,
   ParsedService,
   ParsedServicePort,
 } from './parsed.ts';
 import { formatPath, parseWith } from './schema.ts';
-import { shepherdServiceSchema } from './shepherd.ts';
+import { shepherdPodSchema, shepherdServiceSchema } from './shepherd.ts';
 import { ipFamilyOf, parseEndpointIPv4, parseIPv4HostPort } from './validate.ts';
 import type { FamilyIP, LoadBalancerIngress } from './types.ts';
 import { compareStrings } from './order.ts';
@@ -128,6 +136,10 @@ export function parseObject(o: ManifestObject): ParseResult {
     case 'Node':
       if (apiVersion === 'v1') return parseNode(clusterScoped(head, name), o.raw);
       return ignored(`Node of apiVersion ${displayName(apiVersion)} is not supported (only v1)`);
+    case 'Pod':
+      if (apiVersion === 'v1') return parseK8sPod(head, o.raw);
+      if (apiVersion === undefined || apiVersion === null) return parseShepherdPod(head, o.raw);
+      return ignored(`Pod of apiVersion ${displayName(apiVersion)} is neither a core v1 nor a Shepherd Pod`);
     default:
       return ignored(`kind ${displayName(kind)} is not read by drover`);
   }
@@ -247,6 +259,7 @@ function parseK8sService(head: Head, raw: unknown): ParseResult {
         port: p.port,
         protocol: p.protocol,
         ...(p.nodePort !== undefined ? { nodePort: p.nodePort } : {}),
+        targetPort: p.targetPort ?? p.port,
       }));
   const svc: ParsedService = {
     ...base(head, 'kubernetes', metadata.namespace, metadata.name),
@@ -266,6 +279,8 @@ function parseK8sService(head: Head, raw: unknown): ParseResult {
         : null,
     internalTrafficPolicy: spec.internalTrafficPolicy,
     externalTrafficPolicy: spec.externalTrafficPolicy,
+    selector: spec.selector,
+    publishNotReadyAddresses: spec.publishNotReadyAddresses,
   };
   return ok(svc);
 }
@@ -339,11 +354,14 @@ function parseShepherdService(head: Head, raw: unknown): ParseResult {
       port: p.port,
       protocol: p.protocol,
       ...(p.nodePort !== undefined ? { nodePort: p.nodePort } : {}),
+      targetPort: p.targetPort,
     })),
     sessionAffinity: null,
     internalTrafficPolicy: 'Cluster',
     externalTrafficPolicy: 'Cluster',
     inlineEndpoints,
+    selector: spec.selector,
+    publishNotReadyAddresses: false,
   };
   return ok(svc, warnings);
 }
@@ -446,4 +464,97 @@ function parseNode(head: Head, raw: unknown): ParseResult {
     addresses: (status?.addresses ?? []).map((a) => ({ type: a.type, address: a.address })),
   };
   return ok(node);
+}
+
+/**
+ * The IPv4 address of a Pod from its IP strings, each with its field:
+ * the first that is not IPv6, read as an endpoint address (validate.ts
+ * `parseEndpointIPv4`, ParseIPSloppy as the EndpointSlice controller's
+ * getEndpointAddresses). Returns undefined when there is none, or the
+ * problem of the first bad one (the Pod is then invalid); a leading-zero
+ * address is read as decimal with a warning pushed onto `warnings`.
+ */
+function podIPv4(head: Head, ips: ReadonlyArray<readonly [string, string]>, warnings: ManifestError[]): { ip: string | undefined } | { field: string; problem: string } {
+  for (const [field, value] of ips) {
+    if (isIPv6(value)) continue;
+    const r = parseEndpointIPv4(value);
+    if ('problem' in r) return { field, problem: `${r.problem}; Pod skipped` };
+    if (r.note !== undefined) warnings.push(manifestError(head, field, r.note));
+    return { ip: r.ip };
+  }
+  return { ip: undefined };
+}
+
+/** Phases after which a Pod is never an endpoint (podutil IsPodTerminal). */
+const TERMINAL_PHASES: ReadonlySet<string> = new Set(['Succeeded', 'Failed']);
+
+/** A Pod object from its parts; `ips` as for {@link podIPv4}. */
+function pod(
+  head: Head,
+  source: 'kubernetes' | 'shepherd',
+  meta: { namespace: string; name: string; labels: ReadonlyMap<string, string> },
+  facts: { ips: ReadonlyArray<readonly [string, string]>; phase: string | undefined; ready: boolean; terminating: boolean; nodeName: string | undefined; ports: ContainerPort[] },
+): ParseResult {
+  const warnings: ManifestError[] = [];
+  const ip = podIPv4(head, facts.ips, warnings);
+  if ('problem' in ip) return error(head, ip.field, ip.problem);
+  const parsed: ParsedPod = {
+    ...base(head, source, meta.namespace, meta.name),
+    kind: 'Pod',
+    labels: meta.labels,
+    ip: ip.ip,
+    terminal: facts.phase !== undefined && TERMINAL_PHASES.has(facts.phase),
+    ready: facts.ready,
+    terminating: facts.terminating,
+    ...(facts.nodeName !== undefined ? { nodeName: facts.nodeName } : {}),
+    ports: facts.ports,
+  };
+  return ok(parsed, warnings);
+}
+
+/**
+ * core/v1 Pod: ready when its `Ready` condition's status is "True"
+ * (podutil IsPodReady), terminating when `deletionTimestamp` is set; its
+ * IPs are `status.podIPs[].ip`, or `status.podIP` when that list is empty.
+ */
+function parseK8sPod(head: Head, raw: unknown): ParseResult {
+  const r = parseWith(k8sPodSchema, raw);
+  if (!r.ok) return error(head, r.field, r.detail);
+  const { metadata, spec, status } = r.data;
+  const podIPs = status?.podIPs ?? [];
+  const ips: Array<readonly [string, string]> =
+    podIPs.length > 0
+      ? podIPs.map((p, i) => [formatPath(['status', 'podIPs', i, 'ip']), p.ip] as const)
+      : status?.podIP !== undefined && status.podIP !== ''
+        ? [['status.podIP', status.podIP] as const]
+        : [];
+  const containers = [...(spec?.containers ?? []), ...(spec?.initContainers ?? []).filter((c) => c.restartPolicy === 'Always')];
+  return pod(head, 'kubernetes', metadata, {
+    ips,
+    phase: status?.phase,
+    ready: (status?.conditions ?? []).some((c) => c.type === 'Ready' && c.status === 'True'),
+    terminating: metadata.deletionTimestamp !== undefined,
+    nodeName: spec?.nodeName,
+    ports: containers.flatMap((c) => c.ports.map((p) => ({ name: p.name, port: p.containerPort, protocol: p.protocol }))),
+  });
+}
+
+/**
+ * Shepherd Pod: ready when its phase is Running, as Shepherd's
+ * ServiceController decides; never terminating (Shepherd has no graceful
+ * deletion); its IP is `status.pod_ip`.
+ */
+function parseShepherdPod(head: Head, raw: unknown): ParseResult {
+  const r = parseWith(shepherdPodSchema, raw);
+  if (!r.ok) return error(head, r.field, r.detail);
+  const { metadata, spec, status } = r.data;
+  const ip = status?.pod_ip;
+  return pod(head, 'shepherd', metadata, {
+    ips: ip !== undefined && ip !== '' ? [['status.pod_ip', ip] as const] : [],
+    phase: status?.phase,
+    ready: status?.phase === 'Running',
+    terminating: false,
+    nodeName: spec?.node_name,
+    ports: (spec?.containers ?? []).flatMap((c) => c.ports.map((p) => ({ name: p.name, port: p.container_port, protocol: p.protocol }))),
+  });
 }

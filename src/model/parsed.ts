@@ -46,6 +46,11 @@ export interface ParsedServicePort {
   readonly port: number;
   readonly protocol: Protocol;
   readonly nodePort?: number;
+  /**
+   * `targetPort`: the port number on the Pod, or the name of a container
+   * port (resolved per Pod, pods.ts); `port` when the manifest has none.
+   */
+  readonly targetPort: number | string;
 }
 
 /** Fields common to every parsed object. `identity` is "Kind/namespace/name". */
@@ -87,6 +92,14 @@ export interface ParsedService extends ParsedBase {
   readonly externalTrafficPolicy: TrafficPolicy;
   /** Shepherd only: endpoints carried in the Service itself (one group per service port). */
   readonly inlineEndpoints?: readonly EndpointGroup[];
+  /**
+   * `spec.selector`: the labels a Pod needs (every key, equal value) for
+   * the Service to take its endpoints from it (pods.ts); empty when absent
+   * or `{}`, and then no Pod is selected.
+   */
+  readonly selector: ReadonlyMap<string, string>;
+  /** `spec.publishNotReadyAddresses` (false for Shepherd): every selected Pod's endpoint is ready. */
+  readonly publishNotReadyAddresses: boolean;
 }
 
 /** A discovery.k8s.io/v1 EndpointSlice (IPv4 only), for Service `serviceName` in the same namespace. */
@@ -113,5 +126,37 @@ export interface ParsedNode extends ParsedBase {
   readonly addresses: readonly NodeAddress[];
 }
 
+/** A container port of a Pod, for a Service's named `targetPort`; `name` is undefined when the port has none. */
+export interface ContainerPort {
+  readonly name: string | undefined;
+  readonly port: number;
+  readonly protocol: Protocol;
+}
+
+/**
+ * A Pod (Kubernetes v1 or Shepherd), reduced to what the EndpointSlice
+ * controller reads of it (pods.ts derives the endpoints).
+ */
+export interface ParsedPod extends ParsedBase {
+  readonly kind: 'Pod';
+  readonly labels: ReadonlyMap<string, string>;
+  /**
+   * The IPv4 address an IPv4 EndpointSlice would carry: the first IPv4
+   * entry of `status.podIPs` (`status.podIP` when that list is empty;
+   * Shepherd `status.pod_ip`), canonical; undefined when the Pod has none.
+   */
+  readonly ip: string | undefined;
+  /** `status.phase` is Succeeded or Failed: the Pod is done and never an endpoint. */
+  readonly terminal: boolean;
+  /** The Pod's Ready condition is True (Shepherd: phase Running). */
+  readonly ready: boolean;
+  /** `metadata.deletionTimestamp` is set (Shepherd Pods have none). */
+  readonly terminating: boolean;
+  /** `spec.nodeName` (Shepherd `spec.node_name`), when scheduled. */
+  readonly nodeName?: string;
+  /** Container ports in manifest order, then those of sidecar init containers (`restartPolicy: Always`), as FindPort looks them up. */
+  readonly ports: readonly ContainerPort[];
+}
+
 /** Any parsed object. */
-export type ParsedObject = ParsedService | ParsedEndpointSlice | ParsedEndpoints | ParsedNode;
+export type ParsedObject = ParsedService | ParsedEndpointSlice | ParsedEndpoints | ParsedNode | ParsedPod;

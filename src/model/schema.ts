@@ -7,7 +7,7 @@
 import { z } from 'zod';
 import { quote } from './quote.ts';
 import type { Protocol } from './types.ts';
-import { asciiUpperCase, checkPort, checkProtocol, type Check } from './validate.ts';
+import { asciiUpperCase, checkLabelKey, checkLabelValue, checkPort, checkProtocol, type Check } from './validate.ts';
 
 /** A string schema that must pass `check` (validate.ts); the check's text becomes the issue message. */
 export function validated(check: Check<string>) {
@@ -46,6 +46,23 @@ export function withDefault<S extends z.ZodType, D extends z.output<S>>(schema: 
 export function optional<S extends z.ZodType>(schema: S) {
   return schema.nullish().transform((v): z.output<S> | undefined => (v === null ? undefined : v));
 }
+
+/**
+ * A label map or a selector (`metadata.labels`, `spec.selector`): an
+ * object of label keys to label values (validate.ts `checkLabelKey`,
+ * `checkLabelValue`), read as a Map in manifest order; absent or null is
+ * an empty map. Anything else fails at its field, e.g.
+ * `spec.selector: expected a map of strings, got a list` or
+ * `spec.selector.app: expected string, got number 1`.
+ */
+export const labelMapSchema = withDefault(
+  z.record(validated(checkLabelKey), validated(checkLabelValue), {
+    error: (issue) => (issue.code === 'invalid_type' ? `expected a map of strings, got ${describeInput(issue.input)}` : undefined),
+  }),
+  {},
+).transform(
+  (o): ReadonlyMap<string, string> => new Map(Object.entries(o)),
+);
 
 /**
  * The rules of a Service's `ports` list (pkg/apis/core/validation

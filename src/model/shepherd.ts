@@ -11,15 +11,24 @@
  *              "type":"ClusterIP"},
  *      "status":{"cluster_ip":"","endpoints":["10.20.0.2:8080","10.20.0.3:8080"]}}
  *
- * Unknown fields (selector, ...) are stripped. Every declared field is
+ * `spec.selector` picks the Pods whose endpoints drover derives when
+ * `status.endpoints` is empty (pods.ts). A Shepherd Pod is snake_case too
+ * (`status.phase`, `status.pod_ip`, `spec.node_name`,
+ * `spec.containers[].ports[].container_port`, `name`, `protocol`):
+ *
+ *     {"kind":"Pod","metadata":{"name":"web-1","namespace":"default","labels":{"app":"web"}},
+ *      "spec":{"node_name":"node-1","containers":[{"name":"web","ports":[{"name":"http","container_port":8080}]}]},
+ *      "status":{"phase":"Running","pod_ip":"10.244.1.5"}}
+ *
+ * Unknown fields are stripped. Every declared field is
  * validated as strictly as its Kubernetes counterpart, except the
  * `status.endpoints` strings: parse.ts reads each one (validate.ts
  * `parseIPv4HostPort`), so that a bad entry is skipped alone with a warning.
  */
 import { z } from 'zod';
-import { namespaceSchema } from './kubernetes.ts';
-import { portSchema, protocolSchema, refineServicePorts, validated, withDefault } from './schema.ts';
-import { checkDNSLabel, checkUnicastIPv4 } from './validate.ts';
+import { namespaceSchema, optionalNodeName } from './kubernetes.ts';
+import { labelMapSchema, optional, portSchema, protocolSchema, refineServicePorts, validated, withDefault } from './schema.ts';
+import { checkDNSLabel, checkDNSSubdomain, checkPortName, checkUnicastIPv4 } from './validate.ts';
 
 /** One entry of `spec.ports`; `target_port` defaults to `port` in parse.ts. */
 const shepherdPortSchema = z.object({
@@ -39,6 +48,7 @@ export const shepherdServiceSchema = z.object({
   spec: z.object({
     type: withDefault(z.enum(['ClusterIP', 'NodePort', 'LoadBalancer']), 'ClusterIP'),
     ports: withDefault(z.array(shepherdPortSchema), []).superRefine(refineServicePorts),
+    selector: labelMapSchema,
   }),
   status: withDefault(
     z.object({
@@ -53,3 +63,38 @@ export const shepherdServiceSchema = z.object({
 
 /** Output type of {@link shepherdServiceSchema}. */
 export type ShepherdService = z.output<typeof shepherdServiceSchema>;
+
+/** One entry of a Shepherd container's `ports` (PortSpec): `name` may be "" or absent. */
+const shepherdContainerPortSchema = z.object({
+  name: optional(validated((s) => (s === '' ? undefined : checkPortName(s)))).transform((s) => (s === '' ? undefined : s)),
+  container_port: portSchema,
+  protocol: protocolSchema({ ignoreCase: true }),
+});
+
+/**
+ * A Shepherd Pod, after dispatch (kind Pod, no apiVersion): name,
+ * namespace, labels, `spec.node_name`, the container ports, `status.phase`
+ * and `status.pod_ip` (only required to be a string here; parse.ts reads it).
+ */
+export const shepherdPodSchema = z.object({
+  metadata: z.object({
+    name: validated(checkDNSSubdomain),
+    namespace: namespaceSchema,
+    labels: labelMapSchema,
+  }),
+  spec: optional(
+    z.object({
+      node_name: optionalNodeName,
+      containers: withDefault(z.array(z.object({ ports: withDefault(z.array(shepherdContainerPortSchema), []) })), []),
+    }),
+  ),
+  status: optional(
+    z.object({
+      phase: optional(z.string()),
+      pod_ip: optional(z.string()),
+    }),
+  ),
+});
+
+/** Output type of {@link shepherdPodSchema}. */
+export type ShepherdPod = z.output<typeof shepherdPodSchema>;

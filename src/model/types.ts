@@ -18,7 +18,8 @@ export type ServiceType = 'ClusterIP' | 'NodePort' | 'LoadBalancer';
 
 /**
  * One endpoint of one service port: a backend address and its target port
- * (already resolved by whoever wrote the EndpointSlice), with the
+ * (already resolved by whoever wrote the EndpointSlice, or by drover for a
+ * Pod its selector picks), with the
  * EndpointSlice conditions (discovery.k8s.io/v1 EndpointConditions).
  */
 export interface Endpoint {
@@ -48,6 +49,12 @@ export interface Endpoint {
    * the slice gives no node hint.
    */
   readonly nodeHints?: readonly string[];
+  /**
+   * "namespace/name" of the Pod this endpoint was derived from (a Service
+   * selector matched it, model/pods.ts); absent for an endpoint read from
+   * an EndpointSlice, an Endpoints object or a Shepherd Service.
+   */
+  readonly pod?: string;
 }
 
 /** An IP family, as `spec.ipFamilies` spells it. */

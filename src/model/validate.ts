@@ -170,6 +170,30 @@ export const checkZone: Check<string> = (value) =>
     : `${show(value)} is not a valid zone (a label value: alphanumerics, '-', '_' and '.', at most 63 characters)`;
 
 /**
+ * Check a label value (IsValidLabelValue): empty, or alphanumerics, '-',
+ * '_' and '.', alphanumeric at both ends, at most 63 characters. Used for
+ * Pod labels and Service selectors.
+ */
+export const checkLabelValue: Check<string> = (value) =>
+  value.length <= 63 && LABEL_VALUE.test(value)
+    ? undefined
+    : `${show(value)} is not a valid label value (alphanumerics, '-', '_' and '.', alphanumeric at both ends, at most 63 characters)`;
+
+/**
+ * Check a label key (IsQualifiedName): an optional DNS-1123 subdomain
+ * prefix and '/', then a name of alphanumerics, '-', '_' and '.',
+ * alphanumeric at both ends, 1-63 characters ("app",
+ * "app.kubernetes.io/name").
+ */
+export const checkLabelKey: Check<string> = (value) => {
+  const slash = value.indexOf('/');
+  const prefix = slash < 0 ? undefined : value.slice(0, slash);
+  const name = slash < 0 ? value : value.slice(slash + 1);
+  const ok = name !== '' && name.length <= 63 && LABEL_VALUE.test(name) && (prefix === undefined || checkDNSSubdomain(prefix) === undefined);
+  return ok ? undefined : `${show(value)} is not a valid label key (an optional DNS-1123 subdomain and '/', then 1-63 alphanumerics, '-', '_' and '.')`;
+};
+
+/**
  * Check a named container port as used by a Service's `targetPort`
  * (IANA_SVC_NAME, IsValidPortName): lower-case alphanumerics and '-', at most
  * 15 characters, at least one letter, no "--", alphanumeric at both ends.

@@ -14,9 +14,11 @@
  * EndpointsChangeTracker (pkg/proxy/servicechangetracker.go,
  * pkg/proxy/endpointschangetracker.go): every Service, EndpointSlice or
  * Endpoints object that was added, replaced or removed marks the service
- * ports of its Service ("namespace/name"), as do the services a
- * cross-object rule (ClusterIP conflicts, allocation, exhaustion) may have
- * moved; a marked service port whose ServicePort is the same before and
+ * ports of its Service ("namespace/name"); a Pod marks every Service whose
+ * selector selects it, before or after the change (selectors.ts); a Node
+ * every Service with a selector (its zone goes into their Pod-derived
+ * endpoints); and so do the services a cross-object rule (ClusterIP
+ * conflicts, allocation, exhaustion) may have moved; a marked service port whose ServicePort is the same before and
  * after is dropped, as the trackers drop a change whose previous and
  * current state are equal.
  */
@@ -27,6 +29,7 @@ import { compareStrings } from '../model/order.ts';
 import { parseObject, type ParseResult } from '../model/parse.ts';
 import type { ManifestObject, ParsedObject } from '../model/parsed.ts';
 import { EMPTY_SNAPSHOT, type Snapshot } from '../model/types.ts';
+import { SelectorIndex } from './selectors.ts';
 
 /**
  * A transport's name for a set of objects it replaces together: a manifest
@@ -61,12 +64,13 @@ export interface DecoderOptions {
 }
 
 /**
- * The Service ("namespace/name") whose service ports an object affects;
- * undefined for a Node, which affects the endpoint policy of every service
- * port (the proxier syncs in full when the snapshot's node changes).
+ * The Service ("namespace/name") whose service ports a Service,
+ * EndpointSlice or Endpoints object affects. (A Pod or a Node affects
+ * the Services a {@link SelectorIndex} names; a Node also the endpoint
+ * policy of every service port, so the proxier syncs in full when the
+ * snapshot's node changes.)
  */
-export function serviceOf(o: ParsedObject): string | undefined {
-  if (o.kind === 'Node') return undefined;
+export function serviceOf(o: ParsedObject & { kind: 'Service' | 'EndpointSlice' | 'Endpoints' }): string {
   return o.kind === 'Service' ? `${o.namespace}/${o.name}` : `${o.namespace}/${o.serviceName}`;
 }
 
@@ -76,6 +80,8 @@ export class Decoder {
   /** Parse result of each raw object (a transport hands the same object again while it is unchanged). */
   private readonly parsed = new WeakMap<ManifestObject, ParseResult>();
   private readonly groups = new Map<GroupKey, readonly ParsedObject[]>();
+  /** The Services with a selector among `groups`' objects. */
+  private readonly selectors = new SelectorIndex();
   private snapshot: Snapshot = EMPTY_SNAPSHOT;
   /** "namespace/name" → the ServicePortNames it has in `snapshot`. */
   private portsOf = new Map<string, string[]>();
@@ -109,25 +115,31 @@ export class Decoder {
 
   /**
    * Apply `changes` and rebuild the Snapshot. Marking service ports costs
-   * what the changed groups hold (their objects before and after), plus the
-   * cross-object errors and the allocated ClusterIPs of this apply and the
+   * what the changed groups hold (their objects before and after; for each
+   * Pod among them, the Services with a selector in its namespace; for each
+   * Node, every Service with a selector), plus the cross-object errors and the allocated ClusterIPs of this apply and the
    * previous one; the rebuild itself is still normalise.ts's buildSnapshot
    * over every object, and indexing its service ports by Service.
    * Never throws (the service CIDR was checked by the constructor); every
    * problem with the objects is in `errors`.
    */
   apply(changes: DecoderChanges): DecodeResult {
-    const marked = new Set<string | undefined>();
+    const gone: ParsedObject[] = [];
+    const added: ParsedObject[] = [];
     for (const key of changes.remove) {
-      for (const o of this.groups.get(key) ?? []) marked.add(serviceOf(o));
+      for (const o of this.groups.get(key) ?? []) gone.push(o);
       this.groups.delete(key);
     }
     for (const [key, objects] of changes.upsert) {
-      for (const o of this.groups.get(key) ?? []) marked.add(serviceOf(o));
-      for (const o of objects) marked.add(serviceOf(o));
+      for (const o of this.groups.get(key) ?? []) gone.push(o);
+      for (const o of objects) added.push(o);
       if (objects.length === 0) this.groups.delete(key);
       else this.groups.set(key, objects);
     }
+    // Services that stop or start selecting a Pod are marked by their own change, so the index after it is enough.
+    this.selectors.update(gone, added);
+    const marked = new Set<string>();
+    for (const o of [...gone, ...added]) for (const s of this.affected(o)) marked.add(s);
 
     // The seam for an incremental build: everything below is O(all objects).
     const keys = [...this.groups.keys()].sort(compareStrings);
@@ -153,7 +165,6 @@ export class Decoder {
     if (!this.first) {
       changed = new Set();
       for (const service of marked) {
-        if (service === undefined) continue; // a Node: the proxier compares the snapshot's node itself
         for (const key of [...(this.portsOf.get(service) ?? []), ...(portsOf.get(service) ?? [])]) {
           if (!isDeepStrictEqual(before.services.get(key), built.snapshot.services.get(key))) changed.add(key);
         }
@@ -165,5 +176,17 @@ export class Decoder {
     this.crossErrors = crossErrors;
     this.allocated = allocated;
     return { ...built, changed };
+  }
+
+  /** The Services whose service ports a change of `o` may move (see the module comment). */
+  private affected(o: ParsedObject): readonly string[] {
+    switch (o.kind) {
+      case 'Pod':
+        return this.selectors.servicesOf(o);
+      case 'Node':
+        return this.selectors.all();
+      default:
+        return [serviceOf(o)];
+    }
   }
 }

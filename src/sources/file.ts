@@ -76,6 +76,8 @@ export class FileSource {
   private served = new Map<string, readonly ParsedObject[]>();
   /** "namespace/name" → ClusterIP already announced in the log. */
   private announced = new Map<string, string>();
+  /** The notes (normalise.ts) already logged: each is logged once while it holds. */
+  private noted = new Set<string>();
   private queue: Promise<unknown> = Promise.resolve();
   private watcher: ManifestWatcher | undefined;
   /** The callback of the current {@link watch}, undefined when not watching. */
@@ -117,6 +119,7 @@ export class FileSource {
     for (const e of built.errors) errors.push(e);
     for (const w of built.warnings) warnings.push(w);
     this.logResult(errors, warnings, built.allocations);
+    this.logNotes(built.notes);
     for (const o of objects) {
       if (o.kind === 'Service' && o.unproxiedReason) this.logger.debug({ service: `${o.namespace}/${o.name}` }, `service ${o.namespace}/${o.name} is ${o.unproxiedReason}`);
     }
@@ -139,6 +142,12 @@ export class FileSource {
       if (this.announced.get(key) !== ip) this.logger.info({ service: key, clusterIP: ip }, `allocated ClusterIP ${ip} to ${key}`);
     }
     this.announced = current;
+  }
+
+  /** Log each note (e.g. "Service ns/a uses its EndpointSlices; the 2 Pods its selector matches are not used") when it first appears. */
+  private logNotes(notes: readonly string[]): void {
+    for (const n of notes) if (!this.noted.has(n)) this.logger.info(n);
+    this.noted = new Set(notes);
   }
 
   /**

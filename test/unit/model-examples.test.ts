@@ -46,6 +46,19 @@ const WEB_SERVICE: ServicePort = {
   ],
 };
 
+const SHOP: ServicePort = {
+  ...LINKDING,
+  key: 'default/shop:http',
+  name: 'shop',
+  clusterIP: '10.96.0.90',
+  frontends: ipv4Frontends('10.96.0.90'),
+  endpoints: [
+    { ip: '10.244.3.2', port: 8080, ...ready, nodeName: 'node-1', pod: 'default/shop-1' },
+    { ip: '10.244.3.3', port: 8080, ...ready, nodeName: 'node-1', pod: 'default/shop-2' },
+    { ip: '10.244.3.4', port: 8081, ...ready, nodeName: 'node-1', pod: 'default/shop-canary' },
+  ],
+};
+
 const load = (path: string) => new FileSource(path, { serviceCIDR: '10.96.0.0/12', logger: silentLogger() }).load();
 
 test('examples/kubernetes.yaml: linkding only (the headless linkding-db is not proxied)', async (t) => {
@@ -63,11 +76,18 @@ test('examples/shepherd.json: web-service with an allocated ClusterIP', async (t
   t.deepEqual([...r.snapshot.services], [['default/web-service:http', WEB_SERVICE]]);
 });
 
-test('examples/ as a folder: both services, sorted by key', async (t) => {
+test('examples/pods: the endpoints of Service shop come from its Pods, the named targetPort resolved per Pod, the Succeeded one left out', async (t) => {
+  const r = await load('examples/pods');
+  t.deepEqual([r.errors, r.warnings], [[], []]);
+  t.deepEqual([...r.snapshot.services], [['default/shop:http', SHOP]]);
+});
+
+test('examples/ as a folder: every service, sorted by key', async (t) => {
   const r = await load('examples');
   t.deepEqual(r.errors, []);
   t.deepEqual([...r.snapshot.services], [
     ['default/linkding:http', LINKDING],
+    ['default/shop:http', SHOP],
     ['default/web-service:http', WEB_SERVICE],
   ]);
 });

@@ -38,13 +38,15 @@ test('Kubernetes Service: defaults and unknown fields', (t) => {
     type: 'ClusterIP',
     clusterIP: '10.96.0.10',
     clusterIPs: [{ family: 'IPv4', ip: '10.96.0.10' }],
-    ports: [{ index: 0, name: '', port: 53, protocol: 'TCP' }],
+    ports: [{ index: 0, name: '', port: 53, protocol: 'TCP', targetPort: 'dns-tcp' }],
     externalIPs: [],
     loadBalancerIngress: [],
     loadBalancerSourceRanges: [],
     sessionAffinity: null,
     internalTrafficPolicy: 'Cluster',
     externalTrafficPolicy: 'Cluster',
+    selector: new Map([['app', 'dns']]),
+    publishNotReadyAddresses: false,
   } satisfies ParsedService);
 });
 
@@ -61,8 +63,8 @@ test('Kubernetes Service: NodePort, ClientIP affinity (default and explicit time
   ) as ParsedService;
   t.is(svc.type, 'NodePort');
   t.deepEqual(svc.ports, [
-    { index: 0, name: 'http', port: 80, protocol: 'TCP', nodePort: 30080 },
-    { index: 1, name: 'dns', port: 53, protocol: 'UDP' },
+    { index: 0, name: 'http', port: 80, protocol: 'TCP', nodePort: 30080, targetPort: 80 },
+    { index: 1, name: 'dns', port: 53, protocol: 'UDP', targetPort: 53 },
   ]);
   t.deepEqual(svc.sessionAffinity, { timeoutSeconds: 10800 });
   t.is(svc.internalTrafficPolicy, 'Local');
@@ -96,7 +98,8 @@ test('Kubernetes Service without clusterIP, headless and ExternalName have no pr
 
 test('ignored objects: other kinds, other API versions, IPv6', (t) => {
   t.is(ignoredReason(parse({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'x' } })), 'kind ConfigMap is not read by drover');
-  t.is(ignoredReason(parse({ apiVersion: 'v1', kind: 'Pod', metadata: { name: 'x' } })), 'kind Pod is not read by drover');
+  t.is(ignoredReason(parse({ apiVersion: 'apps/v1', kind: 'Deployment', metadata: { name: 'x' } })), 'kind Deployment is not read by drover');
+  t.is(ignoredReason(parse({ apiVersion: 'v2', kind: 'Pod', metadata: { name: 'x' } })), 'Pod of apiVersion v2 is neither a core v1 nor a Shepherd Pod');
   t.is(
     ignoredReason(parse({ apiVersion: 'serving.knative.dev/v1', kind: 'Service', metadata: { name: 'x' } })),
     'Service of apiVersion "serving.knative.dev/v1" is neither a core v1 nor a Shepherd Service',
@@ -227,9 +230,9 @@ test('Shepherd Service: snake_case, lower-case protocol, target_port matching, m
     loadBalancerIngress: [],
     loadBalancerSourceRanges: [],
     ports: [
-      { index: 0, name: 'http', port: 80, protocol: 'TCP' },
-      { index: 1, name: 'metrics', port: 9100, protocol: 'TCP' },
-      { index: 2, name: 'syslog', port: 514, protocol: 'UDP' },
+      { index: 0, name: 'http', port: 80, protocol: 'TCP', targetPort: 8080 },
+      { index: 1, name: 'metrics', port: 9100, protocol: 'TCP', targetPort: 9100 },
+      { index: 2, name: 'syslog', port: 514, protocol: 'UDP', targetPort: 5514 },
     ],
     sessionAffinity: null,
     internalTrafficPolicy: 'Cluster',
@@ -239,6 +242,8 @@ test('Shepherd Service: snake_case, lower-case protocol, target_port matching, m
       { ports: [{ name: 'metrics', port: 9100, protocol: 'TCP' }], addresses: [{ ip: '10.20.0.2', ...ready }] },
       { ports: [{ name: 'syslog', port: 5514, protocol: 'UDP' }], addresses: [{ ip: '10.20.0.2', ...ready }] },
     ],
+    selector: new Map([['app', 'web']]),
+    publishNotReadyAddresses: false,
   } satisfies ParsedService);
   const withIP = okObject(parse({ kind: 'Service', metadata: { name: 'a' }, spec: { ports: [{ port: 80 }] }, status: { cluster_ip: '10.96.9.9' } })) as ParsedService;
   t.is(withIP.clusterIP, '10.96.9.9');
@@ -320,7 +325,7 @@ test('the port-set rules are linear: 80,000 ports parse in seconds, a late dupli
   const svc = okObject(parse(k8sService({ clusterIP: '10.96.0.40', ports }))) as ParsedService;
   t.true(performance.now() - started < 30_000);
   t.is(svc.ports.length, n);
-  t.deepEqual(svc.ports[n - 1], { index: n - 1, name: `p${n - 1}`, port: (n - 1) % 65535 + 1, protocol: 'UDP' });
+  t.deepEqual(svc.ports[n - 1], { index: n - 1, name: `p${n - 1}`, port: (n - 1) % 65535 + 1, protocol: 'UDP', targetPort: (n - 1) % 65535 + 1 });
   const dup = [...ports, { name: 'late', port: 80, protocol: 'UDP' }, { name: 'p3', port: 1, protocol: 'SCTP' }];
   t.is(errorText(parse(k8sService({ clusterIP: '10.96.0.40', ports: dup }))), 'in.yaml: Service default/web: spec.ports[80000].port: duplicate port 80/UDP (same as port 65614) (and 1 more problem)');
 });

@@ -32,6 +32,8 @@ const NAMES = ['a', 'b', 'c', 'd'];
 /** Few addresses, so that ClusterIP conflicts happen. */
 const CLUSTER_IPS = ['10.96.0.10', '10.96.0.11', '10.96.0.12'];
 const POD_IPS = ['10.244.0.1', '10.244.0.2', '10.244.0.3'];
+const PODS = ['p1', 'p2', 'p3'];
+const SELECTORS = [{ app: 'a' }, { app: 'b' }, { app: 'a', tier: 'x' }];
 
 function generator(rnd: () => number) {
   const pick = <T>(xs: readonly T[]): T => xs[Math.floor(rnd() * xs.length)]!;
@@ -64,6 +66,33 @@ function generator(rnd: () => number) {
       spec: { ports: [{ name: 'http', port: pick([80, 81]), target_port: 8080, protocol: 'tcp' }], type: 'ClusterIP' },
       status: { cluster_ip: '', endpoints: some(POD_IPS).map((ip) => `${ip}:8080`) },
     }),
+    // Selector Services, Pods and Nodes: the endpoints of a Service without slices come from the Pods it selects.
+    () => ({
+      apiVersion: 'v1',
+      kind: 'Service',
+      // Names no slice has, so that Pods decide their endpoints.
+      metadata: { name: pick(['s1', 's2', 's3']), namespace: 'default' },
+      spec: { clusterIP: pick(['10.96.1.1', '10.96.1.2']), ports: [{ name: 'http', port: 80, targetPort: pick([8080, 'http']) }], selector: pick(SELECTORS), publishNotReadyAddresses: rnd() < 0.2 },
+    }),
+    () => ({
+      kind: 'Service',
+      metadata: { name: pick(['s1', 's2']), namespace: 'shepherd' },
+      spec: { ports: [{ name: 'http', port: pick([80, 81]), target_port: 8080 }], selector: pick(SELECTORS) },
+      status: { cluster_ip: '', endpoints: [] },
+    }),
+    () => ({
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: { name: pick(PODS), namespace: pick(['default', 'default', 'shepherd', 'other']), labels: pick(SELECTORS), ...(rnd() < 0.2 ? { deletionTimestamp: '2026-01-01T00:00:00Z' } : {}) },
+      spec: { nodeName: pick(['n1', 'n2']), containers: [{ ports: [{ name: pick(['http', 'web']), containerPort: pick([8080, 9090]) }] }] },
+      status: { phase: pick(['Running', 'Running', 'Pending', 'Failed']), ...(rnd() < 0.9 ? { podIP: pick(POD_IPS) } : {}), conditions: [{ type: 'Ready', status: pick(['True', 'False']) }] },
+    }),
+    () => ({
+      kind: 'Pod',
+      metadata: { name: pick(PODS), namespace: pick(['default', 'shepherd']), labels: pick(SELECTORS) },
+      status: { phase: pick(['Running', 'Pending']), pod_ip: pick(POD_IPS) },
+    }),
+    () => ({ apiVersion: 'v1', kind: 'Node', metadata: { name: pick(['n1', 'n2']), labels: { 'topology.kubernetes.io/zone': pick(['z1', 'z2']) } } }),
     // Invalid: the object keeps its last valid version, if it has one.
     () => ({ apiVersion: 'v1', kind: 'Service', metadata: { name: pick(NAMES), namespace: 'default' }, spec: { clusterIP: pick(CLUSTER_IPS), ports: [{ name: 'http', port: 70000 }] } }),
   ];
@@ -73,7 +102,7 @@ function generator(rnd: () => number) {
 const FILES = ['f0.yaml', 'f1.yaml', 'f2.json', 'sub/f3.yaml', 'sub/f4.yaml'];
 
 test('over random file edits, the reported changes are exactly the service ports that differ between loads', async (t) => {
-  for (const seed of [1, 2, 3, 4, 5, 6]) {
+  for (const seed of [1, 2, 3, 4, 5, 6, 7, 8]) {
     const dir = await tempDir(t);
     await mkdir(join(dir, 'sub'));
     const rnd = prng(seed);
@@ -201,4 +230,43 @@ test('a service whose allocated ClusterIP another service takes is reported, tho
   const r = decoder.apply({ upsert: [[taker.identity, [taker]]], remove: [] });
   t.not(r.allocations[0]!.clusterIP, allocation!.clusterIP);
   t.deepEqual(r.changed, new Set(['default/taker:http', 'default/web:http']));
+});
+
+const selectorService = (name: string, ip: string, app: string) =>
+  parsed({ apiVersion: 'v1', kind: 'Service', metadata: { name, namespace: 'default' }, spec: { clusterIP: ip, ports: [{ name: 'http', port: 80, targetPort: 8080 }], selector: { app } } });
+const webPod = (app: string, ready: boolean, namespace = 'default') =>
+  parsed({
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { name: 'p1', namespace, labels: { app } },
+    spec: { nodeName: 'n1' },
+    status: { phase: 'Running', podIP: '10.244.0.1', conditions: [{ type: 'Ready', status: ready ? 'True' : 'False' }] },
+  });
+
+test('a Pod change reports the Services that select it before or after, and no other', (t) => {
+  const decoder = new Decoder({ serviceCIDR: '10.96.0.0/12' });
+  const a = selectorService('a', '10.96.0.10', 'a');
+  const b = selectorService('b', '10.96.0.11', 'b');
+  const c = selectorService('c', '10.96.0.12', 'c');
+  decoder.apply({ upsert: [[a.identity, [a]], [b.identity, [b]], [c.identity, [c]], ['Pod/default/p1', [webPod('a', true)]]], remove: [] });
+  t.deepEqual(decoder.current.services.get('default/a:http')?.endpoints.map((e) => e.pod), ['default/p1']);
+
+  t.deepEqual(decoder.apply({ upsert: [['Pod/default/p1', [webPod('a', false)]]], remove: [] }).changed, new Set(['default/a:http']), 'not ready');
+  t.deepEqual(decoder.apply({ upsert: [['Pod/default/p1', [webPod('a', false)]]], remove: [] }).changed, new Set(), 'the same again');
+  t.deepEqual(decoder.apply({ upsert: [['Pod/default/p1', [webPod('b', true)]]], remove: [] }).changed, new Set(['default/a:http', 'default/b:http']), 'relabelled');
+  t.deepEqual(decoder.apply({ upsert: [['Pod/default/p1', [webPod('b', true, 'other')]]], remove: [] }).changed, new Set(['default/b:http']), 'moved away');
+  t.deepEqual(decoder.apply({ upsert: [['Pod/default/p1', [webPod('b', true)]]], remove: [] }).changed, new Set(['default/b:http']), 'back');
+  t.deepEqual(decoder.apply({ upsert: [], remove: ['Pod/default/p1'] }).changed, new Set(['default/b:http']), 'deleted');
+  t.deepEqual(decoder.current.services.get('default/b:http')?.endpoints, []);
+});
+
+test('a Node change reports the Services whose Pod-derived endpoints take its zone', (t) => {
+  const decoder = new Decoder({ serviceCIDR: '10.96.0.0/12' });
+  const a = selectorService('a', '10.96.0.10', 'a');
+  const plain = k8sService('plain', '10.96.0.20');
+  const node = (zone: string) => parsed({ apiVersion: 'v1', kind: 'Node', metadata: { name: 'n1', labels: { 'topology.kubernetes.io/zone': zone } } });
+  decoder.apply({ upsert: [[a.identity, [a]], [plain.identity, [plain]], ['Pod/default/p1', [webPod('a', true)]], ['Node//n1', [node('z1')]]], remove: [] });
+  const r = decoder.apply({ upsert: [['Node//n1', [node('z2')]]], remove: [] });
+  t.deepEqual(r.changed, new Set(['default/a:http']));
+  t.is(r.snapshot.services.get('default/a:http')?.endpoints[0]?.zone, 'z2');
 });

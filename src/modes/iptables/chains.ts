@@ -18,6 +18,7 @@ import { TABLES, type ParsedDump, type TableName } from './parse.ts';
 import { SERVICES_CHAIN } from './ruleset.ts';
 import { parseRule } from './rule.ts';
 import { DroverError } from '../../errors.ts';
+import { endpointPodKey } from '../../model/pods.ts';
 
 
 /** One chain, or the rules of one service port in KUBE-SERVICES, as the kernel has them. */
@@ -26,6 +27,8 @@ export interface ServiceChain {
   readonly chain: string;
   /** The endpoint "ip:port" a KUBE-SEP chain DNATs to; null for other chains. */
   readonly endpoint: string | null;
+  /** With `--source`: the Pod ("namespace/name") the endpoint was derived from; absent otherwise. */
+  readonly pod?: string;
   /**
    * Rules in iptables-save syntax, `-A CHAIN ...`. For KUBE-SERVICES only
    * the rules of this service port.
@@ -160,16 +163,32 @@ export function selectServicePorts<T extends { readonly servicePort: string | nu
 }
 
 /**
+ * `list` with the Pod of each KUBE-SEP chain's endpoint, from `pods`
+ * (model/pods.ts endpointPods of the `--source` snapshot). Chains whose
+ * endpoint no Pod gave are unchanged.
+ */
+export function withPods(list: readonly ServicePortChains[], pods: ReadonlyMap<string, string>): ServicePortChains[] {
+  return list.map((sp) => ({
+    ...sp,
+    chains: sp.chains.map((c) => {
+      const pod = c.endpoint === null ? undefined : pods.get(endpointPodKey(sp.servicePort, c.endpoint));
+      return pod === undefined ? c : { ...c, pod };
+    }),
+  }));
+}
+
+/**
  * The text `drover chains` prints: per service port, each chain under a
- * header line `# <service port>[ -> <endpoint>] (<table> <chain>)`, then its
- * rules as iptables-save prints them; a blank line between service ports.
- * An empty list prints "no service rules in the kernel".
+ * header line `# <service port>[ -> <endpoint>] (<table> <chain>)[, Pod
+ * <namespace/name>]`, then its rules as iptables-save prints them; a blank
+ * line between service ports. An empty list prints "no service rules in
+ * the kernel".
  */
 export function formatChains(list: readonly ServicePortChains[]): string {
   if (list.length === 0) return 'no service rules in the kernel\n';
   const blocks = list.map((sp) =>
     sp.chains
-      .flatMap((c) => [`# ${sp.servicePort}${c.endpoint ? ` -> ${c.endpoint}` : ''} (${c.table} ${c.chain})`, ...c.rules])
+      .flatMap((c) => [`# ${sp.servicePort}${c.endpoint ? ` -> ${c.endpoint}` : ''} (${c.table} ${c.chain})${c.pod ? `, Pod ${c.pod}` : ''}`, ...c.rules])
       .join('\n'),
   );
   return `${blocks.join('\n\n')}\n`;

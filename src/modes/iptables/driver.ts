@@ -12,7 +12,8 @@ import type { BenchSettings } from '../../bench/types.ts';
 import type { ModeDriver, ModeOptions } from '../driver.ts';
 import { IptablesBackend } from './backend.ts';
 import { iptablesHarness } from './bench-harness.ts';
-import { formatChains, selectServicePorts, serviceChains } from './chains.ts';
+import { formatChains, selectServicePorts, serviceChains, withPods } from './chains.ts';
+import { endpointPods } from '../../model/pods.ts';
 import { driftItems, formatDrift, type DriftItem } from './diff.ts';
 import type { ParsedDump } from './parse.ts';
 import type { RenderCliOptions } from '../../cli/options.ts';
@@ -46,7 +47,7 @@ export const iptablesMode: ModeDriver = {
     chains: '',
     chainsJson:
       '[{"servicePort": "ns/name:port", "chains": [{"table": "nat"|"filter", "chain": "KUBE-…", ' +
-      '"endpoint": "ip:port" (KUBE-SEP) or null, "rules": ["-A …"]}]}]',
+      '"endpoint": "ip:port" (KUBE-SEP) or null, "pod": "namespace/name" (with --source, for an endpoint derived from a Pod), "rules": ["-A …"]}]}]',
     diff: '',
     trace: '',
     status: '',
@@ -67,7 +68,12 @@ export const iptablesMode: ModeDriver = {
   },
 
   async chains(selector, opts) {
-    const found = selectServicePorts(serviceChains(await readKernel(opts, createLogger(opts.logLevel))), selector);
+    let found = selectServicePorts(serviceChains(await readKernel(opts, createLogger(opts.logLevel))), selector);
+    if (opts.source !== undefined) {
+      const { snapshot, problems } = await loadSource({ source: opts.source, serviceCidr: opts.serviceCidr, masqueradeAll: false });
+      for (const p of problems) process.stderr.write(`drover: ${p}\n`);
+      found = withPods(found, endpointPods(snapshot));
+    }
     return opts.json ? `${JSON.stringify(found, null, 2)}\n` : formatChains(found);
   },
 

@@ -16,6 +16,7 @@ import { CLUSTER_IP_SET, IpsetValidationError, LOOP_BACK_SET, clusterIPEntry, lo
 import { DUMMY_INTERFACE } from './link.ts';
 import { boundAddresses, virtualServerLabel, type IpvsLive } from './live.ts';
 import { compareAddresses, uint32ToIPv4 } from '../../model/addr.ts';
+import { endpointPodKey } from '../../model/pods.ts';
 
 /** An ipset entry that belongs to a virtual server or real server, and whether the kernel's set has it. */
 export interface SetEntryView {
@@ -37,6 +38,8 @@ export interface RealServerView {
   readonly inactiveConns: number;
   /** Its KUBE-LOOP-BACK (hairpin) entry. */
   readonly loopBack: SetEntryView;
+  /** With `--source`: the Pod ("namespace/name") the endpoint was derived from; absent otherwise. */
+  readonly pod?: string;
 }
 
 /** The virtual server itself, as the kernel has it. */
@@ -97,9 +100,14 @@ function entryView(live: IpvsLive, set: string, make: () => string): SetEntryVie
  * The views of `drover chains` in IPVS mode. With `desired` (from
  * `--source`): one per desired virtual server, in service port order, then
  * the kernel's other virtual servers by key; without: every kernel virtual
- * server by key. Pure.
+ * server by key. `pods` (model/pods.ts endpointPods of the same source)
+ * names the Pod of each real server derived from one. Pure.
  */
-export function ipvsServicePortViews(live: IpvsLive, desired?: ReadonlyMap<string, DesiredVirtualServer>): IpvsServicePortView[] {
+export function ipvsServicePortViews(
+  live: IpvsLive,
+  desired?: ReadonlyMap<string, DesiredVirtualServer>,
+  pods: ReadonlyMap<string, string> = new Map(),
+): IpvsServicePortView[] {
   const bound = boundAddresses(live);
   const view = (key: string, servicePort: string | null, want?: DesiredVirtualServer): IpvsServicePortView => {
     const have = live.virtualServers.get(key);
@@ -121,15 +129,19 @@ export function ipvsServicePortViews(live: IpvsLive, desired?: ReadonlyMap<strin
         : null,
       bound: bound.has(vs.address),
       clusterIP: entryView(live, CLUSTER_IP_SET, () => clusterIPEntry(vs.address, proto, vs.port)),
-      realServers: [...(have?.dests ?? [])].sort((a, b) => compareAddresses(a.address, b.address) || a.port - b.port).map((d) => ({
-        address: d.address,
-        port: d.port,
-        weight: d.weight,
-        forwarding: d.forwarding,
-        activeConns: d.activeConns,
-        inactiveConns: d.inactiveConns,
-        loopBack: entryView(live, LOOP_BACK_SET, () => loopBackEntry(d.address, proto, d.port)),
-      })),
+      realServers: [...(have?.dests ?? [])].sort((a, b) => compareAddresses(a.address, b.address) || a.port - b.port).map((d) => {
+        const pod = servicePort === null ? undefined : pods.get(endpointPodKey(servicePort, realServerKey(d)));
+        return {
+          address: d.address,
+          port: d.port,
+          weight: d.weight,
+          forwarding: d.forwarding,
+          activeConns: d.activeConns,
+          inactiveConns: d.inactiveConns,
+          loopBack: entryView(live, LOOP_BACK_SET, () => loopBackEntry(d.address, proto, d.port)),
+          ...(pod !== undefined ? { pod } : {}),
+        };
+      }),
     };
   };
   const wanted = [...(desired?.values() ?? [])].sort((a, b) => compareText(a.servicePort, b.servicePort));
@@ -165,7 +177,8 @@ function pad(cells: readonly string[], widths: readonly number[]): string {
  * line `TCP 10.96.0.10:80 rr [persistent 600 s, netmask 255.255.255.255]
  * (flags: hashed)`, its kube-ipvs0 binding and KUBE-CLUSTER-IP entry, and a
  * table of real servers with their KUBE-LOOP-BACK entry (an entry the
- * kernel lacks is marked "(missing)"). Without `--source` a first line says
+ * kernel lacks is marked "(missing)"), and a pod column when one of them
+ * was derived from a Pod. Without `--source` a first line says
  * that virtual servers are listed by address. Blank line between views.
  */
 export function formatIpvsChains(views: readonly IpvsServicePortView[], withSource: boolean): string {
@@ -183,8 +196,9 @@ export function formatIpvsChains(views: readonly IpvsServicePortView[], withSour
     lines.push(`  ${v.clusterIP.set}: ${entryText(v.clusterIP)}`);
     if (vs && v.realServers.length === 0) lines.push('  no real servers: IPVS refuses connections to it');
     if (v.realServers.length > 0) {
+      const withPods = v.realServers.some((r) => r.pod !== undefined);
       const rows = [
-        ['-> real server', 'forward', 'weight', 'active', 'inactive', LOOP_BACK_SET],
+        ['-> real server', 'forward', 'weight', 'active', 'inactive', LOOP_BACK_SET, ...(withPods ? ['pod'] : [])],
         ...v.realServers.map((r) => [
           `-> ${realServerKey(r)}`,
           r.forwarding === 'masq' ? 'Masq' : r.forwarding,
@@ -192,6 +206,7 @@ export function formatIpvsChains(views: readonly IpvsServicePortView[], withSour
           String(r.activeConns),
           String(r.inactiveConns),
           entryText(r.loopBack),
+          ...(withPods ? [r.pod ?? '-'] : []),
         ]),
       ];
       const widths = rows[0]!.map((_, i) => Math.max(...rows.map((row) => row[i]!.length)));

@@ -67,7 +67,7 @@ export const ipvsMode: ModeDriver = {
     chainsJson:
       'with --mode ipvs: [{"servicePort": "ns/name:port" or null, ' +
       '"key": "TCP/ip:port", "virtualServer": {protocol, address, port, scheduler, persistentTimeoutSeconds, netmask, flags} or null, ' +
-      '"bound": bool, "clusterIP": {set, entry, present}, "realServers": [{address, port, weight, forwarding, activeConns, inactiveConns, loopBack}]}]',
+      '"bound": bool, "clusterIP": {set, entry, present}, "realServers": [{address, port, weight, forwarding, activeConns, inactiveConns, loopBack, pod (with --source, for an endpoint derived from a Pod)}]}]',
     diff: " (with --mode ipvs: virtual servers, real servers, kube-ipvs0 addresses, ipset entries and IPVS mode's rules)",
     trace: '; with --mode ipvs also the virtual server, its scheduler and the real servers with their probability',
     status: '; in IPVS mode also the virtual servers, real servers, ipset entries and kube-ipvs0 addresses',
@@ -92,14 +92,16 @@ export const ipvsMode: ModeDriver = {
       throw new UnknownServiceError(`selecting ${selector} in IPVS mode needs --source: IPVS keeps no service names`);
     }
     let desired: DesiredIpvsState | undefined;
+    let pods: ReadonlyMap<string, string> | undefined;
     if (opts.source !== undefined) {
       const loaded = await loadDesiredIpvs({ source: opts.source, serviceCidr: opts.serviceCidr, masqueradeAll: false, ipvsScheduler: 'rr' });
       for (const p of loaded.problems) process.stderr.write(`drover: ${p}\n`);
       desired = loaded.desired;
+      pods = loaded.pods;
     }
     const live = await readIpvsKernel(opts, false);
     process.stderr.write(unsupportedNote(live, 'not shown'));
-    const views = selectServicePorts(ipvsServicePortViews(live, desired?.virtualServers), selector, 'in --source');
+    const views = selectServicePorts(ipvsServicePortViews(live, desired?.virtualServers, pods), selector, 'in --source');
     return opts.json ? `${JSON.stringify(views, null, 2)}\n` : formatIpvsChains(views, desired !== undefined);
   },
 

@@ -12,6 +12,7 @@ import { readIpvsLive, type IpvsLive } from './live.ts';
 import { createLogger } from '../../util/log.ts';
 import type { KernelOptions, RenderCliOptions } from '../../cli/options.ts';
 import { loadSource } from '../../sources/load.ts';
+import { endpointPods } from '../../model/pods.ts';
 import { renderConfig } from '../shared/render-config.ts';
 import { createIpvsInspectIO } from './wiring.ts';
 
@@ -29,12 +30,16 @@ export async function readIpvsKernel(opts: KernelOptions, tables: boolean): Prom
   }
 }
 
-/** The desired IPVS state of a source, the source's problems (one line each), and what of it could not be read. */
+/**
+ * The desired IPVS state of a source, the source's problems (one line
+ * each), what of it could not be read, and the Pod of each endpoint
+ * derived from one (model/pods.ts endpointPods).
+ */
 export async function loadDesiredIpvs(
   opts: RenderCliOptions & { ipvsScheduler: string },
-): Promise<{ desired: DesiredIpvsState; problems: string[]; incomplete: readonly string[] }> {
+): Promise<{ desired: DesiredIpvsState; problems: string[]; incomplete: readonly string[]; pods: ReadonlyMap<string, string> }> {
   const { snapshot, problems, incomplete } = await loadSource(opts);
-  return { desired: desiredIpvsState(snapshot, { scheduler: opts.ipvsScheduler }), problems, incomplete };
+  return { desired: desiredIpvsState(snapshot, { scheduler: opts.ipvsScheduler }), problems, incomplete, pods: endpointPods(snapshot) };
 }
 
 /**
