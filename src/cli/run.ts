@@ -5,25 +5,30 @@ import { SystemConntrack } from '../conntrack/exec.ts';
 import { Proxier } from '../proxier/proxier.ts';
 import { StatusFileWriter } from '../proxier/status-file.ts';
 import { createLogger } from '../util/log.ts';
-import { checkSyncPeriods, kernelOptions, renderOptions, syncPeriodOptions, type SyncCliOptions } from './options.ts';
+import { checkSyncPeriods, kernelOptions, pollIntervalOption, renderOptions, syncPeriodOptions, type SyncCliOptions } from './options.ts';
 import { modeDriver } from '../modes/registry.ts';
-import { createSource, createSyncBackend, statusFileOption, syncModeOptions, UsageError } from './setup.ts';
+import { createSource, createSyncBackend, sourceKind, statusFileOption, syncModeOptions, UsageError } from './setup.ts';
 
 /** The `run` command. */
 export function runCommand(): Command {
   const cmd = new Command('run')
     .description('watch the source and keep the kernel in sync with it (the service proxy)')
-    .action(async (opts: SyncCliOptions & { statusFile: string }) => {
+    .action(async (opts: SyncCliOptions & { statusFile: string; pollInterval: number; stateDir: string }) => {
       const statusFile = resolve(opts.statusFile);
-      if (!relative(resolve(opts.source), statusFile).startsWith('..')) {
-        // Each write would be a source change, and each change a sync.
-        throw new UsageError(`--status-file ${opts.statusFile} is inside --source ${opts.source}; put it elsewhere`);
+      const fromFiles = sourceKind(opts.source) === 'file';
+      for (const [flag, path] of [['--status-file', opts.statusFile], ['--state-dir', opts.stateDir]] as const) {
+        if (fromFiles && !relative(resolve(opts.source), resolve(path)).startsWith('..')) {
+          // Each write would be a source change, and each change a sync.
+          throw new UsageError(`${flag} ${path} is inside --source ${opts.source}; put it elsewhere`);
+        }
       }
       checkSyncPeriods(opts);
       const logger = createLogger(opts.logLevel);
       const backend = await createSyncBackend(opts, logger);
-      const source = createSource(opts, logger);
-      await source.load(); // a missing --source fails here, before the loop starts
+      const source = createSource(opts, logger, { persist: true });
+      // A missing --source path fails here, before the loop starts; a server
+      // that does not answer yet is waited for (nothing is synced until it does).
+      if (fromFiles) await source.load();
       const status = new StatusFileWriter(
         statusFile,
         {
@@ -31,7 +36,8 @@ export function runCommand(): Command {
           mode: backend.mode,
           iptablesBackend: opts.iptablesBackend,
           netns: opts.netns ?? null,
-          source: resolve(opts.source),
+          source: fromFiles ? resolve(opts.source) : opts.source,
+          stateDir: resolve(opts.stateDir),
           render: { clusterCidr: opts.clusterCidr ?? null, masqueradeAll: opts.masqueradeAll, serviceCidr: opts.serviceCidr },
           ipvs: null,
           ...modeDriver(opts.mode).runInfo(opts),
@@ -48,7 +54,7 @@ export function runCommand(): Command {
       });
       status.listen(proxier);
       logger.info(
-        { source: opts.source, minSyncPeriodMs: opts.minSyncPeriod, syncPeriodMs: opts.syncPeriod },
+        { source: opts.source, minSyncPeriodMs: opts.minSyncPeriod, syncPeriodMs: opts.syncPeriod, ...(fromFiles ? {} : { pollIntervalMs: opts.pollInterval }) },
         'drover started',
       );
       await proxier.start();
@@ -64,6 +70,6 @@ export function runCommand(): Command {
         process.once('SIGTERM', () => stop('SIGTERM'));
       });
     });
-  for (const o of [...renderOptions(), ...kernelOptions(), ...syncModeOptions(), ...syncPeriodOptions(), statusFileOption()]) cmd.addOption(o);
+  for (const o of [...renderOptions(), ...kernelOptions(), ...syncModeOptions(), ...syncPeriodOptions(), pollIntervalOption(), statusFileOption()]) cmd.addOption(o);
   return cmd;
 }

@@ -53,8 +53,10 @@ const statusSchema = z.object({
   mode: z.string(),
   iptablesBackend: z.enum(['auto', 'nft', 'legacy']),
   netns: z.string().nullable(),
-  /** Absolute path of `--source`. */
+  /** Absolute path of `--source`, or its URL. */
   source: z.string(),
+  /** Absolute path of `--state-dir`; absent in files of older versions. */
+  stateDir: z.string().optional(),
   /** The render flags of `drover run`, as the CLI names them. */
   render: z.object({ clusterCidr: z.string().nullable(), masqueradeAll: z.boolean(), serviceCidr: z.string() }),
   /** IPVS mode's options (`--ipvs-scheduler`); null in iptables mode, absent in files of older versions. */
