@@ -108,7 +108,8 @@ export class ShepherdSource {
   private queue: Promise<unknown> = Promise.resolve();
   private timer: NodeJS.Timeout | undefined;
   private onChange: (() => void) | undefined;
-  private closing = new AbortController();
+  /** One per poll in flight, aborted by {@link close}. */
+  private readonly inflight = new Set<AbortController>();
 
   /** Throws Error when `opts.serviceCIDR` is not a valid service CIDR (allocate.ts parseServiceCIDR). */
   constructor(opts: ShepherdSourceOptions) {
@@ -229,13 +230,19 @@ export class ShepherdSource {
   /** Run one poll, numbered in the order polls start. Never throws. */
   private async poll(): Promise<Poll> {
     const seq = ++this.seq;
-    const read = await readShepherd({
-      baseURL: this.opts.baseURL,
-      token: this.opts.token,
-      timeoutMs: this.opts.timeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS,
-      signal: this.closing.signal,
-    });
-    return { seq, read };
+    const abort = new AbortController();
+    this.inflight.add(abort);
+    try {
+      const read = await readShepherd({
+        baseURL: this.opts.baseURL,
+        token: this.opts.token,
+        timeoutMs: this.opts.timeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS,
+        signal: abort.signal,
+      });
+      return { seq, read };
+    } finally {
+      this.inflight.delete(abort);
+    }
   }
 
   /** Whether `read` differs from what the last load applied: an object's text, a namespace, or a failure. */
@@ -283,8 +290,7 @@ export class ShepherdSource {
     this.onChange = undefined;
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
-    this.closing.abort();
-    this.closing = new AbortController();
+    for (const abort of this.inflight) abort.abort();
   }
 
   /** Log a failure of the namespace list when it is new (not at every load while it lasts). */

@@ -5,12 +5,12 @@ import { join } from 'node:path';
 import test, { type ExecutionContext } from 'ava';
 import { allocateClusterIPs } from '../../src/model/allocate.ts';
 import { parseCIDR } from '../../src/model/validate.ts';
-import type { Backend, ChangeSet, SyncResult } from '../../src/modes/types.ts';
 import { Proxier } from '../../src/proxier/proxier.ts';
 import { AllocationStateFile } from '../../src/sources/allocation-state.ts';
 import { ShepherdSource, type ShepherdSourceOptions } from '../../src/sources/shepherd.ts';
 import { shepherdBaseURL } from '../../src/sources/shepherd-api.ts';
 import { silentLogger } from '../../src/util/log.ts';
+import { RecordingBackend } from '../support/recording-backend.ts';
 import { FakeShepherd, shepherdService } from '../support/shepherd-api.ts';
 import { recordingLogger, renderAll } from './model-helpers.ts';
 
@@ -32,19 +32,6 @@ function source(t: ExecutionContext, server: FakeShepherd, opts: Partial<Shepher
 
 /** Service ports with their ClusterIPs masked (allocation is tested apart). */
 const rendered = (snapshot: Parameters<typeof renderAll>[0]) => renderAll(snapshot).map((l) => l.replace(/^(\S+) \S+:/, '$1 IP:'));
-
-/** A backend that records what each sync was asked to do. */
-class RecordingBackend implements Backend {
-  readonly mode = 'iptables' as const;
-  readonly calls: Array<{ services: string[]; full: boolean; changed: string[]; incomplete: boolean }> = [];
-  async sync(s: { services: ReadonlyMap<string, unknown> }, c: ChangeSet): Promise<SyncResult> {
-    this.calls.push({ services: [...s.services.keys()], full: c.full, changed: [...c.changed].sort(), incomplete: c.incomplete === true });
-    return { full: c.full, services: s.services.size, endpoints: 0, written: {}, deleted: {}, bytes: 0, transactions: 0, readMs: 0, applyMs: 0, totalMs: 0 };
-  }
-  async cleanup() {
-    return { removed: {}, kept: [] };
-  }
-}
 
 test('every namespace is listed; Shepherd Services become service ports with their endpoints', async (t) => {
   const server = await fake(t);
