@@ -12,7 +12,7 @@
  * The file is JSON, `version` 1:
  * ```
  * { "version": 1, "pid": 4242, "mode": "iptables", "iptablesBackend": "auto", "netns": null,
- *   "source": "/etc/drover/manifests",
+ *   "source": "/etc/drover/manifests" (or "shepherd+http://10.0.0.1:9876"), "stateDir": "/var/lib/drover",
  *   "render": { "clusterCidr": "10.244.0.0/16", "masqueradeAll": false, "serviceCidr": "10.96.0.0/12" },
  *   "ipvs": null (iptables mode) or { "scheduler": "rr" },
  *   "lastSync": { "at": "2025-06-01T10:00:00.000Z", "kind": "full", "durationMs": 22.8,
