@@ -153,7 +153,7 @@ async function main(): Promise<number> {
 
     drover = spawn(
       'ip',
-      ['netns', 'exec', topo.node, process.execPath, join(ROOT, 'bin/drover.js'), 'run', '--source', manifests, '--cluster-cidr', CLUSTER_CIDR, '--min-sync-period', '1s', '--status-file', join(work, 'status.json')],
+      ['netns', 'exec', topo.node, process.execPath, join(ROOT, 'bin/drover.js'), 'run', '--source', manifests, '--cluster-cidr', CLUSTER_CIDR, '--min-sync-period', '1s', '--status-file', join(work, 'status.json'), '--state-dir', join(work, 'state')],
       { stdio: ['ignore', 'inherit', 'pipe'] },
     );
     const log = new DroverLog(drover);

@@ -31,13 +31,22 @@ export interface FileOrigin {
 }
 
 /**
- * Where an input problem came from, told apart by `type`. Today the only
- * source of objects is manifest files ({@link FileOrigin}); each further
- * source of objects (such as a Kubernetes API object, named by kind,
- * namespace/name and resourceVersion) is one more member of this union, and
+ * A resource of an HTTP API that drover reads (a Shepherd API server's
+ * namespace or service list), named by its URL.
+ */
+export interface UrlOrigin {
+  readonly type: 'url';
+  /** The URL requested, e.g. "http://10.0.0.1:9876/api/v1/namespaces/default/services". */
+  readonly url: string;
+}
+
+/**
+ * Where an input problem came from, told apart by `type`: manifest files
+ * ({@link FileOrigin}) and HTTP API resources ({@link UrlOrigin}); each
+ * further source of objects is one more member of this union, and
  * {@link describeOrigin} describes each.
  */
-export type Origin = FileOrigin;
+export type Origin = FileOrigin | UrlOrigin;
 
 /**
  * A {@link FileOrigin} for `file`, with those positions of `at` that are
@@ -59,7 +68,8 @@ export function fileOrigin(file: string, at: { readonly index?: number | undefin
  * - a file: `file`, `file:line` or `file:line:column` (the column only with a
  *   line), the file name shown by {@link displayFile}. The object's index is
  *   not part of it: the message names the object next (`Kind ns/name`, or
- *   `Kind #n` when it has no readable name).
+ *   `Kind #n` when it has no readable name);
+ * - a URL: the URL, shown as a file name is.
  */
 export function describeOrigin(origin: Origin): string {
   switch (origin.type) {
@@ -69,6 +79,8 @@ export function describeOrigin(origin: Origin): string {
       if (origin.line !== undefined && origin.column !== undefined) where += `:${origin.column}`;
       return where;
     }
+    case 'url':
+      return displayFile(origin.url);
   }
 }
 

@@ -9,6 +9,8 @@ import { parseBindAddress, type BindAddress } from '../model/addr.ts';
 import { parseCIDR } from '../model/validate.ts';
 import { LOG_LEVELS, type LogLevel } from '../util/log.ts';
 import { defaultMode, modeNames } from '../modes/registry.ts';
+import { ALLOCATION_FILE, DEFAULT_STATE_DIR } from '../sources/allocation-state.ts';
+import { DEFAULT_POLL_INTERVAL_MS } from '../sources/shepherd.ts';
 
 /**
  * Parse a duration as kube-proxy flags take them: "500ms", "1s", "1.5s",
@@ -69,7 +71,10 @@ export type KernelOptions = {
 
 /** Options of the commands that read manifests and render rules. */
 export type RenderCliOptions = {
+  /** `--source`: a manifest path, or a source URL (sources/select.ts). */
   readonly source: string;
+  /** `--state-dir`: where the allocation state file is (sources/allocation-state.ts); absent: /var/lib/drover. */
+  readonly stateDir?: string;
   readonly clusterCidr?: string;
   readonly masqueradeAll: boolean;
   readonly serviceCidr: string;
@@ -83,16 +88,41 @@ export type SyncCliOptions = KernelOptions & RenderCliOptions & {
   readonly fullSyncPeriod?: number;
 };
 
-/** --source, --cluster-cidr, --masquerade-all, --service-cidr. */
+/** --source, --cluster-cidr, --masquerade-all, --service-cidr, --state-dir. */
 export function renderOptions(): Option[] {
   return [
-    new Option('-s, --source <path>', 'manifest file or folder (JSON/YAML: Service, EndpointSlice, Endpoints, Shepherd Service)').makeOptionMandatory(),
+    new Option(
+      '-s, --source <path|url>',
+      'manifest file or folder (JSON/YAML: Service, EndpointSlice, Endpoints, Shepherd Service), ' +
+        'or a Shepherd API server: shepherd+http://HOST:PORT or shepherd+https://HOST:PORT (token from $SHEPHERD_API_TOKEN)',
+    ).makeOptionMandatory(),
     new Option('--cluster-cidr <cidr>', 'pod network; traffic to a ClusterIP from outside it is masqueraded').argParser(cidrArg),
     new Option('--masquerade-all', 'masquerade all traffic to ClusterIPs').default(false),
     new Option('--service-cidr <cidr>', 'range for ClusterIPs drover allocates (Shepherd services)')
       .default(DEFAULT_SERVICE_CIDR)
       .argParser(serviceCidrArg),
+    new Option('--state-dir <dir>', `folder of the state kept across restarts (the ClusterIPs drover allocated, ${ALLOCATION_FILE}); run and sync write it, the other commands read it`).default(
+      DEFAULT_STATE_DIR,
+    ),
   ];
+}
+
+/**
+ * `--poll-interval`: time between two reads of a source that cannot be
+ * watched (a Shepherd API server), at least 100 ms.
+ * @throws InvalidArgumentError naming the value.
+ */
+function pollIntervalArg(value: string): number {
+  const ms = parseDuration(value);
+  if (ms < 100) throw new InvalidArgumentError(`--poll-interval must be at least 100ms (got ${value})`);
+  return ms;
+}
+
+/** `--poll-interval` of `run`. */
+export function pollIntervalOption(): Option {
+  return new Option('--poll-interval <duration>', 'time between two polls of a Shepherd API server (a sync follows only a poll that changed something)')
+    .default(DEFAULT_POLL_INTERVAL_MS, '5s')
+    .argParser(pollIntervalArg);
 }
 
 /** `-m, --mode`: one of the modes of the registry. */

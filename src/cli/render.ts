@@ -9,11 +9,10 @@ import { Command } from 'commander';
 import { clusterEndpoints } from '../model/policy.ts';
 import type { Endpoint, Snapshot } from '../model/types.ts';
 import { modeDriver } from '../modes/registry.ts';
-import { FileSource } from '../sources/file.ts';
 import { silentLogger } from '../util/log.ts';
 import { EXIT, markPartial } from './exit.ts';
 import { modeOption, renderOptions, type RenderCliOptions } from './options.ts';
-import { compareOptions, modeHelp } from './setup.ts';
+import { compareOptions, createSource, modeHelp } from './setup.ts';
 
 /**
  * The `#` header lines: one per service port (key, ClusterIP:port/protocol,
@@ -46,8 +45,7 @@ export function renderCommand(): Command {
     )
     .addOption(modeOption())
     .action(async (opts: RenderCliOptions & { mode: string }) => {
-      const source = new FileSource(opts.source, { serviceCIDR: opts.serviceCidr, logger: silentLogger() });
-      const loaded = await source.load();
+      const loaded = await createSource(opts, silentLogger(), { persist: false }).load();
       for (const e of [...loaded.errors, ...loaded.warnings]) process.stderr.write(`drover: ${e.message}\n`);
       const rendered = modeDriver(opts.mode).render(loaded.snapshot, opts, serviceSummary(loaded.snapshot));
       for (const line of rendered.leftOut) process.stderr.write(`drover: ${line}\n`);

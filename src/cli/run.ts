@@ -11,25 +11,40 @@ import { StatusFileWriter } from '../proxier/status-file.ts';
 import { createLogger } from '../util/log.ts';
 import { startServers } from '../server/daemon.ts';
 import { configOption } from './config-file.ts';
-import { checkSyncPeriods, fullSyncPeriodOption, kernelOptions, renderOptions, serverOptions, syncPeriodOptions, type ServerCliOptions, type SyncCliOptions } from './options.ts';
+import {
+  checkSyncPeriods,
+  fullSyncPeriodOption,
+  kernelOptions,
+  pollIntervalOption,
+  renderOptions,
+  serverOptions,
+  syncPeriodOptions,
+  type ServerCliOptions,
+  type SyncCliOptions,
+} from './options.ts';
 import { modeDriver } from '../modes/registry.ts';
-import { createSource, createSyncBackend, statusFileOption, syncModeOptions, UsageError } from './setup.ts';
+import { createSource, createSyncBackend, sourceKind, statusFileOption, syncModeOptions, UsageError } from './setup.ts';
 
 /** The `run` command. */
 export function runCommand(): Command {
   const cmd = new Command('run')
     .description('watch the source and keep the kernel in sync with it (the service proxy)')
-    .action(async (opts: SyncCliOptions & ServerCliOptions & { statusFile: string }) => {
+    .action(async (opts: SyncCliOptions & ServerCliOptions & { statusFile: string; pollInterval: number; stateDir: string }) => {
       const statusFile = resolve(opts.statusFile);
-      if (!relative(resolve(opts.source), statusFile).startsWith('..')) {
-        // Each write would be a source change, and each change a sync.
-        throw new UsageError(`--status-file ${opts.statusFile} is inside --source ${opts.source}; put it elsewhere`);
+      const fromFiles = sourceKind(opts.source) === 'file';
+      for (const [flag, path] of [['--status-file', opts.statusFile], ['--state-dir', opts.stateDir]] as const) {
+        if (fromFiles && !relative(resolve(opts.source), resolve(path)).startsWith('..')) {
+          // Each write would be a source change, and each change a sync.
+          throw new UsageError(`${flag} ${path} is inside --source ${opts.source}; put it elsewhere`);
+        }
       }
       checkSyncPeriods(opts);
       const logger = createLogger(opts.logLevel);
       const backend = await createSyncBackend(opts, logger);
-      const source = createSource(opts, logger);
-      await source.load(); // a missing --source fails here, before the loop starts
+      const source = createSource(opts, logger, { persist: true });
+      // A missing --source path fails here, before the loop starts; a server
+      // that does not answer yet is waited for (nothing is synced until it does).
+      if (fromFiles) await source.load();
       const status = new StatusFileWriter(
         statusFile,
         {
@@ -37,7 +52,8 @@ export function runCommand(): Command {
           mode: backend.mode,
           iptablesBackend: opts.iptablesBackend,
           netns: opts.netns ?? null,
-          source: resolve(opts.source),
+          source: fromFiles ? resolve(opts.source) : opts.source,
+          stateDir: resolve(opts.stateDir),
           render: { clusterCidr: opts.clusterCidr ?? null, masqueradeAll: opts.masqueradeAll, serviceCidr: opts.serviceCidr },
           ipvs: null,
           ...modeDriver(opts.mode).runInfo(opts),
@@ -62,7 +78,7 @@ export function runCommand(): Command {
         logger,
       });
       logger.info(
-        { source: opts.source, minSyncPeriodMs: opts.minSyncPeriod, syncPeriodMs: opts.syncPeriod },
+        { source: opts.source, minSyncPeriodMs: opts.minSyncPeriod, syncPeriodMs: opts.syncPeriod, ...(fromFiles ? {} : { pollIntervalMs: opts.pollInterval }) },
         'drover started',
       );
       await proxier.start();
@@ -85,6 +101,7 @@ export function runCommand(): Command {
         process.on('SIGHUP', resync);
       });
     });
-  for (const o of [...renderOptions(), ...kernelOptions(), ...syncModeOptions(), ...syncPeriodOptions(), fullSyncPeriodOption(), ...serverOptions(), statusFileOption(), configOption()]) cmd.addOption(o);
+  const options = [...renderOptions(), ...kernelOptions(), ...syncModeOptions(), ...syncPeriodOptions(), fullSyncPeriodOption(), pollIntervalOption(), ...serverOptions(), statusFileOption(), configOption()];
+  for (const o of options) cmd.addOption(o);
   return cmd;
 }

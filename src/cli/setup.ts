@@ -1,6 +1,6 @@
 /**
  * The wiring the commands share: the backend of `--mode` (from the mode's
- * driver, modes/registry.ts), the file source, the render flags, and the
+ * driver, modes/registry.ts), the source of `--source` (sources/select.ts), the render flags, and the
  * one-line usage error. No command imports another command's file; what
  * two of them need lives here or in the mode's driver.
  */
@@ -12,11 +12,12 @@ import { allModes, modeDriver } from '../modes/registry.ts';
 import { renderConfig } from '../modes/shared/render-config.ts';
 import type { Backend } from '../modes/types.ts';
 import { createSource, loadSource, type LoadedSource } from '../sources/load.ts';
+import { sourceKind } from '../sources/select.ts';
 import type { Logger } from '../util/log.ts';
 import { renderOptions, type RenderCliOptions } from './options.ts';
 import { UsageError } from './usage-error.ts';
 
-export { createSource, loadSource, renderConfig, UsageError, type LoadedSource };
+export { createSource, loadSource, renderConfig, sourceKind, UsageError, type LoadedSource };
 
 /** What createBackend reads: the kernel options, the mode's own (defaults when absent, e.g. for cleanup) and `--service-cidr`. */
 export type BackendCliOptions = ModeOptions & { readonly serviceCidr?: string };

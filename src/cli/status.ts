@@ -18,6 +18,7 @@ import { modeHelp, statusFileOption } from './setup.ts';
 function recordedRenderOptions(r: StatusRecord): RenderCliOptions {
   return {
     source: r.source,
+    ...(r.stateDir !== undefined ? { stateDir: r.stateDir } : {}),
     masqueradeAll: r.render.masqueradeAll,
     serviceCidr: r.render.serviceCidr,
     ...(r.render.clusterCidr !== null ? { clusterCidr: r.render.clusterCidr } : {}),

@@ -16,7 +16,7 @@ export function syncCommand(): Command {
       if (!opts.once) throw new UsageError('drover sync needs --once (for the sync loop, use drover run)');
       const logger = createLogger(opts.logLevel);
       const backend = await createSyncBackend(opts, logger);
-      const proxier = new Proxier({ source: createSource(opts, logger), backend, logger, minSyncPeriodMs: 0, syncPeriodMs: 0 });
+      const proxier = new Proxier({ source: createSource(opts, logger, { persist: true }), backend, logger, minSyncPeriodMs: 0, syncPeriodMs: 0 });
       await proxier.syncOnce({ full: true });
       markPartial(proxier.last?.incomplete ?? []);
     });

@@ -12,7 +12,7 @@
  * The file is JSON, `version` 1:
  * ```
  * { "version": 1, "pid": 4242, "mode": "iptables", "iptablesBackend": "auto", "netns": null,
- *   "source": "/etc/drover/manifests",
+ *   "source": "/etc/drover/manifests" (or "shepherd+http://10.0.0.1:9876"), "stateDir": "/var/lib/drover",
  *   "render": { "clusterCidr": "10.244.0.0/16", "masqueradeAll": false, "serviceCidr": "10.96.0.0/12" },
  *   "ipvs": null (iptables mode) or { "scheduler": "rr" },
  *   "lastSync": { "at": "2025-06-01T10:00:00.000Z", "kind": "full", "durationMs": 22.8,
@@ -53,8 +53,10 @@ const statusSchema = z.object({
   mode: z.string(),
   iptablesBackend: z.enum(['auto', 'nft', 'legacy']),
   netns: z.string().nullable(),
-  /** Absolute path of `--source`. */
+  /** Absolute path of `--source`, or its URL. */
   source: z.string(),
+  /** Absolute path of `--state-dir`; absent in files of older versions. */
+  stateDir: z.string().optional(),
   /** The render flags of `drover run`, as the CLI names them. */
   render: z.object({ clusterCidr: z.string().nullable(), masqueradeAll: z.boolean(), serviceCidr: z.string() }),
   /** IPVS mode's options (`--ipvs-scheduler`); null in iptables mode, absent in files of older versions. */

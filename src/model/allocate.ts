@@ -14,20 +14,21 @@
  *      the usable range). Addresses that fail the unicast check
  *      (validate.ts `specialAddress`) are never handed out.
  *
- * When an address is stable. The previous snapshot lives only in the
- * memory of one drover process, so:
+ * When an address is stable. `previous` is the only memory of this pure
+ * function. drover fills it from the snapshot it built last, and, for
+ * services that snapshot does not have, from the allocation state file that
+ * every drover process that programs the kernel keeps
+ * (sources/allocation-state.ts, via normalise.ts `remembered`). So:
  *   - while drover runs, a service keeps its address as long as it is in
- *     every snapshot (a load that drops it, e.g. because its file was
- *     removed, forgets it) and no explicit ClusterIP claims the address;
- *   - across a restart (and after such a drop) the address is computed
- *     afresh by step 2 alone: the service gets its hash candidate when that
- *     is free (no explicit ClusterIP on it, and no service sorting before it
- *     hashed or probed onto it), otherwise the next free address. So an
- *     address survives a restart when it is the service's own hash
- *     candidate and that candidate is still free. An address obtained by
- *     probing, or kept by stickiness while another service took the
- *     candidate, can change at a restart, and two colliding services can
- *     swap addresses. A service whose address must never change needs an
+ *     every snapshot and no explicit ClusterIP claims the address;
+ *   - across a restart, a service keeps the address the state file records
+ *     for it, unless an explicit ClusterIP now claims it; two colliding
+ *     services therefore do not swap addresses;
+ *   - a service dropped while drover runs (its file removed, its Shepherd
+ *     Service deleted) is forgotten, as is every address of a lost or
+ *     unreadable state file: such a service gets its address afresh by
+ *     step 2 alone (its hash candidate when that is free, otherwise the next
+ *     free address). A service whose address must never change needs an
  *     explicit ClusterIP.
  * Pure function; no I/O.
  */

@@ -49,6 +49,13 @@ export interface BuildOptions {
   readonly previous?: Snapshot;
   /** This node's name, to pick its Node object among several; without it, only a lone Node object is used. */
   readonly nodeName?: string;
+  /**
+   * "namespace/name" → ClusterIP allocated by an earlier drover process (the
+   * allocation state file, sources/allocation-state.ts). A service absent
+   * from `previous` keeps its remembered address as it would keep one of
+   * `previous` (allocate.ts step 1), unless a service of `previous` holds it.
+   */
+  readonly remembered?: ReadonlyMap<string, string>;
 }
 
 /** A ClusterIP drover allocated: `key` is "namespace/name". */
@@ -106,6 +113,10 @@ export function buildSnapshot(objects: readonly ParsedObject[], opts: BuildOptio
   for (const sp of previous.values()) {
     previousIP.set(serviceKey(sp), sp.clusterIP);
     previousTriples.add(`${serviceKey(sp)} ${triple(sp.clusterIP, sp)}`);
+  }
+  const held = new Set(previousIP.values());
+  for (const [key, ip] of opts.remembered ?? []) {
+    if (!previousIP.has(key) && !held.has(ip)) previousIP.set(key, ip);
   }
 
   // Allocation for proxied services without a ClusterIP (Shepherd's: a

@@ -2,7 +2,10 @@
  * zod schema for a Shepherd Service. Shepherd is a small teaching
  * orchestrator whose Service looks like Kubernetes' but is snake_case,
  * carries no apiVersion, spells protocols in lower case (optional, default
- * tcp), has an optional `target_port` (default: `port`), assigns no
+ * tcp), has an optional `target_port` (default: `port`; Shepherd's API
+ * server sends 0 for one not given, which is an error: Shepherd's own
+ * endpoints then say ":0"), an optional `type` (default ClusterIP; "", what
+ * the API server sends for one not given, counts as not given), assigns no
  * ClusterIP (`status.cluster_ip` is "" or absent) and lists its endpoints
  * inline as "ip:port" strings, one per pod per port:
  *
@@ -46,7 +49,8 @@ export const shepherdServiceSchema = z.object({
     namespace: namespaceSchema,
   }),
   spec: z.object({
-    type: withDefault(z.enum(['ClusterIP', 'NodePort', 'LoadBalancer']), 'ClusterIP'),
+    /** Shepherd's API server encodes a type not given as "". */
+    type: z.preprocess((v) => (v === '' ? undefined : v), withDefault(z.enum(['ClusterIP', 'NodePort', 'LoadBalancer']), 'ClusterIP')),
     ports: withDefault(z.array(shepherdPortSchema), []).superRefine(refineServicePorts),
     selector: labelMapSchema,
   }),

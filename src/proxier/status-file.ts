@@ -5,9 +5,8 @@
  * sync attempt, atomically (a temporary file in the same folder, then
  * rename(2)), so a reader never sees half a file.
  */
-import { mkdir, rename, rm, writeFile } from 'node:fs/promises';
-import { dirname } from 'node:path';
 import type { RunInfo, StatusRecord, SyncRecord } from '../inspect/status.ts';
+import { writeFileAtomic } from '../util/atomic-file.ts';
 import type { Logger } from '../util/log.ts';
 import type { LastSync, Proxier } from './proxier.ts';
 
@@ -25,20 +24,12 @@ export function syncRecord(last: LastSync): SyncRecord {
 }
 
 /**
- * Write `record` to `path` atomically: create the folder, write a temporary
- * file next to it, rename it over `path`.
+ * Write `record` to `path` atomically (util/atomic-file.ts: a temporary
+ * file next to it, renamed over `path`; the folder is created).
  * @throws the file system's error (the temporary file is removed).
  */
 export async function writeStatusFile(path: string, record: StatusRecord): Promise<void> {
-  await mkdir(dirname(path), { recursive: true });
-  const tmp = `${path}.tmp-${process.pid}`;
-  try {
-    await writeFile(tmp, `${JSON.stringify(record, null, 2)}\n`, { mode: 0o644 });
-    await rename(tmp, path);
-  } catch (err) {
-    await rm(tmp, { force: true });
-    throw err;
-  }
+  await writeFileAtomic(path, `${JSON.stringify(record, null, 2)}\n`);
 }
 
 /**

@@ -57,10 +57,28 @@ export interface DecodeResult extends BuildResult {
   readonly changed: ReadonlySet<string> | undefined;
 }
 
+/**
+ * Where a Decoder's ClusterIP allocations outlive the process (the
+ * allocation state file, allocation-state.ts), so that a restarted drover
+ * hands out the same addresses.
+ */
+export interface AllocationMemory {
+  /** "namespace/name" → ClusterIP, as an earlier process left them. */
+  readonly initial: ReadonlyMap<string, string>;
+  /**
+   * Record the allocations to remember now ("namespace/name" → ClusterIP,
+   * sorted by key); called after an apply that changed them. Must not
+   * throw (it runs inside {@link Decoder.apply}).
+   */
+  save(allocations: ReadonlyMap<string, string>): void;
+}
+
 /** Options of {@link Decoder}. */
 export interface DecoderOptions {
   /** Service CIDR for ClusterIP allocation, e.g. "10.96.0.0/12". */
   readonly serviceCIDR: string;
+  /** Allocations of earlier processes, and where to keep them; none: the allocation lives in memory only. */
+  readonly allocations?: AllocationMemory;
 }
 
 /**
@@ -90,11 +108,23 @@ export class Decoder {
   /** "namespace/name" → ClusterIP allocated at the last apply. */
   private allocated = new Map<string, string>();
   private first = true;
+  private readonly memory: AllocationMemory | undefined;
+  /**
+   * Allocations of an earlier process for services not built yet: each is
+   * offered to allocation (normalise.ts `remembered`) until its service is
+   * built or another service takes its address.
+   */
+  private remembered: Map<string, string>;
+  /** What `memory` was last told (or held at the start). */
+  private saved: Map<string, string>;
 
   /** Throws Error when `opts.serviceCIDR` is not a valid service CIDR (allocate.ts parseServiceCIDR). */
   constructor(opts: DecoderOptions) {
     parseServiceCIDR(opts.serviceCIDR);
     this.serviceCIDR = opts.serviceCIDR;
+    this.memory = opts.allocations;
+    this.remembered = new Map(opts.allocations?.initial ?? []);
+    this.saved = new Map(this.remembered);
   }
 
   /** The Snapshot of the last apply (empty before the first). */
@@ -145,7 +175,7 @@ export class Decoder {
     const keys = [...this.groups.keys()].sort(compareStrings);
     const objects = keys.flatMap((k) => this.groups.get(k)!);
     const before = this.snapshot;
-    const built = buildSnapshot(objects, { serviceCIDR: this.serviceCIDR, previous: before });
+    const built = buildSnapshot(objects, { serviceCIDR: this.serviceCIDR, previous: before, remembered: this.remembered });
     const portsOf = new Map<string, string[]>();
     for (const sp of built.snapshot.services.values()) {
       const service = `${sp.namespace}/${sp.name}`;
@@ -175,6 +205,7 @@ export class Decoder {
     this.portsOf = portsOf;
     this.crossErrors = crossErrors;
     this.allocated = allocated;
+    this.remember(allocated);
     return { ...built, changed };
   }
 
@@ -188,5 +219,16 @@ export class Decoder {
       default:
         return [serviceOf(o)];
     }
+  }
+
+  /** Forget the remembered allocations that `allocated` supersedes, and save what changed. */
+  private remember(allocated: ReadonlyMap<string, string>): void {
+    if (this.memory === undefined) return;
+    const taken = new Set(allocated.values());
+    for (const [key, ip] of this.remembered) if (allocated.has(key) || taken.has(ip)) this.remembered.delete(key);
+    const now = new Map([...allocated, ...this.remembered].sort(([a], [b]) => compareStrings(a, b)));
+    if (isDeepStrictEqual(now, this.saved)) return;
+    this.saved = now;
+    this.memory.save(now);
   }
 }

@@ -21,7 +21,7 @@ import type { ManifestError } from '../model/errors.ts';
 import type { Allocation } from '../model/normalise.ts';
 import type { ParsedObject } from '../model/parsed.ts';
 import type { Snapshot } from '../model/types.ts';
-import { Decoder } from './decoder.ts';
+import { Decoder, type AllocationMemory } from './decoder.ts';
 import { LastKnownGood } from './last-good.ts';
 import { ManifestCache, readManifests } from './manifests.ts';
 import { ManifestWatcher } from './watch.ts';
@@ -33,6 +33,8 @@ export interface FileSourceOptions {
   readonly logger: Logger;
   /** Quiet time after the last file event before `onChange` fires, in milliseconds (default 100). */
   readonly debounceMs?: number;
+  /** Where allocated ClusterIPs outlive the process (allocation-state.ts); none: in memory only. */
+  readonly allocations?: AllocationMemory;
 }
 
 /** Outcome of one {@link FileSource.load}. */
@@ -87,7 +89,7 @@ export class FileSource {
 
   /** Throws Error when `opts.serviceCIDR` is not a valid service CIDR (allocate.ts parseServiceCIDR). */
   constructor(path: string, opts: FileSourceOptions) {
-    this.decoder = new Decoder({ serviceCIDR: opts.serviceCIDR });
+    this.decoder = new Decoder({ serviceCIDR: opts.serviceCIDR, ...(opts.allocations ? { allocations: opts.allocations } : {}) });
     this.path = path;
     this.logger = opts.logger;
     this.debounceMs = opts.debounceMs ?? 100;

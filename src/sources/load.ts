@@ -1,8 +1,10 @@
 /** Reading the source of a command once, as a sync of `drover run` with the same flags would. */
 import type { RenderCliOptions } from '../cli/options.ts';
 import type { Snapshot } from '../model/types.ts';
-import { silentLogger, type Logger } from '../util/log.ts';
-import { FileSource } from './file.ts';
+import { silentLogger } from '../util/log.ts';
+import { createSource } from './select.ts';
+
+export { createSource };
 
 /** A source's snapshot and the objects skipped. */
 export interface LoadedSource {
@@ -14,15 +16,12 @@ export interface LoadedSource {
 }
 
 /**
- * Read the source as a sync of `drover run` with the same flags would.
- * @throws Error when the source path is missing or the service CIDR is invalid.
+ * Read the source as a sync of `drover run` with the same flags would (the
+ * allocation state file is read, not written).
+ * @throws Error when the source path is missing, the source server cannot
+ *   be read, or the service CIDR is invalid.
  */
 export async function loadSource(opts: RenderCliOptions): Promise<LoadedSource> {
-  const loaded = await createSource(opts, silentLogger()).load();
+  const loaded = await createSource(opts, silentLogger(), { persist: false }).load();
   return { snapshot: loaded.snapshot, problems: [...loaded.errors, ...loaded.warnings].map((e) => e.message), incomplete: loaded.incomplete };
-}
-
-/** The file source for `--source`. */
-export function createSource(opts: RenderCliOptions, logger: Logger): FileSource {
-  return new FileSource(opts.source, { serviceCIDR: opts.serviceCidr, logger });
 }

@@ -119,7 +119,9 @@ test('bad flags are one clear line and exit 1', async (t) => {
 
 (unavailable ? test.skip : test)('--mode ipvs on a kernel without IPVS is one line and exit 1', async (t) => {
   // In a throw-away network namespace, so that a kernel with IPVS is not touched either.
-  const ipvs = await run('unshare', ['-n', process.execPath, DROVER, 'sync', '--once', '--source', 'examples', '--mode', 'ipvs'], {
+  const state = await mkdtemp(join(tmpdir(), 'drover-cli-state-'));
+  t.teardown(() => rm(state, { recursive: true, force: true }));
+  const ipvs = await run('unshare', ['-n', process.execPath, DROVER, 'sync', '--once', '--source', 'examples', '--state-dir', state, '--mode', 'ipvs'], {
     allowFail: true,
     timeoutMs: 60_000,
   });
@@ -136,7 +138,7 @@ test('--help lists every command and option', async (t) => {
   const top = await drover(['--help']);
   for (const c of ['run', 'sync', 'render', 'cleanup']) t.regex(top.stdout, new RegExp(`^  ${c} `, 'm'));
   const runHelp = await drover(['run', '--help']);
-  for (const o of ['--source', '--mode', '--cluster-cidr', '--masquerade-all', '--min-sync-period', '--sync-period', '--iptables-backend']) {
+  for (const o of ['--source', '--mode', '--cluster-cidr', '--masquerade-all', '--min-sync-period', '--sync-period', '--iptables-backend', '--poll-interval', '--state-dir']) {
     t.true(runHelp.stdout.includes(o), o);
   }
 });
@@ -150,7 +152,7 @@ if (unavailable) {
     try {
       await withNetns(async (netns) => {
         const save = async () => (await run('iptables-nft-save', ['-t', 'nat'], { netns })).stdout;
-        const child = spawn(process.execPath, [DROVER, 'run', '--source', dir, '--netns', netns, '--iptables-backend', 'nft', '--min-sync-period', '500ms', '--status-file', `${dir}.status.json`], {
+        const child = spawn(process.execPath, [DROVER, 'run', '--source', dir, '--state-dir', `${dir}.state`, '--netns', netns, '--iptables-backend', 'nft', '--min-sync-period', '500ms', '--status-file', `${dir}.status.json`], {
           stdio: ['ignore', 'ignore', 'pipe'],
         });
         let logs = '';
@@ -181,6 +183,7 @@ if (unavailable) {
     } finally {
       await rm(dir, { recursive: true, force: true });
       await rm(`${dir}.status.json`, { force: true });
+      await rm(`${dir}.state`, { recursive: true, force: true });
     }
   });
 
@@ -278,7 +281,9 @@ if (unavailable) {
   test.serial('cleanup names each chain a foreign rule keeps alive and that rule, keeps it empty, exits 3, and does not warn about --cluster-cidr', async (t) => {
     await withNetns(async (netns) => {
       const save = async (table: string) => (await run('iptables-nft-save', ['-t', table], { netns })).stdout;
-      const sync = await drover(['sync', '--once', '--source', join(ROOT, 'examples'), '--netns', netns, '--iptables-backend', 'nft']);
+      const state = await mkdtemp(join(tmpdir(), 'drover-cli-state-'));
+      t.teardown(() => rm(state, { recursive: true, force: true }));
+      const sync = await drover(['sync', '--once', '--source', join(ROOT, 'examples'), '--state-dir', state, '--netns', netns, '--iptables-backend', 'nft']);
       t.is(sync.code, 0, sync.stderr);
       t.regex(sync.stderr, /neither --cluster-cidr nor --masquerade-all is set/, 'a sync without --cluster-cidr warns');
       const sep = /^-A (KUBE-SEP-\w{16}) .*--to-destination 10\.244\.1\.2:9090$/m.exec(await save('nat'))?.[1];

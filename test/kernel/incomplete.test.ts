@@ -55,9 +55,10 @@ if (unavailable) {
   test.after.always(async () => {
     await topo?.destroy();
     if (dir) await rm(dir, { recursive: true, force: true });
+    if (dir) await rm(`${dir}.state`, { recursive: true, force: true });
   });
 
-  const flags = () => ['--source', dir, '--netns', topo.node, '--iptables-backend', 'nft', '--service-cidr', '172.30.0.0/16', '--cluster-cidr', '10.180.0.0/16'];
+  const flags = () => ['--source', dir, '--state-dir', `${dir}.state`, '--netns', topo.node, '--iptables-backend', 'nft', '--service-cidr', '172.30.0.0/16', '--cluster-cidr', '10.180.0.0/16'];
   /** nat and filter as iptables-save prints them, without comments and counters. */
   const save = async () => {
     const out = await Promise.all(['nat', 'filter'].map(async (t) => (await run('iptables-nft-save', ['-t', t], { netns: topo.node })).stdout));

@@ -1,22 +1,10 @@
 /** The proxier's rule for an incomplete source: add and update, delete nothing, until the source is whole again. */
 import test from 'ava';
-import type { Backend, ChangeSet, SyncResult } from '../../src/modes/types.ts';
+import type { Backend } from '../../src/modes/types.ts';
 import { Proxier, type LastSync, type SourceRead } from '../../src/proxier/proxier.ts';
 import { silentLogger } from '../../src/util/log.ts';
 import { ep, snap, sp } from '../support/snapshots.ts';
-
-/** A backend that records what each sync was asked to do. */
-class RecordingBackend implements Backend {
-  readonly mode = 'iptables' as const;
-  readonly calls: Array<{ services: string[]; full: boolean; changed: string[]; incomplete: boolean }> = [];
-  async sync(s: { services: ReadonlyMap<string, unknown> }, c: ChangeSet): Promise<SyncResult> {
-    this.calls.push({ services: [...s.services.keys()], full: c.full, changed: [...c.changed].sort(), incomplete: c.incomplete === true });
-    return { full: c.full, services: s.services.size, endpoints: 0, written: {}, deleted: {}, bytes: 0, transactions: 0, readMs: 0, applyMs: 0, totalMs: 0 };
-  }
-  async cleanup() {
-    return { removed: {}, kept: [] };
-  }
-}
+import { RecordingBackend } from '../support/recording-backend.ts';
 
 const a = (eps: string[]) => sp('ns/a:http', '172.30.0.1', 80, eps.map((e) => ep(e)));
 const b = sp('ns/b:http', '172.30.0.2', 80, [ep('10.180.0.9:80')]);

@@ -1,0 +1,93 @@
+/**
+ * Which source a `--source` value names, in one table: a value with a
+ * source scheme (`shepherd+http://HOST:PORT`, `shepherd+https://HOST:PORT`)
+ * names that source; anything else is a manifest file or folder.
+ */
+import type { RenderCliOptions } from '../cli/options.ts';
+import type { DroverError } from '../errors.ts';
+import type { Snapshot } from '../model/types.ts';
+import type { SnapshotSource } from '../proxier/proxier.ts';
+import type { Logger } from '../util/log.ts';
+import { AllocationStateFile, DEFAULT_STATE_DIR } from './allocation-state.ts';
+import type { AllocationMemory } from './decoder.ts';
+import { FileSource } from './file.ts';
+import { SHEPHERD_SCHEME, shepherdBaseURL } from './shepherd-api.ts';
+import { ShepherdSource } from './shepherd.ts';
+
+/** One load of a source ({@link Source}): the proxier's SourceRead, with what was skipped. */
+export interface SourceLoad {
+  readonly snapshot: Snapshot;
+  /** Everything skipped, kept from an earlier read or not read at all, one line each (also logged at warn). */
+  readonly errors: readonly DroverError[];
+  /** Entries dropped from otherwise valid objects and other non-fatal problems (also logged at warn). */
+  readonly warnings: readonly DroverError[];
+  /** The messages of `errors`: while it is not empty, the proxier deletes no service port. */
+  readonly incomplete: readonly string[];
+  /** ServicePortNames changed since the previous load; undefined at the first. */
+  readonly changed: ReadonlySet<string> | undefined;
+}
+
+/** A source of desired state, as the proxier and the one-shot commands use it. */
+export interface Source extends SnapshotSource {
+  load(): Promise<SourceLoad>;
+}
+
+/** What a source needs beyond the render options: `--poll-interval` (ms) for the sources that poll. */
+export type SourceOptions = RenderCliOptions & { readonly pollInterval?: number };
+
+/** What {@link createSource} hands each kind of source. */
+interface SourceContext {
+  readonly logger: Logger;
+  readonly allocations: AllocationMemory;
+}
+
+/** One kind of source: which `--source` values it takes, and how it is made. */
+interface SourceKind {
+  readonly name: 'file' | 'shepherd';
+  readonly matches: (value: string) => boolean;
+  readonly create: (opts: SourceOptions, ctx: SourceContext) => Source;
+}
+
+/** Every kind of source, the first that matches wins (so the file source, which takes any value, is last). */
+const SOURCE_KINDS: readonly SourceKind[] = [
+  {
+    name: 'shepherd',
+    matches: (value) => value.toLowerCase().startsWith(SHEPHERD_SCHEME),
+    create: (opts, ctx) =>
+      new ShepherdSource({
+        baseURL: shepherdBaseURL(opts.source),
+        serviceCIDR: opts.serviceCidr,
+        logger: ctx.logger,
+        token: shepherdToken(),
+        ...(opts.pollInterval !== undefined ? { pollIntervalMs: opts.pollInterval } : {}),
+        allocations: ctx.allocations,
+      }),
+  },
+  {
+    name: 'file',
+    matches: () => true,
+    create: (opts, ctx) => new FileSource(opts.source, { serviceCIDR: opts.serviceCidr, logger: ctx.logger, allocations: ctx.allocations }),
+  },
+];
+
+/** The kind of source `value` (a `--source`) names: "file" for a manifest path. */
+export function sourceKind(value: string): SourceKind['name'] {
+  return SOURCE_KINDS.find((k) => k.matches(value))!.name;
+}
+
+/**
+ * The source `opts.source` names, with the allocation state file of
+ * `opts.stateDir` (default /var/lib/drover): rewritten when `persist` (the
+ * commands that program the kernel), only read otherwise.
+ * @throws Error when the service CIDR or a source URL is invalid.
+ */
+export function createSource(opts: SourceOptions, logger: Logger, { persist }: { persist: boolean }): Source {
+  const allocations = AllocationStateFile.open(opts.stateDir ?? DEFAULT_STATE_DIR, { logger, writable: persist });
+  return SOURCE_KINDS.find((k) => k.matches(opts.source))!.create(opts, { logger, allocations });
+}
+
+/** SHEPHERD_API_TOKEN, trimmed as Shepherd trims it; undefined when unset or empty. */
+function shepherdToken(): string | undefined {
+  const token = process.env.SHEPHERD_API_TOKEN?.trim();
+  return token === undefined || token === '' ? undefined : token;
+}

@@ -1,0 +1,98 @@
+/**
+ * `drover run --source shepherd+http://…` end to end, against the test
+ * double of Shepherd's API server (test/support/shepherd-api.ts) on this
+ * process's loopback, programming a fresh network namespace (`--netns`:
+ * drover itself, and so its HTTP client, stays in this namespace).
+ */
+import test from 'ava';
+import { spawn } from 'node:child_process';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { run } from '../../src/testbed/exec.ts';
+import { withNetns } from '../../src/testbed/netns.ts';
+import { testbedUnavailableReason } from '../../src/testbed/topology.ts';
+import { FakeShepherd, shepherdService } from '../support/shepherd-api.ts';
+
+const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+const DROVER = join(ROOT, 'bin/drover.js');
+const unavailable = await testbedUnavailableReason();
+
+async function until(what: string, check: () => Promise<boolean>, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+const web = (endpoints: string[]) => shepherdService('default', 'web', [{ name: 'http', port: 80, target_port: 8080, protocol: 'tcp' }], endpoints);
+
+if (unavailable) {
+  test.skip(`drover run against Shepherd skipped: ${unavailable}`, () => {});
+} else {
+  test.serial('run follows a Shepherd API server, syncs only on change, and keeps everything while the server is away', async (t) => {
+    const server = await FakeShepherd.start({ token: 'tok' });
+    const dir = await mkdtemp(join(tmpdir(), 'drover-shepherd-'));
+    t.teardown(async () => {
+      await server.stop().catch(() => undefined);
+      await rm(dir, { recursive: true, force: true });
+    });
+    server.set('default', [web(['10.244.2.2:8080', '10.244.2.3:8080'])]);
+    server.set('shop', [shepherdService('shop', 'api', [{ port: 9090, target_port: 9090 }], ['10.244.3.2:9090'])]);
+    const status = join(dir, 'status.json');
+    await withNetns(async (netns) => {
+      const save = async () => (await run('iptables-nft-save', ['-t', 'nat'], { netns })).stdout;
+      const child = spawn(
+        'env',
+        [
+          'SHEPHERD_API_TOKEN=tok', process.execPath, DROVER, 'run', '--source', server.source, '--state-dir', join(dir, 'state'),
+          '--netns', netns, '--iptables-backend', 'nft', '--min-sync-period', '200ms', '--poll-interval', '200ms', '--status-file', status,
+        ],
+        { stdio: ['ignore', 'ignore', 'pipe'] },
+      );
+      let logs = '';
+      child.stderr.on('data', (b: Buffer) => (logs += b.toString()));
+      const syncs = () => logs.split('\n').filter((l) => /"msg":"(full|partial) sync done/.test(l)).length;
+      try {
+        await until('the first sync', async () => (await save()).includes('10.244.2.3:8080'), 30_000);
+        t.true((await save()).includes('shop/api cluster IP'));
+        const allocated = JSON.parse(await readFile(join(dir, 'state', 'allocations.json'), 'utf8')) as { allocations: Record<string, string> };
+        t.deepEqual(Object.keys(allocated.allocations), ['default/web', 'shop/api']);
+        t.true((await save()).includes(`-d ${allocated.allocations['default/web']}/32`));
+
+        // Polls that change nothing cause no sync.
+        const before = syncs();
+        await new Promise((r) => setTimeout(r, 1500));
+        t.is(syncs(), before, 'no sync without a change');
+
+        // An endpoint goes: a partial sync of that service port alone.
+        server.set('default', [web(['10.244.2.2:8080'])]);
+        await until('the removed endpoint to leave the kernel', async () => !(await save()).includes('10.244.2.3:8080'), 10_000);
+        await until('the partial sync log line', async () => /"changed":\["default\/web:http"\]/.test(logs), 10_000);
+
+        // The server goes away: nothing is deleted, the status file says why.
+        const programmed = await save();
+        await server.stop();
+        await until('the status file to name the failure', async () => {
+          const record = JSON.parse(await readFile(status, 'utf8').catch(() => '{}')) as { lastSync?: { incomplete?: string[] } };
+          return (record.lastSync?.incomplete ?? []).some((m) => m.includes(`${server.url}/api/v1/namespaces: `));
+        }, 10_000);
+        t.is(await save(), programmed, 'the rules are unchanged while the server is away');
+        t.regex(logs, /cannot read the Shepherd API server: .*keeping the Services last read/);
+
+        // Back without shop/api: the first whole read deletes it.
+        server.set('shop', []);
+        await server.restart();
+        await until('shop/api to leave the kernel', async () => !(await save()).includes('shop/api cluster IP'), 10_000);
+        t.true((await save()).includes('10.244.2.2:8080'));
+      } finally {
+        child.kill('SIGTERM');
+        await new Promise((r) => child.once('exit', r));
+      }
+      const cleanup = await run(process.execPath, [DROVER, 'cleanup', '--netns', netns, '--iptables-backend', 'nft'], { allowFail: true, timeoutMs: 60_000 });
+      t.is(cleanup.code, 0, cleanup.stderr);
+    });
+  });
+}
