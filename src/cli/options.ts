@@ -68,7 +68,14 @@ export type KernelOptions = {
 
 /** Options of the commands that read manifests and render rules. */
 export type RenderCliOptions = {
+  /** `--source`: a manifest file or folder, or `kubernetes` (sources/load.ts). */
   readonly source: string;
+  /** `--kubeconfig`, for `--source kubernetes` (sources/kubernetes/config.ts). */
+  readonly kubeconfig?: string;
+  /** `--hostname-override`: this node's name (default: the host name). */
+  readonly hostnameOverride?: string;
+  /** `--list-timeout` of the one-shot commands, ms: how long to wait for the first lists of an API source. */
+  readonly listTimeout?: number;
   readonly clusterCidr?: string;
   readonly masqueradeAll: boolean;
   readonly serviceCidr: string;
@@ -80,16 +87,44 @@ export type SyncCliOptions = KernelOptions & RenderCliOptions & {
   readonly syncPeriod: number;
 };
 
-/** --source, --cluster-cidr, --masquerade-all, --service-cidr. */
+/** --source, --cluster-cidr, --masquerade-all, --service-cidr, and those of the Kubernetes source. */
 export function renderOptions(): Option[] {
   return [
-    new Option('-s, --source <path>', 'manifest file or folder (JSON/YAML: Service, EndpointSlice, Endpoints, Shepherd Service)').makeOptionMandatory(),
+    new Option(
+      '-s, --source <path>',
+      'manifest file or folder (JSON/YAML: Service, EndpointSlice, Endpoints, Shepherd Service), or "kubernetes" for the Kubernetes API',
+    ).makeOptionMandatory(),
+    ...kubernetesOptions(),
     new Option('--cluster-cidr <cidr>', 'pod network; traffic to a ClusterIP from outside it is masqueraded').argParser(cidrArg),
     new Option('--masquerade-all', 'masquerade all traffic to ClusterIPs').default(false),
     new Option('--service-cidr <cidr>', 'range for ClusterIPs drover allocates (Shepherd services)')
       .default(DEFAULT_SERVICE_CIDR)
       .argParser(serviceCidrArg),
   ];
+}
+
+/** --kubeconfig, --hostname-override (kube-proxy's flags of the same names). */
+export function kubernetesOptions(): Option[] {
+  return [
+    new Option('--kubeconfig <path>', 'with --source kubernetes: kubeconfig file (default: in-cluster in a pod, else $KUBECONFIG, else ~/.kube/config)'),
+    new Option('--hostname-override <name>', "this node's name: with --source kubernetes, the Node watched for its zone (default: the host name)").argParser(
+      hostnameArg,
+    ),
+  ];
+}
+
+/** `--hostname-override`: trimmed and lower-cased, as kube-proxy does (pkg/util/node GetHostname); not empty. */
+function hostnameArg(value: string): string {
+  const name = value.trim().toLowerCase();
+  if (name === '') throw new InvalidArgumentError('the node name is empty');
+  return name;
+}
+
+/** `--list-timeout`, for the one-shot commands (render, sync --once, diff). */
+export function listTimeoutOption(): Option {
+  return new Option('--list-timeout <duration>', 'with --source kubernetes: how long to wait for the first lists of the API server before failing')
+    .default(30_000, '30s')
+    .argParser(parseDuration);
 }
 
 /** `-m, --mode`: one of the modes of the registry. */

@@ -7,7 +7,7 @@ import { StatusFileWriter } from '../proxier/status-file.ts';
 import { createLogger } from '../util/log.ts';
 import { checkSyncPeriods, kernelOptions, renderOptions, syncPeriodOptions, type SyncCliOptions } from './options.ts';
 import { modeDriver } from '../modes/registry.ts';
-import { createSource, createSyncBackend, statusFileOption, syncModeOptions, UsageError } from './setup.ts';
+import { createSource, createSyncBackend, sourcePath, statusFileOption, syncModeOptions, UsageError } from './setup.ts';
 
 /** The `run` command. */
 export function runCommand(): Command {
@@ -15,7 +15,8 @@ export function runCommand(): Command {
     .description('watch the source and keep the kernel in sync with it (the service proxy)')
     .action(async (opts: SyncCliOptions & { statusFile: string }) => {
       const statusFile = resolve(opts.statusFile);
-      if (!relative(resolve(opts.source), statusFile).startsWith('..')) {
+      const path = sourcePath(opts.source);
+      if (path !== undefined && !relative(resolve(path), statusFile).startsWith('..')) {
         // Each write would be a source change, and each change a sync.
         throw new UsageError(`--status-file ${opts.statusFile} is inside --source ${opts.source}; put it elsewhere`);
       }
@@ -23,7 +24,7 @@ export function runCommand(): Command {
       const logger = createLogger(opts.logLevel);
       const backend = await createSyncBackend(opts, logger);
       const source = createSource(opts, logger);
-      await source.load(); // a missing --source fails here, before the loop starts
+      await source.load(); // a missing --source fails here, before the loop starts (an API source waits for its first lists)
       const status = new StatusFileWriter(
         statusFile,
         {
@@ -31,7 +32,7 @@ export function runCommand(): Command {
           mode: backend.mode,
           iptablesBackend: opts.iptablesBackend,
           netns: opts.netns ?? null,
-          source: resolve(opts.source),
+          source: path !== undefined ? resolve(path) : opts.source,
           render: { clusterCidr: opts.clusterCidr ?? null, masqueradeAll: opts.masqueradeAll, serviceCidr: opts.serviceCidr },
           ipvs: null,
           ...modeDriver(opts.mode).runInfo(opts),

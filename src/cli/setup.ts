@@ -11,12 +11,12 @@ import type { RenderOptions } from '../modes/iptables/render.ts';
 import { allModes, modeDriver } from '../modes/registry.ts';
 import { renderConfig } from '../modes/shared/render-config.ts';
 import type { Backend } from '../modes/types.ts';
-import { createSource, loadSource, type LoadedSource } from '../sources/load.ts';
+import { createSource, loadSource, sourcePath, type LoadedSource } from '../sources/load.ts';
 import type { Logger } from '../util/log.ts';
 import { renderOptions, type RenderCliOptions } from './options.ts';
 import { UsageError } from './usage-error.ts';
 
-export { createSource, loadSource, renderConfig, UsageError, type LoadedSource };
+export { createSource, loadSource, renderConfig, sourcePath, UsageError, type LoadedSource };
 
 /** What createBackend reads: the kernel options, the mode's own (defaults when absent, e.g. for cleanup) and `--service-cidr`. */
 export type BackendCliOptions = ModeOptions & { readonly serviceCidr?: string };

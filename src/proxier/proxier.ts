@@ -52,6 +52,15 @@ export interface SourceRead {
    * compares the snapshot with the last one applied.
    */
   readonly changed?: ReadonlySet<string> | undefined;
+  /**
+   * ServicePortName → the times (ms since the epoch) of the changes behind
+   * this read's changes to it, oldest first, for the network programming
+   * latency (kube-proxy's network_programming_duration_seconds, measured
+   * from the EndpointSlice annotation
+   * `endpoints.kubernetes.io/last-change-trigger-time`). Only a source that
+   * knows them reports them (the Kubernetes source); absent otherwise.
+   */
+  readonly triggerTimes?: ReadonlyMap<string, readonly number[]>;
 }
 
 /**

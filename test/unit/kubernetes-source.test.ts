@@ -66,11 +66,23 @@ async function until(what: string, check: () => boolean, timeoutMs = 5000): Prom
   }
 }
 
+/** Count the source's change notifications (this starts it). */
+function notifications(src: KubernetesSource): { count: number } {
+  const c = { count: 0 };
+  src.watch(() => c.count++);
+  return c;
+}
+
+/** Wait until the source has notified a change since `mark` (a count of {@link notifications}). */
+async function notifiedSince(c: { count: number }, mark: number): Promise<void> {
+  await until('a change notification', () => c.count > mark);
+}
+
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const endpointsOf = (r: { snapshot: { services: ReadonlyMap<string, { endpoints: ReadonlyArray<{ ip: string }> }> } }, key: string) =>
   r.snapshot.services.get(key)?.endpoints.map((e) => e.ip);
 
-test('a load waits for every first list; the informers list with kube-proxy\'s selectors and watch from the list with bookmarks', async (t) => {
+test.serial('a load waits for every first list; the informers list with kube-proxy\'s selectors and watch from the list with bookmarks', async (t) => {
   const api = await world();
   api.holdLists('endpointslices');
   const src = await sourceFor(api.url);
@@ -125,7 +137,7 @@ async function freePort(): Promise<number> {
   return port;
 }
 
-test('drover started before the API server answers syncs nothing (so deletes nothing) until every list is in, then one full sync of everything', async (t) => {
+test.serial('drover started before the API server answers syncs nothing (so deletes nothing) until every list is in, then one full sync of everything', async (t) => {
   const port = await freePort();
   const src = await sourceFor(`http://127.0.0.1:${port}`);
   const backend = new RecordingBackend();
@@ -151,7 +163,7 @@ test('drover started before the API server answers syncs nothing (so deletes not
   t.deepEqual(backend.calls[0], { services: ['default/web:http'], full: true, incomplete: false });
 });
 
-test('a dropped watch is watched again from the last resourceVersion: a change made while it was down is seen exactly once', async (t) => {
+test.serial('a dropped watch is watched again from the last resourceVersion: a change made while it was down is seen exactly once', async (t) => {
   const api = await world();
   const src = await sourceFor(api.url);
   t.teardown(async () => {
@@ -179,13 +191,14 @@ test('a dropped watch is watched again from the last resourceVersion: a change m
   t.deepEqual([...again.changed!], [], 'the change is not reported twice');
 });
 
-test('a 410 ERROR event on a watch relists, and reports no change that did not happen', async (t) => {
+test.serial('a 410 ERROR event on a watch relists, and reports no change that did not happen', async (t) => {
   const api = await world();
   const src = await sourceFor(api.url);
   t.teardown(async () => {
     await src.close();
     await api.close();
   });
+  const seen = notifications(src);
   await src.load();
   await until('three watches', () => api.openWatches === 3);
   api.expire();
@@ -193,13 +206,13 @@ test('a 410 ERROR event on a watch relists, and reports no change that did not h
   await until('three watches again', () => api.openWatches === 3);
   const r = await src.load();
   t.deepEqual([...r.changed!], []);
+  const mark = seen.count;
   api.apply(slice('api-1', 'api', ['10.244.1.7']));
-  await until('the change', () => src.synced && api.openWatches === 3);
-  await sleep(200);
+  await notifiedSince(seen, mark);
   t.deepEqual([...(await src.load()).changed!], ['default/api:http']);
 });
 
-test('a watch gone too long (410 on the rewatch) relists: deletions, changes and additions made meanwhile are each seen once', async (t) => {
+test.serial('a watch gone too long (410 on the rewatch) relists: deletions, changes and additions made meanwhile are each seen once', async (t) => {
   const api = await world();
   const src = await sourceFor(api.url);
   t.teardown(async () => {
@@ -223,7 +236,7 @@ test('a watch gone too long (410 on the rewatch) relists: deletions, changes and
   t.deepEqual([...(await src.load()).changed!], []);
 });
 
-test('Services of another proxy and the slices of headless Services are not drover\'s; a Service that gains the label is removed', async (t) => {
+test.serial('Services of another proxy and the slices of headless Services are not drover\'s; a Service that gains the label is removed', async (t) => {
   const api = await world();
   api.apply(service('other', '10.96.0.20', { labels: { 'service.kubernetes.io/service-proxy-name': 'other-proxy' } }));
   // The EndpointSlice controller copies a Service's labels to its slices.
@@ -235,18 +248,20 @@ test('Services of another proxy and the slices of headless Services are not drov
     await src.close();
     await api.close();
   });
+  const seen = notifications(src);
   const r = await src.load();
   t.deepEqual([...r.snapshot.services.keys()].sort(), ['default/api:http', 'default/web:http']);
   t.deepEqual(r.warnings.map((w) => w.message), [], 'the slice of the other proxy\'s Service is not even seen');
   await until('three watches', () => api.openWatches === 3);
+  const mark = seen.count;
   api.apply(service('web', '10.96.0.10', { labels: { 'service.kubernetes.io/service-proxy-name': 'other-proxy' } }));
-  await sleep(300);
+  await notifiedSince(seen, mark);
   const after = await src.load();
   t.deepEqual([...after.changed!], ['default/web:http']);
   t.deepEqual([...after.snapshot.services.keys()], ['default/api:http']);
 });
 
-test('a bad object is skipped with one error naming it, the rest is served, and the read is incomplete; a later valid version clears it', async (t) => {
+test.serial('a bad object is skipped with one error naming it, the rest is served, and the read is incomplete; a later valid version clears it', async (t) => {
   const api = await world();
   api.apply(service('bad', '10.96.0.30'));
   api.apply(slice('bad-1', 'bad', ['10.244.3.1'], { port: 70000 }));
@@ -255,26 +270,29 @@ test('a bad object is skipped with one error naming it, the rest is served, and 
     await src.close();
     await api.close();
   });
+  const seen = notifications(src);
   const r = await src.load();
   t.deepEqual(r.errors.map((e) => e.message), ['kubernetes: EndpointSlice default/bad-1: ports[0].port: 70000 is out of range 1-65535']);
   t.deepEqual(r.incomplete, ['kubernetes: EndpointSlice default/bad-1: ports[0].port: 70000 is out of range 1-65535']);
   t.deepEqual(endpointsOf(r, 'default/web:http'), ['10.244.1.1']);
   t.deepEqual(endpointsOf(r, 'default/bad:http'), []);
   await until('three watches', () => api.openWatches === 3);
+  let mark = seen.count;
   api.apply(slice('web-1', 'web', ['10.244.1.1'], { port: 'x' }));
-  await sleep(300);
+  await notifiedSince(seen, mark);
   const kept = await src.load();
   t.deepEqual(endpointsOf(kept, 'default/web:http'), ['10.244.1.1'], 'the last valid version is kept');
   t.true(kept.errors.some((e) => e.message.startsWith('kubernetes: EndpointSlice default/web-1: ports[0].port: ') && e.message.endsWith('keeping the last valid version')));
+  mark = seen.count;
   api.apply(slice('web-1', 'web', ['10.244.1.1']));
   api.apply(slice('bad-1', 'bad', ['10.244.3.1']));
-  await sleep(300);
+  await until('both changes', () => seen.count >= mark + 2);
   const whole = await src.load();
   t.deepEqual(whole.incomplete, []);
   t.deepEqual(endpointsOf(whole, 'default/bad:http'), ['10.244.3.1']);
 });
 
-test('a Node update that changes nothing drover reads (a status heartbeat) is no change; its zone label is', async (t) => {
+test.serial('a Node update that changes nothing drover reads (a status heartbeat) is no change; its zone label is', async (t) => {
   const api = await world();
   const src = await sourceFor(api.url);
   let changes = 0;
@@ -295,7 +313,7 @@ test('a Node update that changes nothing drover reads (a status heartbeat) is no
   t.is((await src.load()).snapshot.node?.zone, 'zone-b');
 });
 
-test('each EndpointSlice change reports its last-change-trigger-time for the service ports it changed; times from before the start are not', async (t) => {
+test.serial('each EndpointSlice change reports its last-change-trigger-time for the service ports it changed; times from before the start are not', async (t) => {
   const api = await world();
   api.apply(slice('web-1', 'web', ['10.244.1.1'], { annotations: { 'endpoints.kubernetes.io/last-change-trigger-time': '2020-01-01T00:00:00Z' } }));
   const src = await sourceFor(api.url);
@@ -303,30 +321,32 @@ test('each EndpointSlice change reports its last-change-trigger-time for the ser
     await src.close();
     await api.close();
   });
+  const seen = notifications(src);
   const first = await src.load();
   t.deepEqual([...first.triggerTimes], []);
   await until('three watches', () => api.openWatches === 3);
   const when = new Date(Date.now() + 1000).toISOString();
+  const mark = seen.count;
   api.apply(slice('web-1', 'web', ['10.244.1.3'], { annotations: { 'endpoints.kubernetes.io/last-change-trigger-time': when } }));
-  await sleep(300);
+  await notifiedSince(seen, mark);
   const r = await src.load();
   t.deepEqual([...r.triggerTimes], [['default/web:http', [Date.parse(when)]]]);
   t.deepEqual([...(await src.load()).triggerTimes], []);
 });
 
-test('with a list timeout, a load fails with one error naming what was not listed', async (t) => {
+test.serial('with a list timeout, a load fails with one error naming what was not listed', async (t) => {
   const api = await world();
-  api.holdLists('endpointslices');
-  const src = await sourceFor(api.url, { listTimeoutMs: 400 });
+  api.holdLists();
+  const src = await sourceFor(api.url, { listTimeoutMs: 500 });
   t.teardown(async () => {
     await src.close();
     await api.close();
   });
   const err = await t.throwsAsync(src.load());
-  t.is(err.message, `timed out after 0.4 s waiting for the first lists from the Kubernetes API server at ${api.url}: EndpointSlices not listed yet`);
+  t.is(err.message, `timed out after 0.5 s waiting for the first lists from the Kubernetes API server at ${api.url}: Services not listed yet; EndpointSlices not listed yet; Nodes not listed yet`);
 });
 
-test('closing the source rejects a load still waiting for the first lists', async (t) => {
+test.serial('closing the source rejects a load still waiting for the first lists', async (t) => {
   const port = await freePort();
   const src = await sourceFor(`http://127.0.0.1:${port}`);
   const loading = src.load();

@@ -21,7 +21,18 @@
  * List items carry no `kind` or `apiVersion` (the API server leaves them
  * out); every object handed over has them set from the resource.
  */
-import { CoreV1Api, DiscoveryV1Api, ListWatch, Watch, type KubeConfig, type KubernetesListObject, type KubernetesObject } from '@kubernetes/client-node';
+import {
+  CoreV1Api,
+  DiscoveryV1Api,
+  ListWatch,
+  Watch,
+  type ConfigurationOptions,
+  type KubeConfig,
+  type KubernetesListObject,
+  type KubernetesObject,
+  type RequestContext,
+  type ResponseContext,
+} from '@kubernetes/client-node';
 
 /** The resources the source watches. */
 export type ResourceKind = 'Service' | 'EndpointSlice' | 'Node';
@@ -34,8 +45,8 @@ export interface Resource {
   readonly path: string;
   /** Plural for messages, e.g. "Services". */
   readonly plural: string;
-  /** One list call with the client library's typed API. */
-  list(config: KubeConfig, selector: Selectors): Promise<KubernetesListObject<KubernetesObject>>;
+  /** One list call with the client library's typed API; `signal` aborts it. */
+  list(config: KubeConfig, selector: Selectors, signal: AbortSignal): Promise<KubernetesListObject<KubernetesObject>>;
 }
 
 /** The label and field selectors of an informer (Kubernetes selector syntax). */
@@ -51,23 +62,42 @@ export const RESOURCES: Readonly<Record<ResourceKind, Resource>> = {
     apiVersion: 'v1',
     path: '/api/v1/services',
     plural: 'Services',
-    list: (config, s) => config.makeApiClient(CoreV1Api).listServiceForAllNamespaces(s),
+    list: (config, s, signal) => config.makeApiClient(CoreV1Api).listServiceForAllNamespaces(s, abortable(signal)),
   },
   EndpointSlice: {
     kind: 'EndpointSlice',
     apiVersion: 'discovery.k8s.io/v1',
     path: '/apis/discovery.k8s.io/v1/endpointslices',
     plural: 'EndpointSlices',
-    list: (config, s) => config.makeApiClient(DiscoveryV1Api).listEndpointSliceForAllNamespaces(s),
+    list: (config, s, signal) => config.makeApiClient(DiscoveryV1Api).listEndpointSliceForAllNamespaces(s, abortable(signal)),
   },
   Node: {
     kind: 'Node',
     apiVersion: 'v1',
     path: '/api/v1/nodes',
     plural: 'Nodes',
-    list: (config, s) => config.makeApiClient(CoreV1Api).listNode(s),
+    list: (config, s, signal) => config.makeApiClient(CoreV1Api).listNode(s, abortable(signal)),
   },
 };
+
+/**
+ * Request options of the typed API that make a call abortable by `signal`
+ * (a list the server does not answer would otherwise keep the process
+ * alive after the source is closed): a middleware that sets the signal on
+ * the request. The typed API expects each middleware step to return its
+ * Observable, of which it only calls `toPromise()`.
+ */
+function abortable(signal: AbortSignal): ConfigurationOptions {
+  const observable = <T>(value: T) => ({ toPromise: () => Promise.resolve(value) });
+  const middleware = {
+    pre: (context: RequestContext) => {
+      context.setSignal(signal);
+      return observable(context);
+    },
+    post: (response: ResponseContext) => observable(response),
+  };
+  return { middleware: [middleware], middlewareMergeStrategy: 'append' } as unknown as ConfigurationOptions;
+}
 
 /** An API object as the informer hands it over: `kind`, `apiVersion` and `metadata` are always set. */
 export type KubeObject = KubernetesObject & { readonly kind: string; readonly apiVersion: string; readonly metadata: NonNullable<KubernetesObject['metadata']> };
@@ -93,11 +123,31 @@ export interface Backoff {
 /** 1 s doubling to 30 s (client-go's reflector: 800 ms to 30 s). */
 export const DEFAULT_BACKOFF: Backoff = { initialMs: 1000, maxMs: 30_000 };
 
-/** The library's Watch, asking for bookmarks and a server-side timeout of 5-10 minutes on every watch. */
+/**
+ * The library's Watch, asking for bookmarks and a server-side timeout of
+ * 5-10 minutes on every watch, and that can be stopped: the library's
+ * ListWatch may start a watch after it was stopped (when stopped during a
+ * list), and learns of a watch's abort handle only once the server has
+ * answered; {@link abort} ends the current watch and any later one.
+ */
 class BookmarkWatch extends Watch {
-  override watch(...[path, query, callback, done]: Parameters<Watch['watch']>): ReturnType<Watch['watch']> {
+  private current: AbortController | undefined;
+  private stopped = false;
+
+  override async watch(...[path, query, callback, done]: Parameters<Watch['watch']>): ReturnType<Watch['watch']> {
+    this.stopped = false;
     const timeoutSeconds = 300 + Math.floor(Math.random() * 300);
-    return super.watch(path, { ...query, allowWatchBookmarks: true, timeoutSeconds }, callback, done);
+    const c = await super.watch(path, { ...query, allowWatchBookmarks: true, timeoutSeconds }, callback, done);
+    if (this.stopped) c.abort();
+    else this.current = c;
+    return c;
+  }
+
+  /** Abort the current watch, and one being opened now. */
+  abort(): void {
+    this.stopped = true;
+    this.current?.abort();
+    this.current = undefined;
   }
 }
 
@@ -108,6 +158,9 @@ export class ResourceInformer {
   /** The message of the last failure since the last success, for messages while waiting. */
   lastError: string | undefined;
   private readonly lw: ListWatch<KubernetesObject>;
+  private readonly watcher: BookmarkWatch;
+  /** Aborts the lists in flight at {@link stop}. */
+  private lists = new AbortController();
   private failures = 0;
   private timer: NodeJS.Timeout | undefined;
   private stopped = false;
@@ -120,7 +173,7 @@ export class ResourceInformer {
     private readonly backoff: Backoff = DEFAULT_BACKOFF,
   ) {
     const list = async () => {
-      const l = await resource.list(config, selectors);
+      const l = await resource.list(config, selectors, this.lists.signal);
       if (!this.stopped) {
         this.succeeded();
         this.listed = true;
@@ -128,7 +181,8 @@ export class ResourceInformer {
       }
       return l;
     };
-    this.lw = new ListWatch(resource.path, new BookmarkWatch(config), list, false, selectors.labelSelector, selectors.fieldSelector);
+    this.watcher = new BookmarkWatch(config);
+    this.lw = new ListWatch(resource.path, this.watcher, list, false, selectors.labelSelector, selectors.fieldSelector);
     const event = (handler: (o: KubeObject) => void) => (o: KubernetesObject) => {
       if (this.stopped) return;
       this.succeeded();
@@ -143,6 +197,7 @@ export class ResourceInformer {
   /** Start listing and watching; failures are retried until {@link stop}. */
   start(): void {
     this.stopped = false;
+    if (this.lists.signal.aborted) this.lists = new AbortController();
     this.lw.start().catch((err: unknown) => this.failed(err));
   }
 
@@ -151,7 +206,9 @@ export class ResourceInformer {
     this.stopped = true;
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
+    this.lists.abort();
     await this.lw.stop();
+    this.watcher.abort();
   }
 
   private typed(o: KubernetesObject): KubeObject {

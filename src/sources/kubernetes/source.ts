@@ -266,12 +266,17 @@ export class KubernetesSource {
     }
     if (r.status === 'error') {
       const error = before?.object ? r.error.withNote(KEEP_NOTE) : r.error;
-      if (before?.error?.message !== error.message) this.opts.logger.warn({ object: key }, error.message);
       this.held.set(key, { kind, object: before?.object, error, warnings: before?.warnings ?? [] });
+      if (before?.error?.message === error.message) return;
+      this.opts.logger.warn({ object: key }, error.message);
+      this.notify(); // the read is incomplete now
       return;
     }
     this.held.set(key, { kind, object: r.object, error: undefined, warnings: r.warnings });
-    if (before?.object !== undefined && isDeepStrictEqual(before.object, r.object)) return;
+    if (before?.object !== undefined && isDeepStrictEqual(before.object, r.object)) {
+      if (before.error !== undefined) this.notify(); // valid again: the read may be whole
+      return;
+    }
     for (const w of r.warnings) this.opts.logger.warn({ object: key }, w.message);
     this.pending.set(key, r.object);
     if (r.object.kind === 'EndpointSlice') this.recordTrigger(`${r.object.namespace}/${r.object.serviceName}`, o);
