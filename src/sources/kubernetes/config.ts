@@ -16,11 +16,10 @@ import { DroverError } from '../../errors.ts';
 /** The service account token of a pod: its presence (with KUBERNETES_SERVICE_HOST) means "in a cluster". */
 export const SERVICE_ACCOUNT_TOKEN = '/var/run/secrets/kubernetes.io/serviceaccount/token';
 
-/** Inputs of {@link loadKubeConfig}; the environment and the file checks are parameters for tests. */
+/** Inputs of {@link loadKubeConfig} (the environment is the process's); the home folder and the file check are parameters for tests. */
 export interface KubeConfigInput {
   /** `--kubeconfig`, when given. */
   readonly kubeconfig?: string | undefined;
-  readonly env?: NodeJS.ProcessEnv;
   readonly home?: string;
   readonly exists?: (path: string) => boolean;
 }
@@ -39,7 +38,7 @@ export interface LoadedKubeConfig {
  *   when it has no current cluster.
  */
 export function loadKubeConfig(input: KubeConfigInput = {}): LoadedKubeConfig {
-  const env = input.env ?? process.env;
+  const env = process.env;
   const exists = input.exists ?? existsSync;
   const config = new KubeConfig();
   let from: string;
