@@ -44,7 +44,7 @@ import type { ManifestError } from '../../model/errors.ts';
 import type { ParsedObject } from '../../model/parsed.ts';
 import type { Logger } from '../../util/log.ts';
 import { Decoder, type GroupKey } from '../decoder.ts';
-import type { LoadResult } from '../file.ts';
+import { loadResult, type LoadResult } from '../file.ts';
 import { KEEP_NOTE } from '../last-good.ts';
 import { describeError, RESOURCES, ResourceInformer, type Backoff, type KubeObject, type ResourceKind } from './informer.ts';
 
@@ -236,17 +236,7 @@ export class KubernetesSource {
       if (h.error) errors.push(h.error);
       for (const w of h.warnings) warnings.push(w);
     }
-    for (const e of built.errors) errors.push(e);
-    for (const w of built.warnings) warnings.push(w);
-    return {
-      snapshot: built.snapshot,
-      errors,
-      warnings,
-      allocations: built.allocations,
-      incomplete: errors.map((e) => e.message),
-      changed: built.changed,
-      triggerTimes: triggerTimesByPort(built.snapshot.services, built.changed, triggers),
-    };
+    return { ...loadResult(built, errors, warnings), triggerTimes: triggerTimesByPort(built.snapshot.services, built.changed, triggers) };
   }
 
   /** An object added or modified (see the module comment for invalid and ignored ones). */
