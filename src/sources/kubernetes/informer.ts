@@ -177,14 +177,17 @@ export class ResourceInformer {
       if (!this.stopped) {
         this.succeeded();
         this.listed = true;
+        for (const o of l.items ?? []) listed.add(o);
         this.handlers.replace((l.items ?? []).map((o) => this.typed(o)));
       }
       return l;
     };
+    // The library hands every list item over again as an add or update: the list was handed over whole already.
+    const listed = new WeakSet<object>();
     this.watcher = new BookmarkWatch(config);
     this.lw = new ListWatch(resource.path, this.watcher, list, false, selectors.labelSelector, selectors.fieldSelector);
     const event = (handler: (o: KubeObject) => void) => (o: KubernetesObject) => {
-      if (this.stopped) return;
+      if (this.stopped || listed.has(o)) return;
       this.succeeded();
       handler(this.typed(o));
     };
