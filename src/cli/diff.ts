@@ -11,7 +11,7 @@
 import { Command } from 'commander';
 import { modeDriver } from '../modes/registry.ts';
 import { EXIT, markPartial } from './exit.ts';
-import { inspectKernelOptions, renderOptions, type KernelOptions, type RenderCliOptions } from './options.ts';
+import { inspectKernelOptions, listTimeoutOption, renderOptions, type KernelOptions, type RenderCliOptions } from './options.ts';
 import { compareOptions, modeHelp } from './setup.ts';
 
 /** The `diff` command. */
@@ -36,6 +36,6 @@ export function diffCommand(): Command {
     })
     // Flag errors exit 2 as well (commander would exit 1); --help and --version exit 0.
     .exitOverride((err) => process.exit(err.exitCode === 0 ? 0 : EXIT.diffError));
-  for (const o of [...renderOptions(), ...inspectKernelOptions(), ...compareOptions()]) cmd.addOption(o);
+  for (const o of [...renderOptions(), listTimeoutOption(), ...inspectKernelOptions(), ...compareOptions()]) cmd.addOption(o);
   return cmd;
 }

@@ -75,6 +75,12 @@ export type RenderCliOptions = {
   readonly source: string;
   /** `--state-dir`: where the allocation state file is (sources/allocation-state.ts); absent: /var/lib/drover. */
   readonly stateDir?: string;
+  /** `--kubeconfig`, for `--source kubernetes` (sources/kubernetes/config.ts). */
+  readonly kubeconfig?: string;
+  /** `--hostname-override`: this node's name (default: the host name). */
+  readonly hostnameOverride?: string;
+  /** `--list-timeout` of the one-shot commands, ms: how long to wait for the first lists of an API source. */
+  readonly listTimeout?: number;
   readonly clusterCidr?: string;
   readonly masqueradeAll: boolean;
   readonly serviceCidr: string;
@@ -88,14 +94,16 @@ export type SyncCliOptions = KernelOptions & RenderCliOptions & {
   readonly fullSyncPeriod?: number;
 };
 
-/** --source, --cluster-cidr, --masquerade-all, --service-cidr, --state-dir. */
+/** --source, --cluster-cidr, --masquerade-all, --service-cidr, --state-dir, and those of the Kubernetes source. */
 export function renderOptions(): Option[] {
   return [
     new Option(
       '-s, --source <path|url>',
       'manifest file or folder (JSON/YAML: Service, EndpointSlice, Endpoints, Shepherd Service), ' +
-        'or a Shepherd API server: shepherd+http://HOST:PORT or shepherd+https://HOST:PORT (token from $SHEPHERD_API_TOKEN)',
+        'a Shepherd API server: shepherd+http://HOST:PORT or shepherd+https://HOST:PORT (token from $SHEPHERD_API_TOKEN), ' +
+        'or "kubernetes" for the Kubernetes API server',
     ).makeOptionMandatory(),
+    ...kubernetesOptions(),
     new Option('--cluster-cidr <cidr>', 'pod network; traffic to a ClusterIP from outside it is masqueraded').argParser(cidrArg),
     new Option('--masquerade-all', 'masquerade all traffic to ClusterIPs').default(false),
     new Option('--service-cidr <cidr>', 'range for ClusterIPs drover allocates (Shepherd services)')
@@ -123,6 +131,30 @@ export function pollIntervalOption(): Option {
   return new Option('--poll-interval <duration>', 'time between two polls of a Shepherd API server (a sync follows only a poll that changed something)')
     .default(DEFAULT_POLL_INTERVAL_MS, '5s')
     .argParser(pollIntervalArg);
+}
+
+/** --kubeconfig, --hostname-override (kube-proxy's flags of the same names). */
+export function kubernetesOptions(): Option[] {
+  return [
+    new Option('--kubeconfig <path>', 'with --source kubernetes: kubeconfig file (default: in-cluster in a pod, else $KUBECONFIG, else ~/.kube/config)'),
+    new Option('--hostname-override <name>', "this node's name: with --source kubernetes, the Node watched for its zone (default: the host name)").argParser(
+      hostnameArg,
+    ),
+  ];
+}
+
+/** `--hostname-override`: trimmed and lower-cased, as kube-proxy does (pkg/util/node GetHostname); not empty. */
+function hostnameArg(value: string): string {
+  const name = value.trim().toLowerCase();
+  if (name === '') throw new InvalidArgumentError('the node name is empty');
+  return name;
+}
+
+/** `--list-timeout`, for the one-shot commands (render, sync --once, diff). */
+export function listTimeoutOption(): Option {
+  return new Option('--list-timeout <duration>', 'with --source kubernetes: how long to wait for the first lists of the API server before failing')
+    .default(30_000, '30s')
+    .argParser(parseDuration);
 }
 
 /** `-m, --mode`: one of the modes of the registry. */

@@ -9,10 +9,9 @@ import { Command } from 'commander';
 import { clusterEndpoints } from '../model/policy.ts';
 import type { Endpoint, Snapshot } from '../model/types.ts';
 import { modeDriver } from '../modes/registry.ts';
-import { silentLogger } from '../util/log.ts';
 import { EXIT, markPartial } from './exit.ts';
-import { modeOption, renderOptions, type RenderCliOptions } from './options.ts';
-import { compareOptions, createSource, modeHelp } from './setup.ts';
+import { listTimeoutOption, modeOption, renderOptions, type RenderCliOptions } from './options.ts';
+import { compareOptions, loadSource, modeHelp } from './setup.ts';
 
 /**
  * The `#` header lines: one per service port (key, ClusterIP:port/protocol,
@@ -45,14 +44,14 @@ export function renderCommand(): Command {
     )
     .addOption(modeOption())
     .action(async (opts: RenderCliOptions & { mode: string }) => {
-      const loaded = await createSource(opts, silentLogger(), { persist: false }).load();
-      for (const e of [...loaded.errors, ...loaded.warnings]) process.stderr.write(`drover: ${e.message}\n`);
+      const loaded = await loadSource(opts);
+      for (const p of loaded.problems) process.stderr.write(`drover: ${p}\n`);
       const rendered = modeDriver(opts.mode).render(loaded.snapshot, opts, serviceSummary(loaded.snapshot));
       for (const line of rendered.leftOut) process.stderr.write(`drover: ${line}\n`);
       if (rendered.leftOut.length > 0) process.exitCode = EXIT.partial;
       process.stdout.write(rendered.text);
       markPartial(loaded.incomplete);
     });
-  for (const o of [...renderOptions(), ...compareOptions()]) cmd.addOption(o);
+  for (const o of [...renderOptions(), listTimeoutOption(), ...compareOptions()]) cmd.addOption(o);
   return cmd;
 }

@@ -3,7 +3,7 @@ import { configOption } from './config-file.ts';
 import { Command, Option } from 'commander';
 import { Proxier } from '../proxier/proxier.ts';
 import { createLogger } from '../util/log.ts';
-import { kernelOptions, renderOptions, type SyncCliOptions } from './options.ts';
+import { kernelOptions, listTimeoutOption, renderOptions, type SyncCliOptions } from './options.ts';
 import { markPartial } from './exit.ts';
 import { createSource, createSyncBackend, syncModeOptions, UsageError } from './setup.ts';
 
@@ -16,10 +16,15 @@ export function syncCommand(): Command {
       if (!opts.once) throw new UsageError('drover sync needs --once (for the sync loop, use drover run)');
       const logger = createLogger(opts.logLevel);
       const backend = await createSyncBackend(opts, logger);
-      const proxier = new Proxier({ source: createSource(opts, logger, { persist: true }), backend, logger, minSyncPeriodMs: 0, syncPeriodMs: 0 });
-      await proxier.syncOnce({ full: true });
+      const source = createSource(opts, logger, { persist: true });
+      const proxier = new Proxier({ source, backend, logger, minSyncPeriodMs: 0, syncPeriodMs: 0 });
+      try {
+        await proxier.syncOnce({ full: true });
+      } finally {
+        await source.close();
+      }
       markPartial(proxier.last?.incomplete ?? []);
     });
-  for (const o of [...renderOptions(), ...kernelOptions(), ...syncModeOptions(), configOption()]) cmd.addOption(o);
+  for (const o of [...renderOptions(), listTimeoutOption(), ...kernelOptions(), ...syncModeOptions(), configOption()]) cmd.addOption(o);
   return cmd;
 }

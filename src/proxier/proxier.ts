@@ -54,13 +54,14 @@ export interface SourceRead {
    */
   readonly changed?: ReadonlySet<string> | undefined;
   /**
-   * When each changed service port's change was made at the source, ms
-   * since the epoch (the Kubernetes source: the EndpointSlice annotation
-   * `endpoints.kubernetes.io/last-change-trigger-time`), for
-   * `network_programming_duration_seconds`. A source that cannot tell
-   * leaves it out.
+   * ServicePortName → the times (ms since the epoch) of the changes behind
+   * this read's changes to it, oldest first, for the network programming
+   * latency (kube-proxy's network_programming_duration_seconds, measured
+   * from the EndpointSlice annotation
+   * `endpoints.kubernetes.io/last-change-trigger-time`). Only a source that
+   * knows them reports them (the Kubernetes source); absent otherwise.
    */
-  readonly triggerTimes?: ReadonlyMap<string, number>;
+  readonly triggerTimes?: ReadonlyMap<string, readonly number[]>;
 }
 
 /**
@@ -122,10 +123,11 @@ export interface LastSync {
   readonly changes?: ChangeCounts;
   /**
    * On success: when the changes this sync programmed were made at the
-   * source (SourceRead.triggerTimes), ms since the epoch, one per service
-   * port and the earliest since the last successful sync.
+   * source (SourceRead.triggerTimes), ms since the epoch, per service port:
+   * every one reported since the last successful sync, each observed once
+   * in `network_programming_duration_seconds` as kube-proxy does.
    */
-  readonly triggerTimes?: ReadonlyMap<string, number>;
+  readonly triggerTimes?: ReadonlyMap<string, readonly number[]>;
   /** On success: the snapshot the kernel now holds. */
   readonly snapshot?: Snapshot;
 }
@@ -176,8 +178,8 @@ export class Proxier {
   private fullRequested = false;
   /** The snapshot of the last read (for counting what a read changed). */
   private lastRead: Snapshot | undefined;
-  /** Earliest source change time per service port not yet programmed (SourceRead.triggerTimes). */
-  private triggers = new Map<string, number>();
+  /** Source change times per service port not yet programmed (SourceRead.triggerTimes). */
+  private triggers = new Map<string, number[]>();
   /** The last sync attempt, for status reporting. */
   last: LastSync | undefined;
 
@@ -297,9 +299,10 @@ export class Proxier {
   private countRead(read: SourceRead): ChangeCounts {
     const before = this.lastRead;
     this.lastRead = read.snapshot;
-    for (const [key, at] of read.triggerTimes ?? []) {
+    for (const [key, times] of read.triggerTimes ?? []) {
       const known = this.triggers.get(key);
-      if (known === undefined || at < known) this.triggers.set(key, at);
+      if (known) known.push(...times);
+      else this.triggers.set(key, [...times]);
     }
     const keys = read.changed ?? (before ? changedServicePorts(before, read.snapshot) : read.snapshot.services.keys());
     return countChanges(before, read.snapshot, keys);

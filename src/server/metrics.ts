@@ -123,9 +123,11 @@ export class ProxyMetrics {
     if (last.error === undefined) {
       this.pending = { services: 0, endpoints: 0 };
       this.lastTimestamp.set(last.at / 1000);
-      for (const at of last.triggerTimes?.values() ?? []) {
-        const latency = (last.at - at) / 1000;
-        if (latency >= 0) this.programming.observe(latency);
+      for (const times of last.triggerTimes?.values() ?? []) {
+        for (const at of times) {
+          const latency = (last.at - at) / 1000;
+          if (latency >= 0) this.programming.observe(latency);
+        }
       }
       if (last.snapshot) {
         const counts = noLocalEndpoints(last.snapshot);

@@ -21,7 +21,7 @@ import type { ManifestError } from '../model/errors.ts';
 import type { Allocation } from '../model/normalise.ts';
 import type { ParsedObject } from '../model/parsed.ts';
 import type { Snapshot } from '../model/types.ts';
-import { Decoder, type AllocationMemory } from './decoder.ts';
+import { Decoder, type AllocationMemory, type DecodeResult } from './decoder.ts';
 import { LastKnownGood } from './last-good.ts';
 import { ManifestCache, readManifests } from './manifests.ts';
 import { ManifestWatcher } from './watch.ts';
@@ -64,6 +64,17 @@ export interface LoadResult {
    * since the last load that succeeded.
    */
   readonly changed: ReadonlySet<string> | undefined;
+}
+
+/**
+ * The {@link LoadResult} of one Decoder apply: the transport's own `errors`
+ * and `warnings` (these arrays are extended, not copied) followed by the
+ * Decoder's, and the read is incomplete while there is any error.
+ */
+export function loadResult(built: DecodeResult, errors: ManifestError[], warnings: ManifestError[]): LoadResult {
+  for (const e of built.errors) errors.push(e);
+  for (const w of built.warnings) warnings.push(w);
+  return { snapshot: built.snapshot, errors, warnings, allocations: built.allocations, incomplete: errors.map((e) => e.message), changed: built.changed };
 }
 
 /** Watches and reads a manifest file or folder; see the module comment. */
@@ -118,21 +129,13 @@ export class FileSource {
     }
     const built = this.decoder.apply(fileChanges(this.served, byFile));
     this.served = byFile;
-    for (const e of built.errors) errors.push(e);
-    for (const w of built.warnings) warnings.push(w);
-    this.logResult(errors, warnings, built.allocations);
+    const result = loadResult(built, errors, warnings);
+    this.logResult(result.errors, result.warnings, built.allocations);
     this.logNotes(built.notes);
     for (const o of objects) {
       if (o.kind === 'Service' && o.unproxiedReason) this.logger.debug({ service: `${o.namespace}/${o.name}` }, `service ${o.namespace}/${o.name} is ${o.unproxiedReason}`);
     }
-    return {
-      snapshot: built.snapshot,
-      errors,
-      warnings,
-      allocations: built.allocations,
-      incomplete: errors.map((e) => e.message),
-      changed: built.changed,
-    };
+    return result;
   }
 
   private logResult(errors: readonly ManifestError[], warnings: readonly ManifestError[], allocations: readonly Allocation[]): void {

@@ -1,4 +1,4 @@
-/** Reading the source of a command once, as a sync of `drover run` with the same flags would. */
+/** Choosing and reading the source of a command (`--source`), as a sync of `drover run` with the same flags would. */
 import type { RenderCliOptions } from '../cli/options.ts';
 import type { Snapshot } from '../model/types.ts';
 import { silentLogger } from '../util/log.ts';
@@ -15,13 +15,21 @@ export interface LoadedSource {
   readonly incomplete: readonly string[];
 }
 
+/** How long a one-shot read waits for an API source's first lists when no `--list-timeout` is given, ms. */
+export const DEFAULT_LIST_TIMEOUT_MS = 30_000;
+
 /**
- * Read the source as a sync of `drover run` with the same flags would (the
- * allocation state file is read, not written).
+ * Read the source once, as a sync of `drover run` with the same flags would
+ * (the allocation state file is read, not written), and close it.
  * @throws Error when the source path is missing, the source server cannot
- *   be read, or the service CIDR is invalid.
+ *   be read (an API source: within the list timeout), or the service CIDR is invalid.
  */
 export async function loadSource(opts: RenderCliOptions): Promise<LoadedSource> {
-  const loaded = await createSource(opts, silentLogger(), { persist: false }).load();
-  return { snapshot: loaded.snapshot, problems: [...loaded.errors, ...loaded.warnings].map((e) => e.message), incomplete: loaded.incomplete };
+  const source = createSource({ ...opts, listTimeout: opts.listTimeout ?? DEFAULT_LIST_TIMEOUT_MS }, silentLogger(), { persist: false });
+  try {
+    const loaded = await source.load();
+    return { snapshot: loaded.snapshot, problems: [...loaded.errors, ...loaded.warnings].map((e) => e.message), incomplete: loaded.incomplete };
+  } finally {
+    await source.close();
+  }
 }

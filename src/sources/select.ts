@@ -1,7 +1,8 @@
 /**
- * Which source a `--source` value names, in one table: a value with a
- * source scheme (`shepherd+http://HOST:PORT`, `shepherd+https://HOST:PORT`)
- * names that source; anything else is a manifest file or folder.
+ * Which source a `--source` value names, in one table: `kubernetes` names
+ * the Kubernetes API server (sources/kubernetes/); a value with a source
+ * scheme (`shepherd+http://HOST:PORT`, `shepherd+https://HOST:PORT`) names
+ * that source; anything else is a manifest file or folder.
  */
 import type { RenderCliOptions } from '../cli/options.ts';
 import type { DroverError } from '../errors.ts';
@@ -11,6 +12,7 @@ import type { Logger } from '../util/log.ts';
 import { AllocationStateFile, DEFAULT_STATE_DIR } from './allocation-state.ts';
 import type { AllocationMemory } from './decoder.ts';
 import { FileSource } from './file.ts';
+import { createKubernetesSource, KUBERNETES_SOURCE } from './kubernetes/create.ts';
 import { SHEPHERD_SCHEME, shepherdBaseURL } from './shepherd-api.ts';
 import { ShepherdSource } from './shepherd.ts';
 
@@ -43,13 +45,19 @@ interface SourceContext {
 
 /** One kind of source: which `--source` values it takes, and how it is made. */
 interface SourceKind {
-  readonly name: 'file' | 'shepherd';
+  readonly name: 'file' | 'shepherd' | 'kubernetes';
   readonly matches: (value: string) => boolean;
   readonly create: (opts: SourceOptions, ctx: SourceContext) => Source;
 }
 
 /** Every kind of source, the first that matches wins (so the file source, which takes any value, is last). */
 const SOURCE_KINDS: readonly SourceKind[] = [
+  {
+    name: 'kubernetes',
+    matches: (value) => value === KUBERNETES_SOURCE,
+    // Kubernetes Services carry their ClusterIPs: nothing to allocate or remember.
+    create: (opts, ctx) => createKubernetesSource(opts, ctx.logger),
+  },
   {
     name: 'shepherd',
     matches: (value) => value.toLowerCase().startsWith(SHEPHERD_SCHEME),

@@ -71,7 +71,7 @@ test("metrics: kube-proxy's names are served, and their values follow the syncs"
   t.true(Math.abs(firstSync - Date.now() / 1000) < 60);
 
   // One endpoint added, made at the source 2 s ago.
-  w.set({ snapshot: snap(a(['10.180.0.1:80', '10.180.0.2:80']), b), changed: new Set(['ns/a:http']), triggerTimes: new Map([['ns/a:http', Date.now() - 2000]]) });
+  w.set({ snapshot: snap(a(['10.180.0.1:80', '10.180.0.2:80']), b), changed: new Set(['ns/a:http']), triggerTimes: new Map([['ns/a:http', [Date.now() - 2000]]]) });
   await w.proxier.syncOnce();
   text = await scrape();
   t.is(sample(text, 'kubeproxy_sync_partial_proxy_rules_duration_seconds_count'), 1);

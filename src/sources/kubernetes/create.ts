@@ -1,0 +1,29 @@
+/** The Kubernetes source as the command line asks for it: `--source kubernetes` with its flags. */
+import { hostname } from 'node:os';
+import type { RenderCliOptions } from '../../cli/options.ts';
+import type { Logger } from '../../util/log.ts';
+import { loadKubeConfig } from './config.ts';
+import { KubernetesSource } from './source.ts';
+
+/** The `--source` value of the Kubernetes API. */
+export const KUBERNETES_SOURCE = 'kubernetes';
+
+/**
+ * A {@link KubernetesSource} for the flags: the kubeconfig of config.ts,
+ * the node `--hostname-override` names (default: this host's name,
+ * trimmed and lower-cased as kube-proxy does), and `--list-timeout` for the
+ * one-shot commands (absent: wait as long as it takes, as `drover run`).
+ * Connects to nothing until the first load or watch.
+ * @throws DroverError when the kubeconfig cannot be read; Error on a bad service CIDR.
+ */
+export function createKubernetesSource(opts: RenderCliOptions, logger: Logger): KubernetesSource {
+  const { config, server } = loadKubeConfig({ kubeconfig: opts.kubeconfig });
+  return new KubernetesSource({
+    config,
+    server,
+    nodeName: opts.hostnameOverride ?? hostname().trim().toLowerCase(),
+    serviceCIDR: opts.serviceCidr,
+    logger,
+    listTimeoutMs: opts.listTimeout,
+  });
+}

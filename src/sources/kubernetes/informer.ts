@@ -1,0 +1,247 @@
+/**
+ * One informer of the Kubernetes source: the client library's ListWatch
+ * (list, then watch from the list's resourceVersion) on one resource, with
+ * what drover adds to it:
+ *
+ *   - watch bookmarks (`allowWatchBookmarks=true`) and a server-side watch
+ *     timeout of 5-10 minutes, as client-go's reflector asks for
+ *     (tools/cache/reflector.go), so that a watch is renewed from a recent
+ *     resourceVersion instead of hanging on a half-open connection;
+ *   - restarts: the library stops an informer on any error but a 410 Gone
+ *     (a dropped watch connection, a failed list, an unreachable server).
+ *     Each failure is reported and the informer restarted after a backoff
+ *     of 1 s doubling up to 30 s (reset once a list or a watch event
+ *     arrives); the restart watches again from the last resourceVersion
+ *     seen, so no event is lost, and a server that answers 410 Gone to that
+ *     (or sends a 410 ERROR event) makes the library list again;
+ *   - every list (the first one and each relist) is handed over whole
+ *     ({@link InformerHandlers.replace}), so the source can compare it with
+ *     what it holds and see what was deleted while the watch was gone.
+ *
+ * List items carry no `kind` or `apiVersion` (the API server leaves them
+ * out); every object handed over has them set from the resource.
+ */
+import {
+  CoreV1Api,
+  DiscoveryV1Api,
+  ListWatch,
+  Watch,
+  type ConfigurationOptions,
+  type KubeConfig,
+  type KubernetesListObject,
+  type KubernetesObject,
+  type RequestContext,
+  type ResponseContext,
+} from '@kubernetes/client-node';
+
+/** The resources the source watches. */
+export type ResourceKind = 'Service' | 'EndpointSlice' | 'Node';
+
+/** What the source needs to know of one resource. */
+export interface Resource {
+  readonly kind: ResourceKind;
+  readonly apiVersion: string;
+  /** Collection path, e.g. "/api/v1/services" (all namespaces). */
+  readonly path: string;
+  /** Plural for messages, e.g. "Services". */
+  readonly plural: string;
+  /** One list call with the client library's typed API; `signal` aborts it. */
+  list(config: KubeConfig, selector: Selectors, signal: AbortSignal): Promise<KubernetesListObject<KubernetesObject>>;
+}
+
+/** The label and field selectors of an informer (Kubernetes selector syntax). */
+export interface Selectors {
+  readonly labelSelector?: string;
+  readonly fieldSelector?: string;
+}
+
+/** The three resources, after kube-proxy's informers (cmd/kube-proxy/app/server.go). */
+export const RESOURCES: Readonly<Record<ResourceKind, Resource>> = {
+  Service: {
+    kind: 'Service',
+    apiVersion: 'v1',
+    path: '/api/v1/services',
+    plural: 'Services',
+    list: (config, s, signal) => config.makeApiClient(CoreV1Api).listServiceForAllNamespaces(s, abortable(signal)),
+  },
+  EndpointSlice: {
+    kind: 'EndpointSlice',
+    apiVersion: 'discovery.k8s.io/v1',
+    path: '/apis/discovery.k8s.io/v1/endpointslices',
+    plural: 'EndpointSlices',
+    list: (config, s, signal) => config.makeApiClient(DiscoveryV1Api).listEndpointSliceForAllNamespaces(s, abortable(signal)),
+  },
+  Node: {
+    kind: 'Node',
+    apiVersion: 'v1',
+    path: '/api/v1/nodes',
+    plural: 'Nodes',
+    list: (config, s, signal) => config.makeApiClient(CoreV1Api).listNode(s, abortable(signal)),
+  },
+};
+
+/**
+ * Request options of the typed API that make a call abortable by `signal`
+ * (a list the server does not answer would otherwise keep the process
+ * alive after the source is closed): a middleware that sets the signal on
+ * the request. The typed API expects each middleware step to return its
+ * Observable, of which it only calls `toPromise()`.
+ */
+function abortable(signal: AbortSignal): ConfigurationOptions {
+  const observable = <T>(value: T) => ({ toPromise: () => Promise.resolve(value) });
+  const middleware = {
+    pre: (context: RequestContext) => {
+      context.setSignal(signal);
+      return observable(context);
+    },
+    post: (response: ResponseContext) => observable(response),
+  };
+  return { middleware: [middleware], middlewareMergeStrategy: 'append' } as unknown as ConfigurationOptions;
+}
+
+/** An API object as the informer hands it over: `kind`, `apiVersion` and `metadata` are always set. */
+export type KubeObject = KubernetesObject & { readonly kind: string; readonly apiVersion: string; readonly metadata: NonNullable<KubernetesObject['metadata']> };
+
+/** What an informer reports. Handlers must not throw. */
+export interface InformerHandlers {
+  /** An object was added or modified. */
+  upsert(o: KubeObject): void;
+  /** An object was deleted (or left the selectors). */
+  remove(o: KubeObject): void;
+  /** A list returned `items`: every object of the resource now; what is held and not among them is gone. The informer counts as listed already. */
+  replace(items: KubeObject[]): void;
+  /** The informer failed; it restarts after `retryInMs`. */
+  error(err: Error, retryInMs: number): void;
+}
+
+/** Backoff of informer restarts, in milliseconds. */
+export interface Backoff {
+  readonly initialMs: number;
+  readonly maxMs: number;
+}
+
+/** 1 s doubling to 30 s (client-go's reflector: 800 ms to 30 s). */
+export const DEFAULT_BACKOFF: Backoff = { initialMs: 1000, maxMs: 30_000 };
+
+/**
+ * The library's Watch, asking for bookmarks and a server-side timeout of
+ * 5-10 minutes on every watch, and that can be stopped: the library's
+ * ListWatch may start a watch after it was stopped (when stopped during a
+ * list), and learns of a watch's abort handle only once the server has
+ * answered; {@link abort} ends the current watch and any later one.
+ */
+class BookmarkWatch extends Watch {
+  private current: AbortController | undefined;
+  private stopped = false;
+
+  override async watch(...[path, query, callback, done]: Parameters<Watch['watch']>): ReturnType<Watch['watch']> {
+    this.stopped = false;
+    const timeoutSeconds = 300 + Math.floor(Math.random() * 300);
+    const c = await super.watch(path, { ...query, allowWatchBookmarks: true, timeoutSeconds }, callback, done);
+    if (this.stopped) c.abort();
+    else this.current = c;
+    return c;
+  }
+
+  /** Abort the current watch, and one being opened now. */
+  abort(): void {
+    this.stopped = true;
+    this.current?.abort();
+    this.current = undefined;
+  }
+}
+
+/** See the module comment. */
+export class ResourceInformer {
+  /** True once a first list has been handed over. */
+  listed = false;
+  /** The message of the last failure since the last success, for messages while waiting. */
+  lastError: string | undefined;
+  private readonly lw: ListWatch<KubernetesObject>;
+  private readonly watcher: BookmarkWatch;
+  /** Aborts the lists in flight at {@link stop}. */
+  private lists = new AbortController();
+  private failures = 0;
+  private timer: NodeJS.Timeout | undefined;
+  private stopped = false;
+
+  constructor(
+    readonly resource: Resource,
+    config: KubeConfig,
+    selectors: Selectors,
+    private readonly handlers: InformerHandlers,
+    private readonly backoff: Backoff = DEFAULT_BACKOFF,
+  ) {
+    const list = async () => {
+      const l = await resource.list(config, selectors, this.lists.signal);
+      if (!this.stopped) {
+        this.succeeded();
+        this.listed = true;
+        for (const o of l.items ?? []) listed.add(o);
+        this.handlers.replace((l.items ?? []).map((o) => this.typed(o)));
+      }
+      return l;
+    };
+    // The library hands every list item over again as an add or update: the list was handed over whole already.
+    const listed = new WeakSet<object>();
+    this.watcher = new BookmarkWatch(config);
+    this.lw = new ListWatch(resource.path, this.watcher, list, false, selectors.labelSelector, selectors.fieldSelector);
+    const event = (handler: (o: KubeObject) => void) => (o: KubernetesObject) => {
+      if (this.stopped || listed.has(o)) return;
+      this.succeeded();
+      handler(this.typed(o));
+    };
+    this.lw.on('add', event((o) => this.handlers.upsert(o)));
+    this.lw.on('update', event((o) => this.handlers.upsert(o)));
+    this.lw.on('delete', event((o) => this.handlers.remove(o)));
+    this.lw.on('error', (err?: unknown) => this.failed(err));
+  }
+
+  /** Start listing and watching; failures are retried until {@link stop}. */
+  start(): void {
+    this.stopped = false;
+    if (this.lists.signal.aborted) this.lists = new AbortController();
+    this.lw.start().catch((err: unknown) => this.failed(err));
+  }
+
+  /** Stop watching and retrying. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = undefined;
+    this.lists.abort();
+    await this.lw.stop();
+    this.watcher.abort();
+  }
+
+  private typed(o: KubernetesObject): KubeObject {
+    return { ...o, kind: this.resource.kind, apiVersion: this.resource.apiVersion, metadata: o.metadata ?? {} };
+  }
+
+  private succeeded(): void {
+    this.failures = 0;
+    this.lastError = undefined;
+  }
+
+  private failed(err: unknown): void {
+    if (this.stopped || this.timer) return;
+    const e = err instanceof Error ? err : new Error(String(err));
+    this.lastError = describeError(e);
+    const delay = Math.min(this.backoff.maxMs, this.backoff.initialMs * 2 ** this.failures);
+    this.failures++;
+    this.handlers.error(e, delay);
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      if (!this.stopped) this.lw.start().catch((er: unknown) => this.failed(er));
+    }, delay);
+  }
+}
+
+/** One line for an error of the client library: its message, with the HTTP status or error code when it has one. */
+export function describeError(e: Error): string {
+  const x = e as Error & { code?: unknown; statusCode?: unknown };
+  const status = x.statusCode ?? (typeof x.code === 'number' ? x.code : undefined);
+  const code = typeof x.code === 'string' ? x.code : undefined;
+  const first = e.message.split('\n')[0] ?? '';
+  return [first, status !== undefined ? `HTTP ${String(status)}` : undefined, code].filter((s) => s !== undefined && s !== '').join(', ');
+}
