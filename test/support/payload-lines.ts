@@ -1,0 +1,64 @@
+/**
+ * What a line drover hands to the kernel may hold: the check of the
+ * hostile-input property test, for iptables-restore and ipset restore input,
+ * `drover render` output and the fakes' logs of netlink and sysctl writes.
+ */
+import { isCanonicalIPv4 } from '../../src/model/addr.ts';
+import { MARKER } from './hostile.ts';
+
+/** A ServicePortName of validated names: DNS-1123 labels "namespace/name" with an optional ":port". */
+const SERVICE_PORT_KEY = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?\/[a-z0-9]([-a-z0-9]*[a-z0-9])?(:[a-z0-9]([-a-z0-9]*[a-z0-9])?)?$/;
+const COMMENT = /--comment "([^"]*)"/g;
+/** Outside comments: the characters of options, chain names, addresses, ports, set entries and `[0:0]` counters. */
+const PLAIN = /^[A-Za-z0-9 ._:/,!=+[\]-]*$/;
+
+/** The `--comment` texts of `text`, e.g. those of the static rules of a mode. */
+export function commentsOf(text: string): Set<string> {
+  return new Set([...text.matchAll(COMMENT)].map((m) => m[1]!));
+}
+
+/**
+ * Why `comment` is not one drover writes: a static rule's comment, or
+ * "KEY", "KEY cluster IP", "KEY has no endpoints", "KEY -> IP:PORT" with KEY
+ * a service port of `keys` made of DNS-1123 labels. Undefined when it is.
+ */
+function commentProblem(comment: string, keys: ReadonlySet<string>, statics: ReadonlySet<string>): string | undefined {
+  if (statics.has(comment)) return undefined;
+  const m = /^(\S+)(?: cluster IP| has no endpoints| -> ([0-9.]+):([1-9][0-9]{0,4}))?$/.exec(comment);
+  if (!m) return `comment ${JSON.stringify(comment)} is not one drover writes`;
+  if (!SERVICE_PORT_KEY.test(m[1]!) || !keys.has(m[1]!)) return `comment names ${JSON.stringify(m[1])}, no service port of the snapshot`;
+  if (m[2] !== undefined && !isCanonicalIPv4(m[2])) return `comment holds endpoint ${JSON.stringify(m[2])}`;
+  return undefined;
+}
+
+/**
+ * Why `line` may not reach the kernel, or undefined when it may: it must be
+ * printable ASCII without {@link MARKER}; a `#` line holds no quote,
+ * backslash, backtick, `$` or `;`; any other line has double quotes only
+ * around a `--comment` drover writes (see {@link commentProblem}) and
+ * otherwise only the characters of options, names, addresses and ports.
+ */
+export function lineProblem(line: string, keys: ReadonlySet<string>, statics: ReadonlySet<string>): string | undefined {
+  if (!/^[\x20-\x7e]*$/.test(line)) return 'not printable ASCII';
+  if (line.includes(MARKER)) return 'holds a hostile string';
+  if (line.startsWith('#')) return /["'`$;\\]/.test(line) ? 'a comment line with a quote or shell character' : undefined;
+  for (const m of line.matchAll(COMMENT)) {
+    const problem = commentProblem(m[1]!, keys, statics);
+    if (problem !== undefined) return problem;
+  }
+  const rest = line.replace(COMMENT, '--comment C');
+  if (/^\*(nat|filter)$/.test(rest)) return undefined;
+  return PLAIN.test(rest) ? undefined : 'a character outside options, names, addresses and ports';
+}
+
+/** Every problem of the lines of `texts`, as "problem: line" (JSON-quoted). */
+export function payloadProblems(texts: Iterable<string>, keys: ReadonlySet<string>, statics: ReadonlySet<string>): string[] {
+  const out: string[] = [];
+  for (const text of texts) {
+    for (const line of text.split('\n')) {
+      const problem = lineProblem(line, keys, statics);
+      if (problem !== undefined) out.push(`${problem}: ${JSON.stringify(line)}`);
+    }
+  }
+  return out;
+}
