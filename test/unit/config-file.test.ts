@@ -40,11 +40,14 @@ async function refused(config: string): Promise<string> {
 test('every supported field becomes the value of its flag', async (t) => {
   const { opts, warnings } = await effective(
     `${HEAD}mode: ipvs\nclusterCIDR: 10.244.0.0/16\nmetricsBindAddress: 0.0.0.0:9100\nhealthzBindAddress: "[::1]:9101"\n` +
+      'hostnameOverride: Node-A\nclientConnection:\n  kubeconfig: /etc/drover/kubeconfig\n  qps: 5\n' +
       'iptables:\n  masqueradeAll: true\nipvs:\n  scheduler: wrr\n  syncPeriod: 1m30s\n  minSyncPeriod: 250ms\n',
   );
-  t.deepEqual(warnings, []);
+  t.deepEqual(warnings, ['drover: --config F: not supported by drover, ignored: clientConnection.qps']);
   t.like(opts, {
     mode: 'ipvs',
+    hostnameOverride: 'node-a',
+    kubeconfig: '/etc/drover/kubeconfig',
     clusterCidr: '10.244.0.0/16',
     masqueradeAll: true,
     ipvsScheduler: 'wrr',

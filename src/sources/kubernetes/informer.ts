@@ -55,6 +55,13 @@ export interface Selectors {
   readonly fieldSelector?: string;
 }
 
+/**
+ * The only API calls an informer makes on its resource: list, then watch.
+ * deploy/kubernetes/drover.yaml grants exactly these on {@link RESOURCES}
+ * (a test checks it).
+ */
+export const INFORMER_VERBS = ['list', 'watch'] as const;
+
 /** The three resources, after kube-proxy's informers (cmd/kube-proxy/app/server.go). */
 export const RESOURCES: Readonly<Record<ResourceKind, Resource>> = {
   Service: {

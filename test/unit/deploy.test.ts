@@ -1,0 +1,74 @@
+/** The deployment files: the DaemonSet's RBAC grants exactly what the Kubernetes source reads, and every command line they hold is one drover takes. */
+import test from 'ava';
+import { readFileSync } from 'node:fs';
+import { parseAllDocuments } from 'yaml';
+import { buildProgram } from '../../src/cli/program.ts';
+import { INFORMER_VERBS, RESOURCES } from '../../src/sources/kubernetes/informer.ts';
+
+const ROOT = new URL('../../', import.meta.url);
+type Obj = { kind: string; metadata: { name: string; namespace?: string }; [k: string]: unknown };
+const objects = parseAllDocuments(readFileSync(new URL('deploy/kubernetes/drover.yaml', ROOT), 'utf8')).map((d) => d.toJS() as Obj);
+const find = (kind: string) => objects.find((o) => o.kind === kind)!;
+
+/** The options `drover <args>` gets, or the error commander throws. */
+async function parsed(args: string[]): Promise<Record<string, unknown>> {
+  const program = buildProgram().exitOverride();
+  let opts: Record<string, unknown> | undefined;
+  for (const c of program.commands) c.exitOverride().action(async (o: Record<string, unknown>) => void (opts = o));
+  await program.parseAsync(['node', 'drover', ...args]);
+  if (!opts) throw new Error(`no command ran for ${args.join(' ')}`);
+  return opts;
+}
+
+test('the ClusterRole grants exactly the verbs and resources the Kubernetes source uses', (t) => {
+  const role = find('ClusterRole') as Obj & { rules: Array<{ apiGroups: string[]; resources: string[]; verbs: string[] }> };
+  const granted = new Set(role.rules.flatMap((r) => r.apiGroups.flatMap((g) => r.resources.flatMap((res) => r.verbs.map((v) => `${g}/${res}:${v}`)))));
+  const used = new Set(
+    Object.values(RESOURCES).flatMap((r) => {
+      const group = r.apiVersion.includes('/') ? r.apiVersion.split('/')[0]! : '';
+      const resource = r.path.split('/').at(-1)!;
+      return INFORMER_VERBS.map((v) => `${group}/${resource}:${v}`);
+    }),
+  );
+  t.deepEqual([...granted].sort(), [...used].sort());
+  t.deepEqual([...used].sort(), ['/nodes:list', '/nodes:watch', '/services:list', '/services:watch', 'discovery.k8s.io/endpointslices:list', 'discovery.k8s.io/endpointslices:watch']);
+});
+
+test('the binding gives the role to the service account the DaemonSet runs as', (t) => {
+  const binding = find('ClusterRoleBinding') as Obj & { roleRef: { kind: string; name: string }; subjects: Array<{ kind: string; name: string; namespace: string }> };
+  const sa = find('ServiceAccount');
+  const ds = find('DaemonSet') as Obj & { spec: { template: { spec: { serviceAccountName: string } } } };
+  t.deepEqual(binding.roleRef, { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: find('ClusterRole').metadata.name });
+  t.deepEqual(binding.subjects, [{ kind: 'ServiceAccount', name: sa.metadata.name, namespace: sa.metadata.namespace! }]);
+  t.is(ds.spec.template.spec.serviceAccountName, sa.metadata.name);
+  t.is(ds.metadata.namespace, sa.metadata.namespace);
+});
+
+test('the DaemonSet runs on the host network, privileged, with the xtables lock and the kernel modules, and a command drover takes', async (t) => {
+  const ds = find('DaemonSet') as Obj & { spec: { template: { spec: Record<string, any> } } };
+  const pod = ds.spec.template.spec;
+  t.true(pod.hostNetwork);
+  const [c] = pod.containers;
+  t.true(c.securityContext.privileged);
+  const mounts = new Map(c.volumeMounts.map((m: { name: string; mountPath: string }) => [m.mountPath, m.name]));
+  const volumes = new Map(pod.volumes.map((v: { name: string; hostPath?: { path: string } }) => [v.name, v.hostPath?.path]));
+  t.is(volumes.get(mounts.get('/run/xtables.lock')), '/run/xtables.lock');
+  t.is(volumes.get(mounts.get('/lib/modules')), '/lib/modules');
+  t.is(c.livenessProbe.httpGet.path, '/livez');
+  t.is(c.readinessProbe.httpGet.path, '/healthz');
+  const [, ...args] = (c.command as string[]).map((a) => a.replace('$(NODE_NAME)', 'node-a'));
+  const opts = await parsed(args);
+  t.like(opts, { source: 'kubernetes', config: '/etc/drover/config.yaml', hostnameOverride: 'node-a', stateDir: '/var/lib/drover' });
+  const config = find('ConfigMap') as Obj & { data: Record<string, string> };
+  t.true(config.data['config.yaml']!.includes('kind: KubeProxyConfiguration'));
+});
+
+test("the systemd unit's ExecStart is a command drover takes, and SIGHUP reloads", async (t) => {
+  const unit = readFileSync(new URL('deploy/systemd/drover.service', ROOT), 'utf8');
+  const exec = /^ExecStart=(\S+) (.*)$/m.exec(unit)!;
+  t.is(exec[1], '/opt/drover/bin/drover.js');
+  t.like(await parsed(exec[2]!.split(' ')), { config: '/etc/drover/kube-proxy.yaml', source: '/etc/drover/manifests', stateDir: '/var/lib/drover' });
+  t.regex(unit, /^ExecReload=\/bin\/kill -HUP \$MAINPID$/m);
+  t.regex(unit, /^Restart=on-failure$/m);
+  t.regex(unit, /^KillSignal=SIGTERM$/m);
+});
