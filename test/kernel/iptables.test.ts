@@ -177,8 +177,9 @@ if (unavailable) {
         const { exec, backend } = setup(netns);
         await backend.sync(snap(web(['10.244.1.2:8080'])), FULL);
         await exec.restore('*nat\n-A PREROUTING -s 192.168.7.0/24 -j KUBE-MARK-MASQ\nCOMMIT\n');
+        // 6 chains of the ruleset and the 3 canary chains (mangle, nat, filter).
         t.deepEqual(await backend.cleanup(), {
-          removed: { chain: 6, rule: 7 },
+          removed: { chain: 9, rule: 7 },
           kept: [{ table: 'nat', chain: 'KUBE-MARK-MASQ', referencedBy: ['-A PREROUTING -s 192.168.7.0/24 -j KUBE-MARK-MASQ'] }],
         });
         t.deepEqual(lines(await exec.save('nat')), [':KUBE-MARK-MASQ - [0:0]', '-A PREROUTING -s 192.168.7.0/24 -j KUBE-MARK-MASQ']);

@@ -100,7 +100,9 @@ const SITES = {
       .map((path): Site => ({ path, effect: 'reject', value: badIP })),
     // "10.96.0.1/32" is a valid source range: only hostile strings here.
     { path: ['spec', 'loadBalancerSourceRanges', 0], effect: 'reject' },
-    ...strips(['spec', 'selector', 'app'], ['spec', 'ports', 0, 'appProtocol'], ['status', 'loadBalancer', 'ingress', 0, 'hostname'], ['spec', 'externalName']),
+    // A selector is validated as the API server validates label selectors (pods.ts): a bad value skips the Service.
+    ...rejects(['spec', 'selector', 'app']),
+    ...strips(['spec', 'ports', 0, 'appProtocol'], ['status', 'loadBalancer', 'ingress', 0, 'hostname'], ['spec', 'externalName']),
     ...META_STRIPS,
     ...IGNORES,
     { path: ['apiVersion'], effect: 'ignore' },
@@ -131,7 +133,7 @@ const SITES = {
       ['spec', 'ports', 0, 'port'], ['spec', 'ports', 0, 'target_port'], ['spec', 'ports', 0, 'node_port']),
     { path: ['status', 'cluster_ip'], effect: 'reject', value: badIP },
     { path: ['status', 'endpoints', 0], effect: 'drop', value: badIP },
-    ...strips(['spec', 'selector', 'app']),
+    ...rejects(['spec', 'selector', 'app']),
     ...META_STRIPS,
     ...IGNORES,
     { path: ['apiVersion'], effect: 'ignore' },
