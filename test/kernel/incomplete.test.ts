@@ -14,6 +14,7 @@ import { fileURLToPath } from 'node:url';
 import { run } from '../../src/testbed/exec.ts';
 import { probe } from '../../src/testbed/probe.ts';
 import { createTopology, testbedUnavailableReason, type Topology } from '../../src/testbed/topology.ts';
+import { until } from '../support/wait.ts';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const DROVER = join(ROOT, 'bin/drover.js');
@@ -28,14 +29,6 @@ const OTHER = [service('other', '172.30.0.51'), slice('other', '10.180.0.2')];
 /** `other`'s Service with a syntax error (an unclosed flow map), as in a bad edit. */
 const OTHER_BROKEN = [service('other', '172.30.0.51').replace('namespace: nsd}', 'namespace: nsd'), slice('other', '10.180.0.2')];
 const docs = (...d: string[]) => d.join('---\n');
-
-async function until(what: string, check: () => Promise<boolean>, timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 if (unavailable) {
   test.skip(`incomplete-source kernel tests skipped: ${unavailable}`, () => {});

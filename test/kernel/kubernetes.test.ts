@@ -16,18 +16,11 @@ import { probe } from '../../src/testbed/probe.ts';
 import { createTopology, testbedUnavailableReason, type Topology } from '../../src/testbed/topology.ts';
 import { FakeKubeApi } from '../support/kube-api.ts';
 import { node, service, slice } from '../support/kube-objects.ts';
+import { until } from '../support/wait.ts';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const DROVER = join(ROOT, 'bin/drover.js');
 const unavailable = await testbedUnavailableReason();
-
-async function until(what: string, check: () => Promise<boolean>, timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 200));
-  }
-}
 
 if (unavailable) {
   test.skip(`Kubernetes-source kernel tests skipped: ${unavailable}`, () => {});
