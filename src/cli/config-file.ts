@@ -87,11 +87,13 @@ export interface ConfigValues {
 }
 
 /**
- * Read a KubeProxyConfiguration. Empty values (`""`, `null`, `[]`, `{}`)
- * count as not set, as in kube-proxy's defaulting.
+ * Read a KubeProxyConfiguration. Empty values (`""`, `0`, `"0s"`,
+ * `false`, `null`, `[]`, `{}`) count as not set, as in kube-proxy's
+ * defaulting, so the file kubeadm writes is read as kube-proxy reads it.
+ * `mode` is the mode in use (a `--mode` flag wins over the file's).
  * @throws ConfigFileError for a file that cannot be read or parsed, a wrong apiVersion or kind, or a field of the wrong shape.
  */
-export function readConfigFile(path: string): ConfigValues {
+export function readConfigFile(path: string, modeFlag?: string): ConfigValues {
   let text: string;
   try {
     text = readFileSync(path, 'utf8');
@@ -110,7 +112,7 @@ export function readConfigFile(path: string): ConfigValues {
   if (root.kind !== CONFIG_KIND) throw new ConfigFileError(path, 'kind', `expected ${CONFIG_KIND}, got ${JSON.stringify(root.kind)}`);
 
   const leaves = setLeaves(root);
-  const mode = typeof root.mode === 'string' && root.mode !== '' ? root.mode : 'iptables';
+  const mode = modeFlag ?? (typeof root.mode === 'string' && root.mode !== '' ? root.mode : 'iptables');
   const flags = new Map<string, { field: string; value: string | boolean }>();
   const unsupported: string[] = [];
   const take = (field: string, rule: FieldRule, value: unknown) => {
@@ -123,7 +125,7 @@ export function readConfigFile(path: string): ConfigValues {
   };
   for (const [field, value] of leaves) {
     if (IGNORED.has(field)) continue;
-    const rule = FIELDS[field];
+    const rule = Object.hasOwn(FIELDS, field) ? FIELDS[field] : undefined;
     if (rule) {
       take(field, rule, value);
       continue;
@@ -154,7 +156,8 @@ function setLeaves(root: Record<string, unknown>): Map<string, unknown> {
   const walk = (o: Record<string, unknown>, prefix: string) => {
     for (const [k, v] of Object.entries(o)) {
       const path = prefix === '' ? k : `${prefix}.${k}`;
-      if (v === null || v === '' || (Array.isArray(v) && v.length === 0)) continue;
+      // kube-proxy's defaulting: a zero, false or empty value is not set (kubeadm writes `syncPeriod: 0s`, `masqueradeBit: null`, …).
+      if (v === null || v === '' || v === 0 || v === '0' || v === false || v === '0s' || (Array.isArray(v) && v.length === 0)) continue;
       if (typeof v === 'object' && !Array.isArray(v)) walk(v as Record<string, unknown>, path);
       else out.set(path, v);
     }
@@ -183,11 +186,17 @@ export function goDurationMs(text: string): number {
  * supply the defaults of the other flags; undefined when absent.
  */
 export function configArg(args: readonly string[]): string | undefined {
+  return flagValue(args, ['--config']);
+}
+
+/** The value of the first of `names` (`--name V`, `--name=V`, `-m V`) in `args`, before any `--`; undefined when absent. */
+function flagValue(args: readonly string[], names: readonly string[]): string | undefined {
   for (let i = 0; i < args.length; i++) {
     const a = args[i]!;
     if (a === '--') return undefined;
-    if (a === '--config') return args[i + 1];
-    if (a.startsWith('--config=')) return a.slice('--config='.length);
+    if (names.includes(a)) return args[i + 1];
+    const long = names.find((n) => n.startsWith('--') && a.startsWith(`${n}=`));
+    if (long) return a.slice(long.length + 1);
   }
   return undefined;
 }
@@ -245,6 +254,6 @@ export function loadConfigFor(program: Command, argv: readonly string[], warn: (
   const path = configArg(args.slice(1));
   if (path === undefined) return;
   const elsewhere = new Set(program.commands.filter((c) => CONFIG_COMMANDS.includes(c.name())).flatMap((c) => c.options.map((o) => o.long ?? '')));
-  const unsupported = applyConfigDefaults(cmd, path, readConfigFile(path), elsewhere);
+  const unsupported = applyConfigDefaults(cmd, path, readConfigFile(path, flagValue(args.slice(1), ['--mode', '-m'])), elsewhere);
   if (unsupported.length > 0) warn(`drover: --config ${path}: not supported by drover, ignored: ${unsupported.join(', ')}`);
 }

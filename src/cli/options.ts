@@ -14,15 +14,21 @@ import { DEFAULT_POLL_INTERVAL_MS } from '../sources/shepherd.ts';
 
 /**
  * Parse a duration as kube-proxy flags take them: "500ms", "1s", "1.5s",
- * "2m", "1h", or a bare number of seconds. Returns milliseconds.
- * @throws InvalidArgumentError on anything else, or a negative value.
+ * "2m", "1h", or a bare number of seconds, at most 24 days. Returns milliseconds.
+ * @throws InvalidArgumentError on anything else, a negative value, or one longer than 24 days.
  */
 export function parseDuration(value: string): number {
   const m = /^(\d+(?:\.\d+)?)(ms|s|m|h)?$/.exec(value.trim());
   if (!m) throw new InvalidArgumentError(`"${value}" is not a duration (e.g. 500ms, 1s, 2m)`);
   const scale = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }[(m[2] ?? 's') as 'ms' | 's' | 'm' | 'h'];
-  return Math.round(Number(m[1]) * scale);
+  const ms = Math.round(Number(m[1]) * scale);
+  // Timers take at most 2^31-1 ms (about 24.8 days); a longer one would fire at once.
+  if (ms > MAX_DURATION_MS) throw new InvalidArgumentError(`"${value}" is longer than the longest duration drover takes, 24 days`);
+  return ms;
 }
+
+/** The longest duration a flag takes: Node's longest timer, 2^31-1 ms, rounded down to whole days (24). */
+export const MAX_DURATION_MS = 24 * 86_400_000;
 
 /**
  * `--cluster-cidr`: a strict IPv4 CIDR (validate.ts parseCIDR) with a prefix

@@ -40,6 +40,10 @@ export function runCommand(): Command {
       }
       checkSyncPeriods(opts);
       const logger = createLogger(opts.logLevel);
+      // SIGHUP's default action ends the process: catch it from the start (the first sync, whenever it comes, is full anyway).
+      let onHangup = () => logger.info({ signal: 'SIGHUP' }, 'full resync requested before the first sync, which is full anyway');
+      const hangup = () => onHangup();
+      process.on('SIGHUP', hangup);
       const backend = await createSyncBackend(opts, logger);
       const source = createSource(opts, logger, { persist: true });
       // A missing --source path fails here, before the loop starts; a server
@@ -85,20 +89,19 @@ export function runCommand(): Command {
       await new Promise<void>((resolvePromise) => {
         const stop = (signal: string) => {
           logger.info({ signal }, 'stopping; programmed rules are left in place');
-          process.off('SIGHUP', resync);
+          process.off('SIGHUP', hangup);
           void proxier
             .stop()
             .then(() => servers.close())
             .then(() => status.idle())
             .then(resolvePromise);
         };
-        const resync = () => {
+        onHangup = () => {
           logger.info({ signal: 'SIGHUP' }, 'full resync requested');
           proxier.resync();
         };
         process.once('SIGINT', () => stop('SIGINT'));
         process.once('SIGTERM', () => stop('SIGTERM'));
-        process.on('SIGHUP', resync);
       });
     });
   const options = [...renderOptions(), ...kernelOptions(), ...syncModeOptions(), ...syncPeriodOptions(), fullSyncPeriodOption(), pollIntervalOption(), ...serverOptions(), statusFileOption(), configOption()];

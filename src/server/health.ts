@@ -8,8 +8,9 @@
  *
  * `/healthz` also answers 503 when the node is not eligible: it is being
  * deleted, or carries the cluster autoscaler's `ToBeDeletedByClusterAutoscaler`
- * taint (only a source that watches the Node can tell; until then the node
- * is eligible). `/livez` ignores the node.
+ * taint, as {@link ProxyHealth.setNodeEligible} is told. No source tells it
+ * yet (the Kubernetes source does not pass the Node's deletion or taints
+ * on), so the node is always eligible. `/livez` ignores the node.
  */
 import type { Proxier } from '../proxier/proxier.ts';
 

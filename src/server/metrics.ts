@@ -123,11 +123,9 @@ export class ProxyMetrics {
     if (last.error === undefined) {
       this.pending = { services: 0, endpoints: 0 };
       this.lastTimestamp.set(last.at / 1000);
-      for (const times of last.triggerTimes?.values() ?? []) {
-        for (const at of times) {
-          const latency = (last.at - at) / 1000;
-          if (latency >= 0) this.programming.observe(latency);
-        }
+      for (const at of changeTimes(last.triggerTimes)) {
+        const latency = (last.at - at) / 1000;
+        if (latency >= 0) this.programming.observe(latency);
       }
       if (last.snapshot) {
         const counts = noLocalEndpoints(last.snapshot);
@@ -159,4 +157,24 @@ export function noLocalEndpoints(snapshot: Snapshot): { internal: number; extern
     if (externallyAccessible(sp) && sp.externalTrafficPolicy === 'Local') external++;
   }
   return { internal, external };
+}
+
+/**
+ * The change times to observe, once per Service ("namespace/name") and
+ * time: a source reports them per service port, and one EndpointSlice
+ * change of a three-port Service is one change, as kube-proxy counts it
+ * (pkg/proxy/endpointschangetracker.go keys them by Service).
+ */
+export function changeTimes(byPort: ReadonlyMap<string, readonly number[]> | undefined): number[] {
+  const seen = new Set<string>();
+  const out: number[] = [];
+  for (const [key, times] of byPort ?? []) {
+    const service = key.includes(':') ? key.slice(0, key.indexOf(':')) : key;
+    for (const at of times) {
+      if (seen.has(`${service} ${at}`)) continue;
+      seen.add(`${service} ${at}`);
+      out.push(at);
+    }
+  }
+  return out;
 }

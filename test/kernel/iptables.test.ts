@@ -40,6 +40,9 @@ class Recording implements IptablesExec {
   ensureChain(table: 'mangle' | 'nat' | 'filter', chain: string) {
     return this.inner.ensureChain(table, chain);
   }
+  listChain(table: 'mangle' | 'nat' | 'filter', chain: string) {
+    return this.inner.listChain(table, chain);
+  }
   deleteChain(table: 'mangle' | 'nat' | 'filter', chain: string) {
     return this.inner.deleteChain(table, chain);
   }

@@ -103,3 +103,16 @@ test('Go durations', (t) => {
   t.is(goDurationMs('0'), 0);
   for (const bad of ['', '30', '-1s', '1 s', '1d']) t.throws(() => goDurationMs(bad), undefined, bad);
 });
+
+test("kubeadm's kube-proxy configuration is read as kube-proxy reads it: its zeros are not set", async (t) => {
+  const { readFile } = await import('node:fs/promises');
+  const { opts, warnings } = await effective(await readFile(new URL('../fixtures/config/kubeadm-kube-proxy.yaml', import.meta.url), 'utf8'));
+  t.deepEqual(warnings, ['drover: --config F: not supported by drover, ignored: bindAddress']);
+  t.like(opts, { mode: 'iptables', clusterCidr: '10.244.0.0/16', kubeconfig: '/var/lib/kube-proxy/kubeconfig.conf', syncPeriod: 30_000, minSyncPeriod: 1000, masqueradeAll: false });
+});
+
+test("the sync periods of the mode in use: a --mode flag wins over the file's mode; keys named like Object's members are only unsupported", async (t) => {
+  const { opts, warnings } = await effective(`${HEAD}mode: iptables\niptables:\n  syncPeriod: 45s\nipvs:\n  syncPeriod: 50s\nconstructor: 1\ntoString: x\n`, ['--mode', 'ipvs']);
+  t.like(opts, { mode: 'ipvs', syncPeriod: 50_000 });
+  t.deepEqual(warnings, ['drover: --config F: not supported by drover, ignored: constructor, toString']);
+});

@@ -67,7 +67,7 @@ test("the systemd unit's ExecStart is a command drover takes, and SIGHUP reloads
   const unit = readFileSync(new URL('deploy/systemd/drover.service', ROOT), 'utf8');
   const exec = /^ExecStart=(\S+) (.*)$/m.exec(unit)!;
   t.is(exec[1], '/opt/drover/bin/drover.js');
-  t.like(await parsed(exec[2]!.split(' ')), { config: '/etc/drover/kube-proxy.yaml', source: '/etc/drover/manifests', stateDir: '/var/lib/drover' });
+  t.like(await parsed(exec[2]!.split(' ')), { config: '/etc/drover/kube-proxy.yaml', source: 'kubernetes', stateDir: '/var/lib/drover' });
   t.regex(unit, /^ExecReload=\/bin\/kill -HUP \$MAINPID$/m);
   t.regex(unit, /^Restart=on-failure$/m);
   t.regex(unit, /^KillSignal=SIGTERM$/m);

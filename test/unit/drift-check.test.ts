@@ -29,6 +29,14 @@ test('the drift check: clean after a full sync and after drover\'s own writes; a
   await backend.sync(snap(a(['10.180.0.1:80'])), FULL);
   t.is(await backend.driftCheck(), undefined, 'a full sync clears it');
 
+  // iptables -F keeps every chain, the canary too: the missing hook jumps tell.
+  const noGeneration = new IptablesBackend({ exec: Object.assign(Object.create(fake) as FakeIptables, { generation: undefined }), render, logger: silentLogger() });
+  await noGeneration.sync(snap(a(['10.180.0.1:80'])), FULL);
+  fake.flushRules('nat');
+  t.is(await noGeneration.driftCheck(), 'hook rules are gone from nat PREROUTING, nat OUTPUT, nat POSTROUTING');
+  await backend.sync(snap(a(['10.180.0.1:80'])), FULL);
+  t.is(await backend.driftCheck(), undefined);
+
   fake.flushTable('mangle');
   t.is(await backend.driftCheck(), 'the KUBE-PROXY-CANARY chain is gone from mangle');
   fake.flushTable('filter');

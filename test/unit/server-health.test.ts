@@ -53,3 +53,19 @@ test('parseBindAddress reads IP:PORT and [IPv6]:PORT, strictly', (t) => {
     t.is(parseBindAddress(bad), undefined, bad);
   }
 });
+
+test('a change time reported for several ports of one Service is observed once; other Services keep theirs', async (t) => {
+  const { changeTimes } = await import('../../src/server/metrics.ts');
+  t.deepEqual(
+    changeTimes(new Map([['ns/a:http', [1000, 2000]], ['ns/a:metrics', [1000]], ['ns/b', [1000]], ['ns/b2:x', [3000]]])),
+    [1000, 2000, 1000, 3000],
+  );
+  t.deepEqual(changeTimes(undefined), []);
+});
+
+test('durations longer than a timer can wait are refused', async (t) => {
+  const { parseDuration } = await import('../../src/cli/options.ts');
+  t.is(parseDuration('24h'), 86_400_000);
+  t.is(parseDuration('576h'), 24 * 86_400_000);
+  t.throws(() => parseDuration('577h'), { message: '"577h" is longer than the longest duration drover takes, 24 days' });
+});

@@ -19,7 +19,8 @@ import type { Logger } from '../../util/log.ts';
 import type { Snapshot } from '../../model/types.ts';
 import type { Backend, ChangeSet, CleanupResult, SyncResult } from '../types.ts';
 import type { IptablesExec } from './exec.ts';
-import { parseSave, type ParsedDump } from './parse.ts';
+import { parseSave, type ParsedDump, type TableName } from './parse.ts';
+import { canonicalRule } from './canonical.ts';
 import { isEmptyPlan, planStats, planToRestore, type Plan } from './plan.ts';
 import { splitPlan } from './split.ts';
 import { countServingEndpoints } from '../../model/policy.ts';
@@ -103,11 +104,8 @@ export class IptablesBackend implements Backend {
       for (const payload of payloads) await this.opts.exec.restore(payload);
       const applyMs = payloads.length > 0 ? performance.now() - applyStart : 0;
       this.applied = next;
-      if (full) {
-        for (const table of CANARY_TABLES) await this.opts.exec.ensureChain(table, CANARY_CHAIN);
-        this.suspect = undefined;
-      }
-      if (full || payloads.length > 0) this.generation = await this.opts.exec.generation?.();
+      if (full) this.suspect = await this.ensureCanaries();
+      if (full || payloads.length > 0) this.generation = await this.readGeneration();
       return {
         full,
         services: snapshot.services.size,
@@ -136,16 +134,45 @@ export class IptablesBackend implements Backend {
     if (this.applied === null) return 'nothing is known to be programmed';
     if (this.suspect !== undefined) return this.suspect;
     const missing: string[] = [];
-    for (const table of CANARY_TABLES) if (!(await this.opts.exec.chainExists(table, CANARY_CHAIN))) missing.push(table);
+    for (const table of CANARY_TABLES) if ((await this.opts.exec.listChain(table, CANARY_CHAIN)) === undefined) missing.push(table);
     if (missing.length > 0) return `the ${CANARY_CHAIN} chain is gone from ${missing.join(', ')}`;
+    const hooks = await missingHooks(this.opts.exec, this.statics);
+    if (hooks.length > 0) return `hook rules are gone from ${hooks.join(', ')}`;
     await this.noticeForeignCommit();
     return this.suspect;
   }
 
+  /**
+   * Create the canary chains that are missing. A failure (the xtables lock
+   * busy past its wait) is logged, not thrown: the rules are already
+   * written; the returned reason makes the next check a full sync.
+   */
+  private async ensureCanaries(): Promise<string | undefined> {
+    try {
+      for (const table of CANARY_TABLES) await this.opts.exec.ensureChain(table, CANARY_CHAIN);
+      return undefined;
+    } catch (err) {
+      this.opts.logger.warn({ err: (err as Error).message }, `could not create the ${CANARY_CHAIN} chains; the next periodic check reads the kernel back`);
+      return `the ${CANARY_CHAIN} chains could not be created: ${(err as Error).message}`;
+    }
+  }
+
+  /** The nf_tables generation, or undefined when it cannot be read (logged; the canaries still serve). */
+  private async readGeneration(): Promise<number | undefined> {
+    if (!this.opts.exec.generation) return undefined;
+    try {
+      return await this.opts.exec.generation();
+    } catch (err) {
+      this.opts.logger.warn({ err: (err as Error).message }, 'cannot read the nf_tables generation; drift is checked by the canary chains alone');
+      return undefined;
+    }
+  }
+
   /** Before a write (or at a check): remember it when the nf_tables generation moved since drover's last write. */
   private async noticeForeignCommit(): Promise<void> {
-    if (this.generation === undefined || !this.opts.exec.generation) return;
-    const now = await this.opts.exec.generation();
+    if (this.generation === undefined) return;
+    const now = await this.readGeneration();
+    if (now === undefined) return;
     if (now !== this.generation) this.suspect ??= `nf_tables generation ${now}, not ${this.generation} as drover left it: another program committed rules`;
   }
 
@@ -179,4 +206,27 @@ export class IptablesBackend implements Backend {
     }
     return { removed, kept };
   }
+}
+
+/**
+ * The built-in chains that lack one of drover's hook jumps (rules/iptables/
+ * static.rules hooks), as "table CHAIN": `iptables -F` of a table empties
+ * the built-in chains but keeps the (empty) canary chain, so the hooks are
+ * checked too. One `iptables -S CHAIN` per built-in chain.
+ * @throws CommandError when a chain cannot be listed.
+ */
+async function missingHooks(exec: IptablesExec, statics: StaticRuleset): Promise<string[]> {
+  const byChain = new Map<string, { table: TableName; chain: string; rules: string[] }>();
+  for (const h of statics.hooks) {
+    const key = `${h.table} ${h.chain}`;
+    const entry = byChain.get(key) ?? { table: h.table, chain: h.chain, rules: [] };
+    entry.rules.push(canonicalRule(h.rule));
+    byChain.set(key, entry);
+  }
+  const missing: string[] = [];
+  for (const [key, { table, chain, rules }] of byChain) {
+    const live = new Set((await exec.listChain(table, chain) ?? []).map((r) => canonicalRule(r)));
+    if (rules.some((r) => !live.has(r))) missing.push(key);
+  }
+  return missing;
 }

@@ -5,17 +5,24 @@
  *
  * - kube-proxy's canary chains: an empty `KUBE-PROXY-CANARY` chain in the
  *   mangle, nat and filter tables (pkg/util/iptables/iptables.go
- *   MonitorCanary). A table flushed or rebuilt by someone else (a firewall
- *   reload, `iptables -F`) loses its canary. Checked with one `iptables -S
- *   KUBE-PROXY-CANARY` per table, which lists that chain only.
+ *   MonitorCanary). A table rebuilt by someone else (a firewall reload, a
+ *   restore without --noflush, `iptables -X`) loses its canary. Checked
+ *   with one `iptables -S KUBE-PROXY-CANARY` per table, which lists that
+ *   chain only.
+ * - drover's hook jumps in the built-in chains: `iptables -F` empties
+ *   every chain but deletes none, so the canary survives it; the hooks do
+ *   not. One `iptables -S CHAIN` per built-in chain drover hooks.
  * - With iptables-nft, the nf_tables generation: a counter the kernel bumps
  *   at every ruleset commit, by anyone (nfnetlink NFT_MSG_GETGEN,
  *   <linux/netfilter/nf_tables.h>). A commit that is not drover's means
  *   something may have changed; read back. Read where drover runs, so only
  *   without `--netns` (netlink answers for the process's own namespace).
+ *   The generation is read after each of drover's writes, so a commit by
+ *   someone else in the moments of that write is taken for drover's.
  *
- * A change neither catches (iptables-legacy, or `--netns`, and a rule
- * edited by hand without flushing a table) is repaired by the full
+ * A change none of these catch (under iptables-legacy or `--netns`, a rule
+ * of drover's edited by hand; a commit made during drover's own write) is
+ * repaired by the full
  * read-back every `--full-sync-period` (default 1 h, kube-proxy's
  * FullSyncPeriod).
  */
@@ -51,7 +58,7 @@ export class NftGeneration {
     this.socket ??= createNetlink(NETLINK_NETFILTER);
     this.socket.unref();
     // struct nfgenmsg: family AF_UNSPEC, version NFNETLINK_V0, res_id 0.
-    const [msgs] = await this.socket.request((NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_GETGEN, Buffer.from([0, 0, 0, 0]));
+    const [msgs] = await this.socket.request((NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_GETGEN, Buffer.from([0, 0, 0, 0]), { timeout: 5000 });
     const reply = msgs[0];
     if (!reply || reply.data.length < 4) throw new NetlinkDecodeError('NFT_MSG_GETGEN: empty reply');
     const id = parseAttrs(Buffer.from(reply.data).subarray(4)).find((a) => a.type === NFTA_GEN_ID);

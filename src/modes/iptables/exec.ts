@@ -39,8 +39,15 @@ export interface IptablesExec {
    * yet gives "".
    */
   save(table: TableName): Promise<string>;
-  /** Whether `chain` exists in `table` (`iptables -w -t TABLE -S CHAIN`, which lists that chain only). */
+  /** Whether `chain` exists in `table` (`iptables -w -t TABLE -S CHAIN`, which lists that chain only). @throws as {@link listChain} */
   chainExists(table: CanaryTable, chain: string): Promise<boolean>;
+  /**
+   * The rules of one chain, without the leading `-A CHAIN ` (`iptables -w
+   * -t TABLE -S CHAIN`, which lists that chain only); undefined when the
+   * chain does not exist (exit code 1).
+   * @throws CommandError for any other failure (e.g. exit 4: the xtables lock was not free within 5 s).
+   */
+  listChain(table: CanaryTable, chain: string): Promise<readonly string[] | undefined>;
   /** Create the empty `chain` in `table` unless it exists (`iptables -w -t TABLE -N CHAIN`). @throws CommandError */
   ensureChain(table: CanaryTable, chain: string): Promise<void>;
   /** Delete the empty `chain` from `table` (`iptables -w -t TABLE -X CHAIN`). @returns false when it did not exist. @throws CommandError */
@@ -117,8 +124,17 @@ export class SystemIptables implements IptablesExec {
   }
 
   async chainExists(table: CanaryTable, chain: string): Promise<boolean> {
-    const res = await runCommand(`iptables-${this.variant}`, ['-w', '5', '-t', table, '-S', chain], this.runOpts());
-    return res.code === 0;
+    return (await this.listChain(table, chain)) !== undefined;
+  }
+
+  async listChain(table: CanaryTable, chain: string): Promise<readonly string[] | undefined> {
+    const cmd = `iptables-${this.variant}`;
+    const res = await runCommand(cmd, ['-w', '5', '-t', table, '-S', chain], this.runOpts());
+    // Exit 1 is "no such chain" (iptables-nft 1.8.9 words it "chain … is incompatible"); 2 and 4 are usage and resource errors.
+    if (res.code === 1) return undefined;
+    if (res.code !== 0) throw new CommandError(cmd, res.code, res.stderr);
+    const prefix = `-A ${chain} `;
+    return res.stdout.split('\n').filter((l) => l.startsWith(prefix)).map((l) => l.slice(prefix.length));
   }
 
   async ensureChain(table: CanaryTable, chain: string): Promise<void> {

@@ -123,6 +123,12 @@ export class FakeIptables implements IptablesExec {
     return table === 'mangle' ? this.mangle.has(chain) : this.tables[table].has(chain);
   }
 
+  async listChain(table: CanaryTable, chain: string): Promise<readonly string[] | undefined> {
+    if (table === 'mangle') return this.mangle.has(chain) ? [] : undefined;
+    const rules = this.tables[table].get(chain);
+    return rules ? [...rules] : undefined;
+  }
+
   async ensureChain(table: CanaryTable, chain: string): Promise<void> {
     if (await this.chainExists(table, chain)) return;
     if (table === 'mangle') this.mangle.add(chain);
@@ -144,6 +150,12 @@ export class FakeIptables implements IptablesExec {
 
   /** A ruleset commit by someone else (bumps the generation, changes no rule of drover's). */
   commitElsewhere(): void {
+    this.gen++;
+  }
+
+  /** `iptables -t TABLE -F` behind drover's back: every chain keeps existing, empty (the canary too). */
+  flushRules(table: TableName): void {
+    for (const rules of this.tables[table].values()) rules.length = 0;
     this.gen++;
   }
 
