@@ -10,4 +10,4 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 [ -d "$REPO_ROOT/node_modules/ava" ] || vm_die "node_modules is missing: run npm ci first (the guest uses the repository's node_modules)"
 vm_guest_ready "$(vm_guest_dir)" || bash "$VM_SCRIPTS/build-guest.sh" >&2
-exec bash "$VM_SCRIPTS/run.sh" --timeout "${DROVER_VM_TIMEOUT:-1800}" -- node_modules/.bin/ava test/vm/ "$@"
+exec bash "$VM_SCRIPTS/run.sh" --timeout "${DROVER_VM_TIMEOUT:-1800}" -- node_modules/.bin/ava --concurrency=1 test/vm/ "$@"

@@ -45,7 +45,7 @@ export function runCommand(): Command {
       const hangup = () => onHangup();
       process.on('SIGHUP', hangup);
       const backend = await createSyncBackend(opts, logger);
-      const source = createSource(opts, logger, { persist: true });
+      const source = await createSource(opts, logger, { persist: true });
       // A missing --source path fails here, before the loop starts; a server
       // that does not answer yet is waited for (nothing is synced until it does).
       if (fromFiles) await source.load();

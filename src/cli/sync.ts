@@ -16,7 +16,7 @@ export function syncCommand(): Command {
       if (!opts.once) throw new UsageError('drover sync needs --once (for the sync loop, use drover run)');
       const logger = createLogger(opts.logLevel);
       const backend = await createSyncBackend(opts, logger);
-      const source = createSource(opts, logger, { persist: true });
+      const source = await createSource(opts, logger, { persist: true });
       const proxier = new Proxier({ source, backend, logger, minSyncPeriodMs: 0, syncPeriodMs: 0 });
       try {
         await proxier.syncOnce({ full: true });

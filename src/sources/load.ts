@@ -25,7 +25,7 @@ export const DEFAULT_LIST_TIMEOUT_MS = 30_000;
  *   be read (an API source: within the list timeout), or the service CIDR is invalid.
  */
 export async function loadSource(opts: RenderCliOptions): Promise<LoadedSource> {
-  const source = createSource({ ...opts, listTimeout: opts.listTimeout ?? DEFAULT_LIST_TIMEOUT_MS }, silentLogger(), { persist: false });
+  const source = await createSource({ ...opts, listTimeout: opts.listTimeout ?? DEFAULT_LIST_TIMEOUT_MS }, silentLogger(), { persist: false });
   try {
     const loaded = await source.load();
     return { snapshot: loaded.snapshot, problems: [...loaded.errors, ...loaded.warnings].map((e) => e.message), incomplete: loaded.incomplete };

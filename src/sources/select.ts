@@ -12,7 +12,6 @@ import type { Logger } from '../util/log.ts';
 import { AllocationStateFile, DEFAULT_STATE_DIR } from './allocation-state.ts';
 import type { AllocationMemory } from './decoder.ts';
 import { FileSource } from './file.ts';
-import { createKubernetesSource, KUBERNETES_SOURCE } from './kubernetes/create.ts';
 import { SHEPHERD_SCHEME, shepherdBaseURL } from './shepherd-api.ts';
 import { ShepherdSource } from './shepherd.ts';
 
@@ -34,6 +33,13 @@ export interface Source extends SnapshotSource {
   load(): Promise<SourceLoad>;
 }
 
+/**
+ * The `--source` value of the Kubernetes API. Its source (sources/kubernetes/,
+ * with the 1,900 modules of the Kubernetes client) is imported only when
+ * asked for: every other command and source starts without it.
+ */
+export const KUBERNETES_SOURCE = 'kubernetes';
+
 /** What a source needs beyond the render options: `--poll-interval` (ms) for the sources that poll. */
 export type SourceOptions = RenderCliOptions & { readonly pollInterval?: number };
 
@@ -47,7 +53,7 @@ interface SourceContext {
 interface SourceKind {
   readonly name: 'file' | 'shepherd' | 'kubernetes';
   readonly matches: (value: string) => boolean;
-  readonly create: (opts: SourceOptions, ctx: SourceContext) => Source;
+  readonly create: (opts: SourceOptions, ctx: SourceContext) => Source | Promise<Source>;
 }
 
 /** Every kind of source, the first that matches wins (so the file source, which takes any value, is last). */
@@ -56,7 +62,7 @@ const SOURCE_KINDS: readonly SourceKind[] = [
     name: 'kubernetes',
     matches: (value) => value === KUBERNETES_SOURCE,
     // Kubernetes Services carry their ClusterIPs: nothing to allocate or remember.
-    create: (opts, ctx) => createKubernetesSource(opts, ctx.logger),
+    create: async (opts, ctx) => (await import('./kubernetes/create.ts')).createKubernetesSource(opts, ctx.logger),
   },
   {
     name: 'shepherd',
@@ -89,9 +95,9 @@ export function sourceKind(value: string): SourceKind['name'] {
  * commands that program the kernel), only read otherwise.
  * @throws Error when the service CIDR or a source URL is invalid.
  */
-export function createSource(opts: SourceOptions, logger: Logger, { persist }: { persist: boolean }): Source {
+export async function createSource(opts: SourceOptions, logger: Logger, { persist }: { persist: boolean }): Promise<Source> {
   const allocations = AllocationStateFile.open(opts.stateDir ?? DEFAULT_STATE_DIR, { logger, writable: persist });
-  return SOURCE_KINDS.find((k) => k.matches(opts.source))!.create(opts, { logger, allocations });
+  return await SOURCE_KINDS.find((k) => k.matches(opts.source))!.create(opts, { logger, allocations });
 }
 
 /** SHEPHERD_API_TOKEN, trimmed as Shepherd trims it; undefined when unset or empty. */

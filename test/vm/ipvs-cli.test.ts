@@ -122,11 +122,19 @@ if (await registerIpvsTests('IPVS CLI tests')) {
         let stderr = '';
         child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
         const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+        // A drover that has stopped will log nothing more: fail at once, with what it said.
+        const logged = (msg: string) => async () => {
+          if (stderr.includes(`"msg":"${msg}"`)) return true;
+          if (child.exitCode !== null || child.signalCode !== null) throw new Error(`drover run exited (${child.exitCode ?? child.signalCode}) before "${msg}":\n${stderr}`);
+          return false;
+        };
         try {
-          await until('the first full sync', async () => stderr.includes('"msg":"full sync done"'), START_MS, 250);
+          await until('the first full sync', logged('full sync done'), START_MS, 250).catch((e: Error) => {
+            throw new Error(`${e.message}; drover run said:\n${stderr.slice(-4000)}`);
+          });
           t.deepEqual(await ipvsadmState(netns), EXPECTED);
           await writeFile(join(dir, 'cluster.json'), manifests(['10.244.1.2']));
-          await until('a partial sync', async () => stderr.includes('"msg":"partial sync done"'), 60_000, 250);
+          await until('a partial sync', logged('partial sync done'), 60_000, 250);
           t.deepEqual(await ipvsadmState(netns), EXPECTED.filter((l) => l !== '-> 10.244.1.3:80 Masq 1'));
           const partial = logLines(stderr).find((l) => l.msg === 'partial sync done');
           t.like(partial, { mode: 'ipvs', full: false, changed: ['default/web:p'] });

@@ -5,9 +5,6 @@ import type { Logger } from '../../util/log.ts';
 import { loadKubeConfig } from './config.ts';
 import { KubernetesSource } from './source.ts';
 
-/** The `--source` value of the Kubernetes API. */
-export const KUBERNETES_SOURCE = 'kubernetes';
-
 /**
  * A {@link KubernetesSource} for the flags: the kubeconfig of config.ts,
  * the node `--hostname-override` names (default: this host's name,
