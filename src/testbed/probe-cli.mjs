@@ -10,6 +10,11 @@
  *                         opens ONE TCP connection; for every line read on stdin
  *                         sends a request on it and prints a RequestResult JSON
  *                         line; exits when stdin closes (closing the connection).
+ *   probe-cli.mjs traffic REQUEST_JSON
+ *                         steady traffic while stdin is open: long-lived connections
+ *                         exchanging requests, and a new connection per interval;
+ *                         READY once the long-lived ones are up, a TrafficSummary
+ *                         JSON line when stdin closes.
  */
 import { request } from 'node:http';
 import { connect } from 'node:net';
@@ -18,6 +23,8 @@ import { createInterface } from 'node:readline';
 /** @typedef {import('./protocol.ts').ProbeRequest} ProbeRequest */
 /** @typedef {import('./protocol.ts').ProbeSummary} ProbeSummary */
 /** @typedef {import('./protocol.ts').RequestResult} RequestResult */
+/** @typedef {import('./protocol.ts').TrafficRequest} TrafficRequest */
+/** @typedef {import('./protocol.ts').TrafficSummary} TrafficSummary */
 
 /** @param {unknown} err @returns {string} */
 function errorCode(err) {
@@ -79,12 +86,13 @@ async function probe(input) {
 }
 
 /**
- * Minimal HTTP/1.1 over one raw socket, so a broken connection is never silently replaced.
+ * One TCP connection with minimal HTTP/1.1 over a raw socket, so a broken
+ * connection is never silently replaced: each `request` sends a GET on it
+ * and resolves with the reply, or the error code once it broke (ETIMEDOUT
+ * after `timeoutMs`; every later request then gives that code at once).
  * @param {string} host @param {number} port @param {number} timeoutMs
  */
-async function hold(host, port, timeoutMs) {
-  /** @param {RequestResult} r */
-  const out = (r) => process.stdout.write(JSON.stringify(r) + '\n');
+function openHeld(host, port, timeoutMs) {
   const sock = connect({ host, port });
   let buf = '';
   /** @type {((r: RequestResult) => void) | undefined} */
@@ -117,23 +125,77 @@ async function hold(host, port, timeoutMs) {
     dead ??= 'ECONNCLOSED';
     settle({ ok: false, code: dead });
   });
-  for await (const _line of createInterface({ input: process.stdin })) {
-    if (dead) {
-      out({ ok: false, code: dead });
-      continue;
-    }
-    /** @type {RequestResult} */
-    const result = await new Promise((resolve) => {
-      const timer = setTimeout(() => settle({ ok: false, code: 'ETIMEDOUT' }), timeoutMs);
+  /** @returns {Promise<RequestResult>} */
+  const request = () => {
+    if (dead) return Promise.resolve({ ok: false, code: dead });
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => {
+        dead = 'ETIMEDOUT';
+        settle({ ok: false, code: dead });
+      }, timeoutMs);
       waiter = (r) => {
         clearTimeout(timer);
         resolve(r);
       };
       sock.write(`GET / HTTP/1.1\r\nHost: ${host}:${port}\r\n\r\n`);
     });
-    out(result);
+  };
+  return { request, destroy: () => sock.destroy() };
+}
+
+/**
+ * `hold`: one connection; a request on it per stdin line.
+ * @param {string} host @param {number} port @param {number} timeoutMs
+ */
+async function hold(host, port, timeoutMs) {
+  const conn = openHeld(host, port, timeoutMs);
+  for await (const _line of createInterface({ input: process.stdin })) {
+    process.stdout.write(JSON.stringify(await conn.request()) + '\n');
   }
-  sock.destroy();
+  conn.destroy();
+}
+
+/**
+ * `traffic`: open `input.held` connections and make a first request on each,
+ * print `READY` (or `FAILED CODE` and exit when one fails); then, every
+ * `input.intervalMs` until stdin closes, make one request on a new
+ * connection and one on each held connection, still alive; finally print a
+ * TrafficSummary JSON line.
+ * @param {TrafficRequest} input
+ */
+async function traffic(input) {
+  const held = Array.from({ length: input.held }, () => openHeld(input.host, input.port, input.timeoutMs));
+  for (const r of await Promise.all(held.map((c) => c.request()))) {
+    if (!r.ok) {
+      process.stdout.write(`FAILED ${r.code}\n`);
+      process.exit(1);
+    }
+  }
+  process.stdout.write('READY\n');
+  let stopped = false;
+  process.stdin.on('end', () => (stopped = true)).on('close', () => (stopped = true)).resume();
+  /** @type {TrafficSummary} */
+  const summary = { attempted: 0, failed: 0, errors: {}, backends: {}, held: input.held, heldRequests: 0, lost: 0, lostErrors: {} };
+  const alive = new Set(held);
+  while (!stopped) {
+    const [fresh, ...onHeld] = await Promise.all([once(input.host, input.port, input.timeoutMs), ...[...alive].map((c) => c.request().then((r) => ({ c, r })))]);
+    summary.attempted++;
+    if (fresh.ok) summary.backends[fresh.reply.backend] = (summary.backends[fresh.reply.backend] ?? 0) + 1;
+    else {
+      summary.failed++;
+      summary.errors[fresh.code] = (summary.errors[fresh.code] ?? 0) + 1;
+    }
+    for (const { c, r } of onHeld) {
+      summary.heldRequests++;
+      if (r.ok) continue;
+      alive.delete(c);
+      summary.lost++;
+      summary.lostErrors[r.code] = (summary.lostErrors[r.code] ?? 0) + 1;
+    }
+    await new Promise((resolve) => setTimeout(resolve, input.intervalMs));
+  }
+  for (const c of held) c.destroy();
+  process.stdout.write(JSON.stringify(summary) + '\n');
 }
 
 async function main() {
@@ -144,8 +206,10 @@ async function main() {
     process.stdout.write(JSON.stringify(await probe(JSON.parse(input))) + '\n');
   } else if (mode === 'hold' && host && port && timeoutMs) {
     await hold(host, Number(port), Number(timeoutMs));
+  } else if (mode === 'traffic' && host) {
+    await traffic(JSON.parse(host));
   } else {
-    throw new Error('usage: probe-cli probe < request.json | probe-cli hold HOST PORT TIMEOUT_MS');
+    throw new Error('usage: probe-cli probe < request.json | probe-cli hold HOST PORT TIMEOUT_MS | probe-cli traffic REQUEST_JSON');
   }
 }
 

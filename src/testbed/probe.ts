@@ -5,10 +5,10 @@
 import { spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { run } from './exec.ts';
-import type { ProbeSummary, RequestResult } from './protocol.ts';
+import type { ProbeSummary, RequestResult, TrafficSummary } from './protocol.ts';
 import { helperArgv, type Topology } from './topology.ts';
 
-export type { EchoReply, ProbeSummary, RequestResult } from './protocol.ts';
+export type { EchoReply, ProbeSummary, RequestResult, TrafficSummary } from './protocol.ts';
 
 /** Options of {@link probe}. */
 export interface ProbeOptions {
@@ -91,4 +91,47 @@ export async function holdConnection(topology: Topology, opts: Omit<ProbeOptions
     await close();
     throw err;
   }
+}
+
+/** Options of {@link startTraffic}. */
+export interface TrafficOptions extends Omit<ProbeOptions, 'count'> {
+  /** Long-lived connections, opened first [4]. */
+  held?: number;
+  /** Pause between two rounds, ms [100]. */
+  intervalMs?: number;
+}
+
+/** Traffic running from a namespace; see {@link startTraffic}. */
+export interface Traffic {
+  /** Stop the traffic and return its counts. */
+  stop(): Promise<TrafficSummary>;
+}
+
+/**
+ * Start steady traffic to `host:port` from one helper process: `held`
+ * long-lived connections, each making a request every round, and one new
+ * connection per round, until {@link Traffic.stop}. Resolves once every
+ * long-lived connection has had its first reply.
+ * @throws Error when a long-lived connection cannot be opened (the helper has then exited).
+ */
+export async function startTraffic(topology: Topology, opts: TrafficOptions): Promise<Traffic> {
+  const request = { host: opts.host, port: opts.port, held: opts.held ?? 4, intervalMs: opts.intervalMs ?? 100, timeoutMs: opts.timeoutMs ?? 1000 };
+  const argv = helperArgv('probe-cli.mjs', ['traffic', JSON.stringify(request)]);
+  const child = spawn('ip', ['netns', 'exec', opts.from ?? topology.client().netns, ...argv], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const lines = createInterface({ input: child.stdout })[Symbol.asyncIterator]();
+  const first = await lines.next();
+  if (first.done || first.value !== 'READY') {
+    child.kill('SIGKILL');
+    throw new Error(`traffic: the long-lived connections could not be opened (${first.done ? 'helper exited' : first.value})`);
+  }
+  return {
+    async stop() {
+      child.stdin.end();
+      const timer = setTimeout(() => child.kill('SIGKILL'), 10_000 + request.timeoutMs);
+      const last = await lines.next();
+      clearTimeout(timer);
+      if (last.done) throw new Error('traffic: the helper exited without a summary');
+      return JSON.parse(last.value) as TrafficSummary;
+    },
+  };
 }

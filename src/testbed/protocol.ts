@@ -41,3 +41,35 @@ export interface ProbeSummary {
   /** Every request's outcome, in order. */
   results: RequestResult[];
 }
+
+/** Input of `probe-cli.mjs traffic` (JSON in its argument). */
+export interface TrafficRequest {
+  host: string;
+  port: number;
+  /** Connections opened first and kept open, each making one request per interval. */
+  held: number;
+  /** Pause between two rounds (one new connection, one request on each held one), ms. */
+  intervalMs: number;
+  /** Deadline of one request (a new connection's connect + response, or a held one's response), ms. */
+  timeoutMs: number;
+}
+
+/** Output of `probe-cli.mjs traffic` when its stdin closes. */
+export interface TrafficSummary {
+  /** New connections attempted, one request each. */
+  attempted: number;
+  /** Of them, those that got no echo reply. */
+  failed: number;
+  /** Failed new connections per error code. */
+  errors: Record<string, number>;
+  /** Successful new connections per backend name. */
+  backends: Record<string, number>;
+  /** Long-lived connections opened before the traffic started. */
+  held: number;
+  /** Requests made on the long-lived connections. */
+  heldRequests: number;
+  /** Long-lived connections that broke (a request failed or timed out); none is reopened. */
+  lost: number;
+  /** Broken long-lived connections per error code. */
+  lostErrors: Record<string, number>;
+}
