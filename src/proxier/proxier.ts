@@ -400,7 +400,7 @@ export class Proxier {
     } catch (err) {
       this.failures++;
       const delay = Math.min(MAX_BACKOFF_MS, 1000 * 2 ** (this.failures - 1));
-      this.opts.logger.error({ err: (err as Error).message, retryInMs: delay }, 'sync failed; will retry with a full sync');
+      this.opts.logger.error({ err: (err as Error).message, full: this.last?.full, retryInMs: delay }, 'sync failed; will retry with a full sync');
       this.emit('queued', Date.now());
       this.runner.retryAfter(delay);
     }

@@ -1,5 +1,6 @@
 /** The proxier's rule for an incomplete source: add and update, delete nothing, until the source is whole again. */
 import test from 'ava';
+import { pino } from 'pino';
 import type { Backend } from '../../src/modes/types.ts';
 import { Proxier, type LastSync, type SourceRead } from '../../src/proxier/proxier.ts';
 import { silentLogger } from '../../src/util/log.ts';
@@ -111,6 +112,40 @@ test('reported changes are kept until a sync succeeds', async (t) => {
   await proxier.syncOnce();
   await proxier.syncOnce();
   t.deepEqual(backend.calls.map((c) => [c.full, c.changed]), [[true, []], [true, []], [false, []]]);
+});
+
+test('a failed partial sync is retried as a full one after the backoff, and the failure is logged with its kind', async (t) => {
+  const backend = new RecordingBackend();
+  let failures = 1;
+  const failing: Backend = {
+    mode: 'iptables',
+    sync: async (s, c) => {
+      const call = backend.sync(s, c);
+      if (!c.full && failures-- > 0) throw new Error('iptables-restore failed');
+      return call;
+    },
+    cleanup: () => backend.cleanup(),
+  };
+  const reads: SourceRead[] = [
+    { snapshot: snap(a(['10.180.0.1:80']), b) },
+    { snapshot: snap(a(['10.180.0.2:80']), b), changed: new Set(['ns/a:http']) },
+    { snapshot: snap(a(['10.180.0.2:80']), b), changed: new Set() },
+  ];
+  let i = 0;
+  let onChange = () => {};
+  const source = { load: async () => reads[Math.min(i++, reads.length - 1)]!, watch: (f: () => void) => void (onChange = f), close: () => {} };
+  const logged: Array<Record<string, unknown>> = [];
+  const logger = pino({ level: 'error' }, { write: (line: string) => void logged.push(JSON.parse(line) as Record<string, unknown>) });
+  const times: number[] = [];
+  const proxier = new Proxier({ source, backend: failing, logger, minSyncPeriodMs: 0, syncPeriodMs: 3_600_000, onSync: (l) => times.push(l.at) });
+  await proxier.start();
+  t.teardown(() => proxier.stop());
+  while (times.length < 1) await new Promise((r) => setTimeout(r, 10));
+  onChange();
+  while (times.length < 3) await new Promise((r) => setTimeout(r, 10));
+  t.deepEqual(backend.calls.map((c) => [c.full, c.changed]), [[true, []], [false, ['ns/a:http']], [true, []]]);
+  t.deepEqual(logged.map((l) => [l.msg, l.full, l.retryInMs]), [['sync failed; will retry with a full sync', false, 1000]]);
+  t.true(times[2]! - times[1]! >= 990, `retried after ${times[2]! - times[1]!} ms`);
 });
 
 test('on an incomplete read a reported removal is held back, a reported update is applied', async (t) => {
