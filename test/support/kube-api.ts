@@ -23,8 +23,8 @@
  *
  * Test controls: {@link holdLists} (list requests wait unanswered),
  * {@link dropWatches} (watch connections are cut), {@link expire} (history
- * compacted and a 410 ERROR sent on every open watch), {@link requests}
- * (what the client asked for).
+ * compacted and a 410 ERROR sent on every open watch), {@link close} then
+ * {@link up} (an outage), {@link requests} (what the client asked for).
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -179,6 +179,22 @@ export class FakeKubeApi {
   /** Requests to `path` that were watches. */
   watches(path: string): SeenRequest[] {
     return this.requests.filter((r) => r.path === path && r.query.watch === 'true');
+  }
+
+  /**
+   * Listen again on the same port after {@link close}, as an API server
+   * back from an outage: the objects and their history are kept, and
+   * changes made while it was closed are there for the next list or watch.
+   */
+  async up(): Promise<void> {
+    const port = Number(new URL(this.url).port);
+    await new Promise<void>((resolve, reject) => {
+      this.server.once('error', reject);
+      this.server.listen(port, '127.0.0.1', () => {
+        this.server.off('error', reject);
+        resolve();
+      });
+    });
   }
 
   /** Stop listening and cut every connection. */
