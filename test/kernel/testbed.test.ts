@@ -7,7 +7,7 @@
  * "skipped: <reason>" rather than a silent pass.
  */
 import test from 'ava';
-import { connectOnce, probe } from '../../src/testbed/probe.ts';
+import { connectOnce, probe, startTraffic } from '../../src/testbed/probe.ts';
 import { run } from '../../src/testbed/exec.ts';
 import { createTopology, testbedUnavailableReason } from '../../src/testbed/topology.ts';
 
@@ -60,5 +60,23 @@ if (unavailable) {
     const left = (await run('ip', ['netns', 'list'])).stdout;
     for (const ns of topo.namespaces) t.false(left.includes(ns), `${ns} still exists`);
     t.is(await rootState(), before, 'root namespace links/routes unchanged');
+  });
+
+  test('traffic counts new connections that fail and long-lived connections that break', async (t) => {
+    const topo = await createTopology({ backends: [{ name: 'b1', ip: '10.244.1.2', ports: [9090] }] });
+    try {
+      const load = await startTraffic(topo, { host: '10.244.1.2', port: 9090, held: 3, intervalMs: 50, timeoutMs: 500 });
+      await new Promise((r) => setTimeout(r, 500));
+      // The backend now resets every TCP segment it gets: each long-lived connection breaks, each new one fails.
+      await run('iptables-nft', ['-A', 'INPUT', '-p', 'tcp', '-j', 'REJECT', '--reject-with', 'tcp-reset'], { netns: topo.backend('b1').netns });
+      await new Promise((r) => setTimeout(r, 1500));
+      const s = await load.stop();
+      t.is(s.held, 3);
+      t.is(s.lost, 3, JSON.stringify(s.lostErrors));
+      t.true(s.failed > 0 && s.failed < s.attempted, JSON.stringify(s));
+      t.is(s.backends.b1, s.attempted - s.failed);
+    } finally {
+      await topo.destroy();
+    }
   });
 }
