@@ -18,7 +18,7 @@ import { join } from 'node:path';
 import { run } from '../../src/testbed/exec.ts';
 import { testbedUnavailableReason } from '../../src/testbed/topology.ts';
 import type { Traffic } from '../../src/testbed/probe.ts';
-import { assertConverged, CLUSTER_IP, faultWorld, finish, reached, restoreFaults, startDrover, synced, traffic, type FaultWorld, type RestoreFaults, type RunningDrover } from '../support/faults.ts';
+import { assertConverged, CLUSTER_IP, faultWorld, finish, reached, restoreFaults, runFlags, startDrover, synced, traffic, type FaultWorld, type RestoreFaults, type RunningDrover } from '../support/faults.ts';
 import { until } from '../support/wait.ts';
 
 const unavailable = await testbedUnavailableReason();
@@ -53,7 +53,6 @@ const kernelFlags = (w: World, variant: 'nft' | 'legacy', inside = false) => [
   '--source', w.source, '--state-dir', join(w.scratch, 'state'), ...(inside ? [] : ['--netns', w.topo.node]),
   '--iptables-backend', variant, '--service-cidr', '172.30.0.0/16', '--cluster-cidr', '10.180.0.0/16',
 ];
-const runFlags = (w: World) => ['--min-sync-period', '200ms', '--status-file', join(w.scratch, 'status.json')];
 
 /** `iptables-VARIANT-save -t nat` in the node namespace, with `env` added (XTABLES_LOCKFILE). */
 const natSave = async (w: World, variant: 'nft' | 'legacy' = 'nft', env: NodeJS.ProcessEnv = {}) => {
@@ -116,7 +115,7 @@ if (unavailable) {
     await writeFile(lock, '');
     t.teardown(() => rm(lock, { force: true }));
     const env = { XTABLES_LOCKFILE: lock };
-    const { w, load } = await serving(t, { variant: 'legacy', env });
+    const { w, d, load } = await serving(t, { variant: 'legacy', env });
     const holder = spawn('flock', [lock, 'sleep', '5'], { stdio: 'ignore' });
     const released = new Promise<number>((r) => holder.once('exit', () => r(Date.now())));
     await until('the lock taken', async () => (await run('flock', ['-n', lock, 'true'], { allowFail: true })).code !== 0, 5000, 20);
@@ -133,7 +132,7 @@ if (unavailable) {
     t.false(early, 'a rule was written while the lock was held');
     const at = await released;
     await until('b3 served', async () => (await reached(w)) === 'b1,b2,b3', 30_000);
-    t.log(`the change landed ${Date.now() - at} ms after the lock was released`);
+    t.log(`the change landed ${Date.now() - at} ms after the lock was released; ${d.lines(/sync failed/).length} syncs failed meanwhile`);
     const s = await finish(t, 'xtables lock held 5 s', load);
     t.is(s.failed, 0, JSON.stringify(s.errors));
     await assertConverged(t, ['diff', ...kernelFlags(w, 'legacy')], env);

@@ -215,6 +215,13 @@ export async function faultWorld(t: ExecutionContext): Promise<FaultWorld> {
   return { topo, scratch };
 }
 
+/**
+ * The flags of every `drover run` of a case: quick syncs, the status file in
+ * `w.scratch`, and no metrics or health servers (their ports would clash
+ * with another drover on the machine).
+ */
+export const runFlags = (w: FaultWorld) => ['--min-sync-period', '200ms', '--status-file', join(w.scratch, 'status.json'), '--metrics-bind-address', '', '--healthz-bind-address', ''];
+
 /** Until `d` has logged `n` successful syncs. */
 export const synced = (d: RunningDrover, n: number, timeoutMs = 30_000) => until(`${n} syncs`, async () => d.lines(/sync done/).length >= n, timeoutMs);
 
