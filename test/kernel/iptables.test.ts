@@ -59,8 +59,9 @@ function lines(save: string): string[] {
 }
 
 async function nftHandles(netns: string): Promise<Map<string, string>> {
-  // rule text (with chain) → handle, from nft's own view of the iptables-nft tables
-  const out = (await run('nft', ['-a', 'list', 'table', 'ip', 'nat'], { netns })).stdout;
+  // rule text (with chain) → handle, from nft's own view of the iptables-nft tables. nft by its path:
+  // under npm, PATH starts with node_modules/.bin, which may hold an unrelated `nft`.
+  const out = (await run('/usr/sbin/nft', ['-a', 'list', 'table', 'ip', 'nat'], { netns })).stdout;
   const handles = new Map<string, string>();
   let chain = '';
   for (const line of out.split('\n')) {
@@ -69,6 +70,7 @@ async function nftHandles(netns: string): Promise<Map<string, string>> {
     const h = /^\s*(.*) # handle (\d+)$/.exec(line);
     if (h && chain) handles.set(`${chain} ${h[1]}`, h[2]!);
   }
+  if (handles.size === 0) throw new Error(`nft -a listed no rule with a handle: ${out}`);
   return handles;
 }
 
