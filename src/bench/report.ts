@@ -12,7 +12,7 @@ import { defaultMode, modeDriver, modeNames } from '../modes/registry.ts';
 import type { ProxyMode } from '../modes/types.ts';
 import { summarise, type Summary } from './stats.ts';
 import { BENCH_CLUSTER_CIDR } from './synth.ts';
-import { CHANGE_KINDS, CLOCKS, METHODS, type BenchResult, type ChangeKind, type Clock, type Method, type Sample, type SizeRun } from './types.ts';
+import { CHANGE_KINDS, CLOCKS, METHODS, type BenchResult, type ChangeKind, type Clock, type DroverRunFacts, type Method, type Sample, type SizeRun } from './types.ts';
 
 /** Every change kind, in report order. */
 export const KINDS: readonly ChangeKind[] = ['full-sync', ...CHANGE_KINDS];
@@ -35,7 +35,7 @@ export const METHOD_LABEL: Readonly<Record<Method, string>> = {
 };
 
 /** How reports name a clock. */
-export const CLOCK_LABEL: Readonly<Record<Clock, string>> = { agent: 'agent', kernel: 'kernel', datapath: 'data path' };
+export const CLOCK_LABEL: Readonly<Record<Clock, string>> = { agent: 'agent', 'end-to-end': 'end to end', kernel: 'kernel', datapath: 'data path' };
 
 /** A mode and its flavour for reports, e.g. "iptables (nft)". */
 export function modeLabel(mode: ProxyMode, variant: string): string {
@@ -146,7 +146,8 @@ export interface RatioRow {
   readonly kind: ChangeKind;
   /** drover's agent clock. */
   readonly drover: Summary;
-  /** drover's kernel and data-path clocks, when measured. */
+  /** drover's end-to-end, kernel and data-path clocks, when measured. */
+  readonly endToEnd?: Summary;
   readonly kernel?: Summary;
   readonly datapath?: Summary;
   /** One per baseline measured, in report order. */
@@ -167,9 +168,20 @@ export function ratioRows(rows: readonly StatRow[]): RatioRow[] {
       const b = find(r, method, 'agent');
       if (b) ratios.push({ method, p50: b.p50, p95: b.p95, ratioP50: r.summary.p50 / b.p50, ratioP95: r.summary.p95 / b.p95 });
     }
+    const endToEnd = find(r, 'drover', 'end-to-end');
     const kernel = find(r, 'drover', 'kernel');
     const datapath = find(r, 'drover', 'datapath');
-    out.push({ mode: r.mode, variant: r.variant, services: r.services, kind: r.kind, drover: r.summary, ...(kernel ? { kernel } : {}), ...(datapath ? { datapath } : {}), ratios });
+    out.push({
+      mode: r.mode,
+      variant: r.variant,
+      services: r.services,
+      kind: r.kind,
+      drover: r.summary,
+      ...(endToEnd ? { endToEnd } : {}),
+      ...(kernel ? { kernel } : {}),
+      ...(datapath ? { datapath } : {}),
+      ratios,
+    });
   }
   return out;
 }
@@ -190,18 +202,19 @@ function table(header: readonly string[], align: readonly ('l' | 'r')[], rows: r
   return [`| ${header.join(' | ')} |`, `|${align.map((a) => (a === 'r' ? '---:' : '---')).join('|')}|`, ...rows.map((r) => `| ${r.join(' | ')} |`)];
 }
 
-/** The overview table: p50 per clock and baseline, and drover/raw and drover/kube-proxy at p50, per mode, size and change. */
+/** The overview table: p50 per clock (the end-to-end clock next to the agent's) and baseline, and drover/raw and drover/kube-proxy at p50, per mode, size and change. */
 export function overviewTable(ratios: readonly RatioRow[]): string[] {
   const dash = '–';
   const base = (r: RatioRow, m: Method): Ratio | undefined => r.ratios.find((x) => x.method === m);
   return table(
-    ['mode', 'services', 'change', 'agent', 'kernel', 'data path', 'raw', 'kube-proxy-style', 'drover/raw', 'drover/kube-proxy'],
-    ['l', 'r', 'l', 'r', 'r', 'r', 'r', 'r', 'r', 'r'],
+    ['mode', 'services', 'change', 'agent', 'end to end', 'kernel', 'data path', 'raw', 'kube-proxy-style', 'drover/raw', 'drover/kube-proxy'],
+    ['l', 'r', 'l', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r'],
     ratios.map((r) => [
       modeLabel(r.mode, r.variant),
       String(r.services),
       KIND_LABEL[r.kind],
       fmtMs(r.drover.p50),
+      r.endToEnd ? fmtMs(r.endToEnd.p50) : dash,
       r.kernel ? fmtMs(r.kernel.p50) : dash,
       r.datapath ? fmtMs(r.datapath.p50) : dash,
       base(r, 'raw') ? fmtMs(base(r, 'raw')!.p50) : dash,
@@ -341,6 +354,7 @@ export function methodText(result: BenchResult): string[] {
     'Each iteration makes four single changes, through drover\'s partial sync (Backend.sync): one endpoint removed from a clock service (2 → 1 endpoints), the same endpoint added back, one service port added (2 real endpoints), and the same port removed. Times are in ms, from the moment the change is seen, on the machine\'s monotonic clock:',
     '',
     "- **agent**: until drover's sync returned: the snapshot diff, the rendering and the kernel transaction, in-process (IPVS mode: in a worker process inside the node namespace, because IPVS and rtnetlink sockets act on the namespace of their process; all processes share the machine's monotonic clock).",
+    "- **end to end**: the same changes made to the manifest files that a real `drover run` process watches (started in the node namespace after the other clocks, on the starting state written as files: the synthetic services in one `services.json`, each clock service and each added service in a file of its own; `--min-sync-period 0s`, so that a change is not held back by the previous one's sync). From just before the file is written (a temporary file renamed over it) or removed, until a read-back of the kernel, as on the kernel clock, shows the change; the read-backs start once drover run logged its next sync done. It adds to the agent clock the file watch and its 100 ms debounce, reading and normalising the file, building the desired state and a process of its own.",
     "- **kernel**: read-backs run back to back from when the agent returned; the time is when the first read-back that shows the change was parsed. iptables mode reads `iptables-save -t nat` in the node namespace (the service port's chains exactly as rendered, or their absence), so the time includes one whole read-back, whose own duration is `readback_ms` in the samples. IPVS mode reads the changed virtual server and its real servers over netlink (GET_SERVICE and a dump of its destinations) and, when a service comes or goes, the addresses of kube-ipvs0 (which holds every ClusterIP).",
     `- **data path**: new TCP connections from the client namespace run back to back from when the agent returned, by one long-lived prober process; the time is when the first connection that shows the change was opened. Endpoint added: the first connection answered by the new endpoint (each connection has a 1/2 chance, so the time is late by one connection on average, by k or more with probability 2^-k; never early, since only the new rules reach that endpoint). Endpoint removed: the first of ${s.removalConfirm} connections in a row answered by the surviving endpoint (with the old rules still in place this happens by chance with probability 2^-${s.removalConfirm}, the false-positive bound). Service added: the first connection answered at the new ClusterIP (without the rules nothing answers there, so no false positive). Service removed: the first of ${s.failConfirm} connections in a row that got no answer (refused, unreachable, or nothing within 1 s); the old rules would have answered.`,
     '',
@@ -354,8 +368,13 @@ export function methodText(result: BenchResult): string[] {
     '',
     "`bytes` in the samples is the text drover or the baseline handed to iptables-restore and ipset restore; IPVS netlink messages are not counted.",
     '',
-    "Percentiles are nearest-rank (with fewer than 100 samples, p99 is the largest). Ratios are drover's agent clock over the baseline's time at the same percentile: a ratio near 1 means drover adds little to the kernel's own cost. Peak RSS is that of the process that runs drover's agent (process.resourceUsage().maxRSS): the benchmark process in iptables mode, whose peak only grows, so sizes run in ascending order; a fresh worker per size in IPVS mode.",
+    "Percentiles are nearest-rank (with fewer than 100 samples, p99 is the largest). Ratios are drover's agent clock over the baseline's time at the same percentile: a ratio near 1 means drover adds little to the kernel's own cost. Peak RSS is that of the process that runs drover's agent (process.resourceUsage().maxRSS): the benchmark process in iptables mode, whose peak only grows, so sizes run in ascending order; a fresh worker per size in IPVS mode. The RSS of drover run is that of a real proxy process at that size, from its /proc/PID/status: VmRSS when its first sync was logged, and VmHWM, its peak, after the last change.",
   ];
+}
+
+/** The line of a size's section about the `drover run` process of the end-to-end clock. */
+export function droverRunLine(facts: DroverRunFacts): string {
+  return `- drover run (end-to-end clock): first sync ${fmtMs(facts.firstSyncMs)} ms after start; RSS ${thousands(facts.rssKb)} kB after the first sync, peak ${thousands(facts.peakRssKb)} kB.`;
 }
 
 /** "N changes of each kind", or per size when the sizes (merged from several runs) differ. */
@@ -432,6 +451,7 @@ export function buildSummary(result: BenchResult): string {
       `- ${run.changes} changes of each kind.`,
       `- Full sync from empty tables: agent ${full('agent')}, kernel ${full('kernel')}, data path ${full('datapath')} (${run.fullSyncTransactions} transaction${run.fullSyncTransactions === 1 ? '' : 's'}).`,
       `- Peak RSS of the process that runs drover's agent: ${thousands(run.peakRssKb)} kB.`,
+      ...(run.droverRun ? [droverRunLine(run.droverRun)] : []),
       `- Full re-render: ${run.fullRerenderSkipped ?? 'measured on "service added"; it stands for every change'}.`,
       ...(run.detailSkipped ? [`- Kernel clock and kube-proxy-style baseline: ${run.detailSkipped}.`] : []),
       run.consistent

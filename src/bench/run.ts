@@ -17,6 +17,11 @@
  * 4. A full sync of the starting state, which must write nothing (the
  *    baselines put everything back); its agent time is reported as the
  *    cost of a resync with nothing to write (SizeRun.resyncMs).
+ * 5. The end-to-end clock (end-to-end.ts): a real `drover run` process in
+ *    the node namespace, watching the starting state as manifest files,
+ *    adopts the kernel; the same `changes` iterations are written to its
+ *    files and timed until a read-back shows each; its RSS is read from
+ *    /proc (SizeRun.droverRun).
  *
  * Clocks, all from the moment the change is seen (process.hrtime, the
  * machine's monotonic clock, which the prober in the client namespace
@@ -70,9 +75,14 @@ export interface ProgressEvent {
   readonly note?: string;
 }
 
-/** Steps of one size with `perChange` per-change baselines and a `whole` baseline measured `wholeRepeats` times. */
+/**
+ * Steps of one size with `perChange` per-change baselines and a `whole`
+ * baseline measured `wholeRepeats` times: the full sync, each change by
+ * drover, raw and the per-change baselines, the full re-renders, the final
+ * check, each change on the end-to-end clock, and the end of the size.
+ */
 export function stepsPerSize(changes: number, perChange: number, wholeRepeats: number): number {
-  return 1 + changes * 4 * (2 + perChange) + wholeRepeats + 1;
+  return 1 + changes * 4 * (2 + perChange) + wholeRepeats + 1 + changes * 4 + 1;
 }
 
 /**
@@ -139,6 +149,7 @@ async function runSize(
       timing: opts.timing,
       kernelDeadlineMs: opts.kernelDeadlineMs,
       detailMax: opts.detailMax,
+      iptablesVariant: opts.iptablesVariant,
     };
     const driver = modeDriver(mode);
     if (driver.bench.placement === 'namespace') {
