@@ -360,7 +360,7 @@ export function methodText(result: BenchResult): string[] {
     '',
     'The kernel and data-path polling start when the agent has returned (the transaction has committed by then) and run at the same time, so neither slows the agent down; they compete with each other for the CPU.',
     ...(result.runs.some((r) => r.detailSkipped)
-      ? ['', "At the sizes whose section says so (`--detail-max`), the kernel clock and the kube-proxy-style baseline were not measured: only drover's agent and data-path clocks and the raw baseline."]
+      ? ['', "At the sizes whose section says so (`--detail-max`), the kernel and end-to-end clocks and the kube-proxy-style baseline were not measured: only drover's agent and data-path clocks and the raw baseline, and drover run's first sync and RSS."]
       : []),
     '',
     'Baselines make the same changes on the same kernel state, taking turns with drover within each iteration, with their payloads and desired state built beforehand, off the clock.',
@@ -453,7 +453,7 @@ export function buildSummary(result: BenchResult): string {
       `- Peak RSS of the process that runs drover's agent: ${thousands(run.peakRssKb)} kB.`,
       ...(run.droverRun ? [droverRunLine(run.droverRun)] : []),
       `- Full re-render: ${run.fullRerenderSkipped ?? 'measured on "service added"; it stands for every change'}.`,
-      ...(run.detailSkipped ? [`- Kernel clock and kube-proxy-style baseline: ${run.detailSkipped}.`] : []),
+      ...(run.detailSkipped ? [`- Kernel and end-to-end clocks and kube-proxy-style baseline: ${run.detailSkipped}.`] : []),
       run.consistent
         ? `- After the run, a full sync of the starting state found nothing to repair${resync}.`
         : '- **After the run, a full sync of the starting state had to repair the kernel**: a baseline did not put its change back exactly.',

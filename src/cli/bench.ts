@@ -89,7 +89,7 @@ export function benchCommand(): Command {
     .addOption(
       intOption(
         '--detail-max <n>',
-        'measure the kernel clock and the kube-proxy-style baseline only up to this many service ports; above, only the agent and data-path clocks and the raw baseline (for slow machines such as an emulated guest)',
+        'measure the kernel and end-to-end clocks and the kube-proxy-style baseline only up to this many service ports; above, only the agent and data-path clocks, the raw baseline and the RSS of drover run (for slow machines such as an emulated guest)',
         100_000,
         0,
         100_000,

@@ -2,6 +2,7 @@
 import test from 'ava';
 import { droverRunArgv, isSyncDone, parseProcMemory } from '../../src/bench/drover-process.ts';
 import { BULK_FILE, manifestText, ownFileName, serviceObjects, sourceFiles } from '../../src/bench/manifest-files.ts';
+import { stepsPerSize } from '../../src/bench/run.ts';
 import { clockServicePort, synthServicePort } from '../../src/bench/synth.ts';
 
 const clock = clockServicePort(0, [
@@ -75,4 +76,11 @@ test('a sync done is recognised in drover log lines, full or partial, and nothin
   t.true(isSyncDone('{"level":30,"msg":"partial sync done; deletions held: the source is incomplete"}'));
   t.false(isSyncDone('{"level":50,"msg":"sync failed"}'));
   t.false(isSyncDone('{"level":30,"msg":"watching /tmp/x/manifests"}'));
+});
+
+test('the progress of a size counts each end-to-end change, only where the end-to-end clock runs', (t) => {
+  // Full sync 1; 2 iterations × 4 changes × (drover, raw, kube-proxy-style) 24; 1 full re-render; final check 1; end to end 8; done 1.
+  t.is(stepsPerSize(2, 1, 1, true), 36);
+  // Above --detail-max: no kube-proxy-style baseline, no full re-render, no end-to-end change.
+  t.is(stepsPerSize(2, 0, 0, false), 19);
 });

@@ -223,8 +223,8 @@ test('IPVS against iptables: agent clocks of both modes per size and change, wit
   const md = buildSummary(BOTH);
   t.true(md.includes('\n## IPVS mode against iptables mode\n'));
   t.true(md.includes('| 100 | endpoint removed | 40.0 | 20.0 | 2.00 | 80.0 | 40.0 | 2.00 |\n'));
-  t.true(md.includes('- Kernel clock and kube-proxy-style baseline: not measured above 100 services (--detail-max).\n'));
-  t.true(md.includes("At the sizes whose section says so (`--detail-max`), the kernel clock and the kube-proxy-style baseline were not measured"));
+  t.true(md.includes('- Kernel and end-to-end clocks and kube-proxy-style baseline: not measured above 100 services (--detail-max).\n'));
+  t.true(md.includes("At the sizes whose section says so (`--detail-max`), the kernel and end-to-end clocks and the kube-proxy-style baseline were not measured: only drover's agent and data-path clocks and the raw baseline, and drover run's first sync and RSS."));
   t.true(md.includes('changes of each kind: 100 services (iptables) 4, 100 services (ipvs) 4, 1000 services (iptables) 1 |'));
   t.true(md.includes('\niptables mode (each timed from starting iptables-restore to its exit):\n'));
   t.true(md.includes('\nIPVS mode (each timed from the first command sent, or the ipset process started, to the last answer):\n'));
