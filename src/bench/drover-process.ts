@@ -10,8 +10,18 @@ import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import type { ProxyMode } from '../modes/types.ts';
 
-/** drover's executable (bin/drover.js), which runs dist/ or src/ as it runs for the bench itself (DROVER_ENTRY is inherited). */
+/** drover's executable (bin/drover.js). */
 const DROVER = fileURLToPath(new URL('../../bin/drover.js', import.meta.url));
+
+/**
+ * Which build of drover the bench itself runs, and so the `drover run` it
+ * starts (as DROVER_ENTRY, bin/drover.js): `src` (the TypeScript sources
+ * through tsx, which adds to start-up time and RSS) when this module is
+ * TypeScript, else `dist` (the compiled build, what a node runs).
+ */
+export function droverEntry(moduleUrl: string = import.meta.url): 'dist' | 'src' {
+  return moduleUrl.endsWith('.ts') ? 'src' : 'dist';
+}
 
 /** What a `drover run` of the bench is started with. */
 export interface DroverRunSpec {
@@ -98,11 +108,11 @@ export class DroverRunProcess {
   }
 
   /**
-   * Start `spec`'s `drover run` (see {@link droverRunArgv}).
+   * Start `spec`'s `drover run` (see {@link droverRunArgv}), from the same build as the bench ({@link droverEntry}).
    * @throws Error when `ip` cannot be started.
    */
   static async start(spec: DroverRunSpec): Promise<DroverRunProcess> {
-    const child = spawn('ip', droverRunArgv(spec), { stdio: ['pipe', 'pipe', 'pipe'] });
+    const child = spawn('ip', droverRunArgv(spec), { stdio: ['pipe', 'pipe', 'pipe'], env: { ...process.env, DROVER_ENTRY: droverEntry() } });
     child.stdout.resume();
     await new Promise<void>((resolve, reject) => {
       child.once('spawn', resolve);

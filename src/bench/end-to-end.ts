@@ -21,7 +21,7 @@ import { join } from 'node:path';
 import type { ProxyMode } from '../modes/types.ts';
 import type { Snapshot } from '../model/types.ts';
 import type { BenchChange } from './changes.ts';
-import { DroverRunProcess } from './drover-process.ts';
+import { droverEntry, DroverRunProcess } from './drover-process.ts';
 import type { ModeHarness } from './harness.ts';
 import { manifestText, ownFileName, sourceFiles } from './manifest-files.ts';
 import { BENCH_CLUSTER_CIDR } from './synth.ts';
@@ -102,7 +102,7 @@ export async function measureEndToEnd<S>(h: ModeHarness<S>, opts: EndToEndOption
       }
     }
     const { hwmKb } = await proc.memory();
-    return { firstSyncMs, rssKb, peakRssKb: hwmKb };
+    return { entry: droverEntry(), firstSyncMs, rssKb, peakRssKb: hwmKb };
   } finally {
     await proc?.stop();
     await rm(dir, { recursive: true, force: true });

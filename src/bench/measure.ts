@@ -186,7 +186,7 @@ export async function measureSize<S>(
   progress(
     `${label}: done`,
     true,
-    `${label}: done; drover run: first sync ${droverRun.firstSyncMs.toFixed(0)} ms after start, RSS ${droverRun.rssKb} kB, peak ${droverRun.peakRssKb} kB`,
+    `${label}: done; drover run (${droverRun.entry}): first sync ${droverRun.firstSyncMs.toFixed(0)} ms after start, RSS ${droverRun.rssKb} kB, peak ${droverRun.peakRssKb} kB`,
   );
   return {
     mode: h.mode,

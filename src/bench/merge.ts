@@ -55,7 +55,7 @@ const Run = z.looseObject({
   resyncMs: z.number().nonnegative().optional(),
   peakRssKb: z.number().nonnegative(),
   droverRun: z
-    .object({ firstSyncMs: z.number().nonnegative(), rssKb: z.number().nonnegative(), peakRssKb: z.number().nonnegative() })
+    .object({ entry: z.enum(['dist', 'src']), firstSyncMs: z.number().nonnegative(), rssKb: z.number().nonnegative(), peakRssKb: z.number().nonnegative() })
     .optional(),
 });
 

@@ -374,7 +374,8 @@ export function methodText(result: BenchResult): string[] {
 
 /** The line of a size's section about the `drover run` process of the end-to-end clock. */
 export function droverRunLine(facts: DroverRunFacts): string {
-  return `- drover run (end-to-end clock): first sync ${fmtMs(facts.firstSyncMs)} ms after start; RSS ${thousands(facts.rssKb)} kB after the first sync, peak ${thousands(facts.peakRssKb)} kB.`;
+  const build = facts.entry === 'dist' ? 'the compiled build' : 'the TypeScript sources through tsx';
+  return `- drover run (end-to-end clock, ${build}): first sync ${fmtMs(facts.firstSyncMs)} ms after start; RSS ${thousands(facts.rssKb)} kB after the first sync, peak ${thousands(facts.peakRssKb)} kB.`;
 }
 
 /** "N changes of each kind", or per size when the sizes (merged from several runs) differ. */

@@ -100,6 +100,8 @@ export interface SizeRun {
 
 /** Facts about the real `drover run` process that the end-to-end clock watches (one per mode and size). */
 export interface DroverRunFacts {
+  /** The build it ran: `dist` (compiled, as on a node) or `src` (the TypeScript sources through tsx, slower to start and larger). */
+  readonly entry: 'dist' | 'src';
   /** From spawning the process until it logged its first sync done, ms (start-up, reading the manifests, the full sync). */
   readonly firstSyncMs: number;
   /** VmRSS of the process (/proc/PID/status) when its first sync was logged, kB. */

@@ -1,6 +1,6 @@
 /** The pure parts of the bench's end-to-end clock: its manifest files, drover run's command line, /proc memory and log lines. */
 import test from 'ava';
-import { droverRunArgv, isSyncDone, parseProcMemory } from '../../src/bench/drover-process.ts';
+import { droverEntry, droverRunArgv, isSyncDone, parseProcMemory } from '../../src/bench/drover-process.ts';
 import { BULK_FILE, manifestText, ownFileName, serviceObjects, sourceFiles } from '../../src/bench/manifest-files.ts';
 import { stepsPerSize } from '../../src/bench/run.ts';
 import { clockServicePort, synthServicePort } from '../../src/bench/synth.ts';
@@ -83,4 +83,10 @@ test('the progress of a size counts each end-to-end change, only where the end-t
   t.is(stepsPerSize(2, 1, 1, true), 36);
   // Above --detail-max: no kube-proxy-style baseline, no full re-render, no end-to-end change.
   t.is(stepsPerSize(2, 0, 0, false), 19);
+});
+
+test('drover run runs the build the bench runs: the sources from a TypeScript module, else the compiled build', (t) => {
+  t.is(droverEntry('file:///opt/drover/src/bench/drover-process.ts'), 'src');
+  t.is(droverEntry('file:///opt/drover/dist/bench/drover-process.js'), 'dist');
+  t.is(droverEntry(), 'src', 'these tests run the sources');
 });

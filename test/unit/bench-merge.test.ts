@@ -46,7 +46,7 @@ test('a run folder reads back as the result that was written', async (t) => {
 test('a run folder with the end-to-end clock reads back with its samples and drover run facts', async (t) => {
   const withRun: BenchResult = {
     ...RESULT,
-    runs: [{ ...RUN, droverRun: { firstSyncMs: 1500.5, rssKb: 90_000, peakRssKb: 95_000 } }],
+    runs: [{ ...RUN, droverRun: { entry: 'src', firstSyncMs: 1500.5, rssKb: 90_000, peakRssKb: 95_000 } }],
     samples: [sample(), sample({ clock: 'end-to-end', ms: 412.75, tries: 1, readbackMs: 50.5 })],
   };
   const dir = await folder(t, runJson(withRun), samplesToJSONL(withRun.samples));

@@ -19,7 +19,7 @@ const RUN: SizeRun = {
   consistent: true,
   resyncMs: 180.456,
   peakRssKb: 123456,
-  droverRun: { firstSyncMs: 1234.5678, rssKb: 98765, peakRssKb: 104857 },
+  droverRun: { entry: 'dist', firstSyncMs: 1234.5678, rssKb: 98765, peakRssKb: 104857 },
 };
 
 const SAMPLES: Sample[] = [
@@ -151,7 +151,7 @@ test('summary.md: environment, overview, one section per size, the method', (t) 
   t.true(md.includes('\n## Overview\n'));
   t.true(md.includes('\n## iptables (nft), 100 services\n'));
   t.true(md.includes('- Full sync from empty tables: agent 250.0 ms, kernel 400.0 ms, data path 251.3 ms (1 transaction).\n'));
-  t.true(md.includes("- Peak RSS of the process that runs drover's agent: 123,456 kB.\n- drover run (end-to-end clock): first sync 1234.6 ms after start; RSS 98,765 kB after the first sync, peak 104,857 kB.\n"));
+  t.true(md.includes("- Peak RSS of the process that runs drover's agent: 123,456 kB.\n- drover run (end-to-end clock, the compiled build): first sync 1234.6 ms after start; RSS 98,765 kB after the first sync, peak 104,857 kB.\n"));
   t.false(md.includes('## IPVS mode against iptables mode'), 'one mode: no comparison');
   t.false(md.includes('IPVS mode (each timed'), 'no IPVS baselines described for an iptables-only run');
   t.true(md.includes('- After the run, a full sync of the starting state found nothing to repair: agent 180.5 ms, what a restart or a periodic resync costs (read back, compare, write nothing).\n'));
