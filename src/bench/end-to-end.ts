@@ -13,7 +13,7 @@
  * that shows the change was parsed, as on the kernel clock.
  *
  * The process's memory is read from /proc/PID/status: VmRSS when the first
- * sync is logged, VmHWM (the peak) after the last change.
+ * sync is logged and after each change, VmHWM (the peak) after the last change.
  */
 import { mkdir, mkdtemp, rename, rm, unlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -44,7 +44,7 @@ export interface EndToEndOptions {
 }
 
 /** One end-to-end measurement: its change, the time and the read-backs made. */
-export type EndToEndSample = Pick<Sample, 'iteration' | 'ms' | 'tries' | 'readbackMs'> & { readonly kind: ChangeKind };
+export type EndToEndSample = Pick<Sample, 'iteration' | 'ms' | 'tries' | 'readbackMs' | 'rssKb'> & { readonly kind: ChangeKind };
 
 const nowNs = (): bigint => process.hrtime.bigint();
 const msSince = (t0: bigint): number => Number(nowNs() - t0) / 1e6;
@@ -95,7 +95,8 @@ export async function measureEndToEnd<S>(h: ModeHarness<S>, opts: EndToEndOption
         const state = await h.readBack(change);
         const readbackMs = round3(msSince(start));
         if (h.shows(state, change)) {
-          record({ kind: change.kind, iteration, ms: round3(msSince(t0)), tries, readbackMs });
+          const ms = round3(msSince(t0));
+          record({ kind: change.kind, iteration, ms, tries, readbackMs, rssKb: (await proc.memory()).rssKb });
           break;
         }
         if (msSince(t0) > opts.deadlineMs) throw new Error(`end-to-end clock: ${change.kind} of ${change.key} did not reach the kernel within ${opts.deadlineMs} ms`);

@@ -179,7 +179,7 @@ export async function measureSize<S>(
     h,
     { mode: h.mode, netns: view.node, iptablesVariant: opts.iptablesVariant, base, ownKeys: clocks.map((c) => c.port.key), changes: e2eChanges, deadlineMs: opts.kernelDeadlineMs },
     (x) => {
-      push(x.kind, 'drover', 'end-to-end', x.iteration, x.ms, { tries: x.tries, readbackMs: x.readbackMs });
+      push(x.kind, 'drover', 'end-to-end', x.iteration, x.ms, { tries: x.tries, readbackMs: x.readbackMs, rssKb: x.rssKb });
       progress(`${label}: end to end ${x.iteration + 1}/${opts.changes}`, true);
     },
   );

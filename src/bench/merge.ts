@@ -73,6 +73,7 @@ const SampleLine = z.looseObject({
   ms: z.number().nonnegative(),
   tries: z.number().optional(),
   readbackMs: z.number().optional(),
+  rssKb: z.number().optional(),
   bytes: z.number().optional(),
 });
 

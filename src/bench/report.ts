@@ -43,7 +43,7 @@ export function modeLabel(mode: ProxyMode, variant: string): string {
 }
 
 /** The columns of samples.csv, in order. */
-export const CSV_COLUMNS = ['mode', 'variant', 'services', 'endpoints', 'kind', 'method', 'clock', 'iteration', 'ms', 'tries', 'readback_ms', 'bytes'] as const;
+export const CSV_COLUMNS = ['mode', 'variant', 'services', 'endpoints', 'kind', 'method', 'clock', 'iteration', 'ms', 'tries', 'readback_ms', 'bytes', 'rss_kb'] as const;
 
 function csvCell(v: string | number | undefined): string {
   if (v === undefined) return '';
@@ -56,7 +56,7 @@ export function samplesToCSV(samples: readonly Sample[]): string {
   const lines = [CSV_COLUMNS.join(',')];
   for (const s of samples) {
     lines.push(
-      [s.mode, s.variant, s.services, s.endpoints, s.kind, s.method, s.clock, s.iteration, s.ms, s.tries, s.readbackMs, s.bytes].map(csvCell).join(','),
+      [s.mode, s.variant, s.services, s.endpoints, s.kind, s.method, s.clock, s.iteration, s.ms, s.tries, s.readbackMs, s.bytes, s.rssKb].map(csvCell).join(','),
     );
   }
   return `${lines.join('\n')}\n`;
@@ -80,6 +80,7 @@ export function samplesToJSONL(samples: readonly Sample[]): string {
       if (s.tries !== undefined) o.tries = s.tries;
       if (s.readbackMs !== undefined) o.readbackMs = s.readbackMs;
       if (s.bytes !== undefined) o.bytes = s.bytes;
+      if (s.rssKb !== undefined) o.rssKb = s.rssKb;
       return `${JSON.stringify(o)}\n`;
     })
     .join('');
@@ -368,8 +369,27 @@ export function methodText(result: BenchResult): string[] {
     '',
     "`bytes` in the samples is the text drover or the baseline handed to iptables-restore and ipset restore; IPVS netlink messages are not counted.",
     '',
-    "Percentiles are nearest-rank (with fewer than 100 samples, p99 is the largest). Ratios are drover's agent clock over the baseline's time at the same percentile: a ratio near 1 means drover adds little to the kernel's own cost. Peak RSS is that of the process that runs drover's agent (process.resourceUsage().maxRSS): the benchmark process in iptables mode, whose peak only grows, so sizes run in ascending order; a fresh worker per size in IPVS mode. The RSS of drover run is that of a real proxy process at that size, from its /proc/PID/status: VmRSS when its first sync was logged, and VmHWM, its peak, after the last change.",
+    "Percentiles are nearest-rank (with fewer than 100 samples, p99 is the largest). Ratios are drover's agent clock over the baseline's time at the same percentile: a ratio near 1 means drover adds little to the kernel's own cost. Peak RSS is that of the process that runs drover's agent (process.resourceUsage().maxRSS): the benchmark process in iptables mode, whose peak only grows, so sizes run in ascending order; a fresh worker per size in IPVS mode. The RSS of drover run is that of a real proxy process at that size, from its /proc/PID/status: VmRSS when its first sync was logged (and after each change, `rss_kb` in the end-to-end samples), and VmHWM, its peak, after the last change.",
   ];
+}
+
+/**
+ * The table of the `drover run` processes of the end-to-end clock: per mode
+ * and size, its build, its first sync after start, its RSS then and its
+ * peak. Empty (no lines at all) when no run has one (reports from before it
+ * was measured).
+ */
+export function droverRunTable(runs: readonly SizeRun[]): string[] {
+  const measured = runs.filter((r) => r.droverRun);
+  if (measured.length === 0) return [];
+  return table(
+    ['mode', 'services', 'build', 'first sync after start', 'RSS after the first sync', 'peak RSS'],
+    ['l', 'r', 'l', 'r', 'r', 'r'],
+    measured.map((r) => {
+      const f = r.droverRun!;
+      return [modeLabel(r.mode, r.variant), String(r.services), f.entry, `${fmtMs(f.firstSyncMs)} ms`, `${thousands(f.rssKb)} kB`, `${thousands(f.peakRssKb)} kB`];
+    }),
+  );
 }
 
 /** The line of a size's section about the `drover run` process of the end-to-end clock. */
@@ -427,6 +447,9 @@ export function buildSummary(result: BenchResult): string {
     '',
     ...overviewTable(ratios),
     '',
+    ...(result.runs.some((r) => r.droverRun)
+      ? ['The `drover run` process of the end-to-end clock (RSS from /proc/PID/status: VmRSS, and VmHWM for the peak):', '', ...droverRunTable(result.runs), '']
+      : []),
   );
   for (const pair of modePairs(modeComparisons(rows))) {
     out.push(

@@ -63,6 +63,8 @@ export interface Sample {
   readonly readbackMs?: number;
   /** agent: bytes of kernel transaction payload written. */
   readonly bytes?: number;
+  /** end-to-end: VmRSS of the drover run process once the kernel showed the change, kB. */
+  readonly rssKb?: number;
 }
 
 /** Facts about one mode and size of a run. */

@@ -11,7 +11,7 @@ import type { ProxyMode } from '../modes/types.ts';
 import { detectEnvironment } from '../bench/environment.ts';
 import { progressSink } from '../bench/progress.ts';
 import { mergeResults, readResult } from '../bench/merge.ts';
-import { modeComparisons, modePairs, modeTable, overviewTable, pairTitle, ratioRows, statRows } from '../bench/report.ts';
+import { droverRunTable, modeComparisons, modePairs, modeTable, overviewTable, pairTitle, ratioRows, statRows } from '../bench/report.ts';
 import type { BenchResult } from '../bench/types.ts';
 import { CLOCK_SERVICES, runBench } from '../bench/run.ts';
 import { testbedUnavailableReason } from '../testbed/topology.ts';
@@ -192,6 +192,7 @@ async function report(result: BenchResult, dir: string): Promise<void> {
       '',
       ...overviewTable(ratioRows(rows)),
       '',
+      ...(result.runs.some((r) => r.droverRun) ? ['drover run of the end-to-end clock:', '', ...droverRunTable(result.runs), ''] : []),
       ...pairs.flatMap((p) => [`drover's agent clock, ${pairTitle(p.mode, p.reference)}:`, '', ...modeTable(p.rows), '']),
       `written to ${out}: ${files.join(', ')}`,
       '',

@@ -76,7 +76,9 @@ if (unavailable) {
       }
       t.regex(summary, /^\| iptables-nft \| iptables v1\.8\.\d+ \(nf_tables\) \|$/m);
       t.regex(summary, /^- After the run, a full sync of the starting state found nothing to repair: agent [\d.]+ ms, what a restart or a periodic resync costs/m);
-      t.is(res.stdout.split('\n').filter((l) => l.startsWith('| iptables (nft) | 100 |')).length, 4, 'the overview is printed');
+      const printed = res.stdout.split('\n');
+      t.is(printed.filter((l) => /^\| iptables \(nft\) \| 100 \| (endpoint|service) /.test(l)).length, 4, 'the overview is printed');
+      t.is(printed.filter((l) => /^\| iptables \(nft\) \| 100 \| (dist|src) \| [\d.]+ ms \| [\d,]+ kB \| [\d,]+ kB \|$/.test(l)).length, 1, 'and the drover run table');
 
       const runJson = JSON.parse(await readFile(join(out, 'run.json'), 'utf8')) as { runs: SizeRun[] };
       t.is(runJson.runs.length, 1);
@@ -88,7 +90,7 @@ if (unavailable) {
       t.true(facts.firstSyncMs > 0);
       t.regex(summary, /^- drover run \(end-to-end clock, the (compiled build|TypeScript sources through tsx)\): first sync [\d.]+ ms after start; RSS [\d,]+ kB after the first sync, peak [\d,]+ kB\.$/m);
       // The end-to-end clock waits for drover run's sync and one read-back that shows the change.
-      t.true(samples.filter((s) => s.clock === 'end-to-end').every((s) => s.tries! >= 1 && s.readbackMs! > 0 && s.ms > s.readbackMs!));
+      t.true(samples.filter((s) => s.clock === 'end-to-end').every((s) => s.tries! >= 1 && s.readbackMs! > 0 && s.ms > s.readbackMs! && s.rssKb! > 20_000));
       t.true(runJson.runs[0]!.resyncMs! > 0, 'the final full sync is timed');
 
       for (const f of ['latency-iptables-nft.svg', 'distributions-iptables-nft.svg']) {

@@ -47,7 +47,7 @@ test('a run folder with the end-to-end clock reads back with its samples and dro
   const withRun: BenchResult = {
     ...RESULT,
     runs: [{ ...RUN, droverRun: { entry: 'src', firstSyncMs: 1500.5, rssKb: 90_000, peakRssKb: 95_000 } }],
-    samples: [sample(), sample({ clock: 'end-to-end', ms: 412.75, tries: 1, readbackMs: 50.5 })],
+    samples: [sample(), sample({ clock: 'end-to-end', ms: 412.75, tries: 1, readbackMs: 50.5, rssKb: 91_000 })],
   };
   const dir = await folder(t, runJson(withRun), samplesToJSONL(withRun.samples));
   t.deepEqual(await readResult(dir), withRun);

@@ -1,7 +1,7 @@
 /** The benchmark's reports from fixed samples: exact CSV, JSONL and tables. */
 import test from 'ava';
 import { charts, renderSvg } from '../../src/bench/charts.ts';
-import { buildSummary, modeComparisons, modeTable, overviewTable, ratioRows, ratioTable, samplesToCSV, samplesToJSONL, sizeTable, statRows } from '../../src/bench/report.ts';
+import { buildSummary, droverRunTable, modeComparisons, modeTable, overviewTable, ratioRows, ratioTable, samplesToCSV, samplesToJSONL, sizeTable, statRows } from '../../src/bench/report.ts';
 import { SETTINGS } from '../support/bench.ts';
 import type { BenchResult, ChangeKind, Clock, Method, Sample, SizeRun } from '../../src/bench/types.ts';
 
@@ -29,7 +29,7 @@ const SAMPLES: Sample[] = [
   ...samples('endpoint-removed', 'drover', 'agent', [40, 10, 30, 20]),
   ...samples('endpoint-removed', 'drover', 'kernel', [110, 120, 130, 140]),
   ...samples('endpoint-removed', 'drover', 'datapath', [41, 11, 31, 21]),
-  ...samples('endpoint-removed', 'drover', 'end-to-end', [300, 200, 500, 400], { tries: 1, readbackMs: 60 }),
+  ...samples('endpoint-removed', 'drover', 'end-to-end', [300, 200, 500, 400], { tries: 1, readbackMs: 60, rssKb: 97000 }),
   ...samples('endpoint-removed', 'raw', 'agent', [8, 16, 24, 32]),
   ...samples('endpoint-removed', 'kube-proxy', 'agent', [50, 100, 150, 200]),
   ...samples('service-added', 'drover', 'agent', [12, 14, 16, 18]),
@@ -60,21 +60,26 @@ test('samples.csv: a header, then one line per sample with empty cells for absen
   t.is(
     csv,
     [
-      'mode,variant,services,endpoints,kind,method,clock,iteration,ms,tries,readback_ms,bytes',
-      'iptables,nft,100,10,full-sync,drover,agent,0,250,,,456583',
-      'iptables,nft,100,10,full-sync,drover,kernel,0,400,1,98.5,',
-      'iptables,nft,100,10,full-sync,drover,datapath,0,251.25,1,,',
-      'iptables,nft,100,10,endpoint-removed,drover,agent,0,40,,,',
-      'iptables,nft,100,10,endpoint-removed,drover,agent,1,10,,,',
+      'mode,variant,services,endpoints,kind,method,clock,iteration,ms,tries,readback_ms,bytes,rss_kb',
+      'iptables,nft,100,10,full-sync,drover,agent,0,250,,,456583,',
+      'iptables,nft,100,10,full-sync,drover,kernel,0,400,1,98.5,,',
+      'iptables,nft,100,10,full-sync,drover,datapath,0,251.25,1,,,',
+      'iptables,nft,100,10,endpoint-removed,drover,agent,0,40,,,,',
+      'iptables,nft,100,10,endpoint-removed,drover,agent,1,10,,,,',
       '',
     ].join('\n'),
   );
+  t.is(samplesToCSV(SAMPLES.filter((s) => s.clock === 'end-to-end').slice(0, 1)).split('\n')[1], 'iptables,nft,100,10,endpoint-removed,drover,end-to-end,0,300,1,60,,97000');
   t.is(samplesToCSV(SAMPLES).split('\n').length, SAMPLES.length + 2);
 });
 
 test('samples.jsonl: one object per line that parses back to the sample', (t) => {
   const jsonl = samplesToJSONL(SAMPLES);
   const lines = jsonl.trimEnd().split('\n');
+  t.is(
+    lines.find((l) => l.includes('"end-to-end"')),
+    '{"mode":"iptables","variant":"nft","services":100,"endpoints":10,"kind":"endpoint-removed","method":"drover","clock":"end-to-end","iteration":0,"ms":300,"tries":1,"readbackMs":60,"rssKb":97000}',
+  );
   t.is(lines[1], '{"mode":"iptables","variant":"nft","services":100,"endpoints":10,"kind":"full-sync","method":"drover","clock":"kernel","iteration":0,"ms":400,"tries":1,"readbackMs":98.5}');
   t.deepEqual(
     lines.map((l) => JSON.parse(l)),
@@ -151,6 +156,18 @@ test('summary.md: environment, overview, one section per size, the method', (t) 
   t.true(md.includes('\n## Overview\n'));
   t.true(md.includes('\n## iptables (nft), 100 services\n'));
   t.true(md.includes('- Full sync from empty tables: agent 250.0 ms, kernel 400.0 ms, data path 251.3 ms (1 transaction).\n'));
+  t.true(
+    md.includes(
+      [
+        'The `drover run` process of the end-to-end clock (RSS from /proc/PID/status: VmRSS, and VmHWM for the peak):',
+        '',
+        '| mode | services | build | first sync after start | RSS after the first sync | peak RSS |',
+        '|---|---:|---|---:|---:|---:|',
+        '| iptables (nft) | 100 | dist | 1234.6 ms | 98,765 kB | 104,857 kB |',
+        '',
+      ].join('\n'),
+    ),
+  );
   t.true(md.includes("- Peak RSS of the process that runs drover's agent: 123,456 kB.\n- drover run (end-to-end clock, the compiled build): first sync 1234.6 ms after start; RSS 98,765 kB after the first sync, peak 104,857 kB.\n"));
   t.false(md.includes('## IPVS mode against iptables mode'), 'one mode: no comparison');
   t.false(md.includes('IPVS mode (each timed'), 'no IPVS baselines described for an iptables-only run');
@@ -166,6 +183,8 @@ test('summary.md of a run read back without the final full sync time says only t
   const md = buildSummary({ ...RESULT, runs: [oldest], samples: SAMPLES.filter((s) => s.clock !== 'end-to-end') });
   t.true(md.includes('- After the run, a full sync of the starting state found nothing to repair.\n'));
   t.false(md.includes('- drover run (end-to-end clock)'), 'no drover run line without its facts');
+  t.false(md.includes('The `drover run` process of the end-to-end clock'), 'no drover run table without its facts');
+  t.deepEqual(droverRunTable([oldest]), []);
   t.true(md.includes('| iptables (nft) | 100 | endpoint removed | 20.0 | – | 120.0 |'), 'no end-to-end clock: a dash');
 });
 
