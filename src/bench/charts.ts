@@ -35,6 +35,7 @@ export function seriesLabel(method: Method, clock: Clock): string {
 /** Every series in legend order. */
 export const SERIES: readonly string[] = [
   seriesLabel('drover', 'agent'),
+  seriesLabel('drover', 'end-to-end'),
   seriesLabel('drover', 'kernel'),
   seriesLabel('drover', 'datapath'),
   seriesLabel('raw', 'agent'),
@@ -42,7 +43,7 @@ export const SERIES: readonly string[] = [
   seriesLabel('full-rerender', 'agent'),
 ];
 
-const PALETTE = ['#1f77b4', '#2ca02c', '#9467bd', '#7f7f7f', '#d62728', '#ff7f0e'];
+const PALETTE = ['#1f77b4', '#17becf', '#2ca02c', '#9467bd', '#7f7f7f', '#d62728', '#ff7f0e'];
 const color = { field: 'series', type: 'nominal', title: null, scale: { domain: [...SERIES], range: PALETTE }, legend: { orient: 'bottom', columns: 3, labelLimit: 400 } } as const;
 
 /** The runs of one mode and variant, in the result's order. */

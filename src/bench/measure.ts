@@ -1,7 +1,8 @@
 /**
  * One mode and size of `drover bench`: the full sync, the single changes by
  * drover and by each baseline, the capped full re-render, and the final
- * consistency check (see run.ts for the whole procedure and the clocks).
+ * consistency check, then the end-to-end clock through a real `drover run`
+ * (end-to-end.ts; see run.ts for the whole procedure and the clocks).
  * Runs where the harness's sockets act on the node namespace: in the bench
  * process for iptables mode, in a worker inside the node namespace for IPVS
  * mode (worker.ts).
@@ -10,6 +11,7 @@ import { changedServicePorts } from '../proxier/changes.ts';
 import { iterationChanges, type BenchChange, type ClockService, type ServiceChange } from './changes.ts';
 import type { Prober, ProbeTiming } from './datapath.ts';
 import type { ModeHarness } from './harness.ts';
+import { measureEndToEnd } from './end-to-end.ts';
 import { benchSnapshot, clockServicePort, type RealEndpoint } from './synth.ts';
 import type { BenchSettings, ChangeKind, Clock, Method, Sample, SizeRun } from './types.ts';
 
@@ -34,6 +36,8 @@ export interface MeasureOptions extends Pick<BenchSettings, 'endpoints' | 'chang
   readonly kernelDeadlineMs: number;
   /** Largest size with the kernel clock and the per-change baselines besides raw (BenchSettings.detailMax). */
   readonly detailMax: number;
+  /** iptables variant of the `drover run` of the end-to-end clock (`--iptables-backend`). */
+  readonly iptablesVariant: string;
 }
 
 /** Reports a step done (`step`) or a phase started, with an optional line worth keeping. */
@@ -164,7 +168,26 @@ export async function measureSize<S>(
   const check = await h.backend.sync(base, { full: true, changed: new Set() });
   const resyncMs = round3(msSince(tCheck));
   const consistent = h.wroteNothing(check);
-  progress(`${label}: done`, true, `${label}: done; full resync ${resyncMs.toFixed(0)} ms${consistent ? '' : ', and it had to repair the kernel'}`);
+  progress(`${label}: checking the kernel`, true, `${label}: full resync ${resyncMs.toFixed(0)} ms${consistent ? '' : ', and it had to repair the kernel'}`);
+
+  // 5. The end-to-end clock: the same changes through a real drover run watching manifest files.
+  // It reads the kernel back like the kernel clock, so above --detail-max only drover run's first sync and RSS are measured.
+  progress(`${label}: end to end, starting drover run`, false);
+  const e2eIterations = detailed ? opts.changes : 0;
+  const e2eChanges = Array.from({ length: e2eIterations }, (_, i) => iterationChanges(base, clocks, i, addedEndpoints, counts).map((change) => ({ iteration: i, change }))).flat();
+  const droverRun = await measureEndToEnd(
+    h,
+    { mode: h.mode, netns: view.node, iptablesVariant: opts.iptablesVariant, base, ownKeys: clocks.map((c) => c.port.key), changes: e2eChanges, deadlineMs: opts.kernelDeadlineMs },
+    (x) => {
+      push(x.kind, 'drover', 'end-to-end', x.iteration, x.ms, { tries: x.tries, readbackMs: x.readbackMs, rssKb: x.rssKb });
+      progress(`${label}: end to end ${x.iteration + 1}/${opts.changes}`, true);
+    },
+  );
+  progress(
+    `${label}: done`,
+    true,
+    `${label}: done; drover run (${droverRun.entry}): first sync ${droverRun.firstSyncMs.toFixed(0)} ms after start, RSS ${droverRun.rssKb} kB, peak ${droverRun.peakRssKb} kB`,
+  );
   return {
     mode: h.mode,
     variant: h.variant,
@@ -177,5 +200,6 @@ export async function measureSize<S>(
     consistent,
     resyncMs,
     peakRssKb: process.resourceUsage().maxRSS,
+    droverRun,
   };
 }

@@ -54,6 +54,9 @@ const Run = z.looseObject({
   consistent: z.boolean(),
   resyncMs: z.number().nonnegative().optional(),
   peakRssKb: z.number().nonnegative(),
+  droverRun: z
+    .object({ entry: z.enum(['dist', 'src']), firstSyncMs: z.number().nonnegative(), rssKb: z.number().nonnegative(), peakRssKb: z.number().nonnegative() })
+    .optional(),
 });
 
 const RunFile = z.object({ environment: Environment, settings: Settings, runs: z.array(Run) });
@@ -65,11 +68,12 @@ const SampleLine = z.looseObject({
   endpoints: z.number().int().positive(),
   kind: z.enum(['full-sync', 'endpoint-removed', 'endpoint-added', 'service-added', 'service-removed']),
   method: z.enum(['drover', 'raw', 'kube-proxy', 'full-rerender']),
-  clock: z.enum(['agent', 'kernel', 'datapath']),
+  clock: z.enum(['agent', 'end-to-end', 'kernel', 'datapath']),
   iteration: z.number().int().nonnegative(),
   ms: z.number().nonnegative(),
   tries: z.number().optional(),
   readbackMs: z.number().optional(),
+  rssKb: z.number().optional(),
   bytes: z.number().optional(),
 });
 

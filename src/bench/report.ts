@@ -12,7 +12,7 @@ import { defaultMode, modeDriver, modeNames } from '../modes/registry.ts';
 import type { ProxyMode } from '../modes/types.ts';
 import { summarise, type Summary } from './stats.ts';
 import { BENCH_CLUSTER_CIDR } from './synth.ts';
-import { CHANGE_KINDS, CLOCKS, METHODS, type BenchResult, type ChangeKind, type Clock, type Method, type Sample, type SizeRun } from './types.ts';
+import { CHANGE_KINDS, CLOCKS, METHODS, type BenchResult, type ChangeKind, type Clock, type DroverRunFacts, type Method, type Sample, type SizeRun } from './types.ts';
 
 /** Every change kind, in report order. */
 export const KINDS: readonly ChangeKind[] = ['full-sync', ...CHANGE_KINDS];
@@ -35,7 +35,7 @@ export const METHOD_LABEL: Readonly<Record<Method, string>> = {
 };
 
 /** How reports name a clock. */
-export const CLOCK_LABEL: Readonly<Record<Clock, string>> = { agent: 'agent', kernel: 'kernel', datapath: 'data path' };
+export const CLOCK_LABEL: Readonly<Record<Clock, string>> = { agent: 'agent', 'end-to-end': 'end to end', kernel: 'kernel', datapath: 'data path' };
 
 /** A mode and its flavour for reports, e.g. "iptables (nft)". */
 export function modeLabel(mode: ProxyMode, variant: string): string {
@@ -43,7 +43,7 @@ export function modeLabel(mode: ProxyMode, variant: string): string {
 }
 
 /** The columns of samples.csv, in order. */
-export const CSV_COLUMNS = ['mode', 'variant', 'services', 'endpoints', 'kind', 'method', 'clock', 'iteration', 'ms', 'tries', 'readback_ms', 'bytes'] as const;
+export const CSV_COLUMNS = ['mode', 'variant', 'services', 'endpoints', 'kind', 'method', 'clock', 'iteration', 'ms', 'tries', 'readback_ms', 'bytes', 'rss_kb'] as const;
 
 function csvCell(v: string | number | undefined): string {
   if (v === undefined) return '';
@@ -56,7 +56,7 @@ export function samplesToCSV(samples: readonly Sample[]): string {
   const lines = [CSV_COLUMNS.join(',')];
   for (const s of samples) {
     lines.push(
-      [s.mode, s.variant, s.services, s.endpoints, s.kind, s.method, s.clock, s.iteration, s.ms, s.tries, s.readbackMs, s.bytes].map(csvCell).join(','),
+      [s.mode, s.variant, s.services, s.endpoints, s.kind, s.method, s.clock, s.iteration, s.ms, s.tries, s.readbackMs, s.bytes, s.rssKb].map(csvCell).join(','),
     );
   }
   return `${lines.join('\n')}\n`;
@@ -80,6 +80,7 @@ export function samplesToJSONL(samples: readonly Sample[]): string {
       if (s.tries !== undefined) o.tries = s.tries;
       if (s.readbackMs !== undefined) o.readbackMs = s.readbackMs;
       if (s.bytes !== undefined) o.bytes = s.bytes;
+      if (s.rssKb !== undefined) o.rssKb = s.rssKb;
       return `${JSON.stringify(o)}\n`;
     })
     .join('');
@@ -146,7 +147,8 @@ export interface RatioRow {
   readonly kind: ChangeKind;
   /** drover's agent clock. */
   readonly drover: Summary;
-  /** drover's kernel and data-path clocks, when measured. */
+  /** drover's end-to-end, kernel and data-path clocks, when measured. */
+  readonly endToEnd?: Summary;
   readonly kernel?: Summary;
   readonly datapath?: Summary;
   /** One per baseline measured, in report order. */
@@ -167,9 +169,20 @@ export function ratioRows(rows: readonly StatRow[]): RatioRow[] {
       const b = find(r, method, 'agent');
       if (b) ratios.push({ method, p50: b.p50, p95: b.p95, ratioP50: r.summary.p50 / b.p50, ratioP95: r.summary.p95 / b.p95 });
     }
+    const endToEnd = find(r, 'drover', 'end-to-end');
     const kernel = find(r, 'drover', 'kernel');
     const datapath = find(r, 'drover', 'datapath');
-    out.push({ mode: r.mode, variant: r.variant, services: r.services, kind: r.kind, drover: r.summary, ...(kernel ? { kernel } : {}), ...(datapath ? { datapath } : {}), ratios });
+    out.push({
+      mode: r.mode,
+      variant: r.variant,
+      services: r.services,
+      kind: r.kind,
+      drover: r.summary,
+      ...(endToEnd ? { endToEnd } : {}),
+      ...(kernel ? { kernel } : {}),
+      ...(datapath ? { datapath } : {}),
+      ratios,
+    });
   }
   return out;
 }
@@ -190,18 +203,19 @@ function table(header: readonly string[], align: readonly ('l' | 'r')[], rows: r
   return [`| ${header.join(' | ')} |`, `|${align.map((a) => (a === 'r' ? '---:' : '---')).join('|')}|`, ...rows.map((r) => `| ${r.join(' | ')} |`)];
 }
 
-/** The overview table: p50 per clock and baseline, and drover/raw and drover/kube-proxy at p50, per mode, size and change. */
+/** The overview table: p50 per clock (the end-to-end clock next to the agent's) and baseline, and drover/raw and drover/kube-proxy at p50, per mode, size and change. */
 export function overviewTable(ratios: readonly RatioRow[]): string[] {
   const dash = '–';
   const base = (r: RatioRow, m: Method): Ratio | undefined => r.ratios.find((x) => x.method === m);
   return table(
-    ['mode', 'services', 'change', 'agent', 'kernel', 'data path', 'raw', 'kube-proxy-style', 'drover/raw', 'drover/kube-proxy'],
-    ['l', 'r', 'l', 'r', 'r', 'r', 'r', 'r', 'r', 'r'],
+    ['mode', 'services', 'change', 'agent', 'end to end', 'kernel', 'data path', 'raw', 'kube-proxy-style', 'drover/raw', 'drover/kube-proxy'],
+    ['l', 'r', 'l', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r'],
     ratios.map((r) => [
       modeLabel(r.mode, r.variant),
       String(r.services),
       KIND_LABEL[r.kind],
       fmtMs(r.drover.p50),
+      r.endToEnd ? fmtMs(r.endToEnd.p50) : dash,
       r.kernel ? fmtMs(r.kernel.p50) : dash,
       r.datapath ? fmtMs(r.datapath.p50) : dash,
       base(r, 'raw') ? fmtMs(base(r, 'raw')!.p50) : dash,
@@ -341,12 +355,13 @@ export function methodText(result: BenchResult): string[] {
     'Each iteration makes four single changes, through drover\'s partial sync (Backend.sync): one endpoint removed from a clock service (2 → 1 endpoints), the same endpoint added back, one service port added (2 real endpoints), and the same port removed. Times are in ms, from the moment the change is seen, on the machine\'s monotonic clock:',
     '',
     "- **agent**: until drover's sync returned: the snapshot diff, the rendering and the kernel transaction, in-process (IPVS mode: in a worker process inside the node namespace, because IPVS and rtnetlink sockets act on the namespace of their process; all processes share the machine's monotonic clock).",
+    "- **end to end**: the same changes made to the manifest files that a real `drover run` process watches (started in the node namespace after the other clocks, on the starting state written as files: the synthetic services in one `services.json`, each clock service and each added service in a file of its own; `--min-sync-period 0s`, so that a change is not held back by the previous one's sync). From just before the file is written (a temporary file renamed over it) or removed, until a read-back of the kernel, as on the kernel clock, shows the change; the read-backs start once drover run logged its next sync done. It adds to the agent clock the file watch and its 100 ms debounce, reading and normalising the file, building the desired state and a process of its own.",
     "- **kernel**: read-backs run back to back from when the agent returned; the time is when the first read-back that shows the change was parsed. iptables mode reads `iptables-save -t nat` in the node namespace (the service port's chains exactly as rendered, or their absence), so the time includes one whole read-back, whose own duration is `readback_ms` in the samples. IPVS mode reads the changed virtual server and its real servers over netlink (GET_SERVICE and a dump of its destinations) and, when a service comes or goes, the addresses of kube-ipvs0 (which holds every ClusterIP).",
     `- **data path**: new TCP connections from the client namespace run back to back from when the agent returned, by one long-lived prober process; the time is when the first connection that shows the change was opened. Endpoint added: the first connection answered by the new endpoint (each connection has a 1/2 chance, so the time is late by one connection on average, by k or more with probability 2^-k; never early, since only the new rules reach that endpoint). Endpoint removed: the first of ${s.removalConfirm} connections in a row answered by the surviving endpoint (with the old rules still in place this happens by chance with probability 2^-${s.removalConfirm}, the false-positive bound). Service added: the first connection answered at the new ClusterIP (without the rules nothing answers there, so no false positive). Service removed: the first of ${s.failConfirm} connections in a row that got no answer (refused, unreachable, or nothing within 1 s); the old rules would have answered.`,
     '',
     'The kernel and data-path polling start when the agent has returned (the transaction has committed by then) and run at the same time, so neither slows the agent down; they compete with each other for the CPU.',
     ...(result.runs.some((r) => r.detailSkipped)
-      ? ['', "At the sizes whose section says so (`--detail-max`), the kernel clock and the kube-proxy-style baseline were not measured: only drover's agent and data-path clocks and the raw baseline."]
+      ? ['', "At the sizes whose section says so (`--detail-max`), the kernel and end-to-end clocks and the kube-proxy-style baseline were not measured: only drover's agent and data-path clocks and the raw baseline, and drover run's first sync and RSS."]
       : []),
     '',
     'Baselines make the same changes on the same kernel state, taking turns with drover within each iteration, with their payloads and desired state built beforehand, off the clock.',
@@ -354,8 +369,33 @@ export function methodText(result: BenchResult): string[] {
     '',
     "`bytes` in the samples is the text drover or the baseline handed to iptables-restore and ipset restore; IPVS netlink messages are not counted.",
     '',
-    "Percentiles are nearest-rank (with fewer than 100 samples, p99 is the largest). Ratios are drover's agent clock over the baseline's time at the same percentile: a ratio near 1 means drover adds little to the kernel's own cost. Peak RSS is that of the process that runs drover's agent (process.resourceUsage().maxRSS): the benchmark process in iptables mode, whose peak only grows, so sizes run in ascending order; a fresh worker per size in IPVS mode.",
+    "Percentiles are nearest-rank (with fewer than 100 samples, p99 is the largest). Ratios are drover's agent clock over the baseline's time at the same percentile: a ratio near 1 means drover adds little to the kernel's own cost. Peak RSS is that of the process that runs drover's agent (process.resourceUsage().maxRSS): the benchmark process in iptables mode, whose peak only grows, so sizes run in ascending order; a fresh worker per size in IPVS mode. The RSS of drover run is that of a real proxy process at that size, from its /proc/PID/status: VmRSS when its first sync was logged (and after each change, `rss_kb` in the end-to-end samples), and VmHWM, its peak, after the last change.",
   ];
+}
+
+/**
+ * The table of the `drover run` processes of the end-to-end clock: per mode
+ * and size, its build, its first sync after start, its RSS then and its
+ * peak. Empty (no lines at all) when no run has one (reports from before it
+ * was measured).
+ */
+export function droverRunTable(runs: readonly SizeRun[]): string[] {
+  const measured = runs.filter((r) => r.droverRun);
+  if (measured.length === 0) return [];
+  return table(
+    ['mode', 'services', 'build', 'first sync after start', 'RSS after the first sync', 'peak RSS'],
+    ['l', 'r', 'l', 'r', 'r', 'r'],
+    measured.map((r) => {
+      const f = r.droverRun!;
+      return [modeLabel(r.mode, r.variant), String(r.services), f.entry, `${fmtMs(f.firstSyncMs)} ms`, `${thousands(f.rssKb)} kB`, `${thousands(f.peakRssKb)} kB`];
+    }),
+  );
+}
+
+/** The line of a size's section about the `drover run` process of the end-to-end clock. */
+export function droverRunLine(facts: DroverRunFacts): string {
+  const build = facts.entry === 'dist' ? 'the compiled build' : 'the TypeScript sources through tsx';
+  return `- drover run (end-to-end clock, ${build}): first sync ${fmtMs(facts.firstSyncMs)} ms after start; RSS ${thousands(facts.rssKb)} kB after the first sync, peak ${thousands(facts.peakRssKb)} kB.`;
 }
 
 /** "N changes of each kind", or per size when the sizes (merged from several runs) differ. */
@@ -407,6 +447,9 @@ export function buildSummary(result: BenchResult): string {
     '',
     ...overviewTable(ratios),
     '',
+    ...(result.runs.some((r) => r.droverRun)
+      ? ['The `drover run` process of the end-to-end clock (RSS from /proc/PID/status: VmRSS, and VmHWM for the peak):', '', ...droverRunTable(result.runs), '']
+      : []),
   );
   for (const pair of modePairs(modeComparisons(rows))) {
     out.push(
@@ -432,8 +475,9 @@ export function buildSummary(result: BenchResult): string {
       `- ${run.changes} changes of each kind.`,
       `- Full sync from empty tables: agent ${full('agent')}, kernel ${full('kernel')}, data path ${full('datapath')} (${run.fullSyncTransactions} transaction${run.fullSyncTransactions === 1 ? '' : 's'}).`,
       `- Peak RSS of the process that runs drover's agent: ${thousands(run.peakRssKb)} kB.`,
+      ...(run.droverRun ? [droverRunLine(run.droverRun)] : []),
       `- Full re-render: ${run.fullRerenderSkipped ?? 'measured on "service added"; it stands for every change'}.`,
-      ...(run.detailSkipped ? [`- Kernel clock and kube-proxy-style baseline: ${run.detailSkipped}.`] : []),
+      ...(run.detailSkipped ? [`- Kernel and end-to-end clocks and kube-proxy-style baseline: ${run.detailSkipped}.`] : []),
       run.consistent
         ? `- After the run, a full sync of the starting state found nothing to repair${resync}.`
         : '- **After the run, a full sync of the starting state had to repair the kernel**: a baseline did not put its change back exactly.',

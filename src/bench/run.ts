@@ -17,6 +17,12 @@
  * 4. A full sync of the starting state, which must write nothing (the
  *    baselines put everything back); its agent time is reported as the
  *    cost of a resync with nothing to write (SizeRun.resyncMs).
+ * 5. The end-to-end clock (end-to-end.ts): a real `drover run` process in
+ *    the node namespace, watching the starting state as manifest files,
+ *    adopts the kernel; the same `changes` iterations are written to its
+ *    files and timed until a read-back shows each; its RSS is read from
+ *    /proc (SizeRun.droverRun). Above `detailMax`, where whole read-backs
+ *    are too slow, only its first sync and RSS are measured.
  *
  * Clocks, all from the moment the change is seen (process.hrtime, the
  * machine's monotonic clock, which the prober in the client namespace
@@ -70,9 +76,15 @@ export interface ProgressEvent {
   readonly note?: string;
 }
 
-/** Steps of one size with `perChange` per-change baselines and a `whole` baseline measured `wholeRepeats` times. */
-export function stepsPerSize(changes: number, perChange: number, wholeRepeats: number): number {
-  return 1 + changes * 4 * (2 + perChange) + wholeRepeats + 1;
+/**
+ * Steps of one size with `perChange` per-change baselines and a `whole`
+ * baseline measured `wholeRepeats` times: the full sync, each change by
+ * drover, raw and the per-change baselines, the full re-renders, the final
+ * check, each change on the end-to-end clock (when `endToEnd`), and the end
+ * of the size.
+ */
+export function stepsPerSize(changes: number, perChange: number, wholeRepeats: number, endToEnd: boolean): number {
+  return 1 + changes * 4 * (2 + perChange) + wholeRepeats + 1 + (endToEnd ? changes * 4 : 0) + 1;
 }
 
 /**
@@ -84,7 +96,7 @@ export async function runBench(opts: BenchOptions, environment: BenchEnvironment
   const samples: Sample[] = [];
   const runs: SizeRun[] = [];
   const wholeRepeats = (n: number): number => (n <= opts.fullBaselineMax ? Math.min(opts.fullBaselineRepeats, 1_000) : 0);
-  const total = opts.modes.length * sizes.reduce((sum, n) => sum + stepsPerSize(opts.changes, n <= opts.detailMax ? 1 : 0, wholeRepeats(n)), 0);
+  const total = opts.modes.length * sizes.reduce((sum, n) => sum + stepsPerSize(opts.changes, n <= opts.detailMax ? 1 : 0, wholeRepeats(n), n <= opts.detailMax), 0);
   let done = 0;
   const progress = (phase: string, step: boolean, note?: string): void => {
     if (step) done++;
@@ -139,6 +151,7 @@ async function runSize(
       timing: opts.timing,
       kernelDeadlineMs: opts.kernelDeadlineMs,
       detailMax: opts.detailMax,
+      iptablesVariant: opts.iptablesVariant,
     };
     const driver = modeDriver(mode);
     if (driver.bench.placement === 'namespace') {

@@ -31,12 +31,15 @@ export const METHODS: readonly Method[] = ['drover', 'raw', 'kube-proxy', 'full-
  * - `agent`: until the kernel transaction returned (for a baseline: the
  *   transaction alone, from spawning iptables-restore to its exit);
  * - `kernel`: until a read-back of the kernel shows the change;
- * - `datapath`: until a new connection from the client namespace shows it.
+ * - `datapath`: until a new connection from the client namespace shows it;
+ * - `end-to-end`: from the change written to a manifest file that a real
+ *   `drover run` process watches, until a read-back of the kernel shows it
+ *   (end-to-end.ts).
  */
-export type Clock = 'agent' | 'kernel' | 'datapath';
+export type Clock = 'agent' | 'end-to-end' | 'kernel' | 'datapath';
 
 /** Every clock, in report order. */
-export const CLOCKS: readonly Clock[] = ['agent', 'kernel', 'datapath'];
+export const CLOCKS: readonly Clock[] = ['agent', 'end-to-end', 'kernel', 'datapath'];
 
 /** One measurement. Times in milliseconds. */
 export interface Sample {
@@ -60,6 +63,8 @@ export interface Sample {
   readonly readbackMs?: number;
   /** agent: bytes of kernel transaction payload written. */
   readonly bytes?: number;
+  /** end-to-end: VmRSS of the drover run process once the kernel showed the change, kB. */
+  readonly rssKb?: number;
 }
 
 /** Facts about one mode and size of a run. */
@@ -90,6 +95,20 @@ export interface SizeRun {
    */
   readonly resyncMs?: number;
   /** Peak resident set size of the benchmark process (which runs drover's agent in-process) after this size, kB. */
+  readonly peakRssKb: number;
+  /** The `drover run` process of the end-to-end clock at this size; absent in reports from before it was measured. */
+  readonly droverRun?: DroverRunFacts;
+}
+
+/** Facts about the real `drover run` process that the end-to-end clock watches (one per mode and size). */
+export interface DroverRunFacts {
+  /** The build it ran: `dist` (compiled, as on a node) or `src` (the TypeScript sources through tsx, slower to start and larger). */
+  readonly entry: 'dist' | 'src';
+  /** From spawning the process until it logged its first sync done, ms (start-up, reading the manifests, the full sync). */
+  readonly firstSyncMs: number;
+  /** VmRSS of the process (/proc/PID/status) when its first sync was logged, kB. */
+  readonly rssKb: number;
+  /** VmHWM of the process (its peak RSS) after every change of the end-to-end clock, kB. */
   readonly peakRssKb: number;
 }
 

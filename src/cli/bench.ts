@@ -11,7 +11,7 @@ import type { ProxyMode } from '../modes/types.ts';
 import { detectEnvironment } from '../bench/environment.ts';
 import { progressSink } from '../bench/progress.ts';
 import { mergeResults, readResult } from '../bench/merge.ts';
-import { modeComparisons, modePairs, modeTable, overviewTable, pairTitle, ratioRows, statRows } from '../bench/report.ts';
+import { droverRunTable, modeComparisons, modePairs, modeTable, overviewTable, pairTitle, ratioRows, statRows } from '../bench/report.ts';
 import type { BenchResult } from '../bench/types.ts';
 import { CLOCK_SERVICES, runBench } from '../bench/run.ts';
 import { testbedUnavailableReason } from '../testbed/topology.ts';
@@ -89,7 +89,7 @@ export function benchCommand(): Command {
     .addOption(
       intOption(
         '--detail-max <n>',
-        'measure the kernel clock and the kube-proxy-style baseline only up to this many service ports; above, only the agent and data-path clocks and the raw baseline (for slow machines such as an emulated guest)',
+        'measure the kernel and end-to-end clocks and the kube-proxy-style baseline only up to this many service ports; above, only the agent and data-path clocks, the raw baseline and the RSS of drover run (for slow machines such as an emulated guest)',
         100_000,
         0,
         100_000,
@@ -118,8 +118,12 @@ export function benchCommand(): Command {
         'a kube-proxy-style restore (the whole KUBE-SERVICES chain rewritten) and, up',
         'to --full-baseline-max, a full re-render. A last full sync of the starting',
         'state must write nothing; its time is the cost of a restart or a periodic',
-        'resync. summary.md gives p50, p95, p99 and max, and the ratios drover/raw and',
-        'drover/kube-proxy per kind of change.',
+        'resync. Then a real `drover run` process watches the starting state as',
+        'manifest files, and the same changes are written to its files, each timed',
+        'from the write until a read-back of the kernel shows it (the end-to-end',
+        'clock); the RSS of that process is reported at each size. summary.md gives',
+        'p50, p95, p99 and max, and the ratios drover/raw and drover/kube-proxy per',
+        'kind of change.',
         '',
         'With --modes iptables,ipvs (a kernel with ip_vs), both modes are measured in one',
         'run and summary.md and modes.svg set IPVS mode against iptables mode.',
@@ -188,6 +192,7 @@ async function report(result: BenchResult, dir: string): Promise<void> {
       '',
       ...overviewTable(ratioRows(rows)),
       '',
+      ...(result.runs.some((r) => r.droverRun) ? ['drover run of the end-to-end clock:', '', ...droverRunTable(result.runs), ''] : []),
       ...pairs.flatMap((p) => [`drover's agent clock, ${pairTitle(p.mode, p.reference)}:`, '', ...modeTable(p.rows), '']),
       `written to ${out}: ${files.join(', ')}`,
       '',

@@ -45,9 +45,11 @@ if (unavailable) {
   test.skip(`bench run skipped: ${unavailable}`, () => {});
 } else {
   test('a small real run writes samples, a summary and charts that hold every expected row', async (t) => {
+    // The end-to-end clock starts a drover run of its own: on a busy machine that takes seconds.
+    t.timeout(200_000);
     const out = await mkdtemp(join(tmpdir(), 'drover-bench-'));
     try {
-      const res = await drover(['bench', '--services', '100', '--endpoints', '10', '--changes', '5', '--iptables-backend', 'nft', '--out', out], 110_000);
+      const res = await drover(['bench', '--services', '100', '--endpoints', '10', '--changes', '5', '--iptables-backend', 'nft', '--out', out], 180_000);
       t.is(res.code, 0, res.stderr);
       for (const f of ['samples.jsonl', 'samples.csv', 'summary.md', 'run.json', 'latency-iptables-nft.svg', 'distributions-iptables-nft.svg']) {
         await t.notThrowsAsync(access(join(out, f)), f);
@@ -57,7 +59,7 @@ if (unavailable) {
       assertSampleCounts(t, samples, 5);
       t.true(samples.every((s) => s.mode === 'iptables' && s.variant === 'nft' && s.services === 100 && s.endpoints === 10));
       // Kernel and data path are polled once the agent returned: never earlier than it, for the same change.
-      for (const s of samples.filter((x) => x.method === 'drover' && x.clock !== 'agent')) {
+      for (const s of samples.filter((x) => x.method === 'drover' && (x.clock === 'kernel' || x.clock === 'datapath'))) {
         const agent = samples.find((x) => x.method === 'drover' && x.clock === 'agent' && x.kind === s.kind && x.iteration === s.iteration)!;
         t.true(s.ms >= agent.ms, `${s.kind} #${s.iteration} ${s.clock}`);
       }
@@ -70,16 +72,25 @@ if (unavailable) {
 
       const summary = await readFile(join(out, 'summary.md'), 'utf8');
       for (const kind of ['endpoint removed', 'endpoint added', 'service added', 'service removed']) {
-        t.regex(summary, new RegExp(`^\\| iptables \\(nft\\) \\| 100 \\| ${kind} \\|( [\\d.]+ \\|){7}$`, 'm'), kind);
+        t.regex(summary, new RegExp(`^\\| iptables \\(nft\\) \\| 100 \\| ${kind} \\|( [\\d.]+ \\|){8}$`, 'm'), kind);
       }
       t.regex(summary, /^\| iptables-nft \| iptables v1\.8\.\d+ \(nf_tables\) \|$/m);
       t.regex(summary, /^- After the run, a full sync of the starting state found nothing to repair: agent [\d.]+ ms, what a restart or a periodic resync costs/m);
-      t.is(res.stdout.split('\n').filter((l) => l.startsWith('| iptables (nft) | 100 |')).length, 4, 'the overview is printed');
+      const printed = res.stdout.split('\n');
+      t.is(printed.filter((l) => /^\| iptables \(nft\) \| 100 \| (endpoint|service) /.test(l)).length, 4, 'the overview is printed');
+      t.is(printed.filter((l) => /^\| iptables \(nft\) \| 100 \| (dist|src) \| [\d.]+ ms \| [\d,]+ kB \| [\d,]+ kB \|$/.test(l)).length, 1, 'and the drover run table');
 
       const runJson = JSON.parse(await readFile(join(out, 'run.json'), 'utf8')) as { runs: SizeRun[] };
       t.is(runJson.runs.length, 1);
       t.like(runJson.runs[0], { mode: 'iptables', variant: 'nft', services: 100, changes: 5, consistent: true, fullSyncTransactions: 1 });
       t.true(runJson.runs[0]!.peakRssKb > 0);
+      // The drover run process: a Node.js process of tens of MB at least, whose peak is not below its RSS.
+      const facts = runJson.runs[0]!.droverRun!;
+      t.true(facts.rssKb > 20_000 && facts.peakRssKb >= facts.rssKb, JSON.stringify(facts));
+      t.true(facts.firstSyncMs > 0);
+      t.regex(summary, /^- drover run \(end-to-end clock, the (compiled build|TypeScript sources through tsx)\): first sync [\d.]+ ms after start; RSS [\d,]+ kB after the first sync, peak [\d,]+ kB\.$/m);
+      // The end-to-end clock waits for drover run's sync and one read-back that shows the change.
+      t.true(samples.filter((s) => s.clock === 'end-to-end').every((s) => s.tries! >= 1 && s.readbackMs! > 0 && s.ms > s.readbackMs! && s.rssKb! > 20_000));
       t.true(runJson.runs[0]!.resyncMs! > 0, 'the final full sync is timed');
 
       for (const f of ['latency-iptables-nft.svg', 'distributions-iptables-nft.svg']) {

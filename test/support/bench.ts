@@ -11,19 +11,21 @@ export async function readSamples(dir: string): Promise<Sample[]> {
 
 /**
  * Assert that `samples` (of one mode and size) hold exactly what a run with
- * `changes` changes of each kind takes: per kind drover on three clocks and
- * raw and kube-proxy-style on the agent clock, `changes` each; the full sync
- * on three clocks; one full re-render on "service added".
+ * `changes` changes of each kind takes: per kind drover on four clocks
+ * (agent, end to end, kernel, data path) and raw and kube-proxy-style on the
+ * agent clock, `changes` each; the full sync on three clocks (not end to
+ * end); one full re-render on "service added".
  */
 export function assertSampleCounts(t: ExecutionContext, samples: readonly Sample[], changes: number): void {
   const count = (kind: string, method: string, clock: string) => samples.filter((s) => s.kind === kind && s.method === method && s.clock === clock).length;
-  t.is(samples.length, 4 * (3 * changes + 2 * changes) + 3 + 1);
+  t.is(samples.length, 4 * (4 * changes + 2 * changes) + 3 + 1);
   for (const kind of ['endpoint-removed', 'endpoint-added', 'service-added', 'service-removed']) {
-    for (const clock of ['agent', 'kernel', 'datapath']) t.is(count(kind, 'drover', clock), changes, `${kind} drover ${clock}`);
+    for (const clock of ['agent', 'end-to-end', 'kernel', 'datapath']) t.is(count(kind, 'drover', clock), changes, `${kind} drover ${clock}`);
     t.is(count(kind, 'raw', 'agent'), changes, `${kind} raw`);
     t.is(count(kind, 'kube-proxy', 'agent'), changes, `${kind} kube-proxy`);
   }
   for (const clock of ['agent', 'kernel', 'datapath']) t.is(count('full-sync', 'drover', clock), 1, `full sync ${clock}`);
+  t.is(count('full-sync', 'drover', 'end-to-end'), 0, 'the end-to-end clock times single changes only');
   t.is(count('service-added', 'full-rerender', 'agent'), 1);
   t.true(samples.every((s) => Number.isFinite(s.ms) && s.ms > 0));
 }

@@ -11,12 +11,17 @@ export function service(name: string, clusterIP: string, opts: { labels?: Record
   };
 }
 
-/** An IPv4 EndpointSlice of `svc` in `default`, port "http" 8080, one ready endpoint per address. */
+/**
+ * An IPv4 EndpointSlice of `svc` in `default`, port "http" 8080, one endpoint
+ * per address: ready, except the addresses in `opts.notReady` (ready,
+ * serving and terminating all false, as for a Pod that has not passed its
+ * readiness probe yet).
+ */
 export function slice(
   name: string,
   svc: string,
   ips: readonly string[],
-  opts: { labels?: Record<string, string>; annotations?: Record<string, string>; port?: unknown; ns?: string } = {},
+  opts: { labels?: Record<string, string>; annotations?: Record<string, string>; port?: unknown; ns?: string; notReady?: readonly string[] } = {},
 ): ApiObject {
   return {
     apiVersion: 'discovery.k8s.io/v1',
@@ -29,7 +34,11 @@ export function slice(
     },
     addressType: 'IPv4',
     ports: [{ name: 'http', port: opts.port ?? 8080, protocol: 'TCP' }],
-    endpoints: ips.map((ip) => ({ addresses: [ip], conditions: { ready: true }, nodeName: 'node-a' })),
+    endpoints: ips.map((ip) => ({
+      addresses: [ip],
+      conditions: opts.notReady?.includes(ip) ? { ready: false, serving: false, terminating: false } : { ready: true },
+      nodeName: 'node-a',
+    })),
   };
 }
 

@@ -43,6 +43,16 @@ test('a run folder reads back as the result that was written', async (t) => {
   t.deepEqual(await readResult(dir), RESULT);
 });
 
+test('a run folder with the end-to-end clock reads back with its samples and drover run facts', async (t) => {
+  const withRun: BenchResult = {
+    ...RESULT,
+    runs: [{ ...RUN, droverRun: { entry: 'src', firstSyncMs: 1500.5, rssKb: 90_000, peakRssKb: 95_000 } }],
+    samples: [sample(), sample({ clock: 'end-to-end', ms: 412.75, tries: 1, readbackMs: 50.5, rssKb: 91_000 })],
+  };
+  const dir = await folder(t, runJson(withRun), samplesToJSONL(withRun.samples));
+  t.deepEqual(await readResult(dir), withRun);
+});
+
 test('a run folder without the final full sync time reads back without it', async (t) => {
   const { resyncMs: _, ...older } = RUN;
   const dir = await folder(t, runJson({ ...RESULT, runs: [older] }), samplesToJSONL(RESULT.samples));

@@ -1,7 +1,7 @@
 /** The benchmark's reports from fixed samples: exact CSV, JSONL and tables. */
 import test from 'ava';
 import { charts, renderSvg } from '../../src/bench/charts.ts';
-import { buildSummary, modeComparisons, modeTable, overviewTable, ratioRows, ratioTable, samplesToCSV, samplesToJSONL, sizeTable, statRows } from '../../src/bench/report.ts';
+import { buildSummary, droverRunTable, modeComparisons, modeTable, overviewTable, ratioRows, ratioTable, samplesToCSV, samplesToJSONL, sizeTable, statRows } from '../../src/bench/report.ts';
 import { SETTINGS } from '../support/bench.ts';
 import type { BenchResult, ChangeKind, Clock, Method, Sample, SizeRun } from '../../src/bench/types.ts';
 
@@ -19,6 +19,7 @@ const RUN: SizeRun = {
   consistent: true,
   resyncMs: 180.456,
   peakRssKb: 123456,
+  droverRun: { entry: 'dist', firstSyncMs: 1234.5678, rssKb: 98765, peakRssKb: 104857 },
 };
 
 const SAMPLES: Sample[] = [
@@ -28,6 +29,7 @@ const SAMPLES: Sample[] = [
   ...samples('endpoint-removed', 'drover', 'agent', [40, 10, 30, 20]),
   ...samples('endpoint-removed', 'drover', 'kernel', [110, 120, 130, 140]),
   ...samples('endpoint-removed', 'drover', 'datapath', [41, 11, 31, 21]),
+  ...samples('endpoint-removed', 'drover', 'end-to-end', [300, 200, 500, 400], { tries: 1, readbackMs: 60, rssKb: 97000 }),
   ...samples('endpoint-removed', 'raw', 'agent', [8, 16, 24, 32]),
   ...samples('endpoint-removed', 'kube-proxy', 'agent', [50, 100, 150, 200]),
   ...samples('service-added', 'drover', 'agent', [12, 14, 16, 18]),
@@ -58,21 +60,26 @@ test('samples.csv: a header, then one line per sample with empty cells for absen
   t.is(
     csv,
     [
-      'mode,variant,services,endpoints,kind,method,clock,iteration,ms,tries,readback_ms,bytes',
-      'iptables,nft,100,10,full-sync,drover,agent,0,250,,,456583',
-      'iptables,nft,100,10,full-sync,drover,kernel,0,400,1,98.5,',
-      'iptables,nft,100,10,full-sync,drover,datapath,0,251.25,1,,',
-      'iptables,nft,100,10,endpoint-removed,drover,agent,0,40,,,',
-      'iptables,nft,100,10,endpoint-removed,drover,agent,1,10,,,',
+      'mode,variant,services,endpoints,kind,method,clock,iteration,ms,tries,readback_ms,bytes,rss_kb',
+      'iptables,nft,100,10,full-sync,drover,agent,0,250,,,456583,',
+      'iptables,nft,100,10,full-sync,drover,kernel,0,400,1,98.5,,',
+      'iptables,nft,100,10,full-sync,drover,datapath,0,251.25,1,,,',
+      'iptables,nft,100,10,endpoint-removed,drover,agent,0,40,,,,',
+      'iptables,nft,100,10,endpoint-removed,drover,agent,1,10,,,,',
       '',
     ].join('\n'),
   );
+  t.is(samplesToCSV(SAMPLES.filter((s) => s.clock === 'end-to-end').slice(0, 1)).split('\n')[1], 'iptables,nft,100,10,endpoint-removed,drover,end-to-end,0,300,1,60,,97000');
   t.is(samplesToCSV(SAMPLES).split('\n').length, SAMPLES.length + 2);
 });
 
 test('samples.jsonl: one object per line that parses back to the sample', (t) => {
   const jsonl = samplesToJSONL(SAMPLES);
   const lines = jsonl.trimEnd().split('\n');
+  t.is(
+    lines.find((l) => l.includes('"end-to-end"')),
+    '{"mode":"iptables","variant":"nft","services":100,"endpoints":10,"kind":"endpoint-removed","method":"drover","clock":"end-to-end","iteration":0,"ms":300,"tries":1,"readbackMs":60,"rssKb":97000}',
+  );
   t.is(lines[1], '{"mode":"iptables","variant":"nft","services":100,"endpoints":10,"kind":"full-sync","method":"drover","clock":"kernel","iteration":0,"ms":400,"tries":1,"readbackMs":98.5}');
   t.deepEqual(
     lines.map((l) => JSON.parse(l)),
@@ -89,6 +96,7 @@ test('statistics per group are nearest-rank, in report order', (t) => {
       'full-sync drover kernel 1 400 400 400 400',
       'full-sync drover datapath 1 251.25 251.25 251.25 251.25',
       'endpoint-removed drover agent 4 20 40 40 40',
+      'endpoint-removed drover end-to-end 4 300 500 500 500',
       'endpoint-removed drover kernel 4 120 140 140 140',
       'endpoint-removed drover datapath 4 21 41 41 41',
       'endpoint-removed raw agent 4 16 32 32 32',
@@ -104,15 +112,16 @@ test('the overview, size and ratio tables, exactly', (t) => {
   const rows = statRows([RUN], SAMPLES);
   const ratios = ratioRows(rows);
   t.deepEqual(overviewTable(ratios), [
-    '| mode | services | change | agent | kernel | data path | raw | kube-proxy-style | drover/raw | drover/kube-proxy |',
-    '|---|---:|---|---:|---:|---:|---:|---:|---:|---:|',
-    '| iptables (nft) | 100 | endpoint removed | 20.0 | 120.0 | 21.0 | 16.0 | 100.0 | 1.25 | 0.20 |',
-    '| iptables (nft) | 100 | service added | 14.0 | – | – | 14.0 | – | 1.00 | – |',
+    '| mode | services | change | agent | end to end | kernel | data path | raw | kube-proxy-style | drover/raw | drover/kube-proxy |',
+    '|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|',
+    '| iptables (nft) | 100 | endpoint removed | 20.0 | 300.0 | 120.0 | 21.0 | 16.0 | 100.0 | 1.25 | 0.20 |',
+    '| iptables (nft) | 100 | service added | 14.0 | – | – | – | 14.0 | – | 1.00 | – |',
   ]);
   t.deepEqual(sizeTable(rows.filter((r) => r.kind === 'endpoint-removed')), [
     '| change | method | clock | n | p50 | p95 | p99 | max |',
     '|---|---|---|---:|---:|---:|---:|---:|',
     '| endpoint removed | drover | agent | 4 | 20.0 | 40.0 | 40.0 | 40.0 |',
+    '| endpoint removed | drover | end to end | 4 | 300.0 | 500.0 | 500.0 | 500.0 |',
     '| endpoint removed | drover | kernel | 4 | 120.0 | 140.0 | 140.0 | 140.0 |',
     '| endpoint removed | drover | data path | 4 | 21.0 | 41.0 | 41.0 | 41.0 |',
     '| endpoint removed | raw minimal | agent | 4 | 16.0 | 32.0 | 32.0 | 32.0 |',
@@ -147,7 +156,19 @@ test('summary.md: environment, overview, one section per size, the method', (t) 
   t.true(md.includes('\n## Overview\n'));
   t.true(md.includes('\n## iptables (nft), 100 services\n'));
   t.true(md.includes('- Full sync from empty tables: agent 250.0 ms, kernel 400.0 ms, data path 251.3 ms (1 transaction).\n'));
-  t.true(md.includes("- Peak RSS of the process that runs drover's agent: 123,456 kB.\n"));
+  t.true(
+    md.includes(
+      [
+        'The `drover run` process of the end-to-end clock (RSS from /proc/PID/status: VmRSS, and VmHWM for the peak):',
+        '',
+        '| mode | services | build | first sync after start | RSS after the first sync | peak RSS |',
+        '|---|---:|---|---:|---:|---:|',
+        '| iptables (nft) | 100 | dist | 1234.6 ms | 98,765 kB | 104,857 kB |',
+        '',
+      ].join('\n'),
+    ),
+  );
+  t.true(md.includes("- Peak RSS of the process that runs drover's agent: 123,456 kB.\n- drover run (end-to-end clock, the compiled build): first sync 1234.6 ms after start; RSS 98,765 kB after the first sync, peak 104,857 kB.\n"));
   t.false(md.includes('## IPVS mode against iptables mode'), 'one mode: no comparison');
   t.false(md.includes('IPVS mode (each timed'), 'no IPVS baselines described for an iptables-only run');
   t.true(md.includes('- After the run, a full sync of the starting state found nothing to repair: agent 180.5 ms, what a restart or a periodic resync costs (read back, compare, write nothing).\n'));
@@ -158,8 +179,13 @@ test('summary.md: environment, overview, one section per size, the method', (t) 
 
 test('summary.md of a run read back without the final full sync time says only that it found nothing to repair', (t) => {
   const { resyncMs: _, ...older } = RUN;
-  const md = buildSummary({ ...RESULT, runs: [older] });
+  const { droverRun: __, ...oldest } = older;
+  const md = buildSummary({ ...RESULT, runs: [oldest], samples: SAMPLES.filter((s) => s.clock !== 'end-to-end') });
   t.true(md.includes('- After the run, a full sync of the starting state found nothing to repair.\n'));
+  t.false(md.includes('- drover run (end-to-end clock)'), 'no drover run line without its facts');
+  t.false(md.includes('The `drover run` process of the end-to-end clock'), 'no drover run table without its facts');
+  t.deepEqual(droverRunTable([oldest]), []);
+  t.true(md.includes('| iptables (nft) | 100 | endpoint removed | 20.0 | – | 120.0 |'), 'no end-to-end clock: a dash');
 });
 
 test('summary.md of a guest run says ratios only; a capped full re-render and a repaired kernel are reported', (t) => {
@@ -216,8 +242,8 @@ test('IPVS against iptables: agent clocks of both modes per size and change, wit
   const md = buildSummary(BOTH);
   t.true(md.includes('\n## IPVS mode against iptables mode\n'));
   t.true(md.includes('| 100 | endpoint removed | 40.0 | 20.0 | 2.00 | 80.0 | 40.0 | 2.00 |\n'));
-  t.true(md.includes('- Kernel clock and kube-proxy-style baseline: not measured above 100 services (--detail-max).\n'));
-  t.true(md.includes("At the sizes whose section says so (`--detail-max`), the kernel clock and the kube-proxy-style baseline were not measured"));
+  t.true(md.includes('- Kernel and end-to-end clocks and kube-proxy-style baseline: not measured above 100 services (--detail-max).\n'));
+  t.true(md.includes("At the sizes whose section says so (`--detail-max`), the kernel and end-to-end clocks and the kube-proxy-style baseline were not measured: only drover's agent and data-path clocks and the raw baseline, and drover run's first sync and RSS."));
   t.true(md.includes('changes of each kind: 100 services (iptables) 4, 100 services (ipvs) 4, 1000 services (iptables) 1 |'));
   t.true(md.includes('\niptables mode (each timed from starting iptables-restore to its exit):\n'));
   t.true(md.includes('\nIPVS mode (each timed from the first command sent, or the ipset process started, to the last answer):\n'));
