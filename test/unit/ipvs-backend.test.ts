@@ -287,7 +287,7 @@ test('cleanup removes owned virtual servers, kube-ipvs0, the ipsets and the rule
   t.is(w.links.addressesOf('kube-ipvs0'), undefined);
   t.is(w.ipset.entries('KUBE-CLUSTER-IP'), undefined);
   t.is(w.ipset.entries('KUBE-LOOP-BACK'), undefined);
-  t.deepEqual(result, { removed: { chain: 5, rule: 4, 'virtual server': 3, link: 1, set: 2 }, kept: [] });
+  t.deepEqual(result, { removed: { chain: 8, rule: 4, 'virtual server': 3, link: 1, set: 2 }, kept: [] }, '5 chains of IPVS mode and 3 canaries');
   t.notRegex(w.iptables.dump('nat'), /KUBE-/);
   t.notRegex(w.iptables.dump('filter'), /KUBE-/);
 });
@@ -299,7 +299,7 @@ test('cleanup reports the iptables chains it could only empty, with the foreign 
   w.iptables.setChain('nat', 'OPERATOR', ['-s 192.168.7.0/24 -j KUBE-MARK-MASQ', '-j KUBE-MARK-MASQ']);
   const result = await backend.cleanup();
   t.deepEqual(result, {
-    removed: { chain: 4, rule: 4, 'virtual server': 3, link: 1, set: 2 },
+    removed: { chain: 7, rule: 4, 'virtual server': 3, link: 1, set: 2 },
     kept: [{ table: 'nat', chain: 'KUBE-MARK-MASQ', referencedBy: ['-A OPERATOR -s 192.168.7.0/24 -j KUBE-MARK-MASQ', '-A OPERATOR -j KUBE-MARK-MASQ'] }],
   });
   t.deepEqual(w.iptables.chain('nat', 'KUBE-MARK-MASQ'), []);

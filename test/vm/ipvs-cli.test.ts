@@ -165,7 +165,7 @@ if (await registerIpvsTests('IPVS CLI tests')) {
         await run('ipvsadm', ['-A', '-t', '192.168.77.1:80', '-s', 'rr'], { netns });
         const cleanup = await drover(netns, ['cleanup', '--mode', 'ipvs']);
         t.is(cleanup.code, 0, cleanup.stderr);
-        t.is(cleanup.stdout, 'removed 5 chains and 4 hook rules\n');
+        t.is(cleanup.stdout, 'removed 8 chains and 4 hook rules\n', '5 chains of IPVS mode and its 3 canaries');
         t.deepEqual(await ipvsadmState(netns), ['TCP 192.168.77.1:80 rr']);
         const link = await run('ip', ['link', 'show', 'kube-ipvs0'], { netns, allowFail: true });
         t.not(link.code, 0, 'kube-ipvs0 is gone');

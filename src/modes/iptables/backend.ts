@@ -13,14 +13,13 @@
  *   rules and chains of service ports it does not know as they are
  *   (ruleset.ts fullPlan).
  */
-import { CANARY_CHAIN, CANARY_TABLES } from './canary.ts';
+import { IptablesDriftWatch } from './drift-watch.ts';
 import { ownedRules, writtenRules } from './sync-detail.ts';
 import type { Logger } from '../../util/log.ts';
 import type { Snapshot } from '../../model/types.ts';
 import type { Backend, ChangeSet, CleanupResult, SyncResult } from '../types.ts';
 import type { IptablesExec } from './exec.ts';
-import { parseSave, type ParsedDump, type TableName } from './parse.ts';
-import { canonicalRule } from './canonical.ts';
+import { parseSave, type ParsedDump } from './parse.ts';
 import { isEmptyPlan, planStats, planToRestore, type Plan } from './plan.ts';
 import { splitPlan } from './split.ts';
 import { countServingEndpoints } from '../../model/policy.ts';
@@ -49,13 +48,12 @@ export class IptablesBackend implements Backend {
   private readonly statics: StaticRuleset;
   /** What drover last applied, per service port; null = unknown, so the next sync is full. */
   private applied: Map<string, ServiceRules> | null = null;
-  /** The nf_tables generation after drover's last write (canary.ts); undefined when unknown or unreadable. */
-  private generation: number | undefined;
-  /** Why the kernel may have changed since the last full sync, noticed during a partial sync. */
-  private suspect: string | undefined;
+  /** The cheap drift check between full syncs (drift-watch.ts). */
+  private readonly watch: IptablesDriftWatch;
 
   constructor(private readonly opts: IptablesBackendOptions) {
     this.statics = opts.statics ?? loadStaticRules();
+    this.watch = new IptablesDriftWatch(opts.exec, this.statics, opts.logger);
   }
 
   /** Read the live filter and nat tables. */
@@ -99,13 +97,13 @@ export class IptablesBackend implements Backend {
         budgetScope = after;
       }
       const payloads = splitPlan(plan, budgetScope, this.budget()).map((p) => planToRestore(p));
-      if (!full && payloads.length > 0) await this.noticeForeignCommit();
+      if (!full && payloads.length > 0) await this.watch.beforeWrite();
       const applyStart = performance.now();
       for (const payload of payloads) await this.opts.exec.restore(payload);
       const applyMs = payloads.length > 0 ? performance.now() - applyStart : 0;
       this.applied = next;
-      if (full) this.suspect = await this.ensureCanaries();
-      if (full || payloads.length > 0) this.generation = await this.readGeneration();
+      if (full) await this.watch.afterFullSync();
+      else if (payloads.length > 0) await this.watch.afterWrite();
       return {
         full,
         services: snapshot.services.size,
@@ -120,60 +118,19 @@ export class IptablesBackend implements Backend {
       };
     } catch (err) {
       this.applied = null;
-      this.generation = undefined;
+      this.watch.forget();
       throw err;
     }
   }
 
   /**
-   * The cheap drift check (canary.ts): a canary chain missing from mangle,
-   * nat or filter, or (iptables-nft in drover's own namespace) an nf_tables
-   * commit since drover's last write.
+   * The cheap drift check (drift-watch.ts): a canary chain missing from
+   * mangle, nat or filter, a hook jump gone, or (iptables-nft in drover's
+   * own namespace) an nf_tables commit since drover's last write.
    */
   async driftCheck(): Promise<string | undefined> {
     if (this.applied === null) return 'nothing is known to be programmed';
-    if (this.suspect !== undefined) return this.suspect;
-    const missing: string[] = [];
-    for (const table of CANARY_TABLES) if ((await this.opts.exec.listChain(table, CANARY_CHAIN)) === undefined) missing.push(table);
-    if (missing.length > 0) return `the ${CANARY_CHAIN} chain is gone from ${missing.join(', ')}`;
-    const hooks = await missingHooks(this.opts.exec, this.statics);
-    if (hooks.length > 0) return `hook rules are gone from ${hooks.join(', ')}`;
-    await this.noticeForeignCommit();
-    return this.suspect;
-  }
-
-  /**
-   * Create the canary chains that are missing. A failure (the xtables lock
-   * busy past its wait) is logged, not thrown: the rules are already
-   * written; the returned reason makes the next check a full sync.
-   */
-  private async ensureCanaries(): Promise<string | undefined> {
-    try {
-      for (const table of CANARY_TABLES) await this.opts.exec.ensureChain(table, CANARY_CHAIN);
-      return undefined;
-    } catch (err) {
-      this.opts.logger.warn({ err: (err as Error).message }, `could not create the ${CANARY_CHAIN} chains; the next periodic check reads the kernel back`);
-      return `the ${CANARY_CHAIN} chains could not be created: ${(err as Error).message}`;
-    }
-  }
-
-  /** The nf_tables generation, or undefined when it cannot be read (logged; the canaries still serve). */
-  private async readGeneration(): Promise<number | undefined> {
-    if (!this.opts.exec.generation) return undefined;
-    try {
-      return await this.opts.exec.generation();
-    } catch (err) {
-      this.opts.logger.warn({ err: (err as Error).message }, 'cannot read the nf_tables generation; drift is checked by the canary chains alone');
-      return undefined;
-    }
-  }
-
-  /** Before a write (or at a check): remember it when the nf_tables generation moved since drover's last write. */
-  private async noticeForeignCommit(): Promise<void> {
-    if (this.generation === undefined) return;
-    const now = await this.readGeneration();
-    if (now === undefined) return;
-    if (now !== this.generation) this.suspect ??= `nf_tables generation ${now}, not ${this.generation} as drover left it: another program committed rules`;
+    return this.watch.check();
   }
 
   /** Warn about stale service chains that a foreign rule keeps alive (fullPlan empties them instead of deleting). */
@@ -195,38 +152,13 @@ export class IptablesBackend implements Backend {
   async cleanup(): Promise<CleanupResult> {
     const { plan, kept } = cleanupPlan(this.statics, await this.read());
     this.applied = null;
-    this.generation = undefined;
     const stats = planStats(plan).deleted;
     if (!isEmptyPlan(plan)) await this.opts.exec.restore(planToRestore(plan));
-    let canaries = 0;
-    for (const table of CANARY_TABLES) if (await this.opts.exec.deleteChain(table, CANARY_CHAIN)) canaries++;
+    const canaries = await this.watch.removeCanaries();
     const removed = { ...stats, chain: stats.chain + canaries };
     if (!isEmptyPlan(plan) || canaries > 0) {
       this.opts.logger.info({ removed, chainsKept: kept.map((k) => `${k.table} ${k.chain}`) }, 'removed drover chains and hook rules');
     }
     return { removed, kept };
   }
-}
-
-/**
- * The built-in chains that lack one of drover's hook jumps (rules/iptables/
- * static.rules hooks), as "table CHAIN": `iptables -F` of a table empties
- * the built-in chains but keeps the (empty) canary chain, so the hooks are
- * checked too. One `iptables -S CHAIN` per built-in chain.
- * @throws CommandError when a chain cannot be listed.
- */
-async function missingHooks(exec: IptablesExec, statics: StaticRuleset): Promise<string[]> {
-  const byChain = new Map<string, { table: TableName; chain: string; rules: string[] }>();
-  for (const h of statics.hooks) {
-    const key = `${h.table} ${h.chain}`;
-    const entry = byChain.get(key) ?? { table: h.table, chain: h.chain, rules: [] };
-    entry.rules.push(canonicalRule(h.rule));
-    byChain.set(key, entry);
-  }
-  const missing: string[] = [];
-  for (const [key, { table, chain, rules }] of byChain) {
-    const live = new Set((await exec.listChain(table, chain) ?? []).map((r) => canonicalRule(r)));
-    if (rules.some((r) => !live.has(r))) missing.push(key);
-  }
-  return missing;
 }

@@ -78,6 +78,11 @@ class Counted {
   values(): IterableIterator<string> {
     return this.counts.keys();
   }
+
+  /** How many distinct values are wanted. */
+  get size(): number {
+    return this.counts.size;
+  }
 }
 
 /**
@@ -155,6 +160,26 @@ export class DesiredIndex {
       for (const name of this.claims.get(key) ?? []) if (name !== winner) conflicts.push(name);
     }
     return conflicts.sort(compareText);
+  }
+
+  /** The virtual server programmed at `key` ({@link virtualServerKey}), if any. Cost: one lookup. */
+  server(key: string): DesiredVirtualServer | undefined {
+    return this.winners.get(key)?.server;
+  }
+
+  /** The keys of every programmed virtual server, in no particular order. */
+  serverKeys(): IterableIterator<string> {
+    return this.winners.keys();
+  }
+
+  /** Number of programmed virtual servers. */
+  get serverCount(): number {
+    return this.winners.size;
+  }
+
+  /** Number of distinct entries wanted in KUBE-CLUSTER-IP and KUBE-LOOP-BACK. */
+  get setSizes(): { readonly clusterIP: number; readonly loopBack: number } {
+    return { clusterIP: this.clusterIP.size, loopBack: this.loopBack.size };
   }
 
   /** Number of service ports indexed (winners and conflicting ones). */

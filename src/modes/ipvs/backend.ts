@@ -31,6 +31,9 @@
  * partial sync that reads their virtual server, and every
  * `gracefulCheckIntervalMs` (5 s) while any are pending.
  *
+ * Between full syncs, at each sync period, driftCheck (drift.ts) looks for
+ * changes behind drover's back without dumping every real server.
+ *
  * Everything runs in the network namespace of the process: IPVS and
  * rtnetlink sockets cannot be pointed at another one.
  */
@@ -41,12 +44,14 @@ import type { IptablesExec } from '../iptables/exec.ts';
 import { parseSave } from '../iptables/parse.ts';
 import { emptyPlan, isEmptyPlan, planStats, planToRestore, type Plan } from '../iptables/plan.ts';
 import type { RenderOptions } from '../iptables/render.ts';
+import { IptablesDriftWatch } from '../iptables/drift-watch.ts';
 import { cleanupPlan } from '../iptables/ruleset.ts';
 import type { StaticRuleset } from '../iptables/static.ts';
 import type { VirtualServerKey } from './codec.ts';
 import { DesiredIndex, type DesiredDelta } from './assemble.ts';
 import { cidrContains, isCanonicalIPv4CIDR } from '../../model/addr.ts';
 import { desiredServicePort, virtualServerKey, type DesiredIpvsState, type DesiredVirtualServer } from './desired.ts';
+import { addressDrift, checkWindow, realServerChecks, realServerDrift, virtualServerDrift } from './drift.ts';
 import { checkPending, type PendingRemoval } from './graceful.ts';
 import { CLUSTER_IP_SET, LOOP_BACK_SET, parseIpsetSave, planIpsetChanges, planIpsetDestroy, planIpsetRestore, type IpsetExec, type IpsetPlan, type SavedSet } from './ipset.ts';
 import { applyOps, readSomeVirtualServers, readVirtualServers, type IpvsKernel, type KernelRead } from './kernel.ts';
@@ -101,6 +106,10 @@ export class IpvsBackend implements Backend {
   private queue: Promise<unknown> = Promise.resolve();
   private timer: NodeJS.Timeout | undefined;
   private closed = false;
+  /** The cheap drift check of IPVS mode's iptables rules (iptables/drift-watch.ts). */
+  private readonly watch: IptablesDriftWatch;
+  /** Where the next drift check's window of real servers starts (drift.ts). */
+  private checkCursor = 0;
 
   /**
    * @throws Error for a service CIDR that is not an IPv4 CIDR or a graceful
@@ -117,6 +126,7 @@ export class IpvsBackend implements Backend {
     this.statics = opts.statics ?? ipvsStaticRules(opts.render);
     this.now = opts.now ?? Date.now;
     this.ipvs = opts.ipvs;
+    this.watch = new IptablesDriftWatch(opts.iptables, this.statics, opts.logger);
   }
 
   /** Real servers in graceful termination, sorted by key. */
@@ -231,7 +241,9 @@ export class IpvsBackend implements Backend {
         for (const a of addressPlan.add) bound.add(a);
         for (const a of addressPlan.remove) bound.delete(a.address);
       }
-      this.applied = { index, bound };
+      // What a full sync kept for an incomplete source stays until a full sync on a whole one.
+      this.applied = { index, bound, kept: prev ? prev.kept : kept.servers.length > 0 };
+      if (full) await this.watch.afterFullSync();
       const ops = countOps(ipvsPlan.ops);
       const detail: IpvsSyncDetail = {
         mode: 'ipvs',
@@ -275,6 +287,7 @@ export class IpvsBackend implements Backend {
       };
     } catch (err) {
       this.applied = null;
+      this.watch.forget();
       if (err instanceof IpvsClientClosedError && this.opts.reopenIpvs) this.ipvs = undefined;
       throw err;
     }
@@ -314,6 +327,44 @@ export class IpvsBackend implements Backend {
       if (op.kind === 'quiesce-dest') logger.info({ op: describeOp(op) }, 'ipvs: real server quiesced (weight 0) until its connections end');
     }
     logger[changed ? 'info' : 'debug']({ ...detail, ops: Object.fromEntries(Object.entries(detail.ops).filter(([, n]) => n > 0)) }, 'ipvs: sync applied');
+  }
+
+  /**
+   * The cheap drift check (drift.ts): IPVS mode's canary chains and hook
+   * jumps, one dump of every virtual server, kube-ipvs0's addresses, the
+   * ipsets' entry counts, and the real servers of a rotating window of
+   * virtual servers. Runs after any sync in progress.
+   * @returns a reason when the kernel differs from what drover programmed; undefined when nothing suggests it.
+   * @throws what a read threw (the proxier then syncs in full).
+   */
+  driftCheck(): Promise<string | undefined> {
+    return this.exclusive(async () => {
+      const applied = this.applied;
+      if (applied === null || this.linkIndex === undefined) return 'nothing is known to be programmed';
+      if (applied.kept) return 'the last full sync kept virtual servers of an incomplete source, which only a full read-back checks';
+      const rules = await this.watch.check();
+      if (rules !== undefined) return rules;
+      const ipvs = await this.client();
+      const { index, bound } = applied;
+      const owned = (vs: VirtualServerKey) => cidrContains(this.opts.serviceCIDR, vs.address) || bound.has(vs.address);
+      const servers = virtualServerDrift(index, (await ipvs.dumpServices()).entries, owned);
+      if (servers !== undefined) return servers;
+      const addresses = addressDrift(bound, (await this.opts.links.addresses(this.linkIndex)).map((a) => a.address));
+      if (addresses !== undefined) return addresses;
+      const sizes = index.setSizes;
+      for (const [set, want] of [[CLUSTER_IP_SET, sizes.clusterIP], [LOOP_BACK_SET, sizes.loopBack]] as const) {
+        const have = await this.opts.ipset.entryCount(set);
+        if (have !== want) return `ipset ${set} has ${have ?? 'no set and so no'} entries, not the ${want} drover wrote`;
+      }
+      const { picked, next } = checkWindow([...index.serverKeys()], this.checkCursor, realServerChecks(index.serverCount));
+      this.checkCursor = next;
+      for (const key of picked) {
+        const want = index.server(key)!;
+        const reals = realServerDrift(want, (await ipvs.dumpDests(want.vs)).entries, this.pending);
+        if (reals !== undefined) return reals;
+      }
+      return undefined;
+    });
   }
 
   /**
@@ -379,7 +430,8 @@ export class IpvsBackend implements Backend {
       this.pending.clear();
       const { plan, kept } = cleanupPlan(this.statics, await this.readTables());
       if (!isEmptyPlan(plan)) await this.opts.iptables.restore(planToRestore(plan));
-      const iptables = planStats(plan).deleted;
+      const deleted = planStats(plan).deleted;
+      const iptables = { ...deleted, chain: deleted.chain + (await this.watch.removeCanaries()) };
 
       const ipvs = await this.client();
       const index = await this.opts.links.find(DUMMY_INTERFACE);
@@ -426,6 +478,8 @@ interface AppliedState {
   readonly index: DesiredIndex;
   /** The ClusterIPs bound to kube-ipvs0 (what makes a virtual server outside `--service-cidr` drover's). */
   readonly bound: Set<string>;
+  /** True when the last full sync kept virtual servers of an incomplete source (keep.ts), which are not in `index`. */
+  readonly kept: boolean;
 }
 
 /** The virtual servers still wanted among those a partial sync looks at; one in scope but not wanted is deleted. */

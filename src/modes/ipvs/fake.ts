@@ -28,7 +28,7 @@ import {
   type VirtualServerKey,
 } from './codec.ts';
 import { realServerKey, virtualServerKey } from './desired.ts';
-import { checkEntry, type IpsetExec } from './ipset.ts';
+import { checkEntry, type IpsetExec, type OwnedSetName } from './ipset.ts';
 import type { IpvsKernel } from './kernel.ts';
 import { IpvsRequestError, type DumpResult } from './netlink.ts';
 import type { InterfaceAddress, LinkManager } from './link.ts';
@@ -272,6 +272,10 @@ export class FakeIpset implements IpsetExec {
   }
 
   /** Entries of a set, sorted, or undefined when it does not exist. */
+  async entryCount(name: OwnedSetName): Promise<number | undefined> {
+    return this.sets.get(name)?.entries.size;
+  }
+
   entries(name: string): string[] | undefined {
     const s = this.sets.get(name);
     return s ? [...s.entries].sort() : undefined;

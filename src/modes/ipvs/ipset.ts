@@ -30,6 +30,9 @@ export const CLUSTER_IP_SET = 'KUBE-CLUSTER-IP';
 /** The hairpin set (hash:ip,port,ip). */
 export const LOOP_BACK_SET = 'KUBE-LOOP-BACK';
 
+/** The name of one of drover's sets. */
+export type OwnedSetName = typeof CLUSTER_IP_SET | typeof LOOP_BACK_SET;
+
 /** ipset type of KUBE-CLUSTER-IP. */
 export const CLUSTER_IP_SET_TYPE = 'hash:ip,port';
 /** ipset type of KUBE-LOOP-BACK. */
@@ -306,6 +309,13 @@ export interface IpsetExec {
    * @throws CommandError with ipset's message (it names the failing line).
    */
   restore(input: string): Promise<void>;
+  /**
+   * The number of entries of one of drover's sets (`ipset list -t NAME`,
+   * which prints the set's header and no member: O(1) in the set's size);
+   * undefined when the set does not exist. Used by the cheap drift check.
+   * @throws CommandError for any other failure.
+   */
+  entryCount(name: OwnedSetName): Promise<number | undefined>;
 }
 
 /** The real ipset, spawned with an argument array (never a shell), in the process's network namespace or a named one. */
@@ -330,7 +340,27 @@ export class SystemIpset implements IpsetExec {
     if (res.code !== 0) throw new CommandError('ipset restore -exist', res.code, res.stderr);
   }
 
+  async entryCount(name: OwnedSetName): Promise<number | undefined> {
+    const res = await runCommand('ipset', ['list', '-t', name], this.runOpts());
+    if (res.code !== 0) {
+      if (/does not exist/.test(res.stderr)) return undefined;
+      throw new CommandError(`ipset list -t ${name}`, res.code, res.stderr);
+    }
+    return parseEntryCount(res.stdout, name);
+  }
+
   private runOpts(): { netns?: string; timeoutMs: number } {
     return { timeoutMs: this.timeoutMs, ...(this.netns ? { netns: this.netns } : {}) };
   }
+}
+
+/**
+ * The "Number of entries: N" line of `ipset list -t` output (ipset(8),
+ * LIST with -terse).
+ * @throws DroverError when the output has no such line.
+ */
+export function parseEntryCount(listing: string, name: string): number {
+  const m = /^Number of entries: (\d+)$/m.exec(listing);
+  if (!m) throw new DroverError(`ipset list -t ${name}: no "Number of entries" line in ${JSON.stringify(listing.slice(0, 200))}`);
+  return Number(m[1]);
 }
