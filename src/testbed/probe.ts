@@ -58,6 +58,9 @@ export interface HeldConnection {
   close(): Promise<void>;
 }
 
+/** Longest wait for a probe helper's first answer beyond the request's own timeout, ms: the helper's start. */
+const HELPER_START_MS = 90_000;
+
 /**
  * Open one TCP connection from `opts.from` and make a first request on it;
  * later requests reuse that connection, e.g. to check that an established
@@ -70,11 +73,16 @@ export async function holdConnection(topology: Topology, opts: Omit<ProbeOptions
   const child = spawn('ip', ['netns', 'exec', netns, ...argv], { stdio: ['pipe', 'pipe', 'inherit'] });
   const lines = createInterface({ input: child.stdout })[Symbol.asyncIterator]();
   const exited = new Promise<void>((resolve) => child.once('close', () => resolve()));
+  // The first answer waits for the helper's own start too: a Node process,
+  // which takes tens of seconds in the emulated IPVS guest on a busy host.
+  let allowanceMs = HELPER_START_MS;
   const request = async (): Promise<RequestResult> => {
     child.stdin.write('req\n');
+    const waitMs = timeoutMs + allowanceMs;
+    allowanceMs = 5000;
     const next = await Promise.race([
       lines.next(),
-      new Promise<never>((_, reject) => setTimeout(() => reject(new Error('hold: helper unresponsive')), timeoutMs + 5000).unref()),
+      new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`hold: helper unresponsive after ${waitMs} ms`)), waitMs).unref()),
     ]);
     if (next.done) throw new Error('hold: helper process exited');
     return JSON.parse(next.value) as RequestResult;
