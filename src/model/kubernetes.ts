@@ -316,9 +316,16 @@ export const k8sNodeSchema = z.object({
   metadata: z.object({
     name: validated(checkNodeName),
     labels: optional(z.object({ [TOPOLOGY_ZONE_LABEL]: optional(validated((s) => (s === '' ? undefined : checkZone(s)))) })),
+    // Only whether it is set matters (the node is being deleted).
+    deletionTimestamp: optional(z.string()),
   }),
+  // Only the keys are read, and only compared with TO_BE_DELETED_TAINT.
+  spec: optional(z.object({ taints: withDefault(z.array(z.object({ key: z.string() })), []) })),
   status: optional(z.object({ addresses: withDefault(z.array(nodeAddressSchema), []) })),
 });
+
+/** The cluster autoscaler's taint on a node it is about to delete (kube-proxy's proxy_health.go ToBeDeletedTaint). */
+export const TO_BE_DELETED_TAINT = 'ToBeDeletedByClusterAutoscaler';
 
 /** Output type of {@link k8sNodeSchema}. */
 export type K8sNode = z.output<typeof k8sNodeSchema>;

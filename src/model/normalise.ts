@@ -267,6 +267,7 @@ function pickNode(nodes: readonly ParsedNode[], nodeName: string | undefined, wa
     name: chosen.name,
     ...(chosen.zone !== undefined ? { zone: chosen.zone } : {}),
     addresses: Object.freeze(chosen.addresses.map((a) => Object.freeze({ ...a }))),
+    ...(chosen.leaving !== undefined ? { leaving: chosen.leaving } : {}),
   });
 }
 

@@ -32,6 +32,7 @@ import {
   endpointSliceHeadSchema,
   k8sEndpointsSchema,
   k8sNodeSchema,
+  TO_BE_DELETED_TAINT,
   k8sPodSchema,
   k8sServiceSchema,
   SERVICE_NAME_LABEL,
@@ -447,20 +448,28 @@ function parseEndpoints(head: Head, raw: unknown): ParseResult {
 }
 
 /**
- * v1 Node: its name, the `topology.kubernetes.io/zone` label and
- * `status.addresses`. A Node is cluster-scoped: errors name it by its name
+ * v1 Node: its name, the `topology.kubernetes.io/zone` label,
+ * `status.addresses`, and whether it is leaving (`metadata.deletionTimestamp`
+ * set, or the ToBeDeletedByClusterAutoscaler taint in `spec.taints`). A Node is cluster-scoped: errors name it by its name
  * alone and its identity is "Node//name". Which Node is this node is
  * normalise.ts's decision.
  */
 function parseNode(head: Head, raw: unknown): ParseResult {
   const r = parseWith(k8sNodeSchema, raw);
   if (!r.ok) return error(head, r.field, r.detail);
-  const { metadata, status } = r.data;
+  const { metadata, spec, status } = r.data;
   const zone = metadata.labels?.[TOPOLOGY_ZONE_LABEL];
+  const leaving =
+    metadata.deletionTimestamp !== undefined
+      ? 'it is being deleted (metadata.deletionTimestamp is set)'
+      : spec?.taints.some((t) => t.key === TO_BE_DELETED_TAINT)
+        ? `it has the ${TO_BE_DELETED_TAINT} taint`
+        : undefined;
   const node: ParsedNode = {
     ...base(head, 'kubernetes', '', metadata.name),
     kind: 'Node',
     ...(zone !== undefined && zone !== '' ? { zone } : {}),
+    ...(leaving !== undefined ? { leaving } : {}),
     addresses: (status?.addresses ?? []).map((a) => ({ type: a.type, address: a.address })),
   };
   return ok(node);

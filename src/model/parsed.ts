@@ -123,6 +123,8 @@ export interface ParsedEndpoints extends ParsedBase {
 export interface ParsedNode extends ParsedBase {
   readonly kind: 'Node';
   readonly zone?: string;
+  /** Why the node is about to go away, when it is (see NodeInfo.leaving). */
+  readonly leaving?: string;
   readonly addresses: readonly NodeAddress[];
 }
 

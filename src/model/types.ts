@@ -132,6 +132,13 @@ export interface NodeInfo {
   readonly zone?: string;
   /** `status.addresses`, in manifest order. */
   readonly addresses: readonly NodeAddress[];
+  /**
+   * Why the node is about to go away, when it is: its deletion has begun
+   * (`metadata.deletionTimestamp`) or it carries the cluster autoscaler's
+   * `ToBeDeletedByClusterAutoscaler` taint. `/healthz` then answers 503
+   * (kube-proxy's nodeEligible, pkg/proxy/healthcheck/proxy_health.go).
+   */
+  readonly leaving?: string;
 }
 
 /** ClientIP session affinity; `timeoutSeconds` is in seconds (kube-proxy default 10800). */

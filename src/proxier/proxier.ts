@@ -28,7 +28,7 @@
  */
 import { isDeepStrictEqual } from 'node:util';
 import type { Backend, SyncResult } from '../modes/types.ts';
-import type { ServicePort, Snapshot } from '../model/types.ts';
+import type { NodeInfo, ServicePort, Snapshot } from '../model/types.ts';
 import type { Logger } from '../util/log.ts';
 import type { ConntrackExec } from '../conntrack/exec.ts';
 import { staleUDPFlows } from '../conntrack/stale.ts';
@@ -224,7 +224,7 @@ export class Proxier {
       const partial = incomplete.length > 0;
       if (!partial && this.deletionsHeld) full = true; // whole again: delete what was held
       // The node (its name, zone, addresses) feeds the endpoint policy of every service port.
-      if (this.applied && !isDeepStrictEqual(this.applied.node, snapshot.node)) full = true;
+      if (this.applied && !isDeepStrictEqual(policyNode(this.applied.node), policyNode(snapshot.node))) full = true;
       let changed = full || !this.applied ? new Set<string>() : this.pendingChanges(this.applied, snapshot);
       let held: string[] = [];
       if (partial) {
@@ -419,4 +419,11 @@ function listedIn(before: Snapshot, after: Snapshot, keys: ReadonlySet<string> |
 
 function round(ms: number): number {
   return Math.round(ms * 10) / 10;
+}
+
+/** The node as the endpoint policy reads it: all of it but `leaving`, which only /healthz follows. */
+function policyNode(node: NodeInfo | undefined): Omit<NodeInfo, 'leaving'> | undefined {
+  if (node === undefined) return undefined;
+  const { leaving: _leaving, ...policy } = node;
+  return policy;
 }

@@ -6,12 +6,14 @@
  * changes and when a failed sync is to be retried, so a node whose syncs
  * keep failing turns unhealthy after the timeout even when nothing changes.
  *
- * `/healthz` also answers 503 when the node is not eligible: it is being
- * deleted, or carries the cluster autoscaler's `ToBeDeletedByClusterAutoscaler`
- * taint, as {@link ProxyHealth.setNodeEligible} is told. No source tells it
- * yet (the Kubernetes source does not pass the Node's deletion or taints
- * on), so the node is always eligible. `/livez` ignores the node.
+ * `/healthz` also answers 503 when the node is not eligible (kube-proxy's
+ * SyncNode): this node's Node, in the snapshot of the last successful
+ * sync, is being deleted or carries the cluster autoscaler's
+ * `ToBeDeletedByClusterAutoscaler` taint (NodeInfo.leaving), or it was
+ * there and is gone. A source that never described this node (a manifest
+ * folder without a Node) leaves it eligible. `/livez` ignores the node.
  */
+import type { NodeInfo } from '../model/types.ts';
 import type { Proxier } from '../proxier/proxier.ts';
 
 /** The answer to a health probe: HTTP status and the JSON body, as kube-proxy writes them. */
@@ -25,6 +27,8 @@ export class ProxyHealth {
   private lastUpdated: number | undefined;
   private oldestQueued: number | undefined;
   private nodeEligible = true;
+  /** Whether a snapshot ever described this node. */
+  private nodeSeen = false;
 
   /**
    * @param timeoutMs how long a queued sync may wait (kube-proxy: 2 × --sync-period)
@@ -39,7 +43,9 @@ export class ProxyHealth {
   listen(proxier: Pick<Proxier, 'on'>): () => void {
     const offQueued = proxier.on('queued', () => this.queued());
     const offSync = proxier.on('sync', (last) => {
-      if (last.error === undefined) this.updated();
+      if (last.error !== undefined) return;
+      this.updated();
+      if (last.snapshot) this.followNode(last.snapshot.node);
     });
     return () => {
       offQueued();
@@ -61,6 +67,19 @@ export class ProxyHealth {
   /** Whether the node may take traffic (false while it is deleted or tainted for deletion). */
   setNodeEligible(eligible: boolean): void {
     this.nodeEligible = eligible;
+  }
+
+  /**
+   * Follow this node's Node as a synced snapshot describes it (undefined:
+   * none): not eligible while it is leaving, or once it is gone after
+   * having been there.
+   * @returns why the node is not eligible, or undefined when it is.
+   */
+  followNode(node: NodeInfo | undefined): string | undefined {
+    if (node !== undefined) this.nodeSeen = true;
+    const why = node?.leaving ?? (node === undefined && this.nodeSeen ? 'its Node is gone' : undefined);
+    this.setNodeEligible(why === undefined);
+    return why;
   }
 
   /** True unless a queued sync has waited `timeoutMs` or longer. */

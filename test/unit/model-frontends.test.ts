@@ -111,6 +111,20 @@ test('Node: name, zone label and addresses; bad values named by the Node name', 
   t.is(errorText(parse(node('n5', { labels: { 'topology.kubernetes.io/zone': 'a b' } }))), 'in.yaml: Node n5: metadata.labels["topology.kubernetes.io/zone"]: "a b" is not a valid zone (a label value: alphanumerics, \'-\', \'_\' and \'.\', at most 63 characters)');
 });
 
+test('Node: leaving while its deletion has begun or with the cluster autoscaler\'s taint; other taints do not count', (t) => {
+  const parsedNode = (extra: Record<string, unknown>, spec?: Record<string, unknown>) => okObject(parse({ ...node('n1', extra), ...(spec ? { spec } : {}) })) as ParsedNode;
+  t.false('leaving' in parsedNode({}));
+  t.false('leaving' in parsedNode({}, { taints: [{ key: 'node.kubernetes.io/unschedulable', effect: 'NoSchedule' }] }));
+  t.is(parsedNode({ deletionTimestamp: '2026-12-01T10:00:00Z' }).leaving, 'it is being deleted (metadata.deletionTimestamp is set)');
+  t.is(parsedNode({}, { taints: [{ key: 'x' }, { key: 'ToBeDeletedByClusterAutoscaler', value: '1764583200', effect: 'NoSchedule' }] }).leaving, 'it has the ToBeDeletedByClusterAutoscaler taint');
+  t.deepEqual(buildSnapshot([parsedNode({ deletionTimestamp: '2026-12-01T10:00:00Z' })], { serviceCIDR: '10.96.0.0/12' }).snapshot.node, {
+    name: 'n1',
+    addresses: [],
+    leaving: 'it is being deleted (metadata.deletionTimestamp is set)',
+  });
+  t.is(errorText(parse({ ...node('n2'), spec: { taints: [{ effect: 'NoSchedule' }] } })), 'in.yaml: Node n2: spec.taints[0].key: required');
+});
+
 test('Snapshot.node: the lone Node, or the one named; none with several and no name', (t) => {
   const nodes = ['n1', 'n2'].map((name, i) => okObject(parse(node(name, { labels: { 'topology.kubernetes.io/zone': `z${i + 1}` } }), i))) as ParsedObject[];
   t.deepEqual(buildSnapshot([nodes[0]!], { serviceCIDR: '10.96.0.0/12' }).snapshot.node, { name: 'n1', zone: 'z1', addresses: [] });

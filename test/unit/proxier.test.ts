@@ -176,3 +176,16 @@ test('sync listeners hear every attempt, in order; one that throws disturbs noth
   t.deepEqual(heard, ['full']);
   t.is(records.length, 2);
 });
+
+test('a node that starts leaving is no policy change: the sync stays partial; a new zone is one, and syncs in full', async (t) => {
+  const node = { name: 'n1', zone: 'z1', addresses: [] };
+  const withNode = (n: object) => ({ snapshot: { ...snap(a(['10.180.0.1:80'])), node: n as typeof node } });
+  const { backend, proxier, records } = setup([
+    withNode(node),
+    withNode({ ...node, leaving: 'it has the ToBeDeletedByClusterAutoscaler taint' }),
+    withNode({ ...node, zone: 'z2', leaving: 'it has the ToBeDeletedByClusterAutoscaler taint' }),
+  ]);
+  for (let n = 0; n < 3; n++) await proxier.syncOnce();
+  t.deepEqual(backend.calls.map((c) => c.full), [true, false, true]);
+  t.is(records[1]!.snapshot?.node?.leaving, 'it has the ToBeDeletedByClusterAutoscaler taint', 'the synced snapshot carries it, for /healthz');
+});

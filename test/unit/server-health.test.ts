@@ -32,6 +32,30 @@ test('a node that is not eligible fails /healthz but not /livez', (t) => {
   t.is(h.livez().status, 200);
 });
 
+test('/healthz follows this node\'s Node through the synced snapshots: leaving or gone is not eligible; never described is', (t) => {
+  const h = new ProxyHealth(60_000, () => 0);
+  const syncs: ((last: { error?: string; snapshot?: object }) => void)[] = [];
+  h.listen({ on: ((event: string, fn: (last: { error?: string; snapshot?: object }) => void) => {
+    if (event === 'sync') syncs.push(fn);
+    return () => {};
+  }) as never });
+  const sync = (node?: object, error?: string) => syncs.forEach((fn) => fn({ ...(error ? { error } : { snapshot: { services: new Map(), ...(node ? { node } : {}) } }) }));
+  sync();
+  t.is(h.healthz().status, 200, 'no Node in the source: eligible');
+  sync({ name: 'n1', addresses: [] });
+  t.is(h.healthz().status, 200);
+  sync({ name: 'n1', addresses: [], leaving: 'it has the ToBeDeletedByClusterAutoscaler taint' });
+  t.deepEqual([h.healthz().status, h.livez().status], [503, 200]);
+  t.true(h.healthz().body.endsWith('"nodeEligible": false}'));
+  sync(undefined, 'restore failed');
+  t.is(h.healthz().status, 503, 'a failed sync changes nothing');
+  sync({ name: 'n1', addresses: [] });
+  t.is(h.healthz().status, 200, 'the taint removed');
+  sync();
+  t.is(h.healthz().status, 503, 'the Node deleted');
+  t.is(h.followNode(undefined), 'its Node is gone');
+});
+
 test('countChanges tells service changes from endpoint changes, per service port', (t) => {
   const a1 = sp('ns/a:http', '172.30.0.1', 80, [ep('10.180.0.1:80')]);
   const a2 = sp('ns/a:http', '172.30.0.1', 80, [ep('10.180.0.2:80')]);
