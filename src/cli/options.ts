@@ -201,7 +201,7 @@ export function syncPeriodOptions(): Option[] {
     new Option('--min-sync-period <duration>', 'least time between two syncs; a change is applied within it').default(1000, '1s').argParser(parseDuration),
     new Option(
       '--sync-period <duration>',
-      'time between drift checks; a mode without a cheap check (IPVS) reads the kernel back and repairs drift at each, iptables mode when its check suspects drift',
+      'time between drift checks: each mode runs its cheap check and reads the kernel back, repairing drift, only when the check suspects drift',
     )
       .default(30_000, '30s')
       .argParser(parseDuration),
@@ -210,7 +210,7 @@ export function syncPeriodOptions(): Option[] {
 
 /** --full-sync-period, of `run`. */
 export function fullSyncPeriodOption(): Option {
-  return new Option('--full-sync-period <duration>', 'longest time between two full read-backs of a mode with a cheap drift check (iptables)')
+  return new Option('--full-sync-period <duration>', 'longest time between two full read-backs, whatever the drift checks say')
     .default(3_600_000, '1h')
     .argParser(parseDuration);
 }

@@ -6,6 +6,7 @@ import type { DestEntry, ServiceEntry } from '../../src/modes/ipvs/codec.ts';
 import type { DesiredVirtualServer } from '../../src/modes/ipvs/desired.ts';
 import { ep, snap, sp } from '../support/snapshots.ts';
 import { base, World } from '../support/ipvs-world.ts';
+import { IpvsClientClosedError } from '../../src/modes/ipvs/netlink.ts';
 
 const FULL = { full: true, changed: new Set<string>() };
 const WEB = { protocol: 'TCP' as const, address: '10.96.0.10', port: 80 };
@@ -44,10 +45,12 @@ test('real servers: equal, missing, edited, or an extra one that is not draining
   t.is(realServerDrift(want, extra, draining), undefined, 'a real server in graceful termination is drover\'s');
 });
 
-test('kube-ipvs0 addresses: a bound one gone, or one drover did not bind', (t) => {
-  t.is(addressDrift(new Set(['10.96.0.10', '10.96.0.11']), ['10.96.0.11', '10.96.0.10']), undefined);
-  t.is(addressDrift(new Set(['10.96.0.10', '10.96.0.11']), ['10.96.0.10']), 'ClusterIP 10.96.0.11 is gone from kube-ipvs0');
-  t.is(addressDrift(new Set(['10.96.0.10']), ['10.96.0.10', '10.96.9.9']), 'address 10.96.9.9 on kube-ipvs0 was not bound by drover');
+test('kube-ipvs0 addresses: a bound one gone, or one drover did not bind, or a bound one with another prefix', (t) => {
+  const a = (...xs: string[]) => xs.map((x) => ({ address: x.split('/')[0]!, prefixLength: Number(x.split('/')[1] ?? 32) }));
+  t.is(addressDrift(new Set(['10.96.0.10', '10.96.0.11']), a('10.96.0.11', '10.96.0.10')), undefined);
+  t.is(addressDrift(new Set(['10.96.0.10', '10.96.0.11']), a('10.96.0.10')), 'ClusterIP 10.96.0.11 is gone from kube-ipvs0');
+  t.is(addressDrift(new Set(['10.96.0.10']), a('10.96.0.10', '10.96.9.9')), 'address 10.96.9.9/32 on kube-ipvs0 was not bound by drover');
+  t.is(addressDrift(new Set(['10.96.0.10']), a('10.96.0.10/24')), 'address 10.96.0.10/24 on kube-ipvs0 was not bound by drover');
 });
 
 test('the window of real-server checks wraps around and covers every virtual server', (t) => {
@@ -90,7 +93,8 @@ test('the backend\'s check: clean after drover\'s own syncs; each change behind 
     ['a real server deleted', () => w.ipvs.delDest({ protocol: 'UDP', address: '10.96.0.53', port: 53 }, { address: '10.244.2.2', port: 53 }), '1 of 1 real servers of UDP/10.96.0.53:53 are gone from the kernel'],
     ['a virtual server deleted', () => w.ipvs.delService({ protocol: 'TCP', address: '10.96.0.11', port: 80 }), '1 of 3 virtual servers drover programmed are gone from the kernel'],
     ['a virtual server added in the service CIDR', () => w.ipvs.newService({ protocol: 'TCP', address: '10.100.0.1', port: 443, scheduler: 'rr' }), 'virtual server TCP/10.100.0.1:443 is in the kernel, and drover did not program it'],
-    ['an address added to kube-ipvs0', () => w.links.addByHand('kube-ipvs0', '10.96.7.7', 32), 'address 10.96.7.7 on kube-ipvs0 was not bound by drover'],
+    ['an address added to kube-ipvs0', () => w.links.addByHand('kube-ipvs0', '10.96.7.7', 32), 'address 10.96.7.7/32 on kube-ipvs0 was not bound by drover'],
+    ['ip_forward turned off', () => w.sysctls.write('net.ipv4.ip_forward', '0'), 'sysctl net.ipv4.ip_forward is 0, not 1'],
     ['a set entry added', () => w.ipset.setEntries('KUBE-CLUSTER-IP', 'hash:ip,port', ['10.96.0.10,tcp:80', '10.96.0.11,tcp:80', '10.96.0.53,udp:53', '10.96.9.9,tcp:1']), 'ipset KUBE-CLUSTER-IP has 4 entries, not the 3 drover wrote'],
     ['another program\'s nf_tables commit', () => w.iptables.commitElsewhere(), /^nf_tables generation \d+, not \d+ as drover left it: another program committed rules$/],
     ['the nat table flushed', () => w.iptables.flushTable('nat'), 'the KUBE-PROXY-CANARY chain is gone from nat'],
@@ -135,4 +139,15 @@ test('cleanup removes the canary chains too', async (t) => {
   const result = await backend.cleanup();
   t.is(result.removed.chain, 8, '5 of IPVS mode, 3 canaries');
   for (const table of ['mangle', 'nat', 'filter'] as const) t.false(await w.iptables.chainExists(table, 'KUBE-PROXY-CANARY'), table);
+});
+
+test('the backend\'s check opens a new IPVS client after a dump closed the old one', async (t) => {
+  const w = new World();
+  let reopened = 0;
+  const backend = w.backend({ reopenIpvs: async () => (reopened++, w.ipvs) });
+  await backend.sync(base(), FULL);
+  w.ipvs.failNext('GET_SERVICE', new IpvsClientClosedError('IPVS request timed out after 30000 ms'));
+  await t.throwsAsync(backend.driftCheck(), { instanceOf: IpvsClientClosedError });
+  t.is(await backend.driftCheck(), undefined);
+  t.is(reopened, 1);
 });

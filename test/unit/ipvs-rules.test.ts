@@ -77,7 +77,7 @@ test('switching from iptables mode: service chains, REJECTs and the filter hooks
     changed: new Set(),
   });
   const statics = ipvsStaticRules(render);
-  // iptables mode's empty canary chains (canary.ts) stay: they hold no rule, and IPVS mode syncs in full at every sync period.
+  // The empty canary chains (canary.ts) stay: they hold no rule, and IPVS mode's drift check uses them too.
   await ipt.restore(planToRestore(ipvsRulesPlan(statics, parseSave(`${ipt.dump('filter')}\n${ipt.dump('nat')}`))));
   t.is(
     ipt.dump('filter'),

@@ -6,8 +6,8 @@
  * Each sync:
  * 1. (full syncs) sets the IPVS sysctls (sysctl.ts) and makes sure the dummy
  *    link kube-ipvs0 exists (link.ts);
- * 2. reads the kernel back. A full sync (first sync, every --sync-period,
- *    after a failure) reads `ipset save`, the addresses of kube-ipvs0, every
+ * 2. reads the kernel back. A full sync (first sync, when the drift check
+ *    suspects drift, every --full-sync-period, after a failure) reads `ipset save`, the addresses of kube-ipvs0, every
  *    virtual server with its real servers, and `iptables-save`. A partial
  *    sync (a source change) recomputes only the changed service ports'
  *    desired state (assemble.ts, DesiredIndex), reads only their virtual
@@ -60,7 +60,7 @@ import { fullSyncTargets, NOTHING_KEPT, type KeptIpvsState } from './keep.ts';
 import { IpvsClientClosedError } from './netlink.ts';
 import { countOps, describeOp, planIpvs, type IpvsOp } from './reconcile.ts';
 import { ipvsRulesPlan, ipvsStaticRules } from './rules.ts';
-import { applyIpvsSysctls, IPVS_SYSCTLS, type Sysctls } from './sysctl.ts';
+import { applyIpvsSysctls, IPVS_SYSCTLS, sysctlDrift, type Sysctls } from './sysctl.ts';
 import type { IpvsSyncDetail } from './sync-detail.ts';
 
 /** Options of the IPVS backend. Times in milliseconds. */
@@ -344,23 +344,26 @@ export class IpvsBackend implements Backend {
       if (applied.kept) return 'the last full sync kept virtual servers of an incomplete source, which only a full read-back checks';
       const rules = await this.watch.check();
       if (rules !== undefined) return rules;
+      const sysctl = await sysctlDrift(this.opts.sysctls);
+      if (sysctl !== undefined) return sysctl;
       const ipvs = await this.client();
       const { index, bound } = applied;
       const owned = (vs: VirtualServerKey) => cidrContains(this.opts.serviceCIDR, vs.address) || bound.has(vs.address);
-      const servers = virtualServerDrift(index, (await ipvs.dumpServices()).entries, owned);
+      const servers = virtualServerDrift(index, (await this.dropIfClosed(ipvs.dumpServices())).entries, owned);
       if (servers !== undefined) return servers;
-      const addresses = addressDrift(bound, (await this.opts.links.addresses(this.linkIndex)).map((a) => a.address));
+      const addresses = addressDrift(bound, await this.opts.links.addresses(this.linkIndex));
       if (addresses !== undefined) return addresses;
       const sizes = index.setSizes;
       for (const [set, want] of [[CLUSTER_IP_SET, sizes.clusterIP], [LOOP_BACK_SET, sizes.loopBack]] as const) {
         const have = await this.opts.ipset.entryCount(set);
-        if (have !== want) return `ipset ${set} has ${have ?? 'no set and so no'} entries, not the ${want} drover wrote`;
+        if (have === undefined) return `ipset ${set} is gone`;
+        if (have !== want) return `ipset ${set} has ${have} entries, not the ${want} drover wrote`;
       }
       const { picked, next } = checkWindow([...index.serverKeys()], this.checkCursor, realServerChecks(index.serverCount));
       this.checkCursor = next;
       for (const key of picked) {
         const want = index.server(key)!;
-        const reals = realServerDrift(want, (await ipvs.dumpDests(want.vs)).entries, this.pending);
+        const reals = realServerDrift(want, (await this.dropIfClosed(ipvs.dumpDests(want.vs))).entries, this.pending);
         if (reals !== undefined) return reals;
       }
       return undefined;
@@ -381,7 +384,7 @@ export class IpvsBackend implements Backend {
         const ipvs = await this.client();
         const vsKeys = new Map([...this.pending.values()].map((p) => [virtualServerKey(p.vs), p.vs]));
         const dests = new Map<string, Awaited<ReturnType<IpvsKernel['dumpDests']>>['entries']>();
-        for (const [key, vs] of vsKeys) dests.set(key, (await ipvs.dumpDests(vs)).entries);
+        for (const [key, vs] of vsKeys) dests.set(key, (await this.dropIfClosed(ipvs.dumpDests(vs))).entries);
         const check = checkPending(this.pending, dests, this.now(), this.opts.gracefulPeriodMs);
         this.pending = check.pending;
         const ops: IpvsOp[] = check.deletes.map((p) => ({ kind: 'del-dest', vs: p.vs, rs: p.rs }));
@@ -454,6 +457,20 @@ export class IpvsBackend implements Backend {
       logger.info({ removed, chainsKept: kept.map((k) => `${k.table} ${k.chain}`) }, 'removed drover IPVS state, chains and hook rules');
       return { removed, kept };
     });
+  }
+
+  /**
+   * `request`, forgetting the IPVS client when it closed itself (a timeout
+   * or socket error), so that the next request opens a new one.
+   * @throws what `request` threw.
+   */
+  private async dropIfClosed<T>(request: Promise<T>): Promise<T> {
+    try {
+      return await request;
+    } catch (err) {
+      if (err instanceof IpvsClientClosedError && this.opts.reopenIpvs) this.ipvs = undefined;
+      throw err;
+    }
   }
 
   private async client(): Promise<IpvsKernel> {

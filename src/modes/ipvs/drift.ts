@@ -15,8 +15,11 @@
  *   header only), compared with what drover wrote;
  * - real servers: those of a rotating window of virtual servers
  *   ({@link checkWindow}: at least {@link MIN_REAL_SERVER_CHECKS}, and enough
- *   that every virtual server is looked at within {@link REAL_SERVER_ROUNDS}
- *   checks; 10 minutes at 10,000 services and the default 30 s period).
+ *   that every virtual server is looked at within about
+ *   {@link REAL_SERVER_ROUNDS} checks, 10 minutes at 10,000 services and
+ *   the default 30 s period; about, because services added or removed in
+ *   between shift the window);
+ * - the IPVS sysctls (four reads of /proc/sys).
  *
  * kube-proxy's IPVS proxier has no such check: it reads everything back
  * every sync period (pkg/proxy/ipvs/proxier.go syncProxyRules). What this
@@ -89,11 +92,17 @@ export function realServerDrift(want: DesiredVirtualServer, dests: readonly Dest
   return missing > 0 ? `${missing} of ${want.reals.size} real servers of ${want.key} are gone from the kernel` : undefined;
 }
 
-/** Why the addresses bound to kube-ipvs0 differ from the ClusterIPs drover bound; undefined when the sets are equal. */
-export function addressDrift(bound: ReadonlySet<string>, live: readonly string[]): string | undefined {
-  const liveSet = new Set(live);
+/**
+ * Why the addresses on kube-ipvs0 differ from the ClusterIPs drover bound
+ * (each as /32); undefined when they are the same.
+ */
+export function addressDrift(bound: ReadonlySet<string>, live: readonly { readonly address: string; readonly prefixLength: number }[]): string | undefined {
+  const liveSet = new Set<string>();
+  for (const { address, prefixLength } of live) {
+    if (prefixLength !== 32 || !bound.has(address)) return `address ${address}/${prefixLength} on kube-ipvs0 was not bound by drover`;
+    liveSet.add(address);
+  }
   for (const address of bound) if (!liveSet.has(address)) return `ClusterIP ${address} is gone from kube-ipvs0`;
-  for (const address of liveSet) if (!bound.has(address)) return `address ${address} on kube-ipvs0 was not bound by drover`;
   return undefined;
 }
 

@@ -67,6 +67,7 @@ export class FakeIpvs implements IpvsKernel {
 
   async dumpServices(): Promise<DumpResult<ServiceEntry>> {
     this.requests++;
+    this.injected('GET_SERVICE');
     return { entries: [...this.services.values()].map((s) => ({ ...s.entry })), unsupported: [] };
   }
 
@@ -271,11 +272,12 @@ export class FakeIpset implements IpsetExec {
     });
   }
 
-  /** Entries of a set, sorted, or undefined when it does not exist. */
+  /** The number of entries of a set, as `ipset list -t` prints it; undefined when it does not exist. */
   async entryCount(name: OwnedSetName): Promise<number | undefined> {
     return this.sets.get(name)?.entries.size;
   }
 
+  /** Entries of a set, sorted, or undefined when it does not exist. */
   entries(name: string): string[] | undefined {
     const s = this.sets.get(name);
     return s ? [...s.entries].sort() : undefined;

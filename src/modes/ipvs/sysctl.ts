@@ -57,6 +57,18 @@ export class ProcSysctls implements Sysctls {
 }
 
 /**
+ * The first of {@link IPVS_SYSCTLS} that does not have its value (the cheap
+ * drift check: four reads), as "name=value, not now"; undefined when all do.
+ */
+export async function sysctlDrift(sysctls: Sysctls): Promise<string | undefined> {
+  for (const { name, value } of IPVS_SYSCTLS) {
+    const now = await sysctls.read(name);
+    if (now !== value) return `sysctl ${name} is ${now ?? 'missing'}, not ${value}`;
+  }
+  return undefined;
+}
+
+/**
  * Apply {@link IPVS_SYSCTLS}: write each setting whose value differs.
  * @returns the names written (empty when all were set already)
  * @throws Error naming the setting when one is missing (no IPVS in this
