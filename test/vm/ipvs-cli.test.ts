@@ -7,7 +7,7 @@
  */
 import test from 'ava';
 import { spawn } from 'node:child_process';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { run } from '../../src/testbed/exec.ts';
@@ -115,7 +115,7 @@ if (await registerIpvsTests('IPVS CLI tests')) {
           'ip',
           [
             'netns', 'exec', netns, process.execPath, DROVER, 'run', '--mode', 'ipvs', '--source', dir, '--cluster-cidr', '10.244.0.0/16',
-            '--min-sync-period', '200ms', '--sync-period', '10m', '--ipvs-graceful-period', '30s', '--status-file', join(statusDir, 'status.json'),
+            '--min-sync-period', '200ms', '--sync-period', '5s', '--ipvs-graceful-period', '30s', '--status-file', join(statusDir, 'status.json'),
           ],
           { stdio: ['ignore', 'ignore', 'pipe'] },
         );
@@ -154,6 +154,19 @@ if (await registerIpvsTests('IPVS CLI tests')) {
           ]) {
             t.regex(status.stdout, line);
           }
+
+          // The periodic drift check on the real kernel: checks that find nothing read nothing back;
+          // a real server deleted by hand is noticed and repaired by a full sync.
+          const fullSyncs = () => logLines(stderr).filter((l) => l.msg === 'full sync done').length;
+          const lastSyncAt = async () => (JSON.parse(await readFile(join(statusDir, 'status.json'), 'utf8')) as { lastSync: { at: string } }).lastSync.at;
+          const afterPartial = await lastSyncAt();
+          // Each sync, the periodic ones too, rewrites the status file.
+          await until('a periodic drift check', async () => (await lastSyncAt()) !== afterPartial, 120_000, 500);
+          t.is(fullSyncs(), 1, `no drift, so no full sync after the first:\n${stderr.slice(-3000)}`);
+          t.notRegex(stderr, /the kernel may have changed behind drover/);
+          await run('ipvsadm', ['-d', '-t', '10.96.0.10:80', '-r', '10.244.1.2:80'], { netns });
+          await until('the drift check to repair a real server deleted by hand', async () => (await ipvsadmState(netns)).includes('-> 10.244.1.2:80 Masq 1'), 180_000, 1000);
+          t.regex(stderr, /"reason":"1 of 1 real servers of TCP\/10\.96\.0\.10:80 are gone from the kernel","msg":"the kernel may have changed behind drover: full sync"/);
         } finally {
           child.kill('SIGTERM');
         }
