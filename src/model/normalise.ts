@@ -121,7 +121,7 @@ export function buildSnapshot(objects: readonly ParsedObject[], opts: BuildOptio
   const errors: ManifestError[] = [];
 
   const unique = dropDuplicates(objects, errors);
-  const services = unique.filter((o): o is ParsedService => o.kind === 'Service').sort(byServiceKey);
+  const services = sortByServiceKey(unique.filter((o): o is ParsedService => o.kind === 'Service'));
   const sliceList = unique.filter((o): o is ParsedEndpointSlice => o.kind === 'EndpointSlice');
   const legacyList = unique.filter((o): o is ParsedEndpoints => o.kind === 'Endpoints');
   const slices = groupByService(sliceList);
@@ -164,7 +164,11 @@ export function buildSnapshot(objects: readonly ParsedObject[], opts: BuildOptio
     .map((s) => ({ svc: s, ip: s.clusterIP ?? allocated.get(serviceKey(s))! }));
   const incumbent = (r: { svc: ParsedService; ip: string }) =>
     r.svc.ports.some((p) => previousTriples.has(`${serviceKey(r.svc)} ${triple(r.ip, p)}`));
-  const ordered = [...resolved].sort((a, b) => Number(incumbent(b)) - Number(incumbent(a)) || byServiceKey(a.svc, b.svc));
+  // `resolved` is in key order already, and the sort is stable: incumbents first, each part by key.
+  const ordered = resolved
+    .map((r) => ({ r, first: incumbent(r) }))
+    .sort((a, b) => Number(b.first) - Number(a.first))
+    .map((x) => x.r);
   const owners = new Map<string, ParsedService>();
   const accepted: Array<{ svc: ParsedService; ip: string }> = [];
   for (const r of ordered) {
@@ -249,8 +253,12 @@ function serviceKey(o: { namespace: string; name: string }): string {
   return `${o.namespace}/${o.name}`;
 }
 
-function byServiceKey(a: ParsedService, b: ParsedService): number {
-  return compareStrings(serviceKey(a), serviceKey(b));
+/** `services` sorted by "namespace/name" (each key built once). */
+function sortByServiceKey(services: readonly ParsedService[]): ParsedService[] {
+  return services
+    .map((svc) => ({ svc, key: serviceKey(svc) }))
+    .sort((a, b) => compareStrings(a.key, b.key))
+    .map((x) => x.svc);
 }
 
 /** "ip:port/PROTOCOL", the unit of ClusterIP conflicts. */

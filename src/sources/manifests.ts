@@ -114,9 +114,8 @@ export async function readManifests<T>(path: string, opts: ReadOptions<T> = {}):
   const objects: T[] = [];
   const errors: ManifestError[] = [];
   const files: string[] = [];
-  const decode = opts.decode ?? (((o: ManifestObject) => o) as unknown as Decode<T>);
   for (const file of listed) {
-    const r = await readManifestFile(file, opts.cache, opts.maxFileBytes ?? MAX_MANIFEST_FILE_BYTES, opts.decode === undefined ? undefined : decode);
+    const r = await readManifestFile(file, opts.cache, opts.maxFileBytes ?? MAX_MANIFEST_FILE_BYTES, opts.decode);
     if (r === undefined) continue;
     files.push(file);
     for (const o of r.objects) objects.push(o);
@@ -249,6 +248,7 @@ function parseJSONText<T>(file: string, text: string, decode: Decode<T> | undefi
   }
   const raws: unknown[] = [];
   flattenLists(doc, raws);
+  doc = undefined; // so that each raw object is garbage once decoded (fileObjects)
   return { objects: fileObjects(file, raws, decode, (i) => digestOf(JSON.stringify(raws[i]))), errors: [] };
 }
 
