@@ -114,8 +114,10 @@ export async function readManifests<T>(path: string, opts: ReadOptions<T> = {}):
   const objects: T[] = [];
   const errors: ManifestError[] = [];
   const files: string[] = [];
-  for (const file of listed) {
-    const r = await readManifestFile(file, opts.cache, opts.maxFileBytes ?? MAX_MANIFEST_FILE_BYTES, opts.decode);
+  // A few files at a time, so that a folder of many small files is not one round trip to the thread pool after another.
+  const reads = await inBatches(listed, READ_CONCURRENCY, (file) => readManifestFile(file, opts.cache, opts.maxFileBytes ?? MAX_MANIFEST_FILE_BYTES, opts.decode));
+  for (const [i, file] of listed.entries()) {
+    const r = reads[i];
     if (r === undefined) continue;
     files.push(file);
     for (const o of r.objects) objects.push(o);
@@ -123,6 +125,18 @@ export async function readManifests<T>(path: string, opts: ReadOptions<T> = {}):
   }
   opts.cache?.retain(files);
   return { objects, errors, files };
+}
+
+/** How many files {@link readManifests} reads at once. */
+const READ_CONCURRENCY = 32;
+
+/** `fn` of every item, at most `size` at a time, results in the order of `items`. */
+async function inBatches<T, R>(items: readonly T[], size: number, fn: (item: T) => Promise<R>): Promise<R[]> {
+  const out: R[] = [];
+  for (let i = 0; i < items.length; i += size) {
+    for (const r of await Promise.all(items.slice(i, i + size).map(fn))) out.push(r);
+  }
+  return out;
 }
 
 /** Manifest files under `dir` (recursive, symlinks followed, each real folder visited once), appended to `out`. */
