@@ -56,6 +56,32 @@ export interface BuildOptions {
    * `previous` (allocate.ts step 1), unless a service of `previous` holds it.
    */
   readonly remembered?: ReadonlyMap<string, string>;
+  /** The service ports of earlier builds, reused when their inputs are the same objects (see {@link BuildMemo}). */
+  readonly memo?: BuildMemo;
+}
+
+/**
+ * The service ports an earlier {@link buildSnapshot} made of each Service,
+ * so that a build costs what changed rather than every endpoint again: a
+ * Service (the same ParsedService object) with the same ClusterIP and the
+ * same endpoint groups (the same EndpointGroup objects, in the same order:
+ * its EndpointSlices, Endpoints or inline endpoints unchanged) gets the
+ * very ServicePort objects it got before. Endpoints derived from Pods are
+ * new groups at every build, so such a Service is always built again. Held
+ * weakly: a Service no longer read is forgotten. Owned by one caller
+ * (sources/decoder.ts).
+ */
+export class BuildMemo {
+  private readonly byService = new WeakMap<ParsedService, { readonly ip: string; readonly groups: readonly EndpointGroup[]; readonly ports: readonly ServicePort[] }>();
+
+  /** The service ports built for `svc` at `ip` from `groups`, reused or made by `make`. */
+  portsOf(svc: ParsedService, ip: string, groups: readonly EndpointGroup[], make: () => ServicePort[]): readonly ServicePort[] {
+    const seen = this.byService.get(svc);
+    if (seen !== undefined && seen.ip === ip && seen.groups.length === groups.length && seen.groups.every((g, i) => g === groups[i])) return seen.ports;
+    const ports = make();
+    this.byService.set(svc, { ip, groups, ports });
+    return ports;
+  }
 }
 
 /** A ClusterIP drover allocated: `key` is "namespace/name". */
@@ -95,7 +121,7 @@ export function buildSnapshot(objects: readonly ParsedObject[], opts: BuildOptio
   const errors: ManifestError[] = [];
 
   const unique = dropDuplicates(objects, errors);
-  const services = unique.filter((o): o is ParsedService => o.kind === 'Service').sort(byServiceKey);
+  const services = sortByServiceKey(unique.filter((o): o is ParsedService => o.kind === 'Service'));
   const sliceList = unique.filter((o): o is ParsedEndpointSlice => o.kind === 'EndpointSlice');
   const legacyList = unique.filter((o): o is ParsedEndpoints => o.kind === 'Endpoints');
   const slices = groupByService(sliceList);
@@ -138,7 +164,11 @@ export function buildSnapshot(objects: readonly ParsedObject[], opts: BuildOptio
     .map((s) => ({ svc: s, ip: s.clusterIP ?? allocated.get(serviceKey(s))! }));
   const incumbent = (r: { svc: ParsedService; ip: string }) =>
     r.svc.ports.some((p) => previousTriples.has(`${serviceKey(r.svc)} ${triple(r.ip, p)}`));
-  const ordered = [...resolved].sort((a, b) => Number(incumbent(b)) - Number(incumbent(a)) || byServiceKey(a.svc, b.svc));
+  // `resolved` is in key order already, and the sort is stable: incumbents first, each part by key.
+  const ordered = resolved
+    .map((r) => ({ r, first: incumbent(r) }))
+    .sort((a, b) => Number(b.first) - Number(a.first))
+    .map((x) => x.r);
   const owners = new Map<string, ParsedService>();
   const accepted: Array<{ svc: ParsedService; ip: string }> = [];
   for (const r of ordered) {
@@ -159,9 +189,14 @@ export function buildSnapshot(objects: readonly ParsedObject[], opts: BuildOptio
   }
 
   const ports: ServicePort[] = [];
+  const memo = opts.memo ?? new BuildMemo();
   for (const { svc, ip } of accepted) {
-    const index = indexEndpoints(endpointGroups(svc, slices, legacy, pods, zones, warnings, notes));
-    for (const p of svc.ports) ports.push(makeServicePort(svc, p, ip, svc.clusterIP === undefined, index));
+    const groups = endpointGroups(svc, slices, legacy, pods, zones, warnings, notes);
+    const made = memo.portsOf(svc, ip, groups, () => {
+      const index = indexEndpoints(groups);
+      return svc.ports.map((p) => makeServicePort(svc, p, ip, svc.clusterIP === undefined, index));
+    });
+    for (const sp of made) ports.push(sp);
   }
   ports.sort((a, b) => compareStrings(a.key, b.key));
 
@@ -218,8 +253,12 @@ function serviceKey(o: { namespace: string; name: string }): string {
   return `${o.namespace}/${o.name}`;
 }
 
-function byServiceKey(a: ParsedService, b: ParsedService): number {
-  return compareStrings(serviceKey(a), serviceKey(b));
+/** `services` sorted by "namespace/name" (each key built once). */
+function sortByServiceKey(services: readonly ParsedService[]): ParsedService[] {
+  return services
+    .map((svc) => ({ svc, key: serviceKey(svc) }))
+    .sort((a, b) => compareStrings(a.key, b.key))
+    .map((x) => x.svc);
 }
 
 /** "ip:port/PROTOCOL", the unit of ClusterIP conflicts. */

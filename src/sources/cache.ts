@@ -13,9 +13,13 @@ import type { BigIntStats } from 'node:fs';
 import type { ManifestError } from '../model/errors.ts';
 import type { ManifestObject } from '../model/parsed.ts';
 
-/** What one file held: its objects (position order), or the errors that made it skipped. */
-export interface FileRead {
-  readonly objects: readonly ManifestObject[];
+/**
+ * What one file held: its objects (position order), or the errors that made
+ * it skipped. The objects are ManifestObjects, or whatever a read's decode
+ * function made of them (manifests.ts Decode).
+ */
+export interface FileRead<T = ManifestObject> {
+  readonly objects: readonly T[];
   readonly errors: readonly ManifestError[];
 }
 
@@ -30,8 +34,8 @@ function stampOf(st: Stamp): string {
 }
 
 /** Per-path cache of {@link FileRead}s; see the module comment. Not shared between sources. */
-export class ManifestCache {
-  private readonly entries = new Map<string, { readonly stamp: string; readonly read: FileRead }>();
+export class ManifestCache<T = ManifestObject> {
+  private readonly entries = new Map<string, { readonly stamp: string; readonly read: FileRead<T> }>();
   private readonly now: () => number;
 
   /** `now` (milliseconds since the epoch) is for tests. */
@@ -40,13 +44,13 @@ export class ManifestCache {
   }
 
   /** The read of `path` when its stamp is still `st`, else undefined. */
-  get(path: string, st: Stamp): FileRead | undefined {
+  get(path: string, st: Stamp): FileRead<T> | undefined {
     const e = this.entries.get(path);
     return e !== undefined && e.stamp === stampOf(st) ? e.read : undefined;
   }
 
   /** Remember `read` as the content of `path` at stamp `st` (forgotten instead when the file was modified too recently). */
-  set(path: string, st: Stamp & Pick<BigIntStats, 'mtimeMs'>, read: FileRead): void {
+  set(path: string, st: Stamp & Pick<BigIntStats, 'mtimeMs'>, read: FileRead<T>): void {
     if (this.now() - Number(st.mtimeMs) < RACY_MS) this.entries.delete(path);
     else this.entries.set(path, { stamp: stampOf(st), read });
   }

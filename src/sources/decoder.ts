@@ -2,8 +2,9 @@
  * Decoding desired state, apart from how it arrives: raw objects are
  * validated (parse.ts), the objects a source serves are kept in groups, and
  * every {@link Decoder.apply} rebuilds the Snapshot (normalise.ts: endpoint
- * matching, ClusterIP allocation, cross-object conflicts) and says which
- * service ports changed since the previous apply.
+ * matching, ClusterIP allocation, cross-object conflicts; the service ports
+ * of a Service whose objects did not change are reused, see normalise.ts
+ * BuildMemo) and says which service ports changed since the previous apply.
  *
  * A transport decides what a group is: the file source makes one group per
  * manifest file (all the objects it serves from that file, last valid
@@ -14,7 +15,10 @@
  * EndpointsChangeTracker (pkg/proxy/servicechangetracker.go,
  * pkg/proxy/endpointschangetracker.go): every Service, EndpointSlice or
  * Endpoints object that was added, replaced or removed marks the service
- * ports of its Service ("namespace/name"); a Pod marks every Service whose
+ * ports of its Service ("namespace/name"; an object a group holds again,
+ * the same object by reference, is not a change, and a changed identity
+ * also marks through its other copies, since which copy counts may
+ * change); a Pod marks every Service whose
  * selector selects it, before or after the change (selectors.ts); a Node
  * every Service with a selector (its zone goes into their Pod-derived
  * endpoints); and so do the services a cross-object rule (ClusterIP
@@ -24,7 +28,7 @@
  */
 import { isDeepStrictEqual } from 'node:util';
 import { parseServiceCIDR } from '../model/allocate.ts';
-import { buildSnapshot, type BuildResult } from '../model/normalise.ts';
+import { BuildMemo, buildSnapshot, type BuildResult } from '../model/normalise.ts';
 import { compareStrings } from '../model/order.ts';
 import { parseObject, type ParseResult } from '../model/parse.ts';
 import type { ManifestObject, ParsedObject } from '../model/parsed.ts';
@@ -100,6 +104,10 @@ export class Decoder {
   private readonly groups = new Map<GroupKey, readonly ParsedObject[]>();
   /** The Services with a selector among `groups`' objects. */
   private readonly selectors = new SelectorIndex();
+  /** Every object among `groups` by its identity ("Kind/namespace/name"), duplicates included. */
+  private readonly copies = new Map<string, Set<ParsedObject>>();
+  /** The service ports of the last builds, for the Services whose objects did not change. */
+  private readonly memo = new BuildMemo();
   private snapshot: Snapshot = EMPTY_SNAPSHOT;
   /** "namespace/name" → the ServicePortNames it has in `snapshot`. */
   private portsOf = new Map<string, string[]>();
@@ -148,8 +156,10 @@ export class Decoder {
    * what the changed groups hold (their objects before and after; for each
    * Pod among them, the Services with a selector in its namespace; for each
    * Node, every Service with a selector), plus the cross-object errors and the allocated ClusterIPs of this apply and the
-   * previous one; the rebuild itself is still normalise.ts's buildSnapshot
-   * over every object, and indexing its service ports by Service.
+   * previous one, and a pass over the changed groups; the rebuild itself is
+   * still normalise.ts's buildSnapshot over every object (cheap for the
+   * Services it can reuse, see BuildMemo), and indexing its service ports
+   * by Service.
    * Never throws (the service CIDR was checked by the constructor); every
    * problem with the objects is in `errors`.
    */
@@ -161,8 +171,12 @@ export class Decoder {
       this.groups.delete(key);
     }
     for (const [key, objects] of changes.upsert) {
-      for (const o of this.groups.get(key) ?? []) gone.push(o);
-      for (const o of objects) added.push(o);
+      // An object the group held before and holds again (the same reference) is unchanged.
+      const before = this.groups.get(key) ?? [];
+      const kept = new Set<ParsedObject>(before);
+      const now = new Set<ParsedObject>(objects);
+      for (const o of before) if (!now.has(o)) gone.push(o);
+      for (const o of objects) if (!kept.has(o)) added.push(o);
       if (objects.length === 0) this.groups.delete(key);
       else this.groups.set(key, objects);
     }
@@ -170,12 +184,18 @@ export class Decoder {
     this.selectors.update(gone, added);
     const marked = new Set<string>();
     for (const o of [...gone, ...added]) for (const s of this.affected(o)) marked.add(s);
+    // Another copy of a changed identity may be the one that counts now (the first by group key wins): it moves its Services too.
+    for (const o of gone) this.unindex(o);
+    for (const o of added) this.index(o);
+    for (const identity of new Set([...gone, ...added].map((o) => o.identity))) {
+      for (const o of this.copies.get(identity) ?? []) for (const s of this.affected(o)) marked.add(s);
+    }
 
     // The seam for an incremental build: everything below is O(all objects).
     const keys = [...this.groups.keys()].sort(compareStrings);
     const objects = keys.flatMap((k) => this.groups.get(k)!);
     const before = this.snapshot;
-    const built = buildSnapshot(objects, { serviceCIDR: this.serviceCIDR, previous: before, remembered: this.remembered });
+    const built = buildSnapshot(objects, { serviceCIDR: this.serviceCIDR, previous: before, remembered: this.remembered, memo: this.memo });
     const portsOf = new Map<string, string[]>();
     for (const sp of built.snapshot.services.values()) {
       const service = `${sp.namespace}/${sp.name}`;
@@ -207,6 +227,18 @@ export class Decoder {
     this.allocated = allocated;
     this.remember(allocated);
     return { ...built, changed };
+  }
+
+  private index(o: ParsedObject): void {
+    const set = this.copies.get(o.identity);
+    if (set) set.add(o);
+    else this.copies.set(o.identity, new Set([o]));
+  }
+
+  private unindex(o: ParsedObject): void {
+    const set = this.copies.get(o.identity);
+    set?.delete(o);
+    if (set?.size === 0) this.copies.delete(o.identity);
   }
 
   /** The Services whose service ports a change of `o` may move (see the module comment). */

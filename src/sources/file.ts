@@ -10,16 +10,19 @@
  * proxier does not compare whole snapshots.
  *
  * Each load reads the files again, but an unchanged file is neither read
- * nor parsed again (manifests.ts ManifestCache, and the Decoder's parse
- * cache), so a change to one file of a large folder costs about what that
- * file costs, apart from a stat of every file, a pass over every object
- * (last-good.ts, and comparing each file's served objects by reference) and
- * the Snapshot rebuild (decoder.ts).
+ * nor parsed again (manifests.ts ManifestCache), and in a changed file only
+ * the objects whose text changed are validated again (by their digest,
+ * manifests.ts Decode), so a change to one file of a large folder costs
+ * about what that file's text costs, apart from a stat of every file, a
+ * pass over every object (last-good.ts, and comparing each file's served
+ * objects by reference) and the Snapshot rebuild (decoder.ts). Only the
+ * validation results are kept, never the raw objects.
  */
 import type { Logger } from '../util/log.ts';
 import type { ManifestError } from '../model/errors.ts';
 import type { Allocation } from '../model/normalise.ts';
-import type { ParsedObject } from '../model/parsed.ts';
+import { parseObject, type ParseResult } from '../model/parse.ts';
+import type { ManifestObject, ParsedObject } from '../model/parsed.ts';
 import type { Snapshot } from '../model/types.ts';
 import { Decoder, type AllocationMemory, type DecodeResult } from './decoder.ts';
 import { LastKnownGood } from './last-good.ts';
@@ -77,13 +80,24 @@ export function loadResult(built: DecodeResult, errors: ManifestError[], warning
   return { snapshot: built.snapshot, errors, warnings, allocations: built.allocations, incomplete: errors.map((e) => e.message), changed: built.changed };
 }
 
+/** What the file source keeps of one object read: where it is, its digest (manifests.ts Decode) and its validation. */
+interface ReadObject {
+  readonly file: string;
+  readonly index: number;
+  /** `file`, `index` and digest: equal keys mean the same object. */
+  readonly key: string;
+  readonly result: ParseResult;
+}
+
 /** Watches and reads a manifest file or folder; see the module comment. */
 export class FileSource {
   private readonly path: string;
   private readonly logger: Logger;
   private readonly debounceMs: number;
   private readonly lastGood = new LastKnownGood();
-  private readonly cache = new ManifestCache();
+  private readonly cache = new ManifestCache<ReadObject>();
+  /** Validation of every object read at the last load, by {@link ReadObject.key}. */
+  private results = new Map<string, ParseResult>();
   private readonly decoder: Decoder;
   /** What each file served at the last load (the Decoder's groups). */
   private served = new Map<string, readonly ParsedObject[]>();
@@ -121,8 +135,9 @@ export class FileSource {
 
   private async loadNow(): Promise<LoadResult> {
     await this.rewatchIfReplaced();
-    const read = await readManifests(this.path, { cache: this.cache });
-    const results = read.objects.map((o) => this.decoder.parse(o));
+    const read = await readManifests(this.path, { cache: this.cache, decode: (o, digest) => this.decode(o, digest) });
+    this.results = new Map(read.objects.map((o) => [o.key, o.result]));
+    const results = read.objects.map((o) => o.result);
     const { objects, errors, warnings, ignored, byFile } = this.lastGood.resolve(read, results);
     for (const o of ignored) {
       this.logger.debug({ file: o.file, index: o.index, reason: o.reason }, `ignored object #${o.index + 1} in ${o.file}: ${o.reason}`);
@@ -136,6 +151,12 @@ export class FileSource {
       if (o.kind === 'Service' && o.unproxiedReason) this.logger.debug({ service: `${o.namespace}/${o.name}` }, `service ${o.namespace}/${o.name} is ${o.unproxiedReason}`);
     }
     return result;
+  }
+
+  /** Validate `o`, or reuse the validation of the last load when its text is the same. */
+  private decode(o: ManifestObject, digest: string): ReadObject {
+    const key = `${o.index}:${digest}:${o.file}`;
+    return { file: o.file, index: o.index, key, result: this.results.get(key) ?? parseObject(o) };
   }
 
   private logResult(errors: readonly ManifestError[], warnings: readonly ManifestError[], allocations: readonly Allocation[]): void {

@@ -80,7 +80,7 @@ export class LastKnownGood {
    * Decide what to serve from `read` and `results` (`results[i]` is the
    * parse of `read.objects[i]`), and remember it for the next call.
    */
-  resolve(read: ReadResult, results: readonly ParseResult[]): Resolved {
+  resolve(read: ReadResult<{ readonly file: string; readonly index: number }>, results: readonly ParseResult[]): Resolved {
     const out: Resolved = { objects: [], errors: [...read.errors], warnings: [], ignored: [], byFile: new Map() };
     const validNow = new Set<string>();
     for (const r of results) if (r.status === 'ok') validNow.add(r.object.identity);

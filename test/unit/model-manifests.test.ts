@@ -178,3 +178,41 @@ test('an error that runs over a document marker makes the whole file unreadable'
   t.regex(String(r.errors[0]), /^.*f\.yaml:\d+:\d+: document #2 \(from line 3\): syntax error: .*; file skipped$/);
   t.deepEqual(r.objects, []);
 });
+
+test('a JSON file is read as JSON: a repeated key is not an error (the last wins); YAML saved as .json is still read', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'drover-manifests-'));
+  t.teardown(() => rm(dir, { recursive: true, force: true }));
+  await writeFile(join(dir, 'a.json'), '{"kind": "Service", "metadata": {"name": "first", "name": "last"}}');
+  await writeFile(join(dir, 'b.json'), 'kind: Service\nmetadata: {name: yaml}\n');
+  const r = await readManifests(dir);
+  t.deepEqual(r.errors, []);
+  t.deepEqual(names(r.objects), ['last', 'yaml']);
+});
+
+test('with a decode function, each object comes with a digest of its text: equal for an unchanged item of a changed List, and the raw object is not kept', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'drover-manifests-'));
+  t.teardown(() => rm(dir, { recursive: true, force: true }));
+  const item = (name: string, port: number) => ({ kind: 'Service', metadata: { name }, spec: { ports: [{ port }] } });
+  const read = async (file: string) =>
+    (await readManifests(file, { decode: (o, digest) => ({ index: o.index, digest, name: (o.raw as { metadata: { name: string } }).metadata.name }) })).objects;
+  const json = join(dir, 'list.json');
+  await writeFile(json, JSON.stringify({ kind: 'List', items: [item('a', 80), item('b', 80)] }));
+  const before = await read(json);
+  await writeFile(json, JSON.stringify({ kind: 'List', items: [item('a', 80), item('b', 81)] }));
+  const after = await read(json);
+  t.deepEqual(after.map((o) => [o.index, o.name]), [[0, 'a'], [1, 'b']]);
+  t.is(after[0]!.digest, before[0]!.digest);
+  t.not(after[1]!.digest, before[1]!.digest);
+  t.false('raw' in after[0]!);
+
+  // YAML: by the text of the document and the position in it.
+  const yaml = join(dir, 'f.yaml');
+  await writeFile(yaml, 'kind: Service\nmetadata: {name: a}\n---\nkind: List\nitems:\n- {kind: Service, metadata: {name: b}}\n- {kind: Service, metadata: {name: c}}\n');
+  const y1 = await read(yaml);
+  await writeFile(yaml, 'kind: Service\nmetadata: {name: a}\n---\nkind: List\nitems:\n- {kind: Service, metadata: {name: b}}\n- {kind: Service, metadata: {name: d}}\n');
+  const y2 = await read(yaml);
+  t.deepEqual(y2.map((o) => o.name), ['a', 'b', 'd']);
+  t.is(y2[0]!.digest, y1[0]!.digest);
+  t.not(y2[1]!.digest, y1[1]!.digest); // same item, but its document's text changed
+  t.not(y1[1]!.digest, y1[2]!.digest);
+});

@@ -1,0 +1,260 @@
+/**
+ * The file source at scale: how fast and how small drover is on SERVICES
+ * Services of ENDPOINTS endpoints each (root, for the `drover run` parts):
+ *
+ *   tsx scripts/source-scale.ts [SERVICES [ENDPOINTS [RELOADS]]]   # default 10000 10 100
+ *
+ * It writes the manifests twice into a temporary folder: one JSON List
+ * (`kubectl get svc,endpointslices -A -o json` shape: a Service and one
+ * EndpointSlice per Service) and one JSON file per object. Then it measures:
+ *
+ *   1. parse and normalise: one FileSource load of the List in this
+ *      process, read, parse, validate and Snapshot build (median of 3, each
+ *      on a fresh source);
+ *   2. RELOADS loads of the List in a row, each after one endpoint was
+ *      edited: this process's RSS after the 10th and its largest after that;
+ *   3. for each layout, a real `drover run --netns NS` (iptables-nft) in a
+ *      network namespace of its own, created here and deleted at the end,
+ *      also on failure: its RSS (VmRSS from /proc) 5 s after its first full
+ *      sync (steady) and its VmHWM at the end (peak); then 3 times one
+ *      endpoint edited in the file (written beside it and renamed over it),
+ *      and the time from the rename to the `partial sync done` log line
+ *      that names the edited service port (the log's own timestamp).
+ *
+ * Prints the table of the issue with the measured values.
+ */
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { mkdir, mkdtemp, rename, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { FileSource } from '../src/sources/file.ts';
+import { silentLogger } from '../src/util/log.ts';
+
+const [services = 10_000, endpoints = 10, reloads = 100] = process.argv.slice(2).map(Number);
+const DROVER = fileURLToPath(new URL('../bin/drover.js', import.meta.url));
+const SERVICE_CIDR = '10.96.0.0/12';
+
+/** The Service and EndpointSlice of service `i`; `edit` changes the address of its first endpoint. */
+function objectsOf(i: number, edit = 0): [object, object] {
+  const name = `svc-${i}`;
+  const namespace = `ns-${i % 50}`;
+  const service = {
+    apiVersion: 'v1',
+    kind: 'Service',
+    metadata: { name, namespace },
+    spec: { clusterIP: `10.96.${(i >> 8) & 255}.${i & 255}`, ports: [{ name: 'http', port: 80, targetPort: 8080, protocol: 'TCP' }] },
+  };
+  const eps = [];
+  for (let e = 0; e < endpoints; e++) {
+    const k = i * endpoints + e;
+    const ip = e === 0 && edit > 0 ? `10.250.${(edit >> 8) & 255}.${edit & 255}` : `10.${128 + (k >> 16)}.${(k >> 8) & 255}.${k & 255}`;
+    eps.push({ addresses: [ip], conditions: { ready: true }, nodeName: 'node-a' });
+  }
+  const slice = {
+    apiVersion: 'discovery.k8s.io/v1',
+    kind: 'EndpointSlice',
+    metadata: { name: `${name}-abc`, namespace, labels: { 'kubernetes.io/service-name': name } },
+    addressType: 'IPv4',
+    ports: [{ name: 'http', port: 8080, protocol: 'TCP' }],
+    endpoints: eps,
+  };
+  return [service, slice];
+}
+
+/** The List of every object, with service `edited` (if any) given edit number `edit`. */
+function listText(edited = -1, edit = 0): string {
+  const items = [];
+  for (let i = 0; i < services; i++) items.push(...objectsOf(i, i === edited ? edit : 0));
+  return JSON.stringify({ apiVersion: 'v1', kind: 'List', items });
+}
+
+/** Write `text` to `file` by renaming a dotfile beside it over it (what an editor or `kubectl … > tmp && mv` does). */
+async function replaceFile(dir: string, file: string, text: string): Promise<number> {
+  const tmp = join(dir, `.edit-${randomBytes(3).toString('hex')}`);
+  await writeFile(tmp, text);
+  const at = Date.now();
+  await rename(tmp, file);
+  return at;
+}
+
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+const MB = (bytes: number) => `${Math.round(bytes / 1024 / 1024)} MB`;
+const secs = (ms: number) => (ms >= 1000 ? `${(ms / 1000).toFixed(2)} s` : `${Math.round(ms)} ms`);
+
+/** VmRSS and VmHWM of process `pid`, bytes. */
+function memoryOf(pid: number): { rss: number; hwm: number } {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  const kb = (field: string) => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? NaN) * 1024;
+  return { rss: kb('VmRSS'), hwm: kb('VmHWM') };
+}
+
+/** One line of drover's JSON log. */
+interface LogLine {
+  readonly msg: string;
+  readonly time: string;
+  readonly changed?: string[];
+  readonly durationMs?: number;
+}
+
+/** A `drover run` process and its log lines, each handed to the waiters. */
+class Drover {
+  readonly child: ChildProcess;
+  private waiters: Array<(l: LogLine) => boolean> = [];
+  private exited = false;
+
+  constructor(netns: string, source: string, work: string) {
+    this.child = spawn(process.execPath, [DROVER, 'run', '--netns', netns, '--source', source, '--cluster-cidr', '10.244.0.0/16', '--service-cidr', SERVICE_CIDR,
+      '--iptables-backend', 'nft', '--state-dir', join(work, 'state'), '--status-file', join(work, 'status.json'),
+      '--metrics-bind-address', '', '--healthz-bind-address', ''], { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, DROVER_ENTRY: 'src' } });
+    this.child.on('exit', () => (this.exited = true));
+    createInterface({ input: this.child.stderr! }).on('line', (text) => {
+      let line: LogLine;
+      try {
+        line = JSON.parse(text) as LogLine;
+      } catch {
+        process.stderr.write(`drover: ${text}\n`);
+        return;
+      }
+      this.waiters = this.waiters.filter((w) => !w(line));
+    });
+  }
+
+  /** The first log line (from now on) for which `match` holds; rejects after `timeoutMs` or when drover exits. */
+  next(match: (l: LogLine) => boolean, timeoutMs: number): Promise<LogLine> {
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`no such log line within ${timeoutMs / 1000} s`)), timeoutMs);
+      const onExit = () => reject(new Error(`drover exited with ${this.child.exitCode ?? this.child.signalCode}`));
+      this.child.once('exit', onExit);
+      this.waiters.push((l) => {
+        if (!match(l)) return false;
+        clearTimeout(timer);
+        this.child.off('exit', onExit);
+        resolve(l);
+        return true;
+      });
+    });
+  }
+
+  /** SIGTERM, and wait for the exit. */
+  async stop(): Promise<void> {
+    if (this.exited) return;
+    const gone = new Promise((resolve) => this.child.once('exit', resolve));
+    this.child.kill('SIGTERM');
+    await gone;
+  }
+}
+
+/** What one `drover run` measured. */
+interface RunResult {
+  readonly steady: number;
+  readonly peak: number;
+  readonly edits: number[];
+  readonly syncs: number[];
+}
+
+/**
+ * Run drover on `source` in a fresh network namespace (deleted at the end,
+ * also on failure), measure its memory, then time `edits` edits made by
+ * `edit(n)` (which returns the time of the write, ms since the epoch).
+ */
+async function measureRun(work: string, source: string, edit: (n: number) => Promise<number>, editedKey: string): Promise<RunResult> {
+  const netns = `drv-${randomBytes(3).toString('hex')}-s`;
+  const add = spawnSync('ip', ['netns', 'add', netns], { stdio: 'inherit' });
+  if (add.status !== 0) throw new Error(`ip netns add ${netns} failed (root is needed)`);
+  let drover: Drover | undefined;
+  try {
+    drover = new Drover(netns, source, work);
+    await drover.next((l) => l.msg.startsWith('full sync done'), 900_000);
+    await new Promise((r) => setTimeout(r, 5000));
+    const steady = memoryOf(drover.child.pid!).rss;
+    const times: number[] = [];
+    const syncs: number[] = [];
+    for (let n = 1; n <= 3; n++) {
+      const synced = drover.next((l) => l.msg.startsWith('partial sync done') && (l.changed ?? []).includes(editedKey), 120_000);
+      const at = await edit(n);
+      const line = await synced;
+      times.push(Date.parse(line.time) - at);
+      syncs.push(line.durationMs ?? NaN);
+      await new Promise((r) => setTimeout(r, 1500));
+    }
+    const peak = memoryOf(drover.child.pid!).hwm;
+    return { steady, peak, edits: times, syncs };
+  } finally {
+    await drover?.stop();
+    spawnSync('ip', ['netns', 'delete', netns], { stdio: 'inherit' });
+  }
+}
+
+const work = await mkdtemp(join(tmpdir(), 'drover-source-scale-'));
+try {
+  const edited = Math.floor(services / 2);
+  const editedKey = `ns-${edited % 50}/svc-${edited}:http`;
+  const listDir = join(work, 'list');
+  const listFile = join(listDir, 'list.json');
+  const objectsDir = join(work, 'objects');
+  await mkdir(listDir);
+  await mkdir(objectsDir);
+  await mkdir(join(work, 'state'));
+  await writeFile(listFile, listText());
+  for (let i = 0; i < services; i++) {
+    const [svc, slice] = objectsOf(i);
+    await writeFile(join(objectsDir, `svc-${i}.json`), JSON.stringify(svc));
+    await writeFile(join(objectsDir, `svc-${i}-abc.json`), JSON.stringify(slice));
+  }
+  console.log(`${services} services × ${endpoints} endpoints: List ${MB(Buffer.byteLength(listText()))}, or ${2 * services} files`);
+
+  // 1. Parse and normalise.
+  const loads: number[] = [];
+  for (let n = 0; n < 3; n++) {
+    const source = new FileSource(listFile, { serviceCIDR: SERVICE_CIDR, logger: silentLogger() });
+    const t0 = performance.now();
+    const r = await source.load();
+    loads.push(performance.now() - t0);
+    if (r.snapshot.services.size !== services || r.errors.length > 0) throw new Error(`load gave ${r.snapshot.services.size} service ports and ${r.errors.length} errors`);
+  }
+
+  // 2. Reloads in a row, one endpoint edited before each.
+  const source = new FileSource(listFile, { serviceCIDR: SERVICE_CIDR, logger: silentLogger() });
+  await source.load();
+  let afterTenth = 0;
+  let largest = 0;
+  // Each edit is a replace in one text, so that this process makes about the garbage a file write makes, not a new List.
+  const base = listText();
+  const first = JSON.stringify(objectsOf(edited)[1]);
+  for (let n = 1; n <= reloads; n++) {
+    await writeFile(listFile, base.replace(first, JSON.stringify(objectsOf(edited, n)[1])));
+    const r = await source.load();
+    if (r.changed?.size !== 1) throw new Error(`reload ${n} changed ${r.changed?.size} service ports, not 1`);
+    const rss = process.memoryUsage().rss;
+    if (n === 10) afterTenth = rss;
+    if (n > 10) largest = Math.max(largest, rss);
+  }
+  await writeFile(listFile, base);
+
+  // 3. drover run, on the List and on one file per object.
+  const list = await measureRun(work, listDir, (n) => replaceFile(listDir, listFile, listText(edited, n)), editedKey);
+  const perObject = await measureRun(
+    work,
+    objectsDir,
+    (n) => replaceFile(objectsDir, join(objectsDir, `svc-${edited}-abc.json`), JSON.stringify(objectsOf(edited, n)[1])),
+    editedKey,
+  );
+
+  const row = (a: string, b: string) => console.log(`| ${a.padEnd(58)} | ${b} |`);
+  console.log('');
+  row('', 'measured');
+  row('---', '---');
+  row(`parse and normalise (FileSource load of the List, median of 3)`, secs(median(loads)));
+  row('agent RSS, steady / peak (drover run, List)', `${MB(list.steady)} / ${MB(list.peak)}`);
+  row('agent RSS, steady / peak (drover run, one file per object)', `${MB(perObject.steady)} / ${MB(perObject.peak)}`);
+  row('one endpoint edited → kernel, List (median of 3)', `${secs(median(list.edits))} (the sync itself ${secs(median(list.syncs))})`);
+  row('one endpoint edited → kernel, one file per object (median of 3)', `${secs(median(perObject.edits))} (the sync itself ${secs(median(perObject.syncs))})`);
+  row(`${reloads} reloads in a row: RSS after the 10th → largest after`, `${MB(afterTenth)} → ${MB(largest)} (${(((largest - afterTenth) / afterTenth) * 100).toFixed(1)} %)`);
+  console.log('\n"→ kernel" is from the rename of the edited file to the timestamp of the drover log line of the partial sync that wrote the edited service port.');
+} finally {
+  await rm(work, { recursive: true, force: true });
+}
