@@ -162,11 +162,11 @@ test('trace --mode ipvs from outside the cluster CIDR: the ipset marks it, IPVS 
     `trace 192.168.100.2 -> 10.96.0.10:80/tcp, a new connection from outside the node: nat PREROUTING
 
 nat PREROUTING
-  line 9    -A PREROUTING -m comment --comment "kubernetes service portals" -j KUBE-SERVICES
+  line 10   -A PREROUTING -m comment --comment "kubernetes service portals" -j KUBE-SERVICES
 nat KUBE-SERVICES
-  line 17   -A KUBE-SERVICES ! -s 10.244.0.0/16 -m comment --comment "Kubernetes service cluster ip + port for masquerade purpose" -m set --match-set KUBE-CLUSTER-IP dst,dst -j KUBE-MARK-MASQ
+  line 18   -A KUBE-SERVICES ! -s 10.244.0.0/16 -m comment --comment "Kubernetes service cluster ip + port for masquerade purpose" -m set --match-set KUBE-CLUSTER-IP dst,dst -j KUBE-MARK-MASQ
 nat KUBE-MARK-MASQ
-  line 12   -A KUBE-MARK-MASQ -j MARK --set-xmark 0x4000/0x4000
+  line 13   -A KUBE-MARK-MASQ -j MARK --set-xmark 0x4000/0x4000
 
 then one of 2 branches:
   (50.00%) DNAT to 10.244.1.2:8080, masqueraded
@@ -178,10 +178,10 @@ then one of 2 branches:
 
 then, in every branch:
 nat POSTROUTING
-  line 11   -A POSTROUTING -m comment --comment "kubernetes postrouting rules" -j KUBE-POSTROUTING
+  line 12   -A POSTROUTING -m comment --comment "kubernetes postrouting rules" -j KUBE-POSTROUTING
 nat KUBE-POSTROUTING
-  line 15   -A KUBE-POSTROUTING -j MARK --set-xmark 0x4000/0x0
-  line 16   -A KUBE-POSTROUTING -m comment --comment "kubernetes service traffic requiring SNAT" -j MASQUERADE --random-fully
+  line 16   -A KUBE-POSTROUTING -j MARK --set-xmark 0x4000/0x0
+  line 17   -A KUBE-POSTROUTING -m comment --comment "kubernetes service traffic requiring SNAT" -j MASQUERADE --random-fully
 
 real servers (probability for a new connection):
   10.244.1.2:8080         50.00%  masqueraded
@@ -202,7 +202,7 @@ test('trace --mode ipvs: hairpin through KUBE-LOOP-BACK, from the node itself, q
   t.deepEqual(summary(fromNode), [{ p: 1, verdict: { kind: 'dnat', ip: '10.244.2.2', port: 53 }, masq: true }]);
   t.deepEqual(
     fromNode.outcomes[0]!.steps.map((s) => `${s.table} ${s.chain} ${s.line || s.rule}`),
-    ['nat OUTPUT 10', 'nat KUBE-SERVICES 17', 'nat KUBE-MARK-MASQ 12', 'ipvs UDP 10.96.0.53:53 rr -> 10.244.2.2:53 Masq weight 1', 'nat POSTROUTING 11', 'nat KUBE-POSTROUTING 15', 'nat KUBE-POSTROUTING 16'],
+    ['nat OUTPUT 11', 'nat KUBE-SERVICES 18', 'nat KUBE-MARK-MASQ 13', 'ipvs UDP 10.96.0.53:53 rr -> 10.244.2.2:53 Masq weight 1', 'nat POSTROUTING 12', 'nat KUBE-POSTROUTING 16', 'nat KUBE-POSTROUTING 17'],
   );
 
   const { live: touchedLive } = await touched();
@@ -227,7 +227,7 @@ test('trace --mode ipvs: refused, no virtual server, not bound, and what it cann
   ]);
   // Without the ipsets' contents, the set match is reported, not guessed.
   t.deepEqual(summary(trace(ctxOf(live, new Map()), pkt('192.168.100.2', '10.96.0.10', 80))), [
-    { p: 1, verdict: { kind: 'unknown', table: 'nat', chain: 'KUBE-SERVICES', line: 17, reason: 'cannot evaluate -m set --match-set KUBE-CLUSTER-IP (ipset contents are not traced)' }, masq: false },
+    { p: 1, verdict: { kind: 'unknown', table: 'nat', chain: 'KUBE-SERVICES', line: 18, reason: 'cannot evaluate -m set --match-set KUBE-CLUSTER-IP (ipset contents are not traced)' }, masq: false },
   ]);
 });
 
