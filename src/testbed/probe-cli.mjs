@@ -159,12 +159,13 @@ async function hold(host, port, timeoutMs) {
  * `traffic`: open `input.held` connections and make a first request on each,
  * print `READY` (or `FAILED CODE` and exit when one fails); then, every
  * `input.intervalMs` until stdin closes, make one request on a new
- * connection and one on each held connection, still alive; finally print a
+ * connection (deadline `input.timeoutMs`) and one on each held connection,
+ * still alive (deadline `input.heldTimeoutMs`); finally print a
  * TrafficSummary JSON line.
  * @param {TrafficRequest} input
  */
 async function traffic(input) {
-  const held = Array.from({ length: input.held }, () => openHeld(input.host, input.port, input.timeoutMs));
+  const held = Array.from({ length: input.held }, () => openHeld(input.host, input.port, input.heldTimeoutMs ?? input.timeoutMs));
   for (const r of await Promise.all(held.map((c) => c.request()))) {
     if (!r.ok) {
       process.stdout.write(`FAILED ${r.code}\n`);

@@ -5,7 +5,7 @@
 import { spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { run } from './exec.ts';
-import type { ProbeSummary, RequestResult, TrafficSummary } from './protocol.ts';
+import type { ProbeSummary, RequestResult, TrafficRequest, TrafficSummary } from './protocol.ts';
 import { helperArgv, type Topology } from './topology.ts';
 
 export type { EchoReply, ProbeSummary, RequestResult, TrafficSummary } from './protocol.ts';
@@ -107,11 +107,13 @@ export interface TrafficOptions extends Omit<ProbeOptions, 'count'> {
   held?: number;
   /** Pause between two rounds, ms [100]. */
   intervalMs?: number;
+  /** Deadline of one reply on a long-lived connection, ms [`timeoutMs`]; one that misses it counts as lost. */
+  heldTimeoutMs?: number;
 }
 
 /** Traffic running from a namespace; see {@link startTraffic}. */
 export interface Traffic {
-  /** Stop the traffic and return its counts. */
+  /** Stop the traffic and return its counts; calling it again returns the same counts. */
   stop(): Promise<TrafficSummary>;
 }
 
@@ -123,7 +125,8 @@ export interface Traffic {
  * @throws Error when a long-lived connection cannot be opened (the helper has then exited).
  */
 export async function startTraffic(topology: Topology, opts: TrafficOptions): Promise<Traffic> {
-  const request = { host: opts.host, port: opts.port, held: opts.held ?? 4, intervalMs: opts.intervalMs ?? 100, timeoutMs: opts.timeoutMs ?? 1000 };
+  const timeoutMs = opts.timeoutMs ?? 1000;
+  const request: TrafficRequest = { host: opts.host, port: opts.port, held: opts.held ?? 4, intervalMs: opts.intervalMs ?? 100, timeoutMs, heldTimeoutMs: opts.heldTimeoutMs ?? timeoutMs };
   const argv = helperArgv('probe-cli.mjs', ['traffic', JSON.stringify(request)]);
   const child = spawn('ip', ['netns', 'exec', opts.from ?? topology.client().netns, ...argv], { stdio: ['pipe', 'pipe', 'inherit'] });
   const lines = createInterface({ input: child.stdout })[Symbol.asyncIterator]();
@@ -132,14 +135,15 @@ export async function startTraffic(topology: Topology, opts: TrafficOptions): Pr
     child.kill('SIGKILL');
     throw new Error(`traffic: the long-lived connections could not be opened (${first.done ? 'helper exited' : first.value})`);
   }
-  return {
-    async stop() {
-      child.stdin.end();
-      const timer = setTimeout(() => child.kill('SIGKILL'), 10_000 + request.timeoutMs);
-      const last = await lines.next();
-      clearTimeout(timer);
-      if (last.done) throw new Error('traffic: the helper exited without a summary');
-      return JSON.parse(last.value) as TrafficSummary;
-    },
+  let stopped: Promise<TrafficSummary> | undefined;
+  const stop = async (): Promise<TrafficSummary> => {
+    child.stdin.end();
+    // The last round waits for its slowest reply before the summary.
+    const timer = setTimeout(() => child.kill('SIGKILL'), 10_000 + Math.max(request.timeoutMs, request.heldTimeoutMs));
+    const last = await lines.next();
+    clearTimeout(timer);
+    if (last.done) throw new Error('traffic: the helper exited without a summary');
+    return JSON.parse(last.value) as TrafficSummary;
   };
+  return { stop: () => (stopped ??= stop()) };
 }

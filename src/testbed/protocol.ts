@@ -50,8 +50,10 @@ export interface TrafficRequest {
   held: number;
   /** Pause between two rounds (one new connection, one request on each held one), ms. */
   intervalMs: number;
-  /** Deadline of one request (a new connection's connect + response, or a held one's response), ms. */
+  /** Deadline of a new connection's request (connect + response), ms. */
   timeoutMs: number;
+  /** Deadline of one reply on a held connection, ms; a held connection that misses it counts as lost. */
+  heldTimeoutMs: number;
 }
 
 /** Output of `probe-cli.mjs traffic` when its stdin closes. */

@@ -41,7 +41,7 @@ if (unavailable) {
     t.teardown(() => d.stop());
     await synced(d, 1, 60_000);
     t.is(await reached(w), 'b1,b2');
-    const load = await traffic(w);
+    const load = await traffic(t, w);
     const save = async () => (await run('iptables-nft-save', ['-t', 'nat'], { netns: w.topo.node })).stdout.replace(/\[\d+:\d+\]/g, '').replace(/^#.*\n/gm, '');
     const before = await save();
 

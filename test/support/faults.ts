@@ -225,14 +225,27 @@ export const runFlags = (w: FaultWorld) => ['--min-sync-period', '200ms', '--sta
 /** Until `d` has logged `n` successful syncs. */
 export const synced = (d: RunningDrover, n: number, timeoutMs = 30_000) => until(`${n} syncs`, async () => d.lines(/sync done/).length >= n, timeoutMs);
 
-/** The backends that answered 9 new connections to the ClusterIP, sorted and joined by commas. */
+/**
+ * The backends that answered 30 new connections to the ClusterIP, sorted
+ * and joined by commas. Connections spread at random over the endpoints:
+ * 30 miss one of two with a chance of about 2 in 10^9.
+ */
 export async function reached(w: FaultWorld): Promise<string> {
-  const r = await probe(w.topo, { host: CLUSTER_IP, port: 80, count: 9, timeoutMs: 1000 });
+  const r = await probe(w.topo, { host: CLUSTER_IP, port: 80, count: 30, timeoutMs: 1000 });
   return Object.keys(r.counts).sort().join(',');
 }
 
-/** Traffic through the ClusterIP from the client: 4 long-lived connections, a new one every round of 100 ms, 1 s deadlines. */
-export const traffic = (w: FaultWorld) => startTraffic(w.topo, { host: CLUSTER_IP, port: 80, held: 4, intervalMs: 100, timeoutMs: 1000 });
+/**
+ * Traffic through the ClusterIP from the client, stopped when the test ends
+ * (also on failure): 4 long-lived connections, a new one every round of
+ * 100 ms. The deadlines leave room for a loaded machine: 3 s for a new
+ * connection, 5 s for a reply on a long-lived one.
+ */
+export async function traffic(t: ExecutionContext, w: FaultWorld): Promise<Traffic> {
+  const load = await startTraffic(w.topo, { host: CLUSTER_IP, port: 80, held: 4, intervalMs: 100, timeoutMs: 3000, heldTimeoutMs: 5000 });
+  t.teardown(() => load.stop().then(() => {}, () => {}));
+  return load;
+}
 
 /** Stop the traffic, log its {@link faultLine}, and check that it ran and that no long-lived connection broke. */
 export async function finish(t: ExecutionContext, name: string, load: Traffic): Promise<TrafficSummary> {
