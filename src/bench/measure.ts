@@ -13,7 +13,7 @@ import type { Prober, ProbeTiming } from './datapath.ts';
 import type { ModeHarness } from './harness.ts';
 import { measureEndToEnd } from './end-to-end.ts';
 import { benchSnapshot, clockServicePort, type RealEndpoint } from './synth.ts';
-import type { BenchSettings, ChangeKind, Clock, Method, Sample, SizeRun } from './types.ts';
+import type { BenchSettings, ChangeKind, Clock, DroverRunFacts, Method, Sample, SizeRun } from './types.ts';
 
 /** Clock services (real endpoints) in every size. */
 export const CLOCK_SERVICES = 4;
@@ -175,18 +175,29 @@ export async function measureSize<S>(
   progress(`${label}: end to end, starting drover run`, false);
   const e2eIterations = detailed ? opts.changes : 0;
   const e2eChanges = Array.from({ length: e2eIterations }, (_, i) => iterationChanges(base, clocks, i, addedEndpoints, counts).map((change) => ({ iteration: i, change }))).flat();
-  const droverRun = await measureEndToEnd(
-    h,
-    { mode: h.mode, netns: view.node, iptablesVariant: opts.iptablesVariant, base, ownKeys: clocks.map((c) => c.port.key), changes: e2eChanges, deadlineMs: opts.kernelDeadlineMs },
-    (x) => {
-      push(x.kind, 'drover', 'end-to-end', x.iteration, x.ms, { tries: x.tries, readbackMs: x.readbackMs, rssKb: x.rssKb });
-      progress(`${label}: end to end ${x.iteration + 1}/${opts.changes}`, true);
-    },
-  );
+  let droverRun: DroverRunFacts | undefined;
+  let droverRunFailed: string | undefined;
+  try {
+    droverRun = await measureEndToEnd(
+      h,
+      { mode: h.mode, netns: view.node, iptablesVariant: opts.iptablesVariant, base, ownKeys: clocks.map((c) => c.port.key), changes: e2eChanges, deadlineMs: opts.kernelDeadlineMs },
+      (x) => {
+        push(x.kind, 'drover', 'end-to-end', x.iteration, x.ms, { tries: x.tries, readbackMs: x.readbackMs, rssKb: x.rssKb });
+        progress(`${label}: end to end ${x.iteration + 1}/${opts.changes}`, true);
+      },
+    );
+  } catch (err) {
+    // With end-to-end changes their samples are part of the run; without them
+    // (above --detail-max) a drover run that fails costs only its own facts.
+    if (detailed) throw err;
+    droverRunFailed = (err as Error).message;
+  }
   progress(
     `${label}: done`,
     true,
-    `${label}: done; drover run (${droverRun.entry}): first sync ${droverRun.firstSyncMs.toFixed(0)} ms after start, RSS ${droverRun.rssKb} kB, peak ${droverRun.peakRssKb} kB`,
+    droverRun
+      ? `${label}: done; drover run (${droverRun.entry}): first sync ${droverRun.firstSyncMs.toFixed(0)} ms after start, RSS ${droverRun.rssKb} kB, peak ${droverRun.peakRssKb} kB`
+      : `${label}: done; drover run failed: ${droverRunFailed}`,
   );
   return {
     mode: h.mode,
@@ -200,6 +211,6 @@ export async function measureSize<S>(
     consistent,
     resyncMs,
     peakRssKb: process.resourceUsage().maxRSS,
-    droverRun,
+    ...(droverRun ? { droverRun } : { droverRunFailed: droverRunFailed! }),
   };
 }

@@ -57,6 +57,7 @@ const Run = z.looseObject({
   droverRun: z
     .object({ entry: z.enum(['dist', 'src']), firstSyncMs: z.number().nonnegative(), rssKb: z.number().nonnegative(), peakRssKb: z.number().nonnegative() })
     .optional(),
+  droverRunFailed: z.string().optional(),
 });
 
 const RunFile = z.object({ environment: Environment, settings: Settings, runs: z.array(Run) });

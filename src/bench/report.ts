@@ -476,6 +476,7 @@ export function buildSummary(result: BenchResult): string {
       `- Full sync from empty tables: agent ${full('agent')}, kernel ${full('kernel')}, data path ${full('datapath')} (${run.fullSyncTransactions} transaction${run.fullSyncTransactions === 1 ? '' : 's'}).`,
       `- Peak RSS of the process that runs drover's agent: ${thousands(run.peakRssKb)} kB.`,
       ...(run.droverRun ? [droverRunLine(run.droverRun)] : []),
+      ...(run.droverRunFailed ? [`- The \`drover run\` of the end-to-end clock failed: ${run.droverRunFailed}.`] : []),
       `- Full re-render: ${run.fullRerenderSkipped ?? 'measured on "service added"; it stands for every change'}.`,
       ...(run.detailSkipped ? [`- Kernel and end-to-end clocks and kube-proxy-style baseline: ${run.detailSkipped}.`] : []),
       run.consistent

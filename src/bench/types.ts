@@ -98,6 +98,8 @@ export interface SizeRun {
   readonly peakRssKb: number;
   /** The `drover run` process of the end-to-end clock at this size; absent in reports from before it was measured. */
   readonly droverRun?: DroverRunFacts;
+  /** Why the `drover run` of this size gave no facts, when it failed above `--detail-max` (the run goes on without them). */
+  readonly droverRunFailed?: string;
 }
 
 /** Facts about the real `drover run` process that the end-to-end clock watches (one per mode and size). */

@@ -188,6 +188,13 @@ test('summary.md of a run read back without the final full sync time says only t
   t.true(md.includes('| iptables (nft) | 100 | endpoint removed | 20.0 | – | 120.0 |'), 'no end-to-end clock: a dash');
 });
 
+test('summary.md names a drover run that failed above --detail-max, and the run goes on without its facts', (t) => {
+  const { droverRun: _, ...failedRun } = RUN;
+  const md = buildSummary({ ...RESULT, runs: [{ ...failedRun, droverRunFailed: 'timed out after 600000 ms waiting for drover run\'s first sync' }], samples: SAMPLES.filter((s) => s.clock !== 'end-to-end') });
+  t.true(md.includes("- The `drover run` of the end-to-end clock failed: timed out after 600000 ms waiting for drover run's first sync.\n"));
+  t.false(md.includes('- drover run (end-to-end clock)'));
+});
+
 test('summary.md of a guest run says ratios only; a capped full re-render and a repaired kernel are reported', (t) => {
   const md = buildSummary({
     ...RESULT,
