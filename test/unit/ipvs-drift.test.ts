@@ -151,3 +151,16 @@ test('the backend\'s check opens a new IPVS client after a dump closed the old o
   t.is(await backend.driftCheck(), undefined);
   t.is(reopened, 1);
 });
+
+test('cleanup removes the IPVS state before the canaries, so a busy xtables lock fails only that last step', async (t) => {
+  const w = new World();
+  const backend = w.backend();
+  await backend.sync(base(), FULL);
+  w.iptables.deleteChain = async () => {
+    throw new Error('iptables: Another app is currently holding the xtables lock');
+  };
+  await t.throwsAsync(backend.cleanup(), { message: /xtables lock/ });
+  t.deepEqual(w.ipvs.list(), []);
+  t.is(w.links.addressesOf('kube-ipvs0'), undefined);
+  t.is(w.ipset.entries('KUBE-CLUSTER-IP'), undefined);
+});

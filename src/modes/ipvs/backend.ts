@@ -433,8 +433,7 @@ export class IpvsBackend implements Backend {
       this.pending.clear();
       const { plan, kept } = cleanupPlan(this.statics, await this.readTables());
       if (!isEmptyPlan(plan)) await this.opts.iptables.restore(planToRestore(plan));
-      const deleted = planStats(plan).deleted;
-      const iptables = { ...deleted, chain: deleted.chain + (await this.watch.removeCanaries()) };
+      const iptables = planStats(plan).deleted;
 
       const ipvs = await this.client();
       const index = await this.opts.links.find(DUMMY_INTERFACE);
@@ -448,8 +447,11 @@ export class IpvsBackend implements Backend {
       this.linkIndex = undefined;
       const destroy = planIpsetDestroy(parseIpsetSave(await this.opts.ipset.save()));
       if (destroy !== '') await this.opts.ipset.restore(destroy);
+      // The canaries last: the xtables lock busy past its wait fails only this step.
+      const canaries = await this.watch.removeCanaries();
       const removed = {
         ...iptables,
+        chain: iptables.chain + canaries,
         'virtual server': ops.length,
         link: index !== undefined ? 1 : 0,
         set: destroy.split('\n').filter(Boolean).length,
