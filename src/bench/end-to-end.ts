@@ -26,6 +26,7 @@ import type { ModeHarness } from './harness.ts';
 import { manifestText, ownFileName, sourceFiles } from './manifest-files.ts';
 import { BENCH_CLUSTER_CIDR } from './synth.ts';
 import type { ChangeKind, DroverRunFacts, Sample } from './types.ts';
+import { msSince, nowNs, round3 } from './timing.ts';
 
 /** What {@link measureEndToEnd} needs besides the harness. */
 export interface EndToEndOptions {
@@ -45,10 +46,6 @@ export interface EndToEndOptions {
 
 /** One end-to-end measurement: its change, the time and the read-backs made. */
 export type EndToEndSample = Pick<Sample, 'iteration' | 'ms' | 'tries' | 'readbackMs' | 'rssKb'> & { readonly kind: ChangeKind };
-
-const nowNs = (): bigint => process.hrtime.bigint();
-const msSince = (t0: bigint): number => Number(nowNs() - t0) / 1e6;
-const round3 = (ms: number): number => Math.round(ms * 1000) / 1000;
 
 /** Write `text` to `dir`/`name` as an editor or a deploy tool would: a hidden temporary file in the same folder, renamed over it. */
 async function replaceFile(dir: string, name: string, text: string): Promise<void> {

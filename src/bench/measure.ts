@@ -14,6 +14,7 @@ import type { ModeHarness } from './harness.ts';
 import { measureEndToEnd } from './end-to-end.ts';
 import { benchSnapshot, clockServicePort, type RealEndpoint } from './synth.ts';
 import type { BenchSettings, ChangeKind, Clock, DroverRunFacts, Method, Sample, SizeRun } from './types.ts';
+import { msSince, nowNs, round3 } from './timing.ts';
 
 /** Clock services (real endpoints) in every size. */
 export const CLOCK_SERVICES = 4;
@@ -42,10 +43,6 @@ export interface MeasureOptions extends Pick<BenchSettings, 'endpoints' | 'chang
 
 /** Reports a step done (`step`) or a phase started, with an optional line worth keeping. */
 export type StepReporter = (phase: string, step: boolean, note?: string) => void;
-
-const nowNs = (): bigint => process.hrtime.bigint();
-const msSince = (t0: bigint, t: bigint = nowNs()): number => Number(t - t0) / 1e6;
-const round3 = (ms: number): number => Math.round(ms * 1000) / 1000;
 
 /**
  * Measure `n` service ports with harness `h` on testbed `view`; each sample
