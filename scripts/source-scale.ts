@@ -23,15 +23,16 @@
  *
  * Prints the table of the issue with the measured values.
  */
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
-import { mkdir, mkdtemp, rename, rm, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, mkdtemp, rename, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
+import { parseProcMemory } from '../src/bench/drover-process.ts';
 import { FileSource } from '../src/sources/file.ts';
+import { withNetns } from '../src/testbed/netns.ts';
 import { silentLogger } from '../src/util/log.ts';
 
 const [services = 10_000, endpoints = 10, reloads = 100] = process.argv.slice(2).map(Number);
@@ -86,10 +87,9 @@ const MB = (bytes: number) => `${Math.round(bytes / 1024 / 1024)} MB`;
 const secs = (ms: number) => (ms >= 1000 ? `${(ms / 1000).toFixed(2)} s` : `${Math.round(ms)} ms`);
 
 /** VmRSS and VmHWM of process `pid`, bytes. */
-function memoryOf(pid: number): { rss: number; hwm: number } {
-  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
-  const kb = (field: string) => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? NaN) * 1024;
-  return { rss: kb('VmRSS'), hwm: kb('VmHWM') };
+async function memoryOf(pid: number): Promise<{ rss: number; hwm: number }> {
+  const { rssKb, hwmKb } = parseProcMemory(await readFile(`/proc/${pid}/status`, 'utf8'));
+  return { rss: rssKb * 1024, hwm: hwmKb * 1024 };
 }
 
 /** One line of drover's JSON log. */
@@ -162,31 +162,29 @@ interface RunResult {
  * `edit(n)` (which returns the time of the write, ms since the epoch).
  */
 async function measureRun(work: string, source: string, edit: (n: number) => Promise<number>, editedKey: string): Promise<RunResult> {
-  const netns = `drv-${randomBytes(3).toString('hex')}-s`;
-  const add = spawnSync('ip', ['netns', 'add', netns], { stdio: 'inherit' });
-  if (add.status !== 0) throw new Error(`ip netns add ${netns} failed (root is needed)`);
-  let drover: Drover | undefined;
-  try {
-    drover = new Drover(netns, source, work);
-    await drover.next((l) => l.msg.startsWith('full sync done'), 900_000);
-    await new Promise((r) => setTimeout(r, 5000));
-    const steady = memoryOf(drover.child.pid!).rss;
-    const times: number[] = [];
-    const syncs: number[] = [];
-    for (let n = 1; n <= 3; n++) {
-      const synced = drover.next((l) => l.msg.startsWith('partial sync done') && (l.changed ?? []).includes(editedKey), 120_000);
-      const at = await edit(n);
-      const line = await synced;
-      times.push(Date.parse(line.time) - at);
-      syncs.push(line.durationMs ?? NaN);
-      await new Promise((r) => setTimeout(r, 1500));
+  return withNetns(async (netns) => {
+    let drover: Drover | undefined;
+    try {
+      drover = new Drover(netns, source, work);
+      await drover.next((l) => l.msg.startsWith('full sync done'), 900_000);
+      await new Promise((r) => setTimeout(r, 5000));
+      const steady = (await memoryOf(drover.child.pid!)).rss;
+      const times: number[] = [];
+      const syncs: number[] = [];
+      for (let n = 1; n <= 3; n++) {
+        const synced = drover.next((l) => l.msg.startsWith('partial sync done') && (l.changed ?? []).includes(editedKey), 120_000);
+        const at = await edit(n);
+        const line = await synced;
+        times.push(Date.parse(line.time) - at);
+        syncs.push(line.durationMs ?? NaN);
+        await new Promise((r) => setTimeout(r, 1500));
+      }
+      const peak = (await memoryOf(drover.child.pid!)).hwm;
+      return { steady, peak, edits: times, syncs };
+    } finally {
+      await drover?.stop();
     }
-    const peak = memoryOf(drover.child.pid!).hwm;
-    return { steady, peak, edits: times, syncs };
-  } finally {
-    await drover?.stop();
-    spawnSync('ip', ['netns', 'delete', netns], { stdio: 'inherit' });
-  }
+  });
 }
 
 const work = await mkdtemp(join(tmpdir(), 'drover-source-scale-'));
