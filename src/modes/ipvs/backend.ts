@@ -288,7 +288,7 @@ export class IpvsBackend implements Backend {
     } catch (err) {
       this.applied = null;
       this.watch.forget();
-      if (err instanceof IpvsClientClosedError && this.opts.reopenIpvs) this.ipvs = undefined;
+      this.forgetIfClosed(err);
       throw err;
     }
   }
@@ -462,17 +462,22 @@ export class IpvsBackend implements Backend {
   }
 
   /**
-   * `request`, forgetting the IPVS client when it closed itself (a timeout
-   * or socket error), so that the next request opens a new one.
+   * `request`, forgetting the IPVS client when it closed itself (see
+   * {@link forgetIfClosed}).
    * @throws what `request` threw.
    */
   private async dropIfClosed<T>(request: Promise<T>): Promise<T> {
     try {
       return await request;
     } catch (err) {
-      if (err instanceof IpvsClientClosedError && this.opts.reopenIpvs) this.ipvs = undefined;
+      this.forgetIfClosed(err);
       throw err;
     }
+  }
+
+  /** After `err`: forget the IPVS client when it closed itself (a timeout or socket error), so that the next request opens a new one. */
+  private forgetIfClosed(err: unknown): void {
+    if (err instanceof IpvsClientClosedError && this.opts.reopenIpvs) this.ipvs = undefined;
   }
 
   private async client(): Promise<IpvsKernel> {
