@@ -227,8 +227,27 @@ export function applyConfigDefaults(cmd: Command, path: string, values: ConfigVa
     // Commander copied the old default into the command when the option was added: set both.
     opt.default(parsed, `${String(value)} (from --config)`);
     cmd.setOptionValueWithSource(opt.attributeName(), parsed, 'default');
+    let fields = FROM_CONFIG.get(cmd);
+    if (!fields) FROM_CONFIG.set(cmd, (fields = new Map()));
+    fields.set(flag, { path, field });
   }
   return unsupported;
+}
+
+/** Per command: flag → the file and field that set its default (applyConfigDefaults). */
+const FROM_CONFIG = new WeakMap<Command, Map<string, { path: string; field: string }>>();
+
+/**
+ * How an error about the value of `flag` (e.g. "--sync-period") should name
+ * it: "--config PATH: iptables.syncPeriod" when the value in effect came
+ * from the configuration file (no flag on the command line overrode it),
+ * else the flag itself.
+ */
+export function settingName(cmd: Command, flag: string): string {
+  const opt = cmd.options.find((o) => o.long === flag);
+  const from = FROM_CONFIG.get(cmd)?.get(flag);
+  if (!opt || !from || cmd.getOptionValueSource(opt.attributeName()) !== 'default') return flag;
+  return `--config ${from.path}: ${from.field}`;
 }
 
 /** `--config FILE`, for `run` and `sync`. */

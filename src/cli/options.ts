@@ -181,17 +181,23 @@ export function kernelOptions(): Option[] {
 }
 
 /**
- * Check the two sync periods together: `--sync-period` at least 1 s (0
- * would be a busy loop of full syncs), `--min-sync-period` not longer.
- * @throws Error naming the flag.
+ * Check the sync periods together: `--sync-period` at least 1 s (0 would
+ * be a busy loop of full syncs), `--min-sync-period` not longer, and
+ * `--full-sync-period` not shorter. `name` says how to name a flag in the
+ * error (config-file.ts `settingName`: the configuration file's field when
+ * the value came from there); by default, the flag.
+ * @throws Error naming the flag or the field.
  */
-export function checkSyncPeriods(opts: { minSyncPeriod: number; syncPeriod: number; fullSyncPeriod?: number }): void {
-  if (opts.syncPeriod < 1000) throw new Error(`--sync-period must be at least 1s (got ${opts.syncPeriod} ms)`);
+export function checkSyncPeriods(
+  opts: { minSyncPeriod: number; syncPeriod: number; fullSyncPeriod?: number },
+  name: (flag: string) => string = (flag) => flag,
+): void {
+  if (opts.syncPeriod < 1000) throw new Error(`${name('--sync-period')} must be at least 1s (got ${opts.syncPeriod} ms)`);
   if (opts.fullSyncPeriod !== undefined && opts.fullSyncPeriod < opts.syncPeriod) {
-    throw new Error(`--full-sync-period (${opts.fullSyncPeriod} ms) must not be shorter than --sync-period (${opts.syncPeriod} ms)`);
+    throw new Error(`${name('--full-sync-period')} (${opts.fullSyncPeriod} ms) must not be shorter than ${name('--sync-period')} (${opts.syncPeriod} ms)`);
   }
   if (opts.minSyncPeriod > opts.syncPeriod) {
-    throw new Error(`--min-sync-period (${opts.minSyncPeriod} ms) must not be longer than --sync-period (${opts.syncPeriod} ms)`);
+    throw new Error(`${name('--min-sync-period')} (${opts.minSyncPeriod} ms) must not be longer than ${name('--sync-period')} (${opts.syncPeriod} ms)`);
   }
 }
 

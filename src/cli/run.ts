@@ -10,7 +10,7 @@ import { Proxier } from '../proxier/proxier.ts';
 import { StatusFileWriter } from '../proxier/status-file.ts';
 import { createLogger } from '../util/log.ts';
 import { startServers } from '../server/daemon.ts';
-import { configOption } from './config-file.ts';
+import { configOption, settingName } from './config-file.ts';
 import {
   checkSyncPeriods,
   fullSyncPeriodOption,
@@ -38,7 +38,7 @@ export function runCommand(): Command {
           throw new UsageError(`${flag} ${path} is inside --source ${opts.source}; put it elsewhere`);
         }
       }
-      checkSyncPeriods(opts);
+      checkSyncPeriods(opts, (flag) => settingName(cmd, flag));
       const logger = createLogger(opts.logLevel);
       // SIGHUP's default action ends the process: catch it from the start (the first sync, whenever it comes, is full anyway).
       let onHangup = () => logger.info({ signal: 'SIGHUP' }, 'full resync requested before the first sync, which is full anyway');

@@ -3,7 +3,8 @@ import test from 'ava';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { goDurationMs, loadConfigFor } from '../../src/cli/config-file.ts';
+import { goDurationMs, loadConfigFor, settingName } from '../../src/cli/config-file.ts';
+import { checkSyncPeriods } from '../../src/cli/options.ts';
 import { buildProgram } from '../../src/cli/program.ts';
 
 const HEAD = 'apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\n';
@@ -115,4 +116,35 @@ test("the sync periods of the mode in use: a --mode flag wins over the file's mo
   const { opts, warnings } = await effective(`${HEAD}mode: iptables\niptables:\n  syncPeriod: 45s\nipvs:\n  syncPeriod: 50s\nconstructor: 1\ntoString: x\n`, ['--mode', 'ipvs']);
   t.like(opts, { mode: 'ipvs', syncPeriod: 50_000 });
   t.deepEqual(warnings, ['drover: --config F: not supported by drover, ignored: constructor, toString']);
+});
+
+test('a sync-period error names the field when the file set the value, and the flag when the command line did', async (t) => {
+  const message = async (config: string, flags: string[] = []) => {
+    const dir = await mkdtemp(join(tmpdir(), 'drover-config-'));
+    try {
+      const path = join(dir, 'kube-proxy.yaml');
+      await writeFile(path, config);
+      const program = buildProgram();
+      const argv = ['node', 'drover', 'run', '--config', path, '--source', 'examples', ...flags];
+      loadConfigFor(program, argv, () => {});
+      const run = program.commands.find((c) => c.name() === 'run')!;
+      let opts = { minSyncPeriod: 0, syncPeriod: 0 };
+      run.action(async (o: typeof opts) => void (opts = o));
+      await program.parseAsync(argv);
+      checkSyncPeriods(opts, (flag) => settingName(run, flag));
+      return 'accepted';
+    } catch (err) {
+      return (err as Error).message.replace(/--config \S+:/g, '--config F:');
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  };
+  t.is(await message(`${HEAD}iptables:\n  syncPeriod: 500ms\n`), '--config F: iptables.syncPeriod must be at least 1s (got 500 ms)');
+  t.is(
+    await message(`${HEAD}syncPeriod: 10s\niptables:\n  minSyncPeriod: 20s\n`),
+    '--config F: iptables.minSyncPeriod (20000 ms) must not be longer than --config F: syncPeriod (10000 ms)',
+  );
+  t.is(await message(`${HEAD}iptables:\n  minSyncPeriod: 20s\n`, ['--sync-period', '10s']), '--config F: iptables.minSyncPeriod (20000 ms) must not be longer than --sync-period (10000 ms)');
+  t.is(await message(`${HEAD}iptables:\n  syncPeriod: 500ms\n`, ['--sync-period', '2s']), 'accepted');
+  t.is(await message(`${HEAD}iptables:\n  minSyncPeriod: 2s\n`, ['--sync-period', '999ms']), '--sync-period must be at least 1s (got 999 ms)');
 });
