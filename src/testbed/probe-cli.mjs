@@ -166,17 +166,22 @@ async function hold(host, port, timeoutMs) {
  */
 async function traffic(input) {
   const held = Array.from({ length: input.held }, () => openHeld(input.host, input.port, input.heldTimeoutMs ?? input.timeoutMs));
-  for (const r of await Promise.all(held.map((c) => c.request()))) {
+  /** The backend that answered each held connection's first request. */
+  const heldOn = new Map();
+  const first = await Promise.all(held.map((c) => c.request()));
+  for (const [i, r] of first.entries()) {
     if (!r.ok) {
       process.stdout.write(`FAILED ${r.code}\n`);
       process.exit(1);
     }
+    heldOn.set(held[i], r.reply.backend);
   }
   process.stdout.write('READY\n');
   let stopped = false;
   process.stdin.on('end', () => (stopped = true)).on('close', () => (stopped = true)).resume();
   /** @type {TrafficSummary} */
-  const summary = { attempted: 0, failed: 0, errors: {}, backends: {}, held: input.held, heldRequests: 0, lost: 0, lostErrors: {} };
+  const summary = { attempted: 0, failed: 0, errors: {}, backends: {}, held: input.held, heldBackends: {}, heldRequests: 0, lost: 0, lostErrors: {}, lostBackends: {} };
+  for (const b of heldOn.values()) summary.heldBackends[b] = (summary.heldBackends[b] ?? 0) + 1;
   const alive = new Set(held);
   while (!stopped) {
     const [fresh, ...onHeld] = await Promise.all([once(input.host, input.port, input.timeoutMs), ...[...alive].map((c) => c.request().then((r) => ({ c, r })))]);
@@ -192,6 +197,8 @@ async function traffic(input) {
       alive.delete(c);
       summary.lost++;
       summary.lostErrors[r.code] = (summary.lostErrors[r.code] ?? 0) + 1;
+      const b = heldOn.get(c);
+      summary.lostBackends[b] = (summary.lostBackends[b] ?? 0) + 1;
     }
     await new Promise((resolve) => setTimeout(resolve, input.intervalMs));
   }

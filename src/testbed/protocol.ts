@@ -68,10 +68,14 @@ export interface TrafficSummary {
   backends: Record<string, number>;
   /** Long-lived connections opened before the traffic started. */
   held: number;
+  /** Long-lived connections per backend name (the one that answered each first request). */
+  heldBackends: Record<string, number>;
   /** Requests made on the long-lived connections. */
   heldRequests: number;
   /** Long-lived connections that broke (a request failed or timed out); none is reopened. */
   lost: number;
   /** Broken long-lived connections per error code. */
   lostErrors: Record<string, number>;
+  /** Broken long-lived connections per backend name (the one each was held to). */
+  lostBackends: Record<string, number>;
 }

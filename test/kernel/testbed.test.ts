@@ -73,6 +73,7 @@ if (unavailable) {
       const s = await load.stop();
       t.is(s.held, 3);
       t.is(s.lost, 3, JSON.stringify(s.lostErrors));
+      t.deepEqual([s.heldBackends, s.lostBackends], [{ b1: 3 }, { b1: 3 }]);
       t.true(s.failed > 0 && s.failed < s.attempted, JSON.stringify(s));
       t.is(s.backends.b1, s.attempted - s.failed);
     } finally {

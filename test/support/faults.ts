@@ -9,7 +9,7 @@ import { chmod, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { probe, startTraffic, type Traffic, type TrafficSummary } from '../../src/testbed/probe.ts';
+import { probe, startTraffic, type Traffic, type TrafficOptions, type TrafficSummary } from '../../src/testbed/probe.ts';
 import { createTopology, type Topology } from '../../src/testbed/topology.ts';
 import { until } from './wait.ts';
 
@@ -197,9 +197,14 @@ export interface FaultWorld {
   readonly scratch: string;
 }
 
-/** Build a world; it is removed when the test ends, also on failure. */
-export async function faultWorld(t: ExecutionContext): Promise<FaultWorld> {
+/**
+ * Build a world; it is removed when the test ends, also on failure.
+ * `readyTimeoutMs`: how long the backends' servers may take to start (the
+ * topology's default when absent; the emulated test guest needs more).
+ */
+export async function faultWorld(t: ExecutionContext, opts: { readyTimeoutMs?: number } = {}): Promise<FaultWorld> {
   const topo = await createTopology({
+    ...opts,
     backends: [
       { name: 'b1', ip: '10.180.0.1', ports: [8080] },
       { name: 'b2', ip: '10.180.0.2', ports: [8080] },
@@ -239,10 +244,10 @@ export async function reached(w: FaultWorld): Promise<string> {
  * Traffic through the ClusterIP from the client, stopped when the test ends
  * (also on failure): 4 long-lived connections, a new one every round of
  * 100 ms. The deadlines leave room for a loaded machine: 3 s for a new
- * connection, 5 s for a reply on a long-lived one.
+ * connection, 5 s for a reply on a long-lived one. `opts` overrides these.
  */
-export async function traffic(t: ExecutionContext, w: FaultWorld): Promise<Traffic> {
-  const load = await startTraffic(w.topo, { host: CLUSTER_IP, port: 80, held: 4, intervalMs: 100, timeoutMs: 3000, heldTimeoutMs: 5000 });
+export async function traffic(t: ExecutionContext, w: FaultWorld, opts: Pick<TrafficOptions, 'held' | 'timeoutMs' | 'heldTimeoutMs'> = {}): Promise<Traffic> {
+  const load = await startTraffic(w.topo, { host: CLUSTER_IP, port: 80, held: 4, intervalMs: 100, timeoutMs: 3000, heldTimeoutMs: 5000, ...opts });
   t.teardown(() => load.stop().then(() => {}, () => {}));
   return load;
 }
