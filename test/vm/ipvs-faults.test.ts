@@ -73,7 +73,8 @@ if (await registerIpvsTests('IPVS fault tests')) {
     const broken = Date.now();
     await until('the drift check to repair the real server', async () => (await ipvsadmState(w.topo.node)).includes(`-> ${victim}:8080 Masq 1`), 120_000, 250);
     t.log(`repaired ${Date.now() - broken} ms after ${victim}:8080 was deleted (drift check every 2 s)`);
-    t.true(d.lines(/^full sync done/).length > fullBefore, 'the repair was a full sync');
+    // The kernel shows the repair before drover logs the sync that made it.
+    await until('the repair logged as a full sync', async () => d.lines(/^full sync done/).length > fullBefore, 60_000, 250);
     t.regex(JSON.stringify(d.lines(/the kernel may have changed behind drover/)), /real servers of TCP\/172\.30\.0\.50:80 are gone from the kernel/);
     await until('every endpoint served', async () => (await reached(w)) === 'b1,b2,b3', 60_000, 1000);
 
