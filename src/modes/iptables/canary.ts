@@ -51,14 +51,23 @@ export class NftGeneration {
   private socket: NetlinkSocket | undefined;
 
   /**
-   * The current generation id.
+   * The current generation id. The socket stays open for the next read
+   * (unreferenced, so it never keeps the process alive), and is replaced
+   * after an error.
    * @throws the socket's error (no nf_tables in the kernel), NetlinkDecodeError for a reply without NFTA_GEN_ID.
    */
   async read(): Promise<number> {
     this.socket ??= createNetlink(NETLINK_NETFILTER);
     this.socket.unref();
-    // struct nfgenmsg: family AF_UNSPEC, version NFNETLINK_V0, res_id 0.
-    const [msgs] = await this.socket.request((NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_GETGEN, Buffer.from([0, 0, 0, 0]), { timeout: 5000 });
+    let msgs;
+    try {
+      // struct nfgenmsg: family AF_UNSPEC, version NFNETLINK_V0, res_id 0.
+      [msgs] = await this.socket.request((NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_GETGEN, Buffer.from([0, 0, 0, 0]), { timeout: 5000 });
+    } catch (err) {
+      // A socket that timed out or failed may hold a stale reply: the next read opens a new one.
+      this.close();
+      throw err;
+    }
     const reply = msgs[0];
     if (!reply || reply.data.length < 4) throw new NetlinkDecodeError('NFT_MSG_GETGEN: empty reply');
     const id = parseAttrs(Buffer.from(reply.data).subarray(4)).find((a) => a.type === NFTA_GEN_ID);
