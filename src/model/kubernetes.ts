@@ -121,10 +121,33 @@ export const k8sServicePortSchema = z.object({
  * deriving endpoints from Pods `spec.selector` (a map of label keys to
  * values) and `spec.publishNotReadyAddresses` (default false).
  */
+/** Services with this label belong to another service proxy (kube-proxy's apis.LabelServiceProxyName). */
+export const SERVICE_PROXY_NAME_LABEL = 'service.kubernetes.io/service-proxy-name';
+/** The endpoints controller puts this label on the EndpointSlices of headless Services (core/v1 IsHeadlessService). */
+export const HEADLESS_LABEL = 'service.kubernetes.io/headless';
+
+/**
+ * Why an object with these labels is not drover's to proxy, or undefined
+ * when it is: kube-proxy's informers select
+ * `!service.kubernetes.io/headless,!service.kubernetes.io/service-proxy-name`
+ * (cmd/kube-proxy/app/server.go), for Services and EndpointSlices alike.
+ * Only the presence of a label counts, whatever its value.
+ */
+export function notOursReason(labels: Readonly<Record<string, unknown>> | null | undefined): string | undefined {
+  if (labels?.[SERVICE_PROXY_NAME_LABEL] !== undefined) return `labelled ${SERVICE_PROXY_NAME_LABEL} (another service proxy serves it)`;
+  if (labels?.[HEADLESS_LABEL] !== undefined) return `labelled ${HEADLESS_LABEL} (not proxied)`;
+  return undefined;
+}
+
 export const k8sServiceSchema = z.object({
   metadata: z.object({
     name: validated(checkDNSLabel),
     namespace: namespaceSchema,
+    // Only the two labels of notOursReason are read; the others are never kept.
+    labels: z
+      .object({ [SERVICE_PROXY_NAME_LABEL]: z.unknown().optional(), [HEADLESS_LABEL]: z.unknown().optional() })
+      .nullish()
+      .catch(undefined),
   }),
   spec: z.object({
     type: withDefault(z.enum(['ClusterIP', 'NodePort', 'LoadBalancer', 'ExternalName']), 'ClusterIP'),

@@ -37,6 +37,7 @@ import {
   k8sServiceSchema,
   SERVICE_NAME_LABEL,
   TOPOLOGY_ZONE_LABEL,
+  notOursReason,
 } from './kubernetes.ts';
 import type {
   EndpointAddress,
@@ -236,8 +237,9 @@ const READY = { ready: true, serving: true, terminating: false } as const;
 const NOT_READY = { ready: false, serving: false, terminating: false } as const;
 
 /**
- * core/v1 Service. Headless (clusterIP None) and ExternalName services are
- * valid but get no proxied ports; a Service whose primary clusterIP is IPv6
+ * core/v1 Service. Headless (clusterIP None) and ExternalName services, and
+ * those labelled as another proxy's or as headless (kubernetes.ts
+ * `notOursReason`), are valid but get no proxied ports; a Service whose primary clusterIP is IPv6
  * is ignored (only IPv4 ClusterIPs are programmed). The other frontends
  * (the secondary ClusterIP, externalIPs, LoadBalancer ingress IPs with their
  * source ranges, the health-check NodePort) are read and kept.
@@ -248,10 +250,11 @@ function parseK8sService(head: Head, raw: unknown): ParseResult {
   const { metadata, spec } = r.data;
   if (isIPv6(spec.clusterIP)) return ignored(`IPv6 ClusterIP ${spec.clusterIP}: only IPv4 services are supported`);
   const unproxiedReason =
-    spec.type === 'ExternalName' ? 'type ExternalName (DNS only, not proxied)'
+    notOursReason(metadata.labels) ??
+    (spec.type === 'ExternalName' ? 'type ExternalName (DNS only, not proxied)'
     : spec.clusterIP === 'None' ? 'headless (clusterIP: None, not proxied)'
     : spec.clusterIP === '' ? 'without a ClusterIP (not yet allocated by the API server; kube-proxy skips it too)'
-    : undefined;
+    : undefined);
   const ports: ParsedServicePort[] = unproxiedReason
     ? []
     : spec.ports.map((p, index) => ({

@@ -96,6 +96,18 @@ test('Kubernetes Service without clusterIP, headless and ExternalName have no pr
   t.deepEqual([ext.type, ext.clusterIP, ext.ports, ext.unproxiedReason], ['ExternalName', undefined, [], 'type ExternalName (DNS only, not proxied)']);
 });
 
+test("Services labelled as another proxy's or as headless are not drover's, in every source, as kube-proxy's label selector", (t) => {
+  const labelled = (labels: Record<string, string>) =>
+    okObject(parse(k8sService({ clusterIP: '10.96.0.20', ports: [{ port: 80 }] }, { name: 'web', namespace: 'default', labels }))) as ParsedService;
+  const other = labelled({ 'service.kubernetes.io/service-proxy-name': 'other-proxy', app: 'web' });
+  t.deepEqual([other.ports, other.unproxiedReason], [[], 'labelled service.kubernetes.io/service-proxy-name (another service proxy serves it)']);
+  const empty = labelled({ 'service.kubernetes.io/service-proxy-name': '' });
+  t.deepEqual(empty.ports, [], 'the label counts whatever its value');
+  const headless = labelled({ 'service.kubernetes.io/headless': '' });
+  t.deepEqual([headless.ports, headless.unproxiedReason], [[], 'labelled service.kubernetes.io/headless (not proxied)']);
+  t.is(labelled({ app: 'web', 'service.kubernetes.io/service-proxy-name-x': 'y' }).ports.length, 1, 'other labels change nothing');
+});
+
 test('ignored objects: other kinds, other API versions, IPv6', (t) => {
   t.is(ignoredReason(parse({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'x' } })), 'kind ConfigMap is not read by drover');
   t.is(ignoredReason(parse({ apiVersion: 'apps/v1', kind: 'Deployment', metadata: { name: 'x' } })), 'kind Deployment is not read by drover');

@@ -41,6 +41,7 @@ import { isDeepStrictEqual } from 'node:util';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { DroverError } from '../../errors.ts';
 import type { ManifestError } from '../../model/errors.ts';
+import { HEADLESS_LABEL, notOursReason, SERVICE_PROXY_NAME_LABEL } from '../../model/kubernetes.ts';
 import type { ParsedObject } from '../../model/parsed.ts';
 import type { Logger } from '../../util/log.ts';
 import { Decoder, type GroupKey } from '../decoder.ts';
@@ -48,10 +49,6 @@ import { loadResult, type LoadResult } from '../file.ts';
 import { KEEP_NOTE } from '../last-good.ts';
 import { describeError, RESOURCES, ResourceInformer, type Backoff, type KubeObject, type ResourceKind } from './informer.ts';
 
-/** Services with this label belong to another service proxy (kube-proxy's apis.LabelServiceProxyName). */
-export const SERVICE_PROXY_NAME_LABEL = 'service.kubernetes.io/service-proxy-name';
-/** The endpoints controller puts this label on the EndpointSlices of headless Services (core/v1 IsHeadlessService). */
-export const HEADLESS_LABEL = 'service.kubernetes.io/headless';
 /** kube-proxy's label selector of the Service and EndpointSlice informers. */
 export const LABEL_SELECTOR = `!${HEADLESS_LABEL},!${SERVICE_PROXY_NAME_LABEL}`;
 /** The EndpointSlice annotation with the time of the change that caused the slice's last update (RFC 3339). */
@@ -307,8 +304,7 @@ export class KubernetesSource {
   /** Whether drover serves `o`: kube-proxy's label selector, and only this node's Node (also checked here, whatever the server filtered). */
   private isOurs(o: KubeObject): boolean {
     if (o.kind === 'Node') return o.metadata.name === this.opts.nodeName;
-    const labels = o.metadata.labels ?? {};
-    return !(SERVICE_PROXY_NAME_LABEL in labels) && !(HEADLESS_LABEL in labels);
+    return notOursReason(o.metadata.labels) === undefined;
   }
 
   /** Note the trigger time of a change to one of `service`'s EndpointSlices, when it is set, valid and after the start. */
