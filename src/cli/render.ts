@@ -6,7 +6,7 @@
  * root and touches no kernel.
  */
 import { Command } from 'commander';
-import { clusterEndpoints } from '../model/policy.ts';
+import { internalEndpoints } from '../model/policy.ts';
 import type { Endpoint, Snapshot } from '../model/types.ts';
 import { modeDriver } from '../modes/registry.ts';
 import { EXIT, markPartial } from './exit.ts';
@@ -22,7 +22,7 @@ import { compareOptions, loadSource, modeHelp } from './setup.ts';
 export function serviceSummary(snapshot: Snapshot): string[] {
   return [...snapshot.services.values()].flatMap((sp) => {
     const origin = sp.clusterIPAllocated ? 'allocated by drover' : 'from the manifest';
-    const ready = clusterEndpoints(sp, snapshot.node).length;
+    const ready = internalEndpoints(sp, snapshot.node).endpoints.length;
     const pods = sp.endpoints.flatMap((e) => (e.pod === undefined ? [] : [`  ${e.ip}:${e.port} from Pod ${e.pod} (${conditions(e)})`]));
     return [`${sp.key}: ClusterIP ${sp.clusterIP}:${sp.port}/${sp.protocol} (${origin}), ${ready} ready of ${sp.endpoints.length} endpoints`, ...pods];
   });

@@ -13,7 +13,7 @@
  *   answered.
  */
 import type { ServicePort, Snapshot } from '../model/types.ts';
-import { clusterEndpoints } from '../model/policy.ts';
+import { internalEndpoints } from '../model/policy.ts';
 
 /** One `conntrack -D` filter: UDP entries to `clusterIP:port`, only those NATed to `endpointIP` when given. */
 export interface StaleFlow {
@@ -37,16 +37,16 @@ export function staleUDPFlows(before: Snapshot, after: Snapshot, keys?: Readonly
     if (old.protocol !== 'UDP') continue;
     const now = after.services.get(key);
     const still = new Set(
-      now && now.clusterIP === old.clusterIP && now.port === old.port ? clusterEndpoints(now, after.node).map((e) => `${e.ip}:${e.port}`) : [],
+      now && now.clusterIP === old.clusterIP && now.port === old.port ? internalEndpoints(now, after.node).endpoints.map((e) => `${e.ip}:${e.port}`) : [],
     );
-    for (const ep of clusterEndpoints(old, before.node)) {
+    for (const ep of internalEndpoints(old, before.node).endpoints) {
       if (!still.has(`${ep.ip}:${ep.port}`)) add({ clusterIP: old.clusterIP, port: old.port, endpointIP: ep.ip });
     }
   }
   for (const [key, now] of pick(after)) {
-    if (now.protocol !== 'UDP' || clusterEndpoints(now, after.node).length === 0) continue;
+    if (now.protocol !== 'UDP' || internalEndpoints(now, after.node).endpoints.length === 0) continue;
     const old = before.services.get(key);
-    if (!old || clusterEndpoints(old, before.node).length === 0 || old.clusterIP !== now.clusterIP || old.port !== now.port) {
+    if (!old || internalEndpoints(old, before.node).endpoints.length === 0 || old.clusterIP !== now.clusterIP || old.port !== now.port) {
       add({ clusterIP: now.clusterIP, port: now.port });
     }
   }

@@ -163,18 +163,53 @@ export function categorizeEndpoints(sp: PolicyInput, node: NodeInfo | undefined)
 }
 
 /**
- * The endpoints the modes program for ClusterIP traffic of `sp` on `node`:
- * the cluster set of {@link categorizeEndpoints}, computed also for a
- * service port with internalTrafficPolicy Local (whose ClusterIP traffic is
- * not yet restricted to the local set). Empty when no endpoint is usable.
+ * The cluster set of {@link categorizeEndpoints} for `sp` on `node`, the
+ * endpoints of policy Cluster (topology applied), whatever the service
+ * port's traffic policies. Empty when no endpoint is usable.
  */
 export function clusterEndpoints(sp: Pick<ServicePort, 'endpoints'>, node: NodeInfo | undefined): readonly Endpoint[] {
   return clusterSet(sp.endpoints, node).set;
 }
 
-/** The endpoints programmed for ClusterIP traffic ({@link clusterEndpoints}) over every service port of a snapshot: the count in sync results and logs. */
+/**
+ * What ClusterIP traffic of `sp` gets on `node` (kube-proxy's iptables
+ * proxier: internalPolicyChain, hasInternalEndpoints and
+ * internalTrafficFilterTarget, pkg/proxy/iptables/proxier.go).
+ */
+export interface InternalEndpoints {
+  /** Whose endpoints: `local` for internalTrafficPolicy Local (the KUBE-SVL chain), else `cluster` (KUBE-SVC). */
+  readonly policy: 'cluster' | 'local';
+  /** The endpoints ClusterIP traffic goes to: the cluster set, or this node's usable endpoints under policy Local. */
+  readonly endpoints: readonly Endpoint[];
+  /**
+   * What happens to ClusterIP traffic when `endpoints` is empty: REJECT
+   * when no endpoint is usable anywhere ("has no endpoints"), DROP when
+   * some is but none on this node under policy Local ("has no local
+   * endpoints"); null when `endpoints` is not empty.
+   */
+  readonly none: 'REJECT' | 'DROP' | null;
+}
+
+/** The endpoints and the fallback of ClusterIP traffic of `sp` on `node`; see {@link InternalEndpoints}. */
+export function internalEndpoints(sp: Pick<ServicePort, 'endpoints' | 'internalTrafficPolicy'>, node: NodeInfo | undefined): InternalEndpoints {
+  if (sp.internalTrafficPolicy !== 'Local') {
+    const endpoints = clusterSet(sp.endpoints, node).set;
+    return { policy: 'cluster', endpoints, none: endpoints.length > 0 ? null : 'REJECT' };
+  }
+  const { local, hasAnyEndpoints } = categorizeEndpoints(
+    { endpoints: sp.endpoints, internalTrafficPolicy: 'Local', externalTrafficPolicy: 'Cluster', frontends: NO_EXTERNAL_FRONTENDS },
+    node,
+  );
+  const endpoints = local ?? [];
+  return { policy: 'local', endpoints, none: endpoints.length > 0 ? null : hasAnyEndpoints ? 'DROP' : 'REJECT' };
+}
+
+/** Frontends with nothing external: {@link internalEndpoints} asks for the local set of ClusterIP traffic alone. */
+const NO_EXTERNAL_FRONTENDS: ServicePort['frontends'] = Object.freeze({ clusterIPs: [], externalIPs: [], loadBalancerIngress: [], loadBalancerSourceRanges: [] });
+
+/** The endpoints programmed for ClusterIP traffic ({@link internalEndpoints}) over every service port of a snapshot: the count in sync results and logs. */
 export function countServingEndpoints(snapshot: Snapshot): number {
   let n = 0;
-  for (const sp of snapshot.services.values()) n += clusterEndpoints(sp, snapshot.node).length;
+  for (const sp of snapshot.services.values()) n += internalEndpoints(sp, snapshot.node).endpoints.length;
   return n;
 }

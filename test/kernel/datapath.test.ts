@@ -100,6 +100,26 @@ if (unavailable) {
     const back = await probe(topo, { from: topo.client('inside').netns, host: '10.96.0.10', port: 80, count: 60 });
     t.deepEqual(Object.keys(back.counts).sort(), ['b1', 'b2', 'b3']);
   });
+
+  test.serial("internalTrafficPolicy Local: ClusterIP traffic reaches only this node's endpoints, and is dropped when only other nodes have some", async (t) => {
+    const node = { name: 'node-a', addresses: [] };
+    const local = sp('default/local:http', '10.96.0.12', 80, [ep('10.244.1.2:8080', { nodeName: 'node-a' }), ep('10.244.1.3:8080', { nodeName: 'node-b' })], {
+      internalTrafficPolicy: 'Local',
+    });
+    const remote = sp('default/remote:http', '10.96.0.13', 80, [ep('10.244.1.4:8080', { nodeName: 'node-b' })], { internalTrafficPolicy: 'Local' });
+    const state = { ...snap(web(['b1', 'b2', 'b3']), metrics, empty, local, remote), node };
+    await backend.sync(state, FULL);
+    t.teardown(() => backend.sync(snap(web(['b1', 'b2', 'b3']), metrics, empty), FULL).then(() => undefined));
+    const s = await probe(topo, { from: topo.client('inside').netns, host: '10.96.0.12', port: 80, count: 30 });
+    t.deepEqual([Object.keys(s.counts), s.errors], [['b1'], {}]);
+    // Dropped, not refused: the connection attempt times out.
+    t.deepEqual(await connectOnce(topo, { from: topo.client('inside').netns, host: '10.96.0.13', port: 80, timeoutMs: 1500 }), { ok: false, code: 'ETIMEDOUT' });
+    const exec = new SystemIptables({ variant: 'nft', netns: topo.node });
+    const traced = trace(iptablesTraceContext(await readTables(exec), await localAddresses(topo.node)), { src: '10.244.9.2', dst: '10.96.0.13', dport: 80, proto: 'tcp' });
+    t.deepEqual(traced.outcomes.map((o) => o.verdict.kind), ['drop']);
+    // The kernel reads back as rendered: a second full sync has nothing to write.
+    t.deepEqual((await backend.sync(state, FULL)).written, { chain: 0, rule: 0 });
+  });
 }
 
 /** Trace agrees with reality: the endpoints trace names are exactly those real connections reach. */

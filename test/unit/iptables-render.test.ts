@@ -151,3 +151,35 @@ test('canonical form: probabilities as iptables-save prints them back', (t) => {
   t.is(canonicalRule(rule), '-m statistic --mode random --probability 0.33333333349 -j KUBE-SEP-X');
   t.is(canonicalRule(canonicalRule(rule)), canonicalRule(rule));
 });
+
+test("internalTrafficPolicy Local: ClusterIP traffic goes to this node's endpoints through KUBE-SVL; a DROP when only other nodes have endpoints", (t) => {
+  const port = sp('ns1/svc1:p80', '172.30.0.41', 80, [ep('10.180.0.1:80', { nodeName: 'n1' }), ep('10.180.0.2:80', { nodeName: 'n2' })], { internalTrafficPolicy: 'Local' });
+  const here = renderServicePort(port, render, { name: 'n1', addresses: [] });
+  t.deepEqual(
+    [here.natJump, here.filterReject, [...here.chains]],
+    [
+      '-d 172.30.0.41/32 -p tcp -m comment --comment "ns1/svc1:p80 cluster IP" -m tcp --dport 80 -j KUBE-SVL-XPGD46QRK7WJZT7O',
+      null,
+      [
+        [
+          'KUBE-SVL-XPGD46QRK7WJZT7O',
+          [
+            '! -s 10.0.0.0/8 -d 172.30.0.41/32 -p tcp -m comment --comment "ns1/svc1:p80 cluster IP" -m tcp --dport 80 -j KUBE-MARK-MASQ',
+            '-m comment --comment "ns1/svc1:p80 -> 10.180.0.1:80" -j KUBE-SEP-SXIVWICOYRO3J4NJ',
+          ],
+        ],
+        [
+          'KUBE-SEP-SXIVWICOYRO3J4NJ',
+          ['-s 10.180.0.1/32 -m comment --comment "ns1/svc1:p80" -j KUBE-MARK-MASQ', '-p tcp -m comment --comment "ns1/svc1:p80" -m tcp -j DNAT --to-destination 10.180.0.1:80'],
+        ],
+      ],
+    ],
+  );
+  const elsewhere = renderServicePort(port, render, { name: 'n3', addresses: [] });
+  t.deepEqual(
+    [elsewhere.natJump, elsewhere.filterReject, elsewhere.chains.size],
+    [null, '-d 172.30.0.41/32 -p tcp -m comment --comment "ns1/svc1:p80 has no local endpoints" -m tcp --dport 80 -j DROP', 0],
+  );
+  const none = renderServicePort({ ...port, endpoints: [] }, render, { name: 'n1', addresses: [] });
+  t.regex(none.filterReject ?? '', /has no endpoints" -m tcp --dport 80 -j REJECT --reject-with icmp-port-unreachable$/);
+});

@@ -147,3 +147,12 @@ test('after any sequence of updates the index equals one built from scratch', (t
   }
   t.true(takeovers > 10, `only ${takeovers} takeovers by an unchanged conflicting service port: the generator must make more collisions`);
 });
+
+test("internalTrafficPolicy Local: the virtual server's real servers are this node's endpoints; none when only other nodes have some", (t) => {
+  const port = sp('ns/a:http', '10.96.0.12', 80, [ep('10.244.1.2:8080', { nodeName: 'n1' }), ep('10.244.1.3:8080', { nodeName: 'n2' })], { internalTrafficPolicy: 'Local' });
+  const on = (name: string) => desiredServicePort(port, { scheduler: 'rr' }, { name, addresses: [] });
+  t.deepEqual([...on('n1').server.reals.values()].map((r) => `${r.address}:${r.port}`), ['10.244.1.2:8080']);
+  t.deepEqual(on('n1').loopBackEntries, ['10.244.1.2,tcp:8080,10.244.1.2']);
+  t.is(on('n3').server.reals.size, 0);
+  t.deepEqual([...d(port).server.reals.values()].map((r) => r.address), [], 'no node: no endpoint is local');
+});

@@ -1,6 +1,6 @@
 import test from 'ava';
 import { readFileSync } from 'node:fs';
-import { categorizeEndpoints, clusterEndpoints, countServingEndpoints, topologyMode } from '../../src/model/policy.ts';
+import { categorizeEndpoints, clusterEndpoints, countServingEndpoints, internalEndpoints, topologyMode } from '../../src/model/policy.ts';
 import type { Endpoint, NodeInfo, TrafficPolicy } from '../../src/model/types.ts';
 import { ep, snap, sp } from '../support/snapshots.ts';
 
@@ -74,12 +74,27 @@ test('topologyMode: PreferSameNode, then PreferSameZone, else none', (t) => {
   t.is(topologyMode([], node), '');
 });
 
-test('clusterEndpoints: the cluster set, also for internalTrafficPolicy Local; countServingEndpoints sums it', (t) => {
-  const eps = [ep('10.0.0.1:80', { ready: false, serving: true, terminating: true }), ep('10.0.0.2:80', { ready: false, serving: false, terminating: true })];
+test('internalEndpoints: the cluster set, or under internalTrafficPolicy Local the local set; DROP when only other nodes have endpoints, REJECT when none has; countServingEndpoints sums them', (t) => {
+  const node: NodeInfo = { name: 'n1', addresses: [] };
+  const eps = [
+    ep('10.0.0.1:80', { nodeName: 'n2' }),
+    ep('10.0.0.2:80', { nodeName: 'n1', ready: false, serving: true, terminating: true }),
+    ep('10.0.0.3:80', { nodeName: 'n1', ready: false, serving: false, terminating: true }),
+  ];
   const local = sp('ns/a', '10.96.0.1', 80, eps, { internalTrafficPolicy: 'Local' });
-  t.deepEqual(clusterEndpoints(local, undefined).map((e) => e.ip), ['10.0.0.1']);
-  t.is(categorizeEndpoints(local, undefined).cluster, null);
+  const ips = (r: { endpoints: readonly { ip: string }[] }) => r.endpoints.map((e) => e.ip);
+  // This node's only usable endpoint is serving and terminating: the fallback of the local set.
+  t.like(internalEndpoints(local, node), { policy: 'local', none: null });
+  t.deepEqual(ips(internalEndpoints(local, node)), ['10.0.0.2']);
+  t.deepEqual(clusterEndpoints(local, node).map((e) => e.ip), ['10.0.0.1'], 'the cluster set is still there for the cluster policy');
+  // On another node, or with no node: endpoints elsewhere, none here.
+  t.deepEqual(internalEndpoints(local, { name: 'n3', addresses: [] }), { policy: 'local', endpoints: [], none: 'DROP' });
+  t.deepEqual(internalEndpoints(local, undefined), { policy: 'local', endpoints: [], none: 'DROP' });
+  const dead = sp('ns/c', '10.96.0.3', 80, [eps[2]!], { internalTrafficPolicy: 'Local' });
+  t.deepEqual(internalEndpoints(dead, node), { policy: 'local', endpoints: [], none: 'REJECT' });
   const ready = sp('ns/b', '10.96.0.2', 80, [ep('10.0.0.3:80'), ep('10.0.0.4:80', { ready: false, serving: true, terminating: true })]);
-  t.deepEqual(clusterEndpoints(ready, undefined).map((e) => e.ip), ['10.0.0.3']);
-  t.is(countServingEndpoints(snap(local, ready)), 2);
+  t.like(internalEndpoints(ready, node), { policy: 'cluster', none: null });
+  t.deepEqual(ips(internalEndpoints(ready, node)), ['10.0.0.3']);
+  t.deepEqual(internalEndpoints(sp('ns/d', '10.96.0.4', 80, []), node), { policy: 'cluster', endpoints: [], none: 'REJECT' });
+  t.is(countServingEndpoints({ ...snap(local, ready), node }), 2);
 });

@@ -45,6 +45,16 @@ export function serviceChainName(servicePortName: string, protocol: string): str
 }
 
 /**
+ * KUBE-SVL chain of a service port: its local endpoints, for
+ * internalTrafficPolicy Local (kube-proxy's servicePortPolicyLocalChainName).
+ * @param servicePortName "namespace/name:port"
+ * @param protocol lower-case protocol, e.g. "tcp"
+ */
+export function localServiceChainName(servicePortName: string, protocol: string): string {
+  return `KUBE-SVL-${hashSuffix(servicePortName + protocol)}`;
+}
+
+/**
  * KUBE-SEP chain of one endpoint of a service port.
  * @param endpoint "ip:port"
  */
@@ -52,9 +62,9 @@ export function endpointChainName(servicePortName: string, protocol: string, end
   return `KUBE-SEP-${hashSuffix(servicePortName + protocol + endpoint)}`;
 }
 
-/** True for the per-service chains drover creates and deletes (KUBE-SVC-*, KUBE-SEP-*). */
+/** True for the per-service chains drover creates and deletes (KUBE-SVC-*, KUBE-SVL-*, KUBE-SEP-*). */
 export function isServiceChain(chain: string): boolean {
-  return /^KUBE-(SVC|SEP)-[A-Z2-7]{16}$/.test(chain);
+  return /^KUBE-(SVC|SVL|SEP)-[A-Z2-7]{16}$/.test(chain);
 }
 
 /**

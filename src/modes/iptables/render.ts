@@ -2,26 +2,30 @@
  * Pure rendering of one service port into kube-proxy's iptables layout
  * (pkg/proxy/iptables/proxier.go, syncProxyRules):
  *
- * - nat `KUBE-SERVICES`: one jump per ClusterIP:port with endpoints in the
- *   endpoint policy's cluster set (model/policy.ts),
+ * - nat `KUBE-SERVICES`: one jump per ClusterIP:port with endpoints for
+ *   ClusterIP traffic (model/policy.ts `internalEndpoints`: the cluster
+ *   set, or this node's endpoints under internalTrafficPolicy Local),
  *   comment "ns/svc:port cluster IP";
- * - nat `KUBE-SVC-<hash>`: the masquerade mark for traffic from outside the
+ * - nat `KUBE-SVC-<hash>` (`KUBE-SVL-<hash>` under internalTrafficPolicy
+ *   Local, with the local endpoints only): the masquerade mark for traffic from outside the
  *   cluster CIDR (or all traffic with masquerade-all), session-affinity
  *   `recent` checks, then one jump per endpoint, rule i of n with
  *   `-m statistic --mode random --probability 1/(n-i)` and the last one
  *   unconditional;
  * - nat `KUBE-SEP-<hash>`: the hairpin mark (`-s <endpoint>`) and the DNAT;
  * - filter `KUBE-SERVICES`: a REJECT for a ClusterIP with no endpoints, so
- *   that clients are refused at once instead of hanging.
+ *   that clients are refused at once instead of hanging; a DROP, comment
+ *   "ns/svc:port has no local endpoints", under internalTrafficPolicy Local
+ *   when endpoints exist but none on this node.
  *
  * Options are printed in the order iptables-save prints them back, so the
  * rendered rules and the kernel's read-back compare line for line (the only
  * exception is `--probability`, see canonical.ts).
  */
 import { isCanonicalIPv4, isCanonicalIPv4CIDR } from '../../model/addr.ts';
-import { clusterEndpoints } from '../../model/policy.ts';
+import { internalEndpoints } from '../../model/policy.ts';
 import type { NodeInfo, ServicePort } from '../../model/types.ts';
-import { endpointChainName, serviceChainName } from './names.ts';
+import { endpointChainName, localServiceChainName, serviceChainName } from './names.ts';
 import { DroverError } from '../../errors.ts';
 
 /** Options that change the rendered rules. */
@@ -41,7 +45,7 @@ export interface ServiceRules {
   readonly key: string;
   /** The rule in nat KUBE-SERVICES, or null when the port has no serving endpoints. */
   readonly natJump: string | null;
-  /** The REJECT rule in filter KUBE-SERVICES, or null when the port has endpoints. */
+  /** The REJECT (no endpoints) or DROP (no local endpoints) rule in filter KUBE-SERVICES, or null when ClusterIP traffic has endpoints. */
   readonly filterReject: string | null;
   /** nat chains (the KUBE-SVC chain, then one KUBE-SEP chain per endpoint) and their rules, in order. */
   readonly chains: ReadonlyMap<string, readonly string[]>;
@@ -82,8 +86,8 @@ export function probability(i: number, n: number): string {
 
 /**
  * Render one service port on `node` (Snapshot.node; undefined when the
- * source describes none). Its endpoints are the endpoint policy's cluster
- * set (model/policy.ts `clusterEndpoints`): this renderer never chooses them.
+ * source describes none). Its endpoints are the endpoint policy's
+ * (model/policy.ts `internalEndpoints`): this renderer never chooses them.
  * @throws UnsafeValueError if a value is not a valid IP, CIDR, port or service port name
  *   (the model rejects such input first; this is a second line of defence).
  */
@@ -95,9 +99,9 @@ export function renderServicePort(sp: ServicePort, opts: RenderOptions, node?: N
   if (proto !== 'tcp' && proto !== 'udp' && proto !== 'sctp') throw new UnsafeValueError('protocol', sp.protocol);
   const dest = `-d ${cip}/32 -p ${proto}`;
   const dport = `-m ${proto} --dport ${port}`;
-  const endpoints = clusterEndpoints(sp, node);
+  const { policy, endpoints, none } = internalEndpoints(sp, node);
 
-  if (endpoints.length === 0) {
+  if (none === 'REJECT') {
     return {
       key,
       natJump: null,
@@ -105,8 +109,11 @@ export function renderServicePort(sp: ServicePort, opts: RenderOptions, node?: N
       chains: new Map(),
     };
   }
+  if (none === 'DROP') {
+    return { key, natJump: null, filterReject: `${dest} -m comment --comment "${key} has no local endpoints" ${dport} -j DROP`, chains: new Map() };
+  }
 
-  const svcChain = serviceChainName(key, proto);
+  const svcChain = policy === 'local' ? localServiceChainName(key, proto) : serviceChainName(key, proto);
   const clusterComment = `-m comment --comment "${key} cluster IP"`;
   const svcRules: string[] = [];
   if (opts.masqueradeAll) {

@@ -19,7 +19,7 @@
  * assemble.ts puts the service ports' shares together. No I/O here;
  * backend.ts compares the result with the kernel (reconcile.ts).
  */
-import { clusterEndpoints } from '../../model/policy.ts';
+import { internalEndpoints } from '../../model/policy.ts';
 import type { NodeInfo, ServicePort } from '../../model/types.ts';
 import {
   validateVirtualServer,
@@ -110,7 +110,7 @@ export function desiredServicePort(sp: ServicePort, opts: IpvsPlanOptions, node?
   validateVirtualServer(vs);
   const clusterEntry = clusterIPEntry(vs.address, vs.protocol, vs.port);
   const reals: [string, RealServer, string][] = [];
-  for (const ep of clusterEndpoints(sp, node)) {
+  for (const ep of internalEndpoints(sp, node).endpoints) {
     const entry = loopBackEntry(ep.ip, vs.protocol, ep.port);
     const rs: RealServer = { address: ep.ip, port: ep.port, weight: REAL_SERVER_WEIGHT, forwarding: 'masq' };
     reals.push([realServerKey(rs), rs, entry]);
