@@ -283,3 +283,35 @@ test('chainLabel names the service port, and the endpoint of a DNAT chain', (t) 
   t.is(chainLabel(['-m comment --comment "default/web:http -> 10.244.1.2:8080" -j KUBE-SEP-UIQK3OSOSTRHRPBX']), 'default/web:http');
   t.is(chainLabel(['-m comment --comment "kubernetes forwarding rules" -m mark --mark 0x4000/0x4000 -j ACCEPT']), undefined);
 });
+
+test('chains follows a KUBE-SVL chain of internalTrafficPolicy Local, and shows the DROP of a port with no local endpoints', async (t) => {
+  const fake = new FakeIptables();
+  const backend = new IptablesBackend({ exec: fake, render: { clusterCIDR: '10.244.0.0/16', masqueradeAll: false }, logger: silentLogger() });
+  const local = { internalTrafficPolicy: 'Local' as const };
+  await backend.sync(
+    {
+      ...snap(
+        sp('default/here:http', '10.96.0.12', 80, [ep('10.244.1.2:8080', { nodeName: 'n1' }), ep('10.244.1.3:8080', { nodeName: 'n2' })], local),
+        sp('default/away:http', '10.96.0.13', 80, [ep('10.244.1.4:8080', { nodeName: 'n2' })], local),
+      ),
+      node: { name: 'n1', addresses: [] },
+    },
+    { full: true, changed: new Set() },
+  );
+  const all = serviceChains(await readTables(fake));
+  t.is(
+    formatChains(all),
+    `# default/away:http (filter KUBE-SERVICES)
+-A KUBE-SERVICES -d 10.96.0.13/32 -p tcp -m comment --comment "default/away:http has no local endpoints" -m tcp --dport 80 -j DROP
+
+# default/here:http (nat KUBE-SERVICES)
+-A KUBE-SERVICES -d 10.96.0.12/32 -p tcp -m comment --comment "default/here:http cluster IP" -m tcp --dport 80 -j KUBE-SVL-REL6HL75SFIAEQB5
+# default/here:http (nat KUBE-SVL-REL6HL75SFIAEQB5)
+-A KUBE-SVL-REL6HL75SFIAEQB5 ! -s 10.244.0.0/16 -d 10.96.0.12/32 -p tcp -m comment --comment "default/here:http cluster IP" -m tcp --dport 80 -j KUBE-MARK-MASQ
+-A KUBE-SVL-REL6HL75SFIAEQB5 -m comment --comment "default/here:http -> 10.244.1.2:8080" -j KUBE-SEP-ZN7QG6Z3LRNPXDE3
+# default/here:http -> 10.244.1.2:8080 (nat KUBE-SEP-ZN7QG6Z3LRNPXDE3)
+-A KUBE-SEP-ZN7QG6Z3LRNPXDE3 -s 10.244.1.2/32 -m comment --comment "default/here:http" -j KUBE-MARK-MASQ
+-A KUBE-SEP-ZN7QG6Z3LRNPXDE3 -p tcp -m comment --comment "default/here:http" -m tcp -j DNAT --to-destination 10.244.1.2:8080
+`,
+  );
+});

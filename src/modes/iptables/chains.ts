@@ -46,7 +46,7 @@ export interface ServicePortChains {
   /**
    * In order: nat KUBE-SERVICES entry, KUBE-SVC chain, KUBE-SEP chains (in
    * the order the KUBE-SVC chain jumps to them), then filter KUBE-SERVICES
-   * (the REJECT of a service port with no endpoints).
+   * (the REJECT of a service port with no endpoints, or the DROP of one with no local endpoints).
    */
   readonly chains: readonly ServiceChain[];
 }
@@ -91,9 +91,9 @@ export function chainLabel(rules: readonly string[]): string | undefined {
   return endpoint ? `${key} -> ${endpoint}` : key;
 }
 
-/** The service port a KUBE-SERVICES rule is the entry of ("… cluster IP" in nat, "… has no endpoints" in filter). */
+/** The service port a KUBE-SERVICES rule is the entry of ("… cluster IP" in nat, "… has no endpoints" or "… has no local endpoints" in filter). */
 function entryServicePort(comment: string | undefined): string | undefined {
-  return /^(\S+\/\S+) (?:cluster IP|has no endpoints)$/.exec(comment ?? '')?.[1];
+  return /^(\S+\/\S+) (?:cluster IP|has no endpoints|has no local endpoints)$/.exec(comment ?? '')?.[1];
 }
 
 /**
