@@ -6,7 +6,8 @@ import type { BindAddress } from '../model/addr.ts';
 import type { Proxier } from '../proxier/proxier.ts';
 import type { Logger } from '../util/log.ts';
 import { ProxyHealth } from './health.ts';
-import { serve, type RouteAnswer, type Routes, type RunningServer } from './http.ts';
+import type { RouteAnswer } from './http.ts';
+import { keepServing, type KeptServer } from './kept.ts';
 import { ProxyMetrics, type ModeMetricsFactory } from './metrics.ts';
 
 /** Options of {@link startServers}; times in ms. */
@@ -30,9 +31,6 @@ export interface Servers {
   readonly ports: { readonly metrics?: number; readonly healthz?: number };
   close(): Promise<void>;
 }
-
-/** How long to wait before trying a listen address again (kube-proxy retries its servers every 5 s). */
-const RETRY_MS = 5000;
 
 /**
  * Follow `proxier` with the metrics and the health state, and serve them.
@@ -70,40 +68,6 @@ export async function startServers(proxier: Pick<Proxier, 'on'>, opts: ServersOp
     close: async () => {
       for (const off of unlisten) off();
       await Promise.all(kept.map((k) => k.close()));
-    },
-  };
-}
-
-/** A server that {@link keepServing} keeps trying to start. */
-interface KeptServer {
-  /** The port bound; undefined while not listening. */
-  port(): number | undefined;
-  close(): Promise<void>;
-}
-
-/** Serve `routes` on `bind`; when listening fails, log it and try again every {@link RETRY_MS}. Resolves after the first attempt. */
-async function keepServing(bind: BindAddress, what: string, logger: Logger, routes: Routes): Promise<KeptServer> {
-  let server: RunningServer | undefined;
-  let timer: NodeJS.Timeout | undefined;
-  let closed = false;
-  const attempt = async (): Promise<void> => {
-    try {
-      const s = await serve(bind, routes);
-      if (closed) return void (await s.close());
-      server = s;
-      logger.info({ address: bind.ip.text, port: s.port }, `serving ${what}`);
-    } catch (err) {
-      logger.error({ err: (err as Error).message, retryInMs: RETRY_MS }, `cannot serve ${what}; will retry`);
-      if (!closed) timer = setTimeout(() => void attempt(), RETRY_MS).unref();
-    }
-  };
-  await attempt();
-  return {
-    port: () => server?.port,
-    close: async () => {
-      closed = true;
-      clearTimeout(timer);
-      await server?.close();
     },
   };
 }
