@@ -1,7 +1,8 @@
 /**
  * `drover run`: the sync loop, until SIGINT or SIGTERM (rules stay in place
- * on exit); SIGHUP forces a full resync. Serves metrics and health checks
- * (server/daemon.ts).
+ * on exit); SIGHUP forces a full resync. Serves metrics and health checks,
+ * and the health-check NodePort of each LoadBalancer Service with
+ * externalTrafficPolicy Local (server/daemon.ts).
  */
 import { Command } from 'commander';
 import { relative, resolve } from 'node:path';
@@ -9,6 +10,7 @@ import { SystemConntrack } from '../conntrack/exec.ts';
 import { Proxier } from '../proxier/proxier.ts';
 import { StatusFileWriter } from '../proxier/status-file.ts';
 import { createLogger } from '../util/log.ts';
+import { parseIP } from '../model/addr.ts';
 import { startServers } from '../server/daemon.ts';
 import { configOption, settingName } from './config-file.ts';
 import {
@@ -77,6 +79,8 @@ export function runCommand(): Command {
       const servers = await startServers(proxier, {
         metrics: opts.metricsBindAddress,
         healthz: opts.healthzBindAddress,
+        // Every IPv4 address of the node, as kube-proxy without --nodeport-addresses (drover programs IPv4 Services).
+        healthCheckAddresses: [parseIP('0.0.0.0')!],
         syncPeriodMs: opts.syncPeriod,
         modeMetrics: modeDriver(opts.mode).metrics,
         logger,

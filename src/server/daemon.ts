@@ -1,14 +1,17 @@
 /**
- * `drover run`'s HTTP servers: /metrics (metrics.ts) and /healthz, /livez
- * (health.ts), each on its own address as in kube-proxy, or off.
+ * `drover run`'s HTTP servers: /metrics (metrics.ts),
+ * /healthz and /livez (health.ts), each on its own address as in
+ * kube-proxy, or off; and one health check per LoadBalancer Service with
+ * externalTrafficPolicy Local (service-health.ts).
  */
-import type { BindAddress } from '../model/addr.ts';
+import type { BindAddress, IPAddress } from '../model/addr.ts';
 import type { Proxier } from '../proxier/proxier.ts';
 import type { Logger } from '../util/log.ts';
 import { ProxyHealth } from './health.ts';
 import type { RouteAnswer } from './http.ts';
 import { keepServing, type KeptServer } from './kept.ts';
 import { ProxyMetrics, type ModeMetricsFactory } from './metrics.ts';
+import { ServiceHealthServer } from './service-health.ts';
 
 /** Options of {@link startServers}; times in ms. */
 export interface ServersOptions {
@@ -16,6 +19,11 @@ export interface ServersOptions {
   readonly metrics: BindAddress | null;
   /** Where /healthz and /livez are served; null: nowhere. */
   readonly healthz: BindAddress | null;
+  /**
+   * Where the Services' health checks listen, each on its
+   * healthCheckNodePort (service-health.ts); empty: no health checks.
+   */
+  readonly healthCheckAddresses: readonly IPAddress[];
   /** `--sync-period`: a queued sync may wait twice this before the health check fails (kube-proxy's healthTimeout). */
   readonly syncPeriodMs: number;
   /** The mode's own metrics (ModeDriver.metrics). */
@@ -27,6 +35,7 @@ export interface ServersOptions {
 export interface Servers {
   readonly metrics: ProxyMetrics;
   readonly health: ProxyHealth;
+  readonly serviceHealth: ServiceHealthServer;
   /** The ports bound at start, for a listen address with port 0 (absent: off, or not listening yet). */
   readonly ports: { readonly metrics?: number; readonly healthz?: number };
   close(): Promise<void>;
@@ -41,7 +50,10 @@ export interface Servers {
 export async function startServers(proxier: Pick<Proxier, 'on'>, opts: ServersOptions): Promise<Servers> {
   const metrics = new ProxyMetrics(opts.modeMetrics);
   const health = new ProxyHealth(2 * opts.syncPeriodMs);
+  const serviceHealth = new ServiceHealthServer({ addresses: opts.healthCheckAddresses, isHealthy: () => health.isHealthy(), logger: opts.logger });
+  // The health state first: a Service's check reads it.
   const unlisten = [metrics.listen(proxier), health.listen(proxier)];
+  if (opts.healthCheckAddresses.length > 0) unlisten.push(serviceHealth.listen(proxier));
   const probe = (answer: () => { status: number; body: string }, path: 'healthz' | 'livez') => (): RouteAnswer => {
     const a = answer();
     metrics.countProbe(path, a.status);
@@ -61,13 +73,14 @@ export async function startServers(proxier: Pick<Proxier, 'on'>, opts: ServersOp
   return {
     metrics,
     health,
+    serviceHealth,
     ports: {
       ...(opts.metrics ? { metrics: kept[0]!.port() } : {}),
       ...(opts.healthz ? { healthz: kept[kept.length - 1]!.port() } : {}),
     },
     close: async () => {
       for (const off of unlisten) off();
-      await Promise.all(kept.map((k) => k.close()));
+      await Promise.all([...kept.map((k) => k.close()), serviceHealth.close()]);
     },
   };
 }
