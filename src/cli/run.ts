@@ -79,6 +79,7 @@ export function runCommand(): Command {
       const servers = await startServers(proxier, {
         metrics: opts.metricsBindAddress,
         healthz: opts.healthzBindAddress,
+        proxyMode: backend.mode,
         // Every IPv4 address of the node, as kube-proxy without --nodeport-addresses (drover programs IPv4 Services).
         healthCheckAddresses: [parseIP('0.0.0.0')!],
         syncPeriodMs: opts.syncPeriod,

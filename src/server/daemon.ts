@@ -1,5 +1,5 @@
 /**
- * `drover run`'s HTTP servers: /metrics (metrics.ts),
+ * `drover run`'s HTTP servers: /metrics and /proxyMode (metrics.ts),
  * /healthz and /livez (health.ts), each on its own address as in
  * kube-proxy, or off; and one health check per LoadBalancer Service with
  * externalTrafficPolicy Local (service-health.ts).
@@ -19,6 +19,8 @@ export interface ServersOptions {
   readonly metrics: BindAddress | null;
   /** Where /healthz and /livez are served; null: nowhere. */
   readonly healthz: BindAddress | null;
+  /** The mode's name (Backend.mode), which /proxyMode answers. */
+  readonly proxyMode: string;
   /**
    * Where the Services' health checks listen, each on its
    * healthCheckNodePort (service-health.ts); empty: no health checks.
@@ -62,8 +64,10 @@ export async function startServers(proxier: Pick<Proxier, 'on'>, opts: ServersOp
   const kept: KeptServer[] = [];
   if (opts.metrics) {
     kept.push(
-      await keepServing(opts.metrics, 'metrics at /metrics', opts.logger, {
+      await keepServing(opts.metrics, 'metrics at /metrics and /proxyMode', opts.logger, {
         '/metrics': async () => ({ status: 200, contentType: metrics.registry.contentType, body: await metrics.registry.metrics() }),
+        // kube-proxy's answer (cmd/kube-proxy/app/server.go serveMetrics): the mode's name, no newline.
+        '/proxyMode': () => ({ status: 200, contentType: 'text/plain; charset=utf-8', body: opts.proxyMode }),
       }),
     );
   }

@@ -97,6 +97,7 @@ test('drover run serves each health check on its port after a sync: 200 and 503 
   const servers = await startServers(proxier, {
     metrics: null,
     healthz: null,
+    proxyMode: 'iptables',
     healthCheckAddresses: [LOOPBACK],
     syncPeriodMs: 30_000,
     logger: silentLogger(),
