@@ -10,8 +10,8 @@ import { SystemConntrack } from '../conntrack/exec.ts';
 import { Proxier } from '../proxier/proxier.ts';
 import { StatusFileWriter } from '../proxier/status-file.ts';
 import { createLogger } from '../util/log.ts';
-import { parseIP } from '../model/addr.ts';
 import { startServers } from '../server/daemon.ts';
+import { healthCheckAddresses as healthCheckAddressesFor } from '../server/node-addresses.ts';
 import { configOption, settingName } from './config-file.ts';
 import {
   checkSyncPeriods,
@@ -76,12 +76,15 @@ export function runCommand(): Command {
         conntrack: new SystemConntrack(opts.netns),
       });
       status.listen(proxier);
+      const healthCheckAddresses = healthCheckAddressesFor(opts.nodeportAddresses);
+      if (healthCheckAddresses.length === 0) {
+        logger.warn({ nodeportAddresses: opts.nodeportAddresses?.map((c) => c.text) }, 'no IPv4 address of this node is in --nodeport-addresses: no Service health check is served');
+      }
       const servers = await startServers(proxier, {
         metrics: opts.metricsBindAddress,
         healthz: opts.healthzBindAddress,
         proxyMode: backend.mode,
-        // Every IPv4 address of the node, as kube-proxy without --nodeport-addresses (drover programs IPv4 Services).
-        healthCheckAddresses: [parseIP('0.0.0.0')!],
+        healthCheckAddresses,
         syncPeriodMs: opts.syncPeriod,
         modeMetrics: modeDriver(opts.mode).metrics,
         logger,
