@@ -9,6 +9,7 @@ import type { AddressInfo } from 'node:net';
 import { pino } from 'pino';
 import { parseIP } from '../../src/model/addr.ts';
 import { healthCheckServices } from '../../src/model/health-check.ts';
+import { buildSnapshot } from '../../src/model/normalise.ts';
 import { ipv4Frontends, type Endpoint, type ServicePort, type Snapshot } from '../../src/model/types.ts';
 import { IptablesBackend } from '../../src/modes/iptables/backend.ts';
 import { FakeIptables } from '../../src/modes/iptables/fake.ts';
@@ -18,6 +19,7 @@ import { serviceHealthAnswer, ServiceHealthServer } from '../../src/server/servi
 import { silentLogger } from '../../src/util/log.ts';
 import { ep, snap, sp } from '../support/snapshots.ts';
 import { until } from '../support/wait.ts';
+import { okObject, parse } from './model-helpers.ts';
 
 const LOOPBACK = parseIP('127.0.0.1')!;
 const NODE = { name: 'node-a', addresses: [] };
@@ -74,6 +76,44 @@ test('the health checks of a snapshot: LoadBalancer, externalTrafficPolicy Local
   ]);
   const noNode = healthCheckServices(snap(lb('shop/web:http', '172.30.0.1', 32001, [local('10.180.0.1:80')])));
   t.is(noNode.get('shop/web')?.localEndpoints, 0, 'without a Node no endpoint is local');
+});
+
+test('from manifests: a LoadBalancer Service, its EndpointSlice and this Node give the health check and its count', (t) => {
+  const objects = [
+    {
+      apiVersion: 'v1',
+      kind: 'Service',
+      metadata: { name: 'web', namespace: 'shop' },
+      spec: {
+        type: 'LoadBalancer',
+        clusterIP: '10.96.5.5',
+        externalTrafficPolicy: 'Local',
+        healthCheckNodePort: 32000,
+        ports: [
+          { name: 'http', port: 80, nodePort: 30080 },
+          { name: 'https', port: 443, nodePort: 30443 },
+        ],
+      },
+    },
+    {
+      apiVersion: 'discovery.k8s.io/v1',
+      kind: 'EndpointSlice',
+      metadata: { name: 'web-1', namespace: 'shop', labels: { 'kubernetes.io/service-name': 'web' } },
+      addressType: 'IPv4',
+      endpoints: [
+        { addresses: ['10.244.0.1'], nodeName: 'node-a' },
+        { addresses: ['10.244.0.2'], nodeName: 'node-a', conditions: { ready: false, serving: true, terminating: true } },
+        { addresses: ['10.244.1.1'], nodeName: 'node-b' },
+      ],
+      ports: [
+        { name: 'http', port: 8080 },
+        { name: 'https', port: 8443 },
+      ],
+    },
+    { apiVersion: 'v1', kind: 'Node', metadata: { name: 'node-a' } },
+  ].map((raw, i) => okObject(parse(raw, i)));
+  const { snapshot } = buildSnapshot(objects, { serviceCIDR: '10.96.0.0/12', nodeName: 'node-a' });
+  t.deepEqual([...healthCheckServices(snapshot)], [['shop/web', { namespace: 'shop', name: 'web', port: 32000, localEndpoints: 1 }]]);
 });
 
 test("the answer is kube-proxy's: 200 with local endpoints and a healthy proxy, 503 otherwise", (t) => {
