@@ -1,5 +1,5 @@
 /**
- * `drover run`'s HTTP servers: /metrics and /proxyMode (metrics.ts),
+ * `drover run`'s HTTP servers: /metrics (metrics.ts) and /proxyMode,
  * /healthz and /livez (health.ts), each on its own address as in
  * kube-proxy, or off; and one health check per LoadBalancer Service with
  * externalTrafficPolicy Local (service-health.ts).
@@ -44,7 +44,8 @@ export interface Servers {
 }
 
 /**
- * Follow `proxier` with the metrics and the health state, and serve them.
+ * Follow `proxier` with the metrics, the health state and the Services'
+ * health checks, and serve them.
  * Call before `proxier.start()`, so that the first sync is counted. A
  * server that cannot listen (the address is taken) is logged and tried
  * again every 5 s, as kube-proxy does: the proxy itself keeps running.
