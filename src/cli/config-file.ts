@@ -43,6 +43,11 @@ const bool = (v: unknown): boolean => {
   if (typeof v !== 'boolean') throw new Error(`expected true or false, got ${JSON.stringify(v)}`);
   return v;
 };
+/** A list of strings. */
+const list = (v: unknown): string[] => {
+  if (!Array.isArray(v) || v.some((e) => typeof e !== 'string')) throw new Error(`expected a list of strings, got ${JSON.stringify(v)}`);
+  return v as string[];
+};
 /** A Go duration ("30s", "1m0s", "500ms", "1h2m3.5s") as the flags' "Nms". */
 const duration = (v: unknown): string => `${goDurationMs(str(v))}ms`;
 /** kube-proxy accepts "IP" alone for its bind addresses and adds the default port. */
@@ -65,6 +70,7 @@ const FIELDS: Readonly<Record<string, FieldRule>> = {
   hostnameOverride: { flag: '--hostname-override', text: str },
   metricsBindAddress: { flag: '--metrics-bind-address', text: bindAddress(10249) },
   healthzBindAddress: { flag: '--healthz-bind-address', text: bindAddress(10256) },
+  nodePortAddresses: { flag: '--nodeport-addresses', text: (v) => list(v).join(',') },
   'clientConnection.kubeconfig': { flag: '--kubeconfig', text: str },
   syncPeriod: { flag: '--sync-period', text: duration },
   minSyncPeriod: { flag: '--min-sync-period', text: duration },

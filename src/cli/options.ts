@@ -5,7 +5,7 @@
  */
 import { InvalidArgumentError, Option } from 'commander';
 import { DEFAULT_SERVICE_CIDR, parseServiceCIDR } from '../model/allocate.ts';
-import { parseBindAddress, type BindAddress } from '../model/addr.ts';
+import { parseBindAddress, parseCIDR as parseAnyCIDR, type BindAddress, type IPPrefix } from '../model/addr.ts';
 import { parseCIDR } from '../model/validate.ts';
 import { LOG_LEVELS, type LogLevel } from '../util/log.ts';
 import { defaultMode, modeNames } from '../modes/registry.ts';
@@ -233,13 +233,32 @@ export function bindAddressArg(value: string): BindAddress | null {
   return bind;
 }
 
+/**
+ * `--nodeport-addresses`: CIDRs separated by commas, IPv4 or IPv6
+ * ("10.0.0.0/8,192.168.1.0/24"), each read as kube-proxy reads them
+ * (addr.ts parseCIDR; host bits are ignored); "" for none.
+ * @throws InvalidArgumentError naming the first value that is not a CIDR.
+ */
+export function nodePortAddressesArg(value: string): IPPrefix[] {
+  const out: IPPrefix[] = [];
+  for (const part of value.split(',').map((p) => p.trim())) {
+    if (part === '') continue;
+    const cidr = parseAnyCIDR(part);
+    if (cidr === undefined) throw new InvalidArgumentError(`"${part}" is not a CIDR (e.g. 10.0.0.0/8)`);
+    if (!out.some((p) => p.text === cidr.prefix.text)) out.push(cidr.prefix);
+  }
+  return out;
+}
+
 /** Options of `run`'s HTTP servers: null when turned off. */
 export type ServerCliOptions = {
   readonly metricsBindAddress: BindAddress | null;
   readonly healthzBindAddress: BindAddress | null;
+  /** `--nodeport-addresses`; absent or empty: every address. */
+  readonly nodeportAddresses?: readonly IPPrefix[];
 };
 
-/** --metrics-bind-address, --healthz-bind-address (kube-proxy's flags and ports). */
+/** --metrics-bind-address, --healthz-bind-address, --nodeport-addresses (kube-proxy's flags and ports). */
 export function serverOptions(): Option[] {
   return [
     new Option('--metrics-bind-address <ip:port>', 'where /metrics is served (Prometheus, kube-proxy\'s metric names); "" for nowhere')
@@ -248,6 +267,11 @@ export function serverOptions(): Option[] {
     new Option('--healthz-bind-address <ip:port>', 'where /healthz and /livez are served; "" for nowhere')
       .default(bindAddressArg('127.0.0.1:10256'), '127.0.0.1:10256')
       .argParser(bindAddressArg),
+    new Option(
+      '--nodeport-addresses <cidr,...>',
+      "the node's addresses in these CIDRs are where each LoadBalancer Service's health-check NodePort listens (IPv4 ones; default: every address); " +
+        'so far used by the health-check server only: NodePorts themselves are not programmed yet',
+    ).argParser(nodePortAddressesArg),
   ];
 }
 

@@ -1,7 +1,8 @@
 /**
  * `drover run`: the sync loop, until SIGINT or SIGTERM (rules stay in place
- * on exit); SIGHUP forces a full resync. Serves metrics and health checks
- * (server/daemon.ts).
+ * on exit); SIGHUP forces a full resync. Serves metrics and health checks,
+ * and the health-check NodePort of each LoadBalancer Service with
+ * externalTrafficPolicy Local (server/daemon.ts).
  */
 import { Command } from 'commander';
 import { relative, resolve } from 'node:path';
@@ -10,6 +11,7 @@ import { Proxier } from '../proxier/proxier.ts';
 import { StatusFileWriter } from '../proxier/status-file.ts';
 import { createLogger } from '../util/log.ts';
 import { startServers } from '../server/daemon.ts';
+import { healthCheckAddresses as healthCheckAddressesFor } from '../server/node-addresses.ts';
 import { configOption, settingName } from './config-file.ts';
 import {
   checkSyncPeriods,
@@ -74,9 +76,15 @@ export function runCommand(): Command {
         conntrack: new SystemConntrack(opts.netns),
       });
       status.listen(proxier);
+      const healthCheckAddresses = healthCheckAddressesFor(opts.nodeportAddresses);
+      if (healthCheckAddresses.length === 0) {
+        logger.warn({ nodeportAddresses: opts.nodeportAddresses?.map((c) => c.text) }, 'no IPv4 address of this node is in --nodeport-addresses: no Service health check is served');
+      }
       const servers = await startServers(proxier, {
         metrics: opts.metricsBindAddress,
         healthz: opts.healthzBindAddress,
+        proxyMode: backend.mode,
+        healthCheckAddresses,
         syncPeriodMs: opts.syncPeriod,
         modeMetrics: modeDriver(opts.mode).metrics,
         logger,

@@ -151,7 +151,7 @@ export function categorizeEndpoints(sp: PolicyInput, node: NodeInfo | undefined)
   }
 
   const hasAnyEndpoints = endpoints.some((ep) => ep.ready || servingTerminating(ep));
-  const localReady = endpoints.filter((ep) => isLocal(ep, node) && ep.ready);
+  const localReady = localReadyEndpoints(sp, node);
   const fellBack = localReady.length === 0;
   const local = fellBack ? endpoints.filter((ep) => isLocal(ep, node) && servingTerminating(ep)) : localReady;
   if (cluster === null) return { cluster, local, allReachable: local, hasAnyEndpoints };
@@ -160,6 +160,17 @@ export function categorizeEndpoints(sp: PolicyInput, node: NodeInfo | undefined)
   if (mode === '' && !fellBack) return { cluster, local, allReachable: cluster, hasAnyEndpoints };
   const reachable = new Set<Endpoint>([...cluster, ...local]);
   return { cluster, local, allReachable: endpoints.filter((ep) => reachable.has(ep)), hasAnyEndpoints };
+}
+
+/**
+ * This node's ready endpoints of `sp`, in their order, whatever its
+ * traffic policies: what kube-proxy's Service health check counts
+ * (pkg/proxy/endpointsmap.go LocalReadyEndpoints). Serving-terminating
+ * endpoints are left out, so that a node whose only endpoints are
+ * terminating fails the load balancer's check; none is local without a node.
+ */
+export function localReadyEndpoints(sp: Pick<ServicePort, 'endpoints'>, node: NodeInfo | undefined): Endpoint[] {
+  return sp.endpoints.filter((ep) => isLocal(ep, node) && ep.ready);
 }
 
 /**

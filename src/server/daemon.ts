@@ -1,13 +1,17 @@
 /**
- * `drover run`'s HTTP servers: /metrics (metrics.ts) and /healthz, /livez
- * (health.ts), each on its own address as in kube-proxy, or off.
+ * `drover run`'s HTTP servers: /metrics (metrics.ts) and /proxyMode,
+ * /healthz and /livez (health.ts), each on its own address as in
+ * kube-proxy, or off; and one health check per LoadBalancer Service with
+ * externalTrafficPolicy Local (service-health.ts).
  */
-import type { BindAddress } from '../model/addr.ts';
+import type { BindAddress, IPAddress } from '../model/addr.ts';
 import type { Proxier } from '../proxier/proxier.ts';
 import type { Logger } from '../util/log.ts';
 import { ProxyHealth } from './health.ts';
-import { serve, type RouteAnswer, type Routes, type RunningServer } from './http.ts';
+import type { RouteAnswer } from './http.ts';
+import { keepServing, type KeptServer } from './kept.ts';
 import { ProxyMetrics, type ModeMetricsFactory } from './metrics.ts';
+import { ServiceHealthServer } from './service-health.ts';
 
 /** Options of {@link startServers}; times in ms. */
 export interface ServersOptions {
@@ -15,6 +19,13 @@ export interface ServersOptions {
   readonly metrics: BindAddress | null;
   /** Where /healthz and /livez are served; null: nowhere. */
   readonly healthz: BindAddress | null;
+  /** The mode's name (Backend.mode), which /proxyMode answers. */
+  readonly proxyMode: string;
+  /**
+   * Where the Services' health checks listen, each on its
+   * healthCheckNodePort (service-health.ts); empty: no health checks.
+   */
+  readonly healthCheckAddresses: readonly IPAddress[];
   /** `--sync-period`: a queued sync may wait twice this before the health check fails (kube-proxy's healthTimeout). */
   readonly syncPeriodMs: number;
   /** The mode's own metrics (ModeDriver.metrics). */
@@ -26,16 +37,15 @@ export interface ServersOptions {
 export interface Servers {
   readonly metrics: ProxyMetrics;
   readonly health: ProxyHealth;
+  readonly serviceHealth: ServiceHealthServer;
   /** The ports bound at start, for a listen address with port 0 (absent: off, or not listening yet). */
   readonly ports: { readonly metrics?: number; readonly healthz?: number };
   close(): Promise<void>;
 }
 
-/** How long to wait before trying a listen address again (kube-proxy retries its servers every 5 s). */
-const RETRY_MS = 5000;
-
 /**
- * Follow `proxier` with the metrics and the health state, and serve them.
+ * Follow `proxier` with the metrics, the health state and the Services'
+ * health checks, and serve them.
  * Call before `proxier.start()`, so that the first sync is counted. A
  * server that cannot listen (the address is taken) is logged and tried
  * again every 5 s, as kube-proxy does: the proxy itself keeps running.
@@ -43,7 +53,10 @@ const RETRY_MS = 5000;
 export async function startServers(proxier: Pick<Proxier, 'on'>, opts: ServersOptions): Promise<Servers> {
   const metrics = new ProxyMetrics(opts.modeMetrics);
   const health = new ProxyHealth(2 * opts.syncPeriodMs);
+  const serviceHealth = new ServiceHealthServer({ addresses: opts.healthCheckAddresses, isHealthy: () => health.isHealthy(), logger: opts.logger });
+  // The health state first: a Service's check reads it.
   const unlisten = [metrics.listen(proxier), health.listen(proxier)];
+  if (opts.healthCheckAddresses.length > 0) unlisten.push(serviceHealth.listen(proxier));
   const probe = (answer: () => { status: number; body: string }, path: 'healthz' | 'livez') => (): RouteAnswer => {
     const a = answer();
     metrics.countProbe(path, a.status);
@@ -52,8 +65,10 @@ export async function startServers(proxier: Pick<Proxier, 'on'>, opts: ServersOp
   const kept: KeptServer[] = [];
   if (opts.metrics) {
     kept.push(
-      await keepServing(opts.metrics, 'metrics at /metrics', opts.logger, {
+      await keepServing(opts.metrics, 'metrics at /metrics and /proxyMode', opts.logger, {
         '/metrics': async () => ({ status: 200, contentType: metrics.registry.contentType, body: await metrics.registry.metrics() }),
+        // kube-proxy's answer (cmd/kube-proxy/app/server.go serveMetrics): the mode's name, no newline.
+        '/proxyMode': () => ({ status: 200, contentType: 'text/plain; charset=utf-8', body: opts.proxyMode }),
       }),
     );
   }
@@ -63,47 +78,14 @@ export async function startServers(proxier: Pick<Proxier, 'on'>, opts: ServersOp
   return {
     metrics,
     health,
+    serviceHealth,
     ports: {
       ...(opts.metrics ? { metrics: kept[0]!.port() } : {}),
       ...(opts.healthz ? { healthz: kept[kept.length - 1]!.port() } : {}),
     },
     close: async () => {
       for (const off of unlisten) off();
-      await Promise.all(kept.map((k) => k.close()));
-    },
-  };
-}
-
-/** A server that {@link keepServing} keeps trying to start. */
-interface KeptServer {
-  /** The port bound; undefined while not listening. */
-  port(): number | undefined;
-  close(): Promise<void>;
-}
-
-/** Serve `routes` on `bind`; when listening fails, log it and try again every {@link RETRY_MS}. Resolves after the first attempt. */
-async function keepServing(bind: BindAddress, what: string, logger: Logger, routes: Routes): Promise<KeptServer> {
-  let server: RunningServer | undefined;
-  let timer: NodeJS.Timeout | undefined;
-  let closed = false;
-  const attempt = async (): Promise<void> => {
-    try {
-      const s = await serve(bind, routes);
-      if (closed) return void (await s.close());
-      server = s;
-      logger.info({ address: bind.ip.text, port: s.port }, `serving ${what}`);
-    } catch (err) {
-      logger.error({ err: (err as Error).message, retryInMs: RETRY_MS }, `cannot serve ${what}; will retry`);
-      if (!closed) timer = setTimeout(() => void attempt(), RETRY_MS).unref();
-    }
-  };
-  await attempt();
-  return {
-    port: () => server?.port,
-    close: async () => {
-      closed = true;
-      clearTimeout(timer);
-      await server?.close();
+      await Promise.all([...kept.map((k) => k.close()), serviceHealth.close()]);
     },
   };
 }

@@ -14,7 +14,11 @@ export interface RouteAnswer {
   readonly body: string;
 }
 
-/** Path → how to answer it; a route may be async (the metrics registry is). */
+/**
+ * Path → how to answer it; a route may be async (the metrics registry is).
+ * The path `*` answers every path the table does not name (a Service's
+ * health check answers on any path, as kube-proxy's does).
+ */
 export type Routes = Readonly<Record<string, () => RouteAnswer | Promise<RouteAnswer>>>;
 
 /** A listening server; `port` is the one bound (useful with port 0). */
@@ -25,14 +29,15 @@ export interface RunningServer {
 
 /**
  * Listen on `bind` and answer GET and HEAD of the paths in `routes`
- * (query strings ignored); 404 for other paths, 405 for other methods,
- * 500 when a route throws.
+ * (query strings ignored); 404 for other paths (unless a `*` route
+ * takes them), 405 for other methods, 500 when a route throws. Every
+ * answer carries `X-Content-Type-Options: nosniff`, as kube-proxy's do.
  * @throws the listen error (e.g. EADDRINUSE), naming the address.
  */
 export async function serve(bind: BindAddress, routes: Routes): Promise<RunningServer> {
   const server: Server = createServer((req, res) => {
     const path = (req.url ?? '/').split('?')[0]!;
-    const route = Object.hasOwn(routes, path) ? routes[path] : undefined;
+    const route = Object.hasOwn(routes, path) ? routes[path] : routes['*'];
     const send = (a: RouteAnswer) => {
       res.writeHead(a.status, { 'Content-Type': a.contentType, 'X-Content-Type-Options': 'nosniff' });
       res.end(req.method === 'HEAD' ? undefined : a.body);

@@ -187,12 +187,12 @@ if (unavailable) {
    * `drover run` started inside a fresh namespace (not with --netns, so that
    * its servers listen on the namespace's loopback and netlink answers for
    * it) on a copy of examples/, with `args`; `fn` gets the namespace and
-   * helpers; drover is stopped with SIGTERM at the end and the rules must stay.
+   * helpers (`dir` is that copy); drover is stopped with SIGTERM at the end and the rules must stay.
    */
   async function withRunInNetns(
     t: import('ava').ExecutionContext,
     args: string[],
-    fn: (w: { netns: string; child: ReturnType<typeof spawn>; logs: () => string; save: () => Promise<string>; get: (url: string) => Promise<string> }) => Promise<void>,
+    fn: (w: { netns: string; dir: string; child: ReturnType<typeof spawn>; logs: () => string; save: () => Promise<string>; get: (url: string) => Promise<string> }) => Promise<void>,
   ): Promise<void> {
     const dir = await mkdtemp(join(tmpdir(), 'drover-cli-'));
     await cp(join(ROOT, 'examples'), dir, { recursive: true });
@@ -211,7 +211,7 @@ if (unavailable) {
           await until('the first sync', async () => fullSyncs(await get('http://127.0.0.1:10249/metrics')) >= 1, 20_000);
           t.true((await save()).includes('10.244.2.4:8080'));
           t.true((await get('http://127.0.0.1:10256/healthz')).endsWith('\n200'));
-          await fn({ netns, child, logs: () => logs, save, get });
+          await fn({ netns, dir, child, logs: () => logs, save, get });
         } finally {
           child.kill('SIGTERM');
           await new Promise((r) => child.once('exit', r));
@@ -247,6 +247,44 @@ if (unavailable) {
       await until('the resync to repair the chain', async () => (await save()).includes(`-A ${svc} `), 10_000);
       t.regex(logs(), /"msg":"full resync requested"/);
       await until('the second full sync to be counted', async () => fullSyncs(await get('http://127.0.0.1:10249/metrics')) === 2, 5000);
+    });
+  });
+
+  test.serial("run serves a LoadBalancer Service's health-check NodePort on --nodeport-addresses: 200, then 503, then gone with the Service; /proxyMode", async (t) => {
+    await withRunInNetns(t, ['--hostname-override', 'node-a', '--nodeport-addresses', '127.0.0.0/8', '--min-sync-period', '100ms'], async ({ dir, get, logs }) => {
+      t.is(await get('http://127.0.0.1:10249/proxyMode'), 'iptables\n200');
+      const file = join(dir, 'lb.yaml');
+      const manifests = (endpoints: object[]) =>
+        [
+          { apiVersion: 'v1', kind: 'Node', metadata: { name: 'node-a' } },
+          {
+            apiVersion: 'v1',
+            kind: 'Service',
+            metadata: { name: 'web', namespace: 'shop' },
+            spec: { type: 'LoadBalancer', clusterIP: '10.96.50.5', externalTrafficPolicy: 'Local', healthCheckNodePort: 32001, ports: [{ name: 'http', port: 80, nodePort: 30080 }] },
+          },
+          {
+            apiVersion: 'discovery.k8s.io/v1',
+            kind: 'EndpointSlice',
+            metadata: { name: 'web-1', namespace: 'shop', labels: { 'kubernetes.io/service-name': 'web' } },
+            addressType: 'IPv4',
+            endpoints,
+            ports: [{ name: 'http', port: 8080 }],
+          },
+        ]
+          .map((o) => JSON.stringify(o))
+          .join('\n---\n');
+      const body = (n: number, status: number) => `{\n\t"service": {\n\t\t"namespace": "shop",\n\t\t"name": "web"\n\t},\n\t"localEndpoints": ${n},\n\t"serviceProxyHealthy": true\n}\n${status}`;
+      await writeFile(file, manifests([{ addresses: ['10.244.9.1'], nodeName: 'node-a' }, { addresses: ['10.244.9.2'], nodeName: 'node-b' }]));
+      await until('the health check to answer 200', async () => (await get('http://127.0.0.1:32001/healthz')) === body(1, 200), 10_000);
+      t.regex(logs(), /"msg":"serving the health check of Service shop\/web on port 32001"/);
+      t.regex(logs(), /"address":"127\.0\.0\.1"/);
+
+      await writeFile(file, manifests([{ addresses: ['10.244.9.2'], nodeName: 'node-b' }]));
+      await until('the health check to answer 503', async () => (await get('http://127.0.0.1:32001/')) === body(0, 503), 10_000);
+
+      await rm(file);
+      await until('the health check to close', async () => (await get('http://127.0.0.1:32001/')).endsWith('\n000'), 10_000);
     });
   });
 

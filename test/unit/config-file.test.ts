@@ -72,9 +72,9 @@ test('a flag on the command line overrides the file', async (t) => {
 
 test('the fields drover does not support are named once, in one line; the file is still used', async (t) => {
   const { opts, warnings } = await effective(
-    `${HEAD}bindAddress: 0.0.0.0\nclusterCIDR: 10.244.0.0/16\nconntrack:\n  maxPerCore: 32768\n  min: 131072\niptables:\n  masqueradeBit: 14\nnodePortAddresses: [10.0.0.0/8]\nfeatureGates: {}\nbogus: 1\n`,
+    `${HEAD}bindAddress: 0.0.0.0\nclusterCIDR: 10.244.0.0/16\nconntrack:\n  maxPerCore: 32768\n  min: 131072\niptables:\n  masqueradeBit: 14\nfeatureGates: {}\nbogus: 1\n`,
   );
-  t.deepEqual(warnings, ['drover: --config F: not supported by drover, ignored: bindAddress, conntrack.maxPerCore, conntrack.min, iptables.masqueradeBit, nodePortAddresses, bogus']);
+  t.deepEqual(warnings, ['drover: --config F: not supported by drover, ignored: bindAddress, conntrack.maxPerCore, conntrack.min, iptables.masqueradeBit, bogus']);
   t.is(opts.clusterCidr, '10.244.0.0/16');
 });
 
@@ -147,4 +147,12 @@ test('a sync-period error names the field when the file set the value, and the f
   t.is(await message(`${HEAD}iptables:\n  minSyncPeriod: 20s\n`, ['--sync-period', '10s']), '--config F: iptables.minSyncPeriod (20000 ms) must not be longer than --sync-period (10000 ms)');
   t.is(await message(`${HEAD}iptables:\n  syncPeriod: 500ms\n`, ['--sync-period', '2s']), 'accepted');
   t.is(await message(`${HEAD}iptables:\n  minSyncPeriod: 2s\n`, ['--sync-period', '999ms']), '--sync-period must be at least 1s (got 999 ms)');
+});
+
+test('nodePortAddresses becomes --nodeport-addresses, for run; a value that is no CIDR names the field', async (t) => {
+  const { opts, warnings } = await effective(`${HEAD}nodePortAddresses: [10.0.0.0/8, "fd00::/64"]\n`);
+  t.deepEqual(warnings, []);
+  t.deepEqual((opts.nodeportAddresses as { text: string }[]).map((c) => c.text), ['10.0.0.0/8', 'fd00::/64']);
+  t.regex(await refused(`${HEAD}nodePortAddresses: [primary]\n`), /^--config F: nodePortAddresses: "primary" is not a CIDR/);
+  t.deepEqual((await effective(`${HEAD}nodePortAddresses: [10.0.0.0/8]\n`, [], 'sync')).warnings, [], 'sync leaves a field of run alone');
 });

@@ -36,13 +36,17 @@ function world(syncPeriodMs = 3_600_000) {
 
 test("metrics: kube-proxy's names are served, and their values follow the syncs", async (t) => {
   const w = world();
-  const servers = await startServers(w.proxier, { metrics: LOOPBACK, healthz: null, syncPeriodMs: 30_000, modeMetrics: iptablesMetrics, logger: silentLogger() });
+  const servers = await startServers(w.proxier, { proxyMode: 'iptables', healthCheckAddresses: [], metrics: LOOPBACK, healthz: null, syncPeriodMs: 30_000, modeMetrics: iptablesMetrics, logger: silentLogger() });
   t.teardown(() => servers.close());
   const scrape = async () => {
     const res = await fetch(`http://127.0.0.1:${servers.ports.metrics}/metrics`);
     t.is(res.status, 200);
     return res.text();
   };
+
+  const mode = await fetch(`http://127.0.0.1:${servers.ports.metrics}/proxyMode`);
+  t.is(mode.headers.get('content-type'), 'text/plain; charset=utf-8');
+  t.is(await mode.text(), 'iptables', "/proxyMode answers the mode's name, as kube-proxy's does");
 
   await w.proxier.syncOnce();
   let text = await scrape();
@@ -103,7 +107,7 @@ test("metrics: kube-proxy's names are served, and their values follow the syncs"
 
 test('metrics: Local traffic policies without a local endpoint are counted', async (t) => {
   const w = world();
-  const servers = await startServers(w.proxier, { metrics: LOOPBACK, healthz: null, syncPeriodMs: 30_000, logger: silentLogger() });
+  const servers = await startServers(w.proxier, { proxyMode: 'iptables', healthCheckAddresses: [], metrics: LOOPBACK, healthz: null, syncPeriodMs: 30_000, logger: silentLogger() });
   t.teardown(() => servers.close());
   const node = { name: 'node-a', addresses: [] };
   const remote = ep('10.180.0.5:80', { nodeName: 'node-b' });
@@ -126,7 +130,7 @@ test('metrics: Local traffic policies without a local endpoint are counted', asy
 
 test('healthz and livez: 200 while syncs succeed, 503 once a queued sync has waited twice the sync period, 200 again after a success', async (t) => {
   const w = world(1000);
-  const servers = await startServers(w.proxier, { metrics: null, healthz: LOOPBACK, syncPeriodMs: 1000, logger: silentLogger() });
+  const servers = await startServers(w.proxier, { proxyMode: 'iptables', healthCheckAddresses: [], metrics: null, healthz: LOOPBACK, syncPeriodMs: 1000, logger: silentLogger() });
   t.teardown(() => servers.close());
   const probe = async (path: string) => {
     const res = await fetch(`http://127.0.0.1:${servers.ports.healthz}${path}`);
@@ -164,10 +168,10 @@ test('healthz and livez: 200 while syncs succeed, 503 once a queued sync has wai
 
 test('a server whose address is taken is retried, and the proxy keeps running', async (t) => {
   const w = world();
-  const first = await startServers(w.proxier, { metrics: null, healthz: LOOPBACK, syncPeriodMs: 30_000, logger: silentLogger() });
+  const first = await startServers(w.proxier, { proxyMode: 'iptables', healthCheckAddresses: [], metrics: null, healthz: LOOPBACK, syncPeriodMs: 30_000, logger: silentLogger() });
   t.teardown(() => first.close());
   const taken = parseBindAddress(`127.0.0.1:${first.ports.healthz}`)!;
-  const second = await startServers(w.proxier, { metrics: null, healthz: taken, syncPeriodMs: 30_000, logger: silentLogger() });
+  const second = await startServers(w.proxier, { proxyMode: 'iptables', healthCheckAddresses: [], metrics: null, healthz: taken, syncPeriodMs: 30_000, logger: silentLogger() });
   t.teardown(() => second.close());
   t.is(second.ports.healthz, undefined);
   await t.notThrowsAsync(() => w.proxier.syncOnce());
