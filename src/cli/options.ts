@@ -143,7 +143,7 @@ export function pollIntervalOption(): Option {
 export function kubernetesOptions(): Option[] {
   return [
     new Option('--kubeconfig <path>', 'with --source kubernetes: kubeconfig file (default: in-cluster in a pod, else $KUBECONFIG, else ~/.kube/config)'),
-    new Option('--hostname-override <name>', "this node's name: with --source kubernetes, the Node watched for its zone (default: the host name)").argParser(
+    new Option('--hostname-override <name>', "this node's name: endpoints whose nodeName equals it are local, and its Node (watched with --source kubernetes, else among the manifests) gives the zone (default: the host name with --source kubernetes; with manifest files, the only Node object in them)").argParser(
       hostnameArg,
     ),
   ];

@@ -14,7 +14,8 @@
  *     matched to service ports by name and protocol (endpoints.ts);
  *   - services without a ClusterIP get one from allocate.ts;
  *   - this node is the Node object named `nodeName` (BuildOptions), or
- *     without a name the only Node object read; none otherwise.
+ *     without a name the only Node object read; with a name that no Node
+ *     object has, a node known by that name alone; none otherwise.
  *
  * Cross-object errors (the object is skipped, everything else is served):
  *   - the same identity ("Kind/namespace/name") twice: the first in input
@@ -28,7 +29,7 @@
  *   - an endpoint port whose name matches no service port, or matches a
  *     service port of another protocol (endpoints.ts portWarnings);
  *   - several Node objects and no `nodeName` to choose one: none is used;
- *   - a `nodeName` that no Node object has (then there is no node).
+ *   - a `nodeName` that no Node object has, among others (then the node is known by name alone).
  *
  * Notes (informational, for a log line): a service whose EndpointSlices,
  * Endpoints or inline endpoints are used while Pods also match its selector.
@@ -47,7 +48,11 @@ export interface BuildOptions {
   readonly serviceCIDR: string;
   /** The snapshot built last time: allocation stickiness and ClusterIP conflict precedence. */
   readonly previous?: Snapshot;
-  /** This node's name, to pick its Node object among several; without it, only a lone Node object is used. */
+  /**
+   * This node's name, to pick its Node object among several; without it,
+   * only a lone Node object is used. With it and no Node object of that
+   * name, the node is known by name alone (NodeInfo.nameOnly).
+   */
   readonly nodeName?: string;
   /**
    * "namespace/name" → ClusterIP allocated by an earlier drover process (the
@@ -290,17 +295,18 @@ function errorOn(o: ParsedObject, detail: string): ManifestError {
 
 /**
  * This node among the Node objects read: the one named `nodeName`, or
- * without a name the only one. Pushes a warning onto `warnings` when
- * `nodeName` matches none of several, or when several exist and no name
- * chooses; returns undefined then and when there is no Node object.
+ * without a name the only one. When `nodeName` is given and no Node object
+ * has it, the node known by that name alone (NodeInfo.nameOnly). Pushes a
+ * warning onto `warnings` for each Node object left unused because
+ * `nodeName` matches none of them or several exist and no name chooses;
+ * returns undefined when there is no node name and no single Node object.
  */
 function pickNode(nodes: readonly ParsedNode[], nodeName: string | undefined, warnings: ManifestError[]): NodeInfo | undefined {
-  if (nodes.length === 0) return undefined;
   const chosen = nodeName !== undefined ? nodes.find((n) => n.name === nodeName) : nodes.length === 1 ? nodes[0] : undefined;
   if (chosen === undefined) {
     const why = nodeName !== undefined ? `no Node is named ${nodeName}` : `${nodes.length} Node objects and no node name to choose one`;
     for (const n of nodes) warnings.push(errorOn(n, `${why}; Node ignored`));
-    return undefined;
+    return nodeName !== undefined ? NAME_ONLY.get(nodeName) : undefined;
   }
   return Object.freeze({
     name: chosen.name,
@@ -309,6 +315,16 @@ function pickNode(nodes: readonly ParsedNode[], nodeName: string | undefined, wa
     ...(chosen.leaving !== undefined ? { leaving: chosen.leaving } : {}),
   });
 }
+
+/** One frozen name-only NodeInfo per name, so that builds compare equal and keep their identity. */
+const NAME_ONLY = {
+  cache: new Map<string, NodeInfo>(),
+  get(name: string): NodeInfo {
+    let node = this.cache.get(name);
+    if (!node) this.cache.set(name, (node = Object.freeze({ name, addresses: Object.freeze([]), nameOnly: true as const })));
+    return node;
+  },
+};
 
 function makeServicePort(svc: ParsedService, p: ParsedServicePort, ip: string, allocatedIP: boolean, index: EndpointIndex): ServicePort {
   return Object.freeze({

@@ -139,6 +139,14 @@ export interface NodeInfo {
    * (kube-proxy's nodeEligible, pkg/proxy/healthcheck/proxy_health.go).
    */
   readonly leaving?: string;
+  /**
+   * True when no Node object describes this node and only its name is
+   * known (`--hostname-override`, or the host name for the Kubernetes
+   * source): endpoints are still local by name (kube-proxy compares an
+   * endpoint's nodeName with its hostname), but there is no zone and no
+   * address, and the node counts as absent for `/healthz`.
+   */
+  readonly nameOnly?: true;
 }
 
 /** ClientIP session affinity; `timeoutSeconds` is in seconds (kube-proxy default 10800). */

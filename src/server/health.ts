@@ -76,8 +76,10 @@ export class ProxyHealth {
    * @returns why the node is not eligible, or undefined when it is.
    */
   followNode(node: NodeInfo | undefined): string | undefined {
-    if (node !== undefined) this.nodeSeen = true;
-    const why = node?.leaving ?? (node === undefined && this.nodeSeen ? 'its Node is gone' : undefined);
+    // A node known by name alone has no Node object: as absent as none.
+    const present = node !== undefined && node.nameOnly !== true;
+    if (present) this.nodeSeen = true;
+    const why = node?.leaving ?? (!present && this.nodeSeen ? 'its Node is gone' : undefined);
     this.setNodeEligible(why === undefined);
     return why;
   }

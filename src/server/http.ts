@@ -12,6 +12,8 @@ export interface RouteAnswer {
   readonly status: number;
   readonly contentType: string;
   readonly body: string;
+  /** More response headers, name → value (e.g. a Service health check's endpoint weight). */
+  readonly headers?: Readonly<Record<string, string>>;
 }
 
 /**
@@ -39,7 +41,7 @@ export async function serve(bind: BindAddress, routes: Routes): Promise<RunningS
     const path = (req.url ?? '/').split('?')[0]!;
     const route = Object.hasOwn(routes, path) ? routes[path] : routes['*'];
     const send = (a: RouteAnswer) => {
-      res.writeHead(a.status, { 'Content-Type': a.contentType, 'X-Content-Type-Options': 'nosniff' });
+      res.writeHead(a.status, { ...a.headers, 'Content-Type': a.contentType, 'X-Content-Type-Options': 'nosniff' });
       res.end(req.method === 'HEAD' ? undefined : a.body);
     };
     if (req.method !== 'GET' && req.method !== 'HEAD') return send(text(405, 'method not allowed\n'));

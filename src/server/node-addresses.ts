@@ -13,7 +13,9 @@ export type Interfaces = NodeJS.Dict<NetworkInterfaceInfo[]>;
 
 /**
  * The addresses to listen on for `cidrs` (`--nodeport-addresses`):
- *   - none given, or an IPv4 one that is 0.0.0.0/0: every address, `0.0.0.0`;
+ *   - none given, no IPv4 one (kube-proxy's NewNodePortAddresses then
+ *     adds 0.0.0.0/0 for the family), or an IPv4 one that is 0.0.0.0/0:
+ *     every address, `0.0.0.0`;
  *   - else the IPv4 addresses of the host's interfaces (read now, as
  *     kube-proxy reads them once at start) that lie in an IPv4 CIDR, in
  *     address order, each once; IPv6 CIDRs are left to an IPv6 proxy, as
@@ -23,7 +25,7 @@ export type Interfaces = NodeJS.Dict<NetworkInterfaceInfo[]>;
 export function healthCheckAddresses(cidrs: readonly IPPrefix[] | undefined, interfaces: Interfaces = networkInterfaces()): IPAddress[] {
   if (cidrs === undefined || cidrs.length === 0) return [parseIP('0.0.0.0')!];
   const v4 = cidrs.filter((c) => c.family === 4);
-  if (v4.some((c) => c.bits === 0)) return [parseIP('0.0.0.0')!];
+  if (v4.length === 0 || v4.some((c) => c.bits === 0)) return [parseIP('0.0.0.0')!];
   const found = new Map<string, IPAddress>();
   for (const infos of Object.values(interfaces)) {
     for (const info of infos ?? []) {

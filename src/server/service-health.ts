@@ -48,7 +48,9 @@ interface Instance {
  * The answer of a Service's health check (kube-proxy's hcHandler): 200
  * when `localEndpoints` is not 0 and the proxy is healthy, else 503; the
  * body is kube-proxy's JSON, indented with tabs, without a final newline:
- * `{"service": {"namespace": …, "name": …}, "localEndpoints": N, "serviceProxyHealthy": B}`.
+ * `{"service": {"namespace": …, "name": …}, "localEndpoints": N, "serviceProxyHealthy": B}`;
+ * header `X-Load-Balancing-Endpoint-Weight: N`, which weighted load
+ * balancers read.
  */
 export function serviceHealthAnswer(svc: { readonly namespace: string; readonly name: string }, localEndpoints: number, proxyHealthy: boolean): RouteAnswer {
   const body = [
@@ -61,7 +63,12 @@ export function serviceHealthAnswer(svc: { readonly namespace: string; readonly 
     `\t"serviceProxyHealthy": ${proxyHealthy}`,
     '}',
   ].join('\n');
-  return { status: localEndpoints !== 0 && proxyHealthy ? 200 : 503, contentType: 'application/json', body };
+  return {
+    status: localEndpoints !== 0 && proxyHealthy ? 200 : 503,
+    contentType: 'application/json',
+    body,
+    headers: { 'X-Load-Balancing-Endpoint-Weight': String(localEndpoints) },
+  };
 }
 
 /** See the module comment. */

@@ -83,6 +83,8 @@ export interface DecoderOptions {
   readonly serviceCIDR: string;
   /** Allocations of earlier processes, and where to keep them; none: the allocation lives in memory only. */
   readonly allocations?: AllocationMemory;
+  /** This node's name (BuildOptions.nodeName): which Node object is this node's, and whose endpoints are local without one. */
+  readonly nodeName?: string;
 }
 
 /**
@@ -99,6 +101,7 @@ export function serviceOf(o: ParsedObject & { kind: 'Service' | 'EndpointSlice' 
 /** Decodes the objects of one source; see the module comment. Not shared between sources. */
 export class Decoder {
   private readonly serviceCIDR: string;
+  private readonly nodeName: string | undefined;
   /** Parse result of each raw object (a transport hands the same object again while it is unchanged). */
   private readonly parsed = new WeakMap<ManifestObject, ParseResult>();
   private readonly groups = new Map<GroupKey, readonly ParsedObject[]>();
@@ -130,6 +133,7 @@ export class Decoder {
   constructor(opts: DecoderOptions) {
     parseServiceCIDR(opts.serviceCIDR);
     this.serviceCIDR = opts.serviceCIDR;
+    this.nodeName = opts.nodeName;
     this.memory = opts.allocations;
     this.remembered = new Map(opts.allocations?.initial ?? []);
     this.saved = new Map(this.remembered);
@@ -195,7 +199,13 @@ export class Decoder {
     const keys = [...this.groups.keys()].sort(compareStrings);
     const objects = keys.flatMap((k) => this.groups.get(k)!);
     const before = this.snapshot;
-    const built = buildSnapshot(objects, { serviceCIDR: this.serviceCIDR, previous: before, remembered: this.remembered, memo: this.memo });
+    const built = buildSnapshot(objects, {
+      serviceCIDR: this.serviceCIDR,
+      previous: before,
+      remembered: this.remembered,
+      memo: this.memo,
+      ...(this.nodeName !== undefined ? { nodeName: this.nodeName } : {}),
+    });
     const portsOf = new Map<string, string[]>();
     for (const sp of built.snapshot.services.values()) {
       const service = `${sp.namespace}/${sp.name}`;

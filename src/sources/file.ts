@@ -38,6 +38,8 @@ export interface FileSourceOptions {
   readonly debounceMs?: number;
   /** Where allocated ClusterIPs outlive the process (allocation-state.ts); none: in memory only. */
   readonly allocations?: AllocationMemory;
+  /** This node's name (`--hostname-override`); none: a lone Node object in the files is this node's, and without one no endpoint is local. */
+  readonly nodeName?: string;
 }
 
 /** Outcome of one {@link FileSource.load}. */
@@ -114,7 +116,11 @@ export class FileSource {
 
   /** Throws Error when `opts.serviceCIDR` is not a valid service CIDR (allocate.ts parseServiceCIDR). */
   constructor(path: string, opts: FileSourceOptions) {
-    this.decoder = new Decoder({ serviceCIDR: opts.serviceCIDR, ...(opts.allocations ? { allocations: opts.allocations } : {}) });
+    this.decoder = new Decoder({
+      serviceCIDR: opts.serviceCIDR,
+      ...(opts.allocations ? { allocations: opts.allocations } : {}),
+      ...(opts.nodeName !== undefined ? { nodeName: opts.nodeName } : {}),
+    });
     this.path = path;
     this.logger = opts.logger;
     this.debounceMs = opts.debounceMs ?? 100;

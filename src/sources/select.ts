@@ -80,7 +80,13 @@ const SOURCE_KINDS: readonly SourceKind[] = [
   {
     name: 'file',
     matches: () => true,
-    create: (opts, ctx) => new FileSource(opts.source, { serviceCIDR: opts.serviceCidr, logger: ctx.logger, allocations: ctx.allocations }),
+    create: (opts, ctx) =>
+      new FileSource(opts.source, {
+        serviceCIDR: opts.serviceCidr,
+        logger: ctx.logger,
+        allocations: ctx.allocations,
+        ...(opts.hostnameOverride !== undefined ? { nodeName: opts.hostnameOverride } : {}),
+      }),
   },
 ];
 

@@ -2,6 +2,8 @@ import test from 'ava';
 import { buildSnapshot } from '../../src/model/normalise.ts';
 import type { ParsedEndpointSlice, ParsedNode, ParsedObject, ParsedService } from '../../src/model/parsed.ts';
 import { errorText, okObject, parse } from './model-helpers.ts';
+import { internalEndpoints } from '../../src/model/policy.ts';
+import { ep, sp } from '../support/snapshots.ts';
 
 const service = (spec: Record<string, unknown>, status?: Record<string, unknown>) => ({
   apiVersion: 'v1',
@@ -138,4 +140,19 @@ test('Snapshot.node: the lone Node, or the one named; none with several and no n
   ]);
   const dup = buildSnapshot([nodes[0]!, nodes[0]!], { serviceCIDR: '10.96.0.0/12' });
   t.deepEqual(dup.errors.map(String), ['in.yaml: Node n1: duplicate Node n1, already defined in in.yaml; this copy is skipped']);
+});
+
+test('Snapshot.node: with a node name and no Node object of that name, the node is known by name alone, and its endpoints are local', (t) => {
+  const n1 = okObject(parse(node('n1'))) as ParsedObject;
+  t.deepEqual(buildSnapshot([], { serviceCIDR: '10.96.0.0/12', nodeName: 'n9' }).snapshot.node, { name: 'n9', addresses: [], nameOnly: true });
+  const other = buildSnapshot([n1], { serviceCIDR: '10.96.0.0/12', nodeName: 'n9' });
+  t.deepEqual(other.snapshot.node, { name: 'n9', addresses: [], nameOnly: true });
+  t.deepEqual(other.warnings.map(String), ['in.yaml: Node n1: no Node is named n9; Node ignored']);
+  t.is(
+    buildSnapshot([], { serviceCIDR: '10.96.0.0/12', nodeName: 'n9' }).snapshot.node,
+    buildSnapshot([], { serviceCIDR: '10.96.0.0/12', nodeName: 'n9' }).snapshot.node,
+    'the same object each build, so that the proxier sees no node change',
+  );
+  const local = sp('ns/a:http', '10.96.0.1', 80, [ep('10.0.0.1:80', { nodeName: 'n9' }), ep('10.0.0.2:80', { nodeName: 'n8' })], { internalTrafficPolicy: 'Local' });
+  t.deepEqual(internalEndpoints(local, other.snapshot.node).endpoints.map((e) => e.ip), ['10.0.0.1']);
 });

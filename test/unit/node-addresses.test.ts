@@ -29,7 +29,7 @@ test("with CIDRs, on this node's IPv4 addresses in them, each once, in address o
   t.deepEqual(listen('192.168.0.0/16, 10.0.0.0/8'), ['10.1.2.3', '192.168.7.20']);
   t.deepEqual(listen('127.0.0.0/8'), ['127.0.0.1']);
   t.deepEqual(listen('10.1.2.9/24'), ['10.1.2.3'], 'host bits are ignored, as kube-proxy ignores them');
-  t.deepEqual(listen('fd00::/64'), [], 'only IPv6 CIDRs: nowhere, as in kube-proxy');
+  t.deepEqual(listen('fd00::/64'), ['0.0.0.0'], 'only IPv6 CIDRs: kube-proxy adds 0.0.0.0/0 for IPv4, so every address');
   t.deepEqual(listen('172.16.0.0/12'), []);
 });
 

@@ -54,6 +54,8 @@ test('/healthz follows this node\'s Node through the synced snapshots: leaving o
   sync();
   t.is(h.healthz().status, 503, 'the Node deleted');
   t.is(h.followNode(undefined), 'its Node is gone');
+  t.is(h.followNode({ name: 'n1', addresses: [], nameOnly: true }), 'its Node is gone', 'a node known by name alone has no Node object');
+  t.is(h.followNode({ name: 'n1', addresses: [] }), undefined);
 });
 
 test('countChanges tells service changes from endpoint changes, per service port', (t) => {

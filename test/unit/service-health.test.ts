@@ -51,7 +51,13 @@ async function freePort(): Promise<number> {
 
 async function probe(port: number, path = '/') {
   const res = await fetch(`http://127.0.0.1:${port}${path}`);
-  return { status: res.status, type: res.headers.get('content-type'), nosniff: res.headers.get('x-content-type-options'), body: await res.text() };
+  return {
+    status: res.status,
+    type: res.headers.get('content-type'),
+    nosniff: res.headers.get('x-content-type-options'),
+    weight: res.headers.get('x-load-balancing-endpoint-weight'),
+    body: await res.text(),
+  };
 }
 
 /** kube-proxy's body, byte for byte. */
@@ -117,7 +123,12 @@ test('from manifests: a LoadBalancer Service, its EndpointSlice and this Node gi
 });
 
 test("the answer is kube-proxy's: 200 with local endpoints and a healthy proxy, 503 otherwise", (t) => {
-  t.deepEqual(serviceHealthAnswer({ namespace: 'shop', name: 'web' }, 2, true), { status: 200, contentType: 'application/json', body: body('shop', 'web', 2) });
+  t.deepEqual(serviceHealthAnswer({ namespace: 'shop', name: 'web' }, 2, true), {
+    status: 200,
+    contentType: 'application/json',
+    body: body('shop', 'web', 2),
+    headers: { 'X-Load-Balancing-Endpoint-Weight': '2' },
+  });
   t.is(serviceHealthAnswer({ namespace: 'shop', name: 'web' }, 0, true).status, 503);
   const unhealthy = serviceHealthAnswer({ namespace: 'shop', name: 'web' }, 2, false);
   t.is(unhealthy.status, 503);
@@ -148,21 +159,21 @@ test('drover run serves each health check on its port after a sync: 200 and 503 
   await proxier.syncOnce();
   await until('both health checks listen', async () => [...servers.serviceHealth.served().values()].every((s) => s.bound[0] !== undefined), 5000, 20);
   const ok = await probe(hcWeb);
-  t.deepEqual(ok, { status: 200, type: 'application/json', nosniff: 'nosniff', body: body('shop', 'web', 2) });
+  t.deepEqual(ok, { status: 200, type: 'application/json', nosniff: 'nosniff', weight: '2', body: body('shop', 'web', 2) });
   t.deepEqual(await probe(hcWeb, '/healthz'), ok, 'any path answers');
-  t.deepEqual(await probe(hcApi), { status: 503, type: 'application/json', nosniff: 'nosniff', body: body('shop', 'api', 0) });
+  t.deepEqual(await probe(hcApi), { status: 503, type: 'application/json', nosniff: 'nosniff', weight: '0', body: body('shop', 'api', 0) });
 
   // The local endpoints go away (one is terminating), the remote one stays.
   read = { snapshot: onNode(web([local('10.180.0.1:80', { ready: false, serving: true, terminating: true }), remote('10.180.1.1:80')]), api([remote('10.180.1.2:80')])), changed: new Set(['shop/web:http']) };
   await proxier.syncOnce();
-  t.deepEqual(await probe(hcWeb), { status: 503, type: 'application/json', nosniff: 'nosniff', body: body('shop', 'web', 0) });
+  t.deepEqual(await probe(hcWeb), { status: 503, type: 'application/json', nosniff: 'nosniff', weight: '0', body: body('shop', 'web', 0) });
 
   // The Service goes: its server closes; the other one keeps serving.
   read = { snapshot: onNode(api([local('10.180.0.9:80')])), changed: new Set(['shop/web:http', 'shop/api:http']) };
   await proxier.syncOnce();
   await until('the health check of shop/web is closed', async () => probe(hcWeb).then(() => false, () => true), 5000, 20);
   t.false(servers.serviceHealth.served().has('shop/web'));
-  t.deepEqual(await probe(hcApi), { status: 200, type: 'application/json', nosniff: 'nosniff', body: body('shop', 'api', 1) });
+  t.deepEqual(await probe(hcApi), { status: 200, type: 'application/json', nosniff: 'nosniff', weight: '1', body: body('shop', 'api', 1) });
 });
 
 test('a failed sync changes nothing; an incomplete read closes no health check; a new port reopens it', async (t) => {
@@ -181,7 +192,7 @@ test('a failed sync changes nothing; an incomplete read closes no health check; 
   await sync(undefined, { error: 'iptables-restore failed' });
   t.is((await probe(first)).status, 200);
   await sync(onNode(), { incomplete: ['shop/web.yaml: unreadable'] });
-  t.deepEqual(await probe(first), { status: 200, type: 'application/json', nosniff: 'nosniff', body: body('shop', 'web', 1) });
+  t.deepEqual(await probe(first), { status: 200, type: 'application/json', nosniff: 'nosniff', weight: '1', body: body('shop', 'web', 1) });
   await sync(onNode(lb('shop/web:http', '172.30.0.1', second, [local('10.180.0.1:80')])));
   t.is((await probe(second)).status, 200);
   await t.throwsAsync(() => probe(first));
@@ -210,5 +221,5 @@ test('a port already taken is logged once, naming the Service and the port, and 
   await until('the health check listens', async () => hs.served().get('shop/web')?.bound[0] === port, 5000, 20);
   t.is((await probe(port)).status, 200);
   healthy = false;
-  t.deepEqual(await probe(port), { status: 503, type: 'application/json', nosniff: 'nosniff', body: body('shop', 'web', 1, false) });
+  t.deepEqual(await probe(port), { status: 503, type: 'application/json', nosniff: 'nosniff', weight: '1', body: body('shop', 'web', 1, false) });
 });

@@ -114,7 +114,7 @@ export class KubernetesSource {
   /** Throws Error when `opts.serviceCIDR` is not a valid service CIDR. Starts nothing until {@link load} or {@link watch}. */
   constructor(opts: KubernetesSourceOptions) {
     this.opts = opts;
-    this.decoder = new Decoder({ serviceCIDR: opts.serviceCIDR });
+    this.decoder = new Decoder({ serviceCIDR: opts.serviceCIDR, nodeName: opts.nodeName });
     this.now = opts.now ?? Date.now;
     const informer = (kind: ResourceKind, selectors: { labelSelector?: string; fieldSelector?: string }) =>
       new ResourceInformer(
