@@ -140,19 +140,22 @@ export class ProxyMetrics {
 }
 
 /**
- * Service ports whose Local traffic policy has no local endpoint to use:
- * `internal` for internalTrafficPolicy Local, `external` for
- * externalTrafficPolicy Local on an externally reachable service port, as
- * kube-proxy counts them in its sync loop (pkg/proxy/iptables/proxier.go,
- * serviceNoLocalEndpointsTotalInternal and …External). Costs O(service ports).
+ * Service ports whose Local traffic policy has no local endpoint to use
+ * while other nodes have some (the DROP case; a port with no usable
+ * endpoint anywhere is rejected and not counted): `internal` for
+ * internalTrafficPolicy Local, `external` for externalTrafficPolicy Local
+ * on an externally reachable service port, as kube-proxy counts them in
+ * its sync loop (pkg/proxy/iptables/proxier.go,
+ * serviceNoLocalEndpointsTotalInternal and …External, in the branch where
+ * the service has endpoints). Costs O(service ports).
  */
 export function noLocalEndpoints(snapshot: Snapshot): { internal: number; external: number } {
   let internal = 0;
   let external = 0;
   for (const sp of snapshot.services.values()) {
     if (!usesLocalEndpoints(sp)) continue;
-    const { local } = categorizeEndpoints(sp, snapshot.node);
-    if (local === null || local.length > 0) continue;
+    const { local, hasAnyEndpoints } = categorizeEndpoints(sp, snapshot.node);
+    if (local === null || local.length > 0 || !hasAnyEndpoints) continue;
     if (sp.internalTrafficPolicy === 'Local') internal++;
     if (externallyAccessible(sp) && sp.externalTrafficPolicy === 'Local') external++;
   }

@@ -118,6 +118,9 @@ test('metrics: Local traffic policies without a local endpoint are counted', asy
         sp('ns/itp:http', '172.30.0.5', 80, [remote], { internalTrafficPolicy: 'Local' }),
         sp('ns/itp-ok:http', '172.30.0.6', 80, [local], { internalTrafficPolicy: 'Local' }),
         sp('ns/etp:http', '172.30.0.7', 80, [remote], { externalTrafficPolicy: 'Local', type: 'NodePort', frontends: { ...a([]).frontends, nodePort: 30080 } }),
+        // No usable endpoint anywhere: rejected, not dropped, and not counted (as kube-proxy).
+        sp('ns/itp-none:http', '172.30.0.8', 80, [], { internalTrafficPolicy: 'Local' }),
+        sp('ns/etp-none:http', '172.30.0.9', 80, [], { externalTrafficPolicy: 'Local', type: 'NodePort', frontends: { ...a([]).frontends, nodePort: 30081 } }),
       ),
       node,
     },
