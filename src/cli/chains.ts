@@ -15,7 +15,7 @@ export function chainsCommand(): Command {
   const cmd = new Command('chains')
     .description(
       'print the rules the live kernel holds for a service port (or every port of NAMESPACE/NAME, or all): ' +
-        'the KUBE-SERVICES entry, the KUBE-SVC and KUBE-SEP chains, or the REJECT of a port with no endpoints' +
+        'the KUBE-SERVICES entry, the KUBE-SVC (or KUBE-SVL) and KUBE-SEP chains, or the REJECT of a port with no endpoints (DROP: no local endpoints)' +
         modeHelp('chains') +
         '; exit 1 for an unknown service',
     )

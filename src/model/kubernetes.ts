@@ -112,15 +112,6 @@ export const k8sServicePortSchema = z.object({
   nodePort: optional(portSchema),
 });
 
-/**
- * v1 Service, after dispatch. `spec.ports` obeys the port-set rules of
- * schema.ts `refineServicePorts`, the ClusterIPs those of
- * {@link refineClusterIPs}. Also read: `spec.clusterIPs`/`ipFamilies` (at
- * most 2 each), `spec.externalIPs`, `spec.loadBalancerSourceRanges`,
- * `spec.healthCheckNodePort`, `status.loadBalancer.ingress`, and for
- * deriving endpoints from Pods `spec.selector` (a map of label keys to
- * values) and `spec.publishNotReadyAddresses` (default false).
- */
 /** Services with this label belong to another service proxy (kube-proxy's apis.LabelServiceProxyName). */
 export const SERVICE_PROXY_NAME_LABEL = 'service.kubernetes.io/service-proxy-name';
 /** The endpoints controller puts this label on the EndpointSlices of headless Services (core/v1 IsHeadlessService). */
@@ -130,8 +121,9 @@ export const HEADLESS_LABEL = 'service.kubernetes.io/headless';
  * Why an object with these labels is not drover's to proxy, or undefined
  * when it is: kube-proxy's informers select
  * `!service.kubernetes.io/headless,!service.kubernetes.io/service-proxy-name`
- * (cmd/kube-proxy/app/server.go), for Services and EndpointSlices alike.
- * Only the presence of a label counts, whatever its value.
+ * (cmd/kube-proxy/app/server.go). drover applies it to Services in every
+ * source (a labelled Service gets no ports, so its EndpointSlices serve
+ * nothing). Only the presence of a label counts, whatever its value.
  */
 export function notOursReason(labels: Readonly<Record<string, unknown>> | null | undefined): string | undefined {
   if (labels?.[SERVICE_PROXY_NAME_LABEL] !== undefined) return `labelled ${SERVICE_PROXY_NAME_LABEL} (another service proxy serves it)`;
@@ -139,6 +131,16 @@ export function notOursReason(labels: Readonly<Record<string, unknown>> | null |
   return undefined;
 }
 
+/**
+ * v1 Service, after dispatch. `spec.ports` obeys the port-set rules of
+ * schema.ts `refineServicePorts`, the ClusterIPs those of
+ * {@link refineClusterIPs}. Also read: `spec.clusterIPs`/`ipFamilies` (at
+ * most 2 each), `spec.externalIPs`, `spec.loadBalancerSourceRanges`,
+ * `spec.healthCheckNodePort`, `status.loadBalancer.ingress`, and for
+ * deriving endpoints from Pods `spec.selector` (a map of label keys to
+ * values) and `spec.publishNotReadyAddresses` (default false); of the
+ * labels, only the two of {@link notOursReason}.
+ */
 export const k8sServiceSchema = z.object({
   metadata: z.object({
     name: validated(checkDNSLabel),

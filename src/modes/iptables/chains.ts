@@ -5,11 +5,13 @@
  *
  * - nat `KUBE-SERVICES` rules commented "<ns>/<svc>[:<port>] cluster IP" and
  *   filter `KUBE-SERVICES` rules commented "<ns>/<svc>[:<port>] has no
- *   endpoints" name the service port (kube-proxy's comments, see render.ts);
+ *   endpoints" (REJECT) or "… has no local endpoints" (DROP) name the
+ *   service port (kube-proxy's comments, see render.ts);
  * - the chains they jump to, and the chains those jump to, are the service
- *   port's KUBE-SVC and KUBE-SEP chains. Only chains drover owns are
- *   followed (KUBE-SVC-*, KUBE-SEP-*: `isServiceChain`); kube-proxy's
- *   KUBE-EXT/KUBE-SVL/KUBE-FW chains and the shared KUBE-MARK-MASQ are not;
+ *   port's KUBE-SVC (or KUBE-SVL) and KUBE-SEP chains. Only chains drover
+ *   owns are followed (KUBE-SVC-*, KUBE-SVL-*, KUBE-SEP-*:
+ *   `isServiceChain`); kube-proxy's KUBE-EXT/KUBE-FW chains and the shared
+ *   KUBE-MARK-MASQ are not;
  * - a KUBE-SEP chain's endpoint is its DNAT `--to-destination` (older
  *   kube-proxy versions do not name the endpoint in a comment).
  */

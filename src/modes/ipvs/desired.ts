@@ -7,8 +7,9 @@
  *   ClusterIP:port/protocol, scheduler `--ipvs-scheduler`, and for ClientIP
  *   session affinity the persistent flag with the affinity timeout (netmask
  *   /32, as kube-proxy);
- * - its real servers are the endpoint policy's cluster set (model/policy.ts
- *   `clusterEndpoints`), weight 1, masquerade (NAT) forwarding. A service
+ * - its real servers are the endpoints of ClusterIP traffic (model/policy.ts
+ *   `internalEndpoints`: the cluster set, or this node's under
+ *   internalTrafficPolicy Local), weight 1, masquerade (NAT) forwarding. A service
  *   port without serving endpoints keeps its virtual
  *   server with no real server, so that connections to it are refused;
  * - every ClusterIP is bound as /32 to the dummy interface kube-ipvs0;
