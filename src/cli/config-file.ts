@@ -132,6 +132,11 @@ export function readConfigFile(path: string, modeFlag?: string): ConfigValues {
   for (const [field, value] of leaves) {
     if (IGNORED.has(field)) continue;
     const rule = Object.hasOwn(FIELDS, field) ? FIELDS[field] : undefined;
+    if (field === 'nodePortAddresses' && Array.isArray(value) && value.includes('primary')) {
+      // kube-proxy's "primary" (the node's primary IPs) is not taken: named as unsupported, and every address is used.
+      unsupported.push(`${field} (primary)`);
+      continue;
+    }
     if (rule) {
       take(field, rule, value);
       continue;

@@ -153,6 +153,12 @@ test('nodePortAddresses becomes --nodeport-addresses, for run; a value that is n
   const { opts, warnings } = await effective(`${HEAD}nodePortAddresses: [10.0.0.0/8, "fd00::/64"]\n`);
   t.deepEqual(warnings, []);
   t.deepEqual((opts.nodeportAddresses as { text: string }[]).map((c) => c.text), ['10.0.0.0/8', 'fd00::/64']);
-  t.regex(await refused(`${HEAD}nodePortAddresses: [primary]\n`), /^--config F: nodePortAddresses: "primary" is not a CIDR/);
+  t.regex(await refused(`${HEAD}nodePortAddresses: [10.0.0.0/33]\n`), /^--config F: nodePortAddresses: "10.0.0.0\/33" is not a CIDR/);
   t.deepEqual((await effective(`${HEAD}nodePortAddresses: [10.0.0.0/8]\n`, [], 'sync')).warnings, [], 'sync leaves a field of run alone');
+});
+
+test("nodePortAddresses: kube-proxy's primary is named as unsupported, not refused; every address is used", async (t) => {
+  const primary = await effective(`${HEAD}nodePortAddresses: [primary]\n`);
+  t.is(primary.opts.nodeportAddresses, undefined);
+  t.deepEqual(primary.warnings, ['drover: --config F: not supported by drover, ignored: nodePortAddresses (primary)']);
 });
