@@ -282,3 +282,34 @@ COMMIT
   t.false(fake.dump('nat').includes('ns2/svc2'));
   t.deepEqual(fake.chain('filter', 'KUBE-SERVICES'), []);
 });
+
+test('internalTrafficPolicy switched by partial syncs: each step leaves the kernel as a full sync of it would; cleanup leaves no KUBE-SVL', async (t) => {
+  const { fake, backend } = setup();
+  const node = { name: 'n1', addresses: [] };
+  const eps = (...names: string[]) => names.map((n, i) => ep(`10.180.0.${i + 1}:80`, { nodeName: n }));
+  const web = (itp: 'Cluster' | 'Local', endpoints: ReturnType<typeof eps>) => sp('ns1/svc1:p80', '172.30.0.41', 80, endpoints, { internalTrafficPolicy: itp });
+  const states = [
+    web('Cluster', eps('n1', 'n2')),
+    web('Local', eps('n1', 'n2')), // KUBE-SVC goes, KUBE-SVL with the n1 endpoint comes
+    web('Local', eps('n2', 'n2')), // no local endpoint: the jump goes, a DROP comes
+    web('Local', eps('n1', 'n2')), // back to KUBE-SVL
+    web('Cluster', eps('n1', 'n2')), // back to KUBE-SVC
+  ];
+  // Line sets: a partial sync appends a new KUBE-SERVICES jump where a full one sorts it in (their order does not matter, each matches its own ClusterIP:port).
+  const tables = (f: FakeIptables) => ({ nat: f.dump('nat').split('\n').sort(), filter: f.dump('filter').split('\n').sort() });
+  for (const [i, state] of states.entries()) {
+    const s = { ...snap(state, svc2(['10.180.0.9:8080'])), node };
+    await backend.sync(s, i === 0 ? FULL : partial('ns1/svc1:p80'));
+    const fresh = setup();
+    await fresh.backend.sync(s, FULL);
+    t.deepEqual(tables(fake), tables(fresh.fake), `step ${i}`);
+    // drover itself sees the kernel converged: a full sync of the same state writes nothing.
+    t.like(await backend.sync(s, FULL), { written: { chain: 0, rule: 0 } }, `step ${i}, then a full sync`);
+  }
+  t.regex(fake.dump('nat'), /KUBE-SVC-XPGD46QRK7WJZT7O/);
+  await backend.sync({ ...snap(states[1]!, svc2(['10.180.0.9:8080'])), node }, partial('ns1/svc1:p80'));
+  t.regex(fake.dump('nat'), /:KUBE-SVL-XPGD46QRK7WJZT7O/);
+  t.notRegex(fake.dump('nat'), /KUBE-SVC-XPGD46QRK7WJZT7O/);
+  await backend.cleanup();
+  t.notRegex(`${fake.dump('nat')}${fake.dump('filter')}`, /KUBE-(SVL|SVC|SEP)-/);
+});
