@@ -20,7 +20,7 @@ import type { NodeInfo, ServicePort, Snapshot } from '../../model/types.ts';
 import type { Backend, ChangeSet, CleanupResult, SyncResult } from '../types.ts';
 import type { IptablesExec } from './exec.ts';
 import { parseSave, type ParsedDump } from './parse.ts';
-import { isEmptyPlan, planStats, planToRestore, type Plan } from './plan.ts';
+import { assertRestorable, isEmptyPlan, planStats, planToRestore, type Plan } from './plan.ts';
 import { splitPlan } from './split.ts';
 import { countServingEndpoints } from '../../model/policy.ts';
 import { renderServicePort, type RenderOptions, type ServiceRules } from './render.ts';
@@ -114,21 +114,29 @@ export class IptablesBackend implements Backend {
         plan = partialPlan(changes.changed, before, after);
         budgetScope = after;
       }
-      const payloads = splitPlan(plan, budgetScope, this.budget()).map((p) => planToRestore(p));
-      if (!full && payloads.length > 0) await this.watch.beforeWrite();
-      const applyStart = performance.now();
-      for (const payload of payloads) await this.opts.exec.restore(payload);
-      const applyMs = payloads.length > 0 ? performance.now() - applyStart : 0;
+      const parts = splitPlan(plan, budgetScope, this.budget());
+      // Every part is checked before the first is written; each payload's text is made only when it is written.
+      for (const part of parts) assertRestorable(part);
+      if (!full && parts.length > 0) await this.watch.beforeWrite();
+      let applyMs = 0;
+      let bytes = 0;
+      for (const part of parts) {
+        const payload = planToRestore(part);
+        bytes += Buffer.byteLength(payload);
+        const applyStart = performance.now();
+        await this.opts.exec.restore(payload);
+        applyMs += performance.now() - applyStart;
+      }
       this.applied = next;
       if (full) await this.watch.afterFullSync();
-      else if (payloads.length > 0) await this.watch.afterWrite();
+      else if (parts.length > 0) await this.watch.afterWrite();
       return {
         full,
         services: snapshot.services.size,
         endpoints: countServingEndpoints(snapshot),
         ...planStats(plan),
-        bytes: payloads.reduce((sum, p) => sum + Buffer.byteLength(p), 0),
-        transactions: payloads.length,
+        bytes,
+        transactions: parts.length,
         readMs,
         applyMs,
         totalMs: performance.now() - start,
