@@ -8,6 +8,7 @@ import { relative, resolve } from 'node:path';
 import { SystemConntrack } from '../conntrack/exec.ts';
 import { Proxier } from '../proxier/proxier.ts';
 import { StatusFileWriter } from '../proxier/status-file.ts';
+import { collectGarbage } from '../util/gc.ts';
 import { createLogger } from '../util/log.ts';
 import { startServers } from '../server/daemon.ts';
 import { configOption } from './config-file.ts';
@@ -74,6 +75,10 @@ export function runCommand(): Command {
         conntrack: new SystemConntrack(opts.netns),
       });
       status.listen(proxier);
+      // A full sync leaves garbage the size of the whole ruleset behind, which V8 would keep until it needs room (util/gc.ts).
+      proxier.on('sync', (last) => {
+        if (last.full && last.error === undefined) setImmediate(collectGarbage);
+      });
       const servers = await startServers(proxier, {
         metrics: opts.metricsBindAddress,
         healthz: opts.healthzBindAddress,
