@@ -7,8 +7,8 @@ import { Command } from 'commander';
 import { relative, resolve } from 'node:path';
 import { SystemConntrack } from '../conntrack/exec.ts';
 import { Proxier } from '../proxier/proxier.ts';
+import { collectAfterSyncs } from '../proxier/collect-after-sync.ts';
 import { StatusFileWriter } from '../proxier/status-file.ts';
-import { collectGarbage } from '../util/gc.ts';
 import { createLogger } from '../util/log.ts';
 import { startServers } from '../server/daemon.ts';
 import { configOption } from './config-file.ts';
@@ -75,10 +75,8 @@ export function runCommand(): Command {
         conntrack: new SystemConntrack(opts.netns),
       });
       status.listen(proxier);
-      // A full sync leaves garbage the size of the whole ruleset behind, which V8 would keep until it needs room (util/gc.ts).
-      proxier.on('sync', (last) => {
-        if (last.full && last.error === undefined) setImmediate(collectGarbage);
-      });
+      // A sync leaves garbage behind (a full one, the size of the whole ruleset), which V8 would keep until it needs room.
+      const stopCollecting = collectAfterSyncs(proxier);
       const servers = await startServers(proxier, {
         metrics: opts.metricsBindAddress,
         healthz: opts.healthzBindAddress,
@@ -95,6 +93,7 @@ export function runCommand(): Command {
         const stop = (signal: string) => {
           logger.info({ signal }, 'stopping; programmed rules are left in place');
           process.off('SIGHUP', hangup);
+          stopCollecting();
           void proxier
             .stop()
             .then(() => servers.close())

@@ -5,7 +5,7 @@
  * payloads: a few hundred MB at 10,000 service ports) the heap keeps that
  * size, and so the RSS, until enough is allocated again, which in a quiet
  * cluster can be hours. Collecting once such a sync is done gives the
- * memory back at once.
+ * memory back at once (proxier/collect-after-sync.ts).
  *
  * Node.js has no API for it without `--expose-gc` on its command line, so
  * the first call turns that flag on and takes `gc` from a fresh V8 context
@@ -31,13 +31,20 @@ function findCollector(): (() => void) | null {
 }
 
 /**
- * Run a full, blocking garbage collection (a few hundred ms for a heap of a
- * few hundred MB). Never throws.
+ * Run a full, blocking garbage collection that also compacts the heap (V8's
+ * `--compact-on-every-full-gc`, for this one collection), so that the pages
+ * it empties go back to the system instead of staying half used: about
+ * 0.1 s per 100 MB still in use. Never throws.
  * @returns false when the runtime offers no way to do it (nothing was done).
  */
 export function collectGarbage(): boolean {
   if (collector === undefined) collector = findCollector();
   if (collector === null) return false;
-  collector();
+  setFlagsFromString('--compact-on-every-full-gc');
+  try {
+    collector();
+  } finally {
+    setFlagsFromString('--no-compact-on-every-full-gc');
+  }
   return true;
 }
