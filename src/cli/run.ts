@@ -8,6 +8,7 @@ import { Command } from 'commander';
 import { relative, resolve } from 'node:path';
 import { SystemConntrack } from '../conntrack/exec.ts';
 import { Proxier } from '../proxier/proxier.ts';
+import { collectAfterSyncs } from '../proxier/collect-after-sync.ts';
 import { StatusFileWriter } from '../proxier/status-file.ts';
 import { createLogger } from '../util/log.ts';
 import { startServers } from '../server/daemon.ts';
@@ -80,6 +81,8 @@ export function runCommand(): Command {
       if (healthCheckAddresses.length === 0) {
         logger.warn({ nodeportAddresses: opts.nodeportAddresses?.map((c) => c.text) }, 'no IPv4 address of this node is in --nodeport-addresses: no Service health check is served');
       }
+      // A sync leaves garbage behind (a full one, the size of the whole ruleset), which V8 would keep until it needs room.
+      const stopCollecting = collectAfterSyncs(proxier);
       const servers = await startServers(proxier, {
         metrics: opts.metricsBindAddress,
         healthz: opts.healthzBindAddress,
@@ -98,6 +101,7 @@ export function runCommand(): Command {
         const stop = (signal: string) => {
           logger.info({ signal }, 'stopping; programmed rules are left in place');
           process.off('SIGHUP', hangup);
+          stopCollecting();
           void proxier
             .stop()
             .then(() => servers.close())

@@ -13,6 +13,7 @@
  *
  * Everything here is linear in the number of ports and addresses.
  */
+import { frozenCopy } from './copy.ts';
 import { objectError, type ManifestError } from './errors.ts';
 import { compareEndpoints, compareStrings } from './order.ts';
 import type { EndpointAddress, EndpointGroup, ParsedEndpoints, ParsedEndpointSlice, ParsedService, ParsedServicePort } from './parsed.ts';
@@ -67,7 +68,7 @@ export function endpointsFor(p: ParsedServicePort, index: EndpointIndex): readon
     for (const a of addresses) {
       const id = `${a.ip}:${port}`;
       const seen = byAddr.get(id);
-      if (seen === undefined || rank(a) > rank(seen)) byAddr.set(id, Object.freeze({ ...a, port }));
+      if (seen === undefined || rank(a) > rank(seen)) byAddr.set(id, frozenCopy(a, { port }));
     }
   }
   return Object.freeze([...byAddr.values()].sort(compareEndpoints));

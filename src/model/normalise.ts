@@ -35,6 +35,7 @@
  * Endpoints or inline endpoints are used while Pods also match its selector.
  */
 import { allocateClusterIPs, parseServiceCIDR } from './allocate.ts';
+import { frozenCopy } from './copy.ts';
 import { endpointsFor, groupByService, indexEndpoints, orphanWarnings, portWarnings, type EndpointIndex } from './endpoints.ts';
 import { displayFile, ManifestError, objectError } from './errors.ts';
 import { compareStrings } from './order.ts';
@@ -311,7 +312,7 @@ function pickNode(nodes: readonly ParsedNode[], nodeName: string | undefined, wa
   return Object.freeze({
     name: chosen.name,
     ...(chosen.zone !== undefined ? { zone: chosen.zone } : {}),
-    addresses: Object.freeze(chosen.addresses.map((a) => Object.freeze({ ...a }))),
+    addresses: Object.freeze(chosen.addresses.map((a) => frozenCopy(a))),
     ...(chosen.leaving !== undefined ? { leaving: chosen.leaving } : {}),
   });
 }
@@ -339,14 +340,14 @@ function makeServicePort(svc: ParsedService, p: ParsedServicePort, ip: string, a
     port: p.port,
     protocol: p.protocol,
     frontends: Object.freeze({
-      clusterIPs: Object.freeze(allocatedIP ? [Object.freeze({ family: 'IPv4' as const, ip })] : svc.clusterIPs.map((c) => Object.freeze({ ...c }))),
+      clusterIPs: Object.freeze(allocatedIP ? [Object.freeze({ family: 'IPv4' as const, ip })] : svc.clusterIPs.map((c) => frozenCopy(c))),
       ...(p.nodePort !== undefined ? { nodePort: p.nodePort } : {}),
-      externalIPs: Object.freeze(svc.externalIPs.map((e) => Object.freeze({ ...e }))),
-      loadBalancerIngress: Object.freeze(svc.loadBalancerIngress.map((e) => Object.freeze({ ...e }))),
+      externalIPs: Object.freeze(svc.externalIPs.map((e) => frozenCopy(e))),
+      loadBalancerIngress: Object.freeze(svc.loadBalancerIngress.map((e) => frozenCopy(e))),
       loadBalancerSourceRanges: Object.freeze([...svc.loadBalancerSourceRanges]),
       ...(svc.healthCheckNodePort !== undefined ? { healthCheckNodePort: svc.healthCheckNodePort } : {}),
     }),
-    sessionAffinity: svc.sessionAffinity === null ? null : Object.freeze({ ...svc.sessionAffinity }),
+    sessionAffinity: svc.sessionAffinity === null ? null : frozenCopy(svc.sessionAffinity),
     internalTrafficPolicy: svc.internalTrafficPolicy,
     externalTrafficPolicy: svc.externalTrafficPolicy,
     endpoints: endpointsFor(p, index),

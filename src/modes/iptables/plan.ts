@@ -180,17 +180,28 @@ export function isEmptyPlan(plan: Plan): boolean {
 }
 
 /**
+ * Check that every chain name and rule of `plan` fits on one restore line.
+ * @throws Error naming the first one that holds a line break.
+ */
+export function assertRestorable(plan: Plan): void {
+  for (const table of TABLES) {
+    const o = plan[table];
+    const bad =
+      [...o.declare, ...o.deleteChains].find(hasLineBreak) ??
+      [...o.deleteRules, ...o.insertRules, ...o.appendRules].flatMap((r) => [r.chain, r.rule]).find(hasLineBreak);
+    if (bad !== undefined) throw new Error(`refusing to write a restore line containing a line break: ${JSON.stringify(bad)}`);
+  }
+}
+
+const hasLineBreak = (x: string): boolean => /[\r\n]/.test(x);
+
+/**
  * Print a plan as iptables-restore input (for `--noflush`). Tables with no
  * operation are left out; an empty plan prints "".
  * @param header comment lines (without `# `) printed first.
  */
 export function planToRestore(plan: Plan, header: readonly string[] = []): string {
-  for (const table of TABLES) {
-    const o = plan[table];
-    const texts = [...o.declare, ...o.deleteChains, ...[...o.deleteRules, ...o.insertRules, ...o.appendRules].flatMap((r) => [r.chain, r.rule])];
-    const bad = texts.find((x) => /[\r\n]/.test(x));
-    if (bad !== undefined) throw new Error(`refusing to write a restore line containing a line break: ${JSON.stringify(bad)}`);
-  }
+  assertRestorable(plan);
   const out: string[] = header.map((line) => `# ${line}`);
   for (const table of TABLES) {
     const ops = plan[table];

@@ -22,15 +22,21 @@ export interface IptablesSyncDetail {
   readonly written: RulesByTable;
 }
 
-/** The rules of `statics` and of every service port in `services`, per table. Costs O(service ports and their chains). */
-export function ownedRules(statics: StaticRuleset, services: Iterable<ServiceRules>): RulesByTable {
+/** The rules of one rendered service port per table: its KUBE-SERVICES rule and its chains' rules. Costs O(its chains). */
+export function ruleCounts(sr: ServiceRules): RulesByTable {
+  let nat = sr.natJump !== null ? 1 : 0;
+  for (const rules of sr.chains.values()) nat += rules.length;
+  return { filter: sr.filterReject !== null ? 1 : 0, nat };
+}
+
+/** The rules of `statics` and of every service port (`services`: each one's {@link ruleCounts}), per table. Costs O(service ports). */
+export function ownedRules(statics: StaticRuleset, services: Iterable<RulesByTable>): RulesByTable {
   const count = { filter: 0, nat: 0 };
   for (const [table, chains] of statics.chains) for (const rules of chains.values()) count[table] += rules.length;
   for (const hook of statics.hooks) count[hook.table]++;
   for (const sr of services) {
-    if (sr.natJump !== null) count.nat++;
-    if (sr.filterReject !== null) count.filter++;
-    for (const rules of sr.chains.values()) count.nat += rules.length;
+    count.nat += sr.nat;
+    count.filter += sr.filter;
   }
   return count;
 }

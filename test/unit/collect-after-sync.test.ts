@@ -1,0 +1,82 @@
+import test from 'ava';
+import FakeTimers from '@sinonjs/fake-timers';
+import { collectAfterSyncs, leavesGarbage } from '../../src/proxier/collect-after-sync.ts';
+import type { LastSync, SyncListener } from '../../src/proxier/proxier.ts';
+import type { SyncResult } from '../../src/modes/types.ts';
+import { collectGarbage } from '../../src/util/gc.ts';
+
+/** A proxier stand-in whose sync listeners the test calls. */
+function fakeProxier() {
+  const listeners = new Set<SyncListener>();
+  return {
+    on: (_event: 'sync', l: SyncListener) => {
+      listeners.add(l);
+      return () => {
+        listeners.delete(l);
+      };
+    },
+    sync: (last: LastSync) => {
+      for (const l of listeners) l(last);
+    },
+    get listening() {
+      return listeners.size;
+    },
+  };
+}
+
+const sync = (full: boolean, transactions: number, error?: string): LastSync => ({
+  at: 0,
+  full,
+  durationMs: 1,
+  incomplete: [],
+  ...(error !== undefined ? { error } : { result: { transactions } as SyncResult }),
+});
+
+test('a full sync or one that wrote leaves garbage; one that wrote nothing, or failed, does not', (t) => {
+  t.true(leavesGarbage(sync(true, 0)));
+  t.true(leavesGarbage(sync(false, 1)));
+  t.false(leavesGarbage(sync(false, 0)));
+  t.false(leavesGarbage(sync(true, 0, 'iptables-restore failed')));
+});
+
+test('a burst of syncs is collected once, after the quiet time that follows its last one', (t) => {
+  const clock = FakeTimers.install({ toFake: ['setTimeout', 'clearTimeout'] });
+  t.teardown(() => clock.uninstall());
+  const proxier = fakeProxier();
+  let collected = 0;
+  collectAfterSyncs(proxier, 1000, () => collected++);
+  proxier.sync(sync(true, 3));
+  clock.tick(600);
+  proxier.sync(sync(false, 1));
+  clock.tick(600);
+  t.is(collected, 0);
+  clock.tick(400);
+  t.is(collected, 1);
+  proxier.sync(sync(false, 0)); // the periodic check of a quiet node
+  clock.tick(5000);
+  t.is(collected, 1);
+});
+
+test('stopping cancels a pending collection and stops listening', (t) => {
+  const clock = FakeTimers.install({ toFake: ['setTimeout', 'clearTimeout'] });
+  t.teardown(() => clock.uninstall());
+  const proxier = fakeProxier();
+  let collected = 0;
+  const stop = collectAfterSyncs(proxier, 1000, () => collected++);
+  proxier.sync(sync(true, 1));
+  stop();
+  clock.tick(5000);
+  t.is(collected, 0);
+  t.is(proxier.listening, 0);
+});
+
+test('collectGarbage frees unreachable objects at once, without --expose-gc', (t) => {
+  t.is(typeof (globalThis as { gc?: unknown }).gc, 'undefined');
+  let garbage: Array<{ i: number; s: string }> | undefined = [];
+  for (let i = 0; i < 1_000_000; i++) garbage.push({ i, s: `x${i}` });
+  const before = process.memoryUsage().heapUsed;
+  garbage = undefined;
+  t.true(collectGarbage());
+  t.true(process.memoryUsage().heapUsed < before - 30 * 1024 * 1024);
+  t.is(typeof (globalThis as { gc?: unknown }).gc, 'undefined');
+});
