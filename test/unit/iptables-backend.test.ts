@@ -313,3 +313,17 @@ test('internalTrafficPolicy switched by partial syncs: each step leaves the kern
   await backend.cleanup();
   t.notRegex(`${fake.dump('nat')}${fake.dump('filter')}`, /KUBE-(SVL|SVC|SEP)-/);
 });
+
+test('a partial sync removes what a service port was rendered with on the node it had then, not on the new one', async (t) => {
+  const { fake, backend } = setup();
+  const web = sp('ns1/svc1:p80', '172.30.0.41', 80, [ep('10.180.0.1:80', { nodeName: 'n1' }), ep('10.180.0.2:80', { nodeName: 'n2' })], { internalTrafficPolicy: 'Local' });
+  await backend.sync({ ...snap(web), node: { name: 'n1', addresses: [] } }, FULL);
+  t.regex(fake.dump('nat'), /DNAT --to-destination 10\.180\.0\.1:80/);
+  const moved = { ...snap(web), node: { name: 'n2', addresses: [] } };
+  await backend.sync(moved, partial('ns1/svc1:p80'));
+  const fresh = setup();
+  await fresh.backend.sync(moved, FULL);
+  const lines = (f: FakeIptables) => [f.dump('nat'), f.dump('filter')].map((d) => d.split('\n').sort());
+  t.deepEqual(lines(fake), lines(fresh.fake));
+  t.notRegex(fake.dump('nat'), /10\.180\.0\.1:80/, "n1's endpoint chain is gone");
+});
