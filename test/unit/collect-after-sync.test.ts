@@ -1,6 +1,6 @@
 import test, { type ExecutionContext } from 'ava';
 import FakeTimers from '@sinonjs/fake-timers';
-import { collectAfterSyncs, leavesGarbage, worthCollecting } from '../../src/proxier/collect-after-sync.ts';
+import { collectAfterSyncs, leavesGarbage } from '../../src/proxier/collect-after-sync.ts';
 import type { LastSync, SyncListener } from '../../src/proxier/proxier.ts';
 import type { SyncResult } from '../../src/modes/types.ts';
 import { collectGarbage } from '../../src/util/gc.ts';
@@ -33,7 +33,6 @@ const sync = (full: boolean, transactions: number, error?: string): LastSync => 
   ...(error !== undefined ? { error } : { result: { transactions } as SyncResult }),
 });
 
-const MB = 1024 * 1024;
 
 test('a full sync (also a failed one) or one that wrote leaves garbage; a partial one that wrote nothing, or failed, does not', (t) => {
   t.true(leavesGarbage(sync(true, 0)));
@@ -43,22 +42,14 @@ test('a full sync (also a failed one) or one that wrote leaves garbage; a partia
   t.false(leavesGarbage(sync(false, 0, 'iptables-restore failed')));
 });
 
-test('worth collecting: after a full sync always; after a partial one that wrote only once the heap has grown enough', (t) => {
-  t.true(worthCollecting(sync(true, 0), 0, 32 * MB));
-  t.false(worthCollecting(sync(false, 1), 31 * MB, 32 * MB));
-  t.true(worthCollecting(sync(false, 1), 32 * MB, 32 * MB));
-  t.false(worthCollecting(sync(false, 0), 100 * MB, 32 * MB));
-});
-
 /** collectAfterSyncs on a fake proxier and clock, with the heap in use as the test sets it. */
 function world(t: ExecutionContext) {
   const clock = FakeTimers.install({ toFake: ['setTimeout', 'clearTimeout'] });
   t.teardown(() => clock.uninstall());
   const proxier = fakeProxier();
-  const heap = { used: 100 * MB };
   let collected = 0;
-  const stop = collectAfterSyncs(proxier, { quietMs: 1000, growthBytes: 32 * MB, collect: () => collected++, heapUsed: () => heap.used });
-  return { clock, proxier, heap, stop, collected: () => collected };
+  const stop = collectAfterSyncs(proxier, { quietMs: 1000, collect: () => collected++ });
+  return { clock, proxier, stop, collected: () => collected };
 }
 
 test('a burst of syncs is collected once, after the quiet time that follows its last one', (t) => {
@@ -73,29 +64,6 @@ test('a burst of syncs is collected once, after the quiet time that follows its 
   proxier.sync(sync(false, 0)); // the periodic check of a quiet node
   clock.tick(5000);
   t.is(collected(), 1);
-});
-
-test('small partial syncs collect nothing until the heap has grown by the threshold since the last collection', (t) => {
-  const { clock, proxier, heap, collected } = world(t);
-  for (let i = 0; i < 5; i++) {
-    heap.used += 5 * MB;
-    proxier.sync(sync(false, 1));
-    clock.tick(2000);
-  }
-  t.is(collected(), 0, '25 MB of growth');
-  heap.used += 10 * MB;
-  proxier.sync(sync(false, 1));
-  clock.tick(2000);
-  t.is(collected(), 1, '35 MB of growth');
-  // The baseline is now the heap after that collection.
-  heap.used += 20 * MB;
-  proxier.sync(sync(false, 1));
-  clock.tick(2000);
-  t.is(collected(), 1, '20 MB since the last collection');
-  heap.used += 15 * MB;
-  proxier.sync(sync(false, 1));
-  clock.tick(2000);
-  t.is(collected(), 2, '35 MB since the last collection');
 });
 
 test('a collection due while a sync runs waits for its end and the quiet time after it', (t) => {
