@@ -209,23 +209,6 @@ export class Proxier {
    * @throws the source's or the backend's error; the next sync is then a full one.
    */
   async syncOnce(opts: { full?: boolean } = {}): Promise<SyncResult> {
-    this.inSync++;
-    try {
-      return await this.syncInner(opts);
-    } finally {
-      this.inSync--;
-    }
-  }
-
-  /** True while a sync runs (e.g. to hold a garbage collection back, proxier/collect-after-sync.ts). */
-  get syncing(): boolean {
-    return this.inSync > 0;
-  }
-
-  private inSync = 0;
-
-  /** The body of {@link syncOnce}. */
-  private async syncInner(opts: { full?: boolean }): Promise<SyncResult> {
     const start = performance.now();
     let full = opts.full === true || this.fullRequested || this.applied === null;
     this.fullRequested = false;

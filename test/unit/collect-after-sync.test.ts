@@ -1,22 +1,21 @@
-import test, { type ExecutionContext } from 'ava';
+import test from 'ava';
 import FakeTimers from '@sinonjs/fake-timers';
 import { collectAfterSyncs, leavesGarbage } from '../../src/proxier/collect-after-sync.ts';
 import type { LastSync, SyncListener } from '../../src/proxier/proxier.ts';
 import type { SyncResult } from '../../src/modes/types.ts';
 import { collectGarbage } from '../../src/util/gc.ts';
 
-/** A proxier stand-in whose sync listeners the test calls; `syncing` as the test sets it. */
+/** A proxier stand-in whose sync listeners the test calls. */
 function fakeProxier() {
   const listeners = new Set<SyncListener>();
   return {
-    syncing: false,
     on: (_event: 'sync', l: SyncListener) => {
       listeners.add(l);
       return () => {
         listeners.delete(l);
       };
     },
-    sync(last: LastSync) {
+    sync: (last: LastSync) => {
       for (const l of listeners) l(last);
     },
     get listening() {
@@ -33,7 +32,6 @@ const sync = (full: boolean, transactions: number, error?: string): LastSync => 
   ...(error !== undefined ? { error } : { result: { transactions } as SyncResult }),
 });
 
-
 test('a full sync (also a failed one) or one that wrote leaves garbage; a partial one that wrote nothing, or failed, does not', (t) => {
   t.true(leavesGarbage(sync(true, 0)));
   t.true(leavesGarbage(sync(false, 1)));
@@ -42,52 +40,34 @@ test('a full sync (also a failed one) or one that wrote leaves garbage; a partia
   t.false(leavesGarbage(sync(false, 0, 'iptables-restore failed')));
 });
 
-/** collectAfterSyncs on a fake proxier and clock, with the heap in use as the test sets it. */
-function world(t: ExecutionContext) {
+test('a burst of syncs is collected once, after the quiet time that follows its last one', (t) => {
   const clock = FakeTimers.install({ toFake: ['setTimeout', 'clearTimeout'] });
   t.teardown(() => clock.uninstall());
   const proxier = fakeProxier();
   let collected = 0;
-  const stop = collectAfterSyncs(proxier, { quietMs: 1000, collect: () => collected++ });
-  return { clock, proxier, stop, collected: () => collected };
-}
-
-test('a burst of syncs is collected once, after the quiet time that follows its last one', (t) => {
-  const { clock, proxier, collected } = world(t);
+  collectAfterSyncs(proxier, 1000, () => collected++);
   proxier.sync(sync(true, 3));
   clock.tick(600);
   proxier.sync(sync(false, 1));
   clock.tick(600);
-  t.is(collected(), 0);
+  t.is(collected, 0);
   clock.tick(400);
-  t.is(collected(), 1);
+  t.is(collected, 1);
   proxier.sync(sync(false, 0)); // the periodic check of a quiet node
   clock.tick(5000);
-  t.is(collected(), 1);
-});
-
-test('a collection due while a sync runs waits for its end and the quiet time after it', (t) => {
-  const { clock, proxier, collected } = world(t);
-  proxier.sync(sync(true, 3));
-  proxier.syncing = true; // the next sync starts before the quiet time is over
-  clock.tick(1500);
-  t.is(collected(), 0, 'not in the middle of a sync');
-  clock.tick(5000);
-  t.is(collected(), 0);
-  proxier.syncing = false;
-  proxier.sync(sync(false, 0)); // it ends, having written nothing: the due collection still comes
-  clock.tick(999);
-  t.is(collected(), 0);
-  clock.tick(1);
-  t.is(collected(), 1);
+  t.is(collected, 1);
 });
 
 test('stopping cancels a pending collection and stops listening', (t) => {
-  const { clock, proxier, stop, collected } = world(t);
+  const clock = FakeTimers.install({ toFake: ['setTimeout', 'clearTimeout'] });
+  t.teardown(() => clock.uninstall());
+  const proxier = fakeProxier();
+  let collected = 0;
+  const stop = collectAfterSyncs(proxier, 1000, () => collected++);
   proxier.sync(sync(true, 1));
   stop();
   clock.tick(5000);
-  t.is(collected(), 0);
+  t.is(collected, 0);
   t.is(proxier.listening, 0);
 });
 
