@@ -6,7 +6,7 @@
 import test from 'ava';
 import { FakeIptables } from '../../src/modes/iptables/fake.ts';
 import { toIptablesVariant } from '../../src/modes/iptables/exec.ts';
-import { renderServicePort } from '../../src/modes/iptables/render.ts';
+import { renderServicePort, sharedRule } from '../../src/modes/iptables/render.ts';
 import { iterationChanges, type ClockService } from '../../src/bench/changes.ts';
 import { iptablesHarness } from '../../src/modes/iptables/bench-harness.ts';
 import { fullRerenderPayload, kubeProxyPayload, minimalPayload } from '../../src/modes/iptables/bench-payloads.ts';
@@ -94,9 +94,9 @@ test('the minimal payloads of a service added and removed: its chains and its on
   const svc = renderServicePort({ ...clocks[0]!.port, endpoints: clocks[0]!.port.endpoints.slice(0, 1) }, RENDER);
   const added = minimalPayload(undefined, svc).split('\n');
   t.deepEqual(added.filter((l) => l.startsWith(':')), [':KUBE-SVC-IRVUBHIWURQDXDSZ - [0:0]', ':KUBE-SEP-XDFTP2QIH5PN4CWC - [0:0]']);
-  t.deepEqual(added.filter((l) => l.includes('KUBE-SERVICES')), [`-A KUBE-SERVICES ${svc.natJump!}`]);
+  t.deepEqual(added.filter((l) => l.includes('KUBE-SERVICES')), [`-A KUBE-SERVICES ${(sharedRule(svc, 'nat') ?? null)}`]);
   const removed = minimalPayload(svc, undefined).split('\n');
-  t.deepEqual(removed.slice(0, 4), ['*nat', ':KUBE-SVC-IRVUBHIWURQDXDSZ - [0:0]', ':KUBE-SEP-XDFTP2QIH5PN4CWC - [0:0]', `-D KUBE-SERVICES ${svc.natJump!}`]);
+  t.deepEqual(removed.slice(0, 4), ['*nat', ':KUBE-SVC-IRVUBHIWURQDXDSZ - [0:0]', ':KUBE-SEP-XDFTP2QIH5PN4CWC - [0:0]', `-D KUBE-SERVICES ${(sharedRule(svc, 'nat') ?? null)}`]);
   t.deepEqual(removed.slice(4), ['-X KUBE-SVC-IRVUBHIWURQDXDSZ', '-X KUBE-SEP-XDFTP2QIH5PN4CWC', 'COMMIT', '']);
 });
 
@@ -111,6 +111,7 @@ test('the kube-proxy-style payload rewrites the static chains and the whole KUBE
     [
       '*nat',
       ':KUBE-SERVICES - [0:0]',
+      ':KUBE-NODEPORTS - [0:0]',
       ':KUBE-MARK-MASQ - [0:0]',
       ':KUBE-POSTROUTING - [0:0]',
       ':KUBE-SVC-IRVUBHIWURQDXDSZ - [0:0]',
@@ -119,14 +120,17 @@ test('the kube-proxy-style payload rewrites the static chains and the whole KUBE
       'COMMIT',
       '*filter',
       ':KUBE-SERVICES - [0:0]',
+      ':KUBE-EXTERNAL-SERVICES - [0:0]',
+      ':KUBE-PROXY-FIREWALL - [0:0]',
+      ':KUBE-NODEPORTS - [0:0]',
       ':KUBE-FORWARD - [0:0]',
       'COMMIT',
     ],
   );
   t.is(kp.filter((l) => l.startsWith('-A KUBE-SERVICES ')).length, 20, 'one jump per service port');
   const full = fullRerenderPayload(loadStaticRules(), all, undefined, undefined).split('\n');
-  // 20 service chains + 19 × 3 + 2 endpoint chains + 5 static chains.
-  t.is(full.filter((l) => l.startsWith(':')).length, 20 + 19 * 3 + 2 + 5);
+  // 20 service chains + 19 × 3 + 2 endpoint chains + 9 static chains.
+  t.is(full.filter((l) => l.startsWith(':')).length, 20 + 19 * 3 + 2 + 9);
   t.false(full.some((l) => l.startsWith('-I ')), 'the hooks are not repeated');
 });
 

@@ -60,6 +60,7 @@ test('changed chains show their differing rules; stale chains, missing rules and
   + -m comment --comment "default/web:http -> 10.244.1.3:8080" -j KUBE-SEP-2AZ33KU3V5PGPQZH
 extra chain nat KUBE-SVC-AAAAAAAAAAAAAAAA (default/old:http)
 missing hook nat OUTPUT: -m comment --comment "kubernetes service portals" -j KUBE-SERVICES
+missing hook nat OUTPUT: ! -d 127.0.0.0/8 -m comment --comment "kubernetes service nodeports" -m addrtype --dst-type LOCAL -j KUBE-NODEPORTS
 missing rule filter KUBE-SERVICES: -d 10.96.0.11/32 -p tcp -m comment --comment "default/db:pg has no endpoints" -m tcp --dport 5432 -j REJECT --reject-with icmp-port-unreachable
 `,
     differs: true,

@@ -107,6 +107,7 @@ test('missing hook jumps are put back at the top of their chains', async (t) => 
   await backend.sync(snap(), FULL);
   t.deepEqual(fake.chain('nat', 'PREROUTING'), [
     '-m comment --comment "kubernetes service portals" -j KUBE-SERVICES',
+    '! -d 127.0.0.0/8 -m comment --comment "kubernetes service nodeports" -m addrtype --dst-type LOCAL -j KUBE-NODEPORTS',
     '-j DOCKER-ISH',
   ]);
 });
@@ -157,8 +158,8 @@ test('cleanup removes drover chains and hooks and leaves everything else', async
   t.not(fake.dump('nat'), before.nat);
   const result = await backend.cleanup();
   t.deepEqual({ nat: fake.dump('nat'), filter: fake.dump('filter') }, before);
-  // KUBE-SVC, KUBE-SEP, 3 static nat chains, 2 static filter chains, the canaries of mangle, nat and filter; the Docker hook is not drover's.
-  t.deepEqual(result, { removed: { chain: 10, rule: 7 }, kept: [] });
+  // KUBE-SVC, KUBE-SEP, 4 static nat chains, 5 static filter chains, the canaries of mangle, nat and filter; the Docker hook is not drover's.
+  t.deepEqual(result, { removed: { chain: 14, rule: 15 }, kept: [] });
   t.false(await fake.chainExists('mangle', 'KUBE-PROXY-CANARY'));
 });
 
@@ -167,38 +168,54 @@ test('cleanup empties but keeps the chains foreign rules jump to, and reports th
   await backend.sync(snap(svc1(['10.180.0.1:80'])), FULL);
   // An operator's rule and a kube-proxy leftover that jump to drover's chains.
   fake.chain('nat', 'PREROUTING')!.push('-j KUBE-MARK-MASQ');
-  fake.setChain('nat', 'KUBE-EXT-XPGD46QRK7WJZT7O', ['-j KUBE-SEP-SXIVWICOYRO3J4NJ']);
+  fake.setChain('nat', 'KUBE-XLB-XPGD46QRK7WJZT7O', ['-j KUBE-SEP-SXIVWICOYRO3J4NJ']);
   const result = await backend.cleanup();
   t.deepEqual(result, {
-    removed: { chain: 8, rule: 7 },
+    removed: { chain: 12, rule: 15 },
     kept: [
       { table: 'nat', chain: 'KUBE-MARK-MASQ', referencedBy: ['-A PREROUTING -j KUBE-MARK-MASQ'] },
-      { table: 'nat', chain: 'KUBE-SEP-SXIVWICOYRO3J4NJ', referencedBy: ['-A KUBE-EXT-XPGD46QRK7WJZT7O -j KUBE-SEP-SXIVWICOYRO3J4NJ'] },
+      { table: 'nat', chain: 'KUBE-SEP-SXIVWICOYRO3J4NJ', referencedBy: ['-A KUBE-XLB-XPGD46QRK7WJZT7O -j KUBE-SEP-SXIVWICOYRO3J4NJ'] },
     ],
   });
   t.is(
     fake.restores.at(-1),
     `*nat
 :KUBE-MARK-MASQ - [0:0]
+:KUBE-NODEPORTS - [0:0]
 :KUBE-POSTROUTING - [0:0]
 :KUBE-SEP-SXIVWICOYRO3J4NJ - [0:0]
 :KUBE-SERVICES - [0:0]
 :KUBE-SVC-XPGD46QRK7WJZT7O - [0:0]
 -D PREROUTING -m comment --comment "kubernetes service portals" -j KUBE-SERVICES
+-D PREROUTING ! -d 127.0.0.0/8 -m comment --comment "kubernetes service nodeports" -m addrtype --dst-type LOCAL -j KUBE-NODEPORTS
 -D OUTPUT -m comment --comment "kubernetes service portals" -j KUBE-SERVICES
+-D OUTPUT ! -d 127.0.0.0/8 -m comment --comment "kubernetes service nodeports" -m addrtype --dst-type LOCAL -j KUBE-NODEPORTS
 -D POSTROUTING -m comment --comment "kubernetes postrouting rules" -j KUBE-POSTROUTING
+-X KUBE-NODEPORTS
 -X KUBE-POSTROUTING
 -X KUBE-SERVICES
 -X KUBE-SVC-XPGD46QRK7WJZT7O
 COMMIT
 *filter
+:KUBE-EXTERNAL-SERVICES - [0:0]
 :KUBE-FORWARD - [0:0]
+:KUBE-NODEPORTS - [0:0]
+:KUBE-PROXY-FIREWALL - [0:0]
 :KUBE-SERVICES - [0:0]
+-D INPUT -m conntrack --ctstate NEW -m comment --comment "kubernetes load balancer firewall" -j KUBE-PROXY-FIREWALL
+-D INPUT -m comment --comment "kubernetes health check service ports" -j KUBE-NODEPORTS
+-D INPUT -m conntrack --ctstate NEW -m comment --comment "kubernetes externally-visible service portals" -j KUBE-EXTERNAL-SERVICES
 -D INPUT -m conntrack --ctstate NEW -m comment --comment "kubernetes service portals" -j KUBE-SERVICES
+-D FORWARD -m conntrack --ctstate NEW -m comment --comment "kubernetes load balancer firewall" -j KUBE-PROXY-FIREWALL
 -D FORWARD -m conntrack --ctstate NEW -m comment --comment "kubernetes service portals" -j KUBE-SERVICES
+-D FORWARD -m conntrack --ctstate NEW -m comment --comment "kubernetes externally-visible service portals" -j KUBE-EXTERNAL-SERVICES
 -D FORWARD -m comment --comment "kubernetes forwarding rules" -j KUBE-FORWARD
+-D OUTPUT -m conntrack --ctstate NEW -m comment --comment "kubernetes load balancer firewall" -j KUBE-PROXY-FIREWALL
 -D OUTPUT -m conntrack --ctstate NEW -m comment --comment "kubernetes service portals" -j KUBE-SERVICES
+-X KUBE-EXTERNAL-SERVICES
 -X KUBE-FORWARD
+-X KUBE-NODEPORTS
+-X KUBE-PROXY-FIREWALL
 -X KUBE-SERVICES
 COMMIT
 `,
@@ -210,18 +227,18 @@ COMMIT
 :INPUT ACCEPT [0:0]
 :OUTPUT ACCEPT [0:0]
 :POSTROUTING ACCEPT [0:0]
-:KUBE-EXT-XPGD46QRK7WJZT7O - [0:0]
 :KUBE-MARK-MASQ - [0:0]
 :KUBE-SEP-SXIVWICOYRO3J4NJ - [0:0]
+:KUBE-XLB-XPGD46QRK7WJZT7O - [0:0]
 -A PREROUTING -j KUBE-MARK-MASQ
--A KUBE-EXT-XPGD46QRK7WJZT7O -j KUBE-SEP-SXIVWICOYRO3J4NJ
+-A KUBE-XLB-XPGD46QRK7WJZT7O -j KUBE-SEP-SXIVWICOYRO3J4NJ
 COMMIT
 `,
   );
   t.false(fake.dump('filter').includes('KUBE-'));
   // Once the foreign rules are gone, a second cleanup deletes the kept chains.
   fake.chain('nat', 'PREROUTING')!.pop();
-  fake.chain('nat', 'KUBE-EXT-XPGD46QRK7WJZT7O')!.pop();
+  fake.chain('nat', 'KUBE-XLB-XPGD46QRK7WJZT7O')!.pop();
   t.deepEqual(await backend.cleanup(), { removed: { chain: 2, rule: 0 }, kept: [] });
   t.false(fake.dump('nat').includes('KUBE-MARK-MASQ'));
 });
@@ -230,11 +247,11 @@ test('a stale chain that a foreign rule still jumps to is emptied, not deleted, 
   const { fake, backend } = setup();
   await backend.sync(snap(svc1(['10.180.0.1:80'])), FULL);
   // A kube-proxy leftover that jumps to drover's service chain.
-  fake.setChain('nat', 'KUBE-EXT-XPGD46QRK7WJZT7O', ['-j KUBE-SVC-XPGD46QRK7WJZT7O']);
+  fake.setChain('nat', 'KUBE-XLB-XPGD46QRK7WJZT7O', ['-j KUBE-SVC-XPGD46QRK7WJZT7O']);
   const result = await backend.sync(snap(svc2(['10.180.0.9:8080'])), FULL);
   t.like(result, { deleted: { chain: 1 } }, 'only the KUBE-SEP chain is deleted');
   t.deepEqual(fake.chain('nat', 'KUBE-SVC-XPGD46QRK7WJZT7O'), [], 'the pinned chain is emptied');
-  t.deepEqual(fake.chain('nat', 'KUBE-EXT-XPGD46QRK7WJZT7O'), ['-j KUBE-SVC-XPGD46QRK7WJZT7O'], 'the foreign chain is untouched');
+  t.deepEqual(fake.chain('nat', 'KUBE-XLB-XPGD46QRK7WJZT7O'), ['-j KUBE-SVC-XPGD46QRK7WJZT7O'], 'the foreign chain is untouched');
   t.true(fake.dump('nat').includes('--to-destination 10.180.0.9:8080'), 'the new service is programmed');
   // And the next full sync has nothing to do.
   t.like(await backend.sync(snap(svc2(['10.180.0.9:8080'])), FULL), { transactions: 0 });

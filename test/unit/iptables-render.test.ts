@@ -1,7 +1,7 @@
 import test from 'ava';
 import { canonicalRule, savedProbability } from '../../src/modes/iptables/canonical.ts';
 import { renderRestore } from '../../src/modes/iptables/ruleset.ts';
-import { probability, renderServicePort, UnsafeValueError } from '../../src/modes/iptables/render.ts';
+import { probability, renderServicePort, sharedRule, UnsafeValueError } from '../../src/modes/iptables/render.ts';
 import { ep, snap, sp } from '../support/snapshots.ts';
 
 const render = { clusterCIDR: '10.0.0.0/8', masqueradeAll: false };
@@ -9,16 +9,27 @@ const render = { clusterCIDR: '10.0.0.0/8', masqueradeAll: false };
 /** The filter table of a full render, with `rejects` in KUBE-SERVICES. */
 const FILTER = (rejects = '') => `*filter
 :KUBE-SERVICES - [0:0]
+:KUBE-EXTERNAL-SERVICES - [0:0]
+:KUBE-PROXY-FIREWALL - [0:0]
+:KUBE-NODEPORTS - [0:0]
 :KUBE-FORWARD - [0:0]
 -I INPUT 1 -m conntrack --ctstate NEW -m comment --comment "kubernetes service portals" -j KUBE-SERVICES
+-I INPUT 1 -m conntrack --ctstate NEW -m comment --comment "kubernetes externally-visible service portals" -j KUBE-EXTERNAL-SERVICES
+-I INPUT 1 -m comment --comment "kubernetes health check service ports" -j KUBE-NODEPORTS
+-I INPUT 1 -m conntrack --ctstate NEW -m comment --comment "kubernetes load balancer firewall" -j KUBE-PROXY-FIREWALL
 -I FORWARD 1 -m comment --comment "kubernetes forwarding rules" -j KUBE-FORWARD
+-I FORWARD 1 -m conntrack --ctstate NEW -m comment --comment "kubernetes externally-visible service portals" -j KUBE-EXTERNAL-SERVICES
 -I FORWARD 1 -m conntrack --ctstate NEW -m comment --comment "kubernetes service portals" -j KUBE-SERVICES
+-I FORWARD 1 -m conntrack --ctstate NEW -m comment --comment "kubernetes load balancer firewall" -j KUBE-PROXY-FIREWALL
 -I OUTPUT 1 -m conntrack --ctstate NEW -m comment --comment "kubernetes service portals" -j KUBE-SERVICES
+-I OUTPUT 1 -m conntrack --ctstate NEW -m comment --comment "kubernetes load balancer firewall" -j KUBE-PROXY-FIREWALL
 ${rejects}-A KUBE-FORWARD -m comment --comment "kubernetes forwarding rules" -m mark --mark 0x4000/0x4000 -j ACCEPT
 -A KUBE-FORWARD -m comment --comment "kubernetes forwarding conntrack rule" -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT
 COMMIT
 `;
-const NAT_HOOKS = `-I PREROUTING 1 -m comment --comment "kubernetes service portals" -j KUBE-SERVICES
+const NAT_HOOKS = `-I PREROUTING 1 ! -d 127.0.0.0/8 -m comment --comment "kubernetes service nodeports" -m addrtype --dst-type LOCAL -j KUBE-NODEPORTS
+-I PREROUTING 1 -m comment --comment "kubernetes service portals" -j KUBE-SERVICES
+-I OUTPUT 1 ! -d 127.0.0.0/8 -m comment --comment "kubernetes service nodeports" -m addrtype --dst-type LOCAL -j KUBE-NODEPORTS
 -I OUTPUT 1 -m comment --comment "kubernetes service portals" -j KUBE-SERVICES
 -I POSTROUTING 1 -m comment --comment "kubernetes postrouting rules" -j KUBE-POSTROUTING
 `;
@@ -34,6 +45,7 @@ test('one service with two endpoints: exact ruleset', (t) => {
     text,
     `*nat
 :KUBE-SERVICES - [0:0]
+:KUBE-NODEPORTS - [0:0]
 :KUBE-MARK-MASQ - [0:0]
 :KUBE-POSTROUTING - [0:0]
 :KUBE-SVC-XPGD46QRK7WJZT7O - [0:0]
@@ -62,6 +74,7 @@ test('a service port with no endpoints gets only a REJECT in filter KUBE-SERVICE
     text,
     `*nat
 :KUBE-SERVICES - [0:0]
+:KUBE-NODEPORTS - [0:0]
 :KUBE-MARK-MASQ - [0:0]
 :KUBE-POSTROUTING - [0:0]
 ` +
@@ -79,9 +92,9 @@ test('endpoints that are not ready do not serve; none ready or serving-terminati
     sp('ns1/svc1:p80', '172.30.0.41', 80, [ep('10.180.0.1:80', { ready: false, serving: false, terminating: true }), ep('10.180.0.2:80', { ready: false, serving: false })]),
     render,
   );
-  t.is(rules.natJump, null);
+  t.is((sharedRule(rules, 'nat') ?? null), null);
   t.is(rules.chains.size, 0);
-  t.regex(rules.filterReject!, /has no endpoints/);
+  t.regex(sharedRule(rules, 'filter') ?? '', /has no endpoints/);
 });
 
 test('with no ready endpoint, the serving-terminating ones serve (kube-proxy, KEP-1669)', (t) => {
@@ -92,8 +105,8 @@ test('with no ready endpoint, the serving-terminating ones serve (kube-proxy, KE
     ]),
     render,
   );
-  t.is(rules.filterReject, null);
-  t.regex(rules.natJump!, /-j KUBE-SVC-/);
+  t.is((sharedRule(rules, 'filter') ?? null), null);
+  t.regex(sharedRule(rules, 'nat') ?? '', /-j KUBE-SVC-/);
   t.is(rules.chains.size, 2);
   t.true([...rules.chains.values()].flat().some((r) => r.includes('--to-destination 10.180.0.1:80')));
   t.false([...rules.chains.values()].flat().some((r) => r.includes('10.180.0.2')));
@@ -156,7 +169,7 @@ test("internalTrafficPolicy Local: ClusterIP traffic goes to this node's endpoin
   const port = sp('ns1/svc1:p80', '172.30.0.41', 80, [ep('10.180.0.1:80', { nodeName: 'n1' }), ep('10.180.0.2:80', { nodeName: 'n2' })], { internalTrafficPolicy: 'Local' });
   const here = renderServicePort(port, render, { name: 'n1', addresses: [] });
   t.deepEqual(
-    [here.natJump, here.filterReject, [...here.chains]],
+    [(sharedRule(here, 'nat') ?? null), (sharedRule(here, 'filter') ?? null), [...here.chains]],
     [
       '-d 172.30.0.41/32 -p tcp -m comment --comment "ns1/svc1:p80 cluster IP" -m tcp --dport 80 -j KUBE-SVL-XPGD46QRK7WJZT7O',
       null,
@@ -177,9 +190,9 @@ test("internalTrafficPolicy Local: ClusterIP traffic goes to this node's endpoin
   );
   const elsewhere = renderServicePort(port, render, { name: 'n3', addresses: [] });
   t.deepEqual(
-    [elsewhere.natJump, elsewhere.filterReject, elsewhere.chains.size],
+    [(sharedRule(elsewhere, 'nat') ?? null), (sharedRule(elsewhere, 'filter') ?? null), elsewhere.chains.size],
     [null, '-d 172.30.0.41/32 -p tcp -m comment --comment "ns1/svc1:p80 has no local endpoints" -m tcp --dport 80 -j DROP', 0],
   );
   const none = renderServicePort({ ...port, endpoints: [] }, render, { name: 'n1', addresses: [] });
-  t.regex(none.filterReject ?? '', /has no endpoints" -m tcp --dport 80 -j REJECT --reject-with icmp-port-unreachable$/);
+  t.regex(sharedRule(none, 'filter') ?? '', /has no endpoints" -m tcp --dport 80 -j REJECT --reject-with icmp-port-unreachable$/);
 });

@@ -7,6 +7,7 @@ import { planToRestore } from '../../src/modes/iptables/plan.ts';
 import { ipvsRulesPlan, ipvsStaticRules, substituteMasquerade } from '../../src/modes/ipvs/rules.ts';
 import { silentLogger } from '../../src/util/log.ts';
 import { ep, snap, sp } from '../support/snapshots.ts';
+import { ipv4Frontends } from '../../src/model/types.ts';
 
 const MASQ_COMMENT = '-m comment --comment "Kubernetes service cluster ip + port for masquerade purpose" -m set --match-set KUBE-CLUSTER-IP dst,dst -j KUBE-MARK-MASQ';
 
@@ -68,11 +69,16 @@ test('applied rules read back equal: the next full sync writes nothing', async (
   t.is(planToRestore(ipvsRulesPlan(statics, dump)), '');
 });
 
-test('switching from iptables mode: service chains, REJECTs and the filter hooks to KUBE-SERVICES are removed', async (t) => {
+test('switching from iptables mode: service chains, REJECTs, NodePort and firewall chains and the filter hooks are removed', async (t) => {
   const ipt = new FakeIptables();
   const render = { clusterCIDR: '10.244.0.0/16', masqueradeAll: false };
   const iptablesMode = new IptablesBackend({ exec: ipt, render, logger: silentLogger() });
-  await iptablesMode.sync(snap(sp('default/web:http', '10.96.0.10', 80, [ep('10.244.1.2:8080')]), sp('default/empty:http', '10.96.0.11', 80, [])), {
+  const lb = sp('default/lb:http', '10.96.0.12', 80, [ep('10.244.1.2:8080', { nodeName: 'n1' })], {
+    type: 'LoadBalancer',
+    externalTrafficPolicy: 'Local',
+    frontends: { ...ipv4Frontends('10.96.0.12', 30080), loadBalancerIngress: [{ family: 'IPv4', ip: '198.51.100.10', ipMode: 'VIP' }], loadBalancerSourceRanges: ['192.168.0.0/16'], healthCheckNodePort: 30999 },
+  });
+  await iptablesMode.sync({ ...snap(sp('default/web:http', '10.96.0.10', 80, [ep('10.244.1.2:8080')]), sp('default/empty:http', '10.96.0.11', 80, []), lb), node: { name: 'n1', addresses: [] } }, {
     full: true,
     changed: new Set(),
   });
@@ -97,7 +103,7 @@ test('switching from iptables mode: service chains, REJECTs and the filter hooks
     ].join('\n'),
   );
   const nat = ipt.dump('nat');
-  t.notRegex(nat, /KUBE-SVC-|KUBE-SEP-/);
+  t.notRegex(nat, /KUBE-SVC-|KUBE-SEP-|KUBE-SVL-|KUBE-EXT-|KUBE-FW-|KUBE-NODEPORTS/);
   t.regex(nat, /^-A KUBE-SERVICES ! -s 10\.244\.0\.0\/16 -m comment --comment "Kubernetes service cluster ip \+ port for masquerade purpose" -m set --match-set KUBE-CLUSTER-IP dst,dst -j KUBE-MARK-MASQ$/m);
   t.is(nat.split('\n').filter((l) => l.startsWith('-A KUBE-SERVICES')).length, 1);
   t.is(planToRestore(ipvsRulesPlan(statics, parseSave(`${ipt.dump('filter')}\n${nat}`))), '');

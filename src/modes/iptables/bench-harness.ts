@@ -8,7 +8,7 @@
 import { IptablesBackend } from './backend.ts';
 import { canonicalRule } from './canonical.ts';
 import { SystemIptables, type IptablesExec, type IptablesVariant } from './exec.ts';
-import { renderServicePort, type RenderOptions, type ServiceRules } from './render.ts';
+import { renderServicePort, sharedRule, type RenderOptions, type ServiceRules } from './render.ts';
 import { SERVICES_CHAIN } from './ruleset.ts';
 import { loadStaticRules } from './static.ts';
 import type { ServicePort, Snapshot } from '../../model/types.ts';
@@ -67,7 +67,8 @@ function holds(index: NatIndex, s: ServiceRules): boolean {
     if (!index.declared.has(chain) || have.length !== rules.length) return false;
     if (!rules.every((r, i) => canonicalRule(r) === have[i])) return false;
   }
-  return s.natJump === null || index.services.has(s.natJump);
+  const jump = sharedRule(s, 'nat');
+  return jump === undefined || index.services.has(jump);
 }
 
 /** iptables mode's harness; see the module comment. */
@@ -104,7 +105,8 @@ export function iptablesHarness(opts: IptablesHarnessOptions): ModeHarness<strin
       const index = indexNat(state, new Set([...(after?.chains.keys() ?? []), ...(before?.chains.keys() ?? [])]));
       if (after && !holds(index, after)) return false;
       for (const chain of before?.chains.keys() ?? []) if (!after?.chains.has(chain) && index.declared.has(chain)) return false;
-      return !(before?.natJump && before.natJump !== after?.natJump && index.services.has(before.natJump));
+      const was = before && sharedRule(before, 'nat');
+      return !(was !== undefined && was !== (after && sharedRule(after, 'nat')) && index.services.has(was));
     },
     showsAll(state: string, snapshot: Snapshot): boolean {
       const index = indexNat(state);

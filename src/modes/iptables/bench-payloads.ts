@@ -16,7 +16,7 @@
  * Every payload is meant for `iptables-restore --noflush`. Within a table the
  * order is: chain declarations, rule deletions, rule appends, chain deletions.
  */
-import type { ServiceRules } from './render.ts';
+import { sharedRule, type ServiceRules } from './render.ts';
 import { SERVICES_CHAIN } from './ruleset.ts';
 import type { StaticRuleset } from './static.ts';
 
@@ -79,8 +79,8 @@ export function minimalPayload(before: ServiceRules | undefined, after: ServiceR
     if (was) table.remove.push(`-D ${SERVICES_CHAIN} ${was}`);
     if (now) table.append.push(`-A ${SERVICES_CHAIN} ${now}`);
   };
-  jump(nat, before?.natJump, after?.natJump);
-  jump(filter, before?.filterReject, after?.filterReject);
+  jump(nat, before && sharedRule(before, 'nat'), after && sharedRule(after, 'nat'));
+  jump(filter, before && sharedRule(before, 'filter'), after && sharedRule(after, 'filter'));
   return print([
     ['nat', nat],
     ['filter', filter],
@@ -99,10 +99,8 @@ function staticTables(statics: StaticRuleset, services: Iterable<ServiceRules>):
     for (const [chain, rules] of statics.chains.get(name) ?? []) {
       table.declare.push(chain);
       for (const r of rules) table.append.push(`-A ${chain} ${r}`);
-      if (chain !== SERVICES_CHAIN) continue;
       for (const s of all) {
-        const rule = name === 'nat' ? s.natJump : s.filterReject;
-        if (rule) table.append.push(`-A ${chain} ${rule}`);
+        for (const r of s.shared) if (r.table === name && r.chain === chain) table.append.push(`-A ${chain} ${r.rule}`);
       }
     }
   }

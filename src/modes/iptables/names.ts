@@ -55,6 +55,24 @@ export function localServiceChainName(servicePortName: string, protocol: string)
 }
 
 /**
+ * KUBE-EXT chain of a service port: where its external frontends (NodePort,
+ * external IPs, LoadBalancer IPs) lead, with the masquerade and
+ * externalTrafficPolicy Local short-circuit rules (kube-proxy's
+ * serviceExternalChainName).
+ */
+export function externalChainName(servicePortName: string, protocol: string): string {
+  return `KUBE-EXT-${hashSuffix(servicePortName + protocol)}`;
+}
+
+/**
+ * KUBE-FW chain of a service port: the `loadBalancerSourceRanges` check of
+ * its LoadBalancer IPs (kube-proxy's serviceFirewallChainName).
+ */
+export function firewallChainName(servicePortName: string, protocol: string): string {
+  return `KUBE-FW-${hashSuffix(servicePortName + protocol)}`;
+}
+
+/**
  * KUBE-SEP chain of one endpoint of a service port.
  * @param endpoint "ip:port"
  */
@@ -62,9 +80,9 @@ export function endpointChainName(servicePortName: string, protocol: string, end
   return `KUBE-SEP-${hashSuffix(servicePortName + protocol + endpoint)}`;
 }
 
-/** True for the per-service chains drover creates and deletes (KUBE-SVC-*, KUBE-SVL-*, KUBE-SEP-*). */
+/** True for the per-service chains drover creates and deletes (KUBE-SVC-*, KUBE-SVL-*, KUBE-EXT-*, KUBE-FW-*, KUBE-SEP-*). */
 export function isServiceChain(chain: string): boolean {
-  return /^KUBE-(SVC|SVL|SEP)-[A-Z2-7]{16}$/.test(chain);
+  return /^KUBE-(SVC|SVL|EXT|FW|SEP)-[A-Z2-7]{16}$/.test(chain);
 }
 
 /**

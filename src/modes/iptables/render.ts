@@ -2,13 +2,22 @@
  * Pure rendering of one service port into kube-proxy's iptables layout
  * (pkg/proxy/iptables/proxier.go, syncProxyRules):
  *
- * - nat `KUBE-SERVICES`: one jump per ClusterIP:port with endpoints for
- *   ClusterIP traffic (model/policy.ts `internalEndpoints`: the cluster
- *   set, or this node's endpoints under internalTrafficPolicy Local),
- *   comment "ns/svc:port cluster IP";
- * - nat `KUBE-SVC-<hash>` (`KUBE-SVL-<hash>` under internalTrafficPolicy
- *   Local, with the local endpoints only): the masquerade mark for traffic from outside the
- *   cluster CIDR (or all traffic with masquerade-all), session-affinity
+ * - nat `KUBE-SERVICES`: the ClusterIP:port entry, comment "ns/svc:port
+ *   cluster IP", to KUBE-SVC (KUBE-SVL under internalTrafficPolicy
+ *   Local); one entry per external IP ("… external IP") to KUBE-EXT, and
+ *   per LoadBalancer ingress IP in VIP mode ("… loadbalancer IP") to
+ *   KUBE-EXT, or to KUBE-FW when `loadBalancerSourceRanges` is set;
+ * - nat `KUBE-NODEPORTS`: the NodePort entry to KUBE-EXT (the hooks jump
+ *   there for packets to a local address other than 127.0.0.0/8, see
+ *   rules/iptables/static.rules);
+ * - nat `KUBE-EXT-<hash>`: masquerade then KUBE-SVC under
+ *   externalTrafficPolicy Cluster; under Local, pods and this node itself
+ *   short-circuit to KUBE-SVC, everything else goes to KUBE-SVL;
+ * - nat `KUBE-FW-<hash>`: the allowed source ranges to KUBE-EXT;
+ * - nat `KUBE-SVC-<hash>` (the cluster set) and `KUBE-SVL-<hash>` (this
+ *   node's endpoints), each when some traffic uses it: the masquerade mark
+ *   for ClusterIP traffic from outside the cluster CIDR (or all of it with
+ *   masquerade-all) in the chain ClusterIP traffic uses, session-affinity
  *   `recent` checks, then one jump per endpoint, rule i of n with
  *   `-m statistic --mode random --probability 1/(n-i)` and the last one
  *   unconditional;
@@ -16,16 +25,21 @@
  * - filter `KUBE-SERVICES`: a REJECT for a ClusterIP with no endpoints, so
  *   that clients are refused at once instead of hanging; a DROP, comment
  *   "ns/svc:port has no local endpoints", under internalTrafficPolicy Local
- *   when endpoints exist but none on this node.
+ *   when endpoints exist but none on this node;
+ * - filter `KUBE-EXTERNAL-SERVICES`: the same REJECT, or the DROP of
+ *   externalTrafficPolicy Local, for the external frontends;
+ * - filter `KUBE-PROXY-FIREWALL`: the DROP of LoadBalancer traffic the
+ *   KUBE-FW chain did not accept;
+ * - filter `KUBE-NODEPORTS`: the ACCEPT of the health check node port.
  *
  * Options are printed in the order iptables-save prints them back, so the
  * rendered rules and the kernel's read-back compare line for line (the only
  * exception is `--probability`, see canonical.ts).
  */
-import { isCanonicalIPv4, isCanonicalIPv4CIDR } from '../../model/addr.ts';
-import { internalEndpoints } from '../../model/policy.ts';
-import type { NodeInfo, ServicePort } from '../../model/types.ts';
-import { endpointChainName, localServiceChainName, serviceChainName } from './names.ts';
+import { cidrContains, formatCIDR, isCanonicalIPv4, isCanonicalIPv4CIDR, parseCIDR } from '../../model/addr.ts';
+import { categorizeEndpoints, externallyAccessible, usesClusterEndpoints, usesLocalEndpoints } from '../../model/policy.ts';
+import type { Endpoint, NodeInfo, ServicePort } from '../../model/types.ts';
+import { endpointChainName, externalChainName, firewallChainName, localServiceChainName, serviceChainName } from './names.ts';
 import { DroverError } from '../../errors.ts';
 
 /** Options that change the rendered rules. */
@@ -39,16 +53,37 @@ export interface RenderOptions {
   readonly masqueradeAll: boolean;
 }
 
+/**
+ * One rule a service port owns in a chain shared by every service port
+ * (ruleset.ts SET_CHAINS: KUBE-SERVICES, KUBE-NODEPORTS,
+ * KUBE-EXTERNAL-SERVICES, KUBE-PROXY-FIREWALL), without the leading
+ * `-A CHAIN `.
+ */
+export interface SharedRule {
+  readonly table: 'filter' | 'nat';
+  readonly chain: string;
+  readonly rule: string;
+}
+
 /** Everything drover programs for one service port. Rules are without the leading `-A CHAIN `. */
 export interface ServiceRules {
   /** ServicePortName, "ns/name:port". */
   readonly key: string;
-  /** The rule in nat KUBE-SERVICES, or null when the port has no serving endpoints. */
-  readonly natJump: string | null;
-  /** The REJECT (no endpoints) or DROP (no local endpoints) rule in filter KUBE-SERVICES, or null when ClusterIP traffic has endpoints. */
-  readonly filterReject: string | null;
-  /** nat chains (the KUBE-SVC chain, then one KUBE-SEP chain per endpoint) and their rules, in order. */
+  /**
+   * Its rules in the shared chains, in order: nat KUBE-SERVICES (cluster IP,
+   * external IPs, LoadBalancer IPs), nat KUBE-NODEPORTS, filter
+   * KUBE-SERVICES (REJECT or DROP of the cluster IP), filter
+   * KUBE-EXTERNAL-SERVICES, filter KUBE-PROXY-FIREWALL, filter
+   * KUBE-NODEPORTS (the health check node port).
+   */
+  readonly shared: readonly SharedRule[];
+  /** nat chains (KUBE-EXT, KUBE-FW, KUBE-SVC, KUBE-SVL, then one KUBE-SEP chain per endpoint) and their rules, in order. */
   readonly chains: ReadonlyMap<string, readonly string[]>;
+}
+
+/** The rule of `rules` in `table` `chain` that is the service port's ClusterIP entry or REJECT/DROP; undefined when it has none. */
+export function sharedRule(rules: ServiceRules, table: SharedRule['table'], chain = 'KUBE-SERVICES'): string | undefined {
+  return rules.shared.find((r) => r.table === table && r.chain === chain)?.rule;
 }
 
 /** Thrown when a value about to be written into a rule is not a safe token. */
@@ -86,8 +121,14 @@ export function probability(i: number, n: number): string {
 
 /**
  * Render one service port on `node` (Snapshot.node; undefined when the
- * source describes none). Its endpoints are the endpoint policy's
- * (model/policy.ts `internalEndpoints`): this renderer never chooses them.
+ * source describes none), every IPv4 frontend: the ClusterIP, the
+ * NodePort, external IPs and LoadBalancer ingress IPs in VIP mode (with
+ * `loadBalancerSourceRanges`), as kube-proxy's syncProxyRules writes them
+ * (pkg/proxy/iptables/proxier.go). Its endpoints are the endpoint
+ * policy's (model/policy.ts `categorizeEndpoints`): this renderer never
+ * chooses them. IPv6 frontends and source ranges are left to an IPv6
+ * ruleset; when every source range is IPv6, IPv4 traffic to the
+ * LoadBalancer IPs is dropped (no IPv4 client is allowed).
  * @throws UnsafeValueError if a value is not a valid IP, CIDR, port or service port name
  *   (the model rejects such input first; this is a second line of defence).
  */
@@ -97,60 +138,164 @@ export function renderServicePort(sp: ServicePort, opts: RenderOptions, node?: N
   const port = safePort(sp.port);
   const proto = sp.protocol.toLowerCase();
   if (proto !== 'tcp' && proto !== 'udp' && proto !== 'sctp') throw new UnsafeValueError('protocol', sp.protocol);
-  const dest = `-d ${cip}/32 -p ${proto}`;
-  const dport = `-m ${proto} --dport ${port}`;
-  const { policy, endpoints, none } = internalEndpoints(sp, node);
+  const f = sp.frontends;
+  const externalIPs = f.externalIPs.filter((e) => e.family === 'IPv4').map((e) => safe('ip', e.ip));
+  const lbIPs = f.loadBalancerIngress.filter((i) => i.family === 'IPv4' && i.ipMode === 'VIP').map((i) => safe('ip', i.ip));
+  const nodePort = f.nodePort === undefined ? undefined : safePort(f.nodePort);
+  const healthPort = f.healthCheckNodePort === undefined ? undefined : safePort(f.healthCheckNodePort);
 
-  if (none === 'REJECT') {
-    return {
-      key,
-      natJump: null,
-      filterReject: `${dest} -m comment --comment "${key} has no endpoints" ${dport} -j REJECT --reject-with icmp-port-unreachable`,
-      chains: new Map(),
-    };
-  }
-  if (none === 'DROP') {
-    return { key, natJump: null, filterReject: `${dest} -m comment --comment "${key} has no local endpoints" ${dport} -j DROP`, chains: new Map() };
-  }
+  const sets = categorizeEndpoints(sp, node);
+  const cluster = sets.cluster ?? [];
+  const local = sets.local ?? [];
+  const hasEndpoints = sets.hasAnyEndpoints;
+  const internalLocal = sp.internalTrafficPolicy === 'Local';
+  const externalLocal = sp.externalTrafficPolicy === 'Local';
+  const clusterChain = serviceChainName(key, proto);
+  const localChain = localServiceChainName(key, proto);
+  const extChain = externalChainName(key, proto);
+  const fwChain = firewallChainName(key, proto);
+  const hasInternal = hasEndpoints && (!internalLocal || local.length > 0);
+  const hasExternal = hasEndpoints && (!externalLocal || local.length > 0);
+  const usesExt = hasEndpoints && externallyAccessible(sp);
+  const usesFW = hasEndpoints && lbIPs.length > 0 && f.loadBalancerSourceRanges.length > 0;
+  const noneComment = hasEndpoints ? `"${key} has no local endpoints"` : `"${key} has no endpoints"`;
+  const noneTarget = hasEndpoints ? 'DROP' : 'REJECT --reject-with icmp-port-unreachable';
 
-  const svcChain = policy === 'local' ? localServiceChainName(key, proto) : serviceChainName(key, proto);
-  const clusterComment = `-m comment --comment "${key} cluster IP"`;
-  const svcRules: string[] = [];
-  if (opts.masqueradeAll) {
-    svcRules.push(`${dest} ${clusterComment} ${dport} -j KUBE-MARK-MASQ`);
-  } else if (opts.clusterCIDR !== undefined) {
-    svcRules.push(`! -s ${safe('cidr', opts.clusterCIDR)} ${dest} ${clusterComment} ${dport} -j KUBE-MARK-MASQ`);
-  }
+  const shared: SharedRule[] = [];
+  const nat = (chain: string, rule: string): void => void shared.push({ table: 'nat', chain, rule });
+  const filter = (chain: string, rule: string): void => void shared.push({ table: 'filter', chain, rule });
+  const at = (ip: string, p: number, comment: string): string => `-d ${ip}/32 -p ${proto} -m comment --comment ${comment} -m ${proto} --dport ${p}`;
+  const clusterComment = `"${key} cluster IP"`;
 
-  const chains = new Map<string, readonly string[]>();
-  const seps = endpoints.map((ep) => {
-    const ip = safe('ip', ep.ip);
-    const target = `${ip}:${safePort(ep.port)}`;
-    return { ip, target, chain: endpointChainName(key, proto, target) };
-  });
-  const affinity = sp.sessionAffinity;
-  if (affinity) {
-    const seconds = affinity.timeoutSeconds;
-    if (!Number.isInteger(seconds) || seconds < 1) throw new UnsafeValueError('affinity timeout', String(seconds));
-    for (const sep of seps) {
-      svcRules.push(
-        `-m comment --comment "${key} -> ${sep.target}" -m recent --rcheck --seconds ${seconds} --reap --name ${sep.chain} --mask 255.255.255.255 --rsource -j ${sep.chain}`,
-      );
+  if (hasInternal) nat('KUBE-SERVICES', `${at(cip, port, clusterComment)} -j ${internalLocal ? localChain : clusterChain}`);
+  if (hasEndpoints) for (const ip of externalIPs) nat('KUBE-SERVICES', `${at(ip, port, `"${key} external IP"`)} -j ${extChain}`);
+  if (hasEndpoints) for (const ip of lbIPs) nat('KUBE-SERVICES', `${at(ip, port, `"${key} loadbalancer IP"`)} -j ${usesFW ? fwChain : extChain}`);
+  if (nodePort !== undefined && hasEndpoints) nat('KUBE-NODEPORTS', `-p ${proto} -m comment --comment "${key}" -m ${proto} --dport ${nodePort} -j ${extChain}`);
+
+  // Without endpoints anywhere both kinds of traffic are rejected; with some, but none here for a Local policy, dropped.
+  if (!hasInternal) filter('KUBE-SERVICES', `${at(cip, port, noneComment)} -j ${noneTarget}`);
+  if (!hasExternal) {
+    for (const ip of [...externalIPs, ...lbIPs]) filter('KUBE-EXTERNAL-SERVICES', `${at(ip, port, noneComment)} -j ${noneTarget}`);
+    if (nodePort !== undefined) {
+      filter('KUBE-EXTERNAL-SERVICES', `-p ${proto} -m comment --comment ${noneComment} -m addrtype --dst-type LOCAL -m ${proto} --dport ${nodePort} -j ${noneTarget}`);
     }
   }
-  seps.forEach((sep, i) => {
-    const stat = i < seps.length - 1 ? ` -m statistic --mode random --probability ${probability(i, seps.length)}` : '';
-    svcRules.push(`-m comment --comment "${key} -> ${sep.target}"${stat} -j ${sep.chain}`);
-  });
-  chains.set(svcChain, svcRules);
+  if (usesFW) for (const ip of lbIPs) filter('KUBE-PROXY-FIREWALL', `${at(ip, port, `"${key} traffic not accepted by ${fwChain}"`)} -j DROP`);
+  if (healthPort !== undefined) filter('KUBE-NODEPORTS', `-p tcp -m comment --comment "${key} health check node port" -m tcp --dport ${healthPort} -j ACCEPT`);
 
-  for (const sep of seps) {
+  const chains = new Map<string, readonly string[]>();
+  if (usesExt) chains.set(extChain, externalRules(key, clusterChain, localChain, externalLocal, hasExternal, opts));
+  if (usesFW) chains.set(fwChain, firewallRules(key, extChain, lbIPs, f.loadBalancerSourceRanges, node));
+
+  const seps = new Map<Endpoint, Sep>();
+  const sepOf = (ep: Endpoint): Sep => {
+    let sep = seps.get(ep);
+    if (!sep) {
+      const ip = safe('ip', ep.ip);
+      const target = `${ip}:${safePort(ep.port)}`;
+      sep = { ip, target, chain: endpointChainName(key, proto, target) };
+      seps.set(ep, sep);
+    }
+    return sep;
+  };
+  const masquerade = opts.masqueradeAll
+    ? `-d ${cip}/32 -p ${proto} -m comment --comment ${clusterComment} -m ${proto} --dport ${port} -j KUBE-MARK-MASQ`
+    : opts.clusterCIDR !== undefined
+      ? `! -s ${safe('cidr', opts.clusterCIDR)} -d ${cip}/32 -p ${proto} -m comment --comment ${clusterComment} -m ${proto} --dport ${port} -j KUBE-MARK-MASQ`
+      : undefined;
+  // The chain ClusterIP traffic uses gets the masquerade rule (kube-proxy writes it into internalTrafficChain only).
+  if (cluster.length > 0 && usesClusterEndpoints(sp)) {
+    chains.set(clusterChain, policyRules(key, cluster.map(sepOf), sp, hasInternal && !internalLocal ? masquerade : undefined));
+  }
+  if (local.length > 0 && usesLocalEndpoints(sp)) {
+    chains.set(localChain, policyRules(key, local.map(sepOf), sp, hasInternal && internalLocal ? masquerade : undefined));
+  }
+  const affinity = sp.sessionAffinity !== null;
+  for (const ep of sets.allReachable) {
+    const sep = sepOf(ep);
     const recent = affinity ? ` -m recent --set --name ${sep.chain} --mask 255.255.255.255 --rsource` : '';
     chains.set(sep.chain, [
       `-s ${sep.ip}/32 -m comment --comment "${key}" -j KUBE-MARK-MASQ`,
       `-p ${proto} -m comment --comment "${key}"${recent} -m ${proto} -j DNAT --to-destination ${sep.target}`,
     ]);
   }
+  return { key, shared, chains };
+}
 
-  return { key, natJump: `${dest} ${clusterComment} ${dport} -j ${svcChain}`, filterReject: null, chains };
+/** An endpoint's KUBE-SEP chain, address and "ip:port". */
+interface Sep {
+  readonly ip: string;
+  readonly target: string;
+  readonly chain: string;
+}
+
+/**
+ * A KUBE-SVC or KUBE-SVL chain: the masquerade rule when given, the
+ * session-affinity `recent` checks, then one jump per endpoint, rule i of
+ * n with `-m statistic --mode random --probability 1/(n-i)` and the last
+ * one unconditional (kube-proxy's writeServiceToEndpointRules).
+ */
+function policyRules(key: string, seps: readonly Sep[], sp: ServicePort, masquerade: string | undefined): string[] {
+  const rules: string[] = masquerade === undefined ? [] : [masquerade];
+  const affinity = sp.sessionAffinity;
+  if (affinity) {
+    const seconds = affinity.timeoutSeconds;
+    if (!Number.isInteger(seconds) || seconds < 1) throw new UnsafeValueError('affinity timeout', String(seconds));
+    for (const sep of seps) {
+      rules.push(
+        `-m comment --comment "${key} -> ${sep.target}" -m recent --rcheck --seconds ${seconds} --reap --name ${sep.chain} --mask 255.255.255.255 --rsource -j ${sep.chain}`,
+      );
+    }
+  }
+  seps.forEach((sep, i) => {
+    const stat = i < seps.length - 1 ? ` -m statistic --mode random --probability ${probability(i, seps.length)}` : '';
+    rules.push(`-m comment --comment "${key} -> ${sep.target}"${stat} -j ${sep.chain}`);
+  });
+  return rules;
+}
+
+/**
+ * The KUBE-EXT chain: under externalTrafficPolicy Cluster, masquerade and
+ * go to KUBE-SVC; under Local, traffic from pods (`--cluster-cidr`) and
+ * from this node itself (masqueraded) goes to KUBE-SVC, everything else to
+ * KUBE-SVL, and to nothing when there is no local endpoint (filter
+ * KUBE-EXTERNAL-SERVICES then drops it).
+ */
+function externalRules(key: string, clusterChain: string, localChain: string, externalLocal: boolean, hasExternal: boolean, opts: RenderOptions): string[] {
+  const rules: string[] = [];
+  if (!externalLocal) {
+    rules.push(`-m comment --comment "masquerade traffic for ${key} external destinations" -j KUBE-MARK-MASQ`);
+  } else {
+    if (opts.clusterCIDR !== undefined) {
+      rules.push(`-s ${safe('cidr', opts.clusterCIDR)} -m comment --comment "pod traffic for ${key} external destinations" -j ${clusterChain}`);
+    }
+    rules.push(`-m comment --comment "masquerade LOCAL traffic for ${key} external destinations" -m addrtype --src-type LOCAL -j KUBE-MARK-MASQ`);
+    rules.push(`-m comment --comment "route LOCAL traffic for ${key} external destinations" -m addrtype --src-type LOCAL -j ${clusterChain}`);
+  }
+  if (hasExternal) rules.push(`-j ${externalLocal ? localChain : clusterChain}`);
+  return rules;
+}
+
+/**
+ * The KUBE-FW chain: one jump to KUBE-EXT per IPv4 source range (host bits
+ * cleared, as iptables prints them), the LoadBalancer IPs themselves as
+ * sources when a range holds this node's IPv4 InternalIP (a VIP that loops
+ * back from the node), and a last rule with no target: what falls through
+ * is dropped by filter KUBE-PROXY-FIREWALL.
+ */
+function firewallRules(key: string, ext: string, lbIPs: readonly string[], ranges: readonly string[], node: NodeInfo | undefined): string[] {
+  const comment = `-m comment --comment "${key} loadbalancer IP"`;
+  const rules: string[] = [];
+  const nodeIP = node?.addresses.find((a) => a.type === 'InternalIP' && isCanonicalIPv4(a.address))?.address;
+  let allowFromNode = false;
+  for (const text of ranges) {
+    const parsed = parseCIDR(text);
+    if (parsed === undefined || parsed.prefix.family !== 4) continue;
+    const cidr = safe('cidr', formatCIDR(parsed.prefix));
+    rules.push(`-s ${cidr} ${comment} -j ${ext}`);
+    if (nodeIP !== undefined && cidrContains(parsed.prefix, nodeIP)) allowFromNode = true;
+  }
+  if (allowFromNode) for (const ip of lbIPs) rules.push(`-s ${ip}/32 ${comment} -j ${ext}`);
+  rules.push(`-m comment --comment "other traffic to ${key} will be dropped by KUBE-PROXY-FIREWALL"`);
+  return rules;
 }

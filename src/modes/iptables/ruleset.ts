@@ -12,8 +12,23 @@ import { diffTable, emptyPlan, planToRestore, type Plan, type TableView } from '
 import { renderServicePort, type RenderOptions, type ServiceRules } from './render.ts';
 import { loadStaticRules, type StaticRuleset } from './static.ts';
 
-/** The chain compared as a set: one jump (or REJECT) per service port. */
+/** The chain of every service port's ClusterIP entry (nat) or REJECT (filter). */
 export const SERVICES_CHAIN = 'KUBE-SERVICES';
+
+/**
+ * The chains every service port has rules in, per table, compared as sets:
+ * a rule that differs is deleted or appended on its own, so one service
+ * change never rewrites the chain (render.ts SharedRule).
+ */
+export const SET_CHAINS: Readonly<Record<TableName, readonly string[]>> = {
+  nat: [SERVICES_CHAIN, 'KUBE-NODEPORTS'],
+  filter: [SERVICES_CHAIN, 'KUBE-EXTERNAL-SERVICES', 'KUBE-PROXY-FIREWALL', 'KUBE-NODEPORTS'],
+};
+
+/** True when `chain` of `table` is one of {@link SET_CHAINS}. */
+export function isSetChain(table: TableName, chain: string): boolean {
+  return SET_CHAINS[table].includes(chain);
+}
 
 
 /**
@@ -32,25 +47,29 @@ export function renderSnapshot(snapshot: Snapshot, opts: RenderOptions): Map<str
   return out;
 }
 
-/** True if drover owns `chain` in `table`: its static chains and every KUBE-SVC/KUBE-SEP chain. */
+/** True if drover owns `chain` in `table`: its static chains and every per-service chain (names.ts isServiceChain). */
 export function isOwnedChain(statics: StaticRuleset, table: TableName, chain: string): boolean {
   return statics.chains.get(table)?.has(chain) === true || (table === 'nat' && isServiceChain(chain));
+}
+
+/**
+ * A static chain of another mode (`retired`) that `statics` does not
+ * declare: when this mode takes over a node, it is owned and stale.
+ */
+function isRetiredChain(statics: StaticRuleset, retired: StaticRuleset | undefined, table: TableName, chain: string): boolean {
+  return retired?.chains.get(table)?.has(chain) === true && statics.chains.get(table)?.has(chain) !== true;
 }
 
 /** The service-specific part of a table view for a set of rendered service ports. */
 function serviceView(table: TableName, services: Iterable<ServiceRules>, base: TableView): TableView {
   const chains = new Map(base.chains);
-  const sets = new Map(base.sets);
-  const jumps = [...(sets.get(SERVICES_CHAIN) ?? [])];
+  const shared = new Map<string, string[]>(SET_CHAINS[table].map((c) => [c, [...(base.sets.get(c) ?? [])]]));
   for (const s of services) {
-    if (table === 'nat') {
-      if (s.natJump) jumps.push(s.natJump);
-      for (const [chain, rules] of s.chains) chains.set(chain, rules);
-    } else if (s.filterReject) {
-      jumps.push(s.filterReject);
-    }
+    for (const r of s.shared) if (r.table === table) shared.get(r.chain)!.push(r.rule);
+    if (table === 'nat') for (const [chain, rules] of s.chains) chains.set(chain, rules);
   }
-  sets.set(SERVICES_CHAIN, jumps);
+  const sets = new Map(base.sets);
+  for (const [chain, rules] of shared) if (rules.length > 0 || sets.has(chain)) sets.set(chain, rules);
   return { chains, sets };
 }
 
@@ -59,18 +78,22 @@ export function desiredView(statics: StaticRuleset, table: TableName, services: 
   const chains = new Map<string, readonly string[]>();
   const sets = new Map<string, readonly string[]>();
   for (const [chain, rules] of statics.chains.get(table) ?? []) {
-    (chain === SERVICES_CHAIN ? sets : chains).set(chain, rules);
+    (isSetChain(table, chain) ? sets : chains).set(chain, rules);
   }
   return serviceView(table, services, { chains, sets });
 }
 
-/** The owned chains of a table as the kernel has them. */
-export function kernelView(statics: StaticRuleset, table: TableName, dump: ParsedDump): TableView {
+/**
+ * The owned chains of a table as the kernel has them; with `retired`, also
+ * that mode's static chains this one lacks (as ordinary chains, so that a
+ * full sync deletes them).
+ */
+export function kernelView(statics: StaticRuleset, table: TableName, dump: ParsedDump, retired?: StaticRuleset): TableView {
   const chains = new Map<string, readonly string[]>();
   const sets = new Map<string, readonly string[]>();
   for (const [chain, parsed] of dump.get(table) ?? []) {
-    if (!isOwnedChain(statics, table, chain)) continue;
-    (chain === SERVICES_CHAIN ? sets : chains).set(chain, parsed.rules);
+    if (isRetiredChain(statics, retired, table, chain)) chains.set(chain, parsed.rules);
+    else if (isOwnedChain(statics, table, chain)) (isSetChain(table, chain) ? sets : chains).set(chain, parsed.rules);
   }
   return { chains, sets };
 }
@@ -84,11 +107,11 @@ export function kernelView(statics: StaticRuleset, table: TableName, dump: Parse
  * @returns each referenced chain → the rules that jump to it, as
  *   iptables-save prints them (`-A CHAIN …`), in the kernel's order.
  */
-export function foreignReferences(statics: StaticRuleset, table: TableName, kernel: ParsedDump): Map<string, string[]> {
+export function foreignReferences(statics: StaticRuleset, table: TableName, kernel: ParsedDump, retired?: StaticRuleset): Map<string, string[]> {
   const refs = new Map<string, string[]>();
-  const hooks = new Set(statics.hooks.filter((h) => h.table === table).map((h) => `${h.chain} ${h.rule}`));
+  const hooks = new Set([...statics.hooks, ...(retired?.hooks ?? [])].filter((h) => h.table === table).map((h) => `${h.chain} ${h.rule}`));
   for (const [chain, parsed] of kernel.get(table) ?? []) {
-    if (isOwnedChain(statics, table, chain)) continue;
+    if (isOwnedChain(statics, table, chain) || isRetiredChain(statics, retired, table, chain)) continue;
     for (const rule of parsed.rules) {
       if (hooks.has(`${chain} ${rule}`)) continue;
       const target = / -[jg] (\S+)/.exec(` ${rule}`)?.[1];
@@ -127,6 +150,12 @@ export interface FullPlanOptions {
    * full. Default false.
    */
   readonly incomplete?: boolean;
+  /**
+   * The static rules of the mode this one replaces on the node (IPVS mode
+   * passes iptables mode's): its static chains that this mode lacks are
+   * deleted, and its hook jumps do not keep a chain alive. Default none.
+   */
+  readonly retired?: StaticRuleset;
 }
 
 /**
@@ -144,14 +173,15 @@ export function fullPlan(statics: StaticRuleset, services: ReadonlyMap<string, S
   };
   for (const table of TABLES) {
     const ops = plan[table];
-    const current = kernelView(statics, table, kernel);
+    const current = kernelView(statics, table, kernel, opts.retired);
+    const retired = (chain: string) => isRetiredChain(statics, opts.retired, table, chain);
     if (opts.incomplete) {
-      const isStale = (chain: string) => isServiceChain(chain) && (current.chains.get(chain) ?? []).some(claimed);
+      const isStale = (chain: string) => retired(chain) || (isServiceChain(chain) && (current.chains.get(chain) ?? []).some(claimed));
       diffTable(ops, desiredView(statics, table, services.values()), current, isStale, (rule) => !claimed(rule));
     } else {
-      diffTable(ops, desiredView(statics, table, services.values()), current, isServiceChain);
+      diffTable(ops, desiredView(statics, table, services.values()), current, (chain) => isServiceChain(chain) || retired(chain));
     }
-    const refs = foreignReferences(statics, table, kernel);
+    const refs = foreignReferences(statics, table, kernel, opts.retired);
     const pinned = ops.deleteChains.filter((c) => refs.has(c));
     const alreadyEmpty = new Set(pinned.filter((c) => (kernel.get(table)?.get(c)?.rules.length ?? 0) === 0));
     ops.deleteChains.splice(0, ops.deleteChains.length, ...ops.deleteChains.filter((c) => !pinned.includes(c)));
@@ -171,7 +201,7 @@ export function fullPlan(statics: StaticRuleset, services: ReadonlyMap<string, S
 }
 
 /**
- * A partial sync: only the chains and KUBE-SERVICES rules of the service
+ * A partial sync: only the chains and shared-chain rules (SET_CHAINS) of the service
  * ports in `changed`, from what was last applied (`before`) to the new
  * rendering (`after`; a key missing there was removed).
  */
@@ -183,8 +213,8 @@ export function partialPlan(
   const plan = emptyPlan();
   const pick = (m: ReadonlyMap<string, ServiceRules>): ServiceRules[] =>
     [...changed].flatMap((k) => (m.has(k) ? [m.get(k)!] : []));
-  const empty = (): TableView => ({ chains: new Map(), sets: new Map([[SERVICES_CHAIN, []]]) });
   for (const table of TABLES) {
+    const empty = (): TableView => ({ chains: new Map(), sets: new Map(SET_CHAINS[table].map((c) => [c, []])) });
     diffTable(plan[table], serviceView(table, pick(after), empty()), serviceView(table, pick(before), empty()), isServiceChain);
   }
   return plan;

@@ -67,8 +67,7 @@ export function splitPlan(plan: Plan, services: ReadonlyMap<string, ServiceRules
   const ruleOwner = new Map<string, string>();
   for (const [key, s] of services) {
     for (const chain of s.chains.keys()) chainOwner.set(chain, key);
-    if (s.natJump) ruleOwner.set(`nat ${canonicalRule(s.natJump)}`, key);
-    if (s.filterReject) ruleOwner.set(`filter ${canonicalRule(s.filterReject)}`, key);
+    for (const r of s.shared) ruleOwner.set(`${r.table} ${canonicalRule(r.rule)}`, key);
   }
 
   const head = emptyPlan();

@@ -22,11 +22,12 @@ export interface IptablesSyncDetail {
   readonly written: RulesByTable;
 }
 
-/** The rules of one rendered service port per table: its KUBE-SERVICES rule and its chains' rules. Costs O(its chains). */
+/** The rules of one rendered service port per table: its rules in the shared chains and its chains' rules. Costs O(its chains). */
 export function ruleCounts(sr: ServiceRules): RulesByTable {
-  let nat = sr.natJump !== null ? 1 : 0;
-  for (const rules of sr.chains.values()) nat += rules.length;
-  return { filter: sr.filterReject !== null ? 1 : 0, nat };
+  const count = { filter: 0, nat: 0 };
+  for (const r of sr.shared) count[r.table]++;
+  for (const rules of sr.chains.values()) count.nat += rules.length;
+  return count;
 }
 
 /** The rules of `statics` and of every service port (`services`: each one's {@link ruleCounts}), per table. Costs O(service ports). */

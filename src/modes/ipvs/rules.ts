@@ -89,5 +89,5 @@ export function otherModeLeftovers(mine: StaticRuleset, other: StaticRuleset, ke
  * @param iptablesMode iptables mode's static rules (default: rules/iptables/static.rules)
  */
 export function ipvsRulesPlan(statics: StaticRuleset, kernel: ParsedDump, iptablesMode: StaticRuleset = loadStaticRules()): Plan {
-  return mergePlans(fullPlan(statics, new Map(), kernel), otherModeLeftovers(statics, iptablesMode, kernel));
+  return mergePlans(fullPlan(statics, new Map(), kernel, { retired: iptablesMode }), otherModeLeftovers(statics, iptablesMode, kernel));
 }
