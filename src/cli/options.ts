@@ -270,7 +270,7 @@ export function serverOptions(): Option[] {
     new Option(
       '--nodeport-addresses <cidr,...>',
       "the node's addresses in these CIDRs are where each LoadBalancer Service's health-check NodePort listens (IPv4 ones; default: every address); " +
-        'so far used by the health-check server only: NodePorts themselves are not programmed yet',
+        'so far used by the health-check server only: NodePorts answer on every local IPv4 address but 127.0.0.0/8',
     ).argParser(nodePortAddressesArg),
   ];
 }

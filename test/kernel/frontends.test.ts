@@ -56,6 +56,8 @@ const SERVICES = [
   external('default/remote:http', '10.96.0.12', 30082, ['b3'], { externalTrafficPolicy: 'Local' }),
   // No endpoints at all.
   external('default/empty:http', '10.96.0.13', 30083, []),
+  // ClientIP session affinity with a 2 s timeout.
+  external('default/sticky:http', '10.96.0.14', 30084, ['b1', 'b2', 'b3'], { sessionAffinity: { timeoutSeconds: 2 } }),
 ];
 const STATE: Snapshot = { ...snap(...SERVICES), node: { name: 'node-a', addresses: [{ type: 'InternalIP', address: NODE_IP }] } };
 
@@ -130,4 +132,21 @@ if (unavailable) {
       t.true(traced.outcomes.every((o) => o.masqueraded === (c.seen === 'node')), 'trace agrees on masquerade');
     });
   }
+
+  test.serial('ClientIP affinity: a client keeps its endpoint, through the ClusterIP and the NodePort alike; after the timeout it may move', async (t) => {
+    const from = topo.client('outside').netns;
+    const viaNodePort = await probe(topo, { from, host: NODE_IP, port: 30084, count: 15 });
+    const viaClusterIP = await probe(topo, { from, host: '10.96.0.14', port: 80, count: 15 });
+    t.deepEqual([viaNodePort.errors, viaClusterIP.errors], [{}, {}]);
+    t.is(Object.keys(viaNodePort.counts).length, 1, `one endpoint through the NodePort: ${JSON.stringify(viaNodePort.counts)}`);
+    t.deepEqual(Object.keys(viaClusterIP.counts), Object.keys(viaNodePort.counts), 'the same endpoint through the ClusterIP');
+    // Each round waits out the timeout, so each connection picks anew: 8 rounds all on one of 3 endpoints has odds 1 in 2187.
+    const seen = new Set<string>();
+    for (let round = 0; round < 8 && seen.size < 2; round++) {
+      await new Promise((r) => setTimeout(r, 2500));
+      const one = await probe(topo, { from, host: NODE_IP, port: 30084, count: 1 });
+      for (const name of Object.keys(one.counts)) seen.add(name);
+    }
+    t.true(seen.size >= 2, `after the timeout the client moved: ${[...seen].join(', ')}`);
+  });
 }
