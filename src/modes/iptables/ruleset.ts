@@ -7,10 +7,10 @@ import type { Snapshot } from '../../model/types.ts';
 import { tokenize } from './rule.ts';
 import type { KeptChain } from '../types.ts';
 import { commentServicePort, isServiceChain } from './names.ts';
-import { TABLES, type ParsedDump, type TableName } from './parse.ts';
+import { BUILTIN_CHAINS, TABLES, type ParsedDump, type TableName } from './parse.ts';
 import { diffTable, emptyPlan, planToRestore, type Plan, type TableView } from './plan.ts';
 import { renderServicePort, type RenderOptions, type ServiceRules } from './render.ts';
-import { loadStaticRules, type StaticRuleset } from './static.ts';
+import { hookIdentities, hookIdentity, loadStaticRules, type StaticRuleset } from './static.ts';
 
 /** The chain of every service port's ClusterIP entry (nat) or REJECT (filter). */
 export const SERVICES_CHAIN = 'KUBE-SERVICES';
@@ -109,11 +109,11 @@ export function kernelView(statics: StaticRuleset, table: TableName, dump: Parse
  */
 export function foreignReferences(statics: StaticRuleset, table: TableName, kernel: ParsedDump, retired?: StaticRuleset): Map<string, string[]> {
   const refs = new Map<string, string[]>();
-  const hooks = new Set([...statics.hooks, ...(retired?.hooks ?? [])].filter((h) => h.table === table).map((h) => `${h.chain} ${h.rule}`));
+  const hooks = new Set([...hookIdentities(statics), ...(retired ? hookIdentities(retired) : [])]);
   for (const [chain, parsed] of kernel.get(table) ?? []) {
     if (isOwnedChain(statics, table, chain) || isRetiredChain(statics, retired, table, chain)) continue;
     for (const rule of parsed.rules) {
-      if (hooks.has(`${chain} ${rule}`)) continue;
+      if (hooks.has(hookIdentity(table, chain, rule) ?? '')) continue;
       const target = / -[jg] (\S+)/.exec(` ${rule}`)?.[1];
       if (!target) continue;
       const by = refs.get(target) ?? [];
@@ -196,6 +196,9 @@ export function fullPlan(statics: StaticRuleset, services: ReadonlyMap<string, S
         ops.insertRules.push({ chain, rule: hook.rule });
       }
     }
+    // A hook of drover's in another variant than the wanted one (the nodeports
+    // hooks before and after --nodeport-addresses changed) is deleted.
+    ops.deleteRules.push(...staleHooks(statics, table, kernel));
   }
   return plan;
 }
@@ -220,6 +223,24 @@ export function partialPlan(
   return plan;
 }
 
+/**
+ * The rules of built-in chains of `table` that are hooks of drover's by
+ * their identity (static.ts hookIdentity) but none of `statics`' hooks:
+ * the other variant of a hook, to delete. Every copy, in kernel order.
+ */
+export function staleHooks(statics: StaticRuleset, table: TableName, kernel: ParsedDump): Array<{ chain: string; rule: string }> {
+  const ids = hookIdentities(statics);
+  const wanted = new Set(statics.hooks.filter((h) => h.table === table).map((h) => `${h.chain} ${h.rule}`));
+  const out: Array<{ chain: string; rule: string }> = [];
+  for (const [chain, parsed] of kernel.get(table) ?? []) {
+    if (!BUILTIN_CHAINS.has(chain)) continue;
+    for (const rule of parsed.rules) {
+      if (!wanted.has(`${chain} ${rule}`) && ids.has(hookIdentity(table, chain, rule) ?? '')) out.push({ chain, rule });
+    }
+  }
+  return out;
+}
+
 /** What a cleanup writes, and what it cannot remove. */
 export interface CleanupPlan {
   readonly plan: Plan;
@@ -240,10 +261,10 @@ export function cleanupPlan(statics: StaticRuleset, kernel: ParsedDump): Cleanup
     const ops = plan[table];
     const parsed = kernel.get(table);
     if (!parsed) continue;
-    for (const hook of statics.hooks.filter((h) => h.table === table)) {
-      for (const rule of parsed.get(hook.chain)?.rules ?? []) {
-        if (rule === hook.rule) ops.deleteRules.push({ chain: hook.chain, rule });
-      }
+    const ids = hookIdentities(statics);
+    for (const [chain, chainRules] of parsed) {
+      if (!BUILTIN_CHAINS.has(chain)) continue;
+      for (const rule of chainRules.rules) if (ids.has(hookIdentity(table, chain, rule) ?? '')) ops.deleteRules.push({ chain, rule });
     }
     const refs = foreignReferences(statics, table, kernel);
     for (const chain of parsed.keys()) {
