@@ -6,7 +6,7 @@
 import type { Snapshot } from '../../model/types.ts';
 import { tokenize } from './rule.ts';
 import type { KeptChain } from '../types.ts';
-import { commentServicePort, isServiceChain } from './names.ts';
+import { commentServicePort, hashSuffix, isServiceChain } from './names.ts';
 import { BUILTIN_CHAINS, TABLES, type ParsedDump, type TableName } from './parse.ts';
 import { diffTable, emptyPlan, planToRestore, type Plan, type TableView } from './plan.ts';
 import { renderServicePort, type RenderOptions, type ServiceRules } from './render.ts';
@@ -171,12 +171,15 @@ export function fullPlan(statics: StaticRuleset, services: ReadonlyMap<string, S
     const key = ruleServicePort(rule);
     return key !== undefined && services.has(key);
   };
+  let named: Set<string> | undefined;
   for (const table of TABLES) {
     const ops = plan[table];
     const current = kernelView(statics, table, kernel, opts.retired);
     const retired = (chain: string) => isRetiredChain(statics, opts.retired, table, chain);
     if (opts.incomplete) {
-      const isStale = (chain: string) => retired(chain) || (isServiceChain(chain) && (current.chains.get(chain) ?? []).some(claimed));
+      named ??= servicePortChainSuffixes(services.keys());
+      const isStale = (chain: string) =>
+        retired(chain) || (isServiceChain(chain) && (named!.has(chain.slice(chain.lastIndexOf('-') + 1)) || (current.chains.get(chain) ?? []).some(claimed)));
       diffTable(ops, desiredView(statics, table, services.values()), current, isStale, (rule) => !claimed(rule));
     } else {
       diffTable(ops, desiredView(statics, table, services.values()), current, (chain) => isServiceChain(chain) || retired(chain));
@@ -186,19 +189,23 @@ export function fullPlan(statics: StaticRuleset, services: ReadonlyMap<string, S
     const alreadyEmpty = new Set(pinned.filter((c) => (kernel.get(table)?.get(c)?.rules.length ?? 0) === 0));
     ops.deleteChains.splice(0, ops.deleteChains.length, ...ops.deleteChains.filter((c) => !pinned.includes(c)));
     ops.declare.splice(0, ops.declare.length, ...ops.declare.filter((c) => !alreadyEmpty.has(c)));
-    // Missing hooks are inserted at position 1, one by one: per chain in
-    // reverse, so that they end up in file order.
-    const missing = statics.hooks.filter(
-      (h) => h.table === table && !(kernel.get(table)?.get(h.chain)?.rules.includes(h.rule) ?? false),
-    );
-    for (const chain of new Set(missing.map((h) => h.chain))) {
-      for (const hook of missing.filter((h) => h.chain === chain).reverse()) {
-        ops.insertRules.push({ chain, rule: hook.rule });
-      }
-    }
     // A hook of drover's in another variant than the wanted one (the nodeports
     // hooks before and after --nodeport-addresses changed) is deleted.
-    ops.deleteRules.push(...staleHooks(statics, table, kernel));
+    const stale = staleHooks(statics, table, kernel);
+    ops.deleteRules.push(...stale);
+    // When a built-in chain misses one of drover's hooks (or had a stale one),
+    // all of drover's hooks of that chain are put back at its top in file
+    // order, in the same transaction: their order matters (the nodeports hook
+    // must follow the KUBE-SERVICES one), and a lone insert at position 1
+    // would break it. The present copies are deleted first.
+    const has = (chain: string, rule: string) => kernel.get(table)?.get(chain)?.rules.includes(rule) ?? false;
+    const hooks = statics.hooks.filter((h) => h.table === table);
+    const redo = new Set([...hooks.filter((h) => !has(h.chain, h.rule)).map((h) => h.chain), ...stale.map((r) => r.chain)]);
+    for (const chain of redo) {
+      const mine = hooks.filter((h) => h.chain === chain);
+      for (const rule of kernel.get(table)?.get(chain)?.rules ?? []) if (mine.some((h) => h.rule === rule)) ops.deleteRules.push({ chain, rule });
+      for (const hook of [...mine].reverse()) ops.insertRules.push({ chain, rule: hook.rule });
+    }
   }
   return plan;
 }
@@ -238,6 +245,18 @@ export function staleHooks(statics: StaticRuleset, table: TableName, kernel: Par
       if (!wanted.has(`${chain} ${rule}`) && ids.has(hookIdentity(table, chain, rule) ?? '')) out.push({ chain, rule });
     }
   }
+  return out;
+}
+
+/**
+ * The hash suffixes of the KUBE-SVC/SVL/EXT/FW chain names the service
+ * ports `keys` would have, for each protocol (names.ts hashSuffix): a
+ * stale chain with one of them belongs to a known service port, even when
+ * none of its rules' comments names it (KUBE-EXT's do not).
+ */
+function servicePortChainSuffixes(keys: Iterable<string>): Set<string> {
+  const out = new Set<string>();
+  for (const key of keys) for (const proto of ['tcp', 'udp', 'sctp']) out.add(hashSuffix(key + proto));
   return out;
 }
 
