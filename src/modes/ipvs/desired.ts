@@ -50,6 +50,8 @@ export interface DesiredVirtualServer {
   readonly vs: VirtualServer;
   /** Real servers by {@link realServerKey} ("10.244.1.2:8080"), sorted. */
   readonly reals: ReadonlyMap<string, RealServer>;
+  /** For a NodePort, external IP or LoadBalancer virtual server: which, and its entries in the frontend sets (frontends.ts); absent for a ClusterIP. */
+  readonly frontend?: { readonly kind: FrontendKind; readonly entries: readonly SetEntry[] };
 }
 
 /** Everything IPVS mode programs besides the static iptables rules. */
@@ -114,7 +116,9 @@ export interface DesiredExternalServer {
 
 /**
  * The desired state of one service port on `node` (Snapshot.node; undefined
- * when the source describes none). Pure.
+ * when the source describes none): its ClusterIP virtual server and, when it
+ * is externally accessible, those of its NodePort, external IPs and
+ * LoadBalancer ingress IPs (frontends.ts, on `opts.nodeAddresses`). Pure.
  * @throws IpvsValidationError for a virtual server IPVS would refuse;
  *   IpsetValidationError for a bad address, protocol or port (every real
  *   server's address and port go through its KUBE-LOOP-BACK entry). The model
@@ -139,7 +143,7 @@ export function desiredServicePort(sp: ServicePort, opts: IpvsPlanOptions, node?
     for (const fe of externalFrontends(sp, sets, vs, opts.nodeAddresses ?? NO_NODE_ADDRESSES, node)) {
       const { server, loopBack } = realServers(sp.key, fe.vs, fe.endpoints);
       const entries = [...fe.entries, ...loopBack.map((entry): SetEntry => ({ set: LOOP_BACK_SET, entry }))];
-      external.push({ kind: fe.kind, server, bind: fe.bind, entries });
+      external.push({ kind: fe.kind, server: { ...server, frontend: { kind: fe.kind, entries: fe.entries } }, bind: fe.bind, entries });
     }
   }
   return { server: cluster.server, clusterIPEntry: clusterEntry, loopBackEntries: cluster.loopBack, external };
