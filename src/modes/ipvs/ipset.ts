@@ -106,13 +106,19 @@ function createOptions(type: string): string {
 /** The address family drover's sets are created with (CREATE_OPTIONS). */
 const FAMILY = 'inet';
 
+/** The longest set name the kernel takes (IPSET_MAXNAMELEN 32, with its NUL). */
+export const MAX_SET_NAME = 31;
+
 /**
- * The scratch set a rebuild of `name` fills and swaps in: "KUBE-CLUSTER-IP-SWAP".
+ * The scratch set a rebuild of `name` fills and swaps in: "KUBE-CLUSTER-IP-SWAP",
+ * and for a name too long for that, "LOAD-BALANCER" shortened to "LB":
+ * "KUBE-LB-SOURCE-CIDR-SWAP" (at most {@link MAX_SET_NAME} characters).
  * It exists only inside one restore; one left over (a crash, or a restore
  * that failed part way) is destroyed by the next full sync and by cleanup.
  */
 export function swapSetName(name: string): string {
-  return `${name}-SWAP`;
+  const plain = `${name}-SWAP`;
+  return plain.length <= MAX_SET_NAME ? plain : `${name.replace('LOAD-BALANCER', 'LB')}-SWAP`;
 }
 
 /** Every set name {@link parseIpsetSave} keeps by default: drover's sets and their scratch sets. */
