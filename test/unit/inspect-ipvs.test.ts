@@ -322,6 +322,7 @@ missing set KUBE-NODE-PORT-UDP
 missing set KUBE-NODE-PORT-LOCAL-UDP
 missing set KUBE-NODE-PORT-SCTP
 missing set KUBE-NODE-PORT-LOCAL-SCTP
+missing set KUBE-EXTERNAL-NO-LOCAL
 missing link kube-ipvs0
 missing address kube-ipvs0 10.96.0.10/32
 missing virtual server TCP 10.96.0.10:80 (default/web:http): rr

@@ -53,6 +53,7 @@ test('first sync: sysctls, kube-ipvs0, ipsets, iptables rules and IPVS, exactly'
       'create KUBE-NODE-PORT-LOCAL-UDP bitmap:port range 0-65535',
       'create KUBE-NODE-PORT-SCTP hash:ip,port family inet hashsize 1024 maxelem 65536',
       'create KUBE-NODE-PORT-LOCAL-SCTP hash:ip,port family inet hashsize 1024 maxelem 65536',
+      'create KUBE-EXTERNAL-NO-LOCAL hash:ip,port family inet hashsize 1024 maxelem 65536',
       '',
     ].join('\n'),
   ]);
@@ -301,7 +302,7 @@ test('cleanup removes owned virtual servers, kube-ipvs0, the ipsets and the rule
   t.is(w.links.addressesOf('kube-ipvs0'), undefined);
   t.is(w.ipset.entries('KUBE-CLUSTER-IP'), undefined);
   t.is(w.ipset.entries('KUBE-LOOP-BACK'), undefined);
-  t.deepEqual(result, { removed: { chain: 12, rule: 6, 'virtual server': 3, link: 1, set: 15 }, kept: [] }, '9 chains of IPVS mode and 3 canaries');
+  t.deepEqual(result, { removed: { chain: 12, rule: 6, 'virtual server': 3, link: 1, set: 16 }, kept: [] }, '9 chains of IPVS mode and 3 canaries');
   t.notRegex(w.iptables.dump('nat'), /KUBE-/);
   t.notRegex(w.iptables.dump('filter'), /KUBE-/);
 });
@@ -313,7 +314,7 @@ test('cleanup reports the iptables chains it could only empty, with the foreign 
   w.iptables.setChain('nat', 'OPERATOR', ['-s 192.168.7.0/24 -j KUBE-MARK-MASQ', '-j KUBE-MARK-MASQ']);
   const result = await backend.cleanup();
   t.deepEqual(result, {
-    removed: { chain: 11, rule: 6, 'virtual server': 3, link: 1, set: 15 },
+    removed: { chain: 11, rule: 6, 'virtual server': 3, link: 1, set: 16 },
     kept: [{ table: 'nat', chain: 'KUBE-MARK-MASQ', referencedBy: ['-A OPERATOR -s 192.168.7.0/24 -j KUBE-MARK-MASQ', '-A OPERATOR -j KUBE-MARK-MASQ'] }],
   });
   t.deepEqual(w.iptables.chain('nat', 'KUBE-MARK-MASQ'), []);

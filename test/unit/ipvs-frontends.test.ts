@@ -78,13 +78,24 @@ test('externalTrafficPolicy Local: the external virtual servers get only the loc
   ]);
 });
 
-test('externalTrafficPolicy Local without a local endpoint: the external virtual servers exist with no real server (connections are refused)', (t) => {
+test('externalTrafficPolicy Local without a local endpoint: no real server, and KUBE-EXTERNAL-NO-LOCAL so that new connections are dropped', (t) => {
   const d = desiredServicePort(all('Local', {}, [ep('10.244.2.2:8080', { nodeName: 'n2' })]), OPTS, NODE);
   t.deepEqual([...d.server.reals.keys()], ['10.244.2.2:8080']);
   t.deepEqual(
-    d.external.map((x) => [x.server.key, x.server.reals.size]),
-    [['TCP/198.51.100.7:80', 0], ['TCP/203.0.113.99:80', 0], ['TCP/198.51.100.10:80', 0], ['TCP/10.0.0.5:30080', 0], ['TCP/192.168.1.5:30080', 0]],
+    d.external.map((x) => [x.server.key, x.server.reals.size, x.entries.filter((e) => e.set === 'KUBE-EXTERNAL-NO-LOCAL').map((e) => e.entry)]),
+    [
+      ['TCP/198.51.100.7:80', 0, ['198.51.100.7,tcp:80']],
+      ['TCP/203.0.113.99:80', 0, ['203.0.113.99,tcp:80']],
+      ['TCP/198.51.100.10:80', 0, ['198.51.100.10,tcp:80']],
+      ['TCP/10.0.0.5:30080', 0, ['10.0.0.5,tcp:30080']],
+      ['TCP/192.168.1.5:30080', 0, ['192.168.1.5,tcp:30080']],
+    ],
   );
+  // No endpoint anywhere: refused by IPVS (as kube-proxy's REJECT), not dropped.
+  const none = desiredServicePort(all('Local', {}, []), OPTS, NODE);
+  t.deepEqual(none.external.flatMap((x) => x.entries.filter((e) => e.set === 'KUBE-EXTERNAL-NO-LOCAL')), []);
+  // With a local endpoint, nothing is dropped.
+  t.deepEqual(desiredServicePort(all('Local'), OPTS, NODE).external.flatMap((x) => x.entries.filter((e) => e.set === 'KUBE-EXTERNAL-NO-LOCAL')), []);
 });
 
 test('UDP and SCTP NodePorts: the UDP bitmap set, and "nodeIP,sctp:port" entries as kube-proxy', (t) => {

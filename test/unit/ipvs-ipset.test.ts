@@ -78,10 +78,11 @@ test('restore input: create missing sets, then entries, sorted', (t) => {
       'create KUBE-NODE-PORT-LOCAL-UDP bitmap:port range 0-65535',
       'create KUBE-NODE-PORT-SCTP hash:ip,port family inet hashsize 1024 maxelem 65536',
       'create KUBE-NODE-PORT-LOCAL-SCTP hash:ip,port family inet hashsize 1024 maxelem 65536',
+      'create KUBE-EXTERNAL-NO-LOCAL hash:ip,port family inet hashsize 1024 maxelem 65536',
       '',
     ].join('\n'),
   );
-  t.deepEqual({ created: plan.created, added: plan.added, deleted: plan.deleted }, { created: 15, added: 3, deleted: 0 });
+  t.deepEqual({ created: plan.created, added: plan.added, deleted: plan.deleted }, { created: 16, added: 3, deleted: 0 });
 });
 
 test('restore input: only the differences against the read-back', (t) => {

@@ -40,10 +40,10 @@ function firstPayload(services: string[]): string {
     '-I INPUT 1 -m comment --comment "kube-proxy firewall rules" -j KUBE-PROXY-FIREWALL',
     '-I FORWARD 1 -m comment --comment "kubernetes forwarding rules" -j KUBE-FORWARD',
     '-I FORWARD 1 -m comment --comment "kube-proxy firewall rules" -j KUBE-PROXY-FIREWALL',
-    FIREWALL_RULES[0],
+    ...FIREWALL_RULES.slice(0, 2),
     '-A KUBE-FORWARD -m comment --comment "kubernetes forwarding rules" -m mark --mark 0x4000/0x4000 -j ACCEPT',
     '-A KUBE-FORWARD -m comment --comment "kubernetes forwarding conntrack rule" -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT',
-    ...FIREWALL_RULES.slice(1),
+    ...FIREWALL_RULES.slice(2),
     'COMMIT',
     '',
   ].join('\n');
@@ -68,9 +68,10 @@ const NAT_FRONTEND_CHAINS = [
   '-A KUBE-LOAD-BALANCER -j KUBE-MARK-MASQ',
 ];
 
-/** filter KUBE-PROXY-FIREWALL (first) and KUBE-SOURCE-RANGES-FIREWALL. */
+/** filter KUBE-PROXY-FIREWALL (the first two) and KUBE-SOURCE-RANGES-FIREWALL. */
 const FIREWALL_RULES = [
   '-A KUBE-PROXY-FIREWALL -m comment --comment "Kubernetes service load balancer ip + port for load balancer with sourceRange" -m set --match-set KUBE-LOAD-BALANCER-FW dst,dst -j KUBE-SOURCE-RANGES-FIREWALL',
+  '-A KUBE-PROXY-FIREWALL -m conntrack --ctstate NEW -m comment --comment "externalTrafficPolicy Local service ports with no local endpoints" -m set --match-set KUBE-EXTERNAL-NO-LOCAL dst,dst -j DROP',
   '-A KUBE-SOURCE-RANGES-FIREWALL -m comment --comment "Kubernetes service load balancer ip + port + source cidr for packet filter purpose" -m set --match-set KUBE-LOAD-BALANCER-SOURCE-CIDR dst,dst,src -j RETURN',
   '-A KUBE-SOURCE-RANGES-FIREWALL -m comment --comment "Kubernetes service load balancer ip + port + source IP for packet filter purpose" -m set --match-set KUBE-LOAD-BALANCER-SOURCE-IP dst,dst,src -j RETURN',
   '-A KUBE-SOURCE-RANGES-FIREWALL -j DROP',

@@ -2,7 +2,8 @@
  * The external frontends of IPVS mode on a real kernel (src/modes/ipvs/
  * frontends.ts), between network namespaces of the guest (src/testbed
  * topology): NodePorts on the node's own addresses, external IPs,
- * externalTrafficPolicy Local, and a LoadBalancer IP with source ranges.
+ * externalTrafficPolicy Local (with and without a local endpoint), and a
+ * LoadBalancer IP with source ranges.
  * The node's addresses are read by the driver inside the node namespace
  * (node-ips.ts), as `drover run` reads them.
  */
@@ -47,7 +48,8 @@ const noLocal = sp('default/nolocal:http', '10.96.1.14', 80, [ep('10.244.1.3:808
   externalTrafficPolicy: 'Local',
   frontends: ipv4Frontends('10.96.1.14', 30082),
 });
-const SERVICES: ServicePort[] = [nodePort, external, local, lb, noLocal];
+const none = sp('default/none:http', '10.96.1.15', 80, [], { type: 'NodePort', externalTrafficPolicy: 'Local', frontends: ipv4Frontends('10.96.1.15', 30083) });
+const SERVICES: ServicePort[] = [nodePort, external, local, lb, noLocal, none];
 
 let topo: Topology;
 let driver: Driver;
@@ -92,19 +94,22 @@ if (await registerIpvsTests('IPVS frontends tests')) {
       'TCP 10.96.1.12:80 rr', ...both,
       'TCP 10.96.1.13:80 rr', ...both,
       'TCP 10.96.1.14:80 rr', '-> 10.244.1.3:8080 Masq 1',
+      'TCP 10.96.1.15:80 rr',
       `TCP ${topo.gateway}:30080 rr`, ...both,
       `TCP ${topo.gateway}:30081 rr`, ...onlyLocal,
       `TCP ${topo.gateway}:30082 rr`,
+      `TCP ${topo.gateway}:30083 rr`,
       `TCP ${topo.nodeIp}:30080 rr`, ...both,
       `TCP ${topo.nodeIp}:30081 rr`, ...onlyLocal,
       `TCP ${topo.nodeIp}:30082 rr`,
+      `TCP ${topo.nodeIp}:30083 rr`,
       'TCP 198.51.100.10:80 rr', ...both,
       'TCP 203.0.113.10:80 rr', ...both,
       'TCP 203.0.113.11:80 rr', ...onlyLocal,
     ]));
     const ips = await run('ip', ['-o', '-4', 'addr', 'show', 'dev', 'kube-ipvs0'], { netns: topo.node });
     const bound = [...ips.stdout.matchAll(/inet (\S+)/g)].map((m) => m[1]).sort();
-    t.deepEqual(bound, ['10.96.1.10/32', '10.96.1.11/32', '10.96.1.12/32', '10.96.1.13/32', '10.96.1.14/32', '198.51.100.10/32', '203.0.113.10/32', '203.0.113.11/32']);
+    t.deepEqual(bound, ['10.96.1.10/32', '10.96.1.11/32', '10.96.1.12/32', '10.96.1.13/32', '10.96.1.14/32', '10.96.1.15/32', '198.51.100.10/32', '203.0.113.10/32', '203.0.113.11/32']);
   });
 
   test.serial('a NodePort on the node address reaches every endpoint, masqueraded', async (t) => {
@@ -132,9 +137,13 @@ if (await registerIpvsTests('IPVS frontends tests')) {
     t.deepEqual(c.counts, { b1: 3, b2: 3 });
   });
 
-  test.serial('externalTrafficPolicy Local without a local endpoint: the NodePort has no real server and refuses', async (t) => {
-    const r = await connectOnce(topo, { from: topo.client('outside').netns, host: topo.nodeIp, port: 30082, timeoutMs: 1000 });
-    t.deepEqual(r, { ok: false, code: 'ECONNREFUSED' });
+  test.serial('externalTrafficPolicy Local without a local endpoint: dropped when endpoints exist elsewhere (KUBE-EXTERNAL-NO-LOCAL), refused when none exists', async (t) => {
+    const dropped = await connectOnce(topo, { from: topo.client('outside').netns, host: topo.nodeIp, port: 30082, timeoutMs: 2000 });
+    t.log(JSON.stringify(dropped));
+    t.false(dropped.ok);
+    t.not((dropped as { code?: string }).code, 'ECONNREFUSED', 'dropped (a timeout), not refused');
+    const refused = await connectOnce(topo, { from: topo.client('outside').netns, host: topo.nodeIp, port: 30083, timeoutMs: 1000 });
+    t.deepEqual(refused, { ok: false, code: 'ECONNREFUSED' });
   });
 
   test.serial('a LoadBalancer IP with source ranges: a client in the range gets through; one outside it is dropped', async (t) => {
@@ -156,6 +165,8 @@ if (await registerIpvsTests('IPVS frontends tests')) {
     t.regex(save, /^add KUBE-EXTERNAL-IP-LOCAL 203\.0\.113\.11,tcp:80$/m);
     t.regex(save, /^add KUBE-LOAD-BALANCER-FW 198\.51\.100\.10,tcp:80$/m);
     t.regex(save, /^add KUBE-LOAD-BALANCER-SOURCE-CIDR 198\.51\.100\.10,tcp:80,10\.244\.9\.0\/24$/m);
+    t.regex(save, /^add KUBE-EXTERNAL-NO-LOCAL 192\.168\.100\.1,tcp:30082$/m);
+    t.notRegex(save, /^add KUBE-EXTERNAL-NO-LOCAL \S+,tcp:30083$/m);
     const again = await driver.sync(SERVICES, { full: true }, NODE);
     t.log(JSON.stringify(again.result));
     t.like(again.result, { transactions: 0 }, 'nothing differs: no ipset restore, no iptables-restore');
@@ -166,9 +177,9 @@ if (await registerIpvsTests('IPVS frontends tests')) {
     const plain = SERVICES.map((s) => ({ ...s, type: 'ClusterIP' as const, externalTrafficPolicy: 'Cluster' as const, frontends: ipv4Frontends(s.clusterIP) }));
     await driver.sync(plain, { full: false, changed: plain.map((s) => s.key) }, NODE);
     const state = await ipvsadmState(topo.node);
-    t.deepEqual(state.filter((l) => l.startsWith('TCP')).sort(), ['TCP 10.96.1.10:80 rr', 'TCP 10.96.1.11:80 rr', 'TCP 10.96.1.12:80 rr', 'TCP 10.96.1.13:80 rr', 'TCP 10.96.1.14:80 rr']);
+    t.deepEqual(state.filter((l) => l.startsWith('TCP')).sort(), ['TCP 10.96.1.10:80 rr', 'TCP 10.96.1.11:80 rr', 'TCP 10.96.1.12:80 rr', 'TCP 10.96.1.13:80 rr', 'TCP 10.96.1.14:80 rr', 'TCP 10.96.1.15:80 rr']);
     const save = (await run('ipset', ['save'], { netns: topo.node })).stdout;
-    t.notRegex(save, /^add KUBE-(NODE-PORT|LOAD-BALANCER|EXTERNAL)/m);
+    t.notRegex(save, /^add KUBE-(NODE-PORT|LOAD-BALANCER|EXTERNAL)/m, 'KUBE-EXTERNAL-NO-LOCAL included');
     const ips = await run('ip', ['-o', '-4', 'addr', 'show', 'dev', 'kube-ipvs0'], { netns: topo.node });
     t.notRegex(ips.stdout, /198\.51\.100\.10|203\.0\.113\./);
   });

@@ -40,14 +40,19 @@
  * KUBE-LOOP-BACK (hairpin) entry. rules/ipvs/static.rules matches the sets.
  *
  * With externalTrafficPolicy Local and no local endpoint, the external
- * virtual servers have no real server (kube-proxy falls back to the cluster
- * set there, so that pods of this node can still connect; drover follows the
- * policy's sets and does not). A client then sees its connection REFUSED,
- * not dropped: IPVS finds no destination and answers with ICMP port
- * unreachable (ip_vs_leave), which TCP reports as ECONNREFUSED. kube-proxy's
- * iptables mode drops such traffic instead (its "has no local endpoints"
- * DROP); IPVS mode does not yet, so a load balancer's health check
- * (healthCheckNodePort), not a timeout, is what takes the node out.
+ * virtual servers have no real server (kube-proxy's IPVS proxier falls back
+ * to the cluster set there, so that pods of this node can still connect;
+ * drover follows the policy's sets and does not). What a client sees:
+ * - when some endpoint exists on another node (the policy's
+ *   hasAnyEndpoints), its new connection is DROPPED, as kube-proxy's
+ *   iptables mode drops it ("has no local endpoints"): each such virtual
+ *   server's "ip,proto:port" goes into drover's own set
+ *   KUBE-EXTERNAL-NO-LOCAL, and filter KUBE-PROXY-FIREWALL (INPUT, before
+ *   IPVS's LOCAL_IN hook) drops new connections to it, so the client times
+ *   out and a load balancer's health check takes the node out;
+ * - when no endpoint exists anywhere, it is REFUSED, as by kube-proxy's
+ *   REJECT: IPVS finds no destination and answers with ICMP port
+ *   unreachable (ip_vs_leave), which TCP reports as ECONNREFUSED.
  */
 import { cidrContains, isCanonicalIPv4, parseCIDR } from '../../model/addr.ts';
 import type { EndpointSets } from '../../model/policy.ts';
@@ -56,6 +61,7 @@ import { validateVirtualServer, type VirtualServer } from './codec.ts';
 import {
   EXTERNAL_IP_LOCAL_SET,
   EXTERNAL_IP_SET,
+  EXTERNAL_NO_LOCAL_SET,
   ipPortEntry,
   ipPortIPEntry,
   ipPortNetEntry,
@@ -156,13 +162,16 @@ export function externalFrontends(sp: ServicePort, sets: EndpointSets, base: Vir
   const host = new Set(addresses.hostAddresses);
   const out: ExternalFrontend[] = [];
   const seen = new Set<string>([`${base.address}:${base.port}`]);
+  // Endpoints elsewhere but none here under policy Local: dropped, not refused.
+  const dropped = local && sets.hasAnyEndpoints && endpoints.length === 0;
   const add = (kind: FrontendKind, address: string, port: number, bind: boolean, own: readonly SetEntry[]): void => {
     if (!isCanonicalIPv4(address)) throw new IpsetValidationError('IPv4 address', address);
     if (seen.has(`${address}:${port}`)) return;
     seen.add(`${address}:${port}`);
     const vs: VirtualServer = { ...base, address, port };
     validateVirtualServer(vs);
-    out.push({ kind, vs, endpoints, bind, entries: own });
+    const entries: readonly SetEntry[] = dropped ? [...own, { set: EXTERNAL_NO_LOCAL_SET, entry: ipPortEntry(address, proto, port) }] : own;
+    out.push({ kind, vs, endpoints, bind, entries });
   };
 
   for (const e of f.externalIPs) {

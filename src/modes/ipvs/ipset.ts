@@ -65,6 +65,15 @@ export const NODE_PORT_SCTP_SET = 'KUBE-NODE-PORT-SCTP';
 /** "nodeIP,sctp:nodePort" of SCTP service ports with externalTrafficPolicy Local (hash:ip,port). */
 export const NODE_PORT_LOCAL_SCTP_SET = 'KUBE-NODE-PORT-LOCAL-SCTP';
 
+/**
+ * drover's own set (kube-proxy's IPVS mode has none): "ip,proto:port" of each
+ * external virtual server of an externalTrafficPolicy Local service port
+ * whose endpoints are all on other nodes. filter KUBE-PROXY-FIREWALL drops
+ * new connections to them, as kube-proxy's iptables mode does ("has no local
+ * endpoints"), instead of IPVS refusing them (hash:ip,port).
+ */
+export const EXTERNAL_NO_LOCAL_SET = 'KUBE-EXTERNAL-NO-LOCAL';
+
 /** The name of one of drover's sets. */
 export type OwnedSetName = (typeof IPVS_SETS)[number]['name'];
 
@@ -90,6 +99,7 @@ export const IPVS_SETS = [
   { name: NODE_PORT_LOCAL_UDP_SET, type: 'bitmap:port' },
   { name: NODE_PORT_SCTP_SET, type: 'hash:ip,port' },
   { name: NODE_PORT_LOCAL_SCTP_SET, type: 'hash:ip,port' },
+  { name: EXTERNAL_NO_LOCAL_SET, type: 'hash:ip,port' },
 ] as const;
 
 /** Options of `create` for a missing hash set: IPv4, kube-proxy's hash size and element limit. */
