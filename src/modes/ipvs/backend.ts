@@ -18,8 +18,17 @@
  * 3. writes only the differences, in this order: ipsets (one
  *    `ipset restore -exist`: the iptables rules match on the sets), iptables
  *    rules (one `iptables-restore --noflush`, full syncs only: IPVS mode's
- *    rules do not depend on services), new ClusterIPs on kube-ipvs0, IPVS
- *    commands (reconcile.ts), then stale ClusterIPs off kube-ipvs0.
+ *    rules do not depend on services), new addresses on kube-ipvs0
+ *    (ClusterIPs, and external and LoadBalancer IPs the host does not
+ *    have), IPVS commands (reconcile.ts), then stale addresses off kube-ipvs0.
+ *
+ * Every service port gets its ClusterIP virtual server and, when it has
+ * them, those of its NodePort (one per node address, `nodeAddresses`, read
+ * once at start), external IPs and LoadBalancer ingress IPs (frontends.ts).
+ * A virtual server is drover's to delete when its address is in
+ * `--service-cidr`, bound to kube-ipvs0, or one of the host's own addresses
+ * (where NodePorts live): an operator's virtual server on a node address is
+ * therefore removed too, as kube-proxy removes every one it did not make.
  *
  * On an incomplete source (`changes.incomplete`) a full sync deletes no
  * virtual server the snapshot does not list, nor its set entries and
