@@ -79,6 +79,8 @@ export type KernelOptions = {
 export type RenderCliOptions = {
   /** `--source`: a manifest path, or a source URL (sources/select.ts). */
   readonly source: string;
+  /** `--nodeport-addresses`; absent or empty: every address. */
+  readonly nodeportAddresses?: readonly IPPrefix[];
   /** `--state-dir`: where the allocation state file is (sources/allocation-state.ts); absent: /var/lib/drover. */
   readonly stateDir?: string;
   /** `--kubeconfig`, for `--source kubernetes` (sources/kubernetes/config.ts). */
@@ -115,6 +117,7 @@ export function renderOptions(): Option[] {
     new Option('--service-cidr <cidr>', 'range for ClusterIPs drover allocates (Shepherd services)')
       .default(DEFAULT_SERVICE_CIDR)
       .argParser(serviceCidrArg),
+    nodePortAddressesOption(),
     new Option('--state-dir <dir>', `folder of the state kept across restarts (the ClusterIPs drover allocated, ${ALLOCATION_FILE}); run and sync write it, the other commands read it`).default(
       DEFAULT_STATE_DIR,
     ),
@@ -258,7 +261,7 @@ export type ServerCliOptions = {
   readonly nodeportAddresses?: readonly IPPrefix[];
 };
 
-/** --metrics-bind-address, --healthz-bind-address, --nodeport-addresses (kube-proxy's flags and ports). */
+/** --metrics-bind-address, --healthz-bind-address (kube-proxy's flags and ports). */
 export function serverOptions(): Option[] {
   return [
     new Option('--metrics-bind-address <ip:port>', 'where /metrics is served (Prometheus, kube-proxy\'s metric names); "" for nowhere')
@@ -267,12 +270,16 @@ export function serverOptions(): Option[] {
     new Option('--healthz-bind-address <ip:port>', 'where /healthz and /livez are served; "" for nowhere')
       .default(bindAddressArg('127.0.0.1:10256'), '127.0.0.1:10256')
       .argParser(bindAddressArg),
-    new Option(
-      '--nodeport-addresses <cidr,...>',
-      "the node's addresses in these CIDRs are where each LoadBalancer Service's health-check NodePort listens (IPv4 ones; default: every address); " +
-        'so far used by the health-check server only: NodePorts themselves are not programmed yet',
-    ).argParser(nodePortAddressesArg),
   ];
+}
+
+/** `--nodeport-addresses`: where NodePorts (iptables mode) and the health-check NodePorts answer. */
+export function nodePortAddressesOption(): Option {
+  return new Option(
+    '--nodeport-addresses <cidr,...>',
+    "NodePorts (iptables mode) and each LoadBalancer Service's health-check NodePort answer on the node's IPv4 addresses in these CIDRs, read at start " +
+      '(default: every local address; NodePorts never on 127.0.0.0/8)',
+  ).argParser(nodePortAddressesArg);
 }
 
 /** The kernel options of the read-only commands (chains, trace, diff, status): those of `run`. */

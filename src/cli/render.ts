@@ -46,7 +46,7 @@ export function renderCommand(): Command {
     .action(async (opts: RenderCliOptions & { mode: string }) => {
       const loaded = await loadSource(opts);
       for (const p of loaded.problems) process.stderr.write(`drover: ${p}\n`);
-      const rendered = modeDriver(opts.mode).render(loaded.snapshot, opts, serviceSummary(loaded.snapshot));
+      const rendered = await modeDriver(opts.mode).render(loaded.snapshot, opts, serviceSummary(loaded.snapshot));
       for (const line of rendered.leftOut) process.stderr.write(`drover: ${line}\n`);
       if (rendered.leftOut.length > 0) process.exitCode = EXIT.partial;
       process.stdout.write(rendered.text);

@@ -61,7 +61,12 @@ export function runCommand(): Command {
           netns: opts.netns ?? null,
           source: fromFiles ? resolve(opts.source) : opts.source,
           stateDir: resolve(opts.stateDir),
-          render: { clusterCidr: opts.clusterCidr ?? null, masqueradeAll: opts.masqueradeAll, serviceCidr: opts.serviceCidr },
+          render: {
+            clusterCidr: opts.clusterCidr ?? null,
+            masqueradeAll: opts.masqueradeAll,
+            serviceCidr: opts.serviceCidr,
+            ...(opts.nodeportAddresses?.length ? { nodePortAddresses: opts.nodeportAddresses.map((c) => c.text) } : {}),
+          },
           ipvs: null,
           ...modeDriver(opts.mode).runInfo(opts),
         },

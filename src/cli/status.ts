@@ -11,7 +11,7 @@
 import { Command } from 'commander';
 import { formatStatus, NotRunError, readStatusFile, type StatusRecord } from '../inspect/status.ts';
 import { modeDriver, modeNames } from '../modes/registry.ts';
-import { inspectKernelOptions, type KernelOptions, type RenderCliOptions } from './options.ts';
+import { inspectKernelOptions, nodePortAddressesArg, type KernelOptions, type RenderCliOptions } from './options.ts';
 import { modeHelp, statusFileOption } from './setup.ts';
 
 /** The render flags `run` recorded, as CLI options. */
@@ -22,6 +22,7 @@ function recordedRenderOptions(r: StatusRecord): RenderCliOptions {
     masqueradeAll: r.render.masqueradeAll,
     serviceCidr: r.render.serviceCidr,
     ...(r.render.clusterCidr !== null ? { clusterCidr: r.render.clusterCidr } : {}),
+    ...(r.render.nodePortAddresses?.length ? { nodeportAddresses: nodePortAddressesArg(r.render.nodePortAddresses.join(',')) } : {}),
   };
 }
 

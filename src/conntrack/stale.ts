@@ -5,21 +5,49 @@
  * conntrack entry to a removed endpoint forever; TCP and SCTP entries end
  * with their connections and are left alone.
  *
- * - An endpoint that no longer serves a UDP service port: delete the entries
- *   whose original destination is the ClusterIP:port and whose NAT target is
- *   that endpoint.
- * - A UDP service port that had no serving endpoint and now has one: delete
- *   the entries to its ClusterIP:port, which were created while nothing
- *   answered.
+ * Per UDP frontend of a service port (its ClusterIP:port, each IPv4
+ * external IP:port and VIP-mode LoadBalancer IP:port, and its NodePort on
+ * any address):
+ *
+ * - an endpoint that frontend's traffic can no longer reach: delete the
+ *   entries whose original destination is the frontend and whose NAT
+ *   target is that endpoint;
+ * - a frontend that had no endpoint and now has one: delete the entries
+ *   to it, which were created while nothing answered.
+ *
+ * ClusterIP traffic reaches the endpoints of the internal policy
+ * (policy.ts internalEndpoints); external traffic every endpoint this node
+ * may send to (policy.ts categorizeEndpoints `allReachable`: under
+ * externalTrafficPolicy Local, pods and the node itself still reach the
+ * cluster set).
  */
-import type { ServicePort, Snapshot } from '../model/types.ts';
-import { internalEndpoints } from '../model/policy.ts';
+import type { Endpoint, NodeInfo, ServicePort, Snapshot } from '../model/types.ts';
+import { categorizeEndpoints, internalEndpoints } from '../model/policy.ts';
 
-/** One `conntrack -D` filter: UDP entries to `clusterIP:port`, only those NATed to `endpointIP` when given. */
+/**
+ * One `conntrack -D` filter: UDP entries to `ip:port` (to `port` on any
+ * address when `ip` is absent: a NodePort), only those NATed to
+ * `endpointIP` when given.
+ */
 export interface StaleFlow {
-  readonly clusterIP: string;
+  readonly ip?: string;
   readonly port: number;
   readonly endpointIP?: string;
+}
+
+/** Each UDP frontend of `sp` on `node` ("ip:port", or "*:nodePort") with the endpoints its traffic reaches, as "ip:port". */
+function udpFrontends(sp: ServicePort, node: NodeInfo | undefined): Map<string, { ip?: string; port: number; endpoints: readonly Endpoint[] }> {
+  const out = new Map<string, { ip?: string; port: number; endpoints: readonly Endpoint[] }>();
+  if (sp.protocol !== 'UDP') return out;
+  out.set(`${sp.clusterIP}:${sp.port}`, { ip: sp.clusterIP, port: sp.port, endpoints: internalEndpoints(sp, node).endpoints });
+  const f = sp.frontends;
+  const lbIPs = f.loadBalancerIngress.filter((i) => i.ipMode === 'VIP');
+  const external = [...f.externalIPs, ...lbIPs].filter((e) => e.family === 'IPv4').map((e) => e.ip);
+  if (external.length === 0 && f.nodePort === undefined) return out;
+  const reachable = categorizeEndpoints(sp, node).allReachable;
+  for (const ip of external) out.set(`${ip}:${sp.port}`, { ip, port: sp.port, endpoints: reachable });
+  if (f.nodePort !== undefined) out.set(`*:${f.nodePort}`, { port: f.nodePort, endpoints: reachable });
+  return out;
 }
 
 /**
@@ -30,25 +58,28 @@ export interface StaleFlow {
  */
 export function staleUDPFlows(before: Snapshot, after: Snapshot, keys?: ReadonlySet<string>): StaleFlow[] {
   const out = new Map<string, StaleFlow>();
-  const add = (f: StaleFlow) => out.set(`${f.clusterIP}:${f.port} ${f.endpointIP ?? '*'}`, f);
+  const add = (where: string, f: StaleFlow) => out.set(`${where} ${f.endpointIP ?? '*'}`, f);
   const pick = (s: Snapshot): Iterable<readonly [string, ServicePort]> =>
     keys === undefined ? s.services : [...keys].flatMap((key) => { const sp = s.services.get(key); return sp ? [[key, sp] as const] : []; });
+  const frontendsOf = (s: Snapshot, key: string) => {
+    const sp = s.services.get(key);
+    return sp ? udpFrontends(sp, s.node) : new Map<string, never>();
+  };
   for (const [key, old] of pick(before)) {
-    if (old.protocol !== 'UDP') continue;
-    const now = after.services.get(key);
-    const still = new Set(
-      now && now.clusterIP === old.clusterIP && now.port === old.port ? internalEndpoints(now, after.node).endpoints.map((e) => `${e.ip}:${e.port}`) : [],
-    );
-    for (const ep of internalEndpoints(old, before.node).endpoints) {
-      if (!still.has(`${ep.ip}:${ep.port}`)) add({ clusterIP: old.clusterIP, port: old.port, endpointIP: ep.ip });
+    const now = frontendsOf(after, key);
+    for (const [where, fe] of udpFrontends(old, before.node)) {
+      const still = new Set((now.get(where)?.endpoints ?? []).map((e) => `${e.ip}:${e.port}`));
+      for (const ep of fe.endpoints) {
+        if (!still.has(`${ep.ip}:${ep.port}`)) add(where, { ...(fe.ip ? { ip: fe.ip } : {}), port: fe.port, endpointIP: ep.ip });
+      }
     }
   }
   for (const [key, now] of pick(after)) {
-    if (now.protocol !== 'UDP' || internalEndpoints(now, after.node).endpoints.length === 0) continue;
-    const old = before.services.get(key);
-    if (!old || internalEndpoints(old, before.node).endpoints.length === 0 || old.clusterIP !== now.clusterIP || old.port !== now.port) {
-      add({ clusterIP: now.clusterIP, port: now.port });
+    const was = frontendsOf(before, key);
+    for (const [where, fe] of udpFrontends(now, after.node)) {
+      if (fe.endpoints.length > 0 && (was.get(where)?.endpoints.length ?? 0) === 0) add(where, { ...(fe.ip ? { ip: fe.ip } : {}), port: fe.port });
     }
   }
-  return [...out.values()].sort((a, b) => (`${a.clusterIP}:${a.port} ${a.endpointIP ?? ''}` < `${b.clusterIP}:${b.port} ${b.endpointIP ?? ''}` ? -1 : 1));
+  const order = (f: StaleFlow) => `${f.ip ?? '*'}:${f.port} ${f.endpointIP ?? ''}`;
+  return [...out.values()].sort((a, b) => (order(a) < order(b) ? -1 : 1));
 }

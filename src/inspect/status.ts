@@ -58,7 +58,13 @@ const statusSchema = z.object({
   /** Absolute path of `--state-dir`; absent in files of older versions. */
   stateDir: z.string().optional(),
   /** The render flags of `drover run`, as the CLI names them. */
-  render: z.object({ clusterCidr: z.string().nullable(), masqueradeAll: z.boolean(), serviceCidr: z.string() }),
+  render: z.object({
+    clusterCidr: z.string().nullable(),
+    masqueradeAll: z.boolean(),
+    serviceCidr: z.string(),
+    /** `--nodeport-addresses` as given (CIDRs); absent when not given, and in files of older versions. */
+    nodePortAddresses: z.array(z.string()).optional(),
+  }),
   /** IPVS mode's options (`--ipvs-scheduler`); null in iptables mode, absent in files of older versions. */
   ipvs: z.object({ scheduler: z.string() }).nullable().optional(),
   lastSync: syncSchema,

@@ -55,7 +55,7 @@ import type {
 } from './parsed.ts';
 import { formatPath, parseWith } from './schema.ts';
 import { shepherdPodSchema, shepherdServiceSchema } from './shepherd.ts';
-import { ipFamilyOf, parseEndpointIPv4, parseIPv4HostPort } from './validate.ts';
+import { checkSourceRange, ipFamilyOf, parseEndpointIPv4, parseIPv4HostPort } from './validate.ts';
 import type { FamilyIP, LoadBalancerIngress } from './types.ts';
 import { compareStrings } from './order.ts';
 import { isIPv6 } from './addr.ts';
@@ -255,6 +255,7 @@ function parseK8sService(head: Head, raw: unknown): ParseResult {
   const r = parseWith(k8sServiceSchema, raw);
   if (!r.ok) return error(head, r.field, r.detail);
   const { metadata, spec } = r.data;
+  const warnings: ManifestError[] = [];
   if (isIPv6(spec.clusterIP)) return ignored(`IPv6 ClusterIP ${spec.clusterIP}: only IPv4 services are supported`);
   const unproxiedReason =
     notOursReason(metadata.labels) ??
@@ -269,7 +270,8 @@ function parseK8sService(head: Head, raw: unknown): ParseResult {
         name: p.name,
         port: p.port,
         protocol: p.protocol,
-        ...(p.nodePort !== undefined ? { nodePort: p.nodePort } : {}),
+        // The API server sets a nodePort only on NodePort and LoadBalancer Services; one elsewhere is ignored.
+        ...(p.nodePort !== undefined && (spec.type === 'NodePort' || spec.type === 'LoadBalancer') ? { nodePort: p.nodePort } : {}),
         targetPort: p.targetPort ?? p.port,
       }));
   const svc: ParsedService = withBase(head, 'kubernetes', metadata.namespace, metadata.name, {
@@ -281,7 +283,7 @@ function parseK8sService(head: Head, raw: unknown): ParseResult {
     ...(unproxiedReason && spec.ports.length > 0 ? { unproxiedReason } : {}),
     externalIPs: familyIPs(spec.externalIPs),
     loadBalancerIngress: loadBalancerIngress(r.data.status?.loadBalancer?.ingress ?? []),
-    loadBalancerSourceRanges: [...new Set(spec.loadBalancerSourceRanges)],
+    loadBalancerSourceRanges: sourceRanges(head, spec.loadBalancerSourceRanges, warnings),
     ...(spec.healthCheckNodePort !== undefined ? { healthCheckNodePort: spec.healthCheckNodePort } : {}),
     sessionAffinity:
       spec.sessionAffinity === 'ClientIP'
@@ -292,7 +294,24 @@ function parseK8sService(head: Head, raw: unknown): ParseResult {
     selector: spec.selector,
     publishNotReadyAddresses: spec.publishNotReadyAddresses,
   });
-  return ok(svc);
+  return ok(svc, warnings);
+}
+
+/**
+ * `spec.loadBalancerSourceRanges` as kube-proxy reads them
+ * (pkg/proxy/service.go newBaseServiceInfo): each trimmed of whitespace
+ * (the API's validation lets padding through), a malformed one named in a
+ * warning and skipped, duplicates dropped.
+ */
+function sourceRanges(head: Head, ranges: readonly string[], warnings: ManifestError[]): string[] {
+  const out = new Set<string>();
+  ranges.forEach((raw, i) => {
+    const range = raw.trim();
+    const problem = checkSourceRange(range);
+    if (problem === undefined) out.add(range);
+    else warnings.push(manifestError(head, `spec.loadBalancerSourceRanges[${i}]`, `${problem}; range ignored`));
+  });
+  return [...out];
 }
 
 /** The ingress entries that have an IP, the first of each IP kept; hostname-only entries are not proxied. */

@@ -57,13 +57,15 @@ export type TopologyMode = '' | 'PreferSameNode' | 'PreferSameZone';
 
 /**
  * True when the service port has a frontend reachable from outside the
- * cluster, which follows externalTrafficPolicy: a NodePort, an external IP,
- * or a LoadBalancer ingress IP in VIP mode (pkg/proxy/serviceport.go
- * ExternallyAccessible; Proxy-mode ingress IPs are not captured by the node).
+ * cluster, which follows externalTrafficPolicy: a NodePort, an IPv4
+ * external IP, or an IPv4 LoadBalancer ingress IP in VIP mode
+ * (pkg/proxy/serviceport.go ExternallyAccessible, as kube-proxy's IPv4
+ * proxier sees a Service: the modes program IPv4 only; Proxy-mode ingress
+ * IPs are not captured by the node).
  */
 export function externallyAccessible(sp: Pick<ServicePort, 'frontends'>): boolean {
   const f = sp.frontends;
-  return f.nodePort !== undefined || f.externalIPs.length > 0 || f.loadBalancerIngress.some((i) => i.ipMode === 'VIP');
+  return f.nodePort !== undefined || f.externalIPs.some((e) => e.family === 'IPv4') || f.loadBalancerIngress.some((i) => i.ipMode === 'VIP' && i.family === 'IPv4');
 }
 
 /**

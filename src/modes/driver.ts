@@ -124,8 +124,12 @@ export interface ModeDriver {
   runInfo(opts: ModeOptions): Readonly<Record<string, unknown>>;
   /** The mode's options that `run` recorded in the status file, as command options (for `status`' drift). */
   recordedOptions(record: StatusRecord): Readonly<Record<string, unknown>>;
-  /** What a full sync writes onto an empty node, for `render`. Pure. @param header comment lines to print first. */
-  render(snapshot: Snapshot, opts: RenderCliOptions & Readonly<Record<string, unknown>>, header: readonly string[]): RenderedMode;
+  /**
+   * What a full sync writes onto an empty node, for `render`; pure but for
+   * reading this host's addresses when `--nodeport-addresses` asks.
+   * @param header comment lines to print first.
+   */
+  render(snapshot: Snapshot, opts: RenderCliOptions & Readonly<Record<string, unknown>>, header: readonly string[]): RenderedMode | Promise<RenderedMode>;
   /**
    * `chains`: the live state of the selected service ports, as text or JSON.
    * @throws UnknownServiceError (modes/iptables/chains.ts) for a selector that matches nothing.

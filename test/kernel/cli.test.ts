@@ -326,7 +326,7 @@ if (unavailable) {
 
       const cleanup = await drover(['cleanup', '--netns', netns, '--iptables-backend', 'nft']);
       t.is(cleanup.code, 3, cleanup.stderr);
-      t.is(cleanup.stdout, 'removed 17 chains and 7 hook rules\n');
+      t.is(cleanup.stdout, 'removed 21 chains and 15 hook rules\n');
       t.deepEqual(
         cleanup.stderr.split('\n').filter((l) => l !== '' && !l.startsWith('{')),
         [

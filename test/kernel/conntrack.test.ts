@@ -7,19 +7,25 @@ import test from 'ava';
 import { IptablesBackend } from '../../src/modes/iptables/backend.ts';
 import { SystemIptables } from '../../src/modes/iptables/exec.ts';
 import { SystemConntrack } from '../../src/conntrack/exec.ts';
-import type { Snapshot } from '../../src/model/types.ts';
+import { ipv4Frontends, type Snapshot } from '../../src/model/types.ts';
 import { Proxier } from '../../src/proxier/proxier.ts';
 import { createTopology, testbedUnavailableReason } from '../../src/testbed/topology.ts';
 import { silentLogger } from '../../src/util/log.ts';
 import { ep, snap, sp } from '../support/snapshots.ts';
 
 const unavailable = await testbedUnavailableReason();
-const dns = (ips: string[]) => sp('kube-system/dns:dns', '10.96.0.53', 53, ips.map((ip) => ep(`${ip}:53`)), { protocol: 'UDP' });
+const dns = (ips: string[]) =>
+  sp('kube-system/dns:dns', '10.96.0.53', 53, ips.map((ip) => ep(`${ip}:53`)), { protocol: 'UDP', type: 'NodePort', frontends: ipv4Frontends('10.96.0.53', 30053) });
+/** Where the client sends: the ClusterIP, and the NodePort on the node's address (192.168.100.1, the topology's default). */
+const FRONTENDS = [
+  { what: 'the ClusterIP', host: '10.96.0.53', port: 53 },
+  { what: 'a NodePort', host: '192.168.100.1', port: 30053 },
+];
 
 if (unavailable) {
   test.skip(`conntrack tests skipped: ${unavailable}`, () => {});
 } else {
-  test('a UDP flow to a removed endpoint loses its conntrack entry; flows to kept endpoints keep theirs', async (t) => {
+  for (const fe of FRONTENDS) test(`a UDP flow to a removed endpoint loses its conntrack entry; flows to kept endpoints keep theirs: ${fe.what}`, async (t) => {
     const topo = await createTopology({
       backends: [
         { name: 'd1', ip: '10.244.1.2', ports: [8080] },
@@ -42,13 +48,13 @@ if (unavailable) {
       });
       await proxier.syncOnce();
       // UDP datagrams from 20 fixed source ports: each flow gets a conntrack entry NATed to one endpoint.
-      const send = `const d=require('dgram');let n=0;for(let p=40000;p<40020;p++){const s=d.createSocket('udp4');s.bind(p,()=>s.send('q',53,'10.96.0.53',()=>{s.close();if(++n===20)process.exit(0)}))}`;
+      const send = `const d=require('dgram');let n=0;for(let p=40000;p<40020;p++){const s=d.createSocket('udp4');s.bind(p,()=>s.send('q',${fe.port},'${fe.host}',()=>{s.close();if(++n===20)process.exit(0)}))}`;
       await topo.exec(topo.client().netns, process.execPath, ['-e', send]);
       const flows = async () =>
-        (await topo.exec(topo.node, 'conntrack', ['-L', '-p', 'udp', '--orig-dst', '10.96.0.53'], { allowFail: true })).stdout
+        (await topo.exec(topo.node, 'conntrack', ['-L', '-p', 'udp', '--orig-dst', fe.host, '--orig-port-dst', String(fe.port)], { allowFail: true })).stdout
           .split('\n')
           .flatMap((l) => {
-            const m = /sport=(\d+) dport=53 (?:\[UNREPLIED\] )?src=(\S+)/.exec(l);
+            const m = new RegExp(`sport=(\\d+) dport=${fe.port} (?:\\[UNREPLIED\\] )?src=(\\S+)`).exec(l);
             return m ? [`${m[1]} ${m[2]}`] : [];
           })
           .sort();

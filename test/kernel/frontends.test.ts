@@ -19,6 +19,8 @@ import { silentLogger } from '../../src/util/log.ts';
 import type { Frontends, ServicePort, Snapshot } from '../../src/model/types.ts';
 import { ipv4Frontends } from '../../src/model/types.ts';
 import { ep, snap, sp } from '../support/snapshots.ts';
+import { iptablesStatics } from '../../src/modes/iptables/node-ports.ts';
+import { nodePortAddressesArg } from '../../src/cli/options.ts';
 
 const unavailable = await testbedUnavailableReason();
 const FULL = { full: true, changed: new Set<string>() };
@@ -56,6 +58,8 @@ const SERVICES = [
   external('default/remote:http', '10.96.0.12', 30082, ['b3'], { externalTrafficPolicy: 'Local' }),
   // No endpoints at all.
   external('default/empty:http', '10.96.0.13', 30083, []),
+  // ClientIP session affinity with a 2 s timeout.
+  external('default/sticky:http', '10.96.0.14', 30084, ['b1', 'b2', 'b3'], { sessionAffinity: { timeoutSeconds: 2 } }),
 ];
 const STATE: Snapshot = { ...snap(...SERVICES), node: { name: 'node-a', addresses: [{ type: 'InternalIP', address: NODE_IP }] } };
 
@@ -130,4 +134,44 @@ if (unavailable) {
       t.true(traced.outcomes.every((o) => o.masqueraded === (c.seen === 'node')), 'trace agrees on masquerade');
     });
   }
+
+  test.serial('ClientIP affinity: a client keeps its endpoint, through the ClusterIP and the NodePort alike; after the timeout it may move', async (t) => {
+    const from = topo.client('outside').netns;
+    const viaNodePort = await probe(topo, { from, host: NODE_IP, port: 30084, count: 15 });
+    const viaClusterIP = await probe(topo, { from, host: '10.96.0.14', port: 80, count: 15 });
+    t.deepEqual([viaNodePort.errors, viaClusterIP.errors], [{}, {}]);
+    t.is(Object.keys(viaNodePort.counts).length, 1, `one endpoint through the NodePort: ${JSON.stringify(viaNodePort.counts)}`);
+    t.deepEqual(Object.keys(viaClusterIP.counts), Object.keys(viaNodePort.counts), 'the same endpoint through the ClusterIP');
+    // Each round waits out the timeout, so each connection picks anew: 8 rounds all on one of 3 endpoints has odds 1 in 2187.
+    const seen = new Set<string>();
+    for (let round = 0; round < 8 && seen.size < 2; round++) {
+      await new Promise((r) => setTimeout(r, 2500));
+      const one = await probe(topo, { from, host: NODE_IP, port: 30084, count: 1 });
+      for (const name of Object.keys(one.counts)) seen.add(name);
+    }
+    t.true(seen.size >= 2, `after the timeout the client moved: ${[...seen].join(', ')}`);
+  });
+
+  test.serial('--nodeport-addresses: NodePorts answer only on the listed address; a later full sync without it swaps the hooks back', async (t) => {
+    const exec = new SystemIptables({ variant: 'nft', netns: topo.node });
+    const make = async (cidrs?: string) =>
+      new IptablesBackend({
+        exec,
+        render: { clusterCIDR: CLUSTER_CIDR, masqueradeAll: false },
+        logger: silentLogger(),
+        statics: await iptablesStatics(cidrs === undefined ? undefined : nodePortAddressesArg(cidrs), topo.node),
+      });
+    // 10.244.0.1 is the node's address on the backend links, not the one the client reaches.
+    await (await make('10.244.0.0/24')).sync(STATE, FULL);
+    const nat = await exec.save('nat');
+    t.regex(nat, /^-A PREROUTING -d 10\.244\.0\.1\/32 -m comment --comment "kubernetes service nodeports" -j KUBE-NODEPORTS$/m);
+    t.notRegex(nat, /--dst-type LOCAL -j KUBE-NODEPORTS/);
+    const refused = await probe(topo, { from: topo.client('outside').netns, host: NODE_IP, port: 30080, count: 3, timeoutMs: 1000 });
+    t.deepEqual(refused.errors, { ECONNREFUSED: 3 }, 'nothing listens on the node address itself');
+    const back = await make();
+    t.like(await back.sync(STATE, FULL), { deleted: { rule: 2 } }, 'the two per-address hooks go');
+    const s = await probe(topo, { from: topo.client('outside').netns, host: NODE_IP, port: 30080, count: 30 });
+    t.deepEqual([Object.keys(s.counts).sort(), s.errors], [['b1', 'b2', 'b3'], {}]);
+    t.deepEqual((await back.sync(STATE, FULL)).written, { chain: 0, rule: 0 });
+  });
 }

@@ -182,9 +182,9 @@ if (unavailable) {
         const { exec, backend } = setup(netns);
         await backend.sync(snap(web(['10.244.1.2:8080'])), FULL);
         await exec.restore('*nat\n-A PREROUTING -s 192.168.7.0/24 -j KUBE-MARK-MASQ\nCOMMIT\n');
-        // 6 chains of the ruleset and the 3 canary chains (mangle, nat, filter).
+        // 10 chains of the ruleset (KUBE-MARK-MASQ kept) and the 3 canary chains (mangle, nat, filter); 15 hook rules.
         t.deepEqual(await backend.cleanup(), {
-          removed: { chain: 9, rule: 7 },
+          removed: { chain: 13, rule: 15 },
           kept: [{ table: 'nat', chain: 'KUBE-MARK-MASQ', referencedBy: ['-A PREROUTING -s 192.168.7.0/24 -j KUBE-MARK-MASQ'] }],
         });
         t.deepEqual(lines(await exec.save('nat')), [':KUBE-MARK-MASQ - [0:0]', '-A PREROUTING -s 192.168.7.0/24 -j KUBE-MARK-MASQ']);

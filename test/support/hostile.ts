@@ -99,7 +99,8 @@ const SITES = {
     ...[['spec', 'clusterIP'], ['spec', 'clusterIPs', 0], ['spec', 'externalIPs', 0], ['status', 'loadBalancer', 'ingress', 0, 'ip']]
       .map((path): Site => ({ path, effect: 'reject', value: badIP })),
     // "10.96.0.1/32" is a valid source range: only hostile strings here.
-    { path: ['spec', 'loadBalancerSourceRanges', 0], effect: 'reject' },
+    // A bad source range is named in a warning and skipped; the Service is served without it (kube-proxy reads the valid ones).
+    { path: ['spec', 'loadBalancerSourceRanges', 0], effect: 'strip' },
     // A selector is validated as the API server validates label selectors (pods.ts): a bad value skips the Service.
     ...rejects(['spec', 'selector', 'app']),
     ...strips(['spec', 'ports', 0, 'appProtocol'], ['status', 'loadBalancer', 'ingress', 0, 'hostname'], ['spec', 'externalName']),

@@ -3,29 +3,30 @@ import { conntrackDeleteArgs } from '../../src/conntrack/exec.ts';
 import { staleUDPFlows } from '../../src/conntrack/stale.ts';
 import { changedServicePorts } from '../../src/proxier/changes.ts';
 import { ep, snap, sp } from '../support/snapshots.ts';
+import { ipv4Frontends } from '../../src/model/types.ts';
 
 const dns = (eps: string[], extra = {}) => sp('kube-system/dns:dns', '10.96.0.10', 53, eps.map((e) => ep(e)), { protocol: 'UDP', ...extra });
 const web = (eps: string[]) => sp('default/web:http', '10.96.0.20', 80, eps.map((e) => ep(e)));
 
 test('a removed UDP endpoint: its NATed flows to the ClusterIP are stale', (t) => {
   t.deepEqual(staleUDPFlows(snap(dns(['10.244.1.2:53', '10.244.1.3:53'])), snap(dns(['10.244.1.2:53']))), [
-    { clusterIP: '10.96.0.10', port: 53, endpointIP: '10.244.1.3' },
+    { ip: '10.96.0.10', port: 53, endpointIP: '10.244.1.3' },
   ]);
 });
 
 test('an endpoint that stops being ready counts as removed', (t) => {
   const after = snap(sp('kube-system/dns:dns', '10.96.0.10', 53, [ep('10.244.1.2:53', { ready: false })], { protocol: 'UDP' }));
-  t.deepEqual(staleUDPFlows(snap(dns(['10.244.1.2:53'])), after), [{ clusterIP: '10.96.0.10', port: 53, endpointIP: '10.244.1.2' }]);
+  t.deepEqual(staleUDPFlows(snap(dns(['10.244.1.2:53'])), after), [{ ip: '10.96.0.10', port: 53, endpointIP: '10.244.1.2' }]);
 });
 
 test('a UDP service port that gets its first endpoint: every flow to it is stale', (t) => {
-  t.deepEqual(staleUDPFlows(snap(dns([])), snap(dns(['10.244.1.2:53']))), [{ clusterIP: '10.96.0.10', port: 53 }]);
-  t.deepEqual(staleUDPFlows(snap(), snap(dns(['10.244.1.2:53']))), [{ clusterIP: '10.96.0.10', port: 53 }]);
+  t.deepEqual(staleUDPFlows(snap(dns([])), snap(dns(['10.244.1.2:53']))), [{ ip: '10.96.0.10', port: 53 }]);
+  t.deepEqual(staleUDPFlows(snap(), snap(dns(['10.244.1.2:53']))), [{ ip: '10.96.0.10', port: 53 }]);
 });
 
 test('a removed UDP service: all its endpoints are stale; TCP services are never touched', (t) => {
   t.deepEqual(staleUDPFlows(snap(dns(['10.244.1.2:53']), web(['10.244.2.2:80'])), snap()), [
-    { clusterIP: '10.96.0.10', port: 53, endpointIP: '10.244.1.2' },
+    { ip: '10.96.0.10', port: 53, endpointIP: '10.244.1.2' },
   ]);
   t.deepEqual(staleUDPFlows(snap(web(['10.244.2.2:80', '10.244.2.3:80'])), snap(web(['10.244.2.2:80']))), []);
 });
@@ -36,10 +37,10 @@ test('nothing changed: nothing is stale', (t) => {
 });
 
 test('conntrack -D arguments', (t) => {
-  t.deepEqual(conntrackDeleteArgs({ clusterIP: '10.96.0.10', port: 53, endpointIP: '10.244.1.3' }), [
+  t.deepEqual(conntrackDeleteArgs({ ip: '10.96.0.10', port: 53, endpointIP: '10.244.1.3' }), [
     '-D', '-p', 'udp', '--orig-dst', '10.96.0.10', '--orig-port-dst', '53', '--dst-nat', '10.244.1.3',
   ]);
-  t.deepEqual(conntrackDeleteArgs({ clusterIP: '10.96.0.10', port: 53 }), ['-D', '-p', 'udp', '--orig-dst', '10.96.0.10', '--orig-port-dst', '53']);
+  t.deepEqual(conntrackDeleteArgs({ ip: '10.96.0.10', port: 53 }), ['-D', '-p', 'udp', '--orig-dst', '10.96.0.10', '--orig-port-dst', '53']);
 });
 
 test('restricted to the changed service ports, the stale flows are the same', (t) => {
@@ -49,4 +50,42 @@ test('restricted to the changed service ports, the stale flows are the same', (t
   const all = staleUDPFlows(before, after);
   t.deepEqual(staleUDPFlows(before, after, changedServicePorts(before, after)), all);
   t.deepEqual(staleUDPFlows(before, after, new Set(['ns/other:dns'])), [], 'an unchanged service port yields nothing');
+});
+
+test('UDP NodePort, external IP and LoadBalancer IP: a removed endpoint is stale at every frontend; a NodePort matches any address', (t) => {
+  const frontends = {
+    ...ipv4Frontends('10.96.0.10', 30053),
+    externalIPs: [{ family: 'IPv4' as const, ip: '203.0.113.10' }],
+    loadBalancerIngress: [
+      { family: 'IPv4' as const, ip: '198.51.100.10', ipMode: 'VIP' as const },
+      { family: 'IPv4' as const, ip: '198.51.100.11', ipMode: 'Proxy' as const },
+    ],
+  };
+  const lb = (eps: string[]) => dns(eps, { type: 'LoadBalancer', frontends });
+  t.deepEqual(staleUDPFlows(snap(lb(['10.244.1.2:53', '10.244.1.3:53'])), snap(lb(['10.244.1.2:53']))), [
+    { port: 30053, endpointIP: '10.244.1.3' },
+    { ip: '10.96.0.10', port: 53, endpointIP: '10.244.1.3' },
+    { ip: '198.51.100.10', port: 53, endpointIP: '10.244.1.3' },
+    { ip: '203.0.113.10', port: 53, endpointIP: '10.244.1.3' },
+  ]);
+  t.deepEqual(staleUDPFlows(snap(lb([])), snap(lb(['10.244.1.2:53']))), [
+    { port: 30053 },
+    { ip: '10.96.0.10', port: 53 },
+    { ip: '198.51.100.10', port: 53 },
+    { ip: '203.0.113.10', port: 53 },
+  ]);
+  t.deepEqual(conntrackDeleteArgs({ port: 30053, endpointIP: '10.244.1.3' }), ['-D', '-p', 'udp', '--orig-port-dst', '30053', '--dst-nat', '10.244.1.3']);
+});
+
+test('externalTrafficPolicy Local: a NodePort flow is stale only when its endpoint is gone, not when it moves to another node (pods and the node still reach it)', (t) => {
+  const node = { name: 'n1', addresses: [] };
+  const local = (nodeName: string) =>
+    dns([], { type: 'NodePort', externalTrafficPolicy: 'Local', frontends: ipv4Frontends('10.96.0.10', 30053), endpoints: [ep('10.244.1.2:53', { nodeName: 'n1' }), ep('10.244.1.3:53', { nodeName })] });
+  // With ETP Local the NodePort still reaches the cluster set (pods and the node short-circuit), so nothing is stale.
+  t.deepEqual(staleUDPFlows({ ...snap(local('n1')), node }, { ...snap(local('n2')), node }), []);
+  const gone = dns([], { type: 'NodePort', externalTrafficPolicy: 'Local', frontends: ipv4Frontends('10.96.0.10', 30053), endpoints: [ep('10.244.1.2:53', { nodeName: 'n1' })] });
+  t.deepEqual(staleUDPFlows({ ...snap(local('n2')), node }, { ...snap(gone), node }), [
+    { port: 30053, endpointIP: '10.244.1.3' },
+    { ip: '10.96.0.10', port: 53, endpointIP: '10.244.1.3' },
+  ]);
 });

@@ -72,7 +72,7 @@ const SEED = Number(process.env.FC_SEED ?? 20261201);
 const RUNS = 200;
 
 /** The comments of each mode's static rules: what `render` writes for an empty snapshot. */
-const STATIC_COMMENTS = new Set(allModes().flatMap((m) => [...commentsOf(m.render(EMPTY_SNAPSHOT, OPTS, []).text)]));
+const STATIC_COMMENTS = new Set((await Promise.all(allModes().map(async (m) => [...commentsOf((await m.render(EMPTY_SNAPSHOT, OPTS, [])).text)]))).flat());
 
 /** A valid service port as the generator made it, with the endpoints drover must serve ("ip:port"). */
 interface ExpectedPort {
@@ -167,10 +167,10 @@ function snapshotProblems(snapshot: Snapshot, expected: readonly ExpectedPort[])
 }
 
 /** Problems of each mode's `render`: its lines, and each valid service port in it. */
-function renderProblems(snapshot: Snapshot, keys: ReadonlySet<string>): string[] {
+async function renderProblems(snapshot: Snapshot, keys: ReadonlySet<string>): Promise<string[]> {
   const out: string[] = [];
   for (const mode of allModes()) {
-    const r = mode.render(snapshot, OPTS, serviceSummary(snapshot));
+    const r = await mode.render(snapshot, OPTS, serviceSummary(snapshot));
     out.push(...payloadProblems([r.text], keys, STATIC_COMMENTS).map((p) => `${mode.name} render: ${p}`));
     out.push(...r.leftOut.map((l) => `${mode.name} render left out: ${l}`));
     for (const sp of snapshot.services.values()) {
@@ -274,7 +274,7 @@ async function problemsOf(first: GenWorld, second: GenWorld): Promise<string[]> 
     out.push(...parseProblems(results));
     out.push(...built.errors.map((e) => `cross-object error: ${e.message}`));
     out.push(...snapshotProblems(built.snapshot, expected));
-    out.push(...renderProblems(built.snapshot, keys));
+    out.push(...(await renderProblems(built.snapshot, keys)));
     out.push(...netlinkProblems(built.snapshot));
     snapshots.push(built.snapshot);
     changed = built.changed ?? new Set();

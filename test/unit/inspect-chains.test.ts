@@ -199,7 +199,7 @@ COMMIT
 # Completed on Mon Jun  2 10:00:00 2025
 `;
 
-test('chains reads a ruleset written by kube-proxy: its own chains are left out, endpoints come from the DNAT', (t) => {
+test('chains reads a ruleset written by kube-proxy: NodePort entries and KUBE-EXT chains included, endpoints come from the DNAT', (t) => {
   const all = serviceChains(parseSave(KUBE_PROXY_SAVE));
   t.is(
     formatChains(all),
@@ -217,12 +217,17 @@ test('chains reads a ruleset written by kube-proxy: its own chains are left out,
 
 # default/web:http (nat KUBE-SERVICES)
 -A KUBE-SERVICES -d 10.96.45.7/32 -p tcp -m comment --comment "default/web:http cluster IP" -m tcp --dport 80 -j KUBE-SVC-CDGGSHYLG3RE2FKL
+# default/web:http (nat KUBE-NODEPORTS)
+-A KUBE-NODEPORTS -p tcp -m comment --comment "default/web:http" -m tcp --dport 30080 -j KUBE-EXT-CDGGSHYLG3RE2FKL
 # default/web:http (nat KUBE-SVC-CDGGSHYLG3RE2FKL)
 -A KUBE-SVC-CDGGSHYLG3RE2FKL ! -s 10.244.0.0/16 -d 10.96.45.7/32 -p tcp -m comment --comment "default/web:http cluster IP" -m tcp --dport 80 -j KUBE-MARK-MASQ
 -A KUBE-SVC-CDGGSHYLG3RE2FKL -m comment --comment "default/web:http -> 10.244.1.7:8080" -j KUBE-SEP-A4JCWMD6AMIS43DD
 # default/web:http -> 10.244.1.7:8080 (nat KUBE-SEP-A4JCWMD6AMIS43DD)
 -A KUBE-SEP-A4JCWMD6AMIS43DD -s 10.244.1.7/32 -m comment --comment "default/web:http" -j KUBE-MARK-MASQ
 -A KUBE-SEP-A4JCWMD6AMIS43DD -p tcp -m comment --comment "default/web:http" -m tcp -j DNAT --to-destination 10.244.1.7:8080
+# default/web:http (nat KUBE-EXT-CDGGSHYLG3RE2FKL)
+-A KUBE-EXT-CDGGSHYLG3RE2FKL -m comment --comment "masquerade traffic for default/web:http external destinations" -j KUBE-MARK-MASQ
+-A KUBE-EXT-CDGGSHYLG3RE2FKL -j KUBE-SVC-CDGGSHYLG3RE2FKL
 
 # kube-system/kube-dns:dns (nat KUBE-SERVICES)
 -A KUBE-SERVICES -d 10.96.0.10/32 -p udp -m comment --comment "kube-system/kube-dns:dns cluster IP" -m udp --dport 53 -j KUBE-SVC-TCOU7JCQXEZGVUNU

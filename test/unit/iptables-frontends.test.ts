@@ -120,9 +120,32 @@ test('no endpoints: every frontend is rejected, in filter KUBE-SERVICES and KUBE
   ]);
 });
 
-test('only IPv6 source ranges: the IPv4 LoadBalancer IP accepts no client (KUBE-FW holds no range)', (t) => {
-  const r = renderServicePort(lb({}, { loadBalancerSourceRanges: ['2001:db8::/32'] }), render, NODE);
-  t.deepEqual(r.chains.get('KUBE-FW-XPGD46QRK7WJZT7O'), ['-m comment --comment "other traffic to ns1/svc1:p80 will be dropped by KUBE-PROXY-FIREWALL"']);
+test('only IPv6 source ranges, or 0.0.0.0/0 among them: the IPv4 LoadBalancer IP takes every client, with no KUBE-FW, as kube-proxy', (t) => {
+  for (const ranges of [['2001:db8::/32'], ['203.0.113.0/25', '0.0.0.0/0']]) {
+    const r = renderServicePort(lb({}, { loadBalancerSourceRanges: ranges }), render, NODE);
+    t.false(r.chains.has('KUBE-FW-XPGD46QRK7WJZT7O'), ranges.join(','));
+    t.true(r.shared.some((x) => x.rule.includes('-d 1.2.3.4/32') && x.rule.endsWith('-j KUBE-EXT-XPGD46QRK7WJZT7O')), ranges.join(','));
+    t.false(r.shared.some((x) => x.chain === 'KUBE-PROXY-FIREWALL'), ranges.join(','));
+  }
+});
+
+test('the health check node port is accepted only for a LoadBalancer Service with externalTrafficPolicy Local', (t) => {
+  const accepts = (s: ServicePort) => renderServicePort(s, render, NODE).shared.some((x) => x.chain === 'KUBE-NODEPORTS' && x.table === 'filter');
+  t.true(accepts(lb({ externalTrafficPolicy: 'Local' }, { healthCheckNodePort: 30999 })));
+  t.false(accepts(lb({ externalTrafficPolicy: 'Cluster' }, { healthCheckNodePort: 30999 })));
+  t.false(accepts(lb({ type: 'NodePort', externalTrafficPolicy: 'Local' }, { healthCheckNodePort: 30999 })));
+});
+
+test('IPv6 external frontends alone make no KUBE-EXT: nothing external reaches the IPv4 rules', (t) => {
+  const r = renderServicePort(
+    sp('ns1/svc1:p80', '172.30.0.41', 80, [ep('10.180.0.1:80', { nodeName: 'n1' }), ep('10.180.0.2:80', { nodeName: 'n2' })], {
+      internalTrafficPolicy: 'Local',
+      frontends: { ...ipv4Frontends('172.30.0.41'), externalIPs: [{ family: 'IPv6', ip: '2001:db8::1' }] },
+    }),
+    render,
+    NODE,
+  );
+  t.deepEqual([...r.chains.keys()], ['KUBE-SVL-XPGD46QRK7WJZT7O', 'KUBE-SEP-SXIVWICOYRO3J4NJ']);
 });
 
 test('a source range holding the node address also lets the LoadBalancer IPs in as sources (a VIP looping back from the node)', (t) => {
@@ -142,6 +165,7 @@ test('switched between policies and frontends by partial syncs, each step leaves
     lb({ externalTrafficPolicy: 'Local', endpoints: [ep('10.180.0.2:80', { nodeName: 'n2' })] }),
     { ...lb(), endpoints: [] },
     lb({}, { loadBalancerSourceRanges: [], externalIPs: [] }),
+    lb({}, { loadBalancerSourceRanges: ['2001:db8::/32'] }),
     sp('ns1/svc1:p80', '172.30.0.41', 80, [ep('10.180.0.1:80', { nodeName: 'n1' })]),
   ];
   const tables = (f: FakeIptables) => ({ nat: f.dump('nat').split('\n').sort(), filter: f.dump('filter').split('\n').sort() });
@@ -155,4 +179,34 @@ test('switched between policies and frontends by partial syncs, each step leaves
   }
   await backend.cleanup();
   t.notRegex(`${fake.dump('nat')}${fake.dump('filter')}`, /KUBE-/);
+});
+
+test('incomplete source: a known service port that loses its NodePort and endpoints loses its KUBE-EXT, KUBE-SVC and KUBE-SEP too', async (t) => {
+  const fake = new FakeIptables();
+  const backend = new IptablesBackend({ exec: fake, render, logger: silentLogger() });
+  const nodePort = sp('ns1/svc1:p80', '172.30.0.41', 80, [ep('10.180.0.1:80')], { type: 'NodePort', frontends: ipv4Frontends('172.30.0.41', 30080) });
+  await backend.sync(snap(nodePort), { full: true, changed: new Set() });
+  t.regex(fake.dump('nat'), /:KUBE-EXT-XPGD46QRK7WJZT7O/);
+  await backend.sync(snap(sp('ns1/svc1:p80', '172.30.0.41', 80, [])), { full: true, changed: new Set(), incomplete: true });
+  t.notRegex(fake.dump('nat'), /KUBE-(EXT|SVC|SEP)-/);
+  t.regex(fake.dump('filter'), /ns1\/svc1:p80 has no endpoints/);
+  // Only the NodePort goes: the stale KUBE-EXT is still deleted.
+  await backend.sync(snap(nodePort), { full: true, changed: new Set() });
+  await backend.sync(snap({ ...nodePort, type: 'ClusterIP', frontends: ipv4Frontends('172.30.0.41') }), { full: true, changed: new Set(), incomplete: true });
+  t.notRegex(fake.dump('nat'), /KUBE-EXT-/);
+});
+
+test("a node whose hooks lack the nodeports jump gets all of a chain's hooks back in file order, the nodeports one after KUBE-SERVICES", async (t) => {
+  const fake = new FakeIptables();
+  // The hooks an older drover (or kube-proxy) left: the jump to KUBE-SERVICES alone.
+  fake.setChain('nat', 'KUBE-SERVICES', []);
+  fake.chain('nat', 'PREROUTING')!.push('-m comment --comment "kubernetes service portals" -j KUBE-SERVICES', '-j DOCKER-ISH');
+  const backend = new IptablesBackend({ exec: fake, render, logger: silentLogger() });
+  await backend.sync(snap(), { full: true, changed: new Set() });
+  t.deepEqual(fake.chain('nat', 'PREROUTING'), [
+    '-m comment --comment "kubernetes service portals" -j KUBE-SERVICES',
+    '! -d 127.0.0.0/8 -m comment --comment "kubernetes service nodeports" -m addrtype --dst-type LOCAL -j KUBE-NODEPORTS',
+    '-j DOCKER-ISH',
+  ]);
+  t.like(await backend.sync(snap(), { full: true, changed: new Set() }), { written: { chain: 0, rule: 0 }, deleted: { chain: 0, rule: 0 } });
 });

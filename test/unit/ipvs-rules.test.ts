@@ -8,6 +8,8 @@ import { ipvsRulesPlan, ipvsStaticRules, substituteMasquerade } from '../../src/
 import { silentLogger } from '../../src/util/log.ts';
 import { ep, snap, sp } from '../support/snapshots.ts';
 import { ipv4Frontends } from '../../src/model/types.ts';
+import { driftItems } from '../../src/modes/iptables/diff.ts';
+import { loadStaticRules } from '../../src/modes/iptables/static.ts';
 
 const MASQ_COMMENT = '-m comment --comment "Kubernetes service cluster ip + port for masquerade purpose" -m set --match-set KUBE-CLUSTER-IP dst,dst -j KUBE-MARK-MASQ';
 
@@ -121,6 +123,14 @@ test('switching from iptables mode: service chains, REJECTs, NodePort and firewa
     changed: new Set(),
   });
   const statics = ipvsStaticRules(render);
+  // What `drover diff --mode ipvs` reports first: iptables mode's chains as extra, none of them as changed.
+  const drift = driftItems(statics, new Map(), parseSave(`${ipt.dump('filter')}\n${ipt.dump('nat')}`), { retired: loadStaticRules() });
+  t.deepEqual(drift.filter((i) => i.kind === 'changed chain').map((i) => i.chain), ['KUBE-POSTROUTING'], 'only IPVS mode\'s own hairpin rule differs');
+  t.deepEqual(
+    drift.filter((i) => i.kind === 'extra chain').map((i) => `${i.table} ${i.chain.replace(/-[A-Z2-7]{16}$/, '-*')}`).sort(),
+    // KUBE-PROXY-FIREWALL is IPVS mode's too (its source-range and no-local-endpoint rules): not extra.
+    ['filter KUBE-EXTERNAL-SERVICES', 'filter KUBE-NODEPORTS', 'nat KUBE-EXT-*', 'nat KUBE-FW-*', 'nat KUBE-NODEPORTS', 'nat KUBE-SEP-*', 'nat KUBE-SEP-*', 'nat KUBE-SVC-*', 'nat KUBE-SVC-*', 'nat KUBE-SVL-*'],
+  );
   // The empty canary chains (canary.ts) stay: they hold no rule, and IPVS mode's drift check uses them too.
   await ipt.restore(planToRestore(ipvsRulesPlan(statics, parseSave(`${ipt.dump('filter')}\n${ipt.dump('nat')}`))));
   t.is(

@@ -70,7 +70,6 @@ test('Service frontends: bad values are named by field and skip the Service', (t
   const bad = (patch: Record<string, unknown>, status?: Record<string, unknown>) => errorText(parse(service({ ...LB_SPEC, ...patch }, status)));
   t.is(bad({ externalIPs: ['192.0.2.300'] }), 'in.yaml: Service shop/web: spec.externalIPs[0]: "192.0.2.300" is not a valid IPv4 or IPv6 address');
   t.is(bad({ externalIPs: ['127.0.0.1'] }), 'in.yaml: Service shop/web: spec.externalIPs[0]: "127.0.0.1" is a loopback address');
-  t.is(bad({ loadBalancerSourceRanges: ['10.0.0.0/33'] }), 'in.yaml: Service shop/web: spec.loadBalancerSourceRanges[0]: "10.0.0.0/33" is not a valid CIDR (expected e.g. "203.0.113.0/24" or "2001:db8::/32")');
   t.is(bad({ healthCheckNodePort: 70000 }), 'in.yaml: Service shop/web: spec.healthCheckNodePort: 70000 is out of range 1-65535');
   t.is(bad({ clusterIPs: ['10.96.5.7'] }), 'in.yaml: Service shop/web: spec.clusterIPs[0]: "10.96.5.7" must equal spec.clusterIP "10.96.5.5"');
   t.is(bad({ clusterIPs: ['10.96.5.5', '10.96.5.8'] }), 'in.yaml: Service shop/web: spec.clusterIPs[1]: "10.96.5.8" is a second IPv4 ClusterIP (at most one per family) (and 1 more problem)');
@@ -78,6 +77,19 @@ test('Service frontends: bad values are named by field and skip the Service', (t
   t.is(bad({ ipFamilies: ['IPv5'] }), 'in.yaml: Service shop/web: spec.ipFamilies[0]: Invalid option: expected one of "IPv4"|"IPv6"');
   t.is(bad({}, { loadBalancer: { ingress: [{ ip: 'lb' }] } }), 'in.yaml: Service shop/web: status.loadBalancer.ingress[0].ip: "lb" is not a valid IPv4 or IPv6 address');
   t.is(bad({}, { loadBalancer: { ingress: [{ ip: '198.51.100.7', ipMode: 'vip' }] } }), 'in.yaml: Service shop/web: status.loadBalancer.ingress[0].ipMode: Invalid option: expected one of "VIP"|"Proxy"');
+});
+
+test('loadBalancerSourceRanges, as kube-proxy reads them: whitespace trimmed, a malformed range named and skipped, the Service kept', (t) => {
+  const r = parse(service({ ...LB_SPEC, loadBalancerSourceRanges: [' 203.0.113.0/24 ', '10.0.0.0/33', '203.0.113.0/24'] }));
+  t.deepEqual((okObject(r) as ParsedService).loadBalancerSourceRanges, ['203.0.113.0/24']);
+  t.deepEqual(r.status === 'ok' ? r.warnings.map(String) : [], [
+    'in.yaml: Service shop/web: spec.loadBalancerSourceRanges[1]: "10.0.0.0/33" is not a valid CIDR (expected e.g. "203.0.113.0/24" or "2001:db8::/32"); range ignored',
+  ]);
+});
+
+test('a nodePort on a ClusterIP Service is ignored, as the API server never sets one there', (t) => {
+  const svc = okObject(parse(service({ ...LB_SPEC, type: 'ClusterIP', ports: [{ name: 'http', port: 80, nodePort: 30080 }] }))) as ParsedService;
+  t.false('nodePort' in svc.ports[0]!);
 });
 
 test('EndpointSlice hints: zones and nodes sorted and de-duplicated; bad ones named', (t) => {

@@ -3,21 +3,22 @@
  * themselves (never from drover's memory), so that it works on rules written
  * by kube-proxy as well as by drover:
  *
- * - nat `KUBE-SERVICES` rules commented "<ns>/<svc>[:<port>] cluster IP" and
- *   filter `KUBE-SERVICES` rules commented "<ns>/<svc>[:<port>] has no
- *   endpoints" (REJECT) or "… has no local endpoints" (DROP) name the
- *   service port (kube-proxy's comments, see render.ts);
+ * - the rules of the shared chains (nat KUBE-SERVICES and KUBE-NODEPORTS;
+ *   filter KUBE-SERVICES, KUBE-EXTERNAL-SERVICES, KUBE-PROXY-FIREWALL and
+ *   KUBE-NODEPORTS) whose kube-proxy comment names the service port ("…
+ *   cluster IP", "… external IP", "… loadbalancer IP", "… has no
+ *   endpoints", "… has no local endpoints", …; see render.ts) are its
+ *   entries;
  * - the chains they jump to, and the chains those jump to, are the service
- *   port's KUBE-SVC (or KUBE-SVL) and KUBE-SEP chains. Only chains drover
- *   owns are followed (KUBE-SVC-*, KUBE-SVL-*, KUBE-SEP-*:
- *   `isServiceChain`); kube-proxy's KUBE-EXT/KUBE-FW chains and the shared
- *   KUBE-MARK-MASQ are not;
+ *   port's KUBE-EXT, KUBE-FW, KUBE-SVC, KUBE-SVL and KUBE-SEP chains. Only
+ *   per-service chains are followed (`isServiceChain`), not the shared
+ *   KUBE-MARK-MASQ;
  * - a KUBE-SEP chain's endpoint is its DNAT `--to-destination` (older
  *   kube-proxy versions do not name the endpoint in a comment).
  */
 import { commentServicePort, isServiceChain } from './names.ts';
 import { TABLES, type ParsedDump, type TableName } from './parse.ts';
-import { SERVICES_CHAIN } from './ruleset.ts';
+import { SET_CHAINS } from './ruleset.ts';
 import { parseRule } from './rule.ts';
 import { DroverError } from '../../errors.ts';
 import { endpointPodKey } from '../../model/pods.ts';
@@ -46,9 +47,11 @@ export interface ServicePortChains {
   /** ServicePortName, "namespace/name:port" ("namespace/name" for an unnamed port). */
   readonly servicePort: string;
   /**
-   * In order: nat KUBE-SERVICES entry, KUBE-SVC chain, KUBE-SEP chains (in
-   * the order the KUBE-SVC chain jumps to them), then filter KUBE-SERVICES
-   * (the REJECT of a service port with no endpoints, or the DROP of one with no local endpoints).
+   * In order: its nat shared-chain entries (KUBE-SERVICES, KUBE-NODEPORTS),
+   * the chains they lead to depth-first (KUBE-EXT, KUBE-FW, KUBE-SVC,
+   * KUBE-SVL, KUBE-SEP in jump order), then its filter entries (the REJECT
+   * of a service port with no endpoints, the DROP of one with no local
+   * endpoints, firewall DROPs, the health check ACCEPT).
    */
   readonly chains: readonly ServiceChain[];
 }
@@ -93,9 +96,19 @@ export function chainLabel(rules: readonly string[]): string | undefined {
   return endpoint ? `${key} -> ${endpoint}` : key;
 }
 
-/** The service port a KUBE-SERVICES rule is the entry of ("… cluster IP" in nat, "… has no endpoints" or "… has no local endpoints" in filter). */
+/**
+ * The service port a rule of a shared chain (ruleset.ts SET_CHAINS) is an
+ * entry of, from kube-proxy's comments: "… cluster IP", "… external IP",
+ * "… loadbalancer IP" (nat KUBE-SERVICES), the bare service port (nat
+ * KUBE-NODEPORTS), "… has no endpoints" or "… has no local endpoints"
+ * (filter KUBE-SERVICES, KUBE-EXTERNAL-SERVICES), "… traffic not accepted
+ * by KUBE-FW-…" (filter KUBE-PROXY-FIREWALL), "… health check node port"
+ * (filter KUBE-NODEPORTS).
+ */
 function entryServicePort(comment: string | undefined): string | undefined {
-  return /^(\S+\/\S+) (?:cluster IP|has no endpoints|has no local endpoints)$/.exec(comment ?? '')?.[1];
+  return /^([^\s/]+\/[^\s/]+)(?: (?:cluster IP|external IP|loadbalancer IP|has no endpoints|has no local endpoints|traffic not accepted by KUBE-FW-[A-Z2-7]{16}|health check node port))?$/.exec(
+    comment ?? '',
+  )?.[1];
 }
 
 /**
@@ -109,15 +122,22 @@ export function serviceChains(dump: ParsedDump): ServicePortChains[] {
     const chains = dump.get(table);
     if (!chains) continue;
     const names = new Set(chains.keys());
-    const entries = new Map<string, string[]>();
-    for (const rule of chains.get(SERVICES_CHAIN)?.rules ?? []) {
-      const key = entryServicePort(ruleFacts(rule, names).comment);
-      if (key) entries.set(key, [...(entries.get(key) ?? []), rule]);
+    // Per service port, its entries in each shared chain, in SET_CHAINS order.
+    const entries = new Map<string, Map<string, string[]>>();
+    for (const shared of SET_CHAINS[table]) {
+      for (const rule of chains.get(shared)?.rules ?? []) {
+        const key = entryServicePort(ruleFacts(rule, names).comment);
+        if (!key) continue;
+        const byChain = entries.get(key) ?? new Map<string, string[]>();
+        entries.set(key, byChain);
+        byChain.set(shared, [...(byChain.get(shared) ?? []), rule]);
+      }
     }
-    for (const [key, rules] of entries) {
+    for (const [key, byChain] of entries) {
       const list = found.get(key) ?? [];
       found.set(key, list);
-      list.push({ table, chain: SERVICES_CHAIN, endpoint: null, rules: rules.map((r) => `-A ${SERVICES_CHAIN} ${r}`) });
+      const rules = [...byChain.values()].flat();
+      for (const [shared, own] of byChain) list.push({ table, chain: shared, endpoint: null, rules: own.map((r) => `-A ${shared} ${r}`) });
       // Depth-first from the entry's jumps, each owned chain once, in jump order.
       const seen = new Set<string>();
       const visit = (rule: string): void => {

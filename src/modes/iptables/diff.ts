@@ -93,7 +93,10 @@ export function driftItems(statics: StaticRuleset, services: ReadonlyMap<string,
       if (!have) items.push({ kind: 'missing chain', table, chain, label });
       else items.push({ kind: 'changed chain', table, chain, label, changes: ruleChanges(have, desired) });
     }
-    for (const { chain, rule } of ops.deleteRules) items.push({ kind: 'extra rule', table, chain, rule });
+    // A present hook that the plan deletes only to insert it again (fullPlan puts all of a
+    // chain's hooks back in order when one is missing) is not a difference of its own.
+    const moved = new Set(ops.insertRules.filter((h) => ops.deleteRules.some((d) => d.chain === h.chain && d.rule === h.rule)).map((h) => `${h.chain} ${h.rule}`));
+    for (const { chain, rule } of ops.deleteRules) if (!moved.has(`${chain} ${rule}`)) items.push({ kind: 'extra rule', table, chain, rule });
     for (const { chain, rule } of ops.appendRules) {
       if (!declared.has(chain)) items.push({ kind: 'missing rule', table, chain, rule: canonicalRule(rule) });
     }
@@ -103,7 +106,7 @@ export function driftItems(statics: StaticRuleset, services: ReadonlyMap<string,
     // The plan inserts hooks in reverse; list them in static.rules order.
     const order = (h: { chain: string; rule: string }) =>
       statics.hooks.findIndex((s) => s.table === table && s.chain === h.chain && s.rule === h.rule);
-    for (const hook of [...ops.insertRules].sort((x, y) => order(x) - order(y))) {
+    for (const hook of [...ops.insertRules].filter((h) => !moved.has(`${h.chain} ${h.rule}`)).sort((x, y) => order(x) - order(y))) {
       items.push({ kind: 'missing hook', table, chain: hook.chain, rule: hook.rule });
     }
   }

@@ -21,7 +21,7 @@ import { driftOf } from '../shared/drift.ts';
 import { toIptablesVariant } from './exec.ts';
 import { localAddresses, readTables } from './live.ts';
 import { ownedRuleCounts, renderRestore, renderSnapshot } from './ruleset.ts';
-import { loadStaticRules } from './static.ts';
+import { iptablesStatics } from './node-ports.ts';
 import { createIptablesExec, readKernel } from './wiring.ts';
 
 /**
@@ -30,9 +30,13 @@ import { createIptablesExec, readKernel } from './wiring.ts';
  * and what of the source was skipped.
  * @throws Error when the source path is missing.
  */
-async function sourceDrift(opts: RenderCliOptions, kernel: ParsedDump): Promise<{ items: DriftItem[]; problems: readonly string[]; incomplete: readonly string[] }> {
+async function sourceDrift(
+  opts: RenderCliOptions & { readonly netns?: string },
+  kernel: ParsedDump,
+): Promise<{ items: DriftItem[]; problems: readonly string[]; incomplete: readonly string[] }> {
   const { snapshot, problems, incomplete } = await loadSource(opts);
-  const items = driftItems(loadStaticRules(), renderSnapshot(snapshot, renderConfig(opts)), kernel, { incomplete: incomplete.length > 0 });
+  const statics = await iptablesStatics(opts.nodeportAddresses, opts.netns);
+  const items = driftItems(statics, renderSnapshot(snapshot, renderConfig(opts)), kernel, { incomplete: incomplete.length > 0 });
   return { items, problems, incomplete };
 }
 
@@ -57,14 +61,16 @@ export const iptablesMode: ModeDriver = {
   async createBackend(opts, render, logger) {
     const exec = await createIptablesExec(opts, logger);
     logger.info({ mode: opts.mode, iptables: exec.variant, netns: opts.netns }, 'using iptables-%s', exec.variant);
-    return new IptablesBackend({ exec, render, logger });
+    const statics = await iptablesStatics(opts.nodeportAddresses as RenderCliOptions['nodeportAddresses'], opts.netns, logger);
+    return new IptablesBackend({ exec, render, logger, statics });
   },
 
   runInfo: () => ({}),
   recordedOptions: () => ({}),
 
-  render(snapshot, opts, header) {
-    return { text: renderRestore(snapshot, renderConfig(opts), ['drover render: iptables-restore --noflush input', ...header]), leftOut: [] };
+  async render(snapshot, opts, header) {
+    const statics = await iptablesStatics(opts.nodeportAddresses, undefined);
+    return { text: renderRestore(snapshot, renderConfig(opts), ['drover render: iptables-restore --noflush input', ...header], statics), leftOut: [] };
   },
 
   async chains(selector, opts) {
@@ -90,8 +96,8 @@ export const iptablesMode: ModeDriver = {
 
   async status(opts, recorded) {
     const kernel = await readKernel(opts, createLogger(opts.logLevel));
-    const drift = await driftOf(async () => (await sourceDrift(recorded, kernel)).items.length);
-    return { rules: ownedRuleCounts(loadStaticRules(), kernel), drift, lines: [] };
+    const drift = await driftOf(async () => (await sourceDrift({ ...recorded, ...(opts.netns ? { netns: opts.netns } : {}) }, kernel)).items.length);
+    return { rules: ownedRuleCounts(await iptablesStatics(recorded.nodeportAddresses, opts.netns), kernel), drift, lines: [] };
   },
 
   bench: {

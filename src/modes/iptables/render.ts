@@ -36,7 +36,8 @@
  * rendered rules and the kernel's read-back compare line for line (the only
  * exception is `--probability`, see canonical.ts).
  */
-import { cidrContains, formatCIDR, isCanonicalIPv4, isCanonicalIPv4CIDR, parseCIDR } from '../../model/addr.ts';
+import { cidrContains, formatCIDR, isCanonicalIPv4, isCanonicalIPv4CIDR, parseCIDR, type IPPrefix } from '../../model/addr.ts';
+import { needsHealthCheck } from '../../model/health-check.ts';
 import { categorizeEndpoints, externallyAccessible, usesClusterEndpoints, usesLocalEndpoints } from '../../model/policy.ts';
 import type { Endpoint, NodeInfo, ServicePort } from '../../model/types.ts';
 import { endpointChainName, externalChainName, firewallChainName, localServiceChainName, serviceChainName } from './names.ts';
@@ -127,8 +128,10 @@ export function probability(i: number, n: number): string {
  * (pkg/proxy/iptables/proxier.go). Its endpoints are the endpoint
  * policy's (model/policy.ts `categorizeEndpoints`): this renderer never
  * chooses them. IPv6 frontends and source ranges are left to an IPv6
- * ruleset; when every source range is IPv6, IPv4 traffic to the
- * LoadBalancer IPs is dropped (no IPv4 client is allowed).
+ * ruleset, as kube-proxy's IPv4 proxier leaves them: with only IPv6 source
+ * ranges (or 0.0.0.0/0 among them) the IPv4 LoadBalancer IPs take every
+ * client. The health check node port is accepted only for a Service that
+ * needs one (model/health-check.ts needsHealthCheck).
  * @throws UnsafeValueError if a value is not a valid IP, CIDR, port or service port name
  *   (the model rejects such input first; this is a second line of defence).
  */
@@ -142,7 +145,8 @@ export function renderServicePort(sp: ServicePort, opts: RenderOptions, node?: N
   const externalIPs = f.externalIPs.filter((e) => e.family === 'IPv4').map((e) => safe('ip', e.ip));
   const lbIPs = f.loadBalancerIngress.filter((i) => i.family === 'IPv4' && i.ipMode === 'VIP').map((i) => safe('ip', i.ip));
   const nodePort = f.nodePort === undefined ? undefined : safePort(f.nodePort);
-  const healthPort = f.healthCheckNodePort === undefined ? undefined : safePort(f.healthCheckNodePort);
+  const healthPort = needsHealthCheck(sp) ? safePort(f.healthCheckNodePort!) : undefined;
+  const ranges = ipv4SourceRanges(f.loadBalancerSourceRanges);
 
   const sets = categorizeEndpoints(sp, node);
   const cluster = sets.cluster ?? [];
@@ -157,7 +161,7 @@ export function renderServicePort(sp: ServicePort, opts: RenderOptions, node?: N
   const hasInternal = hasEndpoints && (!internalLocal || local.length > 0);
   const hasExternal = hasEndpoints && (!externalLocal || local.length > 0);
   const usesExt = hasEndpoints && externallyAccessible(sp);
-  const usesFW = hasEndpoints && lbIPs.length > 0 && f.loadBalancerSourceRanges.length > 0;
+  const usesFW = hasEndpoints && lbIPs.length > 0 && ranges.length > 0;
   const noneComment = hasEndpoints ? `"${key} has no local endpoints"` : `"${key} has no endpoints"`;
   const noneTarget = hasEndpoints ? 'DROP' : 'REJECT --reject-with icmp-port-unreachable';
 
@@ -185,7 +189,7 @@ export function renderServicePort(sp: ServicePort, opts: RenderOptions, node?: N
 
   const chains = new Map<string, readonly string[]>();
   if (usesExt) chains.set(extChain, externalRules(key, clusterChain, localChain, externalLocal, hasExternal, opts));
-  if (usesFW) chains.set(fwChain, firewallRules(key, extChain, lbIPs, f.loadBalancerSourceRanges, node));
+  if (usesFW) chains.set(fwChain, firewallRules(key, extChain, lbIPs, ranges, node));
 
   const seps = new Map<Endpoint, Sep>();
   const sepOf = (ep: Endpoint): Sep => {
@@ -277,23 +281,34 @@ function externalRules(key: string, clusterChain: string, localChain: string, ex
 }
 
 /**
- * The KUBE-FW chain: one jump to KUBE-EXT per IPv4 source range (host bits
- * cleared, as iptables prints them), the LoadBalancer IPs themselves as
- * sources when a range holds this node's IPv4 InternalIP (a VIP that loops
- * back from the node), and a last rule with no target: what falls through
- * is dropped by filter KUBE-PROXY-FIREWALL.
+ * The IPv4 source ranges of a LoadBalancer, as kube-proxy's IPv4 proxier
+ * takes them (pkg/proxy/service.go): IPv6 ranges left out, host bits
+ * cleared (as iptables prints them), and none at all, meaning every
+ * client, when one is 0.0.0.0/0.
  */
-function firewallRules(key: string, ext: string, lbIPs: readonly string[], ranges: readonly string[], node: NodeInfo | undefined): string[] {
+function ipv4SourceRanges(ranges: readonly string[]): IPPrefix[] {
+  const v4 = ranges.flatMap((text) => {
+    const parsed = parseCIDR(text);
+    return parsed !== undefined && parsed.prefix.family === 4 ? [parsed.prefix] : [];
+  });
+  return v4.some((p) => p.bits === 0) ? [] : v4;
+}
+
+/**
+ * The KUBE-FW chain: one jump to KUBE-EXT per IPv4 source range, the
+ * LoadBalancer IPs themselves as sources when a range holds this node's
+ * IPv4 InternalIP (a VIP that loops back from the node), and a last rule
+ * with no target: what falls through is dropped by filter
+ * KUBE-PROXY-FIREWALL.
+ */
+function firewallRules(key: string, ext: string, lbIPs: readonly string[], ranges: readonly IPPrefix[], node: NodeInfo | undefined): string[] {
   const comment = `-m comment --comment "${key} loadbalancer IP"`;
   const rules: string[] = [];
   const nodeIP = node?.addresses.find((a) => a.type === 'InternalIP' && isCanonicalIPv4(a.address))?.address;
   let allowFromNode = false;
-  for (const text of ranges) {
-    const parsed = parseCIDR(text);
-    if (parsed === undefined || parsed.prefix.family !== 4) continue;
-    const cidr = safe('cidr', formatCIDR(parsed.prefix));
-    rules.push(`-s ${cidr} ${comment} -j ${ext}`);
-    if (nodeIP !== undefined && cidrContains(parsed.prefix, nodeIP)) allowFromNode = true;
+  for (const prefix of ranges) {
+    rules.push(`-s ${safe('cidr', formatCIDR(prefix))} ${comment} -j ${ext}`);
+    if (nodeIP !== undefined && cidrContains(prefix, nodeIP)) allowFromNode = true;
   }
   if (allowFromNode) for (const ip of lbIPs) rules.push(`-s ${ip}/32 ${comment} -j ${ext}`);
   rules.push(`-m comment --comment "other traffic to ${key} will be dropped by KUBE-PROXY-FIREWALL"`);

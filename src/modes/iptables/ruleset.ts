@@ -6,11 +6,11 @@
 import type { Snapshot } from '../../model/types.ts';
 import { tokenize } from './rule.ts';
 import type { KeptChain } from '../types.ts';
-import { commentServicePort, isServiceChain } from './names.ts';
-import { TABLES, type ParsedDump, type TableName } from './parse.ts';
+import { commentServicePort, hashSuffix, isServiceChain } from './names.ts';
+import { BUILTIN_CHAINS, TABLES, type ParsedDump, type TableName } from './parse.ts';
 import { diffTable, emptyPlan, planToRestore, type Plan, type TableView } from './plan.ts';
 import { renderServicePort, type RenderOptions, type ServiceRules } from './render.ts';
-import { loadStaticRules, type StaticRuleset } from './static.ts';
+import { hookIdentities, hookIdentity, loadStaticRules, type StaticRuleset } from './static.ts';
 
 /** The chain of every service port's ClusterIP entry (nat) or REJECT (filter). */
 export const SERVICES_CHAIN = 'KUBE-SERVICES';
@@ -109,11 +109,11 @@ export function kernelView(statics: StaticRuleset, table: TableName, dump: Parse
  */
 export function foreignReferences(statics: StaticRuleset, table: TableName, kernel: ParsedDump, retired?: StaticRuleset): Map<string, string[]> {
   const refs = new Map<string, string[]>();
-  const hooks = new Set([...statics.hooks, ...(retired?.hooks ?? [])].filter((h) => h.table === table).map((h) => `${h.chain} ${h.rule}`));
+  const hooks = new Set([...hookIdentities(statics), ...(retired ? hookIdentities(retired) : [])]);
   for (const [chain, parsed] of kernel.get(table) ?? []) {
     if (isOwnedChain(statics, table, chain) || isRetiredChain(statics, retired, table, chain)) continue;
     for (const rule of parsed.rules) {
-      if (hooks.has(`${chain} ${rule}`)) continue;
+      if (hooks.has(hookIdentity(table, chain, rule) ?? '')) continue;
       const target = / -[jg] (\S+)/.exec(` ${rule}`)?.[1];
       if (!target) continue;
       const by = refs.get(target) ?? [];
@@ -171,12 +171,15 @@ export function fullPlan(statics: StaticRuleset, services: ReadonlyMap<string, S
     const key = ruleServicePort(rule);
     return key !== undefined && services.has(key);
   };
+  let named: Set<string> | undefined;
   for (const table of TABLES) {
     const ops = plan[table];
     const current = kernelView(statics, table, kernel, opts.retired);
     const retired = (chain: string) => isRetiredChain(statics, opts.retired, table, chain);
     if (opts.incomplete) {
-      const isStale = (chain: string) => retired(chain) || (isServiceChain(chain) && (current.chains.get(chain) ?? []).some(claimed));
+      named ??= servicePortChainSuffixes(services.keys());
+      const isStale = (chain: string) =>
+        retired(chain) || (isServiceChain(chain) && (named!.has(chain.slice(chain.lastIndexOf('-') + 1)) || (current.chains.get(chain) ?? []).some(claimed)));
       diffTable(ops, desiredView(statics, table, services.values()), current, isStale, (rule) => !claimed(rule));
     } else {
       diffTable(ops, desiredView(statics, table, services.values()), current, (chain) => isServiceChain(chain) || retired(chain));
@@ -186,15 +189,22 @@ export function fullPlan(statics: StaticRuleset, services: ReadonlyMap<string, S
     const alreadyEmpty = new Set(pinned.filter((c) => (kernel.get(table)?.get(c)?.rules.length ?? 0) === 0));
     ops.deleteChains.splice(0, ops.deleteChains.length, ...ops.deleteChains.filter((c) => !pinned.includes(c)));
     ops.declare.splice(0, ops.declare.length, ...ops.declare.filter((c) => !alreadyEmpty.has(c)));
-    // Missing hooks are inserted at position 1, one by one: per chain in
-    // reverse, so that they end up in file order.
-    const missing = statics.hooks.filter(
-      (h) => h.table === table && !(kernel.get(table)?.get(h.chain)?.rules.includes(h.rule) ?? false),
-    );
-    for (const chain of new Set(missing.map((h) => h.chain))) {
-      for (const hook of missing.filter((h) => h.chain === chain).reverse()) {
-        ops.insertRules.push({ chain, rule: hook.rule });
-      }
+    // A hook of drover's in another variant than the wanted one (the nodeports
+    // hooks before and after --nodeport-addresses changed) is deleted.
+    const stale = staleHooks(statics, table, kernel);
+    ops.deleteRules.push(...stale);
+    // When a built-in chain misses one of drover's hooks (or had a stale one),
+    // all of drover's hooks of that chain are put back at its top in file
+    // order, in the same transaction: their order matters (the nodeports hook
+    // must follow the KUBE-SERVICES one), and a lone insert at position 1
+    // would break it. The present copies are deleted first.
+    const has = (chain: string, rule: string) => kernel.get(table)?.get(chain)?.rules.includes(rule) ?? false;
+    const hooks = statics.hooks.filter((h) => h.table === table);
+    const redo = new Set([...hooks.filter((h) => !has(h.chain, h.rule)).map((h) => h.chain), ...stale.map((r) => r.chain)]);
+    for (const chain of redo) {
+      const mine = hooks.filter((h) => h.chain === chain);
+      for (const rule of kernel.get(table)?.get(chain)?.rules ?? []) if (mine.some((h) => h.rule === rule)) ops.deleteRules.push({ chain, rule });
+      for (const hook of [...mine].reverse()) ops.insertRules.push({ chain, rule: hook.rule });
     }
   }
   return plan;
@@ -220,6 +230,36 @@ export function partialPlan(
   return plan;
 }
 
+/**
+ * The rules of built-in chains of `table` that are hooks of drover's by
+ * their identity (static.ts hookIdentity) but none of `statics`' hooks:
+ * the other variant of a hook, to delete. Every copy, in kernel order.
+ */
+export function staleHooks(statics: StaticRuleset, table: TableName, kernel: ParsedDump): Array<{ chain: string; rule: string }> {
+  const ids = hookIdentities(statics);
+  const wanted = new Set(statics.hooks.filter((h) => h.table === table).map((h) => `${h.chain} ${h.rule}`));
+  const out: Array<{ chain: string; rule: string }> = [];
+  for (const [chain, parsed] of kernel.get(table) ?? []) {
+    if (!BUILTIN_CHAINS.has(chain)) continue;
+    for (const rule of parsed.rules) {
+      if (!wanted.has(`${chain} ${rule}`) && ids.has(hookIdentity(table, chain, rule) ?? '')) out.push({ chain, rule });
+    }
+  }
+  return out;
+}
+
+/**
+ * The hash suffixes of the KUBE-SVC/SVL/EXT/FW chain names the service
+ * ports `keys` would have, for each protocol (names.ts hashSuffix): a
+ * stale chain with one of them belongs to a known service port, even when
+ * none of its rules' comments names it (KUBE-EXT's do not).
+ */
+function servicePortChainSuffixes(keys: Iterable<string>): Set<string> {
+  const out = new Set<string>();
+  for (const key of keys) for (const proto of ['tcp', 'udp', 'sctp']) out.add(hashSuffix(key + proto));
+  return out;
+}
+
 /** What a cleanup writes, and what it cannot remove. */
 export interface CleanupPlan {
   readonly plan: Plan;
@@ -240,10 +280,10 @@ export function cleanupPlan(statics: StaticRuleset, kernel: ParsedDump): Cleanup
     const ops = plan[table];
     const parsed = kernel.get(table);
     if (!parsed) continue;
-    for (const hook of statics.hooks.filter((h) => h.table === table)) {
-      for (const rule of parsed.get(hook.chain)?.rules ?? []) {
-        if (rule === hook.rule) ops.deleteRules.push({ chain: hook.chain, rule });
-      }
+    const ids = hookIdentities(statics);
+    for (const [chain, chainRules] of parsed) {
+      if (!BUILTIN_CHAINS.has(chain)) continue;
+      for (const rule of chainRules.rules) if (ids.has(hookIdentity(table, chain, rule) ?? '')) ops.deleteRules.push({ chain, rule });
     }
     const refs = foreignReferences(statics, table, kernel);
     for (const chain of parsed.keys()) {

@@ -6,6 +6,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import { isCanonicalIPv4 } from '../../model/addr.ts';
 import { BUILTIN_CHAINS, parseSave, type TableName } from './parse.ts';
 
 /** A jump from a built-in chain into drover's chains. */
@@ -50,8 +51,50 @@ export function parseStaticRules(text: string): StaticRuleset {
 
 let cached: StaticRuleset | undefined;
 
-/** The shipped static ruleset (read once). */
-export function loadStaticRules(): StaticRuleset {
+/**
+ * The shipped static ruleset (read once): NodePorts on every local address
+ * but 127.0.0.0/8 (its nodeports hooks match `--dst-type LOCAL`). With
+ * `nodePortIPs` (`--nodeport-addresses`, resolved to this node's IPv4
+ * addresses in those CIDRs), each nodeports hook becomes one hook per
+ * address, `-d IP/32`, in place, as kube-proxy writes one nodeports rule
+ * per address (pkg/proxy/iptables/proxier.go); an empty list leaves no
+ * NodePort reachable, as in kube-proxy.
+ * @throws Error when an address is not a canonical IPv4 address.
+ */
+export function loadStaticRules(nodePortIPs?: readonly string[]): StaticRuleset {
   cached ??= parseStaticRules(readFileSync(STATIC_RULES_PATH, 'utf8'));
-  return cached;
+  return nodePortIPs === undefined ? cached : withNodePortAddresses(cached, nodePortIPs);
+}
+
+/** The comment of the hooks that lead to nat KUBE-NODEPORTS. */
+export const NODEPORTS_HOOK_COMMENT = 'kubernetes service nodeports';
+
+function withNodePortAddresses(statics: StaticRuleset, ips: readonly string[]): StaticRuleset {
+  for (const ip of ips) if (!isCanonicalIPv4(ip)) throw new Error(`refusing to render NodePort address ${JSON.stringify(ip)}: not an IPv4 address`);
+  const hooks = statics.hooks.flatMap((h) =>
+    h.table === 'nat' && h.rule.endsWith('-j KUBE-NODEPORTS')
+      ? ips.map((ip) => ({ table: h.table, chain: h.chain, rule: `-d ${ip}/32 -m comment --comment "${NODEPORTS_HOOK_COMMENT}" -j KUBE-NODEPORTS` }))
+      : [h],
+  );
+  return { chains: statics.chains, hooks };
+}
+
+/**
+ * What identifies a hook of drover's whatever its matches: its table,
+ * built-in chain, target chain and comment, e.g. "nat PREROUTING
+ * KUBE-NODEPORTS kubernetes service nodeports". Two variants of a hook
+ * (the nodeports hooks with and without `--nodeport-addresses`) share it,
+ * so a sync can replace one by the other and cleanup removes either.
+ * Undefined for a rule without a `-j` target or a comment.
+ */
+export function hookIdentity(table: TableName, chain: string, rule: string): string | undefined {
+  const target = / -j (\S+)/.exec(` ${rule}`)?.[1];
+  const comment = /--comment (?:"([^"]*)"|(\S+))/.exec(rule);
+  if (target === undefined || comment === null) return undefined;
+  return `${table} ${chain} ${target} ${comment[1] ?? comment[2]}`;
+}
+
+/** The identities ({@link hookIdentity}) of the hooks of `statics`. */
+export function hookIdentities(statics: StaticRuleset): Set<string> {
+  return new Set(statics.hooks.flatMap((h) => hookIdentity(h.table, h.chain, h.rule) ?? []));
 }

@@ -150,7 +150,7 @@ export function ipvsDrift(desired: DesiredIpvsState, live: IpvsLive, opts: IpvsD
 
   const leftovers = otherModeLeftovers(opts.statics, opts.iptablesStatics, live.tables);
   const rules: DriftItem[] = [
-    ...driftItems(opts.statics, new Map(), live.tables),
+    ...driftItems(opts.statics, new Map(), live.tables, { retired: opts.iptablesStatics }),
     ...TABLES.flatMap((table) => leftovers[table].deleteRules.map(({ chain, rule }): DriftItem => ({ kind: 'extra rule', table, chain, rule }))),
   ];
   return { items, rules, draining };

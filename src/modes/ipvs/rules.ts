@@ -16,11 +16,11 @@
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { isCanonicalIPv4CIDR } from '../../model/addr.ts';
-import { TABLES, type ParsedDump } from '../iptables/parse.ts';
+import { BUILTIN_CHAINS, TABLES, type ParsedDump } from '../iptables/parse.ts';
 import { emptyPlan, mergePlans, type Plan } from '../iptables/plan.ts';
 import type { RenderOptions } from '../iptables/render.ts';
 import { fullPlan } from '../iptables/ruleset.ts';
-import { loadStaticRules, parseStaticRules, type StaticRuleset } from '../iptables/static.ts';
+import { hookIdentities, hookIdentity, loadStaticRules, parseStaticRules, type StaticRuleset } from '../iptables/static.ts';
 
 /** Path of IPVS mode's rules file. */
 export const IPVS_STATIC_RULES_PATH = fileURLToPath(new URL('../../../rules/ipvs/static.rules', import.meta.url));
@@ -61,20 +61,23 @@ export function ipvsStaticRules(opts: RenderOptions, text: string = readFileSync
 
 /**
  * The hook jumps of another mode's static rules (`other`) that `mine` lacks,
- * every copy present in the kernel, to be deleted by a full sync: for IPVS
- * mode, iptables mode's jumps from filter INPUT, FORWARD and OUTPUT to
- * KUBE-SERVICES. (Both modes declare the same static chains, so no chain is
- * left over.) Pure.
+ * every copy and variant present in the kernel (by static.ts hookIdentity),
+ * to be deleted by a full sync: for IPVS mode, iptables mode's jumps from
+ * filter INPUT, FORWARD and OUTPUT to KUBE-SERVICES, KUBE-EXTERNAL-SERVICES,
+ * KUBE-PROXY-FIREWALL and KUBE-NODEPORTS, and from nat PREROUTING and
+ * OUTPUT to KUBE-NODEPORTS. (iptables mode's static chains that IPVS mode
+ * lacks are deleted by fullPlan's `retired`.) Pure.
  */
 export function otherModeLeftovers(mine: StaticRuleset, other: StaticRuleset, kernel: ParsedDump): Plan {
   const plan = emptyPlan();
+  const theirs = hookIdentities(other);
+  const ours = hookIdentities(mine);
   for (const table of TABLES) {
-    const parsed = kernel.get(table);
-    if (!parsed) continue;
-    const myHooks = new Set(mine.hooks.filter((h) => h.table === table).map((h) => `${h.chain} ${h.rule}`));
-    for (const hook of other.hooks.filter((h) => h.table === table && !myHooks.has(`${h.chain} ${h.rule}`))) {
-      for (const rule of parsed.get(hook.chain)?.rules ?? []) {
-        if (rule === hook.rule) plan[table].deleteRules.push({ chain: hook.chain, rule });
+    for (const [chain, parsed] of kernel.get(table) ?? []) {
+      if (!BUILTIN_CHAINS.has(chain)) continue;
+      for (const rule of parsed.rules) {
+        const id = hookIdentity(table, chain, rule) ?? '';
+        if (theirs.has(id) && !ours.has(id)) plan[table].deleteRules.push({ chain, rule });
       }
     }
   }
