@@ -18,14 +18,14 @@
  *   the node must not capture it, model/policy.ts externallyAccessible), at
  *   ingressIP:port, bound to kube-ipvs0 like an external IP; entries in
  *   KUBE-LOAD-BALANCER, KUBE-LOAD-BALANCER-LOCAL under policy Local, and with
- *   loadBalancerSourceRanges: KUBE-LOAD-BALANCER-FW, one
- *   KUBE-LOAD-BALANCER-SOURCE-CIDR entry "ip,proto:port,range" per IPv4
- *   range (host bits cleared; 0.0.0.0/0, which a hash:net set refuses, as
- *   its two halves /1), and "ip,proto:port,ip" in
- *   KUBE-LOAD-BALANCER-SOURCE-IP when a range holds this node's IPv4
- *   InternalIP (a VIP that loops back from the node, as kube-proxy's
- *   allowFromNode). When every range is IPv6, no IPv4 source is allowed:
- *   the FW entry alone makes KUBE-SOURCE-RANGES-FIREWALL drop everything;
+ *   IPv4 loadBalancerSourceRanges ({@link ipv4SourceRanges}: none when
+ *   every range is IPv6 or one is 0.0.0.0/0, and then every client is let
+ *   in, as kube-proxy's IPv4 proxier and iptables mode do):
+ *   KUBE-LOAD-BALANCER-FW, one KUBE-LOAD-BALANCER-SOURCE-CIDR entry
+ *   "ip,proto:port,range" per range (host bits cleared), and
+ *   "ip,proto:port,ip" in KUBE-LOAD-BALANCER-SOURCE-IP when a range holds
+ *   this node's IPv4 InternalIP (a VIP that loops back from the node, as
+ *   kube-proxy's allowFromNode);
  * - the NodePort, on every node address given (`nodePortIPs`: the host's
  *   IPv4 addresses without loopback and kube-ipvs0, or those in
  *   `--nodeport-addresses`), at nodeIP:nodePort, never bound; entry: the
@@ -126,20 +126,20 @@ const NODE_PORT_SETS: Readonly<Record<VirtualServer['protocol'], readonly [Owned
 };
 
 /**
- * The IPv4 source ranges of `ranges` as [network, prefix length] pairs for
- * KUBE-LOAD-BALANCER-SOURCE-CIDR: host bits cleared ("10.1.2.3/16" →
- * 10.1.0.0/16), 0.0.0.0/0 as 0.0.0.0/1 and 128.0.0.0/1, IPv6 ones left out.
- * A range that does not parse is left out (the model validates them first).
+ * The IPv4 source ranges of `ranges` for KUBE-LOAD-BALANCER-SOURCE-CIDR, as
+ * kube-proxy's IPv4 proxier takes them (pkg/proxy/service.go), the same rule
+ * as iptables mode's: IPv6 ranges left out, host bits cleared
+ * ("10.1.2.3/16" → 10.1.0.0/16), and none at all, meaning every client, when
+ * one is 0.0.0.0/0 (which a hash:net set could not hold anyway). A range
+ * that does not parse is left out (the model validates them first).
  */
 export function ipv4SourceRanges(ranges: readonly string[]): { readonly network: string; readonly bits: number; readonly text: string }[] {
   const out: { network: string; bits: number; text: string }[] = [];
   for (const text of ranges) {
     const parsed = parseCIDR(text);
     if (parsed === undefined || parsed.prefix.family !== 4) continue;
-    const { prefix } = parsed;
-    const network = prefix.text.slice(0, prefix.text.indexOf('/'));
-    if (prefix.bits === 0) out.push({ network: '0.0.0.0', bits: 1, text: prefix.text }, { network: '128.0.0.0', bits: 1, text: prefix.text });
-    else out.push({ network, bits: prefix.bits, text: prefix.text });
+    if (parsed.prefix.bits === 0) return [];
+    out.push({ network: parsed.prefix.text.slice(0, parsed.prefix.text.indexOf('/')), bits: parsed.prefix.bits, text: parsed.prefix.text });
   }
   return out;
 }
@@ -188,7 +188,7 @@ export function externalFrontends(sp: ServicePort, sets: EndpointSets, base: Vir
     const entry = ipPortEntry(ip, proto, sp.port);
     const own: SetEntry[] = [{ set: LOAD_BALANCER_SET, entry }];
     if (local) own.push({ set: LOAD_BALANCER_LOCAL_SET, entry });
-    if (f.loadBalancerSourceRanges.length > 0) {
+    if (ranges.length > 0) {
       own.push({ set: LOAD_BALANCER_FW_SET, entry });
       for (const r of ranges) own.push({ set: LOAD_BALANCER_SOURCE_CIDR_SET, entry: ipPortNetEntry(ip, proto, sp.port, r.network, r.bits) });
       if (allowFromNode) own.push({ set: LOAD_BALANCER_SOURCE_IP_SET, entry: ipPortIPEntry(ip, proto, sp.port, ip) });

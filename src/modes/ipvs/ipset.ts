@@ -211,7 +211,7 @@ export function ipPortIPEntry(address: string, protocol: string, p: number, sour
  * A KUBE-LOAD-BALANCER-SOURCE-CIDR entry "lbIP,proto:port,net", the net as
  * `ipset save` prints it: "10.0.0.0/8", and a /32 without its length
  * ("10.1.2.3"). Prefix lengths 1-32 (the kernel refuses /0 in a hash:net
- * type; frontends.ts splits 0.0.0.0/0 in two halves).
+ * type; frontends.ts never writes one: 0.0.0.0/0 means no firewall).
  * @throws IpsetValidationError
  */
 export function ipPortNetEntry(address: string, protocol: string, p: number, network: string, bits: number): string {
