@@ -3,7 +3,8 @@
  * (frontends.ts NodeAddresses), read from os.networkInterfaces() as
  * kube-proxy's IPVS proxier reads them (pkg/proxy/ipvs/proxier.go
  * syncProxyRules: nodeAddressSet = GetAllLocalAddressesExcept(kube-ipvs0);
- * nodeIPs from it, or from `--nodeport-addresses`, without loopback).
+ * nodeIPs from it, or from `--nodeport-addresses`, without loopback); the
+ * `--nodeport-addresses` choice is iptables mode's (iptables/node-ports.ts).
  * drover reads them once, when the backend starts.
  */
 import { networkInterfaces } from 'node:os';
@@ -11,6 +12,7 @@ import { cidrContains, compareAddresses, isCanonicalIPv4, type IPPrefix } from '
 import type { Interfaces } from '../../server/node-addresses.ts';
 import type { NodeAddresses } from './frontends.ts';
 import { DUMMY_INTERFACE } from './link.ts';
+import { nodePortIPs } from '../iptables/node-ports.ts';
 
 /**
  * The host's IPv4 addresses, from `interfaces` (default: this host's):
@@ -21,19 +23,13 @@ import { DUMMY_INTERFACE } from './link.ts';
  * Both sorted, each address once. Pure apart from the default argument.
  */
 export function nodeAddresses(cidrs: readonly IPPrefix[] | undefined, interfaces: Interfaces = networkInterfaces()): NodeAddresses {
-  const v4 = (cidrs ?? []).filter((c) => c.family === 4);
-  const all = v4.length === 0 || v4.some((c) => c.bits === 0);
   const host = new Set<string>();
-  const nodePort = new Set<string>();
   for (const [name, infos] of Object.entries(interfaces)) {
     if (name === DUMMY_INTERFACE) continue;
-    for (const info of infos ?? []) {
-      if (info.family !== 'IPv4' || !isCanonicalIPv4(info.address)) continue;
-      host.add(info.address);
-      if (cidrContains('127.0.0.0/8', info.address)) continue;
-      if (all || v4.some((c) => cidrContains(c, info.address))) nodePort.add(info.address);
-    }
+    for (const info of infos ?? []) if (info.family === 'IPv4' && isCanonicalIPv4(info.address)) host.add(info.address);
   }
-  const sorted = (s: Set<string>) => [...s].sort(compareAddresses);
-  return { nodePortIPs: sorted(nodePort), hostAddresses: sorted(host) };
+  const hostAddresses = [...host].sort(compareAddresses);
+  // The same choice as iptables mode's (--nodeport-addresses, loopback left out).
+  const picked = nodePortIPs(cidrs, hostAddresses).ips ?? hostAddresses.filter((ip) => !cidrContains('127.0.0.0/8', ip));
+  return { nodePortIPs: picked, hostAddresses };
 }
