@@ -162,11 +162,15 @@ test('trace --mode ipvs from outside the cluster CIDR: the ipset marks it, IPVS 
     `trace 192.168.100.2 -> 10.96.0.10:80/tcp, a new connection from outside the node: nat PREROUTING
 
 nat PREROUTING
-  line 10   -A PREROUTING -m comment --comment "kubernetes service portals" -j KUBE-SERVICES
+  line 12   -A PREROUTING -m comment --comment "kubernetes service portals" -j KUBE-SERVICES
 nat KUBE-SERVICES
-  line 18   -A KUBE-SERVICES ! -s 10.244.0.0/16 -m comment --comment "Kubernetes service cluster ip + port for masquerade purpose" -m set --match-set KUBE-CLUSTER-IP dst,dst -j KUBE-MARK-MASQ
+  line 28   -A KUBE-SERVICES ! -s 10.244.0.0/16 -m comment --comment "Kubernetes service cluster ip + port for masquerade purpose" -m set --match-set KUBE-CLUSTER-IP dst,dst -j KUBE-MARK-MASQ
 nat KUBE-MARK-MASQ
-  line 13   -A KUBE-MARK-MASQ -j MARK --set-xmark 0x4000/0x4000
+  line 17   -A KUBE-MARK-MASQ -j MARK --set-xmark 0x4000/0x4000
+nat KUBE-SERVICES
+  line 31   -A KUBE-SERVICES -m addrtype --dst-type LOCAL -j KUBE-NODE-PORT
+filter INPUT
+  line 10   -A INPUT -m comment --comment "kube-proxy firewall rules" -j KUBE-PROXY-FIREWALL
 
 then one of 2 branches:
   (50.00%) DNAT to 10.244.1.2:8080, masqueraded
@@ -178,10 +182,10 @@ then one of 2 branches:
 
 then, in every branch:
 nat POSTROUTING
-  line 12   -A POSTROUTING -m comment --comment "kubernetes postrouting rules" -j KUBE-POSTROUTING
+  line 14   -A POSTROUTING -m comment --comment "kubernetes postrouting rules" -j KUBE-POSTROUTING
 nat KUBE-POSTROUTING
-  line 16   -A KUBE-POSTROUTING -j MARK --set-xmark 0x4000/0x0
-  line 17   -A KUBE-POSTROUTING -m comment --comment "kubernetes service traffic requiring SNAT" -j MASQUERADE --random-fully
+  line 26   -A KUBE-POSTROUTING -j MARK --set-xmark 0x4000/0x0
+  line 27   -A KUBE-POSTROUTING -m comment --comment "kubernetes service traffic requiring SNAT" -j MASQUERADE --random-fully
 
 real servers (probability for a new connection):
   10.244.1.2:8080         50.00%  masqueraded
@@ -202,7 +206,7 @@ test('trace --mode ipvs: hairpin through KUBE-LOOP-BACK, from the node itself, q
   t.deepEqual(summary(fromNode), [{ p: 1, verdict: { kind: 'dnat', ip: '10.244.2.2', port: 53 }, masq: true }]);
   t.deepEqual(
     fromNode.outcomes[0]!.steps.map((s) => `${s.table} ${s.chain} ${s.line || s.rule}`),
-    ['nat OUTPUT 11', 'nat KUBE-SERVICES 18', 'nat KUBE-MARK-MASQ 13', 'ipvs UDP 10.96.0.53:53 rr -> 10.244.2.2:53 Masq weight 1', 'nat POSTROUTING 12', 'nat KUBE-POSTROUTING 16', 'nat KUBE-POSTROUTING 17'],
+    ['nat OUTPUT 13', 'nat KUBE-SERVICES 28', 'nat KUBE-MARK-MASQ 17', 'nat KUBE-SERVICES 31', 'ipvs UDP 10.96.0.53:53 rr -> 10.244.2.2:53 Masq weight 1', 'nat POSTROUTING 14', 'nat KUBE-POSTROUTING 26', 'nat KUBE-POSTROUTING 27'],
   );
 
   const { live: touchedLive } = await touched();
@@ -227,7 +231,7 @@ test('trace --mode ipvs: refused, no virtual server, not bound, and what it cann
   ]);
   // Without the ipsets' contents, the set match is reported, not guessed.
   t.deepEqual(summary(trace(ctxOf(live, new Map()), pkt('192.168.100.2', '10.96.0.10', 80))), [
-    { p: 1, verdict: { kind: 'unknown', table: 'nat', chain: 'KUBE-SERVICES', line: 18, reason: 'cannot evaluate -m set --match-set KUBE-CLUSTER-IP (ipset contents are not traced)' }, masq: false },
+    { p: 1, verdict: { kind: 'unknown', table: 'nat', chain: 'KUBE-SERVICES', line: 28, reason: 'cannot evaluate -m set --match-set KUBE-CLUSTER-IP (ipset contents are not traced)' }, masq: false },
   ]);
 });
 
@@ -305,6 +309,20 @@ test('diff --mode ipvs on an empty node: the sets, kube-ipvs0 and everything els
 missing entry KUBE-CLUSTER-IP 10.96.0.10,tcp:80
 missing set KUBE-LOOP-BACK
 missing entry KUBE-LOOP-BACK 10.244.1.2,tcp:8080,10.244.1.2
+missing set KUBE-EXTERNAL-IP
+missing set KUBE-EXTERNAL-IP-LOCAL
+missing set KUBE-LOAD-BALANCER
+missing set KUBE-LOAD-BALANCER-FW
+missing set KUBE-LOAD-BALANCER-LOCAL
+missing set KUBE-LOAD-BALANCER-SOURCE-IP
+missing set KUBE-LOAD-BALANCER-SOURCE-CIDR
+missing set KUBE-NODE-PORT-TCP
+missing set KUBE-NODE-PORT-LOCAL-TCP
+missing set KUBE-NODE-PORT-UDP
+missing set KUBE-NODE-PORT-LOCAL-UDP
+missing set KUBE-NODE-PORT-SCTP
+missing set KUBE-NODE-PORT-LOCAL-SCTP
+missing set KUBE-EXTERNAL-NO-LOCAL
 missing link kube-ipvs0
 missing address kube-ipvs0 10.96.0.10/32
 missing virtual server TCP 10.96.0.10:80 (default/web:http): rr
@@ -316,11 +334,17 @@ changed sysctl net.ipv4.ip_forward: 1 (kernel: 0)
 missing chain nat KUBE-SERVICES
 missing chain nat KUBE-MARK-MASQ
 missing chain nat KUBE-POSTROUTING
+missing chain nat KUBE-NODE-PORT
+missing chain nat KUBE-LOAD-BALANCER
 missing hook nat PREROUTING: -m comment --comment "kubernetes service portals" -j KUBE-SERVICES
 missing hook nat OUTPUT: -m comment --comment "kubernetes service portals" -j KUBE-SERVICES
 missing hook nat POSTROUTING: -m comment --comment "kubernetes postrouting rules" -j KUBE-POSTROUTING
 missing chain filter KUBE-SERVICES
+missing chain filter KUBE-PROXY-FIREWALL
 missing chain filter KUBE-FORWARD
+missing chain filter KUBE-SOURCE-RANGES-FIREWALL
+missing hook filter INPUT: -m comment --comment "kube-proxy firewall rules" -j KUBE-PROXY-FIREWALL
+missing hook filter FORWARD: -m comment --comment "kube-proxy firewall rules" -j KUBE-PROXY-FIREWALL
 missing hook filter FORWARD: -m comment --comment "kubernetes forwarding rules" -j KUBE-FORWARD
 `,
   );

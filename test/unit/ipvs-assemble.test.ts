@@ -23,6 +23,8 @@ function oracle(ports: Iterable<DesiredServicePort>): DesiredIpvsState {
     addresses: [...new Set(winners.map((p) => p.server.vs.address))].sort((x, y) => toInt(x) - toInt(y)),
     clusterIPSet: new Set(winners.map((p) => p.clusterIPEntry)),
     loopBackSet: new Set(winners.flatMap((p) => p.loopBackEntries)),
+    // Not compared (plain leaves it out): these service ports have no external frontend.
+    sets: {} as DesiredIpvsState['sets'],
     conflicts,
   };
 }

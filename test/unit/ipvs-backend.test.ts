@@ -39,11 +39,26 @@ test('first sync: sysctls, kube-ipvs0, ipsets, iptables rules and IPVS, exactly'
       'add KUBE-LOOP-BACK 10.244.1.2,tcp:8080,10.244.1.2',
       'add KUBE-LOOP-BACK 10.244.1.3,tcp:8080,10.244.1.3',
       'add KUBE-LOOP-BACK 10.244.2.2,udp:53,10.244.2.2',
+      // The frontend sets, empty: no service port here has a NodePort, external IP or LoadBalancer IP.
+      'create KUBE-EXTERNAL-IP hash:ip,port family inet hashsize 1024 maxelem 65536',
+      'create KUBE-EXTERNAL-IP-LOCAL hash:ip,port family inet hashsize 1024 maxelem 65536',
+      'create KUBE-LOAD-BALANCER hash:ip,port family inet hashsize 1024 maxelem 65536',
+      'create KUBE-LOAD-BALANCER-FW hash:ip,port family inet hashsize 1024 maxelem 65536',
+      'create KUBE-LOAD-BALANCER-LOCAL hash:ip,port family inet hashsize 1024 maxelem 65536',
+      'create KUBE-LOAD-BALANCER-SOURCE-IP hash:ip,port,ip family inet hashsize 1024 maxelem 65536',
+      'create KUBE-LOAD-BALANCER-SOURCE-CIDR hash:ip,port,net family inet hashsize 1024 maxelem 65536',
+      'create KUBE-NODE-PORT-TCP bitmap:port range 0-65535',
+      'create KUBE-NODE-PORT-LOCAL-TCP bitmap:port range 0-65535',
+      'create KUBE-NODE-PORT-UDP bitmap:port range 0-65535',
+      'create KUBE-NODE-PORT-LOCAL-UDP bitmap:port range 0-65535',
+      'create KUBE-NODE-PORT-SCTP hash:ip,port family inet hashsize 1024 maxelem 65536',
+      'create KUBE-NODE-PORT-LOCAL-SCTP hash:ip,port family inet hashsize 1024 maxelem 65536',
+      'create KUBE-EXTERNAL-NO-LOCAL hash:ip,port family inet hashsize 1024 maxelem 65536',
       '',
     ].join('\n'),
   ]);
   t.deepEqual(w.iptables.restores, [planToRestore(ipvsRulesPlan(ipvsStaticRules(RENDER), new Map()))]);
-  t.like(result, { full: true, services: 3, endpoints: 3, written: { chain: 5 }, deleted: { chain: 0, rule: 0 }, transactions: 2 });
+  t.like(result, { full: true, services: 3, endpoints: 3, written: { chain: 9 }, deleted: { chain: 0, rule: 0 }, transactions: 2 });
   t.deepEqual(w.ipvs.list(), [
     'TCP 10.96.0.10:80 rr',
     '  -> 10.244.1.2:8080 Masq 1',
@@ -287,7 +302,7 @@ test('cleanup removes owned virtual servers, kube-ipvs0, the ipsets and the rule
   t.is(w.links.addressesOf('kube-ipvs0'), undefined);
   t.is(w.ipset.entries('KUBE-CLUSTER-IP'), undefined);
   t.is(w.ipset.entries('KUBE-LOOP-BACK'), undefined);
-  t.deepEqual(result, { removed: { chain: 8, rule: 4, 'virtual server': 3, link: 1, set: 2 }, kept: [] }, '5 chains of IPVS mode and 3 canaries');
+  t.deepEqual(result, { removed: { chain: 12, rule: 6, 'virtual server': 3, link: 1, set: 16 }, kept: [] }, '9 chains of IPVS mode and 3 canaries');
   t.notRegex(w.iptables.dump('nat'), /KUBE-/);
   t.notRegex(w.iptables.dump('filter'), /KUBE-/);
 });
@@ -299,7 +314,7 @@ test('cleanup reports the iptables chains it could only empty, with the foreign 
   w.iptables.setChain('nat', 'OPERATOR', ['-s 192.168.7.0/24 -j KUBE-MARK-MASQ', '-j KUBE-MARK-MASQ']);
   const result = await backend.cleanup();
   t.deepEqual(result, {
-    removed: { chain: 7, rule: 4, 'virtual server': 3, link: 1, set: 2 },
+    removed: { chain: 11, rule: 6, 'virtual server': 3, link: 1, set: 16 },
     kept: [{ table: 'nat', chain: 'KUBE-MARK-MASQ', referencedBy: ['-A OPERATOR -s 192.168.7.0/24 -j KUBE-MARK-MASQ', '-A OPERATOR -j KUBE-MARK-MASQ'] }],
   });
   t.deepEqual(w.iptables.chain('nat', 'KUBE-MARK-MASQ'), []);

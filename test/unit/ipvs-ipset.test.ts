@@ -3,8 +3,10 @@ import test from 'ava';
 import { FakeIpset } from '../../src/modes/ipvs/fake.ts';
 import {
   CLUSTER_IP_SET,
+  IPVS_SETS,
   IpsetTypeError,
   IpsetValidationError,
+  type SavedSet,
   LOOP_BACK_SET,
   clusterIPEntry,
   loopBackEntry,
@@ -27,6 +29,11 @@ test('entries are validated: nothing can add a line or an option', (t) => {
   t.throws(() => loopBackEntry('10.244.1.2', 'TCP', 0), { instanceOf: IpsetValidationError });
   t.throws(() => planIpsetRestore({ [CLUSTER_IP_SET]: ['10.96.0.1,tcp:80 -exist'], [LOOP_BACK_SET]: [] }, new Map()), { instanceOf: IpsetValidationError });
 });
+
+/** The frontend sets (ipset.ts), as present and empty: the tests below are about KUBE-CLUSTER-IP and KUBE-LOOP-BACK. */
+const FRONTEND_SETS = IPVS_SETS.filter((s) => s.name !== CLUSTER_IP_SET && s.name !== LOOP_BACK_SET);
+const withFrontendSets = (current: Map<string, SavedSet>): Map<string, SavedSet> =>
+  new Map([...current, ...FRONTEND_SETS.map((s): [string, SavedSet] => [s.name, { type: s.type, entries: new Set() }])]);
 
 const SAVE = `create KUBE-CLUSTER-IP hash:ip,port family inet hashsize 1024 maxelem 65536 bucketsize 12 initval 0x1a2b3c4d
 add KUBE-CLUSTER-IP 10.96.0.10,tcp:80
@@ -58,21 +65,35 @@ test('restore input: create missing sets, then entries, sorted', (t) => {
       'add KUBE-CLUSTER-IP 10.96.0.11,tcp:80',
       'create KUBE-LOOP-BACK hash:ip,port,ip family inet hashsize 1024 maxelem 65536',
       'add KUBE-LOOP-BACK 10.244.1.2,tcp:8080,10.244.1.2',
+      'create KUBE-EXTERNAL-IP hash:ip,port family inet hashsize 1024 maxelem 65536',
+      'create KUBE-EXTERNAL-IP-LOCAL hash:ip,port family inet hashsize 1024 maxelem 65536',
+      'create KUBE-LOAD-BALANCER hash:ip,port family inet hashsize 1024 maxelem 65536',
+      'create KUBE-LOAD-BALANCER-FW hash:ip,port family inet hashsize 1024 maxelem 65536',
+      'create KUBE-LOAD-BALANCER-LOCAL hash:ip,port family inet hashsize 1024 maxelem 65536',
+      'create KUBE-LOAD-BALANCER-SOURCE-IP hash:ip,port,ip family inet hashsize 1024 maxelem 65536',
+      'create KUBE-LOAD-BALANCER-SOURCE-CIDR hash:ip,port,net family inet hashsize 1024 maxelem 65536',
+      'create KUBE-NODE-PORT-TCP bitmap:port range 0-65535',
+      'create KUBE-NODE-PORT-LOCAL-TCP bitmap:port range 0-65535',
+      'create KUBE-NODE-PORT-UDP bitmap:port range 0-65535',
+      'create KUBE-NODE-PORT-LOCAL-UDP bitmap:port range 0-65535',
+      'create KUBE-NODE-PORT-SCTP hash:ip,port family inet hashsize 1024 maxelem 65536',
+      'create KUBE-NODE-PORT-LOCAL-SCTP hash:ip,port family inet hashsize 1024 maxelem 65536',
+      'create KUBE-EXTERNAL-NO-LOCAL hash:ip,port family inet hashsize 1024 maxelem 65536',
       '',
     ].join('\n'),
   );
-  t.deepEqual({ created: plan.created, added: plan.added, deleted: plan.deleted }, { created: 2, added: 3, deleted: 0 });
+  t.deepEqual({ created: plan.created, added: plan.added, deleted: plan.deleted }, { created: 16, added: 3, deleted: 0 });
 });
 
 test('restore input: only the differences against the read-back', (t) => {
   const plan = planIpsetRestore(
     { [CLUSTER_IP_SET]: ['10.96.0.10,tcp:80', '10.96.0.11,tcp:80'], [LOOP_BACK_SET]: ['10.244.1.2,tcp:8080,10.244.1.2'] },
-    parseIpsetSave(SAVE),
+    withFrontendSets(parseIpsetSave(SAVE)),
   );
   t.is(plan.input, 'del KUBE-CLUSTER-IP 10.96.0.99,tcp:80\nadd KUBE-CLUSTER-IP 10.96.0.11,tcp:80\n');
   const same = planIpsetRestore(
     { [CLUSTER_IP_SET]: ['10.96.0.10,tcp:80', '10.96.0.99,tcp:80'], [LOOP_BACK_SET]: ['10.244.1.2,tcp:8080,10.244.1.2'] },
-    parseIpsetSave(SAVE),
+    withFrontendSets(parseIpsetSave(SAVE)),
   );
   t.is(same.input, '');
 });
@@ -109,7 +130,7 @@ add KUBE-LOOP-BACK 10.244.1.2,tcp:8080,10.244.1.2
 test('a set holding an entry drover cannot write back is rebuilt and swapped in; the entry is never echoed', (t) => {
   const plan = planIpsetRestore(
     { [CLUSTER_IP_SET]: ['10.96.0.11,tcp:80', '10.96.0.10,tcp:80'], [LOOP_BACK_SET]: ['10.244.1.2,tcp:8080,10.244.1.2'] },
-    parseIpsetSave(FOREIGN_SAVE),
+    withFrontendSets(parseIpsetSave(FOREIGN_SAVE)),
   );
   t.is(
     plan.input,
@@ -135,7 +156,7 @@ test('a scratch set left over by an interrupted rebuild is destroyed; cleanup de
   const save = `${SAVE}create KUBE-LOOP-BACK-SWAP hash:ip,port,ip family inet hashsize 1024 maxelem 65536\nadd KUBE-LOOP-BACK-SWAP 10.244.9.9,tcp:1,10.244.9.9\n`;
   const plan = planIpsetRestore(
     { [CLUSTER_IP_SET]: ['10.96.0.10,tcp:80', '10.96.0.99,tcp:80'], [LOOP_BACK_SET]: ['10.244.1.2,tcp:8080,10.244.1.2'] },
-    parseIpsetSave(save),
+    withFrontendSets(parseIpsetSave(save)),
   );
   t.is(plan.input, 'destroy KUBE-LOOP-BACK-SWAP\n');
   t.deepEqual(plan.leftovers, ['KUBE-LOOP-BACK-SWAP']);

@@ -20,26 +20,64 @@ function firstPayload(services: string[]): string {
     ':KUBE-SERVICES - [0:0]',
     ':KUBE-MARK-MASQ - [0:0]',
     ':KUBE-POSTROUTING - [0:0]',
+    ':KUBE-NODE-PORT - [0:0]',
+    ':KUBE-LOAD-BALANCER - [0:0]',
     '-I PREROUTING 1 -m comment --comment "kubernetes service portals" -j KUBE-SERVICES',
     '-I OUTPUT 1 -m comment --comment "kubernetes service portals" -j KUBE-SERVICES',
     '-I POSTROUTING 1 -m comment --comment "kubernetes postrouting rules" -j KUBE-POSTROUTING',
     ...services.map((r) => `-A KUBE-SERVICES ${r}`),
+    ...FRONTEND_SERVICES.map((r) => `-A KUBE-SERVICES ${r}`),
     '-A KUBE-MARK-MASQ -j MARK --set-xmark 0x4000/0x4000',
     '-A KUBE-POSTROUTING -m comment --comment "Kubernetes endpoints dst ip:port, source ip for solving hairpin purpose" -m set --match-set KUBE-LOOP-BACK dst,dst,src -j MASQUERADE',
     '-A KUBE-POSTROUTING -m mark ! --mark 0x4000/0x4000 -j RETURN',
     '-A KUBE-POSTROUTING -j MARK --set-xmark 0x4000/0x0',
     '-A KUBE-POSTROUTING -m comment --comment "kubernetes service traffic requiring SNAT" -j MASQUERADE --random-fully',
+    ...NAT_FRONTEND_CHAINS,
     'COMMIT',
     '*filter',
     ':KUBE-SERVICES - [0:0]',
+    ':KUBE-PROXY-FIREWALL - [0:0]',
     ':KUBE-FORWARD - [0:0]',
+    ':KUBE-SOURCE-RANGES-FIREWALL - [0:0]',
+    '-I INPUT 1 -m comment --comment "kube-proxy firewall rules" -j KUBE-PROXY-FIREWALL',
     '-I FORWARD 1 -m comment --comment "kubernetes forwarding rules" -j KUBE-FORWARD',
+    '-I FORWARD 1 -m comment --comment "kube-proxy firewall rules" -j KUBE-PROXY-FIREWALL',
+    ...FIREWALL_RULES.slice(0, 2),
     '-A KUBE-FORWARD -m comment --comment "kubernetes forwarding rules" -m mark --mark 0x4000/0x4000 -j ACCEPT',
     '-A KUBE-FORWARD -m comment --comment "kubernetes forwarding conntrack rule" -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT',
+    ...FIREWALL_RULES.slice(2),
     'COMMIT',
     '',
   ].join('\n');
 }
+
+/** The frontends' rules in nat KUBE-SERVICES (static.rules), without `-A KUBE-SERVICES`. */
+const FRONTEND_SERVICES = [
+  '-m comment --comment "Kubernetes service lb portal" -m set --match-set KUBE-LOAD-BALANCER dst,dst -j KUBE-LOAD-BALANCER',
+  '-m comment --comment "Kubernetes service external ip + port for masquerade and filter purpose" -m set --match-set KUBE-EXTERNAL-IP dst,dst -j KUBE-MARK-MASQ',
+  '-m addrtype --dst-type LOCAL -j KUBE-NODE-PORT',
+];
+
+/** nat KUBE-NODE-PORT and KUBE-LOAD-BALANCER, as the payload appends them. */
+const NAT_FRONTEND_CHAINS = [
+  '-A KUBE-NODE-PORT -p tcp -m comment --comment "Kubernetes nodeport TCP port with externalTrafficPolicy=local" -m set --match-set KUBE-NODE-PORT-LOCAL-TCP dst -j RETURN',
+  '-A KUBE-NODE-PORT -p tcp -m comment --comment "Kubernetes nodeport TCP port for masquerade purpose" -m set --match-set KUBE-NODE-PORT-TCP dst -j KUBE-MARK-MASQ',
+  '-A KUBE-NODE-PORT -p udp -m comment --comment "Kubernetes nodeport UDP port with externalTrafficPolicy=local" -m set --match-set KUBE-NODE-PORT-LOCAL-UDP dst -j RETURN',
+  '-A KUBE-NODE-PORT -p udp -m comment --comment "Kubernetes nodeport UDP port for masquerade purpose" -m set --match-set KUBE-NODE-PORT-UDP dst -j KUBE-MARK-MASQ',
+  '-A KUBE-NODE-PORT -p sctp -m comment --comment "Kubernetes nodeport SCTP port with externalTrafficPolicy=local" -m set --match-set KUBE-NODE-PORT-LOCAL-SCTP dst,dst -j RETURN',
+  '-A KUBE-NODE-PORT -p sctp -m comment --comment "Kubernetes nodeport SCTP port for masquerade purpose" -m set --match-set KUBE-NODE-PORT-SCTP dst,dst -j KUBE-MARK-MASQ',
+  '-A KUBE-LOAD-BALANCER -m comment --comment "Kubernetes service load balancer ip + port with externalTrafficPolicy=local" -m set --match-set KUBE-LOAD-BALANCER-LOCAL dst,dst -j RETURN',
+  '-A KUBE-LOAD-BALANCER -j KUBE-MARK-MASQ',
+];
+
+/** filter KUBE-PROXY-FIREWALL (the first two) and KUBE-SOURCE-RANGES-FIREWALL. */
+const FIREWALL_RULES = [
+  '-A KUBE-PROXY-FIREWALL -m comment --comment "Kubernetes service load balancer ip + port for load balancer with sourceRange" -m set --match-set KUBE-LOAD-BALANCER-FW dst,dst -j KUBE-SOURCE-RANGES-FIREWALL',
+  '-A KUBE-PROXY-FIREWALL -m conntrack --ctstate NEW -m comment --comment "externalTrafficPolicy Local service ports with no local endpoints" -m set --match-set KUBE-EXTERNAL-NO-LOCAL dst,dst -j DROP',
+  '-A KUBE-SOURCE-RANGES-FIREWALL -m comment --comment "Kubernetes service load balancer ip + port + source cidr for packet filter purpose" -m set --match-set KUBE-LOAD-BALANCER-SOURCE-CIDR dst,dst,src -j RETURN',
+  '-A KUBE-SOURCE-RANGES-FIREWALL -m comment --comment "Kubernetes service load balancer ip + port + source IP for packet filter purpose" -m set --match-set KUBE-LOAD-BALANCER-SOURCE-IP dst,dst,src -j RETURN',
+  '-A KUBE-SOURCE-RANGES-FIREWALL -j DROP',
+];
 
 test('cluster CIDR: traffic from outside it to a ClusterIP is marked for masquerade (exact payload)', (t) => {
   const statics = ipvsStaticRules({ clusterCIDR: '10.244.0.0/16', masqueradeAll: false });
@@ -90,7 +128,8 @@ test('switching from iptables mode: service chains, REJECTs, NodePort and firewa
   t.deepEqual(drift.filter((i) => i.kind === 'changed chain').map((i) => i.chain), ['KUBE-POSTROUTING'], 'only IPVS mode\'s own hairpin rule differs');
   t.deepEqual(
     drift.filter((i) => i.kind === 'extra chain').map((i) => `${i.table} ${i.chain.replace(/-[A-Z2-7]{16}$/, '-*')}`).sort(),
-    ['filter KUBE-EXTERNAL-SERVICES', 'filter KUBE-NODEPORTS', 'filter KUBE-PROXY-FIREWALL', 'nat KUBE-EXT-*', 'nat KUBE-FW-*', 'nat KUBE-NODEPORTS', 'nat KUBE-SEP-*', 'nat KUBE-SEP-*', 'nat KUBE-SVC-*', 'nat KUBE-SVC-*', 'nat KUBE-SVL-*'],
+    // KUBE-PROXY-FIREWALL is IPVS mode's too (its source-range and no-local-endpoint rules): not extra.
+    ['filter KUBE-EXTERNAL-SERVICES', 'filter KUBE-NODEPORTS', 'nat KUBE-EXT-*', 'nat KUBE-FW-*', 'nat KUBE-NODEPORTS', 'nat KUBE-SEP-*', 'nat KUBE-SEP-*', 'nat KUBE-SVC-*', 'nat KUBE-SVC-*', 'nat KUBE-SVL-*'],
   );
   // The empty canary chains (canary.ts) stay: they hold no rule, and IPVS mode's drift check uses them too.
   await ipt.restore(planToRestore(ipvsRulesPlan(statics, parseSave(`${ipt.dump('filter')}\n${ipt.dump('nat')}`))));
@@ -103,10 +142,15 @@ test('switching from iptables mode: service chains, REJECTs, NodePort and firewa
       ':OUTPUT ACCEPT [0:0]',
       ':KUBE-FORWARD - [0:0]',
       ':KUBE-PROXY-CANARY - [0:0]',
+      ':KUBE-PROXY-FIREWALL - [0:0]',
       ':KUBE-SERVICES - [0:0]',
+      ':KUBE-SOURCE-RANGES-FIREWALL - [0:0]',
+      '-A INPUT -m comment --comment "kube-proxy firewall rules" -j KUBE-PROXY-FIREWALL',
+      '-A FORWARD -m comment --comment "kube-proxy firewall rules" -j KUBE-PROXY-FIREWALL',
       '-A FORWARD -m comment --comment "kubernetes forwarding rules" -j KUBE-FORWARD',
       '-A KUBE-FORWARD -m comment --comment "kubernetes forwarding rules" -m mark --mark 0x4000/0x4000 -j ACCEPT',
       '-A KUBE-FORWARD -m comment --comment "kubernetes forwarding conntrack rule" -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT',
+      ...FIREWALL_RULES,
       'COMMIT',
       '',
     ].join('\n'),
@@ -114,6 +158,6 @@ test('switching from iptables mode: service chains, REJECTs, NodePort and firewa
   const nat = ipt.dump('nat');
   t.notRegex(nat, /KUBE-SVC-|KUBE-SEP-|KUBE-SVL-|KUBE-EXT-|KUBE-FW-|KUBE-NODEPORTS/);
   t.regex(nat, /^-A KUBE-SERVICES ! -s 10\.244\.0\.0\/16 -m comment --comment "Kubernetes service cluster ip \+ port for masquerade purpose" -m set --match-set KUBE-CLUSTER-IP dst,dst -j KUBE-MARK-MASQ$/m);
-  t.is(nat.split('\n').filter((l) => l.startsWith('-A KUBE-SERVICES')).length, 1);
+  t.is(nat.split('\n').filter((l) => l.startsWith('-A KUBE-SERVICES')).length, 1 + FRONTEND_SERVICES.length);
   t.is(planToRestore(ipvsRulesPlan(statics, parseSave(`${ipt.dump('filter')}\n${nat}`))), '');
 });

@@ -14,7 +14,7 @@
 import type { HookEnd, Packet, RulePlace, RuleVerdict, Step, TraceContext, TraceHook, TraceRuleset, TraceStage, TraceState } from '../../inspect/trace.ts';
 import type { ParsedChain, ParsedDump } from './parse.ts';
 import { BUILTIN_CHAINS } from './parse.ts';
-import { parseRule, prefixContains, type Match, type Rule, type Target } from './rule.ts';
+import { parsePrefix, parseRule, prefixContains, type Match, type Rule, type Target } from './rule.ts';
 
 /** The contents of one ipset as `-m set` matches look them up (`ipset save`, parsed). */
 export interface SetContents {
@@ -65,6 +65,7 @@ function decide(m: Match, pkt: Packet, mark: number, node: Node): Decision {
     case 'set': {
       const set = node.sets?.get(m.name);
       if (!set) return { unknown: `-m set --match-set ${m.name} (ipset contents are not traced)` };
+      if (set.type === 'hash:ip,port,net' && m.dirs.join(',') === 'dst,dst,src') return neg(inNetSet(set.entries, pkt), m.negate);
       const entry = setEntry(set.type, m.dirs, pkt);
       if (entry === undefined) return { unknown: `-m set --match-set ${m.name} ${m.dirs.join(',')} (a set of type ${set.type})` };
       return neg(set.entries.has(entry), m.negate);
@@ -74,12 +75,30 @@ function decide(m: Match, pkt: Packet, mark: number, node: Node): Decision {
   }
 }
 
-/** The dimensions of the set types whose entries the walker can build ("ip" and "proto:port"). */
-const SET_DIMENSIONS: Readonly<Record<string, readonly ('ip' | 'port')[]>> = {
+/** The dimensions of the set types whose entries the walker can build ("ip", "proto:port", and a bare port for bitmap:port). */
+const SET_DIMENSIONS: Readonly<Record<string, readonly ('ip' | 'port' | 'bare-port')[]>> = {
   'hash:ip': ['ip'],
   'hash:ip,port': ['ip', 'port'],
   'hash:ip,port,ip': ['ip', 'port', 'ip'],
+  'bitmap:port': ['bare-port'],
 };
+
+/**
+ * True when a hash:ip,port,net set (IPVS mode's KUBE-LOAD-BALANCER-SOURCE-CIDR,
+ * entries "ip,proto:port,net" as `ipset save` prints them, a /32 without its
+ * length) holds the packet's destination, port and source, matched
+ * `dst,dst,src`.
+ */
+function inNetSet(entries: ReadonlySet<string>, pkt: Packet): boolean {
+  const head = `${pkt.dst},${pkt.proto}:${pkt.dport},`;
+  for (const e of entries) {
+    if (!e.startsWith(head)) continue;
+    const net = e.slice(head.length);
+    const prefix = parsePrefix(net.includes('/') ? net : `${net}/32`);
+    if (prefix !== undefined && prefixContains(prefix, pkt.src)) return true;
+  }
+  return false;
+}
 
 /**
  * The entry a packet is looked up as in a set of `type`, with the match's
@@ -95,7 +114,7 @@ function setEntry(type: string, dirs: readonly ('src' | 'dst')[], pkt: Packet): 
   for (const [i, dim] of dims.entries()) {
     const dir = dirs[i];
     if (dim === 'ip') parts.push(dir === 'src' ? pkt.src : pkt.dst);
-    else if (dir === 'dst') parts.push(`${pkt.proto}:${pkt.dport}`);
+    else if (dir === 'dst') parts.push(dim === 'bare-port' ? String(pkt.dport) : `${pkt.proto}:${pkt.dport}`);
     else return undefined;
   }
   return parts.join(',');

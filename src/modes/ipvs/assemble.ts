@@ -3,12 +3,14 @@
  * (desired.ts, desiredServicePort), and kept up to date one service port at
  * a time, so that a partial sync costs what changed and not what exists.
  *
- * When two service ports have the same ClusterIP:port/protocol, the first in
- * ServicePortName order wins and the other contributes nothing (the model
- * refuses such input; this is a second line of defence). The index keeps, for every virtual server,
- * the service ports that claim it, and for every kube-ipvs0 address and
- * ipset entry how many winning service ports want it (two services may share
- * a ClusterIP, or target the same endpoint). {@link DesiredIndex.update}
+ * A service port claims several virtual servers: its ClusterIP one and
+ * those of its external frontends. When two service ports claim the same
+ * address:port/protocol, the first in ServicePortName order wins there and
+ * the other contributes nothing to that virtual server (for ClusterIPs the
+ * model refuses such input; this is a second line of defence). The index
+ * keeps, for every virtual server, the service ports that claim it, and for
+ * every kube-ipvs0 address and ipset entry how many winning claims want it
+ * (two services may share a ClusterIP, or target the same endpoint). {@link DesiredIndex.update}
  * replaces some service ports and returns exactly what became wanted and
  * what stopped being wanted.
  */
@@ -16,6 +18,8 @@ import type { Snapshot } from '../../model/types.ts';
 import type { VirtualServerKey } from './codec.ts';
 import { compareAddresses } from '../../model/addr.ts';
 import { compareText, desiredServicePort, type DesiredIpvsState, type DesiredServicePort, type DesiredVirtualServer, type IpvsPlanOptions } from './desired.ts';
+import type { SetEntry } from './frontends.ts';
+import { CLUSTER_IP_SET, IPVS_SETS, LOOP_BACK_SET, type OwnedSetName } from './ipset.ts';
 
 /** What one {@link DesiredIndex.update} changed in the desired state. */
 export interface DesiredDelta {
@@ -25,7 +29,9 @@ export interface DesiredDelta {
   readonly clusterIP: EntryDelta;
   /** KUBE-LOOP-BACK entries, as above. */
   readonly loopBack: EntryDelta;
-  /** ClusterIPs to bind to and unbind from kube-ipvs0, each sorted numerically. */
+  /** The entries of every one of drover's sets (ipset.ts IPVS_SETS), as above; `clusterIP` and `loopBack` are two of them. */
+  readonly sets: ReadonlyMap<OwnedSetName, EntryDelta>;
+  /** Addresses to bind to and unbind from kube-ipvs0 (ClusterIPs, external and ingress IPs), each sorted numerically. */
   readonly addresses: EntryDelta;
   /**
    * Service ports left out of the virtual servers in `virtualServers` because
@@ -86,19 +92,44 @@ class Counted {
 }
 
 /**
+ * One virtual server a service port claims, with what it contributes while
+ * it is programmed: the ClusterIP one (its address, its KUBE-CLUSTER-IP and
+ * KUBE-LOOP-BACK entries) or an external one (desired.ts DesiredExternalServer).
+ */
+interface Claim {
+  readonly server: DesiredVirtualServer;
+  /** kube-ipvs0 addresses it needs bound. */
+  readonly addresses: readonly string[];
+  readonly entries: readonly SetEntry[];
+}
+
+/** The claims of a service port: the ClusterIP virtual server first, then the external ones; one per key (the first). */
+function claimsOf(port: DesiredServicePort): Claim[] {
+  const all: Claim[] = [
+    {
+      server: port.server,
+      addresses: [port.server.vs.address],
+      entries: [{ set: CLUSTER_IP_SET, entry: port.clusterIPEntry }, ...port.loopBackEntries.map((entry): SetEntry => ({ set: LOOP_BACK_SET, entry }))],
+    },
+    ...port.external.map((x): Claim => ({ server: x.server, addresses: x.bind ? [x.server.vs.address] : [], entries: x.entries })),
+  ];
+  const seen = new Set<string>();
+  return all.filter((c) => !seen.has(c.server.key) && seen.add(c.server.key));
+}
+
+/**
  * The desired state of every service port, updated in place. Not thread
  * safe; the IPVS backend uses it inside its sync lock and drops it after a
  * failed sync.
  */
 export class DesiredIndex {
-  private readonly ports = new Map<string, DesiredServicePort>();
+  private readonly ports = new Map<string, { readonly port: DesiredServicePort; readonly claims: readonly Claim[] }>();
   /** Virtual server key → the service ports that claim it. */
   private readonly claims = new Map<string, Set<string>>();
-  /** Virtual server key → the service port programmed there. */
-  private readonly winners = new Map<string, DesiredServicePort>();
+  /** Virtual server key → the service port programmed there, and its claim. */
+  private readonly winners = new Map<string, { readonly name: string; readonly claim: Claim }>();
   private readonly addresses = new Counted();
-  private readonly clusterIP = new Counted();
-  private readonly loopBack = new Counted();
+  private readonly sets = new Map<OwnedSetName, Counted>(IPVS_SETS.map((s) => [s.name, new Counted()]));
   private realServers = 0;
 
   /** An index of `ports`. */
@@ -111,29 +142,33 @@ export class DesiredIndex {
   /**
    * Replace the service ports in `changes` (by ServicePortName; undefined
    * removes one) and return what that changed. Cost: the changed service
-   * ports' real servers, not the whole state.
+   * ports' virtual and real servers, not the whole state.
    */
   update(changes: ReadonlyMap<string, DesiredServicePort | undefined>): DesiredDelta {
-    for (const c of [this.addresses, this.clusterIP, this.loopBack]) c.begin();
+    for (const c of [this.addresses, ...this.sets.values()]) c.begin();
     const scope = new Map<string, VirtualServerKey>();
     for (const [name, next] of changes) {
       const before = this.ports.get(name);
       if (before) {
-        scope.set(before.server.key, before.server.vs);
-        this.unclaim(name, before);
-        this.realServers -= before.server.reals.size;
+        for (const c of before.claims) scope.set(c.server.key, c.server.vs);
+        this.unclaim(name, before.claims);
+        this.realServers -= before.port.server.reals.size;
+        this.ports.delete(name);
       }
       if (next) {
-        scope.set(next.server.key, next.server.vs);
+        const claims = claimsOf(next);
+        for (const c of claims) scope.set(c.server.key, c.server.vs);
         this.realServers += next.server.reals.size;
-        this.ports.set(name, next);
-        this.claim(name, next);
-      } else this.ports.delete(name);
+        this.ports.set(name, { port: next, claims });
+        this.claim(name, claims);
+      }
     }
+    const sets = new Map([...this.sets].map(([set, c]) => [set, c.delta(compareText)] as const));
     return {
-      virtualServers: new Map([...scope].map(([key, vs]) => [key, { vs, desired: this.winners.get(key)?.server }])),
-      clusterIP: this.clusterIP.delta(compareText),
-      loopBack: this.loopBack.delta(compareText),
+      virtualServers: new Map([...scope].map(([key, vs]) => [key, { vs, desired: this.winners.get(key)?.claim.server }])),
+      clusterIP: sets.get(CLUSTER_IP_SET)!,
+      loopBack: sets.get(LOOP_BACK_SET)!,
+      sets,
       addresses: this.addresses.delta(compareAddresses),
       // Every service port left out of a virtual server this update touched,
       // changed or not (a changed port can push an unchanged one out).
@@ -143,28 +178,30 @@ export class DesiredIndex {
 
   /** The whole desired state, sorted as assembleDesired returns it. Cost: the whole state. */
   state(): DesiredIpvsState {
+    const sets = Object.fromEntries([...this.sets].map(([set, c]) => [set, new Set(c.values())])) as unknown as Record<OwnedSetName, ReadonlySet<string>>;
     return {
-      virtualServers: new Map([...this.winners].sort(([a], [b]) => compareText(a, b)).map(([key, p]) => [key, p.server])),
+      virtualServers: new Map([...this.winners].sort(([a], [b]) => compareText(a, b)).map(([key, w]) => [key, w.claim.server])),
       addresses: [...this.addresses.values()].sort(compareAddresses),
-      clusterIPSet: new Set(this.clusterIP.values()),
-      loopBackSet: new Set(this.loopBack.values()),
+      clusterIPSet: sets[CLUSTER_IP_SET],
+      loopBackSet: sets[LOOP_BACK_SET],
+      sets,
       conflicts: this.conflictsIn(this.claims.keys()),
     };
   }
 
-  /** The service ports that claim one of these virtual servers and are not programmed there, sorted. */
+  /** The service ports that claim one of these virtual servers and are not programmed there, sorted, each once. */
   private conflictsIn(keys: Iterable<string>): string[] {
-    const conflicts: string[] = [];
+    const conflicts = new Set<string>();
     for (const key of keys) {
-      const winner = this.winners.get(key)?.server.servicePort;
-      for (const name of this.claims.get(key) ?? []) if (name !== winner) conflicts.push(name);
+      const winner = this.winners.get(key)?.name;
+      for (const name of this.claims.get(key) ?? []) if (name !== winner) conflicts.add(name);
     }
-    return conflicts.sort(compareText);
+    return [...conflicts].sort(compareText);
   }
 
   /** The virtual server programmed at `key` ({@link virtualServerKey}), if any. Cost: one lookup. */
   server(key: string): DesiredVirtualServer | undefined {
-    return this.winners.get(key)?.server;
+    return this.winners.get(key)?.claim.server;
   }
 
   /** The keys of every programmed virtual server, in no particular order. */
@@ -179,7 +216,12 @@ export class DesiredIndex {
 
   /** Number of distinct entries wanted in KUBE-CLUSTER-IP and KUBE-LOOP-BACK. */
   get setSizes(): { readonly clusterIP: number; readonly loopBack: number } {
-    return { clusterIP: this.clusterIP.size, loopBack: this.loopBack.size };
+    return { clusterIP: this.setSize(CLUSTER_IP_SET), loopBack: this.setSize(LOOP_BACK_SET) };
+  }
+
+  /** Number of distinct entries wanted in one of drover's sets. */
+  setSize(set: OwnedSetName): number {
+    return this.sets.get(set)!.size;
   }
 
   /** Number of service ports indexed (winners and conflicting ones). */
@@ -187,48 +229,50 @@ export class DesiredIndex {
     return this.ports.size;
   }
 
-  /** Serving endpoints over every service port indexed (each port's real servers), kept up to date by {@link update}. */
+  /** Endpoints of ClusterIP traffic over every service port indexed (each port's ClusterIP real servers), kept up to date by {@link update}. */
   get servingEndpoints(): number {
     return this.realServers;
   }
 
-  private claim(name: string, port: DesiredServicePort): void {
-    const key = port.server.key;
-    const names = this.claims.get(key) ?? new Set<string>();
-    names.add(name);
-    this.claims.set(key, names);
-    const winner = this.winners.get(key);
-    if (winner && compareText(winner.server.servicePort, name) < 0) return;
-    if (winner) this.uncount(winner);
-    this.winners.set(key, port);
-    this.count(port);
+  private claim(name: string, claims: readonly Claim[]): void {
+    for (const claim of claims) {
+      const key = claim.server.key;
+      const names = this.claims.get(key) ?? new Set<string>();
+      names.add(name);
+      this.claims.set(key, names);
+      const winner = this.winners.get(key);
+      if (winner && compareText(winner.name, name) < 0) continue;
+      if (winner) this.uncount(winner.claim);
+      this.winners.set(key, { name, claim });
+      this.count(claim);
+    }
   }
 
-  private unclaim(name: string, port: DesiredServicePort): void {
-    const key = port.server.key;
-    const names = this.claims.get(key)!;
-    names.delete(name);
-    if (names.size === 0) this.claims.delete(key);
-    if (this.winners.get(key) !== port) return;
-    this.uncount(port);
-    this.winners.delete(key);
-    if (names.size === 0) return;
-    const next = [...names].sort(compareText)[0]!;
-    const successor = this.ports.get(next)!;
-    this.winners.set(key, successor);
-    this.count(successor);
+  private unclaim(name: string, claims: readonly Claim[]): void {
+    for (const claim of claims) {
+      const key = claim.server.key;
+      const names = this.claims.get(key)!;
+      names.delete(name);
+      if (names.size === 0) this.claims.delete(key);
+      if (this.winners.get(key)?.name !== name) continue;
+      this.uncount(claim);
+      this.winners.delete(key);
+      if (names.size === 0) continue;
+      const next = [...names].sort(compareText)[0]!;
+      const successor = this.ports.get(next)!.claims.find((c) => c.server.key === key)!;
+      this.winners.set(key, { name: next, claim: successor });
+      this.count(successor);
+    }
   }
 
-  private count(port: DesiredServicePort): void {
-    this.addresses.inc(port.server.vs.address);
-    this.clusterIP.inc(port.clusterIPEntry);
-    for (const e of port.loopBackEntries) this.loopBack.inc(e);
+  private count(claim: Claim): void {
+    for (const a of claim.addresses) this.addresses.inc(a);
+    for (const e of claim.entries) this.sets.get(e.set)!.inc(e.entry);
   }
 
-  private uncount(port: DesiredServicePort): void {
-    this.addresses.dec(port.server.vs.address);
-    this.clusterIP.dec(port.clusterIPEntry);
-    for (const e of port.loopBackEntries) this.loopBack.dec(e);
+  private uncount(claim: Claim): void {
+    for (const a of claim.addresses) this.addresses.dec(a);
+    for (const e of claim.entries) this.sets.get(e.set)!.dec(e.entry);
   }
 }
 

@@ -18,8 +18,17 @@
  * 3. writes only the differences, in this order: ipsets (one
  *    `ipset restore -exist`: the iptables rules match on the sets), iptables
  *    rules (one `iptables-restore --noflush`, full syncs only: IPVS mode's
- *    rules do not depend on services), new ClusterIPs on kube-ipvs0, IPVS
- *    commands (reconcile.ts), then stale ClusterIPs off kube-ipvs0.
+ *    rules do not depend on services), new addresses on kube-ipvs0
+ *    (ClusterIPs, and external and LoadBalancer IPs the host does not
+ *    have), IPVS commands (reconcile.ts), then stale addresses off kube-ipvs0.
+ *
+ * Every service port gets its ClusterIP virtual server and, when it has
+ * them, those of its NodePort (one per node address, `nodeAddresses`, read
+ * once at start), external IPs and LoadBalancer ingress IPs (frontends.ts).
+ * A virtual server is drover's to delete when its address is in
+ * `--service-cidr`, bound to kube-ipvs0, or one of the host's own addresses
+ * (where NodePorts live): an operator's virtual server on a node address is
+ * therefore removed too, as kube-proxy removes every one it did not make.
  *
  * On an incomplete source (`changes.incomplete`) a full sync deletes no
  * virtual server the snapshot does not list, nor its set entries and
@@ -50,10 +59,11 @@ import type { StaticRuleset } from '../iptables/static.ts';
 import type { VirtualServerKey } from './codec.ts';
 import { DesiredIndex, type DesiredDelta } from './assemble.ts';
 import { cidrContains, isCanonicalIPv4CIDR } from '../../model/addr.ts';
+import { NO_NODE_ADDRESSES, type NodeAddresses } from './frontends.ts';
 import { desiredServicePort, virtualServerKey, type DesiredIpvsState, type DesiredVirtualServer } from './desired.ts';
 import { addressDrift, checkWindow, realServerChecks, realServerDrift, virtualServerDrift } from './drift.ts';
 import { checkPending, type PendingRemoval } from './graceful.ts';
-import { CLUSTER_IP_SET, LOOP_BACK_SET, parseIpsetSave, planIpsetChanges, planIpsetDestroy, planIpsetRestore, type IpsetExec, type IpsetPlan, type SavedSet } from './ipset.ts';
+import { IPVS_SETS, parseIpsetSave, planIpsetChanges, planIpsetDestroy, planIpsetRestore, type IpsetExec, type IpsetPlan, type SavedSet } from './ipset.ts';
 import { applyOps, readSomeVirtualServers, readVirtualServers, type IpvsKernel, type KernelRead } from './kernel.ts';
 import { DUMMY_INTERFACE, planAddresses, type AddressPlan, type InterfaceAddress, type LinkManager } from './link.ts';
 import { fullSyncTargets, NOTHING_KEPT, type KeptIpvsState } from './keep.ts';
@@ -79,9 +89,16 @@ export interface IpvsBackendOptions {
   readonly scheduler: string;
   /**
    * `--service-cidr`: an unwanted virtual server in it is deleted (so is one
-   * on an address bound to kube-ipvs0); any other one is left alone.
+   * on an address bound to kube-ipvs0, or on one of `nodeAddresses.hostAddresses`);
+   * any other one is left alone.
    */
   readonly serviceCIDR: string;
+  /**
+   * The host's addresses, read once at start (node-ips.ts): where NodePorts
+   * get virtual servers, and which external and ingress IPs are not bound
+   * to kube-ipvs0. Default none: no NodePort virtual server.
+   */
+  readonly nodeAddresses?: NodeAddresses;
   /** `--ipvs-graceful-period`: longest wait for a removed real server's connections to end. */
   readonly gracefulPeriodMs: number;
   /** Period of the graceful-termination check while real servers are pending (default 5000; 0: only on syncs). */
@@ -110,6 +127,9 @@ export class IpvsBackend implements Backend {
   private readonly watch: IptablesDriftWatch;
   /** Where the next drift check's window of real servers starts (drift.ts). */
   private checkCursor = 0;
+  private readonly nodeAddresses: NodeAddresses;
+  /** The host's own addresses (frontends.ts NodeAddresses.hostAddresses). */
+  private readonly hostAddresses: ReadonlySet<string>;
 
   /**
    * @throws Error for a service CIDR that is not an IPv4 CIDR or a graceful
@@ -127,6 +147,18 @@ export class IpvsBackend implements Backend {
     this.now = opts.now ?? Date.now;
     this.ipvs = opts.ipvs;
     this.watch = new IptablesDriftWatch(opts.iptables, this.statics, opts.logger);
+    this.nodeAddresses = opts.nodeAddresses ?? NO_NODE_ADDRESSES;
+    this.hostAddresses = new Set(this.nodeAddresses.hostAddresses);
+  }
+
+  /**
+   * True for a virtual server drover may delete when it is not wanted (see
+   * {@link IpvsBackendOptions.serviceCIDR}): its address is in the service
+   * CIDR, bound to kube-ipvs0 (`bound`), or one of the host's own addresses
+   * (NodePorts, external IPs the host has).
+   */
+  private owns(vs: VirtualServerKey, bound: ReadonlySet<string>): boolean {
+    return cidrContains(this.opts.serviceCIDR, vs.address) || bound.has(vs.address) || this.hostAddresses.has(vs.address);
   }
 
   /** Real servers in graceful termination, sorted by key. */
@@ -150,7 +182,7 @@ export class IpvsBackend implements Backend {
     const { logger } = this.opts;
     try {
       const ipvs = await this.client();
-      const planOpts = { scheduler: this.opts.scheduler };
+      const planOpts = { scheduler: this.opts.scheduler, nodeAddresses: this.nodeAddresses };
       // Desired state: a partial sync updates the applied index with the
       // changed service ports only, and gets back exactly what changed.
       let index: DesiredIndex;
@@ -184,12 +216,9 @@ export class IpvsBackend implements Backend {
       let addressPlan: AddressPlan;
       let kept: KeptIpvsState = NOTHING_KEPT;
       if (delta) {
-        owned = (vs) => cidrContains(this.opts.serviceCIDR, vs.address) || prev!.bound.has(vs.address);
+        owned = (vs) => this.owns(vs, prev!.bound);
         kernel = await readSomeVirtualServers(ipvs, [...delta.virtualServers.values()].map((v) => v.vs));
-        ipsetPlan = planIpsetChanges([
-          { set: CLUSTER_IP_SET, ...delta.clusterIP },
-          { set: LOOP_BACK_SET, ...delta.loopBack },
-        ]);
+        ipsetPlan = planIpsetChanges([...delta.sets].map(([set, d]) => ({ set, ...d })));
         addressPlan = { add: delta.addresses.add, remove: delta.addresses.del.map((address) => ({ address, prefixLength: 32 })) };
       } else {
         const want = desired!;
@@ -201,7 +230,7 @@ export class IpvsBackend implements Backend {
           this.opts.links.addresses(linkIndex),
         ]);
         const bound = new Set(addresses.map((a) => a.address));
-        owned = (vs) => cidrContains(this.opts.serviceCIDR, vs.address) || bound.has(vs.address);
+        owned = (vs) => this.owns(vs, bound);
         kernel = await readVirtualServers(ipvs, (vs) => owned(vs) || want.virtualServers.has(virtualServerKey(vs)));
         // On an incomplete source nothing of a virtual server the snapshot does not list is deleted (keep.ts).
         const targets = fullSyncTargets(want, kernel.state, owned, changes.incomplete === true);
@@ -348,13 +377,13 @@ export class IpvsBackend implements Backend {
       if (sysctl !== undefined) return sysctl;
       const ipvs = await this.client();
       const { index, bound } = applied;
-      const owned = (vs: VirtualServerKey) => cidrContains(this.opts.serviceCIDR, vs.address) || bound.has(vs.address);
+      const owned = (vs: VirtualServerKey) => this.owns(vs, bound);
       const servers = virtualServerDrift(index, (await this.dropIfClosed(ipvs.dumpServices())).entries, owned);
       if (servers !== undefined) return servers;
       const addresses = addressDrift(bound, await this.opts.links.addresses(this.linkIndex));
       if (addresses !== undefined) return addresses;
-      const sizes = index.setSizes;
-      for (const [set, want] of [[CLUSTER_IP_SET, sizes.clusterIP], [LOOP_BACK_SET, sizes.loopBack]] as const) {
+      for (const { name: set } of IPVS_SETS) {
+        const want = index.setSize(set);
         const have = await this.opts.ipset.entryCount(set);
         if (have === undefined) return `ipset ${set} is gone`;
         if (have !== want) return `ipset ${set} has ${have} entries, not the ${want} drover wrote`;
@@ -440,7 +469,7 @@ export class IpvsBackend implements Backend {
       const bound = new Set(index === undefined ? [] : (await this.opts.links.addresses(index)).map((a) => a.address));
       const services = await ipvs.dumpServices();
       const ops: IpvsOp[] = services.entries
-        .filter((s) => cidrContains(this.opts.serviceCIDR, s.address) || bound.has(s.address))
+        .filter((s) => this.owns(s, bound))
         .map((s) => ({ kind: 'del-service', vs: { protocol: s.protocol, address: s.address, port: s.port } }));
       await applyOps(ipvs, ops);
       if (index !== undefined) await this.opts.links.deleteLink(index);

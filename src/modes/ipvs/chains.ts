@@ -2,8 +2,10 @@
  * `drover chains` in IPVS mode: per virtual server, what the live kernel
  * holds for it: the virtual server (scheduler, persistence, flags), its real
  * servers (weight, forwarding, connection counters), whether its address is
- * bound on kube-ipvs0, and its entries in KUBE-CLUSTER-IP and KUBE-LOOP-BACK
- * (the entries desired.ts builds for it, and whether the kernel has them).
+ * bound on kube-ipvs0, and its entries in KUBE-CLUSTER-IP (or, for a
+ * NodePort, external IP or LoadBalancer virtual server of `--source`, in
+ * the frontend sets) and KUBE-LOOP-BACK (the entries desired.ts builds for
+ * it, and whether the kernel has them).
  *
  * IPVS keeps no names, so a virtual server is mapped to its service port
  * only through the desired state of `--source` (matched by
@@ -69,8 +71,14 @@ export interface IpvsServicePortView {
   readonly virtualServer: VirtualServerView | null;
   /** Whether its address is bound as /32 on kube-ipvs0. */
   readonly bound: boolean;
-  /** Its KUBE-CLUSTER-IP entry. */
+  /**
+   * Its KUBE-CLUSTER-IP entry; for a NodePort, external IP or LoadBalancer
+   * virtual server of `--source` (desired.ts DesiredVirtualServer.frontend),
+   * its first frontend set entry instead (e.g. KUBE-NODE-PORT-TCP "30080").
+   */
   readonly clusterIP: SetEntryView;
+  /** Such a frontend virtual server's other set entries (KUBE-NODE-PORT-LOCAL-TCP, KUBE-LOAD-BALANCER-SOURCE-CIDR, ...); absent otherwise. */
+  readonly frontendEntries?: readonly SetEntryView[];
   /** Its real servers, sorted by address and port (as ipvsadm lists them). */
   readonly realServers: readonly RealServerView[];
 }
@@ -94,6 +102,14 @@ function entryView(live: IpvsLive, set: string, make: () => string): SetEntryVie
     throw err;
   }
   return { set, entry, present: live.sets.get(set)?.entries.has(entry) ?? false };
+}
+
+/** The set entries of a view: KUBE-CLUSTER-IP's, or those of a desired frontend virtual server. */
+function setViews(live: IpvsLive, want: DesiredVirtualServer | undefined, clusterEntry: () => string): Pick<IpvsServicePortView, 'clusterIP' | 'frontendEntries'> {
+  const own = want?.frontend?.entries ?? [];
+  if (own.length === 0) return { clusterIP: entryView(live, CLUSTER_IP_SET, clusterEntry) };
+  const [first, ...rest] = own.map((e) => entryView(live, e.set, () => e.entry));
+  return { clusterIP: first!, frontendEntries: rest };
 }
 
 /**
@@ -128,7 +144,7 @@ export function ipvsServicePortViews(
           }
         : null,
       bound: bound.has(vs.address),
-      clusterIP: entryView(live, CLUSTER_IP_SET, () => clusterIPEntry(vs.address, proto, vs.port)),
+      ...setViews(live, want, () => clusterIPEntry(vs.address, proto, vs.port)),
       realServers: [...(have?.dests ?? [])].sort((a, b) => compareAddresses(a.address, b.address) || a.port - b.port).map((d) => {
         const pod = servicePort === null ? undefined : pods.get(endpointPodKey(servicePort, realServerKey(d)));
         return {
@@ -193,7 +209,7 @@ export function formatIpvsChains(views: readonly IpvsServicePortView[], withSour
     }
     const address = vs?.address ?? parseKey(v.key).address;
     lines.push(`  ${DUMMY_INTERFACE}: ${address}/32 ${v.bound ? 'bound' : 'not bound'}`);
-    lines.push(`  ${v.clusterIP.set}: ${entryText(v.clusterIP)}`);
+    for (const e of [v.clusterIP, ...(v.frontendEntries ?? [])]) lines.push(`  ${e.set}: ${entryText(e)}`);
     if (vs && v.realServers.length === 0) lines.push('  no real servers: IPVS refuses connections to it');
     if (v.realServers.length > 0) {
       const withPods = v.realServers.some((r) => r.pod !== undefined);

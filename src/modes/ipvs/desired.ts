@@ -15,13 +15,16 @@
  * - every ClusterIP is bound as /32 to the dummy interface kube-ipvs0;
  * - the ipset KUBE-CLUSTER-IP holds "ClusterIP,proto:port" for each
  *   virtual server, and KUBE-LOOP-BACK "endpointIP,proto:port,endpointIP" for
- *   each real server (hairpin masquerade).
+ *   each real server (hairpin masquerade);
+ * - the external frontends (NodePort, external IPs, LoadBalancer ingress
+ *   IPs), each a virtual server of its own with its set entries and the
+ *   endpoints of externalTrafficPolicy (frontends.ts).
  *
  * assemble.ts puts the service ports' shares together. No I/O here;
  * backend.ts compares the result with the kernel (reconcile.ts).
  */
-import { internalEndpoints } from '../../model/policy.ts';
-import type { NodeInfo, ServicePort } from '../../model/types.ts';
+import { categorizeEndpoints, externallyAccessible, internalEndpoints } from '../../model/policy.ts';
+import type { Endpoint, NodeInfo, ServicePort } from '../../model/types.ts';
 import {
   validateVirtualServer,
   type IpvsProtocol,
@@ -30,7 +33,8 @@ import {
   type VirtualServer,
   type VirtualServerKey,
 } from './codec.ts';
-import { clusterIPEntry, loopBackEntry } from './ipset.ts';
+import { externalFrontends, NO_NODE_ADDRESSES, type FrontendKind, type NodeAddresses, type SetEntry } from './frontends.ts';
+import { clusterIPEntry, LOOP_BACK_SET, loopBackEntry, type OwnedSetName } from './ipset.ts';
 
 /** Weight of every real server drover adds (kube-proxy uses 1). */
 export const REAL_SERVER_WEIGHT = 1;
@@ -46,6 +50,8 @@ export interface DesiredVirtualServer {
   readonly vs: VirtualServer;
   /** Real servers by {@link realServerKey} ("10.244.1.2:8080"), sorted. */
   readonly reals: ReadonlyMap<string, RealServer>;
+  /** For a NodePort, external IP or LoadBalancer virtual server: which, and its entries in the frontend sets (frontends.ts); absent for a ClusterIP. */
+  readonly frontend?: { readonly kind: FrontendKind; readonly entries: readonly SetEntry[] };
 }
 
 /** Everything IPVS mode programs besides the static iptables rules. */
@@ -58,9 +64,13 @@ export interface DesiredIpvsState {
   readonly clusterIPSet: ReadonlySet<string>;
   /** Entries of KUBE-LOOP-BACK ("10.244.1.2,tcp:8080,10.244.1.2"), unordered. */
   readonly loopBackSet: ReadonlySet<string>;
+  /** Entries of every one of drover's sets (ipset.ts IPVS_SETS), KUBE-CLUSTER-IP and KUBE-LOOP-BACK included, unordered. */
+  readonly sets: Readonly<Record<OwnedSetName, ReadonlySet<string>>>;
   /**
-   * Service ports left out because another service port already has the same
-   * ClusterIP:port/protocol (the model refuses such input; a second line of defence).
+   * Service ports left out of a virtual server because another service port
+   * (first by ServicePortName) already has the same address:port/protocol:
+   * a ClusterIP (the model refuses such input; a second line of defence), an
+   * external IP, an ingress IP or a NodePort.
    */
   readonly conflicts: readonly string[];
 }
@@ -69,6 +79,8 @@ export interface DesiredIpvsState {
 export interface IpvsPlanOptions {
   /** IPVS scheduler of every virtual server (`--ipvs-scheduler`), e.g. "rr". */
   readonly scheduler: string;
+  /** The host's addresses for NodePorts and for binding external IPs (frontends.ts); default none: no NodePort virtual server. */
+  readonly nodeAddresses?: NodeAddresses;
 }
 
 /** Identity of a virtual server as text: "TCP/10.96.0.10:80". */
@@ -88,11 +100,25 @@ export interface DesiredServicePort {
   readonly clusterIPEntry: string;
   /** Its KUBE-LOOP-BACK entries, one per real server, sorted. */
   readonly loopBackEntries: readonly string[];
+  /** The virtual servers of its external frontends, in kube-proxy's order (external IPs, ingress IPs, NodePort per node address). */
+  readonly external: readonly DesiredExternalServer[];
+}
+
+/** One external frontend's virtual server and what goes with it (frontends.ts). */
+export interface DesiredExternalServer {
+  readonly kind: FrontendKind;
+  readonly server: DesiredVirtualServer;
+  /** True when its address is bound to kube-ipvs0. */
+  readonly bind: boolean;
+  /** Its entries in the frontend sets, then the KUBE-LOOP-BACK entries of its real servers, without duplicates. */
+  readonly entries: readonly SetEntry[];
 }
 
 /**
  * The desired state of one service port on `node` (Snapshot.node; undefined
- * when the source describes none). Pure.
+ * when the source describes none): its ClusterIP virtual server and, when it
+ * is externally accessible, those of its NodePort, external IPs and
+ * LoadBalancer ingress IPs (frontends.ts, on `opts.nodeAddresses`). Pure.
  * @throws IpvsValidationError for a virtual server IPVS would refuse;
  *   IpsetValidationError for a bad address, protocol or port (every real
  *   server's address and port go through its KUBE-LOOP-BACK entry). The model
@@ -110,17 +136,36 @@ export function desiredServicePort(sp: ServicePort, opts: IpvsPlanOptions, node?
   };
   validateVirtualServer(vs);
   const clusterEntry = clusterIPEntry(vs.address, vs.protocol, vs.port);
+  const cluster = realServers(sp.key, vs, internalEndpoints(sp, node).endpoints);
+  const external: DesiredExternalServer[] = [];
+  if (externallyAccessible(sp)) {
+    const sets = categorizeEndpoints(sp, node);
+    for (const fe of externalFrontends(sp, sets, vs, opts.nodeAddresses ?? NO_NODE_ADDRESSES, node)) {
+      const { server, loopBack } = realServers(sp.key, fe.vs, fe.endpoints);
+      const entries = [...fe.entries, ...loopBack.map((entry): SetEntry => ({ set: LOOP_BACK_SET, entry }))];
+      external.push({ kind: fe.kind, server: { ...server, frontend: { kind: fe.kind, entries: fe.entries } }, bind: fe.bind, entries });
+    }
+  }
+  return { server: cluster.server, clusterIPEntry: clusterEntry, loopBackEntries: cluster.loopBack, external };
+}
+
+/**
+ * The virtual server `vs` of service port `key` with one real server per
+ * endpoint (weight 1, masquerade), sorted by key, and their KUBE-LOOP-BACK
+ * entries, sorted and without duplicates.
+ * @throws IpsetValidationError for an endpoint address or port that is not valid.
+ */
+function realServers(key: string, vs: VirtualServer, endpoints: readonly Endpoint[]): { server: DesiredVirtualServer; loopBack: string[] } {
   const reals: [string, RealServer, string][] = [];
-  for (const ep of internalEndpoints(sp, node).endpoints) {
+  for (const ep of endpoints) {
     const entry = loopBackEntry(ep.ip, vs.protocol, ep.port);
     const rs: RealServer = { address: ep.ip, port: ep.port, weight: REAL_SERVER_WEIGHT, forwarding: 'masq' };
     reals.push([realServerKey(rs), rs, entry]);
   }
   reals.sort(([a], [b]) => compareText(a, b));
   return {
-    server: { key: virtualServerKey(vs), servicePort: sp.key, vs, reals: new Map(reals.map(([k, rs]) => [k, rs])) },
-    clusterIPEntry: clusterEntry,
-    loopBackEntries: [...new Set(reals.map(([, , e]) => e))].sort(compareText),
+    server: { key: virtualServerKey(vs), servicePort: key, vs, reals: new Map(reals.map(([k, rs]) => [k, rs])) },
+    loopBack: [...new Set(reals.map(([, , e]) => e))].sort(compareText),
   };
 }
 

@@ -74,6 +74,8 @@ export interface IpvsDrift {
 export interface IpvsDriftOptions {
   /** `--service-cidr`: unwanted virtual servers in it are drover's. */
   readonly serviceCIDR: string;
+  /** The host's own addresses (node-ips.ts): unwanted virtual servers on them (NodePorts) are drover's too. Default none. */
+  readonly hostAddresses?: readonly string[];
   /** IPVS mode's static iptables rules (ipvsStaticRules) for the render flags. */
   readonly statics: StaticRuleset;
   /** iptables mode's static rules, whose hook jumps IPVS mode removes. */
@@ -110,7 +112,8 @@ function describeDest(rs: Pick<RealServer, 'weight' | 'forwarding' | 'upperThres
 export function ipvsDrift(desired: DesiredIpvsState, live: IpvsLive, opts: IpvsDriftOptions): IpvsDrift {
   const items: IpvsDriftItem[] = [];
   const bound = boundAddresses(live);
-  const owned = (vs: VirtualServerKey) => cidrContains(opts.serviceCIDR, vs.address) || bound.has(vs.address);
+  const host = new Set(opts.hostAddresses ?? []);
+  const owned = (vs: VirtualServerKey) => cidrContains(opts.serviceCIDR, vs.address) || bound.has(vs.address) || host.has(vs.address);
   const targets = fullSyncTargets(desired, live.virtualServers, owned, opts.incomplete === true);
   const sets = planIpsetRestore(targets.sets, live.sets);
   for (const { name } of IPVS_SETS) {

@@ -21,6 +21,8 @@ import { formatIpvsChains, ipvsServicePortViews } from './chains.ts';
 import type { DesiredIpvsState } from './desired.ts';
 import { formatIpvsDrift, ipvsDriftCount } from './diff.ts';
 import { ipvsDriftFromSource, loadDesiredIpvs, readIpvsKernel } from './inspect.ts';
+import { nodeAddresses } from './node-ips.ts';
+import { CLUSTER_IP_SET, LOOP_BACK_SET } from './ipset.ts';
 import { SystemIpset } from './ipset.ts';
 import { DUMMY_INTERFACE, RtnlLinkManager } from './link.ts';
 import { ipvsCounts, unsupportedNote, type IpvsCounts } from './live.ts';
@@ -38,9 +40,14 @@ function count(n: number, one: string, many: string): string {
   return `${n} ${n === 1 ? one : many}`;
 }
 
-/** The IPVS lines of `drover status`: virtual and real servers, ipset entries, kube-ipvs0 addresses. */
+/**
+ * The IPVS lines of `drover status`: virtual and real servers, ipset entries
+ * (KUBE-CLUSTER-IP and KUBE-LOOP-BACK always, each frontend set only when it
+ * is missing or has entries), kube-ipvs0 addresses.
+ */
 export function ipvsStatusLines(c: IpvsCounts): Array<[string, string]> {
-  const sets = Object.entries(c.sets);
+  const always = new Set<string>([CLUSTER_IP_SET, LOOP_BACK_SET]);
+  const sets = Object.entries(c.sets).filter(([name, n]) => always.has(name) || n !== 0);
   const entries = sets.reduce((sum, [, n]) => sum + (n ?? 0), 0);
   return [
     ['ipvs', `${count(c.virtualServers, 'virtual server', 'virtual servers')}, ${count(c.realServers, 'real server', 'real servers')}${c.quiesced > 0 ? ` (${c.quiesced} at weight 0)` : ''} in the kernel`],
@@ -80,10 +87,11 @@ export const ipvsMode: ModeDriver = {
   recordedOptions: (record) => ({ ipvsScheduler: record.ipvs?.scheduler ?? 'rr' }),
 
   render(snapshot, opts, header) {
-    const desired = desiredIpvsState(snapshot, { scheduler: scheduler(opts) });
+    // NodePorts on this host's addresses (node-ips.ts), as a sync here would program them.
+    const desired = desiredIpvsState(snapshot, { scheduler: scheduler(opts), nodeAddresses: nodeAddresses(undefined) });
     return {
       text: renderIpvs(desired, ipvsStaticRules(renderConfig(opts)), ['drover render --mode ipvs: what a full sync writes onto an empty node', ...header]),
-      leftOut: desired.conflicts.map((c) => `service port ${c}: its ClusterIP:port/protocol belongs to another service port; left out`),
+      leftOut: desired.conflicts.map((c) => `service port ${c}: one of its addresses:port/protocol (ClusterIP, external IP, LoadBalancer IP or NodePort) belongs to another service port; left out there`),
     };
   },
 

@@ -210,7 +210,8 @@ export class FakeIpset implements IpsetExec {
     this.saves++;
     const out: string[] = [];
     for (const [name, s] of this.sets) {
-      out.push(`create ${name} ${s.type} family inet hashsize 1024 maxelem 65536 bucketsize 12 initval 0x5d1b1e6c`);
+      // As ipset save prints them: a bitmap:port set has a range and no family.
+      out.push(s.type === 'bitmap:port' ? `create ${name} bitmap:port range 0-65535` : `create ${name} ${s.type} family inet hashsize 1024 maxelem 65536 bucketsize 12 initval 0x5d1b1e6c`);
       for (const e of s.entries) out.push(`add ${name} ${e}`);
     }
     return out.length > 0 ? `${out.join('\n')}\n` : '';
@@ -231,7 +232,7 @@ export class FakeIpset implements IpsetExec {
       switch (cmd) {
         case 'create': {
           const type = w[2] ?? '';
-          if (!['hash:ip,port', 'hash:ip,port,ip'].includes(type)) fail(`unsupported set type ${type}`);
+          if (!['hash:ip,port', 'hash:ip,port,ip', 'hash:ip,port,net', 'bitmap:port'].includes(type)) fail(`unsupported set type ${type}`);
           if (set && set.type !== type) fail('Set cannot be created: set with the same name already exists');
           if (!set) this.sets.set(name!, { type, entries: new Set() });
           return;

@@ -7,6 +7,7 @@ import { loadStaticRules } from '../iptables/static.ts';
 import { desiredIpvsState } from './assemble.ts';
 import type { DesiredIpvsState } from './desired.ts';
 import { ipvsStaticRules } from './rules.ts';
+import { nodeAddresses } from './node-ips.ts';
 import { ipvsDrift, type IpvsDrift } from './diff.ts';
 import { readIpvsLive, type IpvsLive } from './live.ts';
 import { createLogger } from '../../util/log.ts';
@@ -31,15 +32,15 @@ export async function readIpvsKernel(opts: KernelOptions, tables: boolean): Prom
 }
 
 /**
- * The desired IPVS state of a source, the source's problems (one line
- * each), what of it could not be read, and the Pod of each endpoint
+ * The desired IPVS state of a source on this host (NodePorts on its
+ * addresses, node-ips.ts), the source's problems (one line each), what of it could not be read, and the Pod of each endpoint
  * derived from one (model/pods.ts endpointPods).
  */
 export async function loadDesiredIpvs(
   opts: RenderCliOptions & { ipvsScheduler: string },
 ): Promise<{ desired: DesiredIpvsState; problems: string[]; incomplete: readonly string[]; pods: ReadonlyMap<string, string> }> {
   const { snapshot, problems, incomplete } = await loadSource(opts);
-  return { desired: desiredIpvsState(snapshot, { scheduler: opts.ipvsScheduler }), problems, incomplete, pods: endpointPods(snapshot) };
+  return { desired: desiredIpvsState(snapshot, { scheduler: opts.ipvsScheduler, nodeAddresses: nodeAddresses(undefined) }), problems, incomplete, pods: endpointPods(snapshot) };
 }
 
 /**
@@ -54,6 +55,7 @@ export async function ipvsDriftFromSource(
   const { desired, problems, incomplete } = await loadDesiredIpvs(opts);
   const drift = ipvsDrift(desired, live, {
     serviceCIDR: opts.serviceCidr,
+    hostAddresses: nodeAddresses(undefined).hostAddresses,
     statics: ipvsStaticRules(renderConfig(opts)),
     iptablesStatics: loadStaticRules(),
     incomplete: incomplete.length > 0,

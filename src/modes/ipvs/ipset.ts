@@ -1,6 +1,6 @@
 /**
- * The two ipsets IPVS mode uses, as kube-proxy's IPVS proxier defines them
- * (pkg/proxy/ipvs/ipset.go):
+ * The ipsets IPVS mode uses, as kube-proxy's IPVS proxier defines them
+ * (pkg/proxy/ipvs/ipset.go, and ipsetInfo in pkg/proxy/ipvs/proxier.go):
  *
  * - `KUBE-CLUSTER-IP`, type hash:ip,port: one "ClusterIP,proto:port" entry per
  *   virtual server. nat KUBE-SERVICES marks traffic to these for masquerade
@@ -8,7 +8,16 @@
  *   --masquerade-all);
  * - `KUBE-LOOP-BACK`, type hash:ip,port,ip: one "endpointIP,proto:port,endpointIP"
  *   entry per real server. KUBE-POSTROUTING masquerades a packet that goes to
- *   the endpoint it came from (hairpin).
+ *   the endpoint it came from (hairpin);
+ * - the sets of the external frontends (frontends.ts), with kube-proxy's
+ *   names and types: KUBE-EXTERNAL-IP, KUBE-EXTERNAL-IP-LOCAL,
+ *   KUBE-LOAD-BALANCER, KUBE-LOAD-BALANCER-LOCAL, KUBE-LOAD-BALANCER-FW
+ *   (hash:ip,port), KUBE-LOAD-BALANCER-SOURCE-IP (hash:ip,port,ip),
+ *   KUBE-LOAD-BALANCER-SOURCE-CIDR (hash:ip,port,net), KUBE-NODE-PORT-TCP,
+ *   KUBE-NODE-PORT-LOCAL-TCP, KUBE-NODE-PORT-UDP, KUBE-NODE-PORT-LOCAL-UDP
+ *   (bitmap:port, entry: the port) and KUBE-NODE-PORT-SCTP,
+ *   KUBE-NODE-PORT-LOCAL-SCTP (hash:ip,port, entry: "nodeIP,sctp:port").
+ *   rules/ipvs/static.rules matches on them.
  *
  * A sync reads the sets back with `ipset save`, and writes only the
  * differences (and the `create` of a missing set) with ONE
@@ -29,38 +38,101 @@ import { DroverError } from '../../errors.ts';
 export const CLUSTER_IP_SET = 'KUBE-CLUSTER-IP';
 /** The hairpin set (hash:ip,port,ip). */
 export const LOOP_BACK_SET = 'KUBE-LOOP-BACK';
+/** External IP:port of externalTrafficPolicy Cluster service ports: masqueraded (hash:ip,port). */
+export const EXTERNAL_IP_SET = 'KUBE-EXTERNAL-IP';
+/** External IP:port of externalTrafficPolicy Local service ports: not masqueraded (hash:ip,port). */
+export const EXTERNAL_IP_LOCAL_SET = 'KUBE-EXTERNAL-IP-LOCAL';
+/** LoadBalancer ingress IP:port (hash:ip,port). */
+export const LOAD_BALANCER_SET = 'KUBE-LOAD-BALANCER';
+/** LoadBalancer ingress IP:port of externalTrafficPolicy Local service ports (hash:ip,port). */
+export const LOAD_BALANCER_LOCAL_SET = 'KUBE-LOAD-BALANCER-LOCAL';
+/** LoadBalancer ingress IP:port with loadBalancerSourceRanges (hash:ip,port). */
+export const LOAD_BALANCER_FW_SET = 'KUBE-LOAD-BALANCER-FW';
+/** "lbIP,proto:port,lbIP": the LoadBalancer IP allowed as its own source (hash:ip,port,ip). */
+export const LOAD_BALANCER_SOURCE_IP_SET = 'KUBE-LOAD-BALANCER-SOURCE-IP';
+/** "lbIP,proto:port,CIDR": an allowed source range (hash:ip,port,net). */
+export const LOAD_BALANCER_SOURCE_CIDR_SET = 'KUBE-LOAD-BALANCER-SOURCE-CIDR';
+/** NodePorts of TCP service ports (bitmap:port). */
+export const NODE_PORT_TCP_SET = 'KUBE-NODE-PORT-TCP';
+/** NodePorts of TCP service ports with externalTrafficPolicy Local (bitmap:port). */
+export const NODE_PORT_LOCAL_TCP_SET = 'KUBE-NODE-PORT-LOCAL-TCP';
+/** NodePorts of UDP service ports (bitmap:port). */
+export const NODE_PORT_UDP_SET = 'KUBE-NODE-PORT-UDP';
+/** NodePorts of UDP service ports with externalTrafficPolicy Local (bitmap:port). */
+export const NODE_PORT_LOCAL_UDP_SET = 'KUBE-NODE-PORT-LOCAL-UDP';
+/** "nodeIP,sctp:nodePort" of SCTP service ports (hash:ip,port, as kube-proxy). */
+export const NODE_PORT_SCTP_SET = 'KUBE-NODE-PORT-SCTP';
+/** "nodeIP,sctp:nodePort" of SCTP service ports with externalTrafficPolicy Local (hash:ip,port). */
+export const NODE_PORT_LOCAL_SCTP_SET = 'KUBE-NODE-PORT-LOCAL-SCTP';
+
+/**
+ * drover's own set (kube-proxy's IPVS mode has none): "ip,proto:port" of each
+ * external virtual server of an externalTrafficPolicy Local service port
+ * whose endpoints are all on other nodes. filter KUBE-PROXY-FIREWALL drops
+ * new connections to them, as kube-proxy's iptables mode does ("has no local
+ * endpoints"), instead of IPVS refusing them (hash:ip,port).
+ */
+export const EXTERNAL_NO_LOCAL_SET = 'KUBE-EXTERNAL-NO-LOCAL';
 
 /** The name of one of drover's sets. */
-export type OwnedSetName = typeof CLUSTER_IP_SET | typeof LOOP_BACK_SET;
+export type OwnedSetName = (typeof IPVS_SETS)[number]['name'];
 
 /** ipset type of KUBE-CLUSTER-IP. */
 export const CLUSTER_IP_SET_TYPE = 'hash:ip,port';
 /** ipset type of KUBE-LOOP-BACK. */
 export const LOOP_BACK_SET_TYPE = 'hash:ip,port,ip';
 
-/** The sets drover owns and their ipset types, in the order they are written. */
-export const IPVS_SETS: readonly { readonly name: string; readonly type: string }[] = [
+/** The sets drover owns and their ipset types, in the order they are written (kube-proxy's ipsetInfo order). */
+export const IPVS_SETS = [
   { name: CLUSTER_IP_SET, type: CLUSTER_IP_SET_TYPE },
   { name: LOOP_BACK_SET, type: LOOP_BACK_SET_TYPE },
-];
+  { name: EXTERNAL_IP_SET, type: 'hash:ip,port' },
+  { name: EXTERNAL_IP_LOCAL_SET, type: 'hash:ip,port' },
+  { name: LOAD_BALANCER_SET, type: 'hash:ip,port' },
+  { name: LOAD_BALANCER_FW_SET, type: 'hash:ip,port' },
+  { name: LOAD_BALANCER_LOCAL_SET, type: 'hash:ip,port' },
+  { name: LOAD_BALANCER_SOURCE_IP_SET, type: 'hash:ip,port,ip' },
+  { name: LOAD_BALANCER_SOURCE_CIDR_SET, type: 'hash:ip,port,net' },
+  { name: NODE_PORT_TCP_SET, type: 'bitmap:port' },
+  { name: NODE_PORT_LOCAL_TCP_SET, type: 'bitmap:port' },
+  { name: NODE_PORT_UDP_SET, type: 'bitmap:port' },
+  { name: NODE_PORT_LOCAL_UDP_SET, type: 'bitmap:port' },
+  { name: NODE_PORT_SCTP_SET, type: 'hash:ip,port' },
+  { name: NODE_PORT_LOCAL_SCTP_SET, type: 'hash:ip,port' },
+  { name: EXTERNAL_NO_LOCAL_SET, type: 'hash:ip,port' },
+] as const;
 
-/** Options of `create` for a missing set: IPv4, kube-proxy's hash size and element limit. */
+/** Options of `create` for a missing hash set: IPv4, kube-proxy's hash size and element limit. */
 export const CREATE_OPTIONS = 'family inet hashsize 1024 maxelem 65536';
+
+/** Options of `create` for a missing bitmap:port set: every port (kube-proxy's range). */
+export const BITMAP_CREATE_OPTIONS = 'range 0-65535';
+
+/** The `create` options of a set of `type`. */
+function createOptions(type: string): string {
+  return type === 'bitmap:port' ? BITMAP_CREATE_OPTIONS : CREATE_OPTIONS;
+}
 
 /** The address family drover's sets are created with (CREATE_OPTIONS). */
 const FAMILY = 'inet';
 
+/** The longest set name the kernel takes (IPSET_MAXNAMELEN 32, with its NUL). */
+export const MAX_SET_NAME = 31;
+
 /**
- * The scratch set a rebuild of `name` fills and swaps in: "KUBE-CLUSTER-IP-SWAP".
+ * The scratch set a rebuild of `name` fills and swaps in: "KUBE-CLUSTER-IP-SWAP",
+ * and for a name too long for that, "LOAD-BALANCER" shortened to "LB":
+ * "KUBE-LB-SOURCE-CIDR-SWAP" (at most {@link MAX_SET_NAME} characters).
  * It exists only inside one restore; one left over (a crash, or a restore
  * that failed part way) is destroyed by the next full sync and by cleanup.
  */
 export function swapSetName(name: string): string {
-  return `${name}-SWAP`;
+  const plain = `${name}-SWAP`;
+  return plain.length <= MAX_SET_NAME ? plain : `${name.replace('LOAD-BALANCER', 'LB')}-SWAP`;
 }
 
 /** Every set name {@link parseIpsetSave} keeps by default: drover's sets and their scratch sets. */
-const OWNED_SET_NAMES: readonly string[] = IPVS_SETS.flatMap((s) => [s.name, swapSetName(s.name)]);
+export const OWNED_SET_NAMES: readonly string[] = IPVS_SETS.flatMap((s) => [s.name, swapSetName(s.name)]);
 
 /** A value for an ipset entry is not valid; nothing was written. */
 export class IpsetValidationError extends DroverError {
@@ -110,9 +182,48 @@ export function loopBackEntry(endpointIP: string, protocol: string, targetPort: 
   return `${a},${proto(protocol)}:${port(targetPort)},${a}`;
 }
 
+/**
+ * An entry "ip,proto:port" of a hash:ip,port set (KUBE-EXTERNAL-IP,
+ * KUBE-LOAD-BALANCER and their -LOCAL and -FW sets, KUBE-NODE-PORT-SCTP).
+ * @throws IpsetValidationError
+ */
+export function ipPortEntry(address: string, protocol: string, p: number): string {
+  return clusterIPEntry(address, protocol, p);
+}
+
+/**
+ * A bitmap:port entry (KUBE-NODE-PORT-TCP/-UDP and their -LOCAL sets): the port, "30080".
+ * @throws IpsetValidationError
+ */
+export function portEntry(p: number): string {
+  return String(port(p));
+}
+
+/**
+ * A KUBE-LOAD-BALANCER-SOURCE-IP entry "lbIP,proto:port,sourceIP".
+ * @throws IpsetValidationError
+ */
+export function ipPortIPEntry(address: string, protocol: string, p: number, source: string): string {
+  return `${ip(address)},${proto(protocol)}:${port(p)},${ip(source)}`;
+}
+
+/**
+ * A KUBE-LOAD-BALANCER-SOURCE-CIDR entry "lbIP,proto:port,net", the net as
+ * `ipset save` prints it: "10.0.0.0/8", and a /32 without its length
+ * ("10.1.2.3"). Prefix lengths 1-32 (the kernel refuses /0 in a hash:net
+ * type; frontends.ts never writes one: 0.0.0.0/0 means no firewall).
+ * @throws IpsetValidationError
+ */
+export function ipPortNetEntry(address: string, protocol: string, p: number, network: string, bits: number): string {
+  if (!Number.isInteger(bits) || bits < 1 || bits > 32) throw new IpsetValidationError('prefix length', String(bits));
+  return `${ip(address)},${proto(protocol)}:${port(p)},${ip(network)}${bits === 32 ? '' : `/${bits}`}`;
+}
+
 const ENTRY: Readonly<Record<string, RegExp>> = {
   'hash:ip,port': /^([0-9.]+),(tcp|udp|sctp):(\d{1,5})$/,
   'hash:ip,port,ip': /^([0-9.]+),(tcp|udp|sctp):(\d{1,5}),([0-9.]+)$/,
+  'hash:ip,port,net': /^([0-9.]+),(tcp|udp|sctp):(\d{1,5}),([0-9.]+)(?:\/([1-9]|[12]\d|3[0-2]))?$/,
+  'bitmap:port': /^()()(\d{1,5})$/,
 };
 
 /**
@@ -128,6 +239,7 @@ export function checkEntry(setType: string, entry: string): string {
 function isWritableEntry(setType: string, entry: string): boolean {
   const m = ENTRY[setType]?.exec(entry);
   if (!m) return false;
+  if (setType === 'bitmap:port') return isPort(Number(m[3])) && String(Number(m[3])) === m[3];
   return isCanonicalIPv4(m[1]!) && isPort(Number(m[3])) && (m[4] === undefined || isCanonicalIPv4(m[4]));
 }
 
@@ -155,16 +267,22 @@ export function parseIpsetSave(text: string, names: readonly string[] = OWNED_SE
     if (words[0] === 'create') {
       const f = words.indexOf('family', 3);
       sets.set(words[1]!, { type: words[2]!, ...(f > 0 && words[f + 1] ? { family: words[f + 1] } : {}), entries: new Set() });
-    } else if (words[0] === 'add') sets.get(words[1]!)?.entries.add(words[2]!);
+    } else if (words[0] === 'add') {
+      const set = sets.get(words[1]!);
+      // A /32 net may be printed with or without its length; drover writes it without.
+      set?.entries.add(set.type === 'hash:ip,port,net' ? words[2]!.replace(/\/32$/, '') : words[2]!);
+    }
   }
   return sets;
 }
 
-/** Desired entries of drover's sets (a Set is used as it is, without a copy). */
-export interface DesiredSets {
-  readonly [CLUSTER_IP_SET]: ReadonlySet<string> | readonly string[];
-  readonly [LOOP_BACK_SET]: ReadonlySet<string> | readonly string[];
-}
+/**
+ * Desired entries of drover's sets (a Set is used as it is, without a
+ * copy); a set left out is wanted empty.
+ */
+export type DesiredSets = { readonly [CLUSTER_IP_SET]: ReadonlySet<string> | readonly string[]; readonly [LOOP_BACK_SET]: ReadonlySet<string> | readonly string[] } & {
+  readonly [name in OwnedSetName]?: ReadonlySet<string> | readonly string[];
+};
 
 /** One entry a plan adds or deletes. */
 export interface IpsetEntryChange {
@@ -230,12 +348,12 @@ export function planIpsetRestore(desired: DesiredSets, current: ReadonlyMap<stri
       throw new IpsetTypeError(set.name, foreignFamily ? `${have.type} family ${have.family}` : have.type, foreignFamily ? `${set.type} family ${FAMILY}` : set.type);
     }
     if (!have) {
-      lines.push(`create ${set.name} ${set.type} ${CREATE_OPTIONS}`);
+      lines.push(`create ${set.name} ${set.type} ${createOptions(set.type)}`);
       missingSets.push(set.name);
     }
     // Only what is written is checked (again): entries come from the
     // validating constructors, and a sync should not re-check 10,000 of them.
-    const given = desired[set.name as keyof DesiredSets];
+    const given = desired[set.name] ?? [];
     const want: ReadonlySet<string> = given instanceof Set ? given : new Set(given);
     const present = have?.entries ?? new Set<string>();
     const extras = [...present].filter((x) => !want.has(x)).sort();
@@ -253,7 +371,7 @@ export function planIpsetRestore(desired: DesiredSets, current: ReadonlyMap<stri
       lines.push(...entryLines(set, adds, extras));
     } else {
       // A foreign entry is never echoed into the input: the set is rebuilt around it.
-      lines.push(`create ${scratch} ${set.type} ${CREATE_OPTIONS}`);
+      lines.push(`create ${scratch} ${set.type} ${createOptions(set.type)}`);
       for (const e of [...want].sort()) lines.push(`add ${scratch} ${checkEntry(set.type, e)}`);
       lines.push(`swap ${scratch} ${set.name}`, `destroy ${scratch}`);
       rebuilt.push(set.name);
@@ -264,7 +382,7 @@ export function planIpsetRestore(desired: DesiredSets, current: ReadonlyMap<stri
 
 /** Entries that became wanted in one of drover's sets, and entries that stopped being wanted. */
 export interface IpsetSetChanges {
-  /** CLUSTER_IP_SET or LOOP_BACK_SET. */
+  /** One of {@link IPVS_SETS}. */
   readonly set: string;
   readonly add: readonly string[];
   readonly del: readonly string[];
@@ -279,7 +397,7 @@ export interface IpsetSetChanges {
 export function planIpsetChanges(changes: readonly IpsetSetChanges[]): IpsetPlan {
   const lines: string[] = [];
   for (const c of changes) {
-    const set = IPVS_SETS.find((s) => s.name === c.set);
+    const set = IPVS_SETS.find((s) => s.name === c.set) as { readonly name: string; readonly type: string } | undefined;
     if (!set) throw new Error(`${c.set} is not one of drover's ipsets`);
     lines.push(...entryLines(set, c.add, c.del));
   }

@@ -84,12 +84,14 @@ export function fullSyncTargets(
   incomplete: boolean,
 ): FullSyncTargets {
   if (!incomplete) {
-    return { sets: { [CLUSTER_IP_SET]: want.clusterIPSet, [LOOP_BACK_SET]: want.loopBackSet }, addresses: want.addresses, owned, kept: NOTHING_KEPT };
+    return { sets: want.sets, addresses: want.addresses, owned, kept: NOTHING_KEPT };
   }
   const kept = keptIpvsState(kernel, want.virtualServers, owned);
   const union = (a: ReadonlySet<string>, b: readonly string[]) => (b.length === 0 ? a : new Set([...a, ...b]));
   return {
-    sets: { [CLUSTER_IP_SET]: union(want.clusterIPSet, kept.clusterIP), [LOOP_BACK_SET]: union(want.loopBackSet, kept.loopBack) },
+    // The frontend sets (NodePort, external, LoadBalancer) get only what the
+    // snapshot wants: a kept virtual server's entries there are not known.
+    sets: { ...want.sets, [CLUSTER_IP_SET]: union(want.clusterIPSet, kept.clusterIP), [LOOP_BACK_SET]: union(want.loopBackSet, kept.loopBack) },
     addresses: [...want.addresses, ...kept.addresses],
     owned: () => false,
     kept,

@@ -5,7 +5,8 @@
  *
  * The sections are in the order a sync writes them (backend.ts): the
  * sysctls, the `ipset restore -exist` input, the `iptables-restore
- * --noflush` input, the ClusterIPs bound to kube-ipvs0, and the virtual and
+ * --noflush` input, the addresses bound to kube-ipvs0 (ClusterIPs, external
+ * and LoadBalancer IPs that are not the host's own), and the virtual and
  * real servers in the form and order `ipvsadm -S -n` prints them
  * (ipvsadm(8): `--sort` is the default; ipvsadm.c print_service_entry and
  * fwd_switch), which `ipvsadm -R` reads back.
@@ -19,7 +20,7 @@ import { planToRestore } from '../iptables/plan.ts';
 import type { StaticRuleset } from '../iptables/static.ts';
 import { validateRealServer, validateVirtualServer, type RealServer, type VirtualServer } from './codec.ts';
 import type { DesiredIpvsState, DesiredVirtualServer } from './desired.ts';
-import { planIpsetRestore, CLUSTER_IP_SET, LOOP_BACK_SET } from './ipset.ts';
+import { planIpsetRestore } from './ipset.ts';
 import { DUMMY_INTERFACE } from './link.ts';
 import { ipvsRulesPlan } from './rules.ts';
 import { IPVS_SYSCTLS } from './sysctl.ts';
@@ -80,7 +81,7 @@ export function ipvsadmSaveLines(desired: DesiredIpvsState): string[] {
  */
 export function renderIpvs(desired: DesiredIpvsState, statics: StaticRuleset, header: readonly string[] = []): string {
   for (const h of header) if (/[\r\n]/.test(h)) throw new Error(`render header line ${JSON.stringify(h)} holds a line break`);
-  const sets = planIpsetRestore({ [CLUSTER_IP_SET]: desired.clusterIPSet, [LOOP_BACK_SET]: desired.loopBackSet }, new Map());
+  const sets = planIpsetRestore(desired.sets, new Map());
   const section = (title: string, lines: readonly string[]): string => `# ${title}\n${lines.map((l) => `${l}\n`).join('')}`;
   return [
     header.map((h) => `# ${h}\n`).join(''),

@@ -13,7 +13,9 @@ import type { SystemIptables } from '../iptables/exec.ts';
 import type { RenderOptions } from '../iptables/render.ts';
 import { createIptablesExec } from '../iptables/wiring.ts';
 import type { ModeOptions } from '../driver.ts';
+import type { IPPrefix } from '../../model/addr.ts';
 import { IpvsBackend } from './backend.ts';
+import { nodeAddresses } from './node-ips.ts';
 import { SystemIpset } from './ipset.ts';
 import { RtnlLinkManager } from './link.ts';
 import type { IpvsInspectIO } from './live.ts';
@@ -33,7 +35,13 @@ export async function createIpvsBackend(opts: ModeOptions & Partial<IpvsCliOptio
   const scheduler = opts.ipvsScheduler ?? 'rr';
   const gracefulPeriodMs = opts.ipvsGracefulPeriod ?? 900_000;
   const serviceCIDR = opts.serviceCidr ?? DEFAULT_SERVICE_CIDR;
-  logger.info({ mode: 'ipvs', iptables: iptables.variant, scheduler, gracefulPeriodMs, serviceCidr: serviceCIDR }, 'using IPVS mode (scheduler %s)', scheduler);
+  // Read once, as kube-proxy reads the node's addresses for NodePorts (node-ips.ts).
+  const addresses = nodeAddresses(opts.nodeportAddresses as readonly IPPrefix[] | undefined);
+  logger.info(
+    { mode: 'ipvs', iptables: iptables.variant, scheduler, gracefulPeriodMs, serviceCidr: serviceCIDR, nodePortAddresses: addresses.nodePortIPs },
+    'using IPVS mode (scheduler %s)',
+    scheduler,
+  );
   return new IpvsBackend({
     ipvs,
     reopenIpvs: () => IpvsClient.open(),
@@ -44,6 +52,7 @@ export async function createIpvsBackend(opts: ModeOptions & Partial<IpvsCliOptio
     render,
     scheduler,
     serviceCIDR,
+    nodeAddresses: addresses,
     gracefulPeriodMs,
     logger,
   });

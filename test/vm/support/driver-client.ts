@@ -6,7 +6,7 @@
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import type { ServicePort } from '../../../src/model/types.ts';
+import type { NodeInfo, ServicePort } from '../../../src/model/types.ts';
 import type { OpenRequest } from './driver.ts';
 
 const DRIVER = fileURLToPath(new URL('./driver.ts', import.meta.url));
@@ -85,8 +85,8 @@ export class Driver {
   }
 
   /** One sync of the backend. */
-  sync(services: readonly ServicePort[], changes: { full: boolean; changed?: string[] }): Promise<{ result: Record<string, unknown>; detail: Record<string, unknown> }> {
-    return this.request('sync', { services, full: changes.full, changed: changes.changed ?? [] });
+  sync(services: readonly ServicePort[], changes: { full: boolean; changed?: string[] }, node?: NodeInfo): Promise<{ result: Record<string, unknown>; detail: Record<string, unknown> }> {
+    return this.request('sync', { services, full: changes.full, changed: changes.changed ?? [], ...(node ? { node } : {}) });
   }
 
   /** What the driver wrote on stderr (its logs), the last 20 kB. */

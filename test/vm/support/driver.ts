@@ -10,7 +10,7 @@
  * Requests (`cmd`):
  * - `open`: create an IpvsBackend on the real kernel (IpvsClient, ipset,
  *   iptables-nft, rtnetlink, /proc/sys) with the given options;
- * - `sync`: backend.sync(snapshot of `services`, { full, changed });
+ * - `sync`: backend.sync(snapshot of `services` on `node`, { full, changed });
  * - `checkGraceful`, `pending`: the graceful-termination check and list;
  * - `dump`: every virtual server with its destinations, through a fresh IpvsClient;
  * - `bulk`: `services` virtual servers with `dests` destinations each, all
@@ -26,7 +26,8 @@ import { RtnlLinkManager } from '../../../src/modes/ipvs/link.ts';
 import { IpvsClient } from '../../../src/modes/ipvs/netlink.ts';
 import { ProcSysctls } from '../../../src/modes/ipvs/sysctl.ts';
 import type { RenderOptions } from '../../../src/modes/iptables/render.ts';
-import type { ServicePort } from '../../../src/model/types.ts';
+import type { NodeInfo, ServicePort } from '../../../src/model/types.ts';
+import { nodeAddresses } from '../../../src/modes/ipvs/node-ips.ts';
 import { createLogger } from '../../../src/util/log.ts';
 
 /** Options of the `open` request. */
@@ -36,6 +37,8 @@ export interface OpenRequest {
   readonly gracefulPeriodMs?: number;
   readonly gracefulCheckIntervalMs?: number;
   readonly render?: RenderOptions;
+  /** Read the node namespace's addresses for NodePorts and external IPs (node-ips.ts), as `drover run` does; default: none. */
+  readonly readNodeAddresses?: boolean;
 }
 
 let backend: IpvsBackend | undefined;
@@ -48,6 +51,7 @@ async function handle(req: Record<string, unknown>): Promise<unknown> {
       const o = (req.options ?? {}) as OpenRequest;
       client = await IpvsClient.open();
       links = new RtnlLinkManager();
+      const addresses = o.readNodeAddresses ? nodeAddresses(undefined) : undefined;
       backend = new IpvsBackend({
         ipvs: client,
         ipset: new SystemIpset(),
@@ -59,14 +63,16 @@ async function handle(req: Record<string, unknown>): Promise<unknown> {
         serviceCIDR: o.serviceCIDR ?? '10.96.0.0/12',
         gracefulPeriodMs: o.gracefulPeriodMs ?? 900_000,
         gracefulCheckIntervalMs: o.gracefulCheckIntervalMs ?? 5000,
+        ...(addresses ? { nodeAddresses: addresses } : {}),
         logger: createLogger((process.env.DROVER_DRIVER_LOG as 'info' | undefined) ?? 'warn'),
       });
-      return { familyId: client.familyId };
+      return { familyId: client.familyId, nodeAddresses: addresses };
     }
     case 'sync': {
       if (!backend) throw new Error('open first');
       const services = req.services as ServicePort[];
-      const snapshot = { services: new Map(services.map((s) => [s.key, s])) };
+      const node = req.node as NodeInfo | undefined;
+      const snapshot = { services: new Map(services.map((s) => [s.key, s])), ...(node ? { node } : {}) };
       const result = await backend.sync(snapshot, { full: req.full === true, changed: new Set((req.changed as string[]) ?? []) });
       return { result, detail: result.detail };
     }

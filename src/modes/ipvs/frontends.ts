@@ -1,0 +1,207 @@
+/**
+ * Pure planning of a service port's external frontends in IPVS mode, the
+ * way kube-proxy's IPVS proxier programs them (pkg/proxy/ipvs/proxier.go,
+ * syncProxyRules: "Capture externalIPs", "Capture load-balancer ingress",
+ * the NodePort block; syncEndpoint with onlyNodeLocalEndpoints =
+ * ExternalPolicyLocal). IPv4 only: IPv6 external IPs, ingress IPs and source
+ * ranges are left to an IPv6 proxier, as iptables mode leaves them.
+ *
+ * Per service port, in kube-proxy's order, one virtual server (same
+ * protocol, scheduler and session affinity as the ClusterIP one) for:
+ * - every IPv4 external IP, at externalIP:port. Its address is bound to
+ *   kube-ipvs0 unless it is already an address of another interface of the
+ *   host ("We must not add the address to the dummy device if it exist on
+ *   another interface"); set entry "ip,proto:port" in KUBE-EXTERNAL-IP
+ *   (masqueraded), or KUBE-EXTERNAL-IP-LOCAL under externalTrafficPolicy
+ *   Local (not masqueraded: the client address is kept);
+ * - every IPv4 LoadBalancer ingress IP in VIP mode (ipMode Proxy is skipped:
+ *   the node must not capture it, model/policy.ts externallyAccessible), at
+ *   ingressIP:port, bound to kube-ipvs0 like an external IP; entries in
+ *   KUBE-LOAD-BALANCER, KUBE-LOAD-BALANCER-LOCAL under policy Local, and with
+ *   IPv4 loadBalancerSourceRanges ({@link ipv4SourceRanges}: none when
+ *   every range is IPv6 or one is 0.0.0.0/0, and then every client is let
+ *   in, as kube-proxy's IPv4 proxier and iptables mode do):
+ *   KUBE-LOAD-BALANCER-FW, one KUBE-LOAD-BALANCER-SOURCE-CIDR entry
+ *   "ip,proto:port,range" per range (host bits cleared), and
+ *   "ip,proto:port,ip" in KUBE-LOAD-BALANCER-SOURCE-IP when a range holds
+ *   this node's IPv4 InternalIP (a VIP that loops back from the node, as
+ *   kube-proxy's allowFromNode);
+ * - the NodePort, on every node address given (`nodePortIPs`: the host's
+ *   IPv4 addresses without loopback and kube-ipvs0, or those in
+ *   `--nodeport-addresses`), at nodeIP:nodePort, never bound; entry: the
+ *   port in KUBE-NODE-PORT-TCP / -UDP (bitmap:port), and in
+ *   KUBE-NODE-PORT-LOCAL-TCP / -UDP under policy Local; for SCTP
+ *   "nodeIP,sctp:nodePort" in KUBE-NODE-PORT-SCTP (-LOCAL-SCTP), as
+ *   kube-proxy.
+ *
+ * Real servers are the endpoint policy's (model/policy.ts
+ * categorizeEndpoints): the `cluster` set under externalTrafficPolicy
+ * Cluster, the `local` set under Local; desired.ts gives each its
+ * KUBE-LOOP-BACK (hairpin) entry. rules/ipvs/static.rules matches the sets.
+ *
+ * With externalTrafficPolicy Local and no local endpoint, the external
+ * virtual servers have no real server (kube-proxy's IPVS proxier falls back
+ * to the cluster set there, so that pods of this node can still connect;
+ * drover follows the policy's sets and does not). What a client sees:
+ * - when some endpoint exists on another node (the policy's
+ *   hasAnyEndpoints), its new connection is DROPPED, as kube-proxy's
+ *   iptables mode drops it ("has no local endpoints"): each such virtual
+ *   server's "ip,proto:port" goes into drover's own set
+ *   KUBE-EXTERNAL-NO-LOCAL, and filter KUBE-PROXY-FIREWALL (INPUT, before
+ *   IPVS's LOCAL_IN hook) drops new connections to it, so the client times
+ *   out and a load balancer's health check takes the node out;
+ * - when no endpoint exists anywhere, it is REFUSED, as by kube-proxy's
+ *   REJECT: IPVS finds no destination and answers with ICMP port
+ *   unreachable (ip_vs_leave), which TCP reports as ECONNREFUSED.
+ */
+import { cidrContains, isCanonicalIPv4, parseCIDR } from '../../model/addr.ts';
+import type { EndpointSets } from '../../model/policy.ts';
+import type { Endpoint, NodeInfo, ServicePort } from '../../model/types.ts';
+import { validateVirtualServer, type VirtualServer } from './codec.ts';
+import {
+  EXTERNAL_IP_LOCAL_SET,
+  EXTERNAL_IP_SET,
+  EXTERNAL_NO_LOCAL_SET,
+  ipPortEntry,
+  ipPortIPEntry,
+  ipPortNetEntry,
+  IpsetValidationError,
+  LOAD_BALANCER_FW_SET,
+  LOAD_BALANCER_LOCAL_SET,
+  LOAD_BALANCER_SET,
+  LOAD_BALANCER_SOURCE_CIDR_SET,
+  LOAD_BALANCER_SOURCE_IP_SET,
+  NODE_PORT_LOCAL_SCTP_SET,
+  NODE_PORT_LOCAL_TCP_SET,
+  NODE_PORT_LOCAL_UDP_SET,
+  NODE_PORT_SCTP_SET,
+  NODE_PORT_TCP_SET,
+  NODE_PORT_UDP_SET,
+  portEntry,
+  type OwnedSetName,
+} from './ipset.ts';
+
+/** One entry of one of drover's sets. */
+export interface SetEntry {
+  readonly set: OwnedSetName;
+  /** As `ipset save` prints it, validated. */
+  readonly entry: string;
+}
+
+/** Which frontend a virtual server serves. */
+export type FrontendKind = 'externalIP' | 'loadBalancer' | 'nodePort';
+
+/** The addresses of this host that the external frontends depend on, read when the backend starts (node-ips.ts). */
+export interface NodeAddresses {
+  /** IPv4 addresses that get one virtual server per NodePort, sorted; empty: NodePorts are not programmed. */
+  readonly nodePortIPs: readonly string[];
+  /** IPv4 addresses of the host's interfaces other than kube-ipvs0: an external or ingress IP among them is not bound to kube-ipvs0. */
+  readonly hostAddresses: readonly string[];
+}
+
+/** No node address known: no NodePort virtual server, every external IP bound. */
+export const NO_NODE_ADDRESSES: NodeAddresses = Object.freeze({ nodePortIPs: [], hostAddresses: [] });
+
+/**
+ * The parts of one external virtual server; desired.ts turns `endpoints`
+ * into its real servers and their KUBE-LOOP-BACK entries, as for the
+ * ClusterIP.
+ */
+export interface ExternalFrontend {
+  readonly kind: FrontendKind;
+  readonly vs: VirtualServer;
+  /** The endpoints it sends to: the policy's cluster or local set, in endpoint order. */
+  readonly endpoints: readonly Endpoint[];
+  /** True when `vs.address` is bound to kube-ipvs0. */
+  readonly bind: boolean;
+  /** Its entries in the frontend sets (not KUBE-LOOP-BACK). */
+  readonly entries: readonly SetEntry[];
+}
+
+/** NodePort sets per protocol: [masquerade set, Local set]. */
+const NODE_PORT_SETS: Readonly<Record<VirtualServer['protocol'], readonly [OwnedSetName, OwnedSetName]>> = {
+  TCP: [NODE_PORT_TCP_SET, NODE_PORT_LOCAL_TCP_SET],
+  UDP: [NODE_PORT_UDP_SET, NODE_PORT_LOCAL_UDP_SET],
+  SCTP: [NODE_PORT_SCTP_SET, NODE_PORT_LOCAL_SCTP_SET],
+};
+
+/**
+ * The IPv4 source ranges of `ranges` for KUBE-LOAD-BALANCER-SOURCE-CIDR, as
+ * kube-proxy's IPv4 proxier takes them (pkg/proxy/service.go), the same rule
+ * as iptables mode's: IPv6 ranges left out, host bits cleared
+ * ("10.1.2.3/16" → 10.1.0.0/16), and none at all, meaning every client, when
+ * one is 0.0.0.0/0 (which a hash:net set could not hold anyway). A range
+ * that does not parse is left out (the model validates them first).
+ */
+export function ipv4SourceRanges(ranges: readonly string[]): { readonly network: string; readonly bits: number; readonly text: string }[] {
+  const out: { network: string; bits: number; text: string }[] = [];
+  for (const text of ranges) {
+    const parsed = parseCIDR(text);
+    if (parsed === undefined || parsed.prefix.family !== 4) continue;
+    if (parsed.prefix.bits === 0) return [];
+    out.push({ network: parsed.prefix.text.slice(0, parsed.prefix.text.indexOf('/')), bits: parsed.prefix.bits, text: parsed.prefix.text });
+  }
+  return out;
+}
+
+/**
+ * The external frontends of `sp` on `node` (Snapshot.node), with `sets`
+ * its endpoint sets (model/policy.ts categorizeEndpoints). `base` is the
+ * ClusterIP virtual server, whose scheduler and persistence they share.
+ * Frontends with the same address, port and protocol as an earlier one (or
+ * as the ClusterIP) are left out. Pure.
+ * @throws IpsetValidationError for an address, port or protocol that is not
+ *   valid; IpvsValidationError for a virtual server IPVS would refuse (the
+ *   model validates first; this is a second line of defence).
+ */
+export function externalFrontends(sp: ServicePort, sets: EndpointSets, base: VirtualServer, addresses: NodeAddresses, node?: NodeInfo): ExternalFrontend[] {
+  const f = sp.frontends;
+  const local = sp.externalTrafficPolicy === 'Local';
+  const endpoints = (local ? sets.local : sets.cluster) ?? [];
+  const proto = base.protocol;
+  const host = new Set(addresses.hostAddresses);
+  const out: ExternalFrontend[] = [];
+  const seen = new Set<string>([`${base.address}:${base.port}`]);
+  // Endpoints elsewhere but none here under policy Local: dropped, not refused.
+  const dropped = local && sets.hasAnyEndpoints && endpoints.length === 0;
+  const add = (kind: FrontendKind, address: string, port: number, bind: boolean, own: readonly SetEntry[]): void => {
+    if (!isCanonicalIPv4(address)) throw new IpsetValidationError('IPv4 address', address);
+    if (seen.has(`${address}:${port}`)) return;
+    seen.add(`${address}:${port}`);
+    const vs: VirtualServer = { ...base, address, port };
+    validateVirtualServer(vs);
+    const entries: readonly SetEntry[] = dropped ? [...own, { set: EXTERNAL_NO_LOCAL_SET, entry: ipPortEntry(address, proto, port) }] : own;
+    out.push({ kind, vs, endpoints, bind, entries });
+  };
+
+  for (const e of f.externalIPs) {
+    if (e.family !== 'IPv4') continue;
+    add('externalIP', e.ip, sp.port, !host.has(e.ip), [{ set: local ? EXTERNAL_IP_LOCAL_SET : EXTERNAL_IP_SET, entry: ipPortEntry(e.ip, proto, sp.port) }]);
+  }
+
+  const ranges = ipv4SourceRanges(f.loadBalancerSourceRanges);
+  const nodeIP = node?.addresses.find((a) => a.type === 'InternalIP' && isCanonicalIPv4(a.address))?.address;
+  const allowFromNode = nodeIP !== undefined && ranges.some((r) => cidrContains(r.text, nodeIP));
+  for (const ingress of f.loadBalancerIngress) {
+    if (ingress.family !== 'IPv4' || ingress.ipMode !== 'VIP') continue;
+    const ip = ingress.ip;
+    const entry = ipPortEntry(ip, proto, sp.port);
+    const own: SetEntry[] = [{ set: LOAD_BALANCER_SET, entry }];
+    if (local) own.push({ set: LOAD_BALANCER_LOCAL_SET, entry });
+    if (ranges.length > 0) {
+      own.push({ set: LOAD_BALANCER_FW_SET, entry });
+      for (const r of ranges) own.push({ set: LOAD_BALANCER_SOURCE_CIDR_SET, entry: ipPortNetEntry(ip, proto, sp.port, r.network, r.bits) });
+      if (allowFromNode) own.push({ set: LOAD_BALANCER_SOURCE_IP_SET, entry: ipPortIPEntry(ip, proto, sp.port, ip) });
+    }
+    add('loadBalancer', ip, sp.port, !host.has(ip), own);
+  }
+
+  if (f.nodePort !== undefined) {
+    const [masqSet, localSet] = NODE_PORT_SETS[proto];
+    for (const nodeIP of addresses.nodePortIPs) {
+      const entry = proto === 'SCTP' ? ipPortEntry(nodeIP, proto, f.nodePort) : portEntry(f.nodePort);
+      add('nodePort', nodeIP, f.nodePort, false, [{ set: masqSet, entry }, ...(local ? [{ set: localSet, entry }] : [])]);
+    }
+  }
+  return out;
+}

@@ -1,0 +1,35 @@
+/**
+ * The host's addresses IPVS mode's external frontends depend on
+ * (frontends.ts NodeAddresses), read from os.networkInterfaces() as
+ * kube-proxy's IPVS proxier reads them (pkg/proxy/ipvs/proxier.go
+ * syncProxyRules: nodeAddressSet = GetAllLocalAddressesExcept(kube-ipvs0);
+ * nodeIPs from it, or from `--nodeport-addresses`, without loopback); the
+ * `--nodeport-addresses` choice is iptables mode's (iptables/node-ports.ts).
+ * drover reads them once, when the backend starts.
+ */
+import { networkInterfaces } from 'node:os';
+import { cidrContains, compareAddresses, isCanonicalIPv4, type IPPrefix } from '../../model/addr.ts';
+import type { Interfaces } from '../../server/node-addresses.ts';
+import type { NodeAddresses } from './frontends.ts';
+import { DUMMY_INTERFACE } from './link.ts';
+import { nodePortIPs } from '../iptables/node-ports.ts';
+
+/**
+ * The host's IPv4 addresses, from `interfaces` (default: this host's):
+ * `hostAddresses` every one of an interface other than kube-ipvs0,
+ * `nodePortIPs` those that are not loopback (127.0.0.0/8) and, when
+ * `cidrs` (`--nodeport-addresses`) holds an IPv4 CIDR other than
+ * 0.0.0.0/0, lie in one of them (IPv6 CIDRs are left to an IPv6 proxier).
+ * Both sorted, each address once. Pure apart from the default argument.
+ */
+export function nodeAddresses(cidrs: readonly IPPrefix[] | undefined, interfaces: Interfaces = networkInterfaces()): NodeAddresses {
+  const host = new Set<string>();
+  for (const [name, infos] of Object.entries(interfaces)) {
+    if (name === DUMMY_INTERFACE) continue;
+    for (const info of infos ?? []) if (info.family === 'IPv4' && isCanonicalIPv4(info.address)) host.add(info.address);
+  }
+  const hostAddresses = [...host].sort(compareAddresses);
+  // The same choice as iptables mode's (--nodeport-addresses, loopback left out).
+  const picked = nodePortIPs(cidrs, hostAddresses).ips ?? hostAddresses.filter((ip) => !cidrContains('127.0.0.0/8', ip));
+  return { nodePortIPs: picked, hostAddresses };
+}
