@@ -277,7 +277,7 @@ export function serverOptions(): Option[] {
 export function nodePortAddressesOption(): Option {
   return new Option(
     '--nodeport-addresses <cidr,...>',
-    "NodePorts (iptables mode) and each LoadBalancer Service's health-check NodePort answer on the node's IPv4 addresses in these CIDRs, read at start " +
+    "NodePorts and each LoadBalancer Service's health-check NodePort answer on the node's IPv4 addresses in these CIDRs, read at start " +
       '(default: every local address; NodePorts never on 127.0.0.0/8)',
   ).argParser(nodePortAddressesArg);
 }

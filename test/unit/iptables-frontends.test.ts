@@ -11,6 +11,7 @@ import { FakeIptables } from '../../src/modes/iptables/fake.ts';
 import { renderServicePort, type ServiceRules } from '../../src/modes/iptables/render.ts';
 import { ipv4Frontends, type Frontends, type NodeInfo, type ServicePort } from '../../src/model/types.ts';
 import { silentLogger } from '../../src/util/log.ts';
+import { loadStaticRules } from '../../src/modes/iptables/static.ts';
 import { ep, snap, sp } from '../support/snapshots.ts';
 
 const render = { clusterCIDR: '10.0.0.0/8', masqueradeAll: false };
@@ -209,4 +210,16 @@ test("a node whose hooks lack the nodeports jump gets all of a chain's hooks bac
     '-j DOCKER-ISH',
   ]);
   t.like(await backend.sync(snap(), { full: true, changed: new Set() }), { written: { chain: 0, rule: 0 }, deleted: { chain: 0, rule: 0 } });
+});
+
+test('--nodeport-addresses matching no address of the node removes every nodeports hook: no NodePort answers', async (t) => {
+  const fake = new FakeIptables();
+  await new IptablesBackend({ exec: fake, render, logger: silentLogger() }).sync(snap(), { full: true, changed: new Set() });
+  t.true(fake.chain('nat', 'PREROUTING')!.some((r) => r.endsWith('-j KUBE-NODEPORTS')));
+  const none = new IptablesBackend({ exec: fake, render, logger: silentLogger(), statics: loadStaticRules([]) });
+  await none.sync(snap(), { full: true, changed: new Set() });
+  t.false([...fake.chain('nat', 'PREROUTING')!, ...fake.chain('nat', 'OUTPUT')!].some((r) => r.endsWith('-j KUBE-NODEPORTS')));
+  t.like(await none.sync(snap(), { full: true, changed: new Set() }), { written: { chain: 0, rule: 0 }, deleted: { chain: 0, rule: 0 } });
+  await none.cleanup();
+  t.notRegex(`${fake.dump('nat')}${fake.dump('filter')}`, /KUBE-/);
 });

@@ -22,6 +22,13 @@ export interface StaticRuleset {
   readonly chains: ReadonlyMap<TableName, ReadonlyMap<string, readonly string[]>>;
   /** Hook jumps in file order. */
   readonly hooks: readonly HookRule[];
+  /**
+   * The identities ({@link hookIdentity}) a sync and cleanup take for
+   * drover's hooks, when more than those of `hooks`: a ruleset with the
+   * nodeports hooks for `--nodeport-addresses` keeps the identities of the
+   * shipped ones, so that every variant is replaced, also by an empty list.
+   */
+  readonly hookIds?: ReadonlySet<string>;
 }
 
 /** Path of the static rules file shipped with drover. */
@@ -76,7 +83,7 @@ function withNodePortAddresses(statics: StaticRuleset, ips: readonly string[]): 
       ? ips.map((ip) => ({ table: h.table, chain: h.chain, rule: `-d ${ip}/32 -m comment --comment "${NODEPORTS_HOOK_COMMENT}" -j KUBE-NODEPORTS` }))
       : [h],
   );
-  return { chains: statics.chains, hooks };
+  return { chains: statics.chains, hooks, hookIds: hookIdentities(statics) };
 }
 
 /**
@@ -94,7 +101,7 @@ export function hookIdentity(table: TableName, chain: string, rule: string): str
   return `${table} ${chain} ${target} ${comment[1] ?? comment[2]}`;
 }
 
-/** The identities ({@link hookIdentity}) of the hooks of `statics`. */
+/** The identities ({@link hookIdentity}) of the hooks of `statics`, and its {@link StaticRuleset.hookIds}. */
 export function hookIdentities(statics: StaticRuleset): Set<string> {
-  return new Set(statics.hooks.flatMap((h) => hookIdentity(h.table, h.chain, h.rule) ?? []));
+  return new Set([...(statics.hookIds ?? []), ...statics.hooks.flatMap((h) => hookIdentity(h.table, h.chain, h.rule) ?? [])]);
 }
