@@ -1,5 +1,6 @@
 /** The IPVS backend on in-memory fakes: what each sync sends, restart adoption, drift repair, graceful termination. */
 import test from 'ava';
+import { EMPTY_FRONTEND_SETS } from '../support/ipvs-sets.ts';
 import { planToRestore } from '../../src/modes/iptables/plan.ts';
 import { IpvsApplyError } from '../../src/modes/ipvs/kernel.ts';
 import { IpvsRequestError } from '../../src/modes/ipvs/netlink.ts';
@@ -40,20 +41,7 @@ test('first sync: sysctls, kube-ipvs0, ipsets, iptables rules and IPVS, exactly'
       'add KUBE-LOOP-BACK 10.244.1.3,tcp:8080,10.244.1.3',
       'add KUBE-LOOP-BACK 10.244.2.2,udp:53,10.244.2.2',
       // The frontend sets, empty: no service port here has a NodePort, external IP or LoadBalancer IP.
-      'create KUBE-EXTERNAL-IP hash:ip,port family inet hashsize 1024 maxelem 65536',
-      'create KUBE-EXTERNAL-IP-LOCAL hash:ip,port family inet hashsize 1024 maxelem 65536',
-      'create KUBE-LOAD-BALANCER hash:ip,port family inet hashsize 1024 maxelem 65536',
-      'create KUBE-LOAD-BALANCER-FW hash:ip,port family inet hashsize 1024 maxelem 65536',
-      'create KUBE-LOAD-BALANCER-LOCAL hash:ip,port family inet hashsize 1024 maxelem 65536',
-      'create KUBE-LOAD-BALANCER-SOURCE-IP hash:ip,port,ip family inet hashsize 1024 maxelem 65536',
-      'create KUBE-LOAD-BALANCER-SOURCE-CIDR hash:ip,port,net family inet hashsize 1024 maxelem 65536',
-      'create KUBE-NODE-PORT-TCP bitmap:port range 0-65535',
-      'create KUBE-NODE-PORT-LOCAL-TCP bitmap:port range 0-65535',
-      'create KUBE-NODE-PORT-UDP bitmap:port range 0-65535',
-      'create KUBE-NODE-PORT-LOCAL-UDP bitmap:port range 0-65535',
-      'create KUBE-NODE-PORT-SCTP hash:ip,port family inet hashsize 1024 maxelem 65536',
-      'create KUBE-NODE-PORT-LOCAL-SCTP hash:ip,port family inet hashsize 1024 maxelem 65536',
-      'create KUBE-EXTERNAL-NO-LOCAL hash:ip,port family inet hashsize 1024 maxelem 65536',
+      ...EMPTY_FRONTEND_SETS,
       '',
     ].join('\n'),
   ]);

@@ -1,5 +1,6 @@
 /** The ipsets of IPVS mode: entries, `ipset save` parsing, and the exact `ipset restore -exist` input. */
 import test from 'ava';
+import { EMPTY_FRONTEND_SETS } from '../support/ipvs-sets.ts';
 import { FakeIpset } from '../../src/modes/ipvs/fake.ts';
 import {
   CLUSTER_IP_SET,
@@ -65,20 +66,7 @@ test('restore input: create missing sets, then entries, sorted', (t) => {
       'add KUBE-CLUSTER-IP 10.96.0.11,tcp:80',
       'create KUBE-LOOP-BACK hash:ip,port,ip family inet hashsize 1024 maxelem 65536',
       'add KUBE-LOOP-BACK 10.244.1.2,tcp:8080,10.244.1.2',
-      'create KUBE-EXTERNAL-IP hash:ip,port family inet hashsize 1024 maxelem 65536',
-      'create KUBE-EXTERNAL-IP-LOCAL hash:ip,port family inet hashsize 1024 maxelem 65536',
-      'create KUBE-LOAD-BALANCER hash:ip,port family inet hashsize 1024 maxelem 65536',
-      'create KUBE-LOAD-BALANCER-FW hash:ip,port family inet hashsize 1024 maxelem 65536',
-      'create KUBE-LOAD-BALANCER-LOCAL hash:ip,port family inet hashsize 1024 maxelem 65536',
-      'create KUBE-LOAD-BALANCER-SOURCE-IP hash:ip,port,ip family inet hashsize 1024 maxelem 65536',
-      'create KUBE-LOAD-BALANCER-SOURCE-CIDR hash:ip,port,net family inet hashsize 1024 maxelem 65536',
-      'create KUBE-NODE-PORT-TCP bitmap:port range 0-65535',
-      'create KUBE-NODE-PORT-LOCAL-TCP bitmap:port range 0-65535',
-      'create KUBE-NODE-PORT-UDP bitmap:port range 0-65535',
-      'create KUBE-NODE-PORT-LOCAL-UDP bitmap:port range 0-65535',
-      'create KUBE-NODE-PORT-SCTP hash:ip,port family inet hashsize 1024 maxelem 65536',
-      'create KUBE-NODE-PORT-LOCAL-SCTP hash:ip,port family inet hashsize 1024 maxelem 65536',
-      'create KUBE-EXTERNAL-NO-LOCAL hash:ip,port family inet hashsize 1024 maxelem 65536',
+      ...EMPTY_FRONTEND_SETS,
       '',
     ].join('\n'),
   );
