@@ -6,7 +6,7 @@
  */
 import test from 'ava';
 import { SystemIptables } from '../../src/modes/iptables/exec.ts';
-import { CLUSTER_IP_SET, LOOP_BACK_SET, SystemIpset, parseIpsetSave, planIpsetDestroy, planIpsetRestore } from '../../src/modes/ipvs/ipset.ts';
+import { CLUSTER_IP_SET, IPVS_SETS, LOOP_BACK_SET, SystemIpset, parseIpsetSave, planIpsetDestroy, planIpsetRestore } from '../../src/modes/ipvs/ipset.ts';
 import { run } from '../../src/testbed/exec.ts';
 import { withNetns } from '../../src/testbed/netns.ts';
 import { testbedUnavailableReason } from '../../src/testbed/topology.ts';
@@ -22,6 +22,9 @@ async function entries(netns: string, set: string): Promise<string[]> {
     .map((l) => l.slice(`add ${set} `.length))
     .sort();
 }
+
+/** `ipset list -n` once the plan is applied: every set of IPVS mode, in the order the plan creates them, and no scratch set. */
+const ALL_SETS = IPVS_SETS.map((x) => `${x.name}\n`).join('');
 
 const WANT = {
   [CLUSTER_IP_SET]: ['10.96.0.10,tcp:80', '10.96.0.53,udp:53'],
@@ -49,7 +52,7 @@ if (unavailable) {
 
       t.deepEqual(await entries(netns, CLUSTER_IP_SET), WANT[CLUSTER_IP_SET]);
       t.deepEqual(await entries(netns, LOOP_BACK_SET), WANT[LOOP_BACK_SET]);
-      t.is((await run('ipset', ['list', '-n'], { netns })).stdout, `${CLUSTER_IP_SET}\n${LOOP_BACK_SET}\n`, 'no scratch set is left');
+      t.is((await run('ipset', ['list', '-n'], { netns })).stdout, ALL_SETS, 'no scratch set is left');
       const rule = (await run('iptables-nft-save', ['-t', 'nat'], { netns })).stdout;
       t.regex(rule, new RegExp(`^-A KUBE-SERVICES -m set --match-set ${CLUSTER_IP_SET} dst,dst -j ACCEPT$`, 'm'), 'the rule still matches the set by its name');
       t.is(planIpsetRestore(WANT, parseIpsetSave(await ipset.save())).input, '', 'the read-back equals the desired state');
@@ -62,7 +65,7 @@ if (unavailable) {
       await ipset.restore(planIpsetRestore(WANT, new Map()).input);
       await run('ipset', ['create', `${LOOP_BACK_SET}-SWAP`, 'hash:ip,port,ip', 'family', 'inet'], { netns });
       await ipset.restore(planIpsetRestore(WANT, parseIpsetSave(await ipset.save())).input);
-      t.is((await run('ipset', ['list', '-n'], { netns })).stdout, `${CLUSTER_IP_SET}\n${LOOP_BACK_SET}\n`);
+      t.is((await run('ipset', ['list', '-n'], { netns })).stdout, ALL_SETS);
 
       await run('ipset', ['create', `${CLUSTER_IP_SET}-SWAP`, 'hash:ip,port', 'family', 'inet'], { netns });
       await ipset.restore(planIpsetDestroy(parseIpsetSave(await ipset.save())));
