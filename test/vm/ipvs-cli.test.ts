@@ -148,7 +148,7 @@ if (await registerIpvsTests('IPVS CLI tests')) {
             /^ipvs: {8}4 virtual servers, 3 real servers in the kernel$/m,
             /^ipsets: {6}7 entries \(KUBE-CLUSTER-IP 4, KUBE-LOOP-BACK 3\)$/m,
             /^kube-ipvs0: {2}4 addresses$/m,
-            /^rules: {7}12 drover-owned rules in the kernel \(filter 3, nat 9\)$/m,
+            /^rules: {7}30 drover-owned rules in the kernel \(filter 10, nat 20\)$/m,
             /^last sync: {3}\S+ \(\d+ (?:s|min) ago\), partial, [\d.]+ ms, ok$/m,
             /^drift: {7}no$/m,
           ]) {
@@ -178,7 +178,7 @@ if (await registerIpvsTests('IPVS CLI tests')) {
         await run('ipvsadm', ['-A', '-t', '192.168.77.1:80', '-s', 'rr'], { netns });
         const cleanup = await drover(netns, ['cleanup', '--mode', 'ipvs']);
         t.is(cleanup.code, 0, cleanup.stderr);
-        t.is(cleanup.stdout, 'removed 8 chains and 4 hook rules\n', '5 chains of IPVS mode and its 3 canaries');
+        t.is(cleanup.stdout, 'removed 12 chains and 6 hook rules\n', '9 chains of IPVS mode and its 3 canaries');
         t.deepEqual(await ipvsadmState(netns), ['TCP 192.168.77.1:80 rr']);
         const link = await run('ip', ['link', 'show', 'kube-ipvs0'], { netns, allowFail: true });
         t.not(link.code, 0, 'kube-ipvs0 is gone');
