@@ -23,6 +23,7 @@
  */
 import type { Endpoint, NodeInfo, ServicePort, Snapshot } from '../model/types.ts';
 import { categorizeEndpoints, internalEndpoints } from '../model/policy.ts';
+import { ipv4ExternalIPs, ipv4LoadBalancerIPs } from '../model/frontends.ts';
 
 /**
  * One `conntrack -D` filter: UDP entries to `ip:port` (to `port` on any
@@ -41,8 +42,7 @@ function udpFrontends(sp: ServicePort, node: NodeInfo | undefined): Map<string, 
   if (sp.protocol !== 'UDP') return out;
   out.set(`${sp.clusterIP}:${sp.port}`, { ip: sp.clusterIP, port: sp.port, endpoints: internalEndpoints(sp, node).endpoints });
   const f = sp.frontends;
-  const lbIPs = f.loadBalancerIngress.filter((i) => i.ipMode === 'VIP');
-  const external = [...f.externalIPs, ...lbIPs].filter((e) => e.family === 'IPv4').map((e) => e.ip);
+  const external = [...ipv4ExternalIPs(f), ...ipv4LoadBalancerIPs(f)];
   if (external.length === 0 && f.nodePort === undefined) return out;
   const reachable = categorizeEndpoints(sp, node).allReachable;
   for (const ip of external) out.set(`${ip}:${sp.port}`, { ip, port: sp.port, endpoints: reachable });

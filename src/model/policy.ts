@@ -22,6 +22,7 @@
  *     (pkg/proxy/endpointslicecache.go); with no node, none is.
  */
 import type { Endpoint, NodeInfo, ServicePort, Snapshot } from './types.ts';
+import { ipv4ExternalIPs, ipv4LoadBalancerIPs } from './frontends.ts';
 
 /** What {@link categorizeEndpoints} reads of a service port. */
 export type PolicyInput = Pick<ServicePort, 'endpoints' | 'internalTrafficPolicy' | 'externalTrafficPolicy' | 'frontends'>;
@@ -65,7 +66,7 @@ export type TopologyMode = '' | 'PreferSameNode' | 'PreferSameZone';
  */
 export function externallyAccessible(sp: Pick<ServicePort, 'frontends'>): boolean {
   const f = sp.frontends;
-  return f.nodePort !== undefined || f.externalIPs.some((e) => e.family === 'IPv4') || f.loadBalancerIngress.some((i) => i.ipMode === 'VIP' && i.family === 'IPv4');
+  return f.nodePort !== undefined || ipv4ExternalIPs(f).length > 0 || ipv4LoadBalancerIPs(f).length > 0;
 }
 
 /**

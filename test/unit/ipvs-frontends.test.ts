@@ -9,7 +9,8 @@ import type { NetworkInterfaceInfo } from 'node:os';
 import type { Interfaces } from '../../src/server/node-addresses.ts';
 import { DesiredIndex } from '../../src/modes/ipvs/assemble.ts';
 import { desiredServicePort, type DesiredServicePort } from '../../src/modes/ipvs/desired.ts';
-import { ipv4SourceRanges, type NodeAddresses } from '../../src/modes/ipvs/frontends.ts';
+import type { NodeAddresses } from '../../src/modes/ipvs/frontends.ts';
+import { ipv4SourceRanges } from '../../src/model/frontends.ts';
 import { ipPortNetEntry, IpsetValidationError, IPVS_SETS, MAX_SET_NAME, swapSetName } from '../../src/modes/ipvs/ipset.ts';
 import { nodeAddresses } from '../../src/modes/ipvs/node-ips.ts';
 import { ipvsadmSaveLines } from '../../src/modes/ipvs/render.ts';
@@ -117,7 +118,7 @@ test('UDP and SCTP NodePorts: the UDP bitmap set, and "nodeIP,sctp:port" entries
 });
 
 test('source ranges: host bits cleared, IPv6 left out; the VIP itself allowed when a range holds the node IP', (t) => {
-  t.deepEqual(ipv4SourceRanges(['10.1.2.3/16', '2001:db8::/32', '192.168.7.9/32']).map((r) => `${r.network}/${r.bits}`), ['10.1.0.0/16', '192.168.7.9/32']);
+  t.deepEqual(ipv4SourceRanges(['10.1.2.3/16', '2001:db8::/32', '192.168.7.9/32']).map((r) => r.text), ['10.1.0.0/16', '192.168.7.9/32']);
   const d = desiredServicePort(all('Cluster', { externalIPs: [], nodePort: undefined, loadBalancerSourceRanges: ['10.0.3.4/16', '192.168.7.9/32', '2001:db8::/32'] }), OPTS, NODE);
   t.deepEqual(plain(d), [
     {

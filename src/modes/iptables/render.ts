@@ -36,7 +36,8 @@
  * rendered rules and the kernel's read-back compare line for line (the only
  * exception is `--probability`, see canonical.ts).
  */
-import { cidrContains, formatCIDR, isCanonicalIPv4, isCanonicalIPv4CIDR, parseCIDR, type IPPrefix } from '../../model/addr.ts';
+import { formatCIDR, isCanonicalIPv4, isCanonicalIPv4CIDR, type IPPrefix } from '../../model/addr.ts';
+import { ipv4ExternalIPs, ipv4LoadBalancerIPs, ipv4SourceRanges, rangesHoldNode } from '../../model/frontends.ts';
 import { needsHealthCheck } from '../../model/health-check.ts';
 import { categorizeEndpoints, externallyAccessible, usesClusterEndpoints, usesLocalEndpoints } from '../../model/policy.ts';
 import type { Endpoint, NodeInfo, ServicePort } from '../../model/types.ts';
@@ -142,8 +143,8 @@ export function renderServicePort(sp: ServicePort, opts: RenderOptions, node?: N
   const proto = sp.protocol.toLowerCase();
   if (proto !== 'tcp' && proto !== 'udp' && proto !== 'sctp') throw new UnsafeValueError('protocol', sp.protocol);
   const f = sp.frontends;
-  const externalIPs = f.externalIPs.filter((e) => e.family === 'IPv4').map((e) => safe('ip', e.ip));
-  const lbIPs = f.loadBalancerIngress.filter((i) => i.family === 'IPv4' && i.ipMode === 'VIP').map((i) => safe('ip', i.ip));
+  const externalIPs = ipv4ExternalIPs(f).map((ip) => safe('ip', ip));
+  const lbIPs = ipv4LoadBalancerIPs(f).map((ip) => safe('ip', ip));
   const nodePort = f.nodePort === undefined ? undefined : safePort(f.nodePort);
   const healthPort = needsHealthCheck(sp) ? safePort(f.healthCheckNodePort!) : undefined;
   const ranges = ipv4SourceRanges(f.loadBalancerSourceRanges);
@@ -281,20 +282,6 @@ function externalRules(key: string, clusterChain: string, localChain: string, ex
 }
 
 /**
- * The IPv4 source ranges of a LoadBalancer, as kube-proxy's IPv4 proxier
- * takes them (pkg/proxy/service.go): IPv6 ranges left out, host bits
- * cleared (as iptables prints them), and none at all, meaning every
- * client, when one is 0.0.0.0/0.
- */
-function ipv4SourceRanges(ranges: readonly string[]): IPPrefix[] {
-  const v4 = ranges.flatMap((text) => {
-    const parsed = parseCIDR(text);
-    return parsed !== undefined && parsed.prefix.family === 4 ? [parsed.prefix] : [];
-  });
-  return v4.some((p) => p.bits === 0) ? [] : v4;
-}
-
-/**
  * The KUBE-FW chain: one jump to KUBE-EXT per IPv4 source range, the
  * LoadBalancer IPs themselves as sources when a range holds this node's
  * IPv4 InternalIP (a VIP that loops back from the node), and a last rule
@@ -303,14 +290,8 @@ function ipv4SourceRanges(ranges: readonly string[]): IPPrefix[] {
  */
 function firewallRules(key: string, ext: string, lbIPs: readonly string[], ranges: readonly IPPrefix[], node: NodeInfo | undefined): string[] {
   const comment = `-m comment --comment "${key} loadbalancer IP"`;
-  const rules: string[] = [];
-  const nodeIP = node?.addresses.find((a) => a.type === 'InternalIP' && isCanonicalIPv4(a.address))?.address;
-  let allowFromNode = false;
-  for (const prefix of ranges) {
-    rules.push(`-s ${safe('cidr', formatCIDR(prefix))} ${comment} -j ${ext}`);
-    if (nodeIP !== undefined && cidrContains(prefix, nodeIP)) allowFromNode = true;
-  }
-  if (allowFromNode) for (const ip of lbIPs) rules.push(`-s ${ip}/32 ${comment} -j ${ext}`);
+  const rules = ranges.map((prefix) => `-s ${safe('cidr', formatCIDR(prefix))} ${comment} -j ${ext}`);
+  if (rangesHoldNode(ranges, node)) for (const ip of lbIPs) rules.push(`-s ${ip}/32 ${comment} -j ${ext}`);
   rules.push(`-m comment --comment "other traffic to ${key} will be dropped by KUBE-PROXY-FIREWALL"`);
   return rules;
 }

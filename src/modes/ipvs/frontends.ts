@@ -18,7 +18,7 @@
  *   the node must not capture it, model/policy.ts externallyAccessible), at
  *   ingressIP:port, bound to kube-ipvs0 like an external IP; entries in
  *   KUBE-LOAD-BALANCER, KUBE-LOAD-BALANCER-LOCAL under policy Local, and with
- *   IPv4 loadBalancerSourceRanges ({@link ipv4SourceRanges}: none when
+ *   IPv4 loadBalancerSourceRanges (model/frontends.ts ipv4SourceRanges: none when
  *   every range is IPv6 or one is 0.0.0.0/0, and then every client is let
  *   in, as kube-proxy's IPv4 proxier and iptables mode do):
  *   KUBE-LOAD-BALANCER-FW, one KUBE-LOAD-BALANCER-SOURCE-CIDR entry
@@ -54,7 +54,8 @@
  *   REJECT: IPVS finds no destination and answers with ICMP port
  *   unreachable (ip_vs_leave), which TCP reports as ECONNREFUSED.
  */
-import { cidrContains, isCanonicalIPv4, parseCIDR } from '../../model/addr.ts';
+import { ipv4ExternalIPs, ipv4LoadBalancerIPs, ipv4SourceRanges, rangesHoldNode } from '../../model/frontends.ts';
+import { isCanonicalIPv4 } from '../../model/addr.ts';
 import type { EndpointSets } from '../../model/policy.ts';
 import type { Endpoint, NodeInfo, ServicePort } from '../../model/types.ts';
 import { validateVirtualServer, type VirtualServer } from './codec.ts';
@@ -126,25 +127,6 @@ const NODE_PORT_SETS: Readonly<Record<VirtualServer['protocol'], readonly [Owned
 };
 
 /**
- * The IPv4 source ranges of `ranges` for KUBE-LOAD-BALANCER-SOURCE-CIDR, as
- * kube-proxy's IPv4 proxier takes them (pkg/proxy/service.go), the same rule
- * as iptables mode's: IPv6 ranges left out, host bits cleared
- * ("10.1.2.3/16" → 10.1.0.0/16), and none at all, meaning every client, when
- * one is 0.0.0.0/0 (which a hash:net set could not hold anyway). A range
- * that does not parse is left out (the model validates them first).
- */
-export function ipv4SourceRanges(ranges: readonly string[]): { readonly network: string; readonly bits: number; readonly text: string }[] {
-  const out: { network: string; bits: number; text: string }[] = [];
-  for (const text of ranges) {
-    const parsed = parseCIDR(text);
-    if (parsed === undefined || parsed.prefix.family !== 4) continue;
-    if (parsed.prefix.bits === 0) return [];
-    out.push({ network: parsed.prefix.text.slice(0, parsed.prefix.text.indexOf('/')), bits: parsed.prefix.bits, text: parsed.prefix.text });
-  }
-  return out;
-}
-
-/**
  * The external frontends of `sp` on `node` (Snapshot.node), with `sets`
  * its endpoint sets (model/policy.ts categorizeEndpoints). `base` is the
  * ClusterIP virtual server, whose scheduler and persistence they share.
@@ -174,23 +156,19 @@ export function externalFrontends(sp: ServicePort, sets: EndpointSets, base: Vir
     out.push({ kind, vs, endpoints, bind, entries });
   };
 
-  for (const e of f.externalIPs) {
-    if (e.family !== 'IPv4') continue;
-    add('externalIP', e.ip, sp.port, !host.has(e.ip), [{ set: local ? EXTERNAL_IP_LOCAL_SET : EXTERNAL_IP_SET, entry: ipPortEntry(e.ip, proto, sp.port) }]);
+  for (const ip of ipv4ExternalIPs(f)) {
+    add('externalIP', ip, sp.port, !host.has(ip), [{ set: local ? EXTERNAL_IP_LOCAL_SET : EXTERNAL_IP_SET, entry: ipPortEntry(ip, proto, sp.port) }]);
   }
 
   const ranges = ipv4SourceRanges(f.loadBalancerSourceRanges);
-  const nodeIP = node?.addresses.find((a) => a.type === 'InternalIP' && isCanonicalIPv4(a.address))?.address;
-  const allowFromNode = nodeIP !== undefined && ranges.some((r) => cidrContains(r.text, nodeIP));
-  for (const ingress of f.loadBalancerIngress) {
-    if (ingress.family !== 'IPv4' || ingress.ipMode !== 'VIP') continue;
-    const ip = ingress.ip;
+  const allowFromNode = rangesHoldNode(ranges, node);
+  for (const ip of ipv4LoadBalancerIPs(f)) {
     const entry = ipPortEntry(ip, proto, sp.port);
     const own: SetEntry[] = [{ set: LOAD_BALANCER_SET, entry }];
     if (local) own.push({ set: LOAD_BALANCER_LOCAL_SET, entry });
     if (ranges.length > 0) {
       own.push({ set: LOAD_BALANCER_FW_SET, entry });
-      for (const r of ranges) own.push({ set: LOAD_BALANCER_SOURCE_CIDR_SET, entry: ipPortNetEntry(ip, proto, sp.port, r.network, r.bits) });
+      for (const r of ranges) own.push({ set: LOAD_BALANCER_SOURCE_CIDR_SET, entry: ipPortNetEntry(ip, proto, sp.port, r.text.slice(0, r.text.indexOf('/')), r.bits) });
       if (allowFromNode) own.push({ set: LOAD_BALANCER_SOURCE_IP_SET, entry: ipPortIPEntry(ip, proto, sp.port, ip) });
     }
     add('loadBalancer', ip, sp.port, !host.has(ip), own);
