@@ -238,12 +238,19 @@ export function partialPlan(
 export function staleHooks(statics: StaticRuleset, table: TableName, kernel: ParsedDump): Array<{ chain: string; rule: string }> {
   const ids = hookIdentities(statics);
   const wanted = new Set(statics.hooks.filter((h) => h.table === table).map((h) => `${h.chain} ${h.rule}`));
+  return builtinChainRules(table, kernel, (id, chain, rule) => ids.has(id) && !wanted.has(`${chain} ${rule}`));
+}
+
+/**
+ * The rules of the built-in chains of `table` in `kernel` that `pick`
+ * takes, by their hook identity (static.ts hookIdentity; "" for a rule
+ * that has none), every copy, in kernel order.
+ */
+export function builtinChainRules(table: TableName, kernel: ParsedDump, pick: (id: string, chain: string, rule: string) => boolean): Array<{ chain: string; rule: string }> {
   const out: Array<{ chain: string; rule: string }> = [];
   for (const [chain, parsed] of kernel.get(table) ?? []) {
     if (!BUILTIN_CHAINS.has(chain)) continue;
-    for (const rule of parsed.rules) {
-      if (!wanted.has(`${chain} ${rule}`) && ids.has(hookIdentity(table, chain, rule) ?? '')) out.push({ chain, rule });
-    }
+    for (const rule of parsed.rules) if (pick(hookIdentity(table, chain, rule) ?? '', chain, rule)) out.push({ chain, rule });
   }
   return out;
 }
@@ -281,10 +288,7 @@ export function cleanupPlan(statics: StaticRuleset, kernel: ParsedDump): Cleanup
     const parsed = kernel.get(table);
     if (!parsed) continue;
     const ids = hookIdentities(statics);
-    for (const [chain, chainRules] of parsed) {
-      if (!BUILTIN_CHAINS.has(chain)) continue;
-      for (const rule of chainRules.rules) if (ids.has(hookIdentity(table, chain, rule) ?? '')) ops.deleteRules.push({ chain, rule });
-    }
+    ops.deleteRules.push(...builtinChainRules(table, kernel, (id) => ids.has(id)));
     const refs = foreignReferences(statics, table, kernel);
     for (const chain of parsed.keys()) {
       if (!isOwnedChain(statics, table, chain)) continue;

@@ -16,11 +16,11 @@
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { isCanonicalIPv4CIDR } from '../../model/addr.ts';
-import { BUILTIN_CHAINS, TABLES, type ParsedDump } from '../iptables/parse.ts';
+import { TABLES, type ParsedDump } from '../iptables/parse.ts';
 import { emptyPlan, mergePlans, type Plan } from '../iptables/plan.ts';
 import type { RenderOptions } from '../iptables/render.ts';
-import { fullPlan } from '../iptables/ruleset.ts';
-import { hookIdentities, hookIdentity, loadStaticRules, parseStaticRules, type StaticRuleset } from '../iptables/static.ts';
+import { builtinChainRules, fullPlan } from '../iptables/ruleset.ts';
+import { hookIdentities, loadStaticRules, parseStaticRules, type StaticRuleset } from '../iptables/static.ts';
 
 /** Path of IPVS mode's rules file. */
 export const IPVS_STATIC_RULES_PATH = fileURLToPath(new URL('../../../rules/ipvs/static.rules', import.meta.url));
@@ -72,15 +72,7 @@ export function otherModeLeftovers(mine: StaticRuleset, other: StaticRuleset, ke
   const plan = emptyPlan();
   const theirs = hookIdentities(other);
   const ours = hookIdentities(mine);
-  for (const table of TABLES) {
-    for (const [chain, parsed] of kernel.get(table) ?? []) {
-      if (!BUILTIN_CHAINS.has(chain)) continue;
-      for (const rule of parsed.rules) {
-        const id = hookIdentity(table, chain, rule) ?? '';
-        if (theirs.has(id) && !ours.has(id)) plan[table].deleteRules.push({ chain, rule });
-      }
-    }
-  }
+  for (const table of TABLES) plan[table].deleteRules.push(...builtinChainRules(table, kernel, (id) => theirs.has(id) && !ours.has(id)));
   return plan;
 }
 
