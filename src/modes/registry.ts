@@ -6,6 +6,7 @@
 import type { ModeDriver } from './driver.ts';
 import { iptablesMode } from './iptables/driver.ts';
 import { ipvsMode } from './ipvs/driver.ts';
+import { nftablesMode } from './nftables/driver.ts';
 
 let list: readonly ModeDriver[] | undefined;
 
@@ -15,7 +16,7 @@ let list: readonly ModeDriver[] | undefined;
  * that a driver's module can be loaded before this one.)
  */
 export function allModes(): readonly ModeDriver[] {
-  return (list ??= [iptablesMode, ipvsMode]);
+  return (list ??= [iptablesMode, ipvsMode, nftablesMode]);
 }
 
 /** The values of `--mode`. */

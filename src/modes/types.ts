@@ -6,6 +6,7 @@
 import type { Snapshot } from '../model/types.ts';
 import type { IptablesSyncDetail } from './iptables/sync-detail.ts';
 import type { IpvsSyncDetail } from './ipvs/sync-detail.ts';
+import type { NftablesSyncDetail } from './nftables/sync-detail.ts';
 
 /** The proxy modes drover knows. */
 export type ProxyMode = string;
@@ -66,7 +67,7 @@ export function totalOf(counts: ObjectCounts): number {
  * log, the bench and tests. One member per mode that has any, each declared in
  * its mode's folder and told apart by `mode` (the backend's {@link Backend.mode}).
  */
-export type ModeSyncDetail = IptablesSyncDetail | IpvsSyncDetail;
+export type ModeSyncDetail = IptablesSyncDetail | IpvsSyncDetail | NftablesSyncDetail;
 
 /** What one sync did. Times in milliseconds. */
 export interface SyncResult {

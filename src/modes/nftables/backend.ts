@@ -1,0 +1,330 @@
+/**
+ * The nftables backend: drover's own table `ip drover` (layout.ts), where
+ * Services and endpoints are set and map elements.
+ *
+ * - Full sync (first sync, periodic resync, after a failure): list the
+ *   table (`nft -j`), compare every frontend, the hairpin set and the
+ *   structure with the desired state, and write only what differs, in one
+ *   transaction. A restart adopts the live table without flushing it; a
+ *   table whose sets or base chains cannot be mended in place is written
+ *   again whole, in the same single transaction.
+ * - Partial sync: plan only the changed service ports' frontends against
+ *   what the last syncs wrote (model.ts), without reading the kernel.
+ * - Element-only changes (the common ones: an endpoint or a service added
+ *   or removed) go through the element writer (nf_tables netlink) when
+ *   there is one; anything structural (a new endpoint count, repairs) is
+ *   one `nft -f` script with the elements in it.
+ * - On an incomplete source a full sync deletes nothing of frontends the
+ *   snapshot does not list, keeps every endpoint-count set and leaves the
+ *   hairpin set's extra entries.
+ */
+import type { Logger } from '../../util/log.ts';
+import { countServingEndpoints } from '../../model/policy.ts';
+import type { Snapshot } from '../../model/types.ts';
+import type { Backend, ChangeSet, CleanupResult, ObjectCounts, SyncResult } from '../types.ts';
+import type { RenderOptions } from '../iptables/render.ts';
+import { desiredFrontends, desiredNft, type DesiredFrontend, type DesiredOptions } from './desired.ts';
+import type { NftExec } from './exec.ts';
+import { AFFINITY_MAP, FIREWALL_ALLOW, HAIRPIN, MEMBERSHIP_SETS, TABLE, countOfSet, timeoutOfSet, type Layout } from './layout.ts';
+import { elementLines } from './script.ts';
+import { TableModel, type ElementOp } from './model.ts';
+import { isEmptyStructure, layoutAfter, orderOps, planFrontend, planHairpin, planStructure, type StructurePlan } from './plan.ts';
+import { transactionScript } from './script.ts';
+import type { NftablesSyncDetail } from './sync-detail.ts';
+
+/** Writes element operations as one kernel transaction (nf_tables netlink). */
+export interface ElementWriter {
+  /**
+   * Commit `ops` (ordered: deletes, then adds) to drover's table, all or nothing.
+   * @returns the bytes sent.
+   * @throws an error naming the set and errno when the kernel refuses any of them.
+   */
+  commit(ops: readonly ElementOp[]): Promise<number>;
+}
+
+/** Options of the nftables backend. */
+export interface NftablesBackendOptions {
+  readonly nft: NftExec;
+  /** Element-only transactions go here; without one they are `nft -f` scripts too. */
+  readonly elements?: ElementWriter;
+  readonly render: RenderOptions;
+  /** This node's NodePort addresses (desired.ts). */
+  readonly frontends: DesiredOptions;
+  readonly logger: Logger;
+}
+
+/** Every frontend the model holds an element of. */
+function modelFrontends(model: TableModel): Set<string> {
+  const all = new Set<string>();
+  for (const slots of model.slots.values()) for (const f of slots.keys()) all.add(f);
+  const frontendSets = new Set<string>(MEMBERSHIP_SETS);
+  for (const [name, elements] of model.sets) {
+    if (frontendSets.has(name) || countOfSet(name) !== undefined || timeoutOfSet(name) !== undefined) for (const f of elements) all.add(f);
+    if (name === FIREWALL_ALLOW) for (const e of elements) all.add(e.split(' . ').slice(0, 3).join(' . '));
+  }
+  return all;
+}
+
+/** What a full sync writes: {@link planFullSync}. */
+export interface FullSyncPlan {
+  /** Element operations, unordered; planned from an empty table when `structure.rebuild`. */
+  readonly ops: ElementOp[];
+  readonly want: Layout;
+  readonly structure: StructurePlan;
+  /** The frontends of each service port once written. */
+  readonly applied: Map<string, readonly DesiredFrontend[]>;
+  /** Service ports left out (a frontend of theirs belongs to another). */
+  readonly conflicts: readonly string[];
+}
+
+/**
+ * What a full sync of `snapshot` writes onto the table `model` read back
+ * (see the module comment); pure. `diff` and `status` show the same plan.
+ */
+export function planFullSync(model: TableModel, snapshot: Snapshot, render: RenderOptions, frontends: DesiredOptions, incomplete: boolean): FullSyncPlan {
+  const desired = desiredNft(snapshot, frontends);
+  const applied = new Map<string, readonly DesiredFrontend[]>();
+  for (const f of desired.frontends.values()) applied.set(f.servicePort, [...(applied.get(f.servicePort) ?? []), f]);
+  const planAll = (m: TableModel): ElementOp[] => {
+    const out: ElementOp[] = [];
+    for (const [text, f] of desired.frontends) planFrontend(m, text, f, out);
+    if (!incomplete) for (const text of modelFrontends(m)) if (!desired.frontends.has(text)) planFrontend(m, text, undefined, out);
+    planHairpin(m, new Set([...desired.frontends.values()].flatMap((f) => f.hairpin)), incomplete, out);
+    return out;
+  };
+  let ops = planAll(model);
+  let want = layoutAfter(model, ops, render, incomplete);
+  const structure = planStructure(model, want, !incomplete);
+  if (structure.rebuild && model.exists) {
+    const empty = new TableModel();
+    ops = planAll(empty);
+    want = layoutAfter(empty, ops, render, false);
+  }
+  return { ops, want, structure, applied, conflicts: desired.conflicts };
+}
+
+/** nftables-mode Backend. */
+export class NftablesBackend implements Backend {
+  readonly mode = 'nftables' as const;
+  /** The table as the last syncs left it; null = unknown, so the next sync is full. */
+  private model: TableModel | null = null;
+  /** The frontends each service port was last programmed with. */
+  private applied = new Map<string, readonly DesiredFrontend[]>();
+  /** Which service port owns each frontend. */
+  private owner = new Map<string, string>();
+  /** How many programmed frontends use each hairpin entry. */
+  private hairpinRefs = new Map<string, number>();
+
+  constructor(private readonly opts: NftablesBackendOptions) {}
+
+  async sync(snapshot: Snapshot, changes: ChangeSet): Promise<SyncResult> {
+    const start = performance.now();
+    const full = changes.full || this.model === null;
+    const incomplete = changes.incomplete === true;
+    let readMs = 0;
+    try {
+      let model: TableModel;
+      let ops: ElementOp[] = [];
+      let want: Layout;
+      let structure: StructurePlan;
+      let nextApplied: Map<string, readonly DesiredFrontend[]>;
+      if (full) {
+        const readStart = performance.now();
+        model = TableModel.fromLive(await this.opts.nft.list());
+        readMs = performance.now() - readStart;
+        const planned = planFullSync(model, snapshot, this.opts.render, this.opts.frontends, incomplete);
+        for (const key of planned.conflicts) this.opts.logger.warn({ servicePort: key }, 'service port left out: one of its frontends belongs to another service port');
+        if (planned.structure.rebuild && model.exists) {
+          this.opts.logger.warn('drover table has sets or base chains of another shape; writing it again whole, in one transaction');
+        }
+        ({ ops, want, structure, applied: nextApplied } = planned);
+      } else {
+        model = this.model!;
+        nextApplied = new Map(this.applied);
+        const touched = new Map<string, DesiredFrontend | undefined>();
+        for (const key of changes.changed) {
+          const before = this.applied.get(key) ?? [];
+          const sp = snapshot.services.get(key);
+          const after = sp ? desiredFrontends(sp, snapshot.node, this.opts.frontends) : [];
+          const taken = after.find((f) => {
+            const o = this.owner.get(f.frontend);
+            return o !== undefined && o !== key && !changes.changed.has(o);
+          });
+          if (taken) {
+            this.opts.logger.warn({ servicePort: key, frontend: taken.frontend }, 'service port left out: one of its frontends belongs to another service port');
+            continue;
+          }
+          for (const f of before) if (!touched.has(f.frontend)) touched.set(f.frontend, undefined);
+          for (const f of after) touched.set(f.frontend, f);
+          if (after.length > 0) nextApplied.set(key, after);
+          else nextApplied.delete(key);
+        }
+        for (const [text, f] of touched) planFrontend(model, text, f, ops);
+        this.planHairpinChanges(changes.changed, nextApplied, model, ops);
+        want = layoutAfter(model, ops, this.opts.render, true);
+        structure = planStructure(model, want, false);
+      }
+
+      ops = orderOps(ops);
+      const { bytes, applyMs, via } = await this.write(structure, want, model, ops);
+      this.model = structure.rebuild ? this.rebuilt(want, ops) : this.updated(model, structure, want, ops);
+      const before = this.applied;
+      this.remember(nextApplied);
+      const affinityDeleted = await this.cleanAffinity(full ? model.affinity : undefined, full ? undefined : changes.changed, before);
+      const counted = this.counts(structure.rebuild ? { ...structure, addSets: want.sets, writeChains: want.chains } : structure, ops, affinityDeleted);
+      const detail: NftablesSyncDetail = { mode: 'nftables', via, structural: !isEmptyStructure(structure) };
+      return {
+        full,
+        services: snapshot.services.size,
+        endpoints: countServingEndpoints(snapshot),
+        written: counted.written,
+        deleted: counted.deleted,
+        bytes,
+        transactions: bytes > 0 ? 1 : 0,
+        readMs,
+        applyMs,
+        totalMs: performance.now() - start,
+        detail,
+      };
+    } catch (err) {
+      this.model = null;
+      throw err;
+    }
+  }
+
+  /**
+   * Delete the affinity entries that point to an endpoint their frontend
+   * no longer has, or belong to a frontend without affinity now: from
+   * `entries` (a full sync's read-back), or, after a partial sync of
+   * `changed`, from the map as it is now, for the frontends that had
+   * affinity (`before`). Best effort, in a transaction of its own: an entry
+   * can expire meanwhile, and a failure is logged; the next full sync
+   * looks again. Returns the entries deleted.
+   */
+  private async cleanAffinity(entries: ReadonlyMap<string, string> | undefined, changed: ReadonlySet<string> | undefined, before: ReadonlyMap<string, readonly DesiredFrontend[]>): Promise<number> {
+    const byFrontend = new Map<string, DesiredFrontend>();
+    for (const frontends of this.applied.values()) for (const f of frontends) byFrontend.set(f.frontend, f);
+    let scope: Set<string> | undefined;
+    if (entries === undefined) {
+      scope = new Set();
+      for (const key of changed ?? []) for (const f of before.get(key) ?? []) if (f.affinitySeconds !== undefined) scope.add(f.frontend);
+      if (scope.size === 0) return 0;
+      try {
+        entries = new Map([...((await this.opts.nft.listMap(AFFINITY_MAP))?.elements ?? [])].filter((e): e is [string, string] => e[1] !== undefined));
+      } catch (err) {
+        this.opts.logger.warn({ err: (err as Error).message }, 'could not read the affinity map; stale entries stay until the next full sync');
+        return 0;
+      }
+    }
+    const stale: string[] = [];
+    for (const [key, target] of entries) {
+      const frontend = key.split(' . ').slice(1).join(' . ');
+      if (scope && !scope.has(frontend)) continue;
+      const f = byFrontend.get(frontend);
+      if (f?.affinitySeconds === undefined || !(f.targets.includes(target) || f.local.includes(target))) stale.push(key);
+    }
+    if (stale.length === 0) return 0;
+    try {
+      await this.opts.nft.run(`${elementLines(stale.map((key) => ({ op: 'delete', set: AFFINITY_MAP, key }))).join('\n')}\n`);
+      return stale.length;
+    } catch (err) {
+      this.opts.logger.warn({ err: (err as Error).message, entries: stale.length }, 'could not delete stale affinity entries; the next full sync tries again');
+      return 0;
+    }
+  }
+
+  /** Hairpin entries whose use count goes from 0 to more, or back, for the changed service ports. */
+  private planHairpinChanges(changed: ReadonlySet<string>, next: ReadonlyMap<string, readonly DesiredFrontend[]>, model: TableModel, ops: ElementOp[]): void {
+    const refs = new Map(this.hairpinRefs);
+    const bump = (e: string, d: number): void => void refs.set(e, (refs.get(e) ?? 0) + d);
+    for (const key of changed) {
+      for (const f of this.applied.get(key) ?? []) for (const e of f.hairpin) bump(e, -1);
+      for (const f of next.get(key) ?? []) for (const e of f.hairpin) bump(e, +1);
+    }
+    const planned = new Set<string>();
+    for (const key of changed) {
+      for (const f of [...(this.applied.get(key) ?? []), ...(next.get(key) ?? [])]) {
+        for (const e of f.hairpin) {
+          if (planned.has(e)) continue;
+          planned.add(e);
+          const has = model.has(HAIRPIN, e);
+          const used = (refs.get(e) ?? 0) > 0;
+          if (used && !has) ops.push({ op: 'add', set: HAIRPIN, key: e });
+          if (!used && has) ops.push({ op: 'delete', set: HAIRPIN, key: e });
+        }
+      }
+    }
+  }
+
+  /** Write one transaction: elements alone through the element writer when nothing structural changes, else one nft script. */
+  private async write(structure: StructurePlan, want: Layout, model: TableModel, ops: readonly ElementOp[]): Promise<{ bytes: number; applyMs: number; via: NftablesSyncDetail['via'] }> {
+    const t0 = performance.now();
+    if (isEmptyStructure(structure)) {
+      if (ops.length === 0) return { bytes: 0, applyMs: 0, via: 'none' };
+      if (this.opts.elements) {
+        const bytes = await this.opts.elements.commit(ops);
+        return { bytes, applyMs: performance.now() - t0, via: 'netlink' };
+      }
+    }
+    const script = transactionScript(structure, want, model, ops);
+    await this.opts.nft.run(script);
+    return { bytes: Buffer.byteLength(script), applyMs: performance.now() - t0, via: 'nft' };
+  }
+
+  /** The model after a structural plan and `ops` were written. */
+  private updated(model: TableModel, structure: StructurePlan, want: Layout, ops: readonly ElementOp[]): TableModel {
+    for (const s of structure.addSets) {
+      model.types.set(s.name, { keyType: s.keyType, ...(s.mapType !== undefined ? { mapType: s.mapType } : {}) });
+      if (s.mapType === undefined) model.sets.set(s.name, new Set());
+    }
+    for (const c of structure.writeChains) model.chains.set(c.name, { ...(c.base ? { base: { ...c.base, policy: 'accept' } } : {}), comments: c.rules.map((r) => r.comment) });
+    model.apply(ops);
+    for (const name of structure.deleteChains) model.chains.delete(name);
+    for (const name of structure.deleteSets) {
+      model.types.delete(name);
+      model.sets.delete(name);
+    }
+    void want;
+    return model;
+  }
+
+  /** The model of a table written whole from `want` with `ops`. */
+  private rebuilt(want: Layout, ops: readonly ElementOp[]): TableModel {
+    const m = new TableModel();
+    m.exists = true;
+    this.updated(m, { rebuild: false, addSets: want.sets, writeChains: want.chains, deleteSets: [], deleteChains: [] }, want, ops);
+    return m;
+  }
+
+  private remember(next: Map<string, readonly DesiredFrontend[]>): void {
+    this.applied = next;
+    this.owner = new Map();
+    this.hairpinRefs = new Map();
+    for (const [key, frontends] of next) {
+      for (const f of frontends) {
+        this.owner.set(f.frontend, key);
+        for (const e of f.hairpin) this.hairpinRefs.set(e, (this.hairpinRefs.get(e) ?? 0) + 1);
+      }
+    }
+  }
+
+  /** What a sync wrote and deleted, by kind; `affinityDeleted` stale affinity entries deleted after it. */
+  private counts(structure: StructurePlan, ops: readonly ElementOp[], affinityDeleted: number): { written: ObjectCounts; deleted: ObjectCounts } {
+    const adds = ops.filter((o) => o.op === 'add').length;
+    return {
+      written: { 'set entry': adds, set: structure.addSets.length, chain: structure.writeChains.length },
+      deleted: { 'set entry': ops.length - adds + affinityDeleted, set: structure.deleteSets.length, chain: structure.deleteChains.length },
+    };
+  }
+
+  /** Delete drover's table, and nothing else; reports the chains and sets it held. */
+  async cleanup(): Promise<CleanupResult> {
+    const live = await this.opts.nft.list();
+    this.model = null;
+    if (!live.exists) return { removed: { chain: 0, set: 0 }, kept: [] };
+    await this.opts.nft.run(`delete table ${TABLE.family} ${TABLE.name}\n`);
+    const removed = { chain: live.chains.size, set: live.sets.size };
+    this.opts.logger.info({ removed }, `deleted table ${TABLE.family} ${TABLE.name}`);
+    return { removed, kept: [] };
+  }
+}

@@ -1,0 +1,139 @@
+/**
+ * nftables mode as the commands see it (driver.ts): drover's own table
+ * `ip drover`, where Services and endpoints are set and map elements
+ * (layout.ts). Element-only changes go over nf_tables netlink; structure
+ * and repairs through `nft -f`; the table is read back with `nft -j`.
+ */
+import { existsSync } from 'node:fs';
+import { UsageError } from '../../cli/usage-error.ts';
+import type { KernelOptions, RenderCliOptions } from '../../cli/options.ts';
+import { loadSource } from '../../sources/load.ts';
+import { renderConfig } from '../shared/render-config.ts';
+import { driftOf } from '../shared/drift.ts';
+import type { ModeDriver, ModeOptions } from '../driver.ts';
+import type { Logger } from '../../util/log.ts';
+import { NftablesBackend, planFullSync } from './backend.ts';
+import { formatNftDrift, nftDriftCount } from './diff.ts';
+import { NFT, SystemNft } from './exec.ts';
+import { MAIN, TABLE } from './layout.ts';
+import { nftNodePortIPs } from './node-ports.ts';
+import type { LiveTable } from './live.ts';
+import { TableModel } from './model.ts';
+import { orderOps } from './plan.ts';
+import { transactionScript } from './script.ts';
+import { openElementWriter } from './wiring.ts';
+
+/**
+ * nft for the command's flags.
+ * @throws UsageError when not root, nft is missing or the namespace does not exist.
+ */
+function nftFor(opts: KernelOptions): SystemNft {
+  if (process.getuid?.() !== 0) throw new UsageError('reading or programming nftables needs root (CAP_NET_ADMIN); run drover as root');
+  if (!existsSync(NFT)) throw new UsageError(`nftables mode needs ${NFT} (Debian package nftables)`);
+  if (opts.netns && !existsSync(`/run/netns/${opts.netns}`)) {
+    throw new UsageError(`network namespace ${opts.netns} does not exist (ip netns list shows the named ones)`);
+  }
+  return new SystemNft(opts.netns ? { netns: opts.netns } : {});
+}
+
+/** The chains of the layout that are nat chains; the rest are filter chains. */
+function isNatChain(name: string): boolean {
+  return name.startsWith('nat-') || name === 'services' || name === 'masquerading';
+}
+
+/** Rules in the live table, by the kind of chain they are in. */
+function ruleCounts(live: LiveTable): { filter: number; nat: number } {
+  const counts = { filter: 0, nat: 0 };
+  for (const [name, chain] of live.chains) counts[isNatChain(name) ? 'nat' : 'filter'] += chain.comments.length;
+  return counts;
+}
+
+/** The lines of `drover status` for the live table. */
+function statusLines(live: LiveTable): Array<[string, string]> {
+  if (!live.exists) return [['nftables', `no table ${TABLE.family} ${TABLE.name}`]];
+  const sets = [...live.sets].map(([name, s]) => `${name} ${s.elements.size}`);
+  const slots = live.sets.get(MAIN.map)?.elements.size ?? 0;
+  return [
+    ['nftables', `table ${TABLE.family} ${TABLE.name}: ${live.chains.size} chains, ${live.sets.size} sets and maps, ${slots} endpoint slots`],
+    ['elements', sets.join(', ')],
+  ];
+}
+
+/** What the next full sync would write for the source of `opts` against `live`. */
+async function sourceDrift(opts: RenderCliOptions & { readonly netns?: string }, live: LiveTable) {
+  const { snapshot, problems, incomplete } = await loadSource(opts);
+  const nodePortIPs = await nftNodePortIPs(opts.nodeportAddresses, opts.netns);
+  const plan = planFullSync(TableModel.fromLive(live), snapshot, renderConfig(opts), { nodePortIPs }, incomplete.length > 0);
+  return { plan, problems, incomplete };
+}
+
+const NOT_YET = (what: string): UsageError =>
+  new UsageError(`${what} is not built yet in nftables mode; read the table with: nft list table ${TABLE.family} ${TABLE.name}`);
+
+/** The driver of `--mode nftables`. */
+export const nftablesMode: ModeDriver = {
+  name: 'nftables',
+  title: 'nftables',
+  options: { sync: () => [], compare: () => [] },
+  help: {
+    render: ', or with --mode nftables the nft script of table ip drover',
+    chains: '; not built yet with --mode nftables',
+    chainsJson: 'not built yet with --mode nftables',
+    diff: ' (with --mode nftables: the elements, sets and chains of table ip drover)',
+    trace: '; not built yet with --mode nftables',
+    status: '; in nftables mode the table ip drover and its elements',
+    cleanup: ' (with --mode nftables: deletes table ip drover, nothing else)',
+  },
+
+  async createBackend(opts: ModeOptions, render, logger: Logger) {
+    const nft = nftFor(opts);
+    const elements = await openElementWriter(opts, logger);
+    // Read once, as IPVS mode reads them (node-ports.ts).
+    const nodePortIPs = await nftNodePortIPs(opts.nodeportAddresses as RenderCliOptions['nodeportAddresses'], opts.netns, logger);
+    logger.info({ mode: 'nftables', netns: opts.netns, elements: elements ? 'netlink' : 'nft', nodePortAddresses: nodePortIPs }, 'using nftables mode (table ip drover)');
+    return new NftablesBackend({ nft, ...(elements ? { elements } : {}), render, frontends: { nodePortIPs }, logger });
+  },
+
+  runInfo: () => ({}),
+  recordedOptions: () => ({}),
+
+  async render(snapshot, opts, header) {
+    const empty = new TableModel();
+    // NodePorts on this host's addresses, as a sync here would program them.
+    const plan = planFullSync(empty, snapshot, renderConfig(opts), { nodePortIPs: await nftNodePortIPs(opts.nodeportAddresses, undefined) }, false);
+    const lines = ['drover render --mode nftables: what a full sync writes onto an empty node (nft -f input)', ...header];
+    return {
+      text: `${lines.map((l) => `# ${l}`).join('\n')}\n${transactionScript(plan.structure, plan.want, empty, orderOps(plan.ops))}`,
+      leftOut: plan.conflicts.map((c) => `service port ${c}: its ClusterIP, port and protocol belong to another service port; left out there`),
+    };
+  },
+
+  async chains() {
+    throw NOT_YET('drover chains');
+  },
+
+  async trace() {
+    throw NOT_YET('drover trace');
+  },
+
+  async diff(opts) {
+    const live = await nftFor(opts).list();
+    const { plan, problems, incomplete } = await sourceDrift(opts, live);
+    return { text: formatNftDrift(plan, TableModel.fromLive(live)), differs: nftDriftCount(plan) > 0, problems, incomplete };
+  },
+
+  async status(opts, recorded) {
+    const live = await nftFor(opts).list();
+    const drift = await driftOf(async () => nftDriftCount((await sourceDrift({ ...recorded, ...(opts.netns ? { netns: opts.netns } : {}) }, live)).plan));
+    return { rules: ruleCounts(live), drift, lines: statusLines(live) };
+  },
+
+  bench: {
+    placement: 'namespace',
+    async createHarness() {
+      throw new Error('drover bench has no nftables harness yet');
+    },
+    unavailableReason: async () => 'drover bench does not measure nftables mode yet',
+    methodText: () => [],
+  },
+};

@@ -1,0 +1,64 @@
+/**
+ * The `nft` command of nftables mode (nft(8)): one script as one
+ * transaction (`nft -f -`), and the JSON listing of drover's table. Always
+ * called by its absolute path, optionally inside a named network namespace
+ * (`ip netns exec`).
+ */
+import { CommandError, runCommand } from '../shared/exec.ts';
+import { TABLE } from './layout.ts';
+import { NO_TABLE, parseNftJson, type LiveSet, type LiveTable } from './live.ts';
+
+/** Where nft is installed by Debian's nftables package. */
+export const NFT = '/usr/sbin/nft';
+
+/** What nftables mode asks of nft. */
+export interface NftExec {
+  /**
+   * Run `script` as one transaction: all of it or nothing.
+   * @throws CommandError with nft's message when the kernel or nft refuses it.
+   */
+  run(script: string): Promise<void>;
+  /**
+   * drover's table as the kernel has it; {@link NO_TABLE} when there is none.
+   * @throws CommandError when nft fails otherwise; NftJsonError for output it cannot read.
+   */
+  list(): Promise<LiveTable>;
+  /**
+   * One map of drover's table, as the kernel has it (`nft -j list map`); undefined when it is missing.
+   * @throws CommandError when nft fails otherwise; NftJsonError for output it cannot read.
+   */
+  listMap(name: string): Promise<LiveSet | undefined>;
+}
+
+/** nft on this host, or inside `netns`. */
+export class SystemNft implements NftExec {
+  constructor(private readonly opts: { readonly netns?: string; readonly timeoutMs?: number } = {}) {}
+
+  private exec(args: string[], input?: string) {
+    return runCommand(NFT, args, { ...(this.opts.netns ? { netns: this.opts.netns } : {}), ...(input !== undefined ? { input } : {}), timeoutMs: this.opts.timeoutMs ?? 120_000 });
+  }
+
+  async run(script: string): Promise<void> {
+    const res = await this.exec(['-f', '-'], script);
+    if (res.code !== 0) throw new CommandError('nft -f', res.code, res.stderr);
+  }
+
+  async list(): Promise<LiveTable> {
+    const res = await this.exec(['-j', 'list', 'table', TABLE.family, TABLE.name]);
+    if (res.code !== 0) {
+      if (/No such file or directory/.test(res.stderr)) return NO_TABLE;
+      throw new CommandError('nft -j list table', res.code, res.stderr);
+    }
+    return parseNftJson(res.stdout);
+  }
+
+  async listMap(name: string): Promise<LiveSet | undefined> {
+    if (!/^[a-z0-9-]+$/.test(name)) throw new Error(`not a map name of drover's: ${JSON.stringify(name)}`);
+    const res = await this.exec(['-j', 'list', 'map', TABLE.family, TABLE.name, name]);
+    if (res.code !== 0) {
+      if (/No such file or directory/.test(res.stderr)) return undefined;
+      throw new CommandError('nft -j list map', res.code, res.stderr);
+    }
+    return parseNftJson(res.stdout).sets.get(name);
+  }
+}

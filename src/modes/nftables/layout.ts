@@ -1,0 +1,325 @@
+/**
+ * The layout of nftables mode: drover's own table `ip drover`, its sets,
+ * maps and chains. The chains are fixed but for one rule per endpoint
+ * count in use; what changes with Services and endpoints is set and map
+ * elements (elements.ts), so that the common changes cost the kernel a
+ * few milliseconds (a plain element) and never the validation of the whole
+ * chain graph that a new jump or goto costs it (see README, "nftables
+ * mode").
+ *
+ * A *frontend* is an address, a protocol and a port clients connect to:
+ * a ClusterIP, an external IP, a LoadBalancer ingress IP (`ipMode: VIP`),
+ * or a NodePort on one of this node's addresses (one frontend per address,
+ * as IPVS mode has one virtual server per address). How a new connection
+ * to one is handled, after kube-proxy's proxiers (pkg/proxy/iptables and
+ * pkg/proxy/nftables proxier.go):
+ *
+ * 1. nat `prerouting` (priority dstnat) and `output` (-100) jump to
+ *    `services`, which returns at once unless the frontend is in
+ *    `service-ips`. A LoadBalancer frontend in `firewall` drops clients
+ *    that `firewall-allow` (its `loadBalancerSourceRanges`) does not hold.
+ *    ClusterIP traffic from outside `--cluster-cidr` (all of it with
+ *    `--masquerade-all`), and all traffic to an external frontend under
+ *    externalTrafficPolicy Cluster, get the masquerade mark.
+ * 2. A frontend in `external-local` (externalTrafficPolicy Local) goes to
+ *    `external-local`: pods and the node itself (masqueraded) go on to
+ *    every endpoint (`pick`); other clients keep their address and get
+ *    one of this node's endpoints (map `local-endpoints`), or are dropped
+ *    when it has none.
+ * 3. `pick`: a client with ClientIP affinity goes to the endpoint it had
+ *    (map `affinity`, filled by `affinity-prerouting`/`-output` with the
+ *    timeout of the frontend's `affinity-T` set); otherwise, for the
+ *    frontend's endpoint count N (set `endpoint-count-N`), DNAT to
+ *    `endpoints[frontend . numgen random mod N]`: each endpoint with
+ *    probability 1/N. One such rule per endpoint count in use, not per
+ *    Service.
+ * 4. nat `postrouting` (srcnat) jumps to `masquerading`: hairpin traffic
+ *    (an endpoint reaching itself through its Service, set `hairpin`) is
+ *    marked, and marked packets are masqueraded (`fully-random`), as
+ *    kube-proxy's KUBE-POSTROUTING does.
+ * 5. filter `input`, `forward` and `output` (-110) send new connections to
+ *    `endpoints-check`: a frontend in `no-endpoints` is rejected (ICMP port
+ *    unreachable); one in `no-local-endpoints` (internalTrafficPolicy Local,
+ *    endpoints on other nodes only) dropped.
+ *
+ * Every rule carries a comment; a full sync compares each chain's rules by
+ * their comments and each set by its type (plan.ts).
+ */
+import { isCanonicalIPv4CIDR } from '../../model/addr.ts';
+import type { RenderOptions } from '../iptables/render.ts';
+import { UnsafeElementError } from './elements.ts';
+
+/** The table family and name. drover reads and writes no other table. */
+export const TABLE = { family: 'ip', name: 'drover' } as const;
+
+/** The masquerade bit of the packet mark, kube-proxy's (`--masquerade-bit` 14). */
+export const MASQUERADE_MARK = '0x00004000';
+
+/** Sets of frontends. */
+export const SERVICE_IPS = 'service-ips';
+export const CLUSTER_IPS = 'cluster-ips';
+export const EXTERNAL_IPS = 'external-ips';
+export const EXTERNAL_LOCAL = 'external-local';
+export const NO_ENDPOINTS = 'no-endpoints';
+export const NO_LOCAL_ENDPOINTS = 'no-local-endpoints';
+export const FIREWALL = 'firewall';
+/** Set of `frontend . client CIDR` intervals. */
+export const FIREWALL_ALLOW = 'firewall-allow';
+/** Set of `endpoint . endpoint . protocol . port`. */
+export const HAIRPIN = 'hairpin';
+/** The dynamic map of `client . frontend` → endpoint. */
+export const AFFINITY_MAP = 'affinity';
+
+/** The frontend sets a frontend is in or out of by what it is (plan.ts), in the order they are planned. */
+export const MEMBERSHIP_SETS = [SERVICE_IPS, CLUSTER_IPS, EXTERNAL_IPS, EXTERNAL_LOCAL, NO_ENDPOINTS, NO_LOCAL_ENDPOINTS, FIREWALL] as const;
+
+/**
+ * An endpoint selection: a map from a frontend and a slot to an endpoint,
+ * with one set of frontends per endpoint count. `main` serves every
+ * frontend; `local` only the external frontends of externalTrafficPolicy
+ * Local, for clients that are neither pods nor the node.
+ */
+export interface Selection {
+  readonly name: 'main' | 'local';
+  readonly map: string;
+  readonly countPrefix: string;
+}
+
+export const MAIN: Selection = { name: 'main', map: 'endpoints', countPrefix: 'endpoint-count-' };
+export const LOCAL: Selection = { name: 'local', map: 'local-endpoints', countPrefix: 'local-endpoint-count-' };
+export const SELECTIONS: readonly Selection[] = [MAIN, LOCAL];
+
+/** The set of the frontends of selection `sel` with `n` endpoints. */
+export function countSetName(sel: Selection, n: number): string {
+  if (!Number.isInteger(n) || n < 1) throw new UnsafeElementError('endpoint count', String(n));
+  return `${sel.countPrefix}${n}`;
+}
+
+/** The selection and endpoint count of a set name made by {@link countSetName}; undefined for any other name. */
+export function countOfSet(name: string): { readonly sel: Selection; readonly n: number } | undefined {
+  const m = /^(local-)?endpoint-count-([1-9][0-9]*)$/.exec(name);
+  return m ? { sel: m[1] ? LOCAL : MAIN, n: Number(m[2]) } : undefined;
+}
+
+/** The set of the frontends whose affinity lasts `seconds`. */
+export function affinitySetName(seconds: number): string {
+  if (!Number.isInteger(seconds) || seconds < 1 || seconds > 86400) throw new UnsafeElementError('affinity timeout', String(seconds));
+  return `affinity-${seconds}`;
+}
+
+/** The timeout of a set name made by {@link affinitySetName}; undefined for any other name. */
+export function timeoutOfSet(name: string): number | undefined {
+  const m = /^affinity-([1-9][0-9]*)$/.exec(name);
+  return m ? Number(m[1]) : undefined;
+}
+
+/** A set or map of the table. */
+export interface SetDecl {
+  readonly name: string;
+  /** The declaration's body lines, as nft reads them. */
+  readonly body: readonly string[];
+  /** The key type as `nft -j list` gives it, its parts joined by " . ". */
+  readonly keyType: string;
+  /** The value type of a map as `nft -j list` gives it; undefined for a set. */
+  readonly mapType?: string;
+}
+
+/** One rule of a chain: its text (without the comment) and its comment, which names it. */
+export interface RuleDecl {
+  readonly text: string;
+  readonly comment: string;
+}
+
+/** A chain of the table; `base` for the ones attached to a hook. */
+export interface ChainDecl {
+  readonly name: string;
+  readonly base?: { readonly type: 'nat' | 'filter'; readonly hook: string; readonly priority: number };
+  readonly rules: readonly RuleDecl[];
+}
+
+/** The whole structure of the table. */
+export interface Layout {
+  readonly sets: readonly SetDecl[];
+  readonly chains: readonly ChainDecl[];
+}
+
+/** What the variable part of the layout depends on: the endpoint counts and affinity timeouts in use. */
+export interface LayoutInputs {
+  /** Endpoint counts per selection, ascending, no duplicates. */
+  readonly counts: { readonly main: readonly number[]; readonly local: readonly number[] };
+  /** Affinity timeouts in seconds, ascending, no duplicates. */
+  readonly timeouts: readonly number[];
+}
+
+const FRONTEND_TYPE = 'ipv4_addr . inet_proto . inet_service';
+const F = 'ip daddr . meta l4proto . th dport';
+const MARK = `meta mark set meta mark | ${MASQUERADE_MARK}`;
+
+function frontendSet(name: string, comment: string): SetDecl {
+  return { name, body: [`type ${FRONTEND_TYPE}`, `comment "${comment}"`], keyType: FRONTEND_TYPE };
+}
+
+function slotMap(sel: Selection, comment: string): SetDecl {
+  return {
+    name: sel.map,
+    body: [`typeof ${F} . numgen random mod 1 : ip daddr . th dport`, `comment "${comment}"`],
+    keyType: `${FRONTEND_TYPE} . integer`,
+    mapType: 'ipv4_addr . inet_service',
+  };
+}
+
+/** The sets and maps that are always there. */
+export function fixedSets(): SetDecl[] {
+  return [
+    frontendSet(SERVICE_IPS, 'frontends with endpoints: IP . protocol . port'),
+    frontendSet(CLUSTER_IPS, 'ClusterIP frontends with endpoints'),
+    frontendSet(EXTERNAL_IPS, 'external frontends under externalTrafficPolicy Cluster: masqueraded'),
+    frontendSet(EXTERNAL_LOCAL, 'external frontends under externalTrafficPolicy Local'),
+    frontendSet(NO_ENDPOINTS, 'frontends without endpoints: rejected'),
+    frontendSet(NO_LOCAL_ENDPOINTS, 'ClusterIP frontends with endpoints on other nodes only under internalTrafficPolicy Local: dropped'),
+    frontendSet(FIREWALL, 'LoadBalancer frontends with loadBalancerSourceRanges'),
+    {
+      name: FIREWALL_ALLOW,
+      body: [`type ${FRONTEND_TYPE} . ipv4_addr`, 'flags interval', 'comment "LoadBalancer frontend . allowed client range"'],
+      keyType: `${FRONTEND_TYPE} . ipv4_addr`,
+    },
+    slotMap(MAIN, 'endpoint of each slot of each frontend'),
+    slotMap(LOCAL, "this node's endpoint of each slot of each externalTrafficPolicy Local frontend"),
+    {
+      name: AFFINITY_MAP,
+      body: [`type ipv4_addr . ${FRONTEND_TYPE} : ipv4_addr . inet_service`, 'size 1048576', 'flags dynamic,timeout', 'comment "ClientIP affinity: client . frontend to endpoint"'],
+      keyType: `ipv4_addr . ${FRONTEND_TYPE}`,
+      mapType: 'ipv4_addr . inet_service',
+    },
+    {
+      name: HAIRPIN,
+      body: ['type ipv4_addr . ipv4_addr . inet_proto . inet_service', 'comment "endpoints reaching themselves through a service: masqueraded"'],
+      keyType: 'ipv4_addr . ipv4_addr . inet_proto . inet_service',
+    },
+  ];
+}
+
+/** The set of the frontends of `sel` with `n` endpoints. */
+export function countSet(sel: Selection, n: number): SetDecl {
+  const whose = sel === LOCAL ? " of this node's" : '';
+  return frontendSet(countSetName(sel, n), `frontends with ${n}${whose} endpoint${n === 1 ? '' : 's'}`);
+}
+
+/** The set of the frontends whose ClientIP affinity lasts `seconds`. */
+export function affinitySet(seconds: number): SetDecl {
+  return frontendSet(affinitySetName(seconds), `frontends with ClientIP affinity of ${seconds} s`);
+}
+
+/** The rule that picks one of `n` endpoints of selection `sel`. */
+export function countRule(sel: Selection, n: number): RuleDecl {
+  const whose = sel === LOCAL ? 'local ' : '';
+  return {
+    text: `${F} @${countSetName(sel, n)} dnat ip to ${F} . numgen random mod ${n} map @${sel.map}`,
+    comment: `one of ${n} ${whose}endpoint${n === 1 ? '' : 's'}`,
+  };
+}
+
+const AFFINITY_LOOKUP: RuleDecl = { text: `dnat ip to ip saddr . ${F} map @${AFFINITY_MAP}`, comment: 'the endpoint of a client with affinity' };
+
+/** The rules that record a client's endpoint for the frontends of `seconds`' affinity, one per protocol. */
+export function affinityRecordRules(seconds: number): RuleDecl[] {
+  const orig = 'ct original ip daddr . meta l4proto . ct original proto-dst';
+  return (['tcp', 'udp', 'sctp'] as const).map((p) => ({
+    text: `ct state new ct status dnat meta l4proto ${p} ${orig} @${affinitySetName(seconds)} update @${AFFINITY_MAP} { ip saddr . ${orig} timeout ${seconds}s : ip daddr . th dport }`,
+    comment: `${p} affinity of ${seconds} s`,
+  }));
+}
+
+/** The masquerade rule for ClusterIP traffic, or none (no `--cluster-cidr`, no `--masquerade-all`, as kube-proxy). */
+function clusterMasquerade(opts: RenderOptions): RuleDecl | undefined {
+  if (opts.masqueradeAll) return { text: `${F} @${CLUSTER_IPS} ${MARK}`, comment: 'masquerade all ClusterIP traffic' };
+  if (opts.clusterCIDR === undefined) return undefined;
+  return { text: `${F} @${CLUSTER_IPS} ip saddr != ${clusterCIDR(opts)} ${MARK}`, comment: `masquerade ClusterIP traffic from outside ${opts.clusterCIDR}` };
+}
+
+function clusterCIDR(opts: RenderOptions): string {
+  if (!isCanonicalIPv4CIDR(opts.clusterCIDR!)) throw new UnsafeElementError('cluster CIDR', opts.clusterCIDR!);
+  return opts.clusterCIDR!;
+}
+
+const CHECK: RuleDecl = { text: 'ct state new jump endpoints-check', comment: 'frontends without endpoints' };
+
+/** Every chain for `inputs`. */
+export function chains(opts: RenderOptions, inputs: LayoutInputs): ChainDecl[] {
+  const masquerade = clusterMasquerade(opts);
+  const pods = opts.clusterCIDR !== undefined ? [{ text: `ip saddr ${clusterCIDR(opts)} goto pick`, comment: 'pods go to every endpoint' }] : [];
+  const record = inputs.timeouts.flatMap(affinityRecordRules);
+  return [
+    { name: 'nat-prerouting', base: { type: 'nat', hook: 'prerouting', priority: -100 }, rules: [{ text: 'jump services', comment: 'services' }] },
+    { name: 'nat-output', base: { type: 'nat', hook: 'output', priority: -100 }, rules: [{ text: 'jump services', comment: 'services' }] },
+    { name: 'nat-postrouting', base: { type: 'nat', hook: 'postrouting', priority: 100 }, rules: [{ text: 'jump masquerading', comment: 'masquerade' }] },
+    {
+      name: 'services',
+      rules: [
+        { text: `${F} != @${SERVICE_IPS} return`, comment: 'not a frontend with endpoints' },
+        { text: `${F} @${FIREWALL} ${F} . ip saddr != @${FIREWALL_ALLOW} drop`, comment: 'client not in loadBalancerSourceRanges' },
+        ...(masquerade ? [masquerade] : []),
+        { text: `${F} @${EXTERNAL_IPS} ${MARK}`, comment: 'masquerade external traffic' },
+        { text: `${F} @${EXTERNAL_LOCAL} goto external-local`, comment: 'externalTrafficPolicy Local' },
+        { text: 'goto pick', comment: 'every endpoint' },
+      ],
+    },
+    {
+      name: 'external-local',
+      rules: [
+        ...pods,
+        { text: `fib saddr type local ${MARK}`, comment: 'masquerade traffic from this node' },
+        { text: 'fib saddr type local goto pick', comment: 'this node goes to every endpoint' },
+        AFFINITY_LOOKUP,
+        ...inputs.counts.local.map((n) => countRule(LOCAL, n)),
+        { text: 'drop', comment: 'no local endpoint' },
+      ],
+    },
+    { name: 'pick', rules: [AFFINITY_LOOKUP, ...inputs.counts.main.map((n) => countRule(MAIN, n))] },
+    {
+      name: 'masquerading',
+      rules: [
+        { text: `ct status dnat ip saddr . ip daddr . meta l4proto . th dport @${HAIRPIN} ${MARK}`, comment: 'hairpin' },
+        { text: `meta mark & ${MASQUERADE_MARK} == 0 return`, comment: 'not marked for masquerade' },
+        { text: `meta mark set meta mark ^ ${MASQUERADE_MARK}`, comment: 'clear the masquerade mark' },
+        { text: 'masquerade fully-random', comment: 'service traffic requiring SNAT' },
+      ],
+    },
+    { name: 'affinity-prerouting', base: { type: 'filter', hook: 'prerouting', priority: -99 }, rules: record },
+    { name: 'affinity-output', base: { type: 'filter', hook: 'output', priority: -99 }, rules: record },
+    {
+      name: 'endpoints-check',
+      rules: [
+        { text: `${F} @${NO_ENDPOINTS} reject`, comment: 'frontend has no endpoints' },
+        { text: `${F} @${NO_LOCAL_ENDPOINTS} drop`, comment: 'frontend has no local endpoints' },
+      ],
+    },
+    { name: 'filter-input', base: { type: 'filter', hook: 'input', priority: -110 }, rules: [CHECK] },
+    { name: 'filter-forward', base: { type: 'filter', hook: 'forward', priority: -110 }, rules: [CHECK] },
+    { name: 'filter-output', base: { type: 'filter', hook: 'output', priority: -110 }, rules: [CHECK] },
+  ];
+}
+
+/** The whole layout for `inputs`. */
+export function layout(opts: RenderOptions, inputs: LayoutInputs): Layout {
+  return {
+    sets: [
+      ...fixedSets(),
+      ...inputs.counts.main.map((n) => countSet(MAIN, n)),
+      ...inputs.counts.local.map((n) => countSet(LOCAL, n)),
+      ...inputs.timeouts.map(affinitySet),
+    ],
+    chains: chains(opts, inputs),
+  };
+}
+
+/** A rule as nft reads it. */
+export function ruleText(rule: RuleDecl): string {
+  return `${rule.text} comment "${rule.comment}"`;
+}
+
+/** A chain's declaration line, for a base chain. */
+export function chainHeader(c: ChainDecl): string | undefined {
+  if (!c.base) return undefined;
+  return `type ${c.base.type} hook ${c.base.hook} priority ${c.base.priority}; policy accept;`;
+}

@@ -1,0 +1,24 @@
+/**
+ * The addresses nftables mode programs NodePorts on: this node's IPv4
+ * addresses but loopback, or with `--nodeport-addresses` those in its
+ * CIDRs (iptables mode's choice, iptables/node-ports.ts nodePortIPs), read
+ * once when the backend starts, with `ip -4 -o addr show` in the namespace
+ * drover programs.
+ */
+import { cidrContains, compareAddresses, type IPPrefix } from '../../model/addr.ts';
+import type { Logger } from '../../util/log.ts';
+import { localAddresses } from '../iptables/live.ts';
+import { nodePortIPs } from '../iptables/node-ports.ts';
+
+/**
+ * The NodePort addresses of namespace `netns` (undefined: this process's) for `cidrs`, sorted.
+ * @throws Error when the addresses cannot be read.
+ */
+export async function nftNodePortIPs(cidrs: readonly IPPrefix[] | undefined, netns: string | undefined, logger?: Logger): Promise<string[]> {
+  const local = await localAddresses(netns);
+  const { ips, loopback } = nodePortIPs(cidrs, local);
+  if (loopback.length > 0) logger?.warn({ addresses: loopback }, '--nodeport-addresses holds loopback addresses; NodePorts are not served on them');
+  if (ips === undefined) return [...local].filter((ip) => !cidrContains('127.0.0.0/8', ip)).sort(compareAddresses);
+  if (ips.length === 0) logger?.warn({ nodeportAddresses: cidrs?.map((c) => c.text) }, 'no address of this node is in --nodeport-addresses: no NodePort is reachable');
+  return [...ips];
+}

@@ -1,0 +1,75 @@
+/**
+ * nft(8) scripts of nftables mode: the whole table (what `drover render
+ * --mode nftables` prints and a first sync writes) and the structural
+ * changes of later syncs, each with element operations, as one
+ * `nft -f` transaction. Pure: the same plan gives the same text.
+ */
+import { TABLE, chainHeader, ruleText, type ChainDecl, type Layout, type SetDecl } from './layout.ts';
+import type { ElementOp, TableModel } from './model.ts';
+import type { StructurePlan } from './plan.ts';
+
+const T = `${TABLE.family} ${TABLE.name}`;
+
+function setBlock(s: SetDecl, indent: string): string[] {
+  const kind = s.mapType !== undefined ? 'map' : 'set';
+  return [`${indent}${kind} ${s.name} {`, ...s.body.map((l) => `${indent}\t${l}`), `${indent}}`];
+}
+
+function chainBlock(c: ChainDecl, indent: string): string[] {
+  const header = chainHeader(c);
+  return [`${indent}chain ${c.name} {`, ...(header ? [`${indent}\t${header}`] : []), ...c.rules.map((r) => `${indent}\t${ruleText(r)}`), `${indent}}`];
+}
+
+/** Most elements on one `add element` line. */
+const ELEMENTS_PER_LINE = 1000;
+
+/** `add element`/`delete element` lines for `ops` (already ordered): one line per run of the same kind and set, of at most 1000 elements, in the order given. */
+export function elementLines(ops: readonly ElementOp[]): string[] {
+  const lines: string[] = [];
+  let i = 0;
+  while (i < ops.length) {
+    const { op, set } = ops[i]!;
+    const items: string[] = [];
+    while (i < ops.length && ops[i]!.op === op && ops[i]!.set === set && items.length < ELEMENTS_PER_LINE) {
+      const o = ops[i]!;
+      items.push(op === 'add' && o.value !== undefined ? `${o.key} : ${o.value}` : o.key);
+      i++;
+    }
+    lines.push(`${op} element ${T} ${set} { ${items.join(', ')} }`);
+  }
+  return lines;
+}
+
+/** The whole table of `l` as one `table ip drover { … }` block. */
+export function tableBlock(l: Layout): string[] {
+  return [`table ${T} {`, ...l.sets.flatMap((s) => setBlock(s, '\t')), ...l.chains.flatMap((c) => chainBlock(c, '\t')), '}'];
+}
+
+/**
+ * The script of one transaction: the structural changes of `plan` (for a
+ * table `model` describes) around the element operations `ops` (ordered:
+ * deletes, then adds). A rebuild deletes the table first when it exists
+ * (`ops` must then be planned from an empty table).
+ */
+export function transactionScript(plan: StructurePlan, want: Layout, model: TableModel, ops: readonly ElementOp[]): string {
+  const lines: string[] = [];
+  if (plan.rebuild) {
+    if (model.exists) lines.push(`delete table ${T}`);
+    lines.push(...tableBlock(want), ...elementLines(ops));
+    return `${lines.join('\n')}\n`;
+  }
+  for (const s of plan.addSets) lines.push(`add ${s.mapType !== undefined ? 'map' : 'set'} ${T} ${s.name} { ${s.body.join('; ')}; }`);
+  for (const c of plan.writeChains) {
+    if (model.chains.has(c.name)) lines.push(`flush chain ${T} ${c.name}`);
+    else {
+      const header = chainHeader(c);
+      lines.push(`add chain ${T} ${c.name}${header ? ` { ${header} }` : ''}`);
+    }
+  }
+  for (const name of plan.deleteChains) lines.push(`flush chain ${T} ${name}`);
+  lines.push(...elementLines(ops));
+  for (const c of plan.writeChains) for (const r of c.rules) lines.push(`add rule ${T} ${c.name} ${ruleText(r)}`);
+  for (const name of plan.deleteChains) lines.push(`delete chain ${T} ${name}`);
+  for (const name of plan.deleteSets) lines.push(`delete ${model.types.get(name)?.mapType !== undefined ? 'map' : 'set'} ${T} ${name}`);
+  return lines.length === 0 ? '' : `${lines.join('\n')}\n`;
+}

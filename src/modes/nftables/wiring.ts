@@ -1,0 +1,18 @@
+/**
+ * nftables mode's element writer for a command: nf_tables netlink in this
+ * process's network namespace. A netlink socket acts in the namespace of
+ * the process that opened it, so with `--netns` elements go through
+ * `nft -f` instead (inside that namespace).
+ */
+import type { KernelOptions } from '../../cli/options.ts';
+import type { Logger } from '../../util/log.ts';
+import type { ElementWriter } from './backend.ts';
+
+/** The element writer for `opts`, or undefined to write elements with `nft -f`. */
+export async function openElementWriter(opts: KernelOptions, logger: Logger): Promise<ElementWriter | undefined> {
+  if (opts.netns) {
+    logger.info({ netns: opts.netns }, 'nftables mode with --netns writes elements with nft -f (a netlink socket acts in the namespace of its process)');
+    return undefined;
+  }
+  return undefined;
+}
