@@ -162,7 +162,9 @@ function frontendSet(name: string, comment: string): SetDecl {
 function slotMap(sel: Selection, comment: string): SetDecl {
   return {
     name: sel.map,
-    body: [`typeof ${F} . numgen random mod 1 : ip daddr . th dport`, `comment "${comment}"`],
+    // `tcp dport` types the port in the declaration: nft 1.0.6 cannot read a typeof with `th dport` back from the
+    // kernel ("conflicting protocols specified: ip vs. th"), so later scripts against the table would fail.
+    body: [`typeof ip daddr . meta l4proto . tcp dport . numgen random mod 1 : ip daddr . tcp dport`, `comment "${comment}"`],
     keyType: `${FRONTEND_TYPE} . integer`,
     mapType: 'ipv4_addr . inet_service',
   };
