@@ -1,0 +1,182 @@
+/**
+ * An in-memory nft for unit tests (as knftables' Fake): it runs the scripts
+ * nftables mode writes (script.ts) against a table held in memory, all of
+ * a script or nothing, and lists that table as `nft -j` would (live.ts
+ * LiveTable). It knows only the statements script.ts writes; anything
+ * else is refused, as a kernel would refuse a bad transaction. An element
+ * writer over the same table stands for nf_tables netlink.
+ */
+import { CommandError } from '../shared/exec.ts';
+import type { ElementWriter } from './backend.ts';
+import type { NftExec } from './exec.ts';
+import { TABLE } from './layout.ts';
+import type { LiveChain, LiveSet, LiveTable } from './live.ts';
+import type { ElementOp } from './model.ts';
+
+interface FakeSet {
+  keyType: string;
+  mapType?: string;
+  elements: Map<string, string | undefined>;
+}
+
+interface FakeTable {
+  sets: Map<string, FakeSet>;
+  chains: Map<string, { base?: LiveChain['base']; comments: (string | null)[] }>;
+}
+
+const T = `${TABLE.family} ${TABLE.name}`;
+
+/** The key and value types nft -j reports for a declaration body (script.ts setBlock). */
+function typesOf(body: string): { keyType: string; mapType?: string } {
+  const typeof_ = /typeof ip daddr \. meta l4proto \. tcp dport \. numgen random mod 1 : ip daddr \. tcp dport/.test(body);
+  if (typeof_) return { keyType: 'ipv4_addr . inet_proto . inet_service . integer', mapType: 'ipv4_addr . inet_service' };
+  const m = /type ([a-z0-9_ .]+?)(?: : ([a-z0-9_ .]+?))?(?:;|\n|$)/.exec(body);
+  if (!m) throw new Error(`fake nft: no type in ${JSON.stringify(body)}`);
+  return { keyType: m[1]!.trim(), ...(m[2] ? { mapType: m[2].trim() } : {}) };
+}
+
+function commentOf(rule: string): string | null {
+  const m = / comment "([^"]*)"$/.exec(rule);
+  return m ? m[1]! : null;
+}
+
+function clone(t: FakeTable | undefined): FakeTable | undefined {
+  if (!t) return undefined;
+  return {
+    sets: new Map([...t.sets].map(([k, v]) => [k, { ...v, elements: new Map(v.elements) }])),
+    chains: new Map([...t.chains].map(([k, v]) => [k, { ...v, comments: [...v.comments] }])),
+  };
+}
+
+/** The in-memory nft. */
+export class FakeNft implements NftExec {
+  private table: FakeTable | undefined;
+  /** Every script run, in order. */
+  readonly scripts: string[] = [];
+  /** Make the next `run` (or element commit) fail with this message, once. */
+  failNext: string | undefined;
+
+  async run(script: string): Promise<void> {
+    this.scripts.push(script);
+    if (this.failNext !== undefined) {
+      const message = this.failNext;
+      this.failNext = undefined;
+      throw new CommandError('nft -f', 1, message);
+    }
+    const work = clone(this.table);
+    this.table = this.exec(script, work);
+  }
+
+  /** Apply element operations as one transaction (the netlink writer's part). @throws CommandError as the kernel would (ENOENT, EEXIST). */
+  commitElements(ops: readonly ElementOp[]): void {
+    if (this.failNext !== undefined) {
+      const message = this.failNext;
+      this.failNext = undefined;
+      throw new CommandError('netlink', 1, message);
+    }
+    const work = clone(this.table);
+    if (!work) throw new CommandError('netlink', 1, 'No such file or directory: table');
+    for (const op of ops) this.element(work, op.op, op.set, op.value === undefined ? op.key : `${op.key} : ${op.value}`);
+    this.table = work;
+  }
+
+  /** An element writer over this table. */
+  writer(): ElementWriter {
+    return { commit: async (ops) => (this.commitElements(ops), ops.length * 64) };
+  }
+
+  async list(): Promise<LiveTable> {
+    const t = this.table;
+    if (!t) return { exists: false, sets: new Map(), chains: new Map() };
+    const sets = new Map<string, LiveSet>();
+    for (const [name, s] of t.sets) sets.set(name, { keyType: s.keyType, ...(s.mapType ? { mapType: s.mapType } : {}), elements: new Map(s.elements) });
+    const chains = new Map<string, LiveChain>();
+    for (const [name, c] of t.chains) chains.set(name, { ...(c.base ? { base: c.base } : {}), comments: [...c.comments] });
+    return { exists: true, sets, chains };
+  }
+
+  async listMap(name: string): Promise<LiveSet | undefined> {
+    return (await this.list()).sets.get(name);
+  }
+
+  /** Direct access for tests: delete one element, as someone else's `nft delete element` would. */
+  tamper(fn: (t: { sets: Map<string, FakeSet>; chains: FakeTable['chains'] }) => void): void {
+    if (this.table) fn(this.table);
+  }
+
+  private exec(script: string, t: FakeTable | undefined): FakeTable | undefined {
+    const lines = script.split('\n');
+    for (let i = 0; i < lines.length; i++) {
+      const line = lines[i]!.trim();
+      if (line === '' || line.startsWith('#')) continue;
+      if (line === `table ${T} {`) {
+        if (t) throw new CommandError('nft -f', 1, 'File exists: table');
+        t = { sets: new Map(), chains: new Map() };
+        i = this.block(lines, i + 1, t);
+        continue;
+      }
+      if (line === `delete table ${T}`) {
+        if (!t) throw new CommandError('nft -f', 1, 'No such file or directory: table');
+        t = undefined;
+        continue;
+      }
+      if (!t) throw new CommandError('nft -f', 1, `No such file or directory: ${line}`);
+      let m: RegExpExecArray | null;
+      if ((m = new RegExp(`^(add|delete) element ${T} (\\S+) \\{ (.*) \\}$`).exec(line))) {
+        for (const e of m[3]!.split(', ')) this.element(t, m[1] as 'add' | 'delete', m[2]!, e);
+      } else if ((m = new RegExp(`^add (set|map) ${T} (\\S+) \\{ (.*) \\}$`).exec(line))) {
+        if (t.sets.has(m[2]!)) throw new CommandError('nft -f', 1, `File exists: set ${m[2]}`);
+        t.sets.set(m[2]!, { ...typesOf(m[3]!), elements: new Map() });
+      } else if ((m = new RegExp(`^delete (set|map) ${T} (\\S+)$`).exec(line))) {
+        if (!t.sets.delete(m[2]!)) throw new CommandError('nft -f', 1, `No such file or directory: set ${m[2]}`);
+      } else if ((m = new RegExp(`^flush chain ${T} (\\S+)$`).exec(line))) {
+        const c = t.chains.get(m[1]!);
+        if (!c) throw new CommandError('nft -f', 1, `No such file or directory: chain ${m[1]}`);
+        c.comments = [];
+      } else if ((m = new RegExp(`^add chain ${T} (\\S+)(?: \\{ type (\\S+) hook (\\S+) priority (-?\\d+); policy accept; \\})?$`).exec(line))) {
+        if (!t.chains.has(m[1]!)) t.chains.set(m[1]!, { ...(m[2] ? { base: { type: m[2], hook: m[3]!, priority: Number(m[4]), policy: 'accept' } } : {}), comments: [] });
+      } else if ((m = new RegExp(`^delete chain ${T} (\\S+)$`).exec(line))) {
+        if (!t.chains.delete(m[1]!)) throw new CommandError('nft -f', 1, `No such file or directory: chain ${m[1]}`);
+      } else if ((m = new RegExp(`^add rule ${T} (\\S+) (.*)$`).exec(line))) {
+        const c = t.chains.get(m[1]!);
+        if (!c) throw new CommandError('nft -f', 1, `No such file or directory: chain ${m[1]}`);
+        c.comments.push(commentOf(m[2]!));
+      } else {
+        throw new CommandError('nft -f', 1, `fake nft does not know: ${line}`);
+      }
+    }
+    return t;
+  }
+
+  /** Read a `table … { … }` block from line `i`; returns the index of its closing brace. */
+  private block(lines: readonly string[], i: number, t: FakeTable): number {
+    for (; i < lines.length; i++) {
+      const line = lines[i]!.trim();
+      if (line === '}') return i;
+      const m = /^(set|map|chain) (\S+) \{$/.exec(line);
+      if (!m) throw new CommandError('nft -f', 1, `fake nft does not know: ${line}`);
+      const body: string[] = [];
+      for (i++; lines[i]!.trim() !== '}'; i++) body.push(lines[i]!.trim());
+      if (m[1] === 'chain') {
+        const h = /^type (\S+) hook (\S+) priority (-?\d+); policy accept;$/.exec(body[0] ?? '');
+        const rules = h ? body.slice(1) : body;
+        t.chains.set(m[2]!, { ...(h ? { base: { type: h[1]!, hook: h[2]!, priority: Number(h[3]), policy: 'accept' } } : {}), comments: rules.map(commentOf) });
+      } else {
+        t.sets.set(m[2]!, { ...typesOf(body.join('\n')), elements: new Map() });
+      }
+    }
+    throw new CommandError('nft -f', 1, 'unterminated table block');
+  }
+
+  private element(t: FakeTable, op: 'add' | 'delete', set: string, text: string): void {
+    const s = t.sets.get(set);
+    if (!s) throw new CommandError('nft -f', 1, `No such file or directory: set ${set}`);
+    const [key, value] = text.split(' : ');
+    if (op === 'add') {
+      if (s.elements.has(key!) && s.elements.get(key!) !== value) throw new CommandError('nft -f', 1, `File exists: element ${key} of ${set}`);
+      s.elements.set(key!, value);
+    } else if (!s.elements.delete(key!)) {
+      throw new CommandError('nft -f', 1, `No such file or directory: element ${key} of ${set}`);
+    }
+  }
+}
