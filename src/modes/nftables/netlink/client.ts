@@ -269,9 +269,13 @@ export class NftNetlinkClient {
    */
   listElements(family: NftFamily, table: string, set: string): Promise<DumpedElement[]> {
     const ref: SetRef = { family, table, set };
-    familyNumber(family);
-    checkName(table, 'table');
-    checkName(set, 'set');
+    try {
+      familyNumber(family);
+      checkName(table, 'table');
+      checkName(set, 'set');
+    } catch (err) {
+      return Promise.reject(err);
+    }
     return this.serial(async () => {
       for (let attempt = 1; ; attempt++) {
         const seq = this.takeSeq();
