@@ -380,7 +380,10 @@ export class NftNetlinkClient {
           }
         },
       };
-      this.transport.send(datagram).catch((err: Error) => settle(new DroverError(`nf_tables ${what}: send failed: ${err.message}`, { cause: err })));
+      // Through a promise also when send() throws at once (a closed socket).
+      Promise.resolve()
+        .then(() => this.transport.send(datagram))
+        .catch((err: Error) => settle(new DroverError(`nf_tables ${what}: send failed: ${err.message}`, { cause: err })));
     });
   }
 
