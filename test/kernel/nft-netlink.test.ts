@@ -150,13 +150,23 @@ if (unavailable) {
     });
   });
 
-  test.serial('a delete of a missing element, a missing set and a list of a missing set reject with ENOENT naming the set', async (t) => {
+  test.serial('a delete of a missing element, a missing set and a list of a missing set reject with ENOENT naming the set; of two failures the first is reported', async (t) => {
     await withNetns(async (netns) => {
       await run(NFT, ['-f', SETUP], { netns });
       const results = await client(netns, [
         { op: 'commit', changes: [{ op: 'delete', ...ref('svc'), elements: [SVC[0]!] }] },
         { op: 'commit', changes: [{ op: 'add', ...ref('nope'), elements: [SVC[0]!] }] },
         { ...LIST_SVC, set: 'nope' },
+        LIST_SVC,
+        // Two failing messages: the kernel answers both, the first one is reported.
+        {
+          op: 'commit',
+          changes: [
+            { op: 'add', ...ref('svc'), elements: [SVC[1]!] },
+            { op: 'delete', ...ref('bk'), elements: [{ key: BK[0]!.key }] },
+            { op: 'add', ...ref('nope'), elements: [SVC[0]!] },
+          ],
+        },
         LIST_SVC,
       ]);
       for (const [i, op] of (['delete', 'add', 'list'] as const).entries()) {
@@ -169,6 +179,10 @@ if (unavailable) {
         }
       }
       t.deepEqual(value(results[3]), [], 'an empty set lists as no elements');
+      const first = results[4];
+      t.false(first?.ok);
+      if (first && !first.ok) t.deepEqual([first.error.op, first.error.set, first.error.code], ['delete', 'bk', 'ENOENT']);
+      t.deepEqual(value(results[5]), [], 'the add to svc in that batch was not applied');
     });
   });
 
