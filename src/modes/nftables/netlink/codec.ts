@@ -20,7 +20,9 @@
  *   no NLA_F_NESTED; the decoder accepts both.
  * - flags: NLM_F_REQUEST | NLM_F_ACK on every element message, plus
  *   NLM_F_CREATE on NEWSETELEM (an add of an element already there with the
- *   same data then succeeds; with other data it fails). nft sends no
+ *   same data then succeeds; with other data it fails with EEXIST, Linux
+ *   6.18). The kernel accepts the nests without NLA_F_NESTED as well
+ *   (checked on 6.18). nft sends no
  *   NLM_F_ACK (it reads the errors the kernel queues while processing
  *   the batch); we ask for an ACK per message so that a client knows when
  *   every message was answered.
