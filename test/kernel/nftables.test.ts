@@ -5,6 +5,9 @@
  * drift repair and cleanup, read back with `nft -j list table ip drover`.
  */
 import test from 'ava';
+import { spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import type { SyncResult } from '../../src/modes/types.ts';
 import { NftablesBackend } from '../../src/modes/nftables/backend.ts';
 import { SystemNft } from '../../src/modes/nftables/exec.ts';
 import { holdConnection, probe } from '../../src/testbed/probe.ts';
@@ -162,6 +165,27 @@ if (unavailable) {
     t.deepEqual(r.deleted, { 'set entry': 0, set: 0, chain: 0 });
     const s = await probe(topo, { from: topo.client('pod').netns, host: '10.96.0.10', port: 80, count: 20 });
     t.deepEqual(Object.keys(s.counts).sort(), ['b1', 'b2', 'b3']);
+  });
+
+  test.serial('over nf_tables netlink: an endpoint removed and put back are element-only transactions, and traffic follows', async (t) => {
+    const child = spawn('ip', ['netns', 'exec', topo.node, process.execPath, '--import', 'tsx', fileURLToPath(new URL('../support/nft-netlink-syncs.ts', import.meta.url)), NODE_IP], { stdio: ['pipe', 'pipe', 'inherit'] });
+    const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
+    let out = '';
+    child.stdout.on('data', (b: Buffer) => (out += b.toString('utf8')));
+    const line = async (n: number): Promise<string> => {
+      for (let i = 0; i < 600 && out.split('\n').length <= n + 1; i++) await new Promise((r) => setTimeout(r, 100));
+      return out.split('\n')[n]!;
+    };
+    const [full, partial] = JSON.parse(await line(0)) as Array<Pick<SyncResult, 'written' | 'deleted' | 'detail'>>;
+    t.deepEqual(full!.detail, { mode: 'nftables', via: 'none', structural: false }, 'the table was already there: the full sync adopts it');
+    t.deepEqual(partial!.detail, { mode: 'nftables', via: 'netlink', structural: false });
+    const s = await probe(topo, { from: topo.client('pod').netns, host: '10.96.0.10', port: 80, count: 30 });
+    t.deepEqual(Object.keys(s.counts).sort(), ['b2', 'b3'], 'b1 is gone from the ClusterIP');
+    child.stdin.end('go\n');
+    const back = JSON.parse(await line(1)) as Pick<SyncResult, 'detail'>;
+    t.deepEqual(back.detail, { mode: 'nftables', via: 'netlink', structural: false });
+    t.is(await exited, 0);
+    t.deepEqual((await b.sync(STATE, FULL)).written, { 'set entry': 0, set: 0, chain: 0 }, 'netlink wrote exactly what a full sync wants');
   });
 
   test.serial('cleanup deletes table ip drover and nothing else', async (t) => {

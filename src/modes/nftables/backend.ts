@@ -27,6 +27,7 @@ import { desiredFrontends, desiredNft, type DesiredFrontend, type DesiredOptions
 import type { NftExec } from './exec.ts';
 import { AFFINITY_MAP, FIREWALL_ALLOW, HAIRPIN, MEMBERSHIP_SETS, TABLE, countOfSet, timeoutOfSet, type Layout } from './layout.ts';
 import { elementLines } from './script.ts';
+import { NftBatchTooLargeError } from './netlink/client.ts';
 import { TableModel, type ElementOp } from './model.ts';
 import { isEmptyStructure, layoutAfter, orderOps, planFrontend, planHairpin, planStructure, type StructurePlan } from './plan.ts';
 import { transactionScript } from './script.ts';
@@ -40,6 +41,8 @@ export interface ElementWriter {
    * @throws an error naming the set and errno when the kernel refuses any of them.
    */
   commit(ops: readonly ElementOp[]): Promise<number>;
+  /** False when some of `ops` are for sets it does not write (they then go with `nft -f`); default true. */
+  accepts?(ops: readonly ElementOp[]): boolean;
 }
 
 /** Options of the nftables backend. */
@@ -261,9 +264,16 @@ export class NftablesBackend implements Backend {
     const t0 = performance.now();
     if (isEmptyStructure(structure)) {
       if (ops.length === 0) return { bytes: 0, applyMs: 0, via: 'none' };
-      if (this.opts.elements) {
-        const bytes = await this.opts.elements.commit(ops);
-        return { bytes, applyMs: performance.now() - t0, via: 'netlink' };
+      const writer = this.opts.elements;
+      if (writer && (writer.accepts?.(ops) ?? true)) {
+        try {
+          const bytes = await writer.commit(ops);
+          return { bytes, applyMs: performance.now() - t0, via: 'netlink' };
+        } catch (err) {
+          // A batch too large for the socket's buffers is sent as a script instead; anything else is the kernel's answer.
+          if (!(err instanceof NftBatchTooLargeError)) throw err;
+          this.opts.logger.info({ elements: ops.length }, 'element batch too large for one netlink transaction; writing it with nft -f');
+        }
       }
     }
     const script = transactionScript(structure, want, model, ops);

@@ -7,12 +7,19 @@
 import type { KernelOptions } from '../../cli/options.ts';
 import type { Logger } from '../../util/log.ts';
 import type { ElementWriter } from './backend.ts';
+import { NftNetlinkClient } from './netlink/client.ts';
+import { NetlinkElementWriter } from './netlink-writer.ts';
 
-/** The element writer for `opts`, or undefined to write elements with `nft -f`. */
+/** The element writer for `opts` (netlink, in this process's namespace), or undefined to write elements with `nft -f` (`--netns`, or no socket). */
 export async function openElementWriter(opts: KernelOptions, logger: Logger): Promise<ElementWriter | undefined> {
   if (opts.netns) {
     logger.info({ netns: opts.netns }, 'nftables mode with --netns writes elements with nft -f (a netlink socket acts in the namespace of its process)');
     return undefined;
   }
-  return undefined;
+  try {
+    return new NetlinkElementWriter(await NftNetlinkClient.open());
+  } catch (err) {
+    logger.warn({ err: (err as Error).message }, 'cannot open an nf_tables netlink socket; writing elements with nft -f');
+    return undefined;
+  }
 }

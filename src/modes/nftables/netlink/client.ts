@@ -79,6 +79,8 @@ export interface CommitResult {
   readonly messages: number;
   /** Elements added or deleted. */
   readonly elements: number;
+  /** Size of the batch sent, bytes (0: nothing was sent). */
+  readonly bytes: number;
 }
 
 /**
@@ -235,7 +237,7 @@ export class NftNetlinkClient {
     return this.serial(async () => {
       const batch = encodeSetElemBatch(changes, { firstSeq: this.seq, ...(this.maxMessageBytes ? { maxMessageBytes: this.maxMessageBytes } : {}) });
       const elements = batch.messages.reduce((n, m) => n + m.count, 0);
-      if (batch.messages.length === 0) return { messages: 0, elements: 0 };
+      if (batch.messages.length === 0) return { messages: 0, elements: 0, bytes: 0 };
       const sendLimit = this.transport.sendBufferBytes() - 32;
       if (batch.bytes.length > sendLimit) throw new NftBatchTooLargeError(batch.bytes.length, sendLimit);
       const answers = batch.messages.reduce((n, m) => n + answerBudget(m.bytes), 0);
@@ -260,7 +262,7 @@ export class NftNetlinkClient {
         const errno = answered.get(failed.seq)!;
         settle(new NftRequestError(failed.op, { family: failed.family, table: failed.table, set: failed.set }, errnoName(errno), errno, failed));
       }, (seq) => seq === batch.beginSeq || bySeq.has(seq));
-      return { messages: batch.messages.length, elements };
+      return { messages: batch.messages.length, elements, bytes: batch.bytes.length };
     });
   }
 

@@ -1,0 +1,95 @@
+/**
+ * nftables mode's element writer over nf_tables netlink (netlink/client.ts):
+ * the element operations of a sync (model.ts ElementOp, as element texts)
+ * turned into the kernel's key and value bytes (netlink/concat.ts) and sent
+ * as one batch. It takes the plain sets and maps of the layout; the
+ * interval set `firewall-allow` and the kernel-filled `affinity` map go
+ * through `nft -f` (backend.ts asks {@link NetlinkElementWriter.accepts}).
+ */
+import type { ElementWriter } from './backend.ts';
+import { MAIN, LOCAL, HAIRPIN, FIREWALL_ALLOW, AFFINITY_MAP, TABLE } from './layout.ts';
+import type { ElementOp } from './model.ts';
+import { UnsafeElementError } from './elements.ts';
+import type { ConcatField, FieldKind } from './netlink/concat.ts';
+import { encodeConcat } from './netlink/concat.ts';
+import type { NftNetlinkClient } from './netlink/client.ts';
+import type { SetElementChange } from './netlink/codec.ts';
+
+/** IANA protocol numbers of the protocols nft names (/etc/protocols). */
+const PROTOCOLS: Readonly<Record<string, number>> = { tcp: 6, udp: 17, sctp: 132 };
+
+const FRONTEND: readonly FieldKind[] = ['ipv4', 'proto', 'port'];
+const SLOT_KEY: readonly FieldKind[] = ['ipv4', 'proto', 'port', 'u32'];
+const TARGET: readonly FieldKind[] = ['ipv4', 'port'];
+const HAIRPIN_KEY: readonly FieldKind[] = ['ipv4', 'ipv4', 'proto', 'port'];
+
+/** The key and value layouts of set `name`; undefined for one netlink does not write here. */
+export function elementShape(name: string): { readonly key: readonly FieldKind[]; readonly value?: readonly FieldKind[] } | undefined {
+  if (name === MAIN.map || name === LOCAL.map) return { key: SLOT_KEY, value: TARGET };
+  if (name === HAIRPIN) return { key: HAIRPIN_KEY };
+  if (name === FIREWALL_ALLOW || name === AFFINITY_MAP) return undefined;
+  return { key: FRONTEND };
+}
+
+/**
+ * The fields of element text `text` laid out as `kinds`.
+ * @throws UnsafeElementError when the text does not have that shape.
+ */
+export function elementFields(text: string, kinds: readonly FieldKind[]): ConcatField[] {
+  const parts = text.split(' . ');
+  if (parts.length !== kinds.length) throw new UnsafeElementError('element', text);
+  return kinds.map((kind, i): ConcatField => {
+    const p = parts[i]!;
+    switch (kind) {
+      case 'ipv4':
+        return { ipv4: p };
+      case 'proto': {
+        const n = PROTOCOLS[p];
+        if (n === undefined) throw new UnsafeElementError('protocol', p);
+        return { proto: n };
+      }
+      case 'port':
+        return { port: Number(p) };
+      case 'u32':
+        return { u32: Number(p) };
+      default:
+        throw new UnsafeElementError('element', text);
+    }
+  });
+}
+
+/** The netlink batch of `ops` (ordered): one change per run of the same kind and set. @throws UnsafeElementError for an element of another shape. */
+export function elementChanges(ops: readonly ElementOp[]): SetElementChange[] {
+  const changes: SetElementChange[] = [];
+  let current: { op: 'add' | 'delete'; set: string; elements: { key: Uint8Array; data?: Uint8Array }[] } | undefined;
+  for (const op of ops) {
+    const shape = elementShape(op.set);
+    if (!shape) throw new UnsafeElementError('set written over netlink', op.set);
+    if (!current || current.op !== op.op || current.set !== op.set) {
+      current = { op: op.op, set: op.set, elements: [] };
+      changes.push({ family: TABLE.family, table: TABLE.name, set: op.set, op: op.op, elements: current.elements });
+    }
+    const key = encodeConcat(elementFields(op.key, shape.key));
+    const wantsData = op.op === 'add' && shape.value !== undefined;
+    if (wantsData && op.value === undefined) throw new UnsafeElementError('map value', `${op.set} ${op.key}`);
+    current.elements.push(wantsData ? { key, data: encodeConcat(elementFields(op.value!, shape.value!), 'data') } : { key });
+  }
+  return changes;
+}
+
+/** Element writer over an open nf_tables netlink client. */
+export class NetlinkElementWriter implements ElementWriter {
+  constructor(private readonly client: NftNetlinkClient) {}
+
+  accepts(ops: readonly ElementOp[]): boolean {
+    return ops.every((o) => elementShape(o.set) !== undefined);
+  }
+
+  async commit(ops: readonly ElementOp[]): Promise<number> {
+    return (await this.client.commit(elementChanges(ops))).bytes;
+  }
+
+  close(): void {
+    this.client.close();
+  }
+}
