@@ -21,7 +21,9 @@ import type { LiveTable } from './live.ts';
 import { TableModel } from './model.ts';
 import { orderOps } from './plan.ts';
 import { transactionScript } from './script.ts';
+import { nftTraceContext, nftTraceFormat } from './trace.ts';
 import { openElementWriter } from './wiring.ts';
+import { localAddresses } from '../iptables/live.ts';
 
 /**
  * nft for the command's flags.
@@ -80,7 +82,7 @@ export const nftablesMode: ModeDriver = {
     chains: '; not built yet with --mode nftables',
     chainsJson: 'not built yet with --mode nftables',
     diff: ' (with --mode nftables: the elements, sets and chains of table ip drover)',
-    trace: '; not built yet with --mode nftables',
+    trace: "; with --mode nftables the chains of table ip drover, the endpoint slots with their probability and the affinity entries",
     status: '; in nftables mode the table ip drover and its elements',
     cleanup: ' (with --mode nftables: deletes table ip drover, nothing else)',
   },
@@ -112,8 +114,15 @@ export const nftablesMode: ModeDriver = {
     throw NOT_YET('drover chains');
   },
 
-  async trace() {
-    throw NOT_YET('drover trace');
+  async trace(opts) {
+    const [live, local] = await Promise.all([nftFor(opts).list(), localAddresses(opts.netns)]);
+    const { ctx, note } = nftTraceContext(live, local);
+    return {
+      ctx,
+      format: nftTraceFormat,
+      where: `rules numbered by their place in each chain of nft list table ${TABLE.family} ${TABLE.name}; sets and maps as nft -j lists them`,
+      note,
+    };
   },
 
   async diff(opts) {
