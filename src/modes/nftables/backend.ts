@@ -53,8 +53,8 @@ export interface NftablesBackendOptions {
   readonly logger: Logger;
 }
 
-/** Every frontend the model holds an element of. */
-function modelFrontends(model: TableModel): Set<string> {
+/** Every frontend the model holds an element of (any frontend set, slot map or firewall-allow). */
+export function modelFrontends(model: TableModel): Set<string> {
   const all = new Set<string>();
   for (const slots of model.slots.values()) for (const f of slots.keys()) all.add(f);
   const frontendSets = new Set<string>(MEMBERSHIP_SETS);

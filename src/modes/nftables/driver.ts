@@ -22,6 +22,10 @@ import { TableModel } from './model.ts';
 import { orderOps } from './plan.ts';
 import { transactionScript } from './script.ts';
 import { nftTraceContext, nftTraceFormat } from './trace.ts';
+import { formatNftChains, nftFrontendViews } from './chains.ts';
+import { desiredNft, type DesiredNft } from './desired.ts';
+import { selectServicePorts, UnknownServiceError } from '../iptables/chains.ts';
+import { endpointPods } from '../../model/pods.ts';
 import { openElementWriter } from './wiring.ts';
 import { localAddresses } from '../iptables/live.ts';
 
@@ -69,9 +73,6 @@ async function sourceDrift(opts: RenderCliOptions & { readonly netns?: string },
   return { plan, problems, incomplete };
 }
 
-const NOT_YET = (what: string): UsageError =>
-  new UsageError(`${what} is not built yet in nftables mode; read the table with: nft list table ${TABLE.family} ${TABLE.name}`);
-
 /** The driver of `--mode nftables`. */
 export const nftablesMode: ModeDriver = {
   name: 'nftables',
@@ -79,8 +80,13 @@ export const nftablesMode: ModeDriver = {
   options: { sync: () => [], compare: () => [] },
   help: {
     render: ', or with --mode nftables the nft script of table ip drover',
-    chains: '; not built yet with --mode nftables',
-    chainsJson: 'not built yet with --mode nftables',
+    chains:
+      '; with --mode nftables: each frontend (ip . protocol . port) with the sets of table ip drover that hold it, its endpoint slots ' +
+      'and their hairpin entries, its affinity timeout and entries and its firewall-allow ranges, named by --source',
+    chainsJson:
+      'with --mode nftables: [{"servicePort": "ns/name:port" or null, "frontend": "ip . proto . port", "sets": [name], ' +
+      '"selections": [{"selection": "main"|"local", "map", "counts": [n], "slots": [{slot, endpoint ("ip . port" or null), hairpin: {entry, present} or null, pod}]}], ' +
+      '"affinitySeconds": n or null, "affinityEntries": [{client, endpoint}], "firewall": [cidr], "pending": [{op, set, key, value}] (with --source)}]',
     diff: ' (with --mode nftables: the elements, sets and chains of table ip drover)',
     trace: "; with --mode nftables the chains of table ip drover, the endpoint slots with their probability and the affinity entries",
     status: '; in nftables mode the table ip drover and its elements',
@@ -110,8 +116,22 @@ export const nftablesMode: ModeDriver = {
     };
   },
 
-  async chains() {
-    throw NOT_YET('drover chains');
+  async chains(selector, opts) {
+    if (selector !== undefined && opts.source === undefined) {
+      throw new UnknownServiceError(`selecting ${selector} in nftables mode needs --source: table ${TABLE.family} ${TABLE.name} keeps no service names`);
+    }
+    const nft = nftFor(opts);
+    let desired: DesiredNft | undefined;
+    let pods: ReadonlyMap<string, string> | undefined;
+    if (opts.source !== undefined) {
+      const { snapshot, problems } = await loadSource({ source: opts.source, serviceCidr: opts.serviceCidr, masqueradeAll: false });
+      for (const p of problems) process.stderr.write(`drover: ${p}\n`);
+      // NodePorts on every address of the node, as a sync without --nodeport-addresses programs them.
+      desired = desiredNft(snapshot, { nodePortIPs: await nftNodePortIPs(undefined, opts.netns) });
+      pods = endpointPods(snapshot);
+    }
+    const views = selectServicePorts(nftFrontendViews(await nft.list(), desired, pods), selector, 'in --source');
+    return opts.json ? `${JSON.stringify(views, null, 2)}\n` : formatNftChains(views, desired !== undefined);
   },
 
   async trace(opts) {
