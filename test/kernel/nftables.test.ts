@@ -13,6 +13,9 @@ import { silentLogger } from '../../src/util/log.ts';
 import { BACKENDS, CASES, CLIENTS, CLUSTER_CIDR, LB_IP, NODE_IP, STATE } from '../support/packet-flow.ts';
 import { run } from '../../src/testbed/exec.ts';
 import type { Snapshot } from '../../src/model/types.ts';
+import { trace } from '../../src/inspect/trace.ts';
+import { localAddresses } from '../../src/modes/iptables/live.ts';
+import { nftTraceContext } from '../../src/modes/nftables/trace.ts';
 
 const unavailable = await testbedUnavailableReason();
 const FULL = { full: true, changed: new Set<string>() };
@@ -64,4 +67,23 @@ if (unavailable) {
 
   void run;
   void ({} as Snapshot);
+
+  test.serial('the trace of the live table names the endpoints real connections reach, or the same verdict, for every packet-flow case', async (t) => {
+    const { ctx, note } = nftTraceContext(await new SystemNft({ netns: topo.node }).list(), await localAddresses(topo.node));
+    t.is(note, '', "the live table is drover's layout");
+    for (const c of CASES) {
+      const from = topo.client(c.from);
+      const count = c.error ? 3 : 40;
+      const real = await probe(topo, { from: from.netns, host: c.host, port: c.port, count, timeoutMs: 1000 });
+      const traced = trace(ctx, { src: from.ip, dst: c.host, dport: c.port, proto: 'tcp' }).outcomes;
+      if (c.error) {
+        t.deepEqual([real.errors, traced.map((o) => o.verdict.kind)], [{ [c.error]: count }, [c.error === 'ECONNREFUSED' ? 'reject' : 'drop']], c.what);
+        continue;
+      }
+      const reached = Object.keys(real.counts).map((n) => topo.backend(n).ip).sort();
+      t.deepEqual(traced.flatMap((o) => (o.verdict.kind === 'dnat' ? [o.verdict.ip] : [])).sort(), reached, `${c.what}: trace names the endpoints reached`);
+      const masqueraded = Object.keys(real.counts).every((n) => real.clientsSeen[n]?.every((ip) => ip === topo.gateway));
+      t.true(traced.every((o) => o.masqueraded === masqueraded), `${c.what}: trace agrees on masquerade`);
+    }
+  });
 }
