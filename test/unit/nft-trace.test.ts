@@ -9,6 +9,7 @@ import { trace } from '../../src/inspect/trace.ts';
 import { formatTrace } from '../../src/inspect/trace-format.ts';
 import { nftTraceContext, nftTraceFormat, readLayout } from '../../src/modes/nftables/trace.ts';
 import type { LiveTable } from '../../src/modes/nftables/live.ts';
+import { NftEvalError, parseRule, partHolds } from '../../src/modes/nftables/rule-eval.ts';
 import { backendIP, CASES, CLIENTS, CLUSTER_CIDR, NODE_ADDRESSES, NODE_IP, STATE } from '../support/packet-flow.ts';
 import { plannedTable } from '../support/nft-table.ts';
 
@@ -157,5 +158,19 @@ ip drover services
 
 verdict: DROPped (ip drover services rule 2)
 `,
+  );
+});
+
+test('rule-eval: syntax outside the layout is an NftEvalError, not a guess', (t) => {
+  for (const text of ['ip daddr 10.0.0.1 counter accept', 'dnat ip to 10.0.0.1:80', 'meta mark set meta mark & 0x1', 'tcp dport 80 accept', 'vmap @x']) {
+    t.throws(() => parseRule(text), { instanceOf: NftEvalError }, text);
+  }
+  t.notThrows(() => parseRule('meta l4proto udp ip saddr != 10.0.0.0/8 ct status dnat masquerade random persistent'));
+});
+
+test('rule-eval: interval parts hold by prefix or range, values by equality', (t) => {
+  t.deepEqual(
+    [partHolds('192.168.100.0/24', '192.168.100.7'), partHolds('192.168.100.0/24', '192.168.101.7'), partHolds('10.0.0.1-10.0.0.9', '10.0.0.5'), partHolds('80-90', '85'), partHolds('80-90', '91'), partHolds('tcp', 'tcp')],
+    [true, false, true, true, false, true],
   );
 });

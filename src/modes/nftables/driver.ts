@@ -3,6 +3,8 @@
  * `ip drover`, where Services and endpoints are set and map elements
  * (layout.ts). Element-only changes go over nf_tables netlink; structure
  * and repairs through `nft -f`; the table is read back with `nft -j`.
+ * `chains` shows it per frontend (chains.ts), `trace` walks its rules by
+ * their comments over its sets and maps (trace.ts).
  */
 import { existsSync } from 'node:fs';
 import { UsageError } from '../../cli/usage-error.ts';
