@@ -18,7 +18,9 @@
  * -110, before nat-output, -100, so it sees the frontend) and the `filter`
  * stage the rest. A DNAT sets the state's `original`, which later hooks
  * read as `ct status dnat` and `ct original`; the masquerade mark is the
- * state's mark.
+ * state's mark. `fib saddr type local` is read as "the source is one of the
+ * node's addresses (or in 127.0.0.0/8)"; a `local` route without an
+ * address on the node is not seen.
  */
 import type { HookEnd, Packet, RulePlace, Step, TraceContext, TraceHook, TraceRuleset, TraceStage, TraceState, Verdict } from '../../inspect/trace.ts';
 import type { TraceFormat } from '../../inspect/trace-format.ts';
