@@ -85,5 +85,14 @@ if (unavailable) {
       const masqueraded = Object.keys(real.counts).every((n) => real.clientsSeen[n]?.every((ip) => ip === topo.gateway));
       t.true(traced.every((o) => o.masqueraded === masqueraded), `${c.what}: trace agrees on masquerade`);
     }
+    // The commands themselves, on the same table.
+    const drover = (...args: string[]) => run(process.execPath, [new URL('../../bin/drover.js', import.meta.url).pathname, ...args, '--mode', 'nftables', '--netns', topo.node]);
+    const traceOut = await drover('trace', '--src', topo.client('far').ip, '--dst', `${NODE_IP}:30081`);
+    t.is(traceOut.code, 0, traceOut.stderr);
+    t.regex(traceOut.stdout, /^verdict: DNAT to 1 endpoint, not masqueraded$/m);
+    t.regex(traceOut.stdout, new RegExp(`^  ${topo.backend('b1').ip.replace(/\./g, '\\.')}:8080 +100\\.00%  not masqueraded$`, 'm'));
+    const chainsOut = await drover('chains');
+    t.is(chainsOut.code, 0, chainsOut.stderr);
+    t.regex(chainsOut.stdout, /^# 192\.168\.100\.1 \. tcp \. 30081\n  sets: service-ips, external-local, endpoint-count-2, local-endpoint-count-1$/m);
   });
 }
