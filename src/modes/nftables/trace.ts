@@ -76,19 +76,18 @@ export function readLayout(live: LiveTable, opts: NftTraceOptions = {}): LayoutR
   const model = TableModel.fromLive(live);
   const named = [...live.chains.values()].flatMap((c) => c.comments.flatMap((x) => x?.match(/\b\d+\.\d+\.\d+\.\d+\/\d+\b/g) ?? []));
   const cidrs = [...new Set([opts.clusterCIDR, ...named].filter((c): c is string => c !== undefined && isCanonicalIPv4CIDR(c)))];
-  let best: (LayoutReading & { rewrites: number }) | undefined;
+  let best: { reading: LayoutReading; rewrites: number } | undefined;
   for (const masqueradeAll of [false, true]) {
     for (const clusterCIDR of [...cidrs, undefined]) {
       const render: RenderOptions = { masqueradeAll, ...(clusterCIDR !== undefined ? { clusterCIDR } : {}) };
       const layout = layoutAfter(model, [], render, true);
       const plan = planStructure(model, layout, true);
+      if (isEmptyStructure(plan)) return { render, layout, differences: [] };
       const rewrites = plan.rebuild ? Infinity : plan.writeChains.length;
-      if (!best || rewrites < best.rewrites) best = { render, layout, differences: isEmptyStructure(plan) ? [] : differences(plan), rewrites };
-      if (isEmptyStructure(plan)) return best;
+      if (!best || rewrites < best.rewrites) best = { reading: { render, layout, differences: differences(plan) }, rewrites };
     }
   }
-  const { rewrites: _, ...reading } = best!;
-  return reading;
+  return best!.reading;
 }
 
 /** The table's sets and maps as rule-eval.ts looks them up; an interval set's elements match by prefix or range. */
@@ -98,17 +97,18 @@ function lookups(live: LiveTable): Lookups {
     if (!s) throw new NftEvalError(`the table has no set or map ${name}`);
     return s;
   };
+  /** Per set, its elements with a prefix or a range in them, split into parts; found once. */
+  const intervals = new Map<string, string[][]>();
+  const intervalsOf = (name: string): string[][] => {
+    let list = intervals.get(name);
+    if (!list) intervals.set(name, (list = [...set(name).elements.keys()].filter((e) => /[/-]/.test(e)).map((e) => e.split(' . '))));
+    return list;
+  };
   return {
     has(name, key) {
-      const s = set(name);
-      if (s.elements.has(key)) return true;
+      if (set(name).elements.has(key)) return true;
       const want = key.split(' . ');
-      for (const e of s.elements.keys()) {
-        if (!/[/-]/.test(e)) continue;
-        const parts = e.split(' . ');
-        if (parts.length === want.length && parts.every((p, k) => partHolds(p, want[k]!))) return true;
-      }
-      return false;
+      return intervalsOf(name).some((parts) => parts.length === want.length && parts.every((p, k) => partHolds(p, want[k]!)));
     },
     get: (name, key) => set(name).elements.get(key),
   };
