@@ -14,7 +14,7 @@ export interface TraceFormat {
   readonly table: string;
   /** One of its steps, under the `table chain` header, without the note. */
   step(step: Step): string;
-  /** A `refused` verdict, or an `unknown` one of its table; undefined for the default text. */
+  /** A `refused` verdict, or a `reject`, `drop` or `unknown` one of its table; undefined for the default text. */
   describe(verdict: Verdict): string | undefined;
   /** How the summary names a DNAT through its steps, e.g. "IPVS to", "real server", "real servers". */
   readonly target: { readonly verb: string; readonly one: string; readonly many: string };
@@ -48,7 +48,7 @@ function percent(p: number): string {
 }
 
 function describe(v: Verdict, format: TraceFormat | undefined): string {
-  if (format && (v.kind === 'refused' || (v.kind === 'unknown' && v.table === format.table))) {
+  if (format && (v.kind === 'refused' || ('table' in v && v.table === format.table))) {
     const text = format.describe(v);
     if (text !== undefined) return text;
   }

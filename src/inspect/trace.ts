@@ -86,6 +86,13 @@ export interface TraceResult {
 /** One branch of the walk so far, with the packet's mark. */
 export interface TraceState extends Branch {
   readonly mark: number;
+  /**
+   * The packet as it came in, once a ruleset's DNAT rewrote its destination:
+   * conntrack's original direction (nftables' `ct status dnat`, `ct original
+   * ip daddr`), for the hooks after nat PREROUTING or OUTPUT. Set by the
+   * ruleset that did the DNAT (nftables mode); the engine passes it on.
+   */
+  readonly original?: Packet;
 }
 
 /** A verdict a rule ends a hook's walk with, in netfilter's terms. */

@@ -16,6 +16,9 @@ import { silentLogger } from '../../src/util/log.ts';
 import { BACKENDS, CASES, CLIENTS, CLUSTER_CIDR, LB_IP, NODE_IP, STATE } from '../support/packet-flow.ts';
 import { run } from '../../src/testbed/exec.ts';
 import type { ServicePort, Snapshot } from '../../src/model/types.ts';
+import { trace } from '../../src/inspect/trace.ts';
+import { localAddresses } from '../../src/modes/iptables/live.ts';
+import { nftTraceContext } from '../../src/modes/nftables/trace.ts';
 
 const unavailable = await testbedUnavailableReason();
 const FULL = { full: true, changed: new Set<string>() };
@@ -64,6 +67,34 @@ if (unavailable) {
       for (const name of c.reach!) t.deepEqual(real.clientsSeen[name], [expected], `${name} sees ${expected}`);
     });
   }
+
+  test.serial('the trace of the live table names the endpoints real connections reach, or the same verdict, for every packet-flow case', async (t) => {
+    const { ctx, note } = nftTraceContext(await new SystemNft({ netns: topo.node }).list(), await localAddresses(topo.node));
+    t.is(note, '', "the live table is drover's layout");
+    for (const c of CASES) {
+      const from = topo.client(c.from);
+      const count = c.error ? 3 : 40;
+      const real = await probe(topo, { from: from.netns, host: c.host, port: c.port, count, timeoutMs: 1000 });
+      const traced = trace(ctx, { src: from.ip, dst: c.host, dport: c.port, proto: 'tcp' }).outcomes;
+      if (c.error) {
+        t.deepEqual([real.errors, traced.map((o) => o.verdict.kind)], [{ [c.error]: count }, [c.error === 'ECONNREFUSED' ? 'reject' : 'drop']], c.what);
+        continue;
+      }
+      const reached = Object.keys(real.counts).map((n) => topo.backend(n).ip).sort();
+      t.deepEqual(traced.flatMap((o) => (o.verdict.kind === 'dnat' ? [o.verdict.ip] : [])).sort(), reached, `${c.what}: trace names the endpoints reached`);
+      const masqueraded = Object.keys(real.counts).every((n) => real.clientsSeen[n]?.every((ip) => ip === topo.gateway));
+      t.true(traced.every((o) => o.masqueraded === masqueraded), `${c.what}: trace agrees on masquerade`);
+    }
+    // The commands themselves, on the same table.
+    const drover = (...args: string[]) => run(process.execPath, [new URL('../../bin/drover.js', import.meta.url).pathname, ...args, '--mode', 'nftables', '--netns', topo.node]);
+    const traceOut = await drover('trace', '--src', topo.client('far').ip, '--dst', `${NODE_IP}:30081`);
+    t.is(traceOut.code, 0, traceOut.stderr);
+    t.regex(traceOut.stdout, /^verdict: DNAT to 1 endpoint, not masqueraded$/m);
+    t.regex(traceOut.stdout, new RegExp(`^  ${topo.backend('b1').ip.replace(/\./g, '\\.')}:8080 +100\\.00%  not masqueraded$`, 'm'));
+    const chainsOut = await drover('chains');
+    t.is(chainsOut.code, 0, chainsOut.stderr);
+    t.regex(chainsOut.stdout, /^# 192\.168\.100\.1 \. tcp \. 30081\n  sets: service-ips, external-local, endpoint-count-2, local-endpoint-count-1$/m);
+  });
 
   test.serial('ClientIP affinity: a client keeps its endpoint, through the ClusterIP and the NodePort alike; after the timeout it may move', async (t) => {
     const from = topo.client('outside').netns;

@@ -56,8 +56,8 @@ export interface NftablesBackendOptions {
   readonly logger: Logger;
 }
 
-/** Every frontend the model holds an element of. */
-function modelFrontends(model: TableModel): Set<string> {
+/** Every frontend the model holds an element of (any frontend set, slot map or firewall-allow). */
+export function modelFrontends(model: TableModel): Set<string> {
   const all = new Set<string>();
   for (const slots of model.slots.values()) for (const f of slots.keys()) all.add(f);
   const frontendSets = new Set<string>(MEMBERSHIP_SETS);
@@ -104,6 +104,33 @@ export function planFullSync(model: TableModel, snapshot: Snapshot, render: Rend
     want = layoutAfter(empty, ops, render, false);
   }
   return { ops, want, structure, applied, conflicts: desired.conflicts };
+}
+
+/**
+ * The model of the table once `structure`, `want` and `ops` (ordered) are
+ * written onto the table `model` describes: `model` itself, updated, or a
+ * new model when the table is written again whole (`structure.rebuild`).
+ * A plan onto an empty model gives the table a first sync writes
+ * (`.toLive()`: as the kernel would list it).
+ */
+export function modelAfterWrite(model: TableModel, structure: StructurePlan, want: Layout, ops: readonly ElementOp[]): TableModel {
+  if (structure.rebuild) {
+    const m = new TableModel();
+    m.exists = true;
+    return modelAfterWrite(m, { rebuild: false, addSets: want.sets, writeChains: want.chains, deleteSets: [], deleteChains: [] }, want, ops);
+  }
+  for (const s of structure.addSets) {
+    model.types.set(s.name, { keyType: s.keyType, ...(s.mapType !== undefined ? { mapType: s.mapType } : {}) });
+    if (s.mapType === undefined) model.sets.set(s.name, new Set());
+  }
+  for (const c of structure.writeChains) model.chains.set(c.name, { ...(c.base ? { base: { ...c.base, policy: 'accept' } } : {}), comments: c.rules.map((r) => r.comment) });
+  model.apply(ops);
+  for (const name of structure.deleteChains) model.chains.delete(name);
+  for (const name of structure.deleteSets) {
+    model.types.delete(name);
+    model.sets.delete(name);
+  }
+  return model;
 }
 
 /** nftables-mode Backend. */
@@ -170,7 +197,7 @@ export class NftablesBackend implements Backend {
 
       ops = orderOps(ops);
       const { bytes, applyMs, via } = await this.write(structure, want, model, ops);
-      this.model = structure.rebuild ? this.rebuilt(want, ops) : this.updated(model, structure, want, ops);
+      this.model = modelAfterWrite(model, structure, want, ops);
       const before = this.applied;
       this.remember(nextApplied);
       const affinityDeleted = await this.cleanAffinity(full ? model.affinity : undefined, full ? undefined : changes.changed, before);
@@ -279,31 +306,6 @@ export class NftablesBackend implements Backend {
     const script = transactionScript(structure, want, model, ops);
     await this.opts.nft.run(script);
     return { bytes: Buffer.byteLength(script), applyMs: performance.now() - t0, via: 'nft' };
-  }
-
-  /** The model after a structural plan and `ops` were written. */
-  private updated(model: TableModel, structure: StructurePlan, want: Layout, ops: readonly ElementOp[]): TableModel {
-    for (const s of structure.addSets) {
-      model.types.set(s.name, { keyType: s.keyType, ...(s.mapType !== undefined ? { mapType: s.mapType } : {}) });
-      if (s.mapType === undefined) model.sets.set(s.name, new Set());
-    }
-    for (const c of structure.writeChains) model.chains.set(c.name, { ...(c.base ? { base: { ...c.base, policy: 'accept' } } : {}), comments: c.rules.map((r) => r.comment) });
-    model.apply(ops);
-    for (const name of structure.deleteChains) model.chains.delete(name);
-    for (const name of structure.deleteSets) {
-      model.types.delete(name);
-      model.sets.delete(name);
-    }
-    void want;
-    return model;
-  }
-
-  /** The model of a table written whole from `want` with `ops`. */
-  private rebuilt(want: Layout, ops: readonly ElementOp[]): TableModel {
-    const m = new TableModel();
-    m.exists = true;
-    this.updated(m, { rebuild: false, addSets: want.sets, writeChains: want.chains, deleteSets: [], deleteChains: [] }, want, ops);
-    return m;
   }
 
   private remember(next: Map<string, readonly DesiredFrontend[]>): void {

@@ -3,6 +3,8 @@
  * `ip drover`, where Services and endpoints are set and map elements
  * (layout.ts). Element-only changes go over nf_tables netlink; structure
  * and repairs through `nft -f`; the table is read back with `nft -j`.
+ * `chains` shows it per frontend (chains.ts), `trace` walks its rules by
+ * their comments over its sets and maps (trace.ts).
  */
 import { existsSync } from 'node:fs';
 import { UsageError } from '../../cli/usage-error.ts';
@@ -21,7 +23,13 @@ import type { LiveTable } from './live.ts';
 import { TableModel } from './model.ts';
 import { orderOps } from './plan.ts';
 import { transactionScript } from './script.ts';
+import { nftTraceContext, nftTraceFormat } from './trace.ts';
+import { formatNftChains, nftFrontendViews } from './chains.ts';
+import { desiredNft, type DesiredNft } from './desired.ts';
+import { selectServicePorts, UnknownServiceError } from '../iptables/chains.ts';
+import { endpointPods } from '../../model/pods.ts';
 import { openElementWriter } from './wiring.ts';
+import { localAddresses } from '../iptables/live.ts';
 
 /**
  * nft for the command's flags.
@@ -67,9 +75,6 @@ async function sourceDrift(opts: RenderCliOptions & { readonly netns?: string },
   return { plan, problems, incomplete };
 }
 
-const NOT_YET = (what: string): UsageError =>
-  new UsageError(`${what} is not built yet in nftables mode; read the table with: nft list table ${TABLE.family} ${TABLE.name}`);
-
 /** The driver of `--mode nftables`. */
 export const nftablesMode: ModeDriver = {
   name: 'nftables',
@@ -77,10 +82,15 @@ export const nftablesMode: ModeDriver = {
   options: { sync: () => [], compare: () => [] },
   help: {
     render: ', or with --mode nftables the nft script of table ip drover',
-    chains: '; not built yet with --mode nftables',
-    chainsJson: 'not built yet with --mode nftables',
+    chains:
+      '; with --mode nftables: each frontend (ip . protocol . port) with the sets of table ip drover that hold it, its endpoint slots ' +
+      'and their hairpin entries, its affinity timeout and entries and its firewall-allow ranges, named by --source',
+    chainsJson:
+      'with --mode nftables: [{"servicePort": "ns/name:port" or null, "frontend": "ip . proto . port", "sets": [name], ' +
+      '"selections": [{"selection": "main"|"local", "map", "counts": [n], "slots": [{slot, endpoint ("ip . port" or null), hairpin: {entry, present} or null, pod}]}], ' +
+      '"affinitySeconds": n or null, "affinityEntries": [{client, endpoint}], "firewall": [cidr], "pending": [{op, set, key, value}] (with --source)}]',
     diff: ' (with --mode nftables: the elements, sets and chains of table ip drover)',
-    trace: '; not built yet with --mode nftables',
+    trace: "; with --mode nftables the chains of table ip drover, the endpoint slots with their probability and the affinity entries",
     status: '; in nftables mode the table ip drover and its elements',
     cleanup: ' (with --mode nftables: deletes table ip drover, nothing else)',
   },
@@ -108,12 +118,33 @@ export const nftablesMode: ModeDriver = {
     };
   },
 
-  async chains() {
-    throw NOT_YET('drover chains');
+  async chains(selector, opts) {
+    if (selector !== undefined && opts.source === undefined) {
+      throw new UnknownServiceError(`selecting ${selector} in nftables mode needs --source: table ${TABLE.family} ${TABLE.name} keeps no service names`);
+    }
+    const nft = nftFor(opts);
+    let desired: DesiredNft | undefined;
+    let pods: ReadonlyMap<string, string> | undefined;
+    if (opts.source !== undefined) {
+      const { snapshot, problems } = await loadSource({ source: opts.source, serviceCidr: opts.serviceCidr, masqueradeAll: false });
+      for (const p of problems) process.stderr.write(`drover: ${p}\n`);
+      // NodePorts on every address of the node, as a sync without --nodeport-addresses programs them.
+      desired = desiredNft(snapshot, { nodePortIPs: await nftNodePortIPs(undefined, opts.netns) });
+      pods = endpointPods(snapshot);
+    }
+    const views = selectServicePorts(nftFrontendViews(await nft.list(), desired, pods), selector, 'in --source');
+    return opts.json ? `${JSON.stringify(views, null, 2)}\n` : formatNftChains(views, desired !== undefined);
   },
 
-  async trace() {
-    throw NOT_YET('drover trace');
+  async trace(opts) {
+    const [live, local] = await Promise.all([nftFor(opts).list(), localAddresses(opts.netns)]);
+    const { ctx, note } = nftTraceContext(live, local);
+    return {
+      ctx,
+      format: nftTraceFormat,
+      where: `rules numbered by their place in each chain of nft list table ${TABLE.family} ${TABLE.name}; sets and maps as nft -j lists them`,
+      note,
+    };
   },
 
   async diff(opts) {

@@ -249,7 +249,8 @@ const CHECK: RuleDecl = { text: 'ct state new jump endpoints-check', comment: 'f
 /** Every chain for `inputs`. */
 export function chains(opts: RenderOptions, inputs: LayoutInputs): ChainDecl[] {
   const masquerade = clusterMasquerade(opts);
-  const pods = opts.clusterCIDR !== undefined ? [{ text: `ip saddr ${clusterCIDR(opts)} goto pick`, comment: 'pods go to every endpoint' }] : [];
+  // The comment names the CIDR: a full sync compares rules by their comments, so another --cluster-cidr must give another comment.
+  const pods = opts.clusterCIDR !== undefined ? [{ text: `ip saddr ${clusterCIDR(opts)} goto pick`, comment: `pods (${opts.clusterCIDR}) go to every endpoint` }] : [];
   const record = inputs.timeouts.flatMap(affinityRecordRules);
   return [
     { name: 'nat-prerouting', base: { type: 'nat', hook: 'prerouting', priority: -100 }, rules: [{ text: 'jump services', comment: 'services' }] },

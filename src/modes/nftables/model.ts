@@ -6,8 +6,8 @@
  * against it without reading the kernel.
  */
 import { AFFINITY_MAP, SELECTIONS, countOfSet, type Selection } from './layout.ts';
-import { parseSlotKey } from './elements.ts';
-import type { LiveChain, LiveTable } from './live.ts';
+import { parseSlotKey, slotKeyText } from './elements.ts';
+import type { LiveChain, LiveSet, LiveTable } from './live.ts';
 
 /** One element written or deleted. `value` is a map element's value (slot maps); deleting needs only the key. */
 export interface ElementOp {
@@ -60,6 +60,29 @@ export class TableModel {
     }
     for (const [name, chain] of live.chains) m.chains.set(name, chain);
     return m;
+  }
+
+  /**
+   * The table as a read-back would give it ({@link fromLive}'s inverse): a
+   * slot map's elements are `frontend . slot` → endpoint, holes left out.
+   * Lets the inspect commands' evaluators run on the table a plan writes,
+   * without a kernel.
+   */
+  toLive(): LiveTable {
+    const sets = new Map<string, LiveSet>();
+    for (const [name, types] of this.types) {
+      const elements = new Map<string, string | undefined>();
+      const slotMap = this.slots.get(name);
+      if (slotMap) {
+        for (const [frontend, slots] of slotMap) slots.forEach((t, i) => t !== undefined && elements.set(slotKeyText(frontend, i), t));
+      } else if (name === AFFINITY_MAP) {
+        for (const [key, value] of this.affinity) elements.set(key, value);
+      } else {
+        for (const key of this.sets.get(name) ?? []) elements.set(key, undefined);
+      }
+      sets.set(name, { ...types, elements });
+    }
+    return { exists: this.exists, sets, chains: new Map(this.chains) };
   }
 
   /** The endpoint counts of selection `sel` whose set holds `frontend`. Costs O(count sets). */

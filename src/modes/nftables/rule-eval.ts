@@ -1,0 +1,360 @@
+/**
+ * The nft(8) rule syntax drover's layout writes (layout.ts), parsed and
+ * evaluated for the first packet of a new connection, for `drover trace`.
+ * Pure. Only what the layout uses is known:
+ *
+ * - matches: a concatenation of `ip saddr`, `ip daddr`, `meta l4proto`,
+ *   `th dport`, `ct original ip daddr`, `ct original proto-dst` looked up
+ *   in a set (`@set`, `!= @set`; interval sets match by prefix or range);
+ *   a field against a value (`ip saddr != 10.244.0.0/16`, `meta l4proto
+ *   tcp`); `meta mark & 0x4000 == 0`; `fib saddr type local`; `ct state
+ *   new` (always true: the trace is of a new connection); `ct status dnat`;
+ * - statements: `meta mark set meta mark | X` (or `^ X`, or `set X`);
+ *   `dnat ip to EXPR map @m`, whose key may hold `numgen random mod N`
+ *   (N branches of probability 1/N; nft_numgen.c), and which does not
+ *   match when the map has no such key (the lookup breaks the rule, as
+ *   nft_lookup/nft_map do); `masquerade` with its flags; `update @m { KEY
+ *   timeout Ns : VALUE }` (recorded as a note: it changes nothing for
+ *   this packet); the verdicts `accept`, `drop`, `reject`, `return`,
+ *   `jump C`, `goto C`.
+ *
+ * Anything else throws {@link NftEvalError}, so that a trace says it
+ * cannot evaluate a rule instead of guessing.
+ */
+import { cidrContains, ipv4ToUint32, isCanonicalIPv4 } from '../../model/addr.ts';
+import { DroverError } from '../../errors.ts';
+
+/** A rule, or a set it looks up, that this evaluator does not know. */
+export class NftEvalError extends DroverError {
+  constructor(message: string) {
+    super(message);
+    this.name = 'NftEvalError';
+  }
+}
+
+/** What a rule sees of a packet and its connection. */
+export interface PacketFacts {
+  readonly saddr: string;
+  readonly daddr: string;
+  /** `meta l4proto` as nft prints it: tcp, udp, sctp. */
+  readonly proto: string;
+  readonly dport: number;
+  /** conntrack's original destination (`ct original ip daddr`, `ct original proto-dst`): the packet's own until a DNAT. */
+  readonly original: { readonly daddr: string; readonly dport: number };
+  /** `ct status dnat`: a DNAT rewrote the connection's destination. */
+  readonly dnatted: boolean;
+  /** `fib saddr type local`: the source is one of this node's addresses. */
+  readonly saddrLocal: boolean;
+  /** `meta mark`. */
+  readonly mark: number;
+}
+
+/** The sets and maps of the table, by element text (elements.ts). */
+export interface Lookups {
+  /** Whether set or map `name` holds `key`. @throws NftEvalError when the table has no such set. */
+  has(name: string, key: string): boolean;
+  /** The value of `key` in map `name`, undefined when it has none. @throws NftEvalError when the table has no such map. */
+  get(name: string, key: string): string | undefined;
+}
+
+/** How a rule ends a branch it matched; none for a rule of statements only (the next rule follows). */
+export type NftVerdict =
+  | { readonly kind: 'accept' | 'drop' | 'reject' | 'return' | 'masquerade' }
+  | { readonly kind: 'jump' | 'goto'; readonly chain: string }
+  /** A DNAT: the connection is accepted with destination `facts.daddr:dport`. */
+  | { readonly kind: 'dnat' };
+
+/** One branch of a rule's evaluation. */
+export interface RuleBranch {
+  /** Of this branch, given the rule was reached (0-1; below 1 only with numgen). */
+  readonly probability: number;
+  /** False when the rule does not match (a match failed, or a map lookup found nothing): the next rule follows. */
+  readonly matched: boolean;
+  /** The packet after the rule's statements (mark, DNAT). */
+  readonly facts: PacketFacts;
+  readonly verdict?: NftVerdict;
+  /** What the branch depended on: the slot numgen drew, an affinity entry, an update. */
+  readonly notes: readonly string[];
+}
+
+type Field = 'ip saddr' | 'ip daddr' | 'meta l4proto' | 'th dport' | 'ct original ip daddr' | 'ct original proto-dst' | 'meta mark';
+type Selector = { readonly field: Field } | { readonly numgen: number };
+type Expr = readonly Selector[];
+
+type Item =
+  | { readonly kind: 'lookup'; readonly expr: Expr; readonly set: string; readonly negate: boolean }
+  | { readonly kind: 'compare'; readonly expr: Expr; readonly value: string; readonly negate: boolean }
+  | { readonly kind: 'mask'; readonly expr: Expr; readonly mask: number; readonly value: number; readonly negate: boolean }
+  | { readonly kind: 'fib-local' | 'ct-new' | 'ct-dnat' | 'masquerade' }
+  | { readonly kind: 'mark-set'; readonly op: '|' | '^' | '='; readonly value: number }
+  | { readonly kind: 'dnat'; readonly expr: Expr; readonly map: string }
+  | { readonly kind: 'update'; readonly map: string; readonly key: Expr; readonly value: Expr; readonly timeout?: string }
+  | { readonly kind: 'verdict'; readonly verdict: NftVerdict };
+
+/** A parsed rule. */
+export interface ParsedRule {
+  readonly text: string;
+  readonly items: readonly Item[];
+}
+
+const FIELDS: readonly (readonly [string[], Field])[] = [
+  [['ct', 'original', 'ip', 'daddr'], 'ct original ip daddr'],
+  [['ct', 'original', 'proto-dst'], 'ct original proto-dst'],
+  [['ip', 'saddr'], 'ip saddr'],
+  [['ip', 'daddr'], 'ip daddr'],
+  [['meta', 'l4proto'], 'meta l4proto'],
+  [['meta', 'mark'], 'meta mark'],
+  [['th', 'dport'], 'th dport'],
+];
+
+const LITERAL = /^(?:[0-9][0-9./-]*|0x[0-9a-f]+|tcp|udp|sctp)$/;
+
+function num(token: string | undefined, text: string): number {
+  if (token === undefined || !/^(?:0x[0-9a-f]+|[0-9]+)$/.test(token)) throw new NftEvalError(`cannot evaluate rule "${text}": expected a number, found ${JSON.stringify(token)}`);
+  return Number(token);
+}
+
+/**
+ * Parse one rule's text (without its comment).
+ * @throws NftEvalError for syntax outside the layout's subset (module comment).
+ */
+export function parseRule(text: string): ParsedRule {
+  const t = text.trim().split(/\s+/);
+  let i = 0;
+  const fail = (what: string): never => {
+    throw new NftEvalError(`cannot evaluate rule "${text}": ${what} at ${JSON.stringify(t.slice(i).join(' ') || '(end)')}`);
+  };
+  const eat = (...words: string[]): boolean => {
+    if (!words.every((w, k) => t[i + k] === w)) return false;
+    i += words.length;
+    return true;
+  };
+  const expect = (...words: string[]): void => void (eat(...words) || fail(`expected "${words.join(' ')}"`));
+  const selector = (): Selector | undefined => {
+    if (eat('numgen', 'random', 'mod')) return { numgen: num(t[i++], text) };
+    for (const [words, field] of FIELDS) if (eat(...words)) return { field };
+    return undefined;
+  };
+  const expr = (): Expr => {
+    const parts: Selector[] = [];
+    do {
+      const s = selector();
+      if (!s) fail('expected a field');
+      parts.push(s!);
+    } while (eat('.'));
+    return parts;
+  };
+  const setRef = (): string => {
+    const tok = t[i] ?? '';
+    if (!/^@[a-z0-9-]+$/.test(tok)) fail('expected @set');
+    i++;
+    return tok.slice(1);
+  };
+  const items: Item[] = [];
+  while (i < t.length) {
+    const w = t[i]!;
+    if (w === 'accept' || w === 'drop' || w === 'reject' || w === 'return') {
+      i++;
+      items.push({ kind: 'verdict', verdict: { kind: w } });
+    } else if (w === 'jump' || w === 'goto') {
+      i++;
+      const chain = t[i++];
+      if (!chain || !/^[a-z0-9-]+$/.test(chain)) fail('expected a chain');
+      items.push({ kind: 'verdict', verdict: { kind: w, chain: chain! } });
+    } else if (eat('fib', 'saddr', 'type', 'local')) items.push({ kind: 'fib-local' });
+    else if (eat('ct', 'state', 'new')) items.push({ kind: 'ct-new' });
+    else if (eat('ct', 'status', 'dnat')) items.push({ kind: 'ct-dnat' });
+    else if (eat('masquerade')) {
+      while (eat('fully-random') || eat('random') || eat('persistent'));
+      items.push({ kind: 'masquerade' });
+    } else if (eat('dnat', 'ip', 'to')) {
+      const e = expr();
+      expect('map');
+      items.push({ kind: 'dnat', expr: e, map: setRef() });
+    } else if (eat('update')) {
+      const map = setRef();
+      expect('{');
+      const key = expr();
+      let timeout: string | undefined;
+      if (eat('timeout')) timeout = t[i++];
+      expect(':');
+      const value = expr();
+      expect('}');
+      items.push({ kind: 'update', map, key, value, ...(timeout !== undefined ? { timeout } : {}) });
+    } else if (eat('meta', 'mark', 'set')) {
+      if (eat('meta', 'mark')) {
+        const op = t[i++];
+        if (op !== '|' && op !== '^') fail('expected | or ^');
+        items.push({ kind: 'mark-set', op: op as '|' | '^', value: num(t[i++], text) });
+      } else items.push({ kind: 'mark-set', op: '=', value: num(t[i++], text) });
+    } else {
+      const e = expr();
+      const negate = eat('!=');
+      if (t[i]?.startsWith('@')) items.push({ kind: 'lookup', expr: e, set: setRef(), negate });
+      else if (!negate && eat('&')) {
+        const mask = num(t[i++], text);
+        const neg = eat('!=');
+        if (!neg) expect('==');
+        items.push({ kind: 'mask', expr: e, mask, value: num(t[i++], text), negate: neg });
+      } else if (e.length === 1 && LITERAL.test(t[i] ?? '')) items.push({ kind: 'compare', expr: e, value: t[i++]!, negate });
+      else fail('expected @set, a value or &');
+    }
+  }
+  return { text, items };
+}
+
+function field(f: Field, p: PacketFacts): string {
+  switch (f) {
+    case 'ip saddr':
+      return p.saddr;
+    case 'ip daddr':
+      return p.daddr;
+    case 'meta l4proto':
+      return p.proto;
+    case 'th dport':
+      return String(p.dport);
+    case 'ct original ip daddr':
+      return p.original.daddr;
+    case 'ct original proto-dst':
+      return String(p.original.dport);
+    case 'meta mark':
+      return String(p.mark);
+  }
+}
+
+/** The values of a concatenation, one per numgen draw (with its probability and slot). */
+function values(e: Expr, p: PacketFacts): { text: string; probability: number; slot?: { n: number; of: number } }[] {
+  let out: { parts: string[]; probability: number; slot?: { n: number; of: number } }[] = [{ parts: [], probability: 1 }];
+  for (const s of e) {
+    if ('field' in s) {
+      const v = field(s.field, p);
+      out = out.map((o) => ({ ...o, parts: [...o.parts, v] }));
+    } else {
+      const of = s.numgen;
+      out = out.flatMap((o) => Array.from({ length: of }, (_, n) => ({ parts: [...o.parts, String(n)], probability: o.probability / of, slot: { n, of } })));
+    }
+  }
+  return out.map((o) => ({ text: o.parts.join(' . '), probability: o.probability, ...(o.slot ? { slot: o.slot } : {}) }));
+}
+
+/** Whether value `v` of a single field equals or falls in `literal` (an address, prefix, range, protocol or number). */
+function compare(v: string, literal: string): boolean {
+  if (literal.includes('/')) return isCanonicalIPv4(v) && cidrContains(literal, v);
+  return v === literal || (/^(?:0x[0-9a-f]+|[0-9]+)$/.test(literal) && /^[0-9]+$/.test(v) && Number(v) === Number(literal));
+}
+
+/** Whether one part of an interval set's element (a value, `a.b.c.d/len` or `a-b`) holds `v`. */
+export function partHolds(part: string, v: string): boolean {
+  if (part === v) return true;
+  if (part.includes('/')) return isCanonicalIPv4(v) && cidrContains(part, v);
+  const dash = part.indexOf('-');
+  if (dash < 0) return false;
+  const [lo, hi] = [part.slice(0, dash), part.slice(dash + 1)];
+  if (isCanonicalIPv4(lo) && isCanonicalIPv4(hi) && isCanonicalIPv4(v)) return ipv4ToUint32(lo) <= ipv4ToUint32(v) && ipv4ToUint32(v) <= ipv4ToUint32(hi);
+  return /^[0-9]+$/.test(v) && Number(lo) <= Number(v) && Number(v) <= Number(hi);
+}
+
+interface Open {
+  probability: number;
+  facts: PacketFacts;
+  notes: string[];
+}
+
+/**
+ * Evaluate `rule` for a packet: one branch per numgen draw (all of
+ * probability 1 otherwise), each matched or not, with the packet after the
+ * rule's statements and its verdict.
+ * @throws NftEvalError for a set or map the table does not have.
+ */
+export function evalRule(rule: ParsedRule, facts: PacketFacts, sets: Lookups): RuleBranch[] {
+  let open: Open[] = [{ probability: 1, facts, notes: [] }];
+  const out: RuleBranch[] = [];
+  const miss = (o: Open, probability = o.probability): void => void out.push({ probability, matched: false, facts: o.facts, notes: o.notes });
+  for (const item of rule.items) {
+    const next: Open[] = [];
+    for (const o of open) {
+      const f = o.facts;
+      switch (item.kind) {
+        case 'lookup': {
+          for (const v of values(item.expr, f)) {
+            const p = o.probability * v.probability;
+            if (sets.has(item.set, v.text) !== item.negate) next.push({ ...o, probability: p });
+            else miss(o, p);
+          }
+          break;
+        }
+        case 'compare':
+          if (compare(values(item.expr, f)[0]!.text, item.value) !== item.negate) next.push(o);
+          else miss(o);
+          break;
+        case 'mask': {
+          const ok = ((Number(values(item.expr, f)[0]!.text) & item.mask) === item.value) !== item.negate;
+          if (ok) next.push(o);
+          else miss(o);
+          break;
+        }
+        case 'fib-local':
+          if (f.saddrLocal) next.push(o);
+          else miss(o);
+          break;
+        case 'ct-new':
+          next.push(o);
+          break;
+        case 'ct-dnat':
+          if (f.dnatted) next.push(o);
+          else miss(o);
+          break;
+        case 'mark-set': {
+          const mark = item.op === '|' ? f.mark | item.value : item.op === '^' ? f.mark ^ item.value : item.value;
+          next.push({ ...o, facts: { ...f, mark: mark >>> 0 } });
+          break;
+        }
+        case 'dnat': {
+          for (const v of values(item.expr, f)) {
+            const p = o.probability * v.probability;
+            const slot = v.slot ? `slot ${v.slot.n} of ${v.slot.of}` : undefined;
+            const target = sets.get(item.map, v.text);
+            if (target === undefined) {
+              // A key the map lacks breaks the rule: it does not match, the next rule follows.
+              out.push({ probability: p, matched: false, facts: f, notes: slot ? [...o.notes, `${slot} of ${v.text.split(' . ').slice(0, -1).join(' . ')} is empty in @${item.map}: that draw goes on to the next rule`] : o.notes });
+              continue;
+            }
+            const parts = target.split(' . ');
+            if (parts.length !== 2 || !isCanonicalIPv4(parts[0]!) || !/^[0-9]+$/.test(parts[1]!)) throw new NftEvalError(`@${item.map} maps ${v.text} to ${JSON.stringify(target)}, not ip . port`);
+            const note = slot ? `${slot}${v.probability < 1 ? `, taken with probability ${v.probability.toFixed(4)}` : ''}` : `@${item.map} entry ${v.text} : ${target}`;
+            next.push({ probability: p, notes: [...o.notes, note], facts: { ...f, daddr: parts[0]!, dport: Number(parts[1]), dnatted: true } });
+          }
+          break;
+        }
+        case 'masquerade':
+          next.push(o);
+          break;
+        case 'update': {
+          const key = values(item.key, f)[0]!.text;
+          const value = values(item.value, f)[0]!.text;
+          sets.has(item.map, key); // throws for a map the table lacks; the entry itself is the kernel's to write
+          next.push({ ...o, notes: [...o.notes, `records ${key} : ${value} in @${item.map}${item.timeout ? ` for ${item.timeout}` : ''}`] });
+          break;
+        }
+        case 'verdict':
+          next.push(o);
+          break;
+      }
+    }
+    open = next;
+  }
+  const verdict = verdictOf(rule);
+  for (const o of open) out.push({ probability: o.probability, matched: true, facts: o.facts, notes: o.notes, ...(verdict ? { verdict } : {}) });
+  return out;
+}
+
+/** A rule's verdict: its last verdict item, or DNAT, or masquerade. */
+function verdictOf(rule: ParsedRule): NftVerdict | undefined {
+  for (let k = rule.items.length - 1; k >= 0; k--) {
+    const it = rule.items[k]!;
+    if (it.kind === 'verdict') return it.verdict;
+    if (it.kind === 'dnat') return { kind: 'dnat' };
+    if (it.kind === 'masquerade') return { kind: 'masquerade' };
+  }
+  return undefined;
+}
