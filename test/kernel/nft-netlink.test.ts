@@ -89,7 +89,7 @@ if (unavailable) {
         },
         { op: 'generation' },
       ]);
-      t.deepEqual(value(added), { messages: 2, elements: 4 });
+      t.like(value<object>(added), { messages: 2, elements: 4 });
       t.true(value<number>(gen1) > value<number>(gen0), 'the generation increases with a commit');
       t.deepEqual(await nftElements(netns, 'set', 'svc'), ['10.96.0.10 . tcp . 80', '10.96.0.53 . udp . 53']);
       t.deepEqual(await nftElements(netns, 'map', 'bk'), ['10.96.0.10 . tcp . 80 . 0 : 10.244.1.2 . 8080', '10.96.0.53 . udp . 53 . 0 : 10.244.1.3 . 53']);
@@ -146,7 +146,7 @@ if (unavailable) {
       }
       t.is(value(gen1), value(gen0), 'nothing was committed');
       t.deepEqual({ svc: await nftElements(netns, 'set', 'svc'), bk: await nftElements(netns, 'map', 'bk') }, before, 'the sets are unchanged, svc included');
-      t.deepEqual(value(again), { messages: 1, elements: 1 });
+      t.like(value<object>(again), { messages: 1, elements: 1 });
     });
   });
 

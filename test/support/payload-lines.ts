@@ -62,3 +62,37 @@ export function payloadProblems(texts: Iterable<string>, keys: ReadonlySet<strin
   }
   return out;
 }
+
+const NFT_COMMENT = /(^|\s)comment "([^"]*)"/g;
+/** Comments of nftables mode whose numbers vary with the endpoint counts and affinity timeouts in use (layout.ts). */
+const NFT_VARYING = [
+  /^one of [1-9][0-9]* (local )?endpoints?$/,
+  /^frontends with [1-9][0-9]*( of this node's)? endpoints?$/,
+  /^frontends with ClientIP affinity of [1-9][0-9]* s$/,
+  /^(tcp|udp|sctp) affinity of [1-9][0-9]* s$/,
+];
+/** Outside comments in an nft script: the characters of statements, set and chain names, addresses, ports and braces. */
+const NFT_PLAIN = /^[\tA-Za-z0-9 ._:/,!=@|&^{};-]*$/;
+
+/** The `comment "…"` texts of an nft script, e.g. nftables mode's render of an empty snapshot. */
+export function nftCommentsOf(text: string): Set<string> {
+  return new Set([...text.matchAll(NFT_COMMENT)].map((m) => m[2]!));
+}
+
+/**
+ * Why a line of an nft script may not reach the kernel, or undefined when
+ * it may: printable ASCII or tabs without {@link MARKER}; a `#` line as in
+ * {@link lineProblem}; every `comment "…"` one of `statics` (nftables mode
+ * writes no name from the source into its table) or of the varying ones;
+ * otherwise only the characters of statements, names, addresses and ports.
+ */
+export function nftLineProblem(line: string, statics: ReadonlySet<string>): string | undefined {
+  if (!/^[\t\x20-\x7e]*$/.test(line)) return 'not printable ASCII';
+  if (line.includes(MARKER)) return 'holds a hostile string';
+  if (line.startsWith('#')) return /["'`$;\\]/.test(line) ? 'a comment line with a quote or shell character' : undefined;
+  for (const m of line.matchAll(NFT_COMMENT)) {
+    const c = m[2]!;
+    if (!statics.has(c) && !NFT_VARYING.some((re) => re.test(c))) return `comment ${JSON.stringify(c)} is not one drover writes`;
+  }
+  return NFT_PLAIN.test(line.replace(NFT_COMMENT, '$1comment C')) ? undefined : 'a character outside statements, names, addresses and ports';
+}

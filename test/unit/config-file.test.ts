@@ -87,7 +87,7 @@ test('sync takes the fields it has and leaves those of run alone', async (t) => 
 
 test('an error names the file and the field', async (t) => {
   t.is(await refused(`${HEAD}clusterCIDR: 10.244.0.0/33\n`), '--config F: clusterCIDR: "10.244.0.0/33" is not a valid IPv4 CIDR (expected e.g. "10.96.0.0/12")');
-  t.is(await refused(`${HEAD}mode: nftables\n`), '--config F: mode: Allowed choices are iptables, ipvs.');
+  t.is(await refused(`${HEAD}mode: userspace\n`), '--config F: mode: Allowed choices are iptables, ipvs, nftables.');
   t.is(await refused(`${HEAD}iptables:\n  syncPeriod: soon\n`), '--config F: iptables.syncPeriod: "soon" is not a duration (e.g. 30s, 1m0s, 500ms)');
   t.is(await refused(`${HEAD}iptables:\n  masqueradeAll: "yes"\n`), '--config F: iptables.masqueradeAll: expected true or false, got "yes"');
   t.is(await refused(`${HEAD}metricsBindAddress: localhost:10249\n`), '--config F: metricsBindAddress: "localhost:10249" is not an address to listen on (IP:PORT, or [IPv6]:PORT; "" for none)');

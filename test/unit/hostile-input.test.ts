@@ -57,13 +57,13 @@ import {
   parseAttrs,
 } from '../../src/modes/ipvs/codec.ts';
 import { DUMMY_INTERFACE } from '../../src/modes/ipvs/link.ts';
-import { allModes } from '../../src/modes/registry.ts';
+import { allModes, modeDriver } from '../../src/modes/registry.ts';
 import { renderConfig } from '../../src/modes/shared/render-config.ts';
 import { Decoder } from '../../src/sources/decoder.ts';
 import { silentLogger } from '../../src/util/log.ts';
 import { fate, MARKER, worldArb, type GenObject, type GenService, type GenWorld } from '../support/hostile.ts';
 import { World } from '../support/ipvs-world.ts';
-import { commentsOf, payloadProblems } from '../support/payload-lines.ts';
+import { commentsOf, nftCommentsOf, nftLineProblem, payloadProblems } from '../support/payload-lines.ts';
 
 const SERVICE_CIDR = '10.96.0.0/12';
 /** `render`'s options; the cluster CIDR is the one of the IPVS fakes (ipvs-world.ts). */
@@ -72,6 +72,8 @@ const SEED = Number(process.env.FC_SEED ?? 20261201);
 const RUNS = 200;
 
 /** The comments of each mode's static rules: what `render` writes for an empty snapshot. */
+/** The comments of nftables mode's layout, from its render of an empty snapshot. */
+const NFT_STATIC_COMMENTS = nftCommentsOf((await modeDriver('nftables').render(EMPTY_SNAPSHOT, OPTS, [])).text);
 const STATIC_COMMENTS = new Set((await Promise.all(allModes().map(async (m) => [...commentsOf((await m.render(EMPTY_SNAPSHOT, OPTS, [])).text)]))).flat());
 
 /** A valid service port as the generator made it, with the endpoints drover must serve ("ip:port"). */
@@ -171,7 +173,14 @@ async function renderProblems(snapshot: Snapshot, keys: ReadonlySet<string>): Pr
   const out: string[] = [];
   for (const mode of allModes()) {
     const r = await mode.render(snapshot, OPTS, serviceSummary(snapshot));
-    out.push(...payloadProblems([r.text], keys, STATIC_COMMENTS).map((p) => `${mode.name} render: ${p}`));
+    const problems =
+      mode.name === 'nftables'
+        ? r.text.split('\n').flatMap((line) => {
+            const p = nftLineProblem(line, NFT_STATIC_COMMENTS);
+            return p === undefined ? [] : [`${p}: ${JSON.stringify(line)}`];
+          })
+        : payloadProblems([r.text], keys, STATIC_COMMENTS);
+    out.push(...problems.map((p) => `${mode.name} render: ${p}`));
     out.push(...r.leftOut.map((l) => `${mode.name} render left out: ${l}`));
     for (const sp of snapshot.services.values()) {
       const eps = sp.endpoints.map((e) => `${e.ip}:${e.port}`);
@@ -182,7 +191,9 @@ async function renderProblems(snapshot: Snapshot, keys: ReadonlySet<string>): Pr
             : [`--comment "${sp.key} has no endpoints"`]
           : mode.name === 'ipvs'
             ? [`add KUBE-CLUSTER-IP ${sp.clusterIP},${sp.protocol.toLowerCase()}:${sp.port}`, ` ${sp.clusterIP}:${sp.port} -s rr`, ...eps.map((ep) => `${sp.clusterIP}:${sp.port} -r ${ep} `)]
-            : [];
+            : mode.name === 'nftables'
+              ? [`${sp.clusterIP} . ${sp.protocol.toLowerCase()} . ${sp.port}`, ...sp.endpoints.map((e) => `${e.ip} . ${e.port}`)]
+              : [];
       for (const w of wanted) if (!r.text.includes(w)) out.push(`${mode.name} render lacks ${JSON.stringify(w)} of ${sp.key}`);
     }
   }

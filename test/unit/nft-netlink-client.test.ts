@@ -112,7 +112,7 @@ const elementMsgs = (msgs: NlMessage[]) => msgs.filter((m) => m.type === nftType
 test('commit resolves once every element message is ACKed', async (t) => {
   const fake = new FakeTransport((msgs) => elementMsgs(msgs).map((m) => ack(m)));
   const c = NftNetlinkClient.withTransport(fake);
-  t.deepEqual(await c.commit(CHANGES), { messages: 3, elements: 3 });
+  t.deepEqual(await c.commit(CHANGES), { messages: 3, elements: 3, bytes: fake.sent[0]!.reduce((n, m) => n + 16 + m.payload.length, 0) });
   t.is(fake.sent.length, 1, 'one datagram');
   t.is(fake.sent[0]![0]!.type, NFNL_MSG_BATCH_BEGIN);
   c.close();
@@ -122,7 +122,7 @@ test('commit resolves once every element message is ACKed', async (t) => {
 test('an empty commit sends nothing', async (t) => {
   const fake = new FakeTransport(() => []);
   const c = NftNetlinkClient.withTransport(fake);
-  t.deepEqual(await c.commit([{ ...CHANGES[0]!, elements: [] }]), { messages: 0, elements: 0 });
+  t.deepEqual(await c.commit([{ ...CHANGES[0]!, elements: [] }]), { messages: 0, elements: 0, bytes: 0 });
   t.is(fake.sent.length, 0);
 });
 
