@@ -15,6 +15,7 @@ import { createTopology, testbedUnavailableReason, type Topology } from '../../s
 import { silentLogger } from '../../src/util/log.ts';
 import { BACKENDS, CASES, CLIENTS, CLUSTER_CIDR, LB_IP, NODE_IP, STATE } from '../support/packet-flow.ts';
 import { run } from '../../src/testbed/exec.ts';
+import { withNetns } from '../../src/testbed/netns.ts';
 import type { ServicePort, Snapshot } from '../../src/model/types.ts';
 import { trace } from '../../src/inspect/trace.ts';
 import { localAddresses } from '../../src/modes/iptables/live.ts';
@@ -46,6 +47,15 @@ if (unavailable) {
 
   test.after.always(async () => {
     await topo?.destroy();
+  });
+
+  test.serial('nft accepts the rendered script of the unit tests as it is (nft -c -f, nothing committed)', async (t) => {
+    const file = fileURLToPath(new URL('../fixtures/nftables/render-web.nft', import.meta.url));
+    await withNetns(async (netns) => {
+      const r = await run('ip', ['netns', 'exec', netns, '/usr/sbin/nft', '-c', '-f', file], { allowFail: true });
+      t.is(r.code, 0, r.stderr);
+      t.is((await run('ip', ['netns', 'exec', netns, '/usr/sbin/nft', 'list', 'tables'], {})).stdout, '', 'a check commits nothing');
+    });
   });
 
   test.serial('the kernel reads back as written: a second full sync writes nothing', async (t) => {
