@@ -45,6 +45,9 @@ export interface NfnlTransport {
  */
 export function openNfnlTransport(recvBufferBytes: number, sendBufferBytes: number): NfnlTransport {
   const sock = new RawNetlinkSocket(NETLINK_NETFILTER, { recvBufferSize: recvBufferBytes, sendBufferSize: sendBufferBytes });
+  // An idle socket must not keep the process alive (`drover sync --once` exits after its sync); a call in
+  // flight is kept alive by its timeout timer (client.ts), and the answer still arrives on the socket.
+  sock.unref();
   let errorHandler: (err: Error) => void = () => undefined;
   // Without an 'error' listener EventEmitter would throw the error.
   sock.on('error', (err) => errorHandler(err));
