@@ -7,6 +7,9 @@
 import test from 'ava';
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import type { SyncResult } from '../../src/modes/types.ts';
 import { NftablesBackend } from '../../src/modes/nftables/backend.ts';
 import { SystemNft } from '../../src/modes/nftables/exec.ts';
@@ -227,6 +230,21 @@ if (unavailable) {
     t.deepEqual(back.detail, { mode: 'nftables', via: 'netlink', structural: false });
     t.is(await exited, 0);
     t.deepEqual((await b.sync(STATE, FULL)).written, { 'set entry': 0, set: 0, chain: 0 }, 'netlink wrote exactly what a full sync wants');
+  });
+
+  test.serial('drover sync --once --mode nftables, started inside the namespace, syncs over netlink and exits', async (t) => {
+    const bin = fileURLToPath(new URL('../../bin/drover.js', import.meta.url));
+    const examples = fileURLToPath(new URL('../../examples/', import.meta.url));
+    const state = await mkdtemp(join(tmpdir(), 'drover-nft-'));
+    try {
+      const r = await run('ip', ['netns', 'exec', topo.node, process.execPath, bin, 'sync', '--once', '--mode', 'nftables', '--source', examples, '--cluster-cidr', CLUSTER_CIDR, '--state-dir', state], { allowFail: true, timeoutMs: 60_000 });
+      t.is(r.code, 0, r.stderr);
+      t.regex(r.stderr, /"elements":"netlink"/, 'the element writer is netlink');
+      t.true((await nft.list()).sets.get('service-ips')!.elements.has('10.96.0.80 . tcp . 80'), "the examples' ClusterIP is programmed");
+    } finally {
+      await rm(state, { recursive: true, force: true });
+      await b.sync(STATE, FULL);
+    }
   });
 
   test.serial('cleanup deletes table ip drover and nothing else', async (t) => {
