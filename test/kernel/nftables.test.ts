@@ -134,7 +134,7 @@ if (unavailable) {
     const without = withService(STATE, { ...sticky, endpoints: sticky.endpoints.filter((e) => e.ip !== topo.backend(kept!).ip) });
     const r = await b.sync(without, { full: false, changed: new Set(['default/sticky:http']) });
     t.true(r.deleted['set entry']! > 0);
-    const map = await nft.listMap('affinity');
+    const map = await nft.listSet('affinity', 'map');
     t.false([...(map?.elements.values() ?? [])].some((v) => v?.startsWith(`${topo.backend(kept!).ip} . `)), 'no affinity entry points to the removed endpoint');
     const after = await probe(topo, { from, host: '10.96.0.14', port: 80, count: 5 });
     t.deepEqual(after.errors, {});

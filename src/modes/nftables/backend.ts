@@ -25,6 +25,7 @@ import type { Backend, ChangeSet, CleanupResult, ObjectCounts, SyncResult } from
 import type { RenderOptions } from '../iptables/render.ts';
 import { desiredFrontends, desiredNft, type DesiredFrontend, type DesiredOptions } from './desired.ts';
 import type { NftExec } from './exec.ts';
+import type { LiveSet, LiveTable } from './live.ts';
 import { AFFINITY_MAP, FIREWALL_ALLOW, HAIRPIN, MEMBERSHIP_SETS, TABLE, countOfSet, timeoutOfSet, type Layout } from './layout.ts';
 import { elementLines } from './script.ts';
 import { NftBatchTooLargeError } from './netlink/client.ts';
@@ -43,6 +44,13 @@ export interface ElementWriter {
   commit(ops: readonly ElementOp[]): Promise<number>;
   /** False when some of `ops` are for sets it does not write (they then go with `nft -f`); default true. */
   accepts?(ops: readonly ElementOp[]): boolean;
+  /**
+   * The elements of set or map `set` of drover's table, as element texts (a map's: key → value), read
+   * from the kernel (a netlink dump); undefined for a set it does not read (then `nft -j` reads it).
+   */
+  read?(set: string): Promise<Map<string, string | undefined> | undefined>;
+  /** The ruleset's generation id (NFT_MSG_GETGEN): it changes with every committed transaction of the namespace. */
+  generation?(): Promise<number>;
 }
 
 /** Options of the nftables backend. */
@@ -140,6 +148,8 @@ export class NftablesBackend implements Backend {
   private model: TableModel | null = null;
   /** The frontends each service port was last programmed with. */
   private applied = new Map<string, readonly DesiredFrontend[]>();
+  /** The ruleset's generation id after drover's last write; undefined when unknown. */
+  private generation: number | undefined;
   /** Which service port owns each frontend. */
   private owner = new Map<string, string>();
   /** How many programmed frontends use each hairpin entry. */
@@ -157,10 +167,12 @@ export class NftablesBackend implements Backend {
       let ops: ElementOp[] = [];
       let want: Layout;
       let structure: StructurePlan;
-      let nextApplied: Map<string, readonly DesiredFrontend[]>;
+      // A full sync's frontends of every service port; a partial sync's of the changed ones ([] for gone).
+      let nextApplied: Map<string, readonly DesiredFrontend[]> | undefined;
+      let updates: Map<string, readonly DesiredFrontend[]> | undefined;
       if (full) {
         const readStart = performance.now();
-        model = TableModel.fromLive(await this.opts.nft.list());
+        model = TableModel.fromLive(await this.readLive());
         readMs = performance.now() - readStart;
         const planned = planFullSync(model, snapshot, this.opts.render, this.opts.frontends, incomplete);
         for (const key of planned.conflicts) this.opts.logger.warn({ servicePort: key }, 'service port left out: one of its frontends belongs to another service port');
@@ -170,7 +182,7 @@ export class NftablesBackend implements Backend {
         ({ ops, want, structure, applied: nextApplied } = planned);
       } else {
         model = this.model!;
-        nextApplied = new Map(this.applied);
+        updates = new Map();
         const touched = new Map<string, DesiredFrontend | undefined>();
         for (const key of changes.changed) {
           const before = this.applied.get(key) ?? [];
@@ -186,11 +198,10 @@ export class NftablesBackend implements Backend {
           }
           for (const f of before) if (!touched.has(f.frontend)) touched.set(f.frontend, undefined);
           for (const f of after) touched.set(f.frontend, f);
-          if (after.length > 0) nextApplied.set(key, after);
-          else nextApplied.delete(key);
+          updates.set(key, after);
         }
         for (const [text, f] of touched) planFrontend(model, text, f, ops);
-        this.planHairpinChanges(changes.changed, nextApplied, model, ops);
+        this.planHairpinChanges(updates, model, ops);
         want = layoutAfter(model, ops, this.opts.render, true);
         structure = planStructure(model, want, false);
       }
@@ -198,9 +209,17 @@ export class NftablesBackend implements Backend {
       ops = orderOps(ops);
       const { bytes, applyMs, via } = await this.write(structure, want, model, ops);
       this.model = modelAfterWrite(model, structure, want, ops);
-      const before = this.applied;
-      this.remember(nextApplied);
-      const affinityDeleted = await this.cleanAffinity(full ? model.affinity : undefined, full ? undefined : changes.changed, before);
+      let affinityDeleted: number;
+      if (nextApplied) {
+        this.remember(nextApplied);
+        affinityDeleted = await this.cleanAffinity(model.affinity, undefined);
+      } else {
+        // The frontends that had affinity before the change: their entries may point to endpoints now gone.
+        const scope = new Set([...updates!.keys()].flatMap((key) => (this.applied.get(key) ?? []).filter((f) => f.affinitySeconds !== undefined).map((f) => f.frontend)));
+        this.update(updates!);
+        affinityDeleted = scope.size > 0 ? await this.cleanAffinity(undefined, scope) : 0;
+      }
+      this.generation = this.opts.elements?.generation ? await this.opts.elements.generation() : undefined;
       const counted = this.counts(structure.rebuild ? { ...structure, addSets: want.sets, writeChains: want.chains } : structure, ops, affinityDeleted);
       const detail: NftablesSyncDetail = { mode: 'nftables', via, structural: !isEmptyStructure(structure) };
       return {
@@ -225,22 +244,16 @@ export class NftablesBackend implements Backend {
   /**
    * Delete the affinity entries that point to an endpoint their frontend
    * no longer has, or belong to a frontend without affinity now: from
-   * `entries` (a full sync's read-back), or, after a partial sync of
-   * `changed`, from the map as it is now, for the frontends that had
-   * affinity (`before`). Best effort, in a transaction of its own: an entry
+   * `entries` (a full sync's read-back), or, after a partial sync, from
+   * the map as it is now, for the frontends of `scope` (those that had
+   * affinity before it). Best effort, in a transaction of its own: an entry
    * can expire meanwhile, and a failure is logged; the next full sync
    * looks again. Returns the entries deleted.
    */
-  private async cleanAffinity(entries: ReadonlyMap<string, string> | undefined, changed: ReadonlySet<string> | undefined, before: ReadonlyMap<string, readonly DesiredFrontend[]>): Promise<number> {
-    const byFrontend = new Map<string, DesiredFrontend>();
-    for (const frontends of this.applied.values()) for (const f of frontends) byFrontend.set(f.frontend, f);
-    let scope: Set<string> | undefined;
+  private async cleanAffinity(entries: ReadonlyMap<string, string> | undefined, scope: ReadonlySet<string> | undefined): Promise<number> {
     if (entries === undefined) {
-      scope = new Set();
-      for (const key of changed ?? []) for (const f of before.get(key) ?? []) if (f.affinitySeconds !== undefined) scope.add(f.frontend);
-      if (scope.size === 0) return 0;
       try {
-        entries = new Map([...((await this.opts.nft.listMap(AFFINITY_MAP))?.elements ?? [])].filter((e): e is [string, string] => e[1] !== undefined));
+        entries = new Map([...((await this.opts.nft.listSet(AFFINITY_MAP, 'map'))?.elements ?? [])].filter((e): e is [string, string] => e[1] !== undefined));
       } catch (err) {
         this.opts.logger.warn({ err: (err as Error).message }, 'could not read the affinity map; stale entries stay until the next full sync');
         return 0;
@@ -250,7 +263,7 @@ export class NftablesBackend implements Backend {
     for (const [key, target] of entries) {
       const frontend = key.split(' . ').slice(1).join(' . ');
       if (scope && !scope.has(frontend)) continue;
-      const f = byFrontend.get(frontend);
+      const f = this.frontendOf(frontend);
       if (f?.affinitySeconds === undefined || !(f.targets.includes(target) || f.local.includes(target))) stale.push(key);
     }
     if (stale.length === 0) return 0;
@@ -263,27 +276,51 @@ export class NftablesBackend implements Backend {
     }
   }
 
-  /** Hairpin entries whose use count goes from 0 to more, or back, for the changed service ports. */
-  private planHairpinChanges(changed: ReadonlySet<string>, next: ReadonlyMap<string, readonly DesiredFrontend[]>, model: TableModel, ops: ElementOp[]): void {
-    const refs = new Map(this.hairpinRefs);
-    const bump = (e: string, d: number): void => void refs.set(e, (refs.get(e) ?? 0) + d);
-    for (const key of changed) {
+  /** Hairpin entries whose use count goes from 0 to more, or back, when the service ports of `updates` get their new frontends. Costs O(the change). */
+  private planHairpinChanges(updates: ReadonlyMap<string, readonly DesiredFrontend[]>, model: TableModel, ops: ElementOp[]): void {
+    const delta = new Map<string, number>();
+    const bump = (e: string, d: number): void => void delta.set(e, (delta.get(e) ?? 0) + d);
+    for (const [key, after] of updates) {
       for (const f of this.applied.get(key) ?? []) for (const e of f.hairpin) bump(e, -1);
-      for (const f of next.get(key) ?? []) for (const e of f.hairpin) bump(e, +1);
+      for (const f of after) for (const e of f.hairpin) bump(e, +1);
     }
-    const planned = new Set<string>();
-    for (const key of changed) {
-      for (const f of [...(this.applied.get(key) ?? []), ...(next.get(key) ?? [])]) {
-        for (const e of f.hairpin) {
-          if (planned.has(e)) continue;
-          planned.add(e);
-          const has = model.has(HAIRPIN, e);
-          const used = (refs.get(e) ?? 0) > 0;
-          if (used && !has) ops.push({ op: 'add', set: HAIRPIN, key: e });
-          if (!used && has) ops.push({ op: 'delete', set: HAIRPIN, key: e });
-        }
-      }
+    for (const [e, d] of delta) {
+      const has = model.has(HAIRPIN, e);
+      const used = (this.hairpinRefs.get(e) ?? 0) + d > 0;
+      if (used && !has) ops.push({ op: 'add', set: HAIRPIN, key: e });
+      if (!used && has) ops.push({ op: 'delete', set: HAIRPIN, key: e });
     }
+  }
+
+  /**
+   * The live table: with an element reader, its structure from `nft -j -t`
+   * (no elements) and each set's elements from the reader, else all of it
+   * from `nft -j` (which at 10,000 services takes seconds and hundreds of
+   * megabytes of JSON).
+   */
+  private async readLive(): Promise<LiveTable> {
+    const reader = this.opts.elements;
+    if (!reader?.read) return this.opts.nft.list();
+    const live = await this.opts.nft.list({ terse: true });
+    const sets = new Map<string, LiveSet>();
+    for (const [name, set] of live.sets) {
+      const elements = (await reader.read(name)) ?? (await this.opts.nft.listSet(name, set.mapType !== undefined ? 'map' : 'set'))?.elements ?? new Map();
+      sets.set(name, { ...set, elements });
+    }
+    return { ...live, sets };
+  }
+
+  /**
+   * The cheap drift check between full syncs: the ruleset's generation id
+   * (any committed transaction in this namespace, drover's or another
+   * program's, changes it) against the one after drover's last write.
+   */
+  async driftCheck(): Promise<string | undefined> {
+    if (this.model === null) return 'nothing is known to be programmed';
+    const generation = this.opts.elements?.generation;
+    if (!generation) return 'no generation id to compare (nft only)';
+    const now = await generation.call(this.opts.elements);
+    return now === this.generation ? undefined : `the nf_tables generation moved from ${this.generation} to ${now}: a transaction other than drover's`;
   }
 
   /** Write one transaction: elements alone through the element writer when nothing structural changes, else one nft script. */
@@ -308,16 +345,39 @@ export class NftablesBackend implements Backend {
     return { bytes: Buffer.byteLength(script), applyMs: performance.now() - t0, via: 'nft' };
   }
 
+  /** Take `next` as every service port's frontends (a full sync); rebuilds the owner and hairpin indexes. Costs O(service ports). */
   private remember(next: Map<string, readonly DesiredFrontend[]>): void {
-    this.applied = next;
+    this.applied = new Map();
     this.owner = new Map();
     this.hairpinRefs = new Map();
-    for (const [key, frontends] of next) {
-      for (const f of frontends) {
-        this.owner.set(f.frontend, key);
-        for (const e of f.hairpin) this.hairpinRefs.set(e, (this.hairpinRefs.get(e) ?? 0) + 1);
+    this.update(next);
+  }
+
+  /** Give the service ports of `updates` their new frontends ([]: gone), keeping the indexes. Costs O(the change). */
+  private update(updates: ReadonlyMap<string, readonly DesiredFrontend[]>): void {
+    const bump = (e: string, d: number): void => {
+      const n = (this.hairpinRefs.get(e) ?? 0) + d;
+      if (n > 0) this.hairpinRefs.set(e, n);
+      else this.hairpinRefs.delete(e);
+    };
+    for (const [key, after] of updates) {
+      for (const f of this.applied.get(key) ?? []) {
+        if (this.owner.get(f.frontend) === key) this.owner.delete(f.frontend);
+        for (const e of f.hairpin) bump(e, -1);
       }
+      for (const f of after) {
+        this.owner.set(f.frontend, key);
+        for (const e of f.hairpin) bump(e, +1);
+      }
+      if (after.length > 0) this.applied.set(key, after);
+      else this.applied.delete(key);
     }
+  }
+
+  /** The programmed frontend `frontend`, through its owner. */
+  private frontendOf(frontend: string): DesiredFrontend | undefined {
+    const key = this.owner.get(frontend);
+    return key === undefined ? undefined : this.applied.get(key)?.find((f) => f.frontend === frontend);
   }
 
   /** What a sync wrote and deleted, by kind; `affinityDeleted` stale affinity entries deleted after it. */

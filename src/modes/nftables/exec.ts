@@ -22,12 +22,12 @@ export interface NftExec {
    * drover's table as the kernel has it; {@link NO_TABLE} when there is none.
    * @throws CommandError when nft fails otherwise; NftJsonError for output it cannot read.
    */
-  list(): Promise<LiveTable>;
+  list(opts?: { readonly terse?: boolean }): Promise<LiveTable>;
   /**
-   * One map of drover's table, as the kernel has it (`nft -j list map`); undefined when it is missing.
+   * One set or map of drover's table, as the kernel has it (`nft -j list set|map`); undefined when it is missing.
    * @throws CommandError when nft fails otherwise; NftJsonError for output it cannot read.
    */
-  listMap(name: string): Promise<LiveSet | undefined>;
+  listSet(name: string, kind: 'set' | 'map'): Promise<LiveSet | undefined>;
 }
 
 /** nft on this host, or inside `netns`. */
@@ -43,8 +43,9 @@ export class SystemNft implements NftExec {
     if (res.code !== 0) throw new CommandError('nft -f', res.code, res.stderr);
   }
 
-  async list(): Promise<LiveTable> {
-    const res = await this.exec(['-j', 'list', 'table', TABLE.family, TABLE.name]);
+  /** With `terse`, sets and maps come without their elements (`nft -t`). */
+  async list(opts: { readonly terse?: boolean } = {}): Promise<LiveTable> {
+    const res = await this.exec(['-j', ...(opts.terse ? ['-t'] : []), 'list', 'table', TABLE.family, TABLE.name]);
     if (res.code !== 0) {
       if (/No such file or directory/.test(res.stderr)) return NO_TABLE;
       throw new CommandError('nft -j list table', res.code, res.stderr);
@@ -52,12 +53,12 @@ export class SystemNft implements NftExec {
     return parseNftJson(res.stdout);
   }
 
-  async listMap(name: string): Promise<LiveSet | undefined> {
-    if (!/^[a-z0-9-]+$/.test(name)) throw new Error(`not a map name of drover's: ${JSON.stringify(name)}`);
-    const res = await this.exec(['-j', 'list', 'map', TABLE.family, TABLE.name, name]);
+  async listSet(name: string, kind: 'set' | 'map'): Promise<LiveSet | undefined> {
+    if (!/^[a-z0-9-]+$/.test(name)) throw new Error(`not a set name of drover's: ${JSON.stringify(name)}`);
+    const res = await this.exec(['-j', 'list', kind, TABLE.family, TABLE.name, name]);
     if (res.code !== 0) {
       if (/No such file or directory/.test(res.stderr)) return undefined;
-      throw new CommandError('nft -j list map', res.code, res.stderr);
+      throw new CommandError(`nft -j list ${kind}`, res.code, res.stderr);
     }
     return parseNftJson(res.stdout).sets.get(name);
   }

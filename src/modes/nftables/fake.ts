@@ -53,6 +53,7 @@ export class FakeNft implements NftExec {
   private table: FakeTable | undefined;
   /** Every script run, in order. */
   readonly scripts: string[] = [];
+  private elementCommits = 0;
   /** Make the next `run` (or element commit) fail with this message, once. */
   failNext: string | undefined;
 
@@ -78,25 +79,41 @@ export class FakeNft implements NftExec {
     if (!work) throw new CommandError('netlink', 1, 'No such file or directory: table');
     for (const op of ops) this.element(work, op.op, op.set, op.value === undefined ? op.key : `${op.key} : ${op.value}`);
     this.table = work;
+    this.elementCommits++;
   }
 
   /** An element writer over this table. */
   writer(): ElementWriter {
-    return { commit: async (ops) => (this.commitElements(ops), ops.length * 64) };
+    return {
+      commit: async (ops) => (this.commitElements(ops), ops.length * 64),
+      read: async (set) => this.readElements(set),
+      generation: async () => this.generationId,
+    };
   }
 
-  async list(): Promise<LiveTable> {
+  /** The generation id: one more for every transaction that went through. */
+  get generationId(): number {
+    return this.scripts.length + this.elementCommits;
+  }
+
+  async list(opts: { readonly terse?: boolean } = {}): Promise<LiveTable> {
     const t = this.table;
     if (!t) return { exists: false, sets: new Map(), chains: new Map() };
     const sets = new Map<string, LiveSet>();
-    for (const [name, s] of t.sets) sets.set(name, { keyType: s.keyType, ...(s.mapType ? { mapType: s.mapType } : {}), elements: new Map(s.elements) });
+    for (const [name, s] of t.sets) sets.set(name, { keyType: s.keyType, ...(s.mapType ? { mapType: s.mapType } : {}), elements: opts.terse ? new Map() : new Map(s.elements) });
     const chains = new Map<string, LiveChain>();
     for (const [name, c] of t.chains) chains.set(name, { ...(c.base ? { base: c.base } : {}), comments: [...c.comments] });
     return { exists: true, sets, chains };
   }
 
-  async listMap(name: string): Promise<LiveSet | undefined> {
+  async listSet(name: string): Promise<LiveSet | undefined> {
     return (await this.list()).sets.get(name);
+  }
+
+  /** Read one set's elements, as a netlink dump would (the element writer's part). */
+  readElements(name: string): Map<string, string | undefined> | undefined {
+    const s = this.table?.sets.get(name);
+    return s ? new Map(s.elements) : undefined;
   }
 
   /** Direct access for tests: delete one element, as someone else's `nft delete element` would. */

@@ -5,23 +5,45 @@
  * as one batch. It takes the plain sets and maps of the layout; the
  * interval set `firewall-allow` and the kernel-filled `affinity` map go
  * through `nft -f` (backend.ts asks {@link NetlinkElementWriter.accepts}).
+ * It also reads sets back (netlink dumps, for full syncs) and the ruleset's
+ * generation id (the cheap drift check).
  */
 import type { ElementWriter } from './backend.ts';
 import { MAIN, LOCAL, HAIRPIN, FIREWALL_ALLOW, AFFINITY_MAP, TABLE } from './layout.ts';
 import type { ElementOp } from './model.ts';
 import { UnsafeElementError } from './elements.ts';
 import type { ConcatField, FieldKind } from './netlink/concat.ts';
-import { encodeConcat } from './netlink/concat.ts';
+import { decodeConcat, encodeConcat } from './netlink/concat.ts';
 import type { NftNetlinkClient } from './netlink/client.ts';
 import type { SetElementChange } from './netlink/codec.ts';
 
 /** IANA protocol numbers of the protocols nft names (/etc/protocols). */
 const PROTOCOLS: Readonly<Record<string, number>> = { tcp: 6, udp: 17, sctp: 132 };
+const NAMES: Readonly<Record<number, string>> = { 6: 'tcp', 17: 'udp', 132: 'sctp' };
 
 const FRONTEND: readonly FieldKind[] = ['ipv4', 'proto', 'port'];
 const SLOT_KEY: readonly FieldKind[] = ['ipv4', 'proto', 'port', 'u32'];
 const TARGET: readonly FieldKind[] = ['ipv4', 'port'];
 const HAIRPIN_KEY: readonly FieldKind[] = ['ipv4', 'ipv4', 'proto', 'port'];
+
+/** The key and value layouts of set `name` as netlink reads them: those it writes, and the kernel-filled affinity map. */
+export function readShape(name: string): { readonly key: readonly FieldKind[]; readonly value?: readonly FieldKind[] } | undefined {
+  if (name === AFFINITY_MAP) return { key: HAIRPIN_KEY, value: TARGET };
+  return elementShape(name);
+}
+
+/** Element text of decoded concatenation fields (elements.ts): addresses, protocol names, numbers. */
+export function fieldsText(fields: readonly ConcatField[]): string {
+  return fields
+    .map((f) => {
+      if ('ipv4' in f) return f.ipv4;
+      if ('proto' in f) return NAMES[f.proto] ?? String(f.proto);
+      if ('port' in f) return String(f.port);
+      if ('u32' in f) return String(f.u32);
+      return f.ipv6;
+    })
+    .join(' . ');
+}
 
 /** The key and value layouts of set `name`; undefined for one netlink does not write here. */
 export function elementShape(name: string): { readonly key: readonly FieldKind[]; readonly value?: readonly FieldKind[] } | undefined {
@@ -87,6 +109,21 @@ export class NetlinkElementWriter implements ElementWriter {
 
   async commit(ops: readonly ElementOp[]): Promise<number> {
     return (await this.client.commit(elementChanges(ops))).bytes;
+  }
+
+  /** The elements of `set` from a netlink dump, as element texts; undefined for a set it does not read (firewall-allow, an interval set). */
+  async read(set: string): Promise<Map<string, string | undefined> | undefined> {
+    const shape = readShape(set);
+    if (!shape) return undefined;
+    const out = new Map<string, string | undefined>();
+    for (const e of await this.client.listElements(TABLE.family, TABLE.name, set)) {
+      out.set(fieldsText(decodeConcat(e.key, shape.key)), e.data && shape.value ? fieldsText(decodeConcat(e.data, shape.value)) : undefined);
+    }
+    return out;
+  }
+
+  generation(): Promise<number> {
+    return this.client.generation();
   }
 
   close(): void {
