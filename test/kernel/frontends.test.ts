@@ -16,6 +16,7 @@ import { trace } from '../../src/inspect/trace.ts';
 import { probe } from '../../src/testbed/probe.ts';
 import { createTopology, testbedUnavailableReason, type Topology } from '../../src/testbed/topology.ts';
 import { silentLogger } from '../../src/util/log.ts';
+import { affinityRun } from '../support/affinity.ts';
 import { BACKENDS, CASES, CLIENTS, CLUSTER_CIDR, LB_IP, NODE_IP, STATE } from '../support/packet-flow.ts';
 import { iptablesStatics } from '../../src/modes/iptables/node-ports.ts';
 import { nodePortAddressesArg } from '../../src/cli/options.ts';
@@ -80,18 +81,10 @@ if (unavailable) {
 
   test.serial('ClientIP affinity: a client keeps its endpoint, through the ClusterIP and the NodePort alike; after the timeout it may move', async (t) => {
     const from = topo.client('outside').netns;
-    const viaNodePort = await probe(topo, { from, host: NODE_IP, port: 30084, count: 15 });
-    const viaClusterIP = await probe(topo, { from, host: '10.96.0.14', port: 80, count: 15 });
-    t.deepEqual([viaNodePort.errors, viaClusterIP.errors], [{}, {}]);
-    t.is(Object.keys(viaNodePort.counts).length, 1, `one endpoint through the NodePort: ${JSON.stringify(viaNodePort.counts)}`);
-    t.deepEqual(Object.keys(viaClusterIP.counts), Object.keys(viaNodePort.counts), 'the same endpoint through the ClusterIP');
-    // Each round waits out the timeout, so each connection picks anew: 8 rounds all on one of 3 endpoints has odds 1 in 2187.
-    const seen = new Set<string>();
-    for (let round = 0; round < 8 && seen.size < 2; round++) {
-      await new Promise((r) => setTimeout(r, 2500));
-      const one = await probe(topo, { from, host: NODE_IP, port: 30084, count: 1 });
-      for (const name of Object.keys(one.counts)) seen.add(name);
-    }
+    const { each: [viaNodePort, viaClusterIP], after: seen } = await affinityRun(topo, from, [{ host: NODE_IP, port: 30084 }, { host: '10.96.0.14', port: 80 }]);
+    t.deepEqual([viaNodePort!.errors, viaClusterIP!.errors], [{}, {}]);
+    t.is(Object.keys(viaNodePort!.counts).length, 1, `one endpoint through the NodePort: ${JSON.stringify(viaNodePort!.counts)}`);
+    t.deepEqual(Object.keys(viaClusterIP!.counts), Object.keys(viaNodePort!.counts), 'the same endpoint through the ClusterIP');
     t.true(seen.size >= 2, `after the timeout the client moved: ${[...seen].join(', ')}`);
   });
 

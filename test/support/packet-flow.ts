@@ -110,3 +110,26 @@ export const CASES: readonly FlowCase[] = [
   { what: 'internalTrafficPolicy Local, no local endpoint: the ClusterIP is dropped', from: 'pod', host: '10.96.0.16', port: 80, error: 'ETIMEDOUT' },
   { what: 'no ready endpoint: the serving-terminating one serves, the other does not', from: 'pod', host: '10.96.0.17', port: 80, reach: ['b2'], seen: 'client' },
 ];
+
+/** What a trace gives for one new connection, as the modes' trace contexts report it (inspect/trace.ts). */
+interface TracedOutcome {
+  readonly verdict: { readonly kind: string; readonly ip?: string; readonly port?: number };
+  readonly masqueraded: boolean;
+  readonly probability: number;
+}
+
+/**
+ * Check the traced outcomes of case `c` on rendered rules: the verdict of
+ * a failing case, else exactly the endpoints it reaches, masqueraded as the
+ * case says, with probabilities summing to 1.
+ */
+export function checkTraced(t: { deepEqual(a: unknown, b: unknown, m?: string): void; is(a: unknown, b: unknown, m?: string): void }, c: FlowCase, outcomes: readonly TracedOutcome[]): void {
+  if (c.error) {
+    t.deepEqual(outcomes.map((o) => o.verdict.kind), [c.error === 'ECONNREFUSED' ? 'reject' : 'drop']);
+    return;
+  }
+  const reached = outcomes.flatMap((o) => (o.verdict.kind === 'dnat' ? [`${o.verdict.ip}:${o.verdict.port}`] : [])).sort();
+  t.deepEqual(reached, c.reach!.map((n) => `${backendIP(n)}:8080`).sort());
+  t.deepEqual([...new Set(outcomes.map((o) => o.masqueraded))], [c.seen === 'node']);
+  t.is(outcomes.reduce((p, o) => p + o.probability, 0).toFixed(6), '1.000000');
+}

@@ -10,7 +10,7 @@ import { formatTrace } from '../../src/inspect/trace-format.ts';
 import { nftTraceContext, nftTraceFormat, readLayout } from '../../src/modes/nftables/trace.ts';
 import type { LiveTable } from '../../src/modes/nftables/live.ts';
 import { NftEvalError, parseRule, partHolds } from '../../src/modes/nftables/rule-eval.ts';
-import { backendIP, CASES, CLIENTS, CLUSTER_CIDR, NODE_ADDRESSES, NODE_IP, STATE } from '../support/packet-flow.ts';
+import { backendIP, CASES, CLIENTS, CLUSTER_CIDR, NODE_ADDRESSES, NODE_IP, STATE, checkTraced } from '../support/packet-flow.ts';
 import { plannedTable } from '../support/nft-table.ts';
 
 const RENDER = { clusterCIDR: CLUSTER_CIDR, masqueradeAll: false };
@@ -26,15 +26,7 @@ test('the table a sync writes reads as drover layout, with the cluster CIDR of i
 for (const c of CASES) {
   test(`nftables mode, traced: ${c.what}`, (t) => {
     const src = CLIENTS.find((x) => x.name === c.from)!.ip;
-    const outcomes = trace(ctx, { src, dst: c.host, dport: c.port, proto: 'tcp' }).outcomes;
-    if (c.error) {
-      t.deepEqual(outcomes.map((o) => o.verdict.kind), [c.error === 'ECONNREFUSED' ? 'reject' : 'drop']);
-      return;
-    }
-    const reached = outcomes.flatMap((o) => (o.verdict.kind === 'dnat' ? [`${o.verdict.ip}:${o.verdict.port}`] : [])).sort();
-    t.deepEqual(reached, c.reach!.map((n) => `${backendIP(n)}:8080`).sort());
-    t.deepEqual([...new Set(outcomes.map((o) => o.masqueraded))], [c.seen === 'node']);
-    t.is(outcomes.reduce((p, o) => p + o.probability, 0).toFixed(6), '1.000000');
+    checkTraced(t, c, trace(ctx, { src, dst: c.host, dport: c.port, proto: 'tcp' }).outcomes);
   });
 }
 

@@ -10,7 +10,7 @@ import { FakeIptables } from '../../src/modes/iptables/fake.ts';
 import { readTables } from '../../src/modes/iptables/live.ts';
 import { iptablesTraceContext } from '../../src/modes/iptables/trace.ts';
 import { silentLogger } from '../../src/util/log.ts';
-import { backendIP, CASES, CLIENTS, CLUSTER_CIDR, NODE_ADDRESSES, STATE } from '../support/packet-flow.ts';
+import { backendIP, CASES, CLIENTS, CLUSTER_CIDR, NODE_ADDRESSES, STATE, checkTraced } from '../support/packet-flow.ts';
 
 const fake = new FakeIptables();
 await new IptablesBackend({ exec: fake, render: { clusterCIDR: CLUSTER_CIDR, masqueradeAll: false }, logger: silentLogger() }).sync(STATE, { full: true, changed: new Set() });
@@ -19,13 +19,6 @@ const ctx = iptablesTraceContext(await readTables(fake), new Set(NODE_ADDRESSES)
 for (const c of CASES) {
   test(`iptables mode, traced: ${c.what}`, (t) => {
     const src = CLIENTS.find((x) => x.name === c.from)!.ip;
-    const outcomes = trace(ctx, { src, dst: c.host, dport: c.port, proto: 'tcp' }).outcomes;
-    if (c.error) {
-      t.deepEqual(outcomes.map((o) => o.verdict.kind), [c.error === 'ECONNREFUSED' ? 'reject' : 'drop']);
-      return;
-    }
-    const reached = outcomes.flatMap((o) => (o.verdict.kind === 'dnat' ? [`${o.verdict.ip}:${o.verdict.port}`] : [])).sort();
-    t.deepEqual(reached, c.reach!.map((n) => `${backendIP(n)}:8080`).sort());
-    t.deepEqual([...new Set(outcomes.map((o) => o.masqueraded))], [c.seen === 'node']);
+    checkTraced(t, c, trace(ctx, { src, dst: c.host, dport: c.port, proto: 'tcp' }).outcomes);
   });
 }
