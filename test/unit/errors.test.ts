@@ -16,6 +16,8 @@ import { IpsetTypeError, IpsetValidationError } from '../../src/modes/ipvs/ipset
 import { IpvsApplyError } from '../../src/modes/ipvs/kernel.ts';
 import { IpvsClientClosedError, IpvsRequestError, IpvsUnavailableError } from '../../src/modes/ipvs/netlink.ts';
 import { CommandError } from '../../src/modes/shared/exec.ts';
+import { NftBatchTooLargeError, NftClientClosedError, NftRequestError, NftTimeoutError } from '../../src/modes/nftables/netlink/client.ts';
+import { NftDecodeError, NftValidationError } from '../../src/modes/nftables/netlink/errors.ts';
 
 test('DroverError keeps the message as given and carries origin, field and cause', (t) => {
   const cause = new Error('inner');
@@ -93,6 +95,13 @@ test('every error class drover exports is a DroverError, and keeps its own name 
     [new RuleSyntaxError('-A X "', 'unbalanced quotes'), 'RuleSyntaxError', 'cannot parse rule "-A X "": unbalanced quotes'],
     [new RestoreError('iptables-restore: line 2 failed', 2, '-A KUBE-X'), 'RestoreError', 'iptables-restore failed at line 2: -A KUBE-X: iptables-restore: line 2 failed'],
     [new NotRunError('drover has not run: no status file at /x'), 'NotRunError', 'drover has not run: no status file at /x'],
+    [new NftValidationError('changes[0].table', '"a b" is not 1-255 of [A-Za-z0-9_.-]'), 'NftValidationError', 'invalid nf_tables changes[0].table: "a b" is not 1-255 of [A-Za-z0-9_.-]'],
+    [new NftDecodeError('no NFTA_GEN_ID'), 'NftDecodeError', 'nf_tables reply: no NFTA_GEN_ID'],
+    [new NftRequestError('list', { family: 'ip', table: 'drover', set: 'svc' }, 'ENOENT', 2), 'NftRequestError', 'nf_tables listing of set ip drover svc failed: ENOENT (no such table or set)'],
+    [new NftRequestError('batch', undefined, 'EPERM', 1), 'NftRequestError', 'nf_tables batch failed: EPERM (CAP_NET_ADMIN is required)'],
+    [new NftClientClosedError('closed'), 'NftClientClosedError', 'nf_tables netlink client is closed: closed'],
+    [new NftTimeoutError('commit', 10), 'NftTimeoutError', 'nf_tables netlink client is closed: commit: no answer from the kernel within 10 ms'],
+    [new NftBatchTooLargeError(9, 8), 'NftBatchTooLargeError', "nf_tables batch of 9 bytes is over this socket's limit of 8 bytes; commit the changes in smaller batches"],
   ];
   for (const [e, name, message] of examples) {
     t.true(e instanceof DroverError, name);

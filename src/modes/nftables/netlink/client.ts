@@ -1,0 +1,416 @@
+/**
+ * An nf_tables client on one NETLINK_NETFILTER socket (transport.ts), using
+ * codec.ts for every message: commit a batch of set element changes, list a
+ * set's elements, read the ruleset generation.
+ *
+ * How the kernel answers (net/netfilter/nfnetlink.c nfnetlink_rcv_batch;
+ * observed on Linux 6.18, in part checked by test/kernel/nft-netlink.test.ts):
+ * - a batch is processed whole within the sendmsg() call, and applied only
+ *   if every message succeeds; otherwise nothing is applied. The answers
+ *   are queued at the end: an NLMSG_ERROR per element message (error 0 =
+ *   ACK, we set NLM_F_ACK on each), including the ones that succeeded in an
+ *   aborted batch (the kernel does not stop at the first error, so several
+ *   may fail). A batch-level failure (no CAP_NET_ADMIN, a malformed batch,
+ *   the commit itself failing) is instead ONE NLMSG_ERROR naming the
+ *   BATCH_BEGIN's sequence number, and no per-message answers.
+ *   So commit() resolves when every message is ACKed, and rejects with
+ *   the first (lowest-sequence) failing message once all are answered, or
+ *   at once on a batch-level error.
+ * - ACKs are capped (NLM_F_CAPPED: only the request's header is copied
+ *   back, 36 bytes); errors copy the whole failing request (the package
+ *   cannot set NETLINK_CAP_ACK). All answers are queued during sendmsg(),
+ *   before we read any, and an overflow of the receive buffer aborts the
+ *   process (transport.ts): measured, 31 failing 64 KiB messages against a
+ *   512 KiB SO_RCVBUF did. So commit() refuses a batch whose worst-case
+ *   answers (every message failing) could exceed SO_RCVBUF
+ *   (NftBatchTooLargeError; 62 failing 64 KiB messages fit the default 8 MiB).
+ * - dumps answer with NLM_F_MULTI messages and NLMSG_DONE; a dump that the
+ *   ruleset changed under is flagged NLM_F_DUMP_INTR and retried.
+ *
+ * Calls run one at a time (a netlink socket holds one dump at a time, and
+ * answers are matched by sequence number). A call that gets no answer
+ * within `timeoutMs` closes the client: late answers could otherwise be
+ * taken for those of the next call. Open a new client then.
+ *
+ * The socket acts on the network namespace of the process that opens it
+ * (run the process with `ip netns exec` to act on another one). Every
+ * change needs CAP_NET_ADMIN there (EPERM otherwise).
+ */
+import { constants as osConstants } from 'node:os';
+import { DroverError } from '../../../errors.ts';
+import {
+  decodeAck,
+  decodeDone,
+  decodeGen,
+  decodeSetElems,
+  encodeGetGen,
+  encodeGetSetElems,
+  encodeSetElemBatch,
+  familyNumber,
+  checkName,
+  nextSeq,
+  nftType,
+  parseMessages,
+  type BatchMessage,
+  type DumpedElement,
+  type NftFamily,
+  type NlMessage,
+  type SetElementChange,
+  type SetRef,
+} from './codec.ts';
+import { NFT_MSG, NLMSG_DONE, NLMSG_ERROR, NLM_F } from './constants.ts';
+import { openNfnlTransport, type NfnlTransport } from './transport.ts';
+
+/** Options of {@link NftNetlinkClient.open}. */
+export interface NftClientOptions {
+  /** Per-call timeout, ms (default 10 000). A timeout closes the client. */
+  readonly timeoutMs?: number;
+  /** SO_RCVBUF to request, bytes (default 8 MiB; capped at net.core.rmem_max). */
+  readonly recvBufferBytes?: number;
+  /** SO_SNDBUF to request, bytes (default 8 MiB; capped at net.core.wmem_max). */
+  readonly sendBufferBytes?: number;
+  /** Largest element message, bytes (default 65536). */
+  readonly maxMessageBytes?: number;
+}
+
+/** What a successful commit sent. */
+export interface CommitResult {
+  /** Element messages in the batch (0: nothing was sent). */
+  readonly messages: number;
+  /** Elements added or deleted. */
+  readonly elements: number;
+}
+
+/**
+ * The kernel refused a request. For a batch, `message` is the first element
+ * message that failed (which set, add or delete, which elements); it is
+ * undefined for a failure of the batch as a whole (EPERM, the commit).
+ * The whole batch was then discarded.
+ */
+export class NftRequestError extends DroverError {
+  constructor(
+    /** "add", "delete", "batch", "list" or "generation". */
+    readonly op: 'add' | 'delete' | 'batch' | 'list' | 'generation',
+    /** The set the request was about, if any. */
+    readonly target: SetRef | undefined,
+    /** errno name, e.g. "ENOENT"; "E?" and the number when Node does not know it. */
+    readonly code: string,
+    /** Positive errno. */
+    readonly errno: number,
+    /** The failing element message of a batch. */
+    readonly batchMessage?: BatchMessage,
+  ) {
+    const what = describe(op, target, batchMessage);
+    const hint = ERRNO_HINTS[`${op} ${code}`] ?? ERRNO_HINTS[`* ${code}`];
+    super(`nf_tables ${what} failed: ${code}${hint ? ` (${hint})` : ''}`);
+    this.name = 'NftRequestError';
+  }
+}
+
+/** The client was closed (by close(), a timeout or a socket error); open a new one. */
+export class NftClientClosedError extends DroverError {
+  constructor(readonly reason: string) {
+    super(`nf_tables netlink client is closed: ${reason}`);
+    this.name = 'NftClientClosedError';
+  }
+}
+
+/** A call got no answer within the timeout; the client is closed. */
+export class NftTimeoutError extends NftClientClosedError {
+  constructor(what: string, timeoutMs: number) {
+    super(`${what}: no answer from the kernel within ${timeoutMs} ms`);
+    this.name = 'NftTimeoutError';
+  }
+}
+
+/**
+ * A batch whose answers might not fit the socket's receive buffer, or that
+ * does not fit its send buffer; nothing was sent. Split the changes.
+ */
+export class NftBatchTooLargeError extends DroverError {
+  constructor(
+    readonly bytes: number,
+    readonly limit: number,
+  ) {
+    super(`nf_tables batch of ${bytes} bytes is over this socket's limit of ${limit} bytes; commit the changes in smaller batches`);
+    this.name = 'NftBatchTooLargeError';
+  }
+}
+
+/** What errors mean per operation (net/netfilter/nf_tables_api.c nft_add_set_elem, nft_del_setelem, nf_tables_getsetelem). */
+const ERRNO_HINTS: Readonly<Record<string, string>> = {
+  'add ENOENT': 'no such table or set',
+  'add EEXIST': 'an element with this key exists with other data',
+  'add EINVAL': 'key or data does not fit the set',
+  'add ENFILE': 'the set is full',
+  'delete ENOENT': 'no such element, set or table',
+  'delete EINVAL': 'key does not fit the set',
+  'list ENOENT': 'no such table or set',
+  '* EPERM': 'CAP_NET_ADMIN is required',
+};
+
+function describe(op: string, target: SetRef | undefined, m: BatchMessage | undefined): string {
+  const set = target ? `${target.family} ${target.table} ${target.set}` : '';
+  if (m) return `${m.op} of ${m.count} element(s) ${m.op === 'add' ? 'to' : 'from'} set ${set} (batch message seq ${m.seq}, elements ${m.first}-${m.first + m.count - 1} of change ${m.change})`;
+  if (op === 'list') return `listing of set ${set}`;
+  if (op === 'generation') return 'GETGEN';
+  return 'batch';
+}
+
+const ERRNO_NAMES = new Map<number, string>(Object.entries(osConstants.errno).map(([name, n]) => [n, name]));
+
+/** The errno name of a positive errno ("E?" and the number when Node does not know it). */
+export function errnoName(errno: number): string {
+  return ERRNO_NAMES.get(errno) ?? `E?${errno}`;
+}
+
+/**
+ * Estimated receive-buffer bytes the answers to one message can take: an
+ * error copies the message back (into an skb whose truesize can be about
+ * twice its data), an ACK's skb is under 1 KiB.
+ */
+function answerBudget(messageBytes: number): number {
+  return 2048 + 2 * messageBytes;
+}
+
+/** The call in progress: handles the messages whose seq it owns. */
+interface Pending {
+  owns(seq: number): boolean;
+  handle(msg: NlMessage): void;
+}
+
+/** An nf_tables client on one netlink socket. Create with {@link NftNetlinkClient.open}. */
+export class NftNetlinkClient {
+  private seq: number;
+  private pending: Pending | undefined;
+  private tail: Promise<unknown> = Promise.resolve();
+  private closedReason: string | undefined;
+  private failPending: ((err: Error) => void) | undefined;
+  private readonly timeoutMs: number;
+  private readonly maxMessageBytes: number | undefined;
+
+  private constructor(
+    private readonly transport: NfnlTransport,
+    options: NftClientOptions,
+  ) {
+    this.timeoutMs = options.timeoutMs ?? 10_000;
+    if (!Number.isInteger(this.timeoutMs) || this.timeoutMs < 1) throw new RangeError(`timeoutMs ${this.timeoutMs} must be a positive integer`);
+    this.maxMessageBytes = options.maxMessageBytes;
+    // Like nft (time(NULL)), start from the clock, so that answers to another socket's old requests are unlikely to match.
+    this.seq = Math.floor(Date.now() / 1000) >>> 0 || 1;
+    transport.onDatagram((d) => this.receive(d));
+    transport.onError((err) => this.shutDown(`socket error: ${err.message}`));
+  }
+
+  /**
+   * Open a NETLINK_NETFILTER socket in this process's network namespace.
+   * @throws the package's ErrnoException when the socket cannot be created.
+   */
+  static async open(options: NftClientOptions = {}): Promise<NftNetlinkClient> {
+    const transport = openNfnlTransport(options.recvBufferBytes ?? 8 * 1024 * 1024, options.sendBufferBytes ?? 8 * 1024 * 1024);
+    return NftNetlinkClient.withTransport(transport, options);
+  }
+
+  /** Like {@link open} over a given transport (closed on failure). */
+  static withTransport(transport: NfnlTransport, options: NftClientOptions = {}): NftNetlinkClient {
+    try {
+      return new NftNetlinkClient(transport, options);
+    } catch (err) {
+      transport.close();
+      throw err;
+    }
+  }
+
+  /**
+   * Send `changes` as one atomic batch and wait until the kernel has
+   * answered every message. Resolves when all of it was applied.
+   * @throws NftValidationError (nothing sent) for bad input.
+   * @throws NftBatchTooLargeError (nothing sent) when the batch or its
+   *   answers would not fit the socket's buffers.
+   * @throws NftRequestError naming the first failing message and its errno
+   *   (the kernel then applied NONE of the batch), or the batch as a whole.
+   * @throws NftClientClosedError / NftTimeoutError.
+   */
+  commit(changes: readonly SetElementChange[]): Promise<CommitResult> {
+    return this.serial(async () => {
+      const batch = encodeSetElemBatch(changes, { firstSeq: this.seq, ...(this.maxMessageBytes ? { maxMessageBytes: this.maxMessageBytes } : {}) });
+      const elements = batch.messages.reduce((n, m) => n + m.count, 0);
+      if (batch.messages.length === 0) return { messages: 0, elements: 0 };
+      const sendLimit = this.transport.sendBufferBytes() - 32;
+      if (batch.bytes.length > sendLimit) throw new NftBatchTooLargeError(batch.bytes.length, sendLimit);
+      const answers = batch.messages.reduce((n, m) => n + answerBudget(m.bytes), 0);
+      const recvLimit = this.transport.recvBufferBytes();
+      if (answers > recvLimit) throw new NftBatchTooLargeError(answers, recvLimit);
+      this.seq = batch.nextSeq;
+
+      const bySeq = new Map(batch.messages.map((m) => [m.seq, m]));
+      const answered = new Map<number, number>(); // seq → errno (0 = ACK)
+      await this.exchange('commit', batch.bytes, (msg, settle) => {
+        if (msg.type !== NLMSG_ERROR) return;
+        const ack = decodeAck(msg);
+        if (ack.seq === batch.beginSeq && ack.error !== 0) {
+          settle(new NftRequestError('batch', undefined, errnoName(ack.error), ack.error));
+          return;
+        }
+        if (!bySeq.has(ack.seq)) return;
+        answered.set(ack.seq, ack.error);
+        if (answered.size < bySeq.size) return;
+        const failed = batch.messages.find((m) => answered.get(m.seq) !== 0);
+        if (!failed) return settle();
+        const errno = answered.get(failed.seq)!;
+        settle(new NftRequestError(failed.op, { family: failed.family, table: failed.table, set: failed.set }, errnoName(errno), errno, failed));
+      }, (seq) => seq === batch.beginSeq || bySeq.has(seq));
+      return { messages: batch.messages.length, elements };
+    });
+  }
+
+  /**
+   * Every element of one set or map (an NFT_MSG_GETSETELEM dump), in the
+   * kernel's order (hash order for hash sets). Retries a dump the ruleset
+   * changed under (NLM_F_DUMP_INTR) up to 3 times.
+   * @throws NftValidationError for a bad family or name.
+   * @throws NftRequestError "list" with ENOENT when the table or set does not exist.
+   * @throws NftClientClosedError / NftTimeoutError.
+   */
+  listElements(family: NftFamily, table: string, set: string): Promise<DumpedElement[]> {
+    const ref: SetRef = { family, table, set };
+    try {
+      familyNumber(family);
+      checkName(table, 'table');
+      checkName(set, 'set');
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    return this.serial(async () => {
+      for (let attempt = 1; ; attempt++) {
+        const seq = this.takeSeq();
+        const out: DumpedElement[] = [];
+        let interrupted = false;
+        await this.exchange('list', encodeGetSetElems(ref, seq), (msg, settle) => {
+          if (msg.flags & NLM_F.DUMP_INTR) interrupted = true;
+          if (msg.type === nftType(NFT_MSG.NEWSETELEM)) out.push(...decodeSetElems(msg));
+          else if (msg.type === NLMSG_ERROR) {
+            const ack = decodeAck(msg);
+            settle(ack.error === 0 ? undefined : new NftRequestError('list', ref, errnoName(ack.error), ack.error));
+          } else if (msg.type === NLMSG_DONE) {
+            const errno = decodeDone(msg);
+            settle(errno === 0 ? undefined : new NftRequestError('list', ref, errnoName(errno), errno));
+          }
+        }, (s) => s === seq);
+        if (!interrupted) return out;
+        if (attempt === 3) throw new NftRequestError('list', ref, 'EINTR', osConstants.errno.EINTR);
+      }
+    });
+  }
+
+  /**
+   * The ruleset generation id of this network namespace (NFT_MSG_GETGEN):
+   * a u32 that every committed batch, of any process, increases. A cheap
+   * check of whether anything changed since it was last read.
+   * @throws NftRequestError "generation"; NftClientClosedError / NftTimeoutError.
+   */
+  generation(): Promise<number> {
+    return this.serial(async () => {
+      const seq = this.takeSeq();
+      let gen = 0;
+      await this.exchange('generation', encodeGetGen(seq), (msg, settle) => {
+        if (msg.type === nftType(NFT_MSG.NEWGEN)) {
+          gen = decodeGen(msg);
+          settle();
+        } else if (msg.type === NLMSG_ERROR) {
+          const ack = decodeAck(msg);
+          if (ack.error !== 0) settle(new NftRequestError('generation', undefined, errnoName(ack.error), ack.error));
+        }
+      }, (s) => s === seq);
+      return gen;
+    });
+  }
+
+  /** Close the socket; pending and later calls reject with NftClientClosedError. Idempotent. */
+  close(): void {
+    this.shutDown('closed');
+  }
+
+  // -------------------------------------------------------------------------
+
+  private takeSeq(): number {
+    const s = this.seq;
+    this.seq = nextSeq(s);
+    return s;
+  }
+
+  /** Run calls one at a time, in order. */
+  private serial<T>(fn: () => Promise<T>): Promise<T> {
+    const run = async (): Promise<T> => {
+      if (this.closedReason !== undefined) throw new NftClientClosedError(this.closedReason);
+      return fn();
+    };
+    const p = this.tail.then(run, run);
+    this.tail = p.catch(() => undefined);
+    return p;
+  }
+
+  /**
+   * Send `datagram` and feed every received message with a seq that `owns`
+   * accepts to `handle` until it calls settle(). Times out (closing the
+   * client) after timeoutMs.
+   */
+  private exchange(what: string, datagram: Buffer, handle: (msg: NlMessage, settle: (err?: Error) => void) => void, owns: (seq: number) => boolean): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      let done = false;
+      const settle = (err?: Error): void => {
+        if (done) return;
+        done = true;
+        clearTimeout(timer);
+        this.pending = undefined;
+        this.failPending = undefined;
+        if (err) reject(err);
+        else resolve();
+      };
+      const timer = setTimeout(() => {
+        const err = new NftTimeoutError(what, this.timeoutMs);
+        settle(err);
+        this.shutDown(err.reason);
+      }, this.timeoutMs);
+      this.failPending = settle;
+      this.pending = {
+        owns,
+        handle: (msg) => {
+          try {
+            handle(msg, settle);
+          } catch (err) {
+            // An answer we cannot read: the socket's state is unknown from here on.
+            settle(err as Error);
+            this.shutDown(`${what}: ${(err as Error).message}`);
+          }
+        },
+      };
+      // Through a promise also when send() throws at once (a closed socket).
+      Promise.resolve()
+        .then(() => this.transport.send(datagram))
+        .catch((err: Error) => settle(new DroverError(`nf_tables ${what}: send failed: ${err.message}`, { cause: err })));
+    });
+  }
+
+  private receive(datagram: Buffer): void {
+    let msgs: NlMessage[];
+    try {
+      msgs = parseMessages(datagram);
+    } catch (err) {
+      this.shutDown(`unreadable datagram: ${(err as Error).message}`);
+      return;
+    }
+    for (const m of msgs) {
+      const p = this.pending;
+      if (p && p.owns(m.seq)) p.handle(m);
+      // Anything else is a late answer to an abandoned call: dropped.
+    }
+  }
+
+  private shutDown(reason: string): void {
+    if (this.closedReason !== undefined) return;
+    this.closedReason = reason;
+    this.failPending?.(new NftClientClosedError(reason));
+    this.transport.close();
+  }
+}

@@ -1,0 +1,128 @@
+/**
+ * The UAPI numbers the nf_tables netlink codec uses. Values are kernel ABI
+ * (never renumbered); each block names the header it is copied from:
+ * - include/uapi/linux/netlink.h (nlmsghdr flags, control messages),
+ * - include/uapi/linux/netfilter/nfnetlink.h (subsystems, batch messages),
+ * - include/uapi/linux/netfilter/nf_tables.h (nf_tables messages, attributes),
+ * - include/uapi/linux/netfilter.h (NFPROTO_* families).
+ */
+
+/** Netlink protocol of nfnetlink (NETLINK_NETFILTER, <linux/netlink.h>). */
+export const NETLINK_NETFILTER = 12;
+
+/** struct nlmsghdr length: len u32, type u16, flags u16, seq u32, pid u32 (<linux/netlink.h>). */
+export const NLMSG_HDRLEN = 16;
+/** struct nfgenmsg length: nfgen_family u8, version u8, res_id __be16 (<linux/netfilter/nfnetlink.h>). */
+export const NFGENMSG_LEN = 4;
+
+/** nlmsg_flags (<linux/netlink.h>). */
+export const NLM_F = {
+  REQUEST: 0x01,
+  MULTI: 0x02,
+  ACK: 0x04,
+  ECHO: 0x08,
+  /** Dump was inconsistent because the data changed during it. */
+  DUMP_INTR: 0x10,
+  /** GET: NLM_F_ROOT | NLM_F_MATCH. */
+  DUMP: 0x300,
+  /** NEW: override existing. */
+  REPLACE: 0x100,
+  /** NEW: do not touch, if it exists. */
+  EXCL: 0x200,
+  /** NEW: create, if it does not exist. */
+  CREATE: 0x400,
+  /** ACK: the request's payload was not copied into the error message. */
+  CAPPED: 0x100,
+  /** ACK: extended ack TLVs follow. */
+  ACK_TLVS: 0x200,
+} as const;
+
+/** Control message types (<linux/netlink.h>). */
+export const NLMSG_NOOP = 0x1;
+/** An ACK (error 0) or an error (negative errno), followed by the request's header. */
+export const NLMSG_ERROR = 0x2;
+/** End of a multipart (dump) reply; payload an int error code. */
+export const NLMSG_DONE = 0x3;
+
+/** nfnetlink version in every nfgenmsg (NFNETLINK_V0, <linux/netfilter/nfnetlink.h>). */
+export const NFNETLINK_V0 = 0;
+/** Subsystem id of nf_tables (NFNL_SUBSYS_NFTABLES, <linux/netfilter/nfnetlink.h>). */
+export const NFNL_SUBSYS_NFTABLES = 10;
+/** Batch delimiters (NFNL_MSG_BATCH_BEGIN / _END = NLMSG_MIN_TYPE, +1; <linux/netfilter/nfnetlink.h>). */
+export const NFNL_MSG_BATCH_BEGIN = 0x10;
+export const NFNL_MSG_BATCH_END = 0x11;
+
+/** enum nf_tables_msg_types (<linux/netfilter/nf_tables.h>); nlmsg_type is (NFNL_SUBSYS_NFTABLES << 8) | this. */
+export const NFT_MSG = {
+  NEWTABLE: 0,
+  GETTABLE: 1,
+  DELTABLE: 2,
+  NEWCHAIN: 3,
+  GETCHAIN: 4,
+  DELCHAIN: 5,
+  NEWRULE: 6,
+  GETRULE: 7,
+  DELRULE: 8,
+  NEWSET: 9,
+  GETSET: 10,
+  DELSET: 11,
+  NEWSETELEM: 12,
+  GETSETELEM: 13,
+  DELSETELEM: 14,
+  NEWGEN: 15,
+  GETGEN: 16,
+} as const;
+
+/** enum nft_set_elem_list_attributes (<linux/netfilter/nf_tables.h>). */
+export const NFTA_SET_ELEM_LIST = {
+  TABLE: 1,
+  SET: 2,
+  /** Nested: NFTA_LIST_ELEM entries. */
+  ELEMENTS: 3,
+  /** Id of a set created earlier in the same batch (used only when the name is not found). */
+  SET_ID: 4,
+} as const;
+
+/** enum nft_list_attributes (<linux/netfilter/nf_tables.h>): one entry of a nested list. */
+export const NFTA_LIST_ELEM = 1;
+
+/** enum nft_set_elem_attributes (<linux/netfilter/nf_tables.h>). */
+export const NFTA_SET_ELEM = {
+  /** Nested: NFTA_DATA_VALUE. */
+  KEY: 1,
+  /** Nested: NFTA_DATA_VALUE or NFTA_DATA_VERDICT (maps). */
+  DATA: 2,
+  /** __be32, NFT_SET_ELEM_* flags. */
+  FLAGS: 3,
+  /** __be64 milliseconds. */
+  TIMEOUT: 4,
+  /** __be64 milliseconds left (dumps only). */
+  EXPIRATION: 5,
+  USERDATA: 6,
+  EXPR: 7,
+  OBJREF: 8,
+  KEY_END: 9,
+  EXPRESSIONS: 10,
+} as const;
+
+/** enum nft_data_attributes (<linux/netfilter/nf_tables.h>). */
+export const NFTA_DATA = { VALUE: 1, VERDICT: 2 } as const;
+
+/** Largest NFTA_DATA_VALUE, bytes (NFT_DATA_VALUE_MAXLEN = 64, <linux/netfilter/nf_tables.h>). */
+export const NFT_DATA_VALUE_MAXLEN = 64;
+
+/** Largest table or set name, bytes without the NUL (NFT_NAME_MAXLEN 256 with it, <linux/netfilter/nf_tables.h>). */
+export const NFT_NAME_MAX = 255;
+
+/** enum nft_gen_attributes (<linux/netfilter/nf_tables.h>). */
+export const NFTA_GEN = {
+  /** __be32 ruleset generation id. */
+  ID: 1,
+  /** __be32 pid of the last process to commit. */
+  PROC_PID: 2,
+  /** string: its name. */
+  PROC_NAME: 3,
+} as const;
+
+/** Families (enum NFPROTO_*, <linux/netfilter.h>) of the nf_tables table families drover uses. */
+export const NFPROTO = { UNSPEC: 0, IPV4: 2, IPV6: 10 } as const;
