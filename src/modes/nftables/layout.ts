@@ -159,10 +159,17 @@ function frontendSet(name: string, comment: string): SetDecl {
   return { name, body: [`type ${FRONTEND_TYPE}`, `comment "${comment}"`], keyType: FRONTEND_TYPE };
 }
 
+/**
+ * The value is declared `ip daddr . tcp dport` (the same type, inet_service,
+ * and the same bytes for every protocol): with `th dport` there, nft 1.0.6
+ * cannot read the map back from the kernel ("conflicting protocols
+ * specified: ip vs. th"), so a later transaction could not add a rule that
+ * looks it up (a new endpoint count).
+ */
 function slotMap(sel: Selection, comment: string): SetDecl {
   return {
     name: sel.map,
-    body: [`typeof ${F} . numgen random mod 1 : ip daddr . th dport`, `comment "${comment}"`],
+    body: [`typeof ${F} . numgen random mod 1 : ip daddr . tcp dport`, `comment "${comment}"`],
     keyType: `${FRONTEND_TYPE} . integer`,
     mapType: 'ipv4_addr . inet_service',
   };
