@@ -39,11 +39,12 @@ export const SERIES: readonly string[] = [
   seriesLabel('drover', 'kernel'),
   seriesLabel('drover', 'datapath'),
   seriesLabel('raw', 'agent'),
+  seriesLabel('minimal-script', 'agent'),
   seriesLabel('kube-proxy', 'agent'),
   seriesLabel('full-rerender', 'agent'),
 ];
 
-const PALETTE = ['#1f77b4', '#17becf', '#2ca02c', '#9467bd', '#7f7f7f', '#d62728', '#ff7f0e'];
+const PALETTE = ['#1f77b4', '#17becf', '#2ca02c', '#9467bd', '#7f7f7f', '#bcbd22', '#d62728', '#ff7f0e'];
 const color = { field: 'series', type: 'nominal', title: null, scale: { domain: [...SERIES], range: PALETTE }, legend: { orient: 'bottom', columns: 3, labelLimit: 400 } } as const;
 
 /** The runs of one mode and variant, in the result's order. */

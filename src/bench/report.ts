@@ -30,6 +30,7 @@ export const KIND_LABEL: Readonly<Record<ChangeKind, string>> = {
 export const METHOD_LABEL: Readonly<Record<Method, string>> = {
   drover: 'drover',
   raw: 'raw minimal',
+  'minimal-script': 'minimal script',
   'kube-proxy': 'kube-proxy-style',
   'full-rerender': 'full re-render',
 };
@@ -284,7 +285,7 @@ export interface ModeComparison {
  * registry's first, iptables), for every size and kind of change (the full
  * sync included) that both measured in the run; empty unless two modes ran.
  * With several iptables variants, the same variant as the other mode's
- * iptables rules is used. Sorted by mode (registry order), size and kind.
+ * iptables rules is used (the first one for a mode without iptables rules). Sorted by mode (registry order), size and kind.
  */
 export function modeComparisons(rows: readonly StatRow[]): ModeComparison[] {
   const reference = defaultMode();
@@ -292,7 +293,9 @@ export function modeComparisons(rows: readonly StatRow[]): ModeComparison[] {
   const agent = rows.filter((r) => r.method === 'drover' && r.clock === 'agent');
   const out: ModeComparison[] = [];
   for (const a of agent.filter((r) => r.mode !== reference)) {
-    const b = agent.find((r) => r.mode === reference && r.variant === a.variant && r.services === a.services && r.kind === a.kind);
+    const same = (r: StatRow): boolean => r.mode === reference && r.services === a.services && r.kind === a.kind;
+    // A mode without iptables rules (nftables) has a variant of its own: then the reference's first variant.
+    const b = agent.find((r) => same(r) && r.variant === a.variant) ?? agent.find(same);
     if (!b) continue;
     out.push({
       services: a.services,
