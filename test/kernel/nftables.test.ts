@@ -13,6 +13,7 @@ import { silentLogger } from '../../src/util/log.ts';
 import { BACKENDS, CASES, CLIENTS, CLUSTER_CIDR, LB_IP, NODE_IP, STATE } from '../support/packet-flow.ts';
 import { run } from '../../src/testbed/exec.ts';
 import type { Snapshot } from '../../src/model/types.ts';
+import { synthServicePort } from '../../src/bench/synth.ts';
 
 const unavailable = await testbedUnavailableReason();
 const FULL = { full: true, changed: new Set<string>() };
@@ -61,6 +62,21 @@ if (unavailable) {
       for (const name of c.reach!) t.deepEqual(real.clientsSeen[name], [expected], `${name} sees ${expected}`);
     });
   }
+
+  test.serial('a partial sync that needs a new endpoint count adds its set and rewrites the pick chain in a transaction of its own', async (t) => {
+    // nft 1.0.6 reads the slot maps back from the kernel to add the rules that look them up: it must be able to (layout.ts slotMap).
+    const sp = synthServicePort(900, 7);
+    const grown: Snapshot = { ...STATE, services: new Map([...STATE.services, [sp.key, sp]]) };
+    const r = await b.sync(grown, { full: false, changed: new Set([sp.key]) });
+    t.like(r.detail, { mode: 'nftables', structural: true });
+    t.is(r.written.set, 1, 'the set endpoint-count-7');
+    const live = await nft.list();
+    t.is(live.sets.get('endpoint-count-7')?.elements.size, 1);
+    t.true(live.chains.get('pick')!.comments.includes('one of 7 endpoints'));
+    const back = await b.sync(STATE, { full: false, changed: new Set([sp.key]) });
+    t.like(back.detail, { structural: false });
+    t.deepEqual((await b.sync(STATE, FULL)).written, { 'set entry': 0, set: 0, chain: 1 }, 'the full sync prunes the count no longer used');
+  });
 
   void run;
   void ({} as Snapshot);
