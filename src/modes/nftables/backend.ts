@@ -127,7 +127,9 @@ export class NftablesBackend implements Backend {
       let ops: ElementOp[] = [];
       let want: Layout;
       let structure: StructurePlan;
-      let nextApplied: Map<string, readonly DesiredFrontend[]>;
+      // A full sync's frontends of every service port; a partial sync's of the changed ones (empty: gone).
+      let nextApplied: Map<string, readonly DesiredFrontend[]> | undefined;
+      const updates = new Map<string, readonly DesiredFrontend[]>();
       if (full) {
         const readStart = performance.now();
         model = TableModel.fromLive(await this.opts.nft.list());
@@ -140,7 +142,6 @@ export class NftablesBackend implements Backend {
         ({ ops, want, structure, applied: nextApplied } = planned);
       } else {
         model = this.model!;
-        nextApplied = new Map(this.applied);
         const touched = new Map<string, DesiredFrontend | undefined>();
         for (const key of changes.changed) {
           const before = this.applied.get(key) ?? [];
@@ -156,11 +157,10 @@ export class NftablesBackend implements Backend {
           }
           for (const f of before) if (!touched.has(f.frontend)) touched.set(f.frontend, undefined);
           for (const f of after) touched.set(f.frontend, f);
-          if (after.length > 0) nextApplied.set(key, after);
-          else nextApplied.delete(key);
+          updates.set(key, after);
         }
         for (const [text, f] of touched) planFrontend(model, text, f, ops);
-        this.planHairpinChanges(changes.changed, nextApplied, model, ops);
+        this.planHairpinChanges(updates, model, ops);
         want = layoutAfter(model, ops, this.opts.render, true);
         structure = planStructure(model, want, false);
       }
@@ -168,8 +168,10 @@ export class NftablesBackend implements Backend {
       ops = orderOps(ops);
       const { bytes, applyMs, via } = await this.write(structure, want, model, ops);
       this.model = structure.rebuild ? this.rebuilt(want, ops) : this.updated(model, structure, want, ops);
-      const before = this.applied;
-      this.remember(nextApplied);
+      // What the changed service ports had, for the affinity clean-up; only they are updated (O(change), not O(services)).
+      const before = nextApplied ? this.applied : new Map([...changes.changed].map((key) => [key, this.applied.get(key) ?? []] as const));
+      if (nextApplied) this.remember(nextApplied);
+      else this.update(updates);
       const affinityDeleted = await this.cleanAffinity(full ? model.affinity : undefined, full ? undefined : changes.changed, before);
       const counted = this.counts(structure.rebuild ? { ...structure, addSets: want.sets, writeChains: want.chains } : structure, ops, affinityDeleted);
       const detail: NftablesSyncDetail = { mode: 'nftables', via, structural: !isEmptyStructure(structure) };
@@ -202,8 +204,10 @@ export class NftablesBackend implements Backend {
    * looks again. Returns the entries deleted.
    */
   private async cleanAffinity(entries: ReadonlyMap<string, string> | undefined, changed: ReadonlySet<string> | undefined, before: ReadonlyMap<string, readonly DesiredFrontend[]>): Promise<number> {
-    const byFrontend = new Map<string, DesiredFrontend>();
-    for (const frontends of this.applied.values()) for (const f of frontends) byFrontend.set(f.frontend, f);
+    const frontendOf = (text: string): DesiredFrontend | undefined => {
+      const key = this.owner.get(text);
+      return key === undefined ? undefined : this.applied.get(key)?.find((f) => f.frontend === text);
+    };
     let scope: Set<string> | undefined;
     if (entries === undefined) {
       scope = new Set();
@@ -220,7 +224,7 @@ export class NftablesBackend implements Backend {
     for (const [key, target] of entries) {
       const frontend = key.split(' . ').slice(1).join(' . ');
       if (scope && !scope.has(frontend)) continue;
-      const f = byFrontend.get(frontend);
+      const f = frontendOf(frontend);
       if (f?.affinitySeconds === undefined || !(f.targets.includes(target) || f.local.includes(target))) stale.push(key);
     }
     if (stale.length === 0) return 0;
@@ -233,22 +237,26 @@ export class NftablesBackend implements Backend {
     }
   }
 
-  /** Hairpin entries whose use count goes from 0 to more, or back, for the changed service ports. */
-  private planHairpinChanges(changed: ReadonlySet<string>, next: ReadonlyMap<string, readonly DesiredFrontend[]>, model: TableModel, ops: ElementOp[]): void {
-    const refs = new Map(this.hairpinRefs);
-    const bump = (e: string, d: number): void => void refs.set(e, (refs.get(e) ?? 0) + d);
-    for (const key of changed) {
+  /**
+   * Hairpin entries whose use count goes from 0 to more, or back, when the
+   * service ports of `updates` get their new frontends (empty: gone). Reads
+   * the counts of the last syncs without copying them.
+   */
+  private planHairpinChanges(updates: ReadonlyMap<string, readonly DesiredFrontend[]>, model: TableModel, ops: ElementOp[]): void {
+    const delta = new Map<string, number>();
+    const bump = (e: string, d: number): void => void delta.set(e, (delta.get(e) ?? 0) + d);
+    for (const [key, after] of updates) {
       for (const f of this.applied.get(key) ?? []) for (const e of f.hairpin) bump(e, -1);
-      for (const f of next.get(key) ?? []) for (const e of f.hairpin) bump(e, +1);
+      for (const f of after) for (const e of f.hairpin) bump(e, +1);
     }
     const planned = new Set<string>();
-    for (const key of changed) {
-      for (const f of [...(this.applied.get(key) ?? []), ...(next.get(key) ?? [])]) {
+    for (const [key, after] of updates) {
+      for (const f of [...(this.applied.get(key) ?? []), ...after]) {
         for (const e of f.hairpin) {
           if (planned.has(e)) continue;
           planned.add(e);
           const has = model.has(HAIRPIN, e);
-          const used = (refs.get(e) ?? 0) > 0;
+          const used = (this.hairpinRefs.get(e) ?? 0) + (delta.get(e) ?? 0) > 0;
           if (used && !has) ops.push({ op: 'add', set: HAIRPIN, key: e });
           if (!used && has) ops.push({ op: 'delete', set: HAIRPIN, key: e });
         }
@@ -296,6 +304,28 @@ export class NftablesBackend implements Backend {
     return m;
   }
 
+  /** What a partial sync programmed: the frontends of the service ports of `updates` (empty: gone), their owners and hairpin use counts. */
+  private update(updates: ReadonlyMap<string, readonly DesiredFrontend[]>): void {
+    const bump = (e: string, d: number): void => {
+      const n = (this.hairpinRefs.get(e) ?? 0) + d;
+      if (n > 0) this.hairpinRefs.set(e, n);
+      else this.hairpinRefs.delete(e);
+    };
+    for (const [key, after] of updates) {
+      for (const f of this.applied.get(key) ?? []) {
+        if (this.owner.get(f.frontend) === key) this.owner.delete(f.frontend);
+        for (const e of f.hairpin) bump(e, -1);
+      }
+      for (const f of after) {
+        this.owner.set(f.frontend, key);
+        for (const e of f.hairpin) bump(e, +1);
+      }
+      if (after.length > 0) this.applied.set(key, after);
+      else this.applied.delete(key);
+    }
+  }
+
+  /** What a full sync programmed: every service port's frontends, their owners and hairpin use counts. */
   private remember(next: Map<string, readonly DesiredFrontend[]>): void {
     this.applied = next;
     this.owner = new Map();
