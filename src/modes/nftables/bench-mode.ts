@@ -51,5 +51,7 @@ export const nftablesBench: ModeBench = {
     `- **full re-render**: drover's whole table deleted and written again, every set, chain and element, by one \`nft -f\` transaction; ${s.fullBaselineRepeats} time(s) per size on a "service added" change, up to ${s.fullBaselineMax} services.`,
     '',
     "nftables mode's kernel clock reads the whole table with `nft -j list table ip drover` (the slot map that a change touches holds every service port's endpoints, so a focused read would not be much smaller) and checks it with drover's planner: a change shows when planning the service port's frontends against the read-back writes nothing and its hairpin entries are there. Its `bytes` are the netlink datagram (drover, raw) or the script (the others).",
+    '',
+    "drover's agent clock in nftables mode is its backend with the netlink element writer the bench gives it (netlink-elements.ts). `drover run` does not open one yet (nftables/wiring.ts), so on the end-to-end clock its element changes go through `nft -f`, at the cost of the minimal script.",
   ],
 };
