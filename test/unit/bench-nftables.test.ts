@@ -211,3 +211,23 @@ test('the kube-proxy change of a service port without endpoints writes its chain
   t.false(c.script.includes('element'));
   t.false(c.script.includes('numgen'));
 });
+
+test('a full resync that only deletes the set of an endpoint count no longer in use wrote nothing; one that writes an element did', (t) => {
+  const { h } = harness();
+  const result = (written: Record<string, number>, deleted: Record<string, number>) => ({
+    full: true,
+    services: 1,
+    endpoints: 1,
+    written,
+    deleted,
+    bytes: 100,
+    transactions: 1,
+    readMs: 1,
+    applyMs: 1,
+    totalMs: 2,
+  });
+  t.true(h.wroteNothing(result({ 'set entry': 0, set: 0, chain: 1 }, { 'set entry': 0, set: 1, chain: 0 })), 'endpoint-count-1 pruned, pick rewritten');
+  t.false(h.wroteNothing(result({ 'set entry': 1, set: 0, chain: 0 }, { 'set entry': 0, set: 0, chain: 0 })));
+  t.false(h.wroteNothing(result({ 'set entry': 0, set: 0, chain: 0 }, { 'set entry': 2, set: 0, chain: 0 })));
+  t.false(h.wroteNothing(result({ 'set entry': 0, set: 1, chain: 1 }, { 'set entry': 0, set: 0, chain: 0 })), 'a missing set');
+});

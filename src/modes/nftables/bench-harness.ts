@@ -22,7 +22,7 @@
  */
 import type { ServicePort, Snapshot } from '../../model/types.ts';
 import { silentLogger } from '../../util/log.ts';
-import { totalOf } from '../types.ts';
+import { countOf } from '../types.ts';
 import type { RenderOptions } from '../iptables/render.ts';
 import type { BenchChange, ServiceChange } from '../../bench/changes.ts';
 import type { Baseline, ModeHarness } from '../../bench/harness.ts';
@@ -124,7 +124,9 @@ export function nftablesHarness(io: NftHarnessIO, opts: NftHarnessOptions): Mode
       const s = planFullSync(model, snapshot, opts.render, frontendOpts, true).structure;
       return !s.rebuild && s.addSets.length === 0 && s.writeChains.length === 0;
     },
-    wroteNothing: (r) => r.bytes === 0 && totalOf(r.written) + totalOf(r.deleted) === 0,
+    // No element written or deleted and no set missing. Deleting the sets of endpoint counts no longer in use (and
+    // rewriting the chain that looked them up) is a full sync's clean-up of what partial syncs keep, not a repair.
+    wroteNothing: (r) => countOf(r.written, 'set entry') + countOf(r.deleted, 'set entry') + countOf(r.written, 'set') === 0,
     close: () => io.close(),
     async setUp(base: Snapshot) {
       stale = [];

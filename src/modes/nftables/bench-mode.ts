@@ -53,5 +53,7 @@ export const nftablesBench: ModeBench = {
     "nftables mode's kernel clock reads the whole table with `nft -j list table ip drover` (the slot map that a change touches holds every service port's endpoints, so a focused read would not be much smaller) and checks it with drover's planner: a change shows when planning the service port's frontends against the read-back writes nothing and its hairpin entries are there. Its `bytes` are the netlink datagram (drover, raw) or the script (the others).",
     '',
     "drover's agent clock in nftables mode is its backend with the netlink element writer the bench gives it (netlink-elements.ts). `drover run` does not open one yet (nftables/wiring.ts), so on the end-to-end clock its element changes go through `nft -f`, at the cost of the minimal script.",
+    '',
+    "nft 1.0.6 reads the chains of every table in the namespace for any script, so kube-proxy's table, once written, makes every `nft -f` of the run slower: the minimal script, kube-proxy-style, drover's structural writes and drover run's element changes alike (measured apart: one `add element` into a small table took 71 ms with 20,000 chains in another table of the namespace, 11 ms without). The raw baseline and drover's netlink writes do not read anything. A run's final full sync counts as writing nothing when it writes and deletes no element and adds no set: deleting the set of an endpoint count no longer in use (partial syncs keep them) and rewriting the chain that looked it up is its own clean-up.",
   ],
 };
