@@ -10,9 +10,9 @@
  *   as a box plot (whiskers at min and max) with the samples as ticks, one
  *   panel per kind of change and size, log scale.
  *
- * When IPVS and iptables mode both ran: modes.svg, drover's agent clock
- * (p50) of each mode against the number of service ports, one panel per
- * kind of change (the full sync included), log scales.
+ * When another mode ran beside iptables mode (IPVS, nftables): modes.svg,
+ * drover's agent clock (p50) of each mode against the number of service
+ * ports, one panel per kind of change (the full sync included), log scales.
  */
 import { parse, View } from 'vega';
 import { compile, type TopLevelSpec } from 'vega-lite';
@@ -39,11 +39,12 @@ export const SERIES: readonly string[] = [
   seriesLabel('drover', 'kernel'),
   seriesLabel('drover', 'datapath'),
   seriesLabel('raw', 'agent'),
+  seriesLabel('minimal-script', 'agent'),
   seriesLabel('kube-proxy', 'agent'),
   seriesLabel('full-rerender', 'agent'),
 ];
 
-const PALETTE = ['#1f77b4', '#17becf', '#2ca02c', '#9467bd', '#7f7f7f', '#d62728', '#ff7f0e'];
+const PALETTE = ['#1f77b4', '#17becf', '#2ca02c', '#9467bd', '#7f7f7f', '#bcbd22', '#d62728', '#ff7f0e'];
 const color = { field: 'series', type: 'nominal', title: null, scale: { domain: [...SERIES], range: PALETTE }, legend: { orient: 'bottom', columns: 3, labelLimit: 400 } } as const;
 
 /** The runs of one mode and variant, in the result's order. */
@@ -149,7 +150,7 @@ export function modesSpec(result: BenchResult): TopLevelSpec | undefined {
   });
 }
 
-/** Every chart of a run: two per mode and variant, and modes.svg when IPVS and iptables mode both ran. */
+/** Every chart of a run: two per mode and variant, and modes.svg when another mode ran beside iptables mode. */
 export function charts(result: BenchResult): Chart[] {
   const perMode = groups(result).flatMap(({ mode, variant }) => {
     const suffix = variant ? `${mode}-${variant}` : mode;

@@ -55,6 +55,13 @@ export interface ModeHarness<S = unknown> {
   wroteNothing(result: SyncResult): boolean;
   /** Release sockets and timers. */
   close(): void;
+  /**
+   * Prepare what the baselines need besides drover's state, for starting
+   * state `base` (nftables mode: kube-proxy's table at the same scale).
+   * Called once after the full sync, off the clock; absent when none.
+   * @throws what the kernel transaction throws.
+   */
+  setUp?(base: Snapshot): Promise<void>;
   /** The minimal change (the physical limit); also used to put a `whole` baseline's change back. */
   readonly raw: Baseline;
   /** Baselines measured on every change, like drover (iptables: the kube-proxy-style partial restore). */

@@ -108,6 +108,12 @@ export async function measureSize<S>(
   push('full-sync', 'drover', 'datapath', 0, msSince(t0, dFull.atNs), { tries: dFull.tries });
   progress(`${label}: full sync`, true, `${label}: full sync ${agentMs.toFixed(0)} ms (${full.transactions} transaction(s))`);
 
+  // What the baselines need besides drover's state, off the clock.
+  if (h.setUp) {
+    progress(`${label}: setting up the baselines`, false);
+    await h.setUp(base);
+  }
+
   // 2. Single changes.
   const drover = async (c: BenchChange, i: number): Promise<void> => {
     const start = nowNs();

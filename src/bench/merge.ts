@@ -9,7 +9,7 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { z } from 'zod';
 import { modeNames } from '../modes/registry.ts';
-import type { BenchResult, Sample } from './types.ts';
+import { METHODS, type BenchResult, type Method, type Sample } from './types.ts';
 
 /** A mode of the registry. */
 const modeName = z.string().refine((m) => modeNames().includes(m), { message: 'not a proxy mode of this drover' });
@@ -68,7 +68,7 @@ const SampleLine = z.looseObject({
   services: z.number().int().positive(),
   endpoints: z.number().int().positive(),
   kind: z.enum(['full-sync', 'endpoint-removed', 'endpoint-added', 'service-added', 'service-removed']),
-  method: z.enum(['drover', 'raw', 'kube-proxy', 'full-rerender']),
+  method: z.enum(METHODS as [Method, ...Method[]]),
   clock: z.enum(['agent', 'end-to-end', 'kernel', 'datapath']),
   iteration: z.number().int().nonnegative(),
   ms: z.number().nonnegative(),

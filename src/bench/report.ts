@@ -30,6 +30,7 @@ export const KIND_LABEL: Readonly<Record<ChangeKind, string>> = {
 export const METHOD_LABEL: Readonly<Record<Method, string>> = {
   drover: 'drover',
   raw: 'raw minimal',
+  'minimal-script': 'minimal script',
   'kube-proxy': 'kube-proxy-style',
   'full-rerender': 'full re-render',
 };
@@ -284,7 +285,7 @@ export interface ModeComparison {
  * registry's first, iptables), for every size and kind of change (the full
  * sync included) that both measured in the run; empty unless two modes ran.
  * With several iptables variants, the same variant as the other mode's
- * iptables rules is used. Sorted by mode (registry order), size and kind.
+ * iptables rules is used (the first one for a mode without iptables rules). Sorted by mode (registry order), size and kind.
  */
 export function modeComparisons(rows: readonly StatRow[]): ModeComparison[] {
   const reference = defaultMode();
@@ -292,7 +293,9 @@ export function modeComparisons(rows: readonly StatRow[]): ModeComparison[] {
   const agent = rows.filter((r) => r.method === 'drover' && r.clock === 'agent');
   const out: ModeComparison[] = [];
   for (const a of agent.filter((r) => r.mode !== reference)) {
-    const b = agent.find((r) => r.mode === reference && r.variant === a.variant && r.services === a.services && r.kind === a.kind);
+    const same = (r: StatRow): boolean => r.mode === reference && r.services === a.services && r.kind === a.kind;
+    // A mode without iptables rules (nftables) has a variant of its own: then the reference's first variant.
+    const b = agent.find((r) => same(r) && r.variant === a.variant) ?? agent.find(same);
     if (!b) continue;
     out.push({
       services: a.services,
@@ -347,6 +350,8 @@ export function modeTable(rows: readonly ModeComparison[]): string[] {
 /** The "how it was measured" section of summary.md. */
 export function methodText(result: BenchResult): string[] {
   const s = result.settings;
+  // The modes whose agent runs in a worker inside the node namespace (their netlink sockets act on the namespace of their process).
+  const workers = modeNames().filter((m) => modeDriver(m).bench.placement === 'namespace').map((m) => `${modeDriver(m).title} mode`).join(' and ');
   return [
     '## How it was measured',
     '',
@@ -354,7 +359,7 @@ export function methodText(result: BenchResult): string[] {
     '',
     'Each iteration makes four single changes, through drover\'s partial sync (Backend.sync): one endpoint removed from a clock service (2 → 1 endpoints), the same endpoint added back, one service port added (2 real endpoints), and the same port removed. Times are in ms, from the moment the change is seen, on the machine\'s monotonic clock:',
     '',
-    "- **agent**: until drover's sync returned: the snapshot diff, the rendering and the kernel transaction, in-process (IPVS mode: in a worker process inside the node namespace, because IPVS and rtnetlink sockets act on the namespace of their process; all processes share the machine's monotonic clock).",
+    `- **agent**: until drover's sync returned: the snapshot diff, the rendering and the kernel transaction, in-process (${workers}: in a worker process inside the node namespace, because their netlink sockets act on the namespace of their process; all processes share the machine's monotonic clock).`,
     "- **end to end**: the same changes made to the manifest files that a real `drover run` process watches (started in the node namespace after the other clocks, on the starting state written as files: the synthetic services in one `services.json`, each clock service and each added service in a file of its own; `--min-sync-period 0s`, so that a change is not held back by the previous one's sync). From just before the file is written (a temporary file renamed over it) or removed, until a read-back of the kernel, as on the kernel clock, shows the change; the read-backs start once drover run logged its next sync done. It adds to the agent clock the file watch and its 100 ms debounce, reading and normalising the file, building the desired state and a process of its own.",
     "- **kernel**: read-backs run back to back from when the agent returned; the time is when the first read-back that shows the change was parsed. iptables mode reads `iptables-save -t nat` in the node namespace (the service port's chains exactly as rendered, or their absence), so the time includes one whole read-back, whose own duration is `readback_ms` in the samples. IPVS mode reads the changed virtual server and its real servers over netlink (GET_SERVICE and a dump of its destinations) and, when a service comes or goes, the addresses of kube-ipvs0 (which holds every ClusterIP).",
     `- **data path**: new TCP connections from the client namespace run back to back from when the agent returned, by one long-lived prober process; the time is when the first connection that shows the change was opened. Endpoint added: the first connection answered by the new endpoint (each connection has a 1/2 chance, so the time is late by one connection on average, by k or more with probability 2^-k; never early, since only the new rules reach that endpoint). Endpoint removed: the first of ${s.removalConfirm} connections in a row answered by the surviving endpoint (with the old rules still in place this happens by chance with probability 2^-${s.removalConfirm}, the false-positive bound). Service added: the first connection answered at the new ClusterIP (without the rules nothing answers there, so no false positive). Service removed: the first of ${s.failConfirm} connections in a row that got no answer (refused, unreachable, or nothing within 1 s); the old rules would have answered.`,
@@ -367,9 +372,9 @@ export function methodText(result: BenchResult): string[] {
     'Baselines make the same changes on the same kernel state, taking turns with drover within each iteration, with their payloads and desired state built beforehand, off the clock.',
     ...s.modes.flatMap((m) => modeDriver(m).bench.methodText(s)),
     '',
-    "`bytes` in the samples is the text drover or the baseline handed to iptables-restore and ipset restore; IPVS netlink messages are not counted.",
+    "`bytes` in the samples is the text drover or the baseline handed to iptables-restore, ipset restore or nft, or the nf_tables netlink datagram; IPVS netlink messages are not counted.",
     '',
-    "Percentiles are nearest-rank (with fewer than 100 samples, p99 is the largest). Ratios are drover's agent clock over the baseline's time at the same percentile: a ratio near 1 means drover adds little to the kernel's own cost. Peak RSS is that of the process that runs drover's agent (process.resourceUsage().maxRSS): the benchmark process in iptables mode, whose peak only grows, so sizes run in ascending order; a fresh worker per size in IPVS mode. The RSS of drover run is that of a real proxy process at that size, from its /proc/PID/status: VmRSS when its first sync was logged (and after each change, `rss_kb` in the end-to-end samples), and VmHWM, its peak, after the last change.",
+    `Percentiles are nearest-rank (with fewer than 100 samples, p99 is the largest). Ratios are drover's agent clock over the baseline's time at the same percentile: a ratio near 1 means drover adds little to the kernel's own cost. Peak RSS is that of the process that runs drover's agent (process.resourceUsage().maxRSS): the benchmark process in iptables mode, whose peak only grows, so sizes run in ascending order; a fresh worker per size in ${workers}. The RSS of drover run is that of a real proxy process at that size, from its /proc/PID/status: VmRSS when its first sync was logged (and after each change, \`rss_kb\` in the end-to-end samples), and VmHWM, its peak, after the last change.`,
   ];
 }
 

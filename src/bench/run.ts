@@ -96,7 +96,11 @@ export async function runBench(opts: BenchOptions, environment: BenchEnvironment
   const samples: Sample[] = [];
   const runs: SizeRun[] = [];
   const wholeRepeats = (n: number): number => (n <= opts.fullBaselineMax ? Math.min(opts.fullBaselineRepeats, 1_000) : 0);
-  const total = opts.modes.length * sizes.reduce((sum, n) => sum + stepsPerSize(opts.changes, n <= opts.detailMax ? 1 : 0, wholeRepeats(n), n <= opts.detailMax), 0);
+  const perMode = (mode: ProxyMode): number => {
+    const perChange = modeDriver(mode).bench.perChangeBaselines ?? 1;
+    return sizes.reduce((sum, n) => sum + stepsPerSize(opts.changes, n <= opts.detailMax ? perChange : 0, wholeRepeats(n), n <= opts.detailMax), 0);
+  };
+  const total = opts.modes.reduce((sum, mode) => sum + perMode(mode), 0);
   let done = 0;
   const progress = (phase: string, step: boolean, note?: string): void => {
     if (step) done++;

@@ -19,12 +19,14 @@ export type SingleChange = (typeof CHANGE_KINDS)[number];
  * - `raw`: a hand-built minimal payload for the same change (the physical limit);
  * - `kube-proxy`: a kube-proxy-style partial restore (the static chains and the
  *   whole KUBE-SERVICES chain rewritten, plus the changed chains);
+ * - `minimal-script`: the raw change as a script of the mode's own tool
+ *   (nftables mode: `nft -f`), where raw goes to the kernel directly;
  * - `full-rerender`: the whole ruleset re-sent, every chain declared.
  */
-export type Method = 'drover' | 'raw' | 'kube-proxy' | 'full-rerender';
+export type Method = 'drover' | 'raw' | 'minimal-script' | 'kube-proxy' | 'full-rerender';
 
 /** Every method, in report order. */
-export const METHODS: readonly Method[] = ['drover', 'raw', 'kube-proxy', 'full-rerender'];
+export const METHODS: readonly Method[] = ['drover', 'raw', 'minimal-script', 'kube-proxy', 'full-rerender'];
 
 /**
  * The clock a sample was taken on, each from the moment the change is seen:

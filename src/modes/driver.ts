@@ -85,6 +85,8 @@ export interface ModeBench {
    * @throws Error for an unknown iptables variant; the kernel's errors.
    */
   createHarness(opts: { readonly netns?: string; readonly iptablesVariant: string }): Promise<ModeHarness>;
+  /** The harness's per-change baselines besides raw (ModeHarness.perChange), for the progress count; default 1. */
+  readonly perChangeBaselines?: number;
   /** Why the mode cannot be measured on this kernel, or undefined when it can. */
   unavailableReason(): Promise<string | undefined>;
   /** The mode's paragraphs of the report's "How it was measured" section (its baselines). */

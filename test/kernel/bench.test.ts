@@ -20,6 +20,7 @@ const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const DROVER = join(ROOT, 'bin/drover.js');
 const unavailable = await testbedUnavailableReason();
 const noIpvs = await modeDriver('ipvs').bench.unavailableReason();
+const noNftables = await modeDriver('nftables').bench.unavailableReason();
 
 const drover = (args: string[], timeoutMs = 60_000) => run(process.execPath, [DROVER, ...args], { allowFail: true, timeoutMs });
 
@@ -30,9 +31,9 @@ test('bench refuses a mode this kernel lacks, an unknown mode and a size below t
     t.is(ipvs.stderr, `drover: bench --modes ipvs: ${noIpvs}\n`);
     t.true(noIpvs.endsWith('; `npm run bench` measures IPVS mode in the test guest instead (scripts/vm/)'));
   }
-  const unknown = await drover(['bench', '--modes', 'nftables', '--out', join(tmpdir(), 'drover-bench-never')]);
+  const unknown = await drover(['bench', '--modes', 'nosuch', '--out', join(tmpdir(), 'drover-bench-never')]);
   t.is(unknown.code, 1);
-  t.regex(unknown.stderr, /^drover: .*unknown mode "nftables" \(known: iptables, ipvs\)\n$/);
+  t.regex(unknown.stderr, /^drover: .*unknown mode "nosuch" \(known: iptables, ipvs, nftables\)\n$/);
   const small = await drover(['bench', '--services', '100,2', '--out', join(tmpdir(), 'drover-bench-never')]);
   t.is(small.code, 1);
   t.regex(small.stderr, /^drover: .*"2" is not a whole number from 4 to 100000\n$/);
@@ -101,4 +102,29 @@ if (unavailable) {
       await rm(out, { recursive: true, force: true });
     }
   });
+
+  if (noNftables) {
+    test.skip(`nftables bench run skipped: ${noNftables}`, () => {});
+  } else {
+    test('a small nftables run: its baselines on every change, kube-proxy\'s table beside drover\'s, and nothing left to repair', async (t) => {
+      t.timeout(120_000);
+      const out = await mkdtemp(join(tmpdir(), 'drover-bench-nft-'));
+      try {
+        const res = await drover(['bench', '--modes', 'nftables', '--services', '100', '--endpoints', '10', '--changes', '2', '--out', out], 110_000);
+        t.is(res.code, 0, res.stderr);
+        const samples = await readSamples(out);
+        assertSampleCounts(t, samples, 2, ['minimal-script']);
+        t.true(samples.every((s) => s.mode === 'nftables' && s.variant === 'netlink' && s.services === 100));
+        t.true(samples.filter((s) => s.method === 'raw' || (s.method === 'drover' && s.clock === 'agent' && s.kind !== 'endpoint-removed')).every((s) => s.bytes! > 0));
+        const runJson = JSON.parse(await readFile(join(out, 'run.json'), 'utf8')) as { runs: SizeRun[] };
+        t.like(runJson.runs[0], { mode: 'nftables', variant: 'netlink', consistent: true, fullSyncTransactions: 1 });
+        const summary = await readFile(join(out, 'summary.md'), 'utf8');
+        t.regex(summary, /\*\*kube-proxy-style\*\*: what kube-proxy's nftables proxier/);
+        t.regex(summary, /^\| endpoint removed \|( [\d.]+ \| [\d.]+ \|){3} – \| – \|$/m, 'drover over raw, minimal script and kube-proxy-style');
+        await t.notThrowsAsync(access(join(out, 'latency-nftables-netlink.svg')));
+      } finally {
+        await rm(out, { recursive: true, force: true });
+      }
+    });
+  }
 }

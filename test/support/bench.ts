@@ -14,15 +14,17 @@ export async function readSamples(dir: string): Promise<Sample[]> {
  * `changes` changes of each kind takes: per kind drover on four clocks
  * (agent, end to end, kernel, data path) and raw and kube-proxy-style on the
  * agent clock, `changes` each; the full sync on three clocks (not end to
- * end); one full re-render on "service added".
+ * end); one full re-render on "service added". `extra`: the mode's other
+ * per-change baselines (nftables mode: `minimal-script`), also `changes` each.
  */
-export function assertSampleCounts(t: ExecutionContext, samples: readonly Sample[], changes: number): void {
+export function assertSampleCounts(t: ExecutionContext, samples: readonly Sample[], changes: number, extra: readonly string[] = []): void {
   const count = (kind: string, method: string, clock: string) => samples.filter((s) => s.kind === kind && s.method === method && s.clock === clock).length;
-  t.is(samples.length, 4 * (4 * changes + 2 * changes) + 3 + 1);
+  t.is(samples.length, 4 * (4 * changes + (2 + extra.length) * changes) + 3 + 1);
   for (const kind of ['endpoint-removed', 'endpoint-added', 'service-added', 'service-removed']) {
     for (const clock of ['agent', 'end-to-end', 'kernel', 'datapath']) t.is(count(kind, 'drover', clock), changes, `${kind} drover ${clock}`);
     t.is(count(kind, 'raw', 'agent'), changes, `${kind} raw`);
     t.is(count(kind, 'kube-proxy', 'agent'), changes, `${kind} kube-proxy`);
+    for (const m of extra) t.is(count(kind, m, 'agent'), changes, `${kind} ${m}`);
   }
   for (const clock of ['agent', 'kernel', 'datapath']) t.is(count('full-sync', 'drover', clock), 1, `full sync ${clock}`);
   t.is(count('full-sync', 'drover', 'end-to-end'), 0, 'the end-to-end clock times single changes only');

@@ -1,7 +1,7 @@
 /** The benchmark's reports from fixed samples: exact CSV, JSONL and tables. */
 import test from 'ava';
 import { charts, renderSvg } from '../../src/bench/charts.ts';
-import { buildSummary, droverRunTable, modeComparisons, modeTable, overviewTable, ratioRows, ratioTable, samplesToCSV, samplesToJSONL, sizeTable, statRows } from '../../src/bench/report.ts';
+import { buildSummary, droverRunTable, modeComparisons, modePairs, modeTable, overviewTable, ratioRows, ratioTable, samplesToCSV, samplesToJSONL, sizeTable, statRows } from '../../src/bench/report.ts';
 import { SETTINGS } from '../support/bench.ts';
 import type { BenchResult, ChangeKind, Clock, Method, Sample, SizeRun } from '../../src/bench/types.ts';
 
@@ -267,4 +267,16 @@ test('charts: modes.svg sets IPVS against iptables when both ran', async (t) => 
   for (const label of ['ipvs (nft)', 'iptables (nft)', 'full sync', 'endpoint removed', "IPVS mode against iptables mode: drover's agent clock (p50)"]) {
     t.true(svg.includes(`>${label}</text>`), label);
   }
+});
+
+test('a mode of another variant (nftables over netlink) is set against the reference mode, with the minimal script in its ratios', (t) => {
+  const nftRun: SizeRun = { ...IPVS_RUN, mode: 'nftables', variant: 'netlink' };
+  const nftSamples = IPVS_SAMPLES.map((s) => ({ ...s, mode: 'nftables', variant: 'netlink' }));
+  const script = samples('endpoint-removed', 'minimal-script', 'agent', [10, 10, 10, 10], { mode: 'nftables', variant: 'netlink' });
+  const rows = statRows([RUN, nftRun], [...SAMPLES, ...nftSamples, ...script]);
+  const pairs = modePairs(modeComparisons(rows));
+  t.deepEqual(pairs.map((p) => [p.mode, p.reference, p.rows[0]!.a, p.rows[0]!.b]), [['nftables', 'iptables', 'nftables (netlink)', 'iptables (nft)']]);
+  const ratios = ratioRows(rows).find((r) => r.mode === 'nftables' && r.kind === 'endpoint-removed')!;
+  t.true(ratios.ratios.some((r) => r.method === 'minimal-script' && r.p50 === 10));
+  t.true(ratioTable(ratioRows(rows).filter((r) => r.mode === 'nftables'))[0]!.includes('drover/minimal script p50'));
 });

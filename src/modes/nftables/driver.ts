@@ -15,6 +15,7 @@ import { driftOf } from '../shared/drift.ts';
 import type { ModeDriver, ModeOptions } from '../driver.ts';
 import type { Logger } from '../../util/log.ts';
 import { NftablesBackend, planFullSync } from './backend.ts';
+import { nftablesBench } from './bench-mode.ts';
 import { formatNftDrift, nftDriftCount } from './diff.ts';
 import { NFT, SystemNft } from './exec.ts';
 import { MAIN, TABLE } from './layout.ts';
@@ -159,12 +160,5 @@ export const nftablesMode: ModeDriver = {
     return { rules: ruleCounts(live), drift, lines: statusLines(live) };
   },
 
-  bench: {
-    placement: 'namespace',
-    async createHarness() {
-      throw new Error('drover bench has no nftables harness yet');
-    },
-    unavailableReason: async () => 'drover bench does not measure nftables mode yet',
-    methodText: () => [],
-  },
+  bench: nftablesBench,
 };

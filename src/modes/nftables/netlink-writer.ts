@@ -9,13 +9,13 @@
  * generation id (the cheap drift check).
  */
 import type { ElementWriter } from './backend.ts';
-import { MAIN, LOCAL, HAIRPIN, FIREWALL_ALLOW, AFFINITY_MAP, TABLE } from './layout.ts';
+import { MAIN, LOCAL, HAIRPIN, AFFINITY_MAP, MEMBERSHIP_SETS, TABLE, countOfSet, timeoutOfSet } from './layout.ts';
 import type { ElementOp } from './model.ts';
 import { UnsafeElementError } from './elements.ts';
 import type { ConcatField, FieldKind } from './netlink/concat.ts';
 import { decodeConcat, encodeConcat } from './netlink/concat.ts';
 import type { NftNetlinkClient } from './netlink/client.ts';
-import type { SetElementChange } from './netlink/codec.ts';
+import { encodeSetElemBatch, type SetElementChange } from './netlink/codec.ts';
 
 /** IANA protocol numbers of the protocols nft names (/etc/protocols). */
 const PROTOCOLS: Readonly<Record<string, number>> = { tcp: 6, udp: 17, sctp: 132 };
@@ -49,8 +49,9 @@ export function fieldsText(fields: readonly ConcatField[]): string {
 export function elementShape(name: string): { readonly key: readonly FieldKind[]; readonly value?: readonly FieldKind[] } | undefined {
   if (name === MAIN.map || name === LOCAL.map) return { key: SLOT_KEY, value: TARGET };
   if (name === HAIRPIN) return { key: HAIRPIN_KEY };
-  if (name === FIREWALL_ALLOW || name === AFFINITY_MAP) return undefined;
-  return { key: FRONTEND };
+  if ((MEMBERSHIP_SETS as readonly string[]).includes(name) || countOfSet(name) !== undefined || timeoutOfSet(name) !== undefined) return { key: FRONTEND };
+  // firewall-allow (an interval set), the affinity map (filled by the kernel) and anything unknown.
+  return undefined;
 }
 
 /**
@@ -86,7 +87,7 @@ export function elementChanges(ops: readonly ElementOp[]): SetElementChange[] {
   let current: { op: 'add' | 'delete'; set: string; elements: { key: Uint8Array; data?: Uint8Array }[] } | undefined;
   for (const op of ops) {
     const shape = elementShape(op.set);
-    if (!shape) throw new UnsafeElementError('set written over netlink', op.set);
+    if (!shape) throw new UnsafeElementError('netlink set', op.set);
     if (!current || current.op !== op.op || current.set !== op.set) {
       current = { op: op.op, set: op.set, elements: [] };
       changes.push({ family: TABLE.family, table: TABLE.name, set: op.set, op: op.op, elements: current.elements });
@@ -99,9 +100,17 @@ export function elementChanges(ops: readonly ElementOp[]): SetElementChange[] {
   return changes;
 }
 
+/** Bytes of the one datagram that carries `changes` (BATCH_BEGIN, the element messages, BATCH_END). */
+export function batchBytes(changes: readonly SetElementChange[]): number {
+  return encodeSetElemBatch(changes, { firstSeq: 1 }).bytes.length;
+}
+
+/** What the writer needs of an nf_tables netlink client (netlink/client.ts): `commit`, and for reading back the rest. */
+export type NetlinkElementClient = Pick<NftNetlinkClient, 'commit'> & Partial<Pick<NftNetlinkClient, 'listElements' | 'generation' | 'close'>>;
+
 /** Element writer over an open nf_tables netlink client. */
 export class NetlinkElementWriter implements ElementWriter {
-  constructor(private readonly client: NftNetlinkClient) {}
+  constructor(private readonly client: NetlinkElementClient) {}
 
   accepts(ops: readonly ElementOp[]): boolean {
     return ops.every((o) => elementShape(o.set) !== undefined);
@@ -114,7 +123,7 @@ export class NetlinkElementWriter implements ElementWriter {
   /** The elements of `set` from a netlink dump, as element texts; undefined for a set it does not read (firewall-allow, an interval set). */
   async read(set: string): Promise<Map<string, string | undefined> | undefined> {
     const shape = readShape(set);
-    if (!shape) return undefined;
+    if (!shape || !this.client.listElements) return undefined;
     const out = new Map<string, string | undefined>();
     for (const e of await this.client.listElements(TABLE.family, TABLE.name, set)) {
       out.set(fieldsText(decodeConcat(e.key, shape.key)), e.data && shape.value ? fieldsText(decodeConcat(e.data, shape.value)) : undefined);
@@ -123,10 +132,11 @@ export class NetlinkElementWriter implements ElementWriter {
   }
 
   generation(): Promise<number> {
+    if (!this.client.generation) return Promise.reject(new Error('this netlink client reads no generation id'));
     return this.client.generation();
   }
 
   close(): void {
-    this.client.close();
+    this.client.close?.();
   }
 }
