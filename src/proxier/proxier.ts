@@ -391,6 +391,8 @@ export class Proxier {
   async stop(): Promise<void> {
     await this.runner.stop();
     await this.opts.source.close();
+    // An open socket of the backend (nftables mode's netlink) would keep the process alive.
+    await this.opts.backend.close?.();
   }
 
   private async loop(): Promise<void> {

@@ -43,6 +43,8 @@ export interface ElementWriter {
   commit(ops: readonly ElementOp[]): Promise<number>;
   /** False when some of `ops` are for sets it does not write (they then go with `nft -f`); default true. */
   accepts?(ops: readonly ElementOp[]): boolean;
+  /** Close its socket. */
+  close?(): void;
 }
 
 /** Options of the nftables backend. */
@@ -336,6 +338,11 @@ export class NftablesBackend implements Backend {
       written: { 'set entry': adds, set: structure.addSets.length, chain: structure.writeChains.length },
       deleted: { 'set entry': ops.length - adds + affinityDeleted, set: structure.deleteSets.length, chain: structure.deleteChains.length },
     };
+  }
+
+  /** Close the element writer's socket (drover run stopping); the table stays as it is. */
+  close(): void {
+    this.opts.elements?.close?.();
   }
 
   /** Delete drover's table, and nothing else; reports the chains and sets it held. */
