@@ -44,7 +44,13 @@ export function cleanupCommand(): Command {
     .action(async (opts: KernelOptions) => {
       const logger = createLogger(opts.logLevel);
       const backend = await createBackend(opts, { masqueradeAll: false }, logger);
-      const result = await backend.cleanup();
+      let result;
+      try {
+        result = await backend.cleanup();
+      } finally {
+        // An open netlink socket (nftables mode) would keep the process from exiting.
+        await backend.close?.();
+      }
       process.stdout.write(cleanupSummary(result));
       for (const kept of result.kept) process.stderr.write(keptChainLines(kept));
       markPartial(result.kept);

@@ -22,6 +22,7 @@ export function syncCommand(): Command {
         await proxier.syncOnce({ full: true });
       } finally {
         await source.close();
+        await backend.close?.();
       }
       markPartial(proxier.last?.incomplete ?? []);
     });

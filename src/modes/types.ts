@@ -122,6 +122,12 @@ export interface Backend {
    * @throws whatever reading or writing the kernel threw.
    */
   cleanup(): Promise<CleanupResult>;
+  /**
+   * Release what the backend holds open (sockets), once no sync runs any
+   * more; the kernel state is left as it is. Without it there is nothing to
+   * release.
+   */
+  close?(): Promise<void> | void;
 }
 
 /**

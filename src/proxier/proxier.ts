@@ -261,6 +261,8 @@ export class Proxier {
           applyMs: round(result.applyMs),
           durationMs: round(result.totalMs),
           ...(partial ? { incomplete: incomplete.length } : {}),
+          // nftables mode: whether the elements went over nf_tables netlink or nft -f, and whether the structure changed.
+          ...(result.detail?.mode === 'nftables' ? { via: result.detail.via, structural: result.detail.structural } : {}),
         },
         `${result.full ? 'full sync done' : 'partial sync done'}${partial ? '; deletions held: the source is incomplete' : ''}`,
       );
@@ -391,6 +393,8 @@ export class Proxier {
   async stop(): Promise<void> {
     await this.runner.stop();
     await this.opts.source.close();
+    // An open socket of the backend (nftables mode's netlink) would keep the process alive.
+    await this.opts.backend.close?.();
   }
 
   private async loop(): Promise<void> {

@@ -169,3 +169,12 @@ test('cleanup deletes the table; a cleanup of a node without it does nothing', a
   t.false((await fake.list()).exists);
   t.deepEqual(await b.cleanup(), { removed: { chain: 0, set: 0 }, kept: [] });
 });
+
+test('close() closes the element writer, so that drover run can exit once stopped (an open netlink socket keeps the process alive)', async (t) => {
+  const fake = new FakeNft();
+  let closed = 0;
+  const b = new NftablesBackend({ nft: fake, elements: { ...fake.writer(), close: () => void closed++ }, render: RENDER, frontends: { nodePortIPs: NODE_IPS }, logger: silentLogger() });
+  await b.sync(snap(), FULL);
+  await b.close();
+  t.is(closed, 1);
+});

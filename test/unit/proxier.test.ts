@@ -189,3 +189,12 @@ test('a node that starts leaving is no policy change: the sync stays partial; a 
   t.deepEqual(backend.calls.map((c) => c.full), [true, false, true]);
   t.is(records[1]!.snapshot?.node?.leaving, 'it has the ToBeDeletedByClusterAutoscaler taint', 'the synced snapshot carries it, for /healthz');
 });
+
+test('stop() closes the backend once the loop has stopped', async (t) => {
+  const { backend, proxier } = setup([{ snapshot: snap(b) }]);
+  let closed = 0;
+  (backend as unknown as { close: () => void }).close = () => void closed++;
+  await proxier.start();
+  await proxier.stop();
+  t.is(closed, 1);
+});

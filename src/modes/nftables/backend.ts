@@ -23,7 +23,7 @@ import { countServingEndpoints } from '../../model/policy.ts';
 import type { Snapshot } from '../../model/types.ts';
 import type { Backend, ChangeSet, CleanupResult, ObjectCounts, SyncResult } from '../types.ts';
 import type { RenderOptions } from '../iptables/render.ts';
-import { desiredFrontends, desiredNft, type DesiredFrontend, type DesiredOptions } from './desired.ts';
+import { claimFrontends, conflictText, desiredNft, uniqueFrontends, type DesiredFrontend, type DesiredOptions, type FrontendConflict } from './desired.ts';
 import type { NftExec } from './exec.ts';
 import type { LiveSet, LiveTable } from './live.ts';
 import { AFFINITY_MAP, FIREWALL_ALLOW, HAIRPIN, MEMBERSHIP_SETS, TABLE, countOfSet, timeoutOfSet, type Layout } from './layout.ts';
@@ -51,6 +51,8 @@ export interface ElementWriter {
   read?(set: string): Promise<Map<string, string | undefined> | undefined>;
   /** The ruleset's generation id (NFT_MSG_GETGEN): it changes with every committed transaction of the namespace. */
   generation?(): Promise<number>;
+  /** Close its socket. */
+  close?(): void;
 }
 
 /** Options of the nftables backend. */
@@ -85,15 +87,24 @@ export interface FullSyncPlan {
   /** The frontends of each service port once written. */
   readonly applied: Map<string, readonly DesiredFrontend[]>;
   /** Service ports left out (a frontend of theirs belongs to another). */
-  readonly conflicts: readonly string[];
+  readonly conflicts: readonly FrontendConflict[];
 }
 
 /**
  * What a full sync of `snapshot` writes onto the table `model` read back
  * (see the module comment); pure. `diff` and `status` show the same plan.
+ * `incumbents` (frontend → service port, as the last sync left them) keep
+ * a frontend two service ports want (desired.ts desiredNft).
  */
-export function planFullSync(model: TableModel, snapshot: Snapshot, render: RenderOptions, frontends: DesiredOptions, incomplete: boolean): FullSyncPlan {
-  const desired = desiredNft(snapshot, frontends);
+export function planFullSync(
+  model: TableModel,
+  snapshot: Snapshot,
+  render: RenderOptions,
+  frontends: DesiredOptions,
+  incomplete: boolean,
+  incumbents: ReadonlyMap<string, string> = new Map(),
+): FullSyncPlan {
+  const desired = desiredNft(snapshot, frontends, incumbents);
   const applied = new Map<string, readonly DesiredFrontend[]>();
   for (const f of desired.frontends.values()) applied.set(f.servicePort, [...(applied.get(f.servicePort) ?? []), f]);
   const planAll = (m: TableModel): ElementOp[] => {
@@ -174,8 +185,8 @@ export class NftablesBackend implements Backend {
         const readStart = performance.now();
         model = TableModel.fromLive(await this.readLive());
         readMs = performance.now() - readStart;
-        const planned = planFullSync(model, snapshot, this.opts.render, this.opts.frontends, incomplete);
-        for (const key of planned.conflicts) this.opts.logger.warn({ servicePort: key }, 'service port left out: one of its frontends belongs to another service port');
+        const planned = planFullSync(model, snapshot, this.opts.render, this.opts.frontends, incomplete, this.owner);
+        for (const c of planned.conflicts) this.opts.logger.warn({ servicePort: c.servicePort, frontend: c.frontend, field: c.field, owner: c.owner }, conflictText(c));
         if (planned.structure.rebuild && model.exists) {
           this.opts.logger.warn('drover table has sets or base chains of another shape; writing it again whole, in one transaction');
         }
@@ -184,19 +195,20 @@ export class NftablesBackend implements Backend {
         model = this.model!;
         updates = new Map();
         const touched = new Map<string, DesiredFrontend | undefined>();
-        for (const key of changes.changed) {
-          const before = this.applied.get(key) ?? [];
+        // The changed service ports give up their frontends and claim them again, as a full sync would hand them out.
+        const owners = new Map(this.owner);
+        for (const key of changes.changed) for (const f of this.applied.get(key) ?? []) if (owners.get(f.frontend) === key) owners.delete(f.frontend);
+        const candidates = [...changes.changed].sort().map((key) => {
           const sp = snapshot.services.get(key);
-          const after = sp ? desiredFrontends(sp, snapshot.node, this.opts.frontends) : [];
-          const taken = after.find((f) => {
-            const o = this.owner.get(f.frontend);
-            return o !== undefined && o !== key && !changes.changed.has(o);
-          });
-          if (taken) {
-            this.opts.logger.warn({ servicePort: key, frontend: taken.frontend }, 'service port left out: one of its frontends belongs to another service port');
-            continue;
-          }
-          for (const f of before) if (!touched.has(f.frontend)) touched.set(f.frontend, undefined);
+          return [sp, key, sp ? uniqueFrontends(sp, snapshot.node, this.opts.frontends) : []] as const;
+        });
+        const { accepted, conflicts } = claimFrontends(candidates, owners, this.owner);
+        for (const c of conflicts) this.opts.logger.warn({ servicePort: c.servicePort, frontend: c.frontend, field: c.field, owner: c.owner }, conflictText(c));
+        for (const key of changes.changed) {
+          for (const f of this.applied.get(key) ?? []) if (!touched.has(f.frontend)) touched.set(f.frontend, undefined);
+          updates.set(key, []);
+        }
+        for (const [key, after] of accepted) {
           for (const f of after) touched.set(f.frontend, f);
           updates.set(key, after);
         }
@@ -387,6 +399,11 @@ export class NftablesBackend implements Backend {
       written: { 'set entry': adds, set: structure.addSets.length, chain: structure.writeChains.length },
       deleted: { 'set entry': ops.length - adds + affinityDeleted, set: structure.deleteSets.length, chain: structure.deleteChains.length },
     };
+  }
+
+  /** Close the element writer's socket (drover run stopping); the table stays as it is. */
+  close(): void {
+    this.opts.elements?.close?.();
   }
 
   /** Delete drover's table, and nothing else; reports the chains and sets it held. */

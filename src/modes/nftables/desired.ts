@@ -116,25 +116,85 @@ export function desiredFrontends(sp: ServicePort, node: NodeInfo | undefined, op
   return out;
 }
 
+/** A service port left out because a frontend of its belongs to another service port. */
+export interface FrontendConflict {
+  /** The service port left out. */
+  readonly servicePort: string;
+  /** The frontend it wanted (elements.ts frontendText). */
+  readonly frontend: string;
+  /** Which field of its Service gave that frontend: `spec.clusterIP`, `spec.ports[].nodePort`, `spec.externalIPs` or `status.loadBalancer.ingress`. */
+  readonly field: string;
+  /** The service port that keeps the frontend. */
+  readonly owner: string;
+}
+
+/** The one-line message of a conflict: the object, the field and the frontend, and who keeps it. */
+export function conflictText(c: FrontendConflict): string {
+  return `service port ${c.servicePort}: ${c.field} gives frontend ${c.frontend}, which belongs to service port ${c.owner}; service port left out`;
+}
+
+/** The field of `sp` that gives its frontend `f`. */
+function fieldOf(sp: ServicePort | undefined, f: DesiredFrontend): string {
+  if (f.kind === 'cluster') return 'spec.clusterIP';
+  const [ip, , port] = f.frontend.split(' . ');
+  if (sp?.frontends.nodePort !== undefined && Number(port) === sp.frontends.nodePort && !ipv4ExternalIPs(sp.frontends).includes(ip!) && !ipv4LoadBalancerIPs(sp.frontends).includes(ip!)) {
+    return 'spec.ports[].nodePort';
+  }
+  return sp && ipv4ExternalIPs(sp.frontends).includes(ip!) ? 'spec.externalIPs' : 'status.loadBalancer.ingress';
+}
+
+/** The frontends of `sp`, each once (an external IP that is also its LoadBalancer IP is programmed once). */
+export function uniqueFrontends(sp: ServicePort, node: NodeInfo | undefined, opts: DesiredOptions): DesiredFrontend[] {
+  return [...new Map(desiredFrontends(sp, node, opts).map((f) => [f.frontend, f] as const)).values()];
+}
+
+/**
+ * Hand out frontends to `candidates` (service ports with their frontends,
+ * in key order): a service port gets all of its frontends when none is in
+ * `owners` (frontend → service port, updated), else none and a conflict.
+ * Service ports that `incumbents` (the owners of the last sync) names as
+ * the owner of one of their frontends go first, so a frontend already
+ * served stays with its service port; the rest by key.
+ */
+export function claimFrontends(
+  candidates: ReadonlyArray<readonly [ServicePort | undefined, string, readonly DesiredFrontend[]]>,
+  owners: Map<string, string>,
+  incumbents: ReadonlyMap<string, string>,
+): { accepted: Map<string, readonly DesiredFrontend[]>; conflicts: FrontendConflict[] } {
+  const first = (c: (typeof candidates)[number]): boolean => c[2].some((f) => incumbents.get(f.frontend) === c[1]);
+  const ordered = [...candidates.filter(first), ...candidates.filter((c) => !first(c))];
+  const accepted = new Map<string, readonly DesiredFrontend[]>();
+  const conflicts: FrontendConflict[] = [];
+  for (const [sp, key, mine] of ordered) {
+    const taken = mine.find((f) => owners.has(f.frontend) && owners.get(f.frontend) !== key);
+    if (taken) {
+      conflicts.push({ servicePort: key, frontend: taken.frontend, field: fieldOf(sp, taken), owner: owners.get(taken.frontend)! });
+      continue;
+    }
+    for (const f of mine) owners.set(f.frontend, key);
+    accepted.set(key, mine);
+  }
+  conflicts.sort((a, b) => (a.servicePort < b.servicePort ? -1 : a.servicePort > b.servicePort ? 1 : 0));
+  return { accepted, conflicts };
+}
+
 /** Every frontend of a snapshot, by frontend text. */
 export interface DesiredNft {
   readonly frontends: ReadonlyMap<string, DesiredFrontend>;
-  /** Service ports left out because one of their frontends belongs to another service port (the first by key keeps it). */
-  readonly conflicts: readonly string[];
+  /** Service ports left out because one of their frontends belongs to another service port. */
+  readonly conflicts: readonly FrontendConflict[];
 }
 
-/** The desired frontends of `snapshot` (service ports in key order; a frontend taken twice stays with the first). */
-export function desiredNft(snapshot: Snapshot, opts: DesiredOptions): DesiredNft {
+/**
+ * The desired frontends of `snapshot`. A frontend two service ports want
+ * stays with the one `incumbents` (frontend → service port, from the last
+ * sync) names, else with the first by key; the other is left out whole.
+ */
+export function desiredNft(snapshot: Snapshot, opts: DesiredOptions, incumbents: ReadonlyMap<string, string> = new Map()): DesiredNft {
+  const candidates = [...snapshot.services.values()].map((sp) => [sp, sp.key, uniqueFrontends(sp, snapshot.node, opts)] as const);
+  const { accepted, conflicts } = claimFrontends(candidates, new Map(), incumbents);
   const frontends = new Map<string, DesiredFrontend>();
-  const conflicts: string[] = [];
-  for (const sp of snapshot.services.values()) {
-    // A frontend listed twice by one service port (an external IP that is also its LoadBalancer IP) is programmed once.
-    const mine = [...new Map(desiredFrontends(sp, snapshot.node, opts).map((f) => [f.frontend, f] as const)).values()];
-    if (mine.some((f) => frontends.has(f.frontend))) {
-      conflicts.push(sp.key);
-      continue;
-    }
-    for (const f of mine) frontends.set(f.frontend, f);
-  }
+  // In key order, as the snapshot lists them.
+  for (const [, key] of candidates) for (const f of accepted.get(key) ?? []) frontends.set(f.frontend, f);
   return { frontends, conflicts };
 }

@@ -26,7 +26,7 @@ import { orderOps } from './plan.ts';
 import { transactionScript } from './script.ts';
 import { nftTraceContext, nftTraceFormat } from './trace.ts';
 import { formatNftChains, nftFrontendViews } from './chains.ts';
-import { desiredNft, type DesiredNft } from './desired.ts';
+import { conflictText, desiredNft, type DesiredNft } from './desired.ts';
 import { selectServicePorts, UnknownServiceError } from '../iptables/chains.ts';
 import { endpointPods } from '../../model/pods.ts';
 import { openElementWriter } from './wiring.ts';
@@ -115,7 +115,7 @@ export const nftablesMode: ModeDriver = {
     const lines = ['drover render --mode nftables: what a full sync writes onto an empty node (nft -f input)', ...header];
     return {
       text: `${lines.map((l) => `# ${l}`).join('\n')}\n${transactionScript(plan.structure, plan.want, empty, orderOps(plan.ops))}`,
-      leftOut: plan.conflicts.map((c) => `service port ${c}: its ClusterIP, port and protocol belong to another service port; left out there`),
+      leftOut: plan.conflicts.map(conflictText),
     };
   },
 
