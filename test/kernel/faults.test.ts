@@ -12,13 +12,13 @@
 import test, { type ExecutionContext } from 'ava';
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { mkdir, rm, writeFile } from 'node:fs/promises';
+import { rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { run } from '../../src/testbed/exec.ts';
 import { testbedUnavailableReason } from '../../src/testbed/topology.ts';
 import type { Traffic } from '../../src/testbed/probe.ts';
-import { assertConverged, CLUSTER_IP, faultWorld, finish, reached, restoreFaults, runFlags, startDrover, synced, traffic, type FaultWorld, type RestoreFaults, type RunningDrover } from '../support/faults.ts';
+import { assertConverged, CLUSTER_IP, finish, manifestWorld, type ManifestWorld, reached, restoreFaults, runFlags, startDrover, synced, traffic, type RestoreFaults, type RunningDrover } from '../support/faults.ts';
 import { until } from '../support/wait.ts';
 
 const unavailable = await testbedUnavailableReason();
@@ -34,18 +34,10 @@ const BEFORE = `${service}---\n${slice(['10.180.0.1', '10.180.0.2'])}`;
 const AFTER = `${service}---\n${slice(['10.180.0.1', '10.180.0.2', '10.180.0.3'])}`;
 
 /** The fault world plus the manifest folder (the source) holding BEFORE in web.yaml. */
-interface World extends FaultWorld {
-  readonly source: string;
-  readonly file: string;
-}
+type World = ManifestWorld;
 
-async function world(t: ExecutionContext): Promise<World> {
-  const w = await faultWorld(t);
-  const source = join(w.scratch, 'manifests');
-  await mkdir(source);
-  const file = join(source, 'web.yaml');
-  await writeFile(file, BEFORE);
-  return { ...w, source, file };
+function world(t: ExecutionContext): Promise<World> {
+  return manifestWorld(t, BEFORE);
 }
 
 /** The source and kernel flags of every drover command of a case (`inside`: drover runs in the node namespace, without --netns). */

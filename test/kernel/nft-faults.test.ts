@@ -10,11 +10,11 @@
  * them, also on failure.
  */
 import test, { type ExecutionContext } from 'ava';
-import { mkdir, writeFile } from 'node:fs/promises';
+import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { run } from '../../src/testbed/exec.ts';
 import { testbedUnavailableReason } from '../../src/testbed/topology.ts';
-import { CLUSTER_IP, drover, faultWorld, finish, reached, runFlags, startDrover, synced, traffic, type FaultWorld, type RunningDrover } from '../support/faults.ts';
+import { CLUSTER_IP, drover, finish, manifestWorld, type ManifestWorld, reached, runFlags, startDrover, synced, traffic, type FaultWorld, type RunningDrover } from '../support/faults.ts';
 import { until } from '../support/wait.ts';
 
 const unavailable = await testbedUnavailableReason();
@@ -33,19 +33,12 @@ const OTHER = `table ip other {
 }
 `;
 
-interface World extends FaultWorld {
-  readonly source: string;
-  readonly file: string;
-}
+type World = ManifestWorld;
 
 async function world(t: ExecutionContext): Promise<World> {
-  const w = await faultWorld(t);
-  const source = join(w.scratch, 'manifests');
-  await mkdir(source);
-  const file = join(source, 'web.yaml');
-  await writeFile(file, manifest(['10.180.0.1', '10.180.0.2']));
+  const w = await manifestWorld(t, manifest(['10.180.0.1', '10.180.0.2']));
   await nft(w, ['-f', '-'], OTHER);
-  return { ...w, source, file };
+  return w;
 }
 
 /** nft ARGS in the node namespace, `input` on stdin. */

@@ -269,3 +269,19 @@ export async function assertConverged(t: ExecutionContext, args: readonly string
   const diff = await drover(args, { env });
   t.deepEqual([diff.code, diff.stdout], [0, 'no differences\n'], diff.stderr);
 }
+
+/** The fault world plus a manifest folder (the source) holding one file, web.yaml. */
+export interface ManifestWorld extends FaultWorld {
+  readonly source: string;
+  readonly file: string;
+}
+
+/** {@link faultWorld} with `manifest` written to `<scratch>/manifests/web.yaml`. */
+export async function manifestWorld(t: ExecutionContext, manifest: string): Promise<ManifestWorld> {
+  const w = await faultWorld(t);
+  const source = join(w.scratch, 'manifests');
+  await mkdir(source);
+  const file = join(source, 'web.yaml');
+  await writeFile(file, manifest);
+  return { ...w, source, file };
+}
