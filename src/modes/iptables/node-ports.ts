@@ -35,16 +35,27 @@ export function nodePortIPs(cidrs: readonly IPPrefix[] | undefined, local: Itera
 }
 
 /**
+ * The NodePort addresses of namespace `netns` (undefined: this process's)
+ * for `cidrs` (see {@link nodePortIPs}), with the node's IPv4 addresses
+ * they were picked from (`ip -4 -o addr show`). Warns about left-out
+ * loopback addresses and about CIDRs that hold no address of the node
+ * (then no NodePort answers anywhere).
+ * @throws Error when the addresses cannot be read.
+ */
+export async function readNodePortIPs(cidrs: readonly IPPrefix[] | undefined, netns: string | undefined, logger?: Logger): Promise<NodePortIPs & { readonly local: ReadonlySet<string> }> {
+  const local = await localAddresses(netns);
+  const picked = nodePortIPs(cidrs, local);
+  if (picked.loopback.length > 0) logger?.warn({ addresses: picked.loopback }, '--nodeport-addresses holds loopback addresses; NodePorts are not served on them');
+  if (picked.ips !== undefined && picked.ips.length === 0) logger?.warn({ nodeportAddresses: cidrs?.map((c) => c.text) }, 'no address of this node is in --nodeport-addresses: no NodePort is reachable');
+  return { ...picked, local };
+}
+
+/**
  * iptables mode's static rules for `--nodeport-addresses` in namespace
- * `netns` (its addresses read with `ip -4 -o addr show`, only when CIDRs
- * are given). Warns about left-out loopback addresses and about CIDRs that
- * hold no address of the node (then no NodePort answers anywhere).
+ * `netns` (its addresses read only when CIDRs are given, {@link readNodePortIPs}).
  * @throws Error when the addresses cannot be read.
  */
 export async function iptablesStatics(cidrs: readonly IPPrefix[] | undefined, netns: string | undefined, logger?: Logger): Promise<StaticRuleset> {
   if (cidrs === undefined || cidrs.length === 0) return loadStaticRules();
-  const { ips, loopback } = nodePortIPs(cidrs, await localAddresses(netns));
-  if (loopback.length > 0) logger?.warn({ addresses: loopback }, '--nodeport-addresses holds loopback addresses; NodePorts are not served on them');
-  if (ips !== undefined && ips.length === 0) logger?.warn({ nodeportAddresses: cidrs.map((c) => c.text) }, 'no address of this node is in --nodeport-addresses: no NodePort is reachable');
-  return loadStaticRules(ips);
+  return loadStaticRules((await readNodePortIPs(cidrs, netns, logger)).ips);
 }

@@ -7,18 +7,13 @@
  */
 import { cidrContains, compareAddresses, type IPPrefix } from '../../model/addr.ts';
 import type { Logger } from '../../util/log.ts';
-import { localAddresses } from '../iptables/live.ts';
-import { nodePortIPs } from '../iptables/node-ports.ts';
+import { readNodePortIPs } from '../iptables/node-ports.ts';
 
 /**
  * The NodePort addresses of namespace `netns` (undefined: this process's) for `cidrs`, sorted.
  * @throws Error when the addresses cannot be read.
  */
 export async function nftNodePortIPs(cidrs: readonly IPPrefix[] | undefined, netns: string | undefined, logger?: Logger): Promise<string[]> {
-  const local = await localAddresses(netns);
-  const { ips, loopback } = nodePortIPs(cidrs, local);
-  if (loopback.length > 0) logger?.warn({ addresses: loopback }, '--nodeport-addresses holds loopback addresses; NodePorts are not served on them');
-  if (ips === undefined) return [...local].filter((ip) => !cidrContains('127.0.0.0/8', ip)).sort(compareAddresses);
-  if (ips.length === 0) logger?.warn({ nodeportAddresses: cidrs?.map((c) => c.text) }, 'no address of this node is in --nodeport-addresses: no NodePort is reachable');
-  return [...ips];
+  const { ips, local } = await readNodePortIPs(cidrs, netns, logger);
+  return ips !== undefined ? [...ips] : [...local].filter((ip) => !cidrContains('127.0.0.0/8', ip)).sort(compareAddresses);
 }
