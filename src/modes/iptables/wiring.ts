@@ -4,8 +4,7 @@
  * namespace of `--netns`. IPVS mode uses it too, for the iptables rules it
  * still needs.
  */
-import { existsSync } from 'node:fs';
-import { UsageError } from '../../cli/usage-error.ts';
+import { requireNetns, requireRoot } from '../shared/access.ts';
 import type { KernelOptions } from '../../cli/options.ts';
 import type { Logger } from '../../util/log.ts';
 import { detectVariant, SystemIptables } from './exec.ts';
@@ -18,10 +17,8 @@ import type { ParsedDump } from './parse.ts';
  * @throws UsageError when not root or the namespace does not exist.
  */
 export async function createIptablesExec(opts: KernelOptions, logger: Logger): Promise<SystemIptables> {
-  if (process.getuid?.() !== 0) throw new UsageError('reading or programming iptables needs root (CAP_NET_ADMIN); run drover as root');
-  if (opts.netns && !existsSync(`/run/netns/${opts.netns}`)) {
-    throw new UsageError(`network namespace ${opts.netns} does not exist (ip netns list shows the named ones)`);
-  }
+  requireRoot('iptables');
+  requireNetns(opts.netns);
   const variant = opts.iptablesBackend === 'auto' ? await detectVariant(opts.netns) : opts.iptablesBackend;
   logger.debug({ iptables: variant, netns: opts.netns }, 'using iptables-%s', variant);
   return new SystemIptables({ variant, ...(opts.netns ? { netns: opts.netns } : {}) });

@@ -8,6 +8,7 @@
  */
 import { existsSync } from 'node:fs';
 import { UsageError } from '../../cli/usage-error.ts';
+import { requireNetns, requireRoot } from '../shared/access.ts';
 import type { KernelOptions, RenderCliOptions } from '../../cli/options.ts';
 import { loadSource } from '../../sources/load.ts';
 import { renderConfig } from '../shared/render-config.ts';
@@ -37,11 +38,9 @@ import { localAddresses } from '../iptables/live.ts';
  * @throws UsageError when not root, nft is missing or the namespace does not exist.
  */
 function nftFor(opts: KernelOptions): SystemNft {
-  if (process.getuid?.() !== 0) throw new UsageError('reading or programming nftables needs root (CAP_NET_ADMIN); run drover as root');
+  requireRoot('nftables');
   if (!existsSync(NFT)) throw new UsageError(`nftables mode needs ${NFT} (Debian package nftables)`);
-  if (opts.netns && !existsSync(`/run/netns/${opts.netns}`)) {
-    throw new UsageError(`network namespace ${opts.netns} does not exist (ip netns list shows the named ones)`);
-  }
+  requireNetns(opts.netns);
   return new SystemNft(opts.netns ? { netns: opts.netns } : {});
 }
 
