@@ -55,6 +55,11 @@ export class ManifestCache<T = ManifestObject> {
     else this.entries.set(path, { stamp: stampOf(st), read });
   }
 
+  /** Drop the entry of `path` (a file removed since). */
+  forget(path: string): void {
+    this.entries.delete(path);
+  }
+
   /** Drop every entry whose path is not in `paths` (files removed since). */
   retain(paths: Iterable<string>): void {
     const keep = new Set(paths);

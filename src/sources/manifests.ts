@@ -17,7 +17,9 @@
  * A file larger than {@link MAX_MANIFEST_FILE_BYTES} is skipped with an
  * error before it is read. With a {@link ManifestCache}, a file whose
  * device, inode, size, mtime and ctime have not changed since it was last
- * read is not read or parsed again.
+ * read is not read or parsed again: a folder scan stats each file once and
+ * opens only those whose stat changed. {@link rereadManifestFiles} reads
+ * given files again, for a watcher's events.
  *
  * With a {@link Decode} function, each object is turned into what the
  * caller keeps (the file source keeps its validation result, not the raw
@@ -26,7 +28,7 @@
  * unchanged (see {@link Decode}).
  */
 import * as crypto from 'node:crypto';
-import { constants } from 'node:fs';
+import { constants, type BigIntStats } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
 import { open, readdir, realpath, stat } from 'node:fs/promises';
 import { extname, join } from 'node:path';
@@ -110,13 +112,14 @@ export async function readManifests<T>(path: string, opts: ReadOptions<T> = {}):
     throw new Error(e.code === 'ENOENT' ? `manifest path not found: ${path}` : `cannot read manifest path ${path}: ${e.message}`);
   });
   if (!st.isFile() && !st.isDirectory()) throw new Error(`manifest path ${path} is neither a file nor a folder`);
-  const listed = st.isFile() ? [path] : (await listManifestFiles(path)).sort(compareStrings);
+  // A folder's listing brings each file's stat, so that an unchanged file is taken from the cache without being opened.
+  const listed: ListedFile[] = st.isFile() ? [{ path }] : (await listManifestFiles(path)).sort((a, b) => compareStrings(a.path, b.path));
   const objects: T[] = [];
   const errors: ManifestError[] = [];
   const files: string[] = [];
   // A few files at a time, so that a folder of many small files is not one round trip to the thread pool after another.
-  const reads = await inBatches(listed, READ_CONCURRENCY, (file) => readManifestFile(file, opts.cache, opts.maxFileBytes ?? MAX_MANIFEST_FILE_BYTES, opts.decode));
-  for (const [i, file] of listed.entries()) {
+  const reads = await inBatches(listed, READ_CONCURRENCY, (f) => readManifestFile(f.path, opts.cache, opts.maxFileBytes ?? MAX_MANIFEST_FILE_BYTES, opts.decode, f.stat));
+  for (const [i, { path: file }] of listed.entries()) {
     const r = reads[i];
     if (r === undefined) continue;
     files.push(file);
@@ -139,17 +142,44 @@ async function inBatches<T, R>(items: readonly T[], size: number, fn: (item: T) 
   return out;
 }
 
+/** A manifest file found by a folder scan, with the stat the scan made of it (absent for a path given directly). */
+interface ListedFile {
+  readonly path: string;
+  readonly stat?: BigIntStats;
+}
+
 /** Manifest files under `dir` (recursive, symlinks followed, each real folder visited once), appended to `out`. */
-async function listManifestFiles(dir: string, visited = new Set<string>(), out: string[] = []): Promise<string[]> {
+async function listManifestFiles(dir: string, visited = new Set<string>(), out: ListedFile[] = []): Promise<ListedFile[]> {
   const real = await realpath(dir);
   if (visited.has(real)) return out;
   visited.add(real);
-  for (const name of await readdir(dir)) {
-    if (isIgnoredName(name)) continue;
+  const names = (await readdir(dir)).filter((name) => !isIgnoredName(name));
+  // Stats a few at a time (vanished or dangling symlink: undefined, skipped); subfolders one after another, in name order.
+  const stats = await inBatches(names, READ_CONCURRENCY, (name) => stat(join(dir, name), { bigint: true }).catch(() => undefined));
+  for (const [i, name] of names.entries()) {
+    const st = stats[i];
     const full = join(dir, name);
-    const st = await stat(full).catch(() => undefined); // vanished or dangling symlink: skip
     if (st?.isDirectory()) await listManifestFiles(full, visited, out);
-    else if (st?.isFile() && isManifestFileName(name)) out.push(full);
+    else if (st?.isFile() && isManifestFileName(name)) out.push({ path: full, stat: st });
+  }
+  return out;
+}
+
+/**
+ * Read these manifest files again, whatever the cache says (a watcher
+ * reported them changed), and put what they hold now into `opts.cache`.
+ * Each path maps to its objects and errors as {@link readManifests} would
+ * give them, or to undefined when the file is gone (its cache entry is then
+ * dropped). Paths are read as files whatever their names; the caller passes
+ * only paths a folder scan would read. Never throws.
+ */
+export async function rereadManifestFiles<T>(paths: readonly string[], opts: ReadOptions<T> & { readonly decode: Decode<T> }): Promise<Map<string, FileRead<T> | undefined>> {
+  const reads = await inBatches(paths, READ_CONCURRENCY, (file) => readManifestFile(file, undefined, opts.maxFileBytes ?? MAX_MANIFEST_FILE_BYTES, opts.decode));
+  const out = new Map<string, FileRead<T> | undefined>();
+  for (const [i, file] of paths.entries()) {
+    const r = reads[i];
+    out.set(file, r);
+    if (r === undefined) opts.cache?.forget(file);
   }
   return out;
 }
@@ -158,7 +188,16 @@ async function listManifestFiles(dir: string, visited = new Set<string>(), out: 
  * Read and syntax-check one file, or take it from `cache` when unchanged.
  * A vanished file (ENOENT) yields undefined: it is simply gone.
  */
-async function readManifestFile<T>(file: string, cache: ManifestCache<T> | undefined, maxBytes: number, decode: Decode<T> | undefined): Promise<FileRead<T> | undefined> {
+async function readManifestFile<T>(
+  file: string,
+  cache: ManifestCache<T> | undefined,
+  maxBytes: number,
+  decode: Decode<T> | undefined,
+  listed?: BigIntStats,
+): Promise<FileRead<T> | undefined> {
+  // The stat of the folder scan finds an unchanged file without opening it (a cache entry is never one of a racily written file, see cache.ts).
+  const unchanged = listed !== undefined && listed.size <= BigInt(maxBytes) ? cache?.get(file, listed) : undefined;
+  if (unchanged) return unchanged;
   let fh: FileHandle | undefined;
   try {
     // Non-blocking, so that a FIFO put in a file's place cannot hang the read.
