@@ -70,8 +70,13 @@ export interface SourceRead {
  * one.
  */
 export interface SnapshotSource {
-  /** Read the current desired state; rejects when it cannot be read at all (the read then changes nothing). */
-  load(): Promise<SourceRead>;
+  /**
+   * Read the current desired state; rejects when it cannot be read at all
+   * (the read then changes nothing). `full`: this read is for a full sync,
+   * so a source that reads only what its watch reported changed (the file
+   * source) reads everything again.
+   */
+  load(opts?: { readonly full?: boolean }): Promise<SourceRead>;
   /** Call `onChange` whenever the desired state may have changed; resolves once watching. */
   watch(onChange: () => void): Promise<void> | void;
   /** Stop watching. */
@@ -216,7 +221,7 @@ export class Proxier {
     let changes: ChangeCounts | undefined;
     try {
       if (!full && Date.now() - this.lastCheckAt >= this.opts.syncPeriodMs) full = await this.periodicCheck();
-      const read = await this.opts.source.load();
+      const read = await this.opts.source.load({ full });
       const { snapshot } = read;
       changes = this.countRead(read);
       this.collect(read.changed);

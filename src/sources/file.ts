@@ -9,14 +9,25 @@
  * service ports changed since the previous load (`changed`), so the
  * proxier does not compare whole snapshots.
  *
- * Each load reads the files again, but an unchanged file is neither read
- * nor parsed again (manifests.ts ManifestCache), and in a changed file only
- * the objects whose text changed are validated again (by their digest,
- * manifests.ts Decode), so a change to one file of a large folder costs
- * about what that file's text costs, apart from a stat of every file, a
- * pass over every object (last-good.ts, and comparing each file's served
- * objects by reference) and the Snapshot rebuild (decoder.ts). Only the
- * validation results are kept, never the raw objects.
+ * While it watches, a load reads only the files the watcher reported
+ * added, changed or removed since the last load (watch.ts), and decides
+ * what they serve from those files alone (last-good.ts resolveFiles), so a
+ * change to one file of a large folder costs about what that file's text
+ * costs, plus the Snapshot rebuild (decoder.ts). A load reads everything
+ * again (a full read) when asked to (`load({ full: true })`, which the
+ * proxier does at each full sync), at the first load after the watch
+ * (re)starts, after a watcher error or a folder event, after a load that
+ * failed, and whenever the files read again cannot be decided alone (while
+ * any object is invalid or kept from an earlier version, or an identity is
+ * in two files). A full read skips an unchanged file by its stat
+ * (manifests.ts ManifestCache), and in a changed file only the objects
+ * whose text changed are validated again (by their digest, manifests.ts
+ * Decode). Only the validation results are kept, never the raw objects.
+ *
+ * A file that does not parse and was modified in the last
+ * {@link RACY_MS} may be caught half-written, and a writer's last event may
+ * be merged into an earlier one: the source reads it again
+ * {@link REREAD_MS} later, while it keeps what the file held meanwhile.
  */
 import type { Logger } from '../util/log.ts';
 import type { ManifestError } from '../model/errors.ts';
@@ -25,16 +36,23 @@ import { parseObject, type ParseResult } from '../model/parse.ts';
 import type { ManifestObject, ParsedObject } from '../model/parsed.ts';
 import type { Snapshot } from '../model/types.ts';
 import { Decoder, type AllocationMemory, type DecodeResult } from './decoder.ts';
-import { LastKnownGood } from './last-good.ts';
-import { ManifestCache, readManifests } from './manifests.ts';
-import { ManifestWatcher } from './watch.ts';
+import { stat } from 'node:fs/promises';
+import { join, relative, resolve } from 'node:path';
+import { compareStrings } from '../model/order.ts';
+import { RACY_MS } from './cache.ts';
+import { LastKnownGood, type FileReread } from './last-good.ts';
+import { ManifestCache, readManifests, rereadManifestFiles } from './manifests.ts';
+import { ManifestWatcher, type WatchedChanges } from './watch.ts';
+
+/** How long after a load a file that did not parse while being written is read again, in milliseconds. */
+export const REREAD_MS = 250;
 
 /** Options of {@link FileSource}. */
 export interface FileSourceOptions {
   /** Service CIDR for ClusterIP allocation, e.g. "10.96.0.0/12". */
   readonly serviceCIDR: string;
   readonly logger: Logger;
-  /** Quiet time after the last file event before `onChange` fires, in milliseconds (default 100). */
+  /** Quiet time after the last file event before `onChange` fires, in milliseconds (default 60, above chokidar's 50 ms merge of a file's change events). */
   readonly debounceMs?: number;
   /** Where allocated ClusterIPs outlive the process (allocation-state.ts); none: in memory only. */
   readonly allocations?: AllocationMemory;
@@ -69,6 +87,12 @@ export interface LoadResult {
    * since the last load that succeeded.
    */
   readonly changed: ReadonlySet<string> | undefined;
+  /**
+   * The files read at this load when it read only those the watcher
+   * reported (named as a full read names them, sorted); undefined when it
+   * read everything.
+   */
+  readonly reread?: readonly string[];
 }
 
 /**
@@ -98,8 +122,14 @@ export class FileSource {
   private readonly debounceMs: number;
   private readonly lastGood = new LastKnownGood();
   private readonly cache = new ManifestCache<ReadObject>();
-  /** Validation of every object read at the last load, by {@link ReadObject.key}. */
-  private results = new Map<string, ParseResult>();
+  /** Validation of every object read at the last load, by file, then by {@link ReadObject.key}. */
+  private results = new Map<string, Map<string, ParseResult>>();
+  /** Files the watcher reported since the last load began (absolute paths). */
+  private pending = new Set<string>();
+  /** True when the next load must read everything (see the module comment). */
+  private fullNext = true;
+  /** The timer of a read again of files caught being written. */
+  private rereadTimer: NodeJS.Timeout | undefined;
   private readonly decoder: Decoder;
   /** What each file served at the last load (the Decoder's groups). */
   private served = new Map<string, readonly ParsedObject[]>();
@@ -123,7 +153,7 @@ export class FileSource {
     });
     this.path = path;
     this.logger = opts.logger;
-    this.debounceMs = opts.debounceMs ?? 100;
+    this.debounceMs = opts.debounceMs ?? 60;
   }
 
   /**
@@ -133,23 +163,77 @@ export class FileSource {
    * watching, a load first restarts the watcher if the watched folder was
    * replaced (see {@link watch}).
    */
-  load(): Promise<LoadResult> {
-    const run = this.queue.then(() => this.loadNow());
+  load(opts: { readonly full?: boolean } = {}): Promise<LoadResult> {
+    const run = this.queue.then(() => this.loadNow(opts.full === true));
     this.queue = run.catch(() => undefined);
     return run;
   }
 
-  private async loadNow(): Promise<LoadResult> {
+  private async loadNow(full: boolean): Promise<LoadResult> {
     await this.rewatchIfReplaced();
+    const pending = this.pending;
+    this.pending = new Set();
+    const whole = full || this.fullNext || this.watcher === undefined;
+    this.fullNext = false;
+    try {
+      const result = (whole ? undefined : await this.loadFiles(pending)) ?? (await this.loadAll());
+      await this.rereadSoon(result.errors);
+      return result;
+    } catch (e) {
+      this.fullNext = true;
+      throw e;
+    }
+  }
+
+  /** A full read: every file (see the module comment). */
+  private async loadAll(): Promise<LoadResult> {
     const read = await readManifests(this.path, { cache: this.cache, decode: (o, digest) => this.decode(o, digest) });
-    this.results = new Map(read.objects.map((o) => [o.key, o.result]));
+    this.results = new Map();
+    for (const o of read.objects) this.resultsOf(o.file).set(o.key, o.result);
     const results = read.objects.map((o) => o.result);
     const { objects, errors, warnings, ignored, byFile } = this.lastGood.resolve(read, results);
-    for (const o of ignored) {
-      this.logger.debug({ file: o.file, index: o.index, reason: o.reason }, `ignored object #${o.index + 1} in ${o.file}: ${o.reason}`);
-    }
+    this.logIgnored(ignored);
     const built = this.decoder.apply(fileChanges(this.served, byFile));
     this.served = byFile;
+    return this.finish(built, errors, warnings, objects);
+  }
+
+  /**
+   * Read only `paths` (absolute, from the watcher) again, or return
+   * undefined when what they serve cannot be decided from them alone
+   * (last-good.ts resolveFiles); the caller then reads everything.
+   */
+  private async loadFiles(paths: ReadonlySet<string>): Promise<LoadResult | undefined> {
+    const files = [...paths].map((p) => this.sourcePath(p)).sort(compareStrings);
+    const reads = await rereadManifestFiles(files, { cache: this.cache, decode: (o, digest) => this.decode(o, digest) });
+    const rereads = new Map<string, FileReread | undefined>();
+    for (const [file, read] of reads) {
+      this.results.delete(file);
+      if (read === undefined) {
+        rereads.set(file, undefined);
+        continue;
+      }
+      for (const o of read.objects) this.resultsOf(file).set(o.key, o.result);
+      rereads.set(file, { objects: read.objects, errors: read.errors });
+    }
+    const resolved = this.lastGood.resolveFiles(rereads);
+    if (resolved === undefined) return undefined;
+    this.logIgnored(resolved.ignored);
+    const upsert: Array<[string, ParsedObject[]]> = [];
+    const objects: ParsedObject[] = [];
+    for (const [file, served] of resolved.byFile) {
+      upsert.push([file, served]);
+      if (served.length > 0) this.served.set(file, served);
+      else this.served.delete(file);
+      for (const o of served) objects.push(o);
+    }
+    const built = this.decoder.apply({ upsert, remove: [] });
+    this.logger.debug({ files }, `read ${files.length} changed manifest file${files.length === 1 ? '' : 's'}`);
+    return { ...this.finish(built, [], this.lastGood.warnings(), objects), reread: files };
+  }
+
+  /** The LoadResult of a decoder apply, logged; `objects` are the objects read at this load, for their debug log. */
+  private finish(built: DecodeResult, errors: ManifestError[], warnings: ManifestError[], objects: readonly ParsedObject[]): LoadResult {
     const result = loadResult(built, errors, warnings);
     this.logResult(result.errors, result.warnings, built.allocations);
     this.logNotes(built.notes);
@@ -159,10 +243,53 @@ export class FileSource {
     return result;
   }
 
+  private logIgnored(ignored: ReadonlyArray<{ readonly file: string; readonly index: number; readonly reason: string }>): void {
+    for (const o of ignored) {
+      this.logger.debug({ file: o.file, index: o.index, reason: o.reason }, `ignored object #${o.index + 1} in ${o.file}: ${o.reason}`);
+    }
+  }
+
+  /** The path under which a full read names the file at absolute path `abs` (the source path joined with the part below the watched path). */
+  private sourcePath(abs: string): string {
+    const below = relative(resolve(this.path), abs);
+    return below === '' ? this.path : join(this.path, below);
+  }
+
+  /** The validation results of `file`'s objects, by key. */
+  private resultsOf(file: string): Map<string, ParseResult> {
+    let m = this.results.get(file);
+    if (!m) this.results.set(file, (m = new Map()));
+    return m;
+  }
+
+  /**
+   * While watching, read again {@link REREAD_MS} from now the files among
+   * `errors` that were modified in the last {@link RACY_MS}: a syntax error
+   * there may be a write caught half-way whose last event the watcher
+   * merged into an earlier one.
+   */
+  private async rereadSoon(errors: readonly ManifestError[]): Promise<void> {
+    const onChange = this.onChange;
+    if (onChange === undefined || this.rereadTimer !== undefined) return;
+    const recent: string[] = [];
+    // Errors of a whole file or document (syntax, unreadable) name no kind.
+    for (const file of new Set(errors.filter((e) => e.kind === '').map((e) => e.file))) {
+      const st = await stat(file).catch(() => undefined);
+      if (st !== undefined && Date.now() - st.mtimeMs < RACY_MS) recent.push(resolve(file));
+    }
+    if (recent.length === 0) return;
+    this.rereadTimer = setTimeout(() => {
+      this.rereadTimer = undefined;
+      if (this.onChange !== onChange) return;
+      for (const file of recent) this.pending.add(file);
+      onChange();
+    }, REREAD_MS);
+  }
+
   /** Validate `o`, or reuse the validation of the last load when its text is the same. */
   private decode(o: ManifestObject, digest: string): ReadObject {
     const key = `${o.index}:${digest}:${o.file}`;
-    return { file: o.file, index: o.index, key, result: this.results.get(key) ?? parseObject(o) };
+    return { file: o.file, index: o.index, key, result: this.results.get(o.file)?.get(key) ?? parseObject(o) };
   }
 
   private logResult(errors: readonly ManifestError[], warnings: readonly ManifestError[], allocations: readonly Allocation[]): void {
@@ -199,12 +326,18 @@ export class FileSource {
   }
 
   private async startWatcher(onChange: () => void): Promise<void> {
-    const w = await ManifestWatcher.start(this.path, { logger: this.logger, debounceMs: this.debounceMs, onChange });
+    const noted = (changes: WatchedChanges) => {
+      if (changes.all) this.fullNext = true;
+      for (const file of changes.files) this.pending.add(file);
+      onChange();
+    };
+    const w = await ManifestWatcher.start(this.path, { logger: this.logger, debounceMs: this.debounceMs, onChange: noted });
     if (this.onChange !== onChange) {
       await w.close(); // closed or replaced meanwhile
       return;
     }
     this.watcher = w;
+    this.fullNext = true; // what changed before the watcher was ready is not among its events
   }
 
   /** Restart the watcher when its folder was replaced or is back after missing; log when it goes missing. */
@@ -215,6 +348,7 @@ export class FileSource {
     const state = await w.state();
     const wasMissing = this.rootMissing;
     this.rootMissing = state === 'missing';
+    if (state !== 'current' || wasMissing) this.fullNext = true; // the watcher's events no longer tell what is there
     if (state === 'missing' && !wasMissing) {
       this.logger.warn({ path: w.root }, `watched folder ${w.root} is gone; watching again once it is back`);
     }
@@ -233,6 +367,8 @@ export class FileSource {
 
   private async stopWatching(): Promise<void> {
     this.onChange = undefined;
+    if (this.rereadTimer !== undefined) clearTimeout(this.rereadTimer);
+    this.rereadTimer = undefined;
     const w = this.watcher;
     this.watcher = undefined;
     if (w) await w.close();

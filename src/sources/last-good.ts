@@ -25,11 +25,20 @@
  *     is gone.
  * Every replacement is reported as an error ending in "keeping the last
  * valid version".
+ *
+ * {@link LastKnownGood.resolveFiles} decides the same for a few files read
+ * again (a watcher's events), at the cost of those files, in the one case
+ * where the rules above reduce to "serve each file's valid objects": the
+ * last decision kept nothing and had no error, and the files read again
+ * hold only valid objects (or ignored ones where nothing was served
+ * before), none of whose identities any other file holds. In any other
+ * case it declines, and the caller resolves a whole read.
  */
 import { ManifestError } from '../model/errors.ts';
 import type { ParseResult } from '../model/parse.ts';
 import type { ParsedObject } from '../model/parsed.ts';
 import type { ReadResult } from './manifests.ts';
+import { compareStrings } from '../model/order.ts';
 
 /** What to serve after one read. */
 export interface Resolved {
@@ -69,12 +78,31 @@ interface FileHeld {
   readonly all: Set<string>;
 }
 
+/** One file read again, for {@link LastKnownGood.resolveFiles}: its objects (with their parse results, in position order) and read errors. */
+export interface FileReread {
+  readonly objects: ReadonlyArray<{ readonly index: number; readonly result: ParseResult }>;
+  readonly errors: readonly ManifestError[];
+}
+
+/** What {@link LastKnownGood.resolveFiles} decided: what each file read again serves now (an empty list: nothing, or the file is gone). */
+export interface ResolvedFiles {
+  readonly byFile: Map<string, ParsedObject[]>;
+  /** Objects of those files drover does not read (for a debug log). */
+  readonly ignored: Array<{ readonly file: string; readonly index: number; readonly reason: string }>;
+}
+
 /** Remembers the last valid version of every object; see the module comment. */
 export class LastKnownGood {
   /** identity → last valid version (only identities served at the last load). */
   private lastValid = new Map<string, ParsedObject>();
   /** file → what it held at the last load: position → identity, and every identity served from it. */
   private lastByFile = new Map<string, FileHeld>();
+  /** identity → how many files of `lastByFile` serve it. */
+  private holders = new Map<string, number>();
+  /** file → the warnings of its valid objects at the last load (files with none are left out). */
+  private warningsOf = new Map<string, ManifestError[]>();
+  /** True when the last decision had no error and kept nothing: {@link resolveFiles} may decide alone. */
+  private clean = false;
 
   /**
    * Decide what to serve from `read` and `results` (`results[i]` is the
@@ -98,9 +126,12 @@ export class LastKnownGood {
       if (!held.byIndex.has(index)) held.byIndex.set(index, identity);
       held.all.add(identity);
     };
+    const warningsOf = new Map<string, ManifestError[]>();
+    let kept = 0;
     const keep = (identity: string | undefined, file: string, index: number): boolean => {
       const last = identity === undefined ? undefined : this.lastValid.get(identity);
       if (identity === undefined || last === undefined || nextValid.has(identity) || validNow.has(identity)) return false;
+      kept++;
       nextValid.set(identity, last);
       place(file, index, last);
       return true;
@@ -119,6 +150,7 @@ export class LastKnownGood {
       const before = this.lastByFile.get(o.file)?.byIndex.get(o.index);
       if (r.status === 'ok') {
         for (const w of r.warnings) out.warnings.push(w);
+        if (r.warnings.length > 0) warningsOf.set(o.file, [...(warningsOf.get(o.file) ?? []), ...r.warnings]);
         if (!nextValid.has(r.object.identity)) nextValid.set(r.object.identity, r.object);
         place(o.file, o.index, r.object);
       } else if (r.status === 'error') {
@@ -147,6 +179,89 @@ export class LastKnownGood {
 
     this.lastValid = nextValid;
     this.lastByFile = nextByFile;
+    this.holders = new Map();
+    for (const held of nextByFile.values()) for (const identity of held.all) this.holders.set(identity, (this.holders.get(identity) ?? 0) + 1);
+    this.warningsOf = warningsOf;
+    this.clean = out.errors.length === 0 && kept === 0;
     return out;
+  }
+
+  /**
+   * Decide what the files in `reads` serve now that they were read again
+   * (undefined: the file is gone), as {@link resolve} would decide for the
+   * whole read with every other file unchanged, and remember it; or return
+   * undefined, changing nothing, when that takes more than these files (see
+   * the module comment). Costs what the files hold, before and after.
+   */
+  resolveFiles(reads: ReadonlyMap<string, FileReread | undefined>): ResolvedFiles | undefined {
+    if (!this.clean) return undefined;
+    // identity → how many files serve it once these files are read again.
+    const count = new Map<string, number>();
+    const add = (identity: string, n: number) => count.set(identity, (count.get(identity) ?? this.holders.get(identity) ?? 0) + n);
+    for (const [file, read] of reads) {
+      const held = this.lastByFile.get(file);
+      for (const identity of held?.all ?? []) add(identity, -1);
+      if (read === undefined) continue;
+      if (read.errors.length > 0) return undefined;
+      if (read.objects.length === 0 && held !== undefined) return undefined; // emptied: the empty-file rule keeps what it held
+      const inFile = new Set<string>();
+      for (const { index, result } of read.objects) {
+        if (result.status === 'error') return undefined;
+        if (result.status === 'ignored') {
+          if (held?.byIndex.has(index)) return undefined; // the position rule may keep what was there
+          continue;
+        }
+        if (inFile.has(result.object.identity)) return undefined;
+        inFile.add(result.object.identity);
+        add(result.object.identity, 1);
+      }
+    }
+    for (const [identity, n] of count) if (n > 1 || (n === 1 && this.lastValid.has(identity) && !this.heldOnlyBy(identity, reads))) return undefined;
+
+    const out: ResolvedFiles = { byFile: new Map(), ignored: [] };
+    for (const [file, read] of reads) {
+      for (const identity of this.lastByFile.get(file)?.all ?? []) {
+        const n = (this.holders.get(identity) ?? 1) - 1;
+        if (n > 0) this.holders.set(identity, n);
+        else this.holders.delete(identity);
+        this.lastValid.delete(identity);
+      }
+      this.lastByFile.delete(file);
+      this.warningsOf.delete(file);
+      const served: ParsedObject[] = [];
+      const held: FileHeld = { byIndex: new Map(), all: new Set() };
+      const warnings: ManifestError[] = [];
+      for (const { index, result } of read?.objects ?? []) {
+        if (result.status === 'ignored') {
+          out.ignored.push({ file, index, reason: result.reason });
+          continue;
+        }
+        if (result.status !== 'ok') continue; // excluded above
+        const o = result.object;
+        served.push(o);
+        held.byIndex.set(index, o.identity);
+        held.all.add(o.identity);
+        this.lastValid.set(o.identity, o);
+        this.holders.set(o.identity, (this.holders.get(o.identity) ?? 0) + 1);
+        for (const w of result.warnings) warnings.push(w);
+      }
+      if (served.length > 0) this.lastByFile.set(file, held);
+      if (warnings.length > 0) this.warningsOf.set(file, warnings);
+      out.byFile.set(file, served);
+    }
+    return out;
+  }
+
+  /** True when every file that served `identity` at the last decision is among `files`. */
+  private heldOnlyBy(identity: string, files: ReadonlyMap<string, unknown>): boolean {
+    let n = 0;
+    for (const file of files.keys()) if (this.lastByFile.get(file)?.all.has(identity)) n++;
+    return n === (this.holders.get(identity) ?? 0);
+  }
+
+  /** The warnings of the valid objects served now, in file order (what {@link resolve} returns in `warnings` when it keeps nothing). */
+  warnings(): ManifestError[] {
+    const files = [...this.warningsOf.keys()].sort(compareStrings);
+    return files.flatMap((file) => this.warningsOf.get(file)!);
   }
 }

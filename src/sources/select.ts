@@ -30,7 +30,7 @@ export interface SourceLoad {
 
 /** A source of desired state, as the proxier and the one-shot commands use it. */
 export interface Source extends SnapshotSource {
-  load(): Promise<SourceLoad>;
+  load(opts?: { readonly full?: boolean }): Promise<SourceLoad>;
 }
 
 /**

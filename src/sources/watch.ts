@@ -38,10 +38,22 @@ export interface WatcherOptions {
   readonly logger: Logger;
   /** Quiet time after the last file event before `onChange` fires, in milliseconds. */
   readonly debounceMs: number;
-  /** Called (debounced) after manifest files are added, changed or removed. */
-  readonly onChange: () => void;
+  /** Called (debounced) after manifest files are added, changed or removed, with what changed since the last call. */
+  readonly onChange: (changes: WatchedChanges) => void;
   /** Milliseconds since the epoch, for tests of the error log limit. */
   readonly now?: () => number;
+}
+
+/**
+ * What a watcher saw between two calls of its `onChange`: the manifest
+ * files added, changed or removed, as absolute paths; `all` when something
+ * else happened that a list of files cannot say (a folder added or removed,
+ * the watched folder itself, a watcher error), so that everything must be
+ * read again.
+ */
+export interface WatchedChanges {
+  readonly files: ReadonlySet<string>;
+  readonly all: boolean;
 }
 
 /** What identifies a folder: device, inode and birth time (0 where the file system does not record it). */
@@ -58,6 +70,9 @@ export class ManifestWatcher {
   private readonly id: FolderId | undefined;
   private readonly watcher: FSWatcher;
   private timer: NodeJS.Timeout | undefined;
+  /** The files and the `all` flag of the next `onChange` call. */
+  private files = new Set<string>();
+  private all = false;
 
   private constructor(root: string, id: FolderId | undefined, watcher: FSWatcher) {
     this.root = root;
@@ -77,28 +92,37 @@ export class ManifestWatcher {
       if (isFile) return abs === target;
       return abs === root || (!isIgnoredName(basename(abs)) && !isAliasedFolder(abs, realRoot));
     };
+    // No awaitWriteFinish: a file caught half-written is a syntax error, and
+    // the file source keeps what the file held until the write's next
+    // event, and reads such a file again shortly after (file.ts).
     const watcher = chokidarWatch(root, {
       ignoreInitial: true,
-      // Report a write only once the file's size has been stable for 100 ms,
-      // so that a file being written is not read half-way.
-      awaitWriteFinish: { stabilityThreshold: 100, pollInterval: 25 },
       depth: isFile ? 0 : MAX_WATCH_DEPTH,
       ignored: (p: string) => resolve(p) !== root && !relevant(p),
     });
     const self = new ManifestWatcher(root, id, watcher);
+    const notify = (file: string | undefined) => {
+      if (file === undefined) self.all = true;
+      else self.files.add(file);
+      if (self.timer) clearTimeout(self.timer);
+      self.timer = setTimeout(() => {
+        self.timer = undefined;
+        const changes = { files: self.files, all: self.all };
+        self.files = new Set();
+        self.all = false;
+        opts.onChange(changes);
+      }, opts.debounceMs);
+    };
     watcher.on('all', (event, p) => {
       const isFileEvent = event === 'add' || event === 'change' || event === 'unlink';
       if (isFileEvent && !isFile && !isManifestFileName(basename(p))) return;
       if (!relevant(p)) return;
       opts.logger.debug({ event, path: p }, `manifest ${event}: ${p}`);
-      if (self.timer) clearTimeout(self.timer);
-      self.timer = setTimeout(() => {
-        self.timer = undefined;
-        opts.onChange();
-      }, opts.debounceMs);
+      notify(isFileEvent ? resolve(p) : undefined);
     });
     const limit = new ErrorLogLimit(ERROR_LOG_INTERVAL_MS, opts.now);
     watcher.on('error', (e) => {
+      notify(undefined); // an event may have been lost
       const err = e as NodeJS.ErrnoException;
       const repeats = limit.admit(err.code ?? err.message);
       if (repeats === undefined) return;

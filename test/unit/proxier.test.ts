@@ -198,3 +198,16 @@ test('stop() closes the backend once the loop has stopped', async (t) => {
   await proxier.stop();
   t.is(closed, 1);
 });
+
+test('the source is told which reads are for a full sync, so that a watching file source reads everything then', async (t) => {
+  const backend = new RecordingBackend();
+  const asked: Array<boolean | undefined> = [];
+  const read = { snapshot: snap(a(['10.180.0.1:80']), b), changed: new Set<string>() };
+  const source = { load: async (opts?: { full?: boolean }) => (asked.push(opts?.full), read), watch: () => {}, close: () => {} };
+  const proxier = new Proxier({ source, backend, logger: silentLogger(), minSyncPeriodMs: 0, syncPeriodMs: 3_600_000 });
+  await proxier.syncOnce();
+  await proxier.syncOnce();
+  await proxier.syncOnce({ full: true });
+  t.deepEqual(asked, [true, false, true]);
+  t.deepEqual(backend.calls.map((c) => c.full), [true, false, true]);
+});
