@@ -25,9 +25,9 @@
  * Decode). Only the validation results are kept, never the raw objects.
  *
  * A file that does not parse and was modified in the last
- * {@link RACY_MS} may be caught half-written, and a writer's last event may
- * be merged into an earlier one: the source reads it again
- * {@link REREAD_MS} later, while it keeps what the file held meanwhile.
+ * {@link RACY_MS} may have been caught half-written: the source reads it
+ * again {@link REREAD_MS} later, whatever events come, and keeps what the
+ * file held meanwhile.
  */
 import type { Logger } from '../util/log.ts';
 import type { ManifestError } from '../model/errors.ts';
@@ -52,7 +52,7 @@ export interface FileSourceOptions {
   /** Service CIDR for ClusterIP allocation, e.g. "10.96.0.0/12". */
   readonly serviceCIDR: string;
   readonly logger: Logger;
-  /** Quiet time after the last file event before `onChange` fires, in milliseconds (default 60, above chokidar's 50 ms merge of a file's change events). */
+  /** Quiet time after the last file event before `onChange` fires, in milliseconds (default 60: a file still being written sends an event for each write, so it is read once its writes pause that long). */
   readonly debounceMs?: number;
   /** Where allocated ClusterIPs outlive the process (allocation-state.ts); none: in memory only. */
   readonly allocations?: AllocationMemory;
@@ -265,8 +265,7 @@ export class FileSource {
   /**
    * While watching, read again {@link REREAD_MS} from now the files among
    * `errors` that were modified in the last {@link RACY_MS}: a syntax error
-   * there may be a write caught half-way whose last event the watcher
-   * merged into an earlier one.
+   * there may be a write caught half-way.
    */
   private async rereadSoon(errors: readonly ManifestError[]): Promise<void> {
     const onChange = this.onChange;
