@@ -198,11 +198,7 @@ export function buildSnapshot(objects: readonly ParsedObject[], opts: BuildOptio
   const memo = opts.memo ?? new BuildMemo();
   for (const { svc, ip } of accepted) {
     const groups = endpointGroups(svc, slices, legacy, pods, zones, warnings, notes);
-    const made = memo.portsOf(svc, ip, groups, () => {
-      const index = indexEndpoints(groups);
-      return svc.ports.map((p) => makeServicePort(svc, p, ip, svc.clusterIP === undefined, index));
-    });
-    for (const sp of made) ports.push(sp);
+    for (const sp of servicePorts(svc, ip, groups, memo)) ports.push(sp);
   }
   ports.sort((a, b) => compareStrings(a.key, b.key));
 
@@ -218,13 +214,27 @@ export function buildSnapshot(objects: readonly ParsedObject[], opts: BuildOptio
 }
 
 /**
+ * The service ports of `svc` at ClusterIP `ip` with endpoint `groups` (of
+ * {@link endpointGroups}), one per port of the Service, reused from `memo`
+ * when the same Service had the same address and groups before.
+ */
+export function servicePorts(svc: ParsedService, ip: string, groups: readonly EndpointGroup[], memo: BuildMemo): readonly ServicePort[] {
+  return memo.portsOf(svc, ip, groups, () => {
+    const index = indexEndpoints(groups);
+    return svc.ports.map((p) => makeServicePort(svc, p, ip, svc.clusterIP === undefined, index));
+  });
+}
+
+/**
  * The endpoint groups `svc` takes: its EndpointSlices, else its legacy
  * Endpoints (Kubernetes) or its inline endpoints (Shepherd); when it has
- * none of these, those of the Pods its selector picks (pods.ts). Pushes
+ * none of these, those of the Pods its selector picks (pods.ts). `slices`
+ * and `legacy` are the endpoint objects of each service ("namespace/name"),
+ * each list sorted by name (endpoints.ts groupByService). Pushes
  * endpoint-port warnings onto `warnings`, and a note onto `notes` when
  * Pods match but the other endpoints win.
  */
-function endpointGroups(
+export function endpointGroups(
   svc: ParsedService,
   slices: ReadonlyMap<string, readonly ParsedEndpointSlice[]>,
   legacy: ReadonlyMap<string, readonly ParsedEndpoints[]>,

@@ -25,14 +25,23 @@
  * conflicts, allocation, exhaustion) may have moved; a marked service port whose ServicePort is the same before and
  * after is dropped, as the trackers drop a change whose previous and
  * current state are equal.
+ *
+ * The rebuild is normalise.ts's buildSnapshot over every object, except
+ * for the most common change, which costs only the Services it touches: a
+ * change of EndpointSlices or Endpoints alone, each of a Service that the
+ * last build served (a Kubernetes Service with its own ClusterIP), none
+ * of them in two copies, while no Pod is held. Such a change cannot move anything across Services, so the last
+ * snapshot is patched with the service ports of those Services, built as
+ * buildSnapshot builds them (normalise.ts endpointGroups, servicePorts).
  */
 import { isDeepStrictEqual } from 'node:util';
 import { parseServiceCIDR } from '../model/allocate.ts';
-import { BuildMemo, buildSnapshot, type BuildResult } from '../model/normalise.ts';
+import type { ManifestError } from '../model/errors.ts';
+import { BuildMemo, buildSnapshot, endpointGroups, servicePorts, type BuildResult } from '../model/normalise.ts';
 import { compareStrings } from '../model/order.ts';
 import { parseObject, type ParseResult } from '../model/parse.ts';
-import type { ManifestObject, ParsedObject } from '../model/parsed.ts';
-import { EMPTY_SNAPSHOT, type Snapshot } from '../model/types.ts';
+import type { ManifestObject, ParsedEndpoints, ParsedEndpointSlice, ParsedObject, ParsedService } from '../model/parsed.ts';
+import { EMPTY_SNAPSHOT, type ServicePort, type Snapshot } from '../model/types.ts';
 import { SelectorIndex } from './selectors.ts';
 
 /**
@@ -85,6 +94,8 @@ export interface DecoderOptions {
   readonly allocations?: AllocationMemory;
   /** This node's name (BuildOptions.nodeName): which Node object is this node's, and whose endpoints are local without one. */
   readonly nodeName?: string;
+  /** False: every apply rebuilds the whole Snapshot, never patches it (see the module comment); for tests. Default true. */
+  readonly patch?: boolean;
 }
 
 /**
@@ -119,6 +130,15 @@ export class Decoder {
   /** "namespace/name" → ClusterIP allocated at the last apply. */
   private allocated = new Map<string, string>();
   private first = true;
+  /** The errors, warnings, allocations and notes of the last build. */
+  private lastBuild: Omit<BuildResult, 'snapshot'> | undefined;
+  /** "namespace/name" → the EndpointSlices and Endpoints among `groups`' objects that name that Service. */
+  private readonly endpointObjects = new Map<string, Set<ParsedEndpointSlice | ParsedEndpoints>>();
+  /** How many Pods `groups` hold. */
+  private pods = 0;
+  private readonly patch: boolean;
+  /** How many applies patched the last snapshot instead of building a whole one (see the module comment). */
+  patches = 0;
   private readonly memory: AllocationMemory | undefined;
   /**
    * Allocations of an earlier process for services not built yet: each is
@@ -134,6 +154,7 @@ export class Decoder {
     parseServiceCIDR(opts.serviceCIDR);
     this.serviceCIDR = opts.serviceCIDR;
     this.nodeName = opts.nodeName;
+    this.patch = opts.patch ?? true;
     this.memory = opts.allocations;
     this.remembered = new Map(opts.allocations?.initial ?? []);
     this.saved = new Map(this.remembered);
@@ -195,7 +216,10 @@ export class Decoder {
       for (const o of this.copies.get(identity) ?? []) for (const s of this.affected(o)) marked.add(s);
     }
 
-    // The seam for an incremental build: everything below is O(all objects).
+    const patched = this.patch && !this.first ? this.patchEndpoints(gone, added) : undefined;
+    if (patched !== undefined) return patched;
+
+    // Everything below is O(all objects).
     const keys = [...this.groups.keys()].sort(compareStrings);
     const objects = keys.flatMap((k) => this.groups.get(k)!);
     const before = this.snapshot;
@@ -231,6 +255,7 @@ export class Decoder {
       }
     }
     this.first = false;
+    this.lastBuild = { errors: built.errors, warnings: built.warnings, allocations: built.allocations, notes: built.notes };
     this.snapshot = built.snapshot;
     this.portsOf = portsOf;
     this.crossErrors = crossErrors;
@@ -243,12 +268,107 @@ export class Decoder {
     const set = this.copies.get(o.identity);
     if (set) set.add(o);
     else this.copies.set(o.identity, new Set([o]));
+    if (o.kind === 'Pod') this.pods++;
+    if (o.kind === 'EndpointSlice' || o.kind === 'Endpoints') {
+      const service = serviceOf(o);
+      const objects = this.endpointObjects.get(service);
+      if (objects) objects.add(o);
+      else this.endpointObjects.set(service, new Set([o]));
+    }
   }
 
   private unindex(o: ParsedObject): void {
     const set = this.copies.get(o.identity);
     set?.delete(o);
     if (set?.size === 0) this.copies.delete(o.identity);
+    if (o.kind === 'Pod') this.pods--;
+    if (o.kind === 'EndpointSlice' || o.kind === 'Endpoints') {
+      const service = serviceOf(o);
+      const objects = this.endpointObjects.get(service);
+      objects?.delete(o);
+      if (objects?.size === 0) this.endpointObjects.delete(service);
+    }
+  }
+
+  /**
+   * The result of a change of endpoint objects alone, patched into the last
+   * snapshot (see the module comment), or undefined when the change is not
+   * one of those and needs a whole build. Changes nothing but the memo when
+   * it returns undefined. Costs what the touched Services hold, plus a copy
+   * of the snapshot's map and a pass over the last warnings.
+   */
+  private patchEndpoints(gone: readonly ParsedObject[], added: readonly ParsedObject[]): DecodeResult | undefined {
+    const last = this.lastBuild;
+    if (last === undefined || this.pods > 0) return undefined;
+    // The Service of each changed endpoint object; an identity that moves between Services is left to a whole build.
+    const serviceOfIdentity = new Map<string, string>();
+    // Copies of each changed identity before the change (the index holds those after it): one at most, before and after.
+    const copiesBefore = new Map<string, number>();
+    for (const o of gone) copiesBefore.set(o.identity, (copiesBefore.get(o.identity) ?? this.copies.get(o.identity)?.size ?? 0) + 1);
+    for (const o of added) copiesBefore.set(o.identity, (copiesBefore.get(o.identity) ?? this.copies.get(o.identity)?.size ?? 0) - 1);
+    for (const n of copiesBefore.values()) if (n > 1) return undefined;
+    for (const o of [...gone, ...added]) {
+      if (o.kind !== 'EndpointSlice' && o.kind !== 'Endpoints') return undefined;
+      if ((this.copies.get(o.identity)?.size ?? 0) > 1) return undefined;
+      const service = serviceOf(o);
+      if ((serviceOfIdentity.get(o.identity) ?? service) !== service) return undefined;
+      serviceOfIdentity.set(o.identity, service);
+    }
+    const before = this.snapshot;
+    const updates: ServicePort[] = [];
+    let warnings = last.warnings;
+    for (const service of new Set(serviceOfIdentity.values())) {
+      const keys = this.portsOf.get(service);
+      if (keys === undefined) return undefined; // not served: skipped by a cross-object rule, or no ports
+      const svc = this.onlyCopy(`Service/${service}`);
+      if (svc?.kind !== 'Service' || svc.source !== 'kubernetes' || svc.clusterIP === undefined) return undefined;
+      const objects = [...(this.endpointObjects.get(service) ?? [])].sort((a, b) => compareStrings(a.name, b.name));
+      if (objects.some((o) => this.onlyCopy(o.identity) !== o)) return undefined;
+      const slices = objects.filter((o): o is ParsedEndpointSlice => o.kind === 'EndpointSlice');
+      const legacy = objects.filter((o): o is ParsedEndpoints => o.kind === 'Endpoints');
+      const serviceWarnings: ManifestError[] = [];
+      const notes: string[] = [];
+      const groups = endpointGroups(
+        svc,
+        slices.length > 0 ? new Map([[service, slices]]) : new Map(),
+        legacy.length > 0 ? new Map([[service, legacy]]) : new Map(),
+        NO_PODS,
+        NO_ZONES,
+        serviceWarnings,
+        notes,
+      );
+      if (notes.length > 0) return undefined;
+      const ports = servicePorts(svc, svc.clusterIP, groups, this.memo);
+      const keySet = new Set(keys);
+      if (ports.length !== keys.length || ports.some((p) => !keySet.has(p.key))) return undefined;
+      // This Service's warnings, on its endpoint objects before and after the change, stand together: replace them in place.
+      const identities = new Set(objects.map((o) => o.identity));
+      for (const [identity, s] of serviceOfIdentity) if (s === service) identities.add(identity);
+      const replaced = replaceRun(warnings, (w) => identities.has(`${w.kind}/${w.object}`), serviceWarnings);
+      if (replaced === undefined) return undefined;
+      warnings = replaced;
+      for (const sp of ports) updates.push(sp);
+    }
+
+    const services = new Map(before.services);
+    const changed = new Set<string>();
+    for (const sp of updates) {
+      if (!isDeepStrictEqual(before.services.get(sp.key), sp)) changed.add(sp.key);
+      services.set(sp.key, sp);
+    }
+    const snapshot: Snapshot = Object.freeze({ services, ...(before.node !== undefined ? { node: before.node } : {}) });
+    this.snapshot = snapshot;
+    this.lastBuild = { ...last, warnings };
+    this.patches++;
+    return { snapshot, errors: last.errors, warnings, allocations: last.allocations, notes: last.notes, changed };
+  }
+
+  /** The one object of `identity` among `groups`' objects, or undefined when there is none or more than one. */
+  private onlyCopy(identity: string): ParsedObject | undefined {
+    const set = this.copies.get(identity);
+    if (set?.size !== 1) return undefined;
+    const [o] = set;
+    return o;
   }
 
   /** The Services whose service ports a change of `o` may move (see the module comment). */
@@ -273,4 +393,22 @@ export class Decoder {
     this.saved = now;
     this.memory.save(now);
   }
+}
+
+/** No Pods and no zones, for endpointGroups when no Pod is held. */
+const NO_PODS = new Map<string, never[]>();
+const NO_ZONES = new Map<string, string>();
+
+/**
+ * `list` with its run of items matching `belongs` replaced by `items`;
+ * undefined when the matching items do not stand together, or there are
+ * none and `items` is not empty (where they would go is not known).
+ */
+function replaceRun<T>(list: T[], belongs: (item: T) => boolean, items: readonly T[]): T[] | undefined {
+  const at = list.findIndex(belongs);
+  if (at < 0) return items.length === 0 ? list : undefined;
+  let end = at;
+  while (end < list.length && belongs(list[end]!)) end++;
+  for (let i = end; i < list.length; i++) if (belongs(list[i]!)) return undefined;
+  return [...list.slice(0, at), ...items, ...list.slice(end)];
 }

@@ -1,0 +1,147 @@
+/**
+ * The Decoder's patch of the last snapshot for a change of endpoint objects
+ * alone (decoder.ts patchEndpoints) against a whole build: over random
+ * sequences of changes, a Decoder that patches gives exactly what one that
+ * always builds whole gives (snapshot, errors, warnings, allocations,
+ * notes and changed service ports).
+ */
+import { deepStrictEqual, strictEqual } from 'node:assert/strict';
+import test from 'ava';
+import fc from 'fast-check';
+import { parseObject } from '../../src/model/parse.ts';
+import type { ParsedObject } from '../../src/model/parsed.ts';
+import { Decoder, type DecodeResult } from '../../src/sources/decoder.ts';
+
+const NAMES = ['a', 'b', 'c'];
+const IPS = ['10.244.0.1', '10.244.0.2', '10.244.0.3'];
+
+/**
+ * Parsed once per group (read as its file) and distinct text, so that an
+ * unchanged object is the same reference, as the sources hand it, and the
+ * same text in two groups is two objects, as in two files.
+ */
+const cache = new Map<string, ParsedObject>();
+function parsed(raw: object, file = 'f.yaml'): ParsedObject {
+  const text = `${file} ${JSON.stringify(raw)}`;
+  let o = cache.get(text);
+  if (o === undefined) {
+    const r = parseObject({ file, index: 0, raw });
+    if (r.status !== 'ok') throw new Error(`${text}: ${r.status}`);
+    cache.set(text, (o = r.object));
+  }
+  return o;
+}
+
+const portsOf = (names: readonly string[]) => names.map((name) => ({ name, port: name === 'http' ? 8080 : 5353, protocol: name === 'http' ? 'TCP' : 'UDP' }));
+
+/** One object: mostly endpoint objects, with Services (two ports, or one; sometimes a ClusterIP taken by another), a Pod and a Shepherd Service now and then. */
+const object: fc.Arbitrary<object> = fc.oneof(
+  {
+    weight: 6,
+    arbitrary: fc
+      .record({
+        svc: fc.constantFrom(...NAMES, 'gone'),
+        suffix: fc.constantFrom('x', 'y'),
+        ports: fc.constantFrom(['http'], ['http', 'dns'], ['metrics'], ['dns']),
+        ips: fc.subarray(IPS, { minLength: 1 }),
+        ready: fc.boolean(),
+      })
+      .map(({ svc, suffix, ports, ips, ready }) => ({
+        apiVersion: 'discovery.k8s.io/v1',
+        kind: 'EndpointSlice',
+        metadata: { name: `${svc}-${suffix}`, namespace: 'default', labels: { 'kubernetes.io/service-name': svc } },
+        addressType: 'IPv4',
+        ports: portsOf(ports),
+        endpoints: ips.map((ip) => ({ addresses: [ip], conditions: { ready } })),
+      })),
+  },
+  {
+    weight: 2,
+    arbitrary: fc.record({ svc: fc.constantFrom(...NAMES), ips: fc.subarray(IPS, { minLength: 1 }), ports: fc.constantFrom(['http'], ['dns']) }).map(({ svc, ips, ports }) => ({
+      apiVersion: 'v1',
+      kind: 'Endpoints',
+      metadata: { name: svc, namespace: 'default' },
+      subsets: [{ addresses: ips.map((ip) => ({ ip })), ports: portsOf(ports) }],
+    })),
+  },
+  {
+    weight: 2,
+    arbitrary: fc.record({ svc: fc.constantFrom(...NAMES), ip: fc.constantFrom('10.96.0.10', '10.96.0.11', '10.96.0.12', '10.96.0.10'), two: fc.boolean() }).map(({ svc, ip, two }) => ({
+      apiVersion: 'v1',
+      kind: 'Service',
+      metadata: { name: svc, namespace: 'default' },
+      spec: { clusterIP: ip, ports: two ? [{ name: 'http', port: 80 }, { name: 'dns', port: 53, protocol: 'UDP' }] : [{ name: 'http', port: 80 }] },
+    })),
+  },
+  {
+    weight: 1,
+    arbitrary: fc.constantFrom(
+      {
+        apiVersion: 'v1',
+        kind: 'Pod',
+        metadata: { name: 'p', namespace: 'default', labels: { app: 'a' } },
+        spec: { nodeName: 'n1', containers: [{ ports: [{ name: 'http', containerPort: 8080 }] }] },
+        status: { phase: 'Running', podIP: '10.244.0.9', conditions: [{ type: 'Ready', status: 'True' }] },
+      },
+      { kind: 'Service', metadata: { name: 'sh', namespace: 'shepherd' }, spec: { ports: [{ name: 'http', port: 80, target_port: 8080 }] }, status: { cluster_ip: '', endpoints: ['10.244.0.1:8080'] } },
+    ),
+  },
+);
+
+/** A change: upsert group `group` with these objects (none: remove it). Few groups, so that duplicates across groups happen. */
+const change = fc.record({ group: fc.constantFrom('g0', 'g1', 'g2', 'g3', 'g4', 'g5', 'g6', 'g7'), objects: fc.array(object, { maxLength: 2 }) });
+
+const view = (r: DecodeResult) => ({
+  services: [...r.snapshot.services],
+  node: r.snapshot.node,
+  errors: r.errors.map(String),
+  warnings: r.warnings.map(String),
+  allocations: r.allocations,
+  notes: r.notes,
+  changed: r.changed === undefined ? undefined : [...r.changed].sort(),
+});
+
+test('patching the last snapshot for endpoint changes gives what a whole build gives', (t) => {
+  let patches = 0;
+  fc.assert(
+    fc.property(fc.array(change, { minLength: 1, maxLength: 25 }), (changes) => {
+      const patching = new Decoder({ serviceCIDR: '10.96.0.0/12' });
+      const whole = new Decoder({ serviceCIDR: '10.96.0.0/12', patch: false });
+      for (const { group, objects } of changes) {
+        const c = objects.length > 0 ? { upsert: [[group, objects.map((o) => parsed(o, `${group}.yaml`))] as const], remove: [] } : { upsert: [], remove: [group] };
+        const a = patching.apply(c);
+        const b = whole.apply(c);
+        deepStrictEqual(view(a), view(b));
+      }
+      strictEqual(whole.patches, 0);
+      patches += patching.patches;
+    }),
+    { numRuns: 300, seed: 42 },
+  );
+  t.true(patches > 300, `only ${patches} applies were patched`);
+});
+
+test('a changed slice of one Service among many patches the snapshot: the other service ports are the very objects of the last one', (t) => {
+  const decoder = new Decoder({ serviceCIDR: '10.96.0.0/12' });
+  const upsert: Array<[string, ParsedObject[]]> = [];
+  const slice = (i: number, ip: string) =>
+    parsed({
+      apiVersion: 'discovery.k8s.io/v1',
+      kind: 'EndpointSlice',
+      metadata: { name: `s${i}-1`, namespace: 'default', labels: { 'kubernetes.io/service-name': `s${i}` } },
+      addressType: 'IPv4',
+      ports: [{ name: 'http', port: 8080 }],
+      endpoints: [{ addresses: [ip] }],
+    });
+  for (let i = 0; i < 50; i++) {
+    upsert.push([`svc-${i}`, [parsed({ apiVersion: 'v1', kind: 'Service', metadata: { name: `s${i}`, namespace: 'default' }, spec: { clusterIP: `10.96.1.${i}`, ports: [{ name: 'http', port: 80 }] } })]]);
+    upsert.push([`slice-${i}`, [slice(i, '10.244.1.1')]]);
+  }
+  const first = decoder.apply({ upsert, remove: [] });
+  const next = decoder.apply({ upsert: [['slice-7', [slice(7, '10.244.1.2')]]], remove: [] });
+  t.is(decoder.patches, 1);
+  t.deepEqual(next.changed, new Set(['default/s7:http']));
+  t.deepEqual(next.snapshot.services.get('default/s7:http')?.endpoints.map((e) => e.ip), ['10.244.1.2']);
+  for (const [key, sp] of first.snapshot.services) if (key !== 'default/s7:http') t.is(next.snapshot.services.get(key), sp);
+  t.deepEqual([...next.snapshot.services.keys()], [...first.snapshot.services.keys()]);
+});
