@@ -201,8 +201,13 @@ export class ManifestWatcher {
     this.opts.logger.warn({ err, path }, `watching ${path}: ${err.message}; changes there are read at the next full sync${more}`);
   }
 
-  /** An event of a watched folder about its entry `name` (see the module comment). */
-  private async onFolderEvent(folder: string, event: string, name: string | null): Promise<void> {
+  /**
+   * An event of a watched folder about its entry `name` (see the module
+   * comment). A manifest file is reported at once, so that the debounce
+   * counts from the event itself; an entry created, removed or renamed, and
+   * any other entry, is then looked at, to tell a folder or a symlink.
+   */
+  private onFolderEvent(folder: string, event: string, name: string | null): void {
     if (this.closed) return;
     if (name === null) {
       this.notify(undefined);
@@ -213,22 +218,28 @@ export class ManifestWatcher {
       if (path === this.target) this.notify(path);
       return;
     }
-    const st = await stat(path).catch(() => undefined);
     this.opts.logger.debug({ event, path }, `manifest folder event ${event}: ${path}`);
+    const manifest = isManifestFileName(name);
+    if (manifest) this.notify(path);
+    if (event === 'rename' || !manifest) void this.lookAt(folder, name);
+  }
+
+  /** What the entry `name` of `folder` is now: a folder (or one gone, or the watched folder itself) makes everything read again. */
+  private async lookAt(folder: string, name: string): Promise<void> {
+    const path = join(folder, name);
+    const st = await stat(path).catch(() => undefined);
+    if (this.closed) return;
     if (st === undefined) {
-      // Gone: a manifest file removed, a watched folder, or the watched folder itself (its own name).
+      // Gone: a watched folder, or the watched folder itself (its own name).
       if (this.watches.has(path) || (folder === this.root && name === basename(folder))) {
         this.notify(undefined);
         void this.refresh();
-      } else if (isManifestFileName(name)) {
-        this.notify(path);
       }
     } else if (st.isDirectory()) {
       this.notify(undefined);
       if (!isIgnoredName(name)) void this.refresh();
-    } else if (isManifestFileName(name)) {
-      this.notify(path);
-      if (!this.watches.has(path) && lstatSync(path, { throwIfNoEntry: false })?.isSymbolicLink()) void this.refresh();
+    } else if (isManifestFileName(name) && !this.watches.has(path) && lstatSync(path, { throwIfNoEntry: false })?.isSymbolicLink()) {
+      void this.refresh(); // a new symlinked file: watch its target
     }
   }
 
