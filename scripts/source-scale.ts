@@ -20,7 +20,12 @@
  *      that names the edited service port (the log's own timestamp);
  *   3. with the List, after those edits, RELOADS more in a row in the same
  *      `drover run`, each waited for (its `partial sync done` line): that
- *      process's VmRSS after the 10th and the largest after that.
+ *      process's VmRSS after the 10th and the largest after that;
+ *   4. the same objects served by the Kubernetes API server double of the
+ *      tests (test/support/kube-api.ts, on 127.0.0.1) to a `drover run
+ *      --source kubernetes`: its RSS, steady and peak, and 3 times one
+ *      EndpointSlice changed on the server, timed from the change to the
+ *      `partial sync done` log line.
  *
  * Prints the table of the issue with the measured values.
  */
@@ -35,6 +40,7 @@ import { parseProcMemory } from '../src/bench/drover-process.ts';
 import { FileSource } from '../src/sources/file.ts';
 import { withNetns } from '../src/testbed/netns.ts';
 import { silentLogger } from '../src/util/log.ts';
+import { FakeKubeApi, type ApiObject } from '../test/support/kube-api.ts';
 
 const [services = 10_000, endpoints = 10, reloads = 100] = process.argv.slice(2).map(Number);
 const DROVER = fileURLToPath(new URL('../bin/drover.js', import.meta.url));
@@ -107,8 +113,9 @@ class Drover {
   private waiters: Array<(l: LogLine) => boolean> = [];
   private exited = false;
 
-  constructor(netns: string, source: string, work: string) {
-    this.child = spawn(process.execPath, [DROVER, 'run', '--netns', netns, '--source', source, '--cluster-cidr', '10.244.0.0/16', '--service-cidr', SERVICE_CIDR,
+  /** `source`: the `--source` flag and its value, with any flag it needs (`--kubeconfig PATH`). */
+  constructor(netns: string, source: readonly string[], work: string) {
+    this.child = spawn(process.execPath, [DROVER, 'run', '--netns', netns, ...source, '--cluster-cidr', '10.244.0.0/16', '--service-cidr', SERVICE_CIDR,
       '--iptables-backend', 'nft', '--state-dir', join(work, 'state'), '--status-file', join(work, 'status.json'),
       '--metrics-bind-address', '', '--healthz-bind-address', ''], { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, DROVER_ENTRY: 'src' } });
     this.child.on('exit', () => (this.exited = true));
@@ -166,7 +173,7 @@ interface RunResult {
  * make `reloads` more (`edit(4)`, `edit(5)`, …), each waited for, and
  * measure its VmRSS after each.
  */
-async function measureRun(work: string, source: string, edit: (n: number) => Promise<number>, editedKey: string, reloads = 0): Promise<RunResult> {
+async function measureRun(work: string, source: readonly string[], edit: (n: number) => Promise<number>, editedKey: string, reloads = 0): Promise<RunResult> {
   return withNetns(async (netns) => {
     let drover: Drover | undefined;
     try {
@@ -234,14 +241,35 @@ try {
   // Each edit of the List is a replace in one text, so that this process does not build a new List for each.
   const base = listText();
   const first = JSON.stringify(objectsOf(edited)[1]);
-  const list = await measureRun(work, listDir, (n) => replaceFile(listDir, listFile, base.replace(first, JSON.stringify(objectsOf(edited, n)[1]))), editedKey, reloads);
+  const list = await measureRun(work, ['--source', listDir], (n) => replaceFile(listDir, listFile, base.replace(first, JSON.stringify(objectsOf(edited, n)[1]))), editedKey, reloads);
   await writeFile(listFile, base);
   const perObject = await measureRun(
     work,
-    objectsDir,
+    ['--source', objectsDir],
     (n) => replaceFile(objectsDir, join(objectsDir, `svc-${edited}-abc.json`), JSON.stringify(objectsOf(edited, n)[1])),
     editedKey,
   );
+
+  // 4. The Kubernetes API server double, serving the same objects.
+  const api = await FakeKubeApi.start();
+  let kubernetes: RunResult;
+  try {
+    for (let i = 0; i < services; i++) for (const o of objectsOf(i)) api.apply(o as ApiObject);
+    const kubeconfig = join(work, 'kubeconfig');
+    await writeFile(kubeconfig, api.kubeconfig());
+    kubernetes = await measureRun(
+      work,
+      ['--source', 'kubernetes', '--kubeconfig', kubeconfig, '--hostname-override', 'node-a'],
+      async (n) => {
+        const at = Date.now();
+        api.apply(objectsOf(edited, n)[1] as ApiObject);
+        return at;
+      },
+      editedKey,
+    );
+  } finally {
+    await api.close();
+  }
 
   const row = (a: string, b: string) => console.log(`| ${a.padEnd(58)} | ${b} |`);
   console.log('');
@@ -252,10 +280,12 @@ try {
   row('agent RSS, steady / peak (drover run, one file per object)', `${MB(perObject.steady)} / ${MB(perObject.peak)}`);
   row('one endpoint edited → kernel, List (median of 3)', `${secs(median(list.edits))} (the sync itself ${secs(median(list.syncs))})`);
   row('one endpoint edited → kernel, one file per object (median of 3)', `${secs(median(perObject.edits))} (the sync itself ${secs(median(perObject.syncs))})`);
+  row('agent RSS, steady / peak (drover run, Kubernetes API double)', `${MB(kubernetes.steady)} / ${MB(kubernetes.peak)}`);
+  row('one EndpointSlice changed → kernel, Kubernetes API double (median of 3)', `${secs(median(kubernetes.edits))} (the sync itself ${secs(median(kubernetes.syncs))})`);
   const { afterTenth, largest } = list.reloads;
   const growth = reloads > 10 ? `${(((largest - afterTenth) / afterTenth) * 100).toFixed(1)} %` : 'needs RELOADS > 10';
   row(`${reloads} reloads in a row (drover run, List): RSS after the 10th → largest after`, `${MB(afterTenth)} → ${MB(largest)} (${growth})`);
-  console.log('\n"→ kernel" is from the rename of the edited file to the timestamp of the drover log line of the partial sync that wrote the edited service port.');
+  console.log('\n"→ kernel" is from the rename of the edited file (or the change on the API server double) to the timestamp of the drover log line of the partial sync that wrote the edited service port.');
 } finally {
   await rm(work, { recursive: true, force: true });
 }
