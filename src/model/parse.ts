@@ -53,6 +53,7 @@ import type {
   ParsedService,
   ParsedServicePort,
 } from './parsed.ts';
+import { readCommonSlice } from './fast-slice.ts';
 import { formatPath, parseWith } from './schema.ts';
 import { shepherdPodSchema, shepherdServiceSchema } from './shepherd.ts';
 import { checkSourceRange, ipFamilyOf, parseEndpointIPv4, parseIPv4HostPort } from './validate.ts';
@@ -99,11 +100,23 @@ export function objectIdentity(kind: string, namespace: string, name: string): s
   return `${kind}/${namespace}/${name}`;
 }
 
+/** Options of {@link parseObject}. */
+export interface ParseOptions {
+  /**
+   * Validate every object with its zod schema, never with a fast path
+   * (fast-slice.ts). The result is the same either way; this is for the
+   * tests that show it.
+   */
+  readonly schemasOnly?: boolean;
+}
+
 /**
  * Parse and validate one manifest object. Never throws: every problem is
  * returned as a ManifestError (file, kind, "namespace/name", field path).
+ * EndpointSlices of the common shape are read by fast-slice.ts rather than
+ * by their schema, with the same result.
  */
-export function parseObject(o: ManifestObject): ParseResult {
+export function parseObject(o: ManifestObject, opts: ParseOptions = {}): ParseResult {
   if (typeof o.raw !== 'object' || o.raw === null || Array.isArray(o.raw)) {
     const got = o.raw === null ? 'null' : Array.isArray(o.raw) ? 'a list' : typeof o.raw;
     return error({ file: o.file, index: o.index, kind: '', object: '', identity: undefined }, '', `expected an object, got ${got}`);
@@ -130,7 +143,7 @@ export function parseObject(o: ManifestObject): ParseResult {
       if (apiVersion === undefined || apiVersion === null) return parseShepherdService(head, o.raw);
       return ignored(`Service of apiVersion ${displayName(apiVersion)} is neither a core v1 nor a Shepherd Service`);
     case 'EndpointSlice':
-      if (apiVersion === 'discovery.k8s.io/v1') return parseEndpointSlice(head, o.raw);
+      if (apiVersion === 'discovery.k8s.io/v1') return parseEndpointSlice(head, o.raw as Record<string, unknown>, opts.schemasOnly === true);
       return ignored(`EndpointSlice of apiVersion ${displayName(apiVersion)} is not supported (only discovery.k8s.io/v1)`);
     case 'Endpoints':
       if (apiVersion === 'v1') return parseEndpoints(head, o.raw);
@@ -197,7 +210,11 @@ function hintNames(list: ReadonlyArray<{ name: string }> | undefined): readonly 
   return [...new Set(list.map((h) => h.name))].sort(compareStrings);
 }
 
-/** An endpoint address with its conditions; nodeName, zone and hints only when given. */
+/**
+ * An endpoint address with its conditions; nodeName, zone and hints only
+ * when given. Fields are added one by one, so that addresses with the same
+ * fields share one V8 hidden class (see copy.ts).
+ */
 function address(
   ip: string,
   c: { ready: boolean; serving: boolean; terminating: boolean },
@@ -205,18 +222,16 @@ function address(
   zone?: string,
   hints?: { forZones: ReadonlyArray<{ name: string }>; forNodes: ReadonlyArray<{ name: string }> },
 ): EndpointAddress {
-  const zoneHints = hintNames(hints?.forZones);
-  const nodeHints = hintNames(hints?.forNodes);
-  return {
-    ip,
-    ready: c.ready,
-    serving: c.serving,
-    terminating: c.terminating,
-    ...(nodeName !== undefined ? { nodeName } : {}),
-    ...(zone !== undefined ? { zone } : {}),
-    ...(zoneHints !== undefined ? { zoneHints } : {}),
-    ...(nodeHints !== undefined ? { nodeHints } : {}),
-  };
+  const a: { -readonly [K in keyof EndpointAddress]: EndpointAddress[K] } = { ip, ready: c.ready, serving: c.serving, terminating: c.terminating };
+  if (nodeName !== undefined) a.nodeName = nodeName;
+  if (zone !== undefined) a.zone = zone;
+  if (hints !== undefined) {
+    const zoneHints = hintNames(hints.forZones);
+    const nodeHints = hintNames(hints.forNodes);
+    if (zoneHints !== undefined) a.zoneHints = zoneHints;
+    if (nodeHints !== undefined) a.nodeHints = nodeHints;
+  }
+  return a;
 }
 
 /** Validated addresses as {@link FamilyIP}s, in order, the first of each duplicate kept. */
@@ -225,18 +240,18 @@ function familyIPs(ips: readonly string[]): FamilyIP[] {
 }
 
 /**
- * Read the endpoint address `value` found at `field` (validate.ts
+ * Read the endpoint address `value` found at the field `field()` names (validate.ts
  * `parseEndpointIPv4`). Returns the canonical address, after pushing a
  * warning onto `warnings` when it was written with leading zeros; or
  * undefined after pushing a warning that ends with `; ${dropped}`.
  */
-function readEndpointIP(head: Head, field: string, value: string, dropped: string, warnings: ManifestError[]): string | undefined {
+function readEndpointIP(head: Head, field: () => string, value: string, dropped: string, warnings: ManifestError[]): string | undefined {
   const r = parseEndpointIPv4(value);
   if ('problem' in r) {
-    warnings.push(manifestError(head, field, `${r.problem}; ${dropped}`));
+    warnings.push(manifestError(head, field(), `${r.problem}; ${dropped}`));
     return undefined;
   }
-  if (r.note !== undefined) warnings.push(manifestError(head, field, r.note));
+  if (r.note !== undefined) warnings.push(manifestError(head, field(), r.note));
   return r.ip;
 }
 
@@ -404,7 +419,7 @@ function parseShepherdService(head: Head, raw: unknown): ParseResult {
  * with a warning, and a bad later address is warned about (see
  * {@link readEndpointIP}).
  */
-function parseEndpointSlice(head: Head, raw: unknown): ParseResult {
+function parseEndpointSlice(head: Head, raw: Record<string, unknown>, schemasOnly: boolean): ParseResult {
   const h = endpointSliceHeadSchema.parse(raw);
   if (typeof h.addressType !== 'string') {
     return error(head, 'addressType', h.addressType === undefined || h.addressType === null ? 'required' : 'expected a string');
@@ -416,9 +431,13 @@ function parseEndpointSlice(head: Head, raw: unknown): ParseResult {
   if (label === undefined || label === null || label === '') {
     return ignored(`no ${SERVICE_NAME_LABEL} label: not tied to a Service (kube-proxy ignores it too)`);
   }
-  const r = parseWith(k8sEndpointSliceSchema, raw);
-  if (!r.ok) return error(head, r.field, r.detail);
-  const { metadata, endpoints, ports } = r.data;
+  let data = schemasOnly ? undefined : readCommonSlice(raw);
+  if (data === undefined) {
+    const r = parseWith(k8sEndpointSliceSchema, raw);
+    if (!r.ok) return error(head, r.field, r.detail);
+    data = r.data;
+  }
+  const { metadata, endpoints, ports } = data;
   const warnings: ManifestError[] = [];
   const groupPorts: EndpointGroupPort[] = [];
   ports.forEach((p, i) => {
@@ -428,20 +447,20 @@ function parseEndpointSlice(head: Head, raw: unknown): ParseResult {
       groupPorts.push({ name: p.name, port: p.port, protocol: p.protocol });
     }
   });
+  const addresses: EndpointAddress[] = [];
+  for (let i = 0; i < endpoints.length; i++) {
+    const e = endpoints[i]!;
+    let first: string | undefined;
+    for (let j = 0; j < e.addresses.length; j++) {
+      const ip = readEndpointIP(head, () => formatPath(['endpoints', i, 'addresses', j]), e.addresses[j]!, j === 0 ? 'endpoint ignored' : 'address ignored', warnings);
+      if (j === 0) first = ip;
+    }
+    if (first !== undefined) addresses.push(address(first, e.conditions, e.nodeName, e.zone, e.hints));
+  }
   const slice: ParsedEndpointSlice = withBase(head, 'kubernetes', metadata.namespace, metadata.name, {
     kind: 'EndpointSlice',
     serviceName: metadata.labels[SERVICE_NAME_LABEL],
-    groups: [
-      {
-        ports: groupPorts,
-        addresses: endpoints.flatMap((e, i) => {
-          const ips = e.addresses.map((a, j) =>
-            readEndpointIP(head, formatPath(['endpoints', i, 'addresses', j]), a, j === 0 ? 'endpoint ignored' : 'address ignored', warnings),
-          );
-          return ips[0] === undefined ? [] : [address(ips[0], e.conditions, e.nodeName, e.zone, e.hints)];
-        }),
-      },
-    ],
+    groups: [{ ports: groupPorts, addresses }],
   });
   return ok(slice, warnings);
 }
@@ -458,7 +477,7 @@ function parseEndpoints(head: Head, raw: unknown): ParseResult {
   const warnings: ManifestError[] = [];
   const read = (i: number, key: 'addresses' | 'notReadyAddresses', c: typeof READY | typeof NOT_READY) =>
     subsets[i]![key].flatMap((a, j) => {
-      const ip = readEndpointIP(head, formatPath(['subsets', i, key, j, 'ip']), a.ip, 'endpoint ignored', warnings);
+      const ip = readEndpointIP(head, () => formatPath(['subsets', i, key, j, 'ip']), a.ip, 'endpoint ignored', warnings);
       return ip === undefined ? [] : [address(ip, c, a.nodeName)];
     });
   const eps: ParsedEndpoints = withBase(head, 'kubernetes', metadata.namespace, metadata.name, {
