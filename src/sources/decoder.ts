@@ -107,8 +107,12 @@ export class Decoder {
   private readonly groups = new Map<GroupKey, readonly ParsedObject[]>();
   /** The Services with a selector among `groups`' objects. */
   private readonly selectors = new SelectorIndex();
-  /** Every object among `groups` by its identity ("Kind/namespace/name"), duplicates included. */
-  private readonly copies = new Map<string, Set<ParsedObject>>();
+  /**
+   * Every object among `groups` by its identity ("Kind/namespace/name"),
+   * duplicates included: the object itself while it is the only one (by far
+   * the common case, and no Set to keep per object), a list of them otherwise.
+   */
+  private readonly copies = new Map<string, ParsedObject | ParsedObject[]>();
   /** The service ports of the last builds, for the Services whose objects did not change. */
   private readonly memo = new BuildMemo();
   private snapshot: Snapshot = EMPTY_SNAPSHOT;
@@ -177,23 +181,23 @@ export class Decoder {
     for (const [key, objects] of changes.upsert) {
       // An object the group held before and holds again (the same reference) is unchanged.
       const before = this.groups.get(key) ?? [];
-      const kept = new Set<ParsedObject>(before);
-      const now = new Set<ParsedObject>(objects);
-      for (const o of before) if (!now.has(o)) gone.push(o);
-      for (const o of objects) if (!kept.has(o)) added.push(o);
+      if (before.length === 0) {
+        for (const o of objects) added.push(o);
+      } else {
+        const kept = new Set<ParsedObject>(before);
+        const now = new Set<ParsedObject>(objects);
+        for (const o of before) if (!now.has(o)) gone.push(o);
+        for (const o of objects) if (!kept.has(o)) added.push(o);
+      }
       if (objects.length === 0) this.groups.delete(key);
       else this.groups.set(key, objects);
     }
     // Services that stop or start selecting a Pod are marked by their own change, so the index after it is enough.
     this.selectors.update(gone, added);
-    const marked = new Set<string>();
-    for (const o of [...gone, ...added]) for (const s of this.affected(o)) marked.add(s);
-    // Another copy of a changed identity may be the one that counts now (the first by group key wins): it moves its Services too.
     for (const o of gone) this.unindex(o);
     for (const o of added) this.index(o);
-    for (const identity of new Set([...gone, ...added].map((o) => o.identity))) {
-      for (const o of this.copies.get(identity) ?? []) for (const s of this.affected(o)) marked.add(s);
-    }
+    // At the first apply everything is new, and nothing is marked.
+    const marked = this.first ? new Set<string>() : this.mark(gone, added);
 
     // The seam for an incremental build: everything below is O(all objects).
     const keys = [...this.groups.keys()].sort(compareStrings);
@@ -216,13 +220,12 @@ export class Decoder {
     const crossErrors = new Set(built.errors.filter((e) => e.kind === 'Service' && e.object !== '').map((e) => e.object));
     const allocated = new Map(built.allocations.map((a) => [a.key, a.clusterIP]));
 
-    // Services moved by cross-object rules without a change of their own objects.
-    for (const s of [...this.crossErrors, ...crossErrors]) marked.add(s);
-    for (const [s, ip] of allocated) if (this.allocated.get(s) !== ip) marked.add(s);
-    for (const s of this.allocated.keys()) if (!allocated.has(s)) marked.add(s);
-
     let changed: Set<string> | undefined;
     if (!this.first) {
+      // Services moved by cross-object rules without a change of their own objects.
+      for (const s of [...this.crossErrors, ...crossErrors]) marked.add(s);
+      for (const [s, ip] of allocated) if (this.allocated.get(s) !== ip) marked.add(s);
+      for (const s of this.allocated.keys()) if (!allocated.has(s)) marked.add(s);
       changed = new Set();
       for (const service of marked) {
         for (const key of [...(this.portsOf.get(service) ?? []), ...(portsOf.get(service) ?? [])]) {
@@ -239,16 +242,43 @@ export class Decoder {
     return { ...built, changed };
   }
 
+  /**
+   * The Services whose objects changed: those `gone` and `added` affect,
+   * and those every other copy of their identities affects (another copy
+   * may be the one that counts now: the first by group key wins). Called
+   * after `copies` holds the change.
+   */
+  private mark(gone: readonly ParsedObject[], added: readonly ParsedObject[]): Set<string> {
+    const marked = new Set<string>();
+    for (const o of [...gone, ...added]) for (const s of this.affected(o)) marked.add(s);
+    for (const identity of new Set([...gone, ...added].map((o) => o.identity))) {
+      for (const o of this.copiesOf(identity)) for (const s of this.affected(o)) marked.add(s);
+    }
+    return marked;
+  }
+
+  /** The objects of `identity` among `groups`. */
+  private copiesOf(identity: string): readonly ParsedObject[] {
+    const held = this.copies.get(identity);
+    return held === undefined ? [] : Array.isArray(held) ? held : [held];
+  }
+
   private index(o: ParsedObject): void {
-    const set = this.copies.get(o.identity);
-    if (set) set.add(o);
-    else this.copies.set(o.identity, new Set([o]));
+    const held = this.copies.get(o.identity);
+    if (held === undefined) this.copies.set(o.identity, o);
+    else if (!Array.isArray(held)) {
+      if (held !== o) this.copies.set(o.identity, [held, o]);
+    } else if (!held.includes(o)) held.push(o);
   }
 
   private unindex(o: ParsedObject): void {
-    const set = this.copies.get(o.identity);
-    set?.delete(o);
-    if (set?.size === 0) this.copies.delete(o.identity);
+    const held = this.copies.get(o.identity);
+    if (held === o) this.copies.delete(o.identity);
+    else if (Array.isArray(held)) {
+      const i = held.indexOf(o);
+      if (i >= 0) held.splice(i, 1);
+      if (held.length === 1) this.copies.set(o.identity, held[0]!);
+    }
   }
 
   /** The Services whose service ports a change of `o` may move (see the module comment). */
