@@ -123,25 +123,47 @@ function describePortNames(ports: readonly ParsedServicePort[]): string {
  * none. Linear in the number of ports.
  */
 export function portWarnings(svc: ParsedService, objects: readonly EndpointObject[]): ManifestError[] {
-  if (svc.ports.length === 0) return [];
-  const protocols = new Map(svc.ports.map((p) => [p.name, p.protocol])); // port names are unique
+  const out: ManifestError[] = [];
+  if (svc.ports.length === 0) return out;
+  const protocolOf = protocolsByName(svc.ports);
   const service = `Service ${svc.namespace}/${svc.name}`;
   let names: string | undefined; // described once, when first needed
-  const out: ManifestError[] = [];
   for (const o of objects) {
-    const seen = new Set<string>();
-    for (const gp of o.groups.flatMap((g) => g.ports)) {
-      const want = protocols.get(gp.name);
-      if (want === gp.protocol || seen.has(portId(gp))) continue;
-      seen.add(portId(gp));
-      const port = portLabel(gp.name);
-      if (want === undefined) {
-        names ??= describePortNames(svc.ports);
-        out.push(objectError(o, '', `endpoint ${port} matches no port of ${service} (${names}); endpoint port ignored`));
-      } else {
-        out.push(objectError(o, '', `endpoint ${port} is ${gp.protocol} but ${port} of ${service} is ${want}; endpoint port ignored`));
+    let seen: Set<string> | undefined; // made at the first port that matches nothing
+    for (const g of o.groups) {
+      for (const gp of g.ports) {
+        const want = protocolOf(gp.name);
+        if (want === gp.protocol) continue;
+        seen ??= new Set<string>();
+        if (seen.has(portId(gp))) continue;
+        seen.add(portId(gp));
+        const port = portLabel(gp.name);
+        if (want === undefined) {
+          names ??= describePortNames(svc.ports);
+          out.push(objectError(o, '', `endpoint ${port} matches no port of ${service} (${names}); endpoint port ignored`));
+        } else {
+          out.push(objectError(o, '', `endpoint ${port} is ${gp.protocol} but ${port} of ${service} is ${want}; endpoint port ignored`));
+        }
       }
     }
   }
   return out;
+}
+
+/** Above this many ports, {@link protocolsByName} indexes them rather than scanning them. */
+const SCANNED_PORTS = 8;
+
+/**
+ * The protocol of the service port of each name (port names are unique), as
+ * a lookup: a scan of the few ports most Services have, a Map for more.
+ */
+function protocolsByName(ports: readonly ParsedServicePort[]): (name: string) => string | undefined {
+  if (ports.length > SCANNED_PORTS) {
+    const byName = new Map(ports.map((p) => [p.name, p.protocol]));
+    return (name) => byName.get(name);
+  }
+  return (name) => {
+    for (const p of ports) if (p.name === name) return p.protocol;
+    return undefined;
+  };
 }
