@@ -171,10 +171,13 @@ export function buildSnapshot(objects: readonly ParsedObject[], opts: BuildOptio
   const incumbent = (r: { svc: ParsedService; ip: string }) =>
     r.svc.ports.some((p) => previousTriples.has(`${serviceKey(r.svc)} ${triple(r.ip, p)}`));
   // `resolved` is in key order already, and the sort is stable: incumbents first, each part by key.
-  const ordered = resolved
-    .map((r) => ({ r, first: incumbent(r) }))
-    .sort((a, b) => Number(b.first) - Number(a.first))
-    .map((x) => x.r);
+  const ordered =
+    previousTriples.size === 0
+      ? resolved // no incumbent
+      : resolved
+          .map((r) => ({ r, first: incumbent(r) }))
+          .sort((a, b) => Number(b.first) - Number(a.first))
+          .map((x) => x.r);
   const owners = new Map<string, ParsedService>();
   const accepted: Array<{ svc: ParsedService; ip: string }> = [];
   for (const r of ordered) {
@@ -340,11 +343,11 @@ function makeServicePort(svc: ParsedService, p: ParsedServicePort, ip: string, a
     port: p.port,
     protocol: p.protocol,
     frontends: Object.freeze({
-      clusterIPs: Object.freeze(allocatedIP ? [Object.freeze({ family: 'IPv4' as const, ip })] : svc.clusterIPs.map((c) => frozenCopy(c))),
+      clusterIPs: allocatedIP ? Object.freeze([Object.freeze({ family: 'IPv4' as const, ip })]) : frozenCopies(svc.clusterIPs),
       ...(p.nodePort !== undefined ? { nodePort: p.nodePort } : {}),
-      externalIPs: Object.freeze(svc.externalIPs.map((e) => frozenCopy(e))),
-      loadBalancerIngress: Object.freeze(svc.loadBalancerIngress.map((e) => frozenCopy(e))),
-      loadBalancerSourceRanges: Object.freeze([...svc.loadBalancerSourceRanges]),
+      externalIPs: frozenCopies(svc.externalIPs),
+      loadBalancerIngress: frozenCopies(svc.loadBalancerIngress),
+      loadBalancerSourceRanges: svc.loadBalancerSourceRanges.length === 0 ? NONE : Object.freeze([...svc.loadBalancerSourceRanges]),
       ...(svc.healthCheckNodePort !== undefined ? { healthCheckNodePort: svc.healthCheckNodePort } : {}),
     }),
     sessionAffinity: svc.sessionAffinity === null ? null : frozenCopy(svc.sessionAffinity),
@@ -352,4 +355,12 @@ function makeServicePort(svc: ParsedService, p: ParsedServicePort, ip: string, a
     externalTrafficPolicy: svc.externalTrafficPolicy,
     endpoints: endpointsFor(p, index),
   });
+}
+
+/** The one empty list of the Snapshot's frontends, shared by every service port that has none (most have no external IPs, for one). */
+const NONE: readonly never[] = Object.freeze([]);
+
+/** A frozen list of frozen copies of `list`'s objects; {@link NONE} for an empty one. */
+function frozenCopies<T extends object>(list: readonly T[]): readonly Readonly<T>[] {
+  return list.length === 0 ? NONE : Object.freeze(list.map((e) => frozenCopy(e)));
 }
