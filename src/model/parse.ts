@@ -53,6 +53,7 @@ import type {
   ParsedService,
   ParsedServicePort,
 } from './parsed.ts';
+import { readCommonService } from './fast-service.ts';
 import { readCommonSlice } from './fast-slice.ts';
 import { formatPath, parseWith } from './schema.ts';
 import { shepherdPodSchema, shepherdServiceSchema } from './shepherd.ts';
@@ -104,8 +105,8 @@ export function objectIdentity(kind: string, namespace: string, name: string): s
 export interface ParseOptions {
   /**
    * Validate every object with its zod schema, never with a fast path
-   * (fast-slice.ts). The result is the same either way; this is for the
-   * tests that show it.
+   * (fast-service.ts, fast-slice.ts). The result is the same either way;
+   * this is for the tests that show it.
    */
   readonly schemasOnly?: boolean;
 }
@@ -113,8 +114,9 @@ export interface ParseOptions {
 /**
  * Parse and validate one manifest object. Never throws: every problem is
  * returned as a ManifestError (file, kind, "namespace/name", field path).
- * EndpointSlices of the common shape are read by fast-slice.ts rather than
- * by their schema, with the same result.
+ * Services and EndpointSlices of the common shape are read by
+ * fast-service.ts and fast-slice.ts rather than by their schemas, with the
+ * same result.
  */
 export function parseObject(o: ManifestObject, opts: ParseOptions = {}): ParseResult {
   if (typeof o.raw !== 'object' || o.raw === null || Array.isArray(o.raw)) {
@@ -139,7 +141,7 @@ export function parseObject(o: ManifestObject, opts: ParseOptions = {}): ParseRe
   const apiVersion = h.apiVersion;
   switch (kind) {
     case 'Service':
-      if (apiVersion === 'v1') return parseK8sService(head, o.raw);
+      if (apiVersion === 'v1') return parseK8sService(head, o.raw as Record<string, unknown>, opts.schemasOnly === true);
       if (apiVersion === undefined || apiVersion === null) return parseShepherdService(head, o.raw);
       return ignored(`Service of apiVersion ${displayName(apiVersion)} is neither a core v1 nor a Shepherd Service`);
     case 'EndpointSlice':
@@ -266,10 +268,14 @@ const NOT_READY = { ready: false, serving: false, terminating: false } as const;
  * (the secondary ClusterIP, externalIPs, LoadBalancer ingress IPs with their
  * source ranges, the health-check NodePort) are read and kept.
  */
-function parseK8sService(head: Head, raw: unknown): ParseResult {
-  const r = parseWith(k8sServiceSchema, raw);
-  if (!r.ok) return error(head, r.field, r.detail);
-  const { metadata, spec } = r.data;
+function parseK8sService(head: Head, raw: Record<string, unknown>, schemasOnly: boolean): ParseResult {
+  let data = schemasOnly ? undefined : readCommonService(raw);
+  if (data === undefined) {
+    const r = parseWith(k8sServiceSchema, raw);
+    if (!r.ok) return error(head, r.field, r.detail);
+    data = r.data;
+  }
+  const { metadata, spec } = data;
   const warnings: ManifestError[] = [];
   if (isIPv6(spec.clusterIP)) return ignored(`IPv6 ClusterIP ${spec.clusterIP}: only IPv4 services are supported`);
   const unproxiedReason =
@@ -297,7 +303,7 @@ function parseK8sService(head: Head, raw: unknown): ParseResult {
     ports,
     ...(unproxiedReason && spec.ports.length > 0 ? { unproxiedReason } : {}),
     externalIPs: familyIPs(spec.externalIPs),
-    loadBalancerIngress: loadBalancerIngress(r.data.status?.loadBalancer?.ingress ?? []),
+    loadBalancerIngress: loadBalancerIngress(data.status?.loadBalancer?.ingress ?? []),
     loadBalancerSourceRanges: sourceRanges(head, spec.loadBalancerSourceRanges, warnings),
     ...(spec.healthCheckNodePort !== undefined ? { healthCheckNodePort: spec.healthCheckNodePort } : {}),
     sessionAffinity:

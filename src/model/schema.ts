@@ -98,6 +98,18 @@ export function refineServicePorts(
   });
 }
 
+/**
+ * True when `refine` (a `.superRefine` function, such as
+ * {@link refineServicePorts}) raises no issue on `value`: for checking an
+ * output built without zod by the very rules its schema applies. `refine`
+ * may only call `ctx.addIssue`.
+ */
+export function passesRefinement<T>(refine: (value: T, ctx: z.RefinementCtx) => void, value: T): boolean {
+  let passes = true;
+  refine(value, { addIssue: () => (passes = false) } as unknown as z.RefinementCtx);
+  return passes;
+}
+
 /** Render a zod issue path as "spec.ports[0].port" / 'metadata.labels["kubernetes.io/service-name"]'. */
 export function formatPath(path: ReadonlyArray<PropertyKey>): string {
   let out = '';
