@@ -149,6 +149,16 @@ export function isCanonicalIPv4(text: string): boolean {
 }
 
 /**
+ * The uint32 value of a canonical dotted-quad IPv4 address (as
+ * {@link isCanonicalIPv4} decides), e.g. "10.96.0.1" → 0x0a600001;
+ * undefined for any other text. One pass over the text, for hot paths.
+ */
+export function canonicalIPv4Value(text: string): number | undefined {
+  const n = scanIPv4(text);
+  return n >= 0 && n < TWO_32 && nodeIsIPv4(text) ? n : undefined;
+}
+
+/**
  * True for "a.b.c.d/n" with a canonical dotted quad ({@link isCanonicalIPv4})
  * and a prefix length 0-32 without leading zeros. Host bits may be set
  * ("10.0.0.1/8" passes); {@link parseCIDR} tells them apart. The check

@@ -17,7 +17,7 @@
  * The name rules are those of k8s.io/apimachinery/pkg/util/validation
  * (IsDNS1123Label, IsDNS1123Subdomain, IsValidLabelValue, IsValidPortName).
  */
-import { isCanonicalIPv4, isIPv6, parseCIDR as readCIDR, parseIP, parseIPSloppy } from './addr.ts';
+import { canonicalIPv4Value, isCanonicalIPv4, isIPv6, parseCIDR as readCIDR, parseIP, parseIPSloppy } from './addr.ts';
 import { quote } from './quote.ts';
 import type { IPFamily, Protocol } from './types.ts';
 
@@ -253,6 +253,12 @@ export type EndpointIPv4 = { readonly ip: string; readonly note?: string } | { r
  * The address is read with addr.ts `parseIPSloppy`. Never throws.
  */
 export function parseEndpointIPv4(value: string): EndpointIPv4 {
+  // The common case, a canonical dotted quad, without reading it more than once.
+  const n = canonicalIPv4Value(value);
+  if (n !== undefined) {
+    const special = specialAddress(n);
+    return special === undefined ? { ip: value } : { problem: `${show(value)} is ${special}` };
+  }
   const addr = parseIPSloppy(value);
   if (addr?.family !== 4) {
     return { problem: isIPv6(value) ? `${show(value)} is an IPv6 address, not an IPv4 one` : `${show(value)} is not a valid IPv4 address` };
