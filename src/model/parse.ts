@@ -183,8 +183,11 @@ function manifestError(head: Head, field: string, detail: string): ManifestError
   return new ManifestError({ file: head.file, kind: head.kind, object: head.object, index: head.index, field, detail });
 }
 
-function ok(object: ParsedObject, warnings: readonly ManifestError[] = []): ParseResult {
-  return { status: 'ok', object, warnings };
+/** The warnings of the objects that have none (most), shared. */
+const NO_WARNINGS: readonly ManifestError[] = Object.freeze([]);
+
+function ok(object: ParsedObject, warnings: readonly ManifestError[] = NO_WARNINGS): ParseResult {
+  return { status: 'ok', object, warnings: warnings.length === 0 ? NO_WARNINGS : warnings };
 }
 
 /**
@@ -236,24 +239,30 @@ function address(
   return a;
 }
 
+/** The one empty list of parsed objects, shared by every field that lists nothing (most Services have no external IPs, for one). */
+const NONE: readonly never[] = Object.freeze([]);
+
 /** Validated addresses as {@link FamilyIP}s, in order, the first of each duplicate kept. */
-function familyIPs(ips: readonly string[]): FamilyIP[] {
+function familyIPs(ips: readonly string[]): readonly FamilyIP[] {
+  if (ips.length === 0) return NONE;
+  if (ips.length === 1) return [{ family: ipFamilyOf(ips[0]!), ip: ips[0]! }];
   return [...new Set(ips)].map((ip) => ({ family: ipFamilyOf(ip), ip }));
 }
 
 /**
- * Read the endpoint address `value` found at the field `field()` names (validate.ts
- * `parseEndpointIPv4`). Returns the canonical address, after pushing a
- * warning onto `warnings` when it was written with leading zeros; or
- * undefined after pushing a warning that ends with `; ${dropped}`.
+ * Read the endpoint address `value` found at the field `path` names
+ * (validate.ts `parseEndpointIPv4`). Returns the canonical address, after
+ * pushing a warning onto `warnings` when it was written with leading zeros;
+ * or undefined after pushing a warning that ends with `; ${dropped}`. The
+ * path is only formatted for a warning.
  */
-function readEndpointIP(head: Head, field: () => string, value: string, dropped: string, warnings: ManifestError[]): string | undefined {
+function readEndpointIP(head: Head, path: ReadonlyArray<string | number>, value: string, dropped: string, warnings: ManifestError[]): string | undefined {
   const r = parseEndpointIPv4(value);
   if ('problem' in r) {
-    warnings.push(manifestError(head, field(), `${r.problem}; ${dropped}`));
+    warnings.push(manifestError(head, formatPath(path), `${r.problem}; ${dropped}`));
     return undefined;
   }
-  if (r.note !== undefined) warnings.push(manifestError(head, field(), r.note));
+  if (r.note !== undefined) warnings.push(manifestError(head, formatPath(path), r.note));
   return r.ip;
 }
 
@@ -299,7 +308,7 @@ function parseK8sService(head: Head, raw: Record<string, unknown>, schemasOnly: 
     kind: 'Service',
     type: spec.type,
     clusterIP: spec.clusterIP === '' || unproxiedReason ? undefined : spec.clusterIP,
-    clusterIPs: unproxiedReason ? [] : familyIPs(spec.clusterIPs.length > 0 ? spec.clusterIPs : [spec.clusterIP]),
+    clusterIPs: unproxiedReason ? NONE : familyIPs(spec.clusterIPs.length > 0 ? spec.clusterIPs : [spec.clusterIP]),
     ports,
     ...(unproxiedReason && spec.ports.length > 0 ? { unproxiedReason } : {}),
     externalIPs: familyIPs(spec.externalIPs),
@@ -324,7 +333,8 @@ function parseK8sService(head: Head, raw: Record<string, unknown>, schemasOnly: 
  * (the API's validation lets padding through), a malformed one named in a
  * warning and skipped, duplicates dropped.
  */
-function sourceRanges(head: Head, ranges: readonly string[], warnings: ManifestError[]): string[] {
+function sourceRanges(head: Head, ranges: readonly string[], warnings: ManifestError[]): readonly string[] {
+  if (ranges.length === 0) return NONE;
   const out = new Set<string>();
   ranges.forEach((raw, i) => {
     const range = raw.trim();
@@ -336,7 +346,8 @@ function sourceRanges(head: Head, ranges: readonly string[], warnings: ManifestE
 }
 
 /** The ingress entries that have an IP, the first of each IP kept; hostname-only entries are not proxied. */
-function loadBalancerIngress(entries: ReadonlyArray<{ ip?: string | undefined; ipMode: 'VIP' | 'Proxy' }>): LoadBalancerIngress[] {
+function loadBalancerIngress(entries: ReadonlyArray<{ ip?: string | undefined; ipMode: 'VIP' | 'Proxy' }>): readonly LoadBalancerIngress[] {
+  if (entries.length === 0) return NONE;
   const seen = new Set<string>();
   const out: LoadBalancerIngress[] = [];
   for (const e of entries) {
@@ -454,11 +465,14 @@ function parseEndpointSlice(head: Head, raw: Record<string, unknown>, schemasOnl
     }
   });
   const addresses: EndpointAddress[] = [];
+  const path: Array<string | number> = ['endpoints', 0, 'addresses', 0]; // reused: one list for every address
   for (let i = 0; i < endpoints.length; i++) {
     const e = endpoints[i]!;
+    path[1] = i;
     let first: string | undefined;
     for (let j = 0; j < e.addresses.length; j++) {
-      const ip = readEndpointIP(head, () => formatPath(['endpoints', i, 'addresses', j]), e.addresses[j]!, j === 0 ? 'endpoint ignored' : 'address ignored', warnings);
+      path[3] = j;
+      const ip = readEndpointIP(head, path, e.addresses[j]!, j === 0 ? 'endpoint ignored' : 'address ignored', warnings);
       if (j === 0) first = ip;
     }
     if (first !== undefined) addresses.push(address(first, e.conditions, e.nodeName, e.zone, e.hints));
@@ -483,7 +497,7 @@ function parseEndpoints(head: Head, raw: unknown): ParseResult {
   const warnings: ManifestError[] = [];
   const read = (i: number, key: 'addresses' | 'notReadyAddresses', c: typeof READY | typeof NOT_READY) =>
     subsets[i]![key].flatMap((a, j) => {
-      const ip = readEndpointIP(head, () => formatPath(['subsets', i, key, j, 'ip']), a.ip, 'endpoint ignored', warnings);
+      const ip = readEndpointIP(head, ['subsets', i, key, j, 'ip'], a.ip, 'endpoint ignored', warnings);
       return ip === undefined ? [] : [address(ip, c, a.nodeName)];
     });
   const eps: ParsedEndpoints = withBase(head, 'kubernetes', metadata.namespace, metadata.name, {
