@@ -18,3 +18,14 @@ export function frozenCopy<T extends object, E extends object = Record<never, ne
   if (extra !== undefined) for (const key of Object.keys(extra)) out[key] = (extra as Record<string, unknown>)[key];
   return Object.freeze(out) as Readonly<T & E>;
 }
+
+/**
+ * {@link frozenCopy} with one more property, `key`: `value` (which wins
+ * over a property of `o` of that name), without an object to hold it.
+ */
+export function frozenCopyWith<T extends object, K extends string, V>(o: T, key: K, value: V): Readonly<T & { [P in K]: V }> {
+  const out: Record<string, unknown> = {};
+  for (const k of Object.keys(o)) out[k] = (o as Record<string, unknown>)[k];
+  out[key] = value;
+  return Object.freeze(out) as Readonly<T & { [P in K]: V }>;
+}

@@ -13,7 +13,8 @@
  *
  * Everything here is linear in the number of ports and addresses.
  */
-import { frozenCopy } from './copy.ts';
+import { canonicalIPv4Value } from './addr.ts';
+import { frozenCopyWith } from './copy.ts';
 import { objectError, type ManifestError } from './errors.ts';
 import { compareEndpoints, compareStrings } from './order.ts';
 import type { EndpointAddress, EndpointGroup, ParsedEndpoints, ParsedEndpointSlice, ParsedService, ParsedServicePort } from './parsed.ts';
@@ -58,20 +59,58 @@ function rank(e: EndpointAddress): number {
   return (e.ready ? 4 : 0) + (e.serving ? 2 : 0) + (e.terminating ? 0 : 1);
 }
 
+/** An address of an endpoint port: `value` is its address as a number when it is a canonical IPv4 one. */
+interface Candidate {
+  readonly ip: string;
+  readonly port: number;
+  readonly a: EndpointAddress;
+  readonly value: number | undefined;
+}
+
+/** order.ts `compareEndpoints`, by the numbers read once when both addresses are canonical IPv4 ones. */
+function compareCandidates(x: Candidate, y: Candidate): number {
+  if (x.value !== undefined && y.value !== undefined) return x.value - y.value || x.port - y.port;
+  return compareEndpoints(x, y);
+}
+
+/** No endpoints: shared by every service port that has none. */
+const NO_ENDPOINTS: readonly Endpoint[] = Object.freeze([]);
+
 /**
  * The endpoints of service port `p`: every address of every endpoint port
- * with the same name and protocol, de-duplicated by ip:port, sorted, frozen.
+ * with the same name and protocol, de-duplicated by ip:port (the first of
+ * the best rank kept), sorted, frozen.
+ *
+ * The candidates are sorted first (stably, so equal ones stay in input
+ * order), which puts the copies of one ip:port next to each other: no map
+ * of every address, and only the endpoints kept are copied.
  */
 export function endpointsFor(p: ParsedServicePort, index: EndpointIndex): readonly Endpoint[] {
-  const byAddr = new Map<string, Endpoint>();
-  for (const { port, addresses } of index.get(portId(p)) ?? []) {
-    for (const a of addresses) {
-      const id = `${a.ip}:${port}`;
-      const seen = byAddr.get(id);
-      if (seen === undefined || rank(a) > rank(seen)) byAddr.set(id, frozenCopy(a, { port }));
+  const entries = index.get(portId(p));
+  if (entries === undefined) return NO_ENDPOINTS;
+  const found: Candidate[] = [];
+  for (const { port, addresses } of entries) for (const a of addresses) found.push({ ip: a.ip, port, a, value: canonicalIPv4Value(a.ip) });
+  if (found.length === 0) return NO_ENDPOINTS;
+  found.sort(compareCandidates);
+  const out: Endpoint[] = [];
+  for (let i = 0; i < found.length; ) {
+    let end = i + 1;
+    while (end < found.length && compareCandidates(found[i]!, found[end]!) === 0) end++;
+    if (end === i + 1) {
+      out.push(frozenCopyWith(found[i]!.a, 'port', found[i]!.port));
+    } else {
+      // Equal in order: the same port, and addresses of the same value (by text, the same ip:port).
+      const best = new Map<string, (typeof found)[number]>();
+      for (let k = i; k < end; k++) {
+        const f = found[k]!;
+        const seen = best.get(f.ip);
+        if (seen === undefined || rank(f.a) > rank(seen.a)) best.set(f.ip, f);
+      }
+      for (const f of best.values()) out.push(frozenCopyWith(f.a, 'port', f.port));
     }
+    i = end;
   }
-  return Object.freeze([...byAddr.values()].sort(compareEndpoints));
+  return Object.freeze(out);
 }
 
 /**
