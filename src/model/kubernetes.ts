@@ -30,7 +30,7 @@ import {
   checkZone,
   ipFamilyOf,
 } from './validate.ts';
-import { isIPv6 } from './addr.ts';
+import { isCanonicalIPv4, isIPv6 } from './addr.ts';
 
 /** `metadata.namespace`: a DNS-1123 label, "default" when absent or "" (kubectl's behaviour for namespaced objects). */
 export const namespaceSchema = withDefault(validated((s) => (s === '' ? undefined : checkDNSLabel(s))), '').transform((s) =>
@@ -55,7 +55,12 @@ const targetPortSchema = optional(z.union([portSchema, validated(checkPortName)]
  * Check `spec.clusterIP`: "" (none assigned), "None" (headless), a unicast
  * IPv4 address, or an IPv6 address (parse.ts ignores such services).
  */
-export const checkClusterIP: Check<string> = (s) => (s === '' || s === 'None' || isIPv6(s) ? undefined : checkUnicastIPv4(s));
+export const checkClusterIP: Check<string> = (s) => {
+  if (s === '' || s === 'None') return undefined;
+  // An IPv4 address (by far the common case) is never IPv6 text, and is the cheaper to recognise.
+  if (isCanonicalIPv4(s)) return checkUnicastIPv4(s);
+  return isIPv6(s) ? undefined : checkUnicastIPv4(s);
+};
 
 /** `spec.clusterIP`: see {@link checkClusterIP}; "" when absent. */
 const clusterIPSchema = withDefault(validated(checkClusterIP), '');
@@ -100,6 +105,7 @@ export function refineClusterIPs(
   spec: { clusterIP: string; clusterIPs: readonly string[]; ipFamilies: readonly string[] },
   ctx: z.RefinementCtx,
 ): void {
+  if (spec.clusterIPs.length === 0 && spec.ipFamilies.length === 0) return; // nothing to compare
   const issue = (path: Array<string | number>, message: string) => ctx.addIssue({ code: 'custom', path, message });
   const [first] = spec.clusterIPs;
   if (first !== undefined && spec.clusterIP !== '' && first !== spec.clusterIP) {
@@ -259,19 +265,6 @@ const slicePortSchema = z.object({
   name: portNameSchema,
   protocol: k8sProtocol,
   port: optional(portSchema),
-});
-
-/**
- * Just enough of an EndpointSlice to decide whether drover reads it:
- * `addressType` (only IPv4 is) and the service-name label. Never fails on
- * other shapes (fields it cannot read come out undefined).
- */
-export const endpointSliceHeadSchema = z.object({
-  addressType: z.unknown().optional(),
-  metadata: z
-    .object({ labels: z.object({ [SERVICE_NAME_LABEL]: z.unknown().optional() }).nullish().catch(undefined) })
-    .nullish()
-    .catch(undefined),
 });
 
 /** discovery.k8s.io/v1 EndpointSlice with addressType IPv4, after dispatch. */
