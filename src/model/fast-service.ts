@@ -32,7 +32,7 @@ import {
   SESSION_AFFINITIES,
   TRAFFIC_POLICIES,
 } from './kubernetes.ts';
-import { passesRefinement, refineServicePorts } from './schema.ts';
+import { isRecord, passesRefinement, refineServicePorts } from './schema.ts';
 import type { Protocol } from './types.ts';
 import { checkDNSLabel, checkIntRange, checkLabelKey, checkLabelValue, checkPort, checkPortName, checkServiceIP, PROTOCOLS } from './validate.ts';
 
@@ -42,11 +42,6 @@ type ServicePort = Spec['ports'][number];
 /** Marks a value the common shape does not cover (the schema decides then). */
 const UNUSUAL = Symbol('unusual');
 type Unusual = typeof UNUSUAL;
-
-/** True for what a zod object schema accepts: an object that is not null and not an array. */
-function isRecord(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
-}
 
 /** Absent (undefined) or null. */
 function isNone(v: unknown): v is null | undefined {

@@ -30,16 +30,12 @@
  */
 import type { K8sEndpointSlice } from './kubernetes.ts';
 import { SERVICE_NAME_LABEL } from './kubernetes.ts';
+import { isRecord } from './schema.ts';
 import type { Protocol } from './types.ts';
 import { checkDNSLabel, checkDNSSubdomain, checkNodeName, checkZone, PROTOCOLS } from './validate.ts';
 
 type SliceEndpoint = K8sEndpointSlice['endpoints'][number];
 type SlicePort = K8sEndpointSlice['ports'][number];
-
-/** True for what a zod object schema accepts: an object that is not null and not an array. */
-function isRecord(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
-}
 
 /**
  * `raw` read as `k8sEndpointSliceSchema` reads it, when it is an

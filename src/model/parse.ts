@@ -25,11 +25,9 @@
  * A Pod's IP is read like an endpoint address (ParseIPSloppy), but a bad
  * one makes the whole Pod invalid: the Pod is its only endpoint.
  */
-import { z } from 'zod';
 import { displayName, ManifestError } from './errors.ts';
 import {
   k8sEndpointSliceSchema,
-  endpointSliceHeadSchema,
   k8sEndpointsSchema,
   k8sNodeSchema,
   TO_BE_DELETED_TAINT,
@@ -55,7 +53,7 @@ import type {
 } from './parsed.ts';
 import { readCommonService } from './fast-service.ts';
 import { readCommonSlice } from './fast-slice.ts';
-import { formatPath, parseWith } from './schema.ts';
+import { formatPath, isRecord, parseWith } from './schema.ts';
 import { shepherdPodSchema, shepherdServiceSchema } from './shepherd.ts';
 import { checkSourceRange, ipFamilyOf, parseEndpointIPv4, parseIPv4HostPort } from './validate.ts';
 import type { FamilyIP, LoadBalancerIngress } from './types.ts';
@@ -75,16 +73,6 @@ export type ParseResult =
   | { readonly status: 'ok'; readonly object: ParsedObject; readonly warnings: readonly ManifestError[] }
   | { readonly status: 'error'; readonly error: ManifestError; readonly identity: string | undefined }
   | { readonly status: 'ignored'; readonly reason: string };
-
-/** Never fails: reads apiVersion, kind, metadata.name/namespace when they are there. */
-const headSchema = z.object({
-  apiVersion: z.unknown().optional(),
-  kind: z.unknown().optional(),
-  metadata: z
-    .object({ name: z.unknown().optional(), namespace: z.unknown().optional() })
-    .nullish()
-    .catch(undefined),
-});
 
 /** What is known of an object before its schema runs: enough to name it in errors. */
 interface Head {
@@ -123,10 +111,12 @@ export function parseObject(o: ManifestObject, opts: ParseOptions = {}): ParseRe
     const got = o.raw === null ? 'null' : Array.isArray(o.raw) ? 'a list' : typeof o.raw;
     return error({ file: o.file, index: o.index, kind: '', object: '', identity: undefined }, '', `expected an object, got ${got}`);
   }
-  const h = headSchema.parse(o.raw);
-  const kind = typeof h.kind === 'string' ? h.kind : '';
-  const name = h.metadata?.name;
-  const nsRaw = h.metadata?.namespace;
+  // What every object has (when it is there), read before any schema: never fails.
+  const raw = o.raw as Record<string, unknown>;
+  const metadata = isRecord(raw.metadata) ? raw.metadata : undefined;
+  const kind = typeof raw.kind === 'string' ? raw.kind : '';
+  const name = metadata?.name;
+  const nsRaw = metadata?.namespace;
   const namespace = typeof nsRaw === 'string' && nsRaw !== '' ? nsRaw : 'default';
   const head: Head = {
     file: o.file,
@@ -136,9 +126,9 @@ export function parseObject(o: ManifestObject, opts: ParseOptions = {}): ParseRe
     identity: typeof name === 'string' && kind !== '' ? objectIdentity(kind, namespace, name) : undefined,
   };
   if (kind === '') {
-    return error(head, 'kind', h.kind === undefined || h.kind === null ? 'required' : 'expected a string');
+    return error(head, 'kind', raw.kind === undefined || raw.kind === null ? 'required' : 'expected a string');
   }
-  const apiVersion = h.apiVersion;
+  const apiVersion = raw.apiVersion;
   switch (kind) {
     case 'Service':
       if (apiVersion === 'v1') return parseK8sService(head, o.raw as Record<string, unknown>, opts.schemasOnly === true);
@@ -437,14 +427,16 @@ function parseShepherdService(head: Head, raw: unknown): ParseResult {
  * {@link readEndpointIP}).
  */
 function parseEndpointSlice(head: Head, raw: Record<string, unknown>, schemasOnly: boolean): ParseResult {
-  const h = endpointSliceHeadSchema.parse(raw);
-  if (typeof h.addressType !== 'string') {
-    return error(head, 'addressType', h.addressType === undefined || h.addressType === null ? 'required' : 'expected a string');
+  // Whether drover reads it at all: its addressType (only IPv4) and service-name label, whatever the shape of the rest.
+  const addressType = raw.addressType;
+  if (typeof addressType !== 'string') {
+    return error(head, 'addressType', addressType === undefined || addressType === null ? 'required' : 'expected a string');
   }
-  if (h.addressType !== 'IPv4') {
-    return ignored(`addressType ${displayName(h.addressType)}: only IPv4 EndpointSlices are supported`);
+  if (addressType !== 'IPv4') {
+    return ignored(`addressType ${displayName(addressType)}: only IPv4 EndpointSlices are supported`);
   }
-  const label = h.metadata?.labels?.[SERVICE_NAME_LABEL];
+  const labels = isRecord(raw.metadata) && isRecord(raw.metadata.labels) ? raw.metadata.labels : undefined;
+  const label = labels?.[SERVICE_NAME_LABEL];
   if (label === undefined || label === null || label === '') {
     return ignored(`no ${SERVICE_NAME_LABEL} label: not tied to a Service (kube-proxy ignores it too)`);
   }
