@@ -116,11 +116,10 @@ export function endpointsFor(p: ParsedServicePort, index: EndpointIndex): readon
 /**
  * Warnings for endpoint objects whose Service is missing (or is a Shepherd
  * Service, which lists its endpoints itself): their endpoints are not used.
- * `services` are all Services read, proxied or not; `objects` all endpoint
- * objects, reported in the order given.
+ * `byKey` holds all Services read, proxied or not, by "namespace/name";
+ * `objects` all endpoint objects, reported in the order given.
  */
-export function orphanWarnings(services: readonly ParsedService[], objects: readonly EndpointObject[]): ManifestError[] {
-  const byKey = new Map(services.map((s) => [`${s.namespace}/${s.name}`, s]));
+export function orphanWarnings(byKey: ReadonlyMap<string, ParsedService>, objects: readonly EndpointObject[]): ManifestError[] {
   const out: ManifestError[] = [];
   for (const o of objects) {
     const key = `${o.namespace}/${o.serviceName}`;

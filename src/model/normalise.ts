@@ -128,10 +128,11 @@ export function buildSnapshot(objects: readonly ParsedObject[], opts: BuildOptio
 
   const { services: serviceList, slices: sliceList, legacy: legacyList, nodes, pods: podList } = byKind(dropDuplicates(objects, errors));
   const keyed = sortByServiceKey(serviceList);
-  const services = keyed.map((k) => k.svc);
+  const byKey = new Map<string, ParsedService>();
+  for (const { svc, key } of keyed) byKey.set(key, svc);
   const slices = groupByService(sliceList);
   const legacy = groupByService(legacyList);
-  const warnings = orphanWarnings(services, [...sliceList, ...legacyList]);
+  const warnings = orphanWarnings(byKey, [...sliceList, ...legacyList]);
   const node = pickNode(nodes, opts.nodeName, warnings);
   const pods = indexPods(podList);
   const zones = nodeZones(nodes);
