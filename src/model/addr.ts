@@ -155,8 +155,19 @@ export function isCanonicalIPv4(text: string): boolean {
  * undefined for any other text. One pass over the text, for hot paths.
  */
 export function canonicalIPv4Value(text: string): number | undefined {
+  const n = dottedQuadValue(text);
+  return n !== undefined && nodeIsIPv4(text) ? n : undefined;
+}
+
+/**
+ * The uint32 value of four dot-separated decimal octets 0-255 without
+ * leading zeros (one pass over the characters, without the second check of
+ * {@link canonicalIPv4Value}); undefined for any other text. Two addresses
+ * with values are ordered by them, as {@link compareAddresses} orders them.
+ */
+export function dottedQuadValue(text: string): number | undefined {
   const n = scanIPv4(text);
-  return n >= 0 && n < TWO_32 && nodeIsIPv4(text) ? n : undefined;
+  return n >= 0 && n < TWO_32 ? n : undefined;
 }
 
 /**
@@ -319,9 +330,9 @@ function asAddress(x: IPAddress | string): IPAddress | undefined {
 export function compareAddresses(a: IPAddress | string, b: IPAddress | string): number {
   if (typeof a === 'string' && typeof b === 'string') {
     // The common case, two dotted quads, without bigints.
-    const x = scanIPv4(a);
-    const y = scanIPv4(b);
-    if (x >= 0 && x < TWO_32 && y >= 0 && y < TWO_32) return x - y;
+    const x = dottedQuadValue(a);
+    const y = dottedQuadValue(b);
+    if (x !== undefined && y !== undefined) return x - y;
   }
   const x = asAddress(a);
   const y = asAddress(b);

@@ -13,7 +13,7 @@
  *
  * Everything here is linear in the number of ports and addresses.
  */
-import { canonicalIPv4Value } from './addr.ts';
+import { dottedQuadValue } from './addr.ts';
 import { frozenCopyWith } from './copy.ts';
 import { objectError, type ManifestError } from './errors.ts';
 import { compareEndpoints, compareStrings } from './order.ts';
@@ -59,7 +59,7 @@ function rank(e: EndpointAddress): number {
   return (e.ready ? 4 : 0) + (e.serving ? 2 : 0) + (e.terminating ? 0 : 1);
 }
 
-/** An address of an endpoint port: `value` is its address as a number when it is a canonical IPv4 one. */
+/** An address of an endpoint port: `value` is its address as a number (addr.ts `dottedQuadValue`), when it has one. */
 interface Candidate {
   readonly ip: string;
   readonly port: number;
@@ -67,10 +67,21 @@ interface Candidate {
   readonly value: number | undefined;
 }
 
-/** order.ts `compareEndpoints`, by the numbers read once when both addresses are canonical IPv4 ones. */
+/** order.ts `compareEndpoints`, by the numbers read once when both addresses have one. */
 function compareCandidates(x: Candidate, y: Candidate): number {
   if (x.value !== undefined && y.value !== undefined) return x.value - y.value || x.port - y.port;
   return compareEndpoints(x, y);
+}
+
+/** True when every address has a number (addr.ts `dottedQuadValue`) above the one before: sorted, no two the same. */
+function inOrder(addresses: readonly EndpointAddress[]): boolean {
+  let last = -1;
+  for (const a of addresses) {
+    const value = dottedQuadValue(a.ip);
+    if (value === undefined || value <= last) return false;
+    last = value;
+  }
+  return true;
 }
 
 /** No endpoints: shared by every service port that has none. */
@@ -83,13 +94,19 @@ const NO_ENDPOINTS: readonly Endpoint[] = Object.freeze([]);
  *
  * The candidates are sorted first (stably, so equal ones stay in input
  * order), which puts the copies of one ip:port next to each other: no map
- * of every address, and only the endpoints kept are copied.
+ * of every address, and only the endpoints kept are copied. One endpoint
+ * port whose addresses are in order already, each above the one before (as
+ * a slice written in order has them), is copied as it is.
  */
 export function endpointsFor(p: ParsedServicePort, index: EndpointIndex): readonly Endpoint[] {
   const entries = index.get(portId(p));
   if (entries === undefined) return NO_ENDPOINTS;
+  if (entries.length === 1 && inOrder(entries[0]!.addresses)) {
+    const { port, addresses } = entries[0]!;
+    return addresses.length === 0 ? NO_ENDPOINTS : Object.freeze(addresses.map((a) => frozenCopyWith(a, 'port', port)));
+  }
   const found: Candidate[] = [];
-  for (const { port, addresses } of entries) for (const a of addresses) found.push({ ip: a.ip, port, a, value: canonicalIPv4Value(a.ip) });
+  for (const { port, addresses } of entries) for (const a of addresses) found.push({ ip: a.ip, port, a, value: dottedQuadValue(a.ip) });
   if (found.length === 0) return NO_ENDPOINTS;
   found.sort(compareCandidates);
   const out: Endpoint[] = [];

@@ -41,3 +41,16 @@ test('endpoints: none for a port no group serves, or groups without addresses', 
   t.deepEqual(endpointsFor(http, indexEndpoints([{ ports: [{ name: 'http', port: 8080, protocol: 'TCP' }], addresses: [] }])), []);
   t.deepEqual(endpointsFor(http, indexEndpoints([{ ports: [{ name: 'web', port: 8080, protocol: 'TCP' }], addresses: [addr('10.0.0.1', true)] }])), []);
 });
+
+test('endpoints: one endpoint port in address order is copied as it is; repeated or unordered ones are still sorted and de-duplicated', (t) => {
+  const one = (addresses: EndpointAddress[]) => endpointsFor(http, indexEndpoints([{ ports: [{ name: 'http', port: 8080, protocol: 'TCP' }], addresses }]));
+  const ips = (eps: readonly { ip: string; ready: boolean }[]) => eps.map((e) => `${e.ip}${e.ready ? '' : '!r'}`);
+  t.deepEqual(one([addr('10.0.0.2', true), addr('10.0.0.9', false), addr('10.0.0.10', true)]), [
+    { ip: '10.0.0.2', ready: true, serving: true, terminating: false, port: 8080 },
+    { ip: '10.0.0.9', ready: false, serving: false, terminating: false, port: 8080 },
+    { ip: '10.0.0.10', ready: true, serving: true, terminating: false, port: 8080 },
+  ]);
+  t.deepEqual(ips(one([addr('10.0.0.2', false), addr('10.0.0.2', true), addr('10.0.0.3', true)])), ['10.0.0.2', '10.0.0.3']);
+  t.deepEqual(ips(one([addr('10.0.0.10', true), addr('10.0.0.9', true)])), ['10.0.0.9', '10.0.0.10']);
+  t.true(Object.isFrozen(one([addr('10.0.0.2', true)])));
+});
