@@ -13,3 +13,9 @@ test('frozenCopy and frozenCopyWith: the same properties in the same order, froz
   t.false(Object.isFrozen(a));
   t.is(a.port, 1);
 });
+
+test('frozen copies take own properties only, never inherited ones', (t) => {
+  const o = Object.assign(Object.create({ inherited: 'x' }) as { ip?: string }, { ip: '10.0.0.1' });
+  t.deepEqual(Object.keys(frozenCopy(o)), ['ip']);
+  t.deepEqual(Object.keys(frozenCopyWith(o, 'port', 80)), ['ip', 'port']);
+});
