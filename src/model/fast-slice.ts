@@ -113,14 +113,19 @@ function readEndpoints(list: unknown): SliceEndpoint[] | undefined {
   return out;
 }
 
+/** The eight sets of conditions, by ready × 4 + serving × 2 + terminating: shared, since slices of thousands of endpoints have one or two of them. */
+const CONDITIONS: ReadonlyArray<SliceEndpoint['conditions']> = Array.from({ length: 8 }, (_, i) =>
+  Object.freeze({ ready: (i & 4) !== 0, serving: (i & 2) !== 0, terminating: (i & 1) !== 0 }),
+);
+
 /** EndpointConditions with the API's nil semantics (kubernetes.ts `conditionsSchema`); undefined when not of booleans. */
 function readConditions(c: unknown): SliceEndpoint['conditions'] | undefined {
-  if (c === undefined || c === null) return { ready: true, serving: true, terminating: false };
+  if (c === undefined || c === null) return CONDITIONS[0b110];
   if (!isRecord(c)) return undefined;
   const { ready, serving, terminating } = c;
   if (!isOptionalBoolean(ready) || !isOptionalBoolean(serving) || !isOptionalBoolean(terminating)) return undefined;
   const r = ready ?? true;
-  return { ready: r, serving: serving ?? r, terminating: terminating ?? false };
+  return CONDITIONS[(r ? 4 : 0) + ((serving ?? r) ? 2 : 0) + (terminating === true ? 1 : 0)];
 }
 
 function isOptionalBoolean(v: unknown): v is boolean | null | undefined {
