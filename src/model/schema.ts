@@ -111,9 +111,17 @@ export function refineServicePorts(
  * may only call `ctx.addIssue`.
  */
 export function passesRefinement<T>(refine: (value: T, ctx: z.RefinementCtx) => void, value: T): boolean {
-  let passes = true;
-  refine(value, { addIssue: () => (passes = false) } as unknown as z.RefinementCtx);
-  return passes;
+  const ctx = new IssueCount();
+  refine(value, ctx as unknown as z.RefinementCtx);
+  return ctx.issues === 0;
+}
+
+/** The part of a zod refinement context {@link passesRefinement} needs: a count of the issues raised. */
+class IssueCount {
+  issues = 0;
+  addIssue(): void {
+    this.issues++;
+  }
 }
 
 /** Render a zod issue path as "spec.ports[0].port" / 'metadata.labels["kubernetes.io/service-name"]'. */
