@@ -13,7 +13,8 @@
  *
  * Everything here is linear in the number of ports and addresses.
  */
-import { frozenCopy } from './copy.ts';
+import { dottedQuadValue } from './addr.ts';
+import { frozenCopyWith } from './copy.ts';
 import { objectError, type ManifestError } from './errors.ts';
 import { compareEndpoints, compareStrings } from './order.ts';
 import type { EndpointAddress, EndpointGroup, ParsedEndpoints, ParsedEndpointSlice, ParsedService, ParsedServicePort } from './parsed.ts';
@@ -58,30 +59,84 @@ function rank(e: EndpointAddress): number {
   return (e.ready ? 4 : 0) + (e.serving ? 2 : 0) + (e.terminating ? 0 : 1);
 }
 
+/** An address of an endpoint port: `value` is its address as a number (addr.ts `dottedQuadValue`), when it has one. */
+interface Candidate {
+  readonly ip: string;
+  readonly port: number;
+  readonly a: EndpointAddress;
+  readonly value: number | undefined;
+}
+
+/** order.ts `compareEndpoints`, by the numbers read once when both addresses have one. */
+function compareCandidates(x: Candidate, y: Candidate): number {
+  if (x.value !== undefined && y.value !== undefined) return x.value - y.value || x.port - y.port;
+  return compareEndpoints(x, y);
+}
+
+/** True when every address has a number (addr.ts `dottedQuadValue`) above the one before: sorted, no two the same. */
+function inOrder(addresses: readonly EndpointAddress[]): boolean {
+  let last = -1;
+  for (const a of addresses) {
+    const value = dottedQuadValue(a.ip);
+    if (value === undefined || value <= last) return false;
+    last = value;
+  }
+  return true;
+}
+
+/** No endpoints: shared by every service port that has none. */
+const NO_ENDPOINTS: readonly Endpoint[] = Object.freeze([]);
+
 /**
  * The endpoints of service port `p`: every address of every endpoint port
- * with the same name and protocol, de-duplicated by ip:port, sorted, frozen.
+ * with the same name and protocol, de-duplicated by ip:port (the first of
+ * the best rank kept), sorted, frozen.
+ *
+ * The candidates are sorted first (stably, so equal ones stay in input
+ * order), which puts the copies of one ip:port next to each other: no map
+ * of every address, and only the endpoints kept are copied. One endpoint
+ * port whose addresses are in order already, each above the one before (as
+ * a slice written in order has them), is copied as it is.
  */
 export function endpointsFor(p: ParsedServicePort, index: EndpointIndex): readonly Endpoint[] {
-  const byAddr = new Map<string, Endpoint>();
-  for (const { port, addresses } of index.get(portId(p)) ?? []) {
-    for (const a of addresses) {
-      const id = `${a.ip}:${port}`;
-      const seen = byAddr.get(id);
-      if (seen === undefined || rank(a) > rank(seen)) byAddr.set(id, frozenCopy(a, { port }));
-    }
+  const entries = index.get(portId(p));
+  if (entries === undefined) return NO_ENDPOINTS;
+  if (entries.length === 1 && inOrder(entries[0]!.addresses)) {
+    const { port, addresses } = entries[0]!;
+    return addresses.length === 0 ? NO_ENDPOINTS : Object.freeze(addresses.map((a) => frozenCopyWith(a, 'port', port)));
   }
-  return Object.freeze([...byAddr.values()].sort(compareEndpoints));
+  const found: Candidate[] = [];
+  for (const { port, addresses } of entries) for (const a of addresses) found.push({ ip: a.ip, port, a, value: dottedQuadValue(a.ip) });
+  if (found.length === 0) return NO_ENDPOINTS;
+  found.sort(compareCandidates);
+  const out: Endpoint[] = [];
+  for (let i = 0; i < found.length; ) {
+    let end = i + 1;
+    while (end < found.length && compareCandidates(found[i]!, found[end]!) === 0) end++;
+    if (end === i + 1) {
+      out.push(frozenCopyWith(found[i]!.a, 'port', found[i]!.port));
+    } else {
+      // Equal in order: the same port, and addresses of the same value (by text, the same ip:port).
+      const best = new Map<string, (typeof found)[number]>();
+      for (let k = i; k < end; k++) {
+        const f = found[k]!;
+        const seen = best.get(f.ip);
+        if (seen === undefined || rank(f.a) > rank(seen.a)) best.set(f.ip, f);
+      }
+      for (const f of best.values()) out.push(frozenCopyWith(f.a, 'port', f.port));
+    }
+    i = end;
+  }
+  return Object.freeze(out);
 }
 
 /**
  * Warnings for endpoint objects whose Service is missing (or is a Shepherd
  * Service, which lists its endpoints itself): their endpoints are not used.
- * `services` are all Services read, proxied or not; `objects` all endpoint
- * objects, reported in the order given.
+ * `byKey` holds all Services read, proxied or not, by "namespace/name";
+ * `objects` all endpoint objects, reported in the order given.
  */
-export function orphanWarnings(services: readonly ParsedService[], objects: readonly EndpointObject[]): ManifestError[] {
-  const byKey = new Map(services.map((s) => [`${s.namespace}/${s.name}`, s]));
+export function orphanWarnings(byKey: ReadonlyMap<string, ParsedService>, objects: readonly EndpointObject[]): ManifestError[] {
   const out: ManifestError[] = [];
   for (const o of objects) {
     const key = `${o.namespace}/${o.serviceName}`;
@@ -123,25 +178,47 @@ function describePortNames(ports: readonly ParsedServicePort[]): string {
  * none. Linear in the number of ports.
  */
 export function portWarnings(svc: ParsedService, objects: readonly EndpointObject[]): ManifestError[] {
-  if (svc.ports.length === 0) return [];
-  const protocols = new Map(svc.ports.map((p) => [p.name, p.protocol])); // port names are unique
+  const out: ManifestError[] = [];
+  if (svc.ports.length === 0) return out;
+  const protocolOf = protocolsByName(svc.ports);
   const service = `Service ${svc.namespace}/${svc.name}`;
   let names: string | undefined; // described once, when first needed
-  const out: ManifestError[] = [];
   for (const o of objects) {
-    const seen = new Set<string>();
-    for (const gp of o.groups.flatMap((g) => g.ports)) {
-      const want = protocols.get(gp.name);
-      if (want === gp.protocol || seen.has(portId(gp))) continue;
-      seen.add(portId(gp));
-      const port = portLabel(gp.name);
-      if (want === undefined) {
-        names ??= describePortNames(svc.ports);
-        out.push(objectError(o, '', `endpoint ${port} matches no port of ${service} (${names}); endpoint port ignored`));
-      } else {
-        out.push(objectError(o, '', `endpoint ${port} is ${gp.protocol} but ${port} of ${service} is ${want}; endpoint port ignored`));
+    let seen: Set<string> | undefined; // made at the first port that matches nothing
+    for (const g of o.groups) {
+      for (const gp of g.ports) {
+        const want = protocolOf(gp.name);
+        if (want === gp.protocol) continue;
+        seen ??= new Set<string>();
+        if (seen.has(portId(gp))) continue;
+        seen.add(portId(gp));
+        const port = portLabel(gp.name);
+        if (want === undefined) {
+          names ??= describePortNames(svc.ports);
+          out.push(objectError(o, '', `endpoint ${port} matches no port of ${service} (${names}); endpoint port ignored`));
+        } else {
+          out.push(objectError(o, '', `endpoint ${port} is ${gp.protocol} but ${port} of ${service} is ${want}; endpoint port ignored`));
+        }
       }
     }
   }
   return out;
+}
+
+/** Above this many ports, {@link protocolsByName} indexes them rather than scanning them. */
+const SCANNED_PORTS = 8;
+
+/**
+ * The protocol of the service port of each name (port names are unique), as
+ * a lookup: a scan of the few ports most Services have, a Map for more.
+ */
+function protocolsByName(ports: readonly ParsedServicePort[]): (name: string) => string | undefined {
+  if (ports.length > SCANNED_PORTS) {
+    const byName = new Map(ports.map((p) => [p.name, p.protocol]));
+    return (name) => byName.get(name);
+  }
+  return (name) => {
+    for (const p of ports) if (p.name === name) return p.protocol;
+    return undefined;
+  };
 }

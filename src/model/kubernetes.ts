@@ -18,6 +18,7 @@
  */
 import { z } from 'zod';
 import { labelMapSchema, optional, portSchema, protocolSchema, refineServicePorts, validated, withDefault } from './schema.ts';
+import type { Check } from './validate.ts';
 import {
   checkDNSLabel,
   checkDNSSubdomain,
@@ -29,7 +30,7 @@ import {
   checkZone,
   ipFamilyOf,
 } from './validate.ts';
-import { isIPv6 } from './addr.ts';
+import { isCanonicalIPv4, isIPv6 } from './addr.ts';
 
 /** `metadata.namespace`: a DNS-1123 label, "default" when absent or "" (kubectl's behaviour for namespaced objects). */
 export const namespaceSchema = withDefault(validated((s) => (s === '' ? undefined : checkDNSLabel(s))), '').transform((s) =>
@@ -51,18 +52,36 @@ const k8sProtocol = protocolSchema({ ignoreCase: false });
 const targetPortSchema = optional(z.union([portSchema, validated(checkPortName)]));
 
 /**
- * `spec.clusterIP`: "" or absent (none assigned), "None" (headless), a
- * unicast IPv4 address, or an IPv6 address (parse.ts ignores such services).
+ * Check `spec.clusterIP`: "" (none assigned), "None" (headless), a unicast
+ * IPv4 address, or an IPv6 address (parse.ts ignores such services).
  */
-const clusterIPSchema = withDefault(
-  validated((s) => (s === '' || s === 'None' || isIPv6(s) ? undefined : checkUnicastIPv4(s))),
-  '',
-);
+export const checkClusterIP: Check<string> = (s) => {
+  if (s === '' || s === 'None') return undefined;
+  // An IPv4 address (by far the common case) is never IPv6 text, and is the cheaper to recognise.
+  if (isCanonicalIPv4(s)) return checkUnicastIPv4(s);
+  return isIPv6(s) ? undefined : checkUnicastIPv4(s);
+};
 
-const trafficPolicy = withDefault(z.enum(['Cluster', 'Local']), 'Cluster');
+/** `spec.clusterIP`: see {@link checkClusterIP}; "" when absent. */
+const clusterIPSchema = withDefault(validated(checkClusterIP), '');
 
-/** `spec.clusterIPs[]`: "None" (headless) or a ClusterIP of either family (validate.ts `checkServiceIP`). */
-const clusterIPsEntrySchema = validated((s) => (s === 'None' ? undefined : checkServiceIP(s)));
+/** The values of `spec.type`. */
+export const SERVICE_TYPES = ['ClusterIP', 'NodePort', 'LoadBalancer', 'ExternalName'] as const;
+/** The values of `spec.internalTrafficPolicy` and `spec.externalTrafficPolicy`. */
+export const TRAFFIC_POLICIES = ['Cluster', 'Local'] as const;
+/** The values of `spec.sessionAffinity`. */
+export const SESSION_AFFINITIES = ['None', 'ClientIP'] as const;
+/** The values of `status.loadBalancer.ingress[].ipMode`. */
+export const IP_MODES = ['VIP', 'Proxy'] as const;
+/** The values of `spec.ipFamilies[]`. */
+export const IP_FAMILIES = ['IPv4', 'IPv6'] as const;
+
+const trafficPolicy = withDefault(z.enum(TRAFFIC_POLICIES), 'Cluster');
+
+/** Check a `spec.clusterIPs[]` entry: "None" (headless) or a ClusterIP of either family (validate.ts `checkServiceIP`). */
+export const checkClusterIPsEntry: Check<string> = (s) => (s === 'None' ? undefined : checkServiceIP(s));
+
+const clusterIPsEntrySchema = validated(checkClusterIPsEntry);
 
 /**
  * One `status.loadBalancer.ingress[]` entry: an IP (either family) and/or
@@ -72,7 +91,7 @@ const clusterIPsEntrySchema = validated((s) => (s === 'None' ? undefined : check
 const loadBalancerIngressSchema = z.object({
   ip: optional(validated(checkServiceIP)),
   hostname: optional(z.string()),
-  ipMode: withDefault(z.enum(['VIP', 'Proxy']), 'VIP'),
+  ipMode: withDefault(z.enum(IP_MODES), 'VIP'),
 });
 
 /**
@@ -82,10 +101,11 @@ const loadBalancerIngressSchema = z.object({
  * `ipFamilies[i]` is the family of `clusterIPs[i]`. For use in
  * `.superRefine` on the spec; issues are reported at the offending entry.
  */
-function refineClusterIPs(
+export function refineClusterIPs(
   spec: { clusterIP: string; clusterIPs: readonly string[]; ipFamilies: readonly string[] },
   ctx: z.RefinementCtx,
 ): void {
+  if (spec.clusterIPs.length === 0 && spec.ipFamilies.length === 0) return; // nothing to compare
   const issue = (path: Array<string | number>, message: string) => ctx.addIssue({ code: 'custom', path, message });
   const [first] = spec.clusterIPs;
   if (first !== undefined && spec.clusterIP !== '' && first !== spec.clusterIP) {
@@ -151,15 +171,15 @@ export const k8sServiceSchema = z.object({
       .catch(undefined),
   }),
   spec: z.object({
-    type: withDefault(z.enum(['ClusterIP', 'NodePort', 'LoadBalancer', 'ExternalName']), 'ClusterIP'),
+    type: withDefault(z.enum(SERVICE_TYPES), 'ClusterIP'),
     clusterIP: clusterIPSchema,
     clusterIPs: withDefault(z.array(clusterIPsEntrySchema).max(2), []),
-    ipFamilies: withDefault(z.array(z.enum(['IPv4', 'IPv6'])).max(2), []),
+    ipFamilies: withDefault(z.array(z.enum(IP_FAMILIES)).max(2), []),
     externalIPs: withDefault(z.array(validated(checkServiceIP)), []),
     loadBalancerSourceRanges: withDefault(z.array(z.string()), []),
     healthCheckNodePort: optional(portSchema),
     ports: withDefault(z.array(k8sServicePortSchema), []).superRefine(refineServicePorts),
-    sessionAffinity: withDefault(z.enum(['None', 'ClientIP']), 'None'),
+    sessionAffinity: withDefault(z.enum(SESSION_AFFINITIES), 'None'),
     sessionAffinityConfig: optional(
       z.object({
         clientIP: optional(
@@ -245,19 +265,6 @@ const slicePortSchema = z.object({
   name: portNameSchema,
   protocol: k8sProtocol,
   port: optional(portSchema),
-});
-
-/**
- * Just enough of an EndpointSlice to decide whether drover reads it:
- * `addressType` (only IPv4 is) and the service-name label. Never fails on
- * other shapes (fields it cannot read come out undefined).
- */
-export const endpointSliceHeadSchema = z.object({
-  addressType: z.unknown().optional(),
-  metadata: z
-    .object({ labels: z.object({ [SERVICE_NAME_LABEL]: z.unknown().optional() }).nullish().catch(undefined) })
-    .nullish()
-    .catch(undefined),
 });
 
 /** discovery.k8s.io/v1 EndpointSlice with addressType IPv4, after dispatch. */

@@ -126,16 +126,15 @@ export function buildSnapshot(objects: readonly ParsedObject[], opts: BuildOptio
   const previous = opts.previous?.services ?? new Map<string, ServicePort>();
   const errors: ManifestError[] = [];
 
-  const unique = dropDuplicates(objects, errors);
-  const services = sortByServiceKey(unique.filter((o): o is ParsedService => o.kind === 'Service'));
-  const sliceList = unique.filter((o): o is ParsedEndpointSlice => o.kind === 'EndpointSlice');
-  const legacyList = unique.filter((o): o is ParsedEndpoints => o.kind === 'Endpoints');
+  const { services: serviceList, slices: sliceList, legacy: legacyList, nodes, pods: podList } = byKind(dropDuplicates(objects, errors));
+  const keyed = sortByServiceKey(serviceList);
+  const byKey = new Map<string, ParsedService>();
+  for (const { svc, key } of keyed) byKey.set(key, svc);
   const slices = groupByService(sliceList);
   const legacy = groupByService(legacyList);
-  const warnings = orphanWarnings(services, [...sliceList, ...legacyList]);
-  const nodes = unique.filter((o): o is ParsedNode => o.kind === 'Node');
+  const warnings = orphanWarnings(byKey, [...sliceList, ...legacyList]);
   const node = pickNode(nodes, opts.nodeName, warnings);
-  const pods = indexPods(unique.filter((o): o is ParsedPod => o.kind === 'Pod'));
+  const pods = indexPods(podList);
   const zones = nodeZones(nodes);
   const notes: string[] = [];
 
@@ -153,30 +152,36 @@ export function buildSnapshot(objects: readonly ParsedObject[], opts: BuildOptio
 
   // Allocation for proxied services without a ClusterIP (Shepherd's: a
   // Kubernetes Service without one is not proxied, see parse.ts).
-  const { allocated, exhausted } = allocateClusterIPs({
-    cidr,
-    keys: services.filter((s) => s.clusterIP === undefined && s.ports.length > 0).map(serviceKey),
-    taken: services.flatMap((s) => (s.clusterIP !== undefined ? [s.clusterIP] : [])),
-    previous: previousIP,
-  });
+  const toAllocate: string[] = [];
+  const taken: string[] = [];
+  for (const { svc, key } of keyed) {
+    if (svc.clusterIP !== undefined) taken.push(svc.clusterIP);
+    else if (svc.ports.length > 0) toAllocate.push(key);
+  }
+  const { allocated, exhausted } = allocateClusterIPs({ cidr, keys: toAllocate, taken, previous: previousIP });
   const unallocated = new Set(exhausted);
-  for (const svc of services.filter((s) => unallocated.has(serviceKey(s)))) {
-    errors.push(objectError(svc, 'spec', `no free address left in service CIDR ${opts.serviceCIDR}; service skipped`));
+  if (unallocated.size > 0) {
+    for (const { svc, key } of keyed) {
+      if (unallocated.has(key)) errors.push(objectError(svc, 'spec', `no free address left in service CIDR ${opts.serviceCIDR}; service skipped`));
+    }
   }
 
   // ClusterIP:port/protocol conflicts: services that had the triple before first, then by key.
-  const resolved = services
-    .filter((s) => s.ports.length > 0 && !unallocated.has(serviceKey(s)))
-    .map((s) => ({ svc: s, ip: s.clusterIP ?? allocated.get(serviceKey(s))! }));
-  const incumbent = (r: { svc: ParsedService; ip: string }) =>
-    r.svc.ports.some((p) => previousTriples.has(`${serviceKey(r.svc)} ${triple(r.ip, p)}`));
+  const resolved: Array<{ svc: ParsedService; key: string; ip: string }> = [];
+  for (const { svc, key } of keyed) {
+    if (svc.ports.length > 0 && !unallocated.has(key)) resolved.push({ svc, key, ip: svc.clusterIP ?? allocated.get(key)! });
+  }
+  const incumbent = (r: { svc: ParsedService; key: string; ip: string }) => r.svc.ports.some((p) => previousTriples.has(`${r.key} ${triple(r.ip, p)}`));
   // `resolved` is in key order already, and the sort is stable: incumbents first, each part by key.
-  const ordered = resolved
-    .map((r) => ({ r, first: incumbent(r) }))
-    .sort((a, b) => Number(b.first) - Number(a.first))
-    .map((x) => x.r);
+  const ordered =
+    previousTriples.size === 0
+      ? resolved // no incumbent
+      : resolved
+          .map((r) => ({ r, first: incumbent(r) }))
+          .sort((a, b) => Number(b.first) - Number(a.first))
+          .map((x) => x.r);
   const owners = new Map<string, ParsedService>();
-  const accepted: Array<{ svc: ParsedService; ip: string }> = [];
+  const accepted: Array<{ svc: ParsedService; key: string; ip: string }> = [];
   for (const r of ordered) {
     const clash = r.svc.ports.find((p) => owners.has(triple(r.ip, p)));
     if (clash) {
@@ -196,15 +201,15 @@ export function buildSnapshot(objects: readonly ParsedObject[], opts: BuildOptio
 
   const ports: ServicePort[] = [];
   const memo = opts.memo ?? new BuildMemo();
-  for (const { svc, ip } of accepted) {
-    const groups = endpointGroups(svc, slices, legacy, pods, zones, warnings, notes);
+  for (const { svc, key, ip } of accepted) {
+    const groups = endpointGroups(svc, key, slices, legacy, pods, zones, warnings, notes);
     for (const sp of servicePorts(svc, ip, groups, memo)) ports.push(sp);
   }
   ports.sort((a, b) => compareStrings(a.key, b.key));
 
   const allocations = accepted
     .filter((r) => r.svc.clusterIP === undefined)
-    .map((r) => Object.freeze({ key: serviceKey(r.svc), clusterIP: r.ip }))
+    .map((r) => Object.freeze({ key: r.key, clusterIP: r.ip }))
     .sort((a, b) => compareStrings(a.key, b.key));
   const snapshot: Snapshot = Object.freeze({
     services: new Map(ports.map((p) => [p.key, p])),
@@ -226,16 +231,18 @@ export function servicePorts(svc: ParsedService, ip: string, groups: readonly En
 }
 
 /**
- * The endpoint groups `svc` takes: its EndpointSlices, else its legacy
- * Endpoints (Kubernetes) or its inline endpoints (Shepherd); when it has
- * none of these, those of the Pods its selector picks (pods.ts). `slices`
- * and `legacy` are the endpoint objects of each service ("namespace/name"),
- * each list sorted by name (endpoints.ts groupByService). Pushes
- * endpoint-port warnings onto `warnings`, and a note onto `notes` when
- * Pods match but the other endpoints win.
+ * The endpoint groups `svc` (whose "namespace/name" is `key`) takes: its
+ * EndpointSlices, else its legacy Endpoints (Kubernetes) or its inline
+ * endpoints (Shepherd); when it has none of these, those of the Pods its
+ * selector picks (pods.ts). `slices` and `legacy` are the endpoint objects
+ * of each service ("namespace/name"), each list sorted by name
+ * (endpoints.ts groupByService). Pushes endpoint-port warnings onto
+ * `warnings`, and a note onto `notes` when Pods match but the other
+ * endpoints win.
  */
 export function endpointGroups(
   svc: ParsedService,
+  key: string,
   slices: ReadonlyMap<string, readonly ParsedEndpointSlice[]>,
   legacy: ReadonlyMap<string, readonly ParsedEndpoints[]>,
   pods: PodIndex,
@@ -243,7 +250,6 @@ export function endpointGroups(
   warnings: ManifestError[],
   notes: string[],
 ): readonly EndpointGroup[] {
-  const key = serviceKey(svc);
   let given: { groups: readonly EndpointGroup[]; what: string } | undefined;
   if (svc.source === 'shepherd') {
     const inline = svc.inlineEndpoints ?? [];
@@ -252,7 +258,8 @@ export function endpointGroups(
     const used = slices.get(key) ?? legacy.get(key);
     if (used !== undefined) {
       for (const w of portWarnings(svc, used)) warnings.push(w);
-      given = { groups: used.flatMap((o) => o.groups), what: used[0]!.kind === 'Endpoints' ? 'Endpoints' : 'EndpointSlices' };
+      // One object (the common case) lends its own list of groups.
+      given = { groups: used.length === 1 ? used[0]!.groups : used.flatMap((o) => o.groups), what: used[0]!.kind === 'Endpoints' ? 'Endpoints' : 'EndpointSlices' };
     }
   }
   const selected = selectedPods(svc, pods);
@@ -269,12 +276,40 @@ function serviceKey(o: { namespace: string; name: string }): string {
   return `${o.namespace}/${o.name}`;
 }
 
-/** `services` sorted by "namespace/name" (each key built once). */
-function sortByServiceKey(services: readonly ParsedService[]): ParsedService[] {
-  return services
-    .map((svc) => ({ svc, key: serviceKey(svc) }))
-    .sort((a, b) => compareStrings(a.key, b.key))
-    .map((x) => x.svc);
+/** `services` with their "namespace/name", sorted by it (each key built once). */
+function sortByServiceKey(services: readonly ParsedService[]): Array<{ readonly svc: ParsedService; readonly key: string }> {
+  return services.map((svc) => ({ svc, key: serviceKey(svc) })).sort((a, b) => compareStrings(a.key, b.key));
+}
+
+/** `objects` by kind, each list in the order of `objects`. */
+function byKind(objects: readonly ParsedObject[]): {
+  services: ParsedService[];
+  slices: ParsedEndpointSlice[];
+  legacy: ParsedEndpoints[];
+  nodes: ParsedNode[];
+  pods: ParsedPod[];
+} {
+  const out = { services: [] as ParsedService[], slices: [] as ParsedEndpointSlice[], legacy: [] as ParsedEndpoints[], nodes: [] as ParsedNode[], pods: [] as ParsedPod[] };
+  for (const o of objects) {
+    switch (o.kind) {
+      case 'Service':
+        out.services.push(o);
+        break;
+      case 'EndpointSlice':
+        out.slices.push(o);
+        break;
+      case 'Endpoints':
+        out.legacy.push(o);
+        break;
+      case 'Node':
+        out.nodes.push(o);
+        break;
+      case 'Pod':
+        out.pods.push(o);
+        break;
+    }
+  }
+  return out;
 }
 
 /** "ip:port/PROTOCOL", the unit of ClusterIP conflicts. */
@@ -350,11 +385,11 @@ function makeServicePort(svc: ParsedService, p: ParsedServicePort, ip: string, a
     port: p.port,
     protocol: p.protocol,
     frontends: Object.freeze({
-      clusterIPs: Object.freeze(allocatedIP ? [Object.freeze({ family: 'IPv4' as const, ip })] : svc.clusterIPs.map((c) => frozenCopy(c))),
+      clusterIPs: allocatedIP ? Object.freeze([Object.freeze({ family: 'IPv4' as const, ip })]) : frozenCopies(svc.clusterIPs),
       ...(p.nodePort !== undefined ? { nodePort: p.nodePort } : {}),
-      externalIPs: Object.freeze(svc.externalIPs.map((e) => frozenCopy(e))),
-      loadBalancerIngress: Object.freeze(svc.loadBalancerIngress.map((e) => frozenCopy(e))),
-      loadBalancerSourceRanges: Object.freeze([...svc.loadBalancerSourceRanges]),
+      externalIPs: frozenCopies(svc.externalIPs),
+      loadBalancerIngress: frozenCopies(svc.loadBalancerIngress),
+      loadBalancerSourceRanges: svc.loadBalancerSourceRanges.length === 0 ? NONE : Object.freeze([...svc.loadBalancerSourceRanges]),
       ...(svc.healthCheckNodePort !== undefined ? { healthCheckNodePort: svc.healthCheckNodePort } : {}),
     }),
     sessionAffinity: svc.sessionAffinity === null ? null : frozenCopy(svc.sessionAffinity),
@@ -362,4 +397,12 @@ function makeServicePort(svc: ParsedService, p: ParsedServicePort, ip: string, a
     externalTrafficPolicy: svc.externalTrafficPolicy,
     endpoints: endpointsFor(p, index),
   });
+}
+
+/** The one empty list of the Snapshot's frontends, shared by every service port that has none (most have no external IPs, for one). */
+const NONE: readonly never[] = Object.freeze([]);
+
+/** A frozen list of frozen copies of `list`'s objects; {@link NONE} for an empty one. */
+function frozenCopies<T extends object>(list: readonly T[]): readonly Readonly<T>[] {
+  return list.length === 0 ? NONE : Object.freeze(list.map((e) => frozenCopy(e)));
 }

@@ -25,11 +25,9 @@
  * A Pod's IP is read like an endpoint address (ParseIPSloppy), but a bad
  * one makes the whole Pod invalid: the Pod is its only endpoint.
  */
-import { z } from 'zod';
 import { displayName, ManifestError } from './errors.ts';
 import {
   k8sEndpointSliceSchema,
-  endpointSliceHeadSchema,
   k8sEndpointsSchema,
   k8sNodeSchema,
   TO_BE_DELETED_TAINT,
@@ -53,7 +51,9 @@ import type {
   ParsedService,
   ParsedServicePort,
 } from './parsed.ts';
-import { formatPath, parseWith } from './schema.ts';
+import { readCommonService } from './fast-service.ts';
+import { readCommonSlice } from './fast-slice.ts';
+import { formatPath, isRecord, parseWith } from './schema.ts';
 import { shepherdPodSchema, shepherdServiceSchema } from './shepherd.ts';
 import { checkSourceRange, ipFamilyOf, parseEndpointIPv4, parseIPv4HostPort } from './validate.ts';
 import type { FamilyIP, LoadBalancerIngress } from './types.ts';
@@ -74,16 +74,6 @@ export type ParseResult =
   | { readonly status: 'error'; readonly error: ManifestError; readonly identity: string | undefined }
   | { readonly status: 'ignored'; readonly reason: string };
 
-/** Never fails: reads apiVersion, kind, metadata.name/namespace when they are there. */
-const headSchema = z.object({
-  apiVersion: z.unknown().optional(),
-  kind: z.unknown().optional(),
-  metadata: z
-    .object({ name: z.unknown().optional(), namespace: z.unknown().optional() })
-    .nullish()
-    .catch(undefined),
-});
-
 /** What is known of an object before its schema runs: enough to name it in errors. */
 interface Head {
   readonly file: string;
@@ -99,19 +89,34 @@ export function objectIdentity(kind: string, namespace: string, name: string): s
   return `${kind}/${namespace}/${name}`;
 }
 
+/** Options of {@link parseObject}. */
+export interface ParseOptions {
+  /**
+   * Validate every object with its zod schema, never with a fast path
+   * (fast-service.ts, fast-slice.ts). The result is the same either way;
+   * this is for the tests that show it.
+   */
+  readonly schemasOnly?: boolean;
+}
+
 /**
  * Parse and validate one manifest object. Never throws: every problem is
  * returned as a ManifestError (file, kind, "namespace/name", field path).
+ * Services and EndpointSlices of the common shape are read by
+ * fast-service.ts and fast-slice.ts rather than by their schemas, with the
+ * same result.
  */
-export function parseObject(o: ManifestObject): ParseResult {
+export function parseObject(o: ManifestObject, opts: ParseOptions = {}): ParseResult {
   if (typeof o.raw !== 'object' || o.raw === null || Array.isArray(o.raw)) {
     const got = o.raw === null ? 'null' : Array.isArray(o.raw) ? 'a list' : typeof o.raw;
     return error({ file: o.file, index: o.index, kind: '', object: '', identity: undefined }, '', `expected an object, got ${got}`);
   }
-  const h = headSchema.parse(o.raw);
-  const kind = typeof h.kind === 'string' ? h.kind : '';
-  const name = h.metadata?.name;
-  const nsRaw = h.metadata?.namespace;
+  // What every object has (when it is there), read before any schema: never fails.
+  const raw = o.raw as Record<string, unknown>;
+  const metadata = isRecord(raw.metadata) ? raw.metadata : undefined;
+  const kind = typeof raw.kind === 'string' ? raw.kind : '';
+  const name = metadata?.name;
+  const nsRaw = metadata?.namespace;
   const namespace = typeof nsRaw === 'string' && nsRaw !== '' ? nsRaw : 'default';
   const head: Head = {
     file: o.file,
@@ -121,16 +126,16 @@ export function parseObject(o: ManifestObject): ParseResult {
     identity: typeof name === 'string' && kind !== '' ? objectIdentity(kind, namespace, name) : undefined,
   };
   if (kind === '') {
-    return error(head, 'kind', h.kind === undefined || h.kind === null ? 'required' : 'expected a string');
+    return error(head, 'kind', raw.kind === undefined || raw.kind === null ? 'required' : 'expected a string');
   }
-  const apiVersion = h.apiVersion;
+  const apiVersion = raw.apiVersion;
   switch (kind) {
     case 'Service':
-      if (apiVersion === 'v1') return parseK8sService(head, o.raw);
+      if (apiVersion === 'v1') return parseK8sService(head, o.raw as Record<string, unknown>, opts.schemasOnly === true);
       if (apiVersion === undefined || apiVersion === null) return parseShepherdService(head, o.raw);
       return ignored(`Service of apiVersion ${displayName(apiVersion)} is neither a core v1 nor a Shepherd Service`);
     case 'EndpointSlice':
-      if (apiVersion === 'discovery.k8s.io/v1') return parseEndpointSlice(head, o.raw);
+      if (apiVersion === 'discovery.k8s.io/v1') return parseEndpointSlice(head, o.raw as Record<string, unknown>, opts.schemasOnly === true);
       return ignored(`EndpointSlice of apiVersion ${displayName(apiVersion)} is not supported (only discovery.k8s.io/v1)`);
     case 'Endpoints':
       if (apiVersion === 'v1') return parseEndpoints(head, o.raw);
@@ -168,8 +173,11 @@ function manifestError(head: Head, field: string, detail: string): ManifestError
   return new ManifestError({ file: head.file, kind: head.kind, object: head.object, index: head.index, field, detail });
 }
 
-function ok(object: ParsedObject, warnings: readonly ManifestError[] = []): ParseResult {
-  return { status: 'ok', object, warnings };
+/** The warnings of the objects that have none (most), shared. */
+const NO_WARNINGS: readonly ManifestError[] = Object.freeze([]);
+
+function ok(object: ParsedObject, warnings: readonly ManifestError[] = NO_WARNINGS): ParseResult {
+  return { status: 'ok', object, warnings: warnings.length === 0 ? NO_WARNINGS : warnings };
 }
 
 /**
@@ -197,7 +205,11 @@ function hintNames(list: ReadonlyArray<{ name: string }> | undefined): readonly 
   return [...new Set(list.map((h) => h.name))].sort(compareStrings);
 }
 
-/** An endpoint address with its conditions; nodeName, zone and hints only when given. */
+/**
+ * An endpoint address with its conditions; nodeName, zone and hints only
+ * when given. Fields are added one by one, so that addresses with the same
+ * fields share one V8 hidden class (see copy.ts).
+ */
 function address(
   ip: string,
   c: { ready: boolean; serving: boolean; terminating: boolean },
@@ -205,38 +217,42 @@ function address(
   zone?: string,
   hints?: { forZones: ReadonlyArray<{ name: string }>; forNodes: ReadonlyArray<{ name: string }> },
 ): EndpointAddress {
-  const zoneHints = hintNames(hints?.forZones);
-  const nodeHints = hintNames(hints?.forNodes);
-  return {
-    ip,
-    ready: c.ready,
-    serving: c.serving,
-    terminating: c.terminating,
-    ...(nodeName !== undefined ? { nodeName } : {}),
-    ...(zone !== undefined ? { zone } : {}),
-    ...(zoneHints !== undefined ? { zoneHints } : {}),
-    ...(nodeHints !== undefined ? { nodeHints } : {}),
-  };
+  const a: { -readonly [K in keyof EndpointAddress]: EndpointAddress[K] } = { ip, ready: c.ready, serving: c.serving, terminating: c.terminating };
+  if (nodeName !== undefined) a.nodeName = nodeName;
+  if (zone !== undefined) a.zone = zone;
+  if (hints !== undefined) {
+    const zoneHints = hintNames(hints.forZones);
+    const nodeHints = hintNames(hints.forNodes);
+    if (zoneHints !== undefined) a.zoneHints = zoneHints;
+    if (nodeHints !== undefined) a.nodeHints = nodeHints;
+  }
+  return a;
 }
 
+/** The one empty list of parsed objects, shared by every field that lists nothing (most Services have no external IPs, for one). */
+const NONE: readonly never[] = Object.freeze([]);
+
 /** Validated addresses as {@link FamilyIP}s, in order, the first of each duplicate kept. */
-function familyIPs(ips: readonly string[]): FamilyIP[] {
+function familyIPs(ips: readonly string[]): readonly FamilyIP[] {
+  if (ips.length === 0) return NONE;
+  if (ips.length === 1) return [{ family: ipFamilyOf(ips[0]!), ip: ips[0]! }];
   return [...new Set(ips)].map((ip) => ({ family: ipFamilyOf(ip), ip }));
 }
 
 /**
- * Read the endpoint address `value` found at `field` (validate.ts
- * `parseEndpointIPv4`). Returns the canonical address, after pushing a
- * warning onto `warnings` when it was written with leading zeros; or
- * undefined after pushing a warning that ends with `; ${dropped}`.
+ * Read the endpoint address `value` found at the field `path` names
+ * (validate.ts `parseEndpointIPv4`). Returns the canonical address, after
+ * pushing a warning onto `warnings` when it was written with leading zeros;
+ * or undefined after pushing a warning that ends with `; ${dropped}`. The
+ * path is only formatted for a warning.
  */
-function readEndpointIP(head: Head, field: string, value: string, dropped: string, warnings: ManifestError[]): string | undefined {
+function readEndpointIP(head: Head, path: ReadonlyArray<string | number>, value: string, dropped: string, warnings: ManifestError[]): string | undefined {
   const r = parseEndpointIPv4(value);
   if ('problem' in r) {
-    warnings.push(manifestError(head, field, `${r.problem}; ${dropped}`));
+    warnings.push(manifestError(head, formatPath(path), `${r.problem}; ${dropped}`));
     return undefined;
   }
-  if (r.note !== undefined) warnings.push(manifestError(head, field, r.note));
+  if (r.note !== undefined) warnings.push(manifestError(head, formatPath(path), r.note));
   return r.ip;
 }
 
@@ -251,10 +267,14 @@ const NOT_READY = { ready: false, serving: false, terminating: false } as const;
  * (the secondary ClusterIP, externalIPs, LoadBalancer ingress IPs with their
  * source ranges, the health-check NodePort) are read and kept.
  */
-function parseK8sService(head: Head, raw: unknown): ParseResult {
-  const r = parseWith(k8sServiceSchema, raw);
-  if (!r.ok) return error(head, r.field, r.detail);
-  const { metadata, spec } = r.data;
+function parseK8sService(head: Head, raw: Record<string, unknown>, schemasOnly: boolean): ParseResult {
+  let data = schemasOnly ? undefined : readCommonService(raw);
+  if (data === undefined) {
+    const r = parseWith(k8sServiceSchema, raw);
+    if (!r.ok) return error(head, r.field, r.detail);
+    data = r.data;
+  }
+  const { metadata, spec } = data;
   const warnings: ManifestError[] = [];
   if (isIPv6(spec.clusterIP)) return ignored(`IPv6 ClusterIP ${spec.clusterIP}: only IPv4 services are supported`);
   const unproxiedReason =
@@ -278,11 +298,11 @@ function parseK8sService(head: Head, raw: unknown): ParseResult {
     kind: 'Service',
     type: spec.type,
     clusterIP: spec.clusterIP === '' || unproxiedReason ? undefined : spec.clusterIP,
-    clusterIPs: unproxiedReason ? [] : familyIPs(spec.clusterIPs.length > 0 ? spec.clusterIPs : [spec.clusterIP]),
+    clusterIPs: unproxiedReason ? NONE : familyIPs(spec.clusterIPs.length > 0 ? spec.clusterIPs : [spec.clusterIP]),
     ports,
     ...(unproxiedReason && spec.ports.length > 0 ? { unproxiedReason } : {}),
     externalIPs: familyIPs(spec.externalIPs),
-    loadBalancerIngress: loadBalancerIngress(r.data.status?.loadBalancer?.ingress ?? []),
+    loadBalancerIngress: loadBalancerIngress(data.status?.loadBalancer?.ingress ?? []),
     loadBalancerSourceRanges: sourceRanges(head, spec.loadBalancerSourceRanges, warnings),
     ...(spec.healthCheckNodePort !== undefined ? { healthCheckNodePort: spec.healthCheckNodePort } : {}),
     sessionAffinity:
@@ -303,7 +323,8 @@ function parseK8sService(head: Head, raw: unknown): ParseResult {
  * (the API's validation lets padding through), a malformed one named in a
  * warning and skipped, duplicates dropped.
  */
-function sourceRanges(head: Head, ranges: readonly string[], warnings: ManifestError[]): string[] {
+function sourceRanges(head: Head, ranges: readonly string[], warnings: ManifestError[]): readonly string[] {
+  if (ranges.length === 0) return NONE;
   const out = new Set<string>();
   ranges.forEach((raw, i) => {
     const range = raw.trim();
@@ -315,7 +336,8 @@ function sourceRanges(head: Head, ranges: readonly string[], warnings: ManifestE
 }
 
 /** The ingress entries that have an IP, the first of each IP kept; hostname-only entries are not proxied. */
-function loadBalancerIngress(entries: ReadonlyArray<{ ip?: string | undefined; ipMode: 'VIP' | 'Proxy' }>): LoadBalancerIngress[] {
+function loadBalancerIngress(entries: ReadonlyArray<{ ip?: string | undefined; ipMode: 'VIP' | 'Proxy' }>): readonly LoadBalancerIngress[] {
+  if (entries.length === 0) return NONE;
   const seen = new Set<string>();
   const out: LoadBalancerIngress[] = [];
   for (const e of entries) {
@@ -404,21 +426,27 @@ function parseShepherdService(head: Head, raw: unknown): ParseResult {
  * with a warning, and a bad later address is warned about (see
  * {@link readEndpointIP}).
  */
-function parseEndpointSlice(head: Head, raw: unknown): ParseResult {
-  const h = endpointSliceHeadSchema.parse(raw);
-  if (typeof h.addressType !== 'string') {
-    return error(head, 'addressType', h.addressType === undefined || h.addressType === null ? 'required' : 'expected a string');
+function parseEndpointSlice(head: Head, raw: Record<string, unknown>, schemasOnly: boolean): ParseResult {
+  // Whether drover reads it at all: its addressType (only IPv4) and service-name label, whatever the shape of the rest.
+  const addressType = raw.addressType;
+  if (typeof addressType !== 'string') {
+    return error(head, 'addressType', addressType === undefined || addressType === null ? 'required' : 'expected a string');
   }
-  if (h.addressType !== 'IPv4') {
-    return ignored(`addressType ${displayName(h.addressType)}: only IPv4 EndpointSlices are supported`);
+  if (addressType !== 'IPv4') {
+    return ignored(`addressType ${displayName(addressType)}: only IPv4 EndpointSlices are supported`);
   }
-  const label = h.metadata?.labels?.[SERVICE_NAME_LABEL];
+  const labels = isRecord(raw.metadata) && isRecord(raw.metadata.labels) ? raw.metadata.labels : undefined;
+  const label = labels?.[SERVICE_NAME_LABEL];
   if (label === undefined || label === null || label === '') {
     return ignored(`no ${SERVICE_NAME_LABEL} label: not tied to a Service (kube-proxy ignores it too)`);
   }
-  const r = parseWith(k8sEndpointSliceSchema, raw);
-  if (!r.ok) return error(head, r.field, r.detail);
-  const { metadata, endpoints, ports } = r.data;
+  let data = schemasOnly ? undefined : readCommonSlice(raw);
+  if (data === undefined) {
+    const r = parseWith(k8sEndpointSliceSchema, raw);
+    if (!r.ok) return error(head, r.field, r.detail);
+    data = r.data;
+  }
+  const { metadata, endpoints, ports } = data;
   const warnings: ManifestError[] = [];
   const groupPorts: EndpointGroupPort[] = [];
   ports.forEach((p, i) => {
@@ -428,20 +456,23 @@ function parseEndpointSlice(head: Head, raw: unknown): ParseResult {
       groupPorts.push({ name: p.name, port: p.port, protocol: p.protocol });
     }
   });
+  const addresses: EndpointAddress[] = [];
+  const path: Array<string | number> = ['endpoints', 0, 'addresses', 0]; // reused: one list for every address
+  for (let i = 0; i < endpoints.length; i++) {
+    const e = endpoints[i]!;
+    path[1] = i;
+    let first: string | undefined;
+    for (let j = 0; j < e.addresses.length; j++) {
+      path[3] = j;
+      const ip = readEndpointIP(head, path, e.addresses[j]!, j === 0 ? 'endpoint ignored' : 'address ignored', warnings);
+      if (j === 0) first = ip;
+    }
+    if (first !== undefined) addresses.push(address(first, e.conditions, e.nodeName, e.zone, e.hints));
+  }
   const slice: ParsedEndpointSlice = withBase(head, 'kubernetes', metadata.namespace, metadata.name, {
     kind: 'EndpointSlice',
     serviceName: metadata.labels[SERVICE_NAME_LABEL],
-    groups: [
-      {
-        ports: groupPorts,
-        addresses: endpoints.flatMap((e, i) => {
-          const ips = e.addresses.map((a, j) =>
-            readEndpointIP(head, formatPath(['endpoints', i, 'addresses', j]), a, j === 0 ? 'endpoint ignored' : 'address ignored', warnings),
-          );
-          return ips[0] === undefined ? [] : [address(ips[0], e.conditions, e.nodeName, e.zone, e.hints)];
-        }),
-      },
-    ],
+    groups: [{ ports: groupPorts, addresses }],
   });
   return ok(slice, warnings);
 }
@@ -458,7 +489,7 @@ function parseEndpoints(head: Head, raw: unknown): ParseResult {
   const warnings: ManifestError[] = [];
   const read = (i: number, key: 'addresses' | 'notReadyAddresses', c: typeof READY | typeof NOT_READY) =>
     subsets[i]![key].flatMap((a, j) => {
-      const ip = readEndpointIP(head, formatPath(['subsets', i, key, j, 'ip']), a.ip, 'endpoint ignored', warnings);
+      const ip = readEndpointIP(head, ['subsets', i, key, j, 'ip'], a.ip, 'endpoint ignored', warnings);
       return ip === undefined ? [] : [address(ip, c, a.nodeName)];
     });
   const eps: ParsedEndpoints = withBase(head, 'kubernetes', metadata.namespace, metadata.name, {

@@ -9,6 +9,11 @@ import { quote } from './quote.ts';
 import type { Protocol } from './types.ts';
 import { asciiUpperCase, checkLabelKey, checkLabelValue, checkPort, checkProtocol, type Check } from './validate.ts';
 
+/** True for what a zod object schema accepts: an object that is not null and not an array. */
+export function isRecord(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
 /** A string schema that must pass `check` (validate.ts); the check's text becomes the issue message. */
 export function validated(check: Check<string>) {
   return z.string().superRefine((value, ctx) => {
@@ -75,6 +80,7 @@ export function refineServicePorts(
   ports: ReadonlyArray<{ name: string; port: number; protocol: Protocol }>,
   ctx: z.RefinementCtx,
 ): void {
+  if (ports.length <= 1) return; // a lone port breaks none of these rules
   // The first port of each name and of each port/protocol pair.
   const byName = new Map<string, number>();
   const byPort = new Map<string, number>();
@@ -96,6 +102,26 @@ export function refineServicePorts(
       ctx.addIssue({ code: 'custom', path: [i, 'port'], message: `duplicate port ${p.port}/${p.protocol} (same as port ${samePort})` });
     }
   });
+}
+
+/**
+ * True when `refine` (a `.superRefine` function, such as
+ * {@link refineServicePorts}) raises no issue on `value`: for checking an
+ * output built without zod by the very rules its schema applies. `refine`
+ * may only call `ctx.addIssue`.
+ */
+export function passesRefinement<T>(refine: (value: T, ctx: z.RefinementCtx) => void, value: T): boolean {
+  const ctx = new IssueCount();
+  refine(value, ctx as unknown as z.RefinementCtx);
+  return ctx.issues === 0;
+}
+
+/** The part of a zod refinement context {@link passesRefinement} needs: a count of the issues raised. */
+class IssueCount {
+  issues = 0;
+  addIssue(): void {
+    this.issues++;
+  }
 }
 
 /** Render a zod issue path as "spec.ports[0].port" / 'metadata.labels["kubernetes.io/service-name"]'. */

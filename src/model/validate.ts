@@ -17,7 +17,7 @@
  * The name rules are those of k8s.io/apimachinery/pkg/util/validation
  * (IsDNS1123Label, IsDNS1123Subdomain, IsValidLabelValue, IsValidPortName).
  */
-import { isCanonicalIPv4, isIPv6, parseCIDR as readCIDR, parseIP, parseIPSloppy } from './addr.ts';
+import { canonicalIPv4Value, isCanonicalIPv4, isIPv6, parseCIDR as readCIDR, parseIPSloppy } from './addr.ts';
 import { quote } from './quote.ts';
 import type { IPFamily, Protocol } from './types.ts';
 
@@ -45,9 +45,9 @@ export const checkIPv4: Check<string> = (value) =>
  * for endpoints too (pkg/apis/core/validation ValidateEndpointIP).
  */
 export const checkUnicastIPv4: Check<string> = (value) => {
-  const bad = checkIPv4(value);
-  if (bad) return bad;
-  const special = specialAddress(Number(parseIP(value)!.value));
+  const n = canonicalIPv4Value(value);
+  if (n === undefined) return checkIPv4(value);
+  const special = specialAddress(n);
   return special ? `${show(value)} is ${special}` : undefined;
 };
 
@@ -96,8 +96,8 @@ export function parseCIDR(value: string): CIDR {
  * IPv6 address (node:net isIPv6, without a "%zone" suffix).
  */
 export const checkServiceIP: Check<string> = (value) => {
-  if (isIPv6(value) && !value.includes('%')) return undefined;
   if (isCanonicalIPv4(value)) return checkUnicastIPv4(value);
+  if (isIPv6(value) && !value.includes('%')) return undefined;
   return `${show(value)} is not a valid IPv4 or IPv6 address`;
 };
 
@@ -253,6 +253,12 @@ export type EndpointIPv4 = { readonly ip: string; readonly note?: string } | { r
  * The address is read with addr.ts `parseIPSloppy`. Never throws.
  */
 export function parseEndpointIPv4(value: string): EndpointIPv4 {
+  // The common case, a canonical dotted quad, without reading it more than once.
+  const n = canonicalIPv4Value(value);
+  if (n !== undefined) {
+    const special = specialAddress(n);
+    return special === undefined ? { ip: value } : { problem: `${show(value)} is ${special}` };
+  }
   const addr = parseIPSloppy(value);
   if (addr?.family !== 4) {
     return { problem: isIPv6(value) ? `${show(value)} is an IPv6 address, not an IPv4 one` : `${show(value)} is not a valid IPv4 address` };

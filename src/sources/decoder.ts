@@ -118,8 +118,12 @@ export class Decoder {
   private readonly groups = new Map<GroupKey, readonly ParsedObject[]>();
   /** The Services with a selector among `groups`' objects. */
   private readonly selectors = new SelectorIndex();
-  /** Every object among `groups` by its identity ("Kind/namespace/name"), duplicates included. */
-  private readonly copies = new Map<string, Set<ParsedObject>>();
+  /**
+   * Every object among `groups` by its identity ("Kind/namespace/name"),
+   * duplicates included: the object itself while it is the only one (by far
+   * the common case, and no Set to keep per object), a list of them otherwise.
+   */
+  private readonly copies = new Map<string, ParsedObject | ParsedObject[]>();
   /** The service ports of the last builds, for the Services whose objects did not change. */
   private readonly memo = new BuildMemo();
   private snapshot: Snapshot = EMPTY_SNAPSHOT;
@@ -198,23 +202,23 @@ export class Decoder {
     for (const [key, objects] of changes.upsert) {
       // An object the group held before and holds again (the same reference) is unchanged.
       const before = this.groups.get(key) ?? [];
-      const kept = new Set<ParsedObject>(before);
-      const now = new Set<ParsedObject>(objects);
-      for (const o of before) if (!now.has(o)) gone.push(o);
-      for (const o of objects) if (!kept.has(o)) added.push(o);
+      if (before.length === 0) {
+        for (const o of objects) added.push(o);
+      } else {
+        const kept = new Set<ParsedObject>(before);
+        const now = new Set<ParsedObject>(objects);
+        for (const o of before) if (!now.has(o)) gone.push(o);
+        for (const o of objects) if (!kept.has(o)) added.push(o);
+      }
       if (objects.length === 0) this.groups.delete(key);
       else this.groups.set(key, objects);
     }
     // Services that stop or start selecting a Pod are marked by their own change, so the index after it is enough.
     this.selectors.update(gone, added);
-    const marked = new Set<string>();
-    for (const o of [...gone, ...added]) for (const s of this.affected(o)) marked.add(s);
-    // Another copy of a changed identity may be the one that counts now (the first by group key wins): it moves its Services too.
     for (const o of gone) this.unindex(o);
     for (const o of added) this.index(o);
-    for (const identity of new Set([...gone, ...added].map((o) => o.identity))) {
-      for (const o of this.copies.get(identity) ?? []) for (const s of this.affected(o)) marked.add(s);
-    }
+    // At the first apply everything is new, and nothing is marked.
+    const marked = this.first ? new Set<string>() : this.mark(gone, added);
 
     const patched = this.patch && !this.first ? this.patchEndpoints(gone, added) : undefined;
     if (patched !== undefined) return patched;
@@ -240,13 +244,12 @@ export class Decoder {
     const crossErrors = new Set(built.errors.filter((e) => e.kind === 'Service' && e.object !== '').map((e) => e.object));
     const allocated = new Map(built.allocations.map((a) => [a.key, a.clusterIP]));
 
-    // Services moved by cross-object rules without a change of their own objects.
-    for (const s of [...this.crossErrors, ...crossErrors]) marked.add(s);
-    for (const [s, ip] of allocated) if (this.allocated.get(s) !== ip) marked.add(s);
-    for (const s of this.allocated.keys()) if (!allocated.has(s)) marked.add(s);
-
     let changed: Set<string> | undefined;
     if (!this.first) {
+      // Services moved by cross-object rules without a change of their own objects.
+      for (const s of [...this.crossErrors, ...crossErrors]) marked.add(s);
+      for (const [s, ip] of allocated) if (this.allocated.get(s) !== ip) marked.add(s);
+      for (const s of this.allocated.keys()) if (!allocated.has(s)) marked.add(s);
       changed = new Set();
       for (const service of marked) {
         for (const key of [...(this.portsOf.get(service) ?? []), ...(portsOf.get(service) ?? [])]) {
@@ -264,10 +267,33 @@ export class Decoder {
     return { ...built, changed };
   }
 
+  /**
+   * The Services whose objects changed: those `gone` and `added` affect,
+   * and those every other copy of their identities affects (another copy
+   * may be the one that counts now: the first by group key wins). Called
+   * after `copies` holds the change.
+   */
+  private mark(gone: readonly ParsedObject[], added: readonly ParsedObject[]): Set<string> {
+    const marked = new Set<string>();
+    for (const o of [...gone, ...added]) for (const s of this.affected(o)) marked.add(s);
+    for (const identity of new Set([...gone, ...added].map((o) => o.identity))) {
+      for (const o of this.copiesOf(identity)) for (const s of this.affected(o)) marked.add(s);
+    }
+    return marked;
+  }
+
+  /** The objects of `identity` among `groups`. */
+  private copiesOf(identity: string): readonly ParsedObject[] {
+    const held = this.copies.get(identity);
+    return held === undefined ? [] : Array.isArray(held) ? held : [held];
+  }
+
   private index(o: ParsedObject): void {
-    const set = this.copies.get(o.identity);
-    if (set) set.add(o);
-    else this.copies.set(o.identity, new Set([o]));
+    const held = this.copies.get(o.identity);
+    if (held === undefined) this.copies.set(o.identity, o);
+    else if (!Array.isArray(held)) {
+      if (held !== o) this.copies.set(o.identity, [held, o]);
+    } else if (!held.includes(o)) held.push(o);
     if (o.kind === 'Pod') this.pods++;
     if (o.kind === 'EndpointSlice' || o.kind === 'Endpoints') {
       const service = serviceOf(o);
@@ -278,9 +304,13 @@ export class Decoder {
   }
 
   private unindex(o: ParsedObject): void {
-    const set = this.copies.get(o.identity);
-    set?.delete(o);
-    if (set?.size === 0) this.copies.delete(o.identity);
+    const held = this.copies.get(o.identity);
+    if (held === o) this.copies.delete(o.identity);
+    else if (Array.isArray(held)) {
+      const i = held.indexOf(o);
+      if (i >= 0) held.splice(i, 1);
+      if (held.length === 1) this.copies.set(o.identity, held[0]!);
+    }
     if (o.kind === 'Pod') this.pods--;
     if (o.kind === 'EndpointSlice' || o.kind === 'Endpoints') {
       const service = serviceOf(o);
@@ -304,12 +334,12 @@ export class Decoder {
     const serviceOfIdentity = new Map<string, string>();
     // Copies of each changed identity before the change (the index holds those after it): one at most, before and after.
     const copiesBefore = new Map<string, number>();
-    for (const o of gone) copiesBefore.set(o.identity, (copiesBefore.get(o.identity) ?? this.copies.get(o.identity)?.size ?? 0) + 1);
-    for (const o of added) copiesBefore.set(o.identity, (copiesBefore.get(o.identity) ?? this.copies.get(o.identity)?.size ?? 0) - 1);
+    for (const o of gone) copiesBefore.set(o.identity, (copiesBefore.get(o.identity) ?? this.copiesOf(o.identity).length) + 1);
+    for (const o of added) copiesBefore.set(o.identity, (copiesBefore.get(o.identity) ?? this.copiesOf(o.identity).length) - 1);
     for (const n of copiesBefore.values()) if (n > 1) return undefined;
     for (const o of [...gone, ...added]) {
       if (o.kind !== 'EndpointSlice' && o.kind !== 'Endpoints') return undefined;
-      if ((this.copies.get(o.identity)?.size ?? 0) > 1) return undefined;
+      if (this.copiesOf(o.identity).length > 1) return undefined;
       const service = serviceOf(o);
       if ((serviceOfIdentity.get(o.identity) ?? service) !== service) return undefined;
       serviceOfIdentity.set(o.identity, service);
@@ -330,6 +360,7 @@ export class Decoder {
       const notes: string[] = [];
       const groups = endpointGroups(
         svc,
+        service,
         slices.length > 0 ? new Map([[service, slices]]) : new Map(),
         legacy.length > 0 ? new Map([[service, legacy]]) : new Map(),
         NO_PODS,
@@ -365,10 +396,8 @@ export class Decoder {
 
   /** The one object of `identity` among `groups`' objects, or undefined when there is none or more than one. */
   private onlyCopy(identity: string): ParsedObject | undefined {
-    const set = this.copies.get(identity);
-    if (set?.size !== 1) return undefined;
-    const [o] = set;
-    return o;
+    const held = this.copies.get(identity);
+    return Array.isArray(held) ? undefined : held;
   }
 
   /** The Services whose service ports a change of `o` may move (see the module comment). */

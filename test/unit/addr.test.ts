@@ -1,6 +1,8 @@
 import { BlockList, SocketAddress } from 'node:net';
 import test from 'ava';
 import {
+  canonicalIPv4Value,
+  dottedQuadValue,
   cidrContains,
   classifyIPv4,
   compareAddresses,
@@ -95,7 +97,19 @@ test('classifyIPv4 and isCanonicalIPv4', (t) => {
   for (const [input, form] of cases) {
     t.is(classifyIPv4(input), form, input);
     t.is(isCanonicalIPv4(input), form === 'canonical', input);
+    t.is(canonicalIPv4Value(input) !== undefined, form === 'canonical', input);
   }
+});
+
+test('canonicalIPv4Value: the uint32 of a canonical dotted quad only', (t) => {
+  t.is(canonicalIPv4Value('10.96.0.1'), 0x0a600001);
+  t.is(canonicalIPv4Value('0.0.0.0'), 0);
+  t.is(canonicalIPv4Value('255.255.255.255'), 0xffffffff);
+  for (const bad of ['10.96.0.01', '10.96.0.256', '10.96.0', '', '::ffff:10.0.0.1', ' 10.96.0.1', '١٠.96.0.1']) {
+    t.is(canonicalIPv4Value(bad), undefined, bad);
+    t.is(dottedQuadValue(bad), undefined, bad);
+  }
+  t.is(dottedQuadValue('10.96.0.1'), 0x0a600001);
 });
 
 test('isCanonicalIPv4CIDR: canonical address and length, host bits allowed', (t) => {

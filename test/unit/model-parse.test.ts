@@ -448,3 +448,31 @@ test('Shepherd Service: a bad endpoint entry is skipped alone; leading zeros are
     { ports: [{ name: 'http', port: 8080, protocol: 'TCP' }], addresses: [{ ip: '10.20.0.2', ...ready }, { ip: '10.20.0.4', ...ready }] },
   ]);
 });
+
+test('what is read before any schema (kind, name, namespace; a slice\'s addressType and label) never fails on odd shapes', (t) => {
+  const outcome = (raw: unknown) => {
+    const r = parse(raw, 2);
+    return r.status === 'error' ? [r.error.message, r.identity] : r.status === 'ignored' ? r.reason : r.status;
+  };
+  const slice = { apiVersion: 'discovery.k8s.io/v1', kind: 'EndpointSlice', metadata: { name: 'w', labels: { 'kubernetes.io/service-name': 'web' } } };
+  const noLabel = 'no kubernetes.io/service-name label: not tied to a Service (kube-proxy ignores it too)';
+  t.deepEqual(outcome({ apiVersion: 'v1', kind: 5, metadata: { name: 'x' } }), ['in.yaml: object default/x: kind: expected a string', undefined]);
+  t.deepEqual(outcome({ apiVersion: 'v1', kind: null, metadata: null }), ['in.yaml: object #3: kind: required', undefined]);
+  t.deepEqual(outcome({ apiVersion: 'v1', kind: 'Service', metadata: ['x'] }), ['in.yaml: Service #3: metadata: expected object, got a list (and 1 more problem)', undefined]);
+  t.deepEqual(outcome({ apiVersion: 'v1', kind: 'Service', metadata: { name: 7, namespace: 'ns' } }), [
+    'in.yaml: Service #3: metadata.name: expected string, got number 7 (and 1 more problem)',
+    undefined,
+  ]);
+  t.deepEqual(outcome({ apiVersion: 'v1', kind: 'Service', metadata: { name: 'web', namespace: 7 }, spec: {} }), [
+    'in.yaml: Service default/web: metadata.namespace: expected string, got number 7',
+    'Service/default/web',
+  ]);
+  t.deepEqual(outcome({ ...slice, addressType: 4 }), ['in.yaml: EndpointSlice default/w: addressType: expected a string', 'EndpointSlice/default/w']);
+  t.deepEqual(outcome(slice), ['in.yaml: EndpointSlice default/w: addressType: required', 'EndpointSlice/default/w']);
+  t.is(outcome({ ...slice, metadata: { name: 'w', labels: ['kubernetes.io/service-name'] }, addressType: 'IPv4' }), noLabel);
+  t.is(outcome({ ...slice, metadata: null, addressType: 'IPv4' }), noLabel);
+  t.deepEqual(outcome({ ...slice, metadata: { name: 'w', labels: { 'kubernetes.io/service-name': 5 } }, addressType: 'IPv4' }), [
+    'in.yaml: EndpointSlice default/w: metadata.labels["kubernetes.io/service-name"]: expected string, got number 5',
+    'EndpointSlice/default/w',
+  ]);
+});
