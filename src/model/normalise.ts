@@ -201,7 +201,9 @@ export function buildSnapshot(objects: readonly ParsedObject[], opts: BuildOptio
 
   const ports: ServicePort[] = [];
   const memo = opts.memo ?? new BuildMemo();
-  for (const { svc, key, ip } of accepted) {
+  // In key order, so that the endpoint-port warnings come in an order that does not depend on which Services are incumbents.
+  const served = ordered === resolved ? accepted : resolved.filter(((taken) => (r: (typeof resolved)[number]) => taken.has(r))(new Set(accepted)));
+  for (const { svc, key, ip } of served) {
     const groups = endpointGroups(svc, key, slices, legacy, pods, zones, warnings, notes);
     for (const sp of servicePorts(svc, ip, groups, memo)) ports.push(sp);
   }

@@ -187,7 +187,10 @@ export class FileSource {
 
   /** A full read: every file (see the module comment). */
   private async loadAll(): Promise<LoadResult> {
+    // A full read also brings the watches up to date (a symlinked file whose target appeared, a folder replaced unseen).
+    const refreshed = this.watcher?.refresh();
     const read = await readManifests(this.path, { cache: this.cache, decode: (o, digest) => this.decode(o, digest) });
+    await refreshed;
     this.results = new Map();
     for (const o of read.objects) this.resultsOf(o.file).set(o.key, o.result);
     const results = read.objects.map((o) => o.result);
@@ -207,6 +210,8 @@ export class FileSource {
     const files = [...paths].map((p) => this.sourcePath(p)).sort(compareStrings);
     const reads = await rereadManifestFiles(files, { cache: this.cache, decode: (o, digest) => this.decode(o, digest) });
     const rereads = new Map<string, FileReread | undefined>();
+    // The source path itself gone: a full read says so (it throws), and keeps what was programmed.
+    if (reads.has(this.path) && reads.get(this.path) === undefined) return undefined;
     for (const [file, read] of reads) {
       this.results.delete(file);
       if (read === undefined) {

@@ -30,13 +30,13 @@
 import * as crypto from 'node:crypto';
 import { constants, type BigIntStats } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
-import { open, readdir, realpath, stat } from 'node:fs/promises';
-import { extname, join } from 'node:path';
+import { open, stat } from 'node:fs/promises';
+import { extname } from 'node:path';
 import { LineCounter, parseAllDocuments } from 'yaml';
 import { ManifestError } from '../model/errors.ts';
 import type { ManifestObject } from '../model/parsed.ts';
-import { compareStrings } from '../model/order.ts';
 import { ManifestCache, type FileRead } from './cache.ts';
+import { inBatches, walkManifestTree, type TreeFile } from './tree.ts';
 
 export type { ManifestObject };
 export { ManifestCache };
@@ -80,22 +80,7 @@ export const MAX_MANIFEST_FILE_BYTES = 32 * 1024 * 1024;
 
 const MiB = 1024 * 1024;
 
-/** File extensions read from a folder. */
-export const MANIFEST_EXTENSIONS: readonly string[] = ['.json', '.yaml', '.yml'];
-
-/**
- * True for a name that is never read from a folder: dotfiles (".x", also
- * editor locks ".#x"), backups ("x~"), vim swap files (".swp", ".swo",
- * ".swx"), emacs autosaves ("#x#").
- */
-export function isIgnoredName(name: string): boolean {
-  return name.startsWith('.') || name.endsWith('~') || /\.sw[a-p]$|\.swx$/.test(name) || /^#.*#$/.test(name);
-}
-
-/** True for a file name a folder scan reads: a manifest extension and not ignored. */
-export function isManifestFileName(name: string): boolean {
-  return !isIgnoredName(name) && MANIFEST_EXTENSIONS.includes(extname(name).toLowerCase());
-}
+export { isIgnoredName, isManifestFileName, MANIFEST_EXTENSIONS } from './names.ts';
 
 /**
  * Read every manifest object under `path` (a file, read whatever its
@@ -113,7 +98,7 @@ export async function readManifests<T>(path: string, opts: ReadOptions<T> = {}):
   });
   if (!st.isFile() && !st.isDirectory()) throw new Error(`manifest path ${path} is neither a file nor a folder`);
   // A folder's listing brings each file's stat, so that an unchanged file is taken from the cache without being opened.
-  const listed: ListedFile[] = st.isFile() ? [{ path }] : (await listManifestFiles(path)).sort((a, b) => compareStrings(a.path, b.path));
+  const listed: TreeFile[] = st.isFile() ? [{ path, link: false }] : (await walkManifestTree(path, { statFiles: true })).files;
   const objects: T[] = [];
   const errors: ManifestError[] = [];
   const files: string[] = [];
@@ -132,38 +117,6 @@ export async function readManifests<T>(path: string, opts: ReadOptions<T> = {}):
 
 /** How many files {@link readManifests} reads at once. */
 const READ_CONCURRENCY = 32;
-
-/** `fn` of every item, at most `size` at a time, results in the order of `items`. */
-async function inBatches<T, R>(items: readonly T[], size: number, fn: (item: T) => Promise<R>): Promise<R[]> {
-  const out: R[] = [];
-  for (let i = 0; i < items.length; i += size) {
-    for (const r of await Promise.all(items.slice(i, i + size).map(fn))) out.push(r);
-  }
-  return out;
-}
-
-/** A manifest file found by a folder scan, with the stat the scan made of it (absent for a path given directly). */
-interface ListedFile {
-  readonly path: string;
-  readonly stat?: BigIntStats;
-}
-
-/** Manifest files under `dir` (recursive, symlinks followed, each real folder visited once), appended to `out`. */
-async function listManifestFiles(dir: string, visited = new Set<string>(), out: ListedFile[] = []): Promise<ListedFile[]> {
-  const real = await realpath(dir);
-  if (visited.has(real)) return out;
-  visited.add(real);
-  const names = (await readdir(dir)).filter((name) => !isIgnoredName(name));
-  // Stats a few at a time (vanished or dangling symlink: undefined, skipped); subfolders one after another, in name order.
-  const stats = await inBatches(names, READ_CONCURRENCY, (name) => stat(join(dir, name), { bigint: true }).catch(() => undefined));
-  for (const [i, name] of names.entries()) {
-    const st = stats[i];
-    const full = join(dir, name);
-    if (st?.isDirectory()) await listManifestFiles(full, visited, out);
-    else if (st?.isFile() && isManifestFileName(name)) out.push({ path: full, stat: st });
-  }
-  return out;
-}
 
 /**
  * Read these manifest files again, whatever the cache says (a watcher

@@ -6,13 +6,17 @@
  *
  *   - A single file is watched through its folder, so editors that replace
  *     it by renaming still work.
- *   - Subfolders are watched down to {@link MAX_WATCH_DEPTH} levels. Files
+ *   - The folders watched are those the folder scan reads, named as it
+ *     names them (tree.ts: symlinks followed, each real folder once, loops
+ *     cut), down to {@link MAX_WATCH_DEPTH} levels of subfolders. Files
  *     deeper than that are still read (the folder scan has no such limit),
- *     but only seen at a full read.
- *   - A symlink to a folder is followed, except when it points inside the
- *     watched folder (that folder is watched already) or to one of its own
- *     ancestors (a loop); each real folder is watched once. A symlink to a
- *     manifest file gets a watch of its own, on its target.
+ *     but only seen at a full read. A symlink to a manifest file gets a
+ *     watch of its own, on its target.
+ *   - A watched folder or link target that was replaced (another device or
+ *     inode at the same path) is watched anew whenever the watches are
+ *     brought up to date: after a folder event, a link event, and at each
+ *     full read ({@link ManifestWatcher.refresh}); a replaced link target
+ *     is then reported as a change of the link, a replaced folder as `all`.
  *   - An event names a file: a manifest file is reported by its path. An
  *     event that names a folder (created, removed, renamed, or a dotted one
  *     such as the `..data` link a Kubernetes ConfigMap volume swaps), a
@@ -27,11 +31,12 @@
  *     (`mv src src.old; mv new src`): the watcher then still watches the old
  *     one, and must be restarted.
  */
-import { lstatSync, realpathSync, statSync, watch as fsWatch, type FSWatcher } from 'node:fs';
-import { readdir, realpath, stat } from 'node:fs/promises';
-import { basename, dirname, join, resolve, sep } from 'node:path';
+import { lstatSync, watch as fsWatch, type BigIntStats, type FSWatcher } from 'node:fs';
+import { stat } from 'node:fs/promises';
+import { basename, dirname, join, resolve } from 'node:path';
 import type { Logger } from '../util/log.ts';
-import { isIgnoredName, isManifestFileName } from './manifests.ts';
+import { isManifestFileName } from './names.ts';
+import { walkManifestTree } from './tree.ts';
 
 /** Levels of subfolders watched below a source folder. */
 export const MAX_WATCH_DEPTH = 8;
@@ -69,11 +74,15 @@ interface FolderId {
   readonly birthtimeNs: bigint;
 }
 
-/** The folders and symlinked manifest files to watch below a root (absolute paths). */
-interface WatchSet {
-  readonly folders: Set<string>;
-  readonly links: Set<string>;
+/** What one watch is on: a folder, or the target of a symlinked manifest file, with the device and inode it had. */
+interface Watched {
+  readonly kind: 'folder' | 'link';
+  /** "dev:ino" of the folder or of the link's target. */
+  readonly id: string;
 }
+
+/** "dev:ino" of a stat. */
+const idOf = (st: BigIntStats) => `${st.dev}:${st.ino}`;
 
 /** A running watch of a manifest path; see the module comment. */
 export class ManifestWatcher {
@@ -84,8 +93,8 @@ export class ManifestWatcher {
   private readonly target: string | undefined;
   private readonly opts: WatcherOptions;
   private readonly errors: ErrorLogLimit;
-  /** Folder or symlinked file → its fs.watch. */
-  private readonly watches = new Map<string, FSWatcher>();
+  /** Folder or symlinked file → its fs.watch, and what it watches. */
+  private readonly watches = new Map<string, Watched & { readonly watcher: FSWatcher }>();
   private timer: NodeJS.Timeout | undefined;
   /** The files and the `all` flag of the next `onChange` call. */
   private files = new Set<string>();
@@ -130,7 +139,7 @@ export class ManifestWatcher {
     this.closed = true;
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
-    for (const w of this.watches.values()) w.close();
+    for (const w of this.watches.values()) w.watcher.close();
     this.watches.clear();
     await this.refreshing;
   }
@@ -150,8 +159,12 @@ export class ManifestWatcher {
     }, this.opts.debounceMs);
   }
 
-  /** Bring the watches up to date with the folders and symlinked files there are now; calls made meanwhile make one more pass. */
-  private refresh(): Promise<void> {
+  /**
+   * Bring the watches up to date with the folders and symlinked manifest
+   * files there are now (see the module comment). Calls made while one runs
+   * make one more pass after it. Never rejects.
+   */
+  refresh(): Promise<void> {
     if (this.refreshing !== undefined) {
       this.refreshAgain = true;
       return this.refreshing;
@@ -159,34 +172,57 @@ export class ManifestWatcher {
     const run = async () => {
       do {
         this.refreshAgain = false;
-        const want = this.target !== undefined ? await singleFileSet(this.root, this.target) : await folderSet(this.root);
+        const want = await this.wanted().catch(() => new Map<string, Watched>());
         if (this.closed) return;
         for (const [path, w] of this.watches) {
-          if (want.folders.has(path) || want.links.has(path)) continue;
-          w.close();
+          const now = want.get(path);
+          if (now !== undefined && now.kind === w.kind && now.id === w.id) continue;
+          w.watcher.close();
           this.watches.delete(path);
+          if (now === undefined) continue;
+          // Replaced: a link's file is another file now; a folder's files may all differ.
+          this.notify(now.kind === 'link' ? path : undefined);
         }
-        for (const folder of want.folders) if (!this.watches.has(folder)) this.watchPath(folder, (event, name) => void this.onFolderEvent(folder, event, name));
-        for (const link of want.links) if (!this.watches.has(link)) this.watchPath(link, () => this.onLinkEvent(link));
+        for (const [path, w] of want) {
+          if (this.watches.has(path)) continue;
+          if (w.kind === 'folder') this.watchPath(path, w, (event, name) => this.onFolderEvent(path, event, name));
+          else this.watchPath(path, w, () => this.onLinkEvent(path));
+        }
       } while (this.refreshAgain && !this.closed);
     };
     this.refreshing = run().finally(() => (this.refreshing = undefined));
     return this.refreshing;
   }
 
+  /** What to watch now: the folders and symlinked manifest files of the root (or the folder of the single file, and the file when it is a symlink). */
+  private async wanted(): Promise<Map<string, Watched>> {
+    const out = new Map<string, Watched>();
+    if (this.target !== undefined) {
+      const folder = await stat(this.root, { bigint: true }).catch(() => undefined);
+      if (folder?.isDirectory()) out.set(this.root, { kind: 'folder', id: idOf(folder) });
+      const target = lstatSync(this.target, { throwIfNoEntry: false })?.isSymbolicLink() ? await stat(this.target, { bigint: true }).catch(() => undefined) : undefined;
+      if (target?.isFile()) out.set(this.target, { kind: 'link', id: idOf(target) });
+      return out;
+    }
+    const tree = await walkManifestTree(this.root, { maxDepth: MAX_WATCH_DEPTH });
+    for (const f of tree.folders) out.set(f.path, { kind: 'folder', id: idOf(f.stat) });
+    for (const f of tree.files) if (f.link && f.stat !== undefined) out.set(f.path, { kind: 'link', id: idOf(f.stat) });
+    return out;
+  }
+
   /** fs.watch `path`; a watch that cannot start or fails later is logged, and everything is read again. */
-  private watchPath(path: string, listener: (event: string, name: string | null) => void): void {
-    let w: FSWatcher;
+  private watchPath(path: string, what: Watched, listener: (event: string, name: string | null) => void): void {
+    let watcher: FSWatcher;
     try {
-      w = fsWatch(path, listener);
+      watcher = fsWatch(path, listener);
     } catch (e) {
       this.failed(path, e as NodeJS.ErrnoException);
       return;
     }
-    this.watches.set(path, w);
-    w.on('error', (e: NodeJS.ErrnoException) => {
-      w.close();
-      if (this.watches.get(path) === w) this.watches.delete(path);
+    this.watches.set(path, { ...what, watcher });
+    watcher.on('error', (e: NodeJS.ErrnoException) => {
+      watcher.close();
+      if (this.watches.get(path)?.watcher === watcher) this.watches.delete(path);
       this.failed(path, e);
       void this.refresh();
     });
@@ -216,6 +252,8 @@ export class ManifestWatcher {
     const path = join(folder, name);
     if (this.target !== undefined) {
       if (path === this.target) this.notify(path);
+      // A symlinked file may point elsewhere now (a ConfigMap volume swaps its `..data` link): the refresh tells.
+      if (this.watches.get(this.target)?.kind === 'link' || path === this.target) void this.refresh();
       return;
     }
     this.opts.logger.debug({ event, path }, `manifest folder event ${event}: ${path}`);
@@ -237,9 +275,9 @@ export class ManifestWatcher {
       }
     } else if (st.isDirectory()) {
       this.notify(undefined);
-      if (!isIgnoredName(name)) void this.refresh();
-    } else if (isManifestFileName(name) && !this.watches.has(path) && lstatSync(path, { throwIfNoEntry: false })?.isSymbolicLink()) {
-      void this.refresh(); // a new symlinked file: watch its target
+      void this.refresh(); // a folder added or replaced; or a dotted one such as `..data`, which may move symlinked files' targets
+    } else if (isManifestFileName(name) && lstatSync(path, { throwIfNoEntry: false })?.isSymbolicLink()) {
+      void this.refresh(); // a symlinked file, new or pointing elsewhere: watch its target
     }
   }
 
@@ -250,59 +288,10 @@ export class ManifestWatcher {
   }
 }
 
-/** The watch set of a single file: its folder, and the file itself when it is a symlink. */
-async function singleFileSet(root: string, target: string): Promise<WatchSet> {
-  const isLink = lstatSync(target, { throwIfNoEntry: false })?.isSymbolicLink() ?? false;
-  return { folders: new Set([root]), links: new Set(isLink ? [target] : []) };
-}
 
-/** The watch set of a folder: it, its subfolders (see the module comment) and its symlinked manifest files. */
-async function folderSet(root: string): Promise<WatchSet> {
-  const out: WatchSet = { folders: new Set(), links: new Set() };
-  const realRoot = await realpath(root).catch(() => root);
-  const visited = new Set<string>();
-  const walk = async (folder: string, depth: number): Promise<void> => {
-    const real = await realpath(folder).catch(() => undefined);
-    if (real === undefined || visited.has(real)) return;
-    visited.add(real);
-    out.folders.add(folder);
-    const entries = await readdir(folder, { withFileTypes: true }).catch(() => []);
-    for (const e of entries) {
-      if (isIgnoredName(e.name)) continue;
-      const path = join(folder, e.name);
-      if (e.isDirectory()) {
-        if (depth < MAX_WATCH_DEPTH) await walk(path, depth + 1);
-      } else if (e.isSymbolicLink()) {
-        const st = await stat(path).catch(() => undefined);
-        if (st?.isDirectory() && depth < MAX_WATCH_DEPTH && !isAliasedFolder(path, realRoot)) await walk(path, depth + 1);
-        else if (st?.isFile() && isManifestFileName(e.name)) out.links.add(path);
-      }
-    }
-  };
-  await walk(root, 0);
-  return out;
-}
 
-/** True when `path` is `dir` or inside it. */
-function within(path: string, dir: string): boolean {
-  return path === dir || path.startsWith(dir.endsWith(sep) ? dir : dir + sep);
-}
 
-/**
- * True for a symlink to a folder inside `realRoot` (watched already through
- * its real path) or to an ancestor of the link itself (a loop). Anything
- * that cannot be examined (gone, dangling) is not an alias.
- */
-function isAliasedFolder(path: string, realRoot: string): boolean {
-  try {
-    if (!lstatSync(path).isSymbolicLink()) return false;
-    const real = realpathSync(path);
-    if (!statSync(real).isDirectory()) return false;
-    return within(real, realRoot) || within(realpathSync(dirname(path)), real);
-  } catch {
-    return false;
-  }
-}
+
 
 /** The {@link FolderId} of the folder at `path`, or undefined when there is none. */
 async function folderId(path: string): Promise<FolderId | undefined> {

@@ -145,3 +145,33 @@ test('a changed slice of one Service among many patches the snapshot: the other 
   for (const [key, sp] of first.snapshot.services) if (key !== 'default/s7:http') t.is(next.snapshot.services.get(key), sp);
   t.deepEqual([...next.snapshot.services.keys()], [...first.snapshot.services.keys()]);
 });
+
+test('endpoint-port warnings come in Service key order, whichever Services are incumbents', (t) => {
+  const slice = (name: string, svc: string) => ({
+    apiVersion: 'discovery.k8s.io/v1',
+    kind: 'EndpointSlice',
+    metadata: { name, namespace: 'default', labels: { 'kubernetes.io/service-name': svc } },
+    addressType: 'IPv4',
+    ports: [{ name: 'http', port: 8080 }, { name: 'dns', port: 5353, protocol: 'UDP' }],
+    endpoints: [{ addresses: ['10.244.0.2'] }],
+  });
+  const service = (name: string, ip: string) => ({ apiVersion: 'v1', kind: 'Service', metadata: { name, namespace: 'default' }, spec: { clusterIP: ip, ports: [{ name: 'http', port: 80 }] } });
+  const patching = new Decoder({ serviceCIDR: '10.96.0.0/12' });
+  const whole = new Decoder({ serviceCIDR: '10.96.0.0/12', patch: false });
+  const steps: Array<[string, object[]]> = [
+    ['g5', [slice('s-x', 'c'), service('c', '10.96.0.10')]],
+    ['g1', [slice('s-y', 'a')]],
+    ['g0', [service('a', '10.96.0.12')]], // a is new, c an incumbent
+    ['g4', []],
+  ];
+  let last: DecodeResult | undefined;
+  for (const [group, objects] of steps) {
+    const c = objects.length > 0 ? { upsert: [[group, objects.map((o) => parsed(o, `${group}.yaml`))] as const], remove: [] } : { upsert: [], remove: [group] };
+    last = patching.apply(c);
+    t.deepEqual(view(last), view(whole.apply(c)), group);
+  }
+  t.deepEqual(
+    last!.warnings.map((w) => w.object),
+    ['default/s-y', 'default/s-x'],
+  );
+});

@@ -4,7 +4,7 @@
  * serves; anything it cannot decide from those files alone falls back to a
  * full read.
  */
-import { mkdtemp, rename, rm, unlink, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, rename, rm, symlink, unlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import test, { type ExecutionContext } from 'ava';
@@ -210,4 +210,79 @@ test('a file that does not parse just after it was written is read again without
   await src.load();
   await new Promise((r) => setTimeout(r, 600));
   t.deepEqual(fired, []);
+});
+
+test('a single-file source whose file is deleted rejects the load, as a full read does', async (t) => {
+  const dir = await tempDir(t);
+  const file = join(dir, 'svc.json');
+  await writeFile(file, service('a', '10.96.0.10', 80));
+  const { src, after } = await watching(t, file);
+  await src.load();
+  await after(() => unlink(file));
+  await t.throwsAsync(src.load(), { message: `manifest path not found: ${file}` });
+});
+
+test('a symlinked file whose target is saved by rename, again and again, is followed each time', async (t) => {
+  const dir = await tempDir(t);
+  const outside = await tempDir(t);
+  await writeFile(join(outside, 'a.json'), service('a', '10.96.0.10', 80));
+  await symlink(join(outside, 'a.json'), join(dir, 'a.json'));
+  const { src, after } = await watching(t, dir);
+  await src.load();
+  for (const port of [81, 82, 83]) {
+    await after(async () => {
+      await writeFile(join(outside, '.a.tmp'), service('a', '10.96.0.10', port));
+      await rename(join(outside, '.a.tmp'), join(outside, 'a.json'));
+    });
+    t.deepEqual(renderAll((await src.load()).snapshot), [`default/a:http 10.96.0.10:${port}/TCP ->`]);
+  }
+});
+
+test('a subfolder swapped for another is watched anew', async (t) => {
+  const dir = await tempDir(t);
+  await mkdir(join(dir, 'sub'));
+  await writeFile(join(dir, 'sub', 'a.json'), service('a', '10.96.0.10', 80));
+  const { src, after } = await watching(t, dir);
+  await src.load();
+  await after(async () => {
+    await mkdir(join(dir, 'staged'));
+    await writeFile(join(dir, 'staged', 'a.json'), service('a', '10.96.0.10', 81));
+    await rename(join(dir, 'sub'), join(dir, 'sub.old'));
+    await rename(join(dir, 'staged'), join(dir, 'sub'));
+    await rm(join(dir, 'sub.old'), { recursive: true });
+  });
+  t.deepEqual(renderAll((await src.load()).snapshot), ['default/a:http 10.96.0.10:81/TCP ->']);
+  await after(() => writeFile(join(dir, 'sub', 'a.json'), service('a', '10.96.0.10', 82)));
+  const r = await src.load();
+  t.deepEqual(r.reread, [join(dir, 'sub', 'a.json')]);
+  t.deepEqual(renderAll(r.snapshot), ['default/a:http 10.96.0.10:82/TCP ->']);
+});
+
+test('a folder reached through a symlink first is named by it in reads and in events alike', async (t) => {
+  const dir = await tempDir(t);
+  await mkdir(join(dir, 'real'));
+  await writeFile(join(dir, 'real', 'svc.json'), service('a', '10.96.0.10', 80));
+  await symlink('real', join(dir, 'alias')); // "alias" comes first: the scan reads real/ as alias/
+  const { src, after } = await watching(t, dir);
+  await src.load();
+  await after(() => writeFile(join(dir, 'real', 'svc.json'), service('b', '10.96.0.11', 80)));
+  const r = await src.load();
+  t.deepEqual(r.reread, [join(dir, 'alias', 'svc.json')]);
+  t.deepEqual(view(r), await fullRead(dir));
+  await after(() => unlink(join(dir, 'real', 'svc.json')));
+  t.deepEqual(renderAll((await src.load()).snapshot), []);
+});
+
+test('a dangling symlinked file whose target appears is watched from the next full read on', async (t) => {
+  const dir = await tempDir(t);
+  const outside = await tempDir(t);
+  await symlink(join(outside, 'a.json'), join(dir, 'a.json'));
+  const { src, after } = await watching(t, dir);
+  await src.load();
+  await writeFile(join(outside, 'a.json'), service('a', '10.96.0.10', 80));
+  t.deepEqual(renderAll((await src.load({ full: true })).snapshot), ['default/a:http 10.96.0.10:80/TCP ->']);
+  await after(() => writeFile(join(outside, 'a.json'), service('a', '10.96.0.10', 81)));
+  const r = await src.load();
+  t.deepEqual(r.reread, [join(dir, 'a.json')]);
+  t.deepEqual(renderAll(r.snapshot), ['default/a:http 10.96.0.10:81/TCP ->']);
 });
