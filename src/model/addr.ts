@@ -194,8 +194,9 @@ function prefixLength(text: string, max: number): number | undefined {
  * @throws Error `"<text>" is not a valid IPv4 address (dotted quad, no leading zeros)` otherwise.
  */
 export function ipv4ToUint32(text: string): number {
-  if (!isCanonicalIPv4(text)) throw new Error(`${quote(text)} is not a valid IPv4 address (dotted quad, no leading zeros)`);
-  return scanIPv4(text);
+  const n = canonicalIPv4Value(text);
+  if (n === undefined) throw new Error(`${quote(text)} is not a valid IPv4 address (dotted quad, no leading zeros)`);
+  return n;
 }
 
 /**

@@ -181,7 +181,6 @@ export function portWarnings(svc: ParsedService, objects: readonly EndpointObjec
   const out: ManifestError[] = [];
   if (svc.ports.length === 0) return out;
   const protocolOf = protocolsByName(svc.ports);
-  const service = `Service ${svc.namespace}/${svc.name}`;
   let names: string | undefined; // described once, when first needed
   for (const o of objects) {
     let seen: Set<string> | undefined; // made at the first port that matches nothing
@@ -195,14 +194,19 @@ export function portWarnings(svc: ParsedService, objects: readonly EndpointObjec
         const port = portLabel(gp.name);
         if (want === undefined) {
           names ??= describePortNames(svc.ports);
-          out.push(objectError(o, '', `endpoint ${port} matches no port of ${service} (${names}); endpoint port ignored`));
+          out.push(objectError(o, '', `endpoint ${port} matches no port of ${serviceLabel(svc)} (${names}); endpoint port ignored`));
         } else {
-          out.push(objectError(o, '', `endpoint ${port} is ${gp.protocol} but ${port} of ${service} is ${want}; endpoint port ignored`));
+          out.push(objectError(o, '', `endpoint ${port} is ${gp.protocol} but ${port} of ${serviceLabel(svc)} is ${want}; endpoint port ignored`));
         }
       }
     }
   }
   return out;
+}
+
+/** "Service namespace/name", for a warning. */
+function serviceLabel(svc: ParsedService): string {
+  return `Service ${svc.namespace}/${svc.name}`;
 }
 
 /** Above this many ports, {@link protocolsByName} indexes them rather than scanning them. */

@@ -158,7 +158,10 @@ export function notOursReason(labels: Readonly<Record<string, unknown>> | null |
  * `spec.healthCheckNodePort`, `status.loadBalancer.ingress`, and for
  * deriving endpoints from Pods `spec.selector` (a map of label keys to
  * values) and `spec.publishNotReadyAddresses` (default false); of the
- * labels, only the two of {@link notOursReason}.
+ * labels, only the two of {@link notOursReason}. fast-service.ts reads the
+ * common shape of a Service without it and must give what it gives: a
+ * change here is a change there too (model-fast-service.test.ts compares
+ * them).
  */
 export const k8sServiceSchema = z.object({
   metadata: z.object({
@@ -267,7 +270,12 @@ const slicePortSchema = z.object({
   port: optional(portSchema),
 });
 
-/** discovery.k8s.io/v1 EndpointSlice with addressType IPv4, after dispatch. */
+/**
+ * discovery.k8s.io/v1 EndpointSlice with addressType IPv4, after dispatch.
+ * fast-slice.ts reads the common shape of a slice without it and must give
+ * what it gives: a change here is a change there too
+ * (model-fast-slice.test.ts compares them).
+ */
 export const k8sEndpointSliceSchema = z.object({
   metadata: z.object({
     name: validated(checkDNSSubdomain),

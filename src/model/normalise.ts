@@ -183,19 +183,20 @@ export function buildSnapshot(objects: readonly ParsedObject[], opts: BuildOptio
   const owners = new Map<string, ParsedService>();
   const accepted: Array<{ svc: ParsedService; key: string; ip: string }> = [];
   for (const r of ordered) {
-    const clash = r.svc.ports.find((p) => owners.has(triple(r.ip, p)));
-    if (clash) {
-      const winner = owners.get(triple(r.ip, clash))!;
+    const triples = r.svc.ports.map((p) => triple(r.ip, p)); // each made once
+    const clash = triples.findIndex((t) => owners.has(t));
+    if (clash >= 0) {
+      const winner = owners.get(triples[clash]!)!;
       errors.push(
         objectError(
           r.svc,
-          `spec.ports[${clash.index}]`,
-          `${triple(r.ip, clash)} is already used by Service ${serviceKey(winner)} (${displayFile(winner.file)}); service skipped`,
+          `spec.ports[${r.svc.ports[clash]!.index}]`,
+          `${triples[clash]} is already used by Service ${serviceKey(winner)} (${displayFile(winner.file)}); service skipped`,
         ),
       );
       continue;
     }
-    for (const p of r.svc.ports) owners.set(triple(r.ip, p), r.svc);
+    for (const t of triples) owners.set(t, r.svc);
     accepted.push(r);
   }
 
@@ -214,7 +215,7 @@ export function buildSnapshot(objects: readonly ParsedObject[], opts: BuildOptio
     .map((r) => Object.freeze({ key: r.key, clusterIP: r.ip }))
     .sort((a, b) => compareStrings(a.key, b.key));
   const snapshot: Snapshot = Object.freeze({
-    services: new Map(ports.map((p) => [p.key, p])),
+    services: byPortKey(ports),
     ...(node !== undefined ? { node } : {}),
   });
   return { snapshot, errors, warnings, allocations, notes: notes.sort(compareStrings) };
@@ -276,6 +277,13 @@ export function endpointGroups(
 /** "namespace/name" of a service (or of a ServicePort's service). */
 function serviceKey(o: { namespace: string; name: string }): string {
   return `${o.namespace}/${o.name}`;
+}
+
+/** Service ports by key, in the order of `ports`. */
+function byPortKey(ports: readonly ServicePort[]): Map<string, ServicePort> {
+  const out = new Map<string, ServicePort>();
+  for (const p of ports) out.set(p.key, p);
+  return out;
 }
 
 /** `services` with their "namespace/name", sorted by it (each key built once). */

@@ -2,7 +2,9 @@
  * Per-object parsing: one raw manifest object in, one validated
  * intermediate object (parsed.ts) out, or an error naming file, object and
  * field, or "ignored" with a reason. All per-object validation happens here
- * (through the schemas of kubernetes.ts and shepherd.ts); cross-object rules
+ * (through the schemas of kubernetes.ts and shepherd.ts, and for Services
+ * and EndpointSlices of the common shape through fast-service.ts and
+ * fast-slice.ts, which give what the schemas give); cross-object rules
  * (duplicates, ClusterIP conflicts, allocation) are normalise.ts's job.
  *
  * Endpoint addresses are read one by one after the schema (validate.ts
