@@ -5,6 +5,7 @@
  * log lines on stderr, and measured through /proc/PID/status.
  */
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
@@ -12,6 +13,9 @@ import type { ProxyMode } from '../modes/types.ts';
 
 /** drover's executable (bin/drover.js). */
 const DROVER = fileURLToPath(new URL('../../bin/drover.js', import.meta.url));
+
+/** The compiled CLI that bin/drover.js runs when it exists. */
+const COMPILED = fileURLToPath(new URL('../../dist/cli/main.js', import.meta.url));
 
 /**
  * Which build of drover the bench itself runs, and so the `drover run` it
@@ -21,6 +25,17 @@ const DROVER = fileURLToPath(new URL('../../bin/drover.js', import.meta.url));
  */
 export function droverEntry(moduleUrl: string = import.meta.url): 'dist' | 'src' {
   return moduleUrl.endsWith('.ts') ? 'src' : 'dist';
+}
+
+/**
+ * Which build a `drover run` started through bin/drover.js without a
+ * choice of its own would run: DROVER_ENTRY when it is set, else the
+ * compiled build when it exists (`npm run build`, what a node runs), else
+ * the TypeScript sources (bin/drover.js's own rule).
+ */
+export function installedEntry(env: NodeJS.ProcessEnv = process.env, built: boolean = existsSync(COMPILED)): 'dist' | 'src' {
+  if (env.DROVER_ENTRY === 'dist' || env.DROVER_ENTRY === 'src') return env.DROVER_ENTRY;
+  return built ? 'dist' : 'src';
 }
 
 /** What a `drover run` of the bench is started with. */

@@ -5,7 +5,7 @@
  * A burst of changes is collected once, after its last sync; a sync that
  * changed nothing (the periodic check of a quiet node) collects nothing.
  *
- * Each collection blocks the process (0.3-0.5 s at 10,000 service ports),
+ * Each collection blocks the process (about 1 s at 10,000 service ports, util/gc.ts),
  * so changes that come more than `quietMs` apart each pay one, and under a
  * stream of changes a collection can fall in the middle of the next sync.
  * Holding it back until a sync ends, or collecting only after the heap or

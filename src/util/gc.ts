@@ -36,16 +36,22 @@ function findCollector(): (() => void) | null {
 }
 
 /**
- * Run a full, blocking garbage collection that also compacts the heap (V8's
- * `--compact-on-every-full-gc`, for this one collection), so that the pages
- * it empties go back to the system instead of staying half used. It
- * blocks the process: 0.3-0.5 s with about 100 MB live at 10,000 service
- * ports, measured on a 2-core machine. Never throws.
+ * Run a full, blocking garbage collection, then one that also compacts the
+ * heap (V8's `--compact-on-every-full-gc`, for this one collection), so
+ * that the pages it empties go back to the system instead of staying half
+ * used. Compacting copies everything live into fresh pages before the old
+ * ones are returned; the first collection returns the pages that hold only
+ * garbage, so that the copy does not come on top of them (at 10,000
+ * service ports of 10 endpoints in one file per object, it kept the peak
+ * RSS 160 MB lower). It blocks the process: about 1 s with 80 MB live
+ * (10,000 service ports from one List), up to 3-4 s with 150 MB live (from
+ * one file per object), measured on a 2-core machine. Never throws.
  * @returns false when the runtime offers no way to do it (nothing was done).
  */
 export function collectGarbage(): boolean {
   if (collector === undefined) collector = findCollector();
   if (collector === null) return false;
+  collector();
   setFlagsFromString('--compact-on-every-full-gc');
   try {
     collector();

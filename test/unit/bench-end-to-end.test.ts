@@ -1,6 +1,6 @@
 /** The pure parts of the bench's end-to-end clock: its manifest files, drover run's command line, /proc memory and log lines. */
 import test from 'ava';
-import { droverEntry, droverRunArgv, isSyncDone, parseProcMemory } from '../../src/bench/drover-process.ts';
+import { droverEntry, droverRunArgv, installedEntry, isSyncDone, parseProcMemory } from '../../src/bench/drover-process.ts';
 import { BULK_FILE, manifestText, ownFileName, serviceObjects, sourceFiles } from '../../src/bench/manifest-files.ts';
 import { stepsPerSize } from '../../src/bench/run.ts';
 import { clockServicePort, synthServicePort } from '../../src/bench/synth.ts';
@@ -89,4 +89,12 @@ test('drover run runs the build the bench runs: the sources from a TypeScript mo
   t.is(droverEntry('file:///opt/drover/src/bench/drover-process.ts'), 'src');
   t.is(droverEntry('file:///opt/drover/dist/bench/drover-process.js'), 'dist');
   t.is(droverEntry(), 'src', 'these tests run the sources');
+});
+
+test('a drover run without a choice of its own runs DROVER_ENTRY, else the build when there is one, else the sources', (t) => {
+  t.is(installedEntry({}, true), 'dist');
+  t.is(installedEntry({}, false), 'src');
+  t.is(installedEntry({ DROVER_ENTRY: 'src' }, true), 'src');
+  t.is(installedEntry({ DROVER_ENTRY: 'dist' }, false), 'dist');
+  t.is(installedEntry({ DROVER_ENTRY: '' }, true), 'dist');
 });

@@ -43,6 +43,7 @@ import { categorizeEndpoints, externallyAccessible, usesClusterEndpoints, usesLo
 import type { Endpoint, NodeInfo, ServicePort } from '../../model/types.ts';
 import { endpointChainName, externalChainName, firewallChainName, localServiceChainName, serviceChainName } from './names.ts';
 import { DroverError } from '../../errors.ts';
+import { flatString, flatStrings } from '../../util/flat-string.ts';
 
 /** Options that change the rendered rules. */
 export interface RenderOptions {
@@ -167,8 +168,9 @@ export function renderServicePort(sp: ServicePort, opts: RenderOptions, node?: N
   const noneTarget = hasEndpoints ? 'DROP' : 'REJECT --reject-with icmp-port-unreachable';
 
   const shared: SharedRule[] = [];
-  const nat = (chain: string, rule: string): void => void shared.push({ table: 'nat', chain, rule });
-  const filter = (chain: string, rule: string): void => void shared.push({ table: 'filter', chain, rule });
+  // Every rule is made one piece in memory (util/flat-string.ts): a full sync holds every service port's rules at once.
+  const nat = (chain: string, rule: string): void => void shared.push({ table: 'nat', chain, rule: flatString(rule) });
+  const filter = (chain: string, rule: string): void => void shared.push({ table: 'filter', chain, rule: flatString(rule) });
   const at = (ip: string, p: number, comment: string): string => `-d ${ip}/32 -p ${proto} -m comment --comment ${comment} -m ${proto} --dport ${p}`;
   const clusterComment = `"${key} cluster IP"`;
 
@@ -224,6 +226,7 @@ export function renderServicePort(sp: ServicePort, opts: RenderOptions, node?: N
       `-p ${proto} -m comment --comment "${key}"${recent} -m ${proto} -j DNAT --to-destination ${sep.target}`,
     ]);
   }
+  for (const rules of chains.values()) flatStrings(rules);
   return { key, shared, chains };
 }
 
