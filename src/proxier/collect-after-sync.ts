@@ -5,6 +5,12 @@
  * A burst of changes is collected once, after its last sync; a sync that
  * changed nothing (the periodic check of a quiet node) collects nothing.
  *
+ * Under a stream of such syncs less than `quietMs` apart, the collection
+ * comes right after the first sync that ends `maxWaitMs` or more after the
+ * first one left uncollected, so that the memory stays bounded however fast
+ * changes come (a 10,000-Service List reloaded and synced every 0.9 s
+ * otherwise grew the RSS from 177 to 359 MB in 10 reloads).
+ *
  * Each collection blocks the process (about 1 s at 10,000 service ports, util/gc.ts),
  * so changes that come more than `quietMs` apart each pay one, and under a
  * stream of changes a collection can fall in the middle of the next sync.
@@ -18,6 +24,9 @@ import type { LastSync, SyncListener } from './proxier.ts';
 /** Default quiet time before the collection, ms. */
 export const DEFAULT_QUIET_MS = 1000;
 
+/** Default longest time garbage-leaving syncs are left uncollected under a stream of them, ms. */
+export const DEFAULT_MAX_WAIT_MS = 2000;
+
 /** True for a sync after which there is garbage worth collecting: a full one (also a failed one: it read and rendered everything), or one that wrote. */
 export function leavesGarbage(last: LastSync): boolean {
   if (last.full) return true;
@@ -27,19 +36,35 @@ export function leavesGarbage(last: LastSync): boolean {
 
 /**
  * Collect garbage `quietMs` after each sync of `proxier` that
- * {@link leavesGarbage}, unless another one comes first (the timer does not
- * keep the process alive). `collect` is for tests.
+ * {@link leavesGarbage}, unless another one comes first, and at the latest
+ * right after the first such sync that ends `maxWaitMs` after the first one
+ * left uncollected (the timer does not keep the process alive). `collect`
+ * and `now` (ms) are for tests.
  * @returns a function that stops it and cancels a pending collection.
  */
-export function collectAfterSyncs(proxier: { on(event: 'sync', listener: SyncListener): () => void }, quietMs: number = DEFAULT_QUIET_MS, collect: () => unknown = collectGarbage): () => void {
+export function collectAfterSyncs(
+  proxier: { on(event: 'sync', listener: SyncListener): () => void },
+  quietMs: number = DEFAULT_QUIET_MS,
+  collect: () => unknown = collectGarbage,
+  maxWaitMs: number = DEFAULT_MAX_WAIT_MS,
+  now: () => number = Date.now,
+): () => void {
   let timer: NodeJS.Timeout | undefined;
+  /** When the first sync not collected since ended, or undefined when there is none. */
+  let pendingSince: number | undefined;
   const off = proxier.on('sync', (last) => {
     if (!leavesGarbage(last)) return;
     clearTimeout(timer);
-    timer = setTimeout(() => {
-      timer = undefined;
-      collect();
-    }, quietMs);
+    pendingSince ??= now();
+    const overdue = now() - pendingSince >= maxWaitMs;
+    timer = setTimeout(
+      () => {
+        timer = undefined;
+        pendingSince = undefined;
+        collect();
+      },
+      overdue ? 0 : quietMs,
+    );
     timer.unref();
   });
   return () => {

@@ -81,3 +81,18 @@ test('collectGarbage frees unreachable objects at once, without --expose-gc', (t
   t.true(process.memoryUsage().heapUsed < before - 30 * 1024 * 1024);
   t.is(typeof (globalThis as { gc?: unknown }).gc, 'undefined');
 });
+
+test('under a stream of syncs closer than the quiet time, a collection comes right after the first sync past the longest wait', (t) => {
+  const clock = FakeTimers.install({ toFake: ['setTimeout', 'clearTimeout', 'Date'] });
+  t.teardown(() => clock.uninstall());
+  const proxier = fakeProxier();
+  const collected: number[] = [];
+  collectAfterSyncs(proxier, 1000, () => collected.push(Date.now()), 2000);
+  for (let i = 0; i < 10; i++) {
+    proxier.sync(sync(false, 1)); // at 0, 900, 1800, 2700 (2 s past the first: collected), 3600 (the next first), ..., 6300 (collected), 7200, 8100
+    clock.tick(900);
+  }
+  t.deepEqual(collected, [2700, 6300]);
+  clock.tick(1000);
+  t.deepEqual(collected, [2700, 6300, 9100], 'the last burst, once quiet');
+});

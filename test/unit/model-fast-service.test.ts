@@ -9,7 +9,8 @@ import test from 'ava';
 import fc from 'fast-check';
 import { readCommonService } from '../../src/model/fast-service.ts';
 import { k8sServiceSchema } from '../../src/model/kubernetes.ts';
-import { parseObject, type ParseResult } from '../../src/model/parse.ts';
+import { parseObject } from '../../src/model/parse.ts';
+import { comparable } from './model-helpers.ts';
 import { hostile } from '../support/hostile.ts';
 
 /** A value that is not what any field wants: for wrong-type cases. */
@@ -147,13 +148,6 @@ const coherentBody = fc
 
 /** A Service's fields after dispatch, anything from the common shape to hostile. */
 const serviceBody = fc.oneof(someOf({ metadata, spec: field(spec), status }, ['metadata', 'spec']), coherentBody);
-
-/** A ParseResult in a form two results can be compared in: messages instead of ManifestError objects. */
-function comparable(r: ParseResult): unknown {
-  if (r.status === 'ok') return { status: r.status, object: r.object, warnings: r.warnings.map((w) => [w.message, w.field]) };
-  if (r.status === 'error') return { status: r.status, error: [r.error.message, r.error.field], identity: r.identity };
-  return r;
-}
 
 test('whatever the fast path accepts, the schema accepts with the same output, keys included', (t) => {
   let accepted = 0;

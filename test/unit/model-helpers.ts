@@ -66,3 +66,10 @@ export function recordingLogger(): { logger: Logger; lines: Array<{ level: numbe
   });
   return { logger: pino({ level: 'debug' }, stream), lines };
 }
+
+/** A ParseResult in a form two results can be compared in: messages instead of ManifestError objects. */
+export function comparable(r: ParseResult): unknown {
+  if (r.status === 'ok') return { status: r.status, object: r.object, warnings: r.warnings.map((w) => [w.message, w.field]) };
+  if (r.status === 'error') return { status: r.status, error: [r.error.message, r.error.field], identity: r.identity };
+  return r;
+}
