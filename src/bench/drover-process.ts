@@ -7,6 +7,7 @@
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import type { ProxyMode } from '../modes/types.ts';
@@ -14,8 +15,8 @@ import type { ProxyMode } from '../modes/types.ts';
 /** drover's executable (bin/drover.js). */
 const DROVER = fileURLToPath(new URL('../../bin/drover.js', import.meta.url));
 
-/** The compiled CLI that bin/drover.js runs when it exists. */
-const COMPILED = fileURLToPath(new URL('../../dist/cli/main.js', import.meta.url));
+/** The compiled CLI that bin/drover.js runs when it exists (dist/ of the package root, from src/bench/ and from dist/bench/ alike). */
+const COMPILED = join(fileURLToPath(new URL('../..', import.meta.url)), 'dist', 'cli', 'main.js');
 
 /**
  * Which build of drover the bench itself runs, and so the `drover run` it

@@ -242,7 +242,8 @@ function readIngress(list: unknown): unknown[] | Unusual {
   for (let i = 0; i < list.length; i++) {
     const e: unknown = list[i];
     if (!isRecord(e)) return UNUSUAL;
-    const entry: { ip?: string | undefined; hostname?: string | undefined; ipMode: string } = { ipMode: 'VIP' };
+    // Keys in the schema's order: ip, hostname, ipMode (set last, below).
+    const entry: { ip?: string | undefined; hostname?: string | undefined; ipMode?: string } = {};
     if ('ip' in e) {
       const ip = checkedString(e.ip, checkServiceIP, undefined);
       if (ip === UNUSUAL) return UNUSUAL;

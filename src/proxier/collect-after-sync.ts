@@ -38,7 +38,8 @@ export function leavesGarbage(last: LastSync): boolean {
  * Collect garbage `quietMs` after each sync of `proxier` that
  * {@link leavesGarbage}, unless another one comes first, and at the latest
  * right after the first such sync that ends `maxWaitMs` after the first one
- * left uncollected (the timer does not keep the process alive). `collect`
+ * left uncollected (the timer does not keep the process alive; the wait is
+ * measured on the monotonic clock, performance.now). `collect`
  * and `now` (ms) are for tests.
  * @returns a function that stops it and cancels a pending collection.
  */
@@ -47,7 +48,7 @@ export function collectAfterSyncs(
   quietMs: number = DEFAULT_QUIET_MS,
   collect: () => unknown = collectGarbage,
   maxWaitMs: number = DEFAULT_MAX_WAIT_MS,
-  now: () => number = Date.now,
+  now: () => number = performance.now.bind(performance),
 ): () => void {
   let timer: NodeJS.Timeout | undefined;
   /** When the first sync not collected since ended, or undefined when there is none. */

@@ -116,6 +116,8 @@ export class Decoder {
   /** Parse result of each raw object (a transport hands the same object again while it is unchanged). */
   private readonly parsed = new WeakMap<ManifestObject, ParseResult>();
   private readonly groups = new Map<GroupKey, readonly ParsedObject[]>();
+  /** How many places among `groups` hold each object (a transport may hand the same object to two groups, or twice to one). */
+  private readonly places = new Map<ParsedObject, number>();
   /** The Services with a selector among `groups`' objects. */
   private readonly selectors = new SelectorIndex();
   /**
@@ -193,25 +195,31 @@ export class Decoder {
    * problem with the objects is in `errors`.
    */
   apply(changes: DecoderChanges): DecodeResult {
-    const gone: ParsedObject[] = [];
-    const added: ParsedObject[] = [];
+    // How many more or fewer places each object is held in; an object held before and again (the same reference) is unchanged.
+    const delta = new Map<ParsedObject, number>();
+    const bump = (o: ParsedObject, by: number) => delta.set(o, (delta.get(o) ?? 0) + by);
     for (const key of changes.remove) {
-      for (const o of this.groups.get(key) ?? []) gone.push(o);
+      for (const o of this.groups.get(key) ?? []) bump(o, -1);
       this.groups.delete(key);
     }
     for (const [key, objects] of changes.upsert) {
-      // An object the group held before and holds again (the same reference) is unchanged.
-      const before = this.groups.get(key) ?? [];
-      if (before.length === 0) {
-        for (const o of objects) added.push(o);
-      } else {
-        const kept = new Set<ParsedObject>(before);
-        const now = new Set<ParsedObject>(objects);
-        for (const o of before) if (!now.has(o)) gone.push(o);
-        for (const o of objects) if (!kept.has(o)) added.push(o);
-      }
+      for (const o of this.groups.get(key) ?? []) bump(o, -1);
+      for (const o of objects) bump(o, 1);
       if (objects.length === 0) this.groups.delete(key);
       else this.groups.set(key, objects);
+    }
+    // Objects no longer held anywhere, and objects held for the first time; a changed object held in two places (the same reference twice) is left to a whole build.
+    const gone: ParsedObject[] = [];
+    const added: ParsedObject[] = [];
+    let shared = false;
+    for (const [o, by] of delta) {
+      const before = this.places.get(o) ?? 0;
+      const after = before + by;
+      if (by !== 0 && (before > 1 || after > 1)) shared = true;
+      if (after > 0) this.places.set(o, after);
+      else this.places.delete(o);
+      if (before > 0 && after === 0) gone.push(o);
+      else if (before === 0 && after > 0) added.push(o);
     }
     // Services that stop or start selecting a Pod are marked by their own change, so the index after it is enough.
     this.selectors.update(gone, added);
@@ -220,7 +228,7 @@ export class Decoder {
     // At the first apply everything is new, and nothing is marked.
     const marked = this.first ? new Set<string>() : this.mark(gone, added);
 
-    const patched = this.patch && !this.first ? this.patchEndpoints(gone, added) : undefined;
+    const patched = this.patch && !this.first && !shared ? this.patchEndpoints(gone, added) : undefined;
     if (patched !== undefined) return patched;
 
     // Everything below is O(all objects).

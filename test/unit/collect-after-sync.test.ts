@@ -83,7 +83,7 @@ test('collectGarbage frees unreachable objects at once, without --expose-gc', (t
 });
 
 test('under a stream of syncs closer than the quiet time, a collection comes right after the first sync past the longest wait', (t) => {
-  const clock = FakeTimers.install({ toFake: ['setTimeout', 'clearTimeout', 'Date'] });
+  const clock = FakeTimers.install({ toFake: ['setTimeout', 'clearTimeout', 'Date', 'performance'] });
   t.teardown(() => clock.uninstall());
   const proxier = fakeProxier();
   const collected: number[] = [];
