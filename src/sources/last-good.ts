@@ -150,7 +150,11 @@ export class LastKnownGood {
       const before = this.lastByFile.get(o.file)?.byIndex.get(o.index);
       if (r.status === 'ok') {
         for (const w of r.warnings) out.warnings.push(w);
-        if (r.warnings.length > 0) warningsOf.set(o.file, [...(warningsOf.get(o.file) ?? []), ...r.warnings]);
+        if (r.warnings.length > 0) {
+          const list = warningsOf.get(o.file);
+          if (list) list.push(...r.warnings);
+          else warningsOf.set(o.file, [...r.warnings]);
+        }
         if (!nextValid.has(r.object.identity)) nextValid.set(r.object.identity, r.object);
         place(o.file, o.index, r.object);
       } else if (r.status === 'error') {
