@@ -16,7 +16,7 @@
  * changed after start may behave unpredictably; this one only defines the
  * `gc` function in new contexts, and stays on for the process's life.
  */
-import { setFlagsFromString } from 'node:v8';
+import { getHeapStatistics, setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 
 /** The runtime's collector: undefined until looked up, null when it cannot be had. */
@@ -58,5 +58,38 @@ export function collectGarbage(): boolean {
   } finally {
     setFlagsFromString('--no-compact-on-every-full-gc');
   }
+  usedAfterCollection = heapUsed();
+  return true;
+}
+
+/** Heap in use after the last collection this module ran or saw, bytes; undefined before the first. */
+let usedAfterCollection: number | undefined;
+
+/** Bytes in use on V8's heap now (live objects and garbage not yet collected). */
+function heapUsed(): number {
+  return getHeapStatistics().used_heap_size;
+}
+
+/**
+ * Run a full, non-compacting garbage collection when the heap in use has
+ * grown by more than `boundBytes` since the last one this function ran (or
+ * since its first call). For the long stretches of work that make garbage
+ * while the process waits on the kernel (the transactions of a large full
+ * sync): V8 lets the heap grow to about four times what the last full
+ * collection kept before it collects again, so at 10,000 service ports a
+ * first full sync otherwise ends with some 240 MB of garbage on top of
+ * about 195 MB live (measured in iptables mode, one file per object, on
+ * 10,000 Services of 10 endpoints). A collection there takes about 150 ms
+ * with 200 MB live on a 2-core machine. Never throws.
+ * @returns true when it collected.
+ */
+export function collectWhenGrown(boundBytes: number): boolean {
+  const used = heapUsed();
+  if (usedAfterCollection !== undefined && used < usedAfterCollection) usedAfterCollection = used;
+  if (usedAfterCollection !== undefined && used - usedAfterCollection <= boundBytes) return false;
+  if (collector === undefined) collector = findCollector();
+  if (collector === null) return false;
+  collector();
+  usedAfterCollection = heapUsed();
   return true;
 }

@@ -3,7 +3,7 @@ import FakeTimers from '@sinonjs/fake-timers';
 import { collectAfterSyncs, leavesGarbage } from '../../src/proxier/collect-after-sync.ts';
 import type { LastSync, SyncListener } from '../../src/proxier/proxier.ts';
 import type { SyncResult } from '../../src/modes/types.ts';
-import { collectGarbage } from '../../src/util/gc.ts';
+import { collectGarbage, collectWhenGrown } from '../../src/util/gc.ts';
 
 /** A proxier stand-in whose sync listeners the test calls. */
 function fakeProxier() {
@@ -71,7 +71,7 @@ test('stopping cancels a pending collection and stops listening', (t) => {
   t.is(proxier.listening, 0);
 });
 
-test('collectGarbage frees unreachable objects at once, without --expose-gc', (t) => {
+test.serial('collectGarbage frees unreachable objects at once, without --expose-gc', (t) => {
   t.is(typeof (globalThis as { gc?: unknown }).gc, 'undefined');
   let garbage: Array<{ i: number; s: string }> | undefined = [];
   for (let i = 0; i < 1_000_000; i++) garbage.push({ i, s: `x${i}` });
@@ -80,6 +80,20 @@ test('collectGarbage frees unreachable objects at once, without --expose-gc', (t
   t.true(collectGarbage());
   t.true(process.memoryUsage().heapUsed < before - 30 * 1024 * 1024);
   t.is(typeof (globalThis as { gc?: unknown }).gc, 'undefined');
+});
+
+test.serial('collectWhenGrown collects only once the heap has grown past the bound since the last collection', (t) => {
+  collectGarbage(); // the baseline: the heap after a collection
+  const bound = 40 * 1024 * 1024;
+  t.false(collectWhenGrown(bound), 'nothing allocated since');
+  let garbage: Array<{ i: number; s: string }> | undefined = [];
+  for (let i = 0; i < 1_000_000; i++) garbage.push({ i, s: `x${i}` });
+  t.false(collectWhenGrown(1024 * 1024 * 1024), 'within a larger bound');
+  const before = process.memoryUsage().heapUsed;
+  garbage = undefined;
+  t.true(collectWhenGrown(bound));
+  t.true(process.memoryUsage().heapUsed < before - 30 * 1024 * 1024, 'the garbage is gone');
+  t.false(collectWhenGrown(bound), 'the new baseline is the heap after that collection');
 });
 
 test('under a stream of syncs closer than the quiet time, a collection comes right after the first sync past the longest wait', (t) => {

@@ -27,6 +27,10 @@ import { renderServicePort, type RenderOptions, type ServiceRules } from './rend
 import { isServiceChain } from './names.ts';
 import { cleanupPlan, foreignReferences, fullPlan, partialPlan, renderSnapshot } from './ruleset.ts';
 import { loadStaticRules, type StaticRuleset } from './static.ts';
+import { collectWhenGrown } from '../../util/gc.ts';
+
+/** Heap growth between the transactions of one sync that is collected before the next transaction, bytes (util/gc.ts collectWhenGrown). */
+const GROWTH_BOUND = 48 * 1024 * 1024;
 
 /** Options of the iptables backend. */
 export interface IptablesBackendOptions {
@@ -87,7 +91,10 @@ export class IptablesBackend implements Backend {
       if (full) {
         const desired = renderSnapshot(snapshot, this.opts.render);
         const readStart = performance.now();
-        const kernel = await this.read();
+        const reading = this.read();
+        // The rendering's garbage is collected while iptables-save runs.
+        collectWhenGrown(GROWTH_BOUND);
+        const kernel = await reading;
         readMs = performance.now() - readStart;
         plan = fullPlan(this.statics, desired, kernel, { incomplete: changes.incomplete === true });
         budgetScope = desired;
@@ -121,6 +128,7 @@ export class IptablesBackend implements Backend {
       let applyMs = 0;
       let bytes = 0;
       for (const part of parts) {
+        if (parts.length > 1) collectWhenGrown(GROWTH_BOUND);
         const payload = planToRestore(part);
         bytes += Buffer.byteLength(payload);
         const applyStart = performance.now();
