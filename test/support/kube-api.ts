@@ -157,6 +157,12 @@ export class FakeKubeApi {
     this.watchers.clear();
   }
 
+  /** End every open watch with an ERROR event whose Status has `code` (not 410: a server-side failure, e.g. 500 InternalError). */
+  failWatches(code = 500, reason = 'InternalError', message = 'etcd is unavailable'): void {
+    for (const w of this.watchers) w.res.end(line({ type: 'ERROR', object: status(code, reason, message) }));
+    this.watchers.clear();
+  }
+
   /** Send a BOOKMARK with the current resourceVersion on every watch that allows them. */
   bookmark(): void {
     for (const w of this.watchers) {

@@ -13,9 +13,10 @@ import type { Backend, ChangeSet, SyncResult } from '../../src/modes/types.ts';
 import { Proxier } from '../../src/proxier/proxier.ts';
 import { loadKubeConfig } from '../../src/sources/kubernetes/config.ts';
 import { KubernetesSource, LABEL_SELECTOR } from '../../src/sources/kubernetes/source.ts';
-import { silentLogger } from '../../src/util/log.ts';
+import { silentLogger, type Logger } from '../../src/util/log.ts';
 import { FakeKubeApi, kubeconfigFor } from '../support/kube-api.ts';
 import { node, service, slice } from '../support/kube-objects.ts';
+import { recordingLogger } from './model-helpers.ts';
 
 const SERVICES = '/api/v1/services';
 const SLICES = '/apis/discovery.k8s.io/v1/endpointslices';
@@ -31,7 +32,7 @@ test.after.always(async () => {
 
 let n = 0;
 /** A source for `server` (a kubeconfig file is written for it), restarting informers after 100 ms. */
-async function sourceFor(server: string, extra: { listTimeoutMs?: number } = {}): Promise<KubernetesSource> {
+async function sourceFor(server: string, extra: { listTimeoutMs?: number; logger?: Logger } = {}): Promise<KubernetesSource> {
   const file = join(dir, `kubeconfig-${n++}`);
   await writeFile(file, kubeconfigFor(server));
   const { config } = loadKubeConfig({ kubeconfig: file });
@@ -189,6 +190,29 @@ test.serial('a dropped watch is watched again from the last resourceVersion: a c
   await sleep(200);
   const again = await src.load();
   t.deepEqual([...again.changed!], [], 'the change is not reported twice');
+});
+
+test.serial('an ERROR event other than 410 is a failure: reported, then watched again from the same resourceVersion after the backoff, with no relist', async (t) => {
+  const api = await world();
+  const { logger, lines } = recordingLogger();
+  const src = await sourceFor(api.url, { logger });
+  t.teardown(async () => {
+    await src.close();
+    await api.close();
+  });
+  const seen = notifications(src);
+  await src.load();
+  await until('three watches', () => api.openWatches === 3);
+  const rv = api.watches(SLICES)[0]!.query.resourceVersion;
+  api.failWatches();
+  await until('the failure logged', () => lines.some((l) => l.resource === 'EndpointSlices' && /etcd is unavailable; retrying in 100 ms/.test(l.msg)));
+  await until('three watches again', () => api.openWatches === 3 && api.watches(SLICES).length === 2);
+  t.is(api.watches(SLICES)[1]!.query.resourceVersion, rv, 'watched again from the resourceVersion it had');
+  t.is(api.lists(SLICES).length, 1, 'no relist');
+  const mark = seen.count;
+  api.apply(slice('api-1', 'api', ['10.244.1.7']));
+  await notifiedSince(seen, mark);
+  t.deepEqual([...(await src.load()).changed!], ['default/api:http']);
 });
 
 test.serial('a 410 ERROR event on a watch relists, and reports no change that did not happen', async (t) => {

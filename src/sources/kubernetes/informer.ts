@@ -1,22 +1,26 @@
 /**
- * One informer of the Kubernetes source: the client library's ListWatch
- * (list, then watch from the list's resourceVersion) on one resource, with
- * what drover adds to it:
+ * One informer of the Kubernetes source: list, then watch from the list's
+ * resourceVersion, on one resource (client-go's reflector,
+ * tools/cache/reflector.go), over the client library's typed list calls
+ * and its Watch stream:
  *
  *   - watch bookmarks (`allowWatchBookmarks=true`) and a server-side watch
- *     timeout of 5-10 minutes, as client-go's reflector asks for
- *     (tools/cache/reflector.go), so that a watch is renewed from a recent
- *     resourceVersion instead of hanging on a half-open connection;
- *   - restarts: the library stops an informer on any error but a 410 Gone
- *     (a dropped watch connection, a failed list, an unreachable server).
- *     Each failure is reported and the informer restarted after a backoff
- *     of 1 s doubling up to 30 s (reset once a list or a watch event
- *     arrives); the restart watches again from the last resourceVersion
- *     seen, so no event is lost, and a server that answers 410 Gone to that
- *     (or sends a 410 ERROR event) makes the library list again;
+ *     timeout of 5-10 minutes, as client-go's reflector asks for, so that a
+ *     watch is renewed from a recent resourceVersion instead of hanging on
+ *     a half-open connection; a watch the server ends is opened again from
+ *     the last resourceVersion seen;
+ *   - a 410 Gone (the watch request's status, or an ERROR event whose
+ *     Status has code 410) lists again;
+ *   - any other failure (a dropped watch connection, another ERROR event, a
+ *     failed list, an unreachable server) is reported and retried after a
+ *     backoff of 1 s doubling up to 30 s (reset once a list or a watch
+ *     event arrives), from the last resourceVersion seen, so no event is
+ *     lost;
  *   - every list (the first one and each relist) is handed over whole
  *     ({@link InformerHandlers.replace}), so the source can compare it with
  *     what it holds and see what was deleted while the watch was gone.
+ *
+ * It keeps no copy of the objects: the source keeps what it normalised.
  *
  * List items carry no `kind` or `apiVersion` (the API server leaves them
  * out); every object handed over has them set from the resource.
@@ -24,7 +28,6 @@
 import {
   CoreV1Api,
   DiscoveryV1Api,
-  ListWatch,
   Watch,
   type ConfigurationOptions,
   type KubeConfig,
@@ -158,67 +161,116 @@ class BookmarkWatch extends Watch {
   }
 }
 
-/** See the module comment. */
+/** True for a 410 Gone: as an error of the watch request, or as the `code` of an ERROR event's Status. */
+function isGone(x: unknown): boolean {
+  const e = x as { statusCode?: unknown; code?: unknown } | null | undefined;
+  return e?.statusCode === 410 || e?.code === 410;
+}
+
+/**
+ * See the module comment. It keeps no object: what it lists and what the
+ * watch sends is handed over and dropped (the source keeps only what it
+ * normalised), where the client library's ListWatch would keep every
+ * object of the resource, as the library deserialised it, for the life of
+ * the process.
+ */
 export class ResourceInformer {
   /** True once a first list has been handed over. */
   listed = false;
   /** The message of the last failure since the last success, for messages while waiting. */
   lastError: string | undefined;
-  private readonly lw: ListWatch<KubernetesObject>;
   private readonly watcher: BookmarkWatch;
   /** Aborts the lists in flight at {@link stop}. */
   private lists = new AbortController();
+  /** The resourceVersion to watch from; empty means list first. */
+  private resourceVersion = '';
+  /** Why the current watch is failing (an ERROR event other than 410), reported when it ends. */
+  private watchError: Error | undefined;
   private failures = 0;
   private timer: NodeJS.Timeout | undefined;
-  private stopped = false;
+  private stopped = true;
+  /** Counts the starts: what a list or watch of an earlier one reports later is dropped. */
+  private generation = 0;
 
   constructor(
     readonly resource: Resource,
-    config: KubeConfig,
-    selectors: Selectors,
+    private readonly config: KubeConfig,
+    private readonly selectors: Selectors,
     private readonly handlers: InformerHandlers,
     private readonly backoff: Backoff = DEFAULT_BACKOFF,
   ) {
-    const list = async () => {
-      const l = await resource.list(config, selectors, this.lists.signal);
-      if (!this.stopped) {
-        this.succeeded();
-        this.listed = true;
-        for (const o of l.items ?? []) listed.add(o);
-        this.handlers.replace((l.items ?? []).map((o) => this.typed(o)));
-      }
-      return l;
-    };
-    // The library hands every list item over again as an add or update: the list was handed over whole already.
-    const listed = new WeakSet<object>();
     this.watcher = new BookmarkWatch(config);
-    this.lw = new ListWatch(resource.path, this.watcher, list, false, selectors.labelSelector, selectors.fieldSelector);
-    const event = (handler: (o: KubeObject) => void) => (o: KubernetesObject) => {
-      if (this.stopped || listed.has(o)) return;
-      this.succeeded();
-      handler(this.typed(o));
-    };
-    this.lw.on('add', event((o) => this.handlers.upsert(o)));
-    this.lw.on('update', event((o) => this.handlers.upsert(o)));
-    this.lw.on('delete', event((o) => this.handlers.remove(o)));
-    this.lw.on('error', (err?: unknown) => this.failed(err));
   }
 
   /** Start listing and watching; failures are retried until {@link stop}. */
   start(): void {
     this.stopped = false;
     if (this.lists.signal.aborted) this.lists = new AbortController();
-    this.lw.start().catch((err: unknown) => this.failed(err));
+    void this.cycle(++this.generation);
   }
 
-  /** Stop watching and retrying. */
+  /** Stop watching and retrying (async for the callers that await it; it ends at once). */
   async stop(): Promise<void> {
     this.stopped = true;
+    this.generation++;
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
     this.lists.abort();
-    await this.lw.stop();
     this.watcher.abort();
+  }
+
+  private current(generation: number): boolean {
+    return !this.stopped && generation === this.generation;
+  }
+
+  /** List when there is no resourceVersion to watch from, then watch. */
+  private async cycle(generation: number): Promise<void> {
+    if (!this.current(generation)) return;
+    try {
+      if (this.resourceVersion === '') {
+        const l = await this.resource.list(this.config, this.selectors, this.lists.signal);
+        if (!this.current(generation)) return;
+        this.succeeded();
+        this.listed = true;
+        this.resourceVersion = l.metadata?.resourceVersion ?? '';
+        this.handlers.replace((l.items ?? []).map((o) => this.typed(o)));
+      }
+      this.watchError = undefined;
+      await this.watcher.watch(
+        this.resource.path,
+        { resourceVersion: this.resourceVersion, labelSelector: this.selectors.labelSelector, fieldSelector: this.selectors.fieldSelector },
+        (phase: string, o: KubernetesObject) => this.event(generation, phase, o),
+        (err: unknown) => this.ended(generation, err),
+      );
+    } catch (err) {
+      if (this.current(generation)) this.failed(err);
+    }
+  }
+
+  /** One watch event: handed over, and its resourceVersion kept to watch from. */
+  private event(generation: number, phase: string, o: KubernetesObject): void {
+    if (!this.current(generation)) return;
+    if (phase === 'ERROR') {
+      // A Status: 410 Gone means the resourceVersion is too old, so list again; anything else fails the watch.
+      if (isGone(o)) this.resourceVersion = '';
+      else this.watchError = new Error(`watch of ${this.resource.plural}: ${(o as { message?: unknown }).message ?? 'an ERROR event'}`);
+      return;
+    }
+    if (phase === 'ADDED' || phase === 'MODIFIED' || phase === 'DELETED') {
+      this.succeeded();
+      if (phase === 'DELETED') this.handlers.remove(this.typed(o));
+      else this.handlers.upsert(this.typed(o));
+    }
+    const version = o.metadata?.resourceVersion;
+    if (version) this.resourceVersion = version;
+  }
+
+  /** The watch ended: a 410 lists again, a failure retries after the backoff, the server's own end of a watch watches again. */
+  private ended(generation: number, err: unknown): void {
+    if (!this.current(generation)) return;
+    if (isGone(err)) this.resourceVersion = '';
+    else if (err || this.watchError) return this.failed(err ?? this.watchError);
+    void this.cycle(generation);
   }
 
   private typed(o: KubernetesObject): KubeObject {
@@ -237,9 +289,10 @@ export class ResourceInformer {
     const delay = Math.min(this.backoff.maxMs, this.backoff.initialMs * 2 ** this.failures);
     this.failures++;
     this.handlers.error(e, delay);
+    const generation = this.generation;
     this.timer = setTimeout(() => {
       this.timer = undefined;
-      if (!this.stopped) this.lw.start().catch((er: unknown) => this.failed(er));
+      void this.cycle(generation);
     }, delay);
   }
 }
