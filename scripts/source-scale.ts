@@ -32,6 +32,9 @@
  * 90 MB more RSS); DROVER_ENTRY=src or DROVER_ENTRY=dist chooses. The
  * build it used is printed first.
  *
+ * SOURCE_SCALE_PARTS=parse,list,objects,kubernetes (the default: all)
+ * runs only the parts named; the rows of the others say "not run".
+ *
  * Prints the table of the issue with the measured values.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -52,6 +55,8 @@ const DROVER = fileURLToPath(new URL('../bin/drover.js', import.meta.url));
 const SERVICE_CIDR = '10.96.0.0/12';
 /** The build each `drover run` runs (DROVER_ENTRY=src or dist chooses). */
 const ENTRY = installedEntry();
+/** The parts to run (SOURCE_SCALE_PARTS, comma-separated; default all). */
+const PARTS = new Set((process.env.SOURCE_SCALE_PARTS ?? 'parse,list,objects,kubernetes').split(',').map((p) => p.trim()));
 
 /** The Service and EndpointSlice of service `i`; `edit` changes the address of its first endpoint. */
 function objectsOf(i: number, edit = 0): [object, object] {
@@ -237,7 +242,7 @@ try {
 
   // 1. Parse and normalise.
   const loads: number[] = [];
-  for (let n = 0; n < 3; n++) {
+  for (let n = 0; n < (PARTS.has('parse') ? 3 : 0); n++) {
     const source = new FileSource(listFile, { serviceCIDR: SERVICE_CIDR, logger: silentLogger() });
     const t0 = performance.now();
     const r = await source.load();
@@ -249,19 +254,24 @@ try {
   // Each edit of the List is a replace in one text, so that this process does not build a new List for each.
   const base = listText();
   const first = JSON.stringify(objectsOf(edited)[1]);
-  const list = await measureRun(work, ['--source', listDir], (n) => replaceFile(listDir, listFile, base.replace(first, JSON.stringify(objectsOf(edited, n)[1]))), editedKey, reloads);
+  const list = PARTS.has('list')
+    ? await measureRun(work, ['--source', listDir], (n) => replaceFile(listDir, listFile, base.replace(first, JSON.stringify(objectsOf(edited, n)[1]))), editedKey, reloads)
+    : undefined;
   await writeFile(listFile, base);
-  const perObject = await measureRun(
-    work,
-    ['--source', objectsDir],
-    (n) => replaceFile(objectsDir, join(objectsDir, `svc-${edited}-abc.json`), JSON.stringify(objectsOf(edited, n)[1])),
-    editedKey,
-  );
+  const perObject = PARTS.has('objects')
+    ? await measureRun(
+        work,
+        ['--source', objectsDir],
+        (n) => replaceFile(objectsDir, join(objectsDir, `svc-${edited}-abc.json`), JSON.stringify(objectsOf(edited, n)[1])),
+        editedKey,
+      )
+    : undefined;
 
   // 4. The Kubernetes API server double, serving the same objects.
   const api = await FakeKubeApi.start();
-  let kubernetes: RunResult;
+  let kubernetes: RunResult | undefined;
   try {
+    if (PARTS.has('kubernetes')) {
     for (let i = 0; i < services; i++) for (const o of objectsOf(i)) api.apply(o as ApiObject);
     const kubeconfig = join(work, 'kubeconfig');
     await writeFile(kubeconfig, api.kubeconfig());
@@ -275,6 +285,7 @@ try {
       },
       editedKey,
     );
+    }
   } finally {
     await api.close();
   }
@@ -283,16 +294,20 @@ try {
   console.log('');
   row('', 'measured');
   row('---', '---');
-  row(`parse and normalise (FileSource load of the List, median of 3)`, secs(median(loads)));
-  row('agent RSS, steady / peak (drover run, List)', `${MB(list.steady)} / ${MB(list.peak)}`);
-  row('agent RSS, steady / peak (drover run, one file per object)', `${MB(perObject.steady)} / ${MB(perObject.peak)}`);
-  row('one endpoint edited → kernel, List (median of 3)', `${secs(median(list.edits))} (the sync itself ${secs(median(list.syncs))})`);
-  row('one endpoint edited → kernel, one file per object (median of 3)', `${secs(median(perObject.edits))} (the sync itself ${secs(median(perObject.syncs))})`);
-  row('agent RSS, steady / peak (drover run, Kubernetes API double)', `${MB(kubernetes.steady)} / ${MB(kubernetes.peak)}`);
-  row('one EndpointSlice changed → kernel, Kubernetes API double (median of 3)', `${secs(median(kubernetes.edits))} (the sync itself ${secs(median(kubernetes.syncs))})`);
-  const { afterTenth, largest } = list.reloads;
-  const growth = reloads > 10 ? `${(((largest - afterTenth) / afterTenth) * 100).toFixed(1)} %` : 'needs RELOADS > 10';
-  row(`${reloads} reloads in a row (drover run, List): RSS after the 10th → largest after`, `${MB(afterTenth)} → ${MB(largest)} (${growth})`);
+  const memory = (r: RunResult | undefined) => (r ? `${MB(r.steady)} / ${MB(r.peak)}` : 'not run');
+  const edits = (r: RunResult | undefined) => (r ? `${secs(median(r.edits))} (the sync itself ${secs(median(r.syncs))})` : 'not run');
+  row(`parse and normalise (FileSource load of the List, median of 3)`, loads.length > 0 ? secs(median(loads)) : 'not run');
+  row('agent RSS, steady / peak (drover run, List)', memory(list));
+  row('agent RSS, steady / peak (drover run, one file per object)', memory(perObject));
+  row('one endpoint edited → kernel, List (median of 3)', edits(list));
+  row('one endpoint edited → kernel, one file per object (median of 3)', edits(perObject));
+  row('agent RSS, steady / peak (drover run, Kubernetes API double)', memory(kubernetes));
+  row('one EndpointSlice changed → kernel, Kubernetes API double (median of 3)', edits(kubernetes));
+  const growth = (r: RunResult) => {
+    const { afterTenth, largest } = r.reloads;
+    return `${MB(afterTenth)} → ${MB(largest)} (${reloads > 10 ? `${(((largest - afterTenth) / afterTenth) * 100).toFixed(1)} %` : 'needs RELOADS > 10'})`;
+  };
+  row(`${reloads} reloads in a row (drover run, List): RSS after the 10th → largest after`, list ? growth(list) : 'not run');
   console.log('\n"→ kernel" is from the rename of the edited file (or the change on the API server double) to the timestamp of the drover log line of the partial sync that wrote the edited service port.');
 } finally {
   await rm(work, { recursive: true, force: true });
