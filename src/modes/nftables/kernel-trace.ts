@@ -17,7 +17,8 @@
  * 4. drover waits until the probe's events show its end (a drop, or the
  *    late chains that see it leave), at most {@link EVENT_WAIT_MS} after
  *    the probe, reads the table's rules by handle, and removes the trace
- *    chains, also when anything before failed.
+ *    chains, also when anything before failed or a SIGINT or SIGTERM
+ *    comes.
  */
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { randomBytes, randomInt } from 'node:crypto';
@@ -171,8 +172,20 @@ export async function traceKernel(nft: NftExec, opts: KernelTraceOptions, result
   const listener = await startListener(opts.netns);
   let sent: ProbeOutcome | undefined;
   let after: LiveTable | undefined;
+  /** Remove whichever of this run's chains exist (a full sync of drover run may have removed them already). */
+  const removeChains = async (names?: Iterable<string>): Promise<void> => {
+    const script = removeTraceScript(tag, names ?? (await nft.list({ terse: true })).chains.keys());
+    if (script !== '') await nft.run(script);
+  };
+  // Ctrl-C or a kill while the chains exist: remove them, then end as the signal would.
+  const onSignal = (signal: NodeJS.Signals) => {
+    void removeChains()
+      .catch(() => undefined)
+      .finally(() => process.exit(128 + (signal === 'SIGINT' ? 2 : 15)));
+  };
   try {
     await nft.run(addTraceScript(tag, probe));
+    process.once('SIGINT', onSignal).once('SIGTERM', onSignal);
     try {
       sent = await send({ proto: probe.proto, src: probe.src, sport: probe.sport, dst: probe.dst, dport: probe.dport, waitMs: PROBE_WAIT_MS }, opts.probeFrom ?? opts.netns);
       const deadline = Date.now() + EVENT_WAIT_MS;
@@ -180,10 +193,8 @@ export async function traceKernel(nft: NftExec, opts: KernelTraceOptions, result
       await sleep(100); // events of the same packet that follow its end (a return to a base chain's policy)
       after = await nft.list({ terse: true });
     } finally {
-      // Whichever of this run's chains exist: a full sync of drover run may have removed them already.
-      const names = after ? [...after.chains.keys()] : await nft.list({ terse: true }).then((t) => [...t.chains.keys()]);
-      const script = removeTraceScript(tag, names);
-      if (script !== '') await nft.run(script);
+      await removeChains(after?.chains.keys());
+      process.off('SIGINT', onSignal).off('SIGTERM', onSignal);
     }
   } finally {
     await listener.close();
