@@ -101,7 +101,7 @@ if (unavailable) {
     t.regex(kernel, /\nkernel verdict: REJECTed \(ip drover endpoints-check rule 1\)\n/);
   });
 
-  test.serial('a UDP probe from the node itself to a ClusterIP: sent from the node namespace, DNAT and masquerade as the evaluator says', async (t) => {
+  test.serial("a UDP probe from the node itself to a TCP-only ClusterIP: sent from the node namespace, left alone by drover's rules, as the evaluator says", async (t) => {
     const kernel = await matched(t, await drover('trace', '--src', NODE_IP, '--dst', '10.96.0.10:80', '--proto', 'udp', '--kernel'), before);
     t.regex(kernel, new RegExp(`^kernel: one udp probe 192\\.168\\.100\\.1:\\d+ -> 10\\.96\\.0\\.10:80, sent from namespace ${topo.node} \\(sent\\)`));
     // UDP port 80 has a service port only for TCP in the packet-flow table: the kernel leaves it alone, as the evaluator does.
