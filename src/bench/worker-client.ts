@@ -10,7 +10,7 @@
  */
 import { spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
-import { fileURLToPath } from 'node:url';
+import { moduleArgv } from '../util/node-module.ts';
 import type { ProxyMode } from '../modes/types.ts';
 import type { MeasureOptions, StepReporter, TestbedView } from './measure.ts';
 import type { Sample, SizeRun } from './types.ts';
@@ -39,14 +39,10 @@ export type WorkerMessage =
 /**
  * The command line that starts worker.ts with this process's Node.js: the
  * compiled worker.js next to this module when running from dist/, else the
- * TypeScript source through tsx's loader (resolved from this module, so
- * that the working directory does not matter).
+ * TypeScript source through tsx's loader (util/node-module.ts).
  */
 export function workerCommand(moduleUrl: string = import.meta.url): string[] {
-  const ts = moduleUrl.endsWith('.ts');
-  const worker = new URL(`./worker.${ts ? 'ts' : 'js'}`, moduleUrl);
-  const loader = ts ? ['--import', import.meta.resolve('tsx')] : [];
-  return [process.execPath, ...loader, fileURLToPath(worker)];
+  return moduleArgv(moduleUrl, 'worker');
 }
 
 /**

@@ -61,7 +61,11 @@ function serviceCidrArg(value: string): string {
   return value;
 }
 
-function netnsArg(value: string): string {
+/**
+ * A network namespace name as `ip netns` names them (`--netns`, `trace --probe-from`).
+ * @throws InvalidArgumentError naming the value.
+ */
+export function netnsArg(value: string): string {
   if (!/^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/.test(value)) throw new InvalidArgumentError(`"${value}" is not a network namespace name`);
   return value;
 }

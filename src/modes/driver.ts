@@ -14,7 +14,7 @@ import type { ModeMetricsFactory } from '../server/metrics.ts';
 import type { Option } from 'commander';
 import type { KernelOptions, RenderCliOptions } from '../cli/options.ts';
 import type { StatusRecord } from '../inspect/status.ts';
-import type { TraceContext } from '../inspect/trace.ts';
+import type { TraceContext, TraceResult } from '../inspect/trace.ts';
 import type { TraceFormat } from '../inspect/trace-format.ts';
 import type { Snapshot } from '../model/types.ts';
 import type { Logger } from '../util/log.ts';
@@ -69,6 +69,22 @@ export interface ModeTrace {
   /** How the steps of the mode's dataplane print (`ctx.dataplane`); absent when it has none. */
   readonly format?: TraceFormat;
 }
+
+/** What `drover trace --kernel` found: the kernel's own path for one real probe, against the evaluator's answer. */
+export interface ModeKernelTrace {
+  /** The kernel's part of the text, ending in MATCH or MISMATCH and a newline. */
+  readonly text: string;
+  /** The same for `--json`. */
+  readonly json: unknown;
+  /** Whether the kernel took one of the evaluator's branches, with its verdict. */
+  readonly match: boolean;
+}
+
+/** Options of `drover trace --kernel`. */
+export type KernelTraceOptions = ModeOptions & {
+  /** `--probe-from`: the namespace a `--src` outside the node is sent from. */
+  readonly probeFrom?: string;
+};
 
 /** A mode's part of `drover bench`. */
 export interface ModeBench {
@@ -139,6 +155,13 @@ export interface ModeDriver {
   chains(selector: string | undefined, opts: ModeOptions & { readonly json: boolean; readonly source?: string; readonly serviceCidr: string }): Promise<string>;
   /** `trace`: the live state to walk a packet through. */
   trace(opts: ModeOptions): Promise<ModeTrace>;
+  /**
+   * `trace --kernel`: send one real probe for the connection `evaluated`
+   * traced, and report the path the kernel took; absent in a mode that
+   * cannot (the command then refuses `--kernel`).
+   * @throws UsageError for a probe the mode cannot send; the mode's errors when the kernel reports nothing.
+   */
+  kernelTrace?(opts: KernelTraceOptions, evaluated: TraceResult): Promise<ModeKernelTrace>;
   /** `diff`: the live kernel against the source. @throws Error for an unreadable source or kernel. */
   diff(opts: SourceModeOptions): Promise<ModeDrift>;
   /** `status`: the mode's live state and drift from the recorded source (`recorded`: the source and render flags `run` used). */

@@ -4,7 +4,8 @@
  * (layout.ts). Element-only changes go over nf_tables netlink; structure
  * and repairs through `nft -f`; the table is read back with `nft -j`.
  * `chains` shows it per frontend (chains.ts), `trace` walks its rules by
- * their comments over its sets and maps (trace.ts).
+ * their comments over its sets and maps (trace.ts), and `trace --kernel`
+ * sends one real probe and reads the kernel's own trace of it (kernel-trace.ts).
  */
 import { existsSync } from 'node:fs';
 import { UsageError } from '../../cli/usage-error.ts';
@@ -26,6 +27,7 @@ import { TableModel } from './model.ts';
 import { orderOps } from './plan.ts';
 import { transactionScript } from './script.ts';
 import { nftTraceContext, nftTraceFormat } from './trace.ts';
+import { traceKernel } from './kernel-trace.ts';
 import { formatNftChains, nftFrontendViews } from './chains.ts';
 import { conflictText, desiredNft, type DesiredNft } from './desired.ts';
 import { selectServicePorts, UnknownServiceError } from '../iptables/chains.ts';
@@ -145,6 +147,11 @@ export const nftablesMode: ModeDriver = {
       where: `rules numbered by their place in each chain of nft list table ${TABLE.family} ${TABLE.name}; sets and maps as nft -j lists them`,
       note,
     };
+  },
+
+  async kernelTrace(opts, evaluated) {
+    const r = await traceKernel(nftFor(opts), { ...(opts.netns ? { netns: opts.netns } : {}), ...(opts.probeFrom ? { probeFrom: opts.probeFrom } : {}) }, evaluated);
+    return { text: r.text, match: r.comparison.match, json: { probe: r.sent, path: r.path, comparison: r.comparison } };
   },
 
   async diff(opts) {

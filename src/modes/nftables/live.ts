@@ -2,7 +2,7 @@
  * nftables mode's table as the kernel has it, read from
  * `nft -j list table ip drover` (libnftables-json(5)): each set's key and
  * value types and its elements as element texts (elements.ts), each
- * chain's hook and its rules' comments.
+ * chain's hook and its rules' comments, and each rule by its handle.
  */
 import { DroverError } from '../../errors.ts';
 
@@ -23,11 +23,23 @@ export interface LiveChain {
   readonly comments: readonly (string | null)[];
 }
 
+/** A rule of the live table, as `drover trace --kernel` names the rules the kernel reports by handle. */
+export interface LiveRule {
+  readonly chain: string;
+  /** Its place in the chain, from 1. */
+  readonly line: number;
+  readonly comment: string | null;
+  /** The kind of each of its expressions, as nft's JSON keys them: "match", "mangle", "dnat", "masquerade", "reject", "jump", … */
+  readonly statements: readonly string[];
+}
+
 /** The live table; `exists: false` when the kernel has none. */
 export interface LiveTable {
   readonly exists: boolean;
   readonly sets: ReadonlyMap<string, LiveSet>;
   readonly chains: ReadonlyMap<string, LiveChain>;
+  /** Its rules by handle (nft's JSON lists every rule's handle); absent from tables built by hand. */
+  readonly rules?: ReadonlyMap<number, LiveRule>;
 }
 
 /** The live table of a node without one. */
@@ -82,6 +94,7 @@ export function parseNftJson(text: string): LiveTable {
   if (!Array.isArray(items)) throw new NftJsonError('no "nftables" array');
   const sets = new Map<string, LiveSet>();
   const chains = new Map<string, { base?: LiveChain['base']; comments: (string | null)[] }>();
+  const rules = new Map<number, LiveRule>();
   let exists = false;
   for (const item of items as Record<string, Json>[]) {
     if (item.table) exists = true;
@@ -111,8 +124,13 @@ export function parseNftJson(text: string): LiveTable {
     if (rule) {
       const c = chains.get(String(rule.chain));
       if (!c) throw new NftJsonError(`rule of unknown chain ${JSON.stringify(rule.chain)}`);
-      c.comments.push(typeof rule.comment === 'string' ? rule.comment : null);
+      const comment = typeof rule.comment === 'string' ? rule.comment : null;
+      c.comments.push(comment);
+      if (typeof rule.handle === 'number') {
+        const statements = Array.isArray(rule.expr) ? rule.expr.flatMap((e) => (e !== null && typeof e === 'object' ? Object.keys(e as object) : [])) : [];
+        rules.set(rule.handle, { chain: String(rule.chain), line: c.comments.length, comment, statements });
+      }
     }
   }
-  return { exists, sets, chains };
+  return { exists, sets, chains, rules };
 }

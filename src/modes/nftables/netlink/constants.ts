@@ -71,6 +71,8 @@ export const NFT_MSG = {
   DELSETELEM: 14,
   NEWGEN: 15,
   GETGEN: 16,
+  /** A trace event (enum nft_trace_attributes), sent to NFNLGRP_NFTRACE. */
+  TRACE: 17,
 } as const;
 
 /** enum nft_set_elem_list_attributes (<linux/netfilter/nf_tables.h>). */
@@ -126,3 +128,64 @@ export const NFTA_GEN = {
 
 /** Families (enum NFPROTO_*, <linux/netfilter.h>) of the nf_tables table families drover uses. */
 export const NFPROTO = { UNSPEC: 0, IPV4: 2, IPV6: 10 } as const;
+
+/** The nfnetlink multicast group of nf_tables trace events (NFNLGRP_NFTRACE, enum nfnetlink_groups, <linux/netfilter/nfnetlink.h>). */
+export const NFNLGRP_NFTRACE = 9;
+
+/** enum nft_trace_attributes (<linux/netfilter/nf_tables.h>): the attributes of an NFT_MSG_TRACE event. */
+export const NFTA_TRACE = {
+  /** string */
+  TABLE: 1,
+  /** string */
+  CHAIN: 2,
+  /** __be64 */
+  RULE_HANDLE: 3,
+  /** __be32, enum nft_trace_types */
+  TYPE: 4,
+  /** nested: NFTA_VERDICT_CODE, NFTA_VERDICT_CHAIN */
+  VERDICT: 5,
+  /** __be32: the same for every event of one packet */
+  ID: 6,
+  LL_HEADER: 7,
+  /** binary: the IP header, as the packet was when the event was sent */
+  NETWORK_HEADER: 8,
+  /** binary: the start of the transport header */
+  TRANSPORT_HEADER: 9,
+  /** __be32 ifindex */
+  IIF: 10,
+  IIFTYPE: 11,
+  /** __be32 ifindex */
+  OIF: 12,
+  OIFTYPE: 13,
+  /** __be32 */
+  MARK: 14,
+  /** __be32, NFPROTO_* */
+  NFPROTO: 15,
+  /** __be32: the base chain's policy, for a POLICY event */
+  POLICY: 16,
+} as const;
+
+/** enum nft_trace_types (<linux/netfilter/nf_tables.h>). */
+export const NFT_TRACETYPE = { POLICY: 1, RETURN: 2, RULE: 3 } as const;
+
+/** enum nft_verdict_attributes (<linux/netfilter/nf_tables.h>). */
+export const NFTA_VERDICT = { CODE: 1, CHAIN: 2 } as const;
+
+/**
+ * Verdict codes, as NFTA_VERDICT_CODE carries them (a __be32 read as a
+ * signed int): the netfilter verdicts NF_DROP 0, NF_ACCEPT 1, NF_STOLEN 2,
+ * NF_QUEUE 3, NF_REPEAT 4 (<linux/netfilter.h>) and nf_tables' own
+ * (enum nft_verdicts, <linux/netfilter/nf_tables.h>).
+ */
+export const NFT_VERDICT_CODES: ReadonlyMap<number, string> = new Map([
+  [0, 'drop'],
+  [1, 'accept'],
+  [2, 'stolen'],
+  [3, 'queue'],
+  [4, 'repeat'],
+  [-1, 'continue'],
+  [-2, 'break'],
+  [-3, 'jump'],
+  [-4, 'goto'],
+  [-5, 'return'],
+]);

@@ -40,11 +40,19 @@ export interface NfnlTransport {
 /**
  * A NETLINK_NETFILTER socket of `netlink@0.3.0`, with SO_RCVBUF and SO_SNDBUF
  * raised to the given sizes (bytes; the kernel caps them at
- * net.core.rmem_max / wmem_max and doubles them).
- * @throws the package's ErrnoException when the socket cannot be created.
+ * net.core.rmem_max / wmem_max and doubles them), a member of the
+ * multicast `groups` (NFNLGRP_*, <linux/netfilter/nfnetlink.h>; joining one
+ * needs CAP_NET_ADMIN) before it returns.
+ * @throws the package's ErrnoException when the socket cannot be created or a group joined.
  */
-export function openNfnlTransport(recvBufferBytes: number, sendBufferBytes: number): NfnlTransport {
+export function openNfnlTransport(recvBufferBytes: number, sendBufferBytes: number, groups: readonly number[] = []): NfnlTransport {
   const sock = new RawNetlinkSocket(NETLINK_NETFILTER, { recvBufferSize: recvBufferBytes, sendBufferSize: sendBufferBytes });
+  try {
+    for (const g of groups) sock.addMembership(g);
+  } catch (err) {
+    sock.close();
+    throw err;
+  }
   // An idle socket must not keep the process alive (`drover sync --once` exits after its sync); a call in
   // flight is kept alive by its timeout timer (client.ts), and the answer still arrives on the socket.
   sock.unref();
