@@ -142,20 +142,21 @@ export const DEFAULT_BACKOFF: Backoff = { initialMs: 1000, maxMs: 30_000 };
  */
 class BookmarkWatch extends Watch {
   private current: AbortController | undefined;
-  private stopped = false;
+  /** Counts the calls of {@link abort}: a watch opened before the last one is aborted as soon as the server answers. */
+  private aborts = 0;
 
   override async watch(...[path, query, callback, done]: Parameters<Watch['watch']>): ReturnType<Watch['watch']> {
-    this.stopped = false;
+    const aborts = this.aborts;
     const timeoutSeconds = 300 + Math.floor(Math.random() * 300);
     const c = await super.watch(path, { ...query, allowWatchBookmarks: true, timeoutSeconds }, callback, done);
-    if (this.stopped) c.abort();
+    if (aborts !== this.aborts) c.abort();
     else this.current = c;
     return c;
   }
 
-  /** Abort the current watch, and one being opened now. */
+  /** Abort the current watch, and every one being opened now. */
   abort(): void {
-    this.stopped = true;
+    this.aborts++;
     this.current?.abort();
     this.current = undefined;
   }
