@@ -8,9 +8,11 @@
  *     timeout of 5-10 minutes, as client-go's reflector asks for, so that a
  *     watch is renewed from a recent resourceVersion instead of hanging on
  *     a half-open connection; a watch the server ends is opened again from
- *     the last resourceVersion seen;
+ *     the last resourceVersion seen, after the backoff when it ended
+ *     within 1 s with no event (client-go's "very short watch");
  *   - a 410 Gone (the watch request's status, or an ERROR event whose
- *     Status has code 410) lists again;
+ *     Status has code 410) lists again; an ERROR event ends its watch
+ *     (what the stream sends after it is not read);
  *   - any other failure (a dropped watch connection, another ERROR event, a
  *     failed list, an unreachable server) is reported and retried after a
  *     backoff of 1 s doubling up to 30 s (reset once a list or a watch
@@ -162,6 +164,16 @@ class BookmarkWatch extends Watch {
   }
 }
 
+/** A watch the server ends sooner than this after it was opened, with no event, counts as a failure (client-go's reflector: 1 s). */
+const SHORT_WATCH_MS = 1000;
+
+/** One watch of an informer: when it was opened (performance.now(), ms), the events it sent, and how it ended once it did ('gone': a 410; 'closed': ended with no error; else the failure). */
+interface WatchState {
+  readonly opened: number;
+  events: number;
+  ended: 'gone' | 'closed' | Error | undefined;
+}
+
 /** True for a 410 Gone: as an error of the watch request, or as the `code` of an ERROR event's Status. */
 function isGone(x: unknown): boolean {
   const e = x as { statusCode?: unknown; code?: unknown } | null | undefined;
@@ -185,8 +197,6 @@ export class ResourceInformer {
   private lists = new AbortController();
   /** The resourceVersion to watch from; empty means list first. */
   private resourceVersion = '';
-  /** Why the current watch is failing (an ERROR event other than 410), reported when it ends. */
-  private watchError: Error | undefined;
   private failures = 0;
   private timer: NodeJS.Timeout | undefined;
   private stopped = true;
@@ -236,12 +246,12 @@ export class ResourceInformer {
         this.resourceVersion = l.metadata?.resourceVersion ?? '';
         this.handlers.replace((l.items ?? []).map((o) => this.typed(o)));
       }
-      this.watchError = undefined;
+      const w: WatchState = { opened: performance.now(), events: 0, ended: undefined };
       await this.watcher.watch(
         this.resource.path,
         { resourceVersion: this.resourceVersion, labelSelector: this.selectors.labelSelector, fieldSelector: this.selectors.fieldSelector },
-        (phase: string, o: KubernetesObject) => this.event(generation, phase, o),
-        (err: unknown) => this.ended(generation, err),
+        (phase: string, o: KubernetesObject) => this.event(generation, w, phase, o),
+        (err: unknown) => this.ended(generation, w, err),
       );
     } catch (err) {
       if (this.current(generation)) this.failed(err);
@@ -249,12 +259,15 @@ export class ResourceInformer {
   }
 
   /** One watch event: handed over, and its resourceVersion kept to watch from. */
-  private event(generation: number, phase: string, o: KubernetesObject): void {
-    if (!this.current(generation)) return;
+  private event(generation: number, w: WatchState, phase: string, o: KubernetesObject): void {
+    if (!this.current(generation) || w.ended !== undefined) return;
+    w.events++;
     if (phase === 'ERROR') {
-      // A Status: 410 Gone means the resourceVersion is too old, so list again; anything else fails the watch.
-      if (isGone(o)) this.resourceVersion = '';
-      else this.watchError = new Error(`watch of ${this.resource.plural}: ${(o as { message?: unknown }).message ?? 'an ERROR event'}`);
+      // A Status ends the watch (client-go's watchHandler): 410 Gone means the
+      // resourceVersion is too old, so list again; anything else fails the
+      // watch. What the stream sends after it is not read.
+      w.ended = isGone(o) ? 'gone' : new Error(`watch of ${this.resource.plural}: ${(o as { message?: unknown }).message ?? 'an ERROR event'}`);
+      this.watcher.abort();
       return;
     }
     if (phase === 'ADDED' || phase === 'MODIFIED' || phase === 'DELETED') {
@@ -266,11 +279,22 @@ export class ResourceInformer {
     if (version) this.resourceVersion = version;
   }
 
-  /** The watch ended: a 410 lists again, a failure retries after the backoff, the server's own end of a watch watches again. */
-  private ended(generation: number, err: unknown): void {
+  /**
+   * The watch ended: a 410 lists again, a failure retries after the
+   * backoff, the server's own end of a watch watches again; one the server
+   * ended within {@link SHORT_WATCH_MS} with no event is a failure
+   * (client-go's reflector: "very short watch"), so that a server that
+   * ends every watch at once is not asked again in a loop.
+   */
+  private ended(generation: number, w: WatchState, err: unknown): void {
     if (!this.current(generation)) return;
-    if (isGone(err)) this.resourceVersion = '';
-    else if (err || this.watchError) return this.failed(err ?? this.watchError);
+    const outcome = w.ended ?? (isGone(err) ? 'gone' : err);
+    w.ended ??= 'closed';
+    if (outcome === 'gone') this.resourceVersion = '';
+    else if (outcome) return this.failed(outcome);
+    else if (w.events === 0 && performance.now() - w.opened < SHORT_WATCH_MS) {
+      return this.failed(new Error(`watch of ${this.resource.plural} ended after less than ${SHORT_WATCH_MS} ms with no event`));
+    }
     void this.cycle(generation);
   }
 

@@ -1,0 +1,163 @@
+/**
+ * One informer (src/sources/kubernetes/informer.ts) against a scripted
+ * HTTP server that answers each list and watch request as a test says:
+ * watches the server ends at once, an ERROR event followed by more events
+ * on the same stream, a watch whose answer is late while the informer is
+ * stopped and started again.
+ */
+import test from 'ava';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo, Socket } from 'node:net';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { loadKubeConfig } from '../../src/sources/kubernetes/config.ts';
+import { RESOURCES, ResourceInformer, type InformerHandlers, type KubeObject } from '../../src/sources/kubernetes/informer.ts';
+import { kubeconfigFor } from '../support/kube-api.ts';
+
+type Answer = (req: IncomingMessage, res: ServerResponse, query: Record<string, string>) => void;
+
+/** A server on 127.0.0.1 that answers Service lists with `list` and watches with `watch`; counts requests and open sockets. */
+async function scripted(list: Answer, watch: Answer) {
+  const sockets = new Set<Socket>();
+  const seen = { lists: 0, watches: 0 };
+  const server = createServer((req, res) => {
+    const query = Object.fromEntries(new URL(req.url ?? '/', 'http://x').searchParams);
+    if (query.watch === 'true') {
+      seen.watches++;
+      watch(req, res, query);
+    } else {
+      seen.lists++;
+      list(req, res, query);
+    }
+  });
+  server.on('connection', (s) => {
+    sockets.add(s);
+    s.on('close', () => sockets.delete(s));
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  return {
+    url,
+    seen,
+    sockets,
+    close: async () => {
+      server.closeAllConnections();
+      await new Promise<void>((r) => server.close(() => r()));
+    },
+  };
+}
+
+/** A Service list at resourceVersion `rv` with the named Services. */
+function listOf(rv: number, ...names: string[]): Answer {
+  return (_req, res) => {
+    res.writeHead(200, { 'Content-Type': 'application/json' });
+    res.end(JSON.stringify({ kind: 'ServiceList', apiVersion: 'v1', metadata: { resourceVersion: String(rv) }, items: names.map((name) => ({ metadata: { name, namespace: 'default', resourceVersion: String(rv) } })) }));
+  };
+}
+
+const event = (type: string, object: unknown) => `${JSON.stringify({ type, object })}\n`;
+const svc = (name: string, rv: number) => ({ kind: 'Service', apiVersion: 'v1', metadata: { name, namespace: 'default', resourceVersion: String(rv) } });
+const gone = { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message: 'too old resource version', reason: 'Expired', code: 410 };
+
+let dir: string;
+test.before(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'drover-informer-'));
+});
+test.after.always(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+let n = 0;
+/** A Service informer for `url` with a 100 ms backoff, and what it handed over. */
+async function informerFor(url: string) {
+  const file = join(dir, `kubeconfig-${n++}`);
+  await writeFile(file, kubeconfigFor(url));
+  const { config } = loadKubeConfig({ kubeconfig: file });
+  const log: string[] = [];
+  const handlers: InformerHandlers = {
+    upsert: (o: KubeObject) => log.push(`upsert ${o.metadata.name}`),
+    remove: (o: KubeObject) => log.push(`remove ${o.metadata.name}`),
+    replace: (items: KubeObject[]) => log.push(`replace ${items.map((o) => o.metadata.name).join(',')}`),
+    error: (e: Error) => log.push(`error ${e.message}`),
+  };
+  return { informer: new ResourceInformer(RESOURCES.Service, config, {}, handlers, { initialMs: 100, maxMs: 400 }), log };
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+async function until(what: string, check: () => boolean, timeoutMs = 5000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(10);
+  }
+}
+
+test.serial('a watch the server ends at once, with no event, is retried after the backoff, not at once in a loop', async (t) => {
+  const server = await scripted(listOf(10, 'web'), (_req, res) => {
+    res.writeHead(200, { 'Content-Type': 'application/json' });
+    res.end();
+  });
+  const { informer } = await informerFor(server.url);
+  t.teardown(async () => {
+    await informer.stop();
+    await server.close();
+  });
+  informer.start();
+  await sleep(1000);
+  await informer.stop();
+  // 100 ms doubling to 400 ms: at most 5 watches in a second.
+  t.true(server.seen.watches <= 6, `${server.seen.watches} watches in 1 s`);
+  t.true(server.seen.watches >= 2, 'watched again after the backoff');
+});
+
+test.serial('a 410 ERROR event followed by more events on the same stream relists; the events after the ERROR are not handed over', async (t) => {
+  let lists = 0;
+  const server = await scripted(
+    (req, res, q) => listOf(++lists === 1 ? 10 : 20, ...(lists === 1 ? ['web'] : ['web', 'api']))(req, res, q),
+    (_req, res, q) => {
+      res.writeHead(200, { 'Content-Type': 'application/json' });
+      if (q.resourceVersion === '10') res.end(event('ERROR', gone) + event('ADDED', svc('late', 15)));
+      // The watch after the relist stays open.
+      else res.flushHeaders();
+    },
+  );
+  const { informer, log } = await informerFor(server.url);
+  t.teardown(async () => {
+    await informer.stop();
+    await server.close();
+  });
+  informer.start();
+  await until('a relist', () => server.seen.lists >= 2);
+  await until('the second list handed over', () => log.includes('replace web,api'));
+  t.deepEqual(log, ['replace web', 'replace web,api']);
+});
+
+test.serial('stopped and started again while a watch request is unanswered: the late answer is closed, and after stop() no connection stays open', async (t) => {
+  const pending: ServerResponse[] = [];
+  const server = await scripted(listOf(10, 'web'), (_req, res) => {
+    pending.push(res);
+  });
+  const { informer } = await informerFor(server.url);
+  t.teardown(async () => {
+    await informer.stop();
+    await server.close();
+  });
+  const answer = (res: ServerResponse) => {
+    res.writeHead(200, { 'Content-Type': 'application/json' });
+    res.flushHeaders();
+  };
+  informer.start();
+  await until('the first watch request', () => pending.length === 1);
+  await informer.stop();
+  informer.start();
+  await until('the second watch request', () => pending.length === 2);
+  answer(pending[0]!);
+  await sleep(100);
+  answer(pending[1]!);
+  await sleep(100);
+  await informer.stop();
+  await until('every connection closed', () => server.sockets.size === 0, 2000).catch(() => undefined);
+  t.is(server.sockets.size, 0, 'no watch connection is left open after stop()');
+});
