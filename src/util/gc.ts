@@ -85,8 +85,9 @@ function heapUsed(): number {
  */
 export function collectWhenGrown(boundBytes: number): boolean {
   const used = heapUsed();
-  if (usedAfterCollection !== undefined && used < usedAfterCollection) usedAfterCollection = used;
-  if (usedAfterCollection !== undefined && used - usedAfterCollection <= boundBytes) return false;
+  // The first call only sets the baseline; V8's own collections since lower it.
+  if (usedAfterCollection === undefined || used < usedAfterCollection) usedAfterCollection = used;
+  if (used - usedAfterCollection <= boundBytes) return false;
   if (collector === undefined) collector = findCollector();
   if (collector === null) return false;
   collector();

@@ -1,5 +1,6 @@
 import test from 'ava';
 import FakeTimers from '@sinonjs/fake-timers';
+import { execFileSync } from 'node:child_process';
 import { collectAfterSyncs, leavesGarbage } from '../../src/proxier/collect-after-sync.ts';
 import type { LastSync, SyncListener } from '../../src/proxier/proxier.ts';
 import type { SyncResult } from '../../src/modes/types.ts';
@@ -109,4 +110,14 @@ test('under a stream of syncs closer than the quiet time, a collection comes rig
   t.deepEqual(collected, [2700, 6300]);
   clock.tick(1000);
   t.deepEqual(collected, [2700, 6300, 9100], 'the last burst, once quiet');
+});
+
+test('collectWhenGrown\'s first call in a process sets the baseline and does not collect (a small first sync blocks on no collection)', (t) => {
+  // A fresh process: the module keeps its baseline for the life of the process.
+  const script = `import { collectWhenGrown } from ${JSON.stringify(new URL('../../src/util/gc.ts', import.meta.url).href)};
+    const first = collectWhenGrown(1024 * 1024 * 1024);
+    const second = collectWhenGrown(1024 * 1024 * 1024);
+    console.log(JSON.stringify([first, second]));`;
+  const out = execFileSync(process.execPath, ['--import=tsx', '--input-type=module', '-e', script], { encoding: 'utf8' });
+  t.deepEqual(JSON.parse(out), [false, false]);
 });
