@@ -14,6 +14,7 @@ import { join } from 'node:path';
 import { loadKubeConfig } from '../../src/sources/kubernetes/config.ts';
 import { RESOURCES, ResourceInformer, type InformerHandlers, type KubeObject } from '../../src/sources/kubernetes/informer.ts';
 import { kubeconfigFor } from '../support/kube-api.ts';
+import { until } from '../support/wait.ts';
 
 type Answer = (req: IncomingMessage, res: ServerResponse, query: Record<string, string>) => void;
 
@@ -86,14 +87,6 @@ async function informerFor(url: string) {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-async function until(what: string, check: () => boolean, timeoutMs = 5000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(10);
-  }
-}
-
 test.serial('a watch the server ends at once, with no event, is retried after the backoff, not at once in a loop', async (t) => {
   const server = await scripted(listOf(10, 'web'), (_req, res) => {
     res.writeHead(200, { 'Content-Type': 'application/json' });
@@ -129,8 +122,8 @@ test.serial('a 410 ERROR event followed by more events on the same stream relist
     await server.close();
   });
   informer.start();
-  await until('a relist', () => server.seen.lists >= 2);
-  await until('the second list handed over', () => log.includes('replace web,api'));
+  await until('a relist', async () => server.seen.lists >= 2, 5000, 10);
+  await until('the second list handed over', async () => log.includes('replace web,api'), 5000, 10);
   t.deepEqual(log, ['replace web', 'replace web,api']);
 });
 
@@ -149,15 +142,15 @@ test.serial('stopped and started again while a watch request is unanswered: the 
     res.flushHeaders();
   };
   informer.start();
-  await until('the first watch request', () => pending.length === 1);
+  await until('the first watch request', async () => pending.length === 1, 5000, 10);
   await informer.stop();
   informer.start();
-  await until('the second watch request', () => pending.length === 2);
+  await until('the second watch request', async () => pending.length === 2, 5000, 10);
   answer(pending[0]!);
   await sleep(100);
   answer(pending[1]!);
   await sleep(100);
   await informer.stop();
-  await until('every connection closed', () => server.sockets.size === 0, 2000).catch(() => undefined);
+  await until('every connection closed', async () => server.sockets.size === 0, 2000, 10).catch(() => undefined);
   t.is(server.sockets.size, 0, 'no watch connection is left open after stop()');
 });
