@@ -19,6 +19,7 @@
  * empty, a failure of the IPv6 family (say, a kernel without IPv6) is
  * logged, not thrown.
  */
+import { DroverError } from '../../errors.ts';
 import { familyView } from '../../model/family.ts';
 import type { IPFamily, Snapshot } from '../../model/types.ts';
 import type { Logger } from '../../util/log.ts';
@@ -51,7 +52,7 @@ export function ipv6RenderOptions(render: RenderOptions, clusterCidr: string | u
 }
 
 /** A sync failure of one family, named. */
-export class FamilySyncError extends Error {
+export class FamilySyncError extends DroverError {
   constructor(
     readonly failures: ReadonlyArray<{ readonly family: IPFamily; readonly error: unknown }>,
   ) {
