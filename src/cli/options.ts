@@ -32,19 +32,38 @@ export const MAX_DURATION_MS = 24 * 86_400_000;
 
 /**
  * `--cluster-cidr`: a strict IPv4 CIDR (validate.ts parseCIDR) with a prefix
- * of /1 or longer. 0.0.0.0/0 would make the "! -s <cluster CIDR>" masquerade
- * rule invalid for iptables-nft, so every sync would fail; masquerading all
- * traffic is what --masquerade-all is for.
+ * of /1 or longer, or one CIDR per family separated by a comma
+ * ("10.244.0.0/16,fd00:10:244::/56", as kube-proxy's clusterCIDR): the
+ * IPv6 one canonical (addr.ts parseCIDR), no host bits, /1 or longer. A
+ * zero prefix would make the "! -s <cluster CIDR>" masquerade rule invalid
+ * for iptables-nft, so every sync would fail; masquerading all traffic is
+ * what --masquerade-all is for.
  * @throws InvalidArgumentError naming the value.
  */
 function cidrArg(value: string): string {
   try {
-    const cidr = parseCIDR(value);
-    if (cidr.prefix === 0) throw new Error(`cluster CIDR ${value} matches every address; to masquerade everything, use --masquerade-all instead`);
+    const parts = value.split(',');
+    if (parts.length > 2) throw new Error(`"${value}" lists more than two CIDRs (at most one per IP family)`);
+    if (parts.length === 2 && parts[0]!.includes(':') === parts[1]!.includes(':')) throw new Error(`"${value}" lists two CIDRs of one IP family`);
+    for (const part of parts) {
+      const prefix = part.includes(':') ? ipv6ClusterCIDR(part) : parseCIDR(part).prefix;
+      if (prefix === 0) throw new Error(`cluster CIDR ${part} matches every address; to masquerade everything, use --masquerade-all instead`);
+    }
   } catch (err) {
     throw new InvalidArgumentError((err as Error).message);
   }
   return value;
+}
+
+/**
+ * The prefix length of the IPv6 cluster CIDR `value`.
+ * @throws Error when it is not a canonical IPv6 CIDR without host bits.
+ */
+function ipv6ClusterCIDR(value: string): number {
+  const read = parseAnyCIDR(value);
+  if (read === undefined || read.prefix.family !== 6) throw new Error(`"${value}" is not a valid IPv6 CIDR (expected e.g. "fd00:10:244::/56")`);
+  if (read.prefix.text !== value) throw new Error(`"${value}" is not canonical or has host bits set; did you mean "${read.prefix.text}"?`);
+  return read.prefix.bits;
 }
 
 /**

@@ -18,7 +18,7 @@ import { frozenCopyWith } from './copy.ts';
 import { objectError, type ManifestError } from './errors.ts';
 import { compareEndpoints, compareStrings } from './order.ts';
 import type { EndpointAddress, EndpointGroup, ParsedEndpoints, ParsedEndpointSlice, ParsedService, ParsedServicePort } from './parsed.ts';
-import type { Endpoint } from './types.ts';
+import type { Endpoint, IPFamily } from './types.ts';
 
 /** An EndpointSlice or a legacy Endpoints object. */
 export type EndpointObject = ParsedEndpointSlice | ParsedEndpoints;
@@ -40,12 +40,29 @@ export type EndpointIndex = ReadonlyMap<string, ReadonlyArray<{ readonly port: n
 
 const portId = (p: { name: string; protocol: string }) => `${p.name}/${p.protocol}`;
 
-/** Index `groups` by port name and protocol, for {@link endpointsFor}. */
-export function indexEndpoints(groups: readonly EndpointGroup[]): EndpointIndex {
+/**
+ * The addresses of `addresses` of `family` (validated text: IPv6 holds a
+ * ':'), the list itself when they all are (the common case: an
+ * EndpointSlice is of one family).
+ */
+function ofFamily(addresses: readonly EndpointAddress[], family: IPFamily): readonly EndpointAddress[] {
+  const v6 = family === 'IPv6';
+  if (addresses.every((a) => a.ip.includes(':') === v6)) return addresses;
+  return addresses.filter((a) => a.ip.includes(':') === v6);
+}
+
+/**
+ * Index the addresses of `family` in `groups` by port name and protocol,
+ * for {@link endpointsFor}: each family's view of a Service takes the
+ * endpoints of its family only (kube-proxy's per-family proxiers,
+ * pkg/proxy/metaproxier). Default IPv4.
+ */
+export function indexEndpoints(groups: readonly EndpointGroup[], family: IPFamily = 'IPv4'): EndpointIndex {
   const out = new Map<string, Array<{ port: number; addresses: readonly EndpointAddress[] }>>();
   for (const g of groups) {
+    const addresses = ofFamily(g.addresses, family);
     for (const gp of g.ports) {
-      const entry = { port: gp.port, addresses: g.addresses };
+      const entry = { port: gp.port, addresses };
       const list = out.get(portId(gp));
       if (list) list.push(entry);
       else out.set(portId(gp), [entry]);

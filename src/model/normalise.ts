@@ -13,6 +13,9 @@
  *     (pods.ts, as the EndpointSlice controller would); endpoints are
  *     matched to service ports by name and protocol (endpoints.ts);
  *   - services without a ClusterIP get one from allocate.ts;
+ *   - each family gets its own service ports (family.ts): `services` those
+ *     with an IPv4 ClusterIP, `ipv6Services` those with an IPv6 one, each
+ *     with the endpoints of its family;
  *   - this node is the Node object named `nodeName` (BuildOptions), or
  *     without a name the only Node object read; with a name that no Node
  *     object has, a node known by that name alone; none otherwise.
@@ -42,6 +45,7 @@ import { compareStrings } from './order.ts';
 import type { EndpointGroup, ParsedEndpoints, ParsedEndpointSlice, ParsedNode, ParsedObject, ParsedPod, ParsedService, ParsedServicePort } from './parsed.ts';
 import { indexPods, nodeZones, podEndpointGroups, selectedPods, type PodIndex } from './pods.ts';
 import type { NodeInfo, ServicePort, ServiceType, Snapshot } from './types.ts';
+import { ipFamilyOf } from './validate.ts';
 
 /** Options of {@link buildSnapshot}. */
 export interface BuildOptions {
@@ -78,16 +82,26 @@ export interface BuildOptions {
  * (sources/decoder.ts).
  */
 export class BuildMemo {
-  private readonly byService = new WeakMap<ParsedService, { readonly ip: string; readonly groups: readonly EndpointGroup[]; readonly ports: readonly ServicePort[] }>();
+  private readonly byService = new WeakMap<ParsedService, Built>();
+  /** The same for the IPv6 view of each Service (family.ts). */
+  private readonly byService6 = new WeakMap<ParsedService, Built>();
 
-  /** The service ports built for `svc` at `ip` from `groups`, reused or made by `make`. */
+  /** The service ports built for `svc` at `ip` (of either family: one memo each) from `groups`, reused or made by `make`. */
   portsOf(svc: ParsedService, ip: string, groups: readonly EndpointGroup[], make: () => ServicePort[]): readonly ServicePort[] {
-    const seen = this.byService.get(svc);
+    const store = ip.includes(':') ? this.byService6 : this.byService;
+    const seen = store.get(svc);
     if (seen !== undefined && seen.ip === ip && seen.groups.length === groups.length && seen.groups.every((g, i) => g === groups[i])) return seen.ports;
     const ports = make();
-    this.byService.set(svc, { ip, groups, ports });
+    store.set(svc, { ip, groups, ports });
     return ports;
   }
+}
+
+/** What {@link BuildMemo} keeps of one Service in one family. */
+interface Built {
+  readonly ip: string;
+  readonly groups: readonly EndpointGroup[];
+  readonly ports: readonly ServicePort[];
 }
 
 /** A ClusterIP drover allocated: `key` is "namespace/name". */
@@ -145,6 +159,7 @@ export function buildSnapshot(objects: readonly ParsedObject[], opts: BuildOptio
     previousIP.set(serviceKey(sp), sp.clusterIP);
     previousTriples.add(`${serviceKey(sp)} ${triple(sp.clusterIP, sp)}`);
   }
+  for (const sp of opts.previous?.ipv6Services?.values() ?? []) previousTriples.add(`${serviceKey(sp)} ${triple(sp.clusterIP, sp)}`);
   const held = new Set(previousIP.values());
   for (const [key, ip] of opts.remembered ?? []) {
     if (!previousIP.has(key) && !held.has(ip)) previousIP.set(key, ip);
@@ -156,7 +171,7 @@ export function buildSnapshot(objects: readonly ParsedObject[], opts: BuildOptio
   const taken: string[] = [];
   for (const { svc, key } of keyed) {
     if (svc.clusterIP !== undefined) taken.push(svc.clusterIP);
-    else if (svc.ports.length > 0) toAllocate.push(key);
+    else if (svc.ports.length > 0 && svc.clusterIPs.length === 0) toAllocate.push(key);
   }
   const { allocated, exhausted } = allocateClusterIPs({ cidr, keys: toAllocate, taken, previous: previousIP });
   const unallocated = new Set(exhausted);
@@ -167,11 +182,16 @@ export function buildSnapshot(objects: readonly ParsedObject[], opts: BuildOptio
   }
 
   // ClusterIP:port/protocol conflicts: services that had the triple before first, then by key.
-  const resolved: Array<{ svc: ParsedService; key: string; ip: string }> = [];
+  // `ip` is the IPv4 ClusterIP (given or allocated), `ip6` the IPv6 one; a Service has at least one.
+  const resolved: Resolved[] = [];
   for (const { svc, key } of keyed) {
-    if (svc.ports.length > 0 && !unallocated.has(key)) resolved.push({ svc, key, ip: svc.clusterIP ?? allocated.get(key)! });
+    if (svc.ports.length === 0 || unallocated.has(key)) continue;
+    const ip6 = svc.clusterIPs.find((c) => c.family === 'IPv6')?.ip;
+    const ip = svc.clusterIP ?? (ip6 === undefined ? allocated.get(key) : undefined);
+    resolved.push({ svc, key, ip, ip6 });
   }
-  const incumbent = (r: { svc: ParsedService; key: string; ip: string }) => r.svc.ports.some((p) => previousTriples.has(`${r.key} ${triple(r.ip, p)}`));
+  const clusterIPsOf = (r: Resolved): string[] => (r.ip6 === undefined ? [r.ip!] : r.ip === undefined ? [r.ip6] : [r.ip, r.ip6]);
+  const incumbent = (r: Resolved) => clusterIPsOf(r).some((ip) => r.svc.ports.some((p) => previousTriples.has(`${r.key} ${triple(ip, p)}`)));
   // `resolved` is in key order already, and the sort is stable: incumbents first, each part by key.
   const ordered =
     previousTriples.size === 0
@@ -181,16 +201,16 @@ export function buildSnapshot(objects: readonly ParsedObject[], opts: BuildOptio
           .sort((a, b) => Number(b.first) - Number(a.first))
           .map((x) => x.r);
   const owners = new Map<string, ParsedService>();
-  const accepted: Array<{ svc: ParsedService; key: string; ip: string }> = [];
+  const accepted: Resolved[] = [];
   for (const r of ordered) {
-    const triples = r.svc.ports.map((p) => triple(r.ip, p)); // each made once
+    const triples = clusterIPsOf(r).flatMap((ip) => r.svc.ports.map((p) => triple(ip, p))); // each made once
     const clash = triples.findIndex((t) => owners.has(t));
     if (clash >= 0) {
       const winner = owners.get(triples[clash]!)!;
       errors.push(
         objectError(
           r.svc,
-          `spec.ports[${r.svc.ports[clash]!.index}]`,
+          `spec.ports[${r.svc.ports[clash % r.svc.ports.length]!.index}]`,
           `${triples[clash]} is already used by Service ${serviceKey(winner)} (${displayFile(winner.file)}); service skipped`,
         ),
       );
@@ -201,35 +221,48 @@ export function buildSnapshot(objects: readonly ParsedObject[], opts: BuildOptio
   }
 
   const ports: ServicePort[] = [];
+  const ports6: ServicePort[] = [];
   const memo = opts.memo ?? new BuildMemo();
   // In key order, so that the endpoint-port warnings come in an order that does not depend on which Services are incumbents.
   const served = ordered === resolved ? accepted : resolved.filter(((taken) => (r: (typeof resolved)[number]) => taken.has(r))(new Set(accepted)));
-  for (const { svc, key, ip } of served) {
+  for (const { svc, key, ip, ip6 } of served) {
     const groups = endpointGroups(svc, key, slices, legacy, pods, zones, warnings, notes);
-    for (const sp of servicePorts(svc, ip, groups, memo)) ports.push(sp);
+    if (ip !== undefined) for (const sp of servicePorts(svc, ip, groups, memo)) ports.push(sp);
+    if (ip6 !== undefined) for (const sp of servicePorts(svc, ip6, groups, memo)) ports6.push(sp);
   }
   ports.sort((a, b) => compareStrings(a.key, b.key));
+  ports6.sort((a, b) => compareStrings(a.key, b.key));
 
   const allocations = accepted
-    .filter((r) => r.svc.clusterIP === undefined)
-    .map((r) => Object.freeze({ key: r.key, clusterIP: r.ip }))
+    .filter((r) => r.svc.clusterIPs.length === 0)
+    .map((r) => Object.freeze({ key: r.key, clusterIP: r.ip! }))
     .sort((a, b) => compareStrings(a.key, b.key));
   const snapshot: Snapshot = Object.freeze({
     services: byPortKey(ports),
+    ...(ports6.length > 0 ? { ipv6Services: byPortKey(ports6) } : {}),
     ...(node !== undefined ? { node } : {}),
   });
   return { snapshot, errors, warnings, allocations, notes: notes.sort(compareStrings) };
 }
 
+/** A Service that passed allocation, with its IPv4 (`ip`) and IPv6 (`ip6`) ClusterIPs: at least one of them. */
+interface Resolved {
+  readonly svc: ParsedService;
+  readonly key: string;
+  readonly ip: string | undefined;
+  readonly ip6: string | undefined;
+}
+
 /**
  * The service ports of `svc` at ClusterIP `ip` with endpoint `groups` (of
  * {@link endpointGroups}), one per port of the Service, reused from `memo`
- * when the same Service had the same address and groups before.
+ * when the same Service had the same address and groups before. They are
+ * of the family of `ip` (family.ts): only the endpoints of that family.
  */
 export function servicePorts(svc: ParsedService, ip: string, groups: readonly EndpointGroup[], memo: BuildMemo): readonly ServicePort[] {
   return memo.portsOf(svc, ip, groups, () => {
-    const index = indexEndpoints(groups);
-    return svc.ports.map((p) => makeServicePort(svc, p, ip, svc.clusterIP === undefined, index));
+    const index = indexEndpoints(groups, ipFamilyOf(ip));
+    return svc.ports.map((p) => makeServicePort(svc, p, ip, svc.clusterIPs.length === 0, index));
   });
 }
 

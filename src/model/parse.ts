@@ -8,24 +8,26 @@
  * (duplicates, ClusterIP conflicts, allocation) are normalise.ts's job.
  *
  * Endpoint addresses are read one by one after the schema (validate.ts
- * `parseEndpointIPv4`, kube-proxy's ParseIPSloppy reading): a bad one skips
- * its endpoint (or its Shepherd entry) with a warning naming the field, the
- * rest of the object is kept; leading zeros are read as decimal with a
- * warning. A structural problem (e.g. `endpoints` not a list) still makes
+ * `parseEndpointIP`, kube-proxy's ParseIPSloppy reading): a bad one, or
+ * one of the wrong family (an IPv6 address in an IPv4 EndpointSlice, and
+ * the reverse), skips its endpoint (or its Shepherd entry) with a warning
+ * naming the field, the rest of the object is kept; leading zeros are read
+ * as decimal with a warning. A structural problem (e.g. `endpoints` not a list) still makes
  * the whole object invalid.
  *
  * Dispatch on apiVersion/kind:
  *   - Service + apiVersion v1           → Kubernetes Service
  *   - Service without apiVersion        → Shepherd Service
- *   - EndpointSlice + discovery.k8s.io/v1 → EndpointSlice (addressType IPv4 only)
+ *   - EndpointSlice + discovery.k8s.io/v1 → EndpointSlice (addressType IPv4 or IPv6)
  *   - Endpoints + v1                    → legacy Endpoints
  *   - Node + v1                         → Node (cluster-scoped, named by its name alone)
  *   - Pod + v1                          → Kubernetes Pod
  *   - Pod without apiVersion            → Shepherd Pod
  *   - anything else (ConfigMap, Deployment, other API versions) → ignored
  *
- * A Pod's IP is read like an endpoint address (ParseIPSloppy), but a bad
- * one makes the whole Pod invalid: the Pod is its only endpoint.
+ * A Pod's IPs are read like endpoint addresses (ParseIPSloppy), one per
+ * family, but a bad one makes the whole Pod invalid: the Pod is its only
+ * endpoint.
  */
 import { displayName, ManifestError } from './errors.ts';
 import {
@@ -57,8 +59,8 @@ import { readCommonService } from './fast-service.ts';
 import { readCommonSlice } from './fast-slice.ts';
 import { formatPath, isRecord, parseWith } from './schema.ts';
 import { shepherdPodSchema, shepherdServiceSchema } from './shepherd.ts';
-import { checkSourceRange, ipFamilyOf, parseEndpointIPv4, parseIPv4HostPort } from './validate.ts';
-import type { FamilyIP, LoadBalancerIngress } from './types.ts';
+import { checkSourceRange, ipFamilyOf, parseEndpointIP, parseIPv4HostPort } from './validate.ts';
+import type { FamilyIP, IPFamily, LoadBalancerIngress } from './types.ts';
 import { compareStrings } from './order.ts';
 import { isIPv6 } from './addr.ts';
 
@@ -242,14 +244,21 @@ function familyIPs(ips: readonly string[]): readonly FamilyIP[] {
 }
 
 /**
- * Read the endpoint address `value` found at the field `path` names
- * (validate.ts `parseEndpointIPv4`). Returns the canonical address, after
+ * Read the endpoint address `value` of `family` found at the field `path`
+ * names (validate.ts `parseEndpointIP`). Returns the canonical address, after
  * pushing a warning onto `warnings` when it was written with leading zeros;
  * or undefined after pushing a warning that ends with `; ${dropped}`. The
  * path is only formatted for a warning.
  */
-function readEndpointIP(head: Head, path: ReadonlyArray<string | number>, value: string, dropped: string, warnings: ManifestError[]): string | undefined {
-  const r = parseEndpointIPv4(value);
+function readEndpointIP(
+  head: Head,
+  path: ReadonlyArray<string | number>,
+  value: string,
+  family: IPFamily,
+  dropped: string,
+  warnings: ManifestError[],
+): string | undefined {
+  const r = parseEndpointIP(value, family);
   if ('problem' in r) {
     warnings.push(manifestError(head, formatPath(path), `${r.problem}; ${dropped}`));
     return undefined;
@@ -264,10 +273,14 @@ const NOT_READY = { ready: false, serving: false, terminating: false } as const;
 /**
  * core/v1 Service. Headless (clusterIP None) and ExternalName services, and
  * those labelled as another proxy's or as headless (kubernetes.ts
- * `notOursReason`), are valid but get no proxied ports; a Service whose primary clusterIP is IPv6
- * is ignored (only IPv4 ClusterIPs are programmed). The other frontends
- * (the secondary ClusterIP, externalIPs, LoadBalancer ingress IPs with their
- * source ranges, the health-check NodePort) are read and kept.
+ * `notOursReason`), are valid but get no proxied ports. Single-stack and
+ * dual-stack Services of either primary family are read: `clusterIP` is the
+ * IPv4 one (of `spec.clusterIPs`, or `spec.clusterIP`), `clusterIPs` all
+ * of them, primary first. The other frontends (externalIPs, LoadBalancer
+ * ingress IPs with their source ranges, the health-check NodePort) are
+ * read and kept; an external or LoadBalancer IP of a family the Service
+ * has no ClusterIP of is warned about (no proxier of that family serves
+ * the Service, as in kube-proxy).
  */
 function parseK8sService(head: Head, raw: Record<string, unknown>, schemasOnly: boolean): ParseResult {
   let data = schemasOnly ? undefined : readCommonService(raw);
@@ -278,7 +291,6 @@ function parseK8sService(head: Head, raw: Record<string, unknown>, schemasOnly: 
   }
   const { metadata, spec } = data;
   const warnings: ManifestError[] = [];
-  if (isIPv6(spec.clusterIP)) return ignored(`IPv6 ClusterIP ${spec.clusterIP}: only IPv4 services are supported`);
   const unproxiedReason =
     notOursReason(metadata.labels) ??
     (spec.type === 'ExternalName' ? 'type ExternalName (DNS only, not proxied)'
@@ -296,15 +308,19 @@ function parseK8sService(head: Head, raw: Record<string, unknown>, schemasOnly: 
         ...(p.nodePort !== undefined && (spec.type === 'NodePort' || spec.type === 'LoadBalancer') ? { nodePort: p.nodePort } : {}),
         targetPort: p.targetPort ?? p.port,
       }));
+  const clusterIPs = unproxiedReason ? NONE : familyIPs(spec.clusterIPs.length > 0 ? spec.clusterIPs : [spec.clusterIP]);
+  const externalIPs = familyIPs(spec.externalIPs);
+  const ingress = loadBalancerIngress(data.status?.loadBalancer?.ingress ?? []);
+  if (clusterIPs.length > 0) wrongFamilyFrontends(head, clusterIPs, spec.externalIPs, ingress, warnings);
   const svc: ParsedService = withBase(head, 'kubernetes', metadata.namespace, metadata.name, {
     kind: 'Service',
     type: spec.type,
-    clusterIP: spec.clusterIP === '' || unproxiedReason ? undefined : spec.clusterIP,
-    clusterIPs: unproxiedReason ? NONE : familyIPs(spec.clusterIPs.length > 0 ? spec.clusterIPs : [spec.clusterIP]),
+    clusterIP: clusterIPs.find((c) => c.family === 'IPv4')?.ip,
+    clusterIPs,
     ports,
     ...(unproxiedReason && spec.ports.length > 0 ? { unproxiedReason } : {}),
-    externalIPs: familyIPs(spec.externalIPs),
-    loadBalancerIngress: loadBalancerIngress(data.status?.loadBalancer?.ingress ?? []),
+    externalIPs,
+    loadBalancerIngress: ingress,
     loadBalancerSourceRanges: sourceRanges(head, spec.loadBalancerSourceRanges, warnings),
     ...(spec.healthCheckNodePort !== undefined ? { healthCheckNodePort: spec.healthCheckNodePort } : {}),
     sessionAffinity:
@@ -317,6 +333,30 @@ function parseK8sService(head: Head, raw: Record<string, unknown>, schemasOnly: 
     publishNotReadyAddresses: spec.publishNotReadyAddresses,
   });
   return ok(svc, warnings);
+}
+
+/**
+ * Warn about each external IP and LoadBalancer ingress IP of a family that
+ * none of `clusterIPs` has: no proxier of that family serves the Service,
+ * so the address is not programmed (kube-proxy's service change tracker
+ * logs "the following external IPs ... don't match IP Family",
+ * pkg/proxy/service.go).
+ */
+function wrongFamilyFrontends(
+  head: Head,
+  clusterIPs: readonly FamilyIP[],
+  externalIPs: readonly string[],
+  ingress: readonly LoadBalancerIngress[],
+  warnings: ManifestError[],
+): void {
+  const has = (family: IPFamily) => clusterIPs.some((c) => c.family === family);
+  externalIPs.forEach((ip, i) => {
+    const family = ipFamilyOf(ip);
+    if (!has(family)) warnings.push(manifestError(head, `spec.externalIPs[${i}]`, `"${ip}" is ${family} and the Service has no ${family} ClusterIP; address ignored`));
+  });
+  for (const e of ingress) {
+    if (!has(e.family)) warnings.push(manifestError(head, 'status.loadBalancer.ingress', `"${e.ip}" is ${e.family} and the Service has no ${e.family} ClusterIP; address ignored`));
+  }
 }
 
 /**
@@ -419,23 +459,25 @@ function parseShepherdService(head: Head, raw: unknown): ParseResult {
 }
 
 /**
- * discovery.k8s.io/v1 EndpointSlice. Slices of another addressType (IPv6,
- * FQDN) and slices without the kubernetes.io/service-name label are ignored,
- * as kube-proxy does (pkg/proxy/endpointslicecache.go). A port without a
- * number is dropped with a warning (kube-proxy: "Ignoring invalid endpoint
- * port"). Each endpoint contributes its first address, as in kube-proxy;
- * an endpoint whose first address is not a usable IPv4 address is dropped
- * with a warning, and a bad later address is warned about (see
+ * discovery.k8s.io/v1 EndpointSlice of addressType IPv4 or IPv6 (the
+ * metaproxier hands each to the proxier of its family,
+ * pkg/proxy/metaproxier). Slices of addressType FQDN and slices without
+ * the kubernetes.io/service-name label are ignored, as kube-proxy does
+ * (pkg/proxy/endpointslicecache.go). A port without a number is dropped
+ * with a warning (kube-proxy: "Ignoring invalid endpoint port"). Each
+ * endpoint contributes its first address, as in kube-proxy; an endpoint
+ * whose first address is not a usable address of the slice's family is
+ * dropped with a warning, and a bad later address is warned about (see
  * {@link readEndpointIP}).
  */
 function parseEndpointSlice(head: Head, raw: Record<string, unknown>, schemasOnly: boolean): ParseResult {
-  // Whether drover reads it at all: its addressType (only IPv4) and service-name label, whatever the shape of the rest.
+  // Whether drover reads it at all: its addressType (IPv4 or IPv6) and service-name label, whatever the shape of the rest.
   const addressType = raw.addressType;
   if (typeof addressType !== 'string') {
     return error(head, 'addressType', addressType === undefined || addressType === null ? 'required' : 'expected a string');
   }
-  if (addressType !== 'IPv4') {
-    return ignored(`addressType ${displayName(addressType)}: only IPv4 EndpointSlices are supported`);
+  if (addressType !== 'IPv4' && addressType !== 'IPv6') {
+    return ignored(`addressType ${displayName(addressType)}: only IPv4 and IPv6 EndpointSlices are supported`);
   }
   const labels = isRecord(raw.metadata) && isRecord(raw.metadata.labels) ? raw.metadata.labels : undefined;
   const label = labels?.[SERVICE_NAME_LABEL];
@@ -466,7 +508,7 @@ function parseEndpointSlice(head: Head, raw: Record<string, unknown>, schemasOnl
     let first: string | undefined;
     for (let j = 0; j < e.addresses.length; j++) {
       path[3] = j;
-      const ip = readEndpointIP(head, path, e.addresses[j]!, j === 0 ? 'endpoint ignored' : 'address ignored', warnings);
+      const ip = readEndpointIP(head, path, e.addresses[j]!, addressType, j === 0 ? 'endpoint ignored' : 'address ignored', warnings);
       if (j === 0) first = ip;
     }
     if (first !== undefined) addresses.push(address(first, e.conditions, e.nodeName, e.zone, e.hints));
@@ -481,7 +523,8 @@ function parseEndpointSlice(head: Head, raw: Record<string, unknown>, schemasOnl
 
 /**
  * Legacy core/v1 Endpoints: `addresses` are ready and serving,
- * `notReadyAddresses` neither. An address whose `ip` is not a usable IPv4
+ * `notReadyAddresses` neither. An `ip` may be of either family (a
+ * dual-stack Service's Endpoints list both); one that is not a usable
  * address is dropped with a warning (see {@link readEndpointIP}).
  */
 function parseEndpoints(head: Head, raw: unknown): ParseResult {
@@ -491,7 +534,7 @@ function parseEndpoints(head: Head, raw: unknown): ParseResult {
   const warnings: ManifestError[] = [];
   const read = (i: number, key: 'addresses' | 'notReadyAddresses', c: typeof READY | typeof NOT_READY) =>
     subsets[i]![key].flatMap((a, j) => {
-      const ip = readEndpointIP(head, ['subsets', i, key, j, 'ip'], a.ip, 'endpoint ignored', warnings);
+      const ip = readEndpointIP(head, ['subsets', i, key, j, 'ip'], a.ip, a.ip.includes(':') ? 'IPv6' : 'IPv4', 'endpoint ignored', warnings);
       return ip === undefined ? [] : [address(ip, c, a.nodeName)];
     });
   const eps: ParsedEndpoints = withBase(head, 'kubernetes', metadata.namespace, metadata.name, {
@@ -533,28 +576,47 @@ function parseNode(head: Head, raw: unknown): ParseResult {
 }
 
 /**
- * The IPv4 address of a Pod from its IP strings, each with its field:
- * the first that is not IPv6, read as an endpoint address (validate.ts
- * `parseEndpointIPv4`, ParseIPSloppy as the EndpointSlice controller's
- * getEndpointAddresses). Returns undefined when there is none, or the
- * problem of the first bad one (the Pod is then invalid); a leading-zero
- * address is read as decimal with a warning pushed onto `warnings`.
+ * The IPv4 and IPv6 addresses of a Pod from its IP strings, each with its
+ * field: the first of each family, read as an endpoint address
+ * (validate.ts `parseEndpointIP`, ParseIPSloppy as the EndpointSlice
+ * controller's getEndpointAddresses). A family without one gives
+ * undefined. A bad first IPv4 address is returned as the problem (the Pod
+ * is then invalid, as before IPv6 was read); a bad first IPv6 address is
+ * warned about and left out, so that it never costs the Pod its IPv4
+ * endpoint. A non-canonical address is read with a warning pushed onto
+ * `warnings`.
  */
-function podIPv4(head: Head, ips: ReadonlyArray<readonly [string, string]>, warnings: ManifestError[]): { ip: string | undefined } | { field: string; problem: string } {
+function podIPs(
+  head: Head,
+  ips: ReadonlyArray<readonly [string, string]>,
+  warnings: ManifestError[],
+): { ip: string | undefined; ipv6: string | undefined } | { field: string; problem: string } {
+  let ip: string | undefined;
+  let ipv6: string | undefined;
+  let seen4 = false;
+  let seen6 = false;
   for (const [field, value] of ips) {
-    if (isIPv6(value)) continue;
-    const r = parseEndpointIPv4(value);
-    if ('problem' in r) return { field, problem: `${r.problem}; Pod skipped` };
+    const v6 = isIPv6(value);
+    if (v6 ? seen6 : seen4) continue;
+    if (v6) seen6 = true;
+    else seen4 = true;
+    const r = parseEndpointIP(value, v6 ? 'IPv6' : 'IPv4');
+    if ('problem' in r) {
+      if (!v6) return { field, problem: `${r.problem}; Pod skipped` };
+      warnings.push(manifestError(head, field, `${r.problem}; address ignored`));
+      continue;
+    }
     if (r.note !== undefined) warnings.push(manifestError(head, field, r.note));
-    return { ip: r.ip };
+    if (v6) ipv6 = r.ip;
+    else ip = r.ip;
   }
-  return { ip: undefined };
+  return { ip, ipv6 };
 }
 
 /** Phases after which a Pod is never an endpoint (podutil IsPodTerminal). */
 const TERMINAL_PHASES: ReadonlySet<string> = new Set(['Succeeded', 'Failed']);
 
-/** A Pod object from its parts; `ips` as for {@link podIPv4}. */
+/** A Pod object from its parts; `ips` as for {@link podIPs}. */
 function pod(
   head: Head,
   source: 'kubernetes' | 'shepherd',
@@ -562,12 +624,13 @@ function pod(
   facts: { ips: ReadonlyArray<readonly [string, string]>; phase: string | undefined; ready: boolean; terminating: boolean; nodeName: string | undefined; ports: ContainerPort[] },
 ): ParseResult {
   const warnings: ManifestError[] = [];
-  const ip = podIPv4(head, facts.ips, warnings);
+  const ip = podIPs(head, facts.ips, warnings);
   if ('problem' in ip) return error(head, ip.field, ip.problem);
   const parsed: ParsedPod = withBase(head, source, meta.namespace, meta.name, {
     kind: 'Pod',
     labels: meta.labels,
     ip: ip.ip,
+    ...(ip.ipv6 !== undefined ? { ipv6: ip.ipv6 } : {}),
     terminal: facts.phase !== undefined && TERMINAL_PHASES.has(facts.phase),
     ready: facts.ready,
     terminating: facts.terminating,

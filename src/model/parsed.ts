@@ -67,7 +67,11 @@ interface ParsedBase {
 export interface ParsedService extends ParsedBase {
   readonly kind: 'Service';
   readonly type: ServiceType | 'ExternalName';
-  /** Validated unicast IPv4 ClusterIP, or undefined when drover must allocate one. */
+  /**
+   * The validated unicast IPv4 ClusterIP; undefined when the Service has
+   * none: drover must allocate one when `clusterIPs` is empty too, and
+   * none is needed for a single-stack IPv6 Service.
+   */
   readonly clusterIP: string | undefined;
   /**
    * Every ClusterIP the manifest gives, primary first (`spec.clusterIPs`, or
@@ -102,7 +106,7 @@ export interface ParsedService extends ParsedBase {
   readonly publishNotReadyAddresses: boolean;
 }
 
-/** A discovery.k8s.io/v1 EndpointSlice (IPv4 only), for Service `serviceName` in the same namespace. */
+/** A discovery.k8s.io/v1 EndpointSlice (IPv4 or IPv6; each address of its addressType), for Service `serviceName` in the same namespace. */
 export interface ParsedEndpointSlice extends ParsedBase {
   readonly kind: 'EndpointSlice';
   readonly serviceName: string;
@@ -148,6 +152,12 @@ export interface ParsedPod extends ParsedBase {
    * Shepherd `status.pod_ip`), canonical; undefined when the Pod has none.
    */
   readonly ip: string | undefined;
+  /**
+   * The IPv6 address an IPv6 EndpointSlice would carry: the first IPv6
+   * entry of `status.podIPs` (or `status.podIP`), canonical; absent when
+   * the Pod has none.
+   */
+  readonly ipv6?: string;
   /** `status.phase` is Succeeded or Failed: the Pod is done and never an endpoint. */
   readonly terminal: boolean;
   /** The Pod's Ready condition is True (Shepherd: phase Running). */

@@ -73,13 +73,14 @@ function findPort(pod: ParsedPod, p: ParsedServicePort): number | undefined {
  * The endpoint groups the EndpointSlice controller would write for `svc`
  * from `pods` (already selected, see {@link selectedPods}): one group per
  * Pod that gives an endpoint, with the ports it serves (named after the
- * service ports) and its one address. `zones` are the Node zones
+ * service ports) and its address of each family (its IPv4 and IPv6 Pod
+ * IPs, as the controller writes one slice per family). `zones` are the Node zones
  * ({@link nodeZones}). Linear in Pods × service ports.
  */
 export function podEndpointGroups(svc: ParsedService, pods: readonly ParsedPod[], zones: ReadonlyMap<string, string>): EndpointGroup[] {
   const groups: EndpointGroup[] = [];
   for (const pod of pods) {
-    if (pod.terminal || pod.ip === undefined) continue;
+    if (pod.terminal || (pod.ip === undefined && pod.ipv6 === undefined)) continue;
     const ports: EndpointGroupPort[] = [];
     for (const p of svc.ports) {
       const port = findPort(pod, p);
@@ -88,20 +89,23 @@ export function podEndpointGroups(svc: ParsedService, pods: readonly ParsedPod[]
     if (ports.length === 0) continue;
     const serving = pod.ready;
     const zone = pod.nodeName !== undefined ? zones.get(pod.nodeName) : undefined;
-    groups.push({
-      ports,
-      addresses: [
-        {
-          ip: pod.ip,
-          ready: svc.publishNotReadyAddresses || (serving && !pod.terminating),
-          serving,
-          terminating: pod.terminating,
-          ...(pod.nodeName !== undefined ? { nodeName: pod.nodeName } : {}),
-          ...(zone !== undefined ? { zone } : {}),
-          pod: `${pod.namespace}/${pod.name}`,
-        },
-      ],
-    });
+    // One address per family the Pod has: each family's view takes its own (family.ts).
+    const addresses = [pod.ip, pod.ipv6].flatMap((ip) =>
+      ip === undefined
+        ? []
+        : [
+            {
+              ip,
+              ready: svc.publishNotReadyAddresses || (serving && !pod.terminating),
+              serving,
+              terminating: pod.terminating,
+              ...(pod.nodeName !== undefined ? { nodeName: pod.nodeName } : {}),
+              ...(zone !== undefined ? { zone } : {}),
+              pod: `${pod.namespace}/${pod.name}`,
+            },
+          ],
+    );
+    groups.push({ ports, addresses });
   }
   return groups;
 }
@@ -113,13 +117,15 @@ export function endpointPodKey(servicePort: string, endpoint: string): string {
 
 /**
  * The Pod ("namespace/name") of every endpoint of `snapshot` derived from
- * one, by {@link endpointPodKey}: what `drover chains` adds to the kernel's
+ * one, of both families, by {@link endpointPodKey}: what `drover chains` adds to the kernel's
  * view, which carries no Pod names. Linear in the endpoints.
  */
 export function endpointPods(snapshot: Snapshot): ReadonlyMap<string, string> {
   const out = new Map<string, string>();
-  for (const sp of snapshot.services.values()) {
-    for (const e of sp.endpoints) if (e.pod !== undefined) out.set(endpointPodKey(sp.key, `${e.ip}:${e.port}`), e.pod);
+  for (const services of [snapshot.services, snapshot.ipv6Services ?? []]) {
+    for (const sp of services.values()) {
+      for (const e of sp.endpoints) if (e.pod !== undefined) out.set(endpointPodKey(sp.key, `${e.ip}:${e.port}`), e.pod);
+    }
   }
   return out;
 }

@@ -5,9 +5,9 @@
  * The shapes follow kube-proxy's `ServicePort` / `Endpoint` interfaces
  * (pkg/proxy/service.go, pkg/proxy/endpoint.go) and the node it runs on
  * (pkg/proxy/node.go). Every frontend a Service has is represented (both
- * ClusterIP families, NodePort, external IPs, LoadBalancer ingress); the
- * modes program the IPv4 ClusterIP one ({@link ServicePort.clusterIP}), with
- * the endpoints the endpoint policy (policy.ts) chooses.
+ * ClusterIP families, NodePort, external IPs, LoadBalancer ingress). The
+ * snapshot holds one view per IP family, as kube-proxy runs one proxier per
+ * family (pkg/proxy/metaproxier): family.ts `familyView`.
  */
 
 /** Transport protocol of a service port, upper-case as in the Kubernetes API. */
@@ -23,7 +23,11 @@ export type ServiceType = 'ClusterIP' | 'NodePort' | 'LoadBalancer';
  * EndpointSlice conditions (discovery.k8s.io/v1 EndpointConditions).
  */
 export interface Endpoint {
-  /** Dotted-quad IPv4 address, validated. */
+  /**
+   * The address, validated and canonical: an IPv4 dotted quad, or IPv6 text
+   * in RFC 5952 form ("fd00:10::5"). A service port of a family view
+   * (family.ts) has endpoints of its family only.
+   */
   readonly ip: string;
   /** Target port, 1-65535. */
   readonly port: number;
@@ -88,7 +92,7 @@ export interface Frontends {
   /**
    * The ClusterIPs, primary first (`spec.clusterIPs`, or `spec.clusterIP`
    * alone; a drover-allocated IPv4 address for Shepherd services). At most
-   * one per family; the IPv4 one is {@link ServicePort.clusterIP}.
+   * one per family; the one of the view's family is {@link ServicePort.clusterIP}.
    */
   readonly clusterIPs: readonly FamilyIP[];
   /** NodePort, 1-65535, when the source assigned one. */
@@ -166,8 +170,9 @@ export interface ServicePort {
   readonly portName: string;
   readonly type: ServiceType;
   /**
-   * Dotted-quad IPv4 ClusterIP, validated: the IPv4 entry of
-   * `frontends.clusterIPs`, the one frontend the modes program.
+   * The ClusterIP of this service port's family view (family.ts): in
+   * {@link Snapshot.services} the IPv4 entry of `frontends.clusterIPs`
+   * (a dotted quad), in {@link Snapshot.ipv6Services} the IPv6 one.
    */
   readonly clusterIP: string;
   /** True when drover allocated the ClusterIP (Shepherd services without one). */
@@ -175,7 +180,7 @@ export interface ServicePort {
   /** Service port, 1-65535. */
   readonly port: number;
   readonly protocol: Protocol;
-  /** Every address and port this service port is reachable at; only `clusterIP` is programmed so far. */
+  /** Every address and port this service port is reachable at, of both families (frontends.ts picks one family's). */
   readonly frontends: Frontends;
   /** ClientIP affinity, or null for none. */
   readonly sessionAffinity: SessionAffinity | null;
@@ -184,8 +189,8 @@ export interface ServicePort {
   /** Which endpoints serve traffic from outside (NodePort, external IPs, LoadBalancer): all of them, or only this node's. */
   readonly externalTrafficPolicy: TrafficPolicy;
   /**
-   * Endpoints for this port, sorted by ip then port, de-duplicated by
-   * ip:port, with all their conditions: which of them serve is the endpoint
+   * Endpoints for this port, of the view's family only, sorted by ip then
+   * port, de-duplicated by ip:port, with all their conditions: which of them serve is the endpoint
    * policy's decision (policy.ts), never a mode's.
    */
   readonly endpoints: readonly Endpoint[];
@@ -193,10 +198,22 @@ export interface ServicePort {
 
 /**
  * The whole desired state at one moment: service ports by key, sorted by
- * key, and the node drover runs on. Immutable once built.
+ * key, per IP family, and the node drover runs on. Immutable once built.
+ * Read one family with family.ts `familyView`.
  */
 export interface Snapshot {
+  /**
+   * The IPv4 view: the service ports that have an IPv4 ClusterIP (given or
+   * allocated), each with its IPv4 endpoints. A single-stack IPv6 Service is
+   * not here; a dual-stack one is, whichever family is primary.
+   */
   readonly services: ReadonlyMap<string, ServicePort>;
+  /**
+   * The IPv6 view: the service ports that have an IPv6 ClusterIP, each with
+   * that ClusterIP and its IPv6 endpoints, under the same keys; absent when
+   * no Service has one.
+   */
+  readonly ipv6Services?: ReadonlyMap<string, ServicePort>;
   /** This node; undefined when the source describes none (then no endpoint is local and zone hints are ignored). */
   readonly node?: NodeInfo;
 }

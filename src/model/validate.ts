@@ -269,6 +269,40 @@ export function parseEndpointIPv4(value: string): EndpointIPv4 {
   return ip === value ? { ip } : { ip, note: `${show(value)} has leading zeros; read as ${ip}, as kube-proxy does` };
 }
 
+/**
+ * Why the IPv6 address `value` (canonical text, addr.ts) is no usable
+ * endpoint, or undefined when it is: the Kubernetes API rejects the
+ * unspecified, loopback, link-local and multicast addresses for endpoints
+ * (pkg/apis/core/validation ValidateEndpointIP, ValidateNonSpecialIP); an
+ * IPv4-mapped address is an IPv4 endpoint written in an IPv6 form.
+ */
+function specialIPv6(value: bigint): string | undefined {
+  return value === 0n ? 'the unspecified address'
+    : value === 1n ? 'a loopback address'
+    : value >> 118n === 0x3fan ? 'a link-local address'
+    : value >> 120n === 0xffn ? 'a multicast address'
+    : value >> 32n === 0xffffn ? 'an IPv4-mapped address'
+    : undefined;
+}
+
+/**
+ * {@link parseEndpointIPv4} for an address that must be of `family`: IPv4
+ * as that function reads it; IPv6 read by addr.ts `parseIP` and given in
+ * its canonical form (RFC 5952), with a `note` when it was written
+ * otherwise ("FD00::01" → "fd00::1"). An address of the other family is a
+ * problem that names both families, so that a caller can skip it and keep
+ * the rest (kube-proxy's per-family proxiers never see it). Never throws.
+ */
+export function parseEndpointIP(value: string, family: IPFamily): EndpointIPv4 {
+  if (family === 'IPv4') return parseEndpointIPv4(value);
+  const addr = value.includes('%') ? undefined : parseIPSloppy(value);
+  if (addr === undefined) return { problem: `${show(value)} is not a valid IPv6 address` };
+  if (addr.family === 4) return { problem: `${show(value)} is an IPv4 address, not an IPv6 one` };
+  const special = specialIPv6(addr.value);
+  if (special !== undefined) return { problem: `${show(value)} is ${special}` };
+  return addr.text === value ? { ip: value } : { ip: addr.text, note: `${show(value)} is not in canonical form; read as ${addr.text}` };
+}
+
 // ---------------------------------------------------------------- ip:port
 
 /** {@link checkUnicastIPv4} in the shape of {@link parseEndpointIPv4} (never a note). */

@@ -10,19 +10,24 @@
  */
 import { isDeepStrictEqual } from 'node:util';
 import type { Snapshot } from '../model/types.ts';
+import { familyView, IP_FAMILIES } from '../model/family.ts';
 
 /**
  * ServicePortNames ("namespace/name:port") that were added, removed, or
  * whose ServicePort (service or endpoints) differs between `before` and
- * `after`. Costs O(service ports of both).
+ * `after`, in either family's view (family.ts). Costs O(service ports of both).
  */
 export function changedServicePorts(before: Snapshot, after: Snapshot): Set<string> {
   const changed = new Set<string>();
-  for (const [key, sp] of after.services) {
-    const old = before.services.get(key);
-    if (!old || !isDeepStrictEqual(old, sp)) changed.add(key);
+  for (const family of IP_FAMILIES) {
+    const b = familyView(before, family).services;
+    const a = familyView(after, family).services;
+    for (const [key, sp] of a) {
+      const old = b.get(key);
+      if (!old || !isDeepStrictEqual(old, sp)) changed.add(key);
+    }
+    for (const key of b.keys()) if (!a.has(key)) changed.add(key);
   }
-  for (const key of before.services.keys()) if (!after.services.has(key)) changed.add(key);
   return changed;
 }
 

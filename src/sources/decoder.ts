@@ -42,6 +42,7 @@ import { compareStrings } from '../model/order.ts';
 import { parseObject, type ParseResult } from '../model/parse.ts';
 import type { ManifestObject, ParsedEndpoints, ParsedEndpointSlice, ParsedObject, ParsedService } from '../model/parsed.ts';
 import { EMPTY_SNAPSHOT, type ServicePort, type Snapshot } from '../model/types.ts';
+import { portsOfKey } from '../model/family.ts';
 import { SelectorIndex } from './selectors.ts';
 
 /**
@@ -249,6 +250,14 @@ export class Decoder {
       if (list) list.push(sp.key);
       else portsOf.set(service, [sp.key]);
     }
+    // The IPv6 views' keys (family.ts) that the IPv4 view lacks: single-stack IPv6 Services.
+    for (const sp of built.snapshot.ipv6Services?.values() ?? []) {
+      if (built.snapshot.services.has(sp.key)) continue;
+      const service = `${sp.namespace}/${sp.name}`;
+      const list = portsOf.get(service);
+      if (list) list.push(sp.key);
+      else portsOf.set(service, [sp.key]);
+    }
     const crossErrors = new Set(built.errors.filter((e) => e.kind === 'Service' && e.object !== '').map((e) => e.object));
     const allocated = new Map(built.allocations.map((a) => [a.key, a.clusterIP]));
 
@@ -261,7 +270,7 @@ export class Decoder {
       changed = new Set();
       for (const service of marked) {
         for (const key of [...(this.portsOf.get(service) ?? []), ...(portsOf.get(service) ?? [])]) {
-          if (!isDeepStrictEqual(before.services.get(key), built.snapshot.services.get(key))) changed.add(key);
+          if (!isDeepStrictEqual(portsOfKey(before, key), portsOfKey(built.snapshot, key))) changed.add(key);
         }
       }
     }
@@ -359,7 +368,8 @@ export class Decoder {
       const keys = this.portsOf.get(service);
       if (keys === undefined) return undefined; // not served: skipped by a cross-object rule, or no ports
       const svc = this.onlyCopy(`Service/${service}`);
-      if (svc?.kind !== 'Service' || svc.source !== 'kubernetes' || svc.clusterIP === undefined) return undefined;
+      // A Service with an IPv6 ClusterIP has an IPv6 view too (family.ts): left to a whole build.
+      if (svc?.kind !== 'Service' || svc.source !== 'kubernetes' || svc.clusterIP === undefined || svc.clusterIPs.length > 1) return undefined;
       const objects = [...(this.endpointObjects.get(service) ?? [])].sort((a, b) => compareStrings(a.name, b.name));
       if (objects.some((o) => this.onlyCopy(o.identity) !== o)) return undefined;
       const slices = objects.filter((o): o is ParsedEndpointSlice => o.kind === 'EndpointSlice');
@@ -395,7 +405,11 @@ export class Decoder {
       if (!isDeepStrictEqual(before.services.get(sp.key), sp)) changed.add(sp.key);
       services.set(sp.key, sp);
     }
-    const snapshot: Snapshot = Object.freeze({ services, ...(before.node !== undefined ? { node: before.node } : {}) });
+    const snapshot: Snapshot = Object.freeze({
+      services,
+      ...(before.ipv6Services !== undefined ? { ipv6Services: before.ipv6Services } : {}),
+      ...(before.node !== undefined ? { node: before.node } : {}),
+    });
     this.snapshot = snapshot;
     this.lastBuild = { ...last, warnings };
     this.patches++;

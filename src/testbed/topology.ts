@@ -25,6 +25,8 @@ export interface BackendSpec {
   name: string;
   /** IPv4 address, e.g. 10.244.1.2. */
   ip: string;
+  /** IPv6 address too, e.g. fd00:244:1::2 (added with `nodad`, so it is usable at once); the echo server then listens on both families. */
+  ip6?: string;
   ports: number[];
 }
 
@@ -34,6 +36,8 @@ export interface ClientSpec {
   name: string;
   /** IPv4 address, e.g. 192.168.100.2 (outside the cluster CIDR) or 10.244.9.2 (inside). */
   ip: string;
+  /** IPv6 address too, e.g. fd00:100::2 (added with `nodad`). */
+  ip6?: string;
 }
 
 /** Input of {@link createTopology}. Defaults in brackets. */
@@ -47,6 +51,15 @@ export interface TopologySpec {
   nodeIp?: string;
   /** Routed to `lo` in the node namespace so OUTPUT DNAT can see ClusterIP traffic [10.96.0.0/12]. */
   serviceCidr?: string;
+  /**
+   * IPv6, used when a backend or client has an `ip6`: the node's address on
+   * every backend link [fd00:244::1], on every client link [fd00:100::1],
+   * and the IPv6 service CIDR routed to `lo` [fd00:96::/112]. Everything
+   * IPv6 lives in the topology's namespaces only.
+   */
+  gateway6?: string;
+  nodeIp6?: string;
+  serviceCidr6?: string;
   /** Namespace name prefix [NETNS_PREFIX]. */
   prefix?: string;
   /** Bound on the wait for echo servers to listen, in ms [15 000]. */
@@ -74,6 +87,8 @@ export interface Topology {
   readonly nodeIp: string;
   readonly gateway: string;
   readonly serviceCidr: string;
+  /** The IPv6 counterparts of `gateway`, `nodeIp` and `serviceCidr` (see TopologySpec), whether or not any namespace has an IPv6 address. */
+  readonly ipv6: { readonly gateway: string; readonly nodeIp: string; readonly serviceCidr: string };
   readonly backends: readonly BackendNs[];
   readonly clients: readonly ClientNs[];
   /** Every namespace of this topology: node, backends, clients. */
@@ -131,6 +146,7 @@ export async function createTopology(spec: TopologySpec): Promise<Topology> {
     spec.serviceCidr ?? '10.96.0.0/12',
     spec.backends.map((b) => ({ ...b, ports: [...b.ports], netns: ns(b.name) })),
     clients.map((c) => ({ ...c, netns: ns(c.name) })),
+    { gateway: spec.gateway6 ?? 'fd00:244::1', nodeIp: spec.nodeIp6 ?? 'fd00:100::1', serviceCidr: spec.serviceCidr6 ?? 'fd00:96::/112' },
   );
   try {
     await topo.build(spec.readyTimeoutMs ?? 15_000);
@@ -189,6 +205,7 @@ class TestbedTopology implements Topology {
     readonly serviceCidr: string,
     readonly backends: BackendNs[],
     readonly clients: ClientNs[],
+    readonly ipv6: { readonly gateway: string; readonly nodeIp: string; readonly serviceCidr: string },
   ) {
     this.namespaces = [node, ...backends.map((b) => b.netns), ...clients.map((c) => c.netns)];
     register(this);
@@ -217,9 +234,10 @@ class TestbedTopology implements Topology {
 
     // Node side, one `ip -batch` inside the node namespace.
     const peers = [
-      ...this.backends.map((b, i) => ({ ns: b.netns, ip: b.ip, link: `vb${i}`, gw: this.gateway })),
-      ...this.clients.map((c, i) => ({ ns: c.netns, ip: c.ip, link: `vc${i}`, gw: this.nodeIp })),
+      ...this.backends.map((b, i) => ({ ns: b.netns, ip: b.ip, ip6: b.ip6, link: `vb${i}`, gw: this.gateway, gw6: this.ipv6.gateway })),
+      ...this.clients.map((c, i) => ({ ns: c.netns, ip: c.ip, ip6: c.ip6, link: `vc${i}`, gw: this.nodeIp, gw6: this.ipv6.nodeIp })),
     ];
+    const dualStack = peers.some((p) => p.ip6 !== undefined);
     const nodeCmds = ['link set lo up'];
     for (const p of peers) {
       nodeCmds.push(
@@ -228,13 +246,17 @@ class TestbedTopology implements Topology {
         `link set ${p.link} up`,
         `route add ${p.ip}/32 dev ${p.link}`,
       );
+      // IPv6: the node's address on the link without duplicate address detection, so that it is usable at once.
+      if (p.ip6 !== undefined) nodeCmds.push(`addr add ${p.gw6}/128 dev ${p.link} nodad`, `route add ${p.ip6}/128 dev ${p.link}`);
     }
     // Locally generated packets are routed *before* OUTPUT DNAT; without a
     // route a connect() to a ClusterIP fails with ENETUNREACH. `dev lo` is
     // enough: after DNAT the kernel re-routes to the backend's veth.
     nodeCmds.push(`route add ${this.serviceCidr} dev lo`);
+    if (dualStack) nodeCmds.push(`route add ${this.ipv6.serviceCidr} dev lo`);
     await run('ip', ['-n', this.node, '-batch', '-'], { input: nodeCmds.join('\n') + '\n' });
     await run('sysctl', ['-qw', 'net.ipv4.ip_forward=1'], { netns: this.node });
+    if (dualStack) await run('sysctl', ['-qw', 'net.ipv6.conf.all.forwarding=1'], { netns: this.node });
 
     // Peer side.
     await Promise.all(
@@ -246,6 +268,9 @@ class TestbedTopology implements Topology {
             'link set eth0 up',
             `route add ${p.gw}/32 dev eth0 scope link`,
             `route add default via ${p.gw} dev eth0`,
+            ...(p.ip6 !== undefined
+              ? [`addr add ${p.ip6}/128 dev eth0 nodad`, `route add ${p.gw6}/128 dev eth0`, `route add default via ${p.gw6} dev eth0`]
+              : []),
           ].join('\n') + '\n',
         }),
       ),
@@ -256,7 +281,7 @@ class TestbedTopology implements Topology {
 
   /** Start `b`'s echo server and wait for its READY line (bounded by `timeoutMs`). */
   private startServer(b: BackendNs, timeoutMs: number): Promise<void> {
-    const argv = helperArgv('echo-server.mjs', ['--name', b.name, '--ip', b.ip, '--ports', b.ports.join(',')]);
+    const argv = helperArgv('echo-server.mjs', ['--name', b.name, '--ip', b.ip, ...(b.ip6 !== undefined ? ['--ip6', b.ip6] : []), '--ports', b.ports.join(',')]);
     const child = spawn('ip', ['netns', 'exec', b.netns, ...argv], { stdio: ['pipe', 'pipe', 'pipe'] });
     this.servers.push(child);
     return new Promise((resolve, reject) => {

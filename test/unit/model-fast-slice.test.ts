@@ -228,3 +228,16 @@ test('errors and warnings are the same words with the fast path on', (t) => {
     `${at} endpoints[0].nodeName: "node a" is not a valid DNS-1123 subdomain (dot-separated DNS-1123 labels, at most 253 characters) (and 1 more problem)`,
   );
 });
+
+test('parseObject gives the same result with and without the fast path for IPv6 slices', (t) => {
+  const v6 = fc.array(fc.constantFrom('fd00::1', 'FD00::0:2', '10.244.0.1', 'fe80::1', '::1', 'fd00::1%eth0', 'x'), { minLength: 1, maxLength: 3 });
+  const body = fc.record({ metadata: fc.constant({ name: 'web-v6', labels: { 'kubernetes.io/service-name': 'web' } }), endpoints: fc.array(fc.record({ addresses: v6 }), { maxLength: 4 }), ports: fc.constant([{ port: 80 }]) });
+  fc.assert(
+    fc.property(fc.oneof(body, sliceBody), fc.nat(5), (b, index) => {
+      const o = { file: 'in.yaml', index, raw: { apiVersion: 'discovery.k8s.io/v1', kind: 'EndpointSlice', addressType: 'IPv6', ...b } };
+      return isDeepStrictEqual(comparable(parseObject(o)), comparable(parseObject(o, { schemasOnly: true })));
+    }),
+    { numRuns: 3000, seed: 4244 },
+  );
+  t.pass();
+});

@@ -108,7 +108,7 @@ test("Services labelled as another proxy's or as headless are not drover's, in e
   t.is(labelled({ app: 'web', 'service.kubernetes.io/service-proxy-name-x': 'y' }).ports.length, 1, 'other labels change nothing');
 });
 
-test('ignored objects: other kinds, other API versions, IPv6', (t) => {
+test('ignored objects: other kinds, other API versions, FQDN slices', (t) => {
   t.is(ignoredReason(parse({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'x' } })), 'kind ConfigMap is not read by drover');
   t.is(ignoredReason(parse({ apiVersion: 'apps/v1', kind: 'Deployment', metadata: { name: 'x' } })), 'kind Deployment is not read by drover');
   t.is(ignoredReason(parse({ apiVersion: 'v2', kind: 'Pod', metadata: { name: 'x' } })), 'Pod of apiVersion v2 is neither a core v1 nor a Shepherd Pod');
@@ -120,7 +120,6 @@ test('ignored objects: other kinds, other API versions, IPv6', (t) => {
     ignoredReason(parse({ apiVersion: 'discovery.k8s.io/v1beta1', kind: 'EndpointSlice', metadata: { name: 'x' } })),
     'EndpointSlice of apiVersion "discovery.k8s.io/v1beta1" is not supported (only discovery.k8s.io/v1)',
   );
-  t.is(ignoredReason(parse(k8sService({ clusterIP: 'fd00::10', ports: [{ port: 80 }] }))), 'IPv6 ClusterIP fd00::10: only IPv4 services are supported');
   const slice = (addressType: string, labels?: Record<string, string>) => ({
     apiVersion: 'discovery.k8s.io/v1',
     kind: 'EndpointSlice',
@@ -128,8 +127,7 @@ test('ignored objects: other kinds, other API versions, IPv6', (t) => {
     addressType,
     endpoints: [{ addresses: ['fd00::1'] }],
   });
-  t.is(ignoredReason(parse(slice('IPv6', { 'kubernetes.io/service-name': 'web' }))), 'addressType IPv6: only IPv4 EndpointSlices are supported');
-  t.is(ignoredReason(parse(slice('FQDN', { 'kubernetes.io/service-name': 'web' }))), 'addressType FQDN: only IPv4 EndpointSlices are supported');
+  t.is(ignoredReason(parse(slice('FQDN', { 'kubernetes.io/service-name': 'web' }))), 'addressType FQDN: only IPv4 and IPv6 EndpointSlices are supported');
   t.is(ignoredReason(parse(slice('IPv4'))), 'no kubernetes.io/service-name label: not tied to a Service (kube-proxy ignores it too)');
 });
 
@@ -420,10 +418,10 @@ test('legacy Endpoints: a bad address skips only itself', (t) => {
   t.deepEqual(warningLines(r), [
     'in.yaml: Endpoints nsd/web: subsets[0].addresses[1].ip: "10.180.3.300" is not a valid IPv4 address; endpoint ignored',
     'in.yaml: Endpoints nsd/web: subsets[0].notReadyAddresses[0].ip: "10.180.3.02" has leading zeros; read as 10.180.3.2, as kube-proxy does',
-    'in.yaml: Endpoints nsd/web: subsets[1].addresses[0].ip: "fd00::2" is an IPv6 address, not an IPv4 one; endpoint ignored',
   ]);
+  // An IPv6 address is an endpoint too, of the IPv6 view (a dual-stack Service's Endpoints list both families).
   const groups = (okObject(r) as ParsedEndpoints).groups;
-  t.deepEqual(groups.map((g) => g.addresses.map((a) => `${a.ip}${a.ready ? '' : '!r'}`)), [['10.180.3.1', '10.180.3.2!r'], ['10.180.3.3']]);
+  t.deepEqual(groups.map((g) => g.addresses.map((a) => `${a.ip}${a.ready ? '' : '!r'}`)), [['10.180.3.1', '10.180.3.2!r'], ['fd00::2', '10.180.3.3']]);
   t.is(groups[0]!.addresses[1]!.nodeName, 'n1');
 });
 

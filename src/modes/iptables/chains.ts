@@ -17,7 +17,7 @@
  *   kube-proxy versions do not name the endpoint in a comment).
  */
 import { commentServicePort, isServiceChain } from './names.ts';
-import { TABLES, type ParsedDump, type TableName } from './parse.ts';
+import { TABLES, type ParsedDump, type ShownTable, type TableName } from './parse.ts';
 import { SET_CHAINS } from './ruleset.ts';
 import { parseRule } from './rule.ts';
 import { DroverError } from '../../errors.ts';
@@ -26,7 +26,8 @@ import { endpointPodKey } from '../../model/pods.ts';
 
 /** One chain, or the rules of one service port in KUBE-SERVICES, as the kernel has them. */
 export interface ServiceChain {
-  readonly table: TableName;
+  /** The table; "nat (IPv6)" for a chain of the IPv6 ruleset. */
+  readonly table: ShownTable;
   readonly chain: string;
   /** The endpoint "ip:port" a KUBE-SEP chain DNATs to; null for other chains. */
   readonly endpoint: string | null;

@@ -9,6 +9,7 @@
  */
 import { canonicalRule } from './canonical.ts';
 import { TABLES, type ParsedDump, type TableName } from './parse.ts';
+import type { ShownTable } from './parse.ts';
 import type { ServiceRules } from './render.ts';
 import { fullPlan, type FullPlanOptions } from './ruleset.ts';
 import type { StaticRuleset } from './static.ts';
@@ -27,7 +28,8 @@ export interface RuleChange {
 /** One difference between desired state and the kernel. */
 export interface DriftItem {
   readonly kind: DriftKind;
-  readonly table: TableName;
+  /** The table; "nat (IPv6)" for the IPv6 ruleset's. */
+  readonly table: ShownTable;
   readonly chain: string;
   /** For rule and hook items: the rule, without `-A CHAIN `. */
   readonly rule?: string;

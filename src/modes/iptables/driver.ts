@@ -10,19 +10,22 @@ import { renderConfig } from '../shared/render-config.ts';
 import { BENCH_CLUSTER_CIDR } from '../../bench/synth.ts';
 import type { BenchSettings } from '../../bench/types.ts';
 import type { ModeDriver, ModeOptions } from '../driver.ts';
-import { IptablesBackend } from './backend.ts';
 import { iptablesHarness } from './bench-harness.ts';
 import { formatChains, selectServicePorts, serviceChains, withPods } from './chains.ts';
 import { endpointPods } from '../../model/pods.ts';
 import { driftItems, formatDrift, type DriftItem } from './diff.ts';
-import type { ParsedDump } from './parse.ts';
+import type { ParsedDump, TableName } from './parse.ts';
 import type { RenderCliOptions } from '../../cli/options.ts';
 import { driftOf } from '../shared/drift.ts';
 import { toIptablesVariant } from './exec.ts';
 import { localAddresses, readTables } from './live.ts';
 import { ownedRuleCounts, renderRestore, renderSnapshot } from './ruleset.ts';
 import { iptablesStatics } from './node-ports.ts';
-import { createIptablesExec, readKernel } from './wiring.ts';
+import { createDualStackExec, createIptablesExec, readKernel } from './wiring.ts';
+import { DualStackIptablesBackend, ipv6RenderOptions } from './dual-stack.ts';
+import { loadStatic6Rules } from './static.ts';
+import { familyView } from '../../model/family.ts';
+import type { ServicePortChains } from './chains.ts';
 
 /**
  * What the next full sync would write for the source of `opts` against
@@ -33,11 +36,37 @@ import { createIptablesExec, readKernel } from './wiring.ts';
 async function sourceDrift(
   opts: RenderCliOptions & { readonly netns?: string },
   kernel: ParsedDump,
+  kernel6?: ParsedDump,
 ): Promise<{ items: DriftItem[]; problems: readonly string[]; incomplete: readonly string[] }> {
   const { snapshot, problems, incomplete } = await loadSource(opts);
   const statics = await iptablesStatics(opts.nodeportAddresses, opts.netns);
-  const items = driftItems(statics, renderSnapshot(snapshot, renderConfig(opts)), kernel, { incomplete: incomplete.length > 0 });
+  const items = driftItems(statics, renderSnapshot(familyView(snapshot, 'IPv4'), renderConfig(opts)), kernel, { incomplete: incomplete.length > 0 });
+  // The IPv6 tables: compared when the source has IPv6 service ports or the kernel has drover's IPv6 chains (dual-stack.ts).
+  const v6 = familyView(snapshot, 'IPv6');
+  if (kernel6 !== undefined && (v6.services.size > 0 || kernel6.get('nat')?.has('KUBE-SERVICES'))) {
+    const items6 = driftItems(loadStatic6Rules(), renderSnapshot(v6, renderConfig(opts, 'IPv6')), kernel6, { incomplete: incomplete.length > 0 });
+    for (const item of items6) items.push(ipv6Item(item));
+  }
   return { items, problems, incomplete };
+}
+
+/** The live IPv6 filter and nat tables, or undefined when ip6tables cannot read them (a kernel without IPv6). */
+async function readKernel6(opts: ModeOptions): Promise<ParsedDump | undefined> {
+  try {
+    return await readKernel(opts, createLogger(opts.logLevel), 'IPv6');
+  } catch {
+    return undefined;
+  }
+}
+
+/** A drift item of the IPv6 tables, its table named "… (IPv6)". */
+function ipv6Item(item: DriftItem): DriftItem {
+  return { ...item, table: `${item.table as TableName} (IPv6)` };
+}
+
+/** A service port's chains in the IPv6 tables, each table named "… (IPv6)". */
+function ipv6Chains(sp: ServicePortChains): ServicePortChains {
+  return { servicePort: sp.servicePort, chains: sp.chains.map((c) => ({ ...c, table: `${c.table as TableName} (IPv6)` as const })) };
 }
 
 /** The driver of `--mode iptables`. */
@@ -59,10 +88,14 @@ export const iptablesMode: ModeDriver = {
   },
 
   async createBackend(opts, render, logger) {
-    const exec = await createIptablesExec(opts, logger);
-    logger.info({ mode: opts.mode, iptables: exec.variant, netns: opts.netns }, 'using iptables-%s', exec.variant);
+    const exec = await createDualStackExec(opts, logger);
+    logger.info({ mode: opts.mode, iptables: exec.IPv4.variant, netns: opts.netns }, 'using iptables-%s', exec.IPv4.variant);
     const statics = await iptablesStatics(opts.nodeportAddresses as RenderCliOptions['nodeportAddresses'], opts.netns, logger);
-    return new IptablesBackend({ exec, render, logger, statics });
+    return new DualStackIptablesBackend({
+      IPv4: { exec: exec.IPv4, render, statics },
+      IPv6: { exec: exec.IPv6, render: ipv6RenderOptions(render, typeof opts.clusterCidr === 'string' ? opts.clusterCidr : undefined), statics: loadStatic6Rules() },
+      logger,
+    });
   },
 
   runInfo: () => ({}),
@@ -70,11 +103,19 @@ export const iptablesMode: ModeDriver = {
 
   async render(snapshot, opts, header) {
     const statics = await iptablesStatics(opts.nodeportAddresses, undefined);
-    return { text: renderRestore(snapshot, renderConfig(opts), ['drover render: iptables-restore --noflush input', ...header], statics), leftOut: [] };
+    let text = renderRestore(familyView(snapshot, 'IPv4'), renderConfig(opts), ['drover render: iptables-restore --noflush input', ...header], statics);
+    // The IPv6 ruleset follows when the source has IPv6 service ports (dual-stack.ts).
+    const v6 = familyView(snapshot, 'IPv6');
+    if (v6.services.size > 0) text += renderRestore(v6, renderConfig(opts, 'IPv6'), ['drover render: ip6tables-restore --noflush input'], loadStatic6Rules());
+    return { text, leftOut: [] };
   },
 
   async chains(selector, opts) {
-    let found = selectServicePorts(serviceChains(await readKernel(opts, createLogger(opts.logLevel))), selector);
+    const kernel6 = await readKernel6(opts);
+    const all = serviceChains(await readKernel(opts, createLogger(opts.logLevel)));
+    // A dual-stack service port owns chains in both families' tables: the IPv6 ones follow, their tables named "… (IPv6)".
+    if (kernel6 !== undefined) for (const sp of serviceChains(kernel6)) all.push(ipv6Chains(sp));
+    let found = selectServicePorts(all, selector);
     if (opts.source !== undefined) {
       const { snapshot, problems } = await loadSource({ source: opts.source, serviceCidr: opts.serviceCidr, masqueradeAll: false });
       for (const p of problems) process.stderr.write(`drover: ${p}\n`);
@@ -90,14 +131,19 @@ export const iptablesMode: ModeDriver = {
   },
 
   async diff(opts) {
-    const { items, problems, incomplete } = await sourceDrift(opts, await readKernel(opts, createLogger(opts.logLevel)));
+    const { items, problems, incomplete } = await sourceDrift(opts, await readKernel(opts, createLogger(opts.logLevel)), await readKernel6(opts));
     return { text: formatDrift(items), differs: items.length > 0, problems, incomplete };
   },
 
   async status(opts, recorded) {
     const kernel = await readKernel(opts, createLogger(opts.logLevel));
-    const drift = await driftOf(async () => (await sourceDrift({ ...recorded, ...(opts.netns ? { netns: opts.netns } : {}) }, kernel)).items.length);
-    return { rules: ownedRuleCounts(await iptablesStatics(recorded.nodeportAddresses, opts.netns), kernel), drift, lines: [] };
+    const kernel6 = await readKernel6(opts);
+    const drift = await driftOf(async () => (await sourceDrift({ ...recorded, ...(opts.netns ? { netns: opts.netns } : {}) }, kernel, kernel6)).items.length);
+    const rules = ownedRuleCounts(await iptablesStatics(recorded.nodeportAddresses, opts.netns), kernel);
+    const rules6 = kernel6 === undefined ? undefined : ownedRuleCounts(loadStatic6Rules(), kernel6);
+    const lines: Array<readonly [string, string]> =
+      rules6 !== undefined && rules6.filter + rules6.nat > 0 ? [['ip6tables', `${rules6.filter + rules6.nat} drover-owned rules in the IPv6 tables (filter ${rules6.filter}, nat ${rules6.nat})`]] : [];
+    return { rules, drift, lines };
   },
 
   bench: {

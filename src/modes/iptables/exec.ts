@@ -12,6 +12,7 @@ import { CommandError, runCommand, summarise } from '../shared/exec.ts';
 import type { TableName } from './parse.ts';
 import { NftGeneration, type CanaryTable } from './canary.ts';
 import { DroverError } from '../../errors.ts';
+import type { IPFamily } from '../../model/types.ts';
 
 /** The two iptables backends: iptables-nft (nf_tables) and iptables-legacy (x_tables). */
 export type IptablesVariant = 'nft' | 'legacy';
@@ -82,21 +83,32 @@ export function failingLine(stderr: string): number | undefined {
 /** Options of the real iptables I/O. */
 export interface SystemIptablesOptions {
   readonly variant: IptablesVariant;
+  /**
+   * The IP family whose tables to use: IPv4 (default) runs
+   * `iptables-{nft,legacy}-*`, IPv6 `ip6tables-{nft,legacy}-*`.
+   */
+  readonly family?: IPFamily;
   /** Run inside this network namespace (tests, demo, benchmark). */
   readonly netns?: string;
   /** Timeout of one command, ms (default 120 000). */
   readonly timeoutMs?: number;
 }
 
-/** The real iptables, via `iptables-{nft,legacy}-restore` and `-save`. */
+/** The real iptables, via `iptables-{nft,legacy}-restore` and `-save` (`ip6tables-…` for IPv6). */
 export class SystemIptables implements IptablesExec {
   readonly variant: IptablesVariant;
+  /** The family of the tables this exec reads and writes. */
+  readonly family: IPFamily;
+  /** "iptables-nft", "ip6tables-legacy", …: the command prefix. */
+  private readonly tool: string;
 
   /** Present for iptables-nft without a netns (see IptablesExec.generation). */
   readonly generation?: () => Promise<number>;
 
   constructor(private readonly opts: SystemIptablesOptions) {
     this.variant = opts.variant;
+    this.family = opts.family ?? 'IPv4';
+    this.tool = `${this.family === 'IPv6' ? 'ip6tables' : 'iptables'}-${opts.variant}`;
     if (opts.variant === 'nft' && opts.netns === undefined) {
       const gen = new NftGeneration();
       this.generation = () => gen.read();
@@ -104,7 +116,7 @@ export class SystemIptables implements IptablesExec {
   }
 
   async restore(input: string): Promise<void> {
-    const cmd = `iptables-${this.variant}-restore`;
+    const cmd = `${this.tool}-restore`;
     const res = await runCommand(cmd, ['--noflush', '--counters', '--wait=5'], this.runOpts(input));
     if (res.code !== 0) {
       const line = failingLine(res.stderr);
@@ -113,7 +125,7 @@ export class SystemIptables implements IptablesExec {
   }
 
   async save(table: TableName): Promise<string> {
-    const cmd = `iptables-${this.variant}-save`;
+    const cmd = `${this.tool}-save`;
     const res = await runCommand(cmd, ['-t', table], this.runOpts());
     if (res.code !== 0) {
       // iptables-nft-save fails when the table has never been created.
@@ -128,7 +140,7 @@ export class SystemIptables implements IptablesExec {
   }
 
   async listChain(table: CanaryTable, chain: string): Promise<readonly string[] | undefined> {
-    const cmd = `iptables-${this.variant}`;
+    const cmd = this.tool;
     const res = await runCommand(cmd, ['-w', '5', '-t', table, '-S', chain], this.runOpts());
     // Exit 1 is "no such chain" (iptables-nft 1.8.9 words it "chain … is incompatible"); 2 and 4 are usage and resource errors.
     if (res.code === 1) return undefined;
@@ -138,14 +150,14 @@ export class SystemIptables implements IptablesExec {
   }
 
   async ensureChain(table: CanaryTable, chain: string): Promise<void> {
-    const cmd = `iptables-${this.variant}`;
+    const cmd = this.tool;
     const res = await runCommand(cmd, ['-w', '5', '-t', table, '-N', chain], this.runOpts());
     if (res.code !== 0 && !/already exists/i.test(res.stderr)) throw new CommandError(cmd, res.code, res.stderr);
   }
 
   async deleteChain(table: CanaryTable, chain: string): Promise<boolean> {
     if (!(await this.chainExists(table, chain))) return false;
-    const cmd = `iptables-${this.variant}`;
+    const cmd = this.tool;
     const res = await runCommand(cmd, ['-w', '5', '-t', table, '-X', chain], this.runOpts());
     if (res.code !== 0) throw new CommandError(cmd, res.code, res.stderr);
     return true;

@@ -12,6 +12,9 @@ import { DroverError } from '../../errors.ts';
 /** Tables drover reads and writes. */
 export type TableName = 'filter' | 'nat';
 
+/** A table of the IPv6 ruleset as the inspect commands name it beside the IPv4 one: "nat (IPv6)". */
+export type ShownTable = TableName | `${TableName} (IPv6)`;
+
 /**
  * The tables in the order drover commits them: nat first, so that a service
  * that gets its first endpoint has its DNAT before its REJECT is removed

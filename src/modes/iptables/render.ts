@@ -35,12 +35,19 @@
  * Options are printed in the order iptables-save prints them back, so the
  * rendered rules and the kernel's read-back compare line for line (the only
  * exception is `--probability`, see canonical.ts).
+ *
+ * The IPv6 ruleset (RenderOptions.family, for ip6tables-restore) has the
+ * same layout, as kube-proxy's IPv6 proxier writes it: host matches are
+ * /128, a DNAT target is `[ip]:port` (and so are the endpoint names in
+ * comments and KUBE-SEP hashes, net.JoinHostPort), REJECT is printed back
+ * by ip6tables-save as `--reject-with icmp6-port-unreachable`, and the
+ * `recent` mask is the 128-bit one.
  */
-import { formatCIDR, isCanonicalIPv4, isCanonicalIPv4CIDR, type IPPrefix } from '../../model/addr.ts';
-import { ipv4ExternalIPs, ipv4LoadBalancerIPs, ipv4SourceRanges, rangesHoldNode } from '../../model/frontends.ts';
+import { formatCIDR, isCanonicalIPv4, isCanonicalIPv4CIDR, parseCIDR, parseIP, type IPPrefix } from '../../model/addr.ts';
+import { externalIPsOf, loadBalancerIPsOf, rangesHoldNode, sourceRangesOf } from '../../model/frontends.ts';
 import { needsHealthCheck } from '../../model/health-check.ts';
 import { categorizeEndpoints, externallyAccessible, usesClusterEndpoints, usesLocalEndpoints } from '../../model/policy.ts';
-import type { Endpoint, NodeInfo, ServicePort } from '../../model/types.ts';
+import type { Endpoint, IPFamily, NodeInfo, ServicePort } from '../../model/types.ts';
 import { endpointChainName, externalChainName, firewallChainName, localServiceChainName, serviceChainName } from './names.ts';
 import { DroverError } from '../../errors.ts';
 import { flatString, flatStrings } from '../../util/flat-string.ts';
@@ -54,6 +61,12 @@ export interface RenderOptions {
   readonly clusterCIDR?: string;
   /** Mark all traffic to ClusterIPs for masquerade (`--masquerade-all`). */
   readonly masqueradeAll: boolean;
+  /**
+   * The IP family of the ruleset: IPv4 (the default, for iptables-restore)
+   * or IPv6 (for ip6tables-restore). The service ports rendered must be of
+   * the same family's view (model/family.ts), and `clusterCIDR` of it.
+   */
+  readonly family?: IPFamily;
 }
 
 /**
@@ -101,14 +114,50 @@ export class UnsafeValueError extends DroverError {
 // the renderer checks again so that nothing with a space, quote or newline
 // can ever add options or lines. Addresses and CIDRs are checked by addr.ts.
 const SERVICE_PORT_KEY = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?\/[a-z0-9]([-a-z0-9]*[a-z0-9])?(:[a-z0-9]([-a-z0-9]*[a-z0-9])?)?$/;
-const SAFE: Readonly<Record<'ip' | 'cidr' | 'key', (value: string) => boolean>> = {
-  ip: isCanonicalIPv4,
-  cidr: isCanonicalIPv4CIDR,
-  key: (value) => SERVICE_PORT_KEY.test(value),
+
+/** What differs between the IPv4 and the IPv6 ruleset (see the module comment). */
+interface FamilySyntax {
+  /** The prefix length of a match on one address. */
+  readonly host: string;
+  /** The REJECT target as iptables-save prints it back. */
+  readonly reject: string;
+  /** The `recent` module's `--mask` as iptables-save prints it back. */
+  readonly mask: string;
+  /** The address of a DNAT target or endpoint name: "ip" or "[ip]". */
+  readonly hostPart: (ip: string) => string;
+  /** True for an address / CIDR of this family in canonical text. */
+  readonly ip: (value: string) => boolean;
+  readonly cidr: (value: string) => boolean;
+}
+
+const SYNTAX: Readonly<Record<IPFamily, FamilySyntax>> = {
+  IPv4: {
+    host: '/32',
+    reject: 'REJECT --reject-with icmp-port-unreachable',
+    mask: '255.255.255.255',
+    hostPart: (ip) => ip,
+    ip: isCanonicalIPv4,
+    cidr: isCanonicalIPv4CIDR,
+  },
+  IPv6: {
+    host: '/128',
+    reject: 'REJECT --reject-with icmp6-port-unreachable',
+    mask: 'ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff',
+    hostPart: (ip) => `[${ip}]`,
+    ip: (value) => {
+      const a = parseIP(value);
+      return a?.family === 6 && a.text === value;
+    },
+    cidr: (value) => {
+      const c = parseCIDR(value);
+      return c?.prefix.family === 6 && c.prefix.text === value;
+    },
+  },
 };
 
-function safe(kind: keyof typeof SAFE, value: string): string {
-  if (!SAFE[kind](value)) throw new UnsafeValueError(kind, value);
+function safe(kind: 'ip' | 'cidr' | 'key', value: string, syntax: FamilySyntax = SYNTAX.IPv4): string {
+  const ok = kind === 'key' ? SERVICE_PORT_KEY.test(value) : syntax[kind](value);
+  if (!ok) throw new UnsafeValueError(kind, value);
   return value;
 }
 
@@ -124,31 +173,34 @@ export function probability(i: number, n: number): string {
 
 /**
  * Render one service port on `node` (Snapshot.node; undefined when the
- * source describes none), every IPv4 frontend: the ClusterIP, the
+ * source describes none), every frontend of `opts.family` (default IPv4;
+ * `sp` must be of that family's view, model/family.ts): the ClusterIP, the
  * NodePort, external IPs and LoadBalancer ingress IPs in VIP mode (with
  * `loadBalancerSourceRanges`), as kube-proxy's syncProxyRules writes them
  * (pkg/proxy/iptables/proxier.go). Its endpoints are the endpoint
  * policy's (model/policy.ts `categorizeEndpoints`): this renderer never
- * chooses them. IPv6 frontends and source ranges are left to an IPv6
- * ruleset, as kube-proxy's IPv4 proxier leaves them: with only IPv6 source
- * ranges (or 0.0.0.0/0 among them) the IPv4 LoadBalancer IPs take every
- * client. The health check node port is accepted only for a Service that
+ * chooses them. Frontends and source ranges of the other family are left
+ * to that family's ruleset, as kube-proxy's per-family proxiers leave them:
+ * with only source ranges of the other family (or 0.0.0.0/0, ::/0 among
+ * them) the LoadBalancer IPs take every client. The health check node port is accepted only for a Service that
  * needs one (model/health-check.ts needsHealthCheck).
  * @throws UnsafeValueError if a value is not a valid IP, CIDR, port or service port name
  *   (the model rejects such input first; this is a second line of defence).
  */
 export function renderServicePort(sp: ServicePort, opts: RenderOptions, node?: NodeInfo): ServiceRules {
+  const family = opts.family ?? 'IPv4';
+  const syntax = SYNTAX[family];
   const key = safe('key', sp.key);
-  const cip = safe('ip', sp.clusterIP);
+  const cip = safe('ip', sp.clusterIP, syntax);
   const port = safePort(sp.port);
   const proto = sp.protocol.toLowerCase();
   if (proto !== 'tcp' && proto !== 'udp' && proto !== 'sctp') throw new UnsafeValueError('protocol', sp.protocol);
   const f = sp.frontends;
-  const externalIPs = ipv4ExternalIPs(f).map((ip) => safe('ip', ip));
-  const lbIPs = ipv4LoadBalancerIPs(f).map((ip) => safe('ip', ip));
+  const externalIPs = externalIPsOf(f, family).map((ip) => safe('ip', ip, syntax));
+  const lbIPs = loadBalancerIPsOf(f, family).map((ip) => safe('ip', ip, syntax));
   const nodePort = f.nodePort === undefined ? undefined : safePort(f.nodePort);
   const healthPort = needsHealthCheck(sp) ? safePort(f.healthCheckNodePort!) : undefined;
-  const ranges = ipv4SourceRanges(f.loadBalancerSourceRanges);
+  const ranges = sourceRangesOf(f.loadBalancerSourceRanges, family);
 
   const sets = categorizeEndpoints(sp, node);
   const cluster = sets.cluster ?? [];
@@ -165,13 +217,14 @@ export function renderServicePort(sp: ServicePort, opts: RenderOptions, node?: N
   const usesExt = hasEndpoints && externallyAccessible(sp);
   const usesFW = hasEndpoints && lbIPs.length > 0 && ranges.length > 0;
   const noneComment = hasEndpoints ? `"${key} has no local endpoints"` : `"${key} has no endpoints"`;
-  const noneTarget = hasEndpoints ? 'DROP' : 'REJECT --reject-with icmp-port-unreachable';
+  const noneTarget = hasEndpoints ? 'DROP' : syntax.reject;
 
   const shared: SharedRule[] = [];
   // Every rule is made one piece in memory (util/flat-string.ts): a full sync holds every service port's rules at once.
   const nat = (chain: string, rule: string): void => void shared.push({ table: 'nat', chain, rule: flatString(rule) });
   const filter = (chain: string, rule: string): void => void shared.push({ table: 'filter', chain, rule: flatString(rule) });
-  const at = (ip: string, p: number, comment: string): string => `-d ${ip}/32 -p ${proto} -m comment --comment ${comment} -m ${proto} --dport ${p}`;
+  const host = syntax.host;
+  const at = (ip: string, p: number, comment: string): string => `-d ${ip}${host} -p ${proto} -m comment --comment ${comment} -m ${proto} --dport ${p}`;
   const clusterComment = `"${key} cluster IP"`;
 
   if (hasInternal) nat('KUBE-SERVICES', `${at(cip, port, clusterComment)} -j ${internalLocal ? localChain : clusterChain}`);
@@ -191,38 +244,38 @@ export function renderServicePort(sp: ServicePort, opts: RenderOptions, node?: N
   if (healthPort !== undefined) filter('KUBE-NODEPORTS', `-p tcp -m comment --comment "${key} health check node port" -m tcp --dport ${healthPort} -j ACCEPT`);
 
   const chains = new Map<string, readonly string[]>();
-  if (usesExt) chains.set(extChain, externalRules(key, clusterChain, localChain, externalLocal, hasExternal, opts));
-  if (usesFW) chains.set(fwChain, firewallRules(key, extChain, lbIPs, ranges, node));
+  if (usesExt) chains.set(extChain, externalRules(key, clusterChain, localChain, externalLocal, hasExternal, opts, syntax));
+  if (usesFW) chains.set(fwChain, firewallRules(key, extChain, lbIPs, ranges, node, family));
 
   const seps = new Map<Endpoint, Sep>();
   const sepOf = (ep: Endpoint): Sep => {
     let sep = seps.get(ep);
     if (!sep) {
-      const ip = safe('ip', ep.ip);
-      const target = `${ip}:${safePort(ep.port)}`;
+      const ip = safe('ip', ep.ip, syntax);
+      const target = `${syntax.hostPart(ip)}:${safePort(ep.port)}`;
       sep = { ip, target, chain: endpointChainName(key, proto, target) };
       seps.set(ep, sep);
     }
     return sep;
   };
   const masquerade = opts.masqueradeAll
-    ? `-d ${cip}/32 -p ${proto} -m comment --comment ${clusterComment} -m ${proto} --dport ${port} -j KUBE-MARK-MASQ`
+    ? `-d ${cip}${host} -p ${proto} -m comment --comment ${clusterComment} -m ${proto} --dport ${port} -j KUBE-MARK-MASQ`
     : opts.clusterCIDR !== undefined
-      ? `! -s ${safe('cidr', opts.clusterCIDR)} -d ${cip}/32 -p ${proto} -m comment --comment ${clusterComment} -m ${proto} --dport ${port} -j KUBE-MARK-MASQ`
+      ? `! -s ${safe('cidr', opts.clusterCIDR, syntax)} -d ${cip}${host} -p ${proto} -m comment --comment ${clusterComment} -m ${proto} --dport ${port} -j KUBE-MARK-MASQ`
       : undefined;
   // The chain ClusterIP traffic uses gets the masquerade rule (kube-proxy writes it into internalTrafficChain only).
   if (cluster.length > 0 && usesClusterEndpoints(sp)) {
-    chains.set(clusterChain, policyRules(key, cluster.map(sepOf), sp, hasInternal && !internalLocal ? masquerade : undefined));
+    chains.set(clusterChain, policyRules(key, cluster.map(sepOf), sp, hasInternal && !internalLocal ? masquerade : undefined, syntax));
   }
   if (local.length > 0 && usesLocalEndpoints(sp)) {
-    chains.set(localChain, policyRules(key, local.map(sepOf), sp, hasInternal && internalLocal ? masquerade : undefined));
+    chains.set(localChain, policyRules(key, local.map(sepOf), sp, hasInternal && internalLocal ? masquerade : undefined, syntax));
   }
   const affinity = sp.sessionAffinity !== null;
   for (const ep of sets.allReachable) {
     const sep = sepOf(ep);
-    const recent = affinity ? ` -m recent --set --name ${sep.chain} --mask 255.255.255.255 --rsource` : '';
+    const recent = affinity ? ` -m recent --set --name ${sep.chain} --mask ${syntax.mask} --rsource` : '';
     chains.set(sep.chain, [
-      `-s ${sep.ip}/32 -m comment --comment "${key}" -j KUBE-MARK-MASQ`,
+      `-s ${sep.ip}${host} -m comment --comment "${key}" -j KUBE-MARK-MASQ`,
       `-p ${proto} -m comment --comment "${key}"${recent} -m ${proto} -j DNAT --to-destination ${sep.target}`,
     ]);
   }
@@ -230,7 +283,7 @@ export function renderServicePort(sp: ServicePort, opts: RenderOptions, node?: N
   return { key, shared, chains };
 }
 
-/** An endpoint's KUBE-SEP chain, address and "ip:port". */
+/** An endpoint's KUBE-SEP chain, address and "ip:port" ("[ip]:port" for IPv6). */
 interface Sep {
   readonly ip: string;
   readonly target: string;
@@ -243,7 +296,7 @@ interface Sep {
  * n with `-m statistic --mode random --probability 1/(n-i)` and the last
  * one unconditional (kube-proxy's writeServiceToEndpointRules).
  */
-function policyRules(key: string, seps: readonly Sep[], sp: ServicePort, masquerade: string | undefined): string[] {
+function policyRules(key: string, seps: readonly Sep[], sp: ServicePort, masquerade: string | undefined, syntax: FamilySyntax): string[] {
   const rules: string[] = masquerade === undefined ? [] : [masquerade];
   const affinity = sp.sessionAffinity;
   if (affinity) {
@@ -251,7 +304,7 @@ function policyRules(key: string, seps: readonly Sep[], sp: ServicePort, masquer
     if (!Number.isInteger(seconds) || seconds < 1) throw new UnsafeValueError('affinity timeout', String(seconds));
     for (const sep of seps) {
       rules.push(
-        `-m comment --comment "${key} -> ${sep.target}" -m recent --rcheck --seconds ${seconds} --reap --name ${sep.chain} --mask 255.255.255.255 --rsource -j ${sep.chain}`,
+        `-m comment --comment "${key} -> ${sep.target}" -m recent --rcheck --seconds ${seconds} --reap --name ${sep.chain} --mask ${syntax.mask} --rsource -j ${sep.chain}`,
       );
     }
   }
@@ -269,13 +322,21 @@ function policyRules(key: string, seps: readonly Sep[], sp: ServicePort, masquer
  * KUBE-SVL, and to nothing when there is no local endpoint (filter
  * KUBE-EXTERNAL-SERVICES then drops it).
  */
-function externalRules(key: string, clusterChain: string, localChain: string, externalLocal: boolean, hasExternal: boolean, opts: RenderOptions): string[] {
+function externalRules(
+  key: string,
+  clusterChain: string,
+  localChain: string,
+  externalLocal: boolean,
+  hasExternal: boolean,
+  opts: RenderOptions,
+  syntax: FamilySyntax,
+): string[] {
   const rules: string[] = [];
   if (!externalLocal) {
     rules.push(`-m comment --comment "masquerade traffic for ${key} external destinations" -j KUBE-MARK-MASQ`);
   } else {
     if (opts.clusterCIDR !== undefined) {
-      rules.push(`-s ${safe('cidr', opts.clusterCIDR)} -m comment --comment "pod traffic for ${key} external destinations" -j ${clusterChain}`);
+      rules.push(`-s ${safe('cidr', opts.clusterCIDR, syntax)} -m comment --comment "pod traffic for ${key} external destinations" -j ${clusterChain}`);
     }
     rules.push(`-m comment --comment "masquerade LOCAL traffic for ${key} external destinations" -m addrtype --src-type LOCAL -j KUBE-MARK-MASQ`);
     rules.push(`-m comment --comment "route LOCAL traffic for ${key} external destinations" -m addrtype --src-type LOCAL -j ${clusterChain}`);
@@ -285,16 +346,17 @@ function externalRules(key: string, clusterChain: string, localChain: string, ex
 }
 
 /**
- * The KUBE-FW chain: one jump to KUBE-EXT per IPv4 source range, the
+ * The KUBE-FW chain: one jump to KUBE-EXT per source range of `family`, the
  * LoadBalancer IPs themselves as sources when a range holds this node's
- * IPv4 InternalIP (a VIP that loops back from the node), and a last rule
+ * InternalIP of `family` (a VIP that loops back from the node), and a last rule
  * with no target: what falls through is dropped by filter
  * KUBE-PROXY-FIREWALL.
  */
-function firewallRules(key: string, ext: string, lbIPs: readonly string[], ranges: readonly IPPrefix[], node: NodeInfo | undefined): string[] {
+function firewallRules(key: string, ext: string, lbIPs: readonly string[], ranges: readonly IPPrefix[], node: NodeInfo | undefined, family: IPFamily): string[] {
+  const syntax = SYNTAX[family];
   const comment = `-m comment --comment "${key} loadbalancer IP"`;
-  const rules = ranges.map((prefix) => `-s ${safe('cidr', formatCIDR(prefix))} ${comment} -j ${ext}`);
-  if (rangesHoldNode(ranges, node)) for (const ip of lbIPs) rules.push(`-s ${ip}/32 ${comment} -j ${ext}`);
+  const rules = ranges.map((prefix) => `-s ${safe('cidr', formatCIDR(prefix), syntax)} ${comment} -j ${ext}`);
+  if (rangesHoldNode(ranges, node, family)) for (const ip of lbIPs) rules.push(`-s ${ip}${syntax.host} ${comment} -j ${ext}`);
   rules.push(`-m comment --comment "other traffic to ${key} will be dropped by KUBE-PROXY-FIREWALL"`);
   return rules;
 }

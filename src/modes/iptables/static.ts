@@ -34,6 +34,9 @@ export interface StaticRuleset {
 /** Path of the static rules file shipped with drover. */
 export const STATIC_RULES_PATH = fileURLToPath(new URL('../../../rules/iptables/static.rules', import.meta.url));
 
+/** Path of the IPv6 static rules file (ip6tables-restore), the same layout as {@link STATIC_RULES_PATH}. */
+export const STATIC6_RULES_PATH = fileURLToPath(new URL('../../../rules/iptables/static6.rules', import.meta.url));
+
 /**
  * Parse a static rules text.
  * @throws IptablesParseError on bad syntax; Error on a table other than filter/nat.
@@ -57,6 +60,15 @@ export function parseStaticRules(text: string): StaticRuleset {
 }
 
 let cached: StaticRuleset | undefined;
+let cached6: StaticRuleset | undefined;
+
+/**
+ * The shipped IPv6 static ruleset (read once, rules/iptables/static6.rules):
+ * NodePorts on every local IPv6 address but ::1.
+ */
+export function loadStatic6Rules(): StaticRuleset {
+  return (cached6 ??= parseStaticRules(readFileSync(STATIC6_RULES_PATH, 'utf8')));
+}
 
 /**
  * The shipped static ruleset (read once): NodePorts on every local address

@@ -10,18 +10,29 @@ import type { Logger } from '../../util/log.ts';
 import { detectVariant, SystemIptables } from './exec.ts';
 import { readTables } from './live.ts';
 import type { ParsedDump } from './parse.ts';
+import type { IPFamily } from '../../model/types.ts';
 
 /**
  * The iptables I/O for the command's flags: `--iptables-backend` (or the
  * detected variant) and `--netns`.
  * @throws UsageError when not root or the namespace does not exist.
  */
-export async function createIptablesExec(opts: KernelOptions, logger: Logger): Promise<SystemIptables> {
+export async function createIptablesExec(opts: KernelOptions, logger: Logger, family: IPFamily = 'IPv4'): Promise<SystemIptables> {
   requireRoot('iptables');
   requireNetns(opts.netns);
   const variant = opts.iptablesBackend === 'auto' ? await detectVariant(opts.netns) : opts.iptablesBackend;
-  logger.debug({ iptables: variant, netns: opts.netns }, 'using iptables-%s', variant);
-  return new SystemIptables({ variant, ...(opts.netns ? { netns: opts.netns } : {}) });
+  logger.debug({ iptables: variant, netns: opts.netns, family }, 'using iptables-%s', variant);
+  return new SystemIptables({ variant, family, ...(opts.netns ? { netns: opts.netns } : {}) });
+}
+
+/**
+ * The iptables I/O of both families, IPv4 first, of one variant (detected
+ * once, as kube-proxy's iptables-wrapper does for both).
+ * @throws as {@link createIptablesExec}.
+ */
+export async function createDualStackExec(opts: KernelOptions, logger: Logger): Promise<Record<IPFamily, SystemIptables>> {
+  const v4 = await createIptablesExec(opts, logger);
+  return { IPv4: v4, IPv6: new SystemIptables({ variant: v4.variant, family: 'IPv6', ...(opts.netns ? { netns: opts.netns } : {}) }) };
 }
 
 /**
@@ -29,6 +40,6 @@ export async function createIptablesExec(opts: KernelOptions, logger: Logger): P
  * detected or forced as for `run`.
  * @throws UsageError when not root; CommandError when iptables-save fails.
  */
-export async function readKernel(opts: KernelOptions, logger: Logger): Promise<ParsedDump> {
-  return readTables(await createIptablesExec(opts, logger));
+export async function readKernel(opts: KernelOptions, logger: Logger, family: IPFamily = 'IPv4'): Promise<ParsedDump> {
+  return readTables(await createIptablesExec(opts, logger, family));
 }

@@ -1,8 +1,15 @@
 /** The render flags every mode shares (`--cluster-cidr`, `--masquerade-all`), as the renderers take them. */
 import type { RenderCliOptions } from '../../cli/options.ts';
+import type { IPFamily } from '../../model/types.ts';
 import type { RenderOptions } from '../iptables/render.ts';
 
-/** Render options from the CLI flags. */
-export function renderConfig(opts: RenderCliOptions): RenderOptions {
-  return { masqueradeAll: opts.masqueradeAll, ...(opts.clusterCidr ? { clusterCIDR: opts.clusterCidr } : {}) };
+/**
+ * Render options from the CLI flags, for the ruleset of `family` (default
+ * IPv4): `--cluster-cidr` may list one CIDR per family ("10.244.0.0/16,
+ * fd00:10:244::/56", as kube-proxy's clusterCIDR), and each family's
+ * ruleset takes its own; the IPv6 options carry `family: 'IPv6'`.
+ */
+export function renderConfig(opts: RenderCliOptions, family: IPFamily = 'IPv4'): RenderOptions {
+  const cidr = opts.clusterCidr?.split(',').find((c) => c.includes(':') === (family === 'IPv6'));
+  return { masqueradeAll: opts.masqueradeAll, ...(cidr ? { clusterCIDR: cidr } : {}), ...(family === 'IPv6' ? { family } : {}) };
 }
