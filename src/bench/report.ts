@@ -44,7 +44,7 @@ export function modeLabel(mode: ProxyMode, variant: string): string {
 }
 
 /** The columns of samples.csv, in order. */
-export const CSV_COLUMNS = ['mode', 'variant', 'services', 'endpoints', 'kind', 'method', 'clock', 'iteration', 'ms', 'tries', 'readback_ms', 'bytes', 'rss_kb'] as const;
+export const CSV_COLUMNS = ['mode', 'variant', 'services', 'endpoints', 'kind', 'method', 'clock', 'iteration', 'ms', 'tries', 'readback_ms', 'bytes', 'rss_kb', 'kernel_method'] as const;
 
 function csvCell(v: string | number | undefined): string {
   if (v === undefined) return '';
@@ -57,7 +57,7 @@ export function samplesToCSV(samples: readonly Sample[]): string {
   const lines = [CSV_COLUMNS.join(',')];
   for (const s of samples) {
     lines.push(
-      [s.mode, s.variant, s.services, s.endpoints, s.kind, s.method, s.clock, s.iteration, s.ms, s.tries, s.readbackMs, s.bytes, s.rssKb].map(csvCell).join(','),
+      [s.mode, s.variant, s.services, s.endpoints, s.kind, s.method, s.clock, s.iteration, s.ms, s.tries, s.readbackMs, s.bytes, s.rssKb, s.kernelMethod].map(csvCell).join(','),
     );
   }
   return `${lines.join('\n')}\n`;
@@ -82,6 +82,7 @@ export function samplesToJSONL(samples: readonly Sample[]): string {
       if (s.readbackMs !== undefined) o.readbackMs = s.readbackMs;
       if (s.bytes !== undefined) o.bytes = s.bytes;
       if (s.rssKb !== undefined) o.rssKb = s.rssKb;
+      if (s.kernelMethod !== undefined) o.kernelMethod = s.kernelMethod;
       return `${JSON.stringify(o)}\n`;
     })
     .join('');

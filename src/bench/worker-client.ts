@@ -37,16 +37,22 @@ export type WorkerMessage =
   | { readonly t: 'error'; readonly message: string };
 
 /**
- * The command line that starts worker.ts with this process's Node.js: the
- * compiled worker.js next to this module when running from dist/, else the
- * TypeScript source through tsx's loader (resolved from this module, so
- * that the working directory does not matter).
+ * The command line that starts the bench's process `script` (a module next
+ * to this one, e.g. `worker`) with this process's Node.js: the compiled
+ * `script.js` when running from dist/, else the TypeScript source through
+ * tsx's loader (resolved from this module, so that the working directory
+ * does not matter).
  */
-export function workerCommand(moduleUrl: string = import.meta.url): string[] {
+export function benchScriptCommand(script: string, moduleUrl: string = import.meta.url): string[] {
   const ts = moduleUrl.endsWith('.ts');
-  const worker = new URL(`./worker.${ts ? 'ts' : 'js'}`, moduleUrl);
+  const file = new URL(`./${script}.${ts ? 'ts' : 'js'}`, moduleUrl);
   const loader = ts ? ['--import', import.meta.resolve('tsx')] : [];
-  return [process.execPath, ...loader, fileURLToPath(worker)];
+  return [process.execPath, ...loader, fileURLToPath(file)];
+}
+
+/** The command line that starts worker.ts ({@link benchScriptCommand}). */
+export function workerCommand(moduleUrl: string = import.meta.url): string[] {
+  return benchScriptCommand('worker', moduleUrl);
 }
 
 /**
