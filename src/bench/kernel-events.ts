@@ -10,6 +10,7 @@
  */
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { createInterface } from 'node:readline';
+import { endChild } from './child.ts';
 import { benchScriptCommand } from './worker-client.ts';
 
 /** When the commit that ended a change was announced, or why that is not known. */
@@ -103,12 +104,7 @@ export class KernelEvents {
   }
 
   /** End the listener (closing its stdin) and wait for it to exit; kill it after 2 s. */
-  async close(): Promise<void> {
-    if (this.exited) return;
-    const gone = new Promise<void>((resolve) => this.child.once('close', () => resolve()));
-    this.child.stdin.end();
-    const timer = setTimeout(() => this.child.kill('SIGKILL'), 2000);
-    await gone;
-    clearTimeout(timer);
+  close(): Promise<void> {
+    return endChild(this.child, this.exited !== undefined);
   }
 }
