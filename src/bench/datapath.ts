@@ -6,6 +6,7 @@
  */
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { createInterface } from 'node:readline';
+import { endChild } from './child.ts';
 import { fileURLToPath } from 'node:url';
 import type { DataPathCheck } from './changes.ts';
 
@@ -91,12 +92,7 @@ export class Prober {
   }
 
   /** End the prober (closing its stdin) and wait for it to exit; kill it after 2 s. */
-  async close(): Promise<void> {
-    if (this.exited) return;
-    const gone = new Promise<void>((resolve) => this.child.once('close', () => resolve()));
-    this.child.stdin.end();
-    const timer = setTimeout(() => this.child.kill('SIGKILL'), 2000);
-    await gone;
-    clearTimeout(timer);
+  close(): Promise<void> {
+    return endChild(this.child, this.exited !== undefined);
   }
 }

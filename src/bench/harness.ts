@@ -41,6 +41,13 @@ export interface ModeHarness<S = unknown> {
   /** The backend drover runs in this mode. */
   readonly backend: Backend;
   /**
+   * The mode writes through nf_tables transactions, whose commits the kernel
+   * announces to the NFNLGRP_NFTABLES group (nftables mode, iptables-nft):
+   * the kernel clock is then the commit notification (kernel-events.ts);
+   * otherwise (iptables-legacy, IPVS) a read-back that shows the change.
+   */
+  readonly kernelNotifications: boolean;
+  /**
    * One read-back of the kernel state the mode programs. With `focus`, the
    * mode may read only what that change touches (IPVS: one virtual server);
    * without, everything.
@@ -68,4 +75,16 @@ export interface ModeHarness<S = unknown> {
   readonly perChange: readonly Baseline[];
   /** The whole ruleset re-sent, measured a few times per size and only up to a size cap, if the mode has one. */
   readonly whole?: Baseline;
+  /**
+   * The full sync's baseline, if the mode has one: the starting state's
+   * whole ruleset written into empty tables by the mode's own tool (nftables
+   * mode: one `nft -f` transaction), measured before drover's full sync and
+   * removed again by `clear`.
+   */
+  readonly fromEmpty?: {
+    /** Build the payload for `snapshot` (not timed). */
+    prepare(snapshot: Snapshot): PreparedApply;
+    /** Remove what `apply` wrote, leaving the tables empty for drover's full sync. @throws what the kernel transaction throws. */
+    clear(): Promise<void>;
+  };
 }

@@ -13,7 +13,8 @@ import type { Prober, ProbeTiming } from './datapath.ts';
 import type { ModeHarness } from './harness.ts';
 import { measureEndToEnd } from './end-to-end.ts';
 import { benchSnapshot, clockServicePort, type RealEndpoint } from './synth.ts';
-import type { BenchSettings, ChangeKind, Clock, DroverRunFacts, Method, Sample, SizeRun } from './types.ts';
+import { KernelEvents } from './kernel-events.ts';
+import type { BenchSettings, ChangeKind, Clock, DroverRunFacts, KernelMethod, Method, Sample, SizeRun } from './types.ts';
 import { msSince, nowNs, round3 } from './timing.ts';
 
 /** Clock services (real endpoints) in every size. */
@@ -79,89 +80,125 @@ export async function measureSize<S>(
   const counts = { removalConfirm: opts.removalConfirm, failConfirm: opts.failConfirm };
   const base = benchSnapshot(n, opts.endpoints, clocks.map((c) => c.port));
   const push = (kind: ChangeKind, method: Method, clock: Clock, iteration: number, ms: number, extra: Partial<Sample> = {}): void => {
-    record({ mode: h.mode, variant: h.variant, services: n, endpoints: opts.endpoints, kind, method, clock, iteration, ms: round3(ms), ...extra });
+    record({ mode: h.mode, variant: h.variant, services: n, endpoints: opts.endpoints, kind, method, clock, iteration, ...extra, ms: round3(ms) });
   };
 
-  /** Poll the kernel from now on until `shows`; times from t0. */
-  const kernelClock = async (t0: bigint, shows: (state: S) => boolean, focus?: ServiceChange): Promise<{ ms: number; tries: number; readbackMs: number }> => {
+  // The kernel clock: nf_tables commit notifications where the kernel sends them (at every size: they cost no
+  // read-back), else read-backs up to --detail-max.
+  const events = h.kernelNotifications ? await KernelEvents.start(view.node) : undefined;
+  const kernelMethod: KernelMethod | undefined = events ? 'notification' : detailed ? 'read-back' : undefined;
+  const kernelLost: string[] = [];
+  /**
+   * The kernel clock of a change started at t0, called once its writer returned: the commit notification, or
+   * read-backs from now on until `shows`. Undefined when not measured, or when the notification was lost (noted).
+   */
+  const kernelClock = async (what: string, t0: bigint, shows: (state: S) => boolean, focus?: ServiceChange): Promise<Partial<Sample> & { ms: number } | undefined> => {
+    if (events) {
+      const stamp = await events.commitAfter(t0, opts.kernelDeadlineMs);
+      if ('lost' in stamp) {
+        kernelLost.push(`${what}: ${stamp.lost}`);
+        return undefined;
+      }
+      return { ms: msSince(t0, stamp.atNs), kernelMethod: 'notification' };
+    }
+    if (!detailed) return undefined;
     for (let tries = 1; ; tries++) {
       const start = nowNs();
       const state = await h.readBack(focus);
       const readbackMs = msSince(start);
-      if (shows(state)) return { ms: msSince(t0), tries, readbackMs: round3(readbackMs) };
+      if (shows(state)) return { ms: msSince(t0), tries, readbackMs: round3(readbackMs), kernelMethod: 'read-back' };
       if (msSince(t0) > opts.kernelDeadlineMs) throw new Error(`${label}: the kernel did not show the change within ${opts.kernelDeadlineMs} ms`);
     }
   };
+  let fullTransactions = 0;
+  let fullRerenderSkipped: string | undefined;
+  try {
+    // 1. Full sync from empty tables, after its baseline: the same ruleset written by the mode's own tool.
+    if (h.fromEmpty) {
+      progress(`${label}: full sync baseline`, false);
+      const prepared = h.fromEmpty.prepare(base);
+      const start = nowNs();
+      await prepared.apply();
+      const ms = msSince(start);
+      const k = await kernelClock('full sync baseline', start, () => true);
+      push('full-sync', 'full-rerender', 'agent', 0, ms, { bytes: prepared.bytes });
+      if (k) push('full-sync', 'full-rerender', 'kernel', 0, k.ms, k);
+      await h.fromEmpty.clear();
+      progress(`${label}: full sync baseline`, false, `${label}: full sync baseline (the whole ruleset in one transaction of the mode's tool) ${ms.toFixed(0)} ms`);
+    }
+    progress(`${label}: full sync`, false);
+    const t0 = nowNs();
+    const full = await h.backend.sync(base, { full: true, changed: new Set() });
+    const agentMs = msSince(t0);
+    fullTransactions = full.transactions;
+    // The prober's command goes out first: spawning the read-back blocks this process for a moment.
+    const [dFull, kFull] = await Promise.all([
+      prober.until({ until: 'answers', host: clocks[0]!.port.clusterIP, port: clocks[0]!.port.port }, opts.timing),
+      kernelClock('full sync', t0, (s) => h.showsAll(s, base)),
+    ]);
+    push('full-sync', 'drover', 'agent', 0, agentMs, { bytes: full.bytes });
+    if (kFull) push('full-sync', 'drover', 'kernel', 0, kFull.ms, kFull);
+    push('full-sync', 'drover', 'datapath', 0, msSince(t0, dFull.atNs), { tries: dFull.tries });
+    progress(`${label}: full sync`, true, `${label}: full sync ${agentMs.toFixed(0)} ms (${full.transactions} transaction(s))`);
 
-  // 1. Full sync from empty tables.
-  progress(`${label}: full sync`, false);
-  const t0 = nowNs();
-  const full = await h.backend.sync(base, { full: true, changed: new Set() });
-  const agentMs = msSince(t0);
-  // The prober's command goes out first: spawning the read-back blocks this process for a moment.
-  const [dFull, kFull] = await Promise.all([
-    prober.until({ until: 'answers', host: clocks[0]!.port.clusterIP, port: clocks[0]!.port.port }, opts.timing),
-    detailed ? kernelClock(t0, (s) => h.showsAll(s, base)) : undefined,
-  ]);
-  push('full-sync', 'drover', 'agent', 0, agentMs, { bytes: full.bytes });
-  if (kFull) push('full-sync', 'drover', 'kernel', 0, kFull.ms, { tries: kFull.tries, readbackMs: kFull.readbackMs });
-  push('full-sync', 'drover', 'datapath', 0, msSince(t0, dFull.atNs), { tries: dFull.tries });
-  progress(`${label}: full sync`, true, `${label}: full sync ${agentMs.toFixed(0)} ms (${full.transactions} transaction(s))`);
+    // What the baselines need besides drover's state, off the clock.
+    if (h.setUp) {
+      progress(`${label}: setting up the baselines`, false);
+      await h.setUp(base);
+    }
 
-  // What the baselines need besides drover's state, off the clock.
-  if (h.setUp) {
-    progress(`${label}: setting up the baselines`, false);
-    await h.setUp(base);
-  }
-
-  // 2. Single changes.
-  const drover = async (c: BenchChange, i: number): Promise<void> => {
-    const start = nowNs();
-    const changed = changedServicePorts(c.from, c.to);
-    const r = await h.backend.sync(c.to, { full: false, changed });
-    const agent = msSince(start);
-    if (r.full) throw new Error(`${label}: ${c.kind} made a full sync instead of a partial one`);
-    const [d, k] = await Promise.all([prober.until(c.check, opts.timing), detailed ? kernelClock(start, (s) => h.shows(s, c), c) : undefined]);
-    push(c.kind, 'drover', 'agent', i, agent, { bytes: r.bytes });
-    if (k) push(c.kind, 'drover', 'kernel', i, k.ms, { tries: k.tries, readbackMs: k.readbackMs });
-    push(c.kind, 'drover', 'datapath', i, msSince(start, d.atNs), { tries: d.tries });
-  };
-  const baselines = detailed ? [h.raw, ...h.perChange] : [h.raw];
-  for (let i = 0; i < opts.changes; i++) {
-    const phase = `${label}: changes ${i + 1}/${opts.changes}`;
-    const changes = iterationChanges(base, clocks, i, addedEndpoints, counts);
-    // Pairs that put the state back: (endpoint removed, added), (service added, removed).
-    for (const pair of [changes.slice(0, 2), changes.slice(2, 4)]) {
-      for (const c of pair) {
-        await drover(c, i);
-        progress(phase, true);
-      }
-      for (const b of baselines) {
+    // 2. Single changes.
+    const drover = async (c: BenchChange, i: number): Promise<void> => {
+      const start = nowNs();
+      const changed = changedServicePorts(c.from, c.to);
+      const r = await h.backend.sync(c.to, { full: false, changed });
+      const agent = msSince(start);
+      if (r.full) throw new Error(`${label}: ${c.kind} made a full sync instead of a partial one`);
+      const [d, k] = await Promise.all([prober.until(c.check, opts.timing), kernelClock(`${c.kind} ${i + 1}`, start, (s) => h.shows(s, c), c)]);
+      push(c.kind, 'drover', 'agent', i, agent, { bytes: r.bytes });
+      if (k) push(c.kind, 'drover', 'kernel', i, k.ms, k);
+      push(c.kind, 'drover', 'datapath', i, msSince(start, d.atNs), { tries: d.tries });
+    };
+    const baselines = detailed ? [h.raw, ...h.perChange] : [h.raw];
+    for (let i = 0; i < opts.changes; i++) {
+      const phase = `${label}: changes ${i + 1}/${opts.changes}`;
+      const changes = iterationChanges(base, clocks, i, addedEndpoints, counts);
+      // Pairs that put the state back: (endpoint removed, added), (service added, removed).
+      for (const pair of [changes.slice(0, 2), changes.slice(2, 4)]) {
         for (const c of pair) {
-          const prepared = b.prepare(c);
-          const start = nowNs();
-          await prepared.apply();
-          push(c.kind, b.method, 'agent', i, msSince(start), { bytes: prepared.bytes });
+          await drover(c, i);
           progress(phase, true);
+        }
+        for (const b of baselines) {
+          for (const c of pair) {
+            const prepared = b.prepare(c);
+            const start = nowNs();
+            await prepared.apply();
+            push(c.kind, b.method, 'agent', i, msSince(start), { bytes: prepared.bytes });
+            progress(phase, true);
+          }
         }
       }
     }
-  }
 
-  // 3. The whole ruleset re-sent, capped.
-  let fullRerenderSkipped: string | undefined;
-  if (!h.whole) fullRerenderSkipped = `${h.mode} mode has no full re-render baseline`;
-  else if (wholeRepeats === 0) fullRerenderSkipped = `not measured above ${fullBaselineMax} services (--full-baseline-max)`;
-  for (let r = 0; h.whole && r < wholeRepeats; r++) {
-    progress(`${label}: full re-render ${r + 1}/${wholeRepeats}`, false);
-    const [, , add, remove] = iterationChanges(base, clocks, opts.changes + r, addedEndpoints, counts);
-    const prepared = h.whole.prepare(add!);
-    const start = nowNs();
-    await prepared.apply();
-    const ms = msSince(start);
-    push('service-added', 'full-rerender', 'agent', r, ms, { bytes: prepared.bytes });
-    await h.raw.prepare(remove!).apply();
-    progress(`${label}: full re-render ${r + 1}/${wholeRepeats}`, true, `${label}: full re-render ${ms.toFixed(0)} ms`);
+    // 3. The whole ruleset re-sent, capped.
+    if (!h.whole) fullRerenderSkipped = `${h.mode} mode has no full re-render baseline`;
+    else if (wholeRepeats === 0) fullRerenderSkipped = `not measured above ${fullBaselineMax} services (--full-baseline-max)`;
+    for (let r = 0; h.whole && r < wholeRepeats; r++) {
+      progress(`${label}: full re-render ${r + 1}/${wholeRepeats}`, false);
+      const [, , add, remove] = iterationChanges(base, clocks, opts.changes + r, addedEndpoints, counts);
+      const prepared = h.whole.prepare(add!);
+      const start = nowNs();
+      await prepared.apply();
+      const ms = msSince(start);
+      push('service-added', 'full-rerender', 'agent', r, ms, { bytes: prepared.bytes });
+      await h.raw.prepare(remove!).apply();
+      progress(`${label}: full re-render ${r + 1}/${wholeRepeats}`, true, `${label}: full re-render ${ms.toFixed(0)} ms`);
+    }
+
+  } finally {
+    // Closed before the rest: a member of the group makes every commit announce each element it changed.
+    await events?.close();
   }
 
   // 4. The kernel must hold exactly drover's rules again.
@@ -208,11 +245,13 @@ export async function measureSize<S>(
     services: n,
     endpoints: opts.endpoints,
     changes: opts.changes,
-    fullSyncTransactions: full.transactions,
+    fullSyncTransactions: fullTransactions,
     ...(fullRerenderSkipped ? { fullRerenderSkipped } : {}),
     ...(detailed ? {} : { detailSkipped: `not measured above ${opts.detailMax} services (--detail-max)` }),
     consistent,
     resyncMs,
+    ...(kernelMethod ? { kernelClock: kernelMethod } : {}),
+    ...(kernelLost.length > 0 ? { kernelLost } : {}),
     peakRssKb: process.resourceUsage().maxRSS,
     ...(droverRun ? { droverRun } : { droverRunFailed: droverRunFailed! }),
   };

@@ -53,6 +53,8 @@ const Run = z.looseObject({
   detailSkipped: z.string().optional(),
   consistent: z.boolean(),
   resyncMs: z.number().nonnegative().optional(),
+  kernelClock: z.enum(['notification', 'read-back']).optional(),
+  kernelLost: z.array(z.string()).optional(),
   peakRssKb: z.number().nonnegative(),
   droverRun: z
     .object({ entry: z.enum(['dist', 'src']), firstSyncMs: z.number().nonnegative(), rssKb: z.number().nonnegative(), peakRssKb: z.number().nonnegative() })
@@ -74,6 +76,7 @@ const SampleLine = z.looseObject({
   ms: z.number().nonnegative(),
   tries: z.number().optional(),
   readbackMs: z.number().optional(),
+  kernelMethod: z.enum(['notification', 'read-back']).optional(),
   rssKb: z.number().optional(),
   bytes: z.number().optional(),
 });

@@ -44,7 +44,7 @@ export function modeLabel(mode: ProxyMode, variant: string): string {
 }
 
 /** The columns of samples.csv, in order. */
-export const CSV_COLUMNS = ['mode', 'variant', 'services', 'endpoints', 'kind', 'method', 'clock', 'iteration', 'ms', 'tries', 'readback_ms', 'bytes', 'rss_kb'] as const;
+export const CSV_COLUMNS = ['mode', 'variant', 'services', 'endpoints', 'kind', 'method', 'clock', 'iteration', 'ms', 'tries', 'readback_ms', 'bytes', 'rss_kb', 'kernel_method'] as const;
 
 function csvCell(v: string | number | undefined): string {
   if (v === undefined) return '';
@@ -57,7 +57,7 @@ export function samplesToCSV(samples: readonly Sample[]): string {
   const lines = [CSV_COLUMNS.join(',')];
   for (const s of samples) {
     lines.push(
-      [s.mode, s.variant, s.services, s.endpoints, s.kind, s.method, s.clock, s.iteration, s.ms, s.tries, s.readbackMs, s.bytes, s.rssKb].map(csvCell).join(','),
+      [s.mode, s.variant, s.services, s.endpoints, s.kind, s.method, s.clock, s.iteration, s.ms, s.tries, s.readbackMs, s.bytes, s.rssKb, s.kernelMethod].map(csvCell).join(','),
     );
   }
   return `${lines.join('\n')}\n`;
@@ -82,6 +82,7 @@ export function samplesToJSONL(samples: readonly Sample[]): string {
       if (s.readbackMs !== undefined) o.readbackMs = s.readbackMs;
       if (s.bytes !== undefined) o.bytes = s.bytes;
       if (s.rssKb !== undefined) o.rssKb = s.rssKb;
+      if (s.kernelMethod !== undefined) o.kernelMethod = s.kernelMethod;
       return `${JSON.stringify(o)}\n`;
     })
     .join('');
@@ -361,12 +362,13 @@ export function methodText(result: BenchResult): string[] {
     '',
     `- **agent**: until drover's sync returned: the snapshot diff, the rendering and the kernel transaction, in-process (${workers}: in a worker process inside the node namespace, because their netlink sockets act on the namespace of their process; all processes share the machine's monotonic clock).`,
     "- **end to end**: the same changes made to the manifest files that a real `drover run` process watches (started in the node namespace after the other clocks, on the starting state written as files: the synthetic services in one `services.json`, each clock service and each added service in a file of its own; `--min-sync-period 0s`, so that a change is not held back by the previous one's sync). From just before the file is written (a temporary file renamed over it) or removed, until a read-back of the kernel, as on the kernel clock, shows the change; the read-backs start once drover run logged its next sync done. It adds to the agent clock the file watch and its 60 ms debounce, reading and normalising the file, building the desired state and a process of its own.",
-    "- **kernel**: read-backs run back to back from when the agent returned; the time is when the first read-back that shows the change was parsed. iptables mode reads `iptables-save -t nat` in the node namespace (the service port's chains exactly as rendered, or their absence), so the time includes one whole read-back, whose own duration is `readback_ms` in the samples. IPVS mode reads the changed virtual server and its real servers over netlink (GET_SERVICE and a dump of its destinations) and, when a service comes or goes, the addresses of kube-ipvs0 (which holds every ClusterIP).",
+    "- **kernel**, by commit notification (nftables mode, iptables-nft; `kernel_method` `notification` in the samples): a listener process in the node namespace is a member of netfilter's NFNLGRP_NFTABLES group, where nf_tables announces every committed transaction, each object it changed and then one NFT_MSG_NEWGEN with the new generation id; it stamps each NEWGEN when it reads it. Once the agent returned, the namespace's generation id (NFT_MSG_GETGEN) names the transaction that ended the change; the time is that transaction's stamp. No read-back is in it. A change whose notification was dropped (the listener's receive buffer overflowed: ENOBUFS) has no kernel sample; the size's section lists such changes. While the listener runs, the kernel builds a notification for every object a transaction changes, which the agent clock pays too (it is closed before the final full sync and drover run).",
+    "- **kernel**, by read-back (iptables-legacy and IPVS mode, whose kernels announce nothing; `kernel_method` `read-back`): read-backs run back to back from when the agent returned; the time is when the first read-back that shows the change was parsed. iptables mode reads `iptables-save -t nat` in the node namespace (the service port's chains exactly as rendered, or their absence), so the time includes one whole read-back, whose own duration is `readback_ms` in the samples. IPVS mode reads the changed virtual server and its real servers over netlink (GET_SERVICE and a dump of its destinations) and, when a service comes or goes, the addresses of kube-ipvs0 (which holds every ClusterIP).",
     `- **data path**: new TCP connections from the client namespace run back to back from when the agent returned, by one long-lived prober process; the time is when the first connection that shows the change was opened. Endpoint added: the first connection answered by the new endpoint (each connection has a 1/2 chance, so the time is late by one connection on average, by k or more with probability 2^-k; never early, since only the new rules reach that endpoint). Endpoint removed: the first of ${s.removalConfirm} connections in a row answered by the surviving endpoint (with the old rules still in place this happens by chance with probability 2^-${s.removalConfirm}, the false-positive bound). Service added: the first connection answered at the new ClusterIP (without the rules nothing answers there, so no false positive). Service removed: the first of ${s.failConfirm} connections in a row that got no answer (refused, unreachable, or nothing within 1 s); the old rules would have answered.`,
     '',
     'The kernel and data-path polling start when the agent has returned (the transaction has committed by then) and run at the same time, so neither slows the agent down; they compete with each other for the CPU.',
     ...(result.runs.some((r) => r.detailSkipped)
-      ? ['', "At the sizes whose section says so (`--detail-max`), the kernel and end-to-end clocks and the kube-proxy-style baseline were not measured: only drover's agent and data-path clocks and the raw baseline, and drover run's first sync and RSS."]
+      ? ['', "At the sizes whose section says so (`--detail-max`), the kernel clock by read-back, the end-to-end clock and the kube-proxy-style baseline were not measured: only drover's agent and data-path clocks, the kernel clock by commit notification, the raw baseline, and drover run's first sync and RSS."]
       : []),
     '',
     'Baselines make the same changes on the same kernel state, taking turns with drover within each iteration, with their payloads and desired state built beforehand, off the clock.',
@@ -468,10 +470,17 @@ export function buildSummary(result: BenchResult): string {
   }
   for (const run of result.runs) {
     const mine = rows.filter((r) => r.mode === run.mode && r.variant === run.variant && r.services === run.services);
+    const fullRow = (clock: Clock, method: Method = 'drover'): StatRow | undefined => mine.find((x) => x.kind === 'full-sync' && x.method === method && x.clock === clock);
     const full = (clock: Clock): string => {
-      const r = mine.find((x) => x.kind === 'full-sync' && x.method === 'drover' && x.clock === clock);
+      const r = fullRow(clock);
       return r ? `${fmtMs(r.summary.p50)} ms` : '–';
     };
+    const tool = fullRow('agent', 'full-rerender');
+    const drover = fullRow('agent');
+    const toolLine = tool && drover ? [`- The same ruleset written into empty tables by one transaction of the mode's tool (full sync baseline): ${fmtMs(tool.summary.p50)} ms; drover's full sync over it: ${fmtRatio(drover.summary.p50 / tool.summary.p50)}.`] : [];
+    const kernelLine = run.kernelClock
+      ? [`- Kernel clock: ${run.kernelClock === 'notification' ? 'nf_tables commit notifications (NFT_MSG_NEWGEN)' : 'read-backs of the kernel'}${run.kernelLost?.length ? `; no sample for ${run.kernelLost.length} change(s): ${run.kernelLost.join('; ')}` : ''}.`]
+      : [];
     // Older reports did not time the final full sync.
     const resync = run.resyncMs === undefined ? '' : `: agent ${fmtMs(run.resyncMs)} ms, what a restart or a periodic resync costs (read back, compare, write nothing)`;
     out.push(
@@ -479,11 +488,13 @@ export function buildSummary(result: BenchResult): string {
       '',
       `- ${run.changes} changes of each kind.`,
       `- Full sync from empty tables: agent ${full('agent')}, kernel ${full('kernel')}, data path ${full('datapath')} (${run.fullSyncTransactions} transaction${run.fullSyncTransactions === 1 ? '' : 's'}).`,
+      ...toolLine,
+      ...kernelLine,
       `- Peak RSS of the process that runs drover's agent: ${thousands(run.peakRssKb)} kB.`,
       ...(run.droverRun ? [droverRunLine(run.droverRun)] : []),
       ...(run.droverRunFailed ? [`- The \`drover run\` of the end-to-end clock failed: ${run.droverRunFailed}.`] : []),
       `- Full re-render: ${run.fullRerenderSkipped ?? 'measured on "service added"; it stands for every change'}.`,
-      ...(run.detailSkipped ? [`- Kernel and end-to-end clocks and kube-proxy-style baseline: ${run.detailSkipped}.`] : []),
+      ...(run.detailSkipped ? [`- Kernel clock by read-back, end-to-end clock and kube-proxy-style baseline: ${run.detailSkipped}.`] : []),
       run.consistent
         ? `- After the run, a full sync of the starting state found nothing to repair${resync}.`
         : '- **After the run, a full sync of the starting state had to repair the kernel**: a baseline did not put its change back exactly.',

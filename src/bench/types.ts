@@ -43,6 +43,17 @@ export type Clock = 'agent' | 'end-to-end' | 'kernel' | 'datapath';
 /** Every clock, in report order. */
 export const CLOCKS: readonly Clock[] = ['agent', 'end-to-end', 'kernel', 'datapath'];
 
+/**
+ * How a kernel clock sample was taken:
+ * - `notification`: the nf_tables commit notification (NFT_MSG_NEWGEN on
+ *   the NFNLGRP_NFTABLES group) of the transaction that ended the change,
+ *   stamped by a listener in the node namespace (kernel-events.ts);
+ * - `read-back`: the first read-back of the kernel that shows the change
+ *   (iptables-save, nft list, IPVS dumps), for the modes whose kernel
+ *   announces nothing (iptables-legacy, IPVS).
+ */
+export type KernelMethod = 'notification' | 'read-back';
+
 /** One measurement. Times in milliseconds. */
 export interface Sample {
   readonly mode: ProxyMode;
@@ -63,6 +74,8 @@ export interface Sample {
   readonly tries?: number;
   /** kernel: how long the read-back that showed the change took, ms. */
   readonly readbackMs?: number;
+  /** kernel: how the sample was taken (absent in reports from before the notification clock: read-back). */
+  readonly kernelMethod?: KernelMethod;
   /** agent: bytes of kernel transaction payload written. */
   readonly bytes?: number;
   /** end-to-end: VmRSS of the drover run process once the kernel showed the change, kB. */
@@ -96,6 +109,10 @@ export interface SizeRun {
    * to write). Absent in reports from before it was measured.
    */
   readonly resyncMs?: number;
+  /** How this size's kernel clock was taken; absent when it was not measured. */
+  readonly kernelClock?: KernelMethod;
+  /** Changes whose kernel clock is missing and why (e.g. notifications dropped by an overflowing socket). */
+  readonly kernelLost?: readonly string[];
   /** Peak resident set size of the benchmark process (which runs drover's agent in-process) after this size, kB. */
   readonly peakRssKb: number;
   /** The `drover run` process of the end-to-end clock at this size; absent in reports from before it was measured. */

@@ -37,12 +37,17 @@ export type WorkerMessage =
   | { readonly t: 'error'; readonly message: string };
 
 /**
- * The command line that starts worker.ts with this process's Node.js: the
- * compiled worker.js next to this module when running from dist/, else the
- * TypeScript source through tsx's loader (util/node-module.ts).
+ * The command line that starts the bench's process `script` (a module next
+ * to this one, e.g. `worker`) with this process's Node.js
+ * (util/node-module.ts moduleArgv).
  */
+export function benchScriptCommand(script: string, moduleUrl: string = import.meta.url): string[] {
+  return moduleArgv(moduleUrl, script);
+}
+
+/** The command line that starts worker.ts ({@link benchScriptCommand}). */
 export function workerCommand(moduleUrl: string = import.meta.url): string[] {
-  return moduleArgv(moduleUrl, 'worker');
+  return benchScriptCommand('worker', moduleUrl);
 }
 
 /**

@@ -89,7 +89,7 @@ export function benchCommand(): Command {
     .addOption(
       intOption(
         '--detail-max <n>',
-        'measure the kernel and end-to-end clocks and the kube-proxy-style baseline only up to this many service ports; above, only the agent and data-path clocks, the raw baseline and the RSS of drover run (for slow machines such as an emulated guest)',
+        'measure the kernel clock by read-back (iptables-legacy, IPVS), the end-to-end clock and the kube-proxy-style baseline only up to this many service ports; above, only the agent and data-path clocks, the kernel clock by commit notification (nftables, iptables-nft), the raw baseline and the RSS of drover run (for slow machines such as an emulated guest)',
         100_000,
         0,
         100_000,
@@ -112,8 +112,10 @@ export function benchCommand(): Command {
         'backend namespaces with echo servers, applies a synthetic state from empty',
         'tables (full sync), then makes --changes changes of each kind through',
         "drover's partial sync, each timed on three clocks: agent (until the kernel",
-        'transaction returned), kernel (until a read-back shows the change) and data',
-        'path (until a new connection from the client shows it). Hand-built payloads',
+        'transaction returned), kernel (until nf_tables announces the commit of the',
+        "change's last transaction (nftables, iptables-nft), or until a read-back",
+        'shows the change (iptables-legacy, IPVS)) and data path (until a new',
+        'connection from the client shows it). Hand-built payloads',
         'make the same changes as baselines: the minimal change (the physical limit),',
         'a kube-proxy-style restore (the whole KUBE-SERVICES chain rewritten) and, up',
         'to --full-baseline-max, a full re-render. A last full sync of the starting',

@@ -16,10 +16,13 @@ export async function readSamples(dir: string): Promise<Sample[]> {
  * agent clock, `changes` each; the full sync on three clocks (not end to
  * end); one full re-render on "service added". `extra`: the mode's other
  * per-change baselines (nftables mode: `minimal-script`), also `changes` each.
+ * `fromEmpty`: the mode has a full sync baseline (nftables mode: `nft -f` of
+ * the whole ruleset), timed on the agent and kernel clocks.
  */
-export function assertSampleCounts(t: ExecutionContext, samples: readonly Sample[], changes: number, extra: readonly string[] = []): void {
+export function assertSampleCounts(t: ExecutionContext, samples: readonly Sample[], changes: number, extra: readonly string[] = [], fromEmpty = false): void {
   const count = (kind: string, method: string, clock: string) => samples.filter((s) => s.kind === kind && s.method === method && s.clock === clock).length;
-  t.is(samples.length, 4 * (4 * changes + (2 + extra.length) * changes) + 3 + 1);
+  t.is(samples.length, 4 * (4 * changes + (2 + extra.length) * changes) + 3 + 1 + (fromEmpty ? 2 : 0));
+  for (const clock of ['agent', 'kernel']) t.is(count('full-sync', 'full-rerender', clock), fromEmpty ? 1 : 0, `full sync baseline ${clock}`);
   for (const kind of ['endpoint-removed', 'endpoint-added', 'service-added', 'service-removed']) {
     for (const clock of ['agent', 'end-to-end', 'kernel', 'datapath']) t.is(count(kind, 'drover', clock), changes, `${kind} drover ${clock}`);
     t.is(count(kind, 'raw', 'agent'), changes, `${kind} raw`);

@@ -24,7 +24,7 @@ const RUN: SizeRun = {
 
 const SAMPLES: Sample[] = [
   ...samples('full-sync', 'drover', 'agent', [250], { bytes: 456583 }),
-  ...samples('full-sync', 'drover', 'kernel', [400], { tries: 1, readbackMs: 98.5 }),
+  ...samples('full-sync', 'drover', 'kernel', [400], { tries: 1, readbackMs: 98.5, kernelMethod: 'read-back' }),
   ...samples('full-sync', 'drover', 'datapath', [251.25], { tries: 1 }),
   ...samples('endpoint-removed', 'drover', 'agent', [40, 10, 30, 20]),
   ...samples('endpoint-removed', 'drover', 'kernel', [110, 120, 130, 140]),
@@ -60,16 +60,16 @@ test('samples.csv: a header, then one line per sample with empty cells for absen
   t.is(
     csv,
     [
-      'mode,variant,services,endpoints,kind,method,clock,iteration,ms,tries,readback_ms,bytes,rss_kb',
-      'iptables,nft,100,10,full-sync,drover,agent,0,250,,,456583,',
-      'iptables,nft,100,10,full-sync,drover,kernel,0,400,1,98.5,,',
-      'iptables,nft,100,10,full-sync,drover,datapath,0,251.25,1,,,',
-      'iptables,nft,100,10,endpoint-removed,drover,agent,0,40,,,,',
-      'iptables,nft,100,10,endpoint-removed,drover,agent,1,10,,,,',
+      'mode,variant,services,endpoints,kind,method,clock,iteration,ms,tries,readback_ms,bytes,rss_kb,kernel_method',
+      'iptables,nft,100,10,full-sync,drover,agent,0,250,,,456583,,',
+      'iptables,nft,100,10,full-sync,drover,kernel,0,400,1,98.5,,,read-back',
+      'iptables,nft,100,10,full-sync,drover,datapath,0,251.25,1,,,,',
+      'iptables,nft,100,10,endpoint-removed,drover,agent,0,40,,,,,',
+      'iptables,nft,100,10,endpoint-removed,drover,agent,1,10,,,,,',
       '',
     ].join('\n'),
   );
-  t.is(samplesToCSV(SAMPLES.filter((s) => s.clock === 'end-to-end').slice(0, 1)).split('\n')[1], 'iptables,nft,100,10,endpoint-removed,drover,end-to-end,0,300,1,60,,97000');
+  t.is(samplesToCSV(SAMPLES.filter((s) => s.clock === 'end-to-end').slice(0, 1)).split('\n')[1], 'iptables,nft,100,10,endpoint-removed,drover,end-to-end,0,300,1,60,,97000,');
   t.is(samplesToCSV(SAMPLES).split('\n').length, SAMPLES.length + 2);
 });
 
@@ -80,7 +80,7 @@ test('samples.jsonl: one object per line that parses back to the sample', (t) =>
     lines.find((l) => l.includes('"end-to-end"')),
     '{"mode":"iptables","variant":"nft","services":100,"endpoints":10,"kind":"endpoint-removed","method":"drover","clock":"end-to-end","iteration":0,"ms":300,"tries":1,"readbackMs":60,"rssKb":97000}',
   );
-  t.is(lines[1], '{"mode":"iptables","variant":"nft","services":100,"endpoints":10,"kind":"full-sync","method":"drover","clock":"kernel","iteration":0,"ms":400,"tries":1,"readbackMs":98.5}');
+  t.is(lines[1], '{"mode":"iptables","variant":"nft","services":100,"endpoints":10,"kind":"full-sync","method":"drover","clock":"kernel","iteration":0,"ms":400,"tries":1,"readbackMs":98.5,"kernelMethod":"read-back"}');
   t.deepEqual(
     lines.map((l) => JSON.parse(l)),
     SAMPLES,
@@ -249,8 +249,8 @@ test('IPVS against iptables: agent clocks of both modes per size and change, wit
   const md = buildSummary(BOTH);
   t.true(md.includes('\n## IPVS mode against iptables mode\n'));
   t.true(md.includes('| 100 | endpoint removed | 40.0 | 20.0 | 2.00 | 80.0 | 40.0 | 2.00 |\n'));
-  t.true(md.includes('- Kernel and end-to-end clocks and kube-proxy-style baseline: not measured above 100 services (--detail-max).\n'));
-  t.true(md.includes("At the sizes whose section says so (`--detail-max`), the kernel and end-to-end clocks and the kube-proxy-style baseline were not measured: only drover's agent and data-path clocks and the raw baseline, and drover run's first sync and RSS."));
+  t.true(md.includes('- Kernel clock by read-back, end-to-end clock and kube-proxy-style baseline: not measured above 100 services (--detail-max).\n'));
+  t.true(md.includes("At the sizes whose section says so (`--detail-max`), the kernel clock by read-back, the end-to-end clock and the kube-proxy-style baseline were not measured: only drover's agent and data-path clocks, the kernel clock by commit notification, the raw baseline, and drover run's first sync and RSS."));
   t.true(md.includes('changes of each kind: 100 services (iptables) 4, 100 services (ipvs) 4, 1000 services (iptables) 1 |'));
   t.true(md.includes('\niptables mode (each timed from starting iptables-restore to its exit):\n'));
   t.true(md.includes('\nIPVS mode (each timed from the first command sent, or the ipset process started, to the last answer):\n'));
@@ -279,4 +279,19 @@ test('a mode of another variant (nftables over netlink) is set against the refer
   const ratios = ratioRows(rows).find((r) => r.mode === 'nftables' && r.kind === 'endpoint-removed')!;
   t.true(ratios.ratios.some((r) => r.method === 'minimal-script' && r.p50 === 10));
   t.true(ratioTable(ratioRows(rows).filter((r) => r.mode === 'nftables'))[0]!.includes('drover/minimal script p50'));
+});
+
+test('summary.md of nftables mode: the kernel clock by commit notification with its lost changes, and the full sync against nft -f of the same ruleset', (t) => {
+  const nftRun: SizeRun = { ...RUN, mode: 'nftables', variant: 'netlink', kernelClock: 'notification', kernelLost: ['endpoint-added 2: notifications were dropped (ENOBUFS)'] };
+  const nft = (x: Sample): Sample => ({ ...x, mode: 'nftables', variant: 'netlink' });
+  const md = buildSummary({
+    ...RESULT,
+    settings: { ...RESULT.settings, modes: ['nftables'] },
+    runs: [nftRun],
+    samples: [...SAMPLES.map(nft), ...samples('full-sync', 'full-rerender', 'agent', [200], { mode: 'nftables', variant: 'netlink' })],
+  });
+  t.true(md.includes("- The same ruleset written into empty tables by one transaction of the mode's tool (full sync baseline): 200.0 ms; drover's full sync over it: 1.25.\n"));
+  t.true(md.includes('- Kernel clock: nf_tables commit notifications (NFT_MSG_NEWGEN); no sample for 1 change(s): endpoint-added 2: notifications were dropped (ENOBUFS).\n'));
+  t.true(md.includes('- **kernel**, by commit notification (nftables mode, iptables-nft;'));
+  t.false(buildSummary(RESULT).includes('full sync baseline'), 'no baseline sample, no line');
 });

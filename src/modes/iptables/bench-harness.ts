@@ -96,6 +96,8 @@ export function iptablesHarness(opts: IptablesHarnessOptions): ModeHarness<strin
     mode: 'iptables',
     variant: opts.variant,
     backend,
+    // iptables-nft commits through nf_tables batches, which the kernel announces; iptables-legacy replaces whole tables silently.
+    kernelNotifications: opts.variant === 'nft',
     readBack: () => exec.save('nat'),
     wroteNothing: (r) => totalOf(r.written) + totalOf(r.deleted) === 0,
     close: () => undefined,

@@ -180,6 +180,8 @@ export function ipvsHarness(io: IpvsHarnessIO, opts: IpvsHarnessOptions): ModeHa
     mode: 'ipvs',
     variant: opts.iptablesVariant,
     backend,
+    // IPVS's generic netlink family announces no changes.
+    kernelNotifications: false,
     async readBack(focus?: ServiceChange): Promise<IpvsReadBack> {
       // kube-ipvs0 holds every ClusterIP: read it only when the change adds or removes one.
       const index = !focus || !focus.before || !focus.after ? await linkIndex() : undefined;

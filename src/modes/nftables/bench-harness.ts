@@ -31,7 +31,7 @@ import { kpService, kubeProxyChange, kubeProxyTableScript, type KpService } from
 import { minimalNftOps, wholeTableScript } from './bench-payloads.ts';
 import { desiredFrontends, type DesiredFrontend } from './desired.ts';
 import type { NftExec } from './exec.ts';
-import { HAIRPIN } from './layout.ts';
+import { HAIRPIN, TABLE } from './layout.ts';
 import type { LiveTable } from './live.ts';
 import { TableModel, type ElementOp } from './model.ts';
 import { batchBytes, elementChanges, NetlinkElementWriter, type NetlinkElementClient } from './netlink-writer.ts';
@@ -114,6 +114,7 @@ export function nftablesHarness(io: NftHarnessIO, opts: NftHarnessOptions): Mode
     mode: 'nftables',
     variant: 'netlink',
     backend,
+    kernelNotifications: true,
     // The whole table: every set the change touches holds every service's elements, the slot map most of them.
     readBack: (_focus?: ServiceChange) => io.nft.list(),
     shows: (state, change) => holdsChange(TableModel.fromLive(state), frontends(change.before), frontends(change.after)),
@@ -144,5 +145,12 @@ export function nftablesHarness(io: NftHarnessIO, opts: NftHarnessOptions): Mode
       return ops.length === 0 ? '' : `${elementLines(ops).join('\n')}\n`;
     }), kubeProxy],
     whole: script('full-rerender', (c) => wholeTableScript(c.to, opts.render, frontendOpts)),
+    fromEmpty: {
+      prepare(snapshot) {
+        const text = wholeTableScript(snapshot, opts.render, frontendOpts, false);
+        return { bytes: Buffer.byteLength(text), apply: () => io.nft.run(text) };
+      },
+      clear: () => io.nft.run(`delete table ${TABLE.family} ${TABLE.name}\n`),
+    },
   };
 }

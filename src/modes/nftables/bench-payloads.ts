@@ -52,13 +52,14 @@ export function minimalNftOps(before: readonly DesiredFrontend[], after: readonl
 }
 
 /**
- * The `nft -f` script that deletes drover's table and writes it again
- * whole, with every element of `snapshot`, in one transaction.
+ * The `nft -f` script that writes drover's table whole, with every element
+ * of `snapshot`, in one transaction: deleting the table first when
+ * `replace` (the table exists), else into an empty kernel.
  */
-export function wholeTableScript(snapshot: Snapshot, render: RenderOptions, frontends: DesiredOptions): string {
+export function wholeTableScript(snapshot: Snapshot, render: RenderOptions, frontends: DesiredOptions, replace = true): string {
   const empty = new TableModel();
   const plan = planFullSync(empty, snapshot, render, frontends, false);
   const live = new TableModel();
-  live.exists = true;
+  live.exists = replace;
   return transactionScript(plan.structure, plan.want, live, orderOps(plan.ops));
 }

@@ -48,6 +48,12 @@ export const NLMSG_DONE = 0x3;
 export const NFNETLINK_V0 = 0;
 /** Subsystem id of nf_tables (NFNL_SUBSYS_NFTABLES, <linux/netfilter/nfnetlink.h>). */
 export const NFNL_SUBSYS_NFTABLES = 10;
+/**
+ * Multicast group of nf_tables change notifications (NFNLGRP_NFTABLES,
+ * enum nfnetlink_groups in <linux/netfilter/nfnetlink.h>): every committed
+ * batch announces each object it changed, then one NFT_MSG_NEWGEN.
+ */
+export const NFNLGRP_NFTABLES = 7;
 /** Batch delimiters (NFNL_MSG_BATCH_BEGIN / _END = NLMSG_MIN_TYPE, +1; <linux/netfilter/nfnetlink.h>). */
 export const NFNL_MSG_BATCH_BEGIN = 0x10;
 export const NFNL_MSG_BATCH_END = 0x11;

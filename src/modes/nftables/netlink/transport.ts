@@ -40,10 +40,12 @@ export interface NfnlTransport {
 /**
  * A NETLINK_NETFILTER socket of `netlink@0.3.0`, with SO_RCVBUF and SO_SNDBUF
  * raised to the given sizes (bytes; the kernel caps them at
- * net.core.rmem_max / wmem_max and doubles them), a member of the
- * multicast `groups` (NFNLGRP_*, <linux/netfilter/nfnetlink.h>; joining one
- * needs CAP_NET_ADMIN) before it returns.
- * @throws the package's ErrnoException when the socket cannot be created or a group joined.
+ * net.core.rmem_max / wmem_max and doubles them), member of the multicast
+ * `groups` (NETLINK_ADD_MEMBERSHIP; e.g. NFNLGRP_NFTABLES, which needs
+ * CAP_NET_ADMIN). A member that reads too slowly loses notifications: the
+ * next read reports ENOBUFS through `onError` (an ErrnoException with
+ * `code` "ENOBUFS"), and reading goes on.
+ * @throws the package's ErrnoException when the socket cannot be created or join a group.
  */
 export function openNfnlTransport(recvBufferBytes: number, sendBufferBytes: number, groups: readonly number[] = []): NfnlTransport {
   const sock = new RawNetlinkSocket(NETLINK_NETFILTER, { recvBufferSize: recvBufferBytes, sendBufferSize: sendBufferBytes });
