@@ -8,7 +8,7 @@ import { tokenize } from './rule.ts';
 import type { KeptChain } from '../types.ts';
 import { commentServicePort, hashSuffix, isServiceChain } from './names.ts';
 import { BUILTIN_CHAINS, TABLES, type ParsedDump, type TableName } from './parse.ts';
-import { diffTable, emptyPlan, planToRestore, type Plan, type TableView } from './plan.ts';
+import { appendAll, diffTable, emptyPlan, planToRestore, type Plan, type TableView } from './plan.ts';
 import { renderServicePort, type RenderOptions, type ServiceRules } from './render.ts';
 import { hookIdentities, hookIdentity, loadStaticRules, type StaticRuleset } from './static.ts';
 
@@ -192,7 +192,7 @@ export function fullPlan(statics: StaticRuleset, services: ReadonlyMap<string, S
     // A hook of drover's in another variant than the wanted one (the nodeports
     // hooks before and after --nodeport-addresses changed) is deleted.
     const stale = staleHooks(statics, table, kernel);
-    ops.deleteRules.push(...stale);
+    appendAll(ops.deleteRules, stale);
     // When a built-in chain misses one of drover's hooks (or had a stale one),
     // all of drover's hooks of that chain are put back at its top in file
     // order, in the same transaction: their order matters (the nodeports hook
@@ -288,7 +288,7 @@ export function cleanupPlan(statics: StaticRuleset, kernel: ParsedDump): Cleanup
     const parsed = kernel.get(table);
     if (!parsed) continue;
     const ids = hookIdentities(statics);
-    ops.deleteRules.push(...builtinChainRules(table, kernel, (id) => ids.has(id)));
+    appendAll(ops.deleteRules, builtinChainRules(table, kernel, (id) => ids.has(id)));
     const refs = foreignReferences(statics, table, kernel);
     for (const chain of parsed.keys()) {
       if (!isOwnedChain(statics, table, chain)) continue;

@@ -22,7 +22,7 @@
  */
 import { canonicalRule } from './canonical.ts';
 import { TABLES, type TableName } from './parse.ts';
-import { appendPlan, emptyPlan, isEmptyPlan, opCount, type Plan, type TableOps } from './plan.ts';
+import { appendAll, appendPlan, emptyPlan, isEmptyPlan, opCount, type Plan, type TableOps } from './plan.ts';
 import type { ServiceRules } from './render.ts';
 
 
@@ -48,8 +48,8 @@ function pack(fragments: Plan[], budget: number): Plan[] {
 }
 
 /** One fragment per item, built by `fill` on one table's ops. */
-function fragments<T>(items: readonly T[], table: TableName, fill: (ops: TableOps, item: T) => void): Plan[] {
-  return items.map((item) => {
+function fragments<T>(items: Iterable<T>, table: TableName, fill: (ops: TableOps, item: T) => void): Plan[] {
+  return Array.from(items, (item) => {
     const p = emptyPlan();
     fill(p[table], item);
     return p;
@@ -84,10 +84,10 @@ export function splitPlan(plan: Plan, services: ReadonlyMap<string, ServiceRules
       const owner = chainOwner.get(r.chain) ?? ruleOwner.get(`${table} ${canonicalRule(r.rule)}`);
       unitOf(owner).appendRules.push(r);
     }
-    head[table].insertRules.push(...ops.insertRules);
-    removals.push(...fragments(ops.deleteRules, table, (o, r) => o.deleteRules.push(r)));
-    flushes.push(...fragments([...stale], table, (o, c) => o.declare.push(c)));
-    deletions.push(...fragments([...stale], table, (o, c) => o.deleteChains.push(c)));
+    appendAll(head[table].insertRules, ops.insertRules);
+    appendAll(removals, fragments(ops.deleteRules, table, (o, r) => o.deleteRules.push(r)));
+    appendAll(flushes, fragments(stale, table, (o, c) => o.declare.push(c)));
+    appendAll(deletions, fragments(stale, table, (o, c) => o.deleteChains.push(c)));
   }
   return [
     ...pack([head, ...perKey.values()], budget),
