@@ -154,3 +154,22 @@ test.serial('stopped and started again while a watch request is unanswered: the 
   await until('every connection closed', async () => server.sockets.size === 0, 2000, 10).catch(() => undefined);
   t.is(server.sockets.size, 0, 'no watch connection is left open after stop()');
 });
+
+test.serial('a server that answers every watch with 410 is listed again after a growing backoff, not in a loop', async (t) => {
+  const server = await scripted(listOf(10, 'web'), (_req, res) => {
+    res.writeHead(200, { 'Content-Type': 'application/json' });
+    res.end(event('ERROR', gone));
+  });
+  const { informer, log } = await informerFor(server.url);
+  t.teardown(async () => {
+    await informer.stop();
+    await server.close();
+  });
+  informer.start();
+  await sleep(1000);
+  await informer.stop();
+  // At once, then after 100, 200, 400 ms: at most 5 lists in a second.
+  t.true(server.seen.lists <= 6, `${server.seen.lists} lists in 1 s`);
+  t.true(server.seen.lists >= 3, `listed again after the backoff (${server.seen.lists} lists)`);
+  t.regex(log.find((l) => l.startsWith('error')) ?? '', /^error watch of Services: 410 Gone \d+ ms after the list it watched from$/);
+});

@@ -12,7 +12,12 @@
  *     within 1 s with no event (client-go's "very short watch");
  *   - a 410 Gone (the watch request's status, or an ERROR event whose
  *     Status has code 410) lists again; an ERROR event ends its watch
- *     (what the stream sends after it is not read);
+ *     (what the stream sends after it is not read). A 410 that comes less
+ *     than {@link QUICK_GONE_MS} after the list it watches from, when the
+ *     one before did too, lists again only after the backoff, growing with
+ *     each such 410 in a row,
+ *     so that a server that answers every watch with 410 is not listed in
+ *     a loop (client-go's reflector backs off before every relist);
  *   - any other failure (a dropped watch connection, another ERROR event, a
  *     failed list, an unreachable server) is reported and retried after a
  *     backoff of 1 s doubling up to 30 s (reset once a list or a watch
@@ -167,6 +172,14 @@ class BookmarkWatch extends Watch {
 /** A watch the server ends sooner than this after it was opened, with no event, counts as a failure (client-go's reflector: 1 s). */
 const SHORT_WATCH_MS = 1000;
 
+/**
+ * A 410 this soon (ms) after the list whose resourceVersion the watch
+ * started from counts as one of a row: the relist waits for the backoff.
+ * A list's resourceVersion stays watchable for minutes on a sound API
+ * server (etcd compacts every 5 minutes by default).
+ */
+const QUICK_GONE_MS = 10_000;
+
 /** One watch of an informer: when it was opened (performance.now(), ms), the events it sent, and how it ended once it did ('gone': a 410; 'closed': ended with no error; else the failure). */
 interface WatchState {
   readonly opened: number;
@@ -198,6 +211,10 @@ export class ResourceInformer {
   /** The resourceVersion to watch from; empty means list first. */
   private resourceVersion = '';
   private failures = 0;
+  /** When the last list was handed over (performance.now(), ms). */
+  private listedAt = -Infinity;
+  /** 410s in a row, each within {@link QUICK_GONE_MS} of its list. */
+  private quickGones = 0;
   private timer: NodeJS.Timeout | undefined;
   private stopped = true;
   /** Counts the starts: what a list or watch of an earlier one reports later is dropped. */
@@ -243,6 +260,7 @@ export class ResourceInformer {
         if (!this.current(generation)) return;
         this.succeeded();
         this.listed = true;
+        this.listedAt = performance.now();
         this.resourceVersion = l.metadata?.resourceVersion ?? '';
         this.handlers.replace((l.items ?? []).map((o) => this.typed(o)));
       }
@@ -290,8 +308,14 @@ export class ResourceInformer {
     if (!this.current(generation)) return;
     const outcome = w.ended ?? (isGone(err) ? 'gone' : err);
     w.ended ??= 'closed';
-    if (outcome === 'gone') this.resourceVersion = '';
-    else if (outcome) return this.failed(outcome);
+    if (outcome === 'gone') {
+      this.resourceVersion = '';
+      const since = performance.now() - this.listedAt;
+      if (since >= QUICK_GONE_MS) this.quickGones = 0;
+      else if (this.quickGones++ > 0) {
+        return this.failed(new Error(`watch of ${this.resource.plural}: 410 Gone ${Math.round(since)} ms after the list it watched from`), this.quickGones - 2);
+      }
+    } else if (outcome) return this.failed(outcome);
     else if (w.events === 0 && performance.now() - w.opened < SHORT_WATCH_MS) {
       return this.failed(new Error(`watch of ${this.resource.plural} ended after less than ${SHORT_WATCH_MS} ms with no event`));
     }
@@ -307,12 +331,17 @@ export class ResourceInformer {
     this.lastError = undefined;
   }
 
-  private failed(err: unknown): void {
+  /**
+   * Report `err` and start again after the backoff of the `attempt`-th
+   * failure in a row (0: the first; by default the failures since the last
+   * list or watch event).
+   */
+  private failed(err: unknown, attempt?: number): void {
     if (this.stopped || this.timer) return;
     const e = err instanceof Error ? err : new Error(String(err));
     this.lastError = describeError(e);
-    const delay = Math.min(this.backoff.maxMs, this.backoff.initialMs * 2 ** this.failures);
-    this.failures++;
+    const delay = Math.min(this.backoff.maxMs, this.backoff.initialMs * 2 ** (attempt ?? this.failures));
+    if (attempt === undefined) this.failures++;
     this.handlers.error(e, delay);
     const generation = this.generation;
     this.timer = setTimeout(() => {
