@@ -5,7 +5,7 @@
  * on the same stream, a watch whose answer is late while the informer is
  * stopped and started again.
  */
-import test from 'ava';
+import test, { type ExecutionContext } from 'ava';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
@@ -87,12 +87,13 @@ async function informerFor(url: string) {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-test.serial('a watch the server ends at once, with no event, is retried after the backoff, not at once in a loop', async (t) => {
+/** Run an informer for 1 s against a server that lists `web` and answers every watch with `body`, then stop it: the requests it made and what it handed over. */
+async function oneSecondOf(t: ExecutionContext, body: string) {
   const server = await scripted(listOf(10, 'web'), (_req, res) => {
     res.writeHead(200, { 'Content-Type': 'application/json' });
-    res.end();
+    res.end(body);
   });
-  const { informer } = await informerFor(server.url);
+  const { informer, log } = await informerFor(server.url);
   t.teardown(async () => {
     await informer.stop();
     await server.close();
@@ -100,6 +101,11 @@ test.serial('a watch the server ends at once, with no event, is retried after th
   informer.start();
   await sleep(1000);
   await informer.stop();
+  return { seen: server.seen, log };
+}
+
+test.serial('a watch the server ends at once, with no event, is retried after the backoff, not at once in a loop', async (t) => {
+  const server = await oneSecondOf(t, '');
   // 100 ms doubling to 400 ms: at most 5 watches in a second.
   t.true(server.seen.watches <= 6, `${server.seen.watches} watches in 1 s`);
   t.true(server.seen.watches >= 2, 'watched again after the backoff');
@@ -156,20 +162,9 @@ test.serial('stopped and started again while a watch request is unanswered: the 
 });
 
 test.serial('a server that answers every watch with 410 is listed again after a growing backoff, not in a loop', async (t) => {
-  const server = await scripted(listOf(10, 'web'), (_req, res) => {
-    res.writeHead(200, { 'Content-Type': 'application/json' });
-    res.end(event('ERROR', gone));
-  });
-  const { informer, log } = await informerFor(server.url);
-  t.teardown(async () => {
-    await informer.stop();
-    await server.close();
-  });
-  informer.start();
-  await sleep(1000);
-  await informer.stop();
+  const { seen, log } = await oneSecondOf(t, event('ERROR', gone));
   // At once, then after 100, 200, 400 ms: at most 5 lists in a second.
-  t.true(server.seen.lists <= 6, `${server.seen.lists} lists in 1 s`);
-  t.true(server.seen.lists >= 3, `listed again after the backoff (${server.seen.lists} lists)`);
+  t.true(seen.lists <= 6, `${seen.lists} lists in 1 s`);
+  t.true(seen.lists >= 3, `listed again after the backoff (${seen.lists} lists)`);
   t.regex(log.find((l) => l.startsWith('error')) ?? '', /^error watch of Services: 410 Gone \d+ ms after the list it watched from$/);
 });
