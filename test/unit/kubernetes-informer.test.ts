@@ -70,8 +70,8 @@ test.after.always(async () => {
 });
 
 let n = 0;
-/** A Service informer for `url` with a 100 ms backoff, and what it handed over. */
-async function informerFor(url: string) {
+/** A Service informer for `url` with a 100 ms backoff (and `listTimeoutMs` when given), and what it handed over. */
+async function informerFor(url: string, listTimeoutMs?: number) {
   const file = join(dir, `kubeconfig-${n++}`);
   await writeFile(file, kubeconfigFor(url));
   const { config } = loadKubeConfig({ kubeconfig: file });
@@ -82,7 +82,7 @@ async function informerFor(url: string) {
     replace: (items: KubeObject[]) => log.push(`replace ${items.map((o) => o.metadata.name).join(',')}`),
     error: (e: Error) => log.push(`error ${e.message}`),
   };
-  return { informer: new ResourceInformer(RESOURCES.Service, config, {}, handlers, { initialMs: 100, maxMs: 400 }), log };
+  return { informer: new ResourceInformer(RESOURCES.Service, config, {}, handlers, { initialMs: 100, maxMs: 400 }, listTimeoutMs), log };
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -167,4 +167,28 @@ test.serial('a server that answers every watch with 410 is listed again after a 
   t.true(seen.lists <= 6, `${seen.lists} lists in 1 s`);
   t.true(seen.lists >= 3, `listed again after the backoff (${seen.lists} lists)`);
   t.regex(log.find((l) => l.startsWith('error')) ?? '', /^error watch of Services: 410 Gone \d+ ms after the list it watched from$/);
+});
+
+test.serial('a list the server never answers is aborted after the list timeout, reported, and listed again', async (t) => {
+  let lists = 0;
+  const server = await scripted(
+    (req, res) => {
+      if (++lists === 1) return; // a connection that died: no answer, ever
+      listOf(10, 'web')(req, res, {});
+    },
+    (_req, res) => {
+      res.writeHead(200, { 'Content-Type': 'application/json' });
+      res.flushHeaders();
+    },
+  );
+  const { informer, log } = await informerFor(server.url, 300);
+  t.teardown(async () => {
+    await informer.stop();
+    await server.close();
+  });
+  informer.start();
+  await until('the second list', async () => log.includes('replace web'), 5000);
+  t.true(informer.listed);
+  t.deepEqual(log, ['error list of Services: no answer within 300 ms', 'replace web']);
+  t.is(server.seen.lists, 2);
 });

@@ -18,6 +18,11 @@
  *     each such 410 in a row,
  *     so that a server that answers every watch with 410 is not listed in
  *     a loop (client-go's reflector backs off before every relist);
+ *   - a list the server has not answered within {@link LIST_TIMEOUT_MS}
+ *     is aborted and counts as a failed list (the API server ends a list
+ *     after 60 s itself, --request-timeout; a list with no answer at all is
+ *     a connection that died, which would otherwise stop the informer for
+ *     good);
  *   - any other failure (a dropped watch connection, another ERROR event, a
  *     failed list, an unreachable server) is reported and retried after a
  *     backoff of 1 s doubling up to 30 s (reset once a list or a watch
@@ -169,6 +174,13 @@ class BookmarkWatch extends Watch {
   }
 }
 
+/**
+ * Longest wait for the whole answer of one list, ms: kube-apiserver's own
+ * limit on a request (--request-timeout, 60 s), with some slack for the
+ * transfer of a large list.
+ */
+export const LIST_TIMEOUT_MS = 90_000;
+
 /** A watch the server ends sooner than this after it was opened, with no event, counts as a failure (client-go's reflector: 1 s). */
 const SHORT_WATCH_MS = 1000;
 
@@ -226,6 +238,8 @@ export class ResourceInformer {
     private readonly selectors: Selectors,
     private readonly handlers: InformerHandlers,
     private readonly backoff: Backoff = DEFAULT_BACKOFF,
+    /** Longest wait for one list's answer, ms. */
+    private readonly listTimeoutMs: number = LIST_TIMEOUT_MS,
   ) {
     this.watcher = new BookmarkWatch(config);
   }
@@ -256,7 +270,7 @@ export class ResourceInformer {
     if (!this.current(generation)) return;
     try {
       if (this.resourceVersion === '') {
-        const l = await this.resource.list(this.config, this.selectors, this.lists.signal);
+        const l = await this.list();
         if (!this.current(generation)) return;
         this.succeeded();
         this.listed = true;
@@ -273,6 +287,17 @@ export class ResourceInformer {
       );
     } catch (err) {
       if (this.current(generation)) this.failed(err);
+    }
+  }
+
+  /** One list, aborted by {@link stop} or after {@link listTimeoutMs}. @throws the list's error, or an Error saying it timed out. */
+  private async list(): Promise<KubernetesListObject<KubernetesObject>> {
+    const timeout = AbortSignal.timeout(this.listTimeoutMs);
+    try {
+      return await this.resource.list(this.config, this.selectors, AbortSignal.any([this.lists.signal, timeout]));
+    } catch (err) {
+      if (timeout.aborted && !this.lists.signal.aborted) throw new Error(`list of ${this.resource.plural}: no answer within ${this.listTimeoutMs} ms`);
+      throw err;
     }
   }
 
