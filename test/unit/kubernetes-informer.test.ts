@@ -192,3 +192,36 @@ test.serial('a list the server never answers is aborted after the list timeout, 
   t.deepEqual(log, ['error list of Services: no answer within 300 ms', 'replace web']);
   t.is(server.seen.lists, 2);
 });
+
+test.serial('a list answer that is not a list ({}, items null, an item without a name) is a failed list, never an empty one that deletes everything', async (t) => {
+  const bodies = ['{}', '{"kind":"ServiceList","metadata":{"resourceVersion":"11"},"items":null}', '{"kind":"ServiceList","metadata":{"resourceVersion":"11"},"items":[1]}'];
+  let lists = 0;
+  let watches = 0;
+  const server = await scripted(
+    (req, res) => {
+      const body = lists++ === 0 ? undefined : bodies[lists - 2];
+      if (body === undefined) return listOf(10 + lists, 'web')(req, res, {});
+      res.writeHead(200, { 'Content-Type': 'application/json' });
+      res.end(body);
+    },
+    (_req, res) => {
+      res.writeHead(200, { 'Content-Type': 'application/json' });
+      if (watches++ === 0) res.end(event('ERROR', gone)); // the relist gets the garbage
+      else res.flushHeaders();
+    },
+  );
+  const { informer, log } = await informerFor(server.url);
+  t.teardown(async () => {
+    await informer.stop();
+    await server.close();
+  });
+  informer.start();
+  await until('the list after the garbage', async () => log.filter((l) => l.startsWith('replace')).length === 2, 5000);
+  t.deepEqual(log, [
+    'replace web',
+    'error list of Services: the answer has no items list (not a ServiceList)',
+    'error list of Services: the answer has no items list (not a ServiceList)',
+    'error list of Services: items[0] is not an object with a metadata.name',
+    'replace web',
+  ]);
+});

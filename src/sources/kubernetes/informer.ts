@@ -28,6 +28,10 @@
  *     backoff of 1 s doubling up to 30 s (reset once a list or a watch
  *     event arrives), from the last resourceVersion seen, so no event is
  *     lost;
+ *   - a list answer without an `items` list, or with an item that has no
+ *     name (`{}` or `[1]` from a proxy in between), is a failed
+ *     list, never an empty one: taken as empty, it would delete every
+ *     object of the resource;
  *   - every list (the first one and each relist) is handed over whole
  *     ({@link InformerHandlers.replace}), so the source can compare it with
  *     what it holds and see what was deleted while the watch was gone.
@@ -272,11 +276,12 @@ export class ResourceInformer {
       if (this.resourceVersion === '') {
         const l = await this.list();
         if (!this.current(generation)) return;
+        const items = listItems(this.resource, l);
         this.succeeded();
         this.listed = true;
         this.listedAt = performance.now();
         this.resourceVersion = l.metadata?.resourceVersion ?? '';
-        this.handlers.replace((l.items ?? []).map((o) => this.typed(o)));
+        this.handlers.replace(items.map((o) => this.typed(o)));
       }
       const w: WatchState = { opened: performance.now(), events: 0, ended: undefined };
       await this.watcher.watch(
@@ -374,6 +379,20 @@ export class ResourceInformer {
       void this.cycle(generation);
     }, delay);
   }
+}
+
+/**
+ * The objects of a list answer.
+ * @throws Error naming the resource when the answer has no `items` list or
+ * an item that is not an object with a `metadata.name` (see the module
+ * comment).
+ */
+function listItems(resource: Resource, l: KubernetesListObject<KubernetesObject> | null | undefined): KubernetesObject[] {
+  const items: unknown = l?.items;
+  if (!Array.isArray(items)) throw new Error(`list of ${resource.plural}: the answer has no items list (not a ${resource.kind}List)`);
+  const bad = items.findIndex((o: KubernetesObject | null) => typeof o?.metadata?.name !== 'string' || o.metadata.name === '');
+  if (bad >= 0) throw new Error(`list of ${resource.plural}: items[${bad}] is not an object with a metadata.name`);
+  return items as KubernetesObject[];
 }
 
 /** One line for an error of the client library: its message, with the HTTP status or error code when it has one. */
