@@ -65,6 +65,22 @@ export function shepherdBaseURL(value: string): string {
   return `${url.origin}${url.pathname.replace(/\/+$/, '')}`;
 }
 
+/**
+ * Check a bearer token before it is used: an HTTP header value may not hold
+ * a control character (CR, LF, NUL, ...) nor one above U+00FF (RFC 9110
+ * 5.5), and the HTTP client's error for such a header quotes the whole
+ * value, which would put the token in the log and the status file.
+ * @throws DroverError naming SHEPHERD_API_TOKEN and the position of the
+ * first bad character, never the token.
+ */
+export function checkShepherdToken(token: string): void {
+  const at = [...token].findIndex((c) => {
+    const code = c.codePointAt(0)!;
+    return code < 0x20 || code === 0x7f || code > 0xff;
+  });
+  if (at >= 0) throw new DroverError(`SHEPHERD_API_TOKEN: character ${at + 1} cannot be sent in an HTTP header (a control character or one above U+00FF)`);
+}
+
 /** How to reach one Shepherd API server. */
 export interface ShepherdApiOptions {
   /** Base URL from {@link shepherdBaseURL}, e.g. "http://10.0.0.1:9876". */

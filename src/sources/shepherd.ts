@@ -42,7 +42,7 @@ import type { Logger } from '../util/log.ts';
 import { Decoder, type AllocationMemory } from './decoder.ts';
 import { fileChanges } from './file.ts';
 import { KEEP_NOTE } from './last-good.ts';
-import { readShepherd, ShepherdApiError, type NamespaceRead, type ShepherdRead } from './shepherd-api.ts';
+import { checkShepherdToken, readShepherd, ShepherdApiError, type NamespaceRead, type ShepherdRead } from './shepherd-api.ts';
 import type { SourceLoad } from './select.ts';
 
 /** Default time between two polls, ms (Shepherd's service controller period). */
@@ -111,8 +111,13 @@ export class ShepherdSource {
   /** One per poll in flight, aborted by {@link close}. */
   private readonly inflight = new Set<AbortController>();
 
-  /** Throws Error when `opts.serviceCIDR` is not a valid service CIDR (allocate.ts parseServiceCIDR). */
+  /**
+   * Throws Error when `opts.serviceCIDR` is not a valid service CIDR
+   * (allocate.ts parseServiceCIDR), DroverError when `opts.token` cannot be
+   * sent in a header (shepherd-api.ts checkShepherdToken).
+   */
   constructor(opts: ShepherdSourceOptions) {
+    if (opts.token !== undefined) checkShepherdToken(opts.token);
     this.opts = opts;
     this.pollIntervalMs = opts.pollIntervalMs ?? DEFAULT_POLL_INTERVAL_MS;
     this.decoder = new Decoder({ serviceCIDR: opts.serviceCIDR, ...(opts.allocations ? { allocations: opts.allocations } : {}) });

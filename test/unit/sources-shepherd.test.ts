@@ -69,6 +69,20 @@ test('a token is sent as a bearer token; without it a server that demands one an
   t.true(server.requests.every((q) => q.authorization === 'Bearer s3cret'));
 });
 
+test('a token that cannot be sent in a header is refused at start, without showing it', async (t) => {
+  const server = await fake(t, { token: 'secret' });
+  for (const token of ['sec\r\nret', 'sec\u0000ret', 'sec\u20acret']) {
+    let err: Error | undefined;
+    try {
+      await source(t, server, { token }).load();
+    } catch (e) {
+      err = e as Error;
+    }
+    t.regex(err?.message ?? '', /^SHEPHERD_API_TOKEN: character 4 cannot be sent in an HTTP header/);
+    t.false(err?.message.includes('sec'), 'the token is not in the message');
+  }
+});
+
 test('empty lists encoded as null: a namespace with no Services, a Service with no endpoints', async (t) => {
   const server = await fake(t);
   server.set('shop', [shepherdService('shop', 'idle', [{ port: 80, target_port: 8080 }])]);
