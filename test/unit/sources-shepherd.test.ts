@@ -1,5 +1,7 @@
 /** The Shepherd source against a test double of Shepherd's API server, on loopback. */
 import { mkdtemp, rm } from 'node:fs/promises';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import test, { type ExecutionContext } from 'ava';
@@ -8,7 +10,7 @@ import { parseCIDR } from '../../src/model/validate.ts';
 import { Proxier } from '../../src/proxier/proxier.ts';
 import { AllocationStateFile } from '../../src/sources/allocation-state.ts';
 import { ShepherdSource, type ShepherdSourceOptions } from '../../src/sources/shepherd.ts';
-import { shepherdBaseURL } from '../../src/sources/shepherd-api.ts';
+import { readShepherd, shepherdBaseURL } from '../../src/sources/shepherd-api.ts';
 import { silentLogger } from '../../src/util/log.ts';
 import { RecordingBackend } from '../support/recording-backend.ts';
 import { FakeShepherd, shepherdService } from '../support/shepherd-api.ts';
@@ -322,3 +324,46 @@ function findColliding(cidr: string): [string, string] {
     seen.set(ip, name);
   }
 }
+
+test('an answer larger than the limit is a failed request, not read to its end, whether its length is declared or streamed', async (t) => {
+  let streamed = 0;
+  const server = createServer((req, res) => {
+    if (req.url === '/api/v1/namespaces') {
+      res.writeHead(200, { 'Content-Type': 'application/json' });
+      res.end(JSON.stringify({ namespaces: ['declared', 'streamed', 'small'] }));
+    } else if (req.url === '/api/v1/namespaces/declared/services') {
+      const body = `[${'"x",'.repeat(60_000)}"x"]`;
+      res.writeHead(200, { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body) });
+      res.end(body);
+    } else if (req.url === '/api/v1/namespaces/streamed/services') {
+      res.writeHead(200, { 'Content-Type': 'application/json' });
+      res.write('[');
+      // 4 MiB in chunks of 64 KiB, unless the client goes away first.
+      const timer = setInterval(() => {
+        if (streamed >= 4 * 1024 * 1024) {
+          clearInterval(timer);
+          res.end('"x"]');
+          return;
+        }
+        streamed += 64 * 1024;
+        res.write(`${'"x",'.repeat(16 * 1024)}`);
+      }, 2);
+      res.on('close', () => clearInterval(timer));
+    } else {
+      res.writeHead(200, { 'Content-Type': 'application/json' });
+      res.end('\ufeffnull');
+    }
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  t.teardown(() => {
+    server.closeAllConnections();
+    server.close();
+  });
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const read = await readShepherd({ baseURL: url, timeoutMs: 5000, maxBytes: 100_000 });
+  const ns = read.namespaces!;
+  t.is(ns.get('declared')?.error?.message, `${url}/api/v1/namespaces/declared/services: answer larger than 100000 bytes; not read`);
+  t.is(ns.get('streamed')?.error?.message, `${url}/api/v1/namespaces/streamed/services: answer larger than 100000 bytes; not read`);
+  t.deepEqual(ns.get('small')?.items, [], 'a small answer is read (with its byte order mark)');
+  t.true(streamed < 1_000_000, `the streamed answer was given up early (${streamed} bytes sent)`);
+});
