@@ -169,6 +169,8 @@ export class ShepherdSource {
     }
     this.log([...errors, ...warnings]);
     if (poll.read.error !== undefined) errors.unshift(poll.read.error.withNote('keeping the Services last read'));
+    // A whole read: the records of the state file for Services not in it are of Services gone.
+    if (errors.length === 0) this.decoder.forgetAbsent();
     return { snapshot: result.snapshot, errors, warnings, incomplete: errors.map((e) => e.message), changed: result.changed };
   }
 

@@ -1,5 +1,5 @@
 /** The Shepherd source against a test double of Shepherd's API server, on loopback. */
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -366,4 +366,36 @@ test('an answer larger than the limit is a failed request, not read to its end, 
   t.is(ns.get('streamed')?.error?.message, `${url}/api/v1/namespaces/streamed/services: answer larger than 100000 bytes; not read`);
   t.deepEqual(ns.get('small')?.items, [], 'a small answer is read (with its byte order mark)');
   t.true(streamed < 1_000_000, `the streamed answer was given up early (${streamed} bytes sent)`);
+});
+
+test('a Service whose namespace cannot be read at a restart keeps its recorded ClusterIP: a newcomer does not take it', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'drover-shepherd-state-'));
+  t.teardown(() => rm(dir, { recursive: true, force: true }));
+  const svc = (ns: string, name: string) => shepherdService(ns, name, [{ port: 80, target_port: 8080 }], ['10.20.0.2:8080']);
+  const ipOf = (r: { snapshot: { services: ReadonlyMap<string, { clusterIP: string }> } }, key: string) => r.snapshot.services.get(key)?.clusterIP;
+  // default/c726183's hash candidate in 10.96.0.0/12 is shop/b's: 10.102.31.252.
+  const server = await fake(t);
+  server.set('shop', [svc('shop', 'b')]);
+  const open = () => AllocationStateFile.open(dir, { logger: silentLogger(), writable: true });
+  const runOnce = async () => {
+    const state = open();
+    const r = await source(t, server, { allocations: state }).load();
+    await state.idle();
+    return r;
+  };
+  t.is(ipOf(await runOnce(), 'shop/b'), '10.102.31.252');
+  // Restart while shop's list fails, with a newcomer whose candidate is b's address.
+  server.failing.add('shop');
+  server.set('default', [svc('default', 'c726183')]);
+  const during = await runOnce();
+  t.true(during.incomplete.length > 0);
+  t.not(ipOf(during, 'default/c726183'), '10.102.31.252', 'the newcomer does not take the address recorded for shop/b');
+  // Restart once shop answers again: b has its address back.
+  server.failing.delete('shop');
+  t.is(ipOf(await runOnce(), 'shop/b'), '10.102.31.252');
+  // Deleted while no drover ran: the first whole read forgets its record, and its address is free again.
+  server.set('shop', []);
+  t.deepEqual((await runOnce()).incomplete, []);
+  const recorded = (JSON.parse(await readFile(join(dir, 'allocations.json'), 'utf8')) as { allocations: Record<string, string> }).allocations;
+  t.deepEqual(Object.keys(recorded), ['default/c726183']);
 });
