@@ -2,7 +2,7 @@
  * `--nodeport-localhost` (src/modes/iptables/localhost.ts): the exact
  * static rules with and without it and with `--nodeport-addresses`, when
  * the flag takes effect, the route_localnet record and its restore, the
- * flag in the configuration file and in the other modes.
+ * flag in the other modes (the configuration file: config-file.test.ts).
  */
 import test from 'ava';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
@@ -10,7 +10,6 @@ import { existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { buildProgram } from '../../src/cli/program.ts';
-import { loadConfigFor } from '../../src/cli/config-file.ts';
 import { nodePortAddressesArg } from '../../src/cli/options.ts';
 import { refuseForeignSwitches } from '../../src/cli/setup.ts';
 import { IptablesBackend } from '../../src/modes/iptables/backend.ts';
@@ -179,31 +178,4 @@ test('render --mode nftables --nodeport-localhost is refused before anything is 
   await t.throwsAsync(program.parseAsync(['node', 'drover', 'render', '--mode', 'nftables', '--nodeport-localhost', '--source', '/nonexistent']), {
     message: '--nodeport-localhost is for --mode iptables only: nftables mode has no NodePorts on 127.0.0.1',
   });
-});
-
-test("the configuration file's iptables.localhostNodePorts: true sets the flag in iptables mode; named as unused in the others", async (t) => {
-  const HEAD = 'apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\n';
-  const dir = await mkdtemp(join(tmpdir(), 'drover-config-'));
-  try {
-    const path = join(dir, 'kube-proxy.yaml');
-    const effective = async (config: string) => {
-      await writeFile(path, config);
-      const program = buildProgram();
-      const argv = ['node', 'drover', 'run', '--config', path, '--source', 'examples'];
-      const warnings: string[] = [];
-      loadConfigFor(program, argv, (l) => warnings.push(l.replace(path, 'F')));
-      let opts: Record<string, unknown> = {};
-      program.commands.find((c) => c.name() === 'run')!.action(async (o: Record<string, unknown>) => void (opts = o));
-      await program.parseAsync(argv);
-      return { opts, warnings };
-    };
-    t.like(await effective(`${HEAD}iptables:\n  localhostNodePorts: true\n`), { opts: { nodeportLocalhost: true }, warnings: [] });
-    t.like(await effective(`${HEAD}iptables:\n  localhostNodePorts: false\n`), { opts: { nodeportLocalhost: false }, warnings: [] });
-    t.like(await effective(`${HEAD}mode: nftables\niptables:\n  localhostNodePorts: true\n`), {
-      opts: { nodeportLocalhost: false },
-      warnings: ['drover: --config F: not supported by drover, ignored: iptables.localhostNodePorts (mode nftables)'],
-    });
-  } finally {
-    await rm(dir, { recursive: true, force: true });
-  }
 });
