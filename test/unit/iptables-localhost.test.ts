@@ -22,6 +22,8 @@ import { FakeSysctls } from '../../src/modes/ipvs/fake.ts';
 import { silentLogger } from '../../src/util/log.ts';
 import { ep, snap, sp } from '../support/snapshots.ts';
 import { ipv4Frontends } from '../../src/model/types.ts';
+import { iptablesMode } from '../../src/modes/iptables/driver.ts';
+import { buildFrom } from './model-helpers.ts';
 
 const render = { clusterCIDR: '10.0.0.0/8', masqueradeAll: false };
 const STATE = snap(sp('default/web:http', '172.30.0.10', 80, [ep('10.1.1.2:8080')], { type: 'NodePort', frontends: ipv4Frontends('172.30.0.10', 30080) }));
@@ -178,4 +180,18 @@ test('render --mode nftables --nodeport-localhost is refused before anything is 
   await t.throwsAsync(program.parseAsync(['node', 'drover', 'render', '--mode', 'nftables', '--nodeport-localhost', '--source', '/nonexistent']), {
     message: '--nodeport-localhost is for --mode iptables only: nftables mode has no NodePorts on 127.0.0.1',
   });
+});
+
+test('IPv6 has no localhost NodePorts: render with the flag changes the IPv4 ruleset only; ::1 stays out', async (t) => {
+  const { snapshot } = await buildFrom(['test/fixtures/dualstack/services.yaml']);
+  const opts = { source: 'x', masqueradeAll: false, serviceCidr: '10.96.0.0/12', clusterCidr: '10.244.0.0/16,fd00:10:244::/56' };
+  const split = (text: string) => text.split('# drover render: ip6tables-restore --noflush input');
+  const [v4off, v6off] = split((await iptablesMode.render(snapshot, { ...opts, nodeportLocalhost: false }, [])).text);
+  const [v4on, v6on] = split((await iptablesMode.render(snapshot, { ...opts, nodeportLocalhost: true }, [])).text);
+  t.truthy(v6on);
+  t.is(v6on, v6off);
+  t.true(v6on!.includes('-I PREROUTING 1 ! -d ::1/128 -m comment --comment "kubernetes service nodeports"'));
+  t.false(v6on!.includes('KUBE-FIREWALL'));
+  t.not(v4on, v4off);
+  t.true(v4on!.includes(`-A KUBE-FIREWALL ${LOCALNET_FIREWALL_RULE}`));
 });
