@@ -162,6 +162,18 @@ if (unavailable) {
     t.true((await save('filter')).includes(`-A KUBE-FIREWALL ${LOCALNET_FIREWALL_RULE}\n`));
   });
 
+  test.serial('a start without the flag puts route_localnet back; the rule stays until cleanup', async (t) => {
+    const off = await drover(['sync', '--once', ...common()]);
+    t.is(off.code, 0, off.stderr);
+    t.is(await sysctl(topo.node), '0');
+    t.false(existsSync(recordPath(topo.node)));
+    t.true((await save('filter')).includes(`-A KUBE-FIREWALL ${LOCALNET_FIREWALL_RULE}\n`));
+    t.true((await save('nat')).includes('-A PREROUTING ! -d 127.0.0.0/8 -m comment --comment "kubernetes service nodeports" -m addrtype --dst-type LOCAL -j KUBE-NODEPORTS\n'));
+    const on = await drover(['sync', '--once', '--nodeport-localhost', ...common()]);
+    t.is(on.code, 0, on.stderr);
+    t.is(await sysctl(topo.node), '1');
+  });
+
   test.serial('cleanup removes the rule and its jumps and puts route_localnet back', async (t) => {
     const res = await drover(['cleanup', '--netns', topo.node]);
     t.is(res.code, 0, res.stderr);
