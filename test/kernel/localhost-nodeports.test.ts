@@ -183,5 +183,15 @@ if (unavailable) {
     t.false((await save('nat')).includes('KUBE-'));
     t.is(await sysctl(undefined), hostBefore);
   });
-}
 
+  test.serial("cleanup leaves alone a KUBE-FIREWALL of kubelet's or kube-proxy's (jumped to without drover's comment)", async (t) => {
+    await run('iptables', ['-N', 'KUBE-FIREWALL'], { netns: topo.node });
+    await run('iptables', ['-A', 'KUBE-FIREWALL', '!', '-s', '127.0.0.0/8', '-d', '127.0.0.0/8', '-m', 'comment', '--comment', 'block incoming localnet connections', '-m', 'conntrack', '!', '--ctstate', 'RELATED,ESTABLISHED,DNAT', '-j', 'DROP'], { netns: topo.node });
+    await run('iptables', ['-A', 'INPUT', '-j', 'KUBE-FIREWALL'], { netns: topo.node });
+    const res = await drover(['cleanup', '--netns', topo.node]);
+    t.is(res.code, 0, res.stderr);
+    const filter = await save('filter');
+    t.true(filter.includes(`-A KUBE-FIREWALL ${LOCALNET_FIREWALL_RULE}\n`), filter);
+    t.true(filter.includes('-A INPUT -j KUBE-FIREWALL\n'));
+  });
+}

@@ -14,7 +14,7 @@ import { nodePortAddressesArg } from '../../src/cli/options.ts';
 import { refuseForeignSwitches } from '../../src/cli/setup.ts';
 import { IptablesBackend } from '../../src/modes/iptables/backend.ts';
 import { FakeIptables } from '../../src/modes/iptables/fake.ts';
-import { ensureRouteLocalnet, localhostNodePortsOn, recordPath, restoreRouteLocalnet, ROUTE_LOCALNET, LOCALNET_FIREWALL_RULE } from '../../src/modes/iptables/localhost.ts';
+import { ensureRouteLocalnet, hasLocalnetFirewallJump, localhostNodePortsOn, recordPath, restoreRouteLocalnet, ROUTE_LOCALNET, LOCALNET_FIREWALL_RULE } from '../../src/modes/iptables/localhost.ts';
 import { nodePortIPs } from '../../src/modes/iptables/node-ports.ts';
 import { renderRestore } from '../../src/modes/iptables/ruleset.ts';
 import { loadStaticRules } from '../../src/modes/iptables/static.ts';
@@ -194,4 +194,11 @@ test('IPv6 has no localhost NodePorts: render with the flag changes the IPv4 rul
   t.false(v6on!.includes('KUBE-FIREWALL'));
   t.not(v4on, v4off);
   t.true(v4on!.includes(`-A KUBE-FIREWALL ${LOCALNET_FIREWALL_RULE}`));
+});
+
+test("cleanup takes KUBE-FIREWALL only after drover's jump to it: one without its comment is kubelet's or kube-proxy's", (t) => {
+  t.true(hasLocalnetFirewallJump('*filter\n-A INPUT -m comment --comment "block incoming localnet connections" -j KUBE-FIREWALL\nCOMMIT\n'));
+  t.true(hasLocalnetFirewallJump('-A OUTPUT -m comment --comment "block incoming localnet connections" -j KUBE-FIREWALL'));
+  t.false(hasLocalnetFirewallJump('*filter\n-A INPUT -j KUBE-FIREWALL\n-A OUTPUT -j KUBE-FIREWALL\nCOMMIT\n'));
+  t.false(hasLocalnetFirewallJump('-A FORWARD -m comment --comment "block incoming localnet connections" -j KUBE-FIREWALL'));
 });

@@ -24,7 +24,7 @@ import { iptablesStatics } from './node-ports.ts';
 import { createDualStackExec, createIptablesExec, readKernel } from './wiring.ts';
 import { DualStackIptablesBackend, ipv6RenderOptions } from './dual-stack.ts';
 import { loadStatic6Rules, loadStaticRules } from './static.ts';
-import { localhostNodePortsOn, namespaceSysctls, nodePortLocalhostOption, RouteLocalnetBackend } from './localhost.ts';
+import { hasLocalnetFirewallJump, localhostNodePortsOn, namespaceSysctls, nodePortLocalhostOption, RouteLocalnetBackend } from './localhost.ts';
 import { familyView } from '../../model/family.ts';
 import type { ServicePortChains } from './chains.ts';
 
@@ -93,13 +93,14 @@ export const iptablesMode: ModeDriver = {
     const exec = await createDualStackExec(opts, logger);
     logger.info({ mode: opts.mode, iptables: exec.IPv4.variant, netns: opts.netns }, 'using iptables-%s', exec.IPv4.variant);
     const cidrs = opts.nodeportAddresses as RenderCliOptions['nodeportAddresses'];
-    // cleanup has no --nodeport-localhost: it takes the widest static rules, KUBE-FIREWALL and its jumps included (hooks go by identity, static.ts).
-    const cleanup = opts.nodeportLocalhost === undefined;
+    // cleanup has no --nodeport-localhost: it takes KUBE-FIREWALL too when drover's jumps to it are there (localhost.ts
+    // hasLocalnetFirewallJump): a KUBE-FIREWALL of kubelet's or kube-proxy's alone is not drover's to remove.
+    const cleanupFirewall = opts.nodeportLocalhost === undefined && hasLocalnetFirewallJump(await exec.IPv4.save('filter'));
     const localhost = localhostNodePortsOn(opts.nodeportLocalhost === true, cidrs);
     if (opts.nodeportLocalhost === true) {
       logger.info({ on: localhost }, localhost ? 'NodePorts on 127.0.0.1 (IPv4 only: there are none for IPv6)' : '--nodeport-localhost does nothing: --nodeport-addresses holds no part of 127.0.0.0/8');
     }
-    const statics = cleanup ? loadStaticRules(undefined, true) : await iptablesStatics(cidrs, opts.netns, logger, localhost);
+    const statics = cleanupFirewall ? loadStaticRules(undefined, true) : await iptablesStatics(cidrs, opts.netns, logger, localhost);
     const backend = new DualStackIptablesBackend({
       IPv4: { exec: exec.IPv4, render, statics },
       IPv6: { exec: exec.IPv6, render: ipv6RenderOptions(render, typeof opts.clusterCidr === 'string' ? opts.clusterCidr : undefined), statics: loadStatic6Rules() },

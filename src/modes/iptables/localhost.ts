@@ -56,6 +56,17 @@ export const LOCALNET_FIREWALL_COMMENT = 'block incoming localnet connections';
 /** The anti-martian rule of CVE-2020-8558, as iptables-save prints it. */
 export const LOCALNET_FIREWALL_RULE = `! -s 127.0.0.0/8 -d 127.0.0.0/8 -m comment --comment "${LOCALNET_FIREWALL_COMMENT}" -m conntrack ! --ctstate RELATED,ESTABLISHED,DNAT -j DROP`;
 
+/** drover's jump to {@link LOCALNET_FIREWALL_CHAIN} from INPUT and OUTPUT, as iptables-save prints it (kube-proxy's and kubelet's carry no comment). */
+export const LOCALNET_FIREWALL_JUMP = `-m comment --comment "${LOCALNET_FIREWALL_COMMENT}" -j ${LOCALNET_FIREWALL_CHAIN}`;
+
+/**
+ * True when the `iptables-save -t filter` text `filterSave` holds drover's
+ * jump to KUBE-FIREWALL: the chain is then drover's, for `cleanup`.
+ */
+export function hasLocalnetFirewallJump(filterSave: string): boolean {
+  return filterSave.split('\n').some((line) => /^-A (INPUT|OUTPUT) /.test(line) && line.endsWith(` ${LOCALNET_FIREWALL_JUMP}`));
+}
+
 /** Where drover records the route_localnet value it replaced: a tmpfs, emptied at boot as the sysctl is reset. */
 export const RUN_DIR = '/run/drover';
 

@@ -8,7 +8,7 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { isCanonicalIPv4 } from '../../model/addr.ts';
 import { BUILTIN_CHAINS, parseSave, type TableName } from './parse.ts';
-import { LOCALNET_FIREWALL_CHAIN, LOCALNET_FIREWALL_COMMENT, LOCALNET_FIREWALL_RULE } from './localhost.ts';
+import { LOCALNET_FIREWALL_CHAIN, LOCALNET_FIREWALL_JUMP, LOCALNET_FIREWALL_RULE } from './localhost.ts';
 
 /** A jump from a built-in chain into drover's chains. */
 export interface HookRule {
@@ -107,8 +107,7 @@ function withLocalnetFirewall(statics: StaticRuleset, allLocal: boolean): Static
   const hooks = statics.hooks.map((h) =>
     allLocal && h.table === 'nat' && h.rule.startsWith(NOT_LOOPBACK) && h.rule.endsWith('-j KUBE-NODEPORTS') ? { ...h, rule: h.rule.slice(NOT_LOOPBACK.length) } : h,
   );
-  const jump = `-m comment --comment "${LOCALNET_FIREWALL_COMMENT}" -j ${LOCALNET_FIREWALL_CHAIN}`;
-  hooks.push({ table: 'filter', chain: 'INPUT', rule: jump }, { table: 'filter', chain: 'OUTPUT', rule: jump });
+  hooks.push({ table: 'filter', chain: 'INPUT', rule: LOCALNET_FIREWALL_JUMP }, { table: 'filter', chain: 'OUTPUT', rule: LOCALNET_FIREWALL_JUMP });
   const chains = new Map(statics.chains);
   chains.set('filter', new Map([...(statics.chains.get('filter') ?? []), [LOCALNET_FIREWALL_CHAIN, [LOCALNET_FIREWALL_RULE]]]));
   return { chains, hooks, hookIds: hookIdentities(statics) };
