@@ -23,6 +23,9 @@ function ipArg(value: string): string {
 }
 
 function hostPortArg(value: string): { ip: string; port: number } {
+  // A loopback destination is a NodePort on 127.0.0.1 (iptables mode's --nodeport-localhost); the endpoint parser refuses it.
+  const loopback = /^(127\.[0-9.]+):([0-9]+)$/.exec(value);
+  if (loopback && isCanonicalIPv4(loopback[1]!) && !('problem' in parseIPv4HostPort(`10.0.0.1:${loopback[2]}`))) return { ip: loopback[1]!, port: Number(loopback[2]) };
   const parsed = parseIPv4HostPort(value);
   if ('problem' in parsed) throw new InvalidArgumentError(parsed.problem);
   return parsed;

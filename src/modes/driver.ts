@@ -122,6 +122,13 @@ export interface ModeDriver {
     /** Of the commands that compare with what `run` programs: `render` and `diff`. */
     readonly compare: () => Option[];
   };
+  /**
+   * Switches (boolean flags, by long name) of {@link options} that only this
+   * mode takes, each with what it turns on ("NodePorts on 127.0.0.1"): set
+   * with another `--mode`, they are a usage error naming the flag and that
+   * mode (cli/setup.ts refuseForeignSwitches).
+   */
+  readonly exclusiveSwitches?: Readonly<Record<string, string>>;
   /** Phrases the commands' `--help` texts add for this mode (empty for the first mode, whose behaviour they describe). */
   readonly help: {
     readonly render: string;
