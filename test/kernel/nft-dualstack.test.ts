@@ -8,16 +8,20 @@
  * failure of one family's table leaves the other working.
  */
 import test from 'ava';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import type { Snapshot } from '../../src/model/types.ts';
 import { DualStackNftablesBackend } from '../../src/modes/nftables/dual-stack.ts';
 import { SystemNft } from '../../src/modes/nftables/exec.ts';
 import { FamilySyncError } from '../../src/modes/shared/dual-stack.ts';
+import { run } from '../../src/testbed/exec.ts';
 import { probe } from '../../src/testbed/probe.ts';
 import { createTopology, testbedUnavailableReason, type Topology } from '../../src/testbed/topology.ts';
 import { silentLogger } from '../../src/util/log.ts';
 import { buildFrom } from '../unit/model-helpers.ts';
 
 const unavailable = await testbedUnavailableReason();
+const DROVER = join(fileURLToPath(new URL('../..', import.meta.url)), 'bin/drover.js');
 const FULL = { full: true, changed: new Set<string>() };
 const BACKENDS = [
   { name: 'b1', ip: '10.244.1.2', ip6: 'fd00:244:1::2', ports: [8080] },
@@ -89,6 +93,20 @@ if (unavailable) {
     const again = await dualStack().sync(withNode, FULL);
     t.deepEqual([again.written, again.deleted], [{ 'set entry': 0, set: 0, chain: 0 }, { 'set entry': 0, set: 0, chain: 0 }]);
     await dualStack().sync(snapshot, FULL);
+  });
+
+  test.serial('diff, chains and trace cover table ip6 drover', async (t) => {
+    const drover = (args: string[]) => run(process.execPath, [DROVER, ...args, '--mode', 'nftables', '--netns', topo.node], { allowFail: true, timeoutMs: 60_000 });
+    const source = ['--source', 'test/fixtures/dualstack/services.yaml', '--cluster-cidr', '10.244.0.0/16,fd00:244::/48', '--nodeport-addresses', `${topo.nodeIp}/32,${topo.ipv6.nodeIp}/128`];
+    const diff = await drover(['diff', ...source]);
+    t.is(diff.stdout, 'table ip drover:\nno differences\ntable ip6 drover:\nno differences\n', diff.stderr);
+    const chains = await drover(['chains']);
+    t.regex(chains.stdout, /fd00:96::10 \. tcp \. 80/);
+    t.regex(chains.stdout, /10\.96\.0\.10 \. tcp \. 80/);
+    const traced = await drover(['trace', '--src', 'fd00:100::2', '--dst', '[fd00:96::10]:80']);
+    t.is(traced.code, 0, traced.stderr);
+    t.regex(traced.stdout, /ip6 drover pick/);
+    t.regex(traced.stdout, /verdict: DNAT to one of 2 endpoints, masqueraded\n/);
   });
 
   test.serial('drift in table ip6 drover is repaired by the next full sync', async (t) => {

@@ -4,7 +4,8 @@
  * then `table ip6 drover`; test/fixtures/nftables/render-dualstack.nft),
  * a second full sync that plans nothing, the IPv6 table's elements over
  * the element writer, and one family's failure leaving the other synced
- * (src/modes/nftables/dual-stack.ts, on the in-memory nft of fake.ts).
+ * (src/modes/nftables/dual-stack.ts, on the in-memory nft of fake.ts),
+ * and `drover trace` of an IPv6 connection through `table ip6 drover`.
  */
 import test from 'ava';
 import { readFileSync } from 'node:fs';
@@ -17,7 +18,10 @@ import { desiredFrontends } from '../../src/modes/nftables/desired.ts';
 import { FakeNft } from '../../src/modes/nftables/fake.ts';
 import { TableModel } from '../../src/modes/nftables/model.ts';
 import { orderOps } from '../../src/modes/nftables/plan.ts';
+import { nftTraceContext, nftTraceFormatOf } from '../../src/modes/nftables/trace.ts';
 import { FamilySyncError } from '../../src/modes/shared/dual-stack.ts';
+import { trace } from '../../src/inspect/trace.ts';
+import { formatTrace } from '../../src/inspect/trace-format.ts';
 import { silentLogger } from '../../src/util/log.ts';
 import { buildFrom } from './model-helpers.ts';
 
@@ -116,4 +120,22 @@ test('without IPv6 service ports nor table ip6 drover the IPv6 family stays dorm
   await backend.sync({ services: snapshot.services, ...(snapshot.node ? { node: snapshot.node } : {}) }, FULL);
   t.deepEqual(nft.IPv6.scripts, []);
   t.false((await nft.IPv6.list()).exists);
+});
+
+test('trace walks table ip6 drover for an IPv6 connection: the endpoints of the IPv6 ClusterIP, masqueraded from outside the pod range', async (t) => {
+  const view = familyView(await dualStack(), 'IPv6');
+  const empty = new TableModel();
+  const plan = planFullSync(empty, view, V6.render, { nodePortIPs: V6.nodePortIPs, family: 'IPv6' }, false);
+  const live = modelAfterWrite(empty, plan.structure, plan.want, orderOps(plan.ops)).toLive();
+  const { ctx, note } = nftTraceContext(live, new Set(['fd00:1::1']), { family: 'IPv6' });
+  t.is(note, '');
+  const r = trace(ctx, { src: 'fd00:100::2', dst: 'fd00:96::10', dport: 80, proto: 'tcp' });
+  const text = formatTrace(r, nftTraceFormatOf('IPv6'));
+  t.regex(text, /ip6 drover services/);
+  t.regex(text, /fd00:244:1::2:8080|\[fd00:244:1::2\]:8080/);
+  t.regex(text, /fd00:244:1::3:8080|\[fd00:244:1::3\]:8080/);
+  t.regex(text, /verdict: DNAT to one of 2 endpoints, masqueraded\n/);
+  // From inside fd00:244::/48 no masquerade mark; to the IPv6 frontend without endpoints: REJECT.
+  t.regex(formatTrace(trace(ctx, { src: 'fd00:244::9', dst: 'fd00:96::10', dport: 80, proto: 'tcp' }), nftTraceFormatOf('IPv6')), /verdict: DNAT to one of 2 endpoints, not masqueraded\n/);
+  t.regex(formatTrace(trace(ctx, { src: 'fd00:100::2', dst: 'fd00:96::30', dport: 80, proto: 'udp' }), nftTraceFormatOf('IPv6')), /REJECTed \(ip6 drover endpoints-check rule 1\)/);
 });

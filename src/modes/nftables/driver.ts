@@ -30,7 +30,7 @@ import { MAIN, tableRef } from './layout.ts';
 import { nftNodePortIPs } from './node-ports.ts';
 import { NO_TABLE, type LiveTable } from './live.ts';
 import { TableModel } from './model.ts';
-import { nftTraceContext, nftTraceFormat } from './trace.ts';
+import { nftTraceContext, nftTraceFormatOf } from './trace.ts';
 import { traceKernel } from './kernel-trace.ts';
 import { formatNftChains, nftFrontendViews } from './chains.ts';
 import { desiredNft, type DesiredNft } from './desired.ts';
@@ -182,13 +182,16 @@ export const nftablesMode: ModeDriver = {
     return opts.json ? `${JSON.stringify(selected, null, 2)}\n` : formatNftChains(selected, snapshot !== undefined);
   },
 
+  // An IPv6 connection walks table ip6 drover, with the node's IPv6 addresses.
+  traceIPv6: true,
   async trace(opts) {
-    const [live, local] = await Promise.all([nftFor(opts).list(), localAddresses(opts.netns)]);
-    const { ctx, note } = nftTraceContext(live, local);
+    const family = opts.family ?? 'IPv4';
+    const [live, local] = await Promise.all([nftFor(opts, family).list(), localAddresses(opts.netns, family)]);
+    const { ctx, note } = nftTraceContext(live, local, { family });
     return {
       ctx,
-      format: nftTraceFormat,
-      where: `rules numbered by their place in each chain of nft list table ${tableRef()}; sets and maps as nft -j lists them`,
+      format: nftTraceFormatOf(family),
+      where: `rules numbered by their place in each chain of nft list table ${tableRef(family)}; sets and maps as nft -j lists them`,
       note,
     };
   },
