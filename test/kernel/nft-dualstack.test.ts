@@ -16,29 +16,24 @@ import { SystemNft } from '../../src/modes/nftables/exec.ts';
 import { FamilySyncError } from '../../src/modes/shared/dual-stack.ts';
 import { run } from '../../src/testbed/exec.ts';
 import { probe } from '../../src/testbed/probe.ts';
-import { createTopology, testbedUnavailableReason, type Topology } from '../../src/testbed/topology.ts';
+import { testbedUnavailableReason, type Topology } from '../../src/testbed/topology.ts';
 import { silentLogger } from '../../src/util/log.ts';
+import { CLUSTER_CIDRS, dualStackWorld } from '../support/dualstack.ts';
 import { buildFrom } from '../unit/model-helpers.ts';
 
 const unavailable = await testbedUnavailableReason();
 const DROVER = join(fileURLToPath(new URL('../..', import.meta.url)), 'bin/drover.js');
 const FULL = { full: true, changed: new Set<string>() };
-const BACKENDS = [
-  { name: 'b1', ip: '10.244.1.2', ip6: 'fd00:244:1::2', ports: [8080] },
-  { name: 'b2', ip: '10.244.1.3', ip6: 'fd00:244:1::3', ports: [8080] },
-  { name: 'b3', ip: '10.244.1.4', ip6: 'fd00:244:1::4', ports: [8080] },
-];
-
 let topo: Topology;
 let snapshot: Snapshot;
 
 /** The dual-stack nftables backend in the node namespace (nft -f only: a netlink socket acts in its own process's namespace); `ipv6Netns` overrides where the IPv6 table is written. */
 function dualStack(ipv6Netns = topo.node): DualStackNftablesBackend {
   return new DualStackNftablesBackend({
-    IPv4: { nft: new SystemNft({ netns: topo.node }), render: { clusterCIDR: '10.244.0.0/16', masqueradeAll: false }, frontends: { nodePortIPs: [topo.nodeIp] } },
+    IPv4: { nft: new SystemNft({ netns: topo.node }), render: { clusterCIDR: CLUSTER_CIDRS.IPv4, masqueradeAll: false }, frontends: { nodePortIPs: [topo.nodeIp] } },
     IPv6: {
       nft: new SystemNft({ netns: ipv6Netns, family: 'IPv6' }),
-      render: { clusterCIDR: 'fd00:244::/48', masqueradeAll: false, family: 'IPv6' },
+      render: { clusterCIDR: CLUSTER_CIDRS.IPv6, masqueradeAll: false, family: 'IPv6' },
       frontends: { nodePortIPs: [topo.ipv6.nodeIp], family: 'IPv6' },
     },
     logger: silentLogger(),
@@ -49,8 +44,7 @@ if (unavailable) {
   test.skip(`nftables dual-stack kernel tests skipped: ${unavailable}`, () => {});
 } else {
   test.before(async () => {
-    snapshot = (await buildFrom(['test/fixtures/dualstack/services.yaml'])).snapshot;
-    topo = await createTopology({ backends: BACKENDS, clients: [{ name: 'outside', ip: '192.168.100.2', ip6: 'fd00:100::2' }] });
+    ({ snapshot, topo } = await dualStackWorld());
   });
 
   test.after.always(async () => {
