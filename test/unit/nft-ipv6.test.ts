@@ -36,12 +36,13 @@ async function dualStack(): Promise<Snapshot> {
   return { ...r.snapshot, node: { name: 'node-a', addresses: [{ type: 'InternalIP', address: '192.168.100.1' }, { type: 'InternalIP', address: 'fd00:100::1' }] } };
 }
 
-/** Both families' backends on in-memory tables, with element writers. */
+/** Both families' backends on in-memory tables, with element writers; one generation id for both, as a namespace has. */
 function backends() {
   const nft = { IPv4: new FakeNft(), IPv6: new FakeNft('IPv6') };
+  const generation = async () => nft.IPv4.generationId + nft.IPv6.generationId;
   const backend = new DualStackNftablesBackend({
-    IPv4: { nft: nft.IPv4, elements: nft.IPv4.writer(), render: V4.render, frontends: { nodePortIPs: V4.nodePortIPs } },
-    IPv6: { nft: nft.IPv6, elements: nft.IPv6.writer(), render: V6.render, frontends: { nodePortIPs: V6.nodePortIPs, family: 'IPv6' } },
+    IPv4: { nft: nft.IPv4, elements: { ...nft.IPv4.writer(), generation }, render: V4.render, frontends: { nodePortIPs: V4.nodePortIPs } },
+    IPv6: { nft: nft.IPv6, elements: { ...nft.IPv6.writer(), generation }, render: V6.render, frontends: { nodePortIPs: V6.nodePortIPs, family: 'IPv6' } },
     logger: silentLogger(),
   });
   return { nft, backend };
@@ -88,6 +89,8 @@ test('dual-stack backend: both tables synced, elements of a later change go to e
   const slots = (await nft.IPv6.list()).sets.get('endpoints')!.elements;
   t.deepEqual([...slots].filter(([k]) => k.startsWith('fd00:96::10 . ')), [['fd00:96::10 . tcp . 80 . 0', 'fd00:244:1::2 . 8080']]);
   t.is(await backend.driftCheck(), undefined, "both families' writes are drover's own: no drift");
+  await nft.IPv6.run('add element ip6 drover no-endpoints { fd00:96::99 . tcp . 80 }\n');
+  t.regex((await backend.driftCheck()) ?? '', /generation moved/, "another program's transaction is drift");
 });
 
 test('dual-stack backend: a failing IPv6 table never stops the IPv4 sync, and the failure names the family', async (t) => {
