@@ -3,8 +3,9 @@
  * `ip drover` and, for IPv6 Services, `ip6 drover` (dual-stack.ts), where
  * Services and endpoints are set and map elements (layout.ts). Every
  * command covers the IPv6 table when the source has IPv6 service ports or
- * the kernel has the table, and reports it after the IPv4 one. Element-only changes go over nf_tables netlink; structure
- * and repairs through `nft -f`; the table is read back with `nft -j`.
+ * the kernel has the table, and reports it after the IPv4 one. Element-only
+ * changes go over nf_tables netlink; structure and repairs through
+ * `nft -f`; the table is read back with `nft -j`.
  * `chains` shows it per frontend (chains.ts), `trace` walks its rules by
  * their comments over its sets and maps (trace.ts), and `trace --kernel`
  * sends one real probe and reads the kernel's own trace of it (kernel-trace.ts).
@@ -122,7 +123,7 @@ export const nftablesMode: ModeDriver = {
       '"selections": [{"selection": "main"|"local", "map", "counts": [n], "slots": [{slot, endpoint ("ip . port" or null), hairpin: {entry, present} or null, pod}]}], ' +
       '"affinitySeconds": n or null, "affinityEntries": [{client, endpoint}], "firewall": [cidr], "pending": [{op, set, key, value}] (with --source)}]',
     diff: ' (with --mode nftables: the elements, sets and chains of table ip drover and table ip6 drover)',
-    trace: "; with --mode nftables the chains of table ip drover, the endpoint slots with their probability and the affinity entries",
+    trace: '; with --mode nftables the chains of table ip drover (table ip6 drover for --dst [ipv6]:port), the endpoint slots with their probability and the affinity entries',
     status: '; in nftables mode the tables ip drover and ip6 drover and their elements',
     cleanup: ' (with --mode nftables: deletes table ip drover and table ip6 drover, nothing else)',
   },
