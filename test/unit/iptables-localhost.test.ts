@@ -76,7 +76,7 @@ function expected(nodeports: string[], firewall: boolean): string[] {
 function statics(flag: boolean, cidrs: string | undefined, local: string[] = ['127.0.0.1', '10.1.0.5', '192.168.7.1']) {
   const parsed = cidrs === undefined ? undefined : nodePortAddressesArg(cidrs);
   const on = localhostNodePortsOn(flag, parsed);
-  return loadStaticRules(parsed === undefined ? undefined : nodePortIPs(parsed, local, on).ips, on);
+  return loadStaticRules(parsed === undefined ? undefined : nodePortIPs(parsed, local, 'IPv4', on).ips, on);
 }
 
 test('render without the flag: the nodeports hooks keep 127.0.0.0/8 out, no KUBE-FIREWALL', (t) => {

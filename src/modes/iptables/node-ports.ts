@@ -9,7 +9,8 @@
  * localhost NodePorts are off; with them on (`--nodeport-localhost`,
  * localhost.ts), they get their hooks too.
  */
-import { cidrContains, compareAddresses, isCanonicalIPv4, type IPPrefix } from '../../model/addr.ts';
+import { cidrContains, compareAddresses, parseIP, type IPPrefix } from '../../model/addr.ts';
+import type { IPFamily } from '../../model/types.ts';
 import type { Logger } from '../../util/log.ts';
 import { localAddresses } from './live.ts';
 import { loadStaticRules, type StaticRuleset } from './static.ts';
@@ -26,22 +27,24 @@ export interface NodePortIPs {
 /**
  * Pick the NodePort addresses (see the module comment). Pure.
  * @param cidrs `--nodeport-addresses`; undefined or empty: every address
- * @param local the node's IPv4 addresses (live.ts localAddresses)
- * @param localhost localhost NodePorts are on (localhost.ts localhostNodePortsOn): loopback addresses are kept
+ * @param local the node's addresses of `family` (live.ts localAddresses)
+ * @param family the family picked for (default IPv4): only CIDRs and addresses of it count, as for kube-proxy's proxier of that family
+ * @param localhost localhost NodePorts are on (localhost.ts localhostNodePortsOn): loopback addresses are kept (IPv4 only: route_localnet has no IPv6 counterpart)
  */
-export function nodePortIPs(cidrs: readonly IPPrefix[] | undefined, local: Iterable<string>, localhost = false): NodePortIPs {
-  const v4 = (cidrs ?? []).filter((c) => c.family === 4);
-  if (v4.length === 0 || v4.some((c) => c.bits === 0)) return { loopback: [] };
-  const picked = [...new Set(local)].filter((ip) => isCanonicalIPv4(ip) && v4.some((c) => cidrContains(c, ip))).sort(compareAddresses);
-  if (localhost) return { ips: picked, loopback: [] };
-  const isLoopback = (ip: string) => ip.startsWith('127.');
+export function nodePortIPs(cidrs: readonly IPPrefix[] | undefined, local: Iterable<string>, family: IPFamily = 'IPv4', localhost = false): NodePortIPs {
+  const want = family === 'IPv4' ? 4 : 6;
+  const mine = (cidrs ?? []).filter((c) => c.family === want);
+  if (mine.length === 0 || mine.some((c) => c.bits === 0)) return { loopback: [] };
+  const picked = [...new Set(local)].filter((ip) => parseIP(ip)?.family === want && mine.some((c) => cidrContains(c, ip))).sort(compareAddresses);
+  if (localhost && family === 'IPv4') return { ips: picked, loopback: [] };
+  const isLoopback = (ip: string) => ip.startsWith('127.') || ip === '::1';
   return { ips: picked.filter((ip) => !isLoopback(ip)), loopback: picked.filter(isLoopback) };
 }
 
 /**
  * The NodePort addresses of namespace `netns` (undefined: this process's)
- * for `cidrs` (see {@link nodePortIPs}), with the node's IPv4 addresses
- * they were picked from (`ip -4 -o addr show`). Warns about left-out
+ * for `cidrs` (see {@link nodePortIPs}), with the node's addresses of
+ * `family` (default IPv4) they were picked from (live.ts localAddresses). Warns about left-out
  * loopback addresses and about CIDRs that hold no address of the node
  * (then no NodePort answers anywhere).
  * @throws Error when the addresses cannot be read.
@@ -50,11 +53,12 @@ export async function readNodePortIPs(
   cidrs: readonly IPPrefix[] | undefined,
   netns: string | undefined,
   logger?: Logger,
+  family: IPFamily = 'IPv4',
   localhost = false,
 ): Promise<NodePortIPs & { readonly local: ReadonlySet<string> }> {
-  const local = await localAddresses(netns);
-  const picked = nodePortIPs(cidrs, local, localhost);
-  if (picked.loopback.length > 0) logger?.warn({ addresses: picked.loopback }, '--nodeport-addresses holds loopback addresses; NodePorts are not served on them without --nodeport-localhost');
+  const local = await localAddresses(netns, family);
+  const picked = nodePortIPs(cidrs, local, family, localhost);
+  if (picked.loopback.length > 0) logger?.warn({ addresses: picked.loopback }, family === 'IPv4' ? '--nodeport-addresses holds loopback addresses; NodePorts are not served on them without --nodeport-localhost' : '--nodeport-addresses holds loopback addresses; NodePorts are not served on them');
   if (picked.ips !== undefined && picked.ips.length === 0) logger?.warn({ nodeportAddresses: cidrs?.map((c) => c.text) }, 'no address of this node is in --nodeport-addresses: no NodePort is reachable');
   return { ...picked, local };
 }
@@ -69,5 +73,5 @@ export async function readNodePortIPs(
 export async function iptablesStatics(cidrs: readonly IPPrefix[] | undefined, netns: string | undefined, logger?: Logger, localhost = false): Promise<StaticRuleset> {
   const on = localhostNodePortsOn(localhost, cidrs);
   if (cidrs === undefined || cidrs.length === 0) return loadStaticRules(undefined, on);
-  return loadStaticRules((await readNodePortIPs(cidrs, netns, logger, on)).ips, on);
+  return loadStaticRules((await readNodePortIPs(cidrs, netns, logger, 'IPv4', on)).ips, on);
 }
