@@ -33,6 +33,7 @@ import { TableModel, type ElementOp } from './model.ts';
 import { isEmptyStructure, layoutAfter, orderOps, planFrontend, planHairpin, planStructure, type StructurePlan } from './plan.ts';
 import { transactionScript } from './script.ts';
 import type { NftablesSyncDetail } from './sync-detail.ts';
+import { collectWhenGrown, SYNC_GROWTH_BOUND } from '../../util/gc.ts';
 
 /** Writes element operations as one kernel transaction (nf_tables netlink). */
 export interface ElementWriter {
@@ -343,7 +344,11 @@ export class NftablesBackend implements Backend {
       const writer = this.opts.elements;
       if (writer && (writer.accepts?.(ops) ?? true)) {
         try {
-          const bytes = await writer.commit(ops);
+          const committing = writer.commit(ops);
+          // A full sync's read-back and plan are garbage by now: collected before the batch goes out (util/gc.ts
+          // collectWhenGrown; a partial sync's growth stays below the bound), so the heap does not grow on top of them.
+          collectWhenGrown(SYNC_GROWTH_BOUND);
+          const bytes = await committing;
           return { bytes, applyMs: performance.now() - t0, via: 'netlink' };
         } catch (err) {
           // A batch too large for the socket's buffers is sent as a script instead; anything else is the kernel's answer.
@@ -353,7 +358,10 @@ export class NftablesBackend implements Backend {
       }
     }
     const script = transactionScript(structure, want, model, ops);
-    await this.opts.nft.run(script);
+    const running = this.opts.nft.run(script);
+    // As above, while nft starts on the script.
+    collectWhenGrown(SYNC_GROWTH_BOUND);
+    await running;
     return { bytes: Buffer.byteLength(script), applyMs: performance.now() - t0, via: 'nft' };
   }
 
