@@ -220,7 +220,7 @@ export class NftablesBackend implements Backend {
       }
 
       ops = orderOps(ops);
-      const { bytes, applyMs, via } = await this.write(structure, want, model, ops);
+      const { bytes, applyMs, via } = await this.write(structure, want, model, ops, full);
       this.model = modelAfterWrite(model, structure, want, ops);
       let affinityDeleted: number;
       if (nextApplied) {
@@ -336,8 +336,13 @@ export class NftablesBackend implements Backend {
     return now === this.generation ? undefined : `the nf_tables generation moved from ${this.generation} to ${now}: a transaction other than drover's`;
   }
 
-  /** Write one transaction: elements alone through the element writer when nothing structural changes, else one nft script. */
-  private async write(structure: StructurePlan, want: Layout, model: TableModel, ops: readonly ElementOp[]): Promise<{ bytes: number; applyMs: number; via: NftablesSyncDetail['via'] }> {
+  /**
+   * Write one transaction: elements alone through the element writer when nothing structural changes, else one nft
+   * script. With `full` (a full sync, whose read-back and plan are garbage by now), the heap's growth is collected as
+   * the transaction goes out (util/gc.ts collectWhenGrown); never on a partial sync, whose clock a full collection of
+   * a large heap would dominate.
+   */
+  private async write(structure: StructurePlan, want: Layout, model: TableModel, ops: readonly ElementOp[], full: boolean): Promise<{ bytes: number; applyMs: number; via: NftablesSyncDetail['via'] }> {
     const t0 = performance.now();
     if (isEmptyStructure(structure)) {
       if (ops.length === 0) return { bytes: 0, applyMs: 0, via: 'none' };
@@ -345,9 +350,7 @@ export class NftablesBackend implements Backend {
       if (writer && (writer.accepts?.(ops) ?? true)) {
         try {
           const committing = writer.commit(ops);
-          // A full sync's read-back and plan are garbage by now: collected before the batch goes out (util/gc.ts
-          // collectWhenGrown; a partial sync's growth stays below the bound), so the heap does not grow on top of them.
-          collectWhenGrown(SYNC_GROWTH_BOUND);
+          if (full) collectWhenGrown(SYNC_GROWTH_BOUND);
           const bytes = await committing;
           return { bytes, applyMs: performance.now() - t0, via: 'netlink' };
         } catch (err) {
@@ -359,8 +362,7 @@ export class NftablesBackend implements Backend {
     }
     const script = transactionScript(structure, want, model, ops);
     const running = this.opts.nft.run(script);
-    // As above, while nft starts on the script.
-    collectWhenGrown(SYNC_GROWTH_BOUND);
+    if (full) collectWhenGrown(SYNC_GROWTH_BOUND);
     await running;
     return { bytes: Buffer.byteLength(script), applyMs: performance.now() - t0, via: 'nft' };
   }
