@@ -65,7 +65,8 @@ export interface ModeHarness<S = unknown> {
   /**
    * Prepare what the baselines need besides drover's state, for starting
    * state `base` (nftables mode: kube-proxy's table at the same scale).
-   * Called once after the full sync, off the clock; absent when none.
+   * Called once after the full sync, off the clock, at the sizes that
+   * measure the per-change baselines (up to --detail-max); absent when none.
    * @throws what the kernel transaction throws.
    */
   setUp?(base: Snapshot): Promise<void>;

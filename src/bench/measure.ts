@@ -141,8 +141,9 @@ export async function measureSize<S>(
     push('full-sync', 'drover', 'datapath', 0, msSince(t0, dFull.atNs), { tries: dFull.tries });
     progress(`${label}: full sync`, true, `${label}: full sync ${agentMs.toFixed(0)} ms (${full.transactions} transaction(s))`);
 
-    // What the baselines need besides drover's state, off the clock.
-    if (h.setUp) {
+    // What the baselines need besides drover's state, off the clock; only where they are measured (nftables mode:
+    // kube-proxy's table, whose full write costs the kernel time quadratic in its size, bench-kube-proxy.ts).
+    if (h.setUp && detailed) {
       progress(`${label}: setting up the baselines`, false);
       await h.setUp(base);
     }

@@ -1,6 +1,7 @@
 /** Writing a benchmark run's files into its output folder. */
-import { mkdir, writeFile } from 'node:fs/promises';
+import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
+import { writeFileAtomic } from '../util/atomic-file.ts';
 import { charts, renderSvg } from './charts.ts';
 import { buildSummary, ratioRows, samplesToCSV, samplesToJSONL, statRows } from './report.ts';
 import type { BenchResult } from './types.ts';
@@ -8,7 +9,10 @@ import type { BenchResult } from './types.ts';
 /**
  * Write, into `dir` (created if needed): samples.jsonl and samples.csv (every
  * raw sample), summary.md, run.json (environment, settings, per-size facts,
- * statistics and ratios) and the SVG charts.
+ * statistics and ratios) and the SVG charts. Each file is replaced
+ * atomically (a reader sees the old or the new one, never half of one), so
+ * that `drover bench` can call it again after each size with everything
+ * finished so far, over what the last call wrote.
  * @returns the names of the files written, in that order.
  */
 export async function writeReport(dir: string, result: BenchResult): Promise<string[]> {
@@ -24,6 +28,6 @@ export async function writeReport(dir: string, result: BenchResult): Promise<str
     ],
   ];
   for (const chart of charts(result)) files.push([chart.file, await renderSvg(chart.spec)]);
-  for (const [name, text] of files) await writeFile(join(dir, name), text);
+  for (const [name, text] of files) await writeFileAtomic(join(dir, name), text);
   return files.map(([name]) => name);
 }

@@ -419,6 +419,8 @@ export function buildSummary(result: BenchResult): string {
   const rows = statRows(result.runs, result.samples);
   const ratios = ratioRows(rows);
   const where = env.guest ? `emulated guest (${env.guestReason}): **ratios only**` : 'host (no emulated guest detected)';
+  // The sizes asked for that no run covers: a report written while the run goes on, or left by one that failed.
+  const pending = s.modes.flatMap((m) => s.services.filter((n) => !result.runs.some((r) => r.mode === m && r.services === n)).map((n) => `${m} at ${n}`));
   const out: string[] = [
     '# drover bench: rule-update latency',
     '',
@@ -437,6 +439,7 @@ export function buildSummary(result: BenchResult): string {
           'run',
           `modes ${s.modes.join(', ')}; ${s.services.join(', ')} service ports (${s.clockServices} of them clock services); ${s.endpoints} endpoints per synthetic service; ${changesText(result)}`,
         ],
+        ...(pending.length > 0 ? [['not measured yet', pending.join(', ')]] : []),
       ],
     ),
     '',

@@ -62,6 +62,13 @@ export interface BenchOptions extends Omit<BenchSettings, 'clockServices'> {
   readonly kernelDeadlineMs: number;
   /** Progress and phase reports. */
   readonly onProgress?: (event: ProgressEvent) => void;
+  /**
+   * Called after each size of each mode, with the result of every size
+   * finished so far (the settings as asked for, the runs and samples of the
+   * finished sizes only), and awaited before the next size starts: a caller
+   * writes it out, so that a failure at a later size loses only that size.
+   */
+  readonly onSizeDone?: (partial: BenchResult) => Promise<void>;
 }
 
 /** A step of the run done, or a phase finished. */
@@ -93,8 +100,6 @@ export function stepsPerSize(changes: number, perChange: number, wholeRepeats: n
  */
 export async function runBench(opts: BenchOptions, environment: BenchEnvironment): Promise<BenchResult> {
   const sizes = [...opts.services].sort((a, b) => a - b);
-  const samples: Sample[] = [];
-  const runs: SizeRun[] = [];
   const wholeRepeats = (n: number): number => (n <= opts.fullBaselineMax ? Math.min(opts.fullBaselineRepeats, 1_000) : 0);
   const perMode = (mode: ProxyMode): number => {
     const perChange = modeDriver(mode).bench.perChangeBaselines ?? 1;
@@ -106,11 +111,36 @@ export async function runBench(opts: BenchOptions, environment: BenchEnvironment
     if (step) done++;
     opts.onProgress?.({ done, total, phase, ...(note ? { note } : {}) });
   };
+  return runSizes(opts, environment, (mode, n, samples) => runSize(mode, n, opts, wholeRepeats(n), samples, progress));
+}
+
+/**
+ * Measure each size of each mode in turn with `runOne` (modes in the order
+ * given, sizes ascending), which appends its samples to the array it is
+ * given; after each, hand everything finished so far to
+ * `opts.onSizeDone`. A failing size rejects at once, with what the
+ * earlier sizes measured already handed over.
+ */
+export async function runSizes(
+  opts: Omit<BenchOptions, 'timing' | 'kernelDeadlineMs' | 'onProgress'>,
+  environment: BenchEnvironment,
+  runOne: (mode: ProxyMode, n: number, samples: Sample[]) => Promise<SizeRun>,
+): Promise<BenchResult> {
+  const sizes = [...opts.services].sort((a, b) => a - b);
+  const samples: Sample[] = [];
+  const runs: SizeRun[] = [];
+  const result = (): BenchResult => benchResult(opts, environment, sizes, runs, samples);
   for (const mode of opts.modes) {
     for (const n of sizes) {
-      runs.push(await runSize(mode, n, opts, wholeRepeats(n), samples, progress));
+      runs.push(await runOne(mode, n, samples));
+      await opts.onSizeDone?.(result());
     }
   }
+  return result();
+}
+
+/** The result of the sizes finished so far: copies of `runs` and `samples`, with the settings of `opts`. */
+function benchResult(opts: Omit<BenchOptions, 'timing' | 'kernelDeadlineMs'>, environment: BenchEnvironment, sizes: number[], runs: readonly SizeRun[], samples: readonly Sample[]): BenchResult {
   return {
     environment,
     settings: {
@@ -126,8 +156,8 @@ export async function runBench(opts: BenchOptions, environment: BenchEnvironment
       failConfirm: opts.failConfirm,
       clockServices: CLOCK_SERVICES,
     },
-    runs,
-    samples,
+    runs: [...runs],
+    samples: [...samples],
   };
 }
 

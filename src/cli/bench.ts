@@ -156,6 +156,8 @@ export function benchCommand(): Command {
       const environment = await detectEnvironment({ iptablesVariants: [opts.iptablesBackend], droverVersion: pkg.version });
       if (environment.guest) process.stderr.write(`drover: emulated guest detected (${environment.guestReason}): the report gives ratios only\n`);
       const sink = progressSink();
+      const out = resolve(opts.out);
+      let written = 0;
       let result;
       try {
         result = await runBench(
@@ -173,9 +175,19 @@ export function benchCommand(): Command {
             timing: { attemptTimeoutMs: opts.probeTimeout, deadlineMs: Math.max(30_000, opts.probeTimeout * 10) },
             kernelDeadlineMs: 600_000,
             onProgress: (e) => sink.update(e),
+            // Each size's results are on disk as soon as it is done: a failure at a later size keeps them.
+            async onSizeDone(partial) {
+              const { writeReport } = await import('../bench/output.ts');
+              await writeReport(out, partial);
+              written = partial.runs.length;
+            },
           },
           environment,
         );
+      } catch (err) {
+        sink.stop();
+        if (written > 0) process.stderr.write(`drover: bench failed; the ${written} size${written === 1 ? '' : 's'} finished before it ${written === 1 ? 'is' : 'are'} written to ${out}\n`);
+        throw err;
       } finally {
         sink.stop();
       }

@@ -62,6 +62,13 @@ export function collectGarbage(): boolean {
   return true;
 }
 
+/**
+ * The heap growth within one sync that the backends collect while they
+ * wait on the kernel (iptables-save and -restore, nft -f, netlink
+ * batches), bytes: {@link collectWhenGrown}'s bound.
+ */
+export const SYNC_GROWTH_BOUND = 48 * 1024 * 1024;
+
 /** Heap in use after the last collection this module ran or saw, bytes; undefined before the first. */
 let usedAfterCollection: number | undefined;
 

@@ -168,6 +168,11 @@ test("kube-proxy's table: the same service ports, moved to 10.112.0.0/12, with h
   t.is(element.length, 1);
   t.is(element[0]!.match(/ : goto service-/g)?.length, base.services.size);
   t.false(/10\.(96|110|111)\.0\./.test(script), "no address of drover's range");
+  // Each pick (an anonymous set the kernel binds by walking the transaction so far) right after its chains, before any other rule.
+  const picks = lines.flatMap((l, i) => (l.includes(' vmap { ') ? [i] : []));
+  t.is(picks.length, base.services.size);
+  t.true(picks.at(-1)! < lines.findIndex((l) => / rule ip kube-proxy (endpoint|service)-\S+ (ip|meta) /.test(l)), 'every pick before the other rules');
+  t.is(lines.filter((l) => /^insert rule ip kube-proxy service-\S+ ip daddr .* jump mark-for-masquerade /.test(l)).length, base.services.size, 'the masquerade rule put before the pick');
 });
 
 test('full re-render: the table deleted and written again whole in one script', async (t) => {

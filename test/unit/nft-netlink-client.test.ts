@@ -67,6 +67,8 @@ class FakeTransport implements NfnlTransport {
     private readonly kernel: (msgs: NlMessage[], call: number) => Buffer[],
     readonly rcvbuf = 8 << 20,
     readonly sndbuf = 8 << 20,
+    /** Between two answer datagrams, ms (0: the next turn of the event loop). */
+    readonly gapMs = 0,
   ) {}
   send(d: Buffer): Promise<void> {
     const msgs = parseMessages(Buffer.from(d));
@@ -75,7 +77,8 @@ class FakeTransport implements NfnlTransport {
     const deliver = (i: number): void => {
       if (i >= answers.length || this.closed) return;
       this.onData(answers[i]!);
-      setImmediate(() => deliver(i + 1));
+      if (this.gapMs > 0) setTimeout(() => deliver(i + 1), this.gapMs);
+      else setImmediate(() => deliver(i + 1));
     };
     setImmediate(() => deliver(0));
     return Promise.resolve();
@@ -160,6 +163,15 @@ test('no answer within the timeout rejects and closes the client; later calls re
   await t.throwsAsync(c.commit(CHANGES), { instanceOf: NftTimeoutError, message: /commit: no answer .* 50 ms/ });
   t.true(fake.closed);
   await t.throwsAsync(c.generation(), { instanceOf: NftClientClosedError });
+});
+
+test('the timeout is for a call without an answer: a dump answered in many datagrams may take longer in all', async (t) => {
+  const fake = new FakeTransport((msgs) => [...Array.from({ length: 10 }, (_, k) => dumpMsg(msgs[0]!.seq, k)), done(msgs[0]!.seq)], 8 << 20, 8 << 20, 25);
+  const c = NftNetlinkClient.withTransport(fake, { timeoutMs: 60 });
+  const start = performance.now();
+  t.is((await c.listElements('ip', 'drover', 'svc')).length, 10);
+  t.true(performance.now() - start > 200, 'ten answers 25 ms apart');
+  t.false(fake.closed);
 });
 
 test('a socket error closes the client and rejects the call in progress', async (t) => {

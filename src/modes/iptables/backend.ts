@@ -27,10 +27,7 @@ import { renderServicePort, type RenderOptions, type ServiceRules } from './rend
 import { isServiceChain } from './names.ts';
 import { cleanupPlan, foreignReferences, fullPlan, partialPlan, renderSnapshot } from './ruleset.ts';
 import { loadStaticRules, type StaticRuleset } from './static.ts';
-import { collectWhenGrown } from '../../util/gc.ts';
-
-/** Heap growth between the transactions of one sync that is collected before the next transaction, bytes (util/gc.ts collectWhenGrown). */
-const GROWTH_BOUND = 48 * 1024 * 1024;
+import { collectWhenGrown, SYNC_GROWTH_BOUND as GROWTH_BOUND } from '../../util/gc.ts';
 
 /** Options of the iptables backend. */
 export interface IptablesBackendOptions {

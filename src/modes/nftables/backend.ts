@@ -35,6 +35,7 @@ import { TableModel, type ElementOp } from './model.ts';
 import { isEmptyStructure, layoutAfter, orderOps, planFrontend, planHairpin, planStructure, type StructurePlan } from './plan.ts';
 import { transactionScript } from './script.ts';
 import type { NftablesSyncDetail } from './sync-detail.ts';
+import { collectWhenGrown, SYNC_GROWTH_BOUND } from '../../util/gc.ts';
 
 /** Writes element operations as one kernel transaction (nf_tables netlink). */
 export interface ElementWriter {
@@ -230,7 +231,7 @@ export class NftablesBackend implements Backend {
       }
 
       ops = orderOps(ops);
-      const { bytes, applyMs, via } = await this.write(structure, want, model, ops);
+      const { bytes, applyMs, via } = await this.write(structure, want, model, ops, full);
       this.model = modelAfterWrite(model, structure, want, ops);
       let affinityDeleted: number;
       if (nextApplied) {
@@ -346,15 +347,22 @@ export class NftablesBackend implements Backend {
     return now === this.generation ? undefined : `the nf_tables generation moved from ${this.generation} to ${now}: a transaction other than drover's`;
   }
 
-  /** Write one transaction: elements alone through the element writer when nothing structural changes, else one nft script. */
-  private async write(structure: StructurePlan, want: Layout, model: TableModel, ops: readonly ElementOp[]): Promise<{ bytes: number; applyMs: number; via: NftablesSyncDetail['via'] }> {
+  /**
+   * Write one transaction: elements alone through the element writer when nothing structural changes, else one nft
+   * script. With `full` (a full sync, whose read-back and plan are garbage by now), the heap's growth is collected as
+   * the transaction goes out (util/gc.ts collectWhenGrown); never on a partial sync, whose clock a full collection of
+   * a large heap would dominate.
+   */
+  private async write(structure: StructurePlan, want: Layout, model: TableModel, ops: readonly ElementOp[], full: boolean): Promise<{ bytes: number; applyMs: number; via: NftablesSyncDetail['via'] }> {
     const t0 = performance.now();
     if (isEmptyStructure(structure)) {
       if (ops.length === 0) return { bytes: 0, applyMs: 0, via: 'none' };
       const writer = this.opts.elements;
       if (writer && (writer.accepts?.(ops) ?? true)) {
         try {
-          const bytes = await writer.commit(ops);
+          const committing = writer.commit(ops);
+          if (full) collectWhenGrown(SYNC_GROWTH_BOUND);
+          const bytes = await committing;
           return { bytes, applyMs: performance.now() - t0, via: 'netlink' };
         } catch (err) {
           // A batch too large for the socket's buffers is sent as a script instead; anything else is the kernel's answer.
@@ -364,7 +372,9 @@ export class NftablesBackend implements Backend {
       }
     }
     const script = transactionScript(structure, want, model, ops, this.frontends.family);
-    await this.opts.nft.run(script);
+    const running = this.opts.nft.run(script);
+    if (full) collectWhenGrown(SYNC_GROWTH_BOUND);
+    await running;
     return { bytes: Buffer.byteLength(script), applyMs: performance.now() - t0, via: 'nft' };
   }
 

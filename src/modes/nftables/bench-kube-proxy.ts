@@ -100,19 +100,28 @@ export function chainsOf(s: KpService): string[] {
   return [s.chain, ...s.endpoints.map((e) => e.chain)];
 }
 
+/** The rules of `s`'s endpoint chains (`add rule` lines). */
+function endpointRuleLines(s: KpService): string[] {
+  return s.endpoints.flatMap((e) => [
+    `add rule ${T} ${e.chain} ip saddr ${e.ip} jump mark-for-masquerade`,
+    `add rule ${T} ${e.chain} meta l4proto ${s.protocol} dnat to ${e.ip}:${e.port} comment "${s.key}"`,
+  ]);
+}
+
+/** The masquerade rule of `s`'s service chain: appended (`add`), or put first (`insert`) into a chain that has its pick already. */
+const masqueradeLine = (s: KpService, clusterCIDR: string, verb: 'add' | 'insert' = 'add'): string =>
+  `${verb} rule ${T} ${s.chain} ip daddr ${s.clusterIP} ${s.protocol} dport ${s.port} ip saddr != ${clusterCIDR} jump mark-for-masquerade comment "${s.key} cluster IP"`;
+
+/** The endpoint pick of `s`'s service chain, with its anonymous verdict map; none without endpoints. */
+function pickLines(s: KpService): string[] {
+  if (s.endpoints.length === 0) return [];
+  const vmap = s.endpoints.map((e, i) => `${i} : goto ${e.chain}`).join(', ');
+  return [`add rule ${T} ${s.chain} numgen random mod ${s.endpoints.length} vmap { ${vmap} } comment "${s.key}"`];
+}
+
 /** The rules of `s`'s chains (`add rule` lines), endpoint chains first (a goto needs its chain). */
 function ruleLines(s: KpService, clusterCIDR: string): string[] {
-  const lines: string[] = [];
-  for (const e of s.endpoints) {
-    lines.push(`add rule ${T} ${e.chain} ip saddr ${e.ip} jump mark-for-masquerade`);
-    lines.push(`add rule ${T} ${e.chain} meta l4proto ${s.protocol} dnat to ${e.ip}:${e.port} comment "${s.key}"`);
-  }
-  lines.push(`add rule ${T} ${s.chain} ip daddr ${s.clusterIP} ${s.protocol} dport ${s.port} ip saddr != ${clusterCIDR} jump mark-for-masquerade comment "${s.key} cluster IP"`);
-  if (s.endpoints.length > 0) {
-    const vmap = s.endpoints.map((e, i) => `${i} : goto ${e.chain}`).join(', ');
-    lines.push(`add rule ${T} ${s.chain} numgen random mod ${s.endpoints.length} vmap { ${vmap} } comment "${s.key}"`);
-  }
-  return lines;
+  return [...endpointRuleLines(s), masqueradeLine(s, clusterCIDR), ...pickLines(s)];
 }
 
 const element = (s: KpService): string => `${elementKey(s)} : goto ${s.chain}`;
@@ -122,7 +131,25 @@ const ELEMENTS_PER_LINE = 1000;
 
 /**
  * The `nft -f` script that writes the whole table for `services` (deleting
- * it first when it exists), as kube-proxy's full sync into an empty table.
+ * it first when it exists), as kube-proxy's full sync into an empty table:
+ * the same chains, rules and elements, in one transaction.
+ *
+ * Ordered for the kernel's cost: each service port's chains, then at once
+ * its endpoint pick, and only then every other rule, the masquerade rule
+ * of a service chain inserted before its pick (so that every chain ends
+ * up as kube-proxy's). Binding a rule to an anonymous set (the pick's
+ * `vmap { … }`) makes the kernel walk the whole transaction so far
+ * (nf_tables_api.c, `nft_set_trans_bind`), so with every chain declared
+ * before any rule, a full sync costs the kernel time quadratic in its
+ * size: at 30,000 service ports of 10 endpoints some 330,000 chains walked
+ * once per service port, beyond 15 minutes of one CPU in the kernel (a
+ * soft lockup on a 2-core machine), and 40 s at 4,000. This order walks
+ * only the chains and picks before each: 16 s at 4,000, about 2 minutes
+ * at 10,000, on a busy 2-core machine (load 14-19). Naming each anonymous
+ * set also scans every set of the table (`nf_tables_set_alloc_name`),
+ * which no order avoids: the table stays quadratic to write, a cost of
+ * kube-proxy's layout, which is why the bench writes it only at the sizes
+ * that measure its baseline (--detail-max).
  */
 export function kubeProxyTableScript(services: readonly KpService[], clusterCIDR: string): string {
   const lines = [
@@ -145,8 +172,11 @@ export function kubeProxyTableScript(services: readonly KpService[], clusterCIDR
     `add chain ${T} nat-postrouting { type nat hook postrouting priority srcnat ; policy accept ; }`,
     `add rule ${T} nat-postrouting jump masquerading`,
   ];
-  for (const s of services) for (const c of chainsOf(s)) lines.push(`add chain ${T} ${c}`);
-  for (const s of services) lines.push(...ruleLines(s, clusterCIDR));
+  for (const s of services) {
+    for (const c of chainsOf(s)) lines.push(`add chain ${T} ${c}`);
+    lines.push(...pickLines(s));
+  }
+  for (const s of services) lines.push(...endpointRuleLines(s), masqueradeLine(s, clusterCIDR, 'insert'));
   const served = services.filter((s) => s.endpoints.length > 0);
   for (let k = 0; k < served.length; k += ELEMENTS_PER_LINE) lines.push(`add element ${T} service-ips { ${served.slice(k, k + ELEMENTS_PER_LINE).map(element).join(', ')} }`);
   return `${lines.join('\n')}\n`;

@@ -177,23 +177,32 @@ export async function traceKernel(nft: NftExec, opts: KernelTraceOptions, result
     const script = removeTraceScript(tag, names ?? (await nft.list({ terse: true })).chains.keys());
     if (script !== '') await nft.run(script);
   };
-  // Ctrl-C or a kill while the chains exist: remove them, then end as the signal would.
+  /** The transaction that adds the chains, once started; `added` once it committed. */
+  let adding: Promise<void> | undefined;
+  let added = false;
+  // Ctrl-C or a kill from the moment the chains may exist (their transaction is under way): once that transaction
+  // has committed or failed, remove whatever of them exists, then end as the signal would.
   const onSignal = (signal: NodeJS.Signals) => {
-    void removeChains()
+    void Promise.resolve(adding)
+      .catch(() => undefined)
+      .then(() => removeChains())
       .catch(() => undefined)
       .finally(() => process.exit(128 + (signal === 'SIGINT' ? 2 : 15)));
   };
   try {
-    await nft.run(addTraceScript(tag, probe));
     process.once('SIGINT', onSignal).once('SIGTERM', onSignal);
     try {
+      adding = nft.run(addTraceScript(tag, probe));
+      await adding;
+      added = true;
       sent = await send({ proto: probe.proto, src: probe.src, sport: probe.sport, dst: probe.dst, dport: probe.dport, waitMs: PROBE_WAIT_MS }, opts.probeFrom ?? opts.netns);
       const deadline = Date.now() + EVENT_WAIT_MS;
       while (Date.now() < deadline && !ended(listener.events, tag, probe)) await sleep(50);
       await sleep(100); // events of the same packet that follow its end (a return to a base chain's policy)
       after = await nft.list({ terse: true });
     } finally {
-      await removeChains(after?.chains.keys());
+      // A failed add left nothing (one transaction): its error is the one to report.
+      if (added) await removeChains(after?.chains.keys());
       process.off('SIGINT', onSignal).off('SIGTERM', onSignal);
     }
   } finally {
