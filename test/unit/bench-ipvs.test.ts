@@ -129,7 +129,7 @@ test('the minimal IPVS changes: one real server, or one virtual server with its 
   ]);
   t.is(
     added.ipset,
-    `add KUBE-CLUSTER-IP ${sp.clusterIP},tcp:80\nadd KUBE-LOOP-BACK 10.244.1.2,tcp:8080,10.244.1.2\nadd KUBE-LOOP-BACK 10.244.2.2,tcp:8080,10.244.2.2\n`,
+    `add KUBE-CLUSTER-IP ${sp.clusterIP},tcp:80\nadd KUBE-LOOP-BACK 10.244.1.2,tcp:8080,10.244.1.2\nadd KUBE-LOOP-BACK 10.244.2.2,tcp:8080,10.244.2.2\nadd KUBE-IPVS-IPS ${sp.clusterIP}\n`,
   );
   t.deepEqual(added.bind, [sp.clusterIP]);
   const gone = minimalIpvsChange(both, undefined);
@@ -143,7 +143,7 @@ test('the whole state re-sent: SET_SERVICE and SET_DEST for everything, every en
   const ports = [desiredServicePort(clocks[0]!.port, PLAN)];
   const whole = wholeIpvsState(ports);
   t.deepEqual(whole.ops.map((o) => o.kind), ['edit-service', 'edit-dest', 'edit-dest']);
-  t.is(whole.ipset.split('\n').filter(Boolean).length, 3);
+  t.is(whole.ipset.split('\n').filter(Boolean).length, 4, 'KUBE-CLUSTER-IP, two KUBE-LOOP-BACK, KUBE-IPVS-IPS');
   t.deepEqual(whole.bind, [clocks[0]!.port.clusterIP]);
   const both = concatChanges(whole, minimalIpvsChange(undefined, ports[0]));
   t.is(both.ops.length, 6);

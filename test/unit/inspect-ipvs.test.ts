@@ -168,9 +168,14 @@ nat KUBE-SERVICES
 nat KUBE-MARK-MASQ
   line 17   -A KUBE-MARK-MASQ -j MARK --set-xmark 0x4000/0x4000
 nat KUBE-SERVICES
-  line 31   -A KUBE-SERVICES -m addrtype --dst-type LOCAL -j KUBE-NODE-PORT
+  line 32   -A KUBE-SERVICES -m addrtype --dst-type LOCAL -j KUBE-NODE-PORT
 filter INPUT
-  line 10   -A INPUT -m comment --comment "kube-proxy firewall rules" -j KUBE-PROXY-FIREWALL
+  line 12   -A INPUT -m comment --comment "kubernetes ipvs access filter" -j KUBE-IPVS-FILTER
+filter KUBE-IPVS-FILTER
+  line 20   -A KUBE-IPVS-FILTER -m set --match-set KUBE-CLUSTER-IP dst,dst -j RETURN
+filter INPUT
+  line 13   -A INPUT -m comment --comment "kube-proxy firewall rules" -j KUBE-PROXY-FIREWALL
+  line 14   -A INPUT -m comment --comment "kubernetes health check rules" -j KUBE-NODE-PORT
 
 then one of 2 branches:
   (50.00%) DNAT to 10.244.1.2:8080, masqueraded
@@ -206,7 +211,7 @@ test('trace --mode ipvs: hairpin through KUBE-LOOP-BACK, from the node itself, q
   t.deepEqual(summary(fromNode), [{ p: 1, verdict: { kind: 'dnat', ip: '10.244.2.2', port: 53 }, masq: true }]);
   t.deepEqual(
     fromNode.outcomes[0]!.steps.map((s) => `${s.table} ${s.chain} ${s.line || s.rule}`),
-    ['nat OUTPUT 13', 'nat KUBE-SERVICES 28', 'nat KUBE-MARK-MASQ 17', 'nat KUBE-SERVICES 31', 'ipvs UDP 10.96.0.53:53 rr -> 10.244.2.2:53 Masq weight 1', 'nat POSTROUTING 14', 'nat KUBE-POSTROUTING 26', 'nat KUBE-POSTROUTING 27'],
+    ['nat OUTPUT 13', 'nat KUBE-SERVICES 28', 'nat KUBE-MARK-MASQ 17', 'nat KUBE-SERVICES 32', 'ipvs UDP 10.96.0.53:53 rr -> 10.244.2.2:53 Masq weight 1', 'nat POSTROUTING 14', 'nat KUBE-POSTROUTING 26', 'nat KUBE-POSTROUTING 27'],
   );
 
   const { live: touchedLive } = await touched();
@@ -322,7 +327,11 @@ missing set KUBE-NODE-PORT-UDP
 missing set KUBE-NODE-PORT-LOCAL-UDP
 missing set KUBE-NODE-PORT-SCTP
 missing set KUBE-NODE-PORT-LOCAL-SCTP
+missing set KUBE-HEALTH-CHECK-NODE-PORT
+missing set KUBE-IPVS-IPS
+missing entry KUBE-IPVS-IPS 10.96.0.10
 missing set KUBE-EXTERNAL-NO-LOCAL
+missing set KUBE-INTERNAL-NO-LOCAL
 missing link kube-ipvs0
 missing address kube-ipvs0 10.96.0.10/32
 missing virtual server TCP 10.96.0.10:80 (default/web:http): rr
@@ -342,8 +351,12 @@ missing hook nat POSTROUTING: -m comment --comment "kubernetes postrouting rules
 missing chain filter KUBE-SERVICES
 missing chain filter KUBE-PROXY-FIREWALL
 missing chain filter KUBE-FORWARD
+missing chain filter KUBE-NODE-PORT
 missing chain filter KUBE-SOURCE-RANGES-FIREWALL
+missing chain filter KUBE-IPVS-FILTER
+missing hook filter INPUT: -m comment --comment "kubernetes ipvs access filter" -j KUBE-IPVS-FILTER
 missing hook filter INPUT: -m comment --comment "kube-proxy firewall rules" -j KUBE-PROXY-FIREWALL
+missing hook filter INPUT: -m comment --comment "kubernetes health check rules" -j KUBE-NODE-PORT
 missing hook filter FORWARD: -m comment --comment "kube-proxy firewall rules" -j KUBE-PROXY-FIREWALL
 missing hook filter FORWARD: -m comment --comment "kubernetes forwarding rules" -j KUBE-FORWARD
 `,
@@ -380,7 +393,7 @@ mode:        ipvs
 source:      /etc/drover/manifests (--cluster-cidr 10.244.0.0/16 --service-cidr 10.96.0.0/12)
 services:    4 service ports, 5 endpoints (last successful sync)
 ipvs:        5 virtual servers, 4 real servers (1 at weight 0) in the kernel
-ipsets:      7 entries (KUBE-CLUSTER-IP 4, KUBE-LOOP-BACK 3)
+ipsets:      11 entries (KUBE-CLUSTER-IP 4, KUBE-LOOP-BACK 3, KUBE-IPVS-IPS 4)
 kube-ipvs0:  3 addresses
 rules:       12 drover-owned rules in the kernel (filter 3, nat 9)
 last sync:   2025-06-01T10:00:00.000Z (1 min ago), full, 31.4 ms, ok

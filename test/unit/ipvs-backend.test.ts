@@ -1,6 +1,6 @@
 /** The IPVS backend on in-memory fakes: what each sync sends, restart adoption, drift repair, graceful termination. */
 import test from 'ava';
-import { EMPTY_FRONTEND_SETS } from '../support/ipvs-sets.ts';
+import { otherSets } from '../support/ipvs-sets.ts';
 import { planToRestore } from '../../src/modes/iptables/plan.ts';
 import { IpvsApplyError } from '../../src/modes/ipvs/kernel.ts';
 import { IpvsRequestError } from '../../src/modes/ipvs/netlink.ts';
@@ -41,12 +41,12 @@ test('first sync: sysctls, kube-ipvs0, ipsets, iptables rules and IPVS, exactly'
       'add KUBE-LOOP-BACK 10.244.1.3,tcp:8080,10.244.1.3',
       'add KUBE-LOOP-BACK 10.244.2.2,udp:53,10.244.2.2',
       // The frontend sets, empty: no service port here has a NodePort, external IP or LoadBalancer IP.
-      ...EMPTY_FRONTEND_SETS,
+      ...otherSets(['10.96.0.10', '10.96.0.11', '10.96.0.53']),
       '',
     ].join('\n'),
   ]);
   t.deepEqual(w.iptables.restores, [planToRestore(ipvsRulesPlan(ipvsStaticRules(RENDER), new Map()))]);
-  t.like(result, { full: true, services: 3, endpoints: 3, written: { chain: 9 }, deleted: { chain: 0, rule: 0 }, transactions: 2 });
+  t.like(result, { full: true, services: 3, endpoints: 3, written: { chain: 11 }, deleted: { chain: 0, rule: 0 }, transactions: 2 });
   t.deepEqual(w.ipvs.list(), [
     'TCP 10.96.0.10:80 rr',
     '  -> 10.244.1.2:8080 Masq 1',
@@ -290,7 +290,7 @@ test('cleanup removes owned virtual servers, kube-ipvs0, the ipsets and the rule
   t.is(w.links.addressesOf('kube-ipvs0'), undefined);
   t.is(w.ipset.entries('KUBE-CLUSTER-IP'), undefined);
   t.is(w.ipset.entries('KUBE-LOOP-BACK'), undefined);
-  t.deepEqual(result, { removed: { chain: 12, rule: 6, 'virtual server': 3, link: 1, set: 16 }, kept: [] }, '9 chains of IPVS mode and 3 canaries');
+  t.deepEqual(result, { removed: { chain: 14, rule: 8, 'virtual server': 3, link: 1, set: 19 }, kept: [] }, '11 chains of IPVS mode and 3 canaries');
   t.notRegex(w.iptables.dump('nat'), /KUBE-/);
   t.notRegex(w.iptables.dump('filter'), /KUBE-/);
 });
@@ -302,7 +302,7 @@ test('cleanup reports the iptables chains it could only empty, with the foreign 
   w.iptables.setChain('nat', 'OPERATOR', ['-s 192.168.7.0/24 -j KUBE-MARK-MASQ', '-j KUBE-MARK-MASQ']);
   const result = await backend.cleanup();
   t.deepEqual(result, {
-    removed: { chain: 11, rule: 6, 'virtual server': 3, link: 1, set: 16 },
+    removed: { chain: 13, rule: 8, 'virtual server': 3, link: 1, set: 19 },
     kept: [{ table: 'nat', chain: 'KUBE-MARK-MASQ', referencedBy: ['-A OPERATOR -s 192.168.7.0/24 -j KUBE-MARK-MASQ', '-A OPERATOR -j KUBE-MARK-MASQ'] }],
   });
   t.deepEqual(w.iptables.chain('nat', 'KUBE-MARK-MASQ'), []);
@@ -345,6 +345,6 @@ test('incomplete source: a restarted full sync keeps every unlisted virtual serv
   t.deepEqual(w.ipvs.list().filter((l) => !l.startsWith('  ')), ['TCP 10.96.0.10:80 rr']);
   t.deepEqual(w.links.log.slice(linksLog), ['del 10.96.0.11/32', 'del 10.96.0.53/32']);
   t.deepEqual(w.ipset.restores.slice(restores + 1), [
-    ['del KUBE-CLUSTER-IP 10.96.0.11,tcp:80', 'del KUBE-CLUSTER-IP 10.96.0.53,udp:53', 'del KUBE-LOOP-BACK 10.244.2.2,udp:53,10.244.2.2', ''].join('\n'),
+    ['del KUBE-CLUSTER-IP 10.96.0.11,tcp:80', 'del KUBE-CLUSTER-IP 10.96.0.53,udp:53', 'del KUBE-LOOP-BACK 10.244.2.2,udp:53,10.244.2.2', 'del KUBE-IPVS-IPS 10.96.0.11', 'del KUBE-IPVS-IPS 10.96.0.53', ''].join('\n'),
   ]);
 });

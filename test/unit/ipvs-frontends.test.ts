@@ -7,7 +7,7 @@
 import test from 'ava';
 import type { NetworkInterfaceInfo } from 'node:os';
 import type { Interfaces } from '../../src/server/node-addresses.ts';
-import { DesiredIndex } from '../../src/modes/ipvs/assemble.ts';
+import { DesiredIndex, desiredIpvsState } from '../../src/modes/ipvs/assemble.ts';
 import { desiredServicePort, type DesiredServicePort } from '../../src/modes/ipvs/desired.ts';
 import type { NodeAddresses } from '../../src/modes/ipvs/frontends.ts';
 import { ipv4SourceRanges } from '../../src/model/frontends.ts';
@@ -18,7 +18,7 @@ import { formatIpvsChains, ipvsServicePortViews } from '../../src/modes/ipvs/cha
 import { readIpvsLive } from '../../src/modes/ipvs/live.ts';
 import { parseCIDR } from '../../src/model/addr.ts';
 import { ipv4Frontends, type NodeInfo, type ServicePort } from '../../src/model/types.ts';
-import { ep, sp } from '../support/snapshots.ts';
+import { ep, snap, sp } from '../support/snapshots.ts';
 import { World } from '../support/ipvs-world.ts';
 
 const ADDRS: NodeAddresses = { nodePortIPs: ['10.0.0.5', '192.168.1.5'], hostAddresses: ['10.0.0.5', '127.0.0.1', '192.168.1.5', '203.0.113.99'] };
@@ -56,11 +56,12 @@ test('externalTrafficPolicy Cluster: one virtual server per external IP, VIP ing
   t.deepEqual([...d.server.reals.keys()], ['10.244.1.2:8080', '10.244.2.2:8080']);
   const loopBack = ['KUBE-LOOP-BACK 10.244.1.2,tcp:8080,10.244.1.2', 'KUBE-LOOP-BACK 10.244.2.2,tcp:8080,10.244.2.2'];
   t.deepEqual(plain(d), [
-    { vs: 'externalIP TCP/198.51.100.7:80 bound -> 10.244.1.2:8080 10.244.2.2:8080', entries: ['KUBE-EXTERNAL-IP 198.51.100.7,tcp:80', ...loopBack] },
+    // A bound address is in KUBE-IPVS-IPS (filter KUBE-IPVS-FILTER).
+    { vs: 'externalIP TCP/198.51.100.7:80 bound -> 10.244.1.2:8080 10.244.2.2:8080', entries: ['KUBE-EXTERNAL-IP 198.51.100.7,tcp:80', 'KUBE-IPVS-IPS 198.51.100.7', ...loopBack] },
     // The host has this address on one of its interfaces: not bound to kube-ipvs0 (kube-proxy's shouldBind).
     { vs: 'externalIP TCP/203.0.113.99:80 -> 10.244.1.2:8080 10.244.2.2:8080', entries: ['KUBE-EXTERNAL-IP 203.0.113.99,tcp:80', ...loopBack] },
     // ipMode Proxy (198.51.100.11) and the IPv6 external IP are left out.
-    { vs: 'loadBalancer TCP/198.51.100.10:80 bound -> 10.244.1.2:8080 10.244.2.2:8080', entries: ['KUBE-LOAD-BALANCER 198.51.100.10,tcp:80', ...loopBack] },
+    { vs: 'loadBalancer TCP/198.51.100.10:80 bound -> 10.244.1.2:8080 10.244.2.2:8080', entries: ['KUBE-LOAD-BALANCER 198.51.100.10,tcp:80', 'KUBE-IPVS-IPS 198.51.100.10', ...loopBack] },
     { vs: 'nodePort TCP/10.0.0.5:30080 -> 10.244.1.2:8080 10.244.2.2:8080', entries: ['KUBE-NODE-PORT-TCP 30080', ...loopBack] },
     { vs: 'nodePort TCP/192.168.1.5:30080 -> 10.244.1.2:8080 10.244.2.2:8080', entries: ['KUBE-NODE-PORT-TCP 30080', ...loopBack] },
   ]);
@@ -71,32 +72,65 @@ test('externalTrafficPolicy Local: the external virtual servers get only the loc
   t.deepEqual([...d.server.reals.keys()], ['10.244.1.2:8080', '10.244.2.2:8080']);
   const loopBack = 'KUBE-LOOP-BACK 10.244.1.2,tcp:8080,10.244.1.2';
   t.deepEqual(plain(d), [
-    { vs: 'externalIP TCP/198.51.100.7:80 bound -> 10.244.1.2:8080', entries: ['KUBE-EXTERNAL-IP-LOCAL 198.51.100.7,tcp:80', loopBack] },
+    { vs: 'externalIP TCP/198.51.100.7:80 bound -> 10.244.1.2:8080', entries: ['KUBE-EXTERNAL-IP-LOCAL 198.51.100.7,tcp:80', 'KUBE-IPVS-IPS 198.51.100.7', loopBack] },
     { vs: 'externalIP TCP/203.0.113.99:80 -> 10.244.1.2:8080', entries: ['KUBE-EXTERNAL-IP-LOCAL 203.0.113.99,tcp:80', loopBack] },
-    { vs: 'loadBalancer TCP/198.51.100.10:80 bound -> 10.244.1.2:8080', entries: ['KUBE-LOAD-BALANCER 198.51.100.10,tcp:80', 'KUBE-LOAD-BALANCER-LOCAL 198.51.100.10,tcp:80', loopBack] },
+    { vs: 'loadBalancer TCP/198.51.100.10:80 bound -> 10.244.1.2:8080', entries: ['KUBE-LOAD-BALANCER 198.51.100.10,tcp:80', 'KUBE-LOAD-BALANCER-LOCAL 198.51.100.10,tcp:80', 'KUBE-IPVS-IPS 198.51.100.10', loopBack] },
     { vs: 'nodePort TCP/10.0.0.5:30080 -> 10.244.1.2:8080', entries: ['KUBE-NODE-PORT-TCP 30080', 'KUBE-NODE-PORT-LOCAL-TCP 30080', loopBack] },
     { vs: 'nodePort TCP/192.168.1.5:30080 -> 10.244.1.2:8080', entries: ['KUBE-NODE-PORT-TCP 30080', 'KUBE-NODE-PORT-LOCAL-TCP 30080', loopBack] },
   ]);
 });
 
-test('externalTrafficPolicy Local without a local endpoint: no real server, and KUBE-EXTERNAL-NO-LOCAL so that new connections are dropped', (t) => {
+test('externalTrafficPolicy Local without a local endpoint: the cluster set as real servers (for this node\'s pods and the node), and KUBE-EXTERNAL-NO-LOCAL so that new connections from elsewhere are dropped', (t) => {
   const d = desiredServicePort(all('Local', {}, [ep('10.244.2.2:8080', { nodeName: 'n2' })]), OPTS, NODE);
   t.deepEqual([...d.server.reals.keys()], ['10.244.2.2:8080']);
-  t.deepEqual(
-    d.external.map((x) => [x.server.key, x.server.reals.size, x.entries.filter((e) => e.set === 'KUBE-EXTERNAL-NO-LOCAL').map((e) => e.entry)]),
-    [
-      ['TCP/198.51.100.7:80', 0, ['198.51.100.7,tcp:80']],
-      ['TCP/203.0.113.99:80', 0, ['203.0.113.99,tcp:80']],
-      ['TCP/198.51.100.10:80', 0, ['198.51.100.10,tcp:80']],
-      ['TCP/10.0.0.5:30080', 0, ['10.0.0.5,tcp:30080']],
-      ['TCP/192.168.1.5:30080', 0, ['192.168.1.5,tcp:30080']],
-    ],
-  );
-  // No endpoint anywhere: refused by IPVS (as kube-proxy's REJECT), not dropped.
+  const loopBack = 'KUBE-LOOP-BACK 10.244.2.2,tcp:8080,10.244.2.2';
+  t.deepEqual(plain(d), [
+    { vs: 'externalIP TCP/198.51.100.7:80 bound -> 10.244.2.2:8080', entries: ['KUBE-EXTERNAL-IP-LOCAL 198.51.100.7,tcp:80', 'KUBE-EXTERNAL-NO-LOCAL 198.51.100.7,tcp:80', 'KUBE-IPVS-IPS 198.51.100.7', loopBack] },
+    { vs: 'externalIP TCP/203.0.113.99:80 -> 10.244.2.2:8080', entries: ['KUBE-EXTERNAL-IP-LOCAL 203.0.113.99,tcp:80', 'KUBE-EXTERNAL-NO-LOCAL 203.0.113.99,tcp:80', loopBack] },
+    {
+      vs: 'loadBalancer TCP/198.51.100.10:80 bound -> 10.244.2.2:8080',
+      entries: ['KUBE-LOAD-BALANCER 198.51.100.10,tcp:80', 'KUBE-LOAD-BALANCER-LOCAL 198.51.100.10,tcp:80', 'KUBE-EXTERNAL-NO-LOCAL 198.51.100.10,tcp:80', 'KUBE-IPVS-IPS 198.51.100.10', loopBack],
+    },
+    { vs: 'nodePort TCP/10.0.0.5:30080 -> 10.244.2.2:8080', entries: ['KUBE-NODE-PORT-TCP 30080', 'KUBE-NODE-PORT-LOCAL-TCP 30080', 'KUBE-EXTERNAL-NO-LOCAL 10.0.0.5,tcp:30080', loopBack] },
+    { vs: 'nodePort TCP/192.168.1.5:30080 -> 10.244.2.2:8080', entries: ['KUBE-NODE-PORT-TCP 30080', 'KUBE-NODE-PORT-LOCAL-TCP 30080', 'KUBE-EXTERNAL-NO-LOCAL 192.168.1.5,tcp:30080', loopBack] },
+  ]);
+  // No endpoint anywhere: no real server, refused by IPVS (as kube-proxy's REJECT), not dropped.
   const none = desiredServicePort(all('Local', {}, []), OPTS, NODE);
   t.deepEqual(none.external.flatMap((x) => x.entries.filter((e) => e.set === 'KUBE-EXTERNAL-NO-LOCAL')), []);
+  t.deepEqual(none.external.map((x) => x.server.reals.size), [0, 0, 0, 0, 0]);
   // With a local endpoint, nothing is dropped.
   t.deepEqual(desiredServicePort(all('Local'), OPTS, NODE).external.flatMap((x) => x.entries.filter((e) => e.set === 'KUBE-EXTERNAL-NO-LOCAL')), []);
+});
+
+test('the ClusterIP\'s own entries: KUBE-IPVS-IPS, the health-check NodePort of a LoadBalancer with externalTrafficPolicy Local, KUBE-INTERNAL-NO-LOCAL under internalTrafficPolicy Local with endpoints elsewhere only', (t) => {
+  const entries = (d: DesiredServicePort) => d.entries.map((e) => `${e.set} ${e.entry}`);
+  // kube-proxy's HealthCheckNodePort() is set only for LoadBalancer + externalTrafficPolicy Local (model/health-check.ts).
+  t.deepEqual(entries(desiredServicePort(all('Local', { healthCheckNodePort: 32000 }), OPTS, NODE)), ['KUBE-IPVS-IPS 10.96.0.10', 'KUBE-HEALTH-CHECK-NODE-PORT 32000']);
+  t.deepEqual(entries(desiredServicePort(all('Cluster', { healthCheckNodePort: 32000 }), OPTS, NODE)), ['KUBE-IPVS-IPS 10.96.0.10']);
+  const itp = (endpoints: ReturnType<typeof EPS>) => desiredServicePort(sp('default/itp:http', '10.96.0.20', 80, endpoints, { internalTrafficPolicy: 'Local' }), OPTS, NODE);
+  // Endpoints on other nodes only: no real server, dropped (not refused) through KUBE-INTERNAL-NO-LOCAL.
+  const elsewhere = itp([ep('10.244.2.2:8080', { nodeName: 'n2' })]);
+  t.is(elsewhere.server.reals.size, 0);
+  t.deepEqual(entries(elsewhere), ['KUBE-IPVS-IPS 10.96.0.20', 'KUBE-INTERNAL-NO-LOCAL 10.96.0.20,tcp:80']);
+  // A local endpoint: it alone; no endpoint anywhere: refused by IPVS, not dropped.
+  t.deepEqual([...itp(EPS()).server.reals.keys()], ['10.244.1.2:8080']);
+  t.deepEqual(entries(itp(EPS())), ['KUBE-IPVS-IPS 10.96.0.20']);
+  t.deepEqual(entries(itp([])), ['KUBE-IPVS-IPS 10.96.0.20']);
+});
+
+test('the index: KUBE-IPVS-IPS holds every kube-ipvs0 address once, however many service ports share it', (t) => {
+  const d = desiredIpvsState(
+    {
+      ...snap(
+        all('Cluster'),
+        sp('default/web:https', '10.96.0.10', 443, EPS(), { frontends: { ...ipv4Frontends('10.96.0.10'), externalIPs: [{ family: 'IPv4', ip: '198.51.100.7' }] } }),
+      ),
+      node: NODE,
+    },
+    OPTS,
+  );
+  t.deepEqual([...d.sets['KUBE-IPVS-IPS']].sort(), ['10.96.0.10', '198.51.100.10', '198.51.100.7']);
+  t.deepEqual([...d.sets['KUBE-IPVS-IPS']].map((a) => `${a}/32`).sort(), d.addresses.map((a) => `${a}/32`).sort(), 'exactly the addresses bound to kube-ipvs0');
 });
 
 test('UDP and SCTP NodePorts: the UDP bitmap set, and "nodeIP,sctp:port" entries as kube-proxy', (t) => {
@@ -131,6 +165,7 @@ test('source ranges: host bits cleared, IPv6 left out; the VIP itself allowed wh
         'KUBE-LOAD-BALANCER-SOURCE-CIDR 198.51.100.10,tcp:80,192.168.7.9',
         // 10.0.0.0/16 holds the node's InternalIP 10.0.0.5 (kube-proxy's allowFromNode).
         'KUBE-LOAD-BALANCER-SOURCE-IP 198.51.100.10,tcp:80,198.51.100.10',
+        'KUBE-IPVS-IPS 198.51.100.10',
         'KUBE-LOOP-BACK 10.244.1.2,tcp:8080,10.244.1.2',
         'KUBE-LOOP-BACK 10.244.2.2,tcp:8080,10.244.2.2',
       ],
@@ -139,7 +174,7 @@ test('source ranges: host bits cleared, IPv6 left out; the VIP itself allowed wh
   // Only IPv6 ranges, or 0.0.0.0/0 among them: no IPv4 firewall at all, every client gets in (kube-proxy's IPv4 proxier, iptables mode).
   for (const ranges of [['2001:db8::/32'], ['10.0.0.0/8', '0.0.0.0/0']]) {
     const open = desiredServicePort(all('Cluster', { externalIPs: [], nodePort: undefined, loadBalancerSourceRanges: ranges }), OPTS, NODE);
-    t.deepEqual(open.external[0]!.entries.map((e) => e.set), ['KUBE-LOAD-BALANCER', 'KUBE-LOOP-BACK', 'KUBE-LOOP-BACK'], ranges.join(','));
+    t.deepEqual(open.external[0]!.entries.map((e) => e.set), ['KUBE-LOAD-BALANCER', 'KUBE-IPVS-IPS', 'KUBE-LOOP-BACK', 'KUBE-LOOP-BACK'], ranges.join(','));
   }
 });
 
@@ -281,4 +316,5 @@ test('every set and scratch set name fits the kernel (31 characters) and none co
   t.is(new Set(names).size, names.length);
   t.is(swapSetName('KUBE-LOAD-BALANCER-SOURCE-CIDR'), 'KUBE-LB-SOURCE-CIDR-SWAP');
   t.is(swapSetName('KUBE-CLUSTER-IP'), 'KUBE-CLUSTER-IP-SWAP');
+  t.is(swapSetName('KUBE-HEALTH-CHECK-NODE-PORT'), 'KUBE-HC-NODE-PORT-SWAP');
 });

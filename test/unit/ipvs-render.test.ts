@@ -93,7 +93,15 @@ create KUBE-NODE-PORT-UDP bitmap:port range 0-65535
 create KUBE-NODE-PORT-LOCAL-UDP bitmap:port range 0-65535
 create KUBE-NODE-PORT-SCTP hash:ip,port family inet hashsize 1024 maxelem 65536
 create KUBE-NODE-PORT-LOCAL-SCTP hash:ip,port family inet hashsize 1024 maxelem 65536
+create KUBE-HEALTH-CHECK-NODE-PORT bitmap:port range 0-65535
+create KUBE-IPVS-IPS hash:ip family inet hashsize 1024 maxelem 65536
+add KUBE-IPVS-IPS 10.96.0.10
+add KUBE-IPVS-IPS 10.96.0.11
+add KUBE-IPVS-IPS 10.96.0.20
+add KUBE-IPVS-IPS 10.96.0.30
+add KUBE-IPVS-IPS 10.96.0.53
 create KUBE-EXTERNAL-NO-LOCAL hash:ip,port family inet hashsize 1024 maxelem 65536
+create KUBE-INTERNAL-NO-LOCAL hash:ip,port family inet hashsize 1024 maxelem 65536
 # iptables-restore --noflush
 *nat
 :KUBE-SERVICES - [0:0]
@@ -107,6 +115,7 @@ create KUBE-EXTERNAL-NO-LOCAL hash:ip,port family inet hashsize 1024 maxelem 655
 -A KUBE-SERVICES ! -s 10.244.0.0/16 -m comment --comment "Kubernetes service cluster ip + port for masquerade purpose" -m set --match-set KUBE-CLUSTER-IP dst,dst -j KUBE-MARK-MASQ
 -A KUBE-SERVICES -m comment --comment "Kubernetes service lb portal" -m set --match-set KUBE-LOAD-BALANCER dst,dst -j KUBE-LOAD-BALANCER
 -A KUBE-SERVICES -m comment --comment "Kubernetes service external ip + port for masquerade and filter purpose" -m set --match-set KUBE-EXTERNAL-IP dst,dst -j KUBE-MARK-MASQ
+-A KUBE-SERVICES -m comment --comment "externalTrafficPolicy Local service ports with no local endpoints, from the node itself" -m set --match-set KUBE-EXTERNAL-NO-LOCAL dst,dst -m addrtype --src-type LOCAL -j KUBE-MARK-MASQ
 -A KUBE-SERVICES -m addrtype --dst-type LOCAL -j KUBE-NODE-PORT
 -A KUBE-MARK-MASQ -j MARK --set-xmark 0x4000/0x4000
 -A KUBE-POSTROUTING -m comment --comment "Kubernetes endpoints dst ip:port, source ip for solving hairpin purpose" -m set --match-set KUBE-LOOP-BACK dst,dst,src -j MASQUERADE
@@ -126,17 +135,29 @@ COMMIT
 :KUBE-SERVICES - [0:0]
 :KUBE-PROXY-FIREWALL - [0:0]
 :KUBE-FORWARD - [0:0]
+:KUBE-NODE-PORT - [0:0]
 :KUBE-SOURCE-RANGES-FIREWALL - [0:0]
+:KUBE-IPVS-FILTER - [0:0]
+-I INPUT 1 -m comment --comment "kubernetes health check rules" -j KUBE-NODE-PORT
 -I INPUT 1 -m comment --comment "kube-proxy firewall rules" -j KUBE-PROXY-FIREWALL
+-I INPUT 1 -m comment --comment "kubernetes ipvs access filter" -j KUBE-IPVS-FILTER
 -I FORWARD 1 -m comment --comment "kubernetes forwarding rules" -j KUBE-FORWARD
 -I FORWARD 1 -m comment --comment "kube-proxy firewall rules" -j KUBE-PROXY-FIREWALL
 -A KUBE-PROXY-FIREWALL -m comment --comment "Kubernetes service load balancer ip + port for load balancer with sourceRange" -m set --match-set KUBE-LOAD-BALANCER-FW dst,dst -j KUBE-SOURCE-RANGES-FIREWALL
--A KUBE-PROXY-FIREWALL -m conntrack --ctstate NEW -m comment --comment "externalTrafficPolicy Local service ports with no local endpoints" -m set --match-set KUBE-EXTERNAL-NO-LOCAL dst,dst -j DROP
+-A KUBE-PROXY-FIREWALL ! -s 10.244.0.0/16 -m conntrack --ctstate NEW -m comment --comment "externalTrafficPolicy Local service ports with no local endpoints" -m set --match-set KUBE-EXTERNAL-NO-LOCAL dst,dst -j DROP
+-A KUBE-PROXY-FIREWALL -m conntrack --ctstate NEW -m comment --comment "internalTrafficPolicy Local service ports with no local endpoints" -m set --match-set KUBE-INTERNAL-NO-LOCAL dst,dst -j DROP
 -A KUBE-FORWARD -m comment --comment "kubernetes forwarding rules" -m mark --mark 0x4000/0x4000 -j ACCEPT
 -A KUBE-FORWARD -m comment --comment "kubernetes forwarding conntrack rule" -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT
+-A KUBE-NODE-PORT -m comment --comment "Kubernetes health check node port" -m set --match-set KUBE-HEALTH-CHECK-NODE-PORT dst -j ACCEPT
 -A KUBE-SOURCE-RANGES-FIREWALL -m comment --comment "Kubernetes service load balancer ip + port + source cidr for packet filter purpose" -m set --match-set KUBE-LOAD-BALANCER-SOURCE-CIDR dst,dst,src -j RETURN
 -A KUBE-SOURCE-RANGES-FIREWALL -m comment --comment "Kubernetes service load balancer ip + port + source IP for packet filter purpose" -m set --match-set KUBE-LOAD-BALANCER-SOURCE-IP dst,dst,src -j RETURN
 -A KUBE-SOURCE-RANGES-FIREWALL -j DROP
+-A KUBE-IPVS-FILTER -m set --match-set KUBE-LOAD-BALANCER dst,dst -j RETURN
+-A KUBE-IPVS-FILTER -m set --match-set KUBE-CLUSTER-IP dst,dst -j RETURN
+-A KUBE-IPVS-FILTER -m set --match-set KUBE-EXTERNAL-IP dst,dst -j RETURN
+-A KUBE-IPVS-FILTER -m set --match-set KUBE-EXTERNAL-IP-LOCAL dst,dst -j RETURN
+-A KUBE-IPVS-FILTER -m set --match-set KUBE-HEALTH-CHECK-NODE-PORT dst -j RETURN
+-A KUBE-IPVS-FILTER -m conntrack --ctstate NEW -m set --match-set KUBE-IPVS-IPS dst -j REJECT --reject-with icmp-port-unreachable
 COMMIT
 # kube-ipvs0 (dummy, left down): addresses
 10.96.0.10/32

@@ -13,8 +13,8 @@ import { loadStaticRules } from '../../src/modes/iptables/static.ts';
 
 const MASQ_COMMENT = '-m comment --comment "Kubernetes service cluster ip + port for masquerade purpose" -m set --match-set KUBE-CLUSTER-IP dst,dst -j KUBE-MARK-MASQ';
 
-/** The payload for empty tables, with the given KUBE-SERVICES rule lines. */
-function firstPayload(services: string[]): string {
+/** The payload for empty tables, with the given KUBE-SERVICES rule lines; `clusterCIDR` leaves this node's pods out of the KUBE-EXTERNAL-NO-LOCAL drop. */
+function firstPayload(services: string[], clusterCIDR?: string): string {
   return [
     '*nat',
     ':KUBE-SERVICES - [0:0]',
@@ -38,14 +38,22 @@ function firstPayload(services: string[]): string {
     ':KUBE-SERVICES - [0:0]',
     ':KUBE-PROXY-FIREWALL - [0:0]',
     ':KUBE-FORWARD - [0:0]',
+    ':KUBE-NODE-PORT - [0:0]',
     ':KUBE-SOURCE-RANGES-FIREWALL - [0:0]',
+    ':KUBE-IPVS-FILTER - [0:0]',
+    '-I INPUT 1 -m comment --comment "kubernetes health check rules" -j KUBE-NODE-PORT',
     '-I INPUT 1 -m comment --comment "kube-proxy firewall rules" -j KUBE-PROXY-FIREWALL',
+    '-I INPUT 1 -m comment --comment "kubernetes ipvs access filter" -j KUBE-IPVS-FILTER',
     '-I FORWARD 1 -m comment --comment "kubernetes forwarding rules" -j KUBE-FORWARD',
     '-I FORWARD 1 -m comment --comment "kube-proxy firewall rules" -j KUBE-PROXY-FIREWALL',
-    ...FIREWALL_RULES.slice(0, 2),
+    FIREWALL_RULES[0],
+    `-A KUBE-PROXY-FIREWALL ${clusterCIDR !== undefined ? `! -s ${clusterCIDR} ` : ''}${EXTERNAL_NO_LOCAL_DROP}`,
+    FIREWALL_RULES[1],
     '-A KUBE-FORWARD -m comment --comment "kubernetes forwarding rules" -m mark --mark 0x4000/0x4000 -j ACCEPT',
     '-A KUBE-FORWARD -m comment --comment "kubernetes forwarding conntrack rule" -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT',
+    HEALTH_CHECK_ACCEPT,
     ...FIREWALL_RULES.slice(2),
+    ...IPVS_FILTER,
     'COMMIT',
     '',
   ].join('\n');
@@ -55,7 +63,24 @@ function firstPayload(services: string[]): string {
 const FRONTEND_SERVICES = [
   '-m comment --comment "Kubernetes service lb portal" -m set --match-set KUBE-LOAD-BALANCER dst,dst -j KUBE-LOAD-BALANCER',
   '-m comment --comment "Kubernetes service external ip + port for masquerade and filter purpose" -m set --match-set KUBE-EXTERNAL-IP dst,dst -j KUBE-MARK-MASQ',
+  '-m comment --comment "externalTrafficPolicy Local service ports with no local endpoints, from the node itself" -m set --match-set KUBE-EXTERNAL-NO-LOCAL dst,dst -m addrtype --src-type LOCAL -j KUBE-MARK-MASQ',
   '-m addrtype --dst-type LOCAL -j KUBE-NODE-PORT',
+];
+
+/** The KUBE-EXTERNAL-NO-LOCAL drop of filter KUBE-PROXY-FIREWALL, after its source match. */
+const EXTERNAL_NO_LOCAL_DROP = '-m conntrack --ctstate NEW -m comment --comment "externalTrafficPolicy Local service ports with no local endpoints" -m set --match-set KUBE-EXTERNAL-NO-LOCAL dst,dst -j DROP';
+
+/** filter KUBE-NODE-PORT: the health-check NodePorts (kube-proxy's writeIptablesRules). */
+const HEALTH_CHECK_ACCEPT = '-A KUBE-NODE-PORT -m comment --comment "Kubernetes health check node port" -m set --match-set KUBE-HEALTH-CHECK-NODE-PORT dst -j ACCEPT';
+
+/** filter KUBE-IPVS-FILTER, as kube-proxy's writeIptablesRules writes it. */
+const IPVS_FILTER = [
+  '-A KUBE-IPVS-FILTER -m set --match-set KUBE-LOAD-BALANCER dst,dst -j RETURN',
+  '-A KUBE-IPVS-FILTER -m set --match-set KUBE-CLUSTER-IP dst,dst -j RETURN',
+  '-A KUBE-IPVS-FILTER -m set --match-set KUBE-EXTERNAL-IP dst,dst -j RETURN',
+  '-A KUBE-IPVS-FILTER -m set --match-set KUBE-EXTERNAL-IP-LOCAL dst,dst -j RETURN',
+  '-A KUBE-IPVS-FILTER -m set --match-set KUBE-HEALTH-CHECK-NODE-PORT dst -j RETURN',
+  '-A KUBE-IPVS-FILTER -m conntrack --ctstate NEW -m set --match-set KUBE-IPVS-IPS dst -j REJECT --reject-with icmp-port-unreachable',
 ];
 
 /** nat KUBE-NODE-PORT and KUBE-LOAD-BALANCER, as the payload appends them. */
@@ -70,10 +95,10 @@ const NAT_FRONTEND_CHAINS = [
   '-A KUBE-LOAD-BALANCER -j KUBE-MARK-MASQ',
 ];
 
-/** filter KUBE-PROXY-FIREWALL (the first two) and KUBE-SOURCE-RANGES-FIREWALL. */
+/** filter KUBE-PROXY-FIREWALL (the first two, which go around the KUBE-EXTERNAL-NO-LOCAL drop) and KUBE-SOURCE-RANGES-FIREWALL. */
 const FIREWALL_RULES = [
   '-A KUBE-PROXY-FIREWALL -m comment --comment "Kubernetes service load balancer ip + port for load balancer with sourceRange" -m set --match-set KUBE-LOAD-BALANCER-FW dst,dst -j KUBE-SOURCE-RANGES-FIREWALL',
-  '-A KUBE-PROXY-FIREWALL -m conntrack --ctstate NEW -m comment --comment "externalTrafficPolicy Local service ports with no local endpoints" -m set --match-set KUBE-EXTERNAL-NO-LOCAL dst,dst -j DROP',
+  '-A KUBE-PROXY-FIREWALL -m conntrack --ctstate NEW -m comment --comment "internalTrafficPolicy Local service ports with no local endpoints" -m set --match-set KUBE-INTERNAL-NO-LOCAL dst,dst -j DROP',
   '-A KUBE-SOURCE-RANGES-FIREWALL -m comment --comment "Kubernetes service load balancer ip + port + source cidr for packet filter purpose" -m set --match-set KUBE-LOAD-BALANCER-SOURCE-CIDR dst,dst,src -j RETURN',
   '-A KUBE-SOURCE-RANGES-FIREWALL -m comment --comment "Kubernetes service load balancer ip + port + source IP for packet filter purpose" -m set --match-set KUBE-LOAD-BALANCER-SOURCE-IP dst,dst,src -j RETURN',
   '-A KUBE-SOURCE-RANGES-FIREWALL -j DROP',
@@ -81,13 +106,13 @@ const FIREWALL_RULES = [
 
 test('cluster CIDR: traffic from outside it to a ClusterIP is marked for masquerade (exact payload)', (t) => {
   const statics = ipvsStaticRules({ clusterCIDR: '10.244.0.0/16', masqueradeAll: false });
-  t.is(planToRestore(ipvsRulesPlan(statics, new Map())), firstPayload([`! -s 10.244.0.0/16 ${MASQ_COMMENT}`]));
+  t.is(planToRestore(ipvsRulesPlan(statics, new Map())), firstPayload([`! -s 10.244.0.0/16 ${MASQ_COMMENT}`], '10.244.0.0/16'));
 });
 
 test('masquerade-all: all traffic to a ClusterIP is marked, and wins over the cluster CIDR (as kube-proxy)', (t) => {
   for (const clusterCIDR of [undefined, '10.244.0.0/16']) {
     const statics = ipvsStaticRules({ masqueradeAll: true, ...(clusterCIDR ? { clusterCIDR } : {}) });
-    t.is(planToRestore(ipvsRulesPlan(statics, new Map())), firstPayload([MASQ_COMMENT]));
+    t.is(planToRestore(ipvsRulesPlan(statics, new Map())), firstPayload([MASQ_COMMENT], clusterCIDR));
   }
 });
 
@@ -141,16 +166,24 @@ test('switching from iptables mode: service chains, REJECTs, NodePort and firewa
       ':FORWARD ACCEPT [0:0]',
       ':OUTPUT ACCEPT [0:0]',
       ':KUBE-FORWARD - [0:0]',
+      ':KUBE-IPVS-FILTER - [0:0]',
+      ':KUBE-NODE-PORT - [0:0]',
       ':KUBE-PROXY-CANARY - [0:0]',
       ':KUBE-PROXY-FIREWALL - [0:0]',
       ':KUBE-SERVICES - [0:0]',
       ':KUBE-SOURCE-RANGES-FIREWALL - [0:0]',
+      '-A INPUT -m comment --comment "kubernetes ipvs access filter" -j KUBE-IPVS-FILTER',
       '-A INPUT -m comment --comment "kube-proxy firewall rules" -j KUBE-PROXY-FIREWALL',
+      '-A INPUT -m comment --comment "kubernetes health check rules" -j KUBE-NODE-PORT',
       '-A FORWARD -m comment --comment "kube-proxy firewall rules" -j KUBE-PROXY-FIREWALL',
       '-A FORWARD -m comment --comment "kubernetes forwarding rules" -j KUBE-FORWARD',
       '-A KUBE-FORWARD -m comment --comment "kubernetes forwarding rules" -m mark --mark 0x4000/0x4000 -j ACCEPT',
       '-A KUBE-FORWARD -m comment --comment "kubernetes forwarding conntrack rule" -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT',
-      ...FIREWALL_RULES,
+      ...IPVS_FILTER,
+      HEALTH_CHECK_ACCEPT,
+      FIREWALL_RULES[0],
+      `-A KUBE-PROXY-FIREWALL ! -s 10.244.0.0/16 ${EXTERNAL_NO_LOCAL_DROP}`,
+      ...FIREWALL_RULES.slice(1),
       'COMMIT',
       '',
     ].join('\n'),

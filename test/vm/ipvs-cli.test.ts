@@ -72,6 +72,10 @@ if (await registerIpvsTests('IPVS CLI tests')) {
           'add KUBE-CLUSTER-IP 10.96.0.11,tcp:80',
           'add KUBE-CLUSTER-IP 10.96.0.20,tcp:8443',
           'add KUBE-CLUSTER-IP 10.96.0.53,udp:53',
+          'add KUBE-IPVS-IPS 10.96.0.10',
+          'add KUBE-IPVS-IPS 10.96.0.11',
+          'add KUBE-IPVS-IPS 10.96.0.20',
+          'add KUBE-IPVS-IPS 10.96.0.53',
           'add KUBE-LOOP-BACK 10.244.1.2,tcp:80,10.244.1.2',
           'add KUBE-LOOP-BACK 10.244.1.3,tcp:80,10.244.1.3',
           'add KUBE-LOOP-BACK 10.244.2.2,udp:53,10.244.2.2',
@@ -146,9 +150,9 @@ if (await registerIpvsTests('IPVS CLI tests')) {
           for (const line of [
             /^mode: {8}ipvs$/m,
             /^ipvs: {8}4 virtual servers, 3 real servers in the kernel$/m,
-            /^ipsets: {6}7 entries \(KUBE-CLUSTER-IP 4, KUBE-LOOP-BACK 3\)$/m,
+            /^ipsets: {6}11 entries \(KUBE-CLUSTER-IP 4, KUBE-LOOP-BACK 3, KUBE-IPVS-IPS 4\)$/m,
             /^kube-ipvs0: {2}4 addresses$/m,
-            /^rules: {7}30 drover-owned rules in the kernel \(filter 10, nat 20\)$/m,
+            /^rules: {7}41 drover-owned rules in the kernel \(filter 20, nat 21\)$/m,
             /^last sync: {3}\S+ \(\d+ (?:s|min) ago\), partial, [\d.]+ ms, ok$/m,
             /^drift: {7}no$/m,
           ]) {
@@ -178,7 +182,7 @@ if (await registerIpvsTests('IPVS CLI tests')) {
         await run('ipvsadm', ['-A', '-t', '192.168.77.1:80', '-s', 'rr'], { netns });
         const cleanup = await drover(netns, ['cleanup', '--mode', 'ipvs']);
         t.is(cleanup.code, 0, cleanup.stderr);
-        t.is(cleanup.stdout, 'removed 12 chains and 6 hook rules\n', '9 chains of IPVS mode and its 3 canaries');
+        t.is(cleanup.stdout, 'removed 14 chains and 8 hook rules\n', '11 chains of IPVS mode and its 3 canaries');
         t.deepEqual(await ipvsadmState(netns), ['TCP 192.168.77.1:80 rr']);
         const link = await run('ip', ['link', 'show', 'kube-ipvs0'], { netns, allowFail: true });
         t.not(link.code, 0, 'kube-ipvs0 is gone');

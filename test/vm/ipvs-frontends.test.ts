@@ -2,12 +2,17 @@
  * The external frontends of IPVS mode on a real kernel (src/modes/ipvs/
  * frontends.ts), between network namespaces of the guest (src/testbed
  * topology): NodePorts on the node's own addresses, external IPs,
- * externalTrafficPolicy Local (with and without a local endpoint), and a
- * LoadBalancer IP with source ranges.
+ * externalTrafficPolicy Local (with and without a local endpoint: this
+ * node's pods and the node itself still get through), a LoadBalancer IP
+ * with source ranges, internalTrafficPolicy Local with endpoints on other
+ * nodes only (dropped), the health-check NodePort's accept rule (filter
+ * KUBE-NODE-PORT) and KUBE-IPVS-FILTER (a ClusterIP does not expose the
+ * node's own ports).
  * The node's addresses are read by the driver inside the node namespace
  * (node-ips.ts), as `drover run` reads them.
  */
 import test from 'ava';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { connectOnce, probe } from '../../src/testbed/probe.ts';
 import type { Topology } from '../../src/testbed/topology.ts';
 import { ipv4Frontends, type NodeInfo, type ServicePort } from '../../src/model/types.ts';
@@ -16,11 +21,15 @@ import { ep, sp } from '../support/snapshots.ts';
 import { Driver } from './support/driver-client.ts';
 import { createIpvsTopology, ipvsadmState, registerIpvsTests } from './support/env.ts';
 import { run } from '../../src/testbed/exec.ts';
+import { helperArgv } from '../../src/testbed/topology.ts';
 
 const BACKENDS = [
   { name: 'b1', ip: '10.244.1.2', ports: [8080] },
   { name: 'b2', ip: '10.244.1.3', ports: [8080] },
 ];
+/** The health-check NodePort of `health`, and a port nothing of drover's uses; an echo server listens on both in the node namespace. */
+const HEALTH_PORT = 30300;
+const NODE_OWN_PORT = 9999;
 const NODE: NodeInfo = { name: 'node1', addresses: [{ type: 'InternalIP', address: '192.168.100.1' }] };
 /** b1 runs on this node, b2 on another one. */
 const endpoints = () => [ep('10.244.1.2:8080', { nodeName: 'node1' }), ep('10.244.1.3:8080', { nodeName: 'node2' })];
@@ -46,14 +55,40 @@ const lb = sp('default/lb:http', '10.96.1.13', 80, endpoints(), {
 const noLocal = sp('default/nolocal:http', '10.96.1.14', 80, [ep('10.244.1.3:8080', { nodeName: 'node2' })], {
   type: 'NodePort',
   externalTrafficPolicy: 'Local',
-  frontends: ipv4Frontends('10.96.1.14', 30082),
+  frontends: { ...ipv4Frontends('10.96.1.14', 30082), externalIPs: [{ family: 'IPv4', ip: '203.0.113.12' }] },
 });
 const none = sp('default/none:http', '10.96.1.15', 80, [], { type: 'NodePort', externalTrafficPolicy: 'Local', frontends: ipv4Frontends('10.96.1.15', 30083) });
-const SERVICES: ServicePort[] = [nodePort, external, local, lb, noLocal, none];
+/** A LoadBalancer Service still waiting for its IP, with a health-check NodePort. */
+const health = sp('default/health:http', '10.96.1.16', 80, endpoints(), {
+  type: 'LoadBalancer',
+  externalTrafficPolicy: 'Local',
+  frontends: { ...ipv4Frontends('10.96.1.16'), healthCheckNodePort: HEALTH_PORT },
+});
+/** internalTrafficPolicy Local with its only endpoint on another node. */
+const itpLocal = sp('default/itp:http', '10.96.1.17', 80, [ep('10.244.1.3:8080', { nodeName: 'node2' })], { internalTrafficPolicy: 'Local' });
+const SERVICES: ServicePort[] = [nodePort, external, local, lb, noLocal, none, health, itpLocal];
 
 let topo: Topology;
 let driver: Driver;
 let addresses: NodeAddresses;
+let nodeServer: ChildProcess | undefined;
+
+/** Start an echo server (src/testbed/echo-server.mjs) on every address of the node namespace, at HEALTH_PORT and NODE_OWN_PORT. */
+function startNodeServer(): Promise<ChildProcess> {
+  const child = spawn('ip', ['netns', 'exec', topo.node, ...helperArgv('echo-server.mjs', ['--name', 'node', '--ip', '0.0.0.0', '--ports', `${HEALTH_PORT},${NODE_OWN_PORT}`])], { stdio: ['pipe', 'pipe', 'pipe'] });
+  return new Promise((resolve, reject) => {
+    let out = '';
+    const timer = setTimeout(() => reject(new Error('echo server in the node namespace: not listening after 15 s')), 15_000);
+    child.stdout!.setEncoding('utf8').on('data', (d: string) => {
+      out += d;
+      if (out.includes('READY\n')) {
+        clearTimeout(timer);
+        resolve(child);
+      }
+    });
+    child.on('exit', (code) => reject(new Error(`echo server in the node namespace exited (${code})`)));
+  });
+}
 
 /** ipvsadmState lines grouped per virtual server ("TCP 10.96.1.10:80 rr | -> 10.244.1.2:8080 Masq 1 | ..."), sorted. */
 function byServer(lines: readonly string[]): string[] {
@@ -74,9 +109,12 @@ if (await registerIpvsTests('IPVS frontends tests')) {
     driver = await Driver.start(topo.node);
     ({ nodeAddresses: addresses } = (await driver.open({ readNodeAddresses: true })) as { nodeAddresses: NodeAddresses });
     await driver.sync(SERVICES, { full: true }, NODE);
+    nodeServer = await startNodeServer();
   });
 
   test.after.always(async () => {
+    nodeServer?.stdin?.end();
+    nodeServer?.kill();
     await driver?.stop();
     await topo?.destroy();
   });
@@ -85,6 +123,8 @@ if (await registerIpvsTests('IPVS frontends tests')) {
     t.deepEqual(addresses.nodePortIPs, [topo.gateway, topo.nodeIp]);
     const both = ['-> 10.244.1.2:8080 Masq 1', '-> 10.244.1.3:8080 Masq 1'];
     const onlyLocal = ['-> 10.244.1.2:8080 Masq 1'];
+    // externalTrafficPolicy Local without a local endpoint: the cluster set, for this node's pods and the node itself.
+    const onlyOther = ['-> 10.244.1.3:8080 Masq 1'];
     const state = await ipvsadmState(topo.node);
     t.log(state.join('\n'));
     // Compared as a set: ipvsadm's order is not numeric address order (the guest lists 192.168.100.1 first).
@@ -93,23 +133,29 @@ if (await registerIpvsTests('IPVS frontends tests')) {
       'TCP 10.96.1.11:80 rr', ...both,
       'TCP 10.96.1.12:80 rr', ...both,
       'TCP 10.96.1.13:80 rr', ...both,
-      'TCP 10.96.1.14:80 rr', '-> 10.244.1.3:8080 Masq 1',
+      'TCP 10.96.1.14:80 rr', ...onlyOther,
       'TCP 10.96.1.15:80 rr',
+      'TCP 10.96.1.16:80 rr', ...both,
+      'TCP 10.96.1.17:80 rr',
       `TCP ${topo.gateway}:30080 rr`, ...both,
       `TCP ${topo.gateway}:30081 rr`, ...onlyLocal,
-      `TCP ${topo.gateway}:30082 rr`,
+      `TCP ${topo.gateway}:30082 rr`, ...onlyOther,
       `TCP ${topo.gateway}:30083 rr`,
       `TCP ${topo.nodeIp}:30080 rr`, ...both,
       `TCP ${topo.nodeIp}:30081 rr`, ...onlyLocal,
-      `TCP ${topo.nodeIp}:30082 rr`,
+      `TCP ${topo.nodeIp}:30082 rr`, ...onlyOther,
       `TCP ${topo.nodeIp}:30083 rr`,
       'TCP 198.51.100.10:80 rr', ...both,
       'TCP 203.0.113.10:80 rr', ...both,
       'TCP 203.0.113.11:80 rr', ...onlyLocal,
+      'TCP 203.0.113.12:80 rr', ...onlyOther,
     ]));
     const ips = await run('ip', ['-o', '-4', 'addr', 'show', 'dev', 'kube-ipvs0'], { netns: topo.node });
     const bound = [...ips.stdout.matchAll(/inet (\S+)/g)].map((m) => m[1]).sort();
-    t.deepEqual(bound, ['10.96.1.10/32', '10.96.1.11/32', '10.96.1.12/32', '10.96.1.13/32', '10.96.1.14/32', '10.96.1.15/32', '198.51.100.10/32', '203.0.113.10/32', '203.0.113.11/32']);
+    t.deepEqual(bound, ['10.96.1.10/32', '10.96.1.11/32', '10.96.1.12/32', '10.96.1.13/32', '10.96.1.14/32', '10.96.1.15/32', '10.96.1.16/32', '10.96.1.17/32', '198.51.100.10/32', '203.0.113.10/32', '203.0.113.11/32', '203.0.113.12/32']);
+    const save = (await run('ipset', ['save'], { netns: topo.node })).stdout;
+    const ipvsIps = [...save.matchAll(/^add KUBE-IPVS-IPS (\S+)$/gm)].map((m) => `${m[1]}/32`).sort();
+    t.deepEqual(ipvsIps, bound, 'KUBE-IPVS-IPS holds every address of kube-ipvs0');
   });
 
   test.serial('a NodePort on the node address reaches every endpoint, masqueraded', async (t) => {
@@ -138,12 +184,58 @@ if (await registerIpvsTests('IPVS frontends tests')) {
   });
 
   test.serial('externalTrafficPolicy Local without a local endpoint: dropped when endpoints exist elsewhere (KUBE-EXTERNAL-NO-LOCAL), refused when none exists', async (t) => {
-    const dropped = await connectOnce(topo, { from: topo.client('outside').netns, host: topo.nodeIp, port: 30082, timeoutMs: 2000 });
+    for (const [host, port] of [[topo.nodeIp, 30082], ['203.0.113.12', 80]] as const) {
+      const dropped = await connectOnce(topo, { from: topo.client('outside').netns, host, port, timeoutMs: 2000 });
+      t.log(`${host}:${port}`, JSON.stringify(dropped));
+      t.false(dropped.ok, `${host}:${port}`);
+      t.not((dropped as { code?: string }).code, 'ECONNREFUSED', `${host}:${port}: dropped (a timeout), not refused`);
+    }
+    const refused = await connectOnce(topo, { from: topo.client('outside').netns, host: topo.nodeIp, port: 30083, timeoutMs: 1000 });
+    t.deepEqual(refused, { ok: false, code: 'ECONNREFUSED' });
+  });
+
+  test.serial("externalTrafficPolicy Local without a local endpoint: this node's pods and the node itself reach the other node's endpoint through the NodePort and the external IP", async (t) => {
+    for (const from of [topo.client('inside').netns, topo.node]) {
+      for (const [host, port] of [[topo.nodeIp, 30082], ['203.0.113.12', 80]] as const) {
+        const s = await probe(topo, { from, host, port, count: 2, timeoutMs: 4000 });
+        t.log(from === topo.node ? 'node' : 'pod', `${host}:${port}`, JSON.stringify(s.counts), JSON.stringify(s.errors), JSON.stringify(seen(s)));
+        t.deepEqual(s.errors, {}, `${from} -> ${host}:${port}`);
+        t.deepEqual(s.counts, { b2: 2 }, `${from} -> ${host}:${port}`);
+      }
+    }
+  });
+
+  test.serial('internalTrafficPolicy Local with endpoints on other nodes only: a pod\'s connection to the ClusterIP is dropped (KUBE-INTERNAL-NO-LOCAL), not refused', async (t) => {
+    const dropped = await connectOnce(topo, { from: topo.client('inside').netns, host: '10.96.1.17', port: 80, timeoutMs: 2000 });
     t.log(JSON.stringify(dropped));
     t.false(dropped.ok);
     t.not((dropped as { code?: string }).code, 'ECONNREFUSED', 'dropped (a timeout), not refused');
-    const refused = await connectOnce(topo, { from: topo.client('outside').netns, host: topo.nodeIp, port: 30083, timeoutMs: 1000 });
-    t.deepEqual(refused, { ok: false, code: 'ECONNREFUSED' });
+    // IPVS takes the node's own connections at LOCAL_OUT, before filter OUTPUT: logged, not asserted.
+    const fromNode = await connectOnce(topo, { from: topo.node, host: '10.96.1.17', port: 80, timeoutMs: 2000 });
+    t.log('from the node itself:', JSON.stringify(fromNode));
+  });
+
+  test.serial("KUBE-IPVS-FILTER: a ClusterIP does not expose the node's own listening ports", async (t) => {
+    const direct = await connectOnce(topo, { from: topo.client('inside').netns, host: topo.nodeIp, port: NODE_OWN_PORT, timeoutMs: 3000 });
+    t.true(direct.ok, `the node's own server answers on its address: ${JSON.stringify(direct)}`);
+    for (const host of ['10.96.1.10', '203.0.113.10']) {
+      const viaVip = await connectOnce(topo, { from: topo.client('inside').netns, host, port: NODE_OWN_PORT, timeoutMs: 3000 });
+      t.deepEqual(viaVip, { ok: false, code: 'ECONNREFUSED' }, `${host}:${NODE_OWN_PORT} is rejected`);
+    }
+    const service = await connectOnce(topo, { from: topo.client('inside').netns, host: '10.96.1.10', port: 80, timeoutMs: 3000 });
+    t.true(service.ok, 'the virtual server itself is not filtered');
+  });
+
+  test.serial('the health-check NodePort is accepted in filter KUBE-NODE-PORT when INPUT drops everything else', async (t) => {
+    await run('iptables', ['-P', 'INPUT', 'DROP'], { netns: topo.node });
+    try {
+      const hc = await connectOnce(topo, { from: topo.client('outside').netns, host: topo.nodeIp, port: HEALTH_PORT, timeoutMs: 3000 });
+      t.true(hc.ok, `health-check NodePort: ${JSON.stringify(hc)}`);
+      const other = await connectOnce(topo, { from: topo.client('outside').netns, host: topo.nodeIp, port: NODE_OWN_PORT, timeoutMs: 2000 });
+      t.false(other.ok, 'another port of the node is dropped by the policy');
+    } finally {
+      await run('iptables', ['-P', 'INPUT', 'ACCEPT'], { netns: topo.node });
+    }
   });
 
   test.serial('a LoadBalancer IP with source ranges: a client in the range gets through; one outside it is dropped', async (t) => {
@@ -166,6 +258,12 @@ if (await registerIpvsTests('IPVS frontends tests')) {
     t.regex(save, /^add KUBE-LOAD-BALANCER-FW 198\.51\.100\.10,tcp:80$/m);
     t.regex(save, /^add KUBE-LOAD-BALANCER-SOURCE-CIDR 198\.51\.100\.10,tcp:80,10\.244\.9\.0\/24$/m);
     t.regex(save, /^add KUBE-EXTERNAL-NO-LOCAL 192\.168\.100\.1,tcp:30082$/m);
+    t.regex(save, /^add KUBE-EXTERNAL-NO-LOCAL 203\.0\.113\.12,tcp:80$/m);
+    t.regex(save, /^add KUBE-INTERNAL-NO-LOCAL 10\.96\.1\.17,tcp:80$/m);
+    t.regex(save, new RegExp(`^add KUBE-HEALTH-CHECK-NODE-PORT ${HEALTH_PORT}$`, 'm'));
+    const filter = (await run('iptables-save', ['-t', 'filter'], { netns: topo.node })).stdout;
+    t.regex(filter, /^-A INPUT -m comment --comment "kubernetes ipvs access filter" -j KUBE-IPVS-FILTER$/m);
+    t.regex(filter, /^-A KUBE-IPVS-FILTER -m conntrack --ctstate NEW -m set --match-set KUBE-IPVS-IPS dst -j REJECT --reject-with icmp-port-unreachable$/m);
     t.notRegex(save, /^add KUBE-EXTERNAL-NO-LOCAL \S+,tcp:30083$/m);
     const again = await driver.sync(SERVICES, { full: true }, NODE);
     t.log(JSON.stringify(again.result));
@@ -177,9 +275,10 @@ if (await registerIpvsTests('IPVS frontends tests')) {
     const plain = SERVICES.map((s) => ({ ...s, type: 'ClusterIP' as const, externalTrafficPolicy: 'Cluster' as const, frontends: ipv4Frontends(s.clusterIP) }));
     await driver.sync(plain, { full: false, changed: plain.map((s) => s.key) }, NODE);
     const state = await ipvsadmState(topo.node);
-    t.deepEqual(state.filter((l) => l.startsWith('TCP')).sort(), ['TCP 10.96.1.10:80 rr', 'TCP 10.96.1.11:80 rr', 'TCP 10.96.1.12:80 rr', 'TCP 10.96.1.13:80 rr', 'TCP 10.96.1.14:80 rr', 'TCP 10.96.1.15:80 rr']);
+    t.deepEqual(state.filter((l) => l.startsWith('TCP')).sort(), ['TCP 10.96.1.10:80 rr', 'TCP 10.96.1.11:80 rr', 'TCP 10.96.1.12:80 rr', 'TCP 10.96.1.13:80 rr', 'TCP 10.96.1.14:80 rr', 'TCP 10.96.1.15:80 rr', 'TCP 10.96.1.16:80 rr', 'TCP 10.96.1.17:80 rr']);
     const save = (await run('ipset', ['save'], { netns: topo.node })).stdout;
-    t.notRegex(save, /^add KUBE-(NODE-PORT|LOAD-BALANCER|EXTERNAL)/m, 'KUBE-EXTERNAL-NO-LOCAL included');
+    t.notRegex(save, /^add KUBE-(NODE-PORT|LOAD-BALANCER|EXTERNAL|HEALTH-CHECK)/m, 'KUBE-EXTERNAL-NO-LOCAL and KUBE-HEALTH-CHECK-NODE-PORT included');
+    t.deepEqual([...save.matchAll(/^add KUBE-IPVS-IPS (\S+)$/gm)].map((m) => m[1]).sort(), ['10.96.1.10', '10.96.1.11', '10.96.1.12', '10.96.1.13', '10.96.1.14', '10.96.1.15', '10.96.1.16', '10.96.1.17']);
     const ips = await run('ip', ['-o', '-4', 'addr', 'show', 'dev', 'kube-ipvs0'], { netns: topo.node });
     t.notRegex(ips.stdout, /198\.51\.100\.10|203\.0\.113\./);
   });

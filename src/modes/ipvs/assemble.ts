@@ -94,7 +94,7 @@ class Counted {
 /**
  * One virtual server a service port claims, with what it contributes while
  * it is programmed: the ClusterIP one (its address, its KUBE-CLUSTER-IP and
- * KUBE-LOOP-BACK entries) or an external one (desired.ts DesiredExternalServer).
+ * KUBE-LOOP-BACK entries, and desired.ts DesiredServicePort.entries) or an external one (desired.ts DesiredExternalServer).
  */
 interface Claim {
   readonly server: DesiredVirtualServer;
@@ -109,7 +109,7 @@ function claimsOf(port: DesiredServicePort): Claim[] {
     {
       server: port.server,
       addresses: [port.server.vs.address],
-      entries: [{ set: CLUSTER_IP_SET, entry: port.clusterIPEntry }, ...port.loopBackEntries.map((entry): SetEntry => ({ set: LOOP_BACK_SET, entry }))],
+      entries: [{ set: CLUSTER_IP_SET, entry: port.clusterIPEntry }, ...port.loopBackEntries.map((entry): SetEntry => ({ set: LOOP_BACK_SET, entry })), ...port.entries],
     },
     ...port.external.map((x): Claim => ({ server: x.server, addresses: x.bind ? [x.server.vs.address] : [], entries: x.entries })),
   ];

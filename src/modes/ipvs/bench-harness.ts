@@ -26,7 +26,7 @@ import { IpvsBackend } from './backend.ts';
 import { assembleDesired } from './assemble.ts';
 import { cidrContains } from '../../model/addr.ts';
 import { desiredServicePort, virtualServerKey, type DesiredServicePort, type DesiredVirtualServer } from './desired.ts';
-import { CLUSTER_IP_SET, LOOP_BACK_SET, parseIpsetSave, planIpsetRestore, type IpsetExec } from './ipset.ts';
+import { parseIpsetSave, planIpsetRestore, type IpsetExec } from './ipset.ts';
 import { applyOps, readSomeVirtualServers, readVirtualServers, type IpvsKernel } from './kernel.ts';
 import { DUMMY_INTERFACE, planAddresses, type LinkManager } from './link.ts';
 import { planIpvs, sameDest, sameService, type KernelVirtualServer } from './reconcile.ts';
@@ -149,7 +149,7 @@ export function ipvsHarness(io: IpvsHarnessIO, opts: IpvsHarnessOptions): ModeHa
       const ports = [...change.to.services.values()].map(desired);
       const state = assembleDesired(ports);
       const rules = kubeProxyPayload(statics, [], undefined, undefined);
-      const wantedSets = { [CLUSTER_IP_SET]: state.clusterIPSet, [LOOP_BACK_SET]: state.loopBackSet };
+      const wantedSets = state.sets;
       const owned = (vs: { address: string }): boolean => cidrContains(serviceCIDR, vs.address);
       return {
         bytes: Buffer.byteLength(rules),

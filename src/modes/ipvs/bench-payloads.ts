@@ -17,6 +17,7 @@
  */
 import { CLUSTER_IP_SET, LOOP_BACK_SET } from './ipset.ts';
 import type { DesiredServicePort } from './desired.ts';
+import type { SetEntry } from './frontends.ts';
 import type { IpvsOp } from './reconcile.ts';
 
 /** One IPVS-mode change, ready to apply. */
@@ -31,9 +32,13 @@ export interface IpvsChange {
   readonly unbind: readonly string[];
 }
 
-/** The `ipset restore` lines adding (`add`) or deleting (`del`) the set entries of one service port. */
-function setLines(verb: 'add' | 'del', clusterIPEntry: string | undefined, loopBack: readonly string[]): string[] {
-  return [...(clusterIPEntry ? [`${verb} ${CLUSTER_IP_SET} ${clusterIPEntry}`] : []), ...loopBack.map((e) => `${verb} ${LOOP_BACK_SET} ${e}`)];
+/** The `ipset restore` lines adding (`add`) or deleting (`del`) the set entries of one service port; `others` are its other entries (DesiredServicePort.entries: KUBE-IPVS-IPS and the like). */
+function setLines(verb: 'add' | 'del', clusterIPEntry: string | undefined, loopBack: readonly string[], others: readonly SetEntry[] = []): string[] {
+  return [
+    ...(clusterIPEntry ? [`${verb} ${CLUSTER_IP_SET} ${clusterIPEntry}`] : []),
+    ...loopBack.map((e) => `${verb} ${LOOP_BACK_SET} ${e}`),
+    ...others.map((e) => `${verb} ${e.set} ${e.entry}`),
+  ];
 }
 
 const text = (lines: readonly string[]): string => (lines.length === 0 ? '' : `${lines.join('\n')}\n`);
@@ -59,7 +64,7 @@ export function minimalIpvsChange(
   if (after && !before) {
     const vs = after.server.vs;
     return {
-      ipset: text(setLines('add', after.clusterIPEntry, after.loopBackEntries)),
+      ipset: text(setLines('add', after.clusterIPEntry, after.loopBackEntries, after.entries)),
       bind: [vs.address],
       ops: [{ kind: 'add-service', vs }, ...[...after.server.reals.values()].map((rs): IpvsOp => ({ kind: 'add-dest', vs, rs }))],
       unbind: [],
@@ -68,7 +73,7 @@ export function minimalIpvsChange(
   if (before && !after) {
     const vs = before.server.vs;
     return {
-      ipset: text(setLines('del', before.clusterIPEntry, before.loopBackEntries.filter((e) => !keep.has(e)))),
+      ipset: text(setLines('del', before.clusterIPEntry, before.loopBackEntries.filter((e) => !keep.has(e)), before.entries.filter((e) => !keep.has(e.entry)))),
       bind: [],
       ops: [{ kind: 'del-service', vs }],
       unbind: [vs.address],
@@ -104,7 +109,7 @@ export function wholeIpvsState(ports: Iterable<DesiredServicePort>): IpvsChange 
     const vs = p.server.vs;
     ops.push({ kind: 'edit-service', vs });
     for (const rs of p.server.reals.values()) dests.push({ kind: 'edit-dest', vs, rs });
-    lines.push(...setLines('add', p.clusterIPEntry, p.loopBackEntries));
+    lines.push(...setLines('add', p.clusterIPEntry, p.loopBackEntries, p.entries));
     bind.push(vs.address);
   }
   return { ipset: text(lines), bind, ops: [...ops, ...dests], unbind: [] };

@@ -12,6 +12,13 @@
  *   internalTrafficPolicy Local), weight 1, masquerade (NAT) forwarding. A service
  *   port without serving endpoints keeps its virtual
  *   server with no real server, so that connections to it are refused;
+ *   under internalTrafficPolicy Local with endpoints on other nodes only its
+ *   "ClusterIP,proto:port" goes into KUBE-INTERNAL-NO-LOCAL, and filter
+ *   KUBE-PROXY-FIREWALL drops new connections to it, as kube-proxy's
+ *   iptables mode does (kube-proxy's IPVS mode sends them to the other
+ *   nodes' endpoints);
+ * - KUBE-IPVS-IPS holds every address bound to kube-ipvs0, and
+ *   KUBE-HEALTH-CHECK-NODE-PORT each health-check NodePort;
  * - every ClusterIP is bound as /32 to the dummy interface kube-ipvs0;
  * - the ipset KUBE-CLUSTER-IP holds "ClusterIP,proto:port" for each
  *   virtual server, and KUBE-LOOP-BACK "endpointIP,proto:port,endpointIP" for
@@ -34,7 +41,18 @@ import {
   type VirtualServerKey,
 } from './codec.ts';
 import { externalFrontends, NO_NODE_ADDRESSES, type FrontendKind, type NodeAddresses, type SetEntry } from './frontends.ts';
-import { clusterIPEntry, LOOP_BACK_SET, loopBackEntry, type OwnedSetName } from './ipset.ts';
+import { needsHealthCheck } from '../../model/health-check.ts';
+import {
+  clusterIPEntry,
+  HEALTH_CHECK_NODE_PORT_SET,
+  INTERNAL_NO_LOCAL_SET,
+  ipEntry,
+  IPVS_IPS_SET,
+  LOOP_BACK_SET,
+  loopBackEntry,
+  portEntry,
+  type OwnedSetName,
+} from './ipset.ts';
 
 /** Weight of every real server drover adds (kube-proxy uses 1). */
 export const REAL_SERVER_WEIGHT = 1;
@@ -100,6 +118,14 @@ export interface DesiredServicePort {
   readonly clusterIPEntry: string;
   /** Its KUBE-LOOP-BACK entries, one per real server, sorted. */
   readonly loopBackEntries: readonly string[];
+  /**
+   * Its other entries that go with the ClusterIP virtual server: the
+   * ClusterIP in KUBE-IPVS-IPS, the health-check NodePort in
+   * KUBE-HEALTH-CHECK-NODE-PORT (model/health-check.ts needsHealthCheck),
+   * and "ClusterIP,proto:port" in KUBE-INTERNAL-NO-LOCAL when
+   * internalTrafficPolicy Local finds endpoints on other nodes only.
+   */
+  readonly entries: readonly SetEntry[];
   /** The virtual servers of its external frontends, in kube-proxy's order (external IPs, ingress IPs, NodePort per node address). */
   readonly external: readonly DesiredExternalServer[];
 }
@@ -136,7 +162,12 @@ export function desiredServicePort(sp: ServicePort, opts: IpvsPlanOptions, node?
   };
   validateVirtualServer(vs);
   const clusterEntry = clusterIPEntry(vs.address, vs.protocol, vs.port);
-  const cluster = realServers(sp.key, vs, internalEndpoints(sp, node).endpoints);
+  const internal = internalEndpoints(sp, node);
+  const cluster = realServers(sp.key, vs, internal.endpoints);
+  const entries: SetEntry[] = [{ set: IPVS_IPS_SET, entry: ipEntry(vs.address) }];
+  if (needsHealthCheck(sp)) entries.push({ set: HEALTH_CHECK_NODE_PORT_SET, entry: portEntry(sp.frontends.healthCheckNodePort!) });
+  // Endpoints elsewhere but none here under internalTrafficPolicy Local: dropped, not refused.
+  if (internal.none === 'DROP') entries.push({ set: INTERNAL_NO_LOCAL_SET, entry: clusterEntry });
   const external: DesiredExternalServer[] = [];
   if (externallyAccessible(sp)) {
     const sets = categorizeEndpoints(sp, node);
@@ -146,7 +177,7 @@ export function desiredServicePort(sp: ServicePort, opts: IpvsPlanOptions, node?
       external.push({ kind: fe.kind, server: { ...server, frontend: { kind: fe.kind, entries: fe.entries } }, bind: fe.bind, entries });
     }
   }
-  return { server: cluster.server, clusterIPEntry: clusterEntry, loopBackEntries: cluster.loopBack, external };
+  return { server: cluster.server, clusterIPEntry: clusterEntry, loopBackEntries: cluster.loopBack, entries, external };
 }
 
 /**

@@ -232,7 +232,7 @@ export class FakeIpset implements IpsetExec {
       switch (cmd) {
         case 'create': {
           const type = w[2] ?? '';
-          if (!['hash:ip,port', 'hash:ip,port,ip', 'hash:ip,port,net', 'bitmap:port'].includes(type)) fail(`unsupported set type ${type}`);
+          if (!['hash:ip', 'hash:ip,port', 'hash:ip,port,ip', 'hash:ip,port,net', 'bitmap:port'].includes(type)) fail(`unsupported set type ${type}`);
           if (set && set.type !== type) fail('Set cannot be created: set with the same name already exists');
           if (!set) this.sets.set(name!, { type, entries: new Set() });
           return;

@@ -39,20 +39,29 @@
  * Cluster, the `local` set under Local; desired.ts gives each its
  * KUBE-LOOP-BACK (hairpin) entry. rules/ipvs/static.rules matches the sets.
  *
- * With externalTrafficPolicy Local and no local endpoint, the external
- * virtual servers have no real server (kube-proxy's IPVS proxier falls back
- * to the cluster set there, so that pods of this node can still connect;
- * drover follows the policy's sets and does not). What a client sees:
+ * With externalTrafficPolicy Local and no local endpoint:
  * - when some endpoint exists on another node (the policy's
- *   hasAnyEndpoints), its new connection is DROPPED, as kube-proxy's
- *   iptables mode drops it ("has no local endpoints"): each such virtual
- *   server's "ip,proto:port" goes into drover's own set
- *   KUBE-EXTERNAL-NO-LOCAL, and filter KUBE-PROXY-FIREWALL (INPUT, before
- *   IPVS's LOCAL_IN hook) drops new connections to it, so the client times
- *   out and a load balancer's health check takes the node out;
+ *   hasAnyEndpoints), the external virtual servers get the cluster set as
+ *   real servers, as kube-proxy's IPVS proxier does (syncEndpoint, "Allow
+ *   access from local PODs even if no local endpoints exist"), so that this
+ *   node's pods and the node itself still reach the Service through its
+ *   external frontends, as kube-proxy's iptables mode short-circuits them.
+ *   External clients are DROPPED, as kube-proxy's iptables mode drops them
+ *   ("has no local endpoints"), where kube-proxy's IPVS mode lets them
+ *   through (kubernetes issues 71596, 124260): each such virtual server's
+ *   "ip,proto:port" goes into drover's own set KUBE-EXTERNAL-NO-LOCAL, and
+ *   filter KUBE-PROXY-FIREWALL (INPUT, before IPVS's LOCAL_IN hook) drops
+ *   new connections to it that do not come from the cluster CIDR, so the
+ *   client times out and a load balancer's health check takes the node out.
+ *   The node's own connections never pass INPUT (IPVS takes them at
+ *   LOCAL_OUT) and nat KUBE-SERVICES marks them for masquerade, since
+ *   their source is the frontend's own address;
  * - when no endpoint exists anywhere, it is REFUSED, as by kube-proxy's
  *   REJECT: IPVS finds no destination and answers with ICMP port
  *   unreachable (ip_vs_leave), which TCP reports as ECONNREFUSED.
+ *
+ * An address bound to kube-ipvs0 also goes into KUBE-IPVS-IPS (filter
+ * KUBE-IPVS-FILTER).
  */
 import { ipv4ExternalIPs, ipv4LoadBalancerIPs, ipv4SourceRanges, rangesHoldNode } from '../../model/frontends.ts';
 import { isCanonicalIPv4 } from '../../model/addr.ts';
@@ -63,8 +72,10 @@ import {
   EXTERNAL_IP_LOCAL_SET,
   EXTERNAL_IP_SET,
   EXTERNAL_NO_LOCAL_SET,
+  ipEntry,
   ipPortEntry,
   ipPortIPEntry,
+  IPVS_IPS_SET,
   ipPortNetEntry,
   IpsetValidationError,
   LOAD_BALANCER_FW_SET,
@@ -111,7 +122,7 @@ export const NO_NODE_ADDRESSES: NodeAddresses = Object.freeze({ nodePortIPs: [],
 export interface ExternalFrontend {
   readonly kind: FrontendKind;
   readonly vs: VirtualServer;
-  /** The endpoints it sends to: the policy's cluster or local set, in endpoint order. */
+  /** The endpoints it sends to, in endpoint order: the policy's cluster set, or its local set under externalTrafficPolicy Local (the cluster set when only other nodes have endpoints). */
   readonly endpoints: readonly Endpoint[];
   /** True when `vs.address` is bound to kube-ipvs0. */
   readonly bind: boolean;
@@ -139,20 +150,24 @@ const NODE_PORT_SETS: Readonly<Record<VirtualServer['protocol'], readonly [Owned
 export function externalFrontends(sp: ServicePort, sets: EndpointSets, base: VirtualServer, addresses: NodeAddresses, node?: NodeInfo): ExternalFrontend[] {
   const f = sp.frontends;
   const local = sp.externalTrafficPolicy === 'Local';
-  const endpoints = (local ? sets.local : sets.cluster) ?? [];
+  const here = sets.local ?? [];
+  // Endpoints elsewhere but none here under policy Local: external clients
+  // are dropped, this node's pods and the node itself use the cluster set.
+  const dropped = local && sets.hasAnyEndpoints && here.length === 0;
+  const endpoints = (local && !dropped ? here : sets.cluster) ?? [];
   const proto = base.protocol;
   const host = new Set(addresses.hostAddresses);
   const out: ExternalFrontend[] = [];
   const seen = new Set<string>([`${base.address}:${base.port}`]);
-  // Endpoints elsewhere but none here under policy Local: dropped, not refused.
-  const dropped = local && sets.hasAnyEndpoints && endpoints.length === 0;
   const add = (kind: FrontendKind, address: string, port: number, bind: boolean, own: readonly SetEntry[]): void => {
     if (!isCanonicalIPv4(address)) throw new IpsetValidationError('IPv4 address', address);
     if (seen.has(`${address}:${port}`)) return;
     seen.add(`${address}:${port}`);
     const vs: VirtualServer = { ...base, address, port };
     validateVirtualServer(vs);
-    const entries: readonly SetEntry[] = dropped ? [...own, { set: EXTERNAL_NO_LOCAL_SET, entry: ipPortEntry(address, proto, port) }] : own;
+    const entries: SetEntry[] = [...own];
+    if (dropped) entries.push({ set: EXTERNAL_NO_LOCAL_SET, entry: ipPortEntry(address, proto, port) });
+    if (bind) entries.push({ set: IPVS_IPS_SET, entry: ipEntry(address) });
     out.push({ kind, vs, endpoints, bind, entries });
   };
 

@@ -16,7 +16,13 @@
  *   KUBE-LOAD-BALANCER-SOURCE-CIDR (hash:ip,port,net), KUBE-NODE-PORT-TCP,
  *   KUBE-NODE-PORT-LOCAL-TCP, KUBE-NODE-PORT-UDP, KUBE-NODE-PORT-LOCAL-UDP
  *   (bitmap:port, entry: the port) and KUBE-NODE-PORT-SCTP,
- *   KUBE-NODE-PORT-LOCAL-SCTP (hash:ip,port, entry: "nodeIP,sctp:port").
+ *   KUBE-NODE-PORT-LOCAL-SCTP (hash:ip,port, entry: "nodeIP,sctp:port");
+ * - `KUBE-HEALTH-CHECK-NODE-PORT` (bitmap:port): the health-check NodePorts,
+ *   and `KUBE-IPVS-IPS` (hash:ip): every address bound to kube-ipvs0, for
+ *   filter KUBE-NODE-PORT and KUBE-IPVS-FILTER;
+ * - drover's own KUBE-EXTERNAL-NO-LOCAL and KUBE-INTERNAL-NO-LOCAL
+ *   (hash:ip,port): the frontends whose traffic policy Local finds
+ *   endpoints on other nodes only, dropped in filter KUBE-PROXY-FIREWALL.
  *   rules/ipvs/static.rules matches on them.
  *
  * A sync reads the sets back with `ipset save`, and writes only the
@@ -74,6 +80,29 @@ export const NODE_PORT_LOCAL_SCTP_SET = 'KUBE-NODE-PORT-LOCAL-SCTP';
  */
 export const EXTERNAL_NO_LOCAL_SET = 'KUBE-EXTERNAL-NO-LOCAL';
 
+/**
+ * drover's own set (kube-proxy's IPVS mode has none): "ClusterIP,proto:port"
+ * of each service port with internalTrafficPolicy Local whose endpoints are
+ * all on other nodes. filter KUBE-PROXY-FIREWALL drops new connections to
+ * them, as kube-proxy's iptables mode does, where IPVS would refuse them
+ * (hash:ip,port).
+ */
+export const INTERNAL_NO_LOCAL_SET = 'KUBE-INTERNAL-NO-LOCAL';
+
+/**
+ * The health-check NodePort (`spec.healthCheckNodePort`) of each
+ * LoadBalancer service with externalTrafficPolicy Local, accepted in filter
+ * KUBE-NODE-PORT, as kube-proxy's kubeHealthCheckNodePortSet (bitmap:port).
+ */
+export const HEALTH_CHECK_NODE_PORT_SET = 'KUBE-HEALTH-CHECK-NODE-PORT';
+
+/**
+ * Every address bound to kube-ipvs0, as kube-proxy's kubeIPVSSet (hash:ip):
+ * filter KUBE-IPVS-FILTER rejects a new connection to one of them at a port
+ * that is not a virtual server (kubernetes issue 72236).
+ */
+export const IPVS_IPS_SET = 'KUBE-IPVS-IPS';
+
 /** The name of one of drover's sets. */
 export type OwnedSetName = (typeof IPVS_SETS)[number]['name'];
 
@@ -99,7 +128,10 @@ export const IPVS_SETS = [
   { name: NODE_PORT_LOCAL_UDP_SET, type: 'bitmap:port' },
   { name: NODE_PORT_SCTP_SET, type: 'hash:ip,port' },
   { name: NODE_PORT_LOCAL_SCTP_SET, type: 'hash:ip,port' },
+  { name: HEALTH_CHECK_NODE_PORT_SET, type: 'bitmap:port' },
+  { name: IPVS_IPS_SET, type: 'hash:ip' },
   { name: EXTERNAL_NO_LOCAL_SET, type: 'hash:ip,port' },
+  { name: INTERNAL_NO_LOCAL_SET, type: 'hash:ip,port' },
 ] as const;
 
 /** Options of `create` for a missing hash set: IPv4, kube-proxy's hash size and element limit. */
@@ -121,14 +153,15 @@ export const MAX_SET_NAME = 31;
 
 /**
  * The scratch set a rebuild of `name` fills and swaps in: "KUBE-CLUSTER-IP-SWAP",
- * and for a name too long for that, "LOAD-BALANCER" shortened to "LB":
- * "KUBE-LB-SOURCE-CIDR-SWAP" (at most {@link MAX_SET_NAME} characters).
+ * and for a name too long for that, "LOAD-BALANCER" shortened to "LB" and
+ * "HEALTH-CHECK" to "HC": "KUBE-LB-SOURCE-CIDR-SWAP", "KUBE-HC-NODE-PORT-SWAP"
+ * (at most {@link MAX_SET_NAME} characters).
  * It exists only inside one restore; one left over (a crash, or a restore
  * that failed part way) is destroyed by the next full sync and by cleanup.
  */
 export function swapSetName(name: string): string {
   const plain = `${name}-SWAP`;
-  return plain.length <= MAX_SET_NAME ? plain : `${name.replace('LOAD-BALANCER', 'LB')}-SWAP`;
+  return plain.length <= MAX_SET_NAME ? plain : `${name.replace('LOAD-BALANCER', 'LB').replace('HEALTH-CHECK', 'HC')}-SWAP`;
 }
 
 /** Every set name {@link parseIpsetSave} keeps by default: drover's sets and their scratch sets. */
@@ -192,6 +225,14 @@ export function ipPortEntry(address: string, protocol: string, p: number): strin
 }
 
 /**
+ * An entry of a hash:ip set (KUBE-IPVS-IPS): the address, "10.96.0.10".
+ * @throws IpsetValidationError
+ */
+export function ipEntry(address: string): string {
+  return ip(address);
+}
+
+/**
  * A bitmap:port entry (KUBE-NODE-PORT-TCP/-UDP and their -LOCAL sets): the port, "30080".
  * @throws IpsetValidationError
  */
@@ -220,6 +261,7 @@ export function ipPortNetEntry(address: string, protocol: string, p: number, net
 }
 
 const ENTRY: Readonly<Record<string, RegExp>> = {
+  'hash:ip': /^([0-9.]+)$/,
   'hash:ip,port': /^([0-9.]+),(tcp|udp|sctp):(\d{1,5})$/,
   'hash:ip,port,ip': /^([0-9.]+),(tcp|udp|sctp):(\d{1,5}),([0-9.]+)$/,
   'hash:ip,port,net': /^([0-9.]+),(tcp|udp|sctp):(\d{1,5}),([0-9.]+)(?:\/([1-9]|[12]\d|3[0-2]))?$/,
@@ -240,6 +282,7 @@ function isWritableEntry(setType: string, entry: string): boolean {
   const m = ENTRY[setType]?.exec(entry);
   if (!m) return false;
   if (setType === 'bitmap:port') return isPort(Number(m[3])) && String(Number(m[3])) === m[3];
+  if (setType === 'hash:ip') return isCanonicalIPv4(m[1]!);
   return isCanonicalIPv4(m[1]!) && isPort(Number(m[3])) && (m[4] === undefined || isCanonicalIPv4(m[4]));
 }
 

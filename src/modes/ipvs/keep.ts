@@ -3,14 +3,15 @@
  * servers drover owns that the snapshot does not list (they may belong to a
  * service port in the part of the source that could not be read), with the
  * KUBE-CLUSTER-IP and KUBE-LOOP-BACK entries and the kube-ipvs0 address that
- * go with them. Pure.
+ * go with them (and the address's KUBE-IPVS-IPS entry while it is bound).
+ * Pure.
  *
  * The rule is the proxier's (proxier.ts): never delete on an incomplete view
  * of desired state; virtual servers the snapshot lists are repaired in full.
  */
 import type { VirtualServerKey } from './codec.ts';
 import type { DesiredIpvsState, DesiredVirtualServer } from './desired.ts';
-import { CLUSTER_IP_SET, clusterIPEntry, LOOP_BACK_SET, loopBackEntry, type DesiredSets } from './ipset.ts';
+import { CLUSTER_IP_SET, clusterIPEntry, IPVS_IPS_SET, LOOP_BACK_SET, loopBackEntry, type DesiredSets } from './ipset.ts';
 import type { KernelIpvsState } from './reconcile.ts';
 
 /** The state kept for unlisted virtual servers; every list sorted and without duplicates. */
@@ -76,12 +77,14 @@ export const NOTHING_KEPT: KeptIpvsState = { servers: [], addresses: [], cluster
  * The targets of a full sync of `want` against `kernel`: on a whole source
  * `want` itself; on an incomplete one `want` plus what {@link keptIpvsState}
  * keeps, and nothing may be deleted.
+ * @param bound the addresses on kube-ipvs0 now: a kept address among them keeps its KUBE-IPVS-IPS entry.
  */
 export function fullSyncTargets(
   want: DesiredIpvsState,
   kernel: KernelIpvsState,
   owned: (vs: VirtualServerKey) => boolean,
   incomplete: boolean,
+  bound: ReadonlySet<string> = new Set(),
 ): FullSyncTargets {
   if (!incomplete) {
     return { sets: want.sets, addresses: want.addresses, owned, kept: NOTHING_KEPT };
@@ -91,7 +94,12 @@ export function fullSyncTargets(
   return {
     // The frontend sets (NodePort, external, LoadBalancer) get only what the
     // snapshot wants: a kept virtual server's entries there are not known.
-    sets: { ...want.sets, [CLUSTER_IP_SET]: union(want.clusterIPSet, kept.clusterIP), [LOOP_BACK_SET]: union(want.loopBackSet, kept.loopBack) },
+    sets: {
+      ...want.sets,
+      [CLUSTER_IP_SET]: union(want.clusterIPSet, kept.clusterIP),
+      [LOOP_BACK_SET]: union(want.loopBackSet, kept.loopBack),
+      [IPVS_IPS_SET]: union(want.sets[IPVS_IPS_SET], kept.addresses.filter((a) => bound.has(a))),
+    },
     addresses: [...want.addresses, ...kept.addresses],
     owned: () => false,
     kept,

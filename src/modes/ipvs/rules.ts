@@ -28,10 +28,14 @@ export const IPVS_STATIC_RULES_PATH = fileURLToPath(new URL('../../../rules/ipvs
 /** The placeholder in the rules file for the source match of the ClusterIP masquerade rule. */
 export const MASQUERADE_PLACEHOLDER = '{{MASQUERADE_MATCH}}';
 
+/** The placeholder in the rules file for the source match that leaves out this node's pods: `! -s CIDR` with `--cluster-cidr`, else nothing. */
+export const NOT_FROM_PODS_PLACEHOLDER = '{{NOT_FROM_PODS}}';
+
 /**
  * Substitute the masquerade match into the rules text:
  * `--masquerade-all` → empty (all traffic); `--cluster-cidr` → `! -s CIDR`;
- * neither → the rule line is removed.
+ * neither → the rule line is removed. {@link NOT_FROM_PODS_PLACEHOLDER} is
+ * replaced on every rule line that has it.
  * @throws Error when the placeholder is not on exactly one rule line, or the CIDR is not valid.
  */
 export function substituteMasquerade(text: string, opts: RenderOptions): string {
@@ -47,7 +51,9 @@ export function substituteMasquerade(text: string, opts: RenderOptions): string 
   }
   if (match === undefined) lines.splice(i, 1);
   else lines[i] = lines[i]!.replace(MASQUERADE_PLACEHOLDER, match).replace(/ {2,}/g, ' ');
-  return lines.join('\n');
+  const notFromPods = opts.clusterCIDR !== undefined ? `! -s ${opts.clusterCIDR}` : '';
+  if (notFromPods !== '' && !isCanonicalIPv4CIDR(opts.clusterCIDR!)) throw new Error(`refusing to render cluster CIDR ${JSON.stringify(opts.clusterCIDR)}: not a valid IPv4 CIDR`);
+  return lines.map((l) => (!l.startsWith('#') && l.includes(NOT_FROM_PODS_PLACEHOLDER) ? l.replace(NOT_FROM_PODS_PLACEHOLDER, notFromPods).replace(/ {2,}/g, ' ') : l)).join('\n');
 }
 
 /**
