@@ -9,9 +9,11 @@ import { SystemIptables } from '../../src/modes/iptables/exec.ts';
 import { SystemConntrack } from '../../src/conntrack/exec.ts';
 import { ipv4Frontends, type Snapshot } from '../../src/model/types.ts';
 import { Proxier } from '../../src/proxier/proxier.ts';
-import { createTopology, testbedUnavailableReason } from '../../src/testbed/topology.ts';
+import { createTopology, testbedUnavailableReason, type Topology } from '../../src/testbed/topology.ts';
 import { silentLogger } from '../../src/util/log.ts';
-import { ep, snap, sp } from '../support/snapshots.ts';
+import { dualSnap, ep, snap, sp } from '../support/snapshots.ts';
+import { DualStackIptablesBackend } from '../../src/modes/iptables/dual-stack.ts';
+import { loadStatic6Rules, loadStaticRules } from '../../src/modes/iptables/static.ts';
 
 const unavailable = await testbedUnavailableReason();
 const dns = (ips: string[]) =>
@@ -21,6 +23,25 @@ const FRONTENDS = [
   { what: 'the ClusterIP', host: '10.96.0.53', port: 53 },
   { what: 'a NodePort', host: '192.168.100.1', port: 30053 },
 ];
+
+/** UDP datagrams from 20 fixed source ports, one each, from namespace `netns` to `host:port`: each flow gets a conntrack entry NATed to one endpoint. */
+async function sendFlows(topo: Topology, netns: string, host: string, port: number): Promise<void> {
+  const type = host.includes(':') ? 'udp6' : 'udp4';
+  const send = `const d=require('dgram');let n=0;for(let p=40000;p<40020;p++){const s=d.createSocket('${type}');s.bind(p,()=>s.send('q',${port},'${host}',()=>{s.close();if(++n===20)process.exit(0)}))}`;
+  await topo.exec(netns, process.execPath, ['-e', send]);
+}
+
+/** The node's UDP conntrack entries to `host:port`, "sport endpoint" each, sorted (`-f ipv6` for an IPv6 host). */
+async function flowsTo(topo: Topology, host: string, port: number): Promise<string[]> {
+  const family = host.includes(':') ? ['-f', 'ipv6'] : [];
+  return (await topo.exec(topo.node, 'conntrack', ['-L', ...family, '-p', 'udp', '--orig-dst', host, '--orig-port-dst', String(port)], { allowFail: true })).stdout
+    .split('\n')
+    .flatMap((l) => {
+      const m = new RegExp(`sport=(\\d+) dport=${port} (?:\\[UNREPLIED\\] )?src=(\\S+)`).exec(l);
+      return m ? [`${m[1]} ${m[2]}`] : [];
+    })
+    .sort();
+}
 
 if (unavailable) {
   test.skip(`conntrack tests skipped: ${unavailable}`, () => {});
@@ -47,25 +68,64 @@ if (unavailable) {
         conntrack: new SystemConntrack(topo.node),
       });
       await proxier.syncOnce();
-      // UDP datagrams from 20 fixed source ports: each flow gets a conntrack entry NATed to one endpoint.
-      const send = `const d=require('dgram');let n=0;for(let p=40000;p<40020;p++){const s=d.createSocket('udp4');s.bind(p,()=>s.send('q',${fe.port},'${fe.host}',()=>{s.close();if(++n===20)process.exit(0)}))}`;
-      await topo.exec(topo.client().netns, process.execPath, ['-e', send]);
-      const flows = async () =>
-        (await topo.exec(topo.node, 'conntrack', ['-L', '-p', 'udp', '--orig-dst', fe.host, '--orig-port-dst', String(fe.port)], { allowFail: true })).stdout
-          .split('\n')
-          .flatMap((l) => {
-            const m = new RegExp(`sport=(\\d+) dport=${fe.port} (?:\\[UNREPLIED\\] )?src=(\\S+)`).exec(l);
-            return m ? [`${m[1]} ${m[2]}`] : [];
-          })
-          .sort();
-      const before = await flows();
+      await sendFlows(topo, topo.client().netns, fe.host, fe.port);
+      const before = await flowsTo(topo, fe.host, fe.port);
       t.is(before.length, 20);
       const toD2 = before.filter((f) => f.endsWith('10.244.1.3'));
       t.true(toD2.length > 0 && toD2.length < 20, `${toD2.length} of 20 flows went to d2`);
 
       current = snap(dns(['10.244.1.2']));
       await proxier.syncOnce();
-      t.deepEqual(await flows(), before.filter((f) => f.endsWith('10.244.1.2')));
+      t.deepEqual(await flowsTo(topo, fe.host, fe.port), before.filter((f) => f.endsWith('10.244.1.2')));
+    } finally {
+      await topo.destroy();
+    }
+  });
+
+  for (const fe of [{ what: 'the IPv6 ClusterIP' }, { what: 'an IPv6 NodePort' }]) test(`IPv6: a UDP flow to a removed endpoint loses its conntrack entry (conntrack -f ipv6); flows to kept endpoints keep theirs: ${fe.what}`, async (t) => {
+    const topo = await createTopology({
+      backends: [
+        { name: 'd1', ip: '10.244.1.2', ip6: 'fd00:244:1::2', ports: [8080] },
+        { name: 'd2', ip: '10.244.1.3', ip6: 'fd00:244:1::3', ports: [8080] },
+      ],
+      clients: [{ name: 'outside', ip: '192.168.100.2', ip6: 'fd00:100::2' }],
+    });
+    try {
+      const host = fe.what.includes('ClusterIP') ? 'fd00:96::53' : topo.ipv6.nodeIp;
+      const port = fe.what.includes('ClusterIP') ? 53 : 30053;
+      const frontends = { ...ipv4Frontends('10.96.0.53', 30053), clusterIPs: [{ family: 'IPv4' as const, ip: '10.96.0.53' }, { family: 'IPv6' as const, ip: 'fd00:96::53' }] };
+      const dual = (ips6: string[]) =>
+        dualSnap(
+          [sp('kube-system/dns:dns', '10.96.0.53', 53, [ep('10.244.1.2:53')], { protocol: 'UDP', type: 'NodePort', frontends })],
+          [sp('kube-system/dns:dns', 'fd00:96::53', 53, ips6.map((ip) => ep(`[${ip}]:53`)), { protocol: 'UDP', type: 'NodePort', frontends })],
+        );
+      let current = dual(['fd00:244:1::2', 'fd00:244:1::3']);
+      const proxier = new Proxier({
+        source: { load: async () => ({ snapshot: current }), watch: () => undefined, close: () => undefined },
+        backend: new DualStackIptablesBackend({
+          IPv4: { exec: new SystemIptables({ variant: 'nft', netns: topo.node }), render: { clusterCIDR: '10.244.0.0/16', masqueradeAll: false }, statics: loadStaticRules() },
+          IPv6: {
+            exec: new SystemIptables({ variant: 'nft', family: 'IPv6', netns: topo.node }),
+            render: { clusterCIDR: 'fd00:244::/48', masqueradeAll: false, family: 'IPv6' },
+            statics: loadStatic6Rules(),
+          },
+          logger: silentLogger(),
+        }),
+        logger: silentLogger(),
+        minSyncPeriodMs: 0,
+        syncPeriodMs: 60_000,
+        conntrack: new SystemConntrack(topo.node),
+      });
+      await proxier.syncOnce();
+      await sendFlows(topo, topo.client('outside').netns, host, port);
+      const before = await flowsTo(topo, host, port);
+      t.is(before.length, 20);
+      const toD2 = before.filter((f) => f.endsWith('fd00:244:1::3'));
+      t.true(toD2.length > 0 && toD2.length < 20, `${toD2.length} of 20 flows went to d2`);
+
+      current = dual(['fd00:244:1::2']);
+      await proxier.syncOnce();
+      t.deepEqual(await flowsTo(topo, host, port), before.filter((f) => f.endsWith('fd00:244:1::2')));
     } finally {
       await topo.destroy();
     }
