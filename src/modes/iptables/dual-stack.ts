@@ -20,7 +20,7 @@
  * logged, not thrown.
  */
 import { DroverError } from '../../errors.ts';
-import { familyView } from '../../model/family.ts';
+import { allPortKeys, familyView } from '../../model/family.ts';
 import type { IPFamily, Snapshot } from '../../model/types.ts';
 import type { Logger } from '../../util/log.ts';
 import type { Backend, ChangeSet, CleanupResult, ObjectCounts, SyncResult } from '../types.ts';
@@ -109,7 +109,7 @@ export class DualStackIptablesBackend implements Backend {
       for (const f of failures) this.opts.logger.error({ family: f.family, err: (f.error as Error)?.message }, 'sync of one IP family failed; the other family was synced');
       throw failures.length === 1 && results.length === 0 ? failures[0]!.error : new FamilySyncError(failures);
     }
-    return mergeResults(results);
+    return mergeResults(results, snapshot);
   }
 
   /** True when the IPv6 nat table holds drover's KUBE-SERVICES chain; false also when ip6tables cannot be read. */
@@ -151,8 +151,12 @@ function sumCounts(a: ObjectCounts, b: ObjectCounts): ObjectCounts {
   return out;
 }
 
-/** One SyncResult for both families: the IPv4 one alone when IPv6 did not run, else counts and times added. */
-function mergeResults(results: readonly SyncResult[]): SyncResult {
+/**
+ * One SyncResult for both families: the IPv4 one alone when IPv6 did not
+ * run, else counts and times added, but for `services`: the service ports
+ * of `snapshot` of either family, a dual-stack one counted once.
+ */
+function mergeResults(results: readonly SyncResult[], snapshot: Snapshot): SyncResult {
   if (results.length === 1) return results[0]!;
   const [a, b] = results as [SyncResult, SyncResult];
   const detail =
@@ -165,7 +169,7 @@ function mergeResults(results: readonly SyncResult[]): SyncResult {
       : a.detail;
   return {
     full: a.full || b.full,
-    services: a.services + b.services,
+    services: allPortKeys(snapshot).size,
     endpoints: a.endpoints + b.endpoints,
     written: sumCounts(a.written, b.written),
     deleted: sumCounts(a.deleted, b.deleted),
