@@ -14,7 +14,7 @@ import type { ModeMetricsFactory } from '../server/metrics.ts';
 import type { Option } from 'commander';
 import type { KernelOptions, RenderCliOptions } from '../cli/options.ts';
 import type { StatusRecord } from '../inspect/status.ts';
-import type { TraceContext, TraceResult } from '../inspect/trace.ts';
+import type { Packet, TraceContext, TraceResult } from '../inspect/trace.ts';
 import type { TraceFormat } from '../inspect/trace-format.ts';
 import type { Snapshot } from '../model/types.ts';
 import type { Logger } from '../util/log.ts';
@@ -153,8 +153,12 @@ export interface ModeDriver {
    * @throws UnknownServiceError (modes/iptables/chains.ts) for a selector that matches nothing.
    */
   chains(selector: string | undefined, opts: ModeOptions & { readonly json: boolean; readonly source?: string; readonly serviceCidr: string }): Promise<string>;
-  /** `trace`: the live state to walk a packet through. */
-  trace(opts: ModeOptions): Promise<ModeTrace>;
+  /**
+   * `trace`: the live state to walk `packet` through (a mode that
+   * programs both IP families reads the state of the packet's family;
+   * without `packet`, IPv4's).
+   */
+  trace(opts: ModeOptions, packet?: Packet): Promise<ModeTrace>;
   /**
    * `trace --kernel`: send one real probe for the connection `evaluated`
    * traced, and report the path the kernel took; absent in a mode that

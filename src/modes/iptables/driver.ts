@@ -26,6 +26,7 @@ import { DualStackIptablesBackend, ipv6RenderOptions } from './dual-stack.ts';
 import { loadStatic6Rules } from './static.ts';
 import { familyView } from '../../model/family.ts';
 import type { ServicePortChains } from './chains.ts';
+import type { Packet } from '../../inspect/trace.ts';
 
 /**
  * What the next full sync would write for the source of `opts` against
@@ -124,10 +125,13 @@ export const iptablesMode: ModeDriver = {
     return opts.json ? `${JSON.stringify(found, null, 2)}\n` : formatChains(found);
   },
 
-  async trace(opts: ModeOptions) {
-    const exec = await createIptablesExec(opts, createLogger(opts.logLevel));
-    const [dump, local] = await Promise.all([readTables(exec), localAddresses(opts.netns)]);
-    return { ctx: iptablesTraceContext(dump, local), where: `line numbers are those of iptables-save -t TABLE, iptables-${exec.variant}`, note: '' };
+  async trace(opts: ModeOptions, packet?: Packet) {
+    // An IPv6 packet walks the IPv6 tables (dual-stack.ts), with the node's IPv6 addresses.
+    const family = packet !== undefined && packet.dst.includes(':') ? 'IPv6' : 'IPv4';
+    const exec = await createIptablesExec(opts, createLogger(opts.logLevel), family);
+    const [dump, local] = await Promise.all([readTables(exec), localAddresses(opts.netns, family)]);
+    const save = family === 'IPv4' ? 'iptables-save' : 'ip6tables-save';
+    return { ctx: iptablesTraceContext(dump, local), where: `line numbers are those of ${save} -t TABLE, iptables-${exec.variant}`, note: '' };
   },
 
   async diff(opts) {

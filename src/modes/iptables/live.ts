@@ -1,5 +1,6 @@
 /** Reading the live kernel state that the inspect commands work on. */
-import { isCanonicalIPv4 } from '../../model/addr.ts';
+import { isCanonicalIPv4, parseIP } from '../../model/addr.ts';
+import type { IPFamily } from '../../model/types.ts';
 import { runCommand } from '../shared/exec.ts';
 import type { IptablesExec } from './exec.ts';
 import { parseSave, TABLES, type ParsedDump } from './parse.ts';
@@ -17,10 +18,18 @@ export async function readTables(exec: IptablesExec): Promise<ParsedDump> {
   return dump;
 }
 
-/** The IPv4 addresses of the (namespace's) node, from `ip -4 -o addr show`. */
-export async function localAddresses(netns?: string): Promise<Set<string>> {
-  const res = await runCommand('ip', ['-4', '-o', 'addr', 'show'], netns ? { netns } : {});
-  if (res.code !== 0) throw new Error(`ip -4 -o addr show failed: ${res.stderr.trim()}`);
-  return new Set([...res.stdout.matchAll(/ inet ([0-9.]+)\//g)].map((m) => m[1]!).filter(isCanonicalIPv4));
+/**
+ * The addresses of `family` (default IPv4) of the (namespace's) node, from
+ * `ip -4 -o addr show` or `ip -6 -o addr show` (IPv6 ones in canonical
+ * form, addr.ts parseIP; link-local ones too, as the kernel counts them
+ * LOCAL).
+ * @throws Error when `ip` fails.
+ */
+export async function localAddresses(netns?: string, family: IPFamily = 'IPv4'): Promise<Set<string>> {
+  const flag = family === 'IPv4' ? '-4' : '-6';
+  const res = await runCommand('ip', [flag, '-o', 'addr', 'show'], netns ? { netns } : {});
+  if (res.code !== 0) throw new Error(`ip ${flag} -o addr show failed: ${res.stderr.trim()}`);
+  if (family === 'IPv4') return new Set([...res.stdout.matchAll(/ inet ([0-9.]+)\//g)].map((m) => m[1]!).filter(isCanonicalIPv4));
+  return new Set([...res.stdout.matchAll(/ inet6 ([0-9a-fA-F:.]+)\//g)].flatMap((m) => parseIP(m[1]!)?.text ?? []).filter((ip) => ip.includes(':')));
 }
 
