@@ -20,10 +20,9 @@ import { driftOf } from '../shared/drift.ts';
 import { toIptablesVariant } from './exec.ts';
 import { localAddresses, readTables } from './live.ts';
 import { ownedRuleCounts, renderRestore, renderSnapshot } from './ruleset.ts';
-import { iptablesStatics } from './node-ports.ts';
+import { iptablesStatics, iptablesStatics6 } from './node-ports.ts';
 import { createDualStackExec, createIptablesExec, readKernel } from './wiring.ts';
 import { DualStackIptablesBackend, ipv6RenderOptions } from './dual-stack.ts';
-import { loadStatic6Rules } from './static.ts';
 import { familyView } from '../../model/family.ts';
 import type { ServicePortChains } from './chains.ts';
 import type { Packet } from '../../inspect/trace.ts';
@@ -45,7 +44,8 @@ async function sourceDrift(
   // The IPv6 tables: compared when the source has IPv6 service ports or the kernel has drover's IPv6 chains (dual-stack.ts).
   const v6 = familyView(snapshot, 'IPv6');
   if (kernel6 !== undefined && (v6.services.size > 0 || kernel6.get('nat')?.has('KUBE-SERVICES'))) {
-    const items6 = driftItems(loadStatic6Rules(), renderSnapshot(v6, renderConfig(opts, 'IPv6')), kernel6, { incomplete: incomplete.length > 0 });
+    const statics6 = await iptablesStatics6(opts.nodeportAddresses, opts.netns);
+    const items6 = driftItems(statics6, renderSnapshot(v6, renderConfig(opts, 'IPv6')), kernel6, { incomplete: incomplete.length > 0 });
     for (const item of items6) items.push(ipv6Item(item));
   }
   return { items, problems, incomplete };
@@ -91,10 +91,12 @@ export const iptablesMode: ModeDriver = {
   async createBackend(opts, render, logger) {
     const exec = await createDualStackExec(opts, logger);
     logger.info({ mode: opts.mode, iptables: exec.IPv4.variant, netns: opts.netns }, 'using iptables-%s', exec.IPv4.variant);
-    const statics = await iptablesStatics(opts.nodeportAddresses as RenderCliOptions['nodeportAddresses'], opts.netns, logger);
+    const nodeportAddresses = opts.nodeportAddresses as RenderCliOptions['nodeportAddresses'];
+    const statics = await iptablesStatics(nodeportAddresses, opts.netns, logger);
+    const statics6 = await iptablesStatics6(nodeportAddresses, opts.netns, logger);
     return new DualStackIptablesBackend({
       IPv4: { exec: exec.IPv4, render, statics },
-      IPv6: { exec: exec.IPv6, render: ipv6RenderOptions(render, typeof opts.clusterCidr === 'string' ? opts.clusterCidr : undefined), statics: loadStatic6Rules() },
+      IPv6: { exec: exec.IPv6, render: ipv6RenderOptions(render, typeof opts.clusterCidr === 'string' ? opts.clusterCidr : undefined), statics: statics6 },
       logger,
     });
   },
@@ -107,7 +109,7 @@ export const iptablesMode: ModeDriver = {
     let text = renderRestore(familyView(snapshot, 'IPv4'), renderConfig(opts), ['drover render: iptables-restore --noflush input', ...header], statics);
     // The IPv6 ruleset follows when the source has IPv6 service ports (dual-stack.ts).
     const v6 = familyView(snapshot, 'IPv6');
-    if (v6.services.size > 0) text += renderRestore(v6, renderConfig(opts, 'IPv6'), ['drover render: ip6tables-restore --noflush input'], loadStatic6Rules());
+    if (v6.services.size > 0) text += renderRestore(v6, renderConfig(opts, 'IPv6'), ['drover render: ip6tables-restore --noflush input'], await iptablesStatics6(opts.nodeportAddresses, undefined));
     return { text, leftOut: [] };
   },
 
@@ -144,7 +146,7 @@ export const iptablesMode: ModeDriver = {
     const kernel6 = await readKernel6(opts);
     const drift = await driftOf(async () => (await sourceDrift({ ...recorded, ...(opts.netns ? { netns: opts.netns } : {}) }, kernel, kernel6)).items.length);
     const rules = ownedRuleCounts(await iptablesStatics(recorded.nodeportAddresses, opts.netns), kernel);
-    const rules6 = kernel6 === undefined ? undefined : ownedRuleCounts(loadStatic6Rules(), kernel6);
+    const rules6 = kernel6 === undefined ? undefined : ownedRuleCounts(await iptablesStatics6(recorded.nodeportAddresses, opts.netns), kernel6);
     const lines: Array<readonly [string, string]> =
       rules6 !== undefined && rules6.filter + rules6.nat > 0 ? [['ip6tables', `${rules6.filter + rules6.nat} drover-owned rules in the IPv6 tables (filter ${rules6.filter}, nat ${rules6.nat})`]] : [];
     return { rules, drift, lines };

@@ -7,11 +7,17 @@
  * addresses in the IPv4 CIDRs, read once, one hook each. Loopback
  * addresses are left out and reported, as kube-proxy logs them when
  * localhost NodePorts are off.
+ *
+ * The IPv6 family reads the same flag the same way, as kube-proxy's IPv6
+ * proxier does (NewNodePortAddresses with its family): no IPv6 CIDR, or
+ * ::/0, means every local IPv6 address but ::1 (static6.rules); otherwise
+ * this node's IPv6 addresses in the IPv6 CIDRs, `-d IP/128` each.
  */
-import { cidrContains, compareAddresses, isCanonicalIPv4, type IPPrefix } from '../../model/addr.ts';
+import { cidrContains, compareAddresses, parseIP, type IPPrefix } from '../../model/addr.ts';
+import type { IPFamily } from '../../model/types.ts';
 import type { Logger } from '../../util/log.ts';
 import { localAddresses } from './live.ts';
-import { loadStaticRules, type StaticRuleset } from './static.ts';
+import { loadStatic6Rules, loadStaticRules, type StaticRuleset } from './static.ts';
 
 /** The NodePort addresses for `cidrs` among `local`. */
 export interface NodePortIPs {
@@ -22,31 +28,39 @@ export interface NodePortIPs {
 }
 
 /**
- * Pick the NodePort addresses (see the module comment). Pure.
- * @param cidrs `--nodeport-addresses`; undefined or empty: every address
- * @param local the node's IPv4 addresses (live.ts localAddresses)
+ * Pick the NodePort addresses of `family` (default IPv4; see the module comment). Pure.
+ * @param cidrs `--nodeport-addresses`; undefined or empty, or none of `family`: every address
+ * @param local the node's addresses of `family` (live.ts localAddresses); others are ignored
  */
-export function nodePortIPs(cidrs: readonly IPPrefix[] | undefined, local: Iterable<string>): NodePortIPs {
-  const v4 = (cidrs ?? []).filter((c) => c.family === 4);
-  if (v4.length === 0 || v4.some((c) => c.bits === 0)) return { loopback: [] };
-  const picked = [...new Set(local)].filter((ip) => isCanonicalIPv4(ip) && v4.some((c) => cidrContains(c, ip))).sort(compareAddresses);
-  const isLoopback = (ip: string) => ip.startsWith('127.');
+export function nodePortIPs(cidrs: readonly IPPrefix[] | undefined, local: Iterable<string>, family: IPFamily = 'IPv4'): NodePortIPs {
+  const version = family === 'IPv4' ? 4 : 6;
+  const ofFamily = (cidrs ?? []).filter((c) => c.family === version);
+  if (ofFamily.length === 0 || ofFamily.some((c) => c.bits === 0)) return { loopback: [] };
+  const picked = [...new Set(local)].filter((ip) => { const a = parseIP(ip); return a?.family === version && a.text === ip && ofFamily.some((c) => cidrContains(c, a)); }).sort(compareAddresses);
+  const isLoopback = (ip: string) => ip.startsWith('127.') || ip === '::1';
   return { ips: picked.filter((ip) => !isLoopback(ip)), loopback: picked.filter(isLoopback) };
 }
 
 /**
- * The NodePort addresses of namespace `netns` (undefined: this process's)
- * for `cidrs` (see {@link nodePortIPs}), with the node's IPv4 addresses
- * they were picked from (`ip -4 -o addr show`). Warns about left-out
- * loopback addresses and about CIDRs that hold no address of the node
- * (then no NodePort answers anywhere).
+ * The NodePort addresses of `family` (default IPv4) of namespace `netns`
+ * (undefined: this process's) for `cidrs` (see {@link nodePortIPs}), with
+ * the node's addresses of that family they were picked from (`ip -4 -o
+ * addr show` or `ip -6 …`). Warns about left-out loopback addresses and
+ * about CIDRs that hold no address of the node (then no NodePort of that
+ * family answers anywhere).
  * @throws Error when the addresses cannot be read.
  */
-export async function readNodePortIPs(cidrs: readonly IPPrefix[] | undefined, netns: string | undefined, logger?: Logger): Promise<NodePortIPs & { readonly local: ReadonlySet<string> }> {
-  const local = await localAddresses(netns);
-  const picked = nodePortIPs(cidrs, local);
-  if (picked.loopback.length > 0) logger?.warn({ addresses: picked.loopback }, '--nodeport-addresses holds loopback addresses; NodePorts are not served on them');
-  if (picked.ips !== undefined && picked.ips.length === 0) logger?.warn({ nodeportAddresses: cidrs?.map((c) => c.text) }, 'no address of this node is in --nodeport-addresses: no NodePort is reachable');
+export async function readNodePortIPs(
+  cidrs: readonly IPPrefix[] | undefined,
+  netns: string | undefined,
+  logger?: Logger,
+  family: IPFamily = 'IPv4',
+): Promise<NodePortIPs & { readonly local: ReadonlySet<string> }> {
+  const local = await localAddresses(netns, family);
+  const picked = nodePortIPs(cidrs, local, family);
+  const of = family === 'IPv4' ? '' : ` (${family})`;
+  if (picked.loopback.length > 0) logger?.warn({ addresses: picked.loopback }, `--nodeport-addresses holds loopback addresses${of}; NodePorts are not served on them`);
+  if (picked.ips !== undefined && picked.ips.length === 0) logger?.warn({ nodeportAddresses: cidrs?.map((c) => c.text) }, `no address of this node is in --nodeport-addresses${of}: no NodePort is reachable`);
   return { ...picked, local };
 }
 
@@ -58,4 +72,15 @@ export async function readNodePortIPs(cidrs: readonly IPPrefix[] | undefined, ne
 export async function iptablesStatics(cidrs: readonly IPPrefix[] | undefined, netns: string | undefined, logger?: Logger): Promise<StaticRuleset> {
   if (cidrs === undefined || cidrs.length === 0) return loadStaticRules();
   return loadStaticRules((await readNodePortIPs(cidrs, netns, logger)).ips);
+}
+
+/**
+ * iptables mode's IPv6 static rules for `--nodeport-addresses` in
+ * namespace `netns` (its IPv6 addresses read only when an IPv6 CIDR is
+ * given, {@link readNodePortIPs}; see the module comment).
+ * @throws Error when the addresses cannot be read.
+ */
+export async function iptablesStatics6(cidrs: readonly IPPrefix[] | undefined, netns: string | undefined, logger?: Logger): Promise<StaticRuleset> {
+  if (!(cidrs ?? []).some((c) => c.family === 6)) return loadStatic6Rules();
+  return loadStatic6Rules((await readNodePortIPs(cidrs, netns, logger, 'IPv6')).ips);
 }
