@@ -78,6 +78,13 @@ const FIELDS: Readonly<Record<string, FieldRule>> = {
   'ipvs.scheduler': { flag: '--ipvs-scheduler', text: str },
 };
 
+/**
+ * kube-proxy's `iptables.localhostNodePorts`, drover's `--nodeport-localhost`
+ * (iptables mode only). kube-proxy takes an absent field as true; drover, as
+ * its flag, as false: only `true` turns it on.
+ */
+const LOCALHOST_FIELD = 'iptables.localhostNodePorts';
+
 /** Per-mode sections whose sync periods apply when that mode is in use. */
 const MODE_SECTIONS = ['iptables', 'ipvs', 'nftables'] as const;
 
@@ -145,6 +152,12 @@ export function readConfigFile(path: string, modeFlag?: string): ConfigValues {
     if (section !== undefined) {
       // The active mode's section applies (after the top level); another mode's is unused, as in kube-proxy.
       if (section === mode && !leaves.has(field.slice(section.length + 1))) take(field, FIELDS[field.slice(section.length + 1)]!, value);
+      continue;
+    }
+    if (field === LOCALHOST_FIELD) {
+      // kube-proxy reads it in iptables mode only; drover's flag is a usage error in the other modes, so the field is named as unused there.
+      if (mode === 'iptables') take(field, { flag: '--nodeport-localhost', text: bool }, value);
+      else unsupported.push(`${field} (mode ${mode})`);
       continue;
     }
     const unused = MODE_SECTIONS.find((m) => m !== 'iptables' && field === `${m}.masqueradeAll`);

@@ -12,7 +12,7 @@ import { Command } from 'commander';
 import { modeDriver } from '../modes/registry.ts';
 import { EXIT, markPartial } from './exit.ts';
 import { inspectKernelOptions, listTimeoutOption, renderOptions, type KernelOptions, type RenderCliOptions } from './options.ts';
-import { compareOptions, modeHelp } from './setup.ts';
+import { compareOptions, modeHelp, refuseForeignSwitches } from './setup.ts';
 
 /** The `diff` command. */
 export function diffCommand(): Command {
@@ -24,6 +24,7 @@ export function diffCommand(): Command {
     )
     .action(async (opts: KernelOptions & RenderCliOptions) => {
       try {
+        refuseForeignSwitches(opts);
         const drift = await modeDriver(opts.mode).diff(opts);
         for (const p of drift.problems) process.stderr.write(`drover: ${p}\n`);
         process.stdout.write(drift.text);

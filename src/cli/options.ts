@@ -301,7 +301,7 @@ export function nodePortAddressesOption(): Option {
   return new Option(
     '--nodeport-addresses <cidr,...>',
     "NodePorts and each LoadBalancer Service's health-check NodePort answer on the node's IPv4 addresses in these CIDRs, read at start " +
-      '(default: every local address; NodePorts never on 127.0.0.0/8)',
+      '(default: every local address; NodePorts on 127.0.0.0/8 only with --nodeport-localhost, iptables mode)',
   ).argParser(nodePortAddressesArg);
 }
 

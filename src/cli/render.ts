@@ -11,7 +11,7 @@ import type { Endpoint, Snapshot } from '../model/types.ts';
 import { modeDriver } from '../modes/registry.ts';
 import { EXIT, markPartial } from './exit.ts';
 import { listTimeoutOption, modeOption, renderOptions, type RenderCliOptions } from './options.ts';
-import { compareOptions, loadSource, modeHelp } from './setup.ts';
+import { compareOptions, loadSource, modeHelp, refuseForeignSwitches } from './setup.ts';
 
 /**
  * The `#` header lines: one per service port (key, ClusterIP:port/protocol,
@@ -44,6 +44,7 @@ export function renderCommand(): Command {
     )
     .addOption(modeOption())
     .action(async (opts: RenderCliOptions & { mode: string }) => {
+      refuseForeignSwitches(opts);
       const loaded = await loadSource(opts);
       for (const p of loaded.problems) process.stderr.write(`drover: ${p}\n`);
       const rendered = await modeDriver(opts.mode).render(loaded.snapshot, opts, serviceSummary(loaded.snapshot));

@@ -66,6 +66,7 @@ export function runCommand(): Command {
             masqueradeAll: opts.masqueradeAll,
             serviceCidr: opts.serviceCidr,
             ...(opts.nodeportAddresses?.length ? { nodePortAddresses: opts.nodeportAddresses.map((c) => c.text) } : {}),
+            ...((opts as { nodeportLocalhost?: boolean }).nodeportLocalhost === true ? { nodePortLocalhost: true } : {}),
           },
           ipvs: null,
           ...modeDriver(opts.mode).runInfo(opts),

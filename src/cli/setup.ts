@@ -31,12 +31,29 @@ export type BackendCliOptions = ModeOptions & { readonly serviceCidr?: string };
  * @throws UsageError as createBackend does.
  */
 export async function createSyncBackend(opts: BackendCliOptions & RenderCliOptions, logger: Logger): Promise<Backend> {
+  refuseForeignSwitches(opts);
   const render = renderConfig(opts);
   const backend = await createBackend(opts, render, logger);
   if (render.clusterCIDR === undefined && !render.masqueradeAll) {
     logger.warn('neither --cluster-cidr nor --masquerade-all is set: traffic to ClusterIPs is not masqueraded (only hairpin traffic is)');
   }
   return backend;
+}
+
+/**
+ * Refuse a switch that only another mode takes (ModeDriver.exclusiveSwitches),
+ * e.g. `--nodeport-localhost` with `--mode nftables`.
+ * @throws UsageError naming the flag, the mode it is for and the mode in use.
+ */
+export function refuseForeignSwitches(opts: { readonly mode: string }): void {
+  const mode = modeDriver(opts.mode);
+  for (const other of allModes()) {
+    if (other === mode) continue;
+    for (const [flag, what] of Object.entries(other.exclusiveSwitches ?? {})) {
+      const attribute = flag.replace(/^--/, '').replace(/-([a-z])/g, (_, c: string) => c.toUpperCase());
+      if ((opts as Readonly<Record<string, unknown>>)[attribute] === true) throw new UsageError(`${flag} is for --mode ${other.name} only: ${mode.title} mode has no ${what}`);
+    }
+  }
 }
 
 /**

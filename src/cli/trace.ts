@@ -9,7 +9,7 @@
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { formatTrace } from '../inspect/trace-format.ts';
 import { trace, type Packet } from '../inspect/trace.ts';
-import { parseBindAddress, parseIP } from '../model/addr.ts';
+import { isCanonicalIPv4, parseIP } from '../model/addr.ts';
 import { parseIPv4HostPort } from '../model/validate.ts';
 import { modeDriver } from '../modes/registry.ts';
 import { inspectKernelOptions, netnsArg, type KernelOptions } from './options.ts';
@@ -17,23 +17,26 @@ import { modeHelp } from './setup.ts';
 import { EXIT } from './exit.ts';
 import { UsageError } from './usage-error.ts';
 
-/** `--src`: an IPv4 or IPv6 address, read strictly (addr.ts parseIP), in canonical form. */
+/** An IPv4 address, or an IPv6 one in canonical text (RFC 5952, e.g. fd00::10). */
 function ipArg(value: string): string {
-  const ip = parseIP(value);
-  if (ip === undefined) throw new InvalidArgumentError(`"${value}" is not an IPv4 or IPv6 address`);
-  return ip.text;
+  if (!isCanonicalIPv4(value) && parseIP(value)?.text !== value) throw new InvalidArgumentError(`"${value}" is not an IPv4 address nor a canonical IPv6 one`);
+  return value;
 }
 
-/** `--dst`: "ip:port", or "[ipv6]:port" (addr.ts parseBindAddress), port 1-65535. */
+/** `ip:port`, or `[ipv6]:port` for an IPv6 destination. */
 function hostPortArg(value: string): { ip: string; port: number } {
-  if (!value.startsWith('[')) {
-    const parsed = parseIPv4HostPort(value);
-    if ('problem' in parsed) throw new InvalidArgumentError(parsed.problem);
-    return parsed;
+  // A loopback destination is a NodePort on 127.0.0.1 (iptables mode's --nodeport-localhost); the endpoint parser refuses it.
+  const loopback = /^(127\.[0-9.]+):([0-9]+)$/.exec(value);
+  if (loopback && isCanonicalIPv4(loopback[1]!) && !('problem' in parseIPv4HostPort(`10.0.0.1:${loopback[2]}`))) return { ip: loopback[1]!, port: Number(loopback[2]) };
+  const v6 = /^\[([0-9a-f:.]+)\]:([1-9][0-9]{0,4})$/.exec(value);
+  if (v6) {
+    const port = Number(v6[2]);
+    if (parseIP(v6[1]!)?.text !== v6[1] || v6[1]!.indexOf(':') < 0 || port > 65535) throw new InvalidArgumentError(`"${value}" is not an "[ipv6]:port" destination (canonical IPv6 text, port 1-65535)`);
+    return { ip: v6[1]!, port };
   }
-  const bind = parseBindAddress(value);
-  if (bind === undefined || bind.port === 0) throw new InvalidArgumentError(`"${value}" is not an "[ipv6]:port" destination (port 1-65535)`);
-  return { ip: bind.ip.text, port: bind.port };
+  const parsed = parseIPv4HostPort(value);
+  if ('problem' in parsed) throw new InvalidArgumentError(parsed.problem);
+  return parsed;
 }
 
 type TraceCliOptions = KernelOptions & {
@@ -63,15 +66,15 @@ export function traceCommand(): Command {
     .action(async (opts: TraceCliOptions) => {
       const packet: Packet = { src: opts.src, dst: opts.dst.ip, dport: opts.dst.port, proto: opts.proto };
       const driver = modeDriver(opts.mode);
-      if (packet.src.includes(':') !== packet.dst.includes(':')) throw new UsageError(`--src ${packet.src} and --dst ${packet.dst} are of different IP families`);
-      if (packet.dst.includes(':') && driver.name !== 'iptables') {
-        throw new UsageError(`trace of an IPv6 destination is built for --mode iptables only; ${driver.title} mode programs the IPv4 view only`);
-      }
       if (opts.probeFrom !== undefined && !opts.kernel) throw new UsageError('--probe-from is for --kernel');
       if (opts.kernel && !driver.kernelTrace) {
         throw new UsageError(`trace --kernel is built for --mode nftables only (the probe is marked with meta nftrace in table ip drover); ${driver.title} mode has no kernel trace`);
       }
-      const { ctx, where, note, format } = await driver.trace(opts, packet);
+      const family = opts.dst.ip.includes(':') ? 'IPv6' : 'IPv4';
+      if (opts.src.includes(':') !== (family === 'IPv6')) throw new UsageError(`--src ${opts.src} and --dst ${opts.dst.ip} are of different IP families`);
+      if (family === 'IPv6' && !driver.traceIPv6) throw new UsageError(`trace of IPv6 connections is built for --mode iptables and nftables (ip6tables, table ip6 drover); ${driver.title} mode traces IPv4`);
+      if (family === 'IPv6' && opts.kernel) throw new UsageError('trace --kernel sends IPv4 probes only');
+      const { ctx, where, note, format } = await driver.trace({ ...opts, family });
       process.stderr.write(note);
       const result = trace(ctx, packet);
       const kernel = opts.kernel ? await driver.kernelTrace!(opts, result) : undefined;

@@ -64,6 +64,8 @@ const statusSchema = z.object({
     serviceCidr: z.string(),
     /** `--nodeport-addresses` as given (CIDRs); absent when not given, and in files of older versions. */
     nodePortAddresses: z.array(z.string()).optional(),
+    /** `--nodeport-localhost` (iptables mode); absent when off, and in files of older versions. */
+    nodePortLocalhost: z.boolean().optional(),
   }),
   /** IPVS mode's options (`--ipvs-scheduler`); null in iptables mode, absent in files of older versions. */
   ipvs: z.object({ scheduler: z.string() }).nullable().optional(),

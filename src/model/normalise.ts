@@ -63,7 +63,9 @@ export interface BuildOptions {
    * "namespace/name" → ClusterIP allocated by an earlier drover process (the
    * allocation state file, sources/allocation-state.ts). A service absent
    * from `previous` keeps its remembered address as it would keep one of
-   * `previous` (allocate.ts step 1), unless a service of `previous` holds it.
+   * `previous` (allocate.ts step 1), unless a service of `previous` holds it;
+   * the remembered address of a service absent from the objects is given
+   * to no other service (unless one of `previous` holds it).
    */
   readonly remembered?: ReadonlyMap<string, string>;
   /** The service ports of earlier builds, reused when their inputs are the same objects (see {@link BuildMemo}). */
@@ -173,6 +175,10 @@ export function buildSnapshot(objects: readonly ParsedObject[], opts: BuildOptio
     if (svc.clusterIP !== undefined) taken.push(svc.clusterIP);
     else if (svc.ports.length > 0 && svc.clusterIPs.length === 0) toAllocate.push(key);
   }
+  // A remembered address of a service not in this build stays that service's:
+  // the part of the source that holds it may be unreadable now (the source
+  // forgets such records once a whole read lacks them, decoder.ts forgetAbsent).
+  for (const [key, ip] of opts.remembered ?? []) if (!byKey.has(key) && !held.has(ip)) taken.push(ip);
   const { allocated, exhausted } = allocateClusterIPs({ cidr, keys: toAllocate, taken, previous: previousIP });
   const unallocated = new Set(exhausted);
   if (unallocated.size > 0) {

@@ -326,7 +326,12 @@ export function parseIPv4HostPort(
   opts: { endpoint?: boolean } = {},
 ): { ip: string; port: number; note?: string } | { problem: string } {
   const m = /^([0-9.]+):([1-9][0-9]{0,4})$/.exec(value);
-  if (!m) return { problem: `${show(value)} is not an "ip:port" endpoint` };
+  if (!m) {
+    // "[fd00::1]:8080" (Go's net.JoinHostPort) or a bare IPv6 text: say so, rather than "not ip:port".
+    const bracketed = /^\[([^\]]*)\]:[0-9]+$/.exec(value)?.[1];
+    if ((bracketed !== undefined && isIPv6(bracketed)) || isIPv6(value)) return { problem: `${show(value)} is an IPv6 endpoint; only IPv4 "ip:port" endpoints are read` };
+    return { problem: `${show(value)} is not an "ip:port" endpoint` };
+  }
   const port = Number(m[2]);
   const addr = (opts.endpoint ? parseEndpointIPv4 : readUnicastIPv4)(m[1]!);
   if ('problem' in addr) return { problem: `${show(value)}: ${addr.problem}` };

@@ -14,9 +14,9 @@ import type { ModeMetricsFactory } from '../server/metrics.ts';
 import type { Option } from 'commander';
 import type { KernelOptions, RenderCliOptions } from '../cli/options.ts';
 import type { StatusRecord } from '../inspect/status.ts';
-import type { Packet, TraceContext, TraceResult } from '../inspect/trace.ts';
+import type { TraceContext, TraceResult } from '../inspect/trace.ts';
 import type { TraceFormat } from '../inspect/trace-format.ts';
-import type { Snapshot } from '../model/types.ts';
+import type { IPFamily, Snapshot } from '../model/types.ts';
 import type { Logger } from '../util/log.ts';
 import type { ModeHarness } from '../bench/harness.ts';
 import type { BenchSettings } from '../bench/types.ts';
@@ -122,6 +122,13 @@ export interface ModeDriver {
     /** Of the commands that compare with what `run` programs: `render` and `diff`. */
     readonly compare: () => Option[];
   };
+  /**
+   * Switches (boolean flags, by long name) of {@link options} that only this
+   * mode takes, each with what it turns on ("NodePorts on 127.0.0.1"): set
+   * with another `--mode`, they are a usage error naming the flag and that
+   * mode (cli/setup.ts refuseForeignSwitches).
+   */
+  readonly exclusiveSwitches?: Readonly<Record<string, string>>;
   /** Phrases the commands' `--help` texts add for this mode (empty for the first mode, whose behaviour they describe). */
   readonly help: {
     readonly render: string;
@@ -153,12 +160,10 @@ export interface ModeDriver {
    * @throws UnknownServiceError (modes/iptables/chains.ts) for a selector that matches nothing.
    */
   chains(selector: string | undefined, opts: ModeOptions & { readonly json: boolean; readonly source?: string; readonly serviceCidr: string }): Promise<string>;
-  /**
-   * `trace`: the live state to walk `packet` through (a mode that
-   * programs both IP families reads the state of the packet's family;
-   * without `packet`, IPv4's).
-   */
-  trace(opts: ModeOptions, packet?: Packet): Promise<ModeTrace>;
+  /** `trace`: the live state to walk a packet through; `family` IPv6 for a connection to an IPv6 address (only when {@link traceIPv6}). */
+  trace(opts: ModeOptions & { readonly family?: IPFamily }): Promise<ModeTrace>;
+  /** True when `trace` walks IPv6 connections too (nftables mode: table ip6 drover); otherwise `drover trace` refuses them. */
+  readonly traceIPv6?: boolean;
   /**
    * `trace --kernel`: send one real probe for the connection `evaluated`
    * traced, and report the path the kernel took; absent in a mode that

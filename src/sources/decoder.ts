@@ -452,6 +452,18 @@ export class Decoder {
     }
   }
 
+  /**
+   * Forget the remembered allocations of services the last apply did not
+   * build, and save what changed: to call after a load that read the
+   * whole source, which says those services are gone. (Until then their
+   * addresses are kept from other services, normalise.ts `remembered`.)
+   */
+  forgetAbsent(): void {
+    if (this.memory === undefined || this.remembered.size === 0) return;
+    this.remembered.clear();
+    this.remember(this.allocated);
+  }
+
   /** Forget the remembered allocations that `allocated` supersedes, and save what changed. */
   private remember(allocated: ReadonlyMap<string, string>): void {
     if (this.memory === undefined) return;

@@ -240,6 +240,8 @@ export class FileSource {
   /** The LoadResult of a decoder apply, logged; `objects` are the objects read at this load, for their debug log. */
   private finish(built: DecodeResult, errors: ManifestError[], warnings: ManifestError[], objects: readonly ParsedObject[]): LoadResult {
     const result = loadResult(built, errors, warnings);
+    // A whole read: the records of the state file for services not in it are of services gone.
+    if (result.errors.length === 0) this.decoder.forgetAbsent();
     this.logResult(result.errors, result.warnings, built.allocations);
     this.logNotes(built.notes);
     for (const o of objects) {

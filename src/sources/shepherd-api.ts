@@ -11,7 +11,9 @@
  *
  * with `Authorization: Bearer <token>` when a token is given (Shepherd
  * answers 401 without it when its SHEPHERD_API_TOKEN is set). Each request
- * has a timeout. A read never throws: a namespace list that fails makes the
+ * has a timeout, and an answer larger than {@link MAX_ANSWER_BYTES} is
+ * not read (a server answering garbage must not take the node's memory;
+ * 10,000 Services in one namespace are about 5 MB). A read never throws: a namespace list that fails makes the
  * whole read fail; a service list that fails fails its namespace only.
  * Every failure is a {@link ShepherdApiError} naming the URL.
  */
@@ -65,6 +67,25 @@ export function shepherdBaseURL(value: string): string {
   return `${url.origin}${url.pathname.replace(/\/+$/, '')}`;
 }
 
+/**
+ * Check a bearer token before it is used: an HTTP header value may not hold
+ * a control character (CR, LF, NUL, ...) nor one above U+00FF (RFC 9110
+ * 5.5), and the HTTP client's error for such a header quotes the whole
+ * value, which would put the token in the log and the status file.
+ * @throws DroverError naming SHEPHERD_API_TOKEN and the position of the
+ * first bad character, never the token.
+ */
+export function checkShepherdToken(token: string): void {
+  const at = [...token].findIndex((c) => {
+    const code = c.codePointAt(0)!;
+    return code < 0x20 || code === 0x7f || code > 0xff;
+  });
+  if (at >= 0) throw new DroverError(`SHEPHERD_API_TOKEN: character ${at + 1} cannot be sent in an HTTP header (a control character or one above U+00FF)`);
+}
+
+/** Default size limit of one answer: 64 MiB. A larger one is a failed request, not read further. */
+export const MAX_ANSWER_BYTES = 64 * 1024 * 1024;
+
 /** How to reach one Shepherd API server. */
 export interface ShepherdApiOptions {
   /** Base URL from {@link shepherdBaseURL}, e.g. "http://10.0.0.1:9876". */
@@ -75,6 +96,8 @@ export interface ShepherdApiOptions {
   readonly timeoutMs: number;
   /** Aborts every request in flight (e.g. when the source is closed). */
   readonly signal?: AbortSignal;
+  /** Largest answer read, bytes (default {@link MAX_ANSWER_BYTES}). */
+  readonly maxBytes?: number;
 }
 
 /** One namespace's service list: its URL, and the raw objects (empty for Shepherd's `null`) or why it failed. */
@@ -132,12 +155,14 @@ async function getJSON(url: string, opts: ShepherdApiOptions): Promise<unknown> 
   const signal = opts.signal ? AbortSignal.any([timeout, opts.signal]) : timeout;
   const headers: Record<string, string> = { Accept: 'application/json' };
   if (opts.token !== undefined) headers.Authorization = `Bearer ${opts.token}`;
+  const maxBytes = opts.maxBytes ?? MAX_ANSWER_BYTES;
   let text: string;
   let res: Response;
   try {
     res = await fetch(url, { headers, signal, redirect: 'error' });
-    text = await res.text();
+    text = await readText(res, maxBytes);
   } catch (err) {
+    if (err === TOO_LARGE) throw new ShepherdApiError(url, `answer larger than ${formatBytes(maxBytes)}; not read`);
     throw new ShepherdApiError(url, timeout.aborted ? `no answer within ${opts.timeoutMs} ms` : describeFetchError(err));
   }
   if (res.status !== 200) {
@@ -150,6 +175,42 @@ async function getJSON(url: string, opts: ShepherdApiOptions): Promise<unknown> 
   } catch (err) {
     throw new ShepherdApiError(url, `answer is not JSON: ${(err as Error).message}`);
   }
+}
+
+/** Thrown by {@link readText} for an answer over its limit. */
+const TOO_LARGE = new Error('answer too large');
+
+/**
+ * The body of `res` as UTF-8 text, read up to `maxBytes`.
+ * @throws {@link TOO_LARGE} (the body is cancelled) when its Content-Length or what arrives is larger; the stream's error otherwise.
+ */
+async function readText(res: Response, maxBytes: number): Promise<string> {
+  const declared = Number(res.headers.get('content-length') ?? NaN);
+  if (declared > maxBytes) {
+    await res.body?.cancel();
+    throw TOO_LARGE;
+  }
+  const reader = res.body?.getReader();
+  if (reader === undefined) return '';
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.byteLength;
+    if (size > maxBytes) {
+      await reader.cancel();
+      throw TOO_LARGE;
+    }
+    chunks.push(value);
+  }
+  return new TextDecoder().decode(Buffer.concat(chunks));
+}
+
+/** `n` bytes as "64 MiB" (or "1000 bytes" below a MiB). */
+function formatBytes(n: number): string {
+  const MiB = 1024 * 1024;
+  return n >= MiB ? `${Math.round((n / MiB) * 10) / 10} MiB` : `${n} bytes`;
 }
 
 /** A one-line description of a failed fetch: the system error code when there is one (ECONNREFUSED, ENOTFOUND, ...). */

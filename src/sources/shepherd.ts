@@ -42,7 +42,7 @@ import type { Logger } from '../util/log.ts';
 import { Decoder, type AllocationMemory } from './decoder.ts';
 import { fileChanges } from './file.ts';
 import { KEEP_NOTE } from './last-good.ts';
-import { readShepherd, ShepherdApiError, type NamespaceRead, type ShepherdRead } from './shepherd-api.ts';
+import { checkShepherdToken, readShepherd, ShepherdApiError, type NamespaceRead, type ShepherdRead } from './shepherd-api.ts';
 import type { SourceLoad } from './select.ts';
 
 /** Default time between two polls, ms (Shepherd's service controller period). */
@@ -111,8 +111,13 @@ export class ShepherdSource {
   /** One per poll in flight, aborted by {@link close}. */
   private readonly inflight = new Set<AbortController>();
 
-  /** Throws Error when `opts.serviceCIDR` is not a valid service CIDR (allocate.ts parseServiceCIDR). */
+  /**
+   * Throws Error when `opts.serviceCIDR` is not a valid service CIDR
+   * (allocate.ts parseServiceCIDR), DroverError when `opts.token` cannot be
+   * sent in a header (shepherd-api.ts checkShepherdToken).
+   */
   constructor(opts: ShepherdSourceOptions) {
+    if (opts.token !== undefined) checkShepherdToken(opts.token);
     this.opts = opts;
     this.pollIntervalMs = opts.pollIntervalMs ?? DEFAULT_POLL_INTERVAL_MS;
     this.decoder = new Decoder({ serviceCIDR: opts.serviceCIDR, ...(opts.allocations ? { allocations: opts.allocations } : {}) });
@@ -164,6 +169,8 @@ export class ShepherdSource {
     }
     this.log([...errors, ...warnings]);
     if (poll.read.error !== undefined) errors.unshift(poll.read.error.withNote('keeping the Services last read'));
+    // A whole read: the records of the state file for Services not in it are of Services gone.
+    if (errors.length === 0) this.decoder.forgetAbsent();
     return { snapshot: result.snapshot, errors, warnings, incomplete: errors.map((e) => e.message), changed: result.changed };
   }
 

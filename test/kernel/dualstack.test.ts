@@ -13,29 +13,23 @@ import { loadStatic6Rules, loadStaticRules } from '../../src/modes/iptables/stat
 import { iptablesStatics6 } from '../../src/modes/iptables/node-ports.ts';
 import { nodePortAddressesArg } from '../../src/cli/options.ts';
 import { probe } from '../../src/testbed/probe.ts';
-import { createTopology, testbedUnavailableReason, type Topology } from '../../src/testbed/topology.ts';
+import { testbedUnavailableReason, type Topology } from '../../src/testbed/topology.ts';
 import { silentLogger } from '../../src/util/log.ts';
-import { buildFrom } from '../unit/model-helpers.ts';
+import { CLUSTER_CIDRS, dualStackWorld } from '../support/dualstack.ts';
 import type { Snapshot } from '../../src/model/types.ts';
 
 const unavailable = await testbedUnavailableReason();
 const FULL = { full: true, changed: new Set<string>() };
-const BACKENDS = [
-  { name: 'b1', ip: '10.244.1.2', ip6: 'fd00:244:1::2', ports: [8080] },
-  { name: 'b2', ip: '10.244.1.3', ip6: 'fd00:244:1::3', ports: [8080] },
-  { name: 'b3', ip: '10.244.1.4', ip6: 'fd00:244:1::4', ports: [8080] },
-];
-
 let topo: Topology;
 let snapshot: Snapshot;
 
 /** The dual-stack backend in the node namespace; `ipv6Netns` overrides where the IPv6 half writes, `statics6` the IPv6 static rules. */
 function dualStack(ipv6Netns = topo.node, statics6 = loadStatic6Rules()): DualStackIptablesBackend {
   return new DualStackIptablesBackend({
-    IPv4: { exec: new SystemIptables({ variant: 'nft', netns: topo.node }), render: { clusterCIDR: '10.244.0.0/16', masqueradeAll: false }, statics: loadStaticRules() },
+    IPv4: { exec: new SystemIptables({ variant: 'nft', netns: topo.node }), render: { clusterCIDR: CLUSTER_CIDRS.IPv4, masqueradeAll: false }, statics: loadStaticRules() },
     IPv6: {
       exec: new SystemIptables({ variant: 'nft', family: 'IPv6', netns: ipv6Netns }),
-      render: { clusterCIDR: 'fd00:244::/48', masqueradeAll: false, family: 'IPv6' },
+      render: { clusterCIDR: CLUSTER_CIDRS.IPv6, masqueradeAll: false, family: 'IPv6' },
       statics: statics6,
     },
     logger: silentLogger(),
@@ -46,8 +40,7 @@ if (unavailable) {
   test.skip(`dual-stack kernel tests skipped: ${unavailable}`, () => {});
 } else {
   test.before(async () => {
-    snapshot = (await buildFrom(['test/fixtures/dualstack/services.yaml'])).snapshot;
-    topo = await createTopology({ backends: BACKENDS, clients: [{ name: 'outside', ip: '192.168.100.2', ip6: 'fd00:100::2' }] });
+    ({ snapshot, topo } = await dualStackWorld());
   });
 
   test.after.always(async () => {

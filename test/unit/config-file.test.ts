@@ -162,3 +162,13 @@ test("nodePortAddresses: kube-proxy's primary is named as unsupported, not refus
   t.is(primary.opts.nodeportAddresses, undefined);
   t.deepEqual(primary.warnings, ['drover: --config F: not supported by drover, ignored: nodePortAddresses (primary)']);
 });
+
+test("iptables.localhostNodePorts: true becomes --nodeport-localhost in iptables mode; in another mode it is named as unused", async (t) => {
+  t.like(await effective(`${HEAD}iptables:\n  localhostNodePorts: true\n`), { opts: { nodeportLocalhost: true }, warnings: [] });
+  t.like(await effective(`${HEAD}iptables:\n  localhostNodePorts: false\n`), { opts: { nodeportLocalhost: false }, warnings: [] });
+  t.like(await effective(`${HEAD}mode: nftables\niptables:\n  localhostNodePorts: true\n`), {
+    opts: { nodeportLocalhost: false },
+    warnings: ['drover: --config F: not supported by drover, ignored: iptables.localhostNodePorts (mode nftables)'],
+  });
+  t.regex(await refused(`${HEAD}iptables:\n  localhostNodePorts: "yes"\n`), /^--config F: iptables.localhostNodePorts: expected true or false, got "yes"$/);
+});

@@ -5,7 +5,7 @@
  * on the same stream, a watch whose answer is late while the informer is
  * stopped and started again.
  */
-import test from 'ava';
+import test, { type ExecutionContext } from 'ava';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
@@ -70,8 +70,8 @@ test.after.always(async () => {
 });
 
 let n = 0;
-/** A Service informer for `url` with a 100 ms backoff, and what it handed over. */
-async function informerFor(url: string) {
+/** A Service informer for `url` with a 100 ms backoff (and `listTimeoutMs` when given), and what it handed over. */
+async function informerFor(url: string, listTimeoutMs?: number) {
   const file = join(dir, `kubeconfig-${n++}`);
   await writeFile(file, kubeconfigFor(url));
   const { config } = loadKubeConfig({ kubeconfig: file });
@@ -82,17 +82,18 @@ async function informerFor(url: string) {
     replace: (items: KubeObject[]) => log.push(`replace ${items.map((o) => o.metadata.name).join(',')}`),
     error: (e: Error) => log.push(`error ${e.message}`),
   };
-  return { informer: new ResourceInformer(RESOURCES.Service, config, {}, handlers, { initialMs: 100, maxMs: 400 }), log };
+  return { informer: new ResourceInformer(RESOURCES.Service, config, {}, handlers, { initialMs: 100, maxMs: 400 }, listTimeoutMs), log };
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-test.serial('a watch the server ends at once, with no event, is retried after the backoff, not at once in a loop', async (t) => {
+/** Run an informer for 1 s against a server that lists `web` and answers every watch with `body`, then stop it: the requests it made and what it handed over. */
+async function oneSecondOf(t: ExecutionContext, body: string) {
   const server = await scripted(listOf(10, 'web'), (_req, res) => {
     res.writeHead(200, { 'Content-Type': 'application/json' });
-    res.end();
+    res.end(body);
   });
-  const { informer } = await informerFor(server.url);
+  const { informer, log } = await informerFor(server.url);
   t.teardown(async () => {
     await informer.stop();
     await server.close();
@@ -100,6 +101,11 @@ test.serial('a watch the server ends at once, with no event, is retried after th
   informer.start();
   await sleep(1000);
   await informer.stop();
+  return { seen: server.seen, log };
+}
+
+test.serial('a watch the server ends at once, with no event, is retried after the backoff, not at once in a loop', async (t) => {
+  const server = await oneSecondOf(t, '');
   // 100 ms doubling to 400 ms: at most 5 watches in a second.
   t.true(server.seen.watches <= 6, `${server.seen.watches} watches in 1 s`);
   t.true(server.seen.watches >= 2, 'watched again after the backoff');
@@ -153,4 +159,69 @@ test.serial('stopped and started again while a watch request is unanswered: the 
   await informer.stop();
   await until('every connection closed', async () => server.sockets.size === 0, 2000, 10).catch(() => undefined);
   t.is(server.sockets.size, 0, 'no watch connection is left open after stop()');
+});
+
+test.serial('a server that answers every watch with 410 is listed again after a growing backoff, not in a loop', async (t) => {
+  const { seen, log } = await oneSecondOf(t, event('ERROR', gone));
+  // At once, then after 100, 200, 400 ms: at most 5 lists in a second.
+  t.true(seen.lists <= 6, `${seen.lists} lists in 1 s`);
+  t.true(seen.lists >= 3, `listed again after the backoff (${seen.lists} lists)`);
+  t.regex(log.find((l) => l.startsWith('error')) ?? '', /^error watch of Services: 410 Gone \d+ ms after the list it watched from$/);
+});
+
+test.serial('a list the server never answers is aborted after the list timeout, reported, and listed again', async (t) => {
+  let lists = 0;
+  const server = await scripted(
+    (req, res) => {
+      if (++lists === 1) return; // a connection that died: no answer, ever
+      listOf(10, 'web')(req, res, {});
+    },
+    (_req, res) => {
+      res.writeHead(200, { 'Content-Type': 'application/json' });
+      res.flushHeaders();
+    },
+  );
+  const { informer, log } = await informerFor(server.url, 300);
+  t.teardown(async () => {
+    await informer.stop();
+    await server.close();
+  });
+  informer.start();
+  await until('the second list', async () => log.includes('replace web'), 5000);
+  t.true(informer.listed);
+  t.deepEqual(log, ['error list of Services: no answer within 300 ms', 'replace web']);
+  t.is(server.seen.lists, 2);
+});
+
+test.serial('a list answer that is not a list ({}, items null, an item without a name) is a failed list, never an empty one that deletes everything', async (t) => {
+  const bodies = ['{}', '{"kind":"ServiceList","metadata":{"resourceVersion":"11"},"items":null}', '{"kind":"ServiceList","metadata":{"resourceVersion":"11"},"items":[1]}'];
+  let lists = 0;
+  let watches = 0;
+  const server = await scripted(
+    (req, res) => {
+      const body = lists++ === 0 ? undefined : bodies[lists - 2];
+      if (body === undefined) return listOf(10 + lists, 'web')(req, res, {});
+      res.writeHead(200, { 'Content-Type': 'application/json' });
+      res.end(body);
+    },
+    (_req, res) => {
+      res.writeHead(200, { 'Content-Type': 'application/json' });
+      if (watches++ === 0) res.end(event('ERROR', gone)); // the relist gets the garbage
+      else res.flushHeaders();
+    },
+  );
+  const { informer, log } = await informerFor(server.url);
+  t.teardown(async () => {
+    await informer.stop();
+    await server.close();
+  });
+  informer.start();
+  await until('the list after the garbage', async () => log.filter((l) => l.startsWith('replace')).length === 2, 5000);
+  t.deepEqual(log, [
+    'replace web',
+    'error list of Services: the answer has no items list (not a ServiceList)',
+    'error list of Services: the answer has no items list (not a ServiceList)',
+    'error list of Services: items[0] is not an object with a metadata.name',
+    'replace web',
+  ]);
 });

@@ -316,6 +316,28 @@ test.serial('a bad object is skipped with one error naming it, the rest is serve
   t.deepEqual(endpointsOf(whole, 'default/bad:http'), ['10.244.3.1']);
 });
 
+test.serial('an object that was only ever invalid, once deleted, asks for a sync: the read is whole again and held deletions can go', async (t) => {
+  const api = await world();
+  const src = await sourceFor(api.url);
+  t.teardown(async () => {
+    await src.close();
+    await api.close();
+  });
+  const seen = notifications(src);
+  await src.load();
+  await until('three watches', () => api.openWatches === 3);
+  let mark = seen.count;
+  api.apply(slice('bad-1', 'web', ['10.244.3.1'], { port: 70000 }));
+  await notifiedSince(seen, mark);
+  t.is((await src.load()).incomplete.length, 1);
+  mark = seen.count;
+  api.delete('EndpointSlice', 'default', 'bad-1');
+  await notifiedSince(seen, mark);
+  const whole = await src.load();
+  t.deepEqual(whole.incomplete, []);
+  t.deepEqual(whole.errors, []);
+});
+
 test.serial('a Node update that changes nothing drover reads (a status heartbeat) is no change; its zone label is', async (t) => {
   const api = await world();
   const src = await sourceFor(api.url);

@@ -102,6 +102,9 @@ test('ip:port endpoints', (t) => {
   t.deepEqual(parseIPv4HostPort('10.20.0.2'), { problem: '"10.20.0.2" is not an "ip:port" endpoint' });
   t.deepEqual(parseIPv4HostPort('10.20.0.2:0'), { problem: '"10.20.0.2:0" is not an "ip:port" endpoint' });
   t.deepEqual(parseIPv4HostPort('10.20.0.2:99999'), { problem: '"10.20.0.2:99999": 99999 is out of range 1-65535' });
+  t.deepEqual(parseIPv4HostPort('[fd00::1]:8080'), { problem: '"[fd00::1]:8080" is an IPv6 endpoint; only IPv4 "ip:port" endpoints are read' });
+  t.deepEqual(parseIPv4HostPort('fd00::1:8080'), { problem: '"fd00::1:8080" is an IPv6 endpoint; only IPv4 "ip:port" endpoints are read' });
+  t.deepEqual(parseIPv4HostPort('[10.20.0.2]:8080'), { problem: '"[10.20.0.2]:8080" is not an "ip:port" endpoint' });
   t.deepEqual(parseIPv4HostPort('10.20.0.256:80'), {
     problem: '"10.20.0.256:80": "10.20.0.256" is not a valid IPv4 address (dotted quad, no leading zeros)',
   });

@@ -25,6 +25,8 @@ import {
 } from '../../src/modes/nftables/netlink/codec.ts';
 import { NFNL_MSG_BATCH_BEGIN, NFNL_MSG_BATCH_END, NFTA_SET_ELEM_LIST, NFT_MSG, NLMSG_DONE, NLMSG_ERROR, NLM_F } from '../../src/modes/nftables/netlink/constants.ts';
 import { DroverError } from '../../src/errors.ts';
+import type { ElementOp } from '../../src/modes/nftables/model.ts';
+import { elementChanges, fieldsText, readShape } from '../../src/modes/nftables/netlink-writer.ts';
 
 const LE = endianness() === 'LE';
 
@@ -155,6 +157,39 @@ test('the add batch is byte for byte what nft sends for two elements of a set an
 
 test('the delete batch is byte for byte what nft sends', (t) => {
   assertSameBatch(t, 'del', DEL);
+});
+
+/** The element operations of add6.nft and del6.nft (table ip6 drover, drover's own set shapes), as the backend plans them. */
+const ADD6: ElementOp[] = [
+  { op: 'add', set: 'service-ips', key: 'fd00:96::10 . tcp . 80' },
+  { op: 'add', set: 'service-ips', key: 'fd00:96::20 . udp . 53' },
+  { op: 'add', set: 'endpoints', key: 'fd00:96::10 . tcp . 80 . 0', value: 'fd00:244:1::2 . 8080' },
+  { op: 'add', set: 'endpoints', key: 'fd00:96::10 . tcp . 80 . 1', value: 'fd00:244:1::3 . 8080' },
+  { op: 'add', set: 'hairpin', key: 'fd00:244:1::2 . fd00:244:1::2 . tcp . 8080' },
+];
+const DEL6: ElementOp[] = [
+  { op: 'delete', set: 'endpoints', key: 'fd00:96::10 . tcp . 80 . 1' },
+  { op: 'delete', set: 'service-ips', key: 'fd00:96::20 . udp . 53' },
+];
+
+test("IPv6: the element writer's add and delete batches for table ip6 drover are byte for byte what nft sends (NFPROTO_IPV6, 16-byte addresses)", (t) => {
+  assertSameBatch(t, 'add6', elementChanges(ADD6, 'IPv6'));
+  assertSameBatch(t, 'del6', elementChanges(DEL6, 'IPv6'));
+  t.is(nftBatch('add6')[1]!.payload[0], 10, "nft's own batch is NFPROTO_IPV6");
+});
+
+test('IPv6: the dump nft received of map endpoints reads back as the element texts written', (t) => {
+  const shape = readShape('endpoints', 'IPv6')!;
+  const elements = received('list-endpoints6', nftType(NFT_MSG.NEWSETELEM)).flatMap(decodeSetElems);
+  t.deepEqual(
+    elements.map((e) => `${fieldsText(decodeConcat(e.key, shape.key))} : ${fieldsText(decodeConcat(e.data!, shape.value!))}`),
+    ['fd00:96::10 . tcp . 80 . 0 : fd00:244:1::2 . 8080'],
+  );
+});
+
+test('IPv6: an element of the other family is refused before anything is sent', (t) => {
+  t.throws(() => elementChanges([{ op: 'add', set: 'service-ips', key: '10.96.0.10 . tcp . 80' }], 'IPv6'), { instanceOf: NftValidationError });
+  t.throws(() => elementChanges([{ op: 'add', set: 'service-ips', key: 'fd00:96::10 . tcp . 80' }], 'IPv4'), { instanceOf: NftValidationError });
 });
 
 test('a numgen bucket is a host-endian u32 in the key, as nft encodes it', (t) => {

@@ -1,5 +1,7 @@
 /** The Shepherd source against a test double of Shepherd's API server, on loopback. */
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import test, { type ExecutionContext } from 'ava';
@@ -8,7 +10,7 @@ import { parseCIDR } from '../../src/model/validate.ts';
 import { Proxier } from '../../src/proxier/proxier.ts';
 import { AllocationStateFile } from '../../src/sources/allocation-state.ts';
 import { ShepherdSource, type ShepherdSourceOptions } from '../../src/sources/shepherd.ts';
-import { shepherdBaseURL } from '../../src/sources/shepherd-api.ts';
+import { readShepherd, shepherdBaseURL } from '../../src/sources/shepherd-api.ts';
 import { silentLogger } from '../../src/util/log.ts';
 import { RecordingBackend } from '../support/recording-backend.ts';
 import { FakeShepherd, shepherdService } from '../support/shepherd-api.ts';
@@ -67,6 +69,20 @@ test('a token is sent as a bearer token; without it a server that demands one an
   t.deepEqual(rendered(r.snapshot), ['default/web:http IP:80/TCP -> 10.20.0.2:8080']);
   t.true(server.requests.length >= 2);
   t.true(server.requests.every((q) => q.authorization === 'Bearer s3cret'));
+});
+
+test('a token that cannot be sent in a header is refused at start, without showing it', async (t) => {
+  const server = await fake(t, { token: 'secret' });
+  for (const token of ['sec\r\nret', 'sec\u0000ret', 'sec\u20acret']) {
+    let err: Error | undefined;
+    try {
+      await source(t, server, { token }).load();
+    } catch (e) {
+      err = e as Error;
+    }
+    t.regex(err?.message ?? '', /^SHEPHERD_API_TOKEN: character 4 cannot be sent in an HTTP header/);
+    t.false(err?.message.includes('sec'), 'the token is not in the message');
+  }
 });
 
 test('empty lists encoded as null: a namespace with no Services, a Service with no endpoints', async (t) => {
@@ -308,3 +324,78 @@ function findColliding(cidr: string): [string, string] {
     seen.set(ip, name);
   }
 }
+
+test('an answer larger than the limit is a failed request, not read to its end, whether its length is declared or streamed', async (t) => {
+  let streamed = 0;
+  const server = createServer((req, res) => {
+    if (req.url === '/api/v1/namespaces') {
+      res.writeHead(200, { 'Content-Type': 'application/json' });
+      res.end(JSON.stringify({ namespaces: ['declared', 'streamed', 'small'] }));
+    } else if (req.url === '/api/v1/namespaces/declared/services') {
+      const body = `[${'"x",'.repeat(60_000)}"x"]`;
+      res.writeHead(200, { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body) });
+      res.end(body);
+    } else if (req.url === '/api/v1/namespaces/streamed/services') {
+      res.writeHead(200, { 'Content-Type': 'application/json' });
+      res.write('[');
+      // 4 MiB in chunks of 64 KiB, unless the client goes away first.
+      const timer = setInterval(() => {
+        if (streamed >= 4 * 1024 * 1024) {
+          clearInterval(timer);
+          res.end('"x"]');
+          return;
+        }
+        streamed += 64 * 1024;
+        res.write(`${'"x",'.repeat(16 * 1024)}`);
+      }, 2);
+      res.on('close', () => clearInterval(timer));
+    } else {
+      res.writeHead(200, { 'Content-Type': 'application/json' });
+      res.end('\ufeffnull');
+    }
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  t.teardown(() => {
+    server.closeAllConnections();
+    server.close();
+  });
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const read = await readShepherd({ baseURL: url, timeoutMs: 5000, maxBytes: 100_000 });
+  const ns = read.namespaces!;
+  t.is(ns.get('declared')?.error?.message, `${url}/api/v1/namespaces/declared/services: answer larger than 100000 bytes; not read`);
+  t.is(ns.get('streamed')?.error?.message, `${url}/api/v1/namespaces/streamed/services: answer larger than 100000 bytes; not read`);
+  t.deepEqual(ns.get('small')?.items, [], 'a small answer is read (with its byte order mark)');
+  t.true(streamed < 1_000_000, `the streamed answer was given up early (${streamed} bytes sent)`);
+});
+
+test('a Service whose namespace cannot be read at a restart keeps its recorded ClusterIP: a newcomer does not take it', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'drover-shepherd-state-'));
+  t.teardown(() => rm(dir, { recursive: true, force: true }));
+  const svc = (ns: string, name: string) => shepherdService(ns, name, [{ port: 80, target_port: 8080 }], ['10.20.0.2:8080']);
+  const ipOf = (r: { snapshot: { services: ReadonlyMap<string, { clusterIP: string }> } }, key: string) => r.snapshot.services.get(key)?.clusterIP;
+  // default/c726183's hash candidate in 10.96.0.0/12 is shop/b's: 10.102.31.252.
+  const server = await fake(t);
+  server.set('shop', [svc('shop', 'b')]);
+  const open = () => AllocationStateFile.open(dir, { logger: silentLogger(), writable: true });
+  const runOnce = async () => {
+    const state = open();
+    const r = await source(t, server, { allocations: state }).load();
+    await state.idle();
+    return r;
+  };
+  t.is(ipOf(await runOnce(), 'shop/b'), '10.102.31.252');
+  // Restart while shop's list fails, with a newcomer whose candidate is b's address.
+  server.failing.add('shop');
+  server.set('default', [svc('default', 'c726183')]);
+  const during = await runOnce();
+  t.true(during.incomplete.length > 0);
+  t.not(ipOf(during, 'default/c726183'), '10.102.31.252', 'the newcomer does not take the address recorded for shop/b');
+  // Restart once shop answers again: b has its address back.
+  server.failing.delete('shop');
+  t.is(ipOf(await runOnce(), 'shop/b'), '10.102.31.252');
+  // Deleted while no drover ran: the first whole read forgets its record, and its address is free again.
+  server.set('shop', []);
+  t.deepEqual((await runOnce()).incomplete, []);
+  const recorded = (JSON.parse(await readFile(join(dir, 'allocations.json'), 'utf8')) as { allocations: Record<string, string> }).allocations;
+  t.deepEqual(Object.keys(recorded), ['default/c726183']);
+});

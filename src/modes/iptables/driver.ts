@@ -23,9 +23,10 @@ import { ownedRuleCounts, renderRestore, renderSnapshot } from './ruleset.ts';
 import { iptablesStatics, iptablesStatics6 } from './node-ports.ts';
 import { createDualStackExec, createIptablesExec, readKernel } from './wiring.ts';
 import { DualStackIptablesBackend, ipv6RenderOptions } from './dual-stack.ts';
+import { loadStaticRules } from './static.ts';
+import { hasLocalnetFirewallJump, localhostNodePortsOn, namespaceSysctls, nodePortLocalhostOption, RouteLocalnetBackend } from './localhost.ts';
 import { familyView } from '../../model/family.ts';
 import type { ServicePortChains } from './chains.ts';
-import type { Packet } from '../../inspect/trace.ts';
 
 /**
  * What the next full sync would write for the source of `opts` against
@@ -34,12 +35,12 @@ import type { Packet } from '../../inspect/trace.ts';
  * @throws Error when the source path is missing.
  */
 async function sourceDrift(
-  opts: RenderCliOptions & { readonly netns?: string },
+  opts: RenderCliOptions & { readonly netns?: string; readonly nodeportLocalhost?: unknown },
   kernel: ParsedDump,
   kernel6?: ParsedDump,
 ): Promise<{ items: DriftItem[]; problems: readonly string[]; incomplete: readonly string[] }> {
   const { snapshot, problems, incomplete } = await loadSource(opts);
-  const statics = await iptablesStatics(opts.nodeportAddresses, opts.netns);
+  const statics = await iptablesStatics(opts.nodeportAddresses, opts.netns, undefined, opts.nodeportLocalhost === true);
   const items = driftItems(statics, renderSnapshot(familyView(snapshot, 'IPv4'), renderConfig(opts)), kernel, { incomplete: incomplete.length > 0 });
   // The IPv6 tables: compared when the source has IPv6 service ports or the kernel has drover's IPv6 chains (dual-stack.ts).
   const v6 = familyView(snapshot, 'IPv6');
@@ -74,7 +75,8 @@ function ipv6Chains(sp: ServicePortChains): ServicePortChains {
 export const iptablesMode: ModeDriver = {
   name: 'iptables',
   title: 'iptables',
-  options: { sync: () => [], compare: () => [] },
+  options: { sync: () => [nodePortLocalhostOption()], compare: () => [nodePortLocalhostOption()] },
+  exclusiveSwitches: { '--nodeport-localhost': 'NodePorts on 127.0.0.1' },
   metrics: iptablesMetrics,
   help: {
     render: '',
@@ -91,21 +93,29 @@ export const iptablesMode: ModeDriver = {
   async createBackend(opts, render, logger) {
     const exec = await createDualStackExec(opts, logger);
     logger.info({ mode: opts.mode, iptables: exec.IPv4.variant, netns: opts.netns }, 'using iptables-%s', exec.IPv4.variant);
-    const nodeportAddresses = opts.nodeportAddresses as RenderCliOptions['nodeportAddresses'];
-    const statics = await iptablesStatics(nodeportAddresses, opts.netns, logger);
-    const statics6 = await iptablesStatics6(nodeportAddresses, opts.netns, logger);
-    return new DualStackIptablesBackend({
+    const cidrs = opts.nodeportAddresses as RenderCliOptions['nodeportAddresses'];
+    // cleanup has no --nodeport-localhost: it takes KUBE-FIREWALL too when drover's jumps to it are there (localhost.ts
+    // hasLocalnetFirewallJump): a KUBE-FIREWALL of kubelet's or kube-proxy's alone is not drover's to remove.
+    const cleanupFirewall = opts.nodeportLocalhost === undefined && hasLocalnetFirewallJump(await exec.IPv4.save('filter'));
+    const localhost = localhostNodePortsOn(opts.nodeportLocalhost === true, cidrs);
+    if (opts.nodeportLocalhost === true) {
+      logger.info({ on: localhost }, localhost ? 'NodePorts on 127.0.0.1 (IPv4 only: there are none for IPv6)' : '--nodeport-localhost does nothing: --nodeport-addresses holds no part of 127.0.0.0/8');
+    }
+    const statics = cleanupFirewall ? loadStaticRules(undefined, true) : await iptablesStatics(cidrs, opts.netns, logger, localhost);
+    const statics6 = await iptablesStatics6(cidrs, opts.netns, logger);
+    const backend = new DualStackIptablesBackend({
       IPv4: { exec: exec.IPv4, render, statics },
       IPv6: { exec: exec.IPv6, render: ipv6RenderOptions(render, typeof opts.clusterCidr === 'string' ? opts.clusterCidr : undefined), statics: statics6 },
       logger,
     });
+    return new RouteLocalnetBackend(backend, { netns: opts.netns, sysctls: namespaceSysctls(opts.netns) }, localhost, logger);
   },
 
   runInfo: () => ({}),
-  recordedOptions: () => ({}),
+  recordedOptions: (record) => ({ nodeportLocalhost: record.render.nodePortLocalhost === true }),
 
   async render(snapshot, opts, header) {
-    const statics = await iptablesStatics(opts.nodeportAddresses, undefined);
+    const statics = await iptablesStatics(opts.nodeportAddresses, undefined, undefined, opts.nodeportLocalhost === true);
     let text = renderRestore(familyView(snapshot, 'IPv4'), renderConfig(opts), ['drover render: iptables-restore --noflush input', ...header], statics);
     // The IPv6 ruleset follows when the source has IPv6 service ports (dual-stack.ts).
     const v6 = familyView(snapshot, 'IPv6');
@@ -127,9 +137,10 @@ export const iptablesMode: ModeDriver = {
     return opts.json ? `${JSON.stringify(found, null, 2)}\n` : formatChains(found);
   },
 
-  async trace(opts: ModeOptions, packet?: Packet) {
-    // An IPv6 packet walks the IPv6 tables (dual-stack.ts), with the node's IPv6 addresses.
-    const family = packet !== undefined && packet.dst.includes(':') ? 'IPv6' : 'IPv4';
+  traceIPv6: true,
+  async trace(opts) {
+    // An IPv6 connection walks the IPv6 tables (dual-stack.ts), with the node's IPv6 addresses.
+    const family = opts.family ?? 'IPv4';
     const exec = await createIptablesExec(opts, createLogger(opts.logLevel), family);
     const [dump, local] = await Promise.all([readTables(exec), localAddresses(opts.netns, family)]);
     const save = family === 'IPv4' ? 'iptables-save' : 'ip6tables-save';
@@ -145,7 +156,7 @@ export const iptablesMode: ModeDriver = {
     const kernel = await readKernel(opts, createLogger(opts.logLevel));
     const kernel6 = await readKernel6(opts);
     const drift = await driftOf(async () => (await sourceDrift({ ...recorded, ...(opts.netns ? { netns: opts.netns } : {}) }, kernel, kernel6)).items.length);
-    const rules = ownedRuleCounts(await iptablesStatics(recorded.nodeportAddresses, opts.netns), kernel);
+    const rules = ownedRuleCounts(await iptablesStatics(recorded.nodeportAddresses, opts.netns, undefined, recorded.nodeportLocalhost === true), kernel);
     const rules6 = kernel6 === undefined ? undefined : ownedRuleCounts(await iptablesStatics6(recorded.nodeportAddresses, opts.netns), kernel6);
     const lines: Array<readonly [string, string]> =
       rules6 !== undefined && rules6.filter + rules6.nat > 0 ? [['ip6tables', `${rules6.filter + rules6.nat} drover-owned rules in the IPv6 tables (filter ${rules6.filter}, nat ${rules6.nat})`]] : [];

@@ -19,17 +19,16 @@ export async function readTables(exec: IptablesExec): Promise<ParsedDump> {
 }
 
 /**
- * The addresses of `family` (default IPv4) of the (namespace's) node, from
- * `ip -4 -o addr show` or `ip -6 -o addr show` (IPv6 ones in canonical
- * form, addr.ts parseIP; link-local ones too, as the kernel counts them
- * LOCAL).
- * @throws Error when `ip` fails.
+ * The IPv4 addresses of the (namespace's) node, from `ip -4 -o addr show`;
+ * with `family` IPv6, its IPv6 addresses of global scope (`ip -6 -o addr
+ * show scope global`: no link-local address, which needs a zone, and no
+ * ::1), in canonical text.
  */
 export async function localAddresses(netns?: string, family: IPFamily = 'IPv4'): Promise<Set<string>> {
-  const flag = family === 'IPv4' ? '-4' : '-6';
-  const res = await runCommand('ip', [flag, '-o', 'addr', 'show'], netns ? { netns } : {});
-  if (res.code !== 0) throw new Error(`ip ${flag} -o addr show failed: ${res.stderr.trim()}`);
+  const v = family === 'IPv4' ? '-4' : '-6';
+  const res = await runCommand('ip', [v, '-o', 'addr', 'show', ...(family === 'IPv6' ? ['scope', 'global'] : [])], netns ? { netns } : {});
+  if (res.code !== 0) throw new Error(`ip ${v} -o addr show failed: ${res.stderr.trim()}`);
   if (family === 'IPv4') return new Set([...res.stdout.matchAll(/ inet ([0-9.]+)\//g)].map((m) => m[1]!).filter(isCanonicalIPv4));
-  return new Set([...res.stdout.matchAll(/ inet6 ([0-9a-fA-F:.]+)\//g)].flatMap((m) => parseIP(m[1]!)?.text ?? []).filter((ip) => ip.includes(':')));
+  return new Set([...res.stdout.matchAll(/ inet6 ([0-9a-fA-F:.]+)\//g)].map((m) => parseIP(m[1]!)).flatMap((a) => (a?.family === 6 ? [a.text] : [])));
 }
 

@@ -9,6 +9,7 @@ import { fileURLToPath } from 'node:url';
 import { parseIP } from '../../model/addr.ts';
 import type { IPFamily } from '../../model/types.ts';
 import { BUILTIN_CHAINS, parseSave, type TableName } from './parse.ts';
+import { LOCALNET_FIREWALL_CHAIN, LOCALNET_FIREWALL_JUMP, LOCALNET_FIREWALL_RULE } from './localhost.ts';
 
 /** A jump from a built-in chain into drover's chains. */
 export interface HookRule {
@@ -83,12 +84,39 @@ export function loadStatic6Rules(nodePortIPs?: readonly string[]): StaticRuleset
  * addresses in those CIDRs), each nodeports hook becomes one hook per
  * address, `-d IP/32`, in place, as kube-proxy writes one nodeports rule
  * per address (pkg/proxy/iptables/proxier.go); an empty list leaves no
- * NodePort reachable, as in kube-proxy.
+ * NodePort reachable, as in kube-proxy. With `localhost` (localhost.ts:
+ * `--nodeport-localhost` in effect), the nodeports hooks without
+ * `nodePortIPs` take 127.0.0.0/8 too, and filter KUBE-FIREWALL with the
+ * anti-martian rule is added, jumped to from INPUT and OUTPUT (see
+ * {@link withLocalnetFirewall}).
  * @throws Error when an address is not a canonical IPv4 address.
  */
-export function loadStaticRules(nodePortIPs?: readonly string[]): StaticRuleset {
+export function loadStaticRules(nodePortIPs?: readonly string[], localhost = false): StaticRuleset {
   cached ??= parseStaticRules(readFileSync(STATIC_RULES_PATH, 'utf8'));
-  return nodePortIPs === undefined ? cached : withNodePortAddresses(cached, nodePortIPs);
+  const statics = nodePortIPs === undefined ? cached : withNodePortAddresses(cached, nodePortIPs);
+  return localhost ? withLocalnetFirewall(statics, nodePortIPs === undefined) : statics;
+}
+
+/** The part of a shipped nodeports hook that keeps 127.0.0.0/8 out. */
+const NOT_LOOPBACK = '! -d 127.0.0.0/8 ';
+
+/**
+ * `statics` with localhost NodePorts (localhost.ts): with `allLocal` (no
+ * `--nodeport-addresses`), the nodeports hooks lose `! -d 127.0.0.0/8`, as
+ * kube-proxy's KUBE-NODEPORTS jump with localhostNodePorts; and filter
+ * KUBE-FIREWALL holds the anti-martian rule of CVE-2020-8558, jumped to
+ * from INPUT and OUTPUT (kube-proxy's jumps have no comment; drover's carry
+ * the rule's, so that they have an identity, hookIdentity, that a sync
+ * and cleanup find).
+ */
+function withLocalnetFirewall(statics: StaticRuleset, allLocal: boolean): StaticRuleset {
+  const hooks = statics.hooks.map((h) =>
+    allLocal && h.table === 'nat' && h.rule.startsWith(NOT_LOOPBACK) && h.rule.endsWith('-j KUBE-NODEPORTS') ? { ...h, rule: h.rule.slice(NOT_LOOPBACK.length) } : h,
+  );
+  hooks.push({ table: 'filter', chain: 'INPUT', rule: LOCALNET_FIREWALL_JUMP }, { table: 'filter', chain: 'OUTPUT', rule: LOCALNET_FIREWALL_JUMP });
+  const chains = new Map(statics.chains);
+  chains.set('filter', new Map([...(statics.chains.get('filter') ?? []), [LOCALNET_FIREWALL_CHAIN, [LOCALNET_FIREWALL_RULE]]]));
+  return { chains, hooks, hookIds: hookIdentities(statics) };
 }
 
 /** The comment of the hooks that lead to nat KUBE-NODEPORTS. */

@@ -1,6 +1,8 @@
 /**
  * The nftables backend: drover's own table `ip drover` (layout.ts), where
- * Services and endpoints are set and map elements.
+ * Services and endpoints are set and map elements; with `render.family`
+ * IPv6, the same for `ip6 drover` (two of them, one per family, make
+ * nftables mode's dual-stack backend: dual-stack.ts).
  *
  * - Full sync (first sync, periodic resync, after a failure): list the
  *   table (`nft -j`), compare every frontend, the hairpin set and the
@@ -23,10 +25,10 @@ import { countServingEndpoints } from '../../model/policy.ts';
 import type { Snapshot } from '../../model/types.ts';
 import type { Backend, ChangeSet, CleanupResult, ObjectCounts, SyncResult } from '../types.ts';
 import type { RenderOptions } from '../iptables/render.ts';
-import { claimFrontends, conflictText, desiredNft, uniqueFrontends, type DesiredFrontend, type DesiredOptions, type FrontendConflict } from './desired.ts';
+import { claimFrontends, conflictText, desiredNft, IPV6_AFFINITY_GAP, uniqueFrontends, type DesiredFrontend, type DesiredOptions, type FrontendConflict } from './desired.ts';
 import type { NftExec } from './exec.ts';
 import type { LiveSet, LiveTable } from './live.ts';
-import { AFFINITY_MAP, FIREWALL_ALLOW, HAIRPIN, MEMBERSHIP_SETS, TABLE, countOfSet, timeoutOfSet, type Layout } from './layout.ts';
+import { AFFINITY_MAP, FIREWALL_ALLOW, HAIRPIN, MEMBERSHIP_SETS, countOfSet, tableRef, timeoutOfSet, type Layout } from './layout.ts';
 import { elementLines } from './script.ts';
 import { NftBatchTooLargeError } from './netlink/client.ts';
 import { TableModel, type ElementOp } from './model.ts';
@@ -57,11 +59,13 @@ export interface ElementWriter {
 
 /** Options of the nftables backend. */
 export interface NftablesBackendOptions {
+  /** nft for the table of `render.family`. */
   readonly nft: NftExec;
-  /** Element-only transactions go here; without one they are `nft -f` scripts too. */
+  /** Element-only transactions go here (for the table of `render.family`); without one they are `nft -f` scripts too. */
   readonly elements?: ElementWriter;
+  /** The table's family (`family`, default IPv4) and the masquerade options. */
   readonly render: RenderOptions;
-  /** This node's NodePort addresses (desired.ts). */
+  /** This node's NodePort addresses of the family (desired.ts). */
   readonly frontends: DesiredOptions;
   readonly logger: Logger;
 }
@@ -104,7 +108,8 @@ export function planFullSync(
   incomplete: boolean,
   incumbents: ReadonlyMap<string, string> = new Map(),
 ): FullSyncPlan {
-  const desired = desiredNft(snapshot, frontends, incumbents);
+  const family = render.family ?? 'IPv4';
+  const desired = desiredNft(snapshot, (frontends.family ?? 'IPv4') === family ? frontends : { ...frontends, family }, incumbents);
   const applied = new Map<string, readonly DesiredFrontend[]>();
   for (const f of desired.frontends.values()) applied.set(f.servicePort, [...(applied.get(f.servicePort) ?? []), f]);
   const planAll = (m: TableModel): ElementOp[] => {
@@ -166,7 +171,12 @@ export class NftablesBackend implements Backend {
   /** How many programmed frontends use each hairpin entry. */
   private hairpinRefs = new Map<string, number>();
 
-  constructor(private readonly opts: NftablesBackendOptions) {}
+  /** The NodePort addresses and the family, as desired.ts takes them. */
+  private readonly frontends: DesiredOptions;
+
+  constructor(private readonly opts: NftablesBackendOptions) {
+    this.frontends = { ...opts.frontends, family: opts.render.family ?? 'IPv4' };
+  }
 
   async sync(snapshot: Snapshot, changes: ChangeSet): Promise<SyncResult> {
     const start = performance.now();
@@ -185,8 +195,9 @@ export class NftablesBackend implements Backend {
         const readStart = performance.now();
         model = TableModel.fromLive(await this.readLive());
         readMs = performance.now() - readStart;
-        const planned = planFullSync(model, snapshot, this.opts.render, this.opts.frontends, incomplete, this.owner);
+        const planned = planFullSync(model, snapshot, this.opts.render, this.frontends, incomplete, this.owner);
         for (const c of planned.conflicts) this.opts.logger.warn({ servicePort: c.servicePort, frontend: c.frontend, field: c.field, owner: c.owner }, conflictText(c));
+        if (this.frontends.family === 'IPv6') this.warnAffinity(snapshot);
         if (planned.structure.rebuild && model.exists) {
           this.opts.logger.warn('drover table has sets or base chains of another shape; writing it again whole, in one transaction');
         }
@@ -200,7 +211,7 @@ export class NftablesBackend implements Backend {
         for (const key of changes.changed) for (const f of this.applied.get(key) ?? []) if (owners.get(f.frontend) === key) owners.delete(f.frontend);
         const candidates = [...changes.changed].sort().map((key) => {
           const sp = snapshot.services.get(key);
-          return [sp, key, sp ? uniqueFrontends(sp, snapshot.node, this.opts.frontends) : []] as const;
+          return [sp, key, sp ? uniqueFrontends(sp, snapshot.node, this.frontends) : []] as const;
         });
         const { accepted, conflicts } = claimFrontends(candidates, owners, this.owner);
         for (const c of conflicts) this.opts.logger.warn({ servicePort: c.servicePort, frontend: c.frontend, field: c.field, owner: c.owner }, conflictText(c));
@@ -280,7 +291,7 @@ export class NftablesBackend implements Backend {
     }
     if (stale.length === 0) return 0;
     try {
-      await this.opts.nft.run(`${elementLines(stale.map((key) => ({ op: 'delete', set: AFFINITY_MAP, key }))).join('\n')}\n`);
+      await this.opts.nft.run(`${elementLines(stale.map((key) => ({ op: 'delete', set: AFFINITY_MAP, key })), this.frontends.family).join('\n')}\n`);
       return stale.length;
     } catch (err) {
       this.opts.logger.warn({ err: (err as Error).message, entries: stale.length }, 'could not delete stale affinity entries; the next full sync tries again');
@@ -352,7 +363,7 @@ export class NftablesBackend implements Backend {
         }
       }
     }
-    const script = transactionScript(structure, want, model, ops);
+    const script = transactionScript(structure, want, model, ops, this.frontends.family);
     await this.opts.nft.run(script);
     return { bytes: Buffer.byteLength(script), applyMs: performance.now() - t0, via: 'nft' };
   }
@@ -401,19 +412,42 @@ export class NftablesBackend implements Backend {
     };
   }
 
+  /** Whether the IPv6 affinity gap was logged (once per process). */
+  private affinityWarned = false;
+
+  /** Log {@link IPV6_AFFINITY_GAP} once, at the first full sync whose snapshot has an IPv6 service port with ClientIP affinity. */
+  private warnAffinity(snapshot: Snapshot): void {
+    if (this.affinityWarned) return;
+    const withAffinity = [...snapshot.services.values()].filter((sp) => sp.sessionAffinity !== undefined).map((sp) => sp.key);
+    if (withAffinity.length === 0) return;
+    this.affinityWarned = true;
+    this.opts.logger.warn({ servicePorts: withAffinity.slice(0, 10), count: withAffinity.length }, IPV6_AFFINITY_GAP);
+  }
+
+  /**
+   * Take the ruleset's generation id as it is now as drover's own: the
+   * other family's table was written after this one (dual-stack.ts), which
+   * moved it. Nothing when this family's last sync failed or there is no
+   * generation id to read.
+   */
+  async acknowledgeGeneration(): Promise<void> {
+    if (this.model !== null && this.opts.elements?.generation) this.generation = await this.opts.elements.generation();
+  }
+
   /** Close the element writer's socket (drover run stopping); the table stays as it is. */
   close(): void {
     this.opts.elements?.close?.();
   }
 
-  /** Delete drover's table, and nothing else; reports the chains and sets it held. */
+  /** Delete drover's table of the family, and nothing else; reports the chains and sets it held. */
   async cleanup(): Promise<CleanupResult> {
     const live = await this.opts.nft.list();
     this.model = null;
     if (!live.exists) return { removed: { chain: 0, set: 0 }, kept: [] };
-    await this.opts.nft.run(`delete table ${TABLE.family} ${TABLE.name}\n`);
+    const table = tableRef(this.frontends.family);
+    await this.opts.nft.run(`delete table ${table}\n`);
     const removed = { chain: live.chains.size, set: live.sets.size };
-    this.opts.logger.info({ removed }, `deleted table ${TABLE.family} ${TABLE.name}`);
+    this.opts.logger.info({ removed }, `deleted table ${table}`);
     return { removed, kept: [] };
   }
 }

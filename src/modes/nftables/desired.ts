@@ -4,17 +4,21 @@
  * endpoints the endpoint policy chose for it (model/policy.ts) and what
  * happens without any. Pure.
  *
- * The frontends of a service port, all IPv4 (IPv6 ones are left to an
- * IPv6 table, not built yet): its ClusterIP; its NodePort on each of this
- * node's NodePort addresses (`--nodeport-addresses`, read once when the
- * backend starts; loopback never); its external IPs; its LoadBalancer
- * ingress IPs in VIP mode, with the IPv4 `loadBalancerSourceRanges`.
+ * The frontends of a service port, all of one IP family (`family`, the
+ * table's: IPv4 for `ip drover`, IPv6 for `ip6 drover`; the snapshot is
+ * that family's view, model/family.ts): its ClusterIP; its NodePort on
+ * each of this node's NodePort addresses of the family
+ * (`--nodeport-addresses`, read once when the backend starts; loopback
+ * never); its external IPs of the family; its LoadBalancer ingress IPs of
+ * the family in VIP mode, with the `loadBalancerSourceRanges` of the
+ * family. The other family's are left to the other table, as kube-proxy's
+ * per-family proxiers leave them (model/frontends.ts).
  */
-import { formatCIDR } from '../../model/addr.ts';
-import { ipv4ExternalIPs, ipv4LoadBalancerIPs, ipv4SourceRanges, rangesHoldNode } from '../../model/frontends.ts';
+import { formatCIDR, parseIP } from '../../model/addr.ts';
+import { externalIPsOf, loadBalancerIPsOf, rangesHoldNode, sourceRangesOf } from '../../model/frontends.ts';
 import { categorizeEndpoints, externallyAccessible, internalEndpoints } from '../../model/policy.ts';
-import type { Endpoint, NodeInfo, ServicePort, Snapshot } from '../../model/types.ts';
-import { firewallText, frontendText, hairpinText, nftProtocol, safeIPv4, safePort, targetText, type NftProtocol } from './elements.ts';
+import type { Endpoint, IPFamily, NodeInfo, ServicePort, Snapshot } from '../../model/types.ts';
+import { firewallText, frontendText, hairpinText, nftProtocol, safePort, targetText, UnsafeElementError, type NftProtocol } from './elements.ts';
 
 /** One frontend of one service port. */
 export interface DesiredFrontend {
@@ -45,10 +49,32 @@ export interface DesiredFrontend {
   readonly firewall?: readonly string[];
 }
 
+/**
+ * Why the IPv6 table has no ClientIP affinity: the rule that records a
+ * client's endpoint, `update @affinity { ip6 saddr . ct original ip6 daddr
+ * . meta l4proto . ct original proto-dst timeout Ts : ip6 daddr . th dport }`
+ * (layout.ts affinityRecordRules), makes nft 1.0.6 abort ("netlink_gen_expr:
+ * Assertion `dreg < ctx->reg_low' failed"): it cannot place a dynamic map's
+ * key and value in its registers once they take more than two 16-byte
+ * registers (an IPv6 key of 40 bytes and value of 20), while the IPv4 ones
+ * (16 and 8 bytes) fit. IPv6 frontends of a Service with ClientIP affinity
+ * get an endpoint at random for each connection, as without affinity.
+ */
+export const IPV6_AFFINITY_GAP = 'ClientIP affinity is not applied to IPv6 frontends in nftables mode (nft 1.0.6 cannot compile the IPv6 affinity rule); connections are spread at random';
+
 /** What the frontends of a snapshot depend on besides it. */
 export interface DesiredOptions {
-  /** This node's NodePort addresses (IPv4, no loopback), sorted. */
+  /** This node's NodePort addresses of `family` (no loopback), sorted. */
   readonly nodePortIPs: readonly string[];
+  /** The family of the table (default IPv4); the snapshot must be its view (model/family.ts). */
+  readonly family?: IPFamily;
+}
+
+/** `ip`, checked to be a canonical address of `family`. @throws UnsafeElementError */
+function ipOf(family: IPFamily, ip: string): string {
+  const a = parseIP(ip);
+  if (a?.text !== ip || a.family !== (family === 'IPv4' ? 4 : 6)) throw new UnsafeElementError(`${family} address`, ip);
+  return ip;
 }
 
 const sortedTexts = (eps: readonly Endpoint[]): string[] => [...new Set(eps.map((ep) => targetText(ep)))].sort();
@@ -58,15 +84,17 @@ const sortedTexts = (eps: readonly Endpoint[]): string[] => [...new Set(eps.map(
  * @throws UnsafeElementError for a value that cannot be an element (the model validates them first).
  */
 export function desiredFrontends(sp: ServicePort, node: NodeInfo | undefined, opts: DesiredOptions): DesiredFrontend[] {
+  const family = opts.family ?? 'IPv4';
   const protocol = nftProtocol(sp.protocol);
   const port = safePort(sp.port);
-  const affinity = sp.sessionAffinity ? { affinitySeconds: sp.sessionAffinity.timeoutSeconds } : {};
+  // ClientIP affinity in the IPv4 table only: see IPV6_AFFINITY_GAP.
+  const affinity = sp.sessionAffinity && family === 'IPv4' ? { affinitySeconds: sp.sessionAffinity.timeoutSeconds } : {};
   const out: DesiredFrontend[] = [];
 
   const internal = internalEndpoints(sp, node);
   out.push({
     servicePort: sp.key,
-    frontend: frontendText({ ip: sp.clusterIP, protocol, port }),
+    frontend: frontendText({ ip: ipOf(family, sp.clusterIP), protocol, port }),
     protocol,
     kind: 'cluster',
     externalLocal: false,
@@ -99,10 +127,10 @@ export function desiredFrontends(sp: ServicePort, node: NodeInfo | undefined, op
     ...(firewall ? { firewall } : {}),
   });
   const f = sp.frontends;
-  if (f.nodePort !== undefined) for (const ip of opts.nodePortIPs) out.push(external(safeIPv4(ip), safePort(f.nodePort)));
-  for (const ip of ipv4ExternalIPs(f)) out.push(external(ip, port));
-  const ranges = ipv4SourceRanges(f.loadBalancerSourceRanges);
-  const lbIPs = ipv4LoadBalancerIPs(f);
+  if (f.nodePort !== undefined) for (const ip of opts.nodePortIPs) out.push(external(ipOf(family, ip), safePort(f.nodePort)));
+  for (const ip of externalIPsOf(f, family)) out.push(external(ip, port));
+  const ranges = sourceRangesOf(f.loadBalancerSourceRanges, family);
+  const lbIPs = loadBalancerIPsOf(f, family);
   for (const ip of lbIPs) {
     if (ranges.length === 0) {
       out.push(external(ip, port));
@@ -110,7 +138,8 @@ export function desiredFrontends(sp: ServicePort, node: NodeInfo | undefined, op
     }
     const frontend = frontendText({ ip, protocol, port });
     // A VIP that loops back from the node: the LoadBalancer IPs themselves are clients too (kube-proxy's allowFromNode).
-    const clients = [...ranges.map(formatCIDR), ...(rangesHoldNode(ranges, node) ? lbIPs.map((lb) => `${lb}/32`) : [])];
+    const host = family === 'IPv4' ? 32 : 128;
+    const clients = [...ranges.map(formatCIDR), ...(rangesHoldNode(ranges, node, family) ? lbIPs.map((lb) => `${lb}/${host}`) : [])];
     out.push(external(ip, port, [...new Set(clients.map((c) => firewallText(frontend, c)))].sort()));
   }
   return out;
@@ -137,10 +166,12 @@ export function conflictText(c: FrontendConflict): string {
 function fieldOf(sp: ServicePort | undefined, f: DesiredFrontend): string {
   if (f.kind === 'cluster') return 'spec.clusterIP';
   const [ip, , port] = f.frontend.split(' . ');
-  if (sp?.frontends.nodePort !== undefined && Number(port) === sp.frontends.nodePort && !ipv4ExternalIPs(sp.frontends).includes(ip!) && !ipv4LoadBalancerIPs(sp.frontends).includes(ip!)) {
+  const externalIPs = sp ? sp.frontends.externalIPs.map((e) => e.ip) : [];
+  const lbIPs = sp ? sp.frontends.loadBalancerIngress.map((i) => i.ip) : [];
+  if (sp?.frontends.nodePort !== undefined && Number(port) === sp.frontends.nodePort && !externalIPs.includes(ip!) && !lbIPs.includes(ip!)) {
     return 'spec.ports[].nodePort';
   }
-  return sp && ipv4ExternalIPs(sp.frontends).includes(ip!) ? 'spec.externalIPs' : 'status.loadBalancer.ingress';
+  return externalIPs.includes(ip!) ? 'spec.externalIPs' : 'status.loadBalancer.ingress';
 }
 
 /** The frontends of `sp`, each once (an external IP that is also its LoadBalancer IP is programmed once). */

@@ -3,7 +3,8 @@
  * the live table (backend.ts planFullSync), one line per difference.
  */
 import type { FullSyncPlan } from './backend.ts';
-import { TABLE } from './layout.ts';
+import type { IPFamily } from '../../model/types.ts';
+import { tableRef } from './layout.ts';
 import type { TableModel } from './model.ts';
 import { orderOps } from './plan.ts';
 
@@ -17,12 +18,13 @@ export function nftDriftCount(plan: FullSyncPlan): number {
 /**
  * The report: `+`/`-` for what the sync would add or delete, `~` for a
  * chain whose rules it would write again; "no differences" when none.
- * `model` is the live table the plan was made against.
+ * `model` is the live table of `family` (default IPv4) the plan was made against.
  */
-export function formatNftDrift(plan: FullSyncPlan, model: TableModel): string {
+export function formatNftDrift(plan: FullSyncPlan, model: TableModel, family: IPFamily = 'IPv4'): string {
   const s = plan.structure;
   const lines: string[] = [];
-  if (s.rebuild) lines.push(model.exists ? `~ table ${TABLE.family} ${TABLE.name}: sets or base chains of another shape; written again whole` : `+ table ${TABLE.family} ${TABLE.name} (missing)`);
+  const t = tableRef(family);
+  if (s.rebuild) lines.push(model.exists ? `~ table ${t}: sets or base chains of another shape; written again whole` : `+ table ${t} (missing)`);
   for (const set of s.addSets) lines.push(`+ set ${set.name} (missing)`);
   for (const c of s.writeChains) lines.push(model.chains.has(c.name) ? `~ chain ${c.name}: other rules` : `+ chain ${c.name} (missing)`);
   for (const name of s.deleteChains) lines.push(`- chain ${name} (not drover's layout)`);

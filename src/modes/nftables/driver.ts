@@ -1,8 +1,11 @@
 /**
- * nftables mode as the commands see it (driver.ts): drover's own table
- * `ip drover`, where Services and endpoints are set and map elements
- * (layout.ts). Element-only changes go over nf_tables netlink; structure
- * and repairs through `nft -f`; the table is read back with `nft -j`.
+ * nftables mode as the commands see it (driver.ts): drover's own tables
+ * `ip drover` and, for IPv6 Services, `ip6 drover` (dual-stack.ts), where
+ * Services and endpoints are set and map elements (layout.ts). Every
+ * command covers the IPv6 table when the source has IPv6 service ports or
+ * the kernel has the table, and reports it after the IPv4 one. Element-only
+ * changes go over nf_tables netlink; structure and repairs through
+ * `nft -f`; the table is read back with `nft -j`.
  * `chains` shows it per frontend (chains.ts), `trace` walks its rules by
  * their comments over its sets and maps (trace.ts), and `trace --kernel`
  * sends one real probe and reads the kernel's own trace of it (kernel-trace.ts).
@@ -16,34 +19,56 @@ import { renderConfig } from '../shared/render-config.ts';
 import { driftOf } from '../shared/drift.ts';
 import type { ModeDriver, ModeOptions } from '../driver.ts';
 import type { Logger } from '../../util/log.ts';
-import { NftablesBackend, planFullSync } from './backend.ts';
+import { planFullSync } from './backend.ts';
+import { DualStackNftablesBackend, renderFamilies } from './dual-stack.ts';
+import { ipv6RenderOptions } from '../iptables/dual-stack.ts';
+import { familyView } from '../../model/family.ts';
+import type { IPFamily, Snapshot } from '../../model/types.ts';
 import { nftablesBench } from './bench-mode.ts';
 import { formatNftDrift, nftDriftCount } from './diff.ts';
 import { NFT, SystemNft } from './exec.ts';
-import { MAIN, TABLE } from './layout.ts';
+import { MAIN, tableRef } from './layout.ts';
 import { nftNodePortIPs } from './node-ports.ts';
-import type { LiveTable } from './live.ts';
+import { NO_TABLE, type LiveTable } from './live.ts';
 import { TableModel } from './model.ts';
-import { orderOps } from './plan.ts';
-import { transactionScript } from './script.ts';
-import { nftTraceContext, nftTraceFormat } from './trace.ts';
+import { nftTraceContext, nftTraceFormatOf } from './trace.ts';
 import { traceKernel } from './kernel-trace.ts';
 import { formatNftChains, nftFrontendViews } from './chains.ts';
-import { conflictText, desiredNft, type DesiredNft } from './desired.ts';
+import { desiredNft, type DesiredNft } from './desired.ts';
 import { selectServicePorts, UnknownServiceError } from '../iptables/chains.ts';
 import { endpointPods } from '../../model/pods.ts';
 import { openElementWriter } from './wiring.ts';
 import { localAddresses } from '../iptables/live.ts';
 
 /**
- * nft for the command's flags.
+ * nft for the command's flags, for the table of `family` (default IPv4).
  * @throws UsageError when not root, nft is missing or the namespace does not exist.
  */
-function nftFor(opts: KernelOptions): SystemNft {
+function nftFor(opts: KernelOptions, family: IPFamily = 'IPv4'): SystemNft {
   requireRoot('nftables');
   if (!existsSync(NFT)) throw new UsageError(`nftables mode needs ${NFT} (Debian package nftables)`);
   requireNetns(opts.netns);
-  return new SystemNft(opts.netns ? { netns: opts.netns } : {});
+  return new SystemNft({ ...(opts.netns ? { netns: opts.netns } : {}), family });
+}
+
+/** Both live tables, IPv4 first; the IPv6 one as missing when nft cannot list it (a kernel without IPv6). */
+async function listBoth(opts: KernelOptions): Promise<Record<IPFamily, LiveTable>> {
+  const [IPv4, IPv6] = await Promise.all([nftFor(opts).list(), nftFor(opts, 'IPv6').list().catch(() => NO_TABLE)]);
+  return { IPv4, IPv6 };
+}
+
+/** The families a command covers: IPv4, and IPv6 when `snapshot` has IPv6 service ports or `live6` exists. */
+function familiesOf(snapshot: Snapshot | undefined, live6: LiveTable): IPFamily[] {
+  return (snapshot !== undefined && familyView(snapshot, 'IPv6').services.size > 0) || live6.exists ? ['IPv4', 'IPv6'] : ['IPv4'];
+}
+
+/** This node's NodePort addresses of `family` for `cidrs`; none for IPv6 when they cannot be read. */
+async function nodePortIPsOf(family: IPFamily, cidrs: RenderCliOptions['nodeportAddresses'], netns: string | undefined, logger?: Logger): Promise<string[]> {
+  if (family === 'IPv4') return nftNodePortIPs(cidrs, netns, logger);
+  return nftNodePortIPs(cidrs, netns, logger, 'IPv6').catch((err: Error) => {
+    logger?.warn({ err: err.message }, 'cannot read the IPv6 addresses of the node: no IPv6 NodePort');
+    return [];
+  });
 }
 
 /** The chains of the layout that are nat chains; the rest are filter chains. */
@@ -58,23 +83,29 @@ function ruleCounts(live: LiveTable): { filter: number; nat: number } {
   return counts;
 }
 
-/** The lines of `drover status` for the live table. */
-function statusLines(live: LiveTable): Array<[string, string]> {
-  if (!live.exists) return [['nftables', `no table ${TABLE.family} ${TABLE.name}`]];
+/** The lines of `drover status` for the live table of `family` (the IPv6 one's labels end in 6). */
+function statusLines(live: LiveTable, family: IPFamily = 'IPv4'): Array<[string, string]> {
+  const suffix = family === 'IPv6' ? '6' : '';
+  if (!live.exists) return [[`nftables${suffix}`, `no table ${tableRef(family)}`]];
   const sets = [...live.sets].map(([name, s]) => `${name} ${s.elements.size}`);
   const slots = live.sets.get(MAIN.map)?.elements.size ?? 0;
   return [
-    ['nftables', `table ${TABLE.family} ${TABLE.name}: ${live.chains.size} chains, ${live.sets.size} sets and maps, ${slots} endpoint slots`],
-    ['elements', sets.join(', ')],
+    [`nftables${suffix}`, `table ${tableRef(family)}: ${live.chains.size} chains, ${live.sets.size} sets and maps, ${slots} endpoint slots`],
+    [`elements${suffix}`, sets.join(', ')],
   ];
 }
 
-/** What the next full sync would write for the source of `opts` against `live`. */
-async function sourceDrift(opts: RenderCliOptions & { readonly netns?: string }, live: LiveTable) {
+/** What the next full sync of each family would write for the source of `opts` against the live tables: IPv4's, then IPv6's when {@link familiesOf} covers it. */
+async function sourceDrift(opts: RenderCliOptions & { readonly netns?: string }, live: Record<IPFamily, LiveTable>) {
   const { snapshot, problems, incomplete } = await loadSource(opts);
-  const nodePortIPs = await nftNodePortIPs(opts.nodeportAddresses, opts.netns);
-  const plan = planFullSync(TableModel.fromLive(live), snapshot, renderConfig(opts), { nodePortIPs }, incomplete.length > 0);
-  return { plan, problems, incomplete };
+  const plans = [];
+  for (const family of familiesOf(snapshot, live.IPv6)) {
+    const nodePortIPs = await nodePortIPsOf(family, opts.nodeportAddresses, opts.netns);
+    const model = TableModel.fromLive(live[family]);
+    const plan = planFullSync(model, familyView(snapshot, family), renderConfig(opts, family), { nodePortIPs, family }, incomplete.length > 0);
+    plans.push({ family, plan, model });
+  }
+  return { plans, problems, incomplete };
 }
 
 /** The driver of `--mode nftables`. */
@@ -83,7 +114,7 @@ export const nftablesMode: ModeDriver = {
   title: 'nftables',
   options: { sync: () => [], compare: () => [] },
   help: {
-    render: ', or with --mode nftables the nft script of table ip drover',
+    render: ', or with --mode nftables the nft script of table ip drover (and of table ip6 drover for IPv6 Services)',
     chains:
       '; with --mode nftables: each frontend (ip . protocol . port) with the sets of table ip drover that hold it, its endpoint slots ' +
       'and their hairpin entries, its affinity timeout and entries and its firewall-allow ranges, named by --source',
@@ -91,60 +122,77 @@ export const nftablesMode: ModeDriver = {
       'with --mode nftables: [{"servicePort": "ns/name:port" or null, "frontend": "ip . proto . port", "sets": [name], ' +
       '"selections": [{"selection": "main"|"local", "map", "counts": [n], "slots": [{slot, endpoint ("ip . port" or null), hairpin: {entry, present} or null, pod}]}], ' +
       '"affinitySeconds": n or null, "affinityEntries": [{client, endpoint}], "firewall": [cidr], "pending": [{op, set, key, value}] (with --source)}]',
-    diff: ' (with --mode nftables: the elements, sets and chains of table ip drover)',
-    trace: "; with --mode nftables the chains of table ip drover, the endpoint slots with their probability and the affinity entries",
-    status: '; in nftables mode the table ip drover and its elements',
-    cleanup: ' (with --mode nftables: deletes table ip drover, nothing else)',
+    diff: ' (with --mode nftables: the elements, sets and chains of table ip drover and table ip6 drover)',
+    trace: '; with --mode nftables the chains of table ip drover (table ip6 drover for --dst [ipv6]:port), the endpoint slots with their probability and the affinity entries',
+    status: '; in nftables mode the tables ip drover and ip6 drover and their elements',
+    cleanup: ' (with --mode nftables: deletes table ip drover and table ip6 drover, nothing else)',
   },
 
   async createBackend(opts: ModeOptions, render, logger: Logger) {
-    const nft = nftFor(opts);
-    const elements = await openElementWriter(opts, logger);
-    // Read once, as IPVS mode reads them (node-ports.ts).
-    const nodePortIPs = await nftNodePortIPs(opts.nodeportAddresses as RenderCliOptions['nodeportAddresses'], opts.netns, logger);
-    logger.info({ mode: 'nftables', netns: opts.netns, elements: elements ? 'netlink' : 'nft', nodePortAddresses: nodePortIPs }, 'using nftables mode (table ip drover)');
-    return new NftablesBackend({ nft, ...(elements ? { elements } : {}), render, frontends: { nodePortIPs }, logger });
+    const part = async (family: IPFamily) => {
+      const elements = await openElementWriter(opts, logger, family);
+      // Read once, as IPVS mode reads them (node-ports.ts).
+      const nodePortIPs = await nodePortIPsOf(family, opts.nodeportAddresses as RenderCliOptions['nodeportAddresses'], opts.netns, logger);
+      return { nft: nftFor(opts, family), ...(elements ? { elements } : {}), frontends: { nodePortIPs, family } };
+    };
+    const [v4, v6] = [await part('IPv4'), await part('IPv6')];
+    logger.info(
+      { mode: 'nftables', netns: opts.netns, elements: v4.elements ? 'netlink' : 'nft', nodePortAddresses: v4.frontends.nodePortIPs, ipv6NodePortAddresses: v6.frontends.nodePortIPs },
+      'using nftables mode (table ip drover, and table ip6 drover for IPv6 Services)',
+    );
+    return new DualStackNftablesBackend({
+      IPv4: { ...v4, render },
+      IPv6: { ...v6, render: ipv6RenderOptions(render, typeof opts.clusterCidr === 'string' ? opts.clusterCidr : undefined) },
+      logger,
+    });
   },
 
   runInfo: () => ({}),
   recordedOptions: () => ({}),
 
   async render(snapshot, opts, header) {
-    const empty = new TableModel();
-    // NodePorts on this host's addresses, as a sync here would program them.
-    const plan = planFullSync(empty, snapshot, renderConfig(opts), { nodePortIPs: await nftNodePortIPs(opts.nodeportAddresses, undefined) }, false);
     const lines = ['drover render --mode nftables: what a full sync writes onto an empty node (nft -f input)', ...header];
-    return {
-      text: `${lines.map((l) => `# ${l}`).join('\n')}\n${transactionScript(plan.structure, plan.want, empty, orderOps(plan.ops))}`,
-      leftOut: plan.conflicts.map(conflictText),
-    };
+    // NodePorts on this host's addresses, as a sync here would program them; the IPv6 table follows for IPv6 service ports.
+    const part = async (family: IPFamily) => ({ render: renderConfig(opts, family), nodePortIPs: await nodePortIPsOf(family, opts.nodeportAddresses, undefined) });
+    const { text, leftOut } = renderFamilies(snapshot, { IPv4: await part('IPv4'), IPv6: await part('IPv6') });
+    return { text: `${lines.map((l) => `# ${l}\n`).join('')}${text}`, leftOut };
   },
 
   async chains(selector, opts) {
     if (selector !== undefined && opts.source === undefined) {
-      throw new UnknownServiceError(`selecting ${selector} in nftables mode needs --source: table ${TABLE.family} ${TABLE.name} keeps no service names`);
+      throw new UnknownServiceError(`selecting ${selector} in nftables mode needs --source: table ${tableRef()} keeps no service names`);
     }
-    const nft = nftFor(opts);
-    let desired: DesiredNft | undefined;
+    const live = await listBoth(opts);
+    let snapshot: Snapshot | undefined;
     let pods: ReadonlyMap<string, string> | undefined;
     if (opts.source !== undefined) {
-      const { snapshot, problems } = await loadSource({ source: opts.source, serviceCidr: opts.serviceCidr, masqueradeAll: false });
-      for (const p of problems) process.stderr.write(`drover: ${p}\n`);
-      // NodePorts on every address of the node, as a sync without --nodeport-addresses programs them.
-      desired = desiredNft(snapshot, { nodePortIPs: await nftNodePortIPs(undefined, opts.netns) });
+      const loaded = await loadSource({ source: opts.source, serviceCidr: opts.serviceCidr, masqueradeAll: false });
+      for (const p of loaded.problems) process.stderr.write(`drover: ${p}\n`);
+      snapshot = loaded.snapshot;
       pods = endpointPods(snapshot);
     }
-    const views = selectServicePorts(nftFrontendViews(await nft.list(), desired, pods), selector, 'in --source');
-    return opts.json ? `${JSON.stringify(views, null, 2)}\n` : formatNftChains(views, desired !== undefined);
+    // Each family's frontends from its table; a dual-stack service port's IPv6 ones follow its IPv4 ones.
+    const views = [];
+    for (const family of familiesOf(snapshot, live.IPv6)) {
+      let desired: DesiredNft | undefined;
+      // NodePorts on every address of the node, as a sync without --nodeport-addresses programs them.
+      if (snapshot !== undefined) desired = desiredNft(familyView(snapshot, family), { nodePortIPs: await nodePortIPsOf(family, undefined, opts.netns), family });
+      views.push(...nftFrontendViews(live[family], desired, pods));
+    }
+    const selected = selectServicePorts(views, selector, 'in --source');
+    return opts.json ? `${JSON.stringify(selected, null, 2)}\n` : formatNftChains(selected, snapshot !== undefined);
   },
 
+  // An IPv6 connection walks table ip6 drover, with the node's IPv6 addresses.
+  traceIPv6: true,
   async trace(opts) {
-    const [live, local] = await Promise.all([nftFor(opts).list(), localAddresses(opts.netns)]);
-    const { ctx, note } = nftTraceContext(live, local);
+    const family = opts.family ?? 'IPv4';
+    const [live, local] = await Promise.all([nftFor(opts, family).list(), localAddresses(opts.netns, family)]);
+    const { ctx, note } = nftTraceContext(live, local, { family });
     return {
       ctx,
-      format: nftTraceFormat,
-      where: `rules numbered by their place in each chain of nft list table ${TABLE.family} ${TABLE.name}; sets and maps as nft -j lists them`,
+      format: nftTraceFormatOf(family),
+      where: `rules numbered by their place in each chain of nft list table ${tableRef(family)}; sets and maps as nft -j lists them`,
       note,
     };
   },
@@ -155,15 +203,25 @@ export const nftablesMode: ModeDriver = {
   },
 
   async diff(opts) {
-    const live = await nftFor(opts).list();
-    const { plan, problems, incomplete } = await sourceDrift(opts, live);
-    return { text: formatNftDrift(plan, TableModel.fromLive(live)), differs: nftDriftCount(plan) > 0, problems, incomplete };
+    const live = await listBoth(opts);
+    const { plans, problems, incomplete } = await sourceDrift(opts, live);
+    // With the IPv6 table, each table's differences under its name.
+    const text = plans.map((p) => (plans.length > 1 ? `table ${tableRef(p.family)}:\n` : '') + formatNftDrift(p.plan, p.model, p.family)).join('');
+    return { text, differs: plans.some((p) => nftDriftCount(p.plan) > 0), problems, incomplete };
   },
 
   async status(opts, recorded) {
-    const live = await nftFor(opts).list();
-    const drift = await driftOf(async () => nftDriftCount((await sourceDrift({ ...recorded, ...(opts.netns ? { netns: opts.netns } : {}) }, live)).plan));
-    return { rules: ruleCounts(live), drift, lines: statusLines(live) };
+    const live = await listBoth(opts);
+    const drift = await driftOf(async () => (await sourceDrift({ ...recorded, ...(opts.netns ? { netns: opts.netns } : {}) }, live)).plans.reduce((n, p) => n + nftDriftCount(p.plan), 0));
+    const rules = ruleCounts(live.IPv4);
+    const lines = statusLines(live.IPv4);
+    if (live.IPv6.exists) {
+      const r6 = ruleCounts(live.IPv6);
+      rules.filter += r6.filter;
+      rules.nat += r6.nat;
+      lines.push(...statusLines(live.IPv6, 'IPv6'));
+    }
+    return { rules, drift, lines };
   },
 
   bench: nftablesBench,

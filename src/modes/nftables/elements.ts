@@ -16,9 +16,14 @@
  *   `affinity`, written by the kernel; drover only deletes).
  *
  * Every value is checked before it becomes text: an address must be a
- * canonical dotted quad, a port 1-65535, a protocol one of the three.
+ * canonical dotted quad or canonical IPv6 text (RFC 5952, as nft prints
+ * it: `fd00::10`), a port 1-65535, a protocol one of the three. The same
+ * shapes fill the IPv4 table `ip drover` and the IPv6 table `ip6 drover`
+ * (layout.ts); which family an element is of follows from its addresses,
+ * and the set's type (or the netlink writer's field layout) refuses an
+ * address of the other family.
  */
-import { formatCIDR, isCanonicalIPv4, parseCIDR } from '../../model/addr.ts';
+import { formatCIDR, isCanonicalIPv4, parseCIDR, parseIP } from '../../model/addr.ts';
 import { DroverError } from '../../errors.ts';
 
 /** Transport protocol as nft spells it. */
@@ -54,6 +59,12 @@ export function safeIPv4(ip: string, field = 'IPv4 address'): string {
   return ip;
 }
 
+/** `ip`, checked to be a canonical IPv4 or IPv6 address (model/addr.ts parseIP). @throws UnsafeElementError */
+export function safeIP(ip: string, field = 'IP address'): string {
+  if (parseIP(ip)?.text !== ip) throw new UnsafeElementError(field, ip);
+  return ip;
+}
+
 /** `port`, checked to be 1-65535. @throws UnsafeElementError */
 export function safePort(port: number, field = 'port'): number {
   if (!Number.isInteger(port) || port < 1 || port > 65535) throw new UnsafeElementError(field, String(port));
@@ -67,14 +78,14 @@ export function nftProtocol(protocol: string): NftProtocol {
   return p;
 }
 
-/** `10.96.0.10 . tcp . 80`. @throws UnsafeElementError */
+/** `10.96.0.10 . tcp . 80`, `fd00::10 . tcp . 80`. @throws UnsafeElementError */
 export function frontendText(f: Frontend): string {
-  return `${safeIPv4(f.ip)} . ${nftProtocol(f.protocol)} . ${safePort(f.port)}`;
+  return `${safeIP(f.ip)} . ${nftProtocol(f.protocol)} . ${safePort(f.port)}`;
 }
 
 /** `10.244.1.2 . 8080`. @throws UnsafeElementError */
 export function targetText(t: Target): string {
-  return `${safeIPv4(t.ip)} . ${safePort(t.port)}`;
+  return `${safeIP(t.ip)} . ${safePort(t.port)}`;
 }
 
 /** The key of slot `slot` of a frontend: `10.96.0.10 . tcp . 80 . 3`. */
@@ -85,7 +96,7 @@ export function slotKeyText(frontend: string, slot: number): string {
 
 /** The hairpin entry of an endpoint of a frontend: `10.244.1.2 . 10.244.1.2 . tcp . 8080`. */
 export function hairpinText(protocol: NftProtocol, t: Target): string {
-  const ip = safeIPv4(t.ip);
+  const ip = safeIP(t.ip);
   return `${ip} . ${ip} . ${nftProtocol(protocol)} . ${safePort(t.port)}`;
 }
 
@@ -93,14 +104,14 @@ export function hairpinText(protocol: NftProtocol, t: Target): string {
 export function parseFrontend(text: string): Frontend {
   const parts = text.split(' . ');
   if (parts.length !== 3) throw new UnsafeElementError('frontend', text);
-  return { ip: safeIPv4(parts[0]!), protocol: nftProtocol(parts[1]!), port: safePort(Number(parts[2])) };
+  return { ip: safeIP(parts[0]!), protocol: nftProtocol(parts[1]!), port: safePort(Number(parts[2])) };
 }
 
 /** Split a target's text back into its parts. @throws UnsafeElementError when it is not one. */
 export function parseTarget(text: string): Target {
   const parts = text.split(' . ');
   if (parts.length !== 2) throw new UnsafeElementError('endpoint', text);
-  return { ip: safeIPv4(parts[0]!), port: safePort(Number(parts[1])) };
+  return { ip: safeIP(parts[0]!), port: safePort(Number(parts[1])) };
 }
 
 /** Split a slot key into its frontend's text and its slot number. @throws UnsafeElementError when it is not one. */
@@ -115,14 +126,15 @@ export function parseSlotKey(text: string): { readonly frontend: string; readonl
 
 /**
  * An element of set firewall-allow: a frontend's text and a client range,
- * `198.51.100.10 . tcp . 80 . 192.168.100.0/24`; a /32 is written as the
- * bare address, as nft prints it back.
- * @throws UnsafeElementError when `cidr` is not an IPv4 CIDR.
+ * `198.51.100.10 . tcp . 80 . 192.168.100.0/24`; a /32 (IPv6: /128) is
+ * written as the bare address, as nft prints it back.
+ * @throws UnsafeElementError when `cidr` is not a CIDR of the frontend's family.
  */
 export function firewallText(frontend: string, cidr: string): string {
   const parsed = parseCIDR(cidr);
-  if (!parsed || parsed.prefix.family !== 4) throw new UnsafeElementError('client range', cidr);
+  const { ip } = parseFrontend(frontend);
+  if (!parsed || parsed.prefix.family !== parseIP(ip)!.family) throw new UnsafeElementError('client range', cidr);
   const text = formatCIDR(parsed.prefix);
-  parseFrontend(frontend);
-  return `${frontend} . ${text.endsWith('/32') ? text.slice(0, -3) : text}`;
+  const host = `/${parsed.prefix.family === 4 ? 32 : 128}`;
+  return `${frontend} . ${text.endsWith(host) ? text.slice(0, -host.length) : text}`;
 }

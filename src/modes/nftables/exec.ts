@@ -4,8 +4,9 @@
  * called by its absolute path, optionally inside a named network namespace
  * (`ip netns exec`).
  */
+import type { IPFamily } from '../../model/types.ts';
 import { CommandError, runCommand } from '../shared/exec.ts';
-import { TABLE } from './layout.ts';
+import { nftFamily, type NftTable } from './layout.ts';
 import { NO_TABLE, parseNftJson, type LiveSet, type LiveTable } from './live.ts';
 
 /** Where nft is installed by Debian's nftables package. */
@@ -30,9 +31,13 @@ export interface NftExec {
   listSet(name: string, kind: 'set' | 'map'): Promise<LiveSet | undefined>;
 }
 
-/** nft on this host, or inside `netns`. */
+/** nft on this host, or inside `netns`; it lists the table of `family` (default IPv4: `ip drover`; IPv6: `ip6 drover`). */
 export class SystemNft implements NftExec {
-  constructor(private readonly opts: { readonly netns?: string; readonly timeoutMs?: number } = {}) {}
+  private readonly table: NftTable;
+
+  constructor(private readonly opts: { readonly netns?: string; readonly timeoutMs?: number; readonly family?: IPFamily } = {}) {
+    this.table = nftFamily(opts.family).table;
+  }
 
   private exec(args: string[], input?: string) {
     return runCommand(NFT, args, { ...(this.opts.netns ? { netns: this.opts.netns } : {}), ...(input !== undefined ? { input } : {}), timeoutMs: this.opts.timeoutMs ?? 120_000 });
@@ -45,7 +50,7 @@ export class SystemNft implements NftExec {
 
   /** With `terse`, sets and maps come without their elements (`nft -t`). */
   async list(opts: { readonly terse?: boolean } = {}): Promise<LiveTable> {
-    const res = await this.exec(['-j', ...(opts.terse ? ['-t'] : []), 'list', 'table', TABLE.family, TABLE.name]);
+    const res = await this.exec(['-j', ...(opts.terse ? ['-t'] : []), 'list', 'table', this.table.family, this.table.name]);
     if (res.code !== 0) {
       if (/No such file or directory/.test(res.stderr)) return NO_TABLE;
       throw new CommandError('nft -j list table', res.code, res.stderr);
@@ -55,7 +60,7 @@ export class SystemNft implements NftExec {
 
   async listSet(name: string, kind: 'set' | 'map'): Promise<LiveSet | undefined> {
     if (!/^[a-z0-9-]+$/.test(name)) throw new Error(`not a set name of drover's: ${JSON.stringify(name)}`);
-    const res = await this.exec(['-j', 'list', kind, TABLE.family, TABLE.name, name]);
+    const res = await this.exec(['-j', 'list', kind, this.table.family, this.table.name, name]);
     if (res.code !== 0) {
       if (/No such file or directory/.test(res.stderr)) return undefined;
       throw new CommandError(`nft -j list ${kind}`, res.code, res.stderr);

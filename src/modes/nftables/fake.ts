@@ -9,7 +9,8 @@
 import { CommandError } from '../shared/exec.ts';
 import type { ElementWriter } from './backend.ts';
 import type { NftExec } from './exec.ts';
-import { TABLE } from './layout.ts';
+import type { IPFamily } from '../../model/types.ts';
+import { tableRef } from './layout.ts';
 import type { LiveChain, LiveSet, LiveTable } from './live.ts';
 import type { ElementOp } from './model.ts';
 
@@ -24,12 +25,11 @@ interface FakeTable {
   chains: Map<string, { base?: LiveChain['base']; comments: (string | null)[] }>;
 }
 
-const T = `${TABLE.family} ${TABLE.name}`;
-
 /** The key and value types nft -j reports for a declaration body (script.ts setBlock). */
 function typesOf(body: string): { keyType: string; mapType?: string } {
-  const typeof_ = /typeof ip daddr \. meta l4proto \. tcp dport \. numgen random mod 1 : ip daddr \. tcp dport/.test(body);
-  if (typeof_) return { keyType: 'ipv4_addr . inet_proto . inet_service . integer', mapType: 'ipv4_addr . inet_service' };
+  const typeof_ = /typeof (ip6?) daddr \. meta l4proto \. tcp dport \. numgen random mod 1 : ip6? daddr \. tcp dport/.exec(body);
+  const addr = typeof_?.[1] === 'ip6' ? 'ipv6_addr' : 'ipv4_addr';
+  if (typeof_) return { keyType: `${addr} . inet_proto . inet_service . integer`, mapType: `${addr} . inet_service` };
   const m = /type ([a-z0-9_ .]+?)(?: : ([a-z0-9_ .]+?))?(?:;|\n|$)/.exec(body);
   if (!m) throw new Error(`fake nft: no type in ${JSON.stringify(body)}`);
   return { keyType: m[1]!.trim(), ...(m[2] ? { mapType: m[2].trim() } : {}) };
@@ -48,9 +48,16 @@ function clone(t: FakeTable | undefined): FakeTable | undefined {
   };
 }
 
-/** The in-memory nft. */
+/** The in-memory nft, of the table of `family` (default IPv4: `ip drover`; IPv6: `ip6 drover`). */
 export class FakeNft implements NftExec {
   private table: FakeTable | undefined;
+  /** The table's name in statements: `ip drover`, `ip6 drover`. */
+  private readonly T: string;
+
+  constructor(readonly family: IPFamily = 'IPv4') {
+    this.T = tableRef(family);
+  }
+
   /** Every script run, in order. */
   readonly scripts: string[] = [];
   private elementCommits = 0;
@@ -122,6 +129,7 @@ export class FakeNft implements NftExec {
   }
 
   private exec(script: string, t: FakeTable | undefined): FakeTable | undefined {
+    const T = this.T;
     const lines = script.split('\n');
     for (let i = 0; i < lines.length; i++) {
       const line = lines[i]!.trim();

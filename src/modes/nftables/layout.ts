@@ -45,12 +45,53 @@
  * Every rule carries a comment; a full sync compares each chain's rules by
  * their comments and each set by its type (plan.ts).
  */
-import { isCanonicalIPv4CIDR } from '../../model/addr.ts';
+import { parseCIDR } from '../../model/addr.ts';
+import type { IPFamily } from '../../model/types.ts';
 import type { RenderOptions } from '../iptables/render.ts';
 import { UnsafeElementError } from './elements.ts';
 
-/** The table family and name. drover reads and writes no other table. */
-export const TABLE = { family: 'ip', name: 'drover' } as const;
+/** A table of drover's: its nft family and name. */
+export interface NftTable {
+  readonly family: 'ip' | 'ip6';
+  readonly name: 'drover';
+}
+
+/**
+ * What differs between drover's IPv4 table `ip drover` and its IPv6 table
+ * `ip6 drover`, which have the same sets, maps and chains: the table, the
+ * address type of set keys (nft(8) "ipv4_addr", "ipv6_addr"), the payload
+ * protocol of address matches and of `dnat … to` (`ip daddr`, `ip6 daddr`),
+ * and the prefix length of one address. kube-proxy's nftables proxier
+ * builds its IPv6 table the same way, from one template per family
+ * (pkg/proxy/nftables/proxier.go: ipvX_addr, ipX, "ip6 daddr").
+ */
+export interface NftFamily {
+  readonly family: IPFamily;
+  readonly table: NftTable;
+  readonly addr: 'ipv4_addr' | 'ipv6_addr';
+  readonly l3: 'ip' | 'ip6';
+  readonly hostBits: 32 | 128;
+}
+
+/** Each family's table and syntax; drover reads and writes no other table. */
+export const NFT_FAMILIES: Readonly<Record<IPFamily, NftFamily>> = Object.freeze({
+  IPv4: { family: 'IPv4', table: { family: 'ip', name: 'drover' }, addr: 'ipv4_addr', l3: 'ip', hostBits: 32 },
+  IPv6: { family: 'IPv6', table: { family: 'ip6', name: 'drover' }, addr: 'ipv6_addr', l3: 'ip6', hostBits: 128 },
+});
+
+/** The {@link NftFamily} of `family` (default IPv4). */
+export function nftFamily(family: IPFamily = 'IPv4'): NftFamily {
+  return NFT_FAMILIES[family];
+}
+
+/** The IPv4 table, `ip drover`. */
+export const TABLE = NFT_FAMILIES.IPv4.table;
+
+/** A table as nft names it in a command: `ip drover`, `ip6 drover`. */
+export function tableRef(family: IPFamily = 'IPv4'): string {
+  const t = NFT_FAMILIES[family].table;
+  return `${t.family} ${t.name}`;
+}
 
 /** The masquerade bit of the packet mark, kube-proxy's (`--masquerade-bit` 14). */
 export const MASQUERADE_MARK = '0x00004000';
@@ -151,107 +192,126 @@ export interface LayoutInputs {
   readonly timeouts: readonly number[];
 }
 
-const FRONTEND_TYPE = 'ipv4_addr . inet_proto . inet_service';
-const F = 'ip daddr . meta l4proto . th dport';
 const MARK = `meta mark set meta mark | ${MASQUERADE_MARK}`;
 
-function frontendSet(name: string, comment: string): SetDecl {
-  return { name, body: [`type ${FRONTEND_TYPE}`, `comment "${comment}"`], keyType: FRONTEND_TYPE };
+/** A frontend's key type: `ipv4_addr . inet_proto . inet_service` (ipv6_addr for IPv6). */
+const frontendType = (fam: NftFamily): string => `${fam.addr} . inet_proto . inet_service`;
+/** A frontend's match: `ip daddr . meta l4proto . th dport` (ip6 daddr for IPv6). */
+const frontendMatch = (fam: NftFamily): string => `${fam.l3} daddr . meta l4proto . th dport`;
+
+function frontendSet(name: string, comment: string, fam: NftFamily): SetDecl {
+  return { name, body: [`type ${frontendType(fam)}`, `comment "${comment}"`], keyType: frontendType(fam) };
 }
 
-function slotMap(sel: Selection, comment: string): SetDecl {
+function slotMap(sel: Selection, comment: string, fam: NftFamily): SetDecl {
+  const ip = `${fam.l3} daddr`;
   return {
     name: sel.map,
     // `tcp dport` types the port in the declaration: nft 1.0.6 cannot read a typeof with `th dport` back from the
     // kernel ("conflicting protocols specified: ip vs. th"), so later scripts against the table would fail.
-    body: [`typeof ip daddr . meta l4proto . tcp dport . numgen random mod 1 : ip daddr . tcp dport`, `comment "${comment}"`],
-    keyType: `${FRONTEND_TYPE} . integer`,
-    mapType: 'ipv4_addr . inet_service',
+    body: [`typeof ${ip} . meta l4proto . tcp dport . numgen random mod 1 : ${ip} . tcp dport`, `comment "${comment}"`],
+    keyType: `${frontendType(fam)} . integer`,
+    mapType: `${fam.addr} . inet_service`,
   };
 }
 
-/** The sets and maps that are always there. */
-export function fixedSets(): SetDecl[] {
+/** The sets and maps that are always there, in the table of `family` (default IPv4). */
+export function fixedSets(family: IPFamily = 'IPv4'): SetDecl[] {
+  const fam = nftFamily(family);
+  const ft = frontendType(fam);
+  const a = fam.addr;
   return [
-    frontendSet(SERVICE_IPS, 'frontends with endpoints: IP . protocol . port'),
-    frontendSet(CLUSTER_IPS, 'ClusterIP frontends with endpoints'),
-    frontendSet(EXTERNAL_IPS, 'external frontends under externalTrafficPolicy Cluster: masqueraded'),
-    frontendSet(EXTERNAL_LOCAL, 'external frontends under externalTrafficPolicy Local'),
-    frontendSet(NO_ENDPOINTS, 'frontends without endpoints: rejected'),
-    frontendSet(NO_LOCAL_ENDPOINTS, 'ClusterIP frontends with endpoints on other nodes only under internalTrafficPolicy Local: dropped'),
-    frontendSet(FIREWALL, 'LoadBalancer frontends with loadBalancerSourceRanges'),
+    frontendSet(SERVICE_IPS, 'frontends with endpoints: IP . protocol . port', fam),
+    frontendSet(CLUSTER_IPS, 'ClusterIP frontends with endpoints', fam),
+    frontendSet(EXTERNAL_IPS, 'external frontends under externalTrafficPolicy Cluster: masqueraded', fam),
+    frontendSet(EXTERNAL_LOCAL, 'external frontends under externalTrafficPolicy Local', fam),
+    frontendSet(NO_ENDPOINTS, 'frontends without endpoints: rejected', fam),
+    frontendSet(NO_LOCAL_ENDPOINTS, 'ClusterIP frontends with endpoints on other nodes only under internalTrafficPolicy Local: dropped', fam),
+    frontendSet(FIREWALL, 'LoadBalancer frontends with loadBalancerSourceRanges', fam),
     {
       name: FIREWALL_ALLOW,
-      body: [`type ${FRONTEND_TYPE} . ipv4_addr`, 'flags interval', 'comment "LoadBalancer frontend . allowed client range"'],
-      keyType: `${FRONTEND_TYPE} . ipv4_addr`,
+      body: [`type ${ft} . ${a}`, 'flags interval', 'comment "LoadBalancer frontend . allowed client range"'],
+      keyType: `${ft} . ${a}`,
     },
-    slotMap(MAIN, 'endpoint of each slot of each frontend'),
-    slotMap(LOCAL, "this node's endpoint of each slot of each externalTrafficPolicy Local frontend"),
+    slotMap(MAIN, 'endpoint of each slot of each frontend', fam),
+    slotMap(LOCAL, "this node's endpoint of each slot of each externalTrafficPolicy Local frontend", fam),
     {
       name: AFFINITY_MAP,
-      body: [`type ipv4_addr . ${FRONTEND_TYPE} : ipv4_addr . inet_service`, 'size 1048576', 'flags dynamic,timeout', 'comment "ClientIP affinity: client . frontend to endpoint"'],
-      keyType: `ipv4_addr . ${FRONTEND_TYPE}`,
-      mapType: 'ipv4_addr . inet_service',
+      body: [`type ${a} . ${ft} : ${a} . inet_service`, 'size 1048576', 'flags dynamic,timeout', 'comment "ClientIP affinity: client . frontend to endpoint"'],
+      keyType: `${a} . ${ft}`,
+      mapType: `${a} . inet_service`,
     },
     {
       name: HAIRPIN,
-      body: ['type ipv4_addr . ipv4_addr . inet_proto . inet_service', 'comment "endpoints reaching themselves through a service: masqueraded"'],
-      keyType: 'ipv4_addr . ipv4_addr . inet_proto . inet_service',
+      body: [`type ${a} . ${a} . inet_proto . inet_service`, 'comment "endpoints reaching themselves through a service: masqueraded"'],
+      keyType: `${a} . ${a} . inet_proto . inet_service`,
     },
   ];
 }
 
-/** The set of the frontends of `sel` with `n` endpoints. */
-export function countSet(sel: Selection, n: number): SetDecl {
+/** The set of the frontends of `sel` with `n` endpoints, in the table of `family` (default IPv4). */
+export function countSet(sel: Selection, n: number, family: IPFamily = 'IPv4'): SetDecl {
   const whose = sel === LOCAL ? " of this node's" : '';
-  return frontendSet(countSetName(sel, n), `frontends with ${n}${whose} endpoint${n === 1 ? '' : 's'}`);
+  return frontendSet(countSetName(sel, n), `frontends with ${n}${whose} endpoint${n === 1 ? '' : 's'}`, nftFamily(family));
 }
 
-/** The set of the frontends whose ClientIP affinity lasts `seconds`. */
-export function affinitySet(seconds: number): SetDecl {
-  return frontendSet(affinitySetName(seconds), `frontends with ClientIP affinity of ${seconds} s`);
+/** The set of the frontends whose ClientIP affinity lasts `seconds`, in the table of `family` (default IPv4). */
+export function affinitySet(seconds: number, family: IPFamily = 'IPv4'): SetDecl {
+  return frontendSet(affinitySetName(seconds), `frontends with ClientIP affinity of ${seconds} s`, nftFamily(family));
 }
 
-/** The rule that picks one of `n` endpoints of selection `sel`. */
-export function countRule(sel: Selection, n: number): RuleDecl {
+/** The rule that picks one of `n` endpoints of selection `sel`, in the table of `family` (default IPv4). */
+export function countRule(sel: Selection, n: number, family: IPFamily = 'IPv4'): RuleDecl {
+  const fam = nftFamily(family);
+  const F = frontendMatch(fam);
   const whose = sel === LOCAL ? 'local ' : '';
   return {
-    text: `${F} @${countSetName(sel, n)} dnat ip to ${F} . numgen random mod ${n} map @${sel.map}`,
+    text: `${F} @${countSetName(sel, n)} dnat ${fam.l3} to ${F} . numgen random mod ${n} map @${sel.map}`,
     comment: `one of ${n} ${whose}endpoint${n === 1 ? '' : 's'}`,
   };
 }
 
-const AFFINITY_LOOKUP: RuleDecl = { text: `dnat ip to ip saddr . ${F} map @${AFFINITY_MAP}`, comment: 'the endpoint of a client with affinity' };
+/** The rule that sends a client with affinity to its endpoint. */
+function affinityLookup(fam: NftFamily): RuleDecl {
+  return { text: `dnat ${fam.l3} to ${fam.l3} saddr . ${frontendMatch(fam)} map @${AFFINITY_MAP}`, comment: 'the endpoint of a client with affinity' };
+}
 
-/** The rules that record a client's endpoint for the frontends of `seconds`' affinity, one per protocol. */
-export function affinityRecordRules(seconds: number): RuleDecl[] {
-  const orig = 'ct original ip daddr . meta l4proto . ct original proto-dst';
+/** The rules that record a client's endpoint for the frontends of `seconds`' affinity, one per protocol, in the table of `family` (default IPv4). */
+export function affinityRecordRules(seconds: number, family: IPFamily = 'IPv4'): RuleDecl[] {
+  const l3 = nftFamily(family).l3;
+  const orig = `ct original ${l3} daddr . meta l4proto . ct original proto-dst`;
   return (['tcp', 'udp', 'sctp'] as const).map((p) => ({
-    text: `ct state new ct status dnat meta l4proto ${p} ${orig} @${affinitySetName(seconds)} update @${AFFINITY_MAP} { ip saddr . ${orig} timeout ${seconds}s : ip daddr . th dport }`,
+    text: `ct state new ct status dnat meta l4proto ${p} ${orig} @${affinitySetName(seconds)} update @${AFFINITY_MAP} { ${l3} saddr . ${orig} timeout ${seconds}s : ${l3} daddr . th dport }`,
     comment: `${p} affinity of ${seconds} s`,
   }));
 }
 
 /** The masquerade rule for ClusterIP traffic, or none (no `--cluster-cidr`, no `--masquerade-all`, as kube-proxy). */
-function clusterMasquerade(opts: RenderOptions): RuleDecl | undefined {
+function clusterMasquerade(opts: RenderOptions, fam: NftFamily): RuleDecl | undefined {
+  const F = frontendMatch(fam);
   if (opts.masqueradeAll) return { text: `${F} @${CLUSTER_IPS} ${MARK}`, comment: 'masquerade all ClusterIP traffic' };
   if (opts.clusterCIDR === undefined) return undefined;
-  return { text: `${F} @${CLUSTER_IPS} ip saddr != ${clusterCIDR(opts)} ${MARK}`, comment: `masquerade ClusterIP traffic from outside ${opts.clusterCIDR}` };
+  return { text: `${F} @${CLUSTER_IPS} ${fam.l3} saddr != ${clusterCIDR(opts, fam)} ${MARK}`, comment: `masquerade ClusterIP traffic from outside ${opts.clusterCIDR}` };
 }
 
-function clusterCIDR(opts: RenderOptions): string {
-  if (!isCanonicalIPv4CIDR(opts.clusterCIDR!)) throw new UnsafeElementError('cluster CIDR', opts.clusterCIDR!);
+/** `--cluster-cidr`, checked to be a canonical CIDR of the table's family. @throws UnsafeElementError */
+function clusterCIDR(opts: RenderOptions, fam: NftFamily): string {
+  const c = parseCIDR(opts.clusterCIDR!);
+  if (c === undefined || c.prefix.text !== opts.clusterCIDR || c.prefix.family !== (fam.family === 'IPv4' ? 4 : 6)) throw new UnsafeElementError('cluster CIDR', opts.clusterCIDR!);
   return opts.clusterCIDR!;
 }
 
 const CHECK: RuleDecl = { text: 'ct state new jump endpoints-check', comment: 'frontends without endpoints' };
 
-/** Every chain for `inputs`. */
+/** Every chain for `inputs`, in the table of `opts.family` (default IPv4; `clusterCIDR` must be of that family). */
 export function chains(opts: RenderOptions, inputs: LayoutInputs): ChainDecl[] {
-  const masquerade = clusterMasquerade(opts);
+  const fam = nftFamily(opts.family);
+  const F = frontendMatch(fam);
+  const AFFINITY_LOOKUP = affinityLookup(fam);
+  const masquerade = clusterMasquerade(opts, fam);
   // The comment names the CIDR: a full sync compares rules by their comments, so another --cluster-cidr must give another comment.
-  const pods = opts.clusterCIDR !== undefined ? [{ text: `ip saddr ${clusterCIDR(opts)} goto pick`, comment: `pods (${opts.clusterCIDR}) go to every endpoint` }] : [];
-  const record = inputs.timeouts.flatMap(affinityRecordRules);
+  const pods = opts.clusterCIDR !== undefined ? [{ text: `${fam.l3} saddr ${clusterCIDR(opts, fam)} goto pick`, comment: `pods (${opts.clusterCIDR}) go to every endpoint` }] : [];
+  const record = inputs.timeouts.flatMap((t) => affinityRecordRules(t, fam.family));
   return [
     { name: 'nat-prerouting', base: { type: 'nat', hook: 'prerouting', priority: -100 }, rules: [{ text: 'jump services', comment: 'services' }] },
     { name: 'nat-output', base: { type: 'nat', hook: 'output', priority: -100 }, rules: [{ text: 'jump services', comment: 'services' }] },
@@ -260,7 +320,7 @@ export function chains(opts: RenderOptions, inputs: LayoutInputs): ChainDecl[] {
       name: 'services',
       rules: [
         { text: `${F} != @${SERVICE_IPS} return`, comment: 'not a frontend with endpoints' },
-        { text: `${F} @${FIREWALL} ${F} . ip saddr != @${FIREWALL_ALLOW} drop`, comment: 'client not in loadBalancerSourceRanges' },
+        { text: `${F} @${FIREWALL} ${F} . ${fam.l3} saddr != @${FIREWALL_ALLOW} drop`, comment: 'client not in loadBalancerSourceRanges' },
         ...(masquerade ? [masquerade] : []),
         { text: `${F} @${EXTERNAL_IPS} ${MARK}`, comment: 'masquerade external traffic' },
         { text: `${F} @${EXTERNAL_LOCAL} goto external-local`, comment: 'externalTrafficPolicy Local' },
@@ -274,15 +334,15 @@ export function chains(opts: RenderOptions, inputs: LayoutInputs): ChainDecl[] {
         { text: `fib saddr type local ${MARK}`, comment: 'masquerade traffic from this node' },
         { text: 'fib saddr type local goto pick', comment: 'this node goes to every endpoint' },
         AFFINITY_LOOKUP,
-        ...inputs.counts.local.map((n) => countRule(LOCAL, n)),
+        ...inputs.counts.local.map((n) => countRule(LOCAL, n, fam.family)),
         { text: 'drop', comment: 'no local endpoint' },
       ],
     },
-    { name: 'pick', rules: [AFFINITY_LOOKUP, ...inputs.counts.main.map((n) => countRule(MAIN, n))] },
+    { name: 'pick', rules: [AFFINITY_LOOKUP, ...inputs.counts.main.map((n) => countRule(MAIN, n, fam.family))] },
     {
       name: 'masquerading',
       rules: [
-        { text: `ct status dnat ip saddr . ip daddr . meta l4proto . th dport @${HAIRPIN} ${MARK}`, comment: 'hairpin' },
+        { text: `ct status dnat ${fam.l3} saddr . ${fam.l3} daddr . meta l4proto . th dport @${HAIRPIN} ${MARK}`, comment: 'hairpin' },
         { text: `meta mark & ${MASQUERADE_MARK} == 0 return`, comment: 'not marked for masquerade' },
         { text: `meta mark set meta mark ^ ${MASQUERADE_MARK}`, comment: 'clear the masquerade mark' },
         { text: 'masquerade fully-random', comment: 'service traffic requiring SNAT' },
@@ -303,14 +363,15 @@ export function chains(opts: RenderOptions, inputs: LayoutInputs): ChainDecl[] {
   ];
 }
 
-/** The whole layout for `inputs`. */
+/** The whole layout for `inputs`, of the table of `opts.family` (default IPv4). */
 export function layout(opts: RenderOptions, inputs: LayoutInputs): Layout {
+  const family = opts.family ?? 'IPv4';
   return {
     sets: [
-      ...fixedSets(),
-      ...inputs.counts.main.map((n) => countSet(MAIN, n)),
-      ...inputs.counts.local.map((n) => countSet(LOCAL, n)),
-      ...inputs.timeouts.map(affinitySet),
+      ...fixedSets(family),
+      ...inputs.counts.main.map((n) => countSet(MAIN, n, family)),
+      ...inputs.counts.local.map((n) => countSet(LOCAL, n, family)),
+      ...inputs.timeouts.map((t) => affinitySet(t, family)),
     ],
     chains: chains(opts, inputs),
   };

@@ -7,9 +7,16 @@
  * through `nft -f` (backend.ts asks {@link NetlinkElementWriter.accepts}).
  * It also reads sets back (netlink dumps, for full syncs) and the ruleset's
  * generation id (the cheap drift check).
+ *
+ * One writer serves the table of one IP family: `ip drover` (NFPROTO_IPV4,
+ * 4-byte addresses) or `ip6 drover` (NFPROTO_IPV6, 16-byte addresses in
+ * network order, each a whole number of registers: nft's
+ * netlink_gen_concat_data). An element whose address is of the other
+ * family is refused before anything is sent.
  */
+import type { IPFamily } from '../../model/types.ts';
 import type { ElementWriter } from './backend.ts';
-import { MAIN, LOCAL, HAIRPIN, AFFINITY_MAP, MEMBERSHIP_SETS, TABLE, countOfSet, timeoutOfSet } from './layout.ts';
+import { MAIN, LOCAL, HAIRPIN, AFFINITY_MAP, MEMBERSHIP_SETS, countOfSet, nftFamily, timeoutOfSet } from './layout.ts';
 import type { ElementOp } from './model.ts';
 import { UnsafeElementError } from './elements.ts';
 import type { ConcatField, FieldKind } from './netlink/concat.ts';
@@ -21,15 +28,31 @@ import { encodeSetElemBatch, type SetElementChange } from './netlink/codec.ts';
 const PROTOCOLS: Readonly<Record<string, number>> = { tcp: 6, udp: 17, sctp: 132 };
 const NAMES: Readonly<Record<number, string>> = { 6: 'tcp', 17: 'udp', 132: 'sctp' };
 
-const FRONTEND: readonly FieldKind[] = ['ipv4', 'proto', 'port'];
-const SLOT_KEY: readonly FieldKind[] = ['ipv4', 'proto', 'port', 'u32'];
-const TARGET: readonly FieldKind[] = ['ipv4', 'port'];
-const HAIRPIN_KEY: readonly FieldKind[] = ['ipv4', 'ipv4', 'proto', 'port'];
+/** The field layouts of one family's elements. */
+interface Shapes {
+  readonly frontend: readonly FieldKind[];
+  readonly slotKey: readonly FieldKind[];
+  readonly target: readonly FieldKind[];
+  readonly hairpin: readonly FieldKind[];
+}
 
-/** The key and value layouts of set `name` as netlink reads them: those it writes, and the kernel-filled affinity map. */
-export function readShape(name: string): { readonly key: readonly FieldKind[]; readonly value?: readonly FieldKind[] } | undefined {
-  if (name === AFFINITY_MAP) return { key: HAIRPIN_KEY, value: TARGET };
-  return elementShape(name);
+function shapes(ip: 'ipv4' | 'ipv6'): Shapes {
+  return { frontend: [ip, 'proto', 'port'], slotKey: [ip, 'proto', 'port', 'u32'], target: [ip, 'port'], hairpin: [ip, ip, 'proto', 'port'] };
+}
+
+const SHAPES: Readonly<Record<IPFamily, Shapes>> = { IPv4: shapes('ipv4'), IPv6: shapes('ipv6') };
+
+/** An element's field layouts: its key's, and a map's value's. */
+export interface ElementShape {
+  readonly key: readonly FieldKind[];
+  readonly value?: readonly FieldKind[];
+}
+
+/** The key and value layouts of set `name` of the table of `family` (default IPv4) as netlink reads them: those it writes, and the kernel-filled affinity map. */
+export function readShape(name: string, family: IPFamily = 'IPv4'): ElementShape | undefined {
+  const s = SHAPES[family];
+  if (name === AFFINITY_MAP) return { key: s.hairpin, value: s.target };
+  return elementShape(name, family);
 }
 
 /** Element text of decoded concatenation fields (elements.ts): addresses, protocol names, numbers. */
@@ -45,11 +68,12 @@ export function fieldsText(fields: readonly ConcatField[]): string {
     .join(' . ');
 }
 
-/** The key and value layouts of set `name`; undefined for one netlink does not write here. */
-export function elementShape(name: string): { readonly key: readonly FieldKind[]; readonly value?: readonly FieldKind[] } | undefined {
-  if (name === MAIN.map || name === LOCAL.map) return { key: SLOT_KEY, value: TARGET };
-  if (name === HAIRPIN) return { key: HAIRPIN_KEY };
-  if ((MEMBERSHIP_SETS as readonly string[]).includes(name) || countOfSet(name) !== undefined || timeoutOfSet(name) !== undefined) return { key: FRONTEND };
+/** The key and value layouts of set `name` of the table of `family` (default IPv4); undefined for one netlink does not write here. */
+export function elementShape(name: string, family: IPFamily = 'IPv4'): ElementShape | undefined {
+  const s = SHAPES[family];
+  if (name === MAIN.map || name === LOCAL.map) return { key: s.slotKey, value: s.target };
+  if (name === HAIRPIN) return { key: s.hairpin };
+  if ((MEMBERSHIP_SETS as readonly string[]).includes(name) || countOfSet(name) !== undefined || timeoutOfSet(name) !== undefined) return { key: s.frontend };
   // firewall-allow (an interval set), the affinity map (filled by the kernel) and anything unknown.
   return undefined;
 }
@@ -66,6 +90,8 @@ export function elementFields(text: string, kinds: readonly FieldKind[]): Concat
     switch (kind) {
       case 'ipv4':
         return { ipv4: p };
+      case 'ipv6':
+        return { ipv6: p };
       case 'proto': {
         const n = PROTOCOLS[p];
         if (n === undefined) throw new UnsafeElementError('protocol', p);
@@ -81,16 +107,20 @@ export function elementFields(text: string, kinds: readonly FieldKind[]): Concat
   });
 }
 
-/** The netlink batch of `ops` (ordered): one change per run of the same kind and set. @throws UnsafeElementError for an element of another shape. */
-export function elementChanges(ops: readonly ElementOp[]): SetElementChange[] {
+/**
+ * The netlink batch of `ops` (ordered) for the table of `family` (default IPv4): one change per run of the same kind and set.
+ * @throws UnsafeElementError for an element of another shape; NftValidationError (netlink/concat.ts) for an address of the other family.
+ */
+export function elementChanges(ops: readonly ElementOp[], family: IPFamily = 'IPv4'): SetElementChange[] {
+  const table = nftFamily(family).table;
   const changes: SetElementChange[] = [];
   let current: { op: 'add' | 'delete'; set: string; elements: { key: Uint8Array; data?: Uint8Array }[] } | undefined;
   for (const op of ops) {
-    const shape = elementShape(op.set);
+    const shape = elementShape(op.set, family);
     if (!shape) throw new UnsafeElementError('netlink set', op.set);
     if (!current || current.op !== op.op || current.set !== op.set) {
       current = { op: op.op, set: op.set, elements: [] };
-      changes.push({ family: TABLE.family, table: TABLE.name, set: op.set, op: op.op, elements: current.elements });
+      changes.push({ family: table.family, table: table.name, set: op.set, op: op.op, elements: current.elements });
     }
     const key = encodeConcat(elementFields(op.key, shape.key));
     const wantsData = op.op === 'add' && shape.value !== undefined;
@@ -108,24 +138,28 @@ export function batchBytes(changes: readonly SetElementChange[]): number {
 /** What the writer needs of an nf_tables netlink client (netlink/client.ts): `commit`, and for reading back the rest. */
 export type NetlinkElementClient = Pick<NftNetlinkClient, 'commit'> & Partial<Pick<NftNetlinkClient, 'listElements' | 'generation' | 'close'>>;
 
-/** Element writer over an open nf_tables netlink client. */
+/** Element writer over an open nf_tables netlink client, for the table of `family` (default IPv4). */
 export class NetlinkElementWriter implements ElementWriter {
-  constructor(private readonly client: NetlinkElementClient) {}
+  constructor(
+    private readonly client: NetlinkElementClient,
+    private readonly family: IPFamily = 'IPv4',
+  ) {}
 
   accepts(ops: readonly ElementOp[]): boolean {
-    return ops.every((o) => elementShape(o.set) !== undefined);
+    return ops.every((o) => elementShape(o.set, this.family) !== undefined);
   }
 
   async commit(ops: readonly ElementOp[]): Promise<number> {
-    return (await this.client.commit(elementChanges(ops))).bytes;
+    return (await this.client.commit(elementChanges(ops, this.family))).bytes;
   }
 
   /** The elements of `set` from a netlink dump, as element texts; undefined for a set it does not read (firewall-allow, an interval set). */
   async read(set: string): Promise<Map<string, string | undefined> | undefined> {
-    const shape = readShape(set);
+    const shape = readShape(set, this.family);
     if (!shape || !this.client.listElements) return undefined;
+    const table = nftFamily(this.family).table;
     const out = new Map<string, string | undefined>();
-    for (const e of await this.client.listElements(TABLE.family, TABLE.name, set)) {
+    for (const e of await this.client.listElements(table.family, table.name, set)) {
       out.set(fieldsText(decodeConcat(e.key, shape.key)), e.data && shape.value ? fieldsText(decodeConcat(e.data, shape.value)) : undefined);
     }
     return out;

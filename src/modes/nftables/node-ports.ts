@@ -1,19 +1,21 @@
 /**
- * The addresses nftables mode programs NodePorts on: this node's IPv4
- * addresses but loopback, or with `--nodeport-addresses` those in its
- * CIDRs (iptables mode's choice, iptables/node-ports.ts nodePortIPs), read
- * once when the backend starts, with `ip -4 -o addr show` in the namespace
- * drover programs.
+ * The addresses nftables mode programs NodePorts on, per family: this
+ * node's IPv4 addresses but loopback (IPv6: its global ones), or with
+ * `--nodeport-addresses` those in its CIDRs of the family (iptables mode's
+ * choice, iptables/node-ports.ts nodePortIPs), read once when the backend
+ * starts, with `ip -4 -o addr show` (`ip -6 … scope global`) in the
+ * namespace drover programs.
  */
 import { cidrContains, compareAddresses, type IPPrefix } from '../../model/addr.ts';
+import type { IPFamily } from '../../model/types.ts';
 import type { Logger } from '../../util/log.ts';
 import { readNodePortIPs } from '../iptables/node-ports.ts';
 
 /**
- * The NodePort addresses of namespace `netns` (undefined: this process's) for `cidrs`, sorted.
+ * The NodePort addresses of `family` (default IPv4) of namespace `netns` (undefined: this process's) for `cidrs`, sorted.
  * @throws Error when the addresses cannot be read.
  */
-export async function nftNodePortIPs(cidrs: readonly IPPrefix[] | undefined, netns: string | undefined, logger?: Logger): Promise<string[]> {
-  const { ips, local } = await readNodePortIPs(cidrs, netns, logger);
-  return ips !== undefined ? [...ips] : [...local].filter((ip) => !cidrContains('127.0.0.0/8', ip)).sort(compareAddresses);
+export async function nftNodePortIPs(cidrs: readonly IPPrefix[] | undefined, netns: string | undefined, logger?: Logger, family: IPFamily = 'IPv4'): Promise<string[]> {
+  const { ips, local } = await readNodePortIPs(cidrs, netns, logger, family);
+  return ips !== undefined ? [...ips] : [...local].filter((ip) => ip !== '::1' && !cidrContains('127.0.0.0/8', ip)).sort(compareAddresses);
 }

@@ -1,7 +1,9 @@
 /**
  * The nft(8) rule syntax drover's layout writes (layout.ts), parsed and
  * evaluated for the first packet of a new connection, for `drover trace`.
- * Pure. Only what the layout uses is known:
+ * Pure. Only what the layout uses is known (in the IPv6 table `ip6 saddr`,
+ * `ip6 daddr`, `ct original ip6 daddr` and `dnat ip6 to` stand for the
+ * same fields and statement as their `ip` forms, with IPv6 addresses):
  *
  * - matches: a concatenation of `ip saddr`, `ip daddr`, `meta l4proto`,
  *   `th dport`, `ct original ip daddr`, `ct original proto-dst` looked up
@@ -21,7 +23,7 @@
  * Anything else throws {@link NftEvalError}, so that a trace says it
  * cannot evaluate a rule instead of guessing.
  */
-import { cidrContains, ipv4ToUint32, isCanonicalIPv4 } from '../../model/addr.ts';
+import { cidrContains, ipv4ToUint32, isCanonicalIPv4, parseIP } from '../../model/addr.ts';
 import { DroverError } from '../../errors.ts';
 
 /** A rule, or a set it looks up, that this evaluator does not know. */
@@ -102,12 +104,16 @@ const FIELDS: readonly (readonly [string[], Field])[] = [
   [['ct', 'original', 'proto-dst'], 'ct original proto-dst'],
   [['ip', 'saddr'], 'ip saddr'],
   [['ip', 'daddr'], 'ip daddr'],
+  // The IPv6 table's rules (layout.ts, family IPv6) read the same packet fields.
+  [['ct', 'original', 'ip6', 'daddr'], 'ct original ip daddr'],
+  [['ip6', 'saddr'], 'ip saddr'],
+  [['ip6', 'daddr'], 'ip daddr'],
   [['meta', 'l4proto'], 'meta l4proto'],
   [['meta', 'mark'], 'meta mark'],
   [['th', 'dport'], 'th dport'],
 ];
 
-const LITERAL = /^(?:[0-9][0-9./-]*|0x[0-9a-f]+|tcp|udp|sctp)$/;
+const LITERAL = /^(?:[0-9][0-9./-]*|[0-9a-f]*:[0-9a-f:.]*(?:\/[0-9]+)?|0x[0-9a-f]+|tcp|udp|sctp)$/;
 
 function num(token: string | undefined, text: string): number {
   if (token === undefined || !/^(?:0x[0-9a-f]+|[0-9]+)$/.test(token)) throw new NftEvalError(`cannot evaluate rule "${text}": expected a number, found ${JSON.stringify(token)}`);
@@ -167,7 +173,7 @@ export function parseRule(text: string): ParsedRule {
     else if (eat('masquerade')) {
       while (eat('fully-random') || eat('random') || eat('persistent'));
       items.push({ kind: 'masquerade' });
-    } else if (eat('dnat', 'ip', 'to')) {
+    } else if (eat('dnat', 'ip', 'to') || eat('dnat', 'ip6', 'to')) {
       const e = expr();
       expect('map');
       items.push({ kind: 'dnat', expr: e, map: setRef() });
@@ -239,14 +245,14 @@ function values(e: Expr, p: PacketFacts): { text: string; probability: number; s
 
 /** Whether value `v` of a single field equals or falls in `literal` (an address, prefix, range, protocol or number). */
 function compare(v: string, literal: string): boolean {
-  if (literal.includes('/')) return isCanonicalIPv4(v) && cidrContains(literal, v);
+  if (literal.includes('/')) return parseIP(v) !== undefined && cidrContains(literal, v);
   return v === literal || (/^(?:0x[0-9a-f]+|[0-9]+)$/.test(literal) && /^[0-9]+$/.test(v) && Number(v) === Number(literal));
 }
 
 /** Whether one part of an interval set's element (a value, `a.b.c.d/len` or `a-b`) holds `v`. */
 export function partHolds(part: string, v: string): boolean {
   if (part === v) return true;
-  if (part.includes('/')) return isCanonicalIPv4(v) && cidrContains(part, v);
+  if (part.includes('/')) return parseIP(v) !== undefined && cidrContains(part, v);
   const dash = part.indexOf('-');
   if (dash < 0) return false;
   const [lo, hi] = [part.slice(0, dash), part.slice(dash + 1)];
@@ -320,7 +326,7 @@ export function evalRule(rule: ParsedRule, facts: PacketFacts, sets: Lookups): R
               continue;
             }
             const parts = target.split(' . ');
-            if (parts.length !== 2 || !isCanonicalIPv4(parts[0]!) || !/^[0-9]+$/.test(parts[1]!)) throw new NftEvalError(`@${item.map} maps ${v.text} to ${JSON.stringify(target)}, not ip . port`);
+            if (parts.length !== 2 || parseIP(parts[0]!)?.text !== parts[0] || !/^[0-9]+$/.test(parts[1]!)) throw new NftEvalError(`@${item.map} maps ${v.text} to ${JSON.stringify(target)}, not ip . port`);
             const note = slot ? `${slot}${v.probability < 1 ? `, taken with probability ${v.probability.toFixed(4)}` : ''}` : `@${item.map} entry ${v.text} : ${target}`;
             next.push({ probability: p, notes: [...o.notes, note], facts: { ...f, daddr: parts[0]!, dport: Number(parts[1]), dnatted: true } });
           }

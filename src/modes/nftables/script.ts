@@ -2,13 +2,13 @@
  * nft(8) scripts of nftables mode: the whole table (what `drover render
  * --mode nftables` prints and a first sync writes) and the structural
  * changes of later syncs, each with element operations, as one
- * `nft -f` transaction. Pure: the same plan gives the same text.
+ * `nft -f` transaction, for the table of one IP family (`ip drover` or
+ * `ip6 drover`, default IPv4). Pure: the same plan gives the same text.
  */
-import { TABLE, chainHeader, ruleText, type ChainDecl, type Layout, type SetDecl } from './layout.ts';
+import type { IPFamily } from '../../model/types.ts';
+import { chainHeader, ruleText, tableRef, type ChainDecl, type Layout, type SetDecl } from './layout.ts';
 import type { ElementOp, TableModel } from './model.ts';
 import type { StructurePlan } from './plan.ts';
-
-const T = `${TABLE.family} ${TABLE.name}`;
 
 function setBlock(s: SetDecl, indent: string): string[] {
   const kind = s.mapType !== undefined ? 'map' : 'set';
@@ -24,7 +24,8 @@ function chainBlock(c: ChainDecl, indent: string): string[] {
 const ELEMENTS_PER_LINE = 1000;
 
 /** `add element`/`delete element` lines for `ops` (already ordered): one line per run of the same kind and set, of at most 1000 elements, in the order given. */
-export function elementLines(ops: readonly ElementOp[]): string[] {
+export function elementLines(ops: readonly ElementOp[], family: IPFamily = 'IPv4'): string[] {
+  const T = tableRef(family);
   const lines: string[] = [];
   let i = 0;
   while (i < ops.length) {
@@ -40,9 +41,9 @@ export function elementLines(ops: readonly ElementOp[]): string[] {
   return lines;
 }
 
-/** The whole table of `l` as one `table ip drover { … }` block. */
-export function tableBlock(l: Layout): string[] {
-  return [`table ${T} {`, ...l.sets.flatMap((s) => setBlock(s, '\t')), ...l.chains.flatMap((c) => chainBlock(c, '\t')), '}'];
+/** The whole table of `l` as one `table ip drover { … }` block (`ip6 drover` for IPv6). */
+export function tableBlock(l: Layout, family: IPFamily = 'IPv4'): string[] {
+  return [`table ${tableRef(family)} {`, ...l.sets.flatMap((s) => setBlock(s, '\t')), ...l.chains.flatMap((c) => chainBlock(c, '\t')), '}'];
 }
 
 /**
@@ -51,11 +52,12 @@ export function tableBlock(l: Layout): string[] {
  * deletes, then adds). A rebuild deletes the table first when it exists
  * (`ops` must then be planned from an empty table).
  */
-export function transactionScript(plan: StructurePlan, want: Layout, model: TableModel, ops: readonly ElementOp[]): string {
+export function transactionScript(plan: StructurePlan, want: Layout, model: TableModel, ops: readonly ElementOp[], family: IPFamily = 'IPv4'): string {
+  const T = tableRef(family);
   const lines: string[] = [];
   if (plan.rebuild) {
     if (model.exists) lines.push(`delete table ${T}`);
-    lines.push(...tableBlock(want), ...elementLines(ops));
+    lines.push(...tableBlock(want, family), ...elementLines(ops, family));
     return `${lines.join('\n')}\n`;
   }
   for (const s of plan.addSets) lines.push(`add ${s.mapType !== undefined ? 'map' : 'set'} ${T} ${s.name} { ${s.body.join('; ')}; }`);
@@ -67,7 +69,7 @@ export function transactionScript(plan: StructurePlan, want: Layout, model: Tabl
     }
   }
   for (const name of plan.deleteChains) lines.push(`flush chain ${T} ${name}`);
-  lines.push(...elementLines(ops));
+  lines.push(...elementLines(ops, family));
   for (const c of plan.writeChains) for (const r of c.rules) lines.push(`add rule ${T} ${c.name} ${ruleText(r)}`);
   for (const name of plan.deleteChains) lines.push(`delete chain ${T} ${name}`);
   for (const name of plan.deleteSets) lines.push(`delete ${model.types.get(name)?.mapType !== undefined ? 'map' : 'set'} ${T} ${name}`);

@@ -24,9 +24,10 @@
  */
 import type { HookEnd, Packet, RulePlace, Step, TraceContext, TraceHook, TraceRuleset, TraceStage, TraceState, Verdict } from '../../inspect/trace.ts';
 import type { TraceFormat } from '../../inspect/trace-format.ts';
-import { isCanonicalIPv4CIDR } from '../../model/addr.ts';
+import { parseCIDR } from '../../model/addr.ts';
+import type { IPFamily } from '../../model/types.ts';
 import type { RenderOptions } from '../iptables/render.ts';
-import { TABLE, ruleText, type Layout, type RuleDecl } from './layout.ts';
+import { TABLE, ruleText, tableRef, type Layout, type RuleDecl } from './layout.ts';
 import type { LiveTable } from './live.ts';
 import { TableModel } from './model.ts';
 import { isEmptyStructure, layoutAfter, planStructure, type StructurePlan } from './plan.ts';
@@ -42,6 +43,8 @@ const MAX_DEPTH = 16;
 export interface NftTraceOptions {
   /** `--cluster-cidr`, when the live comments do not name it; tried first. */
   readonly clusterCIDR?: string;
+  /** The table's family: IPv4 (`ip drover`, the default) or IPv6 (`ip6 drover`, for IPv6 destinations). */
+  readonly family?: IPFamily;
 }
 
 /** The table as drover's layout reads it. */
@@ -74,12 +77,17 @@ function differences(p: StructurePlan): string[] {
  */
 export function readLayout(live: LiveTable, opts: NftTraceOptions = {}): LayoutReading {
   const model = TableModel.fromLive(live);
-  const named = [...live.chains.values()].flatMap((c) => c.comments.flatMap((x) => x?.match(/\b\d+\.\d+\.\d+\.\d+\/\d+\b/g) ?? []));
-  const cidrs = [...new Set([opts.clusterCIDR, ...named].filter((c): c is string => c !== undefined && isCanonicalIPv4CIDR(c)))];
+  const family = opts.family ?? 'IPv4';
+  const named = [...live.chains.values()].flatMap((c) => c.comments.flatMap((x) => x?.match(/(?:\b\d+\.\d+\.\d+\.\d+|[0-9a-f]*:[0-9a-f:]*)\/\d+\b/g) ?? []));
+  const ofFamily = (c: string): boolean => {
+    const p = parseCIDR(c)?.prefix;
+    return p !== undefined && p.text === c && p.family === (family === 'IPv4' ? 4 : 6);
+  };
+  const cidrs = [...new Set([opts.clusterCIDR, ...named].filter((c): c is string => c !== undefined && ofFamily(c)))];
   let best: { reading: LayoutReading; rewrites: number } | undefined;
   for (const masqueradeAll of [false, true]) {
     for (const clusterCIDR of [...cidrs, undefined]) {
-      const render: RenderOptions = { masqueradeAll, ...(clusterCIDR !== undefined ? { clusterCIDR } : {}) };
+      const render: RenderOptions = { masqueradeAll, ...(clusterCIDR !== undefined ? { clusterCIDR } : {}), ...(family === 'IPv6' ? { family } : {}) };
       const layout = layoutAfter(model, [], render, true);
       const plan = planStructure(model, layout, true);
       if (isEmptyStructure(plan)) return { render, layout, differences: [] };
@@ -137,7 +145,7 @@ function facts(packet: Packet, state: TraceState, local: ReadonlySet<string>): P
     dport: packet.dport,
     original: { daddr: o.dst, dport: o.dport },
     dnatted: state.original !== undefined,
-    saddrLocal: local.has(packet.src) || packet.src.startsWith('127.'),
+    saddrLocal: local.has(packet.src) || packet.src.startsWith('127.') || packet.src === '::1',
     mark: state.mark,
   };
 }
@@ -152,6 +160,8 @@ class NftRuleset implements TraceRuleset {
     private readonly live: LiveTable,
     reading: LayoutReading,
     private readonly local: ReadonlySet<string>,
+    /** The table's name in steps and verdicts: "ip drover", "ip6 drover". */
+    private readonly table: string = NFT_TRACE_TABLE,
   ) {
     for (const c of reading.layout.chains) this.decls.set(c.name, new Map(c.rules.map((r) => [r.comment, r])));
     this.sets = lookups(live);
@@ -170,7 +180,7 @@ class NftRuleset implements TraceRuleset {
         for (const f of this.run(name, br, 0)) {
           if (f.end === 'unknown') ends.push({ how: 'unknown', state: f.br.state, at: f.at, reason: f.reason });
           else if (f.end === 'drop' || f.end === 'reject') ends.push({ how: 'verdict', state: f.br.state, verdict: { kind: f.end }, at: f.at });
-          else if (f.end === 'next' && chain.base!.policy === 'drop') ends.push({ how: 'policy', state: f.br.state, policy: 'DROP', at: { table: NFT_TRACE_TABLE, chain: name, line: 0 } });
+          else if (f.end === 'next' && chain.base!.policy === 'drop') ends.push({ how: 'policy', state: f.br.state, policy: 'DROP', at: { table: this.table, chain: name, line: 0 } });
           else next.push(f.br);
         }
       }
@@ -179,11 +189,11 @@ class NftRuleset implements TraceRuleset {
     const last = bases.length > 0 ? bases[bases.length - 1]![0] : h;
     for (const br of open) {
       const s = br.state;
-      const at = s.steps.length > 0 ? s.steps[s.steps.length - 1]! : { table: NFT_TRACE_TABLE, chain: last, line: 0 };
+      const at = s.steps.length > 0 ? s.steps[s.steps.length - 1]! : { table: this.table, chain: last, line: 0 };
       const place: RulePlace = { table: at.table, chain: at.chain, line: at.line };
       if (stage === 'dnat' && br.facts.dnatted) ends.push({ how: 'verdict', state: s, verdict: { kind: 'dnat', ip: br.facts.daddr, port: br.facts.dport }, at: place });
       else if (br.masquerade) ends.push({ how: 'verdict', state: s, verdict: { kind: 'masquerade' }, at: place });
-      else ends.push({ how: 'policy', state: s, policy: 'ACCEPT', at: { table: NFT_TRACE_TABLE, chain: last, line: 0 } });
+      else ends.push({ how: 'policy', state: s, policy: 'ACCEPT', at: { table: this.table, chain: last, line: 0 } });
     }
     return ends;
   }
@@ -197,7 +207,7 @@ class NftRuleset implements TraceRuleset {
   /** Walk chain `name` for `start`; `depth` jumps deep. */
   private run(name: string, start: Br, depth: number): Flow[] {
     const chain = this.live.chains.get(name);
-    const here = (line: number): RulePlace => ({ table: NFT_TRACE_TABLE, chain: name, line });
+    const here = (line: number): RulePlace => ({ table: this.table, chain: name, line });
     if (!chain) return [{ br: start, end: 'unknown', at: here(0), reason: `the table has no chain ${name}` }];
     if (depth > MAX_DEPTH) return [{ br: start, end: 'unknown', at: here(0), reason: `more than ${MAX_DEPTH} nested jumps` }];
     const out: Flow[] = [];
@@ -254,17 +264,19 @@ export interface NftTraceSetup {
 }
 
 /**
- * The trace context of the live table (`nft -j list table ip drover`,
- * live.ts) on a node with addresses `localAddresses`.
+ * The trace context of the live table of `opts.family` (`nft -j list
+ * table ip drover`, or `ip6 drover` for IPv6; live.ts) on a node with
+ * addresses `localAddresses` (of that family).
  */
 export function nftTraceContext(live: LiveTable, localAddresses: ReadonlySet<string>, opts: NftTraceOptions = {}): NftTraceSetup {
   const reading = readLayout(live, opts);
+  const table = tableRef(opts.family);
   let note = '';
-  if (!live.exists) note = `drover: no table ${NFT_TRACE_TABLE}: nothing of drover's takes the connection\n`;
+  if (!live.exists) note = `drover: no table ${table}: nothing of drover's takes the connection\n`;
   else if (reading.differences.length > 0) {
-    note = `drover: table ${NFT_TRACE_TABLE} is not drover's layout for the endpoint counts and affinity timeouts its sets show (${reading.differences.join('; ')}): rules are evaluated by their comments and the answer may be wrong\n`;
+    note = `drover: table ${table} is not drover's layout for the endpoint counts and affinity timeouts its sets show (${reading.differences.join('; ')}): rules are evaluated by their comments and the answer may be wrong\n`;
   }
-  return { ctx: { localAddresses, ruleset: new NftRuleset(live, reading, localAddresses) }, note };
+  return { ctx: { localAddresses, ruleset: new NftRuleset(live, reading, localAddresses, table) }, note };
 }
 
 /**
@@ -283,3 +295,8 @@ export const nftTraceFormat: TraceFormat = {
   },
   target: { verb: 'DNAT to', one: 'endpoint', many: 'endpoints' },
 };
+
+/** {@link nftTraceFormat} for the table of `family` (default IPv4): its steps under `ip6 drover CHAIN` for IPv6. */
+export function nftTraceFormatOf(family: IPFamily = 'IPv4'): TraceFormat {
+  return family === 'IPv4' ? nftTraceFormat : { ...nftTraceFormat, table: tableRef(family) };
+}

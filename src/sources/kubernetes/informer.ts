@@ -12,12 +12,26 @@
  *     within 1 s with no event (client-go's "very short watch");
  *   - a 410 Gone (the watch request's status, or an ERROR event whose
  *     Status has code 410) lists again; an ERROR event ends its watch
- *     (what the stream sends after it is not read);
+ *     (what the stream sends after it is not read). A 410 that comes less
+ *     than {@link QUICK_GONE_MS} after the list it watches from, when the
+ *     one before did too, lists again only after the backoff, growing with
+ *     each such 410 in a row,
+ *     so that a server that answers every watch with 410 is not listed in
+ *     a loop (client-go's reflector backs off before every relist);
+ *   - a list the server has not answered within {@link LIST_TIMEOUT_MS}
+ *     is aborted and counts as a failed list (the API server ends a list
+ *     after 60 s itself, --request-timeout; a list with no answer at all is
+ *     a connection that died, which would otherwise stop the informer for
+ *     good);
  *   - any other failure (a dropped watch connection, another ERROR event, a
  *     failed list, an unreachable server) is reported and retried after a
  *     backoff of 1 s doubling up to 30 s (reset once a list or a watch
  *     event arrives), from the last resourceVersion seen, so no event is
  *     lost;
+ *   - a list answer without an `items` list, or with an item that has no
+ *     name (`{}` or `[1]` from a proxy in between), is a failed
+ *     list, never an empty one: taken as empty, it would delete every
+ *     object of the resource;
  *   - every list (the first one and each relist) is handed over whole
  *     ({@link InformerHandlers.replace}), so the source can compare it with
  *     what it holds and see what was deleted while the watch was gone.
@@ -164,8 +178,23 @@ class BookmarkWatch extends Watch {
   }
 }
 
+/**
+ * Longest wait for the whole answer of one list, ms: kube-apiserver's own
+ * limit on a request (--request-timeout, 60 s), with some slack for the
+ * transfer of a large list.
+ */
+export const LIST_TIMEOUT_MS = 90_000;
+
 /** A watch the server ends sooner than this after it was opened, with no event, counts as a failure (client-go's reflector: 1 s). */
 const SHORT_WATCH_MS = 1000;
+
+/**
+ * A 410 this soon (ms) after the list whose resourceVersion the watch
+ * started from counts as one of a row: the relist waits for the backoff.
+ * A list's resourceVersion stays watchable for minutes on a sound API
+ * server (etcd compacts every 5 minutes by default).
+ */
+const QUICK_GONE_MS = 10_000;
 
 /** One watch of an informer: when it was opened (performance.now(), ms), the events it sent, and how it ended once it did ('gone': a 410; 'closed': ended with no error; else the failure). */
 interface WatchState {
@@ -198,6 +227,10 @@ export class ResourceInformer {
   /** The resourceVersion to watch from; empty means list first. */
   private resourceVersion = '';
   private failures = 0;
+  /** When the last list was handed over (performance.now(), ms). */
+  private listedAt = -Infinity;
+  /** 410s in a row, each within {@link QUICK_GONE_MS} of its list. */
+  private quickGones = 0;
   private timer: NodeJS.Timeout | undefined;
   private stopped = true;
   /** Counts the starts: what a list or watch of an earlier one reports later is dropped. */
@@ -209,6 +242,8 @@ export class ResourceInformer {
     private readonly selectors: Selectors,
     private readonly handlers: InformerHandlers,
     private readonly backoff: Backoff = DEFAULT_BACKOFF,
+    /** Longest wait for one list's answer, ms. */
+    private readonly listTimeoutMs: number = LIST_TIMEOUT_MS,
   ) {
     this.watcher = new BookmarkWatch(config);
   }
@@ -239,12 +274,14 @@ export class ResourceInformer {
     if (!this.current(generation)) return;
     try {
       if (this.resourceVersion === '') {
-        const l = await this.resource.list(this.config, this.selectors, this.lists.signal);
+        const l = await this.list();
         if (!this.current(generation)) return;
+        const items = listItems(this.resource, l);
         this.succeeded();
         this.listed = true;
+        this.listedAt = performance.now();
         this.resourceVersion = l.metadata?.resourceVersion ?? '';
-        this.handlers.replace((l.items ?? []).map((o) => this.typed(o)));
+        this.handlers.replace(items.map((o) => this.typed(o)));
       }
       const w: WatchState = { opened: performance.now(), events: 0, ended: undefined };
       await this.watcher.watch(
@@ -255,6 +292,17 @@ export class ResourceInformer {
       );
     } catch (err) {
       if (this.current(generation)) this.failed(err);
+    }
+  }
+
+  /** One list, aborted by {@link stop} or after {@link listTimeoutMs}. @throws the list's error, or an Error saying it timed out. */
+  private async list(): Promise<KubernetesListObject<KubernetesObject>> {
+    const timeout = AbortSignal.timeout(this.listTimeoutMs);
+    try {
+      return await this.resource.list(this.config, this.selectors, AbortSignal.any([this.lists.signal, timeout]));
+    } catch (err) {
+      if (timeout.aborted && !this.lists.signal.aborted) throw new Error(`list of ${this.resource.plural}: no answer within ${this.listTimeoutMs} ms`);
+      throw err;
     }
   }
 
@@ -290,8 +338,14 @@ export class ResourceInformer {
     if (!this.current(generation)) return;
     const outcome = w.ended ?? (isGone(err) ? 'gone' : err);
     w.ended ??= 'closed';
-    if (outcome === 'gone') this.resourceVersion = '';
-    else if (outcome) return this.failed(outcome);
+    if (outcome === 'gone') {
+      this.resourceVersion = '';
+      const since = performance.now() - this.listedAt;
+      if (since >= QUICK_GONE_MS) this.quickGones = 0;
+      else if (this.quickGones++ > 0) {
+        return this.failed(new Error(`watch of ${this.resource.plural}: 410 Gone ${Math.round(since)} ms after the list it watched from`), this.quickGones - 2);
+      }
+    } else if (outcome) return this.failed(outcome);
     else if (w.events === 0 && performance.now() - w.opened < SHORT_WATCH_MS) {
       return this.failed(new Error(`watch of ${this.resource.plural} ended after less than ${SHORT_WATCH_MS} ms with no event`));
     }
@@ -307,12 +361,17 @@ export class ResourceInformer {
     this.lastError = undefined;
   }
 
-  private failed(err: unknown): void {
+  /**
+   * Report `err` and start again after the backoff of the `attempt`-th
+   * failure in a row (0: the first; by default the failures since the last
+   * list or watch event).
+   */
+  private failed(err: unknown, attempt?: number): void {
     if (this.stopped || this.timer) return;
     const e = err instanceof Error ? err : new Error(String(err));
     this.lastError = describeError(e);
-    const delay = Math.min(this.backoff.maxMs, this.backoff.initialMs * 2 ** this.failures);
-    this.failures++;
+    const delay = Math.min(this.backoff.maxMs, this.backoff.initialMs * 2 ** (attempt ?? this.failures));
+    if (attempt === undefined) this.failures++;
     this.handlers.error(e, delay);
     const generation = this.generation;
     this.timer = setTimeout(() => {
@@ -320,6 +379,20 @@ export class ResourceInformer {
       void this.cycle(generation);
     }, delay);
   }
+}
+
+/**
+ * The objects of a list answer.
+ * @throws Error naming the resource when the answer has no `items` list or
+ * an item that is not an object with a `metadata.name` (see the module
+ * comment).
+ */
+function listItems(resource: Resource, l: KubernetesListObject<KubernetesObject> | null | undefined): KubernetesObject[] {
+  const items: unknown = l?.items;
+  if (!Array.isArray(items)) throw new Error(`list of ${resource.plural}: the answer has no items list (not a ${resource.kind}List)`);
+  const bad = items.findIndex((o: KubernetesObject | null) => typeof o?.metadata?.name !== 'string' || o.metadata.name === '');
+  if (bad >= 0) throw new Error(`list of ${resource.plural}: items[${bad}] is not an object with a metadata.name`);
+  return items as KubernetesObject[];
 }
 
 /** One line for an error of the client library: its message, with the HTTP status or error code when it has one. */

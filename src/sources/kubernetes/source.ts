@@ -275,9 +275,11 @@ export class KubernetesSource {
     const before = this.held.get(key);
     if (before === undefined) return;
     this.held.delete(key);
-    if (before.object === undefined) return;
-    this.pending.set(key, null);
-    if (before.object.kind === 'EndpointSlice') this.triggers.delete(`${before.object.namespace}/${before.object.serviceName}`);
+    if (before.object !== undefined) {
+      this.pending.set(key, null);
+      if (before.object.kind === 'EndpointSlice') this.triggers.delete(`${before.object.namespace}/${before.object.serviceName}`);
+    }
+    // Also for an object that was only ever invalid: its error is gone, so the read may be whole again.
     this.notify();
   }
 

@@ -1,0 +1,138 @@
+/**
+ * Dual-stack in nftables mode with real packets: one Service with an IPv6
+ * and an IPv4 ClusterIP (test/fixtures/dualstack/services.yaml), backends
+ * with an address of each family, in throw-away namespaces (the topology
+ * of test/kernel/dualstack.test.ts). Connections to each ClusterIP, and to
+ * the IPv6 NodePort, reach the backends through that family; `table ip6
+ * drover` reads back as written (a second full sync writes nothing); a
+ * failure of one family's table leaves the other working.
+ */
+import test from 'ava';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { Snapshot } from '../../src/model/types.ts';
+import { DualStackNftablesBackend } from '../../src/modes/nftables/dual-stack.ts';
+import { SystemNft } from '../../src/modes/nftables/exec.ts';
+import { FamilySyncError } from '../../src/modes/shared/dual-stack.ts';
+import { run } from '../../src/testbed/exec.ts';
+import { probe } from '../../src/testbed/probe.ts';
+import { testbedUnavailableReason, type Topology } from '../../src/testbed/topology.ts';
+import { silentLogger } from '../../src/util/log.ts';
+import { CLUSTER_CIDRS, dualStackWorld } from '../support/dualstack.ts';
+import { buildFrom } from '../unit/model-helpers.ts';
+
+const unavailable = await testbedUnavailableReason();
+const DROVER = join(fileURLToPath(new URL('../..', import.meta.url)), 'bin/drover.js');
+const FULL = { full: true, changed: new Set<string>() };
+let topo: Topology;
+let snapshot: Snapshot;
+
+/** The dual-stack nftables backend in the node namespace (nft -f only: a netlink socket acts in its own process's namespace); `ipv6Netns` overrides where the IPv6 table is written. */
+function dualStack(ipv6Netns = topo.node): DualStackNftablesBackend {
+  return new DualStackNftablesBackend({
+    IPv4: { nft: new SystemNft({ netns: topo.node }), render: { clusterCIDR: CLUSTER_CIDRS.IPv4, masqueradeAll: false }, frontends: { nodePortIPs: [topo.nodeIp] } },
+    IPv6: {
+      nft: new SystemNft({ netns: ipv6Netns, family: 'IPv6' }),
+      render: { clusterCIDR: CLUSTER_CIDRS.IPv6, masqueradeAll: false, family: 'IPv6' },
+      frontends: { nodePortIPs: [topo.ipv6.nodeIp], family: 'IPv6' },
+    },
+    logger: silentLogger(),
+  });
+}
+
+if (unavailable) {
+  test.skip(`nftables dual-stack kernel tests skipped: ${unavailable}`, () => {});
+} else {
+  test.before(async () => {
+    ({ snapshot, topo } = await dualStackWorld());
+  });
+
+  test.after.always(async () => {
+    await topo?.destroy();
+  });
+
+  test.serial('connections to the IPv6 and the IPv4 ClusterIP of one Service, and to the IPv6 NodePort, reach backends of that family', async (t) => {
+    const first = await dualStack().sync(snapshot, FULL);
+    t.true(first.written.chain! > 0);
+    const tables = await topo.exec(topo.node, '/usr/sbin/nft', ['list', 'tables']);
+    t.is(tables.stdout, 'table ip drover\ntable ip6 drover\n');
+    const from = topo.client('outside').netns;
+    const v6 = await probe(topo, { from, host: 'fd00:96::10', port: 80, count: 30 });
+    t.deepEqual(v6.errors, {});
+    t.deepEqual(Object.keys(v6.counts).sort(), ['b1', 'b2']);
+    t.true(v6.results.every((r) => r.ok && r.reply.ip.includes(':')), 'answered on the backends IPv6 addresses');
+    t.deepEqual([...new Set(Object.values(v6.clientsSeen).flat())], [topo.ipv6.gateway], 'from outside fd00:244::/48: masqueraded to the node');
+    const v4 = await probe(topo, { from, host: '10.96.0.10', port: 80, count: 30 });
+    t.deepEqual(v4.errors, {});
+    t.deepEqual(Object.keys(v4.counts).sort(), ['b1', 'b2']);
+    t.true(v4.results.every((r) => r.ok && !r.reply.ip.includes(':')), 'answered on the backends IPv4 addresses');
+    const only6 = await probe(topo, { from, host: 'fd00:96::20', port: 80, count: 5 });
+    t.deepEqual(only6.counts, { b3: 5 });
+    const nodePort = await probe(topo, { from, host: topo.ipv6.nodeIp, port: 30080, count: 10 });
+    t.deepEqual(nodePort.errors, {});
+    t.deepEqual(Object.keys(nodePort.counts).sort(), ['b1', 'b2']);
+  });
+
+  test.serial('both tables read back as written: a second full sync (a restart adopting them) writes nothing', async (t) => {
+    const again = await dualStack().sync(snapshot, FULL);
+    t.deepEqual([again.written, again.deleted, again.transactions], [{ 'set entry': 0, set: 0, chain: 0 }, { 'set entry': 0, set: 0, chain: 0 }, 0]);
+  });
+
+  test.serial('with external and LoadBalancer IPs and source ranges of both families, the IPv6 interval set reads back as written too', async (t) => {
+    const lb = (await buildFrom(['test/fixtures/dualstack/services.yaml', 'test/fixtures/dualstack/nft-lb.yaml'])).snapshot;
+    const withNode = { ...lb, node: { name: 'node-a', addresses: [{ type: 'InternalIP' as const, address: topo.ipv6.nodeIp }] } };
+    await dualStack().sync(withNode, FULL);
+    const allow = await topo.exec(topo.node, '/usr/sbin/nft', ['list', 'set', 'ip6', 'drover', 'firewall-allow']);
+    t.regex(allow.stdout, /2001:db8:51::40 \. tcp \. 443 \. fd00:100::\/64/);
+    const again = await dualStack().sync(withNode, FULL);
+    t.deepEqual([again.written, again.deleted], [{ 'set entry': 0, set: 0, chain: 0 }, { 'set entry': 0, set: 0, chain: 0 }]);
+    await dualStack().sync(snapshot, FULL);
+  });
+
+  test.serial('diff, chains and trace cover table ip6 drover', async (t) => {
+    const drover = (args: string[]) => run(process.execPath, [DROVER, ...args, '--mode', 'nftables', '--netns', topo.node], { allowFail: true, timeoutMs: 60_000 });
+    const source = ['--source', 'test/fixtures/dualstack/services.yaml', '--cluster-cidr', '10.244.0.0/16,fd00:244::/48', '--nodeport-addresses', `${topo.nodeIp}/32,${topo.ipv6.nodeIp}/128`];
+    const diff = await drover(['diff', ...source]);
+    t.is(diff.stdout, 'table ip drover:\nno differences\ntable ip6 drover:\nno differences\n', diff.stderr);
+    const chains = await drover(['chains']);
+    t.regex(chains.stdout, /fd00:96::10 \. tcp \. 80/);
+    t.regex(chains.stdout, /10\.96\.0\.10 \. tcp \. 80/);
+    const traced = await drover(['trace', '--src', 'fd00:100::2', '--dst', '[fd00:96::10]:80']);
+    t.is(traced.code, 0, traced.stderr);
+    t.regex(traced.stdout, /ip6 drover pick/);
+    t.regex(traced.stdout, /verdict: DNAT to one of 2 endpoints, masqueraded\n/);
+  });
+
+  test.serial('drift in table ip6 drover is repaired by the next full sync', async (t) => {
+    const backend = dualStack();
+    await backend.sync(snapshot, FULL);
+    await topo.exec(topo.node, '/usr/sbin/nft', ['delete', 'element', 'ip6', 'drover', 'service-ips', '{ fd00:96::10 . tcp . 80 }']);
+    const r = await backend.sync(snapshot, FULL);
+    t.deepEqual(r.written, { 'set entry': 1, set: 0, chain: 0 });
+    const v6 = await probe(topo, { from: topo.client('outside').netns, host: 'fd00:96::10', port: 80, count: 5 });
+    t.deepEqual(v6.errors, {});
+  });
+
+  test.serial('a failing IPv6 table never stops the IPv4 sync (kube-proxy issue 73157)', async (t) => {
+    // The IPv6 half writes into a namespace that does not exist: every nft command for it fails.
+    const backend = dualStack(`${topo.node}-missing`);
+    const without = new Map(snapshot.services);
+    without.delete('default/empty:http');
+    const err = await t.throwsAsync(backend.sync({ ...snapshot, services: without }, FULL), { instanceOf: FamilySyncError });
+    t.deepEqual(err!.failures.map((f) => f.family), ['IPv6']);
+    // The IPv4 change was written: the empty Service's frontend is gone from the IPv4 table.
+    const v4set = await topo.exec(topo.node, '/usr/sbin/nft', ['list', 'set', 'ip', 'drover', 'no-endpoints']);
+    t.false(v4set.stdout.includes('10.96.0.30'));
+    const v4 = await probe(topo, { from: topo.client('outside').netns, host: '10.96.0.10', port: 80, count: 5 });
+    t.deepEqual(v4.errors, {});
+    const v6 = await probe(topo, { from: topo.client('outside').netns, host: 'fd00:96::10', port: 80, count: 5 });
+    t.deepEqual(v6.errors, {}, 'the IPv6 table written before still serves');
+  });
+
+  test.serial('cleanup deletes table ip drover and table ip6 drover, nothing else', async (t) => {
+    await topo.exec(topo.node, '/usr/sbin/nft', ['add', 'table', 'ip6', 'other']);
+    await dualStack().cleanup();
+    const tables = await topo.exec(topo.node, '/usr/sbin/nft', ['list', 'tables']);
+    t.is(tables.stdout, 'table ip6 other\n');
+  });
+}
