@@ -7,12 +7,15 @@
  * must name the endpoints real connections reach, or the same verdict.
  */
 import test from 'ava';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { trace } from '../../src/inspect/trace.ts';
 import { DualStackIptablesBackend } from '../../src/modes/iptables/dual-stack.ts';
 import { SystemIptables } from '../../src/modes/iptables/exec.ts';
 import { localAddresses, readTables } from '../../src/modes/iptables/live.ts';
 import { loadStatic6Rules, loadStaticRules } from '../../src/modes/iptables/static.ts';
 import { iptablesTraceContext } from '../../src/modes/iptables/trace.ts';
+import { run } from '../../src/testbed/exec.ts';
 import { probe } from '../../src/testbed/probe.ts';
 import { createTopology, testbedUnavailableReason, type Topology } from '../../src/testbed/topology.ts';
 import { silentLogger } from '../../src/util/log.ts';
@@ -20,6 +23,7 @@ import { checkTraced, CLUSTER_CIDR, NODE_IP } from '../support/packet-flow.ts';
 import { BACKENDS6, CASES6, CLIENTS6, CLUSTER_CIDR6, ip6Of, LB_IP6, NODE_IP6, STATE6 } from '../support/packet-flow6.ts';
 
 const unavailable = await testbedUnavailableReason();
+const DROVER = join(fileURLToPath(new URL('../..', import.meta.url)), 'bin/drover.js');
 const FULL = { full: true, changed: new Set<string>() };
 let topo: Topology;
 
@@ -65,4 +69,16 @@ if (unavailable) {
       for (const name of c.reach!) t.deepEqual(real.clientsSeen[name], [expected], `${name} sees ${expected}`);
     });
   }
+
+  test.serial('drover trace --mode iptables walks the IPv6 tables for an [ipv6]:port destination', async (t) => {
+    const drover = (args: string[]) => run(process.execPath, [DROVER, 'trace', '--mode', 'iptables', '--netns', topo.node, ...args], { allowFail: true, timeoutMs: 60_000 });
+    const traced = await drover(['--src', ip6Of('outside'), '--dst', '[fd00:96::10]:80']);
+    t.is(traced.code, 0, traced.stderr);
+    t.true(traced.stdout.startsWith(`trace ${ip6Of('outside')} -> [fd00:96::10]:80/tcp, a new connection from outside the node: nat PREROUTING\n`), traced.stdout);
+    t.regex(traced.stdout, /\(line numbers are those of ip6tables-save -t TABLE, iptables-nft\)/);
+    t.regex(traced.stdout, /DNAT to \[fd00:244:1::2\]:8080/);
+    const mixed = await drover(['--src', ip6Of('outside'), '--dst', '10.96.0.10:80']);
+    t.is(mixed.code, 1, mixed.stdout);
+    t.regex(mixed.stderr, /are of different IP families/);
+  });
 }
