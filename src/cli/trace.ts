@@ -53,7 +53,7 @@ export function traceCommand(): Command {
   const cmd = new Command('trace')
     .description('walk the live ruleset for a new connection: matched rules, candidate endpoints, masquerade, REJECT' + modeHelp('trace'))
     .addOption(new Option('--src <ip>', 'source address of the connection').argParser(ipArg).makeOptionMandatory())
-    .addOption(new Option('--dst <ip:port>', 'destination, e.g. a ClusterIP and port; [ipv6]:port for IPv6 (nftables mode)').argParser(hostPortArg).makeOptionMandatory())
+    .addOption(new Option('--dst <ip:port>', 'destination, e.g. a ClusterIP and port ("[ipv6]:port" for IPv6)').argParser(hostPortArg).makeOptionMandatory())
     .addOption(new Option('--proto <proto>', 'transport protocol').choices(['tcp', 'udp', 'sctp']).default('tcp'))
     .addOption(new Option('--json', 'print the trace as JSON').default(false))
     .addOption(
@@ -72,7 +72,7 @@ export function traceCommand(): Command {
       }
       const family = opts.dst.ip.includes(':') ? 'IPv6' : 'IPv4';
       if (opts.src.includes(':') !== (family === 'IPv6')) throw new UsageError(`--src ${opts.src} and --dst ${opts.dst.ip} are of different IP families`);
-      if (family === 'IPv6' && !driver.traceIPv6) throw new UsageError(`trace of IPv6 connections is built for --mode nftables only (table ip6 drover); ${driver.title} mode traces IPv4`);
+      if (family === 'IPv6' && !driver.traceIPv6) throw new UsageError(`trace of IPv6 connections is built for --mode iptables and nftables (ip6tables, table ip6 drover); ${driver.title} mode traces IPv4`);
       if (family === 'IPv6' && opts.kernel) throw new UsageError('trace --kernel sends IPv4 probes only');
       const { ctx, where, note, format } = await driver.trace({ ...opts, family });
       process.stderr.write(note);

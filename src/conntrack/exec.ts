@@ -4,6 +4,7 @@
  */
 import { runCommand } from '../modes/shared/exec.ts';
 import type { StaleFlow } from './stale.ts';
+import { parseIP } from '../model/addr.ts';
 
 /** The conntrack I/O; a fake records calls in tests. */
 export interface ConntrackExec {
@@ -15,16 +16,31 @@ export interface ConntrackExec {
   deleteUDP(flow: StaleFlow): Promise<number>;
 }
 
-/** The arguments of `conntrack -D` for one stale flow (conntrack(8)). */
+/**
+ * The arguments of `conntrack -D` for one stale flow (conntrack(8)): `-f
+ * ipv6` for an IPv6 flow (conntrack lists and deletes IPv4 entries only
+ * without it, even for a NodePort matched on its port alone). An IPv6
+ * flow's endpoint is matched as the reply's source (`--reply-src`, the
+ * endpoint a DNATed entry's replies come from, as kube-proxy's
+ * pkg/proxy/conntrack filters on ConntrackReplySrcIP): conntrack-tools'
+ * `--dst-nat` filter compares IPv4 addresses only and, with `-f ipv6`,
+ * matches every entry (seen with conntrack-tools 1.4.7).
+ * @throws Error when an address of the flow is not of the flow's family (nothing unvalidated reaches the command line).
+ */
 export function conntrackDeleteArgs(flow: StaleFlow): string[] {
+  const family = flow.family === 'IPv6' ? 6 : 4;
+  for (const [field, ip] of [['ip', flow.ip], ['endpointIP', flow.endpointIP]] as const) {
+    if (ip !== undefined && parseIP(ip)?.family !== family) throw new Error(`stale UDP flow: ${field} ${JSON.stringify(ip)} is not an IPv${family} address`);
+  }
   return [
     '-D',
+    ...(family === 6 ? ['-f', 'ipv6'] : []),
     '-p',
     'udp',
     ...(flow.ip ? ['--orig-dst', flow.ip] : []),
     '--orig-port-dst',
     String(flow.port),
-    ...(flow.endpointIP ? ['--dst-nat', flow.endpointIP] : []),
+    ...(flow.endpointIP ? [family === 6 ? '--reply-src' : '--dst-nat', flow.endpointIP] : []),
   ];
 }
 

@@ -5,9 +5,11 @@
  * conntrack entry to a removed endpoint forever; TCP and SCTP entries end
  * with their connections and are left alone.
  *
- * Per UDP frontend of a service port (its ClusterIP:port, each IPv4
- * external IP:port and VIP-mode LoadBalancer IP:port, and its NodePort on
- * any address):
+ * Per UDP frontend of a service port in each IP family's view (family.ts;
+ * its ClusterIP:port of that family, each external IP:port and VIP-mode
+ * LoadBalancer IP:port of that family, and its NodePort on any address of
+ * that family), as kube-proxy's proxier of each family cleans its own
+ * family's entries (`conntrack -f ipv6` for IPv6, exec.ts):
  *
  * - an endpoint that frontend's traffic can no longer reach: delete the
  *   entries whose original destination is the frontend and whose NAT
@@ -21,28 +23,31 @@
  * externalTrafficPolicy Local, pods and the node itself still reach the
  * cluster set).
  */
-import type { Endpoint, NodeInfo, ServicePort, Snapshot } from '../model/types.ts';
+import type { Endpoint, IPFamily, NodeInfo, ServicePort, Snapshot } from '../model/types.ts';
 import { categorizeEndpoints, internalEndpoints } from '../model/policy.ts';
-import { ipv4ExternalIPs, ipv4LoadBalancerIPs } from '../model/frontends.ts';
+import { externalIPsOf, loadBalancerIPsOf } from '../model/frontends.ts';
+import { familyView, IP_FAMILIES } from '../model/family.ts';
 
 /**
  * One `conntrack -D` filter: UDP entries to `ip:port` (to `port` on any
  * address when `ip` is absent: a NodePort), only those NATed to
- * `endpointIP` when given.
+ * `endpointIP` when given; IPv6 entries when `family` is 'IPv6', IPv4
+ * ones when it is absent.
  */
 export interface StaleFlow {
+  readonly family?: 'IPv6';
   readonly ip?: string;
   readonly port: number;
   readonly endpointIP?: string;
 }
 
 /** Each UDP frontend of `sp` on `node` ("ip:port", or "*:nodePort") with the endpoints its traffic reaches, as "ip:port". */
-function udpFrontends(sp: ServicePort, node: NodeInfo | undefined): Map<string, { ip?: string; port: number; endpoints: readonly Endpoint[] }> {
+function udpFrontends(sp: ServicePort, node: NodeInfo | undefined, family: IPFamily): Map<string, { ip?: string; port: number; endpoints: readonly Endpoint[] }> {
   const out = new Map<string, { ip?: string; port: number; endpoints: readonly Endpoint[] }>();
   if (sp.protocol !== 'UDP') return out;
   out.set(`${sp.clusterIP}:${sp.port}`, { ip: sp.clusterIP, port: sp.port, endpoints: internalEndpoints(sp, node).endpoints });
   const f = sp.frontends;
-  const external = [...ipv4ExternalIPs(f), ...ipv4LoadBalancerIPs(f)];
+  const external = [...externalIPsOf(f, family), ...loadBalancerIPsOf(f, family)];
   if (external.length === 0 && f.nodePort === undefined) return out;
   const reachable = categorizeEndpoints(sp, node).allReachable;
   for (const ip of external) out.set(`${ip}:${sp.port}`, { ip, port: sp.port, endpoints: reachable });
@@ -52,22 +57,29 @@ function udpFrontends(sp: ServicePort, node: NodeInfo | undefined): Map<string, 
 
 /**
  * Stale UDP flows between the snapshot that was applied and the one just
- * applied. Sorted, deduplicated. With `keys` (ServicePortNames), only those
- * service ports are compared: the caller knows every other one is the same
- * in both snapshots, and the cost is that of `keys`.
+ * applied, of both families (IPv4 first). Sorted, deduplicated. With
+ * `keys` (ServicePortNames), only those service ports are compared: the
+ * caller knows every other one is the same in both snapshots, and the
+ * cost is that of `keys`.
  */
 export function staleUDPFlows(before: Snapshot, after: Snapshot, keys?: ReadonlySet<string>): StaleFlow[] {
+  return IP_FAMILIES.flatMap((family) => staleOfFamily(familyView(before, family), familyView(after, family), family, keys));
+}
+
+/** {@link staleUDPFlows} of one family's views. */
+function staleOfFamily(before: Snapshot, after: Snapshot, family: IPFamily, keys?: ReadonlySet<string>): StaleFlow[] {
   const out = new Map<string, StaleFlow>();
-  const add = (where: string, f: StaleFlow) => out.set(`${where} ${f.endpointIP ?? '*'}`, f);
+  const tag = family === 'IPv6' ? { family } : {};
+  const add = (where: string, f: StaleFlow) => out.set(`${where} ${f.endpointIP ?? '*'}`, { ...tag, ...f });
   const pick = (s: Snapshot): Iterable<readonly [string, ServicePort]> =>
     keys === undefined ? s.services : [...keys].flatMap((key) => { const sp = s.services.get(key); return sp ? [[key, sp] as const] : []; });
   const frontendsOf = (s: Snapshot, key: string) => {
     const sp = s.services.get(key);
-    return sp ? udpFrontends(sp, s.node) : new Map<string, never>();
+    return sp ? udpFrontends(sp, s.node, family) : new Map<string, never>();
   };
   for (const [key, old] of pick(before)) {
     const now = frontendsOf(after, key);
-    for (const [where, fe] of udpFrontends(old, before.node)) {
+    for (const [where, fe] of udpFrontends(old, before.node, family)) {
       const still = new Set((now.get(where)?.endpoints ?? []).map((e) => `${e.ip}:${e.port}`));
       for (const ep of fe.endpoints) {
         if (!still.has(`${ep.ip}:${ep.port}`)) add(where, { ...(fe.ip ? { ip: fe.ip } : {}), port: fe.port, endpointIP: ep.ip });
@@ -76,7 +88,7 @@ export function staleUDPFlows(before: Snapshot, after: Snapshot, keys?: Readonly
   }
   for (const [key, now] of pick(after)) {
     const was = frontendsOf(before, key);
-    for (const [where, fe] of udpFrontends(now, after.node)) {
+    for (const [where, fe] of udpFrontends(now, after.node, family)) {
       if (fe.endpoints.length > 0 && (was.get(where)?.endpoints.length ?? 0) === 0) add(where, { ...(fe.ip ? { ip: fe.ip } : {}), port: fe.port });
     }
   }

@@ -6,6 +6,7 @@
  * steps and verdicts of a mode's dataplane print as its {@link TraceFormat}
  * says (IPVS: src/modes/ipvs/trace.ts).
  */
+import { joinHostPort } from '../model/addr.ts';
 import type { Outcome, Step, TraceResult, Verdict } from './trace.ts';
 
 /** How a mode prints the steps and verdicts of its dataplane (trace.ts TraceDataplane). */
@@ -54,7 +55,7 @@ function describe(v: Verdict, format: TraceFormat | undefined): string {
   }
   switch (v.kind) {
     case 'dnat':
-      return `DNAT to ${v.ip}:${v.port}`;
+      return `DNAT to ${joinHostPort(v.ip, v.port)}`;
     case 'reject':
       return `REJECTed (${v.table} ${v.chain} line ${v.line})`;
     case 'drop':
@@ -75,7 +76,7 @@ function describe(v: Verdict, format: TraceFormat | undefined): string {
 export function formatTrace(result: TraceResult, format?: TraceFormat): string {
   const { packet: p, outcomes } = result;
   const hook = result.origin === 'node' ? 'from the node itself: nat OUTPUT' : 'from outside the node: nat PREROUTING';
-  const out = [`trace ${p.src} -> ${p.dst}:${p.dport}/${p.proto}, a new connection ${hook}`, ''];
+  const out = [`trace ${p.src} -> ${joinHostPort(p.dst, p.dport)}/${p.proto}, a new connection ${hook}`, ''];
   const first = outcomes[0]?.steps ?? [];
   let common = first.length;
   for (const o of outcomes) {
@@ -115,7 +116,7 @@ function summary(outcomes: readonly Outcome[], format: TraceFormat | undefined):
     const byEndpoint = new Map<string, { p: number; masq: boolean[] }>();
     for (const o of dnat) {
       const v = o.verdict as Extract<Verdict, { kind: 'dnat' }>;
-      const key = `${v.ip}:${v.port}`;
+      const key = joinHostPort(v.ip, v.port);
       const e = byEndpoint.get(key) ?? { p: 0, masq: [] };
       e.p += o.probability;
       e.masq.push(o.masqueraded);

@@ -27,7 +27,7 @@
  *   from the node itself:  nat OUTPUT → dataplane → filter OUTPUT → nat POSTROUTING
  */
 
-/** The first packet of a new connection. */
+/** The first packet of a new connection; `src` and `dst` are of one family, in canonical form (addr.ts parseIP). */
 export interface Packet {
   readonly src: string;
   readonly dst: string;
@@ -169,7 +169,7 @@ export interface TraceDataplane {
 
 /** What the walker knows of the node. */
 export interface TraceContext {
-  /** The node's own IPv4 addresses (where a connection comes from, and whether it is for the node). */
+  /** The node's own addresses of the packet's family, canonical (where a connection comes from, and whether it is for the node). */
   readonly localAddresses: ReadonlySet<string>;
   /** The mode's rules. */
   readonly ruleset: TraceRuleset;
@@ -177,8 +177,9 @@ export interface TraceContext {
   readonly dataplane?: TraceDataplane;
 }
 
+/** Whether `ip` is the node's: one of its addresses, or loopback (127.0.0.0/8, ::1). */
 function isLocal(ctx: TraceContext, ip: string): boolean {
-  return ctx.localAddresses.has(ip) || ip.startsWith('127.');
+  return ctx.localAddresses.has(ip) || ip.startsWith('127.') || ip === '::1';
 }
 
 /**

@@ -417,3 +417,12 @@ export function parseBindAddress(text: string): BindAddress | undefined {
   if (ip === undefined || (m[1] !== undefined) !== (ip.family === 6) || port > 65535) return undefined;
   return { ip, port };
 }
+
+/**
+ * "ip:port" for an IPv4 address, "[ip]:port" for an IPv6 one (RFC 3986
+ * §3.2.2, as iptables-save prints a DNAT destination and Go's
+ * net.JoinHostPort joins them). `ip` is not checked.
+ */
+export function joinHostPort(ip: string, port: number): string {
+  return ip.includes(':') ? `[${ip}]:${port}` : `${ip}:${port}`;
+}

@@ -5,6 +5,7 @@
  * EndpointsMap.LocalReadyEndpoints (pkg/proxy/endpointsmap.go), for
  * server/service-health.ts.
  */
+import { familyView, IP_FAMILIES } from './family.ts';
 import { localReadyEndpoints } from './policy.ts';
 import type { ServicePort, Snapshot } from './types.ts';
 
@@ -34,20 +35,28 @@ export function needsHealthCheck(sp: Pick<ServicePort, 'type' | 'externalTraffic
 
 /**
  * The health checks `snapshot` asks for, by Service ("namespace/name"),
- * in the snapshot's order. Locality is the endpoint policy's
- * (policy.ts localReadyEndpoints). O(service ports + endpoints).
+ * in the snapshot's order, IPv4 view first (family.ts). Locality is the
+ * endpoint policy's (policy.ts localReadyEndpoints). A Service's local
+ * endpoints are those of one family: kube-proxy runs a health check server
+ * per family (pkg/proxy/iptables/proxier.go NewDualStackProxier), each
+ * counting its own; drover serves one per port, so a dual-stack Service
+ * reports its IPv4 endpoints and a single-stack IPv6 one its IPv6
+ * endpoints. O(service ports + endpoints).
  */
 export function healthCheckServices(snapshot: Snapshot): Map<string, HealthCheckService> {
-  const ips = new Map<string, { namespace: string; name: string; port: number; ips: Set<string> }>();
-  for (const sp of snapshot.services.values()) {
-    if (!needsHealthCheck(sp)) continue;
-    const key = `${sp.namespace}/${sp.name}`;
-    let entry = ips.get(key);
-    if (entry === undefined) {
-      entry = { namespace: sp.namespace, name: sp.name, port: sp.frontends.healthCheckNodePort!, ips: new Set() };
-      ips.set(key, entry);
+  const ips = new Map<string, { namespace: string; name: string; port: number; family: string; ips: Set<string> }>();
+  for (const family of IP_FAMILIES) {
+    const view = familyView(snapshot, family);
+    for (const sp of view.services.values()) {
+      if (!needsHealthCheck(sp)) continue;
+      const key = `${sp.namespace}/${sp.name}`;
+      let entry = ips.get(key);
+      if (entry === undefined) {
+        entry = { namespace: sp.namespace, name: sp.name, port: sp.frontends.healthCheckNodePort!, family, ips: new Set() };
+        ips.set(key, entry);
+      } else if (entry.family !== family) continue;
+      for (const ep of localReadyEndpoints(sp, view.node)) entry.ips.add(ep.ip);
     }
-    for (const ep of localReadyEndpoints(sp, snapshot.node)) entry.ips.add(ep.ip);
   }
   const out = new Map<string, HealthCheckService>();
   for (const [key, e] of ips) out.set(key, { namespace: e.namespace, name: e.name, port: e.port, localEndpoints: e.ips.size });

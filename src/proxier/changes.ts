@@ -9,8 +9,8 @@
  * cannot tell, and the reference the sources' reports are tested against.
  */
 import { isDeepStrictEqual } from 'node:util';
-import type { Snapshot } from '../model/types.ts';
-import { familyView, IP_FAMILIES } from '../model/family.ts';
+import type { ServicePort, Snapshot } from '../model/types.ts';
+import { familyView, IP_FAMILIES, portsOfKey } from '../model/family.ts';
 
 /**
  * ServicePortNames ("namespace/name:port") that were added, removed, or
@@ -50,19 +50,39 @@ export function countChanges(before: Snapshot | undefined, after: Snapshot, keys
   let services = 0;
   let endpoints = 0;
   for (const key of keys) {
-    const old = before?.services.get(key);
-    const now = after.services.get(key);
-    if (!old || !now) {
-      const one = old ?? now;
-      if (one === undefined) continue; // a superset key that neither read has
+    // Both families' service ports of the key (family.ts): a single-stack IPv6 one is only in the IPv6 view.
+    const olds = before === undefined ? [undefined, undefined] : portsOfKey(before, key);
+    const nows = portsOfKey(after, key);
+    const had = olds.some((sp) => sp !== undefined);
+    const has = nows.some((sp) => sp !== undefined);
+    if (!had || !has) {
+      const ones = had ? olds : nows;
+      if (!had && !has) continue; // a superset key that neither read has
       services++;
-      if (one.endpoints.length > 0) endpoints++;
+      if (ones.some((sp) => sp !== undefined && sp.endpoints.length > 0)) endpoints++;
       continue;
     }
-    const { endpoints: oldEndpoints, ...oldService } = old;
-    const { endpoints: newEndpoints, ...newService } = now;
+    const [oldService, oldEndpoints] = serviceAndEndpoints(olds);
+    const [newService, newEndpoints] = serviceAndEndpoints(nows);
     if (!isDeepStrictEqual(oldService, newService)) services++;
     if (!isDeepStrictEqual(oldEndpoints, newEndpoints)) endpoints++;
   }
   return { services, endpoints };
+}
+
+/** The service parts (all but the endpoints) and the endpoints of a key's service ports of each family, apart. */
+function serviceAndEndpoints(ports: ReadonlyArray<ServicePort | undefined>): [unknown[], unknown[]] {
+  const services: unknown[] = [];
+  const endpoints: unknown[] = [];
+  for (const sp of ports) {
+    if (sp === undefined) {
+      services.push(undefined);
+      endpoints.push(undefined);
+      continue;
+    }
+    const { endpoints: eps, ...service } = sp;
+    services.push(service);
+    endpoints.push(eps);
+  }
+  return [services, endpoints];
 }

@@ -33,6 +33,7 @@ import type { Logger } from '../util/log.ts';
 import type { ConntrackExec } from '../conntrack/exec.ts';
 import { staleUDPFlows } from '../conntrack/stale.ts';
 import { changedServicePorts, countChanges, type ChangeCounts } from './changes.ts';
+import { allPortKeys, portsOfKey } from '../model/family.ts';
 import { BoundedFrequencyRunner } from './runner.ts';
 
 /** One read of a source: the desired state, and what of the source could not be read. */
@@ -233,8 +234,8 @@ export class Proxier {
       let changed = full || !this.applied ? new Set<string>() : this.pendingChanges(this.applied, snapshot);
       let held: string[] = [];
       if (partial) {
-        held = [...changed].filter((key) => !snapshot.services.has(key));
-        changed = new Set([...changed].filter((key) => snapshot.services.has(key)));
+        held = [...changed].filter((key) => !listsKey(snapshot, key));
+        changed = new Set([...changed].filter((key) => listsKey(snapshot, key)));
         this.logIncomplete(incomplete, held);
       }
       const result = await this.opts.backend.sync(snapshot, { full, changed, incomplete: partial });
@@ -311,7 +312,7 @@ export class Proxier {
       if (known) known.push(...times);
       else this.triggers.set(key, [...times]);
     }
-    const keys = read.changed ?? (before ? changedServicePorts(before, read.snapshot) : read.snapshot.services.keys());
+    const keys = read.changed ?? (before ? changedServicePorts(before, read.snapshot) : allPortKeys(read.snapshot));
     return countChanges(before, read.snapshot, keys);
   }
 
@@ -416,14 +417,23 @@ export class Proxier {
   }
 }
 
-/** The service ports of `before` (only those in `keys`, when given) that `after` still lists. */
+/** The service ports of `before` (only those in `keys`, when given), of either family, that `after` still lists. */
 function listedIn(before: Snapshot, after: Snapshot, keys: ReadonlySet<string> | undefined): Snapshot {
   const services = new Map<string, ServicePort>();
-  for (const key of keys ?? before.services.keys()) {
-    const sp = before.services.get(key);
-    if (sp !== undefined && after.services.has(key)) services.set(key, sp);
+  const ipv6Services = new Map<string, ServicePort>();
+  for (const key of keys ?? allPortKeys(before)) {
+    if (!listsKey(after, key)) continue;
+    const [v4, v6] = portsOfKey(before, key);
+    if (v4 !== undefined) services.set(key, v4);
+    if (v6 !== undefined) ipv6Services.set(key, v6);
   }
-  return { services };
+  return { services, ...(ipv6Services.size > 0 ? { ipv6Services } : {}), ...(before.node !== undefined ? { node: before.node } : {}) };
+}
+
+/** Whether `snapshot` has service port `key` in either family (family.ts). */
+function listsKey(snapshot: Snapshot, key: string): boolean {
+  const [v4, v6] = portsOfKey(snapshot, key);
+  return v4 !== undefined || v6 !== undefined;
 }
 
 function round(ms: number): number {

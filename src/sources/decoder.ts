@@ -363,13 +363,16 @@ export class Decoder {
     }
     const before = this.snapshot;
     const updates: ServicePort[] = [];
+    const updates6: ServicePort[] = [];
     let warnings = last.warnings;
     for (const service of new Set(serviceOfIdentity.values())) {
       const keys = this.portsOf.get(service);
       if (keys === undefined) return undefined; // not served: skipped by a cross-object rule, or no ports
       const svc = this.onlyCopy(`Service/${service}`);
-      // A Service with an IPv6 ClusterIP has an IPv6 view too (family.ts): left to a whole build.
-      if (svc?.kind !== 'Service' || svc.source !== 'kubernetes' || svc.clusterIP === undefined || svc.clusterIPs.length > 1) return undefined;
+      // A Service of either family or both: its IPv4 view at `clusterIP`, its IPv6 view at its IPv6 ClusterIP (family.ts, normalise.ts).
+      if (svc?.kind !== 'Service' || svc.source !== 'kubernetes') return undefined;
+      const ip6 = svc.clusterIPs.find((c) => c.family === 'IPv6')?.ip;
+      if (svc.clusterIP === undefined && ip6 === undefined) return undefined;
       const objects = [...(this.endpointObjects.get(service) ?? [])].sort((a, b) => compareStrings(a.name, b.name));
       if (objects.some((o) => this.onlyCopy(o.identity) !== o)) return undefined;
       const slices = objects.filter((o): o is ParsedEndpointSlice => o.kind === 'EndpointSlice');
@@ -387,27 +390,42 @@ export class Decoder {
         notes,
       );
       if (notes.length > 0) return undefined;
-      const ports = servicePorts(svc, svc.clusterIP, groups, this.memo);
       const keySet = new Set(keys);
-      if (ports.length !== keys.length || ports.some((p) => !keySet.has(p.key))) return undefined;
+      // Each family's service ports must be those the last build served, in that family's view.
+      const built = (ip: string | undefined, view: ReadonlyMap<string, ServicePort> | undefined): readonly ServicePort[] | undefined => {
+        if (ip === undefined) return [];
+        const ports = servicePorts(svc, ip, groups, this.memo);
+        return ports.length === keys.length && ports.every((p) => keySet.has(p.key) && view?.has(p.key) === true) ? ports : undefined;
+      };
+      const ports4 = built(svc.clusterIP, before.services);
+      const ports6 = built(ip6, before.ipv6Services);
+      if (ports4 === undefined || ports6 === undefined) return undefined;
       // This Service's warnings, on its endpoint objects before and after the change, stand together: replace them in place.
       const identities = new Set(objects.map((o) => o.identity));
       for (const [identity, s] of serviceOfIdentity) if (s === service) identities.add(identity);
       const replaced = replaceRun(warnings, (w) => identities.has(`${w.kind}/${w.object}`), serviceWarnings);
       if (replaced === undefined) return undefined;
       warnings = replaced;
-      for (const sp of ports) updates.push(sp);
+      for (const sp of ports4) updates.push(sp);
+      for (const sp of ports6) updates6.push(sp);
     }
 
-    const services = new Map(before.services);
     const changed = new Set<string>();
-    for (const sp of updates) {
-      if (!isDeepStrictEqual(before.services.get(sp.key), sp)) changed.add(sp.key);
-      services.set(sp.key, sp);
-    }
+    const patched = (view: ReadonlyMap<string, ServicePort>, ports: readonly ServicePort[], always = false): ReadonlyMap<string, ServicePort> => {
+      if (ports.length === 0 && !always) return view;
+      const out = new Map(view);
+      for (const sp of ports) {
+        if (!isDeepStrictEqual(view.get(sp.key), sp)) changed.add(sp.key);
+        out.set(sp.key, sp);
+      }
+      return out;
+    };
+    // The IPv4 map is always a new one; the IPv6 one is new only when it changed.
+    const services = patched(before.services, updates, true);
+    const ipv6Services = before.ipv6Services === undefined ? undefined : patched(before.ipv6Services, updates6);
     const snapshot: Snapshot = Object.freeze({
       services,
-      ...(before.ipv6Services !== undefined ? { ipv6Services: before.ipv6Services } : {}),
+      ...(ipv6Services !== undefined ? { ipv6Services } : {}),
       ...(before.node !== undefined ? { node: before.node } : {}),
     });
     this.snapshot = snapshot;

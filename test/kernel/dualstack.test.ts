@@ -10,6 +10,8 @@ import test from 'ava';
 import { DualStackIptablesBackend, FamilySyncError } from '../../src/modes/iptables/dual-stack.ts';
 import { SystemIptables } from '../../src/modes/iptables/exec.ts';
 import { loadStatic6Rules, loadStaticRules } from '../../src/modes/iptables/static.ts';
+import { iptablesStatics6 } from '../../src/modes/iptables/node-ports.ts';
+import { nodePortAddressesArg } from '../../src/cli/options.ts';
 import { probe } from '../../src/testbed/probe.ts';
 import { testbedUnavailableReason, type Topology } from '../../src/testbed/topology.ts';
 import { silentLogger } from '../../src/util/log.ts';
@@ -21,14 +23,14 @@ const FULL = { full: true, changed: new Set<string>() };
 let topo: Topology;
 let snapshot: Snapshot;
 
-/** The dual-stack backend in the node namespace; `ipv6Netns` overrides where the IPv6 half writes. */
-function dualStack(ipv6Netns = topo.node): DualStackIptablesBackend {
+/** The dual-stack backend in the node namespace; `ipv6Netns` overrides where the IPv6 half writes, `statics6` the IPv6 static rules. */
+function dualStack(ipv6Netns = topo.node, statics6 = loadStatic6Rules()): DualStackIptablesBackend {
   return new DualStackIptablesBackend({
     IPv4: { exec: new SystemIptables({ variant: 'nft', netns: topo.node }), render: { clusterCIDR: CLUSTER_CIDRS.IPv4, masqueradeAll: false }, statics: loadStaticRules() },
     IPv6: {
       exec: new SystemIptables({ variant: 'nft', family: 'IPv6', netns: ipv6Netns }),
       render: { clusterCIDR: CLUSTER_CIDRS.IPv6, masqueradeAll: false, family: 'IPv6' },
-      statics: loadStatic6Rules(),
+      statics: statics6,
     },
     logger: silentLogger(),
   });
@@ -85,5 +87,32 @@ if (unavailable) {
     t.false(filter.stdout.includes('default/empty:http'));
     const v4 = await probe(topo, { from: topo.client('outside').netns, host: '10.96.0.10', port: 80, count: 5 });
     t.deepEqual(v4.errors, {});
+  });
+
+  test.serial('--nodeport-addresses with an IPv6 CIDR: IPv6 NodePorts answer only on the listed addresses; without one, on every address again', async (t) => {
+    const v4only = await iptablesStatics6(nodePortAddressesArg('192.168.100.0/24'), topo.node);
+    t.is(v4only, loadStatic6Rules(), 'no IPv6 CIDR: every IPv6 address');
+    // fd00:244::1 is the node's address on the backend links, not the one the client reaches.
+    await dualStack(topo.node, await iptablesStatics6(nodePortAddressesArg('192.168.100.0/24,fd00:244::/64'), topo.node)).sync(snapshot, FULL);
+    const nat = (await topo.exec(topo.node, 'ip6tables-nft-save', ['-t', 'nat'])).stdout;
+    t.regex(nat, /^-A PREROUTING -d fd00:244::1\/128 -m comment --comment "kubernetes service nodeports" -j KUBE-NODEPORTS$/m);
+    t.notRegex(nat, /--dst-type LOCAL -j KUBE-NODEPORTS/);
+    const refused = await probe(topo, { from: topo.client('outside').netns, host: topo.ipv6.nodeIp, port: 30080, count: 3, timeoutMs: 1000 });
+    t.deepEqual(refused.errors, { ECONNREFUSED: 3 }, 'nothing listens on the node address itself');
+    // The IPv4 NodePort is untouched by the IPv6 CIDR: it still answers on 192.168.100.1.
+    const v4 = await probe(topo, { from: topo.client('outside').netns, host: topo.nodeIp, port: 30080, count: 5 });
+    t.deepEqual(v4.errors, {});
+    await dualStack(topo.node, await iptablesStatics6(nodePortAddressesArg('fd00:100::/64'), topo.node)).sync(snapshot, FULL);
+    const listed = await probe(topo, { from: topo.client('outside').netns, host: topo.ipv6.nodeIp, port: 30080, count: 10 });
+    t.deepEqual([Object.keys(listed.counts).sort(), listed.errors], [['b1', 'b2'], {}]);
+    await dualStack().sync(snapshot, FULL);
+    t.deepEqual(
+      (await topo.exec(topo.node, 'ip6tables-nft-save', ['-t', 'nat'])).stdout.split('\n').filter((l) => l.startsWith('-A PREROUTING')),
+      [
+        '-A PREROUTING -m comment --comment "kubernetes service portals" -j KUBE-SERVICES',
+        '-A PREROUTING ! -d ::1/128 -m comment --comment "kubernetes service nodeports" -m addrtype --dst-type LOCAL -j KUBE-NODEPORTS',
+      ],
+      'the per-address hook is gone, the hooks are in order',
+    );
   });
 }

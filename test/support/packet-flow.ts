@@ -121,15 +121,21 @@ interface TracedOutcome {
 /**
  * Check the traced outcomes of case `c` on rendered rules: the verdict of
  * a failing case, else exactly the endpoints it reaches, masqueraded as the
- * case says, with probabilities summing to 1.
+ * case says, with probabilities summing to 1. `ipOf` gives a backend's
+ * address (default: its IPv4 one, {@link backendIP}).
  */
-export function checkTraced(t: { deepEqual(a: unknown, b: unknown, m?: string): void; is(a: unknown, b: unknown, m?: string): void }, c: FlowCase, outcomes: readonly TracedOutcome[]): void {
+export function checkTraced(
+  t: { deepEqual(a: unknown, b: unknown, m?: string): void; is(a: unknown, b: unknown, m?: string): void },
+  c: FlowCase,
+  outcomes: readonly TracedOutcome[],
+  ipOf: (name: string) => string = backendIP,
+): void {
   if (c.error) {
     t.deepEqual(outcomes.map((o) => o.verdict.kind), [c.error === 'ECONNREFUSED' ? 'reject' : 'drop']);
     return;
   }
   const reached = outcomes.flatMap((o) => (o.verdict.kind === 'dnat' ? [`${o.verdict.ip}:${o.verdict.port}`] : [])).sort();
-  t.deepEqual(reached, c.reach!.map((n) => `${backendIP(n)}:8080`).sort());
+  t.deepEqual(reached, c.reach!.map((n) => `${ipOf(n)}:8080`).sort());
   t.deepEqual([...new Set(outcomes.map((o) => o.masqueraded))], [c.seen === 'node']);
   t.is(outcomes.reduce((p, o) => p + o.probability, 0).toFixed(6), '1.000000');
 }

@@ -2,7 +2,7 @@ import test from 'ava';
 import { conntrackDeleteArgs } from '../../src/conntrack/exec.ts';
 import { staleUDPFlows } from '../../src/conntrack/stale.ts';
 import { changedServicePorts } from '../../src/proxier/changes.ts';
-import { ep, snap, sp } from '../support/snapshots.ts';
+import { dualSnap, ep, snap, sp } from '../support/snapshots.ts';
 import { ipv4Frontends } from '../../src/model/types.ts';
 
 const dns = (eps: string[], extra = {}) => sp('kube-system/dns:dns', '10.96.0.10', 53, eps.map((e) => ep(e)), { protocol: 'UDP', ...extra });
@@ -88,4 +88,57 @@ test('externalTrafficPolicy Local: a NodePort flow is stale only when its endpoi
     { port: 30053, endpointIP: '10.244.1.3' },
     { ip: '10.96.0.10', port: 53, endpointIP: '10.244.1.3' },
   ]);
+});
+
+/** The dual-stack DNS service port: its IPv4 half and its IPv6 half, NodePort 30053 in both, an IPv6 external IP. */
+const dualFrontends = {
+  clusterIPs: [
+    { family: 'IPv4' as const, ip: '10.96.0.10' },
+    { family: 'IPv6' as const, ip: 'fd00:96::10' },
+  ],
+  nodePort: 30053,
+  externalIPs: [{ family: 'IPv6' as const, ip: '2001:db8::10' }],
+  loadBalancerIngress: [],
+  loadBalancerSourceRanges: [],
+};
+const dual = (eps4: string[], eps6: string[]) =>
+  dualSnap(
+    [dns(eps4, { type: 'NodePort', frontends: dualFrontends })],
+    [sp('kube-system/dns:dns', 'fd00:96::10', 53, eps6.map((e) => ep(e)), { protocol: 'UDP', type: 'NodePort', frontends: dualFrontends })],
+  );
+
+test('IPv6: a removed endpoint is stale at the IPv6 ClusterIP, external IP and NodePort, marked IPv6; the IPv4 half is compared on its own', (t) => {
+  const before = dual(['10.244.1.2:53'], ['[fd00:244:1::2]:53', '[fd00:244:1::3]:53']);
+  const after = dual(['10.244.1.2:53'], ['[fd00:244:1::2]:53']);
+  t.deepEqual(staleUDPFlows(before, after), [
+    { family: 'IPv6', port: 30053, endpointIP: 'fd00:244:1::3' },
+    { family: 'IPv6', ip: '2001:db8::10', port: 53, endpointIP: 'fd00:244:1::3' },
+    { family: 'IPv6', ip: 'fd00:96::10', port: 53, endpointIP: 'fd00:244:1::3' },
+  ]);
+  t.deepEqual(staleUDPFlows(before, after, new Set(['kube-system/dns:dns'])), staleUDPFlows(before, after));
+  // Both families lose an endpoint: the IPv4 flows first, each with its own NodePort filter.
+  t.deepEqual(staleUDPFlows(dual(['10.244.1.2:53'], ['[fd00:244:1::2]:53']), dual([], [])), [
+    { port: 30053, endpointIP: '10.244.1.2' },
+    { ip: '10.96.0.10', port: 53, endpointIP: '10.244.1.2' },
+    { family: 'IPv6', port: 30053, endpointIP: 'fd00:244:1::2' },
+    { family: 'IPv6', ip: '2001:db8::10', port: 53, endpointIP: 'fd00:244:1::2' },
+    { family: 'IPv6', ip: 'fd00:96::10', port: 53, endpointIP: 'fd00:244:1::2' },
+  ]);
+});
+
+test('IPv6: a single-stack IPv6 UDP service port that gets its first endpoint: every flow to it is stale', (t) => {
+  const v6 = (eps: string[]) => dualSnap([], [sp('ns/v6:dns', 'fd00:96::20', 53, eps.map((e) => ep(e)), { protocol: 'UDP', frontends: { ...dualFrontends, clusterIPs: [{ family: 'IPv6', ip: 'fd00:96::20' }], nodePort: undefined, externalIPs: [] } })]);
+  t.deepEqual(staleUDPFlows(v6([]), v6(['[fd00:244:1::4]:53'])), [{ family: 'IPv6', ip: 'fd00:96::20', port: 53 }]);
+  t.deepEqual(staleUDPFlows(v6(['[fd00:244:1::4]:53']), snap()), [{ family: 'IPv6', ip: 'fd00:96::20', port: 53, endpointIP: 'fd00:244:1::4' }]);
+});
+
+test('conntrack -D arguments of an IPv6 flow: -f ipv6, the endpoint as the reply source; an address of the wrong family is refused', (t) => {
+  t.deepEqual(conntrackDeleteArgs({ family: 'IPv6', ip: 'fd00:96::10', port: 53, endpointIP: 'fd00:244:1::3' }), [
+    '-D', '-f', 'ipv6', '-p', 'udp', '--orig-dst', 'fd00:96::10', '--orig-port-dst', '53', '--reply-src', 'fd00:244:1::3',
+  ]);
+  t.deepEqual(conntrackDeleteArgs({ family: 'IPv6', port: 30053 }), ['-D', '-f', 'ipv6', '-p', 'udp', '--orig-port-dst', '30053']);
+  t.throws(() => conntrackDeleteArgs({ ip: 'fd00:96::10', port: 53 }), { message: 'stale UDP flow: ip "fd00:96::10" is not an IPv4 address' });
+  t.throws(() => conntrackDeleteArgs({ family: 'IPv6', ip: 'fd00:96::10', port: 53, endpointIP: '10.244.1.2 -j' }), {
+    message: 'stale UDP flow: endpointIP "10.244.1.2 -j" is not an IPv6 address',
+  });
 });

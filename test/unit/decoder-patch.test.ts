@@ -14,6 +14,7 @@ import { Decoder, type DecodeResult } from '../../src/sources/decoder.ts';
 
 const NAMES = ['a', 'b', 'c'];
 const IPS = ['10.244.0.1', '10.244.0.2', '10.244.0.3'];
+const IPS6 = ['fd00:244::1', 'fd00:244::2'];
 
 /**
  * Parsed once per group (read as its file) and distinct text, so that an
@@ -56,6 +57,35 @@ const object: fc.Arbitrary<object> = fc.oneof(
       })),
   },
   {
+    // IPv6 slices, for the IPv6 view of dual-stack and single-stack IPv6 Services.
+    weight: 3,
+    arbitrary: fc
+      .record({ svc: fc.constantFrom(...NAMES, 'v6'), suffix: fc.constantFrom('x6', 'y6'), ports: fc.constantFrom(['http'], ['http', 'dns']), ips: fc.subarray(IPS6, { minLength: 1 }), ready: fc.boolean() })
+      .map(({ svc, suffix, ports, ips, ready }) => ({
+        apiVersion: 'discovery.k8s.io/v1',
+        kind: 'EndpointSlice',
+        metadata: { name: `${svc}-${suffix}`, namespace: 'default', labels: { 'kubernetes.io/service-name': svc } },
+        addressType: 'IPv6',
+        ports: portsOf(ports),
+        endpoints: ips.map((ip) => ({ addresses: [ip], conditions: { ready } })),
+      })),
+  },
+  {
+    // Dual-stack Services (either primary) and a single-stack IPv6 one.
+    weight: 2,
+    arbitrary: fc.record({ svc: fc.constantFrom(...NAMES, 'v6'), v4: fc.constantFrom('10.96.0.10', '10.96.0.13', undefined), v6: fc.constantFrom('fd00:96::10', 'fd00:96::11'), two: fc.boolean() }).map(({ svc, v4, v6, two }) => ({
+      apiVersion: 'v1',
+      kind: 'Service',
+      metadata: { name: svc, namespace: 'default' },
+      spec: {
+        clusterIP: v6,
+        clusterIPs: v4 === undefined ? [v6] : [v6, v4],
+        ipFamilies: v4 === undefined ? ['IPv6'] : ['IPv6', 'IPv4'],
+        ports: two ? [{ name: 'http', port: 80 }, { name: 'dns', port: 53, protocol: 'UDP' }] : [{ name: 'http', port: 80 }],
+      },
+    })),
+  },
+  {
     weight: 2,
     arbitrary: fc.record({ svc: fc.constantFrom(...NAMES), ips: fc.subarray(IPS, { minLength: 1 }), ports: fc.constantFrom(['http'], ['dns']) }).map(({ svc, ips, ports }) => ({
       apiVersion: 'v1',
@@ -93,6 +123,7 @@ const change = fc.record({ group: fc.constantFrom('g0', 'g1', 'g2', 'g3', 'g4', 
 
 const view = (r: DecodeResult) => ({
   services: [...r.snapshot.services],
+  ipv6Services: r.snapshot.ipv6Services === undefined ? undefined : [...r.snapshot.ipv6Services],
   node: r.snapshot.node,
   errors: r.errors.map(String),
   warnings: r.warnings.map(String),
@@ -177,4 +208,36 @@ test('endpoint-port warnings come in Service key order, whichever Services are i
     last!.warnings.map((w) => w.object),
     ['default/s-y', 'default/s-x'],
   );
+});
+
+test('an endpoint change of a dual-stack or a single-stack IPv6 Service patches the snapshot: each family view gets its own endpoints', (t) => {
+  const decoder = new Decoder({ serviceCIDR: '10.96.0.0/12' });
+  const svc = (name: string, clusterIPs: string[]) =>
+    parsed({ apiVersion: 'v1', kind: 'Service', metadata: { name, namespace: 'default' }, spec: { clusterIP: clusterIPs[0], clusterIPs, ports: [{ name: 'http', port: 80 }] } });
+  const slice = (svcName: string, name: string, addressType: string, ip: string) =>
+    parsed({
+      apiVersion: 'discovery.k8s.io/v1',
+      kind: 'EndpointSlice',
+      metadata: { name, namespace: 'default', labels: { 'kubernetes.io/service-name': svcName } },
+      addressType,
+      ports: [{ name: 'http', port: 8080 }],
+      endpoints: [{ addresses: [ip] }],
+    });
+  decoder.apply({
+    upsert: [
+      ['svc', [svc('dual', ['10.96.0.10', 'fd00:96::10']), svc('v6', ['fd00:96::20'])]],
+      ['v4', [slice('dual', 'dual-4', 'IPv4', '10.244.0.1')]],
+      ['v6', [slice('dual', 'dual-6', 'IPv6', 'fd00:244::1'), slice('v6', 'v6-1', 'IPv6', 'fd00:244::3')]],
+    ],
+    remove: [],
+  });
+  const before = decoder.patches;
+  const r = decoder.apply({ upsert: [['v6', [slice('dual', 'dual-6', 'IPv6', 'fd00:244::2'), slice('v6', 'v6-1', 'IPv6', 'fd00:244::4')]]], remove: [] });
+  t.is(decoder.patches, before + 1);
+  t.deepEqual([...r.changed!].sort(), ['default/dual:http', 'default/v6:http']);
+  const ips = (m: ReadonlyMap<string, { endpoints: ReadonlyArray<{ ip: string }> }> | undefined, key: string) => m?.get(key)?.endpoints.map((e) => e.ip);
+  t.deepEqual(ips(r.snapshot.services, 'default/dual:http'), ['10.244.0.1']);
+  t.deepEqual(ips(r.snapshot.ipv6Services, 'default/dual:http'), ['fd00:244::2']);
+  t.deepEqual(ips(r.snapshot.ipv6Services, 'default/v6:http'), ['fd00:244::4']);
+  t.false(r.snapshot.services.has('default/v6:http'));
 });

@@ -21,8 +21,8 @@ test('parser: normalised iptables-save forms, negations, modules and targets', (
   const chains = new Set(['KUBE-MARK-MASQ']);
   const r = parseRule('KUBE-SVC-X', '! -s 10.244.0.0/16 -d 10.96.0.10/32 -p tcp -m comment --comment "x y" -m tcp --dport 80 -j KUBE-MARK-MASQ', chains);
   t.deepEqual(r.matches, [
-    { kind: 'src', negate: true, prefix: { network: 0x0af40000, bits: 16 } },
-    { kind: 'dst', negate: false, prefix: { network: 0x0a60000a, bits: 32 } },
+    { kind: 'src', negate: true, prefix: { family: 4, network: 0x0af40000n, bits: 16, text: '10.244.0.0/16' } },
+    { kind: 'dst', negate: false, prefix: { family: 4, network: 0x0a60000an, bits: 32, text: '10.96.0.10/32' } },
     { kind: 'proto', negate: false, proto: 'tcp' },
     { kind: 'comment', text: 'x y' },
     { kind: 'dport', negate: false, from: 80, to: 80 },

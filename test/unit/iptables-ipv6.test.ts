@@ -9,6 +9,8 @@ import { familyView } from '../../src/model/family.ts';
 import { renderRestore } from '../../src/modes/iptables/ruleset.ts';
 import { renderServicePort, UnsafeValueError } from '../../src/modes/iptables/render.ts';
 import { loadStatic6Rules } from '../../src/modes/iptables/static.ts';
+import { nodePortIPs } from '../../src/modes/iptables/node-ports.ts';
+import { nodePortAddressesArg } from '../../src/cli/options.ts';
 import { renderConfig } from '../../src/modes/shared/render-config.ts';
 import { buildFrom } from './model-helpers.ts';
 
@@ -117,4 +119,25 @@ test('--cluster-cidr with one CIDR per family gives each ruleset its own', (t) =
   t.deepEqual(renderConfig(opts), { masqueradeAll: false, clusterCIDR: '10.244.0.0/16' });
   t.deepEqual(renderConfig(opts, 'IPv6'), { masqueradeAll: false, clusterCIDR: 'fd00:10:244::/56', family: 'IPv6' });
   t.deepEqual(renderConfig({ ...opts, clusterCidr: '10.244.0.0/16' }, 'IPv6'), { masqueradeAll: false, family: 'IPv6' });
+});
+
+test('--nodeport-addresses for IPv6: the IPv6 CIDRs pick this node IPv6 addresses (not ::1), one nodeports hook each, -d IP/128; no IPv6 CIDR or ::/0 means every address', (t) => {
+  const cidrs = nodePortAddressesArg('10.0.0.0/8,fd00:100::/64,::1/128');
+  const local = ['fd00:100::1', 'fd00:100::7', 'fd00:244::1', '::1', '10.0.0.1'];
+  t.deepEqual(nodePortIPs(cidrs, local, 'IPv6'), { ips: ['fd00:100::1', 'fd00:100::7'], loopback: ['::1'] });
+  t.deepEqual(nodePortIPs(cidrs, local), { ips: ['10.0.0.1'], loopback: [] }, 'the IPv4 family reads its own CIDRs');
+  t.deepEqual(nodePortIPs(nodePortAddressesArg('10.0.0.0/8'), local, 'IPv6'), { loopback: [] });
+  t.deepEqual(nodePortIPs(nodePortAddressesArg('fd00:100::/64,::/0'), local, 'IPv6'), { loopback: [] });
+  const statics = loadStatic6Rules(['fd00:100::1', 'fd00:100::7']);
+  t.deepEqual(
+    statics.hooks.filter((h) => h.rule.endsWith('-j KUBE-NODEPORTS') && h.table === 'nat').map((h) => `${h.chain} ${h.rule}`),
+    [
+      'PREROUTING -d fd00:100::1/128 -m comment --comment "kubernetes service nodeports" -j KUBE-NODEPORTS',
+      'PREROUTING -d fd00:100::7/128 -m comment --comment "kubernetes service nodeports" -j KUBE-NODEPORTS',
+      'OUTPUT -d fd00:100::1/128 -m comment --comment "kubernetes service nodeports" -j KUBE-NODEPORTS',
+      'OUTPUT -d fd00:100::7/128 -m comment --comment "kubernetes service nodeports" -j KUBE-NODEPORTS',
+    ],
+  );
+  t.throws(() => loadStatic6Rules(['10.0.0.1']), { message: 'refusing to render NodePort address "10.0.0.1": not a canonical IPv6 address' });
+  t.throws(() => loadStatic6Rules(['FD00::1']), { message: 'refusing to render NodePort address "FD00::1": not a canonical IPv6 address' });
 });

@@ -20,10 +20,10 @@ import { driftOf } from '../shared/drift.ts';
 import { toIptablesVariant } from './exec.ts';
 import { localAddresses, readTables } from './live.ts';
 import { ownedRuleCounts, renderRestore, renderSnapshot } from './ruleset.ts';
-import { iptablesStatics } from './node-ports.ts';
+import { iptablesStatics, iptablesStatics6 } from './node-ports.ts';
 import { createDualStackExec, createIptablesExec, readKernel } from './wiring.ts';
 import { DualStackIptablesBackend, ipv6RenderOptions } from './dual-stack.ts';
-import { loadStatic6Rules, loadStaticRules } from './static.ts';
+import { loadStaticRules } from './static.ts';
 import { hasLocalnetFirewallJump, localhostNodePortsOn, namespaceSysctls, nodePortLocalhostOption, RouteLocalnetBackend } from './localhost.ts';
 import { familyView } from '../../model/family.ts';
 import type { ServicePortChains } from './chains.ts';
@@ -45,7 +45,8 @@ async function sourceDrift(
   // The IPv6 tables: compared when the source has IPv6 service ports or the kernel has drover's IPv6 chains (dual-stack.ts).
   const v6 = familyView(snapshot, 'IPv6');
   if (kernel6 !== undefined && (v6.services.size > 0 || kernel6.get('nat')?.has('KUBE-SERVICES'))) {
-    const items6 = driftItems(loadStatic6Rules(), renderSnapshot(v6, renderConfig(opts, 'IPv6')), kernel6, { incomplete: incomplete.length > 0 });
+    const statics6 = await iptablesStatics6(opts.nodeportAddresses, opts.netns);
+    const items6 = driftItems(statics6, renderSnapshot(v6, renderConfig(opts, 'IPv6')), kernel6, { incomplete: incomplete.length > 0 });
     for (const item of items6) items.push(ipv6Item(item));
   }
   return { items, problems, incomplete };
@@ -101,9 +102,10 @@ export const iptablesMode: ModeDriver = {
       logger.info({ on: localhost }, localhost ? 'NodePorts on 127.0.0.1 (IPv4 only: there are none for IPv6)' : '--nodeport-localhost does nothing: --nodeport-addresses holds no part of 127.0.0.0/8');
     }
     const statics = cleanupFirewall ? loadStaticRules(undefined, true) : await iptablesStatics(cidrs, opts.netns, logger, localhost);
+    const statics6 = await iptablesStatics6(cidrs, opts.netns, logger);
     const backend = new DualStackIptablesBackend({
       IPv4: { exec: exec.IPv4, render, statics },
-      IPv6: { exec: exec.IPv6, render: ipv6RenderOptions(render, typeof opts.clusterCidr === 'string' ? opts.clusterCidr : undefined), statics: loadStatic6Rules() },
+      IPv6: { exec: exec.IPv6, render: ipv6RenderOptions(render, typeof opts.clusterCidr === 'string' ? opts.clusterCidr : undefined), statics: statics6 },
       logger,
     });
     return new RouteLocalnetBackend(backend, { netns: opts.netns, sysctls: namespaceSysctls(opts.netns) }, localhost, logger);
@@ -117,7 +119,7 @@ export const iptablesMode: ModeDriver = {
     let text = renderRestore(familyView(snapshot, 'IPv4'), renderConfig(opts), ['drover render: iptables-restore --noflush input', ...header], statics);
     // The IPv6 ruleset follows when the source has IPv6 service ports (dual-stack.ts).
     const v6 = familyView(snapshot, 'IPv6');
-    if (v6.services.size > 0) text += renderRestore(v6, renderConfig(opts, 'IPv6'), ['drover render: ip6tables-restore --noflush input'], loadStatic6Rules());
+    if (v6.services.size > 0) text += renderRestore(v6, renderConfig(opts, 'IPv6'), ['drover render: ip6tables-restore --noflush input'], await iptablesStatics6(opts.nodeportAddresses, undefined));
     return { text, leftOut: [] };
   },
 
@@ -135,10 +137,14 @@ export const iptablesMode: ModeDriver = {
     return opts.json ? `${JSON.stringify(found, null, 2)}\n` : formatChains(found);
   },
 
-  async trace(opts: ModeOptions) {
-    const exec = await createIptablesExec(opts, createLogger(opts.logLevel));
-    const [dump, local] = await Promise.all([readTables(exec), localAddresses(opts.netns)]);
-    return { ctx: iptablesTraceContext(dump, local), where: `line numbers are those of iptables-save -t TABLE, iptables-${exec.variant}`, note: '' };
+  traceIPv6: true,
+  async trace(opts) {
+    // An IPv6 connection walks the IPv6 tables (dual-stack.ts), with the node's IPv6 addresses.
+    const family = opts.family ?? 'IPv4';
+    const exec = await createIptablesExec(opts, createLogger(opts.logLevel), family);
+    const [dump, local] = await Promise.all([readTables(exec), localAddresses(opts.netns, family)]);
+    const save = family === 'IPv4' ? 'iptables-save' : 'ip6tables-save';
+    return { ctx: iptablesTraceContext(dump, local), where: `line numbers are those of ${save} -t TABLE, iptables-${exec.variant}`, note: '' };
   },
 
   async diff(opts) {
@@ -151,7 +157,7 @@ export const iptablesMode: ModeDriver = {
     const kernel6 = await readKernel6(opts);
     const drift = await driftOf(async () => (await sourceDrift({ ...recorded, ...(opts.netns ? { netns: opts.netns } : {}) }, kernel, kernel6)).items.length);
     const rules = ownedRuleCounts(await iptablesStatics(recorded.nodeportAddresses, opts.netns, undefined, recorded.nodeportLocalhost === true), kernel);
-    const rules6 = kernel6 === undefined ? undefined : ownedRuleCounts(loadStatic6Rules(), kernel6);
+    const rules6 = kernel6 === undefined ? undefined : ownedRuleCounts(await iptablesStatics6(recorded.nodeportAddresses, opts.netns), kernel6);
     const lines: Array<readonly [string, string]> =
       rules6 !== undefined && rules6.filter + rules6.nat > 0 ? [['ip6tables', `${rules6.filter + rules6.nat} drover-owned rules in the IPv6 tables (filter ${rules6.filter}, nat ${rules6.nat})`]] : [];
     return { rules, drift, lines };

@@ -8,12 +8,18 @@
  * addresses are left out and reported, as kube-proxy logs them when
  * localhost NodePorts are off; with them on (`--nodeport-localhost`,
  * localhost.ts), they get their hooks too.
+ *
+ * The IPv6 family reads the same flag the same way, as kube-proxy's IPv6
+ * proxier does (NewNodePortAddresses with its family): no IPv6 CIDR, or
+ * ::/0, means every local IPv6 address but ::1 (static6.rules); otherwise
+ * this node's IPv6 addresses in the IPv6 CIDRs, `-d IP/128` each. There
+ * are no localhost NodePorts for IPv6.
  */
 import { cidrContains, compareAddresses, parseIP, type IPPrefix } from '../../model/addr.ts';
 import type { IPFamily } from '../../model/types.ts';
 import type { Logger } from '../../util/log.ts';
 import { localAddresses } from './live.ts';
-import { loadStaticRules, type StaticRuleset } from './static.ts';
+import { loadStatic6Rules, loadStaticRules, type StaticRuleset } from './static.ts';
 import { localhostNodePortsOn } from './localhost.ts';
 
 /** The NodePort addresses for `cidrs` among `local`. */
@@ -58,8 +64,9 @@ export async function readNodePortIPs(
 ): Promise<NodePortIPs & { readonly local: ReadonlySet<string> }> {
   const local = await localAddresses(netns, family);
   const picked = nodePortIPs(cidrs, local, family, localhost);
-  if (picked.loopback.length > 0) logger?.warn({ addresses: picked.loopback }, family === 'IPv4' ? '--nodeport-addresses holds loopback addresses; NodePorts are not served on them without --nodeport-localhost' : '--nodeport-addresses holds loopback addresses; NodePorts are not served on them');
-  if (picked.ips !== undefined && picked.ips.length === 0) logger?.warn({ nodeportAddresses: cidrs?.map((c) => c.text) }, 'no address of this node is in --nodeport-addresses: no NodePort is reachable');
+  const of = family === 'IPv4' ? '' : ` (${family})`;
+  if (picked.loopback.length > 0) logger?.warn({ addresses: picked.loopback }, family === 'IPv4' ? '--nodeport-addresses holds loopback addresses; NodePorts are not served on them without --nodeport-localhost' : `--nodeport-addresses holds loopback addresses${of}; NodePorts are not served on them`);
+  if (picked.ips !== undefined && picked.ips.length === 0) logger?.warn({ nodeportAddresses: cidrs?.map((c) => c.text) }, `no address of this node is in --nodeport-addresses${of}: no NodePort is reachable`);
   return { ...picked, local };
 }
 
@@ -74,4 +81,15 @@ export async function iptablesStatics(cidrs: readonly IPPrefix[] | undefined, ne
   const on = localhostNodePortsOn(localhost, cidrs);
   if (cidrs === undefined || cidrs.length === 0) return loadStaticRules(undefined, on);
   return loadStaticRules((await readNodePortIPs(cidrs, netns, logger, 'IPv4', on)).ips, on);
+}
+
+/**
+ * iptables mode's IPv6 static rules for `--nodeport-addresses` in
+ * namespace `netns` (its IPv6 addresses read only when an IPv6 CIDR is
+ * given, {@link readNodePortIPs}; see the module comment).
+ * @throws Error when the addresses cannot be read.
+ */
+export async function iptablesStatics6(cidrs: readonly IPPrefix[] | undefined, netns: string | undefined, logger?: Logger): Promise<StaticRuleset> {
+  if (!(cidrs ?? []).some((c) => c.family === 6)) return loadStatic6Rules();
+  return loadStatic6Rules((await readNodePortIPs(cidrs, netns, logger, 'IPv6')).ips);
 }

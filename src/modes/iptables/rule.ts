@@ -8,16 +8,18 @@
  * conntrack; targets: a jump to a chain, DNAT, MARK, MASQUERADE, SNAT,
  * REJECT, DROP, ACCEPT and RETURN. Anything else is kept as an `unknown`
  * match or target so that the evaluator can say it cannot evaluate it.
+ *
+ * Rules of both families read alike: ip6tables-save prints IPv6 prefixes
+ * ("fd00:96::10/128") and DNAT destinations in brackets
+ * ("[fd00:244:1::2]:8080"), ip6tables(8); addresses are read with the
+ * model's address module (model/addr.ts).
  */
 import { DroverError } from '../../errors.ts';
 
-import { cidrContains, ipPrefix, isCanonicalIPv4, parseCIDR } from '../../model/addr.ts';
+import { cidrContains, ipPrefix, parseCIDR, parseIP, type IPPrefix } from '../../model/addr.ts';
 
-/** An IPv4 prefix: network as uint32 and prefix length. */
-export interface Prefix {
-  readonly network: number;
-  readonly bits: number;
-}
+/** An IPv4 or IPv6 prefix of a rule (addr.ts IPPrefix: family, network and prefix length). */
+export type Prefix = IPPrefix;
 
 /** One match of a rule. `negate` is the `!` before it. */
 export type Match =
@@ -91,19 +93,19 @@ const TRANSPORT = new Set(['tcp', 'udp', 'sctp']);
 const PLAIN_TARGETS = new Set(['MASQUERADE', 'REJECT', 'DROP', 'ACCEPT', 'RETURN']);
 
 /**
- * Parse "a.b.c.d[/n]" as iptables-save prints it into a Prefix (a host
- * address is /32, host bits are cleared); undefined when it is not an IPv4
- * address or CIDR (addr.ts `parseCIDR`).
+ * Parse "a.b.c.d[/n]" or "ipv6[/n]" as (ip6)iptables-save prints it into a
+ * Prefix (a host address is /32 or /128, host bits are cleared); undefined
+ * when it is no address or CIDR (addr.ts `parseCIDR`).
  */
 export function parsePrefix(text: string): Prefix | undefined {
-  const read = parseCIDR(text.includes('/') ? text : `${text}/32`);
-  if (read?.ip.family !== 4) return undefined;
-  return { network: Number(read.prefix.network), bits: read.prefix.bits };
+  if (text.includes('/')) return parseCIDR(text)?.prefix;
+  const ip = parseIP(text);
+  return ip === undefined ? undefined : ipPrefix(ip.family, ip.value, ip.family === 4 ? 32 : 128);
 }
 
-/** True when `ip` (dotted quad) is inside `prefix` (addr.ts `cidrContains`); false when `ip` is not an IPv4 address. */
+/** True when `ip` is inside `prefix` (addr.ts `cidrContains`); false when `ip` is no address or of the other family. */
 export function prefixContains(prefix: Prefix, ip: string): boolean {
-  return cidrContains(ipPrefix(4, BigInt(prefix.network), prefix.bits), ip);
+  return cidrContains(prefix, ip);
 }
 
 function parseNumber(text: string): number {
@@ -195,10 +197,13 @@ function parseTarget(name: string, args: string[]): Target {
     return at >= 0 ? args[at + 1] : undefined;
   };
   if (name === 'DNAT') {
-    const to = opt('--to-destination');
-    const m = to ? /^([0-9.]+)(?::(\d+))?$/.exec(to) : null;
-    if (!m || !isCanonicalIPv4(m[1]!)) return { kind: 'unknown', text: `DNAT ${args.join(' ')}` };
-    return m[2] ? { kind: 'DNAT', ip: m[1]!, port: Number(m[2]) } : { kind: 'DNAT', ip: m[1]! };
+    // "10.244.1.2:8080", "10.244.1.2", "[fd00:244:1::2]:8080", "[fd00:244:1::2]" or "fd00:244:1::2" (ip6tables-save).
+    const to = opt('--to-destination') ?? '';
+    const m = /^(?:([0-9.]+)|\[([0-9a-fA-F:.]+)\]|([0-9a-fA-F]*:[0-9a-fA-F:.]*))(?::(\d+))?$/.exec(to);
+    const ip = m ? parseIP((m[1] ?? m[2] ?? m[3])!) : undefined;
+    // The family must fit the form: a dotted quad alone, IPv6 in brackets or bare (a bare one's last group is never a port).
+    if (!m || ip === undefined || (ip.family === 4) !== (m[1] !== undefined) || (m[3] !== undefined && m[4] !== undefined)) return { kind: 'unknown', text: `DNAT ${args.join(' ')}` };
+    return m[4] ? { kind: 'DNAT', ip: ip.text, port: Number(m[4]) } : { kind: 'DNAT', ip: ip.text };
   }
   if (name === 'SNAT') return { kind: 'SNAT', ip: opt('--to-source') ?? '' };
   if (name === 'MARK') {

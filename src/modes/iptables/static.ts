@@ -6,7 +6,8 @@
  */
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { isCanonicalIPv4 } from '../../model/addr.ts';
+import { parseIP } from '../../model/addr.ts';
+import type { IPFamily } from '../../model/types.ts';
 import { BUILTIN_CHAINS, parseSave, type TableName } from './parse.ts';
 import { LOCALNET_FIREWALL_CHAIN, LOCALNET_FIREWALL_JUMP, LOCALNET_FIREWALL_RULE } from './localhost.ts';
 
@@ -65,10 +66,15 @@ let cached6: StaticRuleset | undefined;
 
 /**
  * The shipped IPv6 static ruleset (read once, rules/iptables/static6.rules):
- * NodePorts on every local IPv6 address but ::1.
+ * NodePorts on every local IPv6 address but ::1. With `nodePortIPs`
+ * (`--nodeport-addresses`, resolved to this node's IPv6 addresses in its
+ * IPv6 CIDRs), each nodeports hook becomes one hook per address, `-d
+ * IP/128`, as in {@link loadStaticRules}.
+ * @throws Error when an address is not an IPv6 address.
  */
-export function loadStatic6Rules(): StaticRuleset {
-  return (cached6 ??= parseStaticRules(readFileSync(STATIC6_RULES_PATH, 'utf8')));
+export function loadStatic6Rules(nodePortIPs?: readonly string[]): StaticRuleset {
+  cached6 ??= parseStaticRules(readFileSync(STATIC6_RULES_PATH, 'utf8'));
+  return nodePortIPs === undefined ? cached6 : withNodePortAddresses(cached6, nodePortIPs, 'IPv6');
 }
 
 /**
@@ -116,11 +122,13 @@ function withLocalnetFirewall(statics: StaticRuleset, allLocal: boolean): Static
 /** The comment of the hooks that lead to nat KUBE-NODEPORTS. */
 export const NODEPORTS_HOOK_COMMENT = 'kubernetes service nodeports';
 
-function withNodePortAddresses(statics: StaticRuleset, ips: readonly string[]): StaticRuleset {
-  for (const ip of ips) if (!isCanonicalIPv4(ip)) throw new Error(`refusing to render NodePort address ${JSON.stringify(ip)}: not an IPv4 address`);
+function withNodePortAddresses(statics: StaticRuleset, ips: readonly string[], family: IPFamily = 'IPv4'): StaticRuleset {
+  const [version, bits] = family === 'IPv4' ? [4, 32] : [6, 128];
+  // Canonical text only (addr.ts parseIP), as ip6tables-save prints it back.
+  for (const ip of ips) if (parseIP(ip)?.family !== version || parseIP(ip)?.text !== ip) throw new Error(`refusing to render NodePort address ${JSON.stringify(ip)}: not a canonical ${family} address`);
   const hooks = statics.hooks.flatMap((h) =>
     h.table === 'nat' && h.rule.endsWith('-j KUBE-NODEPORTS')
-      ? ips.map((ip) => ({ table: h.table, chain: h.chain, rule: `-d ${ip}/32 -m comment --comment "${NODEPORTS_HOOK_COMMENT}" -j KUBE-NODEPORTS` }))
+      ? ips.map((ip) => ({ table: h.table, chain: h.chain, rule: `-d ${ip}/${bits} -m comment --comment "${NODEPORTS_HOOK_COMMENT}" -j KUBE-NODEPORTS` }))
       : [h],
   );
   return { chains: statics.chains, hooks, hookIds: hookIdentities(statics) };

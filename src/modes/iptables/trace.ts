@@ -94,7 +94,7 @@ function inNetSet(entries: ReadonlySet<string>, pkt: Packet): boolean {
   for (const e of entries) {
     if (!e.startsWith(head)) continue;
     const net = e.slice(head.length);
-    const prefix = parsePrefix(net.includes('/') ? net : `${net}/32`);
+    const prefix = parsePrefix(net);
     if (prefix !== undefined && prefixContains(prefix, pkt.src)) return true;
   }
   return false;
@@ -254,8 +254,9 @@ export function iptablesRuleset(dump: ParsedDump, node: { readonly localAddresse
 
 /**
  * The trace context of a node whose rules are iptables rules: the live
- * filter and nat tables (iptables-save, parsed with line numbers), the
- * node's own IPv4 addresses and, when known, the ipsets' contents. A rule
+ * filter and nat tables of one family (iptables-save or ip6tables-save,
+ * parsed with line numbers), the node's own addresses of that family and,
+ * when known, the ipsets' contents. A rule
  * that cannot be tokenised makes `trace` throw RuleSyntaxError (rule.ts).
  */
 export function iptablesTraceContext(dump: ParsedDump, localAddresses: ReadonlySet<string>, sets?: ReadonlyMap<string, SetContents>): TraceContext {

@@ -20,7 +20,7 @@
  * not thrown.
  */
 import { DroverError } from '../../errors.ts';
-import { familyView } from '../../model/family.ts';
+import { allPortKeys, familyView } from '../../model/family.ts';
 import type { IPFamily, Snapshot } from '../../model/types.ts';
 import type { Logger } from '../../util/log.ts';
 import type { Backend, ChangeSet, CleanupResult, ModeSyncDetail, ObjectCounts, ProxyMode, SyncResult } from '../types.ts';
@@ -100,7 +100,7 @@ export class DualStackBackend implements Backend {
       for (const f of failures) this.dual.logger.error({ family: f.family, err: (f.error as Error)?.message }, 'sync of one IP family failed; the other family was synced');
       throw failures.length === 1 && results.length === 0 ? failures[0]!.error : new FamilySyncError(failures);
     }
-    return mergeResults(results, this.dual.mergeDetail);
+    return mergeResults(results, snapshot, this.dual.mergeDetail);
   }
 
   /** {@link DualStackBackendOptions.ipv6HasState}, false when it throws. */
@@ -149,14 +149,19 @@ export function sumCounts(a: ObjectCounts, b: ObjectCounts): ObjectCounts {
   return out;
 }
 
-/** One SyncResult for both families: the IPv4 one alone when IPv6 did not run, else counts and times added, details merged by `mergeDetail`. */
-function mergeResults(results: readonly SyncResult[], mergeDetail: DualStackBackendOptions['mergeDetail']): SyncResult {
+/**
+ * One SyncResult for both families: the IPv4 one alone when IPv6 did not
+ * run, else counts and times added, details merged by `mergeDetail`, but
+ * for `services`: the service ports of `snapshot` of either family, a
+ * dual-stack one counted once.
+ */
+function mergeResults(results: readonly SyncResult[], snapshot: Snapshot, mergeDetail: DualStackBackendOptions['mergeDetail']): SyncResult {
   if (results.length === 1) return results[0]!;
   const [a, b] = results as [SyncResult, SyncResult];
   const detail = mergeDetail(a.detail, b.detail);
   return {
     full: a.full || b.full,
-    services: a.services + b.services,
+    services: allPortKeys(snapshot).size,
     endpoints: a.endpoints + b.endpoints,
     written: sumCounts(a.written, b.written),
     deleted: sumCounts(a.deleted, b.deleted),
