@@ -85,6 +85,17 @@ async function informerFor(url: string, listTimeoutMs?: number) {
   return { informer: new ResourceInformer(RESOURCES.Service, config, {}, handlers, { initialMs: 100, maxMs: 400 }, listTimeoutMs), log };
 }
 
+/** An informer for `server` (see {@link informerFor}), started, and stopped with the server when the test ends. */
+async function startedFor(t: ExecutionContext, server: { readonly url: string; close(): Promise<void> }, listTimeoutMs?: number) {
+  const made = await informerFor(server.url, listTimeoutMs);
+  t.teardown(async () => {
+    await made.informer.stop();
+    await server.close();
+  });
+  made.informer.start();
+  return made;
+}
+
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** Run an informer for 1 s against a server that lists `web` and answers every watch with `body`, then stop it: the requests it made and what it handed over. */
@@ -93,12 +104,7 @@ async function oneSecondOf(t: ExecutionContext, body: string) {
     res.writeHead(200, { 'Content-Type': 'application/json' });
     res.end(body);
   });
-  const { informer, log } = await informerFor(server.url);
-  t.teardown(async () => {
-    await informer.stop();
-    await server.close();
-  });
-  informer.start();
+  const { informer, log } = await startedFor(t, server);
   await sleep(1000);
   await informer.stop();
   return { seen: server.seen, log };
@@ -122,12 +128,7 @@ test.serial('a 410 ERROR event followed by more events on the same stream relist
       else res.flushHeaders();
     },
   );
-  const { informer, log } = await informerFor(server.url);
-  t.teardown(async () => {
-    await informer.stop();
-    await server.close();
-  });
-  informer.start();
+  const { informer, log } = await startedFor(t, server);
   await until('a relist', async () => server.seen.lists >= 2, 5000, 10);
   await until('the second list handed over', async () => log.includes('replace web,api'), 5000, 10);
   t.deepEqual(log, ['replace web', 'replace web,api']);
@@ -181,12 +182,7 @@ test.serial('a list the server never answers is aborted after the list timeout, 
       res.flushHeaders();
     },
   );
-  const { informer, log } = await informerFor(server.url, 300);
-  t.teardown(async () => {
-    await informer.stop();
-    await server.close();
-  });
-  informer.start();
+  const { informer, log } = await startedFor(t, server, 300);
   await until('the second list', async () => log.includes('replace web'), 5000);
   t.true(informer.listed);
   t.deepEqual(log, ['error list of Services: no answer within 300 ms', 'replace web']);
@@ -210,12 +206,7 @@ test.serial('a list answer that is not a list ({}, items null, an item without a
       else res.flushHeaders();
     },
   );
-  const { informer, log } = await informerFor(server.url);
-  t.teardown(async () => {
-    await informer.stop();
-    await server.close();
-  });
-  informer.start();
+  const { informer, log } = await startedFor(t, server);
   await until('the list after the garbage', async () => log.filter((l) => l.startsWith('replace')).length === 2, 5000);
   t.deepEqual(log, [
     'replace web',

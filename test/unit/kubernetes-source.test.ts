@@ -4,7 +4,7 @@
  * dropped watch, 410 Gone, objects that are not drover's, bad objects and
  * trigger times.
  */
-import test from 'ava';
+import test, { type ExecutionContext } from 'ava';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -48,6 +48,16 @@ async function sourceFor(server: string, extra: { listTimeoutMs?: number; logger
 }
 
 /** The double with Services web (10.96.0.10) and api (10.96.0.11), a slice each, and Nodes node-a and node-b. */
+/** A source on `api` (see {@link sourceFor}); both are closed when the test ends. */
+async function sourceOn(t: ExecutionContext, api: FakeKubeApi, extra: Parameters<typeof sourceFor>[1] = {}): Promise<KubernetesSource> {
+  const src = await sourceFor(api.url, extra);
+  t.teardown(async () => {
+    await src.close();
+    await api.close();
+  });
+  return src;
+}
+
 async function world(): Promise<FakeKubeApi> {
   const api = await FakeKubeApi.start();
   api.apply(service('web', '10.96.0.10'));
@@ -86,11 +96,7 @@ const endpointsOf = (r: { snapshot: { services: ReadonlyMap<string, { endpoints:
 test.serial('a load waits for every first list; the informers list with kube-proxy\'s selectors and watch from the list with bookmarks', async (t) => {
   const api = await world();
   api.holdLists('endpointslices');
-  const src = await sourceFor(api.url);
-  t.teardown(async () => {
-    await src.close();
-    await api.close();
-  });
+  const src = await sourceOn(t, api);
   let settled = false;
   const loading = src.load().finally(() => (settled = true));
   await until('the Service and Node lists', () => api.lists(SERVICES).length === 1 && api.lists(NODES).length === 1 && api.lists(SLICES).length === 1);
@@ -166,11 +172,7 @@ test.serial('drover started before the API server answers syncs nothing (so dele
 
 test.serial('a dropped watch is watched again from the last resourceVersion: a change made while it was down is seen exactly once', async (t) => {
   const api = await world();
-  const src = await sourceFor(api.url);
-  t.teardown(async () => {
-    await src.close();
-    await api.close();
-  });
+  const src = await sourceOn(t, api);
   let changes = 0;
   src.watch(() => changes++);
   await src.load();
@@ -195,11 +197,7 @@ test.serial('a dropped watch is watched again from the last resourceVersion: a c
 test.serial('an ERROR event other than 410 is a failure: reported, then watched again from the same resourceVersion after the backoff, with no relist', async (t) => {
   const api = await world();
   const { logger, lines } = recordingLogger();
-  const src = await sourceFor(api.url, { logger });
-  t.teardown(async () => {
-    await src.close();
-    await api.close();
-  });
+  const src = await sourceOn(t, api, { logger });
   const seen = notifications(src);
   await src.load();
   await until('three watches', () => api.openWatches === 3);
@@ -217,11 +215,7 @@ test.serial('an ERROR event other than 410 is a failure: reported, then watched 
 
 test.serial('a 410 ERROR event on a watch relists, and reports no change that did not happen', async (t) => {
   const api = await world();
-  const src = await sourceFor(api.url);
-  t.teardown(async () => {
-    await src.close();
-    await api.close();
-  });
+  const src = await sourceOn(t, api);
   const seen = notifications(src);
   await src.load();
   await until('three watches', () => api.openWatches === 3);
@@ -238,11 +232,7 @@ test.serial('a 410 ERROR event on a watch relists, and reports no change that di
 
 test.serial('a watch gone too long (410 on the rewatch) relists: deletions, changes and additions made meanwhile are each seen once', async (t) => {
   const api = await world();
-  const src = await sourceFor(api.url);
-  t.teardown(async () => {
-    await src.close();
-    await api.close();
-  });
+  const src = await sourceOn(t, api);
   await src.load();
   await until('three watches', () => api.openWatches === 3);
   api.dropWatches();
@@ -267,11 +257,7 @@ test.serial('Services of another proxy and the slices of headless Services are n
   api.apply(slice('other-1', 'other', ['10.244.2.1'], { labels: { 'service.kubernetes.io/service-proxy-name': 'other-proxy' } }));
   api.apply(service('hl', 'None'));
   api.apply(slice('hl-1', 'hl', ['10.244.2.2'], { labels: { 'service.kubernetes.io/headless': '' } }));
-  const src = await sourceFor(api.url);
-  t.teardown(async () => {
-    await src.close();
-    await api.close();
-  });
+  const src = await sourceOn(t, api);
   const seen = notifications(src);
   const r = await src.load();
   t.deepEqual([...r.snapshot.services.keys()].sort(), ['default/api:http', 'default/web:http']);
@@ -289,11 +275,7 @@ test.serial('a bad object is skipped with one error naming it, the rest is serve
   const api = await world();
   api.apply(service('bad', '10.96.0.30'));
   api.apply(slice('bad-1', 'bad', ['10.244.3.1'], { port: 70000 }));
-  const src = await sourceFor(api.url);
-  t.teardown(async () => {
-    await src.close();
-    await api.close();
-  });
+  const src = await sourceOn(t, api);
   const seen = notifications(src);
   const r = await src.load();
   t.deepEqual(r.errors.map((e) => e.message), ['kubernetes: EndpointSlice default/bad-1: ports[0].port: 70000 is out of range 1-65535']);
@@ -318,11 +300,7 @@ test.serial('a bad object is skipped with one error naming it, the rest is serve
 
 test.serial('an object that was only ever invalid, once deleted, asks for a sync: the read is whole again and held deletions can go', async (t) => {
   const api = await world();
-  const src = await sourceFor(api.url);
-  t.teardown(async () => {
-    await src.close();
-    await api.close();
-  });
+  const src = await sourceOn(t, api);
   const seen = notifications(src);
   await src.load();
   await until('three watches', () => api.openWatches === 3);
@@ -340,13 +318,9 @@ test.serial('an object that was only ever invalid, once deleted, asks for a sync
 
 test.serial('a Node update that changes nothing drover reads (a status heartbeat) is no change; its zone label is', async (t) => {
   const api = await world();
-  const src = await sourceFor(api.url);
+  const src = await sourceOn(t, api);
   let changes = 0;
   src.watch(() => changes++);
-  t.teardown(async () => {
-    await src.close();
-    await api.close();
-  });
   await src.load();
   await until('three watches', () => api.openWatches === 3);
   changes = 0; // the first lists may have notified
@@ -362,11 +336,7 @@ test.serial('a Node update that changes nothing drover reads (a status heartbeat
 test.serial('each EndpointSlice change reports its last-change-trigger-time for the service ports it changed; times from before the start are not', async (t) => {
   const api = await world();
   api.apply(slice('web-1', 'web', ['10.244.1.1'], { annotations: { 'endpoints.kubernetes.io/last-change-trigger-time': '2020-01-01T00:00:00Z' } }));
-  const src = await sourceFor(api.url);
-  t.teardown(async () => {
-    await src.close();
-    await api.close();
-  });
+  const src = await sourceOn(t, api);
   const seen = notifications(src);
   const first = await src.load();
   t.deepEqual([...first.triggerTimes], []);
@@ -383,11 +353,7 @@ test.serial('each EndpointSlice change reports its last-change-trigger-time for 
 test.serial('with a list timeout, a load fails with one error naming what was not listed', async (t) => {
   const api = await world();
   api.holdLists();
-  const src = await sourceFor(api.url, { listTimeoutMs: 500 });
-  t.teardown(async () => {
-    await src.close();
-    await api.close();
-  });
+  const src = await sourceOn(t, api, { listTimeoutMs: 500 });
   const err = await t.throwsAsync(src.load());
   t.is(err.message, `timed out after 0.5 s waiting for the first lists from the Kubernetes API server at ${api.url}: Services not listed yet; EndpointSlices not listed yet; Nodes not listed yet`);
 });
