@@ -9,8 +9,10 @@ import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import type { ProxyMode } from '../modes/types.ts';
+import { DEFAULT_QUIET_MS } from '../proxier/collect-after-sync.ts';
 
 /** drover's executable (bin/drover.js). */
 const DROVER = fileURLToPath(new URL('../../bin/drover.js', import.meta.url));
@@ -81,6 +83,28 @@ export interface ProcMemory {
   readonly rssKb: number;
   /** VmHWM: the peak resident set size so far. */
   readonly hwmKb: number;
+}
+
+/**
+ * How long after its first sync a `drover run` is left alone before its
+ * steady RSS is read, ms: past the quiet time after which it collects the
+ * sync's garbage (proxier/collect-after-sync.ts, {@link DEFAULT_QUIET_MS}),
+ * the collection itself (1-4 s at 10,000 service ports, util/gc.ts) and the
+ * return of the emptied pages. At the sync-done line itself the heap still
+ * holds the sync's garbage: at 10,000 Services of 10 endpoints in nftables
+ * mode, about 300 MB RSS there against about 200 MB a few seconds later.
+ */
+export const STEADY_AFTER_MS = DEFAULT_QUIET_MS + 4000;
+
+/**
+ * The steady memory of a process that has just synced: its memory once
+ * `settleMs` have passed with nothing asked of it (see {@link STEADY_AFTER_MS}).
+ * `wait` (ms) is for tests.
+ * @throws Error when the process has exited (its `memory()`'s error).
+ */
+export async function steadyMemory(proc: { memory(): Promise<ProcMemory> }, settleMs: number = STEADY_AFTER_MS, wait: (ms: number) => Promise<unknown> = sleep): Promise<ProcMemory> {
+  await wait(settleMs);
+  return proc.memory();
 }
 
 /**

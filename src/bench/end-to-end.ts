@@ -12,8 +12,9 @@
  * drover for the CPU while it works; the time is when the first read-back
  * that shows the change was parsed, as on the kernel clock.
  *
- * The process's memory is read from /proc/PID/status: VmRSS when the first
- * sync is logged and after each change, VmHWM (the peak) after the last change.
+ * The process's memory is read from /proc/PID/status: VmRSS a few seconds
+ * after the first sync is logged, once it has collected that sync's garbage
+ * (drover-process.ts STEADY_AFTER_MS), and after each change, VmHWM (the peak) after the last change.
  */
 import { mkdir, mkdtemp, rename, rm, unlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -21,7 +22,7 @@ import { join } from 'node:path';
 import type { ProxyMode } from '../modes/types.ts';
 import type { Snapshot } from '../model/types.ts';
 import type { BenchChange } from './changes.ts';
-import { droverEntry, DroverRunProcess } from './drover-process.ts';
+import { droverEntry, DroverRunProcess, steadyMemory } from './drover-process.ts';
 import type { ModeHarness } from './harness.ts';
 import { manifestText, ownFileName, sourceFiles } from './manifest-files.ts';
 import { BENCH_CLUSTER_CIDR } from './synth.ts';
@@ -78,7 +79,7 @@ export async function measureEndToEnd<S>(h: ModeHarness<S>, opts: EndToEndOption
     proc = await DroverRunProcess.start({ netns: opts.netns, mode: opts.mode, iptablesVariant: opts.iptablesVariant, source, clusterCIDR: BENCH_CLUSTER_CIDR, workDir: dir });
     await proc.syncAfter(0, opts.deadlineMs);
     const firstSyncMs = round3(msSince(started));
-    const { rssKb } = await proc.memory();
+    const { rssKb } = await steadyMemory(proc);
 
     for (const { iteration, change } of opts.changes) {
       const port = change.after ?? change.before!;

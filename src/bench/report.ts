@@ -376,7 +376,7 @@ export function methodText(result: BenchResult): string[] {
     '',
     "`bytes` in the samples is the text drover or the baseline handed to iptables-restore, ipset restore or nft, or the nf_tables netlink datagram; IPVS netlink messages are not counted.",
     '',
-    `Percentiles are nearest-rank (with fewer than 100 samples, p99 is the largest). Ratios are drover's agent clock over the baseline's time at the same percentile: a ratio near 1 means drover adds little to the kernel's own cost. Peak RSS is that of the process that runs drover's agent (process.resourceUsage().maxRSS): the benchmark process in iptables mode, whose peak only grows, so sizes run in ascending order; a fresh worker per size in ${workers}. The RSS of drover run is that of a real proxy process at that size, from its /proc/PID/status: VmRSS when its first sync was logged (and after each change, \`rss_kb\` in the end-to-end samples), and VmHWM, its peak, after the last change.`,
+    `Percentiles are nearest-rank (with fewer than 100 samples, p99 is the largest). Ratios are drover's agent clock over the baseline's time at the same percentile: a ratio near 1 means drover adds little to the kernel's own cost. Peak RSS is that of the process that runs drover's agent (process.resourceUsage().maxRSS): the benchmark process in iptables mode, whose peak only grows, so sizes run in ascending order; a fresh worker per size in ${workers}. The RSS of drover run is that of a real proxy process at that size, from its /proc/PID/status: VmRSS 5 s after its first sync was logged, once it has collected that sync's garbage (and after each change, \`rss_kb\` in the end-to-end samples), and VmHWM, its peak, after the last change.`,
   ];
 }
 

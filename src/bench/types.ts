@@ -127,7 +127,7 @@ export interface DroverRunFacts {
   readonly entry: 'dist' | 'src';
   /** From spawning the process until it logged its first sync done, ms (start-up, reading the manifests, the full sync). */
   readonly firstSyncMs: number;
-  /** VmRSS of the process (/proc/PID/status) when its first sync was logged, kB. */
+  /** VmRSS of the process (/proc/PID/status) once it has collected its first sync's garbage (drover-process.ts STEADY_AFTER_MS after that sync was logged), kB. */
   readonly rssKb: number;
   /** VmHWM of the process (its peak RSS) after every change of the end-to-end clock, kB. */
   readonly peakRssKb: number;

@@ -1,6 +1,7 @@
 /** The pure parts of the bench's end-to-end clock: its manifest files, drover run's command line, /proc memory and log lines. */
 import test from 'ava';
-import { droverEntry, droverRunArgv, installedEntry, isSyncDone, parseProcMemory } from '../../src/bench/drover-process.ts';
+import { droverEntry, droverRunArgv, installedEntry, isSyncDone, parseProcMemory, STEADY_AFTER_MS, steadyMemory } from '../../src/bench/drover-process.ts';
+import { DEFAULT_QUIET_MS } from '../../src/proxier/collect-after-sync.ts';
 import { BULK_FILE, manifestText, ownFileName, serviceObjects, sourceFiles } from '../../src/bench/manifest-files.ts';
 import { stepsPerSize } from '../../src/bench/run.ts';
 import { clockServicePort, synthServicePort } from '../../src/bench/synth.ts';
@@ -68,6 +69,20 @@ test('memory from /proc/PID/status: VmRSS and VmHWM in kB; a status without them
   const status = ['Name:\tnode', 'VmPeak:\t 1234567 kB', 'VmHWM:\t  150124 kB', 'VmRSS:\t  145912 kB', 'RssAnon:\t   90000 kB', ''].join('\n');
   t.deepEqual(parseProcMemory(status), { rssKb: 145912, hwmKb: 150124 });
   t.throws(() => parseProcMemory('Name:\tkthreadd\nState:\tS (sleeping)\n'), { message: '/proc status has no VmRSS line' });
+});
+
+test('the steady RSS of drover run is read only after its post-sync collection, not at the sync-done line', async (t) => {
+  // A drover run whose RSS falls from 300 MB to 200 MB once its quiet time after the sync has passed and it collected.
+  let clock = 0;
+  const proc = { memory: async () => ({ rssKb: clock > DEFAULT_QUIET_MS ? 200_000 : 300_000, hwmKb: 330_000 }) };
+  const waits: number[] = [];
+  const wait = async (ms: number) => {
+    waits.push(ms);
+    clock += ms;
+  };
+  t.deepEqual(await steadyMemory(proc, undefined, wait), { rssKb: 200_000, hwmKb: 330_000 });
+  t.deepEqual(waits, [STEADY_AFTER_MS]);
+  t.true(STEADY_AFTER_MS >= DEFAULT_QUIET_MS + 3000, 'room for the collection (1-4 s at 10,000 service ports) after the quiet time');
 });
 
 test('a sync done is recognised in drover log lines, full or partial, and nothing else is', (t) => {
