@@ -9,10 +9,10 @@ import { familyView } from '../../src/model/family.ts';
 import { renderRestore } from '../../src/modes/iptables/ruleset.ts';
 import { renderServicePort, UnsafeValueError } from '../../src/modes/iptables/render.ts';
 import { loadStatic6Rules } from '../../src/modes/iptables/static.ts';
-import { nodePortIPs } from '../../src/modes/iptables/node-ports.ts';
+import { iptablesStatics6, nodePortIPs } from '../../src/modes/iptables/node-ports.ts';
 import { nodePortAddressesArg } from '../../src/cli/options.ts';
 import { renderConfig } from '../../src/modes/shared/render-config.ts';
-import { buildFrom } from './model-helpers.ts';
+import { buildFrom, recordingLogger } from './model-helpers.ts';
 
 const FIXTURE = 'test/fixtures/dualstack/services.yaml';
 
@@ -140,4 +140,13 @@ test('--nodeport-addresses for IPv6: the IPv6 CIDRs pick this node IPv6 addresse
   );
   t.throws(() => loadStatic6Rules(['10.0.0.1']), { message: 'refusing to render NodePort address "10.0.0.1": not a canonical IPv6 address' });
   t.throws(() => loadStatic6Rules(['FD00::1']), { message: 'refusing to render NodePort address "FD00::1": not a canonical IPv6 address' });
+});
+
+test('--nodeport-addresses with an IPv6 CIDR whose addresses cannot be read: IPv6 gets no NodePort hook and a warning; nothing is thrown', async (t) => {
+  const { logger, lines } = recordingLogger();
+  const statics = await iptablesStatics6(nodePortAddressesArg('fd00:100::/64'), 'drover-test-no-such-netns', logger);
+  const nodePortHooks = statics.hooks.filter((h) => h.table === 'nat' && h.rule.includes('KUBE-NODEPORTS'));
+  t.deepEqual(nodePortHooks, []);
+  t.true(loadStatic6Rules().hooks.some((h) => h.table === 'nat' && h.rule.includes('KUBE-NODEPORTS')), 'the default ruleset has nodeports hooks');
+  t.true(lines.some((l) => /IPv6 NodePorts are not served/.test(String(l.msg))));
 });

@@ -86,10 +86,16 @@ export async function iptablesStatics(cidrs: readonly IPPrefix[] | undefined, ne
 /**
  * iptables mode's IPv6 static rules for `--nodeport-addresses` in
  * namespace `netns` (its IPv6 addresses read only when an IPv6 CIDR is
- * given, {@link readNodePortIPs}; see the module comment).
- * @throws Error when the addresses cannot be read.
+ * given, {@link readNodePortIPs}; see the module comment). When they
+ * cannot be read, IPv6 gets no NodePort hook and a warning, and IPv4 is
+ * not held back (one family's failure never stops the other, as kube-proxy
+ * issue 73157 asks; nftables mode's node-ports.ts does the same).
  */
 export async function iptablesStatics6(cidrs: readonly IPPrefix[] | undefined, netns: string | undefined, logger?: Logger): Promise<StaticRuleset> {
   if (!(cidrs ?? []).some((c) => c.family === 6)) return loadStatic6Rules();
-  return loadStatic6Rules((await readNodePortIPs(cidrs, netns, logger, 'IPv6')).ips);
+  const picked = await readNodePortIPs(cidrs, netns, logger, 'IPv6').catch((err: Error) => {
+    logger?.warn({ err: err.message }, "cannot read this node's IPv6 addresses for --nodeport-addresses: IPv6 NodePorts are not served");
+    return { ips: [] as readonly string[] };
+  });
+  return loadStatic6Rules(picked.ips);
 }
