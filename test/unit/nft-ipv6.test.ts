@@ -117,6 +117,15 @@ test('dual-stack backend: cleanup deletes both tables and nothing else', async (
   t.true(r.removed.chain! > 20);
 });
 
+test('dual-stack backend: a failing IPv4 cleanup still deletes table ip6 drover, then reports the IPv4 failure', async (t) => {
+  const { nft, backend } = backends();
+  await backend.sync(await dualStack(), FULL);
+  nft.IPv4.failNext = 'Error: Could not process rule: Device or resource busy';
+  await t.throwsAsync(backend.cleanup(), { message: /Device or resource busy/ });
+  t.false((await nft.IPv6.list()).exists, 'table ip6 drover deleted');
+  t.true((await nft.IPv4.list()).exists, 'table ip drover left, as its delete failed');
+});
+
 test('without IPv6 service ports nor table ip6 drover the IPv6 family stays dormant: nothing read or written for it', async (t) => {
   const { nft, backend } = backends();
   const snapshot = await dualStack();

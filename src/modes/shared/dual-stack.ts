@@ -121,16 +121,28 @@ export class DualStackBackend implements Backend {
     return v6 === undefined ? undefined : `IPv6: ${v6}`;
   }
 
-  /** Clean up both families (IPv6 only when it can be read); counts summed, kept chains of both (IPv6 ones' tables named "… (IPv6)"). */
+  /**
+   * Clean up both families (IPv6 only when it can be read); counts summed,
+   * kept chains of both (IPv6 ones' tables named "… (IPv6)"). A failure of
+   * the IPv4 side does not keep the IPv6 side from being cleaned: its
+   * error is thrown after that.
+   */
   async cleanup(): Promise<CleanupResult> {
-    const v4 = await this.dual.backends.IPv4.cleanup();
+    let v4: CleanupResult | undefined;
+    let v4Error: unknown;
+    try {
+      v4 = await this.dual.backends.IPv4.cleanup();
+    } catch (err) {
+      v4Error = err;
+    }
     let v6: CleanupResult | undefined;
     try {
       v6 = await this.dual.backends.IPv6.cleanup();
     } catch (err) {
-      if (await this.probeIPv6()) throw err;
+      if (await this.probeIPv6()) throw v4Error ?? err;
       this.dual.logger.debug({ err: (err as Error).message }, 'IPv6 side not cleaned: it cannot be read');
     }
+    if (v4 === undefined) throw v4Error;
     if (v6 === undefined) return v4;
     return { removed: sumCounts(v4.removed, v6.removed), kept: [...v4.kept, ...v6.kept.map((k) => ({ ...k, table: `${k.table} (IPv6)` }))] };
   }
