@@ -18,7 +18,7 @@ import { iptablesTraceContext } from '../../src/modes/iptables/trace.ts';
 import { ipvsDataplane, ipvsTraceFormat } from '../../src/modes/ipvs/trace.ts';
 import { formatTrace } from '../../src/inspect/trace-format.ts';
 import { trace, type Packet } from '../../src/inspect/trace.ts';
-import type { Snapshot } from '../../src/model/types.ts';
+import { ipv4Frontends, type Snapshot } from '../../src/model/types.ts';
 import { dns, empty, RENDER, web, World } from '../support/ipvs-world.ts';
 import { ep, snap, sp } from '../support/snapshots.ts';
 
@@ -461,4 +461,18 @@ test('virtual servers drover does not model (fwmark, IPv6) are named in one note
     unsupportedNote({ unsupported: ['fwmark 0x1 rr', 'TCP [fd00::10]:80 rr'] }, 'not evaluated (the trace assumes none of them takes the packet)'),
     'drover: fwmark or IPv6 virtual servers not evaluated (the trace assumes none of them takes the packet): fwmark 0x1 rr; TCP [fd00::10]:80 rr\n',
   );
+});
+
+test('diff --mode ipvs on an incomplete source keeps a NodePort virtual server without binding the node\'s own IP', async (t) => {
+  const w = new World();
+  const nodeAddresses = { nodePortIPs: ['192.168.1.10'], hostAddresses: ['192.168.1.10'] };
+  const np = sp('default/np:http', '10.96.0.50', 80, [ep('10.244.1.7:8080')], { type: 'NodePort', frontends: ipv4Frontends('10.96.0.50', 30080) });
+  await w.backend({ nodeAddresses }).sync(snap(web('10.244.1.2'), np), { full: true, changed: new Set<string>() });
+  const drift = ipvsDrift(desiredIpvsState(snap(web('10.244.1.2')), { scheduler: 'rr', nodeAddresses }), await readIpvsLive(w, { tables: true }), {
+    ...DRIFT_OPTS,
+    hostAddresses: nodeAddresses.hostAddresses,
+    incomplete: true,
+  });
+  // What the backend's full sync writes there (ipvs-backend.test.ts): no kube-ipvs0 address, no KUBE-IPVS-IPS entry.
+  t.is(formatIpvsDrift(drift), 'missing entry KUBE-CLUSTER-IP 192.168.1.10,tcp:30080\nextra entry KUBE-NODE-PORT-TCP 30080\n');
 });

@@ -5,7 +5,7 @@ import { planToRestore } from '../../src/modes/iptables/plan.ts';
 import { IpvsApplyError } from '../../src/modes/ipvs/kernel.ts';
 import { IpvsRequestError } from '../../src/modes/ipvs/netlink.ts';
 import { ipvsRulesPlan, ipvsStaticRules } from '../../src/modes/ipvs/rules.ts';
-import type { Snapshot } from '../../src/model/types.ts';
+import { ipv4Frontends, type Snapshot } from '../../src/model/types.ts';
 import { ep, snap, sp } from '../support/snapshots.ts';
 import { ipvsDetail } from '../../src/modes/ipvs/sync-detail.ts';
 import { base, dns, empty, RENDER, web, World } from '../support/ipvs-world.ts';
@@ -346,5 +346,39 @@ test('incomplete source: a restarted full sync keeps every unlisted virtual serv
   t.deepEqual(w.links.log.slice(linksLog), ['del 10.96.0.11/32', 'del 10.96.0.53/32']);
   t.deepEqual(w.ipset.restores.slice(restores + 1), [
     ['del KUBE-CLUSTER-IP 10.96.0.11,tcp:80', 'del KUBE-CLUSTER-IP 10.96.0.53,udp:53', 'del KUBE-LOOP-BACK 10.244.2.2,udp:53,10.244.2.2', 'del KUBE-IPVS-IPS 10.96.0.11', 'del KUBE-IPVS-IPS 10.96.0.53', ''].join('\n'),
+  ]);
+});
+
+test('incomplete source: a kept NodePort virtual server keeps no address; the node\'s own IP is never bound to kube-ipvs0 nor put in KUBE-IPVS-IPS', async (t) => {
+  const w = new World();
+  const NODE = { nodePortIPs: ['192.168.1.10'], hostAddresses: ['192.168.1.10'] };
+  const np = sp('default/np:http', '10.96.0.50', 80, [ep('10.244.1.7:8080')], { type: 'NodePort', frontends: ipv4Frontends('10.96.0.50', 30080) });
+  await w.backend({ nodeAddresses: NODE }).sync(snap(web('10.244.1.2', '10.244.1.3'), np), FULL);
+  t.true(w.ipvs.list().includes('TCP 192.168.1.10:30080 rr'));
+  // Restart while the part of the source holding np cannot be read; two full syncs.
+  const restarted = w.backend({ nodeAddresses: NODE });
+  const INCOMPLETE = { full: true, changed: new Set<string>(), incomplete: true };
+  const linksLog = w.links.log.length;
+  const restores = w.ipset.restores.length;
+  await restarted.sync(snap(web('10.244.1.2', '10.244.1.3')), INCOMPLETE);
+  await restarted.sync(snap(web('10.244.1.2', '10.244.1.3')), INCOMPLETE);
+  // The ClusterIP stays bound; the node's address is neither bound nor in KUBE-IPVS-IPS.
+  t.deepEqual(w.links.log.slice(linksLog), []);
+  t.deepEqual(w.ipset.restores.slice(restores), [
+    // The frontend sets get only what the snapshot wants; the kept virtual server gets its KUBE-CLUSTER-IP entry (keep.ts).
+    ['add KUBE-CLUSTER-IP 192.168.1.10,tcp:30080', 'del KUBE-NODE-PORT-TCP 30080', ''].join('\n'),
+  ]);
+  t.deepEqual(w.ipset.entries('KUBE-IPVS-IPS'), ['10.96.0.10', '10.96.0.50']);
+  const bound = await w.links.addresses((await w.links.find('kube-ipvs0'))!);
+  t.deepEqual(bound.map((a) => a.address).sort(), ['10.96.0.10', '10.96.0.50']);
+  // Both of np's virtual servers are kept, with their real servers.
+  t.deepEqual(w.ipvs.list(), [
+    'TCP 10.96.0.10:80 rr',
+    '  -> 10.244.1.2:8080 Masq 1',
+    '  -> 10.244.1.3:8080 Masq 1',
+    'TCP 10.96.0.50:80 rr',
+    '  -> 10.244.1.7:8080 Masq 1',
+    'TCP 192.168.1.10:30080 rr',
+    '  -> 10.244.1.7:8080 Masq 1',
   ]);
 });

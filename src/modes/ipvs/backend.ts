@@ -233,7 +233,7 @@ export class IpvsBackend implements Backend {
         owned = (vs) => this.owns(vs, bound);
         kernel = await readVirtualServers(ipvs, (vs) => owned(vs) || want.virtualServers.has(virtualServerKey(vs)));
         // On an incomplete source nothing of a virtual server the snapshot does not list is deleted (keep.ts).
-        const targets = fullSyncTargets(want, kernel.state, owned, changes.incomplete === true, bound);
+        const targets = fullSyncTargets(want, kernel.state, owned, changes.incomplete === true, bound, this.hostAddresses);
         ({ owned, kept } = targets);
         if (kept.servers.length > 0) logger.info({ virtualServers: kept.servers }, 'ipvs: source incomplete; unlisted virtual servers left in place');
         ipsetPlan = planIpsetRestore(targets.sets, sets);

@@ -114,7 +114,7 @@ export function ipvsDrift(desired: DesiredIpvsState, live: IpvsLive, opts: IpvsD
   const bound = boundAddresses(live);
   const host = new Set(opts.hostAddresses ?? []);
   const owned = (vs: VirtualServerKey) => cidrContains(opts.serviceCIDR, vs.address) || bound.has(vs.address) || host.has(vs.address);
-  const targets = fullSyncTargets(desired, live.virtualServers, owned, opts.incomplete === true, bound);
+  const targets = fullSyncTargets(desired, live.virtualServers, owned, opts.incomplete === true, bound, host);
   const sets = planIpsetRestore(targets.sets, live.sets);
   for (const { name } of IPVS_SETS) {
     if (sets.missingSets.includes(name)) items.push({ kind: 'missing set', object: name });

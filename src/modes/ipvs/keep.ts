@@ -6,6 +6,12 @@
  * go with them (and the address's KUBE-IPVS-IPS entry while it is bound).
  * Pure.
  *
+ * A kept virtual server on one of the host's own addresses (a NodePort, or
+ * an external or LoadBalancer IP the host has) keeps no address: as when it
+ * is wanted (frontends.ts), the node's address is never bound to kube-ipvs0
+ * nor put in KUBE-IPVS-IPS, where KUBE-IPVS-FILTER would reject every new
+ * connection to the node at a port that is not a service's (ssh, kubelet).
+ *
  * The rule is the proxier's (proxier.ts): never delete on an incomplete view
  * of desired state; virtual servers the snapshot lists are repaired in full.
  */
@@ -18,7 +24,7 @@ import type { KernelIpvsState } from './reconcile.ts';
 export interface KeptIpvsState {
   /** Virtual server keys ("TCP/10.96.0.10:80") left as the kernel has them. */
   readonly servers: readonly string[];
-  /** Their addresses, kept bound to kube-ipvs0. */
+  /** Their addresses, kept bound to kube-ipvs0; none of the host's own. */
   readonly addresses: readonly string[];
   /** Their KUBE-CLUSTER-IP entries. */
   readonly clusterIP: readonly string[];
@@ -32,11 +38,13 @@ export interface KeptIpvsState {
  * be written (a protocol or address drover never programs) is still kept,
  * without entries.
  * @param owned true for a virtual server drover would delete when unwanted (reconcile.ts).
+ * @param host the host's own addresses (frontends.ts NodeAddresses.hostAddresses), never kept bound.
  */
 export function keptIpvsState(
   kernel: KernelIpvsState,
   desired: ReadonlyMap<string, DesiredVirtualServer>,
   owned: (vs: VirtualServerKey) => boolean,
+  host: ReadonlySet<string>,
 ): KeptIpvsState {
   const servers: string[] = [];
   const addresses = new Set<string>();
@@ -46,7 +54,7 @@ export function keptIpvsState(
     if (desired.has(key) || !owned(have.entry)) continue;
     const { protocol, address, port } = have.entry;
     servers.push(key);
-    addresses.add(address);
+    if (!host.has(address)) addresses.add(address);
     try {
       clusterIP.add(clusterIPEntry(address, protocol, port));
       for (const d of have.dests) loopBack.add(loopBackEntry(d.address, protocol, d.port));
@@ -78,18 +86,20 @@ export const NOTHING_KEPT: KeptIpvsState = { servers: [], addresses: [], cluster
  * `want` itself; on an incomplete one `want` plus what {@link keptIpvsState}
  * keeps, and nothing may be deleted.
  * @param bound the addresses on kube-ipvs0 now: a kept address among them keeps its KUBE-IPVS-IPS entry.
+ * @param host the host's own addresses (frontends.ts NodeAddresses.hostAddresses): never kept bound nor in KUBE-IPVS-IPS.
  */
 export function fullSyncTargets(
   want: DesiredIpvsState,
   kernel: KernelIpvsState,
   owned: (vs: VirtualServerKey) => boolean,
   incomplete: boolean,
-  bound: ReadonlySet<string> = new Set(),
+  bound: ReadonlySet<string>,
+  host: ReadonlySet<string>,
 ): FullSyncTargets {
   if (!incomplete) {
     return { sets: want.sets, addresses: want.addresses, owned, kept: NOTHING_KEPT };
   }
-  const kept = keptIpvsState(kernel, want.virtualServers, owned);
+  const kept = keptIpvsState(kernel, want.virtualServers, owned, host);
   const union = (a: ReadonlySet<string>, b: readonly string[]) => (b.length === 0 ? a : new Set([...a, ...b]));
   return {
     // The frontend sets (NodePort, external, LoadBalancer) get only what the
