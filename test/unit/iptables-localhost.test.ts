@@ -1,8 +1,9 @@
 /**
  * `--nodeport-localhost` (src/modes/iptables/localhost.ts): the exact
  * static rules with and without it and with `--nodeport-addresses`, when
- * the flag takes effect, the route_localnet record and its restore, the
- * flag in the other modes (the configuration file: config-file.test.ts).
+ * the flag takes effect, the route_localnet record and its restore (a
+ * stale record of an earlier namespace, an IPv6 failure), cleanup of a
+ * KUBE-FIREWALL others jump to, the flag in the other modes (the configuration file: config-file.test.ts).
  */
 import test from 'ava';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
@@ -11,6 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { buildProgram } from '../../src/cli/program.ts';
 import { nodePortAddressesArg } from '../../src/cli/options.ts';
+import { keptChainLines } from '../../src/cli/cleanup.ts';
 import { refuseForeignSwitches } from '../../src/cli/setup.ts';
 import { IptablesBackend } from '../../src/modes/iptables/backend.ts';
 import { FakeIptables } from '../../src/modes/iptables/fake.ts';
@@ -201,4 +203,24 @@ test("cleanup takes KUBE-FIREWALL only after drover's jump to it: one without it
   t.true(hasLocalnetFirewallJump('-A OUTPUT -m comment --comment "block incoming localnet connections" -j KUBE-FIREWALL'));
   t.false(hasLocalnetFirewallJump('*filter\n-A INPUT -j KUBE-FIREWALL\n-A OUTPUT -j KUBE-FIREWALL\nCOMMIT\n'));
   t.false(hasLocalnetFirewallJump('-A FORWARD -m comment --comment "block incoming localnet connections" -j KUBE-FIREWALL'));
+});
+
+test("cleanup leaves a KUBE-FIREWALL that kubelet's or kube-proxy's jumps still use as it is, anti-martian rule included; drover's jumps go", async (t) => {
+  const fake = new FakeIptables();
+  await new IptablesBackend({ exec: fake, render, logger: silentLogger(), statics: statics(true, undefined) }).sync(STATE, { full: true, changed: new Set() });
+  fake.chain('filter', 'INPUT')!.push('-j KUBE-FIREWALL');
+  fake.chain('filter', 'OUTPUT')!.push('-j KUBE-FIREWALL');
+  const result = await new IptablesBackend({ exec: fake, render, logger: silentLogger(), statics: loadStaticRules(undefined, true) }).cleanup();
+  t.deepEqual(result.kept, [{ table: 'filter', chain: 'KUBE-FIREWALL', referencedBy: ['-A INPUT -j KUBE-FIREWALL', '-A OUTPUT -j KUBE-FIREWALL'], untouched: true }]);
+  t.false(fake.restores.at(-1)!.includes(':KUBE-FIREWALL'), 'not declared, so not flushed');
+  t.deepEqual(fake.chain('filter', 'KUBE-FIREWALL'), [LOCALNET_FIREWALL_RULE]);
+  t.deepEqual(fake.chain('filter', 'INPUT'), ['-j KUBE-FIREWALL']);
+  t.deepEqual(fake.chain('filter', 'OUTPUT'), ['-j KUBE-FIREWALL']);
+  t.notRegex(fake.dump('filter').replaceAll('KUBE-FIREWALL', ''), /KUBE-/);
+  t.notRegex(fake.dump('nat'), /KUBE-/);
+  t.is(
+    keptChainLines(result.kept[0]!),
+    'drover: filter chain KUBE-FIREWALL was left as it is, rules included: a rule drover does not own still jumps to it: -t filter -A INPUT -j KUBE-FIREWALL\n' +
+      'drover: filter chain KUBE-FIREWALL was left as it is, rules included: a rule drover does not own still jumps to it: -t filter -A OUTPUT -j KUBE-FIREWALL\n',
+  );
 });
