@@ -6,12 +6,12 @@
  * KUBE-FIREWALL others jump to, the flag in the other modes (the configuration file: config-file.test.ts).
  */
 import test from 'ava';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { buildProgram } from '../../src/cli/program.ts';
-import { nodePortAddressesArg } from '../../src/cli/options.ts';
+import { netnsArg, nodePortAddressesArg } from '../../src/cli/options.ts';
 import { keptChainLines } from '../../src/cli/cleanup.ts';
 import { refuseForeignSwitches } from '../../src/cli/setup.ts';
 import { IptablesBackend } from '../../src/modes/iptables/backend.ts';
@@ -203,6 +203,38 @@ test("cleanup takes KUBE-FIREWALL only after drover's jump to it: one without it
   t.true(hasLocalnetFirewallJump('-A OUTPUT -m comment --comment "block incoming localnet connections" -j KUBE-FIREWALL'));
   t.false(hasLocalnetFirewallJump('*filter\n-A INPUT -j KUBE-FIREWALL\n-A OUTPUT -j KUBE-FIREWALL\nCOMMIT\n'));
   t.false(hasLocalnetFirewallJump('-A FORWARD -m comment --comment "block incoming localnet connections" -j KUBE-FIREWALL'));
+});
+
+test('route_localnet: a record of an earlier namespace of the same name (another inode or st_dev) is replaced at the next start, so cleanup puts the value back', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'drover-localnet-'));
+  try {
+    const sysctls = new FakeSysctls();
+    const place = { netns: undefined, sysctls, dir };
+    const { dev, ino } = await stat('/proc/self/ns/net');
+    for (const stale of [{ inode: ino + 1, dev }, { inode: ino, dev: dev + 1 }]) {
+      // Left by a run killed without cleanup in a namespace since deleted and made again: this one starts at 0.
+      await writeFile(recordPath(undefined, dir), JSON.stringify({ netns: null, ...stale, prior: '1' }));
+      sysctls.values.set(ROUTE_LOCALNET, '0');
+      t.true(await ensureRouteLocalnet(place, silentLogger()));
+      t.deepEqual(JSON.parse(await readFile(recordPath(undefined, dir), 'utf8')), { netns: null, inode: ino, dev, prior: '0' });
+      t.is(await restoreRouteLocalnet(place, silentLogger()), '0', JSON.stringify(stale));
+      t.is(await sysctls.read(ROUTE_LOCALNET), '0');
+    }
+    // A record of the same inode on another device is another namespace's: left alone.
+    sysctls.values.set(ROUTE_LOCALNET, '1');
+    await writeFile(recordPath(undefined, dir), JSON.stringify({ netns: null, inode: ino, dev: dev + 1, prior: '0' }));
+    t.is(await restoreRouteLocalnet(place, silentLogger()), undefined);
+    t.is(await sysctls.read(ROUTE_LOCALNET), '1');
+    t.false(existsSync(recordPath(undefined, dir)));
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
+test("route_localnet: drover's own namespace has a record file no --netns name can take", (t) => {
+  t.is(recordPath(undefined, '/d'), '/d/route_localnet.@self.json');
+  t.is(recordPath('self', '/d'), '/d/route_localnet.self.json');
+  t.throws(() => netnsArg('@self'));
 });
 
 test("cleanup leaves a KUBE-FIREWALL that kubelet's or kube-proxy's jumps still use as it is, anti-martian rule included; drover's jumps go", async (t) => {

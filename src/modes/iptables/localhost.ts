@@ -122,25 +122,53 @@ export function namespaceSysctls(netns: string | undefined): Sysctls {
 export interface RouteLocalnetRecord {
   /** The `--netns` name, or null for drover's own namespace. */
   readonly netns: string | null;
-  /** The inode of the namespace (/run/netns/NAME or /proc/self/ns/net), so a namespace made again under the same name is not taken for it. */
+  /**
+   * The inode of the namespace (/run/netns/NAME or /proc/self/ns/net), so a
+   * namespace made again under the same name is not taken for it; with
+   * {@link dev}, its identity (the kernel's nsfs inode numbers are only
+   * unique within one device, see namespaces(7)).
+   */
   readonly inode: number;
+  /** The st_dev of that file. */
+  readonly dev: number;
   /** route_localnet before drover set it, e.g. "0". */
   readonly prior: string;
 }
 
-/** The record file of namespace `netns` in `dir`. */
+/**
+ * The record file of namespace `netns` in `dir`; drover's own namespace
+ * (undefined) has `route_localnet.@self.json`, a name no `--netns` can take
+ * (cli/options.ts netnsArg has no `@`).
+ */
 export function recordPath(netns: string | undefined, dir = RUN_DIR): string {
-  return join(dir, `route_localnet.${netns ?? 'self'}.json`);
+  return join(dir, `route_localnet.${netns ?? '@self'}.json`);
 }
 
-async function namespaceInode(netns: string | undefined): Promise<number> {
-  return (await stat(netns === undefined ? '/proc/self/ns/net' : `/run/netns/${netns}`)).ino;
+/** The identity of a namespace: the st_dev and inode of its file (namespaces(7): both are needed). */
+interface NamespaceIdentity {
+  readonly dev: number;
+  readonly inode: number;
+}
+
+/**
+ * The identity of namespace `netns` (/run/netns/NAME), or of drover's own
+ * (/proc/self/ns/net) when undefined.
+ * @throws Error (ENOENT) when the namespace file is missing.
+ */
+async function namespaceIdentity(netns: string | undefined): Promise<NamespaceIdentity> {
+  const st = await stat(netns === undefined ? '/proc/self/ns/net' : `/run/netns/${netns}`);
+  return { dev: st.dev, inode: st.ino };
+}
+
+/** True when `record` was written for the namespace of identity `id`. */
+function sameNamespace(record: RouteLocalnetRecord, id: NamespaceIdentity | undefined): boolean {
+  return id !== undefined && record.inode === id.inode && record.dev === id.dev;
 }
 
 async function readRecord(netns: string | undefined, dir: string): Promise<RouteLocalnetRecord | undefined> {
   try {
     const parsed = JSON.parse(await readFile(recordPath(netns, dir), 'utf8')) as RouteLocalnetRecord;
-    return typeof parsed.prior === 'string' && /^[0-9]+$/.test(parsed.prior) && typeof parsed.inode === 'number' ? parsed : undefined;
+    return typeof parsed.prior === 'string' && /^[0-9]+$/.test(parsed.prior) && typeof parsed.inode === 'number' && typeof parsed.dev === 'number' ? parsed : undefined;
   } catch (err) {
     if (isErrno(err, 'ENOENT') || err instanceof SyntaxError) return undefined;
     throw err;
@@ -158,17 +186,22 @@ export interface RouteLocalnetPlace {
 
 /**
  * Set route_localnet to 1 in `place`, recording the value before when it
- * was not 1 and no record is kept yet (a restart keeps the first record).
+ * was not 1 and no record of this namespace is kept yet (a restart keeps the
+ * first record; a record of an earlier namespace of the same name, one
+ * deleted and made again while drover was not there to clean up, is
+ * replaced: its value is not this namespace's).
  * @returns true when it wrote the sysctl.
- * @throws Error when the sysctl cannot be read or written, or the record cannot be written (then the sysctl is left alone).
+ * @throws Error when the sysctl cannot be read or written, or the namespace file cannot be read or the record written (then the sysctl is left alone).
  */
 export async function ensureRouteLocalnet(place: RouteLocalnetPlace, logger: Logger): Promise<boolean> {
   const now = await place.sysctls.read(ROUTE_LOCALNET);
   if (now === undefined) throw new Error(`sysctl ${ROUTE_LOCALNET} does not exist`);
   if (now === '1') return false;
   const dir = place.dir ?? RUN_DIR;
-  if ((await readRecord(place.netns, dir)) === undefined) {
-    const record: RouteLocalnetRecord = { netns: place.netns ?? null, inode: await namespaceInode(place.netns), prior: now };
+  const id = await namespaceIdentity(place.netns);
+  const kept = await readRecord(place.netns, dir);
+  if (kept === undefined || !sameNamespace(kept, id)) {
+    const record: RouteLocalnetRecord = { netns: place.netns ?? null, inode: id.inode, dev: id.dev, prior: now };
     await mkdir(dir, { recursive: true, mode: 0o755 });
     await writeFile(recordPath(place.netns, dir), `${JSON.stringify(record)}\n`, { mode: 0o644 });
   }
@@ -179,7 +212,7 @@ export async function ensureRouteLocalnet(place: RouteLocalnetPlace, logger: Log
 
 /**
  * Put back the route_localnet value drover recorded for `place`, when the
- * record belongs to this namespace and the value is still the 1 drover
+ * record belongs to this namespace (same inode and st_dev) and the value is still the 1 drover
  * wrote (someone else's later change is left alone); the record is removed
  * in any case.
  * @returns the value written back, or undefined when nothing was written.
@@ -189,14 +222,14 @@ export async function restoreRouteLocalnet(place: RouteLocalnetPlace, logger: Lo
   const dir = place.dir ?? RUN_DIR;
   const record = await readRecord(place.netns, dir);
   if (record === undefined) return undefined;
-  let inode: number | undefined;
+  let id: NamespaceIdentity | undefined;
   try {
-    inode = await namespaceInode(place.netns);
+    id = await namespaceIdentity(place.netns);
   } catch {
-    inode = undefined;
+    id = undefined;
   }
   let restored: string | undefined;
-  if (inode === record.inode && (await place.sysctls.read(ROUTE_LOCALNET)) === '1' && record.prior !== '1') {
+  if (sameNamespace(record, id) && (await place.sysctls.read(ROUTE_LOCALNET)) === '1' && record.prior !== '1') {
     await place.sysctls.write(ROUTE_LOCALNET, record.prior);
     restored = record.prior;
     logger.info({ sysctl: ROUTE_LOCALNET, value: record.prior, netns: place.netns }, 'route_localnet set back to its value before drover');
