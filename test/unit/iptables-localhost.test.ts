@@ -16,7 +16,9 @@ import { keptChainLines } from '../../src/cli/cleanup.ts';
 import { refuseForeignSwitches } from '../../src/cli/setup.ts';
 import { IptablesBackend } from '../../src/modes/iptables/backend.ts';
 import { FakeIptables } from '../../src/modes/iptables/fake.ts';
-import { ensureRouteLocalnet, hasLocalnetFirewallJump, localhostNodePortsOn, recordPath, restoreRouteLocalnet, ROUTE_LOCALNET, LOCALNET_FIREWALL_RULE } from '../../src/modes/iptables/localhost.ts';
+import { ensureRouteLocalnet, hasLocalnetFirewallJump, localhostNodePortsOn, recordPath, restoreRouteLocalnet, RouteLocalnetBackend, ROUTE_LOCALNET, LOCALNET_FIREWALL_RULE } from '../../src/modes/iptables/localhost.ts';
+import { FamilySyncError } from '../../src/modes/shared/dual-stack.ts';
+import type { Backend } from '../../src/modes/types.ts';
 import { nodePortIPs } from '../../src/modes/iptables/node-ports.ts';
 import { renderRestore } from '../../src/modes/iptables/ruleset.ts';
 import { loadStaticRules } from '../../src/modes/iptables/static.ts';
@@ -255,4 +257,36 @@ test("cleanup leaves a KUBE-FIREWALL that kubelet's or kube-proxy's jumps still 
     'drover: filter chain KUBE-FIREWALL was left as it is, rules included: a rule drover does not own still jumps to it: -t filter -A INPUT -j KUBE-FIREWALL\n' +
       'drover: filter chain KUBE-FIREWALL was left as it is, rules included: a rule drover does not own still jumps to it: -t filter -A OUTPUT -j KUBE-FIREWALL\n',
   );
+});
+
+/** An inner backend whose sync throws `error`. */
+function failingBackend(error: Error): Backend {
+  return {
+    mode: 'iptables',
+    sync: () => Promise.reject(error),
+    cleanup: () => Promise.resolve({ removed: {}, kept: [] }),
+  };
+}
+
+test('route_localnet is set after a full sync whose IPv4 family succeeded and IPv6 failed, then the failure is thrown; not when IPv4 failed or the sync was partial', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'drover-localnet-'));
+  try {
+    const cases = [
+      { error: new FamilySyncError([{ family: 'IPv6', error: new Error('no ip6tables') }]), full: true, set: true },
+      { error: new FamilySyncError([{ family: 'IPv6', error: new Error('no ip6tables') }]), full: false, set: false },
+      { error: new FamilySyncError([{ family: 'IPv4', error: new Error('x') }, { family: 'IPv6', error: new Error('y') }]), full: true, set: false },
+      { error: new Error('iptables-restore failed'), full: true, set: false },
+    ];
+    for (const c of cases) {
+      const sysctls = new FakeSysctls();
+      sysctls.values.set(ROUTE_LOCALNET, '0');
+      const backend = new RouteLocalnetBackend(failingBackend(c.error), { netns: undefined, sysctls, dir }, true, silentLogger());
+      const thrown = await t.throwsAsync(backend.sync(STATE, { full: c.full, changed: new Set() }));
+      t.is(thrown, c.error);
+      t.is(await sysctls.read(ROUTE_LOCALNET), c.set ? '1' : '0', c.error.message);
+      await rm(recordPath(undefined, dir), { force: true });
+    }
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
 });

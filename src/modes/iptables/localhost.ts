@@ -43,6 +43,7 @@ import type { Backend, ChangeSet, CleanupResult, SyncResult } from '../types.ts'
 import { runCommand } from '../shared/exec.ts';
 import { isErrno } from '../shared/errno.ts';
 import { ProcSysctls, type Sysctls } from '../ipvs/sysctl.ts';
+import { FamilySyncError } from '../shared/dual-stack.ts';
 
 /** The sysctl that lets the kernel route packets from and to 127.0.0.0/8 off loopback. */
 export const ROUTE_LOCALNET = 'net.ipv4.conf.all.route_localnet';
@@ -246,7 +247,10 @@ export async function restoreRouteLocalnet(place: RouteLocalnetPlace, logger: Lo
  * back a value drover recorded at an earlier start with the flag (the
  * KUBE-FIREWALL rule of that start then stays until `cleanup`). `cleanup`
  * puts the recorded value back before the rules go: route_localnet is never
- * on by drover's doing without the anti-martian rule.
+ * on by drover's doing without the anti-martian rule. IPv4 alone carries
+ * localhost NodePorts, so a sync whose IPv4 family succeeded
+ * (dual-stack.ts FamilySyncError without IPv4) still makes sure of
+ * route_localnet before the IPv6 failure is thrown.
  */
 export class RouteLocalnetBackend implements Backend {
   readonly mode: string;
@@ -262,26 +266,56 @@ export class RouteLocalnetBackend implements Backend {
     this.mode = inner.mode;
   }
 
+  /**
+   * Sync the inner backend. With localhost NodePorts off, the first call
+   * first puts back a route_localnet value recorded by an earlier start
+   * ({@link restoreRouteLocalnet}); with them on, a full sync whose IPv4
+   * rules (KUBE-FIREWALL included) were written is followed by
+   * {@link ensureRouteLocalnet}, also when the IPv6 family failed.
+   * @throws what the inner sync throws (after route_localnet was made sure
+   *   of, when IPv4 succeeded), or the Error of restoreRouteLocalnet or
+   *   ensureRouteLocalnet.
+   */
   async sync(snapshot: Snapshot, changes: ChangeSet): Promise<SyncResult> {
     if (!this.on && !this.restoredOnce) {
       this.restoredOnce = true;
       await restoreRouteLocalnet(this.place, this.logger);
     }
-    const result = await this.inner.sync(snapshot, changes);
+    let result: SyncResult;
+    try {
+      result = await this.inner.sync(snapshot, changes);
+    } catch (err) {
+      // Only IPv6 failed: the IPv4 ruleset, anti-martian rule included, is in place, and its NodePorts need route_localnet.
+      if (this.on && changes.full && err instanceof FamilySyncError && !err.failures.some((f) => f.family === 'IPv4')) await ensureRouteLocalnet(this.place, this.logger);
+      throw err;
+    }
     if (this.on && result.full) await ensureRouteLocalnet(this.place, this.logger);
     return result;
   }
 
+  /**
+   * With localhost NodePorts on, a route_localnet that is no longer 1 is
+   * drift; otherwise the inner backend's drift check.
+   * @returns the reason to sync in full, or undefined when nothing drifted.
+   * @throws when the sysctl or the inner backend's state cannot be read.
+   */
   async driftCheck(): Promise<string | undefined> {
     if (this.on && (await this.place.sysctls.read(ROUTE_LOCALNET)) !== '1') return `sysctl ${ROUTE_LOCALNET} is not 1`;
     return this.inner.driftCheck ? this.inner.driftCheck() : 'the backend has no drift check';
   }
 
+  /**
+   * Put back the recorded route_localnet value ({@link restoreRouteLocalnet}),
+   * then clean up the inner backend: the sysctl goes back before the
+   * anti-martian rule does.
+   * @throws the Error of restoreRouteLocalnet (nothing is removed then), or what the inner cleanup throws.
+   */
   async cleanup(): Promise<CleanupResult> {
     await restoreRouteLocalnet(this.place, this.logger);
     return this.inner.cleanup();
   }
 
+  /** Close the inner backend (route_localnet is left as it is: it stays while the rules do). */
   async close(): Promise<void> {
     await this.inner.close?.();
   }
