@@ -3,6 +3,8 @@
  * nothing else. A chain of drover's that a rule of someone else's still
  * jumps to cannot be deleted: cleanup empties it, names it and each such
  * rule on stderr, one line per rule, and exits with EXIT.partial (exit.ts).
+ * (iptables mode leaves a kept KUBE-FIREWALL as it is instead: its
+ * anti-martian rule serves the other program too; ruleset.ts SHARED_CHAINS.)
  */
 import { Command } from 'commander';
 import { countOf, type CleanupResult, type KeptChain } from '../modes/types.ts';
@@ -17,11 +19,13 @@ import { createBackend, modeHelp } from './setup.ts';
  * rule that jumps to it, naming the chain and the rule as iptables takes it
  * (`-t TABLE -A CHAIN …`, non-printable characters escaped so that each is
  * one line), e.g.
- * `drover: nat chain KUBE-MARK-MASQ was emptied but not deleted: a rule drover does not own still jumps to it: -t nat -A PREROUTING -j KUBE-MARK-MASQ`.
+ * `drover: nat chain KUBE-MARK-MASQ was emptied but not deleted: a rule drover does not own still jumps to it: -t nat -A PREROUTING -j KUBE-MARK-MASQ`
+ * (`was left as it is, rules included` for an untouched one).
  */
 export function keptChainLines(kept: KeptChain): string {
+  const what = kept.untouched === true ? 'was left as it is, rules included' : 'was emptied but not deleted';
   return kept.referencedBy
-    .map((rule) => `drover: ${kept.table} chain ${kept.chain} was emptied but not deleted: a rule drover does not own still jumps to it: -t ${kept.table} ${escapeNonPrintable(rule)}\n`)
+    .map((rule) => `drover: ${kept.table} chain ${kept.chain} ${what}: a rule drover does not own still jumps to it: -t ${kept.table} ${escapeNonPrintable(rule)}\n`)
     .join('');
 }
 
@@ -38,7 +42,7 @@ export function cleanupCommand(): Command {
   const cmd = new Command('cleanup')
     .description(
       "remove drover's chains and hook rules from the kernel" + modeHelp('cleanup') + '; other rules are left alone. ' +
-        "A chain of drover's that another program's rule still jumps to is emptied but not deleted; stderr names it and that rule, one line per rule. " +
+        "A chain of drover's that another program's rule still jumps to is emptied but not deleted (iptables mode's KUBE-FIREWALL is left as it is); stderr names it and that rule, one line per rule. " +
         `Exit ${EXIT.ok} when everything was removed, ${EXIT.partial} when some chains were only emptied, ${EXIT.failed} on error`,
     )
     .action(async (opts: KernelOptions) => {

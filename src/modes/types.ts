@@ -141,6 +141,8 @@ export interface KeptChain {
   readonly chain: string;
   /** The rules drover does not own that jump to the chain, as iptables-save prints them (`-A CHAIN …`), all in `table`. */
   readonly referencedBy: readonly string[];
+  /** True when the chain was left as it is, rules included, for the rules that jump to it (iptables mode's shared KUBE-FIREWALL, ruleset.ts SHARED_CHAINS); otherwise it was emptied. */
+  readonly untouched?: boolean;
 }
 
 /** What cleanup did. */
@@ -151,6 +153,6 @@ export interface CleanupResult {
    * whatever else the mode created (IPVS: `virtual server`, `link`, `set`).
    */
   readonly removed: ObjectCounts;
-  /** Chains emptied but not deleted (see {@link KeptChain}); empty when everything was removed. */
+  /** Chains emptied (or left as they are) but not deleted (see {@link KeptChain}); empty when everything was removed. */
   readonly kept: readonly KeptChain[];
 }

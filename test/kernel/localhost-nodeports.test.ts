@@ -194,4 +194,22 @@ if (unavailable) {
     t.true(filter.includes(`-A KUBE-FIREWALL ${LOCALNET_FIREWALL_RULE}\n`), filter);
     t.true(filter.includes('-A INPUT -j KUBE-FIREWALL\n'));
   });
+
+  test.serial("with route_localnet already 1 and kubelet's jumps to KUBE-FIREWALL, a run with the flag and cleanup leave the anti-martian rule in place", async (t) => {
+    // Left by the test before: kubelet's KUBE-FIREWALL and its INPUT jump.
+    await run('iptables', ['-A', 'OUTPUT', '-j', 'KUBE-FIREWALL'], { netns: topo.node });
+    await run('sysctl', ['-q', '-w', `${ROUTE_LOCALNET}=1`], { netns: topo.node });
+    const on = await drover(['sync', '--once', '--nodeport-localhost', ...common()]);
+    t.is(on.code, 0, on.stderr);
+    t.false(existsSync(recordPath(topo.node)), 'found 1: nothing recorded');
+    const res = await drover(['cleanup', '--netns', topo.node]);
+    t.is(res.code, 3, res.stderr);
+    t.true(res.stderr.includes('drover: filter chain KUBE-FIREWALL was left as it is, rules included: a rule drover does not own still jumps to it: -t filter -A INPUT -j KUBE-FIREWALL\n'), res.stderr);
+    t.is(await sysctl(topo.node), '1');
+    const filter = await save('filter');
+    t.true(filter.includes(`-A KUBE-FIREWALL ${LOCALNET_FIREWALL_RULE}\n`), filter);
+    t.true(filter.includes('-A INPUT -j KUBE-FIREWALL\n') && filter.includes('-A OUTPUT -j KUBE-FIREWALL\n'), filter);
+    t.false(filter.includes('-m comment --comment "block incoming localnet connections" -j KUBE-FIREWALL'), filter);
+    t.false((await save('nat')).includes('KUBE-'));
+  });
 }

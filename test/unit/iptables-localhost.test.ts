@@ -1,20 +1,24 @@
 /**
  * `--nodeport-localhost` (src/modes/iptables/localhost.ts): the exact
  * static rules with and without it and with `--nodeport-addresses`, when
- * the flag takes effect, the route_localnet record and its restore, the
- * flag in the other modes (the configuration file: config-file.test.ts).
+ * the flag takes effect, the route_localnet record and its restore (a
+ * stale record of an earlier namespace, an IPv6 failure), cleanup of a
+ * KUBE-FIREWALL others jump to, the flag in the other modes (the configuration file: config-file.test.ts).
  */
 import test from 'ava';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { buildProgram } from '../../src/cli/program.ts';
-import { nodePortAddressesArg } from '../../src/cli/options.ts';
+import { netnsArg, nodePortAddressesArg } from '../../src/cli/options.ts';
+import { keptChainLines } from '../../src/cli/cleanup.ts';
 import { refuseForeignSwitches } from '../../src/cli/setup.ts';
 import { IptablesBackend } from '../../src/modes/iptables/backend.ts';
 import { FakeIptables } from '../../src/modes/iptables/fake.ts';
-import { ensureRouteLocalnet, hasLocalnetFirewallJump, localhostNodePortsOn, recordPath, restoreRouteLocalnet, ROUTE_LOCALNET, LOCALNET_FIREWALL_RULE } from '../../src/modes/iptables/localhost.ts';
+import { ensureRouteLocalnet, hasLocalnetFirewallJump, localhostNodePortsOn, recordPath, restoreRouteLocalnet, RouteLocalnetBackend, ROUTE_LOCALNET, LOCALNET_FIREWALL_RULE } from '../../src/modes/iptables/localhost.ts';
+import { FamilySyncError } from '../../src/modes/shared/dual-stack.ts';
+import type { Backend } from '../../src/modes/types.ts';
 import { nodePortIPs } from '../../src/modes/iptables/node-ports.ts';
 import { renderRestore } from '../../src/modes/iptables/ruleset.ts';
 import { loadStaticRules } from '../../src/modes/iptables/static.ts';
@@ -201,4 +205,88 @@ test("cleanup takes KUBE-FIREWALL only after drover's jump to it: one without it
   t.true(hasLocalnetFirewallJump('-A OUTPUT -m comment --comment "block incoming localnet connections" -j KUBE-FIREWALL'));
   t.false(hasLocalnetFirewallJump('*filter\n-A INPUT -j KUBE-FIREWALL\n-A OUTPUT -j KUBE-FIREWALL\nCOMMIT\n'));
   t.false(hasLocalnetFirewallJump('-A FORWARD -m comment --comment "block incoming localnet connections" -j KUBE-FIREWALL'));
+});
+
+test('route_localnet: a record of an earlier namespace of the same name (another inode or st_dev) is replaced at the next start, so cleanup puts the value back', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'drover-localnet-'));
+  try {
+    const sysctls = new FakeSysctls();
+    const place = { netns: undefined, sysctls, dir };
+    const { dev, ino } = await stat('/proc/self/ns/net');
+    for (const stale of [{ inode: ino + 1, dev }, { inode: ino, dev: dev + 1 }]) {
+      // Left by a run killed without cleanup in a namespace since deleted and made again: this one starts at 0.
+      await writeFile(recordPath(undefined, dir), JSON.stringify({ netns: null, ...stale, prior: '1' }));
+      sysctls.values.set(ROUTE_LOCALNET, '0');
+      t.true(await ensureRouteLocalnet(place, silentLogger()));
+      t.deepEqual(JSON.parse(await readFile(recordPath(undefined, dir), 'utf8')), { netns: null, inode: ino, dev, prior: '0' });
+      t.is(await restoreRouteLocalnet(place, silentLogger()), '0', JSON.stringify(stale));
+      t.is(await sysctls.read(ROUTE_LOCALNET), '0');
+    }
+    // A record of the same inode on another device is another namespace's: left alone.
+    sysctls.values.set(ROUTE_LOCALNET, '1');
+    await writeFile(recordPath(undefined, dir), JSON.stringify({ netns: null, inode: ino, dev: dev + 1, prior: '0' }));
+    t.is(await restoreRouteLocalnet(place, silentLogger()), undefined);
+    t.is(await sysctls.read(ROUTE_LOCALNET), '1');
+    t.false(existsSync(recordPath(undefined, dir)));
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
+test("route_localnet: drover's own namespace has a record file no --netns name can take", (t) => {
+  t.is(recordPath(undefined, '/d'), '/d/route_localnet.@self.json');
+  t.is(recordPath('self', '/d'), '/d/route_localnet.self.json');
+  t.throws(() => netnsArg('@self'));
+});
+
+test("cleanup leaves a KUBE-FIREWALL that kubelet's or kube-proxy's jumps still use as it is, anti-martian rule included; drover's jumps go", async (t) => {
+  const fake = new FakeIptables();
+  await new IptablesBackend({ exec: fake, render, logger: silentLogger(), statics: statics(true, undefined) }).sync(STATE, { full: true, changed: new Set() });
+  fake.chain('filter', 'INPUT')!.push('-j KUBE-FIREWALL');
+  fake.chain('filter', 'OUTPUT')!.push('-j KUBE-FIREWALL');
+  const result = await new IptablesBackend({ exec: fake, render, logger: silentLogger(), statics: loadStaticRules(undefined, true) }).cleanup();
+  t.deepEqual(result.kept, [{ table: 'filter', chain: 'KUBE-FIREWALL', referencedBy: ['-A INPUT -j KUBE-FIREWALL', '-A OUTPUT -j KUBE-FIREWALL'], untouched: true }]);
+  t.false(fake.restores.at(-1)!.includes(':KUBE-FIREWALL'), 'not declared, so not flushed');
+  t.deepEqual(fake.chain('filter', 'KUBE-FIREWALL'), [LOCALNET_FIREWALL_RULE]);
+  t.deepEqual(fake.chain('filter', 'INPUT'), ['-j KUBE-FIREWALL']);
+  t.deepEqual(fake.chain('filter', 'OUTPUT'), ['-j KUBE-FIREWALL']);
+  t.notRegex(fake.dump('filter').replaceAll('KUBE-FIREWALL', ''), /KUBE-/);
+  t.notRegex(fake.dump('nat'), /KUBE-/);
+  t.is(
+    keptChainLines(result.kept[0]!),
+    'drover: filter chain KUBE-FIREWALL was left as it is, rules included: a rule drover does not own still jumps to it: -t filter -A INPUT -j KUBE-FIREWALL\n' +
+      'drover: filter chain KUBE-FIREWALL was left as it is, rules included: a rule drover does not own still jumps to it: -t filter -A OUTPUT -j KUBE-FIREWALL\n',
+  );
+});
+
+/** An inner backend whose sync throws `error`. */
+function failingBackend(error: Error): Backend {
+  return {
+    mode: 'iptables',
+    sync: () => Promise.reject(error),
+    cleanup: () => Promise.resolve({ removed: {}, kept: [] }),
+  };
+}
+
+test('route_localnet is set after a full sync whose IPv4 family succeeded and IPv6 failed, then the failure is thrown; not when IPv4 failed or the sync was partial', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'drover-localnet-'));
+  try {
+    const cases = [
+      { error: new FamilySyncError([{ family: 'IPv6', error: new Error('no ip6tables') }]), full: true, set: true },
+      { error: new FamilySyncError([{ family: 'IPv6', error: new Error('no ip6tables') }]), full: false, set: false },
+      { error: new FamilySyncError([{ family: 'IPv4', error: new Error('x') }, { family: 'IPv6', error: new Error('y') }]), full: true, set: false },
+      { error: new Error('iptables-restore failed'), full: true, set: false },
+    ];
+    for (const c of cases) {
+      const sysctls = new FakeSysctls();
+      sysctls.values.set(ROUTE_LOCALNET, '0');
+      const backend = new RouteLocalnetBackend(failingBackend(c.error), { netns: undefined, sysctls, dir }, true, silentLogger());
+      const thrown = await t.throwsAsync(backend.sync(STATE, { full: c.full, changed: new Set() }));
+      t.is(thrown, c.error);
+      t.is(await sysctls.read(ROUTE_LOCALNET), c.set ? '1' : '0', c.error.message);
+      await rm(recordPath(undefined, dir), { force: true });
+    }
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
 });

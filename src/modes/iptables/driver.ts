@@ -138,8 +138,18 @@ export const iptablesMode: ModeDriver = {
   },
 
   traceIPv6: true,
+  /**
+   * `trace`: the live filter and nat tables of `opts.family` (IPv4 unless
+   * given: iptables-save; IPv6: ip6tables-save, as dual-stack.ts programs
+   * the families apart) and the node's addresses of that family (live.ts
+   * localAddresses: IPv6 ones of global scope only), in `--netns` when
+   * given, as a trace context (trace.ts iptablesTraceContext, whose walk
+   * throws RuleSyntaxError for a rule it cannot tokenise); line numbers are
+   * those of `iptables-save -t TABLE`.
+   * @throws UsageError when not root or the namespace does not exist (wiring.ts createIptablesExec);
+   *   Error when iptables-save or `ip addr show` fails.
+   */
   async trace(opts) {
-    // An IPv6 connection walks the IPv6 tables (dual-stack.ts), with the node's IPv6 addresses.
     const family = opts.family ?? 'IPv4';
     const exec = await createIptablesExec(opts, createLogger(opts.logLevel), family);
     const [dump, local] = await Promise.all([readTables(exec), localAddresses(opts.netns, family)]);

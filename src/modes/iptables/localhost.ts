@@ -43,6 +43,7 @@ import type { Backend, ChangeSet, CleanupResult, SyncResult } from '../types.ts'
 import { runCommand } from '../shared/exec.ts';
 import { isErrno } from '../shared/errno.ts';
 import { ProcSysctls, type Sysctls } from '../ipvs/sysctl.ts';
+import { FamilySyncError } from '../shared/dual-stack.ts';
 
 /** The sysctl that lets the kernel route packets from and to 127.0.0.0/8 off loopback. */
 export const ROUTE_LOCALNET = 'net.ipv4.conf.all.route_localnet';
@@ -122,25 +123,53 @@ export function namespaceSysctls(netns: string | undefined): Sysctls {
 export interface RouteLocalnetRecord {
   /** The `--netns` name, or null for drover's own namespace. */
   readonly netns: string | null;
-  /** The inode of the namespace (/run/netns/NAME or /proc/self/ns/net), so a namespace made again under the same name is not taken for it. */
+  /**
+   * The inode of the namespace (/run/netns/NAME or /proc/self/ns/net), so a
+   * namespace made again under the same name is not taken for it; with
+   * {@link dev}, its identity (the kernel's nsfs inode numbers are only
+   * unique within one device, see namespaces(7)).
+   */
   readonly inode: number;
+  /** The st_dev of that file. */
+  readonly dev: number;
   /** route_localnet before drover set it, e.g. "0". */
   readonly prior: string;
 }
 
-/** The record file of namespace `netns` in `dir`. */
+/**
+ * The record file of namespace `netns` in `dir`; drover's own namespace
+ * (undefined) has `route_localnet.@self.json`, a name no `--netns` can take
+ * (cli/options.ts netnsArg has no `@`).
+ */
 export function recordPath(netns: string | undefined, dir = RUN_DIR): string {
-  return join(dir, `route_localnet.${netns ?? 'self'}.json`);
+  return join(dir, `route_localnet.${netns ?? '@self'}.json`);
 }
 
-async function namespaceInode(netns: string | undefined): Promise<number> {
-  return (await stat(netns === undefined ? '/proc/self/ns/net' : `/run/netns/${netns}`)).ino;
+/** The identity of a namespace: the st_dev and inode of its file (namespaces(7): both are needed). */
+interface NamespaceIdentity {
+  readonly dev: number;
+  readonly inode: number;
+}
+
+/**
+ * The identity of namespace `netns` (/run/netns/NAME), or of drover's own
+ * (/proc/self/ns/net) when undefined.
+ * @throws Error (ENOENT) when the namespace file is missing.
+ */
+async function namespaceIdentity(netns: string | undefined): Promise<NamespaceIdentity> {
+  const st = await stat(netns === undefined ? '/proc/self/ns/net' : `/run/netns/${netns}`);
+  return { dev: st.dev, inode: st.ino };
+}
+
+/** True when `record` was written for the namespace of identity `id`. */
+function sameNamespace(record: RouteLocalnetRecord, id: NamespaceIdentity | undefined): boolean {
+  return id !== undefined && record.inode === id.inode && record.dev === id.dev;
 }
 
 async function readRecord(netns: string | undefined, dir: string): Promise<RouteLocalnetRecord | undefined> {
   try {
     const parsed = JSON.parse(await readFile(recordPath(netns, dir), 'utf8')) as RouteLocalnetRecord;
-    return typeof parsed.prior === 'string' && /^[0-9]+$/.test(parsed.prior) && typeof parsed.inode === 'number' ? parsed : undefined;
+    return typeof parsed.prior === 'string' && /^[0-9]+$/.test(parsed.prior) && typeof parsed.inode === 'number' && typeof parsed.dev === 'number' ? parsed : undefined;
   } catch (err) {
     if (isErrno(err, 'ENOENT') || err instanceof SyntaxError) return undefined;
     throw err;
@@ -158,17 +187,22 @@ export interface RouteLocalnetPlace {
 
 /**
  * Set route_localnet to 1 in `place`, recording the value before when it
- * was not 1 and no record is kept yet (a restart keeps the first record).
+ * was not 1 and no record of this namespace is kept yet (a restart keeps the
+ * first record; a record of an earlier namespace of the same name, one
+ * deleted and made again while drover was not there to clean up, is
+ * replaced: its value is not this namespace's).
  * @returns true when it wrote the sysctl.
- * @throws Error when the sysctl cannot be read or written, or the record cannot be written (then the sysctl is left alone).
+ * @throws Error when the sysctl cannot be read or written, or the namespace file cannot be read or the record written (then the sysctl is left alone).
  */
 export async function ensureRouteLocalnet(place: RouteLocalnetPlace, logger: Logger): Promise<boolean> {
   const now = await place.sysctls.read(ROUTE_LOCALNET);
   if (now === undefined) throw new Error(`sysctl ${ROUTE_LOCALNET} does not exist`);
   if (now === '1') return false;
   const dir = place.dir ?? RUN_DIR;
-  if ((await readRecord(place.netns, dir)) === undefined) {
-    const record: RouteLocalnetRecord = { netns: place.netns ?? null, inode: await namespaceInode(place.netns), prior: now };
+  const id = await namespaceIdentity(place.netns);
+  const kept = await readRecord(place.netns, dir);
+  if (kept === undefined || !sameNamespace(kept, id)) {
+    const record: RouteLocalnetRecord = { netns: place.netns ?? null, inode: id.inode, dev: id.dev, prior: now };
     await mkdir(dir, { recursive: true, mode: 0o755 });
     await writeFile(recordPath(place.netns, dir), `${JSON.stringify(record)}\n`, { mode: 0o644 });
   }
@@ -179,7 +213,7 @@ export async function ensureRouteLocalnet(place: RouteLocalnetPlace, logger: Log
 
 /**
  * Put back the route_localnet value drover recorded for `place`, when the
- * record belongs to this namespace and the value is still the 1 drover
+ * record belongs to this namespace (same inode and st_dev) and the value is still the 1 drover
  * wrote (someone else's later change is left alone); the record is removed
  * in any case.
  * @returns the value written back, or undefined when nothing was written.
@@ -189,14 +223,14 @@ export async function restoreRouteLocalnet(place: RouteLocalnetPlace, logger: Lo
   const dir = place.dir ?? RUN_DIR;
   const record = await readRecord(place.netns, dir);
   if (record === undefined) return undefined;
-  let inode: number | undefined;
+  let id: NamespaceIdentity | undefined;
   try {
-    inode = await namespaceInode(place.netns);
+    id = await namespaceIdentity(place.netns);
   } catch {
-    inode = undefined;
+    id = undefined;
   }
   let restored: string | undefined;
-  if (inode === record.inode && (await place.sysctls.read(ROUTE_LOCALNET)) === '1' && record.prior !== '1') {
+  if (sameNamespace(record, id) && (await place.sysctls.read(ROUTE_LOCALNET)) === '1' && record.prior !== '1') {
     await place.sysctls.write(ROUTE_LOCALNET, record.prior);
     restored = record.prior;
     logger.info({ sysctl: ROUTE_LOCALNET, value: record.prior, netns: place.netns }, 'route_localnet set back to its value before drover');
@@ -213,7 +247,10 @@ export async function restoreRouteLocalnet(place: RouteLocalnetPlace, logger: Lo
  * back a value drover recorded at an earlier start with the flag (the
  * KUBE-FIREWALL rule of that start then stays until `cleanup`). `cleanup`
  * puts the recorded value back before the rules go: route_localnet is never
- * on by drover's doing without the anti-martian rule.
+ * on by drover's doing without the anti-martian rule. IPv4 alone carries
+ * localhost NodePorts, so a sync whose IPv4 family succeeded
+ * (dual-stack.ts FamilySyncError without IPv4) still makes sure of
+ * route_localnet before the IPv6 failure is thrown.
  */
 export class RouteLocalnetBackend implements Backend {
   readonly mode: string;
@@ -229,26 +266,56 @@ export class RouteLocalnetBackend implements Backend {
     this.mode = inner.mode;
   }
 
+  /**
+   * Sync the inner backend. With localhost NodePorts off, the first call
+   * first puts back a route_localnet value recorded by an earlier start
+   * ({@link restoreRouteLocalnet}); with them on, a full sync whose IPv4
+   * rules (KUBE-FIREWALL included) were written is followed by
+   * {@link ensureRouteLocalnet}, also when the IPv6 family failed.
+   * @throws what the inner sync throws (after route_localnet was made sure
+   *   of, when IPv4 succeeded), or the Error of restoreRouteLocalnet or
+   *   ensureRouteLocalnet.
+   */
   async sync(snapshot: Snapshot, changes: ChangeSet): Promise<SyncResult> {
     if (!this.on && !this.restoredOnce) {
       this.restoredOnce = true;
       await restoreRouteLocalnet(this.place, this.logger);
     }
-    const result = await this.inner.sync(snapshot, changes);
+    let result: SyncResult;
+    try {
+      result = await this.inner.sync(snapshot, changes);
+    } catch (err) {
+      // Only IPv6 failed: the IPv4 ruleset, anti-martian rule included, is in place, and its NodePorts need route_localnet.
+      if (this.on && changes.full && err instanceof FamilySyncError && !err.failures.some((f) => f.family === 'IPv4')) await ensureRouteLocalnet(this.place, this.logger);
+      throw err;
+    }
     if (this.on && result.full) await ensureRouteLocalnet(this.place, this.logger);
     return result;
   }
 
+  /**
+   * With localhost NodePorts on, a route_localnet that is no longer 1 is
+   * drift; otherwise the inner backend's drift check.
+   * @returns the reason to sync in full, or undefined when nothing drifted.
+   * @throws when the sysctl or the inner backend's state cannot be read.
+   */
   async driftCheck(): Promise<string | undefined> {
     if (this.on && (await this.place.sysctls.read(ROUTE_LOCALNET)) !== '1') return `sysctl ${ROUTE_LOCALNET} is not 1`;
     return this.inner.driftCheck ? this.inner.driftCheck() : 'the backend has no drift check';
   }
 
+  /**
+   * Put back the recorded route_localnet value ({@link restoreRouteLocalnet}),
+   * then clean up the inner backend: the sysctl goes back before the
+   * anti-martian rule does.
+   * @throws the Error of restoreRouteLocalnet (nothing is removed then), or what the inner cleanup throws.
+   */
   async cleanup(): Promise<CleanupResult> {
     await restoreRouteLocalnet(this.place, this.logger);
     return this.inner.cleanup();
   }
 
+  /** Close the inner backend (route_localnet is left as it is: it stays while the rules do). */
   async close(): Promise<void> {
     await this.inner.close?.();
   }

@@ -11,6 +11,7 @@ import { BUILTIN_CHAINS, TABLES, type ParsedDump, type TableName } from './parse
 import { appendAll, diffTable, emptyPlan, planToRestore, type Plan, type TableView } from './plan.ts';
 import { renderServicePort, type RenderOptions, type ServiceRules } from './render.ts';
 import { hookIdentities, hookIdentity, loadStaticRules, type StaticRuleset } from './static.ts';
+import { LOCALNET_FIREWALL_CHAIN } from './localhost.ts';
 
 /** The chain of every service port's ClusterIP entry (nat) or REJECT (filter). */
 export const SERVICES_CHAIN = 'KUBE-SERVICES';
@@ -23,6 +24,19 @@ export const SERVICES_CHAIN = 'KUBE-SERVICES';
 export const SET_CHAINS: Readonly<Record<TableName, readonly string[]>> = {
   nat: [SERVICES_CHAIN, 'KUBE-NODEPORTS'],
   filter: [SERVICES_CHAIN, 'KUBE-EXTERNAL-SERVICES', 'KUBE-PROXY-FIREWALL', 'KUBE-NODEPORTS'],
+};
+
+/**
+ * Owned chains that other programs write too, with the same rules, and jump
+ * to from their own rules: filter KUBE-FIREWALL, whose anti-martian rule
+ * kube-proxy's iptables proxier and older kubelets also keep
+ * (localhost.ts). While a foreign rule jumps to one, cleanup leaves it as it
+ * is, rules included: emptying it would drop the CVE-2020-8558 rule that
+ * the other program's route_localnet=1 relies on.
+ */
+export const SHARED_CHAINS: Readonly<Record<TableName, readonly string[]>> = {
+  nat: [],
+  filter: [LOCALNET_FIREWALL_CHAIN],
 };
 
 /** True when `chain` of `table` is one of {@link SET_CHAINS}. */
@@ -270,7 +284,7 @@ function servicePortChainSuffixes(keys: Iterable<string>): Set<string> {
 /** What a cleanup writes, and what it cannot remove. */
 export interface CleanupPlan {
   readonly plan: Plan;
-  /** Owned chains the plan only empties, because foreign rules jump to them (see {@link foreignReferences}); tables in {@link TABLES} order. */
+  /** Owned chains the plan only empties (or, those of {@link SHARED_CHAINS}, leaves as they are), because foreign rules jump to them (see {@link foreignReferences}); tables in {@link TABLES} order. */
   readonly kept: KeptChain[];
 }
 
@@ -278,7 +292,10 @@ export interface CleanupPlan {
  * Cleanup: flush and delete every chain drover owns and delete its hook
  * jumps (every copy), leaving every other rule and chain alone. A chain that
  * a foreign rule still jumps to is only flushed (deleting it would fail) and
- * listed in `kept` with those rules. Pure.
+ * listed in `kept` with those rules; one of {@link SHARED_CHAINS} is then
+ * not even flushed (listed `untouched`). The other kept chains must be
+ * emptied: their rules jump to chains the same transaction deletes, or
+ * serve drover's Services (REJECT, DNAT), which must not outlive it. Pure.
  */
 export function cleanupPlan(statics: StaticRuleset, kernel: ParsedDump): CleanupPlan {
   const plan = emptyPlan();
@@ -292,8 +309,12 @@ export function cleanupPlan(statics: StaticRuleset, kernel: ParsedDump): Cleanup
     const refs = foreignReferences(statics, table, kernel);
     for (const chain of parsed.keys()) {
       if (!isOwnedChain(statics, table, chain)) continue;
-      ops.declare.push(chain);
       const referencedBy = refs.get(chain);
+      if (referencedBy && SHARED_CHAINS[table].includes(chain)) {
+        kept.push({ table, chain, referencedBy, untouched: true });
+        continue;
+      }
+      ops.declare.push(chain);
       if (referencedBy) kept.push({ table, chain, referencedBy });
       else ops.deleteChains.push(chain);
     }
