@@ -13,6 +13,7 @@ import { connectOnce, probe } from '../../src/testbed/probe.ts';
 import { createTopology, testbedUnavailableReason, type Topology } from '../../src/testbed/topology.ts';
 import { silentLogger } from '../../src/util/log.ts';
 import { ep, snap, sp } from '../support/snapshots.ts';
+import { flowProbeTimeoutMs } from '../support/packet-flow.ts';
 
 const unavailable = await testbedUnavailableReason();
 const FULL = { full: true, changed: new Set<string>() };
@@ -139,7 +140,7 @@ if (!unavailable) {
         { src: fromNs.ip, dst: c.host, dport: c.port, proto: 'tcp' },
       );
       const count = 40;
-      const real = await probe(topo, { from: fromNs.netns, host: c.host, port: c.port, count, timeoutMs: 1000 });
+      const real = await probe(topo, { from: fromNs.netns, host: c.host, port: c.port, count, timeoutMs: flowProbeTimeoutMs() });
       const backendIp = (name: string) => topo.backend(name).ip;
       const reached = Object.keys(real.counts).map((n) => `${backendIp(n)}:${c.port === 80 ? 8080 : 9100}`).sort();
       const traced = result.outcomes.flatMap((o) => (o.verdict.kind === 'dnat' ? [`${o.verdict.ip}:${o.verdict.port}`] : [])).sort();

@@ -19,7 +19,7 @@ import { run } from '../../src/testbed/exec.ts';
 import { probe } from '../../src/testbed/probe.ts';
 import { createTopology, testbedUnavailableReason, type Topology } from '../../src/testbed/topology.ts';
 import { silentLogger } from '../../src/util/log.ts';
-import { checkTraced, CLUSTER_CIDR, NODE_IP } from '../support/packet-flow.ts';
+import { checkTraced, CLUSTER_CIDR, flowProbeTimeoutMs, NODE_IP } from '../support/packet-flow.ts';
 import { BACKENDS6, CASES6, CLIENTS6, CLUSTER_CIDR6, ip6Of, LB_IP6, NODE_IP6, STATE6 } from '../support/packet-flow6.ts';
 
 const unavailable = await testbedUnavailableReason();
@@ -55,7 +55,7 @@ if (unavailable) {
     test.serial(c.what, async (t) => {
       const from = topo.client(c.from);
       const count = c.error ? 3 : 40;
-      const real = await probe(topo, { from: from.netns, host: c.host, port: c.port, count, timeoutMs: 1000 });
+      const real = await probe(topo, { from: from.netns, host: c.host, port: c.port, count, timeoutMs: flowProbeTimeoutMs(c.error) });
       const exec = new SystemIptables({ variant: 'nft', family: 'IPv6', netns: topo.node });
       const traced = trace(iptablesTraceContext(await readTables(exec), await localAddresses(topo.node, 'IPv6')), { src: ip6Of(c.from), dst: c.host, dport: c.port, proto: 'tcp' });
       checkTraced(t, c, traced.outcomes, ip6Of);

@@ -17,7 +17,7 @@ import { probe } from '../../src/testbed/probe.ts';
 import { createTopology, testbedUnavailableReason, type Topology } from '../../src/testbed/topology.ts';
 import { silentLogger } from '../../src/util/log.ts';
 import { affinityRun } from '../support/affinity.ts';
-import { BACKENDS, CASES, CLIENTS, CLUSTER_CIDR, LB_IP, NODE_IP, STATE } from '../support/packet-flow.ts';
+import { BACKENDS, CASES, CLIENTS, CLUSTER_CIDR, flowProbeTimeoutMs, LB_IP, NODE_IP, STATE } from '../support/packet-flow.ts';
 import { iptablesStatics } from '../../src/modes/iptables/node-ports.ts';
 import { nodePortAddressesArg } from '../../src/cli/options.ts';
 
@@ -55,7 +55,7 @@ if (unavailable) {
     test.serial(c.what, async (t) => {
       const from = topo.client(c.from);
       const count = c.error ? 3 : 40;
-      const real = await probe(topo, { from: from.netns, host: c.host, port: c.port, count, timeoutMs: 1000 });
+      const real = await probe(topo, { from: from.netns, host: c.host, port: c.port, count, timeoutMs: flowProbeTimeoutMs(c.error) });
       const traced = trace(iptablesTraceContext(await readTables(new SystemIptables({ variant: 'nft', netns: topo.node })), await localAddresses(topo.node)), {
         src: from.ip,
         dst: c.host,

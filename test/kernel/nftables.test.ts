@@ -17,7 +17,7 @@ import { holdConnection, probe } from '../../src/testbed/probe.ts';
 import { createTopology, testbedUnavailableReason, type Topology } from '../../src/testbed/topology.ts';
 import { silentLogger } from '../../src/util/log.ts';
 import { affinityRun } from '../support/affinity.ts';
-import { BACKENDS, CASES, CLIENTS, CLUSTER_CIDR, LB_IP, NODE_IP, STATE } from '../support/packet-flow.ts';
+import { BACKENDS, CASES, CLIENTS, CLUSTER_CIDR, flowProbeTimeoutMs, LB_IP, NODE_IP, STATE } from '../support/packet-flow.ts';
 import { run } from '../../src/testbed/exec.ts';
 import { withNetns } from '../../src/testbed/netns.ts';
 import type { ServicePort, Snapshot } from '../../src/model/types.ts';
@@ -71,7 +71,7 @@ if (unavailable) {
     test.serial(c.what, async (t) => {
       const from = topo.client(c.from);
       const count = c.error ? 3 : 40;
-      const real = await probe(topo, { from: from.netns, host: c.host, port: c.port, count, timeoutMs: 1000 });
+      const real = await probe(topo, { from: from.netns, host: c.host, port: c.port, count, timeoutMs: flowProbeTimeoutMs(c.error) });
       if (c.error) {
         t.deepEqual(real.errors, { [c.error]: count });
         return;
@@ -88,7 +88,7 @@ if (unavailable) {
     for (const c of CASES) {
       const from = topo.client(c.from);
       const count = c.error ? 3 : 40;
-      const real = await probe(topo, { from: from.netns, host: c.host, port: c.port, count, timeoutMs: 1000 });
+      const real = await probe(topo, { from: from.netns, host: c.host, port: c.port, count, timeoutMs: flowProbeTimeoutMs(c.error) });
       const traced = trace(ctx, { src: from.ip, dst: c.host, dport: c.port, proto: 'tcp' }).outcomes;
       if (c.error) {
         t.deepEqual([real.errors, traced.map((o) => o.verdict.kind)], [{ [c.error]: count }, [c.error === 'ECONNREFUSED' ? 'reject' : 'drop']], c.what);

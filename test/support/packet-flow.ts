@@ -93,6 +93,17 @@ export interface FlowCase {
   readonly error?: 'ECONNREFUSED' | 'ETIMEDOUT';
 }
 
+/**
+ * Per-connection deadline of a packet-flow probe, ms. A case that expects
+ * drops waits 1 s per connection; every other case waits 4 s, long enough
+ * for TCP to retransmit a SYN once (initial RTO 1 s, RFC 6298), so a packet
+ * lost while a neighbour is still being resolved on a busy host does not
+ * read as a wrong verdict.
+ */
+export function flowProbeTimeoutMs(expectedError?: string): number {
+  return expectedError === 'ETIMEDOUT' ? 1000 : 4000;
+}
+
 export const CASES: readonly FlowCase[] = [
   { what: 'a ClusterIP from a pod reaches every endpoint, the pod address kept', from: 'pod', host: '10.96.0.10', port: 80, reach: ['b1', 'b2', 'b3'], seen: 'client' },
   { what: 'a ClusterIP from outside the cluster CIDR is masqueraded', from: 'outside', host: '10.96.0.10', port: 80, reach: ['b1', 'b2', 'b3'], seen: 'node' },
