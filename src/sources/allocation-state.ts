@@ -90,7 +90,7 @@ export class AllocationStateFile implements AllocationMemory {
       const allocations = this.next;
       this.next = undefined;
       try {
-        await writeFileAtomic(this.path, formatState(allocations));
+        await writeFileAtomic(this.path, formatState(allocations), { durable: true });
         this.failing = false;
       } catch (err) {
         if (!this.failing) {
