@@ -88,6 +88,8 @@ if (unavailable) {
     const since = (await faults.calls()).length;
     await writeFile(w.file, AFTER);
     await until('b3 served', async () => (await reached(w)) === 'b1,b2,b3', 30_000);
+    // The kernel shows the change before drover logs the sync that wrote it.
+    await until('the recovery logged', async () => d.lines(/^full sync done/).length >= 2, 30_000);
     const s = await finish(t, 'iptables-restore fails mid-run', load);
     t.is(s.failed, 0, JSON.stringify(s.errors));
 
