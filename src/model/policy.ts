@@ -21,6 +21,7 @@
  *   - an endpoint is local when its nodeName is this node's name
  *     (pkg/proxy/endpointslicecache.go); with no node, none is.
  */
+import { isDeepStrictEqual } from 'node:util';
 import type { Endpoint, NodeInfo, ServicePort, Snapshot } from './types.ts';
 import { ipv4ExternalIPs, ipv4LoadBalancerIPs } from './frontends.ts';
 
@@ -223,7 +224,52 @@ const NO_EXTERNAL_FRONTENDS: ServicePort['frontends'] = Object.freeze({ clusterI
 
 /** The endpoints programmed for ClusterIP traffic ({@link internalEndpoints}) over every service port of a snapshot: the count in sync results and logs. */
 export function countServingEndpoints(snapshot: Snapshot): number {
-  let n = 0;
-  for (const sp of snapshot.services.values()) n += internalEndpoints(sp, snapshot.node).endpoints.length;
-  return n;
+  return new ServingEndpointCount().reset(snapshot);
+}
+
+/**
+ * {@link countServingEndpoints} kept per service port, so that a partial
+ * sync counts at the cost of its change rather than of every service port
+ * (nftables mode's backend). A count taken for another node (any field
+ * differs) is taken again whole, since the policy depends on the node.
+ */
+export class ServingEndpointCount {
+  /** Service port key → its endpoints of ClusterIP traffic. */
+  private readonly perPort = new Map<string, number>();
+  private node: NodeInfo | undefined;
+  private sum = 0;
+
+  /** The count over every service port counted: what countServingEndpoints gives for the last snapshot. */
+  get total(): number {
+    return this.sum;
+  }
+
+  /** Count every service port of `snapshot`, forgetting the rest. Costs O(endpoints of the snapshot). @returns the total. */
+  reset(snapshot: Snapshot): number {
+    this.perPort.clear();
+    this.sum = 0;
+    this.node = snapshot.node;
+    for (const [key, sp] of snapshot.services) this.put(key, internalEndpoints(sp, snapshot.node).endpoints.length);
+    return this.sum;
+  }
+
+  /**
+   * Count again the service ports `keys` of `snapshot` (one it lacks counts 0
+   * and is forgotten); all of them when the node is not the last count's.
+   * Costs O(endpoints of `keys`). @returns the total.
+   */
+  update(snapshot: Snapshot, keys: Iterable<string>): number {
+    if (snapshot.node !== this.node && !isDeepStrictEqual(snapshot.node, this.node)) return this.reset(snapshot);
+    for (const key of keys) {
+      const sp = snapshot.services.get(key);
+      this.put(key, sp ? internalEndpoints(sp, snapshot.node).endpoints.length : 0);
+    }
+    return this.sum;
+  }
+
+  private put(key: string, n: number): void {
+    this.sum += n - (this.perPort.get(key) ?? 0);
+    if (n > 0) this.perPort.set(key, n);
+    else this.perPort.delete(key);
+  }
 }

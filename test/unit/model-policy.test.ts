@@ -1,6 +1,6 @@
 import test from 'ava';
 import { readFileSync } from 'node:fs';
-import { categorizeEndpoints, clusterEndpoints, countServingEndpoints, internalEndpoints, topologyMode } from '../../src/model/policy.ts';
+import { categorizeEndpoints, clusterEndpoints, countServingEndpoints, internalEndpoints, ServingEndpointCount, topologyMode } from '../../src/model/policy.ts';
 import type { Endpoint, NodeInfo, TrafficPolicy } from '../../src/model/types.ts';
 import { ep, snap, sp } from '../support/snapshots.ts';
 
@@ -97,4 +97,30 @@ test('internalEndpoints: the cluster set, or under internalTrafficPolicy Local t
   t.deepEqual(ips(internalEndpoints(ready, node)), ['10.0.0.3']);
   t.deepEqual(internalEndpoints(sp('ns/d', '10.96.0.4', 80, []), node), { policy: 'cluster', endpoints: [], none: 'REJECT' });
   t.is(countServingEndpoints({ ...snap(local, ready), node }), 2);
+});
+
+test('ServingEndpointCount: counting the changed service ports again gives what counting every one gives; another node makes it count all again', (t) => {
+  const n1: NodeInfo = { name: 'n1', addresses: [] };
+  const a = sp('ns/a:http', '10.96.0.1', 80, [ep('10.0.0.1:80', { nodeName: 'n1' }), ep('10.0.0.2:80', { nodeName: 'n2' }), ep('10.0.0.6:80', { nodeName: 'n2' })], {
+    internalTrafficPolicy: 'Local',
+  });
+  const b = sp('ns/b:http', '10.96.0.2', 80, [ep('10.0.0.3:80'), ep('10.0.0.4:80')]);
+  const c = sp('ns/c:http', '10.96.0.3', 80, [ep('10.0.0.5:80')]);
+  const count = new ServingEndpointCount();
+  const first = { ...snap(a, b), node: n1 };
+  t.is(count.reset(first), 3);
+  // b loses an endpoint, c comes: only those two are counted again.
+  const second = { ...snap(a, { ...b, endpoints: b.endpoints.slice(1) }, c), node: n1 };
+  t.is(count.update(second, ['ns/b:http', 'ns/c:http']), countServingEndpoints(second));
+  t.is(count.total, 3);
+  // a goes: it counts 0 and is forgotten.
+  const third = { ...snap({ ...b, endpoints: b.endpoints.slice(1) }, c), node: n1 };
+  t.is(count.update(third, ['ns/a:http']), 2);
+  // On node n2, a has two local endpoints: a node of other fields recounts every service port, even those not named.
+  const n2: NodeInfo = { name: 'n2', addresses: [] };
+  const fourth = { ...snap(a, b), node: n2 };
+  t.is(count.update(fourth, []), 4);
+  t.is(countServingEndpoints(fourth), 4);
+  // The same node in another object is no change.
+  t.is(count.update({ ...snap(a, b), node: { name: 'n2', addresses: [] } }, ['ns/b:http']), 4);
 });

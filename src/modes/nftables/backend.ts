@@ -11,7 +11,9 @@
  *   table whose sets or base chains cannot be mended in place is written
  *   again whole, in the same single transaction.
  * - Partial sync: plan only the changed service ports' frontends against
- *   what the last syncs wrote (model.ts), without reading the kernel.
+ *   what the last syncs wrote (model.ts), without reading the kernel; its
+ *   planning, encoding and bookkeeping cost O(the changed service ports),
+ *   whatever the number of Services (no copy or walk of the whole state).
  * - Element-only changes (the common ones: an endpoint or a service added
  *   or removed) go through the element writer (nf_tables netlink) when
  *   there is one; anything structural (a new endpoint count, repairs) is
@@ -21,11 +23,11 @@
  *   hairpin set's extra entries.
  */
 import type { Logger } from '../../util/log.ts';
-import { countServingEndpoints } from '../../model/policy.ts';
+import { ServingEndpointCount } from '../../model/policy.ts';
 import type { Snapshot } from '../../model/types.ts';
 import type { Backend, ChangeSet, CleanupResult, ObjectCounts, SyncResult } from '../types.ts';
 import type { RenderOptions } from '../iptables/render.ts';
-import { claimFrontends, conflictText, desiredNft, IPV6_AFFINITY_GAP, uniqueFrontends, type DesiredFrontend, type DesiredOptions, type FrontendConflict } from './desired.ts';
+import { claimFrontends, conflictText, desiredNft, IPV6_AFFINITY_GAP, releasedOwners, uniqueFrontends, type DesiredFrontend, type DesiredOptions, type FrontendConflict } from './desired.ts';
 import type { NftExec } from './exec.ts';
 import type { LiveSet, LiveTable } from './live.ts';
 import { AFFINITY_MAP, FIREWALL_ALLOW, HAIRPIN, MEMBERSHIP_SETS, countOfSet, tableRef, timeoutOfSet, type Layout } from './layout.ts';
@@ -171,6 +173,8 @@ export class NftablesBackend implements Backend {
   private owner = new Map<string, string>();
   /** How many programmed frontends use each hairpin entry. */
   private hairpinRefs = new Map<string, number>();
+  /** The endpoints of ClusterIP traffic per service port, for the sync result. */
+  private readonly serving = new ServingEndpointCount();
 
   /** The NodePort addresses and the family, as desired.ts takes them. */
   private readonly frontends: DesiredOptions;
@@ -208,8 +212,7 @@ export class NftablesBackend implements Backend {
         updates = new Map();
         const touched = new Map<string, DesiredFrontend | undefined>();
         // The changed service ports give up their frontends and claim them again, as a full sync would hand them out.
-        const owners = new Map(this.owner);
-        for (const key of changes.changed) for (const f of this.applied.get(key) ?? []) if (owners.get(f.frontend) === key) owners.delete(f.frontend);
+        const owners = releasedOwners(this.owner, changes.changed);
         const candidates = [...changes.changed].sort().map((key) => {
           const sp = snapshot.services.get(key);
           return [sp, key, sp ? uniqueFrontends(sp, snapshot.node, this.frontends) : []] as const;
@@ -249,7 +252,7 @@ export class NftablesBackend implements Backend {
       return {
         full,
         services: snapshot.services.size,
-        endpoints: countServingEndpoints(snapshot),
+        endpoints: full ? this.serving.reset(snapshot) : this.serving.update(snapshot, changes.changed),
         written: counted.written,
         deleted: counted.deleted,
         bytes,

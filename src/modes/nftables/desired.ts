@@ -179,6 +179,34 @@ export function uniqueFrontends(sp: ServicePort, node: NodeInfo | undefined, opt
   return [...new Map(desiredFrontends(sp, node, opts).map((f) => [f.frontend, f] as const)).values()];
 }
 
+/** What {@link claimFrontends} reads and writes: frontend → the service port that owns it. A Map is one. */
+export interface FrontendOwners {
+  /** The owner of `frontend`; undefined when it is free. */
+  get(frontend: string): string | undefined;
+  /** Give `frontend` to `servicePort`. */
+  set(frontend: string, servicePort: string): unknown;
+}
+
+/**
+ * `owners` (frontend → service port, as the last sync left them) as it is
+ * once the service ports of `released` give up their frontends, without
+ * copying it: a frontend whose owner is in `released` reads as free, and
+ * what is given out is kept apart. What a partial sync claims against
+ * (backend.ts). Costs O(1) to make and per lookup; `owners` is not changed.
+ */
+export function releasedOwners(owners: ReadonlyMap<string, string>, released: ReadonlySet<string>): FrontendOwners {
+  const claimed = new Map<string, string>();
+  return {
+    get(frontend) {
+      const mine = claimed.get(frontend);
+      if (mine !== undefined) return mine;
+      const owner = owners.get(frontend);
+      return owner !== undefined && released.has(owner) ? undefined : owner;
+    },
+    set: (frontend, servicePort) => claimed.set(frontend, servicePort),
+  };
+}
+
 /**
  * Hand out frontends to `candidates` (service ports with their frontends,
  * in key order): a service port gets all of its frontends when none is in
@@ -189,7 +217,7 @@ export function uniqueFrontends(sp: ServicePort, node: NodeInfo | undefined, opt
  */
 export function claimFrontends(
   candidates: ReadonlyArray<readonly [ServicePort | undefined, string, readonly DesiredFrontend[]]>,
-  owners: Map<string, string>,
+  owners: FrontendOwners,
   incumbents: ReadonlyMap<string, string>,
 ): { accepted: Map<string, readonly DesiredFrontend[]>; conflicts: FrontendConflict[] } {
   const first = (c: (typeof candidates)[number]): boolean => c[2].some((f) => incumbents.get(f.frontend) === c[1]);
@@ -197,9 +225,10 @@ export function claimFrontends(
   const accepted = new Map<string, readonly DesiredFrontend[]>();
   const conflicts: FrontendConflict[] = [];
   for (const [sp, key, mine] of ordered) {
-    const taken = mine.find((f) => owners.has(f.frontend) && owners.get(f.frontend) !== key);
+    let owner: string | undefined;
+    const taken = mine.find((f) => (owner = owners.get(f.frontend)) !== undefined && owner !== key);
     if (taken) {
-      conflicts.push({ servicePort: key, frontend: taken.frontend, field: fieldOf(sp, taken), owner: owners.get(taken.frontend)! });
+      conflicts.push({ servicePort: key, frontend: taken.frontend, field: fieldOf(sp, taken), owner: owner! });
       continue;
     }
     for (const f of mine) owners.set(f.frontend, key);
