@@ -7,7 +7,9 @@
  * drover` reads back as written (a second full sync writes nothing); a
  * failure of one family's table leaves the other working; ClientIP
  * affinity holds for IPv6 frontends (its record rules go over netlink,
- * src/modes/nftables/affinity-rule.ts) and its entries expire.
+ * src/modes/nftables/affinity-rule.ts) and its entries expire; `trace
+ * --kernel` of an IPv6 probe (ClusterIP, NodePort) agrees with the
+ * evaluator and leaves `table ip6 drover` as it was.
  */
 import test from 'ava';
 import { join } from 'node:path';
@@ -65,6 +67,13 @@ async function affinityEntries(): Promise<Map<string, { endpoint: string; timeou
     entries.set(text(elem ? elem.val : k), { endpoint: text(v), timeout: elem?.timeout });
   }
   return entries;
+}
+
+/** Chains and rules (by handle and comment) of `table ip6 drover`, as nft lists them. */
+async function ip6Rules(): Promise<string[]> {
+  const r = await topo.exec(topo.node, '/usr/sbin/nft', ['-j', 'list', 'table', 'ip6', 'drover']);
+  const items = (JSON.parse(r.stdout) as { nftables: Record<string, { name?: string; chain?: string; comment?: string; handle?: number }>[] }).nftables;
+  return items.flatMap((i) => (i.chain ? [`chain ${i.chain.name}`] : i.rule ? [`rule ${i.rule.chain} ${i.rule.handle} ${i.rule.comment}`] : []));
 }
 
 if (unavailable) {
@@ -188,6 +197,30 @@ if (unavailable) {
     await backend.sync(snapshot, FULL);
     const after = await topo.exec(topo.node, '/usr/sbin/nft', ['list', 'chain', 'ip6', 'drover', 'affinity-prerouting']);
     t.notRegex(after.stdout, /affinity of/);
+  });
+
+  test.serial('trace --kernel of IPv6 probes: the kernel walks table ip6 drover as the evaluator does, for the ClusterIP and the NodePort, and the table is left as it was', async (t) => {
+    await dualStack().sync(snapshot, FULL);
+    const before = await ip6Rules();
+    const outside = topo.client('outside');
+    const drover = (dst: string, ...more: string[]) =>
+      run(process.execPath, [DROVER, 'trace', '--src', 'fd00:100::2', '--dst', dst, '--kernel', '--probe-from', outside.netns, ...more, '--mode', 'nftables', '--netns', topo.node], { allowFail: true, timeoutMs: 120_000 });
+    const endpoints = ['[fd00:244:1::2]:8080', '[fd00:244:1::3]:8080'];
+    for (const dst of ['[fd00:96::10]:80', `[${topo.ipv6.nodeIp}]:30080`]) {
+      const r = await drover(dst);
+      t.is(r.code, 0, `${dst}: ${r.stdout}\n${r.stderr}`);
+      const kernel = r.stdout.slice(r.stdout.indexOf('\nkernel: ') + 1);
+      t.regex(kernel, new RegExp(`^kernel: one tcp probe \\[fd00:100::2\\]:\\d+ -> \\${dst.replace(/\]/, '\\]')}, sent from namespace ${outside.netns} \\(connected\\)`));
+      t.regex(kernel, /\nip6 drover pick\n {2}rule \d+ +handle \d+ +accept {2}comment "one of 2 endpoints"\n/);
+      const endpoint = /\nkernel verdict: DNAT to (\S+), masqueraded\n/.exec(kernel)?.[1];
+      t.true(endpoint !== undefined && endpoints.includes(endpoint), `${dst}: the kernel DNATs to an IPv6 endpoint: ${endpoint}`);
+      t.regex(kernel, /\nMATCH: the kernel took the evaluator's branch: DNAT to \S+, masqueraded \(50\.00% of new connections\)\n$/);
+      t.deepEqual(await ip6Rules(), before, 'the trace chains are gone and nothing else changed');
+    }
+    const json = await drover('[fd00:96::10]:80', '--json');
+    const out = JSON.parse(json.stdout) as { match: boolean; kernel: { path: { steps: { table: string }[] } } };
+    t.true(out.match);
+    t.true(out.kernel.path.steps.some((s) => s.table === 'ip6 drover'));
   });
 
   test.serial('cleanup deletes table ip drover and table ip6 drover, nothing else', async (t) => {
