@@ -5,12 +5,16 @@
  * of test/kernel/dualstack.test.ts). Connections to each ClusterIP, and to
  * the IPv6 NodePort, reach the backends through that family; `table ip6
  * drover` reads back as written (a second full sync writes nothing); a
- * failure of one family's table leaves the other working.
+ * failure of one family's table leaves the other working; ClientIP
+ * affinity holds for IPv6 frontends (its record rules go over netlink,
+ * src/modes/nftables/affinity-rule.ts) and its entries expire; `trace
+ * --kernel` of an IPv6 probe (ClusterIP, NodePort) agrees with the
+ * evaluator and leaves `table ip6 drover` as it was.
  */
 import test from 'ava';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { Snapshot } from '../../src/model/types.ts';
+import type { ServicePort, Snapshot } from '../../src/model/types.ts';
 import { DualStackNftablesBackend } from '../../src/modes/nftables/dual-stack.ts';
 import { SystemNft } from '../../src/modes/nftables/exec.ts';
 import { FamilySyncError } from '../../src/modes/shared/dual-stack.ts';
@@ -38,6 +42,38 @@ function dualStack(ipv6Netns = topo.node): DualStackNftablesBackend {
     },
     logger: silentLogger(),
   });
+}
+
+/** `s` with ClientIP affinity of `seconds` on service port default/web:http, in both families. */
+function withAffinity(s: Snapshot, seconds: number): Snapshot {
+  const set = (m: ReadonlyMap<string, ServicePort> | undefined) => {
+    if (!m) return undefined;
+    const out = new Map(m);
+    const sp = out.get('default/web:http');
+    if (sp) out.set(sp.key, { ...sp, sessionAffinity: { timeoutSeconds: seconds } });
+    return out;
+  };
+  return { ...s, services: set(s.services)!, ...(s.ipv6Services ? { ipv6Services: set(s.ipv6Services)! } : {}) };
+}
+
+/** The entries of map `ip6 drover affinity` as the kernel lists them: `client . frontend` → endpoint and timeout (s). */
+async function affinityEntries(): Promise<Map<string, { endpoint: string; timeout: number | undefined }>> {
+  const out = await topo.exec(topo.node, '/usr/sbin/nft', ['-j', 'list', 'map', 'ip6', 'drover', 'affinity']);
+  const doc = JSON.parse(out.stdout) as { nftables: { map?: { elem?: [unknown, unknown][] } }[] };
+  const text = (v: unknown): string => (typeof v === 'object' && v !== null && 'concat' in v ? (v as { concat: unknown[] }).concat.map(String).join(' . ') : String(v));
+  const entries = new Map<string, { endpoint: string; timeout: number | undefined }>();
+  for (const [k, v] of doc.nftables.find((x) => x.map)?.map?.elem ?? []) {
+    const elem = (k as { elem?: { val: unknown; timeout?: number } }).elem;
+    entries.set(text(elem ? elem.val : k), { endpoint: text(v), timeout: elem?.timeout });
+  }
+  return entries;
+}
+
+/** Chains and rules (by handle and comment) of `table ip6 drover`, as nft lists them. */
+async function ip6Rules(): Promise<string[]> {
+  const r = await topo.exec(topo.node, '/usr/sbin/nft', ['-j', 'list', 'table', 'ip6', 'drover']);
+  const items = (JSON.parse(r.stdout) as { nftables: Record<string, { name?: string; chain?: string; comment?: string; handle?: number }>[] }).nftables;
+  return items.flatMap((i) => (i.chain ? [`chain ${i.chain.name}`] : i.rule ? [`rule ${i.rule.chain} ${i.rule.handle} ${i.rule.comment}`] : []));
 }
 
 if (unavailable) {
@@ -127,6 +163,64 @@ if (unavailable) {
     t.deepEqual(v4.errors, {});
     const v6 = await probe(topo, { from: topo.client('outside').netns, host: 'fd00:96::10', port: 80, count: 5 });
     t.deepEqual(v6.errors, {}, 'the IPv6 table written before still serves');
+  });
+
+  test.serial('IPv6 ClientIP affinity: one client keeps its endpoint through the ClusterIP and the NodePort; the entry expires after the timeout; a new timeout takes effect at the next sync', async (t) => {
+    const backend = dualStack();
+    await backend.sync(withAffinity(snapshot, 3), FULL);
+    const rules = await topo.exec(topo.node, '/usr/sbin/nft', ['list', 'chain', 'ip6', 'drover', 'affinity-prerouting']);
+    t.regex(rules.stdout, /@affinity-3 update @affinity \{ ip6 saddr \. ct original ip6 daddr \. meta l4proto \. ct original proto-dst timeout 3s : ip6 daddr \. tcp dport \} comment "tcp affinity of 3 s"/);
+    const from = topo.client('outside').netns;
+    const viaClusterIP = await probe(topo, { from, host: 'fd00:96::10', port: 80, count: 20 });
+    t.deepEqual(viaClusterIP.errors, {});
+    t.is(Object.keys(viaClusterIP.counts).length, 1, `one endpoint for all 20 connections: ${JSON.stringify(viaClusterIP.counts)}`);
+    const viaNodePort = await probe(topo, { from, host: topo.ipv6.nodeIp, port: 30080, count: 20 });
+    t.deepEqual(viaNodePort.errors, {});
+    t.is(Object.keys(viaNodePort.counts).length, 1, `one endpoint for all 20 connections: ${JSON.stringify(viaNodePort.counts)}`);
+    // The kernel's entries: client . frontend -> the endpoint that answered.
+    const entries = await affinityEntries();
+    const endpointOf = (counts: Record<string, number>) => `${topo.backend(Object.keys(counts)[0]!).ip6} . 8080`;
+    t.is(entries.get(`fd00:100::2 . fd00:96::10 . tcp . 80`)?.endpoint, endpointOf(viaClusterIP.counts));
+    t.is(entries.get(`fd00:100::2 . ${topo.ipv6.nodeIp} . tcp . 30080`)?.endpoint, endpointOf(viaNodePort.counts));
+    t.is(entries.get(`fd00:100::2 . fd00:96::10 . tcp . 80`)?.timeout, 3);
+    // No new connection for longer than the timeout: the entries expire, so the next connection draws its endpoint again.
+    await new Promise((r) => setTimeout(r, 4500));
+    t.deepEqual([...(await affinityEntries()).keys()], [], 'the affinity entries expired');
+    // A new timeout, in a partial sync: the entries recorded from now on last 2 s.
+    const r = await backend.sync(withAffinity(snapshot, 2), { full: false, changed: new Set(['default/web:http']) });
+    t.true(r.detail?.mode === 'nftables' && r.detail.structural);
+    const again = await probe(topo, { from, host: 'fd00:96::10', port: 80, count: 5 });
+    t.deepEqual(again.errors, {});
+    t.is(Object.keys(again.counts).length, 1);
+    t.is((await affinityEntries()).get(`fd00:100::2 . fd00:96::10 . tcp . 80`)?.timeout, 2);
+    // Back to the fixture (no affinity): the next full sync removes the sets and the record rules.
+    await backend.sync(snapshot, FULL);
+    const after = await topo.exec(topo.node, '/usr/sbin/nft', ['list', 'chain', 'ip6', 'drover', 'affinity-prerouting']);
+    t.notRegex(after.stdout, /affinity of/);
+  });
+
+  test.serial('trace --kernel of IPv6 probes: the kernel walks table ip6 drover as the evaluator does, for the ClusterIP and the NodePort, and the table is left as it was', async (t) => {
+    await dualStack().sync(snapshot, FULL);
+    const before = await ip6Rules();
+    const outside = topo.client('outside');
+    const drover = (dst: string, ...more: string[]) =>
+      run(process.execPath, [DROVER, 'trace', '--src', 'fd00:100::2', '--dst', dst, '--kernel', '--probe-from', outside.netns, ...more, '--mode', 'nftables', '--netns', topo.node], { allowFail: true, timeoutMs: 120_000 });
+    const endpoints = ['[fd00:244:1::2]:8080', '[fd00:244:1::3]:8080'];
+    for (const dst of ['[fd00:96::10]:80', `[${topo.ipv6.nodeIp}]:30080`]) {
+      const r = await drover(dst);
+      t.is(r.code, 0, `${dst}: ${r.stdout}\n${r.stderr}`);
+      const kernel = r.stdout.slice(r.stdout.indexOf('\nkernel: ') + 1);
+      t.regex(kernel, new RegExp(`^kernel: one tcp probe \\[fd00:100::2\\]:\\d+ -> \\${dst.replace(/\]/, '\\]')}, sent from namespace ${outside.netns} \\(connected\\)`));
+      t.regex(kernel, /\nip6 drover pick\n {2}rule \d+ +handle \d+ +accept {2}comment "one of 2 endpoints"\n/);
+      const endpoint = /\nkernel verdict: DNAT to (\S+), masqueraded\n/.exec(kernel)?.[1];
+      t.true(endpoint !== undefined && endpoints.includes(endpoint), `${dst}: the kernel DNATs to an IPv6 endpoint: ${endpoint}`);
+      t.regex(kernel, /\nMATCH: the kernel took the evaluator's branch: DNAT to \S+, masqueraded \(50\.00% of new connections\)\n$/);
+      t.deepEqual(await ip6Rules(), before, 'the trace chains are gone and nothing else changed');
+    }
+    const json = await drover('[fd00:96::10]:80', '--json');
+    const out = JSON.parse(json.stdout) as { match: boolean; kernel: { path: { steps: { table: string }[] } } };
+    t.true(out.match);
+    t.true(out.kernel.path.steps.some((s) => s.table === 'ip6 drover'));
   });
 
   test.serial('cleanup deletes table ip drover and table ip6 drover, nothing else', async (t) => {

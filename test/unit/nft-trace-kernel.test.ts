@@ -9,11 +9,13 @@
  */
 import test from 'ava';
 import { readFileSync } from 'node:fs';
-import { trace } from '../../src/inspect/trace.ts';
+import { trace, type TraceResult } from '../../src/inspect/trace.ts';
 import { addTraceScript, compareWithEvaluator, formatKernelPath, kernelPath, probeEvents, removeTraceScript, type KernelProbe } from '../../src/modes/nftables/kernel-path.ts';
 import { parseNftJson, type LiveTable } from '../../src/modes/nftables/live.ts';
 import { NFT_MSG } from '../../src/modes/nftables/netlink/constants.ts';
-import { nftType, parseMessages } from '../../src/modes/nftables/netlink/codec.ts';
+import { message, nftType, parseMessages } from '../../src/modes/nftables/netlink/codec.ts';
+import { AttrWriter } from '../../src/modes/shared/nlattr.ts';
+import { ipToBytes, parseIP } from '../../src/model/addr.ts';
 import { NftDecodeError } from '../../src/modes/nftables/netlink/errors.ts';
 import { decodeTraceDatagram, decodeTraceEvent, type TraceEvent } from '../../src/modes/nftables/netlink/trace-codec.ts';
 import { nftTraceContext } from '../../src/modes/nftables/trace.ts';
@@ -225,7 +227,82 @@ test('the trace chains: one marking rule at the first hook before everything, tw
 test('the trace chains refuse a tag or a probe that could add to the script', (t) => {
   const p = probe('clusterip');
   t.throws(() => addTraceScript('x; flush ruleset', p), { message: /trace tag .* is not 1-16 of \[a-z0-9\]/ });
-  t.throws(() => addTraceScript('ab', { ...p, src: '10.0.0.1 ip saddr 1.2.3.4' }), { message: /not IPv4 addresses/ });
+  t.throws(() => addTraceScript('ab', { ...p, src: '10.0.0.1 ip saddr 1.2.3.4' }), { message: /not two canonical addresses of one family/ });
+  t.throws(() => addTraceScript('ab', { ...p, src: 'fd00:100::2' }), { message: /not two canonical addresses of one family/ });
+  t.throws(() => addTraceScript('ab', { ...p, src: 'fd00:100:0::2', dst: 'fd00:96::10' }), { message: /not two canonical addresses of one family/ });
   t.throws(() => addTraceScript('ab', { ...p, sport: 0 }), { message: /not 1-65535/ });
   t.throws(() => addTraceScript('ab', { ...p, proto: 'sctp' as 'tcp' }), { message: /not tcp or udp/ });
+});
+
+test('an IPv6 probe: its trace chains go to table ip6 drover with ip6 matches, and removal takes them from there', (t) => {
+  const p6: KernelProbe = { src: 'fd00:100::2', dst: 'fd00:96::10', dport: 80, sport: 40001, proto: 'tcp', origin: 'outside' };
+  t.is(
+    addTraceScript('ab12', p6),
+    [
+      'add chain ip6 drover trace-ab12-mark { type filter hook prerouting priority -300; policy accept; }',
+      'add rule ip6 drover trace-ab12-mark ip6 saddr fd00:100::2 ip6 daddr fd00:96::10 meta l4proto tcp th sport 40001 th dport 80 meta nftrace set 1 comment "drover trace --kernel"',
+      'add chain ip6 drover trace-ab12-in { type filter hook input priority 300; policy accept; }',
+      'add chain ip6 drover trace-ab12-out { type filter hook postrouting priority 300; policy accept; }',
+      '',
+    ].join('\n'),
+  );
+  t.is(removeTraceScript('ab12', ['trace-ab12-mark'], 'IPv6'), 'flush chain ip6 drover trace-ab12-mark\ndelete chain ip6 drover trace-ab12-mark\n');
+});
+
+/** One NFT_MSG_TRACE message of table `table` (NFPROTO `family`) as the kernel sends it, with an IPv6 TCP packet src:sport -> dst:dport when given. */
+function traceMessage(family: number, table: string, chain: string, type: number, id: number, extra: { handle?: number; verdict?: number; policy?: number; pkt?: [string, number, string, number] } = {}): Buffer {
+  const be32 = (v: number) => {
+    const b = Buffer.alloc(4);
+    b.writeInt32BE(v | 0);
+    return b;
+  };
+  const w = new AttrWriter().string(1, table).string(2, chain);
+  if (extra.handle !== undefined) {
+    const h = Buffer.alloc(8);
+    h.writeBigUInt64BE(BigInt(extra.handle));
+    w.put(3, h);
+  }
+  w.put(4, be32(type));
+  if (extra.verdict !== undefined) w.nest(5, (v) => v.put(1, be32(extra.verdict!)));
+  w.put(6, be32(id));
+  if (extra.pkt) {
+    const [src, sport, dst, dport] = extra.pkt;
+    const ip6 = Buffer.alloc(40);
+    ip6[0] = 0x60;
+    ip6[6] = 6;
+    ipToBytes(parseIP(src)!).copy(ip6, 8);
+    ipToBytes(parseIP(dst)!).copy(ip6, 24);
+    const th = Buffer.alloc(20);
+    th.writeUInt16BE(sport, 0);
+    th.writeUInt16BE(dport, 2);
+    w.put(8, ip6).put(9, th);
+  }
+  if (extra.policy !== undefined) w.put(16, be32(extra.policy));
+  return message(nftType(NFT_MSG.TRACE), 0, 0, family, 0, w.toBuffer());
+}
+
+test("an IPv6 probe's events: the IPv6 headers decode, and its path is read in table ip6 drover (DNAT to [endpoint]:port, masqueraded)", (t) => {
+  const p6: KernelProbe = { src: 'fd00:100::2', dst: 'fd00:96::10', dport: 80, sport: 40001, proto: 'tcp', origin: 'outside' };
+  const ACCEPT = 1;
+  const raw = Buffer.concat([
+    traceMessage(10, 'drover', 'trace-ab12-mark', 3, 7, { handle: 90, verdict: -1, pkt: ['fd00:100::2', 40001, 'fd00:96::10', 80] }),
+    // An event of table ip drover with the same name: another family, not the probe's table.
+    traceMessage(2, 'drover', 'nat-prerouting', 3, 7, { handle: 5, verdict: -3 }),
+    traceMessage(10, 'drover', 'nat-prerouting', 3, 7, { handle: 4, verdict: -3 }),
+    traceMessage(10, 'drover', 'trace-ab12-out', 2, 7, { policy: ACCEPT, pkt: ['fd00:100::1', 61000, 'fd00:244:1::3', 8080] }),
+  ]);
+  const events = decodeTraceDatagram(raw);
+  t.deepEqual(events[0]!.packet, { src: 'fd00:100::2', dst: 'fd00:96::10', protocol: 6, sport: 40001, dport: 80 });
+  t.is(events[0]!.family, 10);
+  const rules = new Map([[4, { chain: 'nat-prerouting', line: 1, comment: 'services', statements: ['jump'] }]]);
+  const path = kernelPath(events, 'ab12', p6, rules)!;
+  t.deepEqual(
+    path.steps.map((s) => `${s.table} ${s.chain} ${s.line ?? '-'}`),
+    ['ip drover nat-prerouting -', 'ip6 drover nat-prerouting 1'],
+  );
+  t.deepEqual([path.verdict, path.masqueraded], [{ kind: 'dnat', ip: 'fd00:244:1::3', port: 8080 }, true]);
+  // The text of the kernel's part (the evaluator's side is not needed for it: a mismatch names no branch).
+  const text = formatKernelPath(path, { from: 'client', result: 'connected' }, { match: false, reason: 'x' }, { outcomes: [] } as unknown as TraceResult);
+  t.regex(text, /^kernel: one tcp probe \[fd00:100::2\]:40001 -> \[fd00:96::10\]:80, sent from namespace client \(connected\)/);
+  t.regex(text, /\nlast seen: \[fd00:100::1\]:61000 -> \[fd00:244:1::3\]:8080\nkernel verdict: DNAT to \[fd00:244:1::3\]:8080, masqueraded\n/);
 });

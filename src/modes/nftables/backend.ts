@@ -27,7 +27,7 @@ import { ServingEndpointCount } from '../../model/policy.ts';
 import type { Snapshot } from '../../model/types.ts';
 import type { Backend, ChangeSet, CleanupResult, ObjectCounts, SyncResult } from '../types.ts';
 import type { RenderOptions } from '../iptables/render.ts';
-import { claimFrontends, conflictText, desiredNft, IPV6_AFFINITY_GAP, releasedOwners, uniqueFrontends, type DesiredFrontend, type DesiredOptions, type FrontendConflict } from './desired.ts';
+import { claimFrontends, conflictText, desiredNft, releasedOwners, uniqueFrontends, type DesiredFrontend, type DesiredOptions, type FrontendConflict } from './desired.ts';
 import type { NftExec } from './exec.ts';
 import type { LiveSet, LiveTable } from './live.ts';
 import { AFFINITY_MAP, FIREWALL_ALLOW, HAIRPIN, MEMBERSHIP_SETS, countOfSet, tableRef, timeoutOfSet, type Layout } from './layout.ts';
@@ -36,6 +36,7 @@ import { NftBatchTooLargeError } from './netlink/client.ts';
 import { TableModel, type ElementOp } from './model.ts';
 import { isEmptyStructure, layoutAfter, orderOps, planFrontend, planHairpin, planStructure, type StructurePlan } from './plan.ts';
 import { transactionScript } from './script.ts';
+import { netlinkRulesOf } from './affinity-rule.ts';
 import type { NftablesSyncDetail } from './sync-detail.ts';
 import { collectWhenGrown, SYNC_GROWTH_BOUND } from '../../util/gc.ts';
 
@@ -202,7 +203,6 @@ export class NftablesBackend implements Backend {
         readMs = performance.now() - readStart;
         const planned = planFullSync(model, snapshot, this.opts.render, this.frontends, incomplete, this.owner);
         for (const c of planned.conflicts) this.opts.logger.warn({ servicePort: c.servicePort, frontend: c.frontend, field: c.field, owner: c.owner }, conflictText(c));
-        if (this.frontends.family === 'IPv6') this.warnAffinity(snapshot);
         if (planned.structure.rebuild && model.exists) {
           this.opts.logger.warn('drover table has sets or base chains of another shape; writing it again whole, in one transaction');
         }
@@ -352,7 +352,7 @@ export class NftablesBackend implements Backend {
 
   /**
    * Write one transaction: elements alone through the element writer when nothing structural changes, else one nft
-   * script. With `full` (a full sync, whose read-back and plan are garbage by now), the heap's growth is collected as
+   * script (and, after it, the rules nft cannot write, over netlink: NftExec.addRules). With `full` (a full sync, whose read-back and plan are garbage by now), the heap's growth is collected as
    * the transaction goes out (util/gc.ts collectWhenGrown); never on a partial sync, whose clock a full collection of
    * a large heap would dominate.
    */
@@ -378,7 +378,12 @@ export class NftablesBackend implements Backend {
     const running = this.opts.nft.run(script);
     if (full) collectWhenGrown(SYNC_GROWTH_BOUND);
     await running;
-    return { bytes: Buffer.byteLength(script), applyMs: performance.now() - t0, via: 'nft' };
+    // The rules nft cannot write (the IPv6 affinity record rules) follow in a netlink transaction of their own: until
+    // it commits their chains lack them (no new affinity entries for a moment); when it fails the sync fails, and the
+    // next full sync finds those chains short of rules and writes them again.
+    const extra = netlinkRulesOf(structure.rebuild ? want.chains : structure.writeChains);
+    const extraBytes = extra.length > 0 ? await this.opts.nft.addRules(extra) : 0;
+    return { bytes: Buffer.byteLength(script) + extraBytes, applyMs: performance.now() - t0, via: 'nft' };
   }
 
   /** Take `next` as every service port's frontends (a full sync); rebuilds the owner and hairpin indexes. Costs O(service ports). */
@@ -423,18 +428,6 @@ export class NftablesBackend implements Backend {
       written: { 'set entry': adds, set: structure.addSets.length, chain: structure.writeChains.length },
       deleted: { 'set entry': ops.length - adds + affinityDeleted, set: structure.deleteSets.length, chain: structure.deleteChains.length },
     };
-  }
-
-  /** Whether the IPv6 affinity gap was logged (once per process). */
-  private affinityWarned = false;
-
-  /** Log {@link IPV6_AFFINITY_GAP} once, at the first full sync whose snapshot has an IPv6 service port with ClientIP affinity. */
-  private warnAffinity(snapshot: Snapshot): void {
-    if (this.affinityWarned) return;
-    const withAffinity = [...snapshot.services.values()].filter((sp) => sp.sessionAffinity !== undefined).map((sp) => sp.key);
-    if (withAffinity.length === 0) return;
-    this.affinityWarned = true;
-    this.opts.logger.warn({ servicePorts: withAffinity.slice(0, 10), count: withAffinity.length }, IPV6_AFFINITY_GAP);
   }
 
   /**

@@ -49,19 +49,6 @@ export interface DesiredFrontend {
   readonly firewall?: readonly string[];
 }
 
-/**
- * Why the IPv6 table has no ClientIP affinity: the rule that records a
- * client's endpoint, `update @affinity { ip6 saddr . ct original ip6 daddr
- * . meta l4proto . ct original proto-dst timeout Ts : ip6 daddr . th dport }`
- * (layout.ts affinityRecordRules), makes nft 1.0.6 abort ("netlink_gen_expr:
- * Assertion `dreg < ctx->reg_low' failed"): it cannot place a dynamic map's
- * key and value in its registers once they take more than two 16-byte
- * registers (an IPv6 key of 40 bytes and value of 20), while the IPv4 ones
- * (16 and 8 bytes) fit. IPv6 frontends of a Service with ClientIP affinity
- * get an endpoint at random for each connection, as without affinity.
- */
-export const IPV6_AFFINITY_GAP = 'ClientIP affinity is not applied to IPv6 frontends in nftables mode (nft 1.0.6 cannot compile the IPv6 affinity rule); connections are spread at random';
-
 /** What the frontends of a snapshot depend on besides it. */
 export interface DesiredOptions {
   /** This node's NodePort addresses of `family` (no loopback), sorted. */
@@ -87,8 +74,7 @@ export function desiredFrontends(sp: ServicePort, node: NodeInfo | undefined, op
   const family = opts.family ?? 'IPv4';
   const protocol = nftProtocol(sp.protocol);
   const port = safePort(sp.port);
-  // ClientIP affinity in the IPv4 table only: see IPV6_AFFINITY_GAP.
-  const affinity = sp.sessionAffinity && family === 'IPv4' ? { affinitySeconds: sp.sessionAffinity.timeoutSeconds } : {};
+  const affinity = sp.sessionAffinity ? { affinitySeconds: sp.sessionAffinity.timeoutSeconds } : {};
   const out: DesiredFrontend[] = [];
 
   const internal = internalEndpoints(sp, node);

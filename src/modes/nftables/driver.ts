@@ -198,7 +198,9 @@ export const nftablesMode: ModeDriver = {
   },
 
   async kernelTrace(opts, evaluated) {
-    const r = await traceKernel(nftFor(opts), { ...(opts.netns ? { netns: opts.netns } : {}), ...(opts.probeFrom ? { probeFrom: opts.probeFrom } : {}) }, evaluated);
+    // The probe is traced in drover's table of its family: ip6 drover for an IPv6 connection.
+    const family = evaluated.packet.dst.includes(':') ? 'IPv6' : 'IPv4';
+    const r = await traceKernel(nftFor(opts, family), { ...(opts.netns ? { netns: opts.netns } : {}), ...(opts.probeFrom ? { probeFrom: opts.probeFrom } : {}) }, evaluated);
     return { text: r.text, match: r.comparison.match, json: { probe: r.sent, path: r.path, comparison: r.comparison } };
   },
 

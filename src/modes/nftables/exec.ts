@@ -2,11 +2,18 @@
  * The `nft` command of nftables mode (nft(8)): one script as one
  * transaction (`nft -f -`), and the JSON listing of drover's table. Always
  * called by its absolute path, optionally inside a named network namespace
- * (`ip netns exec`).
+ * (`ip netns exec`). Besides, the few rules nft cannot compile (the IPv6
+ * affinity record rules, affinity-rule.ts) go over nf_tables netlink in
+ * the same namespace: from this process, or from a helper process started
+ * there (rule-helper.ts), since a netlink socket acts in the namespace of
+ * the process that opens it.
  */
 import type { IPFamily } from '../../model/types.ts';
+import { moduleArgv } from '../../util/node-module.ts';
 import { CommandError, runCommand } from '../shared/exec.ts';
+import { netlinkRuleAdd, type NetlinkRuleOf } from './affinity-rule.ts';
 import { nftFamily, type NftTable } from './layout.ts';
+import { NftNetlinkClient } from './netlink/client.ts';
 import { NO_TABLE, parseNftJson, type LiveSet, type LiveTable } from './live.ts';
 
 /** Where nft is installed by Debian's nftables package. */
@@ -29,6 +36,14 @@ export interface NftExec {
    * @throws CommandError when nft fails otherwise; NftJsonError for output it cannot read.
    */
   listSet(name: string, kind: 'set' | 'map'): Promise<LiveSet | undefined>;
+  /**
+   * Append `rules` (layout.ts RuleDecl with `netlink`: rules nft cannot
+   * compile) to their chains of drover's table, in order, as one
+   * nf_tables netlink transaction: all of them or none.
+   * @returns the bytes sent.
+   * @throws NftRequestError or CommandError naming the rule the kernel refused; UnsafeElementError for a rule without `netlink`.
+   */
+  addRules(rules: readonly NetlinkRuleOf[]): Promise<number>;
 }
 
 /** nft on this host, or inside `netns`; it lists the table of `family` (default IPv4: `ip drover`; IPv6: `ip6 drover`). */
@@ -56,6 +71,27 @@ export class SystemNft implements NftExec {
       throw new CommandError('nft -j list table', res.code, res.stderr);
     }
     return parseNftJson(res.stdout);
+  }
+
+  /** Over a netlink socket of this process, or with `netns` of a helper process in that namespace (rule-helper.ts). */
+  async addRules(rules: readonly NetlinkRuleOf[]): Promise<number> {
+    if (rules.length === 0) return 0;
+    const family = this.opts.family ?? 'IPv4';
+    // Encoded here first, so that a bad rule fails before any process starts.
+    const adds = rules.map((r) => netlinkRuleAdd(family, r));
+    if (this.opts.netns === undefined) {
+      const client = await NftNetlinkClient.open();
+      try {
+        return (await client.addRules(adds)).bytes;
+      } finally {
+        client.close();
+      }
+    }
+    const [node, ...args] = moduleArgv(import.meta.url, 'rule-helper');
+    const request = { family, rules: rules.map((r) => ({ chain: r.chain, comment: r.rule.comment, netlink: r.rule.netlink })) };
+    const res = await runCommand(node!, args, { netns: this.opts.netns, input: JSON.stringify(request), timeoutMs: this.opts.timeoutMs ?? 120_000 });
+    if (res.code !== 0) throw new CommandError('rule-helper (nf_tables netlink)', res.code, res.stderr);
+    return (JSON.parse(res.stdout) as { bytes: number }).bytes;
   }
 
   async listSet(name: string, kind: 'set' | 'map'): Promise<LiveSet | undefined> {

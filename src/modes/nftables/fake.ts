@@ -9,6 +9,7 @@
 import { CommandError } from '../shared/exec.ts';
 import type { ElementWriter } from './backend.ts';
 import type { NftExec } from './exec.ts';
+import type { NetlinkRuleOf } from './affinity-rule.ts';
 import type { IPFamily } from '../../model/types.ts';
 import { tableRef } from './layout.ts';
 import type { LiveChain, LiveSet, LiveTable } from './live.ts';
@@ -33,6 +34,14 @@ function typesOf(body: string): { keyType: string; mapType?: string } {
   const m = /type ([a-z0-9_ .]+?)(?: : ([a-z0-9_ .]+?))?(?:;|\n|$)/.exec(body);
   if (!m) throw new Error(`fake nft: no type in ${JSON.stringify(body)}`);
   return { keyType: m[1]!.trim(), ...(m[2] ? { mapType: m[2].trim() } : {}) };
+}
+
+/**
+ * nft 1.0.6 aborts on a map update whose key or value has a field 16 bytes or more into it (affinity-rule.ts): the
+ * IPv6 affinity record rule, which drover writes over netlink instead. The fake refuses it as nft would.
+ */
+function refuseAsNft(rule: string): void {
+  if (/update @\S+ \{ ip6 saddr \. ct original ip6 daddr/.test(rule)) throw new CommandError('nft -f', 134, "nft: netlink_linearize.c:799: netlink_gen_expr: Assertion `dreg < ctx->reg_low' failed.");
 }
 
 function commentOf(rule: string): string | null {
@@ -87,6 +96,30 @@ export class FakeNft implements NftExec {
     for (const op of ops) this.element(work, op.op, op.set, op.value === undefined ? op.key : `${op.key} : ${op.value}`);
     this.table = work;
     this.elementCommits++;
+  }
+
+  /** Rules appended over netlink, in order, each as `chain: comment`. */
+  readonly netlinkRules: string[] = [];
+
+  /** Append rules as the netlink transaction of SystemNft.addRules would: all or none. @throws CommandError for a missing chain. */
+  async addRules(rules: readonly NetlinkRuleOf[]): Promise<number> {
+    if (rules.length === 0) return 0;
+    if (this.failNext !== undefined) {
+      const message = this.failNext;
+      this.failNext = undefined;
+      throw new CommandError('netlink', 1, message);
+    }
+    const work = clone(this.table);
+    for (const r of rules) {
+      if (!r.rule.netlink) throw new CommandError('netlink', 1, `not a netlink rule: ${r.rule.comment}`);
+      const c = work?.chains.get(r.chain);
+      if (!c) throw new CommandError('netlink', 1, `No such file or directory: chain ${r.chain}`);
+      c.comments.push(r.rule.comment);
+    }
+    this.table = work;
+    this.elementCommits++;
+    this.netlinkRules.push(...rules.map((r) => `${r.chain}: ${r.rule.comment}`));
+    return rules.length * 256;
   }
 
   /** An element writer over this table. */
@@ -165,6 +198,7 @@ export class FakeNft implements NftExec {
       } else if ((m = new RegExp(`^add rule ${T} (\\S+) (.*)$`).exec(line))) {
         const c = t.chains.get(m[1]!);
         if (!c) throw new CommandError('nft -f', 1, `No such file or directory: chain ${m[1]}`);
+        refuseAsNft(m[2]!);
         c.comments.push(commentOf(m[2]!));
       } else {
         throw new CommandError('nft -f', 1, `fake nft does not know: ${line}`);
@@ -181,7 +215,8 @@ export class FakeNft implements NftExec {
       const m = /^(set|map|chain) (\S+) \{$/.exec(line);
       if (!m) throw new CommandError('nft -f', 1, `fake nft does not know: ${line}`);
       const body: string[] = [];
-      for (i++; lines[i]!.trim() !== '}'; i++) body.push(lines[i]!.trim());
+      for (i++; lines[i]!.trim() !== '}'; i++) if (!lines[i]!.trim().startsWith('#')) body.push(lines[i]!.trim());
+      body.forEach(refuseAsNft);
       if (m[1] === 'chain') {
         const h = /^type (\S+) hook (\S+) priority (-?\d+); policy accept;$/.exec(body[0] ?? '');
         const rules = h ? body.slice(1) : body;

@@ -1,11 +1,12 @@
 /**
  * `drover trace --kernel` in nftables mode, the pure part: the short-lived
- * chains that mark the probe for tracing (`meta nftrace set 1`) in table
- * `ip drover`, the path the kernel reports for it (trace events,
+ * chains that mark the probe for tracing (`meta nftrace set 1`) in drover's
+ * table of the probe's family (`ip drover`, or `ip6 drover` for an IPv6
+ * probe), the path the kernel reports for it (trace events,
  * netlink/trace-codec.ts) read as drover's steps and verdict, its
  * comparison with the evaluator's answer (trace.ts), and its text.
  *
- * The chains (all in `ip drover`, named `trace-TAG-*`, TAG unique to one
+ * The chains (all in that table, named `trace-TAG-*`, TAG unique to one
  * run):
  * - `trace-TAG-mark`, a filter chain at the probe's first hook
  *   (prerouting from outside the node, output from the node itself) at
@@ -23,11 +24,12 @@
  * whether the destination was rewritten (DNAT) and the source masqueraded.
  */
 import type { Outcome, Packet, TraceResult } from '../../inspect/trace.ts';
-import { isCanonicalIPv4 } from '../../model/addr.ts';
-import { TABLE } from './layout.ts';
+import { joinHostPort, parseIP } from '../../model/addr.ts';
+import type { IPFamily } from '../../model/types.ts';
+import { nftFamily, tableRef } from './layout.ts';
 import type { LiveRule } from './live.ts';
+import { NFPROTO } from './netlink/constants.ts';
 import type { TraceEvent, TracedPacket } from './netlink/trace-codec.ts';
-import { NFT_TRACE_TABLE } from './trace.ts';
 
 /** The probe: one new connection's first packet. */
 export interface KernelProbe extends Packet {
@@ -45,27 +47,41 @@ export function traceChainPrefix(tag: string): string {
 
 const IP_PROTO: Readonly<Record<KernelProbe['proto'], number>> = { tcp: 6, udp: 17 };
 
+/** The IP family of a probe: its destination's (both addresses are of one family, checked by {@link addTraceScript}). */
+export function probeFamily(p: Packet): IPFamily {
+  return p.dst.includes(':') ? 'IPv6' : 'IPv4';
+}
+
+/** The probe's table as traces and outcomes name it: "ip drover", "ip6 drover". */
+function probeTable(p: Packet): string {
+  return tableRef(probeFamily(p));
+}
+
 function checkProbe(p: KernelProbe): void {
   const port = (n: number) => Number.isInteger(n) && n >= 1 && n <= 65535;
-  if (!isCanonicalIPv4(p.src) || !isCanonicalIPv4(p.dst)) throw new Error(`probe ${p.src} -> ${p.dst}: not IPv4 addresses`);
+  const src = parseIP(p.src);
+  const dst = parseIP(p.dst);
+  if (src?.text !== p.src || dst?.text !== p.dst || src.family !== dst.family) throw new Error(`probe ${p.src} -> ${p.dst}: not two canonical addresses of one family`);
   if (!port(p.sport) || !port(p.dport)) throw new Error(`probe ports ${p.sport} -> ${p.dport}: not 1-65535`);
   if (!(p.proto in IP_PROTO)) throw new Error(`probe protocol ${JSON.stringify(p.proto)}: not tcp or udp`);
 }
 
 /**
  * The `nft -f` script that adds one run's trace chains (module comment) to
- * table ip drover. `add chain` of a table that does not exist fails, so the
- * script never creates the table.
+ * drover's table of the probe's family (`ip drover`, `ip6 drover`). `add
+ * chain` of a table that does not exist fails, so the script never creates
+ * the table.
  * @throws Error for a tag or probe that is not valid.
  */
 export function addTraceScript(tag: string, p: KernelProbe): string {
   const prefix = traceChainPrefix(tag);
   checkProbe(p);
-  const t = `${TABLE.family} ${TABLE.name}`;
+  const t = probeTable(p);
+  const l3 = nftFamily(probeFamily(p)).l3;
   const hook = p.origin === 'node' ? 'output' : 'prerouting';
   return [
     `add chain ${t} ${prefix}mark { type filter hook ${hook} priority -300; policy accept; }`,
-    `add rule ${t} ${prefix}mark ip saddr ${p.src} ip daddr ${p.dst} meta l4proto ${p.proto} th sport ${p.sport} th dport ${p.dport} meta nftrace set 1 comment "drover trace --kernel"`,
+    `add rule ${t} ${prefix}mark ${l3} saddr ${p.src} ${l3} daddr ${p.dst} meta l4proto ${p.proto} th sport ${p.sport} th dport ${p.dport} meta nftrace set 1 comment "drover trace --kernel"`,
     `add chain ${t} ${prefix}in { type filter hook input priority 300; policy accept; }`,
     `add chain ${t} ${prefix}out { type filter hook postrouting priority 300; policy accept; }`,
     '',
@@ -73,19 +89,20 @@ export function addTraceScript(tag: string, p: KernelProbe): string {
 }
 
 /**
- * The `nft -f` script that removes one run's trace chains, whichever of
- * them exist (`names`: the chains of the live table).
+ * The `nft -f` script that removes one run's trace chains from drover's
+ * table of `family` (default IPv4), whichever of them exist (`names`: the
+ * chains of the live table).
  */
-export function removeTraceScript(tag: string, names: Iterable<string>): string {
+export function removeTraceScript(tag: string, names: Iterable<string>, family: IPFamily = 'IPv4'): string {
   const prefix = traceChainPrefix(tag);
-  const t = `${TABLE.family} ${TABLE.name}`;
+  const t = tableRef(family);
   const mine = [...names].filter((n) => n.startsWith(prefix)).sort();
   return mine.map((n) => `flush chain ${t} ${n}\ndelete chain ${t} ${n}\n`).join('');
 }
 
 /** One event of the kernel's path, as drover prints it. */
 export interface KernelStep {
-  /** "ip drover", or the family and table of another table the packet met. */
+  /** "ip drover" ("ip6 drover"), or the family and table of another table the packet met. */
   readonly table: string;
   readonly chain: string;
   readonly kind: 'rule' | 'return' | 'policy';
@@ -127,6 +144,12 @@ function verdictText(e: TraceEvent): string {
   return v.chain ? `${v.code} ${v.chain}` : v.code;
 }
 
+/** Whether event `e` is of drover's table of the probe's family. */
+function inOurTable(e: TraceEvent, p: Packet): boolean {
+  const f = probeFamily(p);
+  return e.table === nftFamily(f).table.name && e.family === (f === 'IPv6' ? NFPROTO.IPV6 : NFPROTO.IPV4);
+}
+
 /** Whether `pkt` is the probe itself, as it entered. */
 function isProbe(pkt: TracedPacket | undefined, p: KernelProbe): boolean {
   return pkt !== undefined && pkt.src === p.src && pkt.dst === p.dst && pkt.protocol === IP_PROTO[p.proto] && pkt.sport === p.sport && pkt.dport === p.dport;
@@ -140,13 +163,13 @@ function isProbe(pkt: TracedPacket | undefined, p: KernelProbe): boolean {
  */
 export function probeEvents(events: readonly TraceEvent[], tag: string, p: KernelProbe): TraceEvent[] {
   const mark = `${traceChainPrefix(tag)}mark`;
-  const start = events.findIndex((e) => e.table === TABLE.name && e.chain === mark && isProbe(e.packet, p));
+  const start = events.findIndex((e) => inOurTable(e, p) && e.chain === mark && isProbe(e.packet, p));
   if (start < 0) return [];
   const id = events[start]!.id;
   const out: TraceEvent[] = [events[start]!];
   for (const e of events.slice(start + 1)) {
     if (e.id !== id) continue;
-    if (e.chain === mark && e.table === TABLE.name && e.packet) break;
+    if (e.chain === mark && inOurTable(e, p) && e.packet) break;
     out.push(e);
   }
   return out;
@@ -168,7 +191,7 @@ export function kernelPath(events: readonly TraceEvent[], tag: string, p: Kernel
   let last: TracedPacket | undefined;
   for (const e of mine) {
     if (e.packet) last = e.packet;
-    const ours = e.table === TABLE.name && e.family === 2;
+    const ours = inOurTable(e, p);
     if (ours && e.chain.startsWith(prefix)) continue;
     if (e.type === 'rule' && e.handle === undefined) continue; // a packet dump, not a rule (see trace-codec.ts)
     const table = `${familyName(e.family)} ${e.table}`;
@@ -187,11 +210,11 @@ export function kernelPath(events: readonly TraceEvent[], tag: string, p: Kernel
       verdict = { kind: reject ? 'reject' : 'drop', table, chain: e.chain, line: e.type === 'policy' ? 0 : (known?.line ?? -1) };
     }
   }
-  const seenAfter = mine.slice(1).some((e) => e.table === TABLE.name && (e.chain === `${prefix}in` || e.chain === `${prefix}out`));
+  const seenAfter = mine.slice(1).some((e) => inOurTable(e, p) && (e.chain === `${prefix}in` || e.chain === `${prefix}out`));
   const masqueraded = !verdict && seenAfter && last !== undefined && last.src !== p.src;
   if (!verdict) {
     if (!seenAfter) {
-      const at = steps.length > 0 ? `${steps[steps.length - 1]!.table} ${steps[steps.length - 1]!.chain}` : `${NFT_TRACE_TABLE} ${prefix}mark`;
+      const at = steps.length > 0 ? `${steps[steps.length - 1]!.table} ${steps[steps.length - 1]!.chain}` : `${probeTable(p)} ${prefix}mark`;
       verdict = { kind: 'unseen', after: at };
     } else if (last && (last.dst !== p.dst || last.dport !== p.dport) && last.dport !== undefined) verdict = { kind: 'dnat', ip: last.dst, port: last.dport };
     else verdict = { kind: 'untouched' };
@@ -214,18 +237,19 @@ function stepKey(chain: string, line: number | string): string {
 }
 
 function kernelKeys(path: KernelPath): string[] {
-  return path.steps.filter((s) => s.table === NFT_TRACE_TABLE && s.kind === 'rule').map((s) => stepKey(s.chain, s.line ?? `handle ${s.handle}`));
+  const table = probeTable(path.probe);
+  return path.steps.filter((s) => s.table === table && s.kind === 'rule').map((s) => stepKey(s.chain, s.line ?? `handle ${s.handle}`));
 }
 
-function outcomeKeys(o: Outcome): string[] {
-  return o.steps.filter((s) => s.table === NFT_TRACE_TABLE).map((s) => stepKey(s.chain, s.line));
+function outcomeKeys(o: Outcome, table: string): string[] {
+  return o.steps.filter((s) => s.table === table).map((s) => stepKey(s.chain, s.line));
 }
 
 /** The verdict in words, the same for both sides when they agree. */
 export function kernelVerdictText(v: KernelVerdict | Outcome['verdict'], masqueraded: boolean): string {
   switch (v.kind) {
     case 'dnat':
-      return `DNAT to ${v.ip}:${v.port}${masqueraded ? ', masqueraded' : ', not masqueraded'}`;
+      return `DNAT to ${joinHostPort(v.ip, v.port)}${masqueraded ? ', masqueraded' : ', not masqueraded'}`;
     case 'reject':
       return `REJECTed (${v.table} ${v.chain} rule ${v.line})`;
     case 'drop':
@@ -249,16 +273,17 @@ function commonPrefix(a: readonly string[], b: readonly string[]): number {
 
 /**
  * Compare the kernel's path with the evaluator's outcomes: a match is an
- * outcome with the same rules of table ip drover in the same order, the
+ * outcome with the same rules of drover's table (of the probe's family) in the same order, the
  * same verdict and the same masquerade. Otherwise the closest outcome (the
  * longest run of the same rules) and the first difference.
  */
 export function compareWithEvaluator(result: TraceResult, path: KernelPath): KernelComparison {
+  const table = probeTable(path.probe);
   const k = kernelKeys(path);
   const kv = kernelVerdictText(path.verdict, path.masqueraded);
   let best: { i: number; common: number } | undefined;
   for (const [i, o] of result.outcomes.entries()) {
-    const e = outcomeKeys(o);
+    const e = outcomeKeys(o, table);
     const common = commonPrefix(k, e);
     const same = common === k.length && common === e.length;
     if (same && kernelVerdictText(o.verdict, o.masqueraded) === kv) return { match: true, branch: i };
@@ -266,12 +291,12 @@ export function compareWithEvaluator(result: TraceResult, path: KernelPath): Ker
   }
   if (!best) return { match: false, reason: 'the evaluator has no outcome' };
   const o = result.outcomes[best.i]!;
-  const e = outcomeKeys(o);
+  const e = outcomeKeys(o, table);
   let reason: string;
   if (best.common < k.length || best.common < e.length) {
     const kk = k[best.common] ?? 'no further rule';
     const ee = e[best.common] ?? 'no further rule';
-    reason = `after ${best.common} rule(s) in common, the kernel took ${kk === 'no further rule' ? kk : `${NFT_TRACE_TABLE} ${kk}`} where the evaluator's closest branch takes ${ee === 'no further rule' ? ee : `${NFT_TRACE_TABLE} ${ee}`}`;
+    reason = `after ${best.common} rule(s) in common, the kernel took ${kk === 'no further rule' ? kk : `${table} ${kk}`} where the evaluator's closest branch takes ${ee === 'no further rule' ? ee : `${table} ${ee}`}`;
   } else {
     reason = `the same rules, but the kernel's verdict is ${kv} and the evaluator's ${kernelVerdictText(o.verdict, o.masqueraded)}`;
   }
@@ -294,7 +319,7 @@ export interface ProbeReport {
 export function formatKernelPath(path: KernelPath, sent: ProbeReport, cmp: KernelComparison, result: TraceResult): string {
   const p = path.probe;
   const out = [
-    `kernel: one ${p.proto} probe ${p.src}:${p.sport} -> ${p.dst}:${p.dport}, sent from ${sent.from ? `namespace ${sent.from}` : "the node's namespace"} (${sent.result}); nft trace id ${path.id.toString(16).padStart(8, '0')}`,
+    `kernel: one ${p.proto} probe ${joinHostPort(p.src, p.sport)} -> ${joinHostPort(p.dst, p.dport)}, sent from ${sent.from ? `namespace ${sent.from}` : "the node's namespace"} (${sent.result}); nft trace id ${path.id.toString(16).padStart(8, '0')}`,
     '',
   ];
   let chain = '';
@@ -310,7 +335,8 @@ export function formatKernelPath(path: KernelPath, sent: ProbeReport, cmp: Kerne
       out.push(`  ${place} handle ${String(s.handle ?? '?').padEnd(4)} ${s.verdict}${comment}`);
     } else out.push(`  ${s.kind === 'policy' ? `policy ${s.verdict}` : 'end of chain: return'}`);
   }
-  if (path.last) out.push('', `last seen: ${path.last.src}${path.last.sport ? `:${path.last.sport}` : ''} -> ${path.last.dst}${path.last.dport ? `:${path.last.dport}` : ''}`);
+  const end = (ip: string, port: number | undefined) => (port ? joinHostPort(ip, port) : ip);
+  if (path.last) out.push('', `last seen: ${end(path.last.src, path.last.sport)} -> ${end(path.last.dst, path.last.dport)}`);
   out.push(`kernel verdict: ${kernelVerdictText(path.verdict, path.masqueraded)}`, '');
   const o = cmp.branch !== undefined ? result.outcomes[cmp.branch] : undefined;
   const share = o && result.outcomes.length > 1 ? ` (${(o.probability * 100).toFixed(2)}% of new connections)` : '';

@@ -8,8 +8,9 @@
  *    hears the namespace of the process that opened it; and a child in any
  *    case, since the netlink package aborts its process when a receive
  *    buffer overflows);
- * 2. one `nft -f` transaction adds this run's trace chains to table
- *    ip drover (never another table; without the table it is refused);
+ * 2. one `nft -f` transaction adds this run's trace chains to drover's
+ *    table of the probe's family, `ip drover` or `ip6 drover` (never
+ *    another table; without the table it is refused);
  * 3. one probe is sent: a TCP connect() or a UDP datagram from `--src`
  *    and a random source port, from the node's namespace when `--src` is
  *    one of the node's addresses, else from `--probe-from` (a namespace
@@ -29,8 +30,8 @@ import type { TraceResult } from '../../inspect/trace.ts';
 import { moduleArgv } from '../../util/node-module.ts';
 import type { NftExec } from './exec.ts';
 import type { LiveTable } from './live.ts';
-import { addTraceScript, compareWithEvaluator, formatKernelPath, kernelPath, probeEvents, removeTraceScript, traceChainPrefix, type KernelComparison, type KernelPath, type KernelProbe, type ProbeReport } from './kernel-path.ts';
-import { TABLE } from './layout.ts';
+import { addTraceScript, compareWithEvaluator, formatKernelPath, kernelPath, probeEvents, probeFamily, removeTraceScript, traceChainPrefix, type KernelComparison, type KernelPath, type KernelProbe, type ProbeReport } from './kernel-path.ts';
+import { nftFamily, tableRef } from './layout.ts';
 import { decodeTraceDatagram, type TraceEvent } from './netlink/trace-codec.ts';
 import { sendProbe, type ProbeOutcome, type ProbeSpec } from './trace-helper.ts';
 
@@ -145,15 +146,17 @@ async function send(spec: ProbeSpec, netns: string | undefined): Promise<ProbeOu
 /** Whether the probe's events already show its end: a drop, or one of the late chains. */
 function ended(events: readonly TraceEvent[], tag: string, probe: KernelProbe): boolean {
   const prefix = traceChainPrefix(tag);
-  return probeEvents(events, tag, probe).some((e) => e.verdict?.code === 'drop' || e.chain === `${prefix}in` || e.chain === `${prefix}out`);
+  const table = nftFamily(probeFamily(probe)).table.name;
+  return probeEvents(events, tag, probe).some((e) => e.verdict?.code === 'drop' || (e.table === table && (e.chain === `${prefix}in` || e.chain === `${prefix}out`)));
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /**
  * Probe the kernel for the connection the evaluator traced (`result`),
- * and compare.
- * @throws UsageError without table ip drover, for SCTP, or for a `--src`
+ * and compare. `nft` is nft for drover's table of the connection's family
+ * (an IPv6 connection's probe is traced in `ip6 drover`).
+ * @throws UsageError without that table, for SCTP, or for a `--src`
  *   outside the node without `--probe-from` (or with it for one inside);
  *   KernelTraceError when the kernel reports nothing for the probe;
  *   CommandError when nft refuses the trace chains.
@@ -165,8 +168,9 @@ export async function traceKernel(nft: NftExec, opts: KernelTraceOptions, result
     throw new UsageError(`--src ${packet.src} is not an address of the node: trace --kernel sends the probe from a namespace that holds it and routes to the node; name it with --probe-from NETNS`);
   }
   if (origin === 'node' && opts.probeFrom) throw new UsageError(`--src ${packet.src} is an address of the node: its probe is sent from the node's namespace, drop --probe-from`);
+  const family = probeFamily(packet);
   const before = await nft.list({ terse: true });
-  if (!before.exists) throw new UsageError(`no table ${TABLE.family} ${TABLE.name}${opts.netns ? ` in namespace ${opts.netns}` : ''}: trace --kernel adds its trace rule to drover's table only`);
+  if (!before.exists) throw new UsageError(`no table ${tableRef(family)}${opts.netns ? ` in namespace ${opts.netns}` : ''}: trace --kernel adds its trace rule to drover's table only`);
   const probe: KernelProbe = { ...packet, proto: packet.proto, sport: randomInt(32768, 61000), origin };
   const tag = randomBytes(4).toString('hex');
   const listener = await startListener(opts.netns);
@@ -174,7 +178,7 @@ export async function traceKernel(nft: NftExec, opts: KernelTraceOptions, result
   let after: LiveTable | undefined;
   /** Remove whichever of this run's chains exist (a full sync of drover run may have removed them already). */
   const removeChains = async (names?: Iterable<string>): Promise<void> => {
-    const script = removeTraceScript(tag, names ?? (await nft.list({ terse: true })).chains.keys());
+    const script = removeTraceScript(tag, names ?? (await nft.list({ terse: true })).chains.keys(), family);
     if (script !== '') await nft.run(script);
   };
   /** The transaction that adds the chains, once started; `added` once it committed. */

@@ -165,10 +165,28 @@ export interface SetDecl {
   readonly mapType?: string;
 }
 
-/** One rule of a chain: its text (without the comment) and its comment, which names it. */
+/**
+ * A rule that nft cannot compile, written over nf_tables netlink instead
+ * (affinity-rule.ts): the IPv6 table's ClientIP affinity record rule of
+ * protocol `proto` and timeout `seconds`.
+ */
+export interface NetlinkRuleSpec {
+  readonly kind: 'affinity-record';
+  readonly proto: 'tcp' | 'udp' | 'sctp';
+  readonly seconds: number;
+}
+
+/**
+ * One rule of a chain: its text (without the comment) and its comment,
+ * which names it. With `netlink`, nft cannot write the rule: scripts leave
+ * it out (script.ts, as a `#` line) and it is appended to its chain over
+ * netlink after the script (backend.ts); `text` is still how nft lists it
+ * and how `drover trace` evaluates it.
+ */
 export interface RuleDecl {
   readonly text: string;
   readonly comment: string;
+  readonly netlink?: NetlinkRuleSpec;
 }
 
 /** A chain of the table; `base` for the ones attached to a hook. */
@@ -276,13 +294,17 @@ function affinityLookup(fam: NftFamily): RuleDecl {
   return { text: `dnat ${fam.l3} to ${fam.l3} saddr . ${frontendMatch(fam)} map @${AFFINITY_MAP}`, comment: 'the endpoint of a client with affinity' };
 }
 
-/** The rules that record a client's endpoint for the frontends of `seconds`' affinity, one per protocol, in the table of `family` (default IPv4). */
+/**
+ * The rules that record a client's endpoint for the frontends of `seconds`' affinity, one per protocol, in the table of
+ * `family` (default IPv4). The IPv6 ones are written over netlink (`netlink`; affinity-rule.ts explains why).
+ */
 export function affinityRecordRules(seconds: number, family: IPFamily = 'IPv4'): RuleDecl[] {
   const l3 = nftFamily(family).l3;
   const orig = `ct original ${l3} daddr . meta l4proto . ct original proto-dst`;
   return (['tcp', 'udp', 'sctp'] as const).map((p) => ({
     text: `ct state new ct status dnat meta l4proto ${p} ${orig} @${affinitySetName(seconds)} update @${AFFINITY_MAP} { ${l3} saddr . ${orig} timeout ${seconds}s : ${l3} daddr . th dport }`,
     comment: `${p} affinity of ${seconds} s`,
+    ...(family === 'IPv6' ? { netlink: { kind: 'affinity-record' as const, proto: p, seconds } } : {}),
   }));
 }
 

@@ -6,7 +6,7 @@
  * `ip6 drover`, default IPv4). Pure: the same plan gives the same text.
  */
 import type { IPFamily } from '../../model/types.ts';
-import { chainHeader, ruleText, tableRef, type ChainDecl, type Layout, type SetDecl } from './layout.ts';
+import { chainHeader, ruleText, tableRef, type ChainDecl, type Layout, type RuleDecl, type SetDecl } from './layout.ts';
 import type { ElementOp, TableModel } from './model.ts';
 import type { StructurePlan } from './plan.ts';
 
@@ -15,9 +15,17 @@ function setBlock(s: SetDecl, indent: string): string[] {
   return [`${indent}${kind} ${s.name} {`, ...s.body.map((l) => `${indent}\t${l}`), `${indent}}`];
 }
 
+/** What a script says of a rule nft cannot write (layout.ts RuleDecl `netlink`): a comment line, as it follows the script over netlink. */
+export const NETLINK_RULE_NOTE = '# appended over netlink (nft 1.0.6 cannot compile it):';
+
+/** A rule as a script line: its text, or for one that goes over netlink a comment line (nft reads it as nothing). */
+function ruleLine(r: RuleDecl, line: string): string {
+  return r.netlink ? `${NETLINK_RULE_NOTE} ${line}` : line;
+}
+
 function chainBlock(c: ChainDecl, indent: string): string[] {
   const header = chainHeader(c);
-  return [`${indent}chain ${c.name} {`, ...(header ? [`${indent}\t${header}`] : []), ...c.rules.map((r) => `${indent}\t${ruleText(r)}`), `${indent}}`];
+  return [`${indent}chain ${c.name} {`, ...(header ? [`${indent}\t${header}`] : []), ...c.rules.map((r) => `${indent}\t${ruleLine(r, ruleText(r))}`), `${indent}}`];
 }
 
 /** Most elements on one `add element` line. */
@@ -50,7 +58,9 @@ export function tableBlock(l: Layout, family: IPFamily = 'IPv4'): string[] {
  * The script of one transaction: the structural changes of `plan` (for a
  * table `model` describes) around the element operations `ops` (ordered:
  * deletes, then adds). A rebuild deletes the table first when it exists
- * (`ops` must then be planned from an empty table).
+ * (`ops` must then be planned from an empty table). Rules nft cannot
+ * write (RuleDecl `netlink`) are comment lines here: the caller appends
+ * them over netlink once the script went through (backend.ts).
  */
 export function transactionScript(plan: StructurePlan, want: Layout, model: TableModel, ops: readonly ElementOp[], family: IPFamily = 'IPv4'): string {
   const T = tableRef(family);
@@ -70,7 +80,7 @@ export function transactionScript(plan: StructurePlan, want: Layout, model: Tabl
   }
   for (const name of plan.deleteChains) lines.push(`flush chain ${T} ${name}`);
   lines.push(...elementLines(ops, family));
-  for (const c of plan.writeChains) for (const r of c.rules) lines.push(`add rule ${T} ${c.name} ${ruleText(r)}`);
+  for (const c of plan.writeChains) for (const r of c.rules) lines.push(ruleLine(r, `add rule ${T} ${c.name} ${ruleText(r)}`));
   for (const name of plan.deleteChains) lines.push(`delete chain ${T} ${name}`);
   for (const name of plan.deleteSets) lines.push(`delete ${model.types.get(name)?.mapType !== undefined ? 'map' : 'set'} ${T} ${name}`);
   return lines.length === 0 ? '' : `${lines.join('\n')}\n`;

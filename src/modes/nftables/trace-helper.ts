@@ -21,11 +21,11 @@ import { createSocket } from 'node:dgram';
 import { connect } from 'node:net';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import { isCanonicalIPv4 } from '../../model/addr.ts';
+import { parseIP } from '../../model/addr.ts';
 import { NFNLGRP_NFTRACE } from './netlink/constants.ts';
 import { openNfnlTransport } from './netlink/transport.ts';
 
-/** One probe packet: the first packet of a new connection from `src:sport`. */
+/** One probe packet: the first packet of a new connection from `src:sport` (IPv4 or IPv6, both of one family). */
 export interface ProbeSpec {
   readonly proto: 'tcp' | 'udp';
   readonly src: string;
@@ -58,7 +58,9 @@ function isPort(p: unknown): p is number {
 export function parseProbeSpec(text: string): ProbeSpec {
   const p = JSON.parse(text) as Record<string, unknown>;
   if (p.proto !== 'tcp' && p.proto !== 'udp') throw new Error(`probe: proto ${JSON.stringify(p.proto)} is not tcp or udp`);
-  for (const f of ['src', 'dst'] as const) if (typeof p[f] !== 'string' || !isCanonicalIPv4(p[f])) throw new Error(`probe: ${f} ${JSON.stringify(p[f])} is not an IPv4 address`);
+  const family = (f: 'src' | 'dst') => (typeof p[f] === 'string' && parseIP(p[f])?.text === p[f] ? parseIP(p[f])!.family : undefined);
+  for (const f of ['src', 'dst'] as const) if (family(f) === undefined) throw new Error(`probe: ${f} ${JSON.stringify(p[f])} is not a canonical IPv4 or IPv6 address`);
+  if (family('src') !== family('dst')) throw new Error(`probe: src ${String(p.src)} and dst ${String(p.dst)} are of different IP families`);
   for (const f of ['sport', 'dport'] as const) if (!isPort(p[f])) throw new Error(`probe: ${f} ${JSON.stringify(p[f])} is not a port`);
   if (typeof p.waitMs !== 'number' || !(p.waitMs > 0 && p.waitMs <= 10_000)) throw new Error(`probe: waitMs ${JSON.stringify(p.waitMs)} is not 1-10000`);
   return p as unknown as ProbeSpec;
@@ -68,7 +70,7 @@ export function parseProbeSpec(text: string): ProbeSpec {
 export function sendProbe(p: ProbeSpec): Promise<ProbeOutcome> {
   return new Promise((resolve) => {
     if (p.proto === 'udp') {
-      const sock = createSocket('udp4');
+      const sock = createSocket(p.dst.includes(':') ? 'udp6' : 'udp4');
       const done = (result: string) => {
         sock.close();
         resolve({ result });

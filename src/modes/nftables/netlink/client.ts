@@ -59,6 +59,7 @@ import {
   type SetRef,
 } from './codec.ts';
 import { NFT_MSG, NLMSG_DONE, NLMSG_ERROR, NLM_F } from './constants.ts';
+import { encodeRuleBatch, type RuleAdd } from './rule-codec.ts';
 import { openNfnlTransport, type NfnlTransport } from './transport.ts';
 
 /** Options of {@link NftNetlinkClient.open}. */
@@ -91,8 +92,8 @@ export interface CommitResult {
  */
 export class NftRequestError extends DroverError {
   constructor(
-    /** "add", "delete", "batch", "list" or "generation". */
-    readonly op: 'add' | 'delete' | 'batch' | 'list' | 'generation',
+    /** "add", "delete", "batch", "list", "generation", or "rule" (a rule of {@link NftNetlinkClient.addRules}). */
+    readonly op: 'add' | 'delete' | 'batch' | 'list' | 'generation' | 'rule',
     /** The set the request was about, if any. */
     readonly target: SetRef | undefined,
     /** errno name, e.g. "ENOENT"; "E?" and the number when Node does not know it. */
@@ -101,8 +102,10 @@ export class NftRequestError extends DroverError {
     readonly errno: number,
     /** The failing element message of a batch. */
     readonly batchMessage?: BatchMessage,
+    /** For "rule": the rule refused, `family table chain "comment"`. */
+    readonly rule?: string,
   ) {
-    const what = describe(op, target, batchMessage);
+    const what = op === 'rule' ? `adding rule ${rule ?? '?'}` : describe(op, target, batchMessage);
     const hint = ERRNO_HINTS[`${op} ${code}`] ?? ERRNO_HINTS[`* ${code}`];
     super(`nf_tables ${what} failed: ${code}${hint ? ` (${hint})` : ''}`);
     this.name = 'NftRequestError';
@@ -148,6 +151,8 @@ const ERRNO_HINTS: Readonly<Record<string, string>> = {
   'delete ENOENT': 'no such element, set or table',
   'delete EINVAL': 'key does not fit the set',
   'list ENOENT': 'no such table or set',
+  'rule ENOENT': 'no such table, chain or set',
+  'rule EINVAL': 'an expression the kernel does not take (a register or a length)',
   '* EPERM': 'CAP_NET_ADMIN is required',
 };
 
@@ -245,25 +250,59 @@ export class NftNetlinkClient {
       if (answers > recvLimit) throw new NftBatchTooLargeError(answers, recvLimit);
       this.seq = batch.nextSeq;
 
-      const bySeq = new Map(batch.messages.map((m) => [m.seq, m]));
-      const answered = new Map<number, number>(); // seq → errno (0 = ACK)
-      await this.exchange('commit', batch.bytes, (msg, settle) => {
-        if (msg.type !== NLMSG_ERROR) return;
-        const ack = decodeAck(msg);
-        if (ack.seq === batch.beginSeq && ack.error !== 0) {
-          settle(new NftRequestError('batch', undefined, errnoName(ack.error), ack.error));
-          return;
-        }
-        if (!bySeq.has(ack.seq)) return;
-        answered.set(ack.seq, ack.error);
-        if (answered.size < bySeq.size) return;
-        const failed = batch.messages.find((m) => answered.get(m.seq) !== 0);
-        if (!failed) return settle();
-        const errno = answered.get(failed.seq)!;
-        settle(new NftRequestError(failed.op, { family: failed.family, table: failed.table, set: failed.set }, errnoName(errno), errno, failed));
-      }, (seq) => seq === batch.beginSeq || bySeq.has(seq));
+      await this.awaitBatch('commit', batch.bytes, batch.beginSeq, batch.messages, (failed, errno) =>
+        new NftRequestError(failed.op, { family: failed.family, table: failed.table, set: failed.set }, errnoName(errno), errno, failed),
+      );
       return { messages: batch.messages.length, elements, bytes: batch.bytes.length };
     });
+  }
+
+  /**
+   * Append `rules` to their chains as one atomic batch (NFT_MSG_NEWRULE,
+   * rule-codec.ts) and wait until the kernel has answered every message.
+   * For the rules nft cannot compile (affinity-rule.ts).
+   * @throws NftValidationError (nothing sent) for bad input.
+   * @throws NftRequestError "rule" naming the first rule the kernel refused,
+   *   its chain and errno (the kernel then applied none of the batch).
+   * @throws NftClientClosedError / NftTimeoutError.
+   */
+  addRules(rules: readonly RuleAdd[]): Promise<{ readonly rules: number; readonly bytes: number }> {
+    return this.serial(async () => {
+      if (rules.length === 0) return { rules: 0, bytes: 0 };
+      const batch = encodeRuleBatch(rules, this.seq);
+      const sendLimit = this.transport.sendBufferBytes() - 32;
+      if (batch.bytes.length > sendLimit) throw new NftBatchTooLargeError(batch.bytes.length, sendLimit);
+      this.seq = batch.nextSeq;
+      await this.awaitBatch('rule batch', batch.bytes, batch.beginSeq, batch.messages, (failed, errno) => {
+        const r = rules[failed.rule]!;
+        return new NftRequestError('rule', undefined, errnoName(errno), errno, undefined, `${r.family} ${r.table} ${r.chain} "${r.comment}"`);
+      });
+      return { rules: rules.length, bytes: batch.bytes.length };
+    });
+  }
+
+  /**
+   * Send a batch and wait for the kernel's answer to each of its
+   * `messages`: resolves when every one was ACKed, rejects with `fail` of
+   * the first (in batch order) that was not, or with a "batch" error when
+   * the kernel refused the batch itself (its BATCH_BEGIN, `beginSeq`).
+   */
+  private async awaitBatch<M extends { readonly seq: number }>(what: string, bytes: Buffer, beginSeq: number, messages: readonly M[], fail: (failed: M, errno: number) => Error): Promise<void> {
+    const bySeq = new Map(messages.map((m) => [m.seq, m]));
+    const answered = new Map<number, number>(); // seq → errno (0 = ACK)
+    await this.exchange(what, bytes, (msg, settle) => {
+      if (msg.type !== NLMSG_ERROR) return;
+      const ack = decodeAck(msg);
+      if (ack.seq === beginSeq && ack.error !== 0) {
+        settle(new NftRequestError('batch', undefined, errnoName(ack.error), ack.error));
+        return;
+      }
+      if (!bySeq.has(ack.seq)) return;
+      answered.set(ack.seq, ack.error);
+      if (answered.size < bySeq.size) return;
+      const failed = messages.find((m) => answered.get(m.seq) !== 0);
+      settle(failed ? fail(failed, answered.get(failed.seq)!) : undefined);
+    }, (seq) => seq === beginSeq || bySeq.has(seq));
   }
 
   /**

@@ -205,7 +205,7 @@ export function nftType(msg: number): number {
  * One netlink message: nlmsghdr (host order, nlmsg_pid 0: the kernel fills
  * in the sender), nfgenmsg, attributes.
  */
-function message(type: number, flags: number, seq: number, family: number, resId: number, attrs: Buffer): Buffer {
+export function message(type: number, flags: number, seq: number, family: number, resId: number, attrs: Buffer): Buffer {
   const len = NLMSG_HDRLEN + NFGENMSG_LEN + attrs.length;
   const b = Buffer.alloc(len);
   writeU32(b, 0, len);

@@ -31,6 +31,8 @@ export const NLM_F = {
   EXCL: 0x200,
   /** NEW: create, if it does not exist. */
   CREATE: 0x400,
+  /** NEW: add to the end of the list (a rule at the end of its chain). */
+  APPEND: 0x800,
   /** ACK: the request's payload was not copied into the error message. */
   CAPPED: 0x100,
   /** ACK: extended ack TLVs follow. */
@@ -195,3 +197,51 @@ export const NFT_VERDICT_CODES: ReadonlyMap<number, string> = new Map([
   [-4, 'goto'],
   [-5, 'return'],
 ]);
+
+/** enum nft_rule_attributes (<linux/netfilter/nf_tables.h>). */
+export const NFTA_RULE = {
+  TABLE: 1,
+  CHAIN: 2,
+  HANDLE: 3,
+  /** Nested: NFTA_LIST_ELEM entries, each an expression (NFTA_EXPR). */
+  EXPRESSIONS: 4,
+  /** Binary, at most NFT_USERDATA_MAXLEN (256): TLVs of libnftnl (udata.h), NFTNL_UDATA_RULE_COMMENT the comment. */
+  USERDATA: 7,
+} as const;
+
+/** The TLV type of a rule's comment in its NFTA_RULE_USERDATA (libnftnl: enum nftnl_udata_rule_types NFTNL_UDATA_RULE_COMMENT). */
+export const NFTNL_UDATA_RULE_COMMENT = 0;
+
+/** enum nft_expr_attributes: an expression's name and its type-specific attributes (nested). */
+export const NFTA_EXPR = { NAME: 1, DATA: 2 } as const;
+
+/** enum nft_registers: the four 16-byte registers and the sixteen 4-byte registers that overlay them (NFT_REG32_00 = 8). */
+export const NFT_REG = { R1: 1, R4: 4, R32_00: 8, R32_15: 23 } as const;
+
+/** enum nft_ct_attributes / nft_ct_keys (the keys drover's rules load). */
+export const NFTA_CT = { DREG: 1, KEY: 2, DIRECTION: 3 } as const;
+export const NFT_CT = { STATE: 0, STATUS: 2, PROTO_DST: 12, DST_IP: 20, DST_IP6: 22 } as const;
+/** enum ip_conntrack_dir: IP_CT_DIR_ORIGINAL. */
+export const IP_CT_DIR_ORIGINAL = 0;
+
+/** enum nft_meta_attributes / nft_meta_keys (the keys drover's rules load). */
+export const NFTA_META = { DREG: 1, KEY: 2 } as const;
+export const NFT_META = { L4PROTO: 16 } as const;
+
+/** enum nft_payload_attributes / nft_payload_bases. */
+export const NFTA_PAYLOAD = { DREG: 1, BASE: 2, OFFSET: 3, LEN: 4 } as const;
+export const NFT_PAYLOAD = { NETWORK_HEADER: 1, TRANSPORT_HEADER: 2 } as const;
+
+/** enum nft_bitwise_attributes (a boolean bitwise: dreg = (sreg & mask) ^ xor). */
+export const NFTA_BITWISE = { SREG: 1, DREG: 2, LEN: 3, MASK: 4, XOR: 5 } as const;
+
+/** enum nft_cmp_attributes / nft_cmp_ops. */
+export const NFTA_CMP = { SREG: 1, OP: 2, DATA: 3 } as const;
+export const NFT_CMP = { EQ: 0, NEQ: 1 } as const;
+
+/** enum nft_lookup_attributes. */
+export const NFTA_LOOKUP = { SET: 1, SREG: 2 } as const;
+
+/** enum nft_dynset_attributes / nft_dynset_ops. */
+export const NFTA_DYNSET = { SET_NAME: 1, OP: 3, SREG_KEY: 4, SREG_DATA: 5, TIMEOUT: 6 } as const;
+export const NFT_DYNSET_OP_UPDATE = 1;

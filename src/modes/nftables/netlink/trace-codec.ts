@@ -22,6 +22,7 @@
  *   again: the id hashes the skb's address).
  * Every integer attribute is big-endian (nla_put_be32 / nla_put_be64).
  */
+import { ipFromBytes } from '../../../model/addr.ts';
 import { attrNested, attrString, indexAttrs, parseAttrs, type NlAttr } from '../../shared/nlattr.ts';
 import { NFGENMSG_LEN, NFTA_TRACE, NFTA_VERDICT, NFT_MSG, NFT_TRACETYPE, NFT_VERDICT_CODES } from './constants.ts';
 import { nftType, parseMessages, type NlMessage } from './codec.ts';
@@ -33,7 +34,7 @@ export interface TraceVerdict {
   readonly chain?: string;
 }
 
-/** The IPv4 packet an event carries (its headers at that hook). */
+/** The IPv4 or IPv6 packet an event carries (its headers at that hook; addresses as canonical text). */
 export interface TracedPacket {
   readonly src: string;
   readonly dst: string;
@@ -48,7 +49,7 @@ export interface TracedPacket {
 export interface TraceEvent {
   /** NFTA_TRACE_ID. */
   readonly id: number;
-  /** NFPROTO_* of the table (2: ip). */
+  /** NFPROTO_* of the table (2: ip, 10: ip6). */
   readonly family: number;
   readonly table: string;
   readonly chain: string;
@@ -87,17 +88,22 @@ function verdict(a: NlAttr): TraceVerdict {
 }
 
 /**
- * The IPv4 header (and ports from the transport header) of an event;
- * undefined for a header that is not IPv4.
+ * The IPv4 or IPv6 header (and ports from the transport header) of an
+ * event; undefined for another header. For IPv6 the protocol is the fixed
+ * header's Next Header: the probes drover sends carry no extension header.
  */
 function packet(network: NlAttr, transport: NlAttr | undefined): TracedPacket | undefined {
   const ip = network.data;
-  if (ip.length < 20 || ip[0]! >> 4 !== 4) return undefined;
-  const addr = (off: number) => `${ip[off]}.${ip[off + 1]}.${ip[off + 2]}.${ip[off + 3]}`;
-  const protocol = ip[9]!;
-  const out: { src: string; dst: string; protocol: number; sport?: number; dport?: number } = { src: addr(12), dst: addr(16), protocol };
+  const version = ip.length > 0 ? ip[0]! >> 4 : 0;
+  let out: { src: string; dst: string; protocol: number; sport?: number; dport?: number };
+  if (version === 4 && ip.length >= 20) {
+    const addr = (off: number) => `${ip[off]}.${ip[off + 1]}.${ip[off + 2]}.${ip[off + 3]}`;
+    out = { src: addr(12), dst: addr(16), protocol: ip[9]! };
+  } else if (version === 6 && ip.length >= 40) {
+    out = { src: ipFromBytes(ip.subarray(8, 24)).text, dst: ipFromBytes(ip.subarray(24, 40)).text, protocol: ip[6]! };
+  } else return undefined;
   const th = transport?.data;
-  if (th && th.length >= 4 && (protocol === 6 || protocol === 17 || protocol === 132)) {
+  if (th && th.length >= 4 && (out.protocol === 6 || out.protocol === 17 || out.protocol === 132)) {
     out.sport = th.readUInt16BE(0);
     out.dport = th.readUInt16BE(2);
   }
