@@ -5,6 +5,10 @@
  * network namespace (wiring.ts).
  */
 import { loadSource } from '../../sources/load.ts';
+import { familyView, IP_FAMILIES } from '../../model/family.ts';
+import type { IPFamily, Snapshot } from '../../model/types.ts';
+import type { RenderCliOptions } from '../../cli/options.ts';
+import type { NodeAddresses } from './frontends.ts';
 import { renderConfig } from '../shared/render-config.ts';
 import { BENCH_CLUSTER_CIDR } from '../../bench/synth.ts';
 import type { BenchSettings } from '../../bench/types.ts';
@@ -56,6 +60,32 @@ export function ipvsStatusLines(c: IpvsCounts): Array<[string, string]> {
   ];
 }
 
+/**
+ * `drover render --mode ipvs`: the IPv4 view of the snapshot (render.ts),
+ * then, when it has IPv6 service ports, the IPv6 view under a comment line,
+ * each with its family's NodePort addresses (`addresses`, node-ips.ts), as
+ * a sync here would program them; and the service ports left out. Pure
+ * apart from `addresses`.
+ */
+export function renderIpvsFamilies(
+  snapshot: Snapshot,
+  opts: Readonly<Record<string, unknown>> & Pick<RenderCliOptions, 'clusterCidr' | 'masqueradeAll'>,
+  header: readonly string[],
+  addresses: (family: IPFamily) => NodeAddresses,
+): { text: string; leftOut: string[] } {
+  let text = '';
+  const leftOut: string[] = [];
+  for (const family of IP_FAMILIES) {
+    const view = familyView(snapshot, family);
+    if (family === 'IPv6' && view.services.size === 0) continue;
+    const desired = desiredIpvsState(view, { scheduler: scheduler(opts), nodeAddresses: addresses(family) });
+    const head = family === 'IPv4' ? ['drover render --mode ipvs: what a full sync writes onto an empty node', ...header] : ['the IPv6 view of the source (kube-ipvs0 is shared; sets, rules and virtual servers are the IPv6 family\'s)'];
+    text += renderIpvs(desired, ipvsStaticRules(renderConfig(opts, family), undefined, family), head, family);
+    leftOut.push(...desired.conflicts.map((c) => `service port ${c}${family === 'IPv6' ? ' (IPv6)' : ''}: one of its addresses:port/protocol (ClusterIP, external IP, LoadBalancer IP or NodePort) belongs to another service port; left out there`));
+  }
+  return { text, leftOut };
+}
+
 /** The scheduler option of a command, as `run` has it by default. */
 function scheduler(opts: Readonly<Record<string, unknown>>): string {
   return typeof opts.ipvsScheduler === 'string' ? opts.ipvsScheduler : 'rr';
@@ -87,12 +117,7 @@ export const ipvsMode: ModeDriver = {
   recordedOptions: (record) => ({ ipvsScheduler: record.ipvs?.scheduler ?? 'rr' }),
 
   render(snapshot, opts, header) {
-    // NodePorts on this host's addresses (node-ips.ts), as a sync here would program them.
-    const desired = desiredIpvsState(snapshot, { scheduler: scheduler(opts), nodeAddresses: nodeAddresses(undefined) });
-    return {
-      text: renderIpvs(desired, ipvsStaticRules(renderConfig(opts)), ['drover render --mode ipvs: what a full sync writes onto an empty node', ...header]),
-      leftOut: desired.conflicts.map((c) => `service port ${c}: one of its addresses:port/protocol (ClusterIP, external IP, LoadBalancer IP or NodePort) belongs to another service port; left out there`),
-    };
+    return renderIpvsFamilies(snapshot, opts, header, (family) => nodeAddresses(undefined, undefined, family));
   },
 
   async chains(selector, opts) {
