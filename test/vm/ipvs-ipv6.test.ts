@@ -80,7 +80,7 @@ if (await registerIpvsTests('IPVS IPv6 and dual-stack tests')) {
       t.true(servers.includes(`  -> [fd00:244:1::2]:8080 w1 masq`) && servers.includes(`  -> [fd00:244:1::3]:8080 w1 masq`));
     }
     t.true(servers.includes('TCP [fd00:96::20]:80 netmask 128'));
-    t.false(servers.some((s) => /fe80|::1\]/.test(s)), 'no NodePort on link-local or loopback addresses');
+    t.false(servers.some((s) => /\[(fe80:|::1\])/.test(s)), 'no NodePort on link-local or loopback addresses');
     const cluster6 = await setEntries('KUBE-6-CLUSTER-IP');
     t.regex(cluster6?.create ?? '', /^create KUBE-6-CLUSTER-IP hash:ip,port family inet6 /);
     t.deepEqual(cluster6?.entries, ['fd00:96::10,tcp:80', 'fd00:96::20,tcp:80']);
