@@ -178,3 +178,30 @@ test('dual-stack backend: an IPv4-only source never touches the IPv6 side', asyn
   t.is(w.ipset.entries('KUBE-6-CLUSTER-IP'), undefined);
   t.deepEqual(w.links.addressesOf('kube-ipvs0'), ['10.96.0.10/32']);
 });
+
+test('IPv6 external IP and LoadBalancer IP with IPv6 source ranges under externalTrafficPolicy Local: their virtual servers and KUBE-6- set entries', (t) => {
+  const lb6: ServicePort = {
+    ...sp('default/lb:http', 'fd00:10:96::50', 80, [ep('[fd00:10:244:1::2]:8080', { nodeName: 'here' }), ep('[fd00:10:244:2::2]:8080', { nodeName: 'there' })]),
+    type: 'LoadBalancer',
+    externalTrafficPolicy: 'Local',
+    frontends: {
+      clusterIPs: [{ family: 'IPv6', ip: 'fd00:10:96::50' }],
+      externalIPs: [{ family: 'IPv4', ip: '198.51.100.7' }, { family: 'IPv6', ip: '2001:db8::7' }],
+      loadBalancerIngress: [{ family: 'IPv6', ip: '2001:db8::10', ipMode: 'VIP' }],
+      loadBalancerSourceRanges: ['10.0.0.0/8', '2001:db8:1::/48', 'fd00:1::/64'],
+    },
+  };
+  const node = { name: 'here', labels: {}, addresses: [{ type: 'InternalIP' as const, address: 'fd00:1::10' }] };
+  const d = desiredIpvsState({ services: new Map([[lb6.key, lb6]]), node }, { scheduler: 'rr', nodeAddresses: NODE6 });
+  t.deepEqual([...d.virtualServers.keys()], ['TCP/2001:db8::10:80', 'TCP/2001:db8::7:80', 'TCP/fd00:10:96::50:80']);
+  // Policy Local: only this node's endpoint behind the external frontends, the cluster set behind the ClusterIP.
+  t.deepEqual([...d.virtualServers.get('TCP/2001:db8::10:80')!.reals.keys()], ['fd00:10:244:1::2:8080']);
+  t.deepEqual([...d.virtualServers.get('TCP/fd00:10:96::50:80')!.reals.keys()], ['fd00:10:244:1::2:8080', 'fd00:10:244:2::2:8080']);
+  t.deepEqual([...d.sets['KUBE-EXTERNAL-IP-LOCAL']], ['2001:db8::7,tcp:80']);
+  t.deepEqual([...d.sets['KUBE-LOAD-BALANCER-LOCAL']], ['2001:db8::10,tcp:80']);
+  t.deepEqual([...d.sets['KUBE-LOAD-BALANCER-FW']], ['2001:db8::10,tcp:80']);
+  // The IPv6 ranges only; the node's InternalIP is in fd00:1::/64, so the VIP is let in as its own source.
+  t.deepEqual([...d.sets['KUBE-LOAD-BALANCER-SOURCE-CIDR']].sort(), ['2001:db8::10,tcp:80,2001:db8:1::/48', '2001:db8::10,tcp:80,fd00:1::/64']);
+  t.deepEqual([...d.sets['KUBE-LOAD-BALANCER-SOURCE-IP']], ['2001:db8::10,tcp:80,2001:db8::10']);
+  t.deepEqual(d.addresses, ['2001:db8::7', '2001:db8::10', 'fd00:10:96::50']);
+});
