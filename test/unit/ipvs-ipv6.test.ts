@@ -17,6 +17,9 @@ import type { ServicePort } from '../../src/model/types.ts';
 import { silentLogger } from '../../src/util/log.ts';
 import { dualSnap, ep, sp } from '../support/snapshots.ts';
 import { World } from '../support/ipvs-world.ts';
+import { readIpvsLive, ipvsCounts } from '../../src/modes/ipvs/live.ts';
+import { formatIpvsChains, ipvsServicePortViews } from '../../src/modes/ipvs/chains.ts';
+import { ipvsStatusLines } from '../../src/modes/ipvs/driver.ts';
 
 const NODE6 = { nodePortIPs: ['fd00:1::10'], hostAddresses: ['fd00:1::10'] };
 const NODE4 = { nodePortIPs: ['192.168.1.10'], hostAddresses: ['192.168.1.10'] };
@@ -204,4 +207,31 @@ test('IPv6 external IP and LoadBalancer IP with IPv6 source ranges under externa
   t.deepEqual([...d.sets['KUBE-LOAD-BALANCER-SOURCE-CIDR']].sort(), ['2001:db8::10,tcp:80,2001:db8:1::/48', '2001:db8::10,tcp:80,fd00:1::/64']);
   t.deepEqual([...d.sets['KUBE-LOAD-BALANCER-SOURCE-IP']], ['2001:db8::10,tcp:80,2001:db8::10']);
   t.deepEqual(d.addresses, ['2001:db8::7', '2001:db8::10', 'fd00:10:96::50']);
+});
+
+test('chains and status of a dual-stack node: IPv6 virtual servers under their service port, with their /128 binding and KUBE-6- entries; status counts both families', async (t) => {
+  const w = new World();
+  const ip6tables = new FakeIptables();
+  await dualBackend(w, ip6tables).sync(dual(), { full: true, changed: new Set() });
+  const live = await readIpvsLive({ ipvs: w.ipvs, ipset: w.ipset, links: w.links, iptables: w.iptables, sysctls: w.sysctls });
+  const d = (f: 'IPv4' | 'IPv6') => desiredIpvsState(familyView(dual(), f), { scheduler: 'rr', nodeAddresses: f === 'IPv6' ? NODE6 : NODE4 }).virtualServers;
+  const views = ipvsServicePortViews(live, new Map([...d('IPv4'), ...d('IPv6')]));
+  const v6 = views.find((v) => v.key === 'TCP/fd00:10:96::a:80')!;
+  t.is(v6.servicePort, 'default/web:http');
+  t.true(v6.bound);
+  t.deepEqual(v6.clusterIP, { set: 'KUBE-6-CLUSTER-IP', entry: 'fd00:10:96::a,tcp:80', present: true });
+  t.deepEqual(v6.realServers.map((r) => r.loopBack), [
+    { set: 'KUBE-6-LOOP-BACK', entry: 'fd00:10:244:1::2,tcp:8080,fd00:10:244:1::2', present: true },
+    { set: 'KUBE-6-LOOP-BACK', entry: 'fd00:10:244:1::3,tcp:8080,fd00:10:244:1::3', present: true },
+  ]);
+  const sticky = views.find((v) => v.key === 'UDP/fd00:10:96::35:53')!;
+  t.is(sticky.virtualServer?.netmask, '/128');
+  const text = formatIpvsChains([v6], true);
+  t.true(text.includes('TCP [fd00:10:96::a]:80 rr'), text);
+  t.true(text.includes('  kube-ipvs0: fd00:10:96::a/128 bound\n'), text);
+  t.true(text.includes('-> [fd00:10:244:1::2]:8080'), text);
+  const lines = new Map(ipvsStatusLines(ipvsCounts(live)));
+  t.is(lines.get('ipvs'), '5 virtual servers, 9 real servers in the kernel');
+  t.is(lines.get('kube-ipvs0'), '3 addresses');
+  t.regex(lines.get('ipsets')!, /KUBE-6-CLUSTER-IP 2, KUBE-6-LOOP-BACK 3/);
 });

@@ -26,7 +26,7 @@ import type { DesiredIpvsState } from './desired.ts';
 import { formatIpvsDrift, ipvsDriftCount } from './diff.ts';
 import { ipvsDriftFromSource, loadDesiredIpvs, readIpvsKernel } from './inspect.ts';
 import { nodeAddresses } from './node-ips.ts';
-import { CLUSTER_IP_SET, LOOP_BACK_SET } from './ipset.ts';
+import { CLUSTER_IP_SET, familySetName, LOOP_BACK_SET } from './ipset.ts';
 import { SystemIpset } from './ipset.ts';
 import { DUMMY_INTERFACE, RtnlLinkManager } from './link.ts';
 import { ipvsCounts, unsupportedNote, type IpvsCounts } from './live.ts';
@@ -45,13 +45,16 @@ function count(n: number, one: string, many: string): string {
 }
 
 /**
- * The IPVS lines of `drover status`: virtual and real servers, ipset entries
- * (KUBE-CLUSTER-IP and KUBE-LOOP-BACK always, each frontend set only when it
- * is missing or has entries), kube-ipvs0 addresses.
+ * The IPVS lines of `drover status`: virtual and real servers (both
+ * families), ipset entries (KUBE-CLUSTER-IP and KUBE-LOOP-BACK always, each
+ * frontend set only when it is missing or has entries; the IPv6 family's
+ * KUBE-6- sets only when they exist and, but for KUBE-6-CLUSTER-IP and
+ * KUBE-6-LOOP-BACK, have entries), kube-ipvs0 addresses.
  */
 export function ipvsStatusLines(c: IpvsCounts): Array<[string, string]> {
   const always = new Set<string>([CLUSTER_IP_SET, LOOP_BACK_SET]);
-  const sets = Object.entries(c.sets).filter(([name, n]) => always.has(name) || n !== 0);
+  const always6 = new Set([CLUSTER_IP_SET, LOOP_BACK_SET].map((s) => familySetName(s, 'IPv6')));
+  const sets = Object.entries(c.sets).filter(([name, n]) => (name.startsWith('KUBE-6-') ? n !== null && (always6.has(name) || n !== 0) : always.has(name) || n !== 0));
   const entries = sets.reduce((sum, [, n]) => sum + (n ?? 0), 0);
   return [
     ['ipvs', `${count(c.virtualServers, 'virtual server', 'virtual servers')}, ${count(c.realServers, 'real server', 'real servers')}${c.quiesced > 0 ? ` (${c.quiesced} at weight 0)` : ''} in the kernel`],
@@ -129,7 +132,8 @@ export const ipvsMode: ModeDriver = {
     if (opts.source !== undefined) {
       const loaded = await loadDesiredIpvs({ source: opts.source, serviceCidr: opts.serviceCidr, masqueradeAll: false, ipvsScheduler: 'rr' });
       for (const p of loaded.problems) process.stderr.write(`drover: ${p}\n`);
-      desired = loaded.desired;
+      // Both families' virtual servers, each named by its service port.
+      desired = { ...loaded.desired, virtualServers: new Map([...loaded.desired.virtualServers, ...loaded.desired6.virtualServers]) };
       pods = loaded.pods;
     }
     const live = await readIpvsKernel(opts, false);
