@@ -455,11 +455,11 @@ test('a catch-all virtual server (port 0): chains shows it without a set entry, 
   t.true(out.includes('ipvs TCP 10.96.5.5:0 rr'), out);
 });
 
-test('virtual servers drover does not model (fwmark, IPv6) are named in one note; none, no note', (t) => {
+test('virtual servers drover does not model (fwmark) are named in one note; none, no note', (t) => {
   t.is(unsupportedNote({ unsupported: [] }, 'not shown'), '');
   t.is(
-    unsupportedNote({ unsupported: ['fwmark 0x1 rr', 'TCP [fd00::10]:80 rr'] }, 'not evaluated (the trace assumes none of them takes the packet)'),
-    'drover: fwmark or IPv6 virtual servers not evaluated (the trace assumes none of them takes the packet): fwmark 0x1 rr; TCP [fd00::10]:80 rr\n',
+    unsupportedNote({ unsupported: ['fwmark 0x1 rr', 'fwmark 0x2 rr'] }, 'not evaluated (the trace assumes none of them takes the packet)'),
+    'drover: fwmark virtual servers not evaluated (the trace assumes none of them takes the packet): fwmark 0x1 rr; fwmark 0x2 rr\n',
   );
 });
 

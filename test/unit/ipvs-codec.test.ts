@@ -153,6 +153,64 @@ le('DEL_DEST matches libnl', (t) => {
   t.is(encodeDelDest(rr, { address: '10.244.1.2', port: 8080 }).toString('hex'), vec('del_dest').toString('hex'));
 });
 
+// IPv6, laid out by hand from <linux/ip_vs.h> and ip_vs_genl_parse_service /
+// ip_vs_genl_parse_dest: AF_INET6 (10), the 16 address bytes, and the
+// netmask of an IPv6 service as its prefix length, a host-endian u32
+// (ip_vs_add_service: `(__force __u32) u->netmask`, 1-128).
+const v6Service: VirtualServer = { protocol: 'TCP', address: 'fd00:10:96::a', port: 80, scheduler: 'rr' };
+const v6Dest: RealServer = { address: 'fd00:10:244:1::2', port: 8080, weight: 1, forwarding: 'masq' };
+/** The service key nest of v6Service: AF, PROTOCOL, ADDR, PORT. */
+const V6_KEY =
+  '06000100' + '0a000000' + // AF: AF_INET6
+  '06000200' + '06000000' + // PROTOCOL: TCP
+  '14000300' + 'fd00001000960000000000000000000a' + // ADDR fd00:10:96::a, 16 bytes
+  '06000400' + '00500000'; // PORT 80, big-endian
+
+le('NEW_SERVICE TCP [fd00:10:96::a]:80 rr: AF_INET6, 16 address bytes, netmask 128 host-endian', (t) => {
+  const want =
+    '54000180' + V6_KEY +
+    '07000600' + '72720000' + // SCHED_NAME "rr"
+    '0c000700' + '00000000' + 'ffffffff' + // FLAGS {0, mask ~0}
+    '08000800' + '00000000' + // TIMEOUT 0
+    '08000900' + '80000000'; // NETMASK: prefix length 128, u32 little-endian
+  t.is(encodeNewService(v6Service).toString('hex'), want);
+  // Persistence with a /64 granularity.
+  const sticky6 = encodeNewService({ ...v6Service, persistent: { timeoutSeconds: 10800 }, netmask: 64 }).toString('hex');
+  t.true(sticky6.endsWith('0c000700' + '01000000' + 'ffffffff' + '08000800' + '302a0000' + '08000900' + '40000000'), sticky6);
+  t.is(encodeDelService(v6Service).toString('hex'), '30000180' + V6_KEY);
+  t.is(encodeGetDests(v6Service).toString('hex'), '30000180' + V6_KEY);
+});
+
+le('NEW_DEST and DEL_DEST [fd00:10:96::a]:80 -> [fd00:10:244:1::2]:8080: ADDR_FAMILY AF_INET6', (t) => {
+  const destKey =
+    '06000b00' + '0a000000' + // ADDR_FAMILY: AF_INET6
+    '14000100' + 'fd000010024400010000000000000002' + // ADDR fd00:10:244:1::2
+    '06000200' + '1f900000'; // PORT 8080
+  const want =
+    '30000180' + V6_KEY +
+    '48000280' + destKey +
+    '08000300' + '00000000' + // FWD_METHOD masq
+    '08000400' + '01000000' + // WEIGHT 1
+    '08000500' + '00000000' + // U_THRESH
+    '08000600' + '00000000'; // L_THRESH
+  t.is(encodeNewDest(v6Service, v6Dest).toString('hex'), want);
+  t.is(encodeDelDest(v6Service, v6Dest).toString('hex'), '30000180' + V6_KEY + '28000280' + destKey);
+});
+
+test('IPv6 services and destinations round-trip; families never mix; addresses are canonical', (t) => {
+  t.deepEqual(decodeService(encodeNewService(v6Service)), { ...v6Service, netmask: 128, flags: 0 });
+  const sticky6: VirtualServer = { ...v6Service, address: '2001:db8::1', persistent: { timeoutSeconds: 60 }, netmask: 64 };
+  t.deepEqual(decodeService(encodeNewService(sticky6)), { ...sticky6, flags: IP_VS_SVC_F.PERSISTENT });
+  t.deepEqual(decodeDest(asDestReply(encodeNewDest(v6Service, v6Dest), 1, 2, 3)), { ...v6Dest, upperThreshold: 0, lowerThreshold: 0, activeConns: 1, inactiveConns: 2, persistConns: 3 });
+  invalid(t, () => encodeNewDest(v6Service, ep), 'realServer.address', /not of the virtual server's address family/);
+  invalid(t, () => encodeDelDest(rr, v6Dest), 'realServer.address', /not of the virtual server's address family/);
+  invalid(t, () => encodeNewService({ ...v6Service, address: 'FD00:10:96::A' }), 'virtualServer.address', /not in canonical form \(fd00:10:96::a\)/);
+  invalid(t, () => encodeNewService({ ...v6Service, address: '::' }), 'virtualServer.address', /:: is not a usable address/);
+  invalid(t, () => encodeNewService({ ...v6Service, address: 'fd00::1%eth0' }), 'virtualServer.address', /is not an IPv6 address/);
+  invalid(t, () => encodeNewService({ ...v6Service, netmask: 129 }), 'virtualServer.netmask', /129 is out of range 1-128/);
+  invalid(t, () => encodeNewService({ ...v6Service, netmask: 0 }), 'virtualServer.netmask', /0 is out of range 1-128/);
+});
+
 le('FLUSH has no attributes', (t) => {
   t.is(vec('flush').length, 0);
 });
@@ -292,7 +350,7 @@ test('rejects bad virtual servers', (t) => {
   invalid(t, () => encodeNewService(bad({ address: '10.96.0.256' })), 'virtualServer.address', /octet above 255/);
   invalid(t, () => encodeNewService(bad({ address: '010.96.0.1' })), 'virtualServer.address', /dotted-quad/);
   invalid(t, () => encodeNewService(bad({ address: '0.0.0.0' })), 'virtualServer.address', /not a usable/);
-  invalid(t, () => encodeNewService(bad({ address: 'fd00::1' })), 'virtualServer.address', /dotted-quad/);
+  invalid(t, () => encodeNewService(bad({ address: 'fd00::1::2' })), 'virtualServer.address', /not an IPv6 address/);
   invalid(t, () => encodeNewService(bad({ address: ' 10.96.0.10' })), 'virtualServer.address', /dotted-quad/);
   invalid(t, () => encodeNewService(bad({ address: 167772170 })), 'virtualServer.address', /dotted-quad/);
   invalid(t, () => encodeNewService(bad({ port: 0 })), 'virtualServer.port', /0 is out of range 1-65535/);
@@ -379,8 +437,9 @@ test('decoders: missing attributes, bad sizes, unsupported entries', (t) => {
     }, false)
     .toBuffer();
   t.throws(() => decodeService(fwmark), { instanceOf: IpvsUnsupportedError, message: /firewall-mark service 16384/ });
-  const v6 = new AttrWriter().nest(IPVS_CMD_ATTR.SERVICE, (w) => w.u16(IPVS_SVC_ATTR.AF, AF_INET6), false).toBuffer();
-  t.throws(() => decodeService(v6), { instanceOf: IpvsUnsupportedError, message: /address family 10/ });
+  // AF_APPLETALK (5): neither IPv4 nor IPv6.
+  const otherAf = new AttrWriter().nest(IPVS_CMD_ATTR.SERVICE, (w) => w.u16(IPVS_SVC_ATTR.AF, 5), false).toBuffer();
+  t.throws(() => decodeService(otherAf), { instanceOf: IpvsUnsupportedError, message: /address family 5/ });
   const v4 = Buffer.from([10, 0, 0, 1, ...new Array<number>(12).fill(0)]);
   const icmp = new AttrWriter()
     .nest(IPVS_CMD_ATTR.SERVICE, (w) => {
@@ -388,8 +447,15 @@ test('decoders: missing attributes, bad sizes, unsupported entries', (t) => {
     }, false)
     .toBuffer();
   t.throws(() => decodeService(icmp), { instanceOf: IpvsUnsupportedError, message: /10.0.0.1:0 has unsupported protocol 1/ });
-  const destV6 = new AttrWriter().nest(IPVS_CMD_ATTR.DEST, (w) => w.u16(IPVS_DEST_ATTR.ADDR_FAMILY, AF_INET6), false).toBuffer();
-  t.throws(() => decodeDest(destV6), { instanceOf: IpvsUnsupportedError, message: /address family 10/ });
+  const destOtherAf = new AttrWriter().nest(IPVS_CMD_ATTR.DEST, (w) => w.u16(IPVS_DEST_ATTR.ADDR_FAMILY, 5), false).toBuffer();
+  t.throws(() => decodeDest(destOtherAf), { instanceOf: IpvsUnsupportedError, message: /address family 5/ });
+  // An IPv6 address needs all 16 bytes.
+  const shortV6 = new AttrWriter()
+    .nest(IPVS_CMD_ATTR.SERVICE, (w) => {
+      w.u16(IPVS_SVC_ATTR.AF, AF_INET6).u16(IPVS_SVC_ATTR.PROTOCOL, 6).put(IPVS_SVC_ATTR.ADDR, Buffer.alloc(8, 0xfd)).be16(IPVS_SVC_ATTR.PORT, 80);
+    }, false)
+    .toBuffer();
+  t.throws(() => decodeService(shortV6), { instanceOf: IpvsDecodeError, message: /16-byte nf_inet_addr, got 8 bytes/ });
   const bypass = new AttrWriter()
     .nest(IPVS_CMD_ATTR.DEST, (w) => {
       w.put(IPVS_DEST_ATTR.ADDR, v4).be16(IPVS_DEST_ATTR.PORT, 80).u32(IPVS_DEST_ATTR.FWD_METHOD, IP_VS_CONN_F.BYPASS);

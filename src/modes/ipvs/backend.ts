@@ -45,8 +45,14 @@
  *
  * Everything runs in the network namespace of the process: IPVS and
  * rtnetlink sockets cannot be pointed at another one.
+ *
+ * One backend programs one IP family (`family`, default IPv4), as one of
+ * kube-proxy's IPVS proxiers does: its virtual servers, its sets
+ * (ipset.ts familySetName: KUBE-6-… for IPv6), its addresses on the shared
+ * kube-ipvs0 (/128 for IPv6), its rules (iptables or ip6tables, `iptables`
+ * is of the family) and its sysctls. dual-stack.ts runs one per family.
  */
-import type { Snapshot } from '../../model/types.ts';
+import type { IPFamily, Snapshot } from '../../model/types.ts';
 import type { Logger } from '../../util/log.ts';
 import type { Backend, ChangeSet, CleanupResult, SyncResult } from '../types.ts';
 import type { IptablesExec } from '../iptables/exec.ts';
@@ -58,19 +64,19 @@ import { cleanupPlan } from '../iptables/ruleset.ts';
 import type { StaticRuleset } from '../iptables/static.ts';
 import type { VirtualServerKey } from './codec.ts';
 import { DesiredIndex, type DesiredDelta } from './assemble.ts';
-import { cidrContains, isCanonicalIPv4CIDR } from '../../model/addr.ts';
+import { cidrContains, isCanonicalIPv4CIDR, parseCIDR } from '../../model/addr.ts';
 import { NO_NODE_ADDRESSES, type NodeAddresses } from './frontends.ts';
 import { desiredServicePort, virtualServerKey, type DesiredIpvsState, type DesiredVirtualServer } from './desired.ts';
 import { addressDrift, checkWindow, realServerChecks, realServerDrift, virtualServerDrift } from './drift.ts';
 import { checkPending, type PendingRemoval } from './graceful.ts';
-import { IPVS_SETS, parseIpsetSave, planIpsetChanges, planIpsetDestroy, planIpsetRestore, type IpsetExec, type IpsetPlan, type SavedSet } from './ipset.ts';
+import { familySetName, IPVS_SETS, ownedSetNames, parseIpsetSave, planIpsetChanges, planIpsetDestroy, planIpsetRestore, type IpsetExec, type IpsetPlan, type SavedSet } from './ipset.ts';
 import { applyOps, readSomeVirtualServers, readVirtualServers, type IpvsKernel, type KernelRead } from './kernel.ts';
-import { DUMMY_INTERFACE, planAddresses, type AddressPlan, type InterfaceAddress, type LinkManager } from './link.ts';
+import { DUMMY_INTERFACE, hostPrefixLength, planAddresses, type AddressPlan, type InterfaceAddress, type LinkManager } from './link.ts';
 import { fullSyncTargets, NOTHING_KEPT, type KeptIpvsState } from './keep.ts';
 import { IpvsClientClosedError } from './netlink.ts';
 import { countOps, describeOp, planIpvs, type IpvsOp } from './reconcile.ts';
-import { ipvsRulesPlan, ipvsStaticRules } from './rules.ts';
-import { applyIpvsSysctls, IPVS_SYSCTLS, sysctlDrift, type Sysctls } from './sysctl.ts';
+import { iptablesModeStatics, ipvsRulesPlan, ipvsStaticRules } from './rules.ts';
+import { applyIpvsSysctls, ipvsSysctls, sysctlDrift, type Sysctls } from './sysctl.ts';
 import type { IpvsSyncDetail } from './sync-detail.ts';
 
 /** Options of the IPVS backend. Times in milliseconds. */
@@ -80,6 +86,7 @@ export interface IpvsBackendOptions {
   /** Called to get a new IPVS client after the current one closed itself (a timeout or socket error). */
   readonly reopenIpvs?: () => Promise<IpvsKernel>;
   readonly ipset: IpsetExec;
+  /** iptables of the family (ip6tables for IPv6). */
   readonly iptables: IptablesExec;
   readonly links: LinkManager;
   readonly sysctls: Sysctls;
@@ -88,11 +95,14 @@ export interface IpvsBackendOptions {
   /** `--ipvs-scheduler`, e.g. "rr". */
   readonly scheduler: string;
   /**
-   * `--service-cidr`: an unwanted virtual server in it is deleted (so is one
-   * on an address bound to kube-ipvs0, or on one of `nodeAddresses.hostAddresses`);
-   * any other one is left alone.
+   * `--service-cidr` (a CIDR of `family`; optional for IPv6, where
+   * `--service-cidr` names no range): an unwanted virtual server in it is
+   * deleted (so is one on an address bound to kube-ipvs0, or on one of
+   * `nodeAddresses.hostAddresses`); any other one is left alone.
    */
-  readonly serviceCIDR: string;
+  readonly serviceCIDR?: string;
+  /** The IP family programmed (default IPv4); everything of the other family is left alone. */
+  readonly family?: IPFamily;
   /**
    * The host's addresses, read once at start (node-ips.ts): where NodePorts
    * get virtual servers, and which external and ingress IPs are not bound
@@ -104,7 +114,7 @@ export interface IpvsBackendOptions {
   /** Period of the graceful-termination check while real servers are pending (default 5000; 0: only on syncs). */
   readonly gracefulCheckIntervalMs?: number;
   readonly logger: Logger;
-  /** IPVS mode's static iptables rules; default: rules/ipvs/static.rules for `render`. */
+  /** IPVS mode's static iptables rules; default: rules/ipvs/static.rules (static6.rules for IPv6) for `render`. */
   readonly statics?: StaticRuleset;
   /** The clock, ms since the epoch (tests). */
   readonly now?: () => number;
@@ -130,20 +140,28 @@ export class IpvsBackend implements Backend {
   private readonly nodeAddresses: NodeAddresses;
   /** The host's own addresses (frontends.ts NodeAddresses.hostAddresses). */
   private readonly hostAddresses: ReadonlySet<string>;
+  private readonly family: IPFamily;
+  /** The prefix length of a bound address: 32, or 128 for IPv6. */
+  private readonly fullLength: number;
 
   /**
-   * @throws Error for a service CIDR that is not an IPv4 CIDR or a graceful
-   *   period that is not a non-negative number of milliseconds (the CLI
-   *   validates both first); Error or IptablesParseError for a bad rules file.
+   * @throws Error for a service CIDR that is not a CIDR of the family (or
+   *   missing for IPv4) or a graceful period that is not a non-negative
+   *   number of milliseconds (the CLI validates both first); Error or
+   *   IptablesParseError for a bad rules file.
    */
   constructor(private readonly opts: IpvsBackendOptions) {
-    if (!isCanonicalIPv4CIDR(opts.serviceCIDR)) {
-      throw new Error(`IPVS backend: service CIDR ${JSON.stringify(opts.serviceCIDR)} is not an IPv4 CIDR`);
+    this.family = opts.family ?? 'IPv4';
+    this.fullLength = hostPrefixLength(this.family);
+    const cidr = opts.serviceCIDR;
+    const ok = this.family === 'IPv4' ? cidr !== undefined && isCanonicalIPv4CIDR(cidr) : cidr === undefined || parseCIDR(cidr)?.prefix.family === 6;
+    if (!ok) {
+      throw new Error(`IPVS backend: service CIDR ${JSON.stringify(cidr)} is not an ${this.family} CIDR`);
     }
     if (!Number.isFinite(opts.gracefulPeriodMs) || opts.gracefulPeriodMs < 0) {
       throw new Error(`IPVS backend: graceful period ${opts.gracefulPeriodMs} ms is not a non-negative duration`);
     }
-    this.statics = opts.statics ?? ipvsStaticRules(opts.render);
+    this.statics = opts.statics ?? ipvsStaticRules(opts.render, undefined, this.family);
     this.now = opts.now ?? Date.now;
     this.ipvs = opts.ipvs;
     this.watch = new IptablesDriftWatch(opts.iptables, this.statics, opts.logger);
@@ -158,7 +176,8 @@ export class IpvsBackend implements Backend {
    * (NodePorts, external IPs the host has).
    */
   private owns(vs: VirtualServerKey, bound: ReadonlySet<string>): boolean {
-    return cidrContains(this.opts.serviceCIDR, vs.address) || bound.has(vs.address) || this.hostAddresses.has(vs.address);
+    const cidr = this.opts.serviceCIDR;
+    return (cidr !== undefined && cidrContains(cidr, vs.address)) || bound.has(vs.address) || this.hostAddresses.has(vs.address);
   }
 
   /** Real servers in graceful termination, sorted by key. */
@@ -218,16 +237,16 @@ export class IpvsBackend implements Backend {
       if (delta) {
         owned = (vs) => this.owns(vs, prev!.bound);
         kernel = await readSomeVirtualServers(ipvs, [...delta.virtualServers.values()].map((v) => v.vs));
-        ipsetPlan = planIpsetChanges([...delta.sets].map(([set, d]) => ({ set, ...d })));
-        addressPlan = { add: delta.addresses.add, remove: delta.addresses.del.map((address) => ({ address, prefixLength: 32 })) };
+        ipsetPlan = planIpsetChanges([...delta.sets].map(([set, d]) => ({ set, ...d })), this.family);
+        addressPlan = { add: delta.addresses.add, remove: delta.addresses.del.map((address) => ({ address, prefixLength: this.fullLength })) };
       } else {
         const want = desired!;
         let sets: Map<string, SavedSet>;
         let addresses: InterfaceAddress[];
         [sets, tables, addresses] = await Promise.all([
-          this.opts.ipset.save().then((text) => parseIpsetSave(text)),
+          this.opts.ipset.save().then((text) => parseIpsetSave(text, ownedSetNames(this.family))),
           this.readTables(),
-          this.opts.links.addresses(linkIndex),
+          this.opts.links.addresses(linkIndex, this.family),
         ]);
         const bound = new Set(addresses.map((a) => a.address));
         owned = (vs) => this.owns(vs, bound);
@@ -236,14 +255,14 @@ export class IpvsBackend implements Backend {
         const targets = fullSyncTargets(want, kernel.state, owned, changes.incomplete === true, bound, this.hostAddresses);
         ({ owned, kept } = targets);
         if (kept.servers.length > 0) logger.info({ virtualServers: kept.servers }, 'ipvs: source incomplete; unlisted virtual servers left in place');
-        ipsetPlan = planIpsetRestore(targets.sets, sets);
-        addressPlan = planAddresses(targets.addresses, addresses);
+        ipsetPlan = planIpsetRestore(targets.sets, sets, this.family);
+        addressPlan = planAddresses(targets.addresses, addresses, this.fullLength);
       }
       const readMs = performance.now() - readStart;
-      if (kernel.unsupported.length > 0) logger.debug({ entries: kernel.unsupported }, 'ipvs: left alone entries drover does not manage (fwmark, IPv6)');
+      if (kernel.unsupported.length > 0) logger.debug({ entries: kernel.unsupported }, 'ipvs: left alone entries drover does not manage (fwmark)');
 
       // Plan (pure).
-      const rules: Plan = tables ? ipvsRulesPlan(this.statics, tables) : emptyPlan();
+      const rules: Plan = tables ? ipvsRulesPlan(this.statics, tables, iptablesModeStatics(this.family)) : emptyPlan();
       const rulesPayload = planToRestore(rules);
       const scoped = delta ? wantedIn(delta) : desired!.virtualServers;
       const ipvsPlan = planIpvs(scoped, kernel.state, {
@@ -324,9 +343,10 @@ export class IpvsBackend implements Backend {
 
   /** Sysctls and kube-ipvs0. */
   private async prepare(): Promise<void> {
-    const written = await applyIpvsSysctls(this.opts.sysctls);
+    const list = ipvsSysctls(this.family);
+    const written = await applyIpvsSysctls(this.opts.sysctls, list);
     if (written.length > 0) {
-      this.opts.logger.info({ sysctls: IPVS_SYSCTLS.map((s) => `${s.name}=${s.value}`), written }, `set sysctls ${written.join(', ')}`);
+      this.opts.logger.info({ sysctls: list.map((s) => `${s.name}=${s.value}`), written }, `set sysctls ${written.join(', ')}`);
     }
     const link = await this.opts.links.ensureDummy(DUMMY_INTERFACE);
     if (link.created) this.opts.logger.info({ interface: DUMMY_INTERFACE, index: link.index }, `created dummy interface ${DUMMY_INTERFACE}`);
@@ -373,20 +393,21 @@ export class IpvsBackend implements Backend {
       if (applied.kept) return 'the last full sync kept virtual servers of an incomplete source, which only a full read-back checks';
       const rules = await this.watch.check();
       if (rules !== undefined) return rules;
-      const sysctl = await sysctlDrift(this.opts.sysctls);
+      const sysctl = await sysctlDrift(this.opts.sysctls, ipvsSysctls(this.family));
       if (sysctl !== undefined) return sysctl;
       const ipvs = await this.client();
       const { index, bound } = applied;
       const owned = (vs: VirtualServerKey) => this.owns(vs, bound);
       const servers = virtualServerDrift(index, (await this.dropIfClosed(ipvs.dumpServices())).entries, owned);
       if (servers !== undefined) return servers;
-      const addresses = addressDrift(bound, await this.opts.links.addresses(this.linkIndex));
+      const addresses = addressDrift(bound, await this.opts.links.addresses(this.linkIndex, this.family), this.fullLength);
       if (addresses !== undefined) return addresses;
       for (const { name: set } of IPVS_SETS) {
         const want = index.setSize(set);
-        const have = await this.opts.ipset.entryCount(set);
-        if (have === undefined) return `ipset ${set} is gone`;
-        if (have !== want) return `ipset ${set} has ${have} entries, not the ${want} drover wrote`;
+        const name = familySetName(set, this.family);
+        const have = await this.opts.ipset.entryCount(name);
+        if (have === undefined) return `ipset ${name} is gone`;
+        if (have !== want) return `ipset ${name} has ${have} entries, not the ${want} drover wrote`;
       }
       const { picked, next } = checkWindow([...index.serverKeys()], this.checkCursor, realServerChecks(index.serverCount));
       this.checkCursor = next;
@@ -449,11 +470,13 @@ export class IpvsBackend implements Backend {
   }
 
   /**
-   * Remove what IPVS mode created: its iptables chains and hooks, the
-   * virtual servers it owns (in `--service-cidr` or bound to kube-ipvs0),
-   * kube-ipvs0 itself, and its ipsets. Other virtual servers, rules and sets
-   * are left alone. Reports `chain`, `rule`, `virtual server`, `link` and
-   * `set` removed.
+   * Remove what IPVS mode created for the family: its iptables chains and
+   * hooks, the virtual servers it owns (in `--service-cidr` or bound to
+   * kube-ipvs0), kube-ipvs0 itself (or, while the link still holds
+   * addresses of the other family, only this family's addresses on it: the
+   * other family's cleanup deletes it), and its ipsets. Other virtual
+   * servers, rules and sets are left alone. Reports `chain`, `rule`,
+   * `virtual server`, `link`, `address` and `set` removed.
    */
   cleanup(): Promise<CleanupResult> {
     return this.exclusive(async () => {
@@ -466,15 +489,21 @@ export class IpvsBackend implements Backend {
 
       const ipvs = await this.client();
       const index = await this.opts.links.find(DUMMY_INTERFACE);
-      const bound = new Set(index === undefined ? [] : (await this.opts.links.addresses(index)).map((a) => a.address));
+      const mine = index === undefined ? [] : await this.opts.links.addresses(index, this.family);
+      const bound = new Set(mine.map((a) => a.address));
       const services = await ipvs.dumpServices();
       const ops: IpvsOp[] = services.entries
         .filter((s) => this.owns(s, bound))
         .map((s) => ({ kind: 'del-service', vs: { protocol: s.protocol, address: s.address, port: s.port } }));
       await applyOps(ipvs, ops);
-      if (index !== undefined) await this.opts.links.deleteLink(index);
+      // The link is shared by both families: the last one to clean up deletes it.
+      const others = index === undefined ? [] : await this.opts.links.addresses(index, this.family === 'IPv4' ? 'IPv6' : 'IPv4');
+      const deleteLink = index !== undefined && others.length === 0;
+      if (deleteLink) await this.opts.links.deleteLink(index);
+      else if (index !== undefined) await this.unbind(index, mine);
       this.linkIndex = undefined;
-      const destroy = planIpsetDestroy(parseIpsetSave(await this.opts.ipset.save()));
+      const names = ownedSetNames(this.family);
+      const destroy = planIpsetDestroy(parseIpsetSave(await this.opts.ipset.save(), names), this.family);
       if (destroy !== '') await this.opts.ipset.restore(destroy);
       // The canaries last: the xtables lock busy past its wait fails only this step.
       const canaries = await this.watch.removeCanaries();
@@ -482,7 +511,8 @@ export class IpvsBackend implements Backend {
         ...iptables,
         chain: iptables.chain + canaries,
         'virtual server': ops.length,
-        link: index !== undefined ? 1 : 0,
+        link: deleteLink ? 1 : 0,
+        ...(index !== undefined && !deleteLink ? { address: mine.length } : {}),
         set: destroy.split('\n').filter(Boolean).length,
       };
       logger.info({ removed, chainsKept: kept.map((k) => `${k.table} ${k.chain}`) }, 'removed drover IPVS state, chains and hook rules');

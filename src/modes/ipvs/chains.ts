@@ -14,10 +14,11 @@
  */
 import { IP_VS_SVC_F, type ForwardingMethod, type IpvsProtocol } from './codec.ts';
 import { compareText, realServerKey, type DesiredVirtualServer } from './desired.ts';
-import { CLUSTER_IP_SET, IpsetValidationError, LOOP_BACK_SET, clusterIPEntry, loopBackEntry } from './ipset.ts';
-import { DUMMY_INTERFACE } from './link.ts';
+import { CLUSTER_IP_SET, familySetName, IpsetValidationError, LOOP_BACK_SET, clusterIPEntry, loopBackEntry } from './ipset.ts';
+import { DUMMY_INTERFACE, hostPrefixLength } from './link.ts';
+import type { IPFamily } from '../../model/types.ts';
 import { boundAddresses, virtualServerLabel, type IpvsLive } from './live.ts';
-import { compareAddresses, uint32ToIPv4 } from '../../model/addr.ts';
+import { compareAddresses, joinHostPort, uint32ToIPv4 } from '../../model/addr.ts';
 import { endpointPodKey } from '../../model/pods.ts';
 
 /** An ipset entry that belongs to a virtual server or real server, and whether the kernel's set has it. */
@@ -52,7 +53,7 @@ export interface VirtualServerView {
   readonly scheduler: string;
   /** Persistence timeout in seconds; null when not persistent. */
   readonly persistentTimeoutSeconds: number | null;
-  /** Persistence netmask, dotted ("255.255.255.255"). */
+  /** Persistence netmask, dotted ("255.255.255.255"); of an IPv6 virtual server, its prefix length ("/128"). */
   readonly netmask: string;
   /** IP_VS_SVC_F_* flags by name: "persistent", "hashed", "one-packet", "sched-flag-1".."sched-flag-3". */
   readonly flags: readonly string[];
@@ -69,7 +70,7 @@ export interface IpvsServicePortView {
   readonly key: string;
   /** null when the source wants this virtual server and the kernel has none. */
   readonly virtualServer: VirtualServerView | null;
-  /** Whether its address is bound as /32 on kube-ipvs0. */
+  /** Whether its address is bound as /32 (IPv6: /128) on kube-ipvs0. */
   readonly bound: boolean;
   /**
    * Its KUBE-CLUSTER-IP entry; for a NodePort, external IP or LoadBalancer
@@ -104,11 +105,11 @@ function entryView(live: IpvsLive, set: string, make: () => string): SetEntryVie
   return { set, entry, present: live.sets.get(set)?.entries.has(entry) ?? false };
 }
 
-/** The set entries of a view: KUBE-CLUSTER-IP's, or those of a desired frontend virtual server. */
-function setViews(live: IpvsLive, want: DesiredVirtualServer | undefined, clusterEntry: () => string): Pick<IpvsServicePortView, 'clusterIP' | 'frontendEntries'> {
+/** The set entries of a view: KUBE-CLUSTER-IP's, or those of a desired frontend virtual server; in the sets of `family` (KUBE-6-… for IPv6). */
+function setViews(live: IpvsLive, want: DesiredVirtualServer | undefined, clusterEntry: () => string, family: IPFamily): Pick<IpvsServicePortView, 'clusterIP' | 'frontendEntries'> {
   const own = want?.frontend?.entries ?? [];
-  if (own.length === 0) return { clusterIP: entryView(live, CLUSTER_IP_SET, clusterEntry) };
-  const [first, ...rest] = own.map((e) => entryView(live, e.set, () => e.entry));
+  if (own.length === 0) return { clusterIP: entryView(live, familySetName(CLUSTER_IP_SET, family), clusterEntry) };
+  const [first, ...rest] = own.map((e) => entryView(live, familySetName(e.set, family), () => e.entry));
   return { clusterIP: first!, frontendEntries: rest };
 }
 
@@ -124,11 +125,12 @@ export function ipvsServicePortViews(
   desired?: ReadonlyMap<string, DesiredVirtualServer>,
   pods: ReadonlyMap<string, string> = new Map(),
 ): IpvsServicePortView[] {
-  const bound = boundAddresses(live);
+  const bound = { IPv4: boundAddresses(live), IPv6: boundAddresses(live, 'IPv6') };
   const view = (key: string, servicePort: string | null, want?: DesiredVirtualServer): IpvsServicePortView => {
     const have = live.virtualServers.get(key);
     const vs = have?.entry ?? want!.vs;
     const proto = vs.protocol.toLowerCase();
+    const family: IPFamily = vs.address.includes(':') ? 'IPv6' : 'IPv4';
     return {
       servicePort,
       key,
@@ -139,12 +141,12 @@ export function ipvsServicePortViews(
             port: have.entry.port,
             scheduler: have.entry.scheduler,
             persistentTimeoutSeconds: have.entry.persistent?.timeoutSeconds ?? null,
-            netmask: uint32ToIPv4(have.entry.netmask),
+            netmask: family === 'IPv6' ? `/${have.entry.netmask}` : uint32ToIPv4(have.entry.netmask),
             flags: FLAG_NAMES.filter(([bit]) => (have.entry.flags & bit) !== 0).map(([, name]) => name),
           }
         : null,
-      bound: bound.has(vs.address),
-      ...setViews(live, want, () => clusterIPEntry(vs.address, proto, vs.port)),
+      bound: bound[family].has(vs.address),
+      ...setViews(live, want, () => clusterIPEntry(vs.address, proto, vs.port), family),
       realServers: [...(have?.dests ?? [])].sort((a, b) => compareAddresses(a.address, b.address) || a.port - b.port).map((d) => {
         const pod = servicePort === null ? undefined : pods.get(endpointPodKey(servicePort, realServerKey(d)));
         return {
@@ -154,7 +156,7 @@ export function ipvsServicePortViews(
           forwarding: d.forwarding,
           activeConns: d.activeConns,
           inactiveConns: d.inactiveConns,
-          loopBack: entryView(live, LOOP_BACK_SET, () => loopBackEntry(d.address, proto, d.port)),
+          loopBack: entryView(live, familySetName(LOOP_BACK_SET, family), () => loopBackEntry(d.address, proto, d.port)),
           ...(pod !== undefined ? { pod } : {}),
         };
       }),
@@ -208,7 +210,7 @@ export function formatIpvsChains(views: readonly IpvsServicePortView[], withSour
       lines.push(`${virtualServerLabel(vs)} ${vs.scheduler}${persistence} (flags: ${vs.flags.join(', ') || 'none'})`);
     }
     const address = vs?.address ?? parseKey(v.key).address;
-    lines.push(`  ${DUMMY_INTERFACE}: ${address}/32 ${v.bound ? 'bound' : 'not bound'}`);
+    lines.push(`  ${DUMMY_INTERFACE}: ${address}/${hostPrefixLength(address.includes(':') ? 'IPv6' : 'IPv4')} ${v.bound ? 'bound' : 'not bound'}`);
     for (const e of [v.clusterIP, ...(v.frontendEntries ?? [])]) lines.push(`  ${e.set}: ${entryText(e)}`);
     if (vs && v.realServers.length === 0) lines.push('  no real servers: IPVS refuses connections to it');
     if (v.realServers.length > 0) {
@@ -216,7 +218,7 @@ export function formatIpvsChains(views: readonly IpvsServicePortView[], withSour
       const rows = [
         ['-> real server', 'forward', 'weight', 'active', 'inactive', LOOP_BACK_SET, ...(withPods ? ['pod'] : [])],
         ...v.realServers.map((r) => [
-          `-> ${realServerKey(r)}`,
+          `-> ${joinHostPort(r.address, r.port)}`,
           r.forwarding === 'masq' ? 'Masq' : r.forwarding,
           String(r.weight),
           String(r.activeConns),

@@ -15,8 +15,12 @@
  *   (bit 15 NLA_F_NESTED, bit 14 NLA_F_NET_BYTEORDER), payload, zero padding
  *   to a multiple of 4. Header fields are host byte order.
  * - addresses are `union nf_inet_addr`: 16 bytes, an IPv4 address in the first
- *   4 (network order), the other 12 zero;
- * - ports are __be16 and the persistence netmask is __be32 (network order);
+ *   4 (network order), the other 12 zero; an IPv6 address in all 16;
+ * - ports are __be16; the persistence netmask is __be32 (network order) for
+ *   an IPv4 service, and for an IPv6 one the prefix length 1-128 as a
+ *   host-endian u32 (ip_vs_add_service reads `(__force __u32)
+ *   u->netmask` as the prefix length; libipvs and kube-proxy's netlink
+ *   library put it with nla_put_u32);
  * - everything else (AF, protocol, flags, timeout, weight, thresholds,
  *   counters) is host-endian u16/u32/u64.
  *
@@ -27,9 +31,12 @@
  * either form. The kernel's own replies use nla_nest_start_noflag() (no bit);
  * the decoders accept both.
  *
- * Scope: IPv4, non-fwmark services. Firewall-mark services and IPv6 entries
- * cannot be encoded; decoding one throws {@link IpvsUnsupportedError}, so a
- * dump reader can skip (and report) entries it does not manage.
+ * Scope: non-fwmark services of either family (IPVS_SVC_ATTR_AF and
+ * IPVS_DEST_ATTR_ADDR_FAMILY AF_INET or AF_INET6, taken from the address);
+ * a real server has its virtual server's family (masquerade cannot cross
+ * families). Firewall-mark services cannot be encoded; decoding one throws
+ * {@link IpvsUnsupportedError}, so a dump reader can skip (and report)
+ * entries it does not manage.
  *
  * Commands without a payload (IPVS_CMD_GET_INFO, IPVS_CMD_FLUSH, the
  * IPVS_CMD_GET_SERVICE dump) are sent with an empty payload.
@@ -188,11 +195,11 @@ export type IpvsProtocol = keyof typeof IPPROTO;
 export type ForwardingMethod = 'masq' | 'local' | 'tunnel' | 'route';
 
 /**
- * An IPv4, non-fwmark IPVS virtual server (`ipvsadm -A -t|-u|--sctp-service`).
+ * A non-fwmark IPVS virtual server (`ipvsadm -A -t|-u|--sctp-service`), IPv4 or IPv6.
  */
 export interface VirtualServer {
   readonly protocol: IpvsProtocol;
-  /** Dotted-quad IPv4 address, e.g. "10.96.0.10"; 0.0.0.0 is rejected. */
+  /** A dotted-quad IPv4 address, e.g. "10.96.0.10", or canonical IPv6 text, e.g. "fd00:10:96::a"; 0.0.0.0 and :: are rejected. */
   readonly address: string;
   /** 1-65535. */
   readonly port: number;
@@ -204,8 +211,9 @@ export interface VirtualServer {
     readonly timeoutSeconds: number;
   };
   /**
-   * Persistence granularity as a u32 mask, e.g. 0xffffff00 for /24.
-   * Contiguous masks only. Default 0xffffffff, as ipvsadm sends.
+   * Persistence granularity. IPv4: a u32 mask, e.g. 0xffffff00 for /24,
+   * contiguous masks only, default 0xffffffff as ipvsadm sends. IPv6: a
+   * prefix length 1-128, default 128 (kube-proxy's value).
    */
   readonly netmask?: number;
 }
@@ -213,9 +221,9 @@ export interface VirtualServer {
 /** What identifies a virtual server to the kernel (protocol, address, port). */
 export type VirtualServerKey = Pick<VirtualServer, 'protocol' | 'address' | 'port'>;
 
-/** An IPv4 real server (destination) of a virtual server. */
+/** A real server (destination) of a virtual server, of the virtual server's family. */
 export interface RealServer {
-  /** Dotted-quad IPv4 address; 0.0.0.0 is rejected. */
+  /** Dotted-quad IPv4 address or canonical IPv6 text; 0.0.0.0 and :: are rejected. */
   readonly address: string;
   /** 1-65535. */
   readonly port: number;
@@ -309,7 +317,7 @@ export class IpvsDecodeError extends NetlinkDecodeError {
   }
 }
 
-/** A well-formed reply entry that this codec does not model (fwmark service, IPv6, unknown protocol). */
+/** A well-formed reply entry that this codec does not model (fwmark service, an address family other than IPv4 and IPv6, unknown protocol). */
 export class IpvsUnsupportedError extends IpvsDecodeError {
   constructor(message: string) {
     super(message);
@@ -350,6 +358,30 @@ export function parseIPv4(text: unknown, field: string): Buffer {
   return ipToBytes(ip);
 }
 
+/** An address as the codec sends it: its family and its 4 or 16 network-order bytes. */
+export interface AddressBytes {
+  /** AF_INET or AF_INET6. */
+  readonly af: number;
+  readonly bytes: Buffer;
+}
+
+/**
+ * Parse an IPv4 address ({@link parseIPv4}) or a canonical IPv6 one
+ * (RFC 5952, as addr.ts `parseIP` prints it: "fd00::a", not "FD00:0::A";
+ * so that the text is the kernel's read-back, the identity drover compares).
+ * @throws IpvsValidationError naming `field`, also for :: and 0.0.0.0.
+ */
+export function parseIPAddress(text: unknown, field: string): AddressBytes {
+  if (typeof text === 'string' && text.includes(':')) {
+    const ip = parseIP(text);
+    if (ip?.family !== 6) throw new IpvsValidationError(field, `${JSON.stringify(text)} is not an IPv6 address`);
+    if (ip.text !== text) throw new IpvsValidationError(field, `${JSON.stringify(text)} is not in canonical form (${ip.text})`);
+    if (ip.value === 0n) throw new IpvsValidationError(field, ':: is not a usable address');
+    return { af: AF_INET6, bytes: ipToBytes(ip) };
+  }
+  return { af: AF_INET, bytes: parseIPv4(text, field) };
+}
+
 function checkInt(value: unknown, min: number, max: number, field: string): number {
   if (typeof value !== 'number' || !Number.isInteger(value)) {
     throw new IpvsValidationError(field, `${String(value)} is not an integer`);
@@ -388,6 +420,8 @@ function need(obj: unknown, field: string): Record<string, unknown> {
 }
 
 interface DestKeyBytes {
+  /** AF_INET or AF_INET6. */
+  readonly af: number;
   readonly addr: Buffer;
   readonly port: number;
 }
@@ -395,7 +429,18 @@ interface DestKeyBytes {
 /** The checked address and port of a virtual or real server (`field.address`, `field.port`). */
 function destKey(o: unknown, field: string): DestKeyBytes {
   const r = need(o, field);
-  return { addr: parseIPv4(r.address, `${field}.address`), port: checkInt(r.port, 1, 65535, `${field}.port`) };
+  const { af, bytes } = parseIPAddress(r.address, `${field}.address`);
+  return { af, addr: bytes, port: checkInt(r.port, 1, 65535, `${field}.port`) };
+}
+
+/**
+ * A real server's key, of its virtual server's family.
+ * @throws IpvsValidationError for another family.
+ */
+function destKeyOf(service: DestKeyBytes, rs: unknown, field: string): DestKeyBytes {
+  const d = destKey(rs, field);
+  if (d.af !== service.af) throw new IpvsValidationError(`${field}.address`, `${JSON.stringify((rs as Record<string, unknown>).address)} is not of the virtual server's address family`);
+  return d;
 }
 
 interface ServiceKeyBytes extends DestKeyBytes {
@@ -425,7 +470,9 @@ function serviceFull(vs: unknown, field: string): ServiceFull {
     timeout = checkInt(p.timeoutSeconds, 1, MAX_PERSISTENT_TIMEOUT_SECONDS, `${field}.persistent.timeoutSeconds`);
     flags |= IP_VS_SVC_F.PERSISTENT;
   }
-  const netmask = o.netmask === undefined ? 0xffffffff : checkNetmask(o.netmask, `${field}.netmask`);
+  let netmask: number;
+  if (key.af === AF_INET6) netmask = o.netmask === undefined ? 128 : checkInt(o.netmask, 1, 128, `${field}.netmask`);
+  else netmask = o.netmask === undefined ? 0xffffffff : checkNetmask(o.netmask, `${field}.netmask`);
   return { ...key, scheduler, flags, timeout, netmask };
 }
 
@@ -473,16 +520,16 @@ export function validateRealServer(rs: RealServer): void {
 // Encoders (attribute payloads)
 // ---------------------------------------------------------------------------
 
-/** The 16-byte union nf_inet_addr holding an IPv4 address. */
-function nfInetAddr(v4: Buffer): Buffer {
+/** The 16-byte union nf_inet_addr holding an address: IPv4 in its first 4 bytes, IPv6 in all 16. */
+function nfInetAddr(addr: Buffer): Buffer {
   const b = Buffer.alloc(16);
-  v4.copy(b, 0);
+  addr.copy(b, 0);
   return b;
 }
 
 /** Service identity, in ipvsadm's order (libipvs ipvs_nl_fill_service_attr / ipvs_get_dests). */
 function putServiceKey(w: AttrWriter, k: ServiceKeyBytes): void {
-  w.u16(IPVS_SVC_ATTR.AF, AF_INET)
+  w.u16(IPVS_SVC_ATTR.AF, k.af)
     .u16(IPVS_SVC_ATTR.PROTOCOL, k.protocol)
     .put(IPVS_SVC_ATTR.ADDR, nfInetAddr(k.addr))
     .be16(IPVS_SVC_ATTR.PORT, k.port);
@@ -498,8 +545,10 @@ function encodeServiceFull(vs: VirtualServer): Buffer {
       putServiceKey(w, s);
       w.string(IPVS_SVC_ATTR.SCHED_NAME, s.scheduler)
         .put(IPVS_SVC_ATTR.FLAGS, flags)
-        .u32(IPVS_SVC_ATTR.TIMEOUT, s.timeout)
-        .be32(IPVS_SVC_ATTR.NETMASK, s.netmask);
+        .u32(IPVS_SVC_ATTR.TIMEOUT, s.timeout);
+      // IPv6: the prefix length, host-endian (see the module comment).
+      if (s.af === AF_INET6) w.u32(IPVS_SVC_ATTR.NETMASK, s.netmask);
+      else w.be32(IPVS_SVC_ATTR.NETMASK, s.netmask);
     })
     .toBuffer();
 }
@@ -560,12 +609,13 @@ export function encodeGetDests(key: VirtualServerKey): Buffer {
 
 function encodeDestFull(vs: VirtualServerKey, rs: RealServer): Buffer {
   const k = serviceKey(vs, 'virtualServer');
+  destKeyOf(k, rs, 'realServer');
   const d = destFull(rs, 'realServer');
   return new AttrWriter()
     .nest(IPVS_CMD_ATTR.SERVICE, (w) => putServiceKey(w, k))
     .nest(IPVS_CMD_ATTR.DEST, (w) => {
       // ipvsadm 1.28+ libipvs ipvs_nl_fill_dest_attr order.
-      w.u16(IPVS_DEST_ATTR.ADDR_FAMILY, AF_INET)
+      w.u16(IPVS_DEST_ATTR.ADDR_FAMILY, d.af)
         .put(IPVS_DEST_ATTR.ADDR, nfInetAddr(d.addr))
         .be16(IPVS_DEST_ATTR.PORT, d.port)
         .u32(IPVS_DEST_ATTR.FWD_METHOD, d.fwd)
@@ -606,11 +656,11 @@ export function encodeSetDest(vs: VirtualServerKey, rs: RealServer): Buffer {
  */
 export function encodeDelDest(vs: VirtualServerKey, rs: RealServerKey): Buffer {
   const k = serviceKey(vs, 'virtualServer');
-  const d = destKey(rs, 'realServer');
+  const d = destKeyOf(k, rs, 'realServer');
   return new AttrWriter()
     .nest(IPVS_CMD_ATTR.SERVICE, (w) => putServiceKey(w, k))
     .nest(IPVS_CMD_ATTR.DEST, (w) => {
-      w.u16(IPVS_DEST_ATTR.ADDR_FAMILY, AF_INET)
+      w.u16(IPVS_DEST_ATTR.ADDR_FAMILY, d.af)
         .put(IPVS_DEST_ATTR.ADDR, nfInetAddr(d.addr))
         .be16(IPVS_DEST_ATTR.PORT, d.port);
     })
@@ -640,11 +690,13 @@ function required(m: Map<number, NlAttr>, type: number, what: string): NlAttr {
   return a;
 }
 
-function ipv4FromNfInetAddr(a: NlAttr, what: string): string {
-  if (a.data.length < 4 || a.data.length > 16) {
+/** The address of family `af` (AF_INET or AF_INET6) in an nf_inet_addr attribute, as text. */
+function addressFromNfInetAddr(a: NlAttr, af: number, what: string): string {
+  const need = af === AF_INET6 ? 16 : 4;
+  if (a.data.length < need || a.data.length > 16) {
     throw new IpvsDecodeError(`${what}: expected a 16-byte nf_inet_addr, got ${a.data.length} bytes`);
   }
-  return ipFromBytes(a.data.subarray(0, 4)).text;
+  return ipFromBytes(a.data.subarray(0, need)).text;
 }
 
 /**
@@ -700,8 +752,8 @@ function statsOf(m: Map<number, NlAttr>, t64: number, t32: number): IpvsStats | 
  * Requires AF, PROTOCOL, ADDR, PORT, SCHED_NAME, FLAGS, TIMEOUT, NETMASK, as
  * ipvsadm's parser does; STATS are optional; unknown attributes are ignored.
  * `persistent` is set when IP_VS_SVC_F_PERSISTENT is.
- * @throws IpvsUnsupportedError for a fwmark service, a non-IPv4 service or an
- *   unknown protocol; IpvsDecodeError for a malformed payload.
+ * @throws IpvsUnsupportedError for a fwmark service, a service of another
+ *   family than IPv4 and IPv6, or an unknown protocol; IpvsDecodeError for a malformed payload.
  */
 export function decodeService(payload: Uint8Array): ServiceEntry {
   return ipvsReply(() => decodeServiceAttrs(payload));
@@ -712,9 +764,9 @@ function decodeServiceAttrs(payload: Uint8Array): ServiceEntry {
   const af = attrU16(required(m, IPVS_SVC_ATTR.AF, 'IPVS_SVC_ATTR_AF'), 'service AF');
   const fwmark = m.get(IPVS_SVC_ATTR.FWMARK);
   if (fwmark) throw new IpvsUnsupportedError(`firewall-mark service ${attrU32(fwmark, 'service FWMARK')} (af ${af}) is not supported`);
-  if (af !== AF_INET) throw new IpvsUnsupportedError(`service of address family ${af} is not supported (IPv4 only)`);
+  if (af !== AF_INET && af !== AF_INET6) throw new IpvsUnsupportedError(`service of address family ${af} is not supported (IPv4 and IPv6 only)`);
   const protoNum = attrU16(required(m, IPVS_SVC_ATTR.PROTOCOL, 'IPVS_SVC_ATTR_PROTOCOL'), 'service PROTOCOL');
-  const address = ipv4FromNfInetAddr(required(m, IPVS_SVC_ATTR.ADDR, 'IPVS_SVC_ATTR_ADDR'), 'service ADDR');
+  const address = addressFromNfInetAddr(required(m, IPVS_SVC_ATTR.ADDR, 'IPVS_SVC_ATTR_ADDR'), af, 'service ADDR');
   const port = attrBe16(required(m, IPVS_SVC_ATTR.PORT, 'IPVS_SVC_ATTR_PORT'), 'service PORT');
   const protocol = PROTOCOL_BY_NUMBER.get(protoNum);
   if (!protocol) throw new IpvsUnsupportedError(`service ${address}:${port} has unsupported protocol ${protoNum}`);
@@ -723,7 +775,9 @@ function decodeServiceAttrs(payload: Uint8Array): ServiceEntry {
   if (flagsAttr.data.length !== 8) throw new IpvsDecodeError(`service FLAGS: expected 8 bytes, got ${flagsAttr.data.length}`);
   const flags = (readU32(flagsAttr.data, 0) & readU32(flagsAttr.data, 4)) >>> 0;
   const timeout = attrU32(required(m, IPVS_SVC_ATTR.TIMEOUT, 'IPVS_SVC_ATTR_TIMEOUT'), 'service TIMEOUT');
-  const netmask = attrBe32(required(m, IPVS_SVC_ATTR.NETMASK, 'IPVS_SVC_ATTR_NETMASK'), 'service NETMASK');
+  const netmaskAttr = required(m, IPVS_SVC_ATTR.NETMASK, 'IPVS_SVC_ATTR_NETMASK');
+  // IPv6: the prefix length, host-endian (see the module comment).
+  const netmask = af === AF_INET6 ? attrU32(netmaskAttr, 'service NETMASK') : attrBe32(netmaskAttr, 'service NETMASK');
   const stats = statsOf(m, IPVS_SVC_ATTR.STATS64, IPVS_SVC_ATTR.STATS);
   return {
     protocol,
@@ -743,7 +797,7 @@ function decodeServiceAttrs(payload: Uint8Array): ServiceEntry {
  * FWD_METHOD, WEIGHT, U_THRESH, L_THRESH, ACTIVE_CONNS, INACT_CONNS,
  * PERSIST_CONNS, as ipvsadm's parser does. ADDR_FAMILY (Linux 4.2+) defaults
  * to AF_INET; tunnel attributes and unknown attributes are ignored.
- * @throws IpvsUnsupportedError for a non-IPv4 destination or an unknown
+ * @throws IpvsUnsupportedError for a destination of another family than IPv4 and IPv6, or an unknown
  *   forwarding method; IpvsDecodeError for a malformed payload.
  */
 export function decodeDest(payload: Uint8Array): DestEntry {
@@ -754,8 +808,8 @@ function decodeDestAttrs(payload: Uint8Array): DestEntry {
   const m = topLevel(payload, IPVS_CMD_ATTR.DEST, 'IPVS_CMD_ATTR_DEST');
   const afAttr = m.get(IPVS_DEST_ATTR.ADDR_FAMILY);
   const af = afAttr ? attrU16(afAttr, 'dest ADDR_FAMILY') : AF_INET;
-  if (af !== AF_INET) throw new IpvsUnsupportedError(`destination of address family ${af} is not supported (IPv4 only)`);
-  const address = ipv4FromNfInetAddr(required(m, IPVS_DEST_ATTR.ADDR, 'IPVS_DEST_ATTR_ADDR'), 'dest ADDR');
+  if (af !== AF_INET && af !== AF_INET6) throw new IpvsUnsupportedError(`destination of address family ${af} is not supported (IPv4 and IPv6 only)`);
+  const address = addressFromNfInetAddr(required(m, IPVS_DEST_ATTR.ADDR, 'IPVS_DEST_ATTR_ADDR'), af, 'dest ADDR');
   const port = attrBe16(required(m, IPVS_DEST_ATTR.PORT, 'IPVS_DEST_ATTR_PORT'), 'dest PORT');
   const fwdNum = attrU32(required(m, IPVS_DEST_ATTR.FWD_METHOD, 'IPVS_DEST_ATTR_FWD_METHOD'), 'dest FWD_METHOD') & IP_VS_CONN_F.FWD_MASK;
   const forwarding = FORWARDING_BY_NUMBER.get(fwdNum);

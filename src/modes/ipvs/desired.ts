@@ -58,6 +58,8 @@ import {
 export const REAL_SERVER_WEIGHT = 1;
 /** Persistence netmask kube-proxy uses: one client address (/32). */
 export const PERSISTENCE_NETMASK = 0xffffffff;
+/** The same for an IPv6 virtual server, as the prefix length the kernel takes there (kube-proxy: 128). */
+export const PERSISTENCE_PREFIX_6 = 128;
 
 /** One virtual server drover wants, with its real servers. */
 export interface DesiredVirtualServer {
@@ -158,7 +160,7 @@ export function desiredServicePort(sp: ServicePort, opts: IpvsPlanOptions, node?
     port: sp.port,
     scheduler: opts.scheduler,
     ...(sp.sessionAffinity ? { persistent: { timeoutSeconds: sp.sessionAffinity.timeoutSeconds } } : {}),
-    netmask: PERSISTENCE_NETMASK,
+    netmask: sp.clusterIP.includes(':') ? PERSISTENCE_PREFIX_6 : PERSISTENCE_NETMASK,
   };
   validateVirtualServer(vs);
   const clusterEntry = clusterIPEntry(vs.address, vs.protocol, vs.port);

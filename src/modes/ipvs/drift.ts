@@ -94,12 +94,12 @@ export function realServerDrift(want: DesiredVirtualServer, dests: readonly Dest
 
 /**
  * Why the addresses on kube-ipvs0 differ from the ClusterIPs drover bound
- * (each as /32); undefined when they are the same.
+ * (each as /`full`: 32, or 128 for IPv6); undefined when they are the same.
  */
-export function addressDrift(bound: ReadonlySet<string>, live: readonly { readonly address: string; readonly prefixLength: number }[]): string | undefined {
+export function addressDrift(bound: ReadonlySet<string>, live: readonly { readonly address: string; readonly prefixLength: number }[], full = 32): string | undefined {
   const liveSet = new Set<string>();
   for (const { address, prefixLength } of live) {
-    if (prefixLength !== 32 || !bound.has(address)) return `address ${address}/${prefixLength} on kube-ipvs0 was not bound by drover`;
+    if (prefixLength !== full || !bound.has(address)) return `address ${address}/${prefixLength} on kube-ipvs0 was not bound by drover`;
     liveSet.add(address);
   }
   for (const address of bound) if (!liveSet.has(address)) return `ClusterIP ${address} is gone from kube-ipvs0`;

@@ -5,6 +5,10 @@
  * network namespace (wiring.ts).
  */
 import { loadSource } from '../../sources/load.ts';
+import { familyView, IP_FAMILIES } from '../../model/family.ts';
+import type { IPFamily, Snapshot } from '../../model/types.ts';
+import type { RenderCliOptions } from '../../cli/options.ts';
+import type { NodeAddresses } from './frontends.ts';
 import { renderConfig } from '../shared/render-config.ts';
 import { BENCH_CLUSTER_CIDR } from '../../bench/synth.ts';
 import type { BenchSettings } from '../../bench/types.ts';
@@ -22,7 +26,7 @@ import type { DesiredIpvsState } from './desired.ts';
 import { formatIpvsDrift, ipvsDriftCount } from './diff.ts';
 import { ipvsDriftFromSource, loadDesiredIpvs, readIpvsKernel } from './inspect.ts';
 import { nodeAddresses } from './node-ips.ts';
-import { CLUSTER_IP_SET, LOOP_BACK_SET } from './ipset.ts';
+import { CLUSTER_IP_SET, familySetName, LOOP_BACK_SET } from './ipset.ts';
 import { SystemIpset } from './ipset.ts';
 import { DUMMY_INTERFACE, RtnlLinkManager } from './link.ts';
 import { ipvsCounts, unsupportedNote, type IpvsCounts } from './live.ts';
@@ -41,19 +45,48 @@ function count(n: number, one: string, many: string): string {
 }
 
 /**
- * The IPVS lines of `drover status`: virtual and real servers, ipset entries
- * (KUBE-CLUSTER-IP and KUBE-LOOP-BACK always, each frontend set only when it
- * is missing or has entries), kube-ipvs0 addresses.
+ * The IPVS lines of `drover status`: virtual and real servers (both
+ * families), ipset entries (KUBE-CLUSTER-IP and KUBE-LOOP-BACK always, each
+ * frontend set only when it is missing or has entries; the IPv6 family's
+ * KUBE-6- sets only when they exist and, but for KUBE-6-CLUSTER-IP and
+ * KUBE-6-LOOP-BACK, have entries), kube-ipvs0 addresses.
  */
 export function ipvsStatusLines(c: IpvsCounts): Array<[string, string]> {
   const always = new Set<string>([CLUSTER_IP_SET, LOOP_BACK_SET]);
-  const sets = Object.entries(c.sets).filter(([name, n]) => always.has(name) || n !== 0);
+  const always6 = new Set([CLUSTER_IP_SET, LOOP_BACK_SET].map((s) => familySetName(s, 'IPv6')));
+  const sets = Object.entries(c.sets).filter(([name, n]) => (name.startsWith('KUBE-6-') ? n !== null && (always6.has(name) || n !== 0) : always.has(name) || n !== 0));
   const entries = sets.reduce((sum, [, n]) => sum + (n ?? 0), 0);
   return [
     ['ipvs', `${count(c.virtualServers, 'virtual server', 'virtual servers')}, ${count(c.realServers, 'real server', 'real servers')}${c.quiesced > 0 ? ` (${c.quiesced} at weight 0)` : ''} in the kernel`],
     ['ipsets', `${count(entries, 'entry', 'entries')} (${sets.map(([name, n]) => `${name} ${n ?? 'missing'}`).join(', ')})`],
     [DUMMY_INTERFACE, c.addresses === null ? 'missing' : count(c.addresses, 'address', 'addresses')],
   ];
+}
+
+/**
+ * `drover render --mode ipvs`: the IPv4 view of the snapshot (render.ts),
+ * then, when it has IPv6 service ports, the IPv6 view under a comment line,
+ * each with its family's NodePort addresses (`addresses`, node-ips.ts), as
+ * a sync here would program them; and the service ports left out. Pure
+ * apart from `addresses`.
+ */
+export function renderIpvsFamilies(
+  snapshot: Snapshot,
+  opts: Readonly<Record<string, unknown>> & Pick<RenderCliOptions, 'clusterCidr' | 'masqueradeAll'>,
+  header: readonly string[],
+  addresses: (family: IPFamily) => NodeAddresses,
+): { text: string; leftOut: string[] } {
+  let text = '';
+  const leftOut: string[] = [];
+  for (const family of IP_FAMILIES) {
+    const view = familyView(snapshot, family);
+    if (family === 'IPv6' && view.services.size === 0) continue;
+    const desired = desiredIpvsState(view, { scheduler: scheduler(opts), nodeAddresses: addresses(family) });
+    const head = family === 'IPv4' ? ['drover render --mode ipvs: what a full sync writes onto an empty node', ...header] : ['the IPv6 view of the source (kube-ipvs0 is shared; sets, rules and virtual servers are the IPv6 family\'s)'];
+    text += renderIpvs(desired, ipvsStaticRules(renderConfig(opts, family), undefined, family), head, family);
+    leftOut.push(...desired.conflicts.map((c) => `service port ${c}${family === 'IPv6' ? ' (IPv6)' : ''}: one of its addresses:port/protocol (ClusterIP, external IP, LoadBalancer IP or NodePort) belongs to another service port; left out there`));
+  }
+  return { text, leftOut };
 }
 
 /** The scheduler option of a command, as `run` has it by default. */
@@ -87,12 +120,7 @@ export const ipvsMode: ModeDriver = {
   recordedOptions: (record) => ({ ipvsScheduler: record.ipvs?.scheduler ?? 'rr' }),
 
   render(snapshot, opts, header) {
-    // NodePorts on this host's addresses (node-ips.ts), as a sync here would program them.
-    const desired = desiredIpvsState(snapshot, { scheduler: scheduler(opts), nodeAddresses: nodeAddresses(undefined) });
-    return {
-      text: renderIpvs(desired, ipvsStaticRules(renderConfig(opts)), ['drover render --mode ipvs: what a full sync writes onto an empty node', ...header]),
-      leftOut: desired.conflicts.map((c) => `service port ${c}: one of its addresses:port/protocol (ClusterIP, external IP, LoadBalancer IP or NodePort) belongs to another service port; left out there`),
-    };
+    return renderIpvsFamilies(snapshot, opts, header, (family) => nodeAddresses(undefined, undefined, family));
   },
 
   async chains(selector, opts) {
@@ -104,7 +132,8 @@ export const ipvsMode: ModeDriver = {
     if (opts.source !== undefined) {
       const loaded = await loadDesiredIpvs({ source: opts.source, serviceCidr: opts.serviceCidr, masqueradeAll: false, ipvsScheduler: 'rr' });
       for (const p of loaded.problems) process.stderr.write(`drover: ${p}\n`);
-      desired = loaded.desired;
+      // Both families' virtual servers, each named by its service port.
+      desired = { ...loaded.desired, virtualServers: new Map([...loaded.desired.virtualServers, ...loaded.desired6.virtualServers]) };
       pods = loaded.pods;
     }
     const live = await readIpvsKernel(opts, false);

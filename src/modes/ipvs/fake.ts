@@ -19,7 +19,8 @@ import {
   encodeNewService,
   encodeSetDest,
   encodeSetService,
-  parseIPv4,
+  AF_INET6,
+  parseIPAddress,
   type DestEntry,
   type RealServer,
   type RealServerKey,
@@ -28,7 +29,8 @@ import {
   type VirtualServerKey,
 } from './codec.ts';
 import { realServerKey, virtualServerKey } from './desired.ts';
-import { checkEntry, type IpsetExec, type OwnedSetName } from './ipset.ts';
+import { checkEntry, type IpsetExec } from './ipset.ts';
+import type { IPFamily } from '../../model/types.ts';
 import type { IpvsKernel } from './kernel.ts';
 import { IpvsRequestError, type DumpResult } from './netlink.ts';
 import type { InterfaceAddress, LinkManager } from './link.ts';
@@ -204,14 +206,14 @@ export class FakeIpset implements IpsetExec {
   readonly restores: string[] = [];
   /** Number of save() calls. */
   saves = 0;
-  private readonly sets = new Map<string, { type: string; entries: Set<string> }>();
+  private readonly sets = new Map<string, { type: string; family?: 'inet6'; entries: Set<string> }>();
 
   async save(): Promise<string> {
     this.saves++;
     const out: string[] = [];
     for (const [name, s] of this.sets) {
       // As ipset save prints them: a bitmap:port set has a range and no family.
-      out.push(s.type === 'bitmap:port' ? `create ${name} bitmap:port range 0-65535` : `create ${name} ${s.type} family inet hashsize 1024 maxelem 65536 bucketsize 12 initval 0x5d1b1e6c`);
+      out.push(s.type === 'bitmap:port' ? `create ${name} bitmap:port range 0-65535` : `create ${name} ${s.type} family ${s.family ?? 'inet'} hashsize 1024 maxelem 65536 bucketsize 12 initval 0x5d1b1e6c`);
       for (const e of s.entries) out.push(`add ${name} ${e}`);
     }
     return out.length > 0 ? `${out.join('\n')}\n` : '';
@@ -234,7 +236,8 @@ export class FakeIpset implements IpsetExec {
           const type = w[2] ?? '';
           if (!['hash:ip', 'hash:ip,port', 'hash:ip,port,ip', 'hash:ip,port,net', 'bitmap:port'].includes(type)) fail(`unsupported set type ${type}`);
           if (set && set.type !== type) fail('Set cannot be created: set with the same name already exists');
-          if (!set) this.sets.set(name!, { type, entries: new Set() });
+          const f = w.indexOf('family');
+          if (!set) this.sets.set(name!, { type, ...(f > 0 && w[f + 1] === 'inet6' ? { family: 'inet6' as const } : {}), entries: new Set() });
           return;
         }
         case 'add':
@@ -242,7 +245,7 @@ export class FakeIpset implements IpsetExec {
           if (!set) fail('The set with the given name does not exist');
           if (w.length !== 3) fail('bad entry');
           try {
-            checkEntry(set!.type, w[2]!);
+            checkEntry(set!.type, w[2]!, set!.family === 'inet6' ? 'IPv6' : 'IPv4');
           } catch (err) {
             fail((err as Error).message);
           }
@@ -274,7 +277,7 @@ export class FakeIpset implements IpsetExec {
   }
 
   /** The number of entries of a set, as `ipset list -t` prints it; undefined when it does not exist. */
-  async entryCount(name: OwnedSetName): Promise<number | undefined> {
+  async entryCount(name: string): Promise<number | undefined> {
     return this.sets.get(name)?.entries.size;
   }
 
@@ -314,20 +317,20 @@ export class FakeLinks implements LinkManager {
     return { index, created: true };
   }
 
-  async addresses(index: number): Promise<InterfaceAddress[]> {
+  async addresses(index: number, family: IPFamily = 'IPv4'): Promise<InterfaceAddress[]> {
     this.reads++;
-    return [...this.byIndex(index).addresses];
+    return this.byIndex(index).addresses.filter((a) => a.address.includes(':') === (family === 'IPv6'));
   }
 
   async addAddress(index: number, address: string): Promise<void> {
-    parseIPv4(address, 'address');
+    const full = parseIPAddress(address, 'address').af === AF_INET6 ? 128 : 32;
     const l = this.byIndex(index);
-    if (!l.addresses.some((a) => a.address === address && a.prefixLength === 32)) l.addresses.push({ address, prefixLength: 32 });
-    this.log.push(`add ${address}/32`);
+    if (!l.addresses.some((a) => a.address === address && a.prefixLength === full)) l.addresses.push({ address, prefixLength: full });
+    this.log.push(`add ${address}/${full}`);
   }
 
   async delAddress(index: number, addr: InterfaceAddress): Promise<void> {
-    parseIPv4(addr.address, 'address');
+    parseIPAddress(addr.address, 'address');
     const l = this.byIndex(index);
     l.addresses = l.addresses.filter((a) => !(a.address === addr.address && a.prefixLength === addr.prefixLength));
     this.log.push(`del ${addr.address}/${addr.prefixLength}`);
@@ -368,6 +371,7 @@ export class FakeSysctls implements Sysctls {
     ['net.ipv4.vs.expire_nodest_conn', '0'],
     ['net.ipv4.vs.expire_quiescent_template', '0'],
     ['net.ipv4.ip_forward', '0'],
+    ['net.ipv6.conf.all.forwarding', '0'],
   ]);
 
   async read(name: string): Promise<string | undefined> {

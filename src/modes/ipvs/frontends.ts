@@ -3,8 +3,11 @@
  * way kube-proxy's IPVS proxier programs them (pkg/proxy/ipvs/proxier.go,
  * syncProxyRules: "Capture externalIPs", "Capture load-balancer ingress",
  * the NodePort block; syncEndpoint with onlyNodeLocalEndpoints =
- * ExternalPolicyLocal). IPv4 only: IPv6 external IPs, ingress IPs and source
- * ranges are left to an IPv6 proxier, as iptables mode leaves them.
+ * ExternalPolicyLocal). Each family's proxier programs the external IPs,
+ * ingress IPs, source ranges and node addresses of its family only (model/
+ * frontends.ts), as kube-proxy's IPv4 and IPv6 proxiers do; the family is
+ * the ClusterIP's (`base.address`). The text below names the IPv4 sets; the
+ * IPv6 family's are named KUBE-6-… in the kernel (ipset.ts familySetName).
  *
  * Per service port, in kube-proxy's order, one virtual server (same
  * protocol, scheduler and session affinity as the ClusterIP one) for:
@@ -63,8 +66,8 @@
  * An address bound to kube-ipvs0 also goes into KUBE-IPVS-IPS (filter
  * KUBE-IPVS-FILTER).
  */
-import { ipv4ExternalIPs, ipv4LoadBalancerIPs, ipv4SourceRanges, rangesHoldNode } from '../../model/frontends.ts';
-import { isCanonicalIPv4 } from '../../model/addr.ts';
+import { externalIPsOf, loadBalancerIPsOf, rangesHoldNode, sourceRangesOf } from '../../model/frontends.ts';
+import { parseIP } from '../../model/addr.ts';
 import type { EndpointSets } from '../../model/policy.ts';
 import type { Endpoint, NodeInfo, ServicePort } from '../../model/types.ts';
 import { validateVirtualServer, type VirtualServer } from './codec.ts';
@@ -105,9 +108,9 @@ export type FrontendKind = 'externalIP' | 'loadBalancer' | 'nodePort';
 
 /** The addresses of this host that the external frontends depend on, read when the backend starts (node-ips.ts). */
 export interface NodeAddresses {
-  /** IPv4 addresses that get one virtual server per NodePort, sorted; empty: NodePorts are not programmed. */
+  /** Addresses of the backend's family that get one virtual server per NodePort, sorted; empty: NodePorts are not programmed. */
   readonly nodePortIPs: readonly string[];
-  /** IPv4 addresses of the host's interfaces other than kube-ipvs0: an external or ingress IP among them is not bound to kube-ipvs0. */
+  /** Addresses of the backend's family of the host's interfaces other than kube-ipvs0: an external or ingress IP among them is not bound to kube-ipvs0. */
   readonly hostAddresses: readonly string[];
 }
 
@@ -156,11 +159,13 @@ export function externalFrontends(sp: ServicePort, sets: EndpointSets, base: Vir
   const dropped = local && sets.hasAnyEndpoints && here.length === 0;
   const endpoints = (local && !dropped ? here : sets.cluster) ?? [];
   const proto = base.protocol;
+  const family = base.address.includes(':') ? 'IPv6' : 'IPv4';
   const host = new Set(addresses.hostAddresses);
   const out: ExternalFrontend[] = [];
   const seen = new Set<string>([`${base.address}:${base.port}`]);
   const add = (kind: FrontendKind, address: string, port: number, bind: boolean, own: readonly SetEntry[]): void => {
-    if (!isCanonicalIPv4(address)) throw new IpsetValidationError('IPv4 address', address);
+    const parsed = parseIP(address);
+    if (parsed === undefined || parsed.text !== address || (parsed.family === 6) !== (family === 'IPv6')) throw new IpsetValidationError(`${family} address`, address);
     if (seen.has(`${address}:${port}`)) return;
     seen.add(`${address}:${port}`);
     const vs: VirtualServer = { ...base, address, port };
@@ -171,13 +176,13 @@ export function externalFrontends(sp: ServicePort, sets: EndpointSets, base: Vir
     out.push({ kind, vs, endpoints, bind, entries });
   };
 
-  for (const ip of ipv4ExternalIPs(f)) {
+  for (const ip of externalIPsOf(f, family)) {
     add('externalIP', ip, sp.port, !host.has(ip), [{ set: local ? EXTERNAL_IP_LOCAL_SET : EXTERNAL_IP_SET, entry: ipPortEntry(ip, proto, sp.port) }]);
   }
 
-  const ranges = ipv4SourceRanges(f.loadBalancerSourceRanges);
-  const allowFromNode = rangesHoldNode(ranges, node);
-  for (const ip of ipv4LoadBalancerIPs(f)) {
+  const ranges = sourceRangesOf(f.loadBalancerSourceRanges, family);
+  const allowFromNode = rangesHoldNode(ranges, node, family);
+  for (const ip of loadBalancerIPsOf(f, family)) {
     const entry = ipPortEntry(ip, proto, sp.port);
     const own: SetEntry[] = [{ set: LOAD_BALANCER_SET, entry }];
     if (local) own.push({ set: LOAD_BALANCER_LOCAL_SET, entry });

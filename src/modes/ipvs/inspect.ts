@@ -14,6 +14,8 @@ import { createLogger } from '../../util/log.ts';
 import type { KernelOptions, RenderCliOptions } from '../../cli/options.ts';
 import { loadSource } from '../../sources/load.ts';
 import { endpointPods } from '../../model/pods.ts';
+import { familyView } from '../../model/family.ts';
+import type { IPFamily } from '../../model/types.ts';
 import { renderConfig } from '../shared/render-config.ts';
 import { createIpvsInspectIO } from './wiring.ts';
 
@@ -33,14 +35,17 @@ export async function readIpvsKernel(opts: KernelOptions, tables: boolean): Prom
 
 /**
  * The desired IPVS state of a source on this host (NodePorts on its
- * addresses, node-ips.ts), the source's problems (one line each), what of it could not be read, and the Pod of each endpoint
+ * addresses, node-ips.ts): of its IPv4 view (`desired`) and of its IPv6
+ * view (`desired6`, the IPv6 family's), the source's problems (one line
+ * each), what of it could not be read, and the Pod of each endpoint
  * derived from one (model/pods.ts endpointPods).
  */
 export async function loadDesiredIpvs(
   opts: RenderCliOptions & { ipvsScheduler: string },
-): Promise<{ desired: DesiredIpvsState; problems: string[]; incomplete: readonly string[]; pods: ReadonlyMap<string, string> }> {
+): Promise<{ desired: DesiredIpvsState; desired6: DesiredIpvsState; problems: string[]; incomplete: readonly string[]; pods: ReadonlyMap<string, string> }> {
   const { snapshot, problems, incomplete } = await loadSource(opts);
-  return { desired: desiredIpvsState(snapshot, { scheduler: opts.ipvsScheduler, nodeAddresses: nodeAddresses(undefined) }), problems, incomplete, pods: endpointPods(snapshot) };
+  const of = (family: IPFamily) => desiredIpvsState(familyView(snapshot, family), { scheduler: opts.ipvsScheduler, nodeAddresses: nodeAddresses(undefined, undefined, family) });
+  return { desired: of('IPv4'), desired6: of('IPv6'), problems, incomplete, pods: endpointPods(snapshot) };
 }
 
 /**

@@ -35,8 +35,18 @@
  * into a scratch set that is then swapped with it, which the kernel does
  * atomically, so rules matching the set never see it half-filled (ipset(8),
  * "swap").
+ *
+ * Each IP family has its own sets, as kube-proxy's IPv4 and IPv6 proxiers
+ * each keep theirs (pkg/proxy/ipvs/ipset.go NewIPSet): the IPv6 ones are
+ * named with "KUBE-6-" for "KUBE-" (KUBE-6-CLUSTER-IP), cut to 31
+ * characters as kube-proxy cuts them (KUBE-6-LOAD-BALANCER-SOURCE-CID),
+ * and hash sets are created `family inet6`. The code works with the IPv4
+ * names ({@link OwnedSetName}); {@link familySetName} gives a family's
+ * name in the kernel, and every function that reads or writes the kernel's
+ * sets takes the family (default IPv4).
  */
-import { isCanonicalIPv4 } from '../../model/addr.ts';
+import { isCanonicalIPv4, parseIP } from '../../model/addr.ts';
+import type { IPFamily } from '../../model/types.ts';
 import { CommandError, runCommand } from '../shared/exec.ts';
 import { DroverError } from '../../errors.ts';
 
@@ -137,19 +147,37 @@ export const IPVS_SETS = [
 /** Options of `create` for a missing hash set: IPv4, kube-proxy's hash size and element limit. */
 export const CREATE_OPTIONS = 'family inet hashsize 1024 maxelem 65536';
 
-/** Options of `create` for a missing bitmap:port set: every port (kube-proxy's range). */
+/** Options of `create` for a missing IPv6 hash set (kube-proxy's IPv6 proxier: `family inet6`). */
+export const CREATE_OPTIONS_6 = 'family inet6 hashsize 1024 maxelem 65536';
+
+/** Options of `create` for a missing bitmap:port set: every port (kube-proxy's range); a bitmap has no family. */
 export const BITMAP_CREATE_OPTIONS = 'range 0-65535';
 
-/** The `create` options of a set of `type`. */
-function createOptions(type: string): string {
-  return type === 'bitmap:port' ? BITMAP_CREATE_OPTIONS : CREATE_OPTIONS;
+/** The `create` options of a set of `type` for `family`. */
+function createOptions(type: string, family: IPFamily): string {
+  if (type === 'bitmap:port') return BITMAP_CREATE_OPTIONS;
+  return family === 'IPv6' ? CREATE_OPTIONS_6 : CREATE_OPTIONS;
 }
 
-/** The address family drover's sets are created with (CREATE_OPTIONS). */
-const FAMILY = 'inet';
+/** The `family` create option (ipset(8)) of a family's hash sets. */
+function ipsetFamily(family: IPFamily): string {
+  return family === 'IPv6' ? 'inet6' : 'inet';
+}
 
 /** The longest set name the kernel takes (IPSET_MAXNAMELEN 32, with its NUL). */
 export const MAX_SET_NAME = 31;
+
+/**
+ * The name of one of drover's sets (given by its IPv4 name) in the kernel
+ * for `family`: the IPv4 name itself, or for IPv6 "KUBE-6-" in place of
+ * "KUBE-", cut to {@link MAX_SET_NAME} characters, as kube-proxy names its
+ * IPv6 proxier's sets (pkg/proxy/ipvs/ipset.go NewIPSet):
+ * "KUBE-6-CLUSTER-IP", "KUBE-6-LOAD-BALANCER-SOURCE-CID".
+ */
+export function familySetName(name: string, family: IPFamily): string {
+  if (family === 'IPv4' || !name.startsWith('KUBE-')) return name;
+  return `KUBE-6-${name.slice('KUBE-'.length)}`.slice(0, MAX_SET_NAME);
+}
 
 /**
  * The scratch set a rebuild of `name` fills and swaps in: "KUBE-CLUSTER-IP-SWAP",
@@ -161,11 +189,22 @@ export const MAX_SET_NAME = 31;
  */
 export function swapSetName(name: string): string {
   const plain = `${name}-SWAP`;
-  return plain.length <= MAX_SET_NAME ? plain : `${name.replace('LOAD-BALANCER', 'LB').replace('HEALTH-CHECK', 'HC')}-SWAP`;
+  if (plain.length <= MAX_SET_NAME) return plain;
+  const short = `${name.replace('LOAD-BALANCER', 'LB').replace('HEALTH-CHECK', 'HC')}-SWAP`;
+  // An IPv6 name ("KUBE-6-NODE-PORT-LOCAL-SCTP") may need one more cut.
+  return short.length <= MAX_SET_NAME ? short : short.replace('NODE-PORT', 'NP');
 }
 
-/** Every set name {@link parseIpsetSave} keeps by default: drover's sets and their scratch sets. */
-export const OWNED_SET_NAMES: readonly string[] = IPVS_SETS.flatMap((s) => [s.name, swapSetName(s.name)]);
+/** Every set name of `family` {@link parseIpsetSave} keeps by default: drover's sets and their scratch sets, with the family's names. */
+export function ownedSetNames(family: IPFamily): readonly string[] {
+  return IPVS_SETS.flatMap((s) => {
+    const name = familySetName(s.name, family);
+    return [name, swapSetName(name)];
+  });
+}
+
+/** {@link ownedSetNames} of IPv4. */
+export const OWNED_SET_NAMES: readonly string[] = ownedSetNames('IPv4');
 
 /** A value for an ipset entry is not valid; nothing was written. */
 export class IpsetValidationError extends DroverError {
@@ -177,8 +216,15 @@ export class IpsetValidationError extends DroverError {
 
 const PROTO = /^(tcp|udp|sctp)$/;
 
+/** True for a dotted-quad IPv4 address or canonical IPv6 text (RFC 5952, as ipset prints it). */
+function isCanonicalIP(value: string): boolean {
+  if (!value.includes(':')) return isCanonicalIPv4(value);
+  const parsed = parseIP(value);
+  return parsed?.family === 6 && parsed.text === value;
+}
+
 function ip(value: string): string {
-  if (!isCanonicalIPv4(value)) throw new IpsetValidationError('IPv4 address', value);
+  if (!isCanonicalIP(value)) throw new IpsetValidationError(value.includes(':') ? 'IPv6 address' : 'IPv4 address', value);
   return value;
 }
 
@@ -250,47 +296,60 @@ export function ipPortIPEntry(address: string, protocol: string, p: number, sour
 
 /**
  * A KUBE-LOAD-BALANCER-SOURCE-CIDR entry "lbIP,proto:port,net", the net as
- * `ipset save` prints it: "10.0.0.0/8", and a /32 without its length
- * ("10.1.2.3"). Prefix lengths 1-32 (the kernel refuses /0 in a hash:net
- * type; frontends.ts never writes one: 0.0.0.0/0 means no firewall).
+ * `ipset save` prints it: "10.0.0.0/8", and a host-length net without its
+ * length ("10.1.2.3", "fd00::1"). Prefix lengths 1-32 for IPv4, 1-128 for
+ * IPv6 (the kernel refuses /0 in a hash:net type; frontends.ts never writes
+ * one: 0.0.0.0/0 or ::/0 means no firewall).
  * @throws IpsetValidationError
  */
 export function ipPortNetEntry(address: string, protocol: string, p: number, network: string, bits: number): string {
-  if (!Number.isInteger(bits) || bits < 1 || bits > 32) throw new IpsetValidationError('prefix length', String(bits));
-  return `${ip(address)},${proto(protocol)}:${port(p)},${ip(network)}${bits === 32 ? '' : `/${bits}`}`;
+  const width = network.includes(':') ? 128 : 32;
+  if (!Number.isInteger(bits) || bits < 1 || bits > width) throw new IpsetValidationError('prefix length', String(bits));
+  return `${ip(address)},${proto(protocol)}:${port(p)},${ip(network)}${bits === width ? '' : `/${bits}`}`;
 }
 
 const ENTRY: Readonly<Record<string, RegExp>> = {
-  'hash:ip': /^([0-9.]+)$/,
-  'hash:ip,port': /^([0-9.]+),(tcp|udp|sctp):(\d{1,5})$/,
-  'hash:ip,port,ip': /^([0-9.]+),(tcp|udp|sctp):(\d{1,5}),([0-9.]+)$/,
-  'hash:ip,port,net': /^([0-9.]+),(tcp|udp|sctp):(\d{1,5}),([0-9.]+)(?:\/([1-9]|[12]\d|3[0-2]))?$/,
+  'hash:ip': /^([0-9a-f.:]+)$/,
+  'hash:ip,port': /^([0-9a-f.:]+),(tcp|udp|sctp):(\d{1,5})$/,
+  'hash:ip,port,ip': /^([0-9a-f.:]+),(tcp|udp|sctp):(\d{1,5}),([0-9a-f.:]+)$/,
+  'hash:ip,port,net': /^([0-9a-f.:]+),(tcp|udp|sctp):(\d{1,5}),([0-9a-f.:]+)(?:\/([1-9]|[1-9]\d|1[01]\d|12[0-8]))?$/,
   'bitmap:port': /^()()(\d{1,5})$/,
 };
 
 /**
  * Check an entry of one of drover's sets again, just before it is written.
+ * @param family the family of the set's addresses (default IPv4)
  * @throws IpsetValidationError
  */
-export function checkEntry(setType: string, entry: string): string {
-  if (!isWritableEntry(setType, entry)) throw new IpsetValidationError(`${setType} entry`, entry);
+export function checkEntry(setType: string, entry: string, family: IPFamily = 'IPv4'): string {
+  if (!isWritableEntry(setType, entry, family)) throw new IpsetValidationError(`${setType} entry`, entry);
   return entry;
 }
 
-/** Whether `entry` is one drover writes to a set of `setType`: IPv4 addresses, tcp, udp or sctp, ports 1-65535. */
-function isWritableEntry(setType: string, entry: string): boolean {
+/** An address of `family` that drover writes: a dotted quad (IPv4) or canonical IPv6 text. */
+function isFamilyAddress(text: string, family: IPFamily): boolean {
+  return text.includes(':') === (family === 'IPv6') && isCanonicalIP(text);
+}
+
+/**
+ * Whether `entry` is one drover writes to a set of `setType` and `family`:
+ * addresses of the family, tcp, udp or sctp, ports 1-65535, prefix lengths
+ * of the family.
+ */
+function isWritableEntry(setType: string, entry: string, family: IPFamily): boolean {
   const m = ENTRY[setType]?.exec(entry);
   if (!m) return false;
   if (setType === 'bitmap:port') return isPort(Number(m[3])) && String(Number(m[3])) === m[3];
-  if (setType === 'hash:ip') return isCanonicalIPv4(m[1]!);
-  return isCanonicalIPv4(m[1]!) && isPort(Number(m[3])) && (m[4] === undefined || isCanonicalIPv4(m[4]));
+  if (setType === 'hash:ip') return isFamilyAddress(m[1]!, family);
+  if (m[5] !== undefined && Number(m[5]) > (family === 'IPv6' ? 128 : 32)) return false;
+  return isFamilyAddress(m[1]!, family) && isPort(Number(m[3])) && (m[4] === undefined || isFamilyAddress(m[4], family));
 }
 
 /** One set as `ipset save` shows it. */
 export interface SavedSet {
   /** Set type, e.g. "hash:ip,port". */
   readonly type: string;
-  /** The `family` create option, "inet" or "inet6"; absent when the line has none (ipset then means inet). */
+  /** The `family` create option, "inet" or "inet6"; absent when the line has none (ipset then means inet; a bitmap has none). */
   readonly family?: string;
   /** Entries as printed (`add NAME <entry>` without options such as timeouts). */
   readonly entries: ReadonlySet<string>;
@@ -298,8 +357,9 @@ export interface SavedSet {
 
 /**
  * Parse `ipset save` output, keeping only the named sets (by default
- * drover's sets and their scratch sets). A set missing from the output is
- * missing from the result.
+ * drover's IPv4 sets and their scratch sets; {@link ownedSetNames} for
+ * another family's). A set missing from the output is missing from the
+ * result. A host-length net (/32, /128) is kept without its length.
  */
 export function parseIpsetSave(text: string, names: readonly string[] = OWNED_SET_NAMES): Map<string, SavedSet> {
   const wanted = new Set(names);
@@ -313,7 +373,7 @@ export function parseIpsetSave(text: string, names: readonly string[] = OWNED_SE
     } else if (words[0] === 'add') {
       const set = sets.get(words[1]!);
       // A /32 net may be printed with or without its length; drover writes it without.
-      set?.entries.add(set.type === 'hash:ip,port,net' ? words[2]!.replace(/\/32$/, '') : words[2]!);
+      set?.entries.add(set.type === 'hash:ip,port,net' ? words[2]!.replace(words[2]!.includes(':') ? /\/128$/ : /\/32$/, '') : words[2]!);
     }
   }
   return sets;
@@ -372,10 +432,11 @@ export class IpsetTypeError extends DroverError {
  * instead: `create` its scratch set, `add` every desired entry to it, `swap`
  * it with the set, `destroy` it. A scratch set left over by an interrupted
  * rebuild is destroyed first. Pure.
+ * @param family whose sets (named by {@link familySetName}, created with its `family`) and entries; default IPv4
  * @throws IpsetTypeError when a set exists with another type or family;
  *   IpsetValidationError for a desired entry that is not valid.
  */
-export function planIpsetRestore(desired: DesiredSets, current: ReadonlyMap<string, SavedSet>): IpsetPlan {
+export function planIpsetRestore(desired: DesiredSets, current: ReadonlyMap<string, SavedSet>, family: IPFamily = 'IPv4'): IpsetPlan {
   const lines: string[] = [];
   const missingSets: string[] = [];
   const missing: IpsetEntryChange[] = [];
@@ -384,19 +445,22 @@ export function planIpsetRestore(desired: DesiredSets, current: ReadonlyMap<stri
   const leftovers: string[] = [];
   let added = 0;
   let deleted = 0;
-  for (const set of IPVS_SETS) {
+  const want6 = ipsetFamily(family);
+  for (const logical of IPVS_SETS) {
+    const set = { name: familySetName(logical.name, family), type: logical.type };
     const have = current.get(set.name);
-    const foreignFamily = have !== undefined && (have.family ?? FAMILY) !== FAMILY;
+    // A bitmap:port set has no family; a hash set without the option is inet.
+    const foreignFamily = have !== undefined && set.type !== 'bitmap:port' && (have.family ?? 'inet') !== want6;
     if (have && (have.type !== set.type || foreignFamily)) {
-      throw new IpsetTypeError(set.name, foreignFamily ? `${have.type} family ${have.family}` : have.type, foreignFamily ? `${set.type} family ${FAMILY}` : set.type);
+      throw new IpsetTypeError(set.name, foreignFamily ? `${have.type} family ${have.family ?? 'inet'}` : have.type, foreignFamily ? `${set.type} family ${want6}` : set.type);
     }
     if (!have) {
-      lines.push(`create ${set.name} ${set.type} ${createOptions(set.type)}`);
+      lines.push(`create ${set.name} ${set.type} ${createOptions(set.type, family)}`);
       missingSets.push(set.name);
     }
     // Only what is written is checked (again): entries come from the
     // validating constructors, and a sync should not re-check 10,000 of them.
-    const given = desired[set.name] ?? [];
+    const given = desired[logical.name] ?? [];
     const want: ReadonlySet<string> = given instanceof Set ? given : new Set(given);
     const present = have?.entries ?? new Set<string>();
     const extras = [...present].filter((x) => !want.has(x)).sort();
@@ -410,12 +474,12 @@ export function planIpsetRestore(desired: DesiredSets, current: ReadonlyMap<stri
       lines.push(`destroy ${scratch}`);
       leftovers.push(scratch);
     }
-    if (extras.every((e) => isWritableEntry(set.type, e))) {
-      lines.push(...entryLines(set, adds, extras));
+    if (extras.every((e) => isWritableEntry(set.type, e, family))) {
+      lines.push(...entryLines(set, adds, extras, family));
     } else {
       // A foreign entry is never echoed into the input: the set is rebuilt around it.
-      lines.push(`create ${scratch} ${set.type} ${createOptions(set.type)}`);
-      for (const e of [...want].sort()) lines.push(`add ${scratch} ${checkEntry(set.type, e)}`);
+      lines.push(`create ${scratch} ${set.type} ${createOptions(set.type, family)}`);
+      for (const e of [...want].sort()) lines.push(`add ${scratch} ${checkEntry(set.type, e, family)}`);
       lines.push(`swap ${scratch} ${set.name}`, `destroy ${scratch}`);
       rebuilt.push(set.name);
     }
@@ -425,7 +489,7 @@ export function planIpsetRestore(desired: DesiredSets, current: ReadonlyMap<stri
 
 /** Entries that became wanted in one of drover's sets, and entries that stopped being wanted. */
 export interface IpsetSetChanges {
-  /** One of {@link IPVS_SETS}. */
+  /** One of {@link IPVS_SETS}, by its IPv4 name. */
   readonly set: string;
   readonly add: readonly string[];
   readonly del: readonly string[];
@@ -434,30 +498,32 @@ export interface IpsetSetChanges {
 /**
  * The `ipset restore -exist` input of known changes to drover's sets, which
  * exist already (a partial sync, which trusts what it wrote): `del` lines,
- * then `add` lines, in the order given. Pure.
+ * then `add` lines, in the order given, to the sets of `family` (default
+ * IPv4; {@link familySetName}). Pure.
  * @throws IpsetValidationError for an entry that is not valid; Error for a set that is not drover's.
  */
-export function planIpsetChanges(changes: readonly IpsetSetChanges[]): IpsetPlan {
+export function planIpsetChanges(changes: readonly IpsetSetChanges[], family: IPFamily = 'IPv4'): IpsetPlan {
   const lines: string[] = [];
   for (const c of changes) {
     const set = IPVS_SETS.find((s) => s.name === c.set) as { readonly name: string; readonly type: string } | undefined;
     if (!set) throw new Error(`${c.set} is not one of drover's ipsets`);
-    lines.push(...entryLines(set, c.add, c.del));
+    lines.push(...entryLines({ name: familySetName(set.name, family), type: set.type }, c.add, c.del, family));
   }
-  const entries = (pick: (c: IpsetSetChanges) => readonly string[]): IpsetEntryChange[] => changes.flatMap((c) => pick(c).map((entry) => ({ set: c.set, entry })));
+  const entries = (pick: (c: IpsetSetChanges) => readonly string[]): IpsetEntryChange[] =>
+    changes.flatMap((c) => pick(c).map((entry) => ({ set: familySetName(c.set, family), entry })));
   const missing = entries((c) => c.add);
   const extra = entries((c) => c.del);
   return { input: lines.length > 0 ? `${lines.join('\n')}\n` : '', created: 0, added: missing.length, deleted: extra.length, missingSets: [], missing, extra, rebuilt: [], leftovers: [] };
 }
 
-/** `del` lines for `del`, then `add` lines for `add`, every entry checked against the set's type. */
-function entryLines(set: { readonly name: string; readonly type: string }, add: readonly string[], del: readonly string[]): string[] {
-  return [...del.map((e) => `del ${set.name} ${checkEntry(set.type, e)}`), ...add.map((e) => `add ${set.name} ${checkEntry(set.type, e)}`)];
+/** `del` lines for `del`, then `add` lines for `add`, every entry checked against the set's type and family. */
+function entryLines(set: { readonly name: string; readonly type: string }, add: readonly string[], del: readonly string[], family: IPFamily): string[] {
+  return [...del.map((e) => `del ${set.name} ${checkEntry(set.type, e, family)}`), ...add.map((e) => `add ${set.name} ${checkEntry(set.type, e, family)}`)];
 }
 
-/** The `ipset restore` input that destroys those of drover's sets, and scratch sets, present in `current`. Pure. */
-export function planIpsetDestroy(current: ReadonlyMap<string, SavedSet>): string {
-  const lines = OWNED_SET_NAMES.filter((name) => current.has(name)).map((name) => `destroy ${name}`);
+/** The `ipset restore` input that destroys those of drover's sets of `family` (default IPv4), and scratch sets, present in `current`. Pure. */
+export function planIpsetDestroy(current: ReadonlyMap<string, SavedSet>, family: IPFamily = 'IPv4'): string {
+  const lines = ownedSetNames(family).filter((name) => current.has(name)).map((name) => `destroy ${name}`);
   return lines.length > 0 ? `${lines.join('\n')}\n` : '';
 }
 
@@ -471,12 +537,13 @@ export interface IpsetExec {
    */
   restore(input: string): Promise<void>;
   /**
-   * The number of entries of one of drover's sets (`ipset list -t NAME`,
-   * which prints the set's header and no member: O(1) in the set's size);
-   * undefined when the set does not exist. Used by the cheap drift check.
-   * @throws CommandError for any other failure.
+   * The number of entries of one of drover's sets, by its name in the
+   * kernel ({@link familySetName}) (`ipset list -t NAME`, which prints the
+   * set's header and no member: O(1) in the set's size); undefined when the
+   * set does not exist. Used by the cheap drift check.
+   * @throws CommandError for any other failure; Error for a name that is not one of drover's.
    */
-  entryCount(name: OwnedSetName): Promise<number | undefined>;
+  entryCount(name: string): Promise<number | undefined>;
 }
 
 /** The real ipset, spawned with an argument array (never a shell), in the process's network namespace or a named one. */
@@ -501,7 +568,8 @@ export class SystemIpset implements IpsetExec {
     if (res.code !== 0) throw new CommandError('ipset restore -exist', res.code, res.stderr);
   }
 
-  async entryCount(name: OwnedSetName): Promise<number | undefined> {
+  async entryCount(name: string): Promise<number | undefined> {
+    if (!OWNED_SET_NAMES.includes(name) && !ownedSetNames('IPv6').includes(name)) throw new Error(`${JSON.stringify(name)} is not one of drover's ipsets`);
     const res = await runCommand('ipset', ['list', '-t', name], this.runOpts());
     if (res.code !== 0) {
       if (/does not exist/.test(res.stderr)) return undefined;

@@ -4,7 +4,10 @@
  * connections to them in LOCAL_IN (kube-proxy: pkg/proxy/ipvs/proxier.go,
  * defaultDummyDevice, and netlink_linux.go EnsureDummyDevice/EnsureAddressBind).
  * The link stays down, as kube-proxy leaves it: the kernel adds the local
- * route of an address whatever the link state.
+ * route of an address whatever the link state. IPv6 ClusterIPs are bound
+ * as /128 with IFA_F_NODAD (no duplicate address detection, which could
+ * not run on a link that is down and would leave the address tentative),
+ * next to the IPv4 ones: the link is shared by both families.
  *
  * The I/O is the small {@link LinkManager} interface: {@link RtnlLinkManager}
  * talks rtnetlink through the npm package `netlink@0.3.0` (RtNetlinkSocket),
@@ -14,18 +17,24 @@
 import { createRtNetlink, FlagsNew, type RtNetlinkSocket } from 'netlink';
 import { compareAddresses, ipFromBytes } from '../../model/addr.ts';
 import { AttrWriter } from '../shared/nlattr.ts';
-import { parseIPv4 } from './codec.ts';
+import { AF_INET6, parseIPAddress } from './codec.ts';
+import type { IPFamily } from '../../model/types.ts';
 import { isErrno, isExists, isPermission, netlinkErrorCode } from '../shared/errno.ts';
 
 /** The dummy interface's name (kube-proxy's defaultDummyDevice). */
 export const DUMMY_INTERFACE = 'kube-ipvs0';
 
-/** An IPv4 address of an interface. */
+/** An address of an interface. */
 export interface InterfaceAddress {
-  /** Dotted quad. */
+  /** Dotted quad, or canonical IPv6 text. */
   readonly address: string;
-  /** Prefix length, 0-32. */
+  /** Prefix length, 0-32 (IPv4) or 0-128 (IPv6). */
   readonly prefixLength: number;
+}
+
+/** The prefix length of one address of `family` (32 or 128): how drover binds addresses to kube-ipvs0. */
+export function hostPrefixLength(family: IPFamily): number {
+  return family === 'IPv6' ? 128 : 32;
 }
 
 /** rtnetlink operations on one link; every address is validated before it is sent. */
@@ -37,9 +46,9 @@ export interface LinkManager {
    * @returns its index and whether it was created now
    */
   ensureDummy(name: string): Promise<{ index: number; created: boolean }>;
-  /** IPv4 addresses of link `index`. */
-  addresses(index: number): Promise<InterfaceAddress[]>;
-  /** Add `address`/32 to link `index`; an address already there is not an error. */
+  /** The addresses of `family` (default IPv4) of link `index`. */
+  addresses(index: number, family?: IPFamily): Promise<InterfaceAddress[]>;
+  /** Add `address`/32 (an IPv6 one as /128, nodad) to link `index`; an address already there is not an error. */
   addAddress(index: number, address: string): Promise<void>;
   /** Remove `address`/`prefixLength` from link `index`; an address already gone is not an error. */
   delAddress(index: number, addr: InterfaceAddress): Promise<void>;
@@ -57,15 +66,17 @@ export interface AddressPlan {
 
 /**
  * The difference between the wanted ClusterIPs and the addresses kube-ipvs0
- * has: kube-ipvs0 belongs to drover, so any other address on it is stale. Pure.
+ * has (of one family): kube-ipvs0 belongs to drover, so any other address
+ * on it is stale. Pure.
+ * @param full the prefix length a wanted address is bound with (32, or 128 for IPv6)
  */
-export function planAddresses(wanted: readonly string[], current: readonly InterfaceAddress[]): AddressPlan {
+export function planAddresses(wanted: readonly string[], current: readonly InterfaceAddress[], full = 32): AddressPlan {
   const want = new Set(wanted);
-  const have = new Set(current.filter((a) => a.prefixLength === 32).map((a) => a.address));
+  const have = new Set(current.filter((a) => a.prefixLength === full).map((a) => a.address));
   return {
     add: [...want].filter((a) => !have.has(a)).sort(compareAddresses),
     remove: current
-      .filter((a) => a.prefixLength !== 32 || !want.has(a.address))
+      .filter((a) => a.prefixLength !== full || !want.has(a.address))
       .sort((a, b) => compareAddresses(a.address, b.address) || a.prefixLength - b.prefixLength),
   };
 }
@@ -116,40 +127,45 @@ export class RtnlLinkManager implements LinkManager {
     return { index, created: true };
   }
 
-  async addresses(index: number): Promise<InterfaceAddress[]> {
+  async addresses(index: number, family: IPFamily = 'IPv4'): Promise<InterfaceAddress[]> {
     checkIndex(index);
+    const af = family === 'IPv6' ? AF_INET6 : AF_INET;
+    const size = family === 'IPv6' ? 16 : 4;
     const msgs = await this.sock.getAddresses(undefined, undefined, { timeout: this.timeoutMs });
     const out: InterfaceAddress[] = [];
     for (const m of msgs) {
-      if (m.data.index !== index || m.data.family !== AF_INET) continue;
+      if (m.data.index !== index || m.data.family !== af) continue;
       const raw = m.attrs.local ?? m.attrs.address;
-      if (!raw || raw.length !== 4) continue;
-      out.push({ address: ipFromBytes(raw).text, prefixLength: m.data.prefixlen ?? 32 });
+      if (!raw || raw.length !== size) continue;
+      out.push({ address: ipFromBytes(raw).text, prefixLength: m.data.prefixlen ?? size * 8 });
     }
     return out;
   }
 
   async addAddress(index: number, address: string): Promise<void> {
-    const raw = parseIPv4(address, 'kube-ipvs0 address');
+    const { af, bytes: raw } = parseIPAddress(address, 'kube-ipvs0 address');
+    const v6 = af === AF_INET6;
+    const prefixlen = v6 ? 128 : 32;
     try {
       await this.sock.newAddress(
-        { family: AF_INET, prefixlen: 32, index: checkIndex(index) },
+        { family: af, prefixlen, index: checkIndex(index), ...(v6 ? { flags: { nodad: true } } : {}) },
         { local: raw, address: raw },
         { flags: FlagsNew.CREATE | FlagsNew.EXCL, timeout: this.timeoutMs },
       );
     } catch (err) {
-      if (!isExists(err)) throw linkError(`add ${address}/32 to link ${index}`, err);
+      if (!isExists(err)) throw linkError(`add ${address}/${prefixlen} to link ${index}`, err);
     }
   }
 
   async delAddress(index: number, addr: InterfaceAddress): Promise<void> {
-    const raw = parseIPv4(addr.address, 'kube-ipvs0 address');
-    if (!Number.isInteger(addr.prefixLength) || addr.prefixLength < 0 || addr.prefixLength > 32) {
+    const { af, bytes: raw } = parseIPAddress(addr.address, 'kube-ipvs0 address');
+    const max = af === AF_INET6 ? 128 : 32;
+    if (!Number.isInteger(addr.prefixLength) || addr.prefixLength < 0 || addr.prefixLength > max) {
       throw new Error(`prefix length ${addr.prefixLength} is not valid`);
     }
     try {
       await this.sock.delAddress(
-        { family: AF_INET, prefixlen: addr.prefixLength, index: checkIndex(index) },
+        { family: af, prefixlen: addr.prefixLength, index: checkIndex(index) },
         { local: raw, address: raw },
         { timeout: this.timeoutMs },
       );

@@ -8,9 +8,11 @@
 import type { IptablesExec } from '../iptables/exec.ts';
 import type { ParsedDump } from '../iptables/parse.ts';
 import { compareText } from './desired.ts';
-import { IPVS_SETS, parseIpsetSave, type IpsetExec, type SavedSet } from './ipset.ts';
+import { familySetName, IPVS_SETS, parseIpsetSave, type IpsetExec, type SavedSet } from './ipset.ts';
+import { joinHostPort } from '../../model/addr.ts';
+import type { IPFamily } from '../../model/types.ts';
 import { readVirtualServers, type IpvsKernel } from './kernel.ts';
-import { DUMMY_INTERFACE, type InterfaceAddress, type LinkManager } from './link.ts';
+import { DUMMY_INTERFACE, hostPrefixLength, type InterfaceAddress, type LinkManager } from './link.ts';
 import type { KernelVirtualServer } from './reconcile.ts';
 import { IPVS_SYSCTLS, type Sysctls } from './sysctl.ts';
 import { readTables } from '../iptables/live.ts';
@@ -27,12 +29,14 @@ export interface IpvsInspectIO {
 
 /** The live IPVS-mode state. */
 export interface IpvsLive {
-  /** Every IPv4, non-fwmark virtual server by virtualServerKey ("TCP/10.96.0.10:80"), sorted by key, with its real servers in the kernel's order. */
+  /** Every non-fwmark virtual server of either family by virtualServerKey ("TCP/10.96.0.10:80", "TCP/fd00:96::10:80"), sorted by key, with its real servers in the kernel's order. */
   readonly virtualServers: ReadonlyMap<string, KernelVirtualServer>;
-  /** Entries the codec does not model (fwmark, IPv6), one line each; they are not shown. */
+  /** Entries the codec does not model (fwmark), one line each; they are not shown. */
   readonly unsupported: readonly string[];
-  /** The addresses of kube-ipvs0; null when there is no such link. */
+  /** The IPv4 addresses of kube-ipvs0; null when there is no such link. */
   readonly bound: readonly InterfaceAddress[] | null;
+  /** Its IPv6 addresses (the IPv6 family's); null when there is no such link. */
+  readonly bound6: readonly InterfaceAddress[] | null;
   /** Every ipset of the network namespace by name (entries as `ipset save` prints them). */
   readonly sets: ReadonlyMap<string, SavedSet>;
   /** The filter and nat tables (line numbers as in `iptables-save -t TABLE`); empty unless read with `tables: true`. */
@@ -58,32 +62,34 @@ export async function readIpvsLive(io: IpvsInspectIO, opts: { tables?: boolean }
   const virtualServers = new Map([...read.state].sort(([a], [b]) => compareText(a, b)));
   const index = await io.links.find(DUMMY_INTERFACE);
   const bound = index === undefined ? null : await io.links.addresses(index);
+  const bound6 = index === undefined ? null : await io.links.addresses(index, 'IPv6');
   const save = await io.ipset.save();
   const sets = parseIpsetSave(save, setNames(save));
   const tables = opts.tables ? await readTables(io.iptables) : new Map();
   const sysctls = new Map<string, string | undefined>();
   for (const { name } of opts.tables ? IPVS_SYSCTLS : []) sysctls.set(name, await io.sysctls.read(name));
-  return { virtualServers, unsupported: read.unsupported, bound, sets, tables, sysctls };
+  return { virtualServers, unsupported: read.unsupported, bound, bound6, sets, tables, sysctls };
 }
 
 /**
  * The note an inspect command prints (on stderr) about the virtual servers it
- * could not take into account: "drover: fwmark or IPv6 virtual servers not
+ * could not take into account: "drover: fwmark virtual servers not
  * shown: …", or "" when there are none. `what` says what the command did not
  * do with them ("not shown").
  */
 export function unsupportedNote(live: Pick<IpvsLive, 'unsupported'>, what: string): string {
-  return live.unsupported.length > 0 ? `drover: fwmark or IPv6 virtual servers ${what}: ${live.unsupported.join('; ')}\n` : '';
+  return live.unsupported.length > 0 ? `drover: fwmark virtual servers ${what}: ${live.unsupported.join('; ')}\n` : '';
 }
 
-/** The /32 addresses of kube-ipvs0 as a set (empty when the link is missing). */
-export function boundAddresses(live: Pick<IpvsLive, 'bound'>): Set<string> {
-  return new Set((live.bound ?? []).filter((a) => a.prefixLength === 32).map((a) => a.address));
+/** The /32 addresses of kube-ipvs0 as a set, or with `family` IPv6 its /128 ones (empty when the link is missing). */
+export function boundAddresses(live: Pick<IpvsLive, 'bound'> & Partial<Pick<IpvsLive, 'bound6'>>, family: IPFamily = 'IPv4'): Set<string> {
+  const full = hostPrefixLength(family);
+  return new Set(((family === 'IPv6' ? live.bound6 : live.bound) ?? []).filter((a) => a.prefixLength === full).map((a) => a.address));
 }
 
-/** "TCP 10.96.0.10:80" for a virtual server key. */
+/** "TCP 10.96.0.10:80" for a virtual server key, "TCP [fd00:96::10]:80" for an IPv6 one. */
 export function virtualServerLabel(vs: { readonly protocol: string; readonly address: string; readonly port: number }): string {
-  return `${vs.protocol} ${vs.address}:${vs.port}`;
+  return `${vs.protocol} ${joinHostPort(vs.address, vs.port)}`;
 }
 
 /** What `drover status --mode ipvs` counts in the live state. */
@@ -92,9 +98,9 @@ export interface IpvsCounts {
   readonly realServers: number;
   /** Real servers with weight 0 (quiesced: draining or set by hand). */
   readonly quiesced: number;
-  /** Entries of each of drover's sets; null for a set that does not exist. */
+  /** Entries of each of drover's sets, IPv4 ones then the IPv6 family's (KUBE-6-…); null for a set that does not exist. */
   readonly sets: Readonly<Record<string, number | null>>;
-  /** Addresses on kube-ipvs0; null when the link does not exist. */
+  /** Addresses on kube-ipvs0, of both families; null when the link does not exist. */
   readonly addresses: number | null;
 }
 
@@ -105,7 +111,7 @@ export function ipvsCounts(live: IpvsLive): IpvsCounts {
     virtualServers: live.virtualServers.size,
     realServers: dests.length,
     quiesced: dests.filter((d) => d.weight === 0).length,
-    sets: Object.fromEntries(IPVS_SETS.map((s) => [s.name, live.sets.get(s.name)?.entries.size ?? null])),
-    addresses: live.bound?.length ?? null,
+    sets: Object.fromEntries((['IPv4', 'IPv6'] as const).flatMap((f) => IPVS_SETS.map((s) => familySetName(s.name, f))).map((name) => [name, live.sets.get(name)?.entries.size ?? null])),
+    addresses: live.bound === null ? null : live.bound.length + (live.bound6 ?? []).length,
   };
 }

@@ -11,6 +11,11 @@
  * - net.ipv4.vs.expire_quiescent_template=1: persistence templates of a
  *   weight-0 real server expire, so sticky clients move on;
  * - net.ipv4.ip_forward=1: the node forwards to the endpoints.
+ *
+ * The IPv6 family needs one more, {@link IPVS_SYSCTLS_6}:
+ * net.ipv6.conf.all.forwarding=1. IPVS's own settings live under
+ * net.ipv4.vs for both families (the IPv6 side of IPVS reads the same
+ * netns_ipvs), so the IPv6 family sets nothing else.
  */
 import { readFile, writeFile } from 'node:fs/promises';
 import { isErrno } from '../shared/errno.ts';
@@ -22,6 +27,14 @@ export const IPVS_SYSCTLS: readonly { readonly name: string; readonly value: str
   { name: 'net.ipv4.vs.expire_quiescent_template', value: '1' },
   { name: 'net.ipv4.ip_forward', value: '1' },
 ];
+
+/** The setting the IPv6 family adds (see the module comment). */
+export const IPVS_SYSCTLS_6: readonly { readonly name: string; readonly value: string }[] = [{ name: 'net.ipv6.conf.all.forwarding', value: '1' }];
+
+/** The settings a family's backend applies and checks: {@link IPVS_SYSCTLS} for IPv4, {@link IPVS_SYSCTLS_6} for IPv6. */
+export function ipvsSysctls(family: 'IPv4' | 'IPv6'): readonly { readonly name: string; readonly value: string }[] {
+  return family === 'IPv6' ? IPVS_SYSCTLS_6 : IPVS_SYSCTLS;
+}
 
 /** Reading and writing sysctls; FakeSysctls implements it in memory. */
 export interface Sysctls {
@@ -57,11 +70,11 @@ export class ProcSysctls implements Sysctls {
 }
 
 /**
- * The first of {@link IPVS_SYSCTLS} that does not have its value (the cheap
+ * The first of `list` (default {@link IPVS_SYSCTLS}) that does not have its value (the cheap
  * drift check: four reads), as "name=value, not now"; undefined when all do.
  */
-export async function sysctlDrift(sysctls: Sysctls): Promise<string | undefined> {
-  for (const { name, value } of IPVS_SYSCTLS) {
+export async function sysctlDrift(sysctls: Sysctls, list = IPVS_SYSCTLS): Promise<string | undefined> {
+  for (const { name, value } of list) {
     const now = await sysctls.read(name);
     if (now !== value) return `sysctl ${name} is ${now ?? 'missing'}, not ${value}`;
   }
@@ -69,14 +82,14 @@ export async function sysctlDrift(sysctls: Sysctls): Promise<string | undefined>
 }
 
 /**
- * Apply {@link IPVS_SYSCTLS}: write each setting whose value differs.
+ * Apply `list` (default {@link IPVS_SYSCTLS}): write each setting whose value differs.
  * @returns the names written (empty when all were set already)
  * @throws Error naming the setting when one is missing (no IPVS in this
  *   kernel) or cannot be written.
  */
-export async function applyIpvsSysctls(sysctls: Sysctls): Promise<string[]> {
+export async function applyIpvsSysctls(sysctls: Sysctls, list = IPVS_SYSCTLS): Promise<string[]> {
   const written: string[] = [];
-  for (const { name, value } of IPVS_SYSCTLS) {
+  for (const { name, value } of list) {
     const now = await sysctls.read(name);
     if (now === undefined) throw new Error(`sysctl ${name} does not exist (is the ip_vs module loaded?)`);
     if (now === value) continue;

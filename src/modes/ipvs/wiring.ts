@@ -9,12 +9,13 @@ import { UsageError } from '../../cli/usage-error.ts';
 import type { KernelOptions } from '../../cli/options.ts';
 import { DEFAULT_SERVICE_CIDR } from '../../model/allocate.ts';
 import type { Logger } from '../../util/log.ts';
-import type { SystemIptables } from '../iptables/exec.ts';
+import { SystemIptables } from '../iptables/exec.ts';
 import type { RenderOptions } from '../iptables/render.ts';
 import { createIptablesExec } from '../iptables/wiring.ts';
+import { ipv6RenderOptions } from '../iptables/dual-stack.ts';
 import type { ModeOptions } from '../driver.ts';
 import type { IPPrefix } from '../../model/addr.ts';
-import { IpvsBackend } from './backend.ts';
+import { DualStackIpvsBackend } from './dual-stack.ts';
 import { nodeAddresses } from './node-ips.ts';
 import { SystemIpset } from './ipset.ts';
 import { RtnlLinkManager } from './link.ts';
@@ -24,36 +25,44 @@ import type { IpvsCliOptions } from './options.ts';
 import { ProcSysctls } from './sysctl.ts';
 
 /**
- * IPVS mode's backend, in this process's network namespace: netlink sockets
- * (IPVS, rtnetlink) always act in the namespace of the process that opened
- * them, so `--netns` cannot work; start drover inside the namespace instead.
- * Checks in this order: `--netns`, IPVS in the kernel, root.
+ * IPVS mode's backend for both IP families (dual-stack.ts), in this
+ * process's network namespace: netlink sockets (IPVS, rtnetlink) always act
+ * in the namespace of the process that opened them, so `--netns` cannot
+ * work; start drover inside the namespace instead. Checks in this order:
+ * `--netns`, IPVS in the kernel, root. The IPv6 family uses ip6tables of
+ * the same variant, the IPv6 entry of `--cluster-cidr`, the node's IPv6
+ * addresses for NodePorts, and no service CIDR (`--service-cidr` is an
+ * IPv4 range): its virtual servers are drover's when bound to kube-ipvs0 or
+ * on the node's own addresses.
  * @throws UsageError (one line) for each of them.
  */
-export async function createIpvsBackend(opts: ModeOptions & Partial<IpvsCliOptions> & { readonly serviceCidr?: string }, render: RenderOptions, logger: Logger): Promise<IpvsBackend> {
+export async function createIpvsBackend(opts: ModeOptions & Partial<IpvsCliOptions> & { readonly serviceCidr?: string }, render: RenderOptions, logger: Logger): Promise<DualStackIpvsBackend> {
   const { ipvs, iptables } = await openIpvsMode(opts, logger);
   const scheduler = opts.ipvsScheduler ?? 'rr';
   const gracefulPeriodMs = opts.ipvsGracefulPeriod ?? 900_000;
   const serviceCIDR = opts.serviceCidr ?? DEFAULT_SERVICE_CIDR;
   // Read once, as kube-proxy reads the node's addresses for NodePorts (node-ips.ts).
-  const addresses = nodeAddresses(opts.nodeportAddresses as readonly IPPrefix[] | undefined);
+  const cidrs = opts.nodeportAddresses as readonly IPPrefix[] | undefined;
+  const addresses = nodeAddresses(cidrs);
+  const addresses6 = nodeAddresses(cidrs, undefined, 'IPv6');
   logger.info(
-    { mode: 'ipvs', iptables: iptables.variant, scheduler, gracefulPeriodMs, serviceCidr: serviceCIDR, nodePortAddresses: addresses.nodePortIPs },
+    { mode: 'ipvs', iptables: iptables.variant, scheduler, gracefulPeriodMs, serviceCidr: serviceCIDR, nodePortAddresses: [...addresses.nodePortIPs, ...addresses6.nodePortIPs] },
     'using IPVS mode (scheduler %s)',
     scheduler,
   );
-  return new IpvsBackend({
-    ipvs,
-    reopenIpvs: () => IpvsClient.open(),
-    ipset: new SystemIpset(),
-    iptables,
-    links: new RtnlLinkManager(),
-    sysctls: new ProcSysctls(),
-    render,
-    scheduler,
-    serviceCIDR,
-    nodeAddresses: addresses,
-    gracefulPeriodMs,
+  const iptables6 = new SystemIptables({ variant: iptables.variant, family: 'IPv6' });
+  return new DualStackIpvsBackend({
+    shared: {
+      ipvs,
+      reopenIpvs: () => IpvsClient.open(),
+      ipset: new SystemIpset(),
+      links: new RtnlLinkManager(),
+      sysctls: new ProcSysctls(),
+      scheduler,
+      gracefulPeriodMs,
+    },
+    IPv4: { iptables, render, serviceCIDR, nodeAddresses: addresses },
+    IPv6: { iptables: iptables6, render: ipv6RenderOptions(render, typeof opts.clusterCidr === 'string' ? opts.clusterCidr : undefined), nodeAddresses: addresses6 },
     logger,
   });
 }

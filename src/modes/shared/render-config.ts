@@ -9,7 +9,7 @@ import type { RenderOptions } from '../iptables/render.ts';
  * fd00:10:244::/56", as kube-proxy's clusterCIDR), and each family's
  * ruleset takes its own; the IPv6 options carry `family: 'IPv6'`.
  */
-export function renderConfig(opts: RenderCliOptions, family: IPFamily = 'IPv4'): RenderOptions {
+export function renderConfig(opts: Pick<RenderCliOptions, 'clusterCidr' | 'masqueradeAll'>, family: IPFamily = 'IPv4'): RenderOptions {
   const cidr = opts.clusterCidr?.split(',').find((c) => c.includes(':') === (family === 'IPv6'));
   return { masqueradeAll: opts.masqueradeAll, ...(cidr ? { clusterCIDR: cidr } : {}), ...(family === 'IPv6' ? { family } : {}) };
 }

@@ -84,9 +84,19 @@ export class Driver {
     return this.request('open', { options });
   }
 
-  /** One sync of the backend. */
-  sync(services: readonly ServicePort[], changes: { full: boolean; changed?: string[] }, node?: NodeInfo): Promise<{ result: Record<string, unknown>; detail: Record<string, unknown> }> {
-    return this.request('sync', { services, full: changes.full, changed: changes.changed ?? [], ...(node ? { node } : {}) });
+  /** One sync of the backend; `ipv6Services` is the snapshot's IPv6 view (a dual-stack backend, open with `dualStack`). */
+  sync(
+    services: readonly ServicePort[],
+    changes: { full: boolean; changed?: string[] },
+    node?: NodeInfo,
+    ipv6Services?: readonly ServicePort[],
+  ): Promise<{ result: Record<string, unknown>; detail: Record<string, unknown> }> {
+    return this.request('sync', { services, full: changes.full, changed: changes.changed ?? [], ...(node ? { node } : {}), ...(ipv6Services ? { ipv6Services } : {}) });
+  }
+
+  /** backend.cleanup(): what it removed. */
+  cleanup(): Promise<{ removed: Record<string, number> }> {
+    return this.request('cleanup');
   }
 
   /** What the driver wrote on stderr (its logs), the last 20 kB. */

@@ -9,8 +9,11 @@
  *
  * Requests (`cmd`):
  * - `open`: create an IpvsBackend on the real kernel (IpvsClient, ipset,
- *   iptables-nft, rtnetlink, /proc/sys) with the given options;
- * - `sync`: backend.sync(snapshot of `services` on `node`, { full, changed });
+ *   iptables-nft, rtnetlink, /proc/sys) with the given options, or with
+ *   `dualStack` the DualStackIpvsBackend of both families (ip6tables-nft);
+ * - `sync`: backend.sync(snapshot of `services` (and `ipv6Services`, the
+ *   IPv6 view) on `node`, { full, changed });
+ * - `cleanup`: backend.cleanup();
  * - `checkGraceful`, `pending`: the graceful-termination check and list;
  * - `dump`: every virtual server with its destinations, through a fresh IpvsClient;
  * - `bulk`: `services` virtual servers with `dests` destinations each, all
@@ -21,6 +24,7 @@
 import { createInterface } from 'node:readline';
 import { SystemIptables } from '../../../src/modes/iptables/exec.ts';
 import { IpvsBackend } from '../../../src/modes/ipvs/backend.ts';
+import { DualStackIpvsBackend } from '../../../src/modes/ipvs/dual-stack.ts';
 import { SystemIpset } from '../../../src/modes/ipvs/ipset.ts';
 import { RtnlLinkManager } from '../../../src/modes/ipvs/link.ts';
 import { IpvsClient } from '../../../src/modes/ipvs/netlink.ts';
@@ -39,9 +43,17 @@ export interface OpenRequest {
   readonly render?: RenderOptions;
   /** Read the node namespace's addresses for NodePorts and external IPs (node-ips.ts), as `drover run` does; default: none. */
   readonly readNodeAddresses?: boolean;
+  /** Both families (dual-stack.ts), the IPv6 one with this `--cluster-cidr` entry. */
+  readonly dualStack?: { readonly clusterCIDR6: string };
 }
 
-let backend: IpvsBackend | undefined;
+let backend: IpvsBackend | DualStackIpvsBackend | undefined;
+
+/** The IPv4 family's backend (pending removals and the graceful check). */
+function v4(): IpvsBackend {
+  if (!backend) throw new Error('open first');
+  return backend instanceof DualStackIpvsBackend ? backend.families.IPv4 : backend;
+}
 let client: IpvsClient | undefined;
 let links: RtnlLinkManager | undefined;
 
@@ -52,6 +64,34 @@ async function handle(req: Record<string, unknown>): Promise<unknown> {
       client = await IpvsClient.open();
       links = new RtnlLinkManager();
       const addresses = o.readNodeAddresses ? nodeAddresses(undefined) : undefined;
+      const logger = createLogger((process.env.DROVER_DRIVER_LOG as 'info' | undefined) ?? 'warn');
+      if (o.dualStack) {
+        const addresses6 = o.readNodeAddresses ? nodeAddresses(undefined, undefined, 'IPv6') : undefined;
+        backend = new DualStackIpvsBackend({
+          shared: {
+            ipvs: client,
+            ipset: new SystemIpset(),
+            links,
+            sysctls: new ProcSysctls(),
+            scheduler: o.scheduler ?? 'rr',
+            gracefulPeriodMs: o.gracefulPeriodMs ?? 900_000,
+            gracefulCheckIntervalMs: o.gracefulCheckIntervalMs ?? 5000,
+          },
+          IPv4: {
+            iptables: new SystemIptables({ variant: 'nft' }),
+            render: o.render ?? { clusterCIDR: '10.244.0.0/16', masqueradeAll: false },
+            serviceCIDR: o.serviceCIDR ?? '10.96.0.0/12',
+            ...(addresses ? { nodeAddresses: addresses } : {}),
+          },
+          IPv6: {
+            iptables: new SystemIptables({ variant: 'nft', family: 'IPv6' }),
+            render: { clusterCIDR: o.dualStack.clusterCIDR6, masqueradeAll: false, family: 'IPv6' },
+            ...(addresses6 ? { nodeAddresses: addresses6 } : {}),
+          },
+          logger,
+        });
+        return { familyId: client.familyId, nodeAddresses: addresses, nodeAddresses6: addresses6 };
+      }
       backend = new IpvsBackend({
         ipvs: client,
         ipset: new SystemIpset(),
@@ -64,7 +104,7 @@ async function handle(req: Record<string, unknown>): Promise<unknown> {
         gracefulPeriodMs: o.gracefulPeriodMs ?? 900_000,
         gracefulCheckIntervalMs: o.gracefulCheckIntervalMs ?? 5000,
         ...(addresses ? { nodeAddresses: addresses } : {}),
-        logger: createLogger((process.env.DROVER_DRIVER_LOG as 'info' | undefined) ?? 'warn'),
+        logger,
       });
       return { familyId: client.familyId, nodeAddresses: addresses };
     }
@@ -72,16 +112,18 @@ async function handle(req: Record<string, unknown>): Promise<unknown> {
       if (!backend) throw new Error('open first');
       const services = req.services as ServicePort[];
       const node = req.node as NodeInfo | undefined;
-      const snapshot = { services: new Map(services.map((s) => [s.key, s])), ...(node ? { node } : {}) };
+      const v6 = req.ipv6Services as ServicePort[] | undefined;
+      const snapshot = { services: new Map(services.map((s) => [s.key, s])), ...(v6 ? { ipv6Services: new Map(v6.map((s) => [s.key, s])) } : {}), ...(node ? { node } : {}) };
       const result = await backend.sync(snapshot, { full: req.full === true, changed: new Set((req.changed as string[]) ?? []) });
       return { result, detail: result.detail };
     }
     case 'checkGraceful':
-      if (!backend) throw new Error('open first');
-      return backend.checkGraceful();
+      return v4().checkGraceful();
     case 'pending':
+      return v4().pendingRemovals();
+    case 'cleanup':
       if (!backend) throw new Error('open first');
-      return backend.pendingRemovals();
+      return backend.cleanup();
     case 'dump': {
       const c = await IpvsClient.open();
       try {
