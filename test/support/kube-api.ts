@@ -3,11 +3,15 @@
  * tests: a plain HTTP server on 127.0.0.1 that serves list and watch of
  * Services, EndpointSlices and Nodes in the API's wire format, so that the
  * real client library talks to it. It is not an API server: no
- * validation, no auth, no other resources, no pagination.
+ * validation, no auth, no other resources.
  *
  * What it does as the API server does:
  *   - lists: `{kind: "ServiceList", apiVersion, metadata: {resourceVersion}, items}`,
- *     items without `kind`/`apiVersion`;
+ *     items without `kind`/`apiVersion`; with `limit=N`, pages of N items
+ *     of one snapshot, `metadata.continue` naming the next page (empty on
+ *     the last one), each with the snapshot's resourceVersion; an unknown
+ *     `continue` token gets 410 Expired, as the API server answers a token
+ *     whose resourceVersion was compacted;
  *   - watches (`?watch=true&resourceVersion=N`): chunked JSON, one event
  *     per line (`{"type":"ADDED"|"MODIFIED"|"DELETED"|"BOOKMARK"|"ERROR","object":…}`),
  *     first every event after N from its history, then live ones;
@@ -24,7 +28,9 @@
  * Test controls: {@link holdLists} (list requests wait unanswered),
  * {@link dropWatches} (watch connections are cut), {@link expire} (history
  * compacted and a 410 ERROR sent on every open watch), {@link close} then
- * {@link up} (an outage), {@link requests} (what the client asked for).
+ * {@link up} (an outage), {@link expireContinues} and {@link failPages}
+ * (the next requests with a continue token get 410 Expired, or 500),
+ * {@link requests} (what the client asked for).
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -84,6 +90,12 @@ export class FakeKubeApi {
   private readonly watchers = new Set<Watcher>();
   private held: Set<Collection> | undefined;
   private readonly waiting: Array<() => void> = [];
+  /** Paged lists in progress: token id → the snapshot's items and resourceVersion. */
+  private readonly snapshots = new Map<number, { readonly items: readonly object[]; readonly rv: number }>();
+  private nextSnapshot = 1;
+  /** Requests for a page after the first that still fail, per collection: with 410 Expired, or with 500. */
+  private readonly pageExpiries = new Map<Collection, number>();
+  private readonly pageFailures = new Map<Collection, number>();
 
   private constructor(private readonly server: Server) {
     this.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
@@ -239,12 +251,65 @@ export class FakeKubeApi {
       return;
     }
     const answer = () => {
-      const items = [...this.objects[route.collection].values()].filter(matches).map(({ kind: _k, apiVersion: _a, ...rest }) => rest);
+      const page = this.page(route.collection, matches, query);
+      if ('status' in page) {
+        res.writeHead(page.status.code, { 'Content-Type': 'application/json' }).end(JSON.stringify(page.status));
+        return;
+      }
+      const metadata = { resourceVersion: String(page.rv), ...(page.next !== undefined ? { continue: page.next } : {}) };
       res.writeHead(200, { 'Content-Type': 'application/json' });
-      res.end(JSON.stringify({ kind: route.listKind, apiVersion: route.apiVersion, metadata: { resourceVersion: String(this.rv) }, items }));
+      res.end(JSON.stringify({ kind: route.listKind, apiVersion: route.apiVersion, metadata, items: page.items }));
     };
     if (this.held?.has(route.collection)) this.waiting.push(answer);
     else answer();
+  }
+
+  /**
+   * The items of one list request: all of them, or with `limit` one page
+   * of a snapshot taken at the first page (`next`: the next page's token,
+   * undefined on the last page); a Status for a token that is unknown or
+   * expired (410) or for a page that fails ({@link failPages}, 500).
+   */
+  private page(
+    collection: Collection,
+    matches: (o: ApiObject) => boolean,
+    query: Record<string, string>,
+  ): { items: readonly object[]; rv: number; next: string | undefined } | { status: ReturnType<typeof status> } {
+    const limit = Number(query.limit ?? '0');
+    let snapshot: { readonly items: readonly object[]; readonly rv: number };
+    let id: number;
+    let offset = 0;
+    if (query.continue) {
+      const [tokenId, tokenOffset] = query.continue.split(':').map(Number);
+      if (take(this.pageExpiries, collection)) this.snapshots.delete(tokenId ?? NaN);
+      const found = this.snapshots.get(tokenId ?? NaN);
+      if (!found) return { status: status(410, 'Expired', 'The provided continue parameter is too old to display a consistent list result.') };
+      if (take(this.pageFailures, collection)) {
+        return { status: status(500, 'InternalError', 'the double fails this page') };
+      }
+      snapshot = found;
+      id = tokenId!;
+      offset = tokenOffset ?? 0;
+    } else {
+      snapshot = { items: [...this.objects[collection].values()].filter(matches).map(({ kind: _k, apiVersion: _a, ...rest }) => rest), rv: this.rv };
+      if (!(limit > 0)) return { items: snapshot.items, rv: snapshot.rv, next: undefined };
+      id = this.nextSnapshot++;
+      this.snapshots.set(id, snapshot);
+    }
+    const end = limit > 0 ? offset + limit : snapshot.items.length;
+    const next = end < snapshot.items.length ? `${id}:${end}` : undefined;
+    if (next === undefined) this.snapshots.delete(id);
+    return { items: snapshot.items.slice(offset, end), rv: snapshot.rv, next };
+  }
+
+  /** The next `n` requests of `collection` for a page after the first (with a continue token) get 410 Expired: their token has expired. */
+  expireContinues(collection: Collection, n = 1): void {
+    this.pageExpiries.set(collection, n);
+  }
+
+  /** The next `n` requests of `collection` for a page after the first (with a continue token) fail with 500. */
+  failPages(collection: Collection, n = 1): void {
+    this.pageFailures.set(collection, n);
   }
 
   private watch(collection: Collection, query: Record<string, string>, matches: (o: ApiObject) => boolean, res: ServerResponse): void {
@@ -300,6 +365,14 @@ function status(code: number, reason: string, message: string) {
 
 function expiredStatus() {
   return status(410, 'Expired', 'too old resource version');
+}
+
+/** Take one from the count of `collection` in `counts`: true when there was one. */
+function take(counts: Map<Collection, number>, collection: Collection): boolean {
+  const n = counts.get(collection) ?? 0;
+  if (n <= 0) return false;
+  counts.set(collection, n - 1);
+  return true;
 }
 
 /** A predicate for a label selector and a field selector (the subset the module comment lists). */

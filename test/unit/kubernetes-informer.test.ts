@@ -76,10 +76,16 @@ async function informerFor(url: string, listTimeoutMs?: number) {
   await writeFile(file, kubeconfigFor(url));
   const { config } = loadKubeConfig({ kubeconfig: file });
   const log: string[] = [];
+  let pages: string[] = [];
   const handlers: InformerHandlers = {
     upsert: (o: KubeObject) => log.push(`upsert ${o.metadata.name}`),
     remove: (o: KubeObject) => log.push(`remove ${o.metadata.name}`),
-    replace: (items: KubeObject[]) => log.push(`replace ${items.map((o) => o.metadata.name).join(',')}`),
+    // A list's pages, logged once whole: `replace NAMES`.
+    listPage: (items: KubeObject[], first: boolean, last: boolean) => {
+      if (first) pages = [];
+      pages.push(...items.map((o) => o.metadata.name!));
+      if (last) log.push(`replace ${pages.join(',')}`);
+    },
     error: (e: Error) => log.push(`error ${e.message}`),
   };
   return { informer: new ResourceInformer(RESOURCES.Service, config, {}, handlers, { initialMs: 100, maxMs: 400 }, listTimeoutMs), log };

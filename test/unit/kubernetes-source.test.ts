@@ -32,7 +32,7 @@ test.after.always(async () => {
 
 let n = 0;
 /** A source for `server` (a kubeconfig file is written for it), restarting informers after 100 ms. */
-async function sourceFor(server: string, extra: { listTimeoutMs?: number; logger?: Logger } = {}): Promise<KubernetesSource> {
+async function sourceFor(server: string, extra: { listTimeoutMs?: number; logger?: Logger; backoff?: { initialMs: number; maxMs: number } } = {}): Promise<KubernetesSource> {
   const file = join(dir, `kubeconfig-${n++}`);
   await writeFile(file, kubeconfigFor(server));
   const { config } = loadKubeConfig({ kubeconfig: file });
@@ -366,4 +366,76 @@ test.serial('closing the source rejects a load still waiting for the first lists
   await src.close();
   const err = await t.throwsAsync(loading);
   t.regex(err.message, /closed before its first lists completed/);
+});
+
+/** The double with `count` Services svc-0… (10.96.x.y) and one EndpointSlice each, and Node node-a. */
+async function manyServices(count: number): Promise<FakeKubeApi> {
+  const api = await FakeKubeApi.start();
+  for (let i = 0; i < count; i++) {
+    api.apply(service(`svc-${i}`, `10.96.${i >> 8}.${i & 255}`));
+    api.apply(slice(`svc-${i}-1`, `svc-${i}`, [`10.244.${i >> 8}.${i & 255}`]));
+  }
+  api.apply(node('node-a', 'zone-a'));
+  return api;
+}
+
+const continueOf = (r: { query: Readonly<Record<string, string>> }) => r.query.continue;
+
+test.serial('a list is read in pages of 500 with continue tokens, as client-go\'s pager reads it: every object of every page is served', async (t) => {
+  const api = await manyServices(1201);
+  const src = await sourceOn(t, api);
+  const r = await src.load();
+  t.is(r.snapshot.services.size, 1201);
+  t.deepEqual(endpointsOf(r, 'default/svc-1200:http'), ['10.244.4.176']);
+  const lists = api.lists(SERVICES);
+  t.deepEqual(lists.map((l) => l.query.limit), ['500', '500', '500']);
+  t.is(continueOf(lists[0]!), undefined);
+  t.truthy(continueOf(lists[1]!));
+  t.truthy(continueOf(lists[2]!));
+  t.is(api.lists(SLICES).length, 3);
+  t.is(api.lists(NODES).length, 1);
+});
+
+test.serial('a relist whose continue token expired starts again from its first page, and deletes only what the whole list lacks', async (t) => {
+  const api = await manyServices(1201);
+  const src = await sourceOn(t, api);
+  await src.load();
+  await until('three watches', () => api.openWatches === 3);
+  api.delete('Service', 'default', 'svc-1100');
+  api.expireContinues('services');
+  const before = api.lists(SERVICES).length;
+  api.expire(); // every watch gets 410: relist
+  await until('the relist, started again after the 410 on its second page', () => api.lists(SERVICES).length >= before + 5 && api.openWatches === 3);
+  const relist = api.lists(SERVICES).slice(before);
+  t.deepEqual(relist.map((l) => continueOf(l) === undefined), [true, false, true, false, false], 'first page, its expired continue, then the list again whole');
+  const r = await src.load();
+  t.is(r.snapshot.services.size, 1200);
+  t.false(r.snapshot.services.has('default/svc-1100:http'));
+  t.true(r.snapshot.services.has('default/svc-1200:http'));
+});
+
+test.serial('a page that fails is a failed list: nothing held is deleted, and the list is retried after the backoff', async (t) => {
+  const api = await manyServices(1201);
+  const { logger, lines } = recordingLogger();
+  // A backoff long enough to look at the state between the failure and the retry.
+  const src = await sourceOn(t, api, { logger, backoff: { initialMs: 1500, maxMs: 1500 } });
+  await src.load();
+  await until('three watches', () => api.openWatches === 3);
+  const before = api.lists(SERVICES).length;
+  // svc-3 is deleted while no watch runs: only the relist can tell, and its second page fails.
+  api.holdLists('services');
+  api.expire();
+  await until('the relist asked for', () => api.lists(SERVICES).length === before + 1);
+  api.delete('Service', 'default', 'svc-3');
+  api.failPages('services', 1);
+  api.releaseLists();
+  await until('the failed page reported', () => lines.some((l) => l.resource === 'Services' && String(l.msg).includes('retrying')));
+  const during = await src.load();
+  t.is(during.snapshot.services.size, 1201, 'no Service deleted on a list that did not finish');
+  t.true(during.snapshot.services.has('default/svc-3:http'));
+  t.true(during.snapshot.services.has('default/svc-1200:http'));
+  await until('the list retried whole, and watched again', () => api.lists(SERVICES).length >= before + 5 && api.openWatches === 3, 10_000);
+  const after = await src.load();
+  t.is(after.snapshot.services.size, 1200);
+  t.false(after.snapshot.services.has('default/svc-3:http'));
 });

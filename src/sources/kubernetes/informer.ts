@@ -32,9 +32,18 @@
  *     name (`{}` or `[1]` from a proxy in between), is a failed
  *     list, never an empty one: taken as empty, it would delete every
  *     object of the resource;
- *   - every list (the first one and each relist) is handed over whole
- *     ({@link InformerHandlers.replace}), so the source can compare it with
- *     what it holds and see what was deleted while the watch was gone.
+ *   - a list is read in pages of {@link LIST_PAGE_SIZE} objects (`limit`
+ *     and `continue`, as client-go's pager does for its informers), each
+ *     page handed over as it arrives ({@link InformerHandlers.listPage}),
+ *     so that neither the answer nor its objects are ever held whole (at
+ *     10,000 Services and their EndpointSlices a single answer is tens of
+ *     megabytes of JSON, and the client library's objects several times
+ *     that); the last page tells the source the list is whole, so that it
+ *     can compare it with what it holds and see what was deleted while the
+ *     watch was gone. A `continue` token the server no longer knows (410
+ *     Expired) starts the list again from its first page, once; any other
+ *     failure of a page is a failed list (retried after the backoff), and
+ *     what earlier pages handed over stays without deleting anything.
  *
  * It keeps no copy of the objects: the source keeps what it normalised.
  *
@@ -64,9 +73,18 @@ export interface Resource {
   readonly path: string;
   /** Plural for messages, e.g. "Services". */
   readonly plural: string;
-  /** One list call with the client library's typed API; `signal` aborts it. */
-  list(config: KubeConfig, selector: Selectors, signal: AbortSignal): Promise<KubernetesListObject<KubernetesObject>>;
+  /** One list call (one page) with the client library's typed API; `signal` aborts it. */
+  list(config: KubeConfig, selector: Selectors, page: Page, signal: AbortSignal): Promise<KubernetesListObject<KubernetesObject>>;
 }
+
+/** One page of a list: at most `limit` objects, from the `continue` token of the page before (none: the first page). */
+export interface Page {
+  readonly limit: number;
+  readonly continue?: string;
+}
+
+/** Objects per list page: client-go's pager default (tools/pager/pager.go defaultPageSize), which kube-proxy's informers use. */
+export const LIST_PAGE_SIZE = 500;
 
 /** The label and field selectors of an informer (Kubernetes selector syntax). */
 export interface Selectors {
@@ -88,23 +106,28 @@ export const RESOURCES: Readonly<Record<ResourceKind, Resource>> = {
     apiVersion: 'v1',
     path: '/api/v1/services',
     plural: 'Services',
-    list: (config, s, signal) => config.makeApiClient(CoreV1Api).listServiceForAllNamespaces(s, abortable(signal)),
+    list: (config, s, page, signal) => config.makeApiClient(CoreV1Api).listServiceForAllNamespaces({ ...s, ...paging(page) }, abortable(signal)),
   },
   EndpointSlice: {
     kind: 'EndpointSlice',
     apiVersion: 'discovery.k8s.io/v1',
     path: '/apis/discovery.k8s.io/v1/endpointslices',
     plural: 'EndpointSlices',
-    list: (config, s, signal) => config.makeApiClient(DiscoveryV1Api).listEndpointSliceForAllNamespaces(s, abortable(signal)),
+    list: (config, s, page, signal) => config.makeApiClient(DiscoveryV1Api).listEndpointSliceForAllNamespaces({ ...s, ...paging(page) }, abortable(signal)),
   },
   Node: {
     kind: 'Node',
     apiVersion: 'v1',
     path: '/api/v1/nodes',
     plural: 'Nodes',
-    list: (config, s, signal) => config.makeApiClient(CoreV1Api).listNode(s, abortable(signal)),
+    list: (config, s, page, signal) => config.makeApiClient(CoreV1Api).listNode({ ...s, ...paging(page) }, abortable(signal)),
   },
 };
+
+/** The typed API's list parameters of `page` (it names `continue` `_continue`). */
+function paging(page: Page): { limit: number; _continue?: string } {
+  return page.continue !== undefined ? { limit: page.limit, _continue: page.continue } : { limit: page.limit };
+}
 
 /**
  * Request options of the typed API that make a call abortable by `signal`
@@ -134,8 +157,12 @@ export interface InformerHandlers {
   upsert(o: KubeObject): void;
   /** An object was deleted (or left the selectors). */
   remove(o: KubeObject): void;
-  /** A list returned `items`: every object of the resource now; what is held and not among them is gone. The informer counts as listed already. */
-  replace(items: KubeObject[]): void;
+  /**
+   * One page of a list. `first`: a list starts (again) with it; `last`: the
+   * list is whole with it, so that what is held of the resource and was
+   * in none of its pages is gone (the informer counts as listed already).
+   */
+  listPage(items: KubeObject[], first: boolean, last: boolean): void;
   /** The informer failed; it restarts after `retryInMs`. */
   error(err: Error, retryInMs: number): void;
 }
@@ -274,14 +301,9 @@ export class ResourceInformer {
     if (!this.current(generation)) return;
     try {
       if (this.resourceVersion === '') {
-        const l = await this.list();
-        if (!this.current(generation)) return;
-        const items = listItems(this.resource, l);
-        this.succeeded();
-        this.listed = true;
-        this.listedAt = performance.now();
-        this.resourceVersion = l.metadata?.resourceVersion ?? '';
-        this.handlers.replace(items.map((o) => this.typed(o)));
+        const version = await this.listAll(generation);
+        if (version === undefined) return;
+        this.resourceVersion = version;
       }
       const w: WatchState = { opened: performance.now(), events: 0, ended: undefined };
       await this.watcher.watch(
@@ -295,11 +317,48 @@ export class ResourceInformer {
     }
   }
 
-  /** One list, aborted by {@link stop} or after {@link listTimeoutMs}. @throws the list's error, or an Error saying it timed out. */
-  private async list(): Promise<KubernetesListObject<KubernetesObject>> {
+  /**
+   * List page by page, handing each page over (see the module comment).
+   * @returns the list's resourceVersion, or undefined when {@link stop} or
+   *   a restart made this cycle stale.
+   * @throws the error of a page (after a second 410 on a continue token, that one).
+   */
+  private async listAll(generation: number): Promise<string | undefined> {
+    let token: string | undefined;
+    let restarted = false;
+    for (;;) {
+      let l: KubernetesListObject<KubernetesObject>;
+      try {
+        l = await this.list(token === undefined ? { limit: LIST_PAGE_SIZE } : { limit: LIST_PAGE_SIZE, continue: token });
+      } catch (err) {
+        if (token === undefined || !isGone(err) || restarted || !this.current(generation)) throw err;
+        restarted = true;
+        token = undefined;
+        continue;
+      }
+      if (!this.current(generation)) return undefined;
+      const items = listItems(this.resource, l);
+      const first = token === undefined;
+      token = l.metadata?._continue || undefined;
+      this.succeeded();
+      if (token === undefined) {
+        this.listed = true;
+        this.listedAt = performance.now();
+      }
+      this.handlers.listPage(
+        items.map((o) => this.typed(o)),
+        first,
+        token === undefined,
+      );
+      if (token === undefined) return l.metadata?.resourceVersion ?? '';
+    }
+  }
+
+  /** One list page, aborted by {@link stop} or after {@link listTimeoutMs}. @throws the list's error, or an Error saying it timed out. */
+  private async list(page: Page): Promise<KubernetesListObject<KubernetesObject>> {
     const timeout = AbortSignal.timeout(this.listTimeoutMs);
     try {
-      return await this.resource.list(this.config, this.selectors, AbortSignal.any([this.lists.signal, timeout]));
+      return await this.resource.list(this.config, this.selectors, page, AbortSignal.any([this.lists.signal, timeout]));
     } catch (err) {
       if (timeout.aborted && !this.lists.signal.aborted) throw new Error(`list of ${this.resource.plural}: no answer within ${this.listTimeoutMs} ms`);
       throw err;

@@ -103,6 +103,8 @@ export class KubernetesSource {
   private readonly held = new Map<GroupKey, Held>();
   /** Objects changed since the last load: the parsed form to serve, or null when removed. */
   private pending = new Map<GroupKey, ParsedObject | null>();
+  /** The identities each list in progress has handed over so far, per resource. */
+  private readonly listing = new Map<ResourceKind, Set<GroupKey>>();
   /** "namespace/name" of a Service → trigger times of its EndpointSlice changes since the last load. */
   private triggers = new Map<string, number[]>();
   private startedAt: number | undefined;
@@ -124,7 +126,7 @@ export class KubernetesSource {
         {
           upsert: (o) => this.upsert(o),
           remove: (o) => this.removeKey(identityOf(o)),
-          replace: (items) => this.replace(kind, items),
+          listPage: (items, first, last) => this.listPage(kind, items, first, last),
           error: (err, retryInMs) =>
             opts.logger.warn(
               { resource: RESOURCES[kind].plural, err: describeError(err), retryInMs },
@@ -288,13 +290,19 @@ export class KubernetesSource {
     if (this.synced) this.onChange?.();
   }
 
-  /** A list of `kind`: upsert each item, remove what is held of that kind and not listed. */
-  private replace(kind: ResourceKind, items: readonly KubeObject[]): void {
-    const listed = new Set<GroupKey>();
+  /**
+   * One page of a list of `kind`: upsert each item; with the last page,
+   * remove what is held of that kind and was in none of the list's pages.
+   */
+  private listPage(kind: ResourceKind, items: readonly KubeObject[], first: boolean, last: boolean): void {
+    let listed = this.listing.get(kind);
+    if (first || listed === undefined) this.listing.set(kind, (listed = new Set()));
     for (const o of items) {
       listed.add(identityOf(o));
       this.upsert(o);
     }
+    if (!last) return;
+    this.listing.delete(kind);
     for (const [key, h] of [...this.held]) if (h.kind === kind && !listed.has(key)) this.removeKey(key);
     if (this.synced) {
       const waiters = this.waiters;
