@@ -7,9 +7,14 @@
  *
  * Under a stream of such syncs less than `quietMs` apart, the collection
  * comes right after the first sync that ends `maxWaitMs` or more after the
- * first one left uncollected, so that the memory stays bounded however fast
- * changes come (a 10,000-Service List reloaded and synced every 0.9 s
- * otherwise grew the RSS from 177 to 359 MB in 10 reloads).
+ * first one left uncollected once the heap has grown by more than
+ * {@link OVERDUE_GROWTH_BYTES} since the last collection, so that the memory
+ * stays bounded however fast changes come (a 10,000-Service List reloaded
+ * and synced every 0.9 s otherwise grew the RSS from 177 to 359 MB in 10
+ * reloads; with a longest wait of 2 s it peaked at 422 MB over 60 reloads,
+ * with 1 s at 362 MB), while a stream of small changes (EndpointSlice
+ * events, a few kilobytes of garbage each) is not stopped every second by
+ * a collection that blocks for about 1 s at that size.
  *
  * Each collection blocks the process (about 1 s at 10,000 service ports, util/gc.ts),
  * so changes that come more than `quietMs` apart each pay one, and under a
@@ -18,14 +23,17 @@
  * the RSS grew by 16-32 MB, let the RSS grow by half or more over 100
  * reloads of a 10,000-Service List in a row, where this keeps it within 1 %.
  */
-import { collectGarbage } from '../util/gc.ts';
+import { collectGarbage, heapGrownBy } from '../util/gc.ts';
 import type { LastSync, SyncListener } from './proxier.ts';
 
 /** Default quiet time before the collection, ms. */
 export const DEFAULT_QUIET_MS = 1000;
 
 /** Default longest time garbage-leaving syncs are left uncollected under a stream of them, ms. */
-export const DEFAULT_MAX_WAIT_MS = 2000;
+export const DEFAULT_MAX_WAIT_MS = 1000;
+
+/** Heap growth since the last collection past which a stream of syncs is collected at the longest wait, bytes. */
+export const OVERDUE_GROWTH_BYTES = 64 * 1024 * 1024;
 
 /** True for a sync after which there is garbage worth collecting: a full one (also a failed one: it read and rendered everything), or one that wrote. */
 export function leavesGarbage(last: LastSync): boolean {
@@ -39,8 +47,9 @@ export function leavesGarbage(last: LastSync): boolean {
  * {@link leavesGarbage}, unless another one comes first, and at the latest
  * right after the first such sync that ends `maxWaitMs` after the first one
  * left uncollected (the timer does not keep the process alive; the wait is
- * measured on the monotonic clock, performance.now). `collect`
- * and `now` (ms) are for tests.
+ * measured on the monotonic clock, performance.now), when `grown()` says
+ * the heap grew by more than {@link OVERDUE_GROWTH_BYTES}. `collect`, `now`
+ * (ms) and `grown` are for tests.
  * @returns a function that stops it and cancels a pending collection.
  */
 export function collectAfterSyncs(
@@ -49,6 +58,7 @@ export function collectAfterSyncs(
   collect: () => unknown = collectGarbage,
   maxWaitMs: number = DEFAULT_MAX_WAIT_MS,
   now: () => number = performance.now.bind(performance),
+  grown: () => boolean = () => heapGrownBy(OVERDUE_GROWTH_BYTES),
 ): () => void {
   let timer: NodeJS.Timeout | undefined;
   /** When the first sync not collected since ended, or undefined when there is none. */
@@ -57,7 +67,7 @@ export function collectAfterSyncs(
     if (!leavesGarbage(last)) return;
     clearTimeout(timer);
     pendingSince ??= now();
-    const overdue = now() - pendingSince >= maxWaitMs;
+    const overdue = now() - pendingSince >= maxWaitMs && grown();
     timer = setTimeout(
       () => {
         timer = undefined;

@@ -78,6 +78,17 @@ function heapUsed(): number {
 }
 
 /**
+ * True when the heap in use has grown by more than `boundBytes` since the
+ * last collection this module ran or saw (always true before the first:
+ * nothing is known). Cheap (one heap statistics call); never throws.
+ */
+export function heapGrownBy(boundBytes: number): boolean {
+  const used = heapUsed();
+  if (usedAfterCollection !== undefined && used < usedAfterCollection) usedAfterCollection = used;
+  return usedAfterCollection === undefined || used - usedAfterCollection > boundBytes;
+}
+
+/**
  * Run a full, non-compacting garbage collection when the heap in use has
  * grown by more than `boundBytes` since the last one this function ran (or
  * since its first call). For the long stretches of work that make garbage

@@ -4,7 +4,7 @@ import { execFileSync } from 'node:child_process';
 import { collectAfterSyncs, leavesGarbage } from '../../src/proxier/collect-after-sync.ts';
 import type { LastSync, SyncListener } from '../../src/proxier/proxier.ts';
 import type { SyncResult } from '../../src/modes/types.ts';
-import { collectGarbage, collectWhenGrown } from '../../src/util/gc.ts';
+import { collectGarbage, collectWhenGrown, heapGrownBy } from '../../src/util/gc.ts';
 
 /** A proxier stand-in whose sync listeners the test calls. */
 function fakeProxier() {
@@ -102,7 +102,7 @@ test('under a stream of syncs closer than the quiet time, a collection comes rig
   t.teardown(() => clock.uninstall());
   const proxier = fakeProxier();
   const collected: number[] = [];
-  collectAfterSyncs(proxier, 1000, () => collected.push(Date.now()), 2000);
+  collectAfterSyncs(proxier, 1000, () => collected.push(Date.now()), 2000, undefined, () => true);
   for (let i = 0; i < 10; i++) {
     proxier.sync(sync(false, 1)); // at 0, 900, 1800, 2700 (2 s past the first: collected), 3600 (the next first), ..., 6300 (collected), 7200, 8100
     clock.tick(900);
@@ -110,6 +110,37 @@ test('under a stream of syncs closer than the quiet time, a collection comes rig
   t.deepEqual(collected, [2700, 6300]);
   clock.tick(1000);
   t.deepEqual(collected, [2700, 6300, 9100], 'the last burst, once quiet');
+});
+
+test('under a stream of syncs that leave little garbage (the heap has not grown by the bound), the longest wait does not force a collection: it comes once quiet', (t) => {
+  const clock = FakeTimers.install({ toFake: ['setTimeout', 'clearTimeout', 'Date', 'performance'] });
+  t.teardown(() => clock.uninstall());
+  const proxier = fakeProxier();
+  const collected: number[] = [];
+  let grown = false;
+  collectAfterSyncs(proxier, 1000, () => collected.push(Date.now()), 2000, undefined, () => grown);
+  for (let i = 0; i < 5; i++) {
+    proxier.sync(sync(false, 1)); // at 0, 900, 1800, 2700, 3600
+    clock.tick(900);
+  }
+  t.deepEqual(collected, [], 'no collection while the heap has not grown');
+  grown = true;
+  proxier.sync(sync(false, 1)); // at 4500: past the longest wait, and grown
+  t.deepEqual(collected, []);
+  clock.tick(0);
+  t.deepEqual(collected, [4500]);
+});
+
+test('heapGrownBy: true by more than the bound since the last collection, false after one', (t) => {
+  const bound = 16 * 1024 * 1024;
+  t.true(collectGarbage(), 'the runtime offers a collection');
+  t.false(heapGrownBy(bound));
+  const garbage: unknown[] = [];
+  for (let i = 0; i < 400_000; i++) garbage.push({ i, s: `x${i}` });
+  t.true(heapGrownBy(bound), `grown by ${bound} bytes`);
+  garbage.length = 0;
+  collectGarbage();
+  t.false(heapGrownBy(bound));
 });
 
 test('collectWhenGrown\'s first call in a process sets the baseline and does not collect (a small first sync blocks on no collection)', (t) => {
