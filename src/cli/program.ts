@@ -48,6 +48,7 @@ export async function main(argv: readonly string[] = process.argv): Promise<void
     await program.parseAsync([...argv]);
   } catch (err) {
     process.stderr.write(`drover: ${(err as Error).message}\n`);
+    if (process.env.DROVER_STACK) process.stderr.write(`${(err as Error).stack}\n`);
     process.exitCode = 1;
   }
 }

@@ -358,3 +358,15 @@ test('plans of hundreds of thousands of operations (30,000 services) are merged 
   const parts = splitPlan(merged, new Map(), 100_000);
   t.is(parts.reduce((n, p) => n + p.nat.appendRules.length + p.nat.deleteRules.length, 0), 650_000);
 });
+
+test('a full sync that deletes 150,000 stale chains (a node that had 30,000 services) stays within the call stack', async (t) => {
+  const { fake, backend } = setup();
+  await backend.sync(snap(svc1(['10.180.0.1:80'])), FULL);
+  // Chain names of kube-proxy's shape (16 base32 characters), 'STALE' and the number in base32 with W, X, Y, Z for 0, 1, 8, 9.
+  const stale = (i: number) => `KUBE-SEP-STALE${i.toString(32).toUpperCase().replace(/[0189]/g, (d) => 'WXYZ'['0189'.indexOf(d)]!).padStart(11, 'W')}`;
+  for (let i = 0; i < 150_000; i++) fake.setChain('nat', stale(i), []);
+  const result = await backend.sync(snap(svc1(['10.180.0.1:80'])), FULL);
+  t.is(result.deleted.chain, 150_000);
+  t.is(fake.chain('nat', stale(149_999)), undefined);
+  t.regex(fake.dump('nat'), /DNAT --to-destination 10\.180\.0\.1:80/);
+});

@@ -201,8 +201,13 @@ export function fullPlan(statics: StaticRuleset, services: ReadonlyMap<string, S
     const refs = foreignReferences(statics, table, kernel, opts.retired);
     const pinned = ops.deleteChains.filter((c) => refs.has(c));
     const alreadyEmpty = new Set(pinned.filter((c) => (kernel.get(table)?.get(c)?.rules.length ?? 0) === 0));
-    ops.deleteChains.splice(0, ops.deleteChains.length, ...ops.deleteChains.filter((c) => !pinned.includes(c)));
-    ops.declare.splice(0, ops.declare.length, ...ops.declare.filter((c) => !alreadyEmpty.has(c)));
+    // Kept in place item by item: at 30,000 service ports these lists hold hundreds of thousands of chains, more than a spread can pass as arguments.
+    const keptChains = ops.deleteChains.filter((c) => !refs.has(c));
+    ops.deleteChains.length = 0;
+    appendAll(ops.deleteChains, keptChains);
+    const keptDeclared = ops.declare.filter((c) => !alreadyEmpty.has(c));
+    ops.declare.length = 0;
+    appendAll(ops.declare, keptDeclared);
     // A hook of drover's in another variant than the wanted one (the nodeports
     // hooks before and after --nodeport-addresses changed) is deleted.
     const stale = staleHooks(statics, table, kernel);
