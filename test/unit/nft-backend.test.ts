@@ -8,6 +8,7 @@
 import test from 'ava';
 import fc from 'fast-check';
 import { NftablesBackend, planFullSync, type ElementWriter } from '../../src/modes/nftables/backend.ts';
+import { NftBatchTooLargeError } from '../../src/modes/nftables/netlink/client.ts';
 import { TableModel } from '../../src/modes/nftables/model.ts';
 import { FakeNft } from '../../src/modes/nftables/fake.ts';
 import type { ElementOp } from '../../src/modes/nftables/model.ts';
@@ -177,4 +178,91 @@ test('close() closes the element writer, so that drover run can exit once stoppe
   await b.sync(snap(), FULL);
   await b.close();
   t.is(closed, 1);
+});
+
+/** `count` ClusterIP service ports of `endpoints` endpoints each, one of them a LoadBalancer with a source range (an interval set element). */
+function manyPorts(count: number, endpoints: number): Snapshot {
+  const ports: ServicePort[] = [];
+  for (let i = 0; i < count; i++) {
+    const eps = Array.from({ length: endpoints }, (_, e) => ep(`10.244.${i}.${e + 1}:8080`));
+    const clusterIP = `10.96.1.${i + 1}`;
+    ports.push(
+      i === 0
+        ? sp(`default/s${i}:http`, clusterIP, 80, eps, {
+            type: 'LoadBalancer',
+            frontends: { clusterIPs: [{ family: 'IPv4', ip: clusterIP }], nodePort: 30100, externalIPs: [], loadBalancerIngress: [{ family: 'IPv4', ip: '198.51.100.7', ipMode: 'VIP' }], loadBalancerSourceRanges: ['192.168.0.0/16'] },
+          })
+        : sp(`default/s${i}:http`, clusterIP, 80, eps),
+    );
+  }
+  return snap(...ports);
+}
+
+test('a first sync from empty: the structure and the interval set by one nft -f, every other element over netlink in fill order; the table as one nft -f would write it', async (t) => {
+  const fake = new FakeNft();
+  const log: ElementOp[][] = [];
+  const state = manyPorts(3, 2);
+  const r = await backendOf(fake, log).sync(state, FULL);
+  t.is(fake.scripts.length, 1);
+  const script = fake.scripts[0]!;
+  t.regex(script, /^table ip drover \{/);
+  t.deepEqual(
+    script.split('\n').filter((l) => l.startsWith('add element')),
+    ['add element ip drover firewall-allow { 198.51.100.7 . tcp . 80 . 192.168.0.0/16 }'],
+    'the only element nft writes is the interval set\'s',
+  );
+  t.is(log.length, 1, 'one netlink batch');
+  const sets = log[0]!.map((o) => o.set);
+  t.deepEqual([...new Set(sets)], ['endpoints', 'hairpin', 'endpoint-count-2', 'cluster-ips', 'external-ips', 'firewall', 'service-ips'], 'slot maps first, service-ips last');
+  t.true(log[0]!.every((o) => o.op === 'add'));
+  t.is(r.transactions, 2);
+  t.deepEqual(r.detail, { mode: 'nftables', via: 'nft+netlink', structural: true });
+  // The same table as one nft -f of everything (no element writer) makes.
+  const whole = new FakeNft();
+  await new NftablesBackend({ nft: whole, render: RENDER, frontends: { nodePortIPs: NODE_IPS }, logger: silentLogger() }).sync(state, FULL);
+  t.deepEqual(await fake.list(), await whole.list());
+  t.deepEqual((await backendOf(fake).sync(state, FULL)).written, ZERO, 'a restart finds nothing to write');
+});
+
+test('a first sync whose elements do not fit one netlink batch goes in several, each within the socket; a failed batch fails the sync and the next full sync mends the table', async (t) => {
+  const fake = new FakeNft();
+  const inner = fake.writer();
+  const sizes: number[] = [];
+  let failAt = -1;
+  const writer: ElementWriter = {
+    accepts: (ops) => ops.every((o) => elementShape(o.set) !== undefined),
+    commit: async (ops) => {
+      // As netlink/client.ts does: a batch over the socket's limit is refused before anything is sent.
+      if (ops.length > 300) throw new NftBatchTooLargeError(ops.length * 80, 300 * 80);
+      if (sizes.length === failAt) throw new Error('ENOMEM');
+      sizes.push(ops.length);
+      return inner.commit(ops);
+    },
+  };
+  const backend = () => new NftablesBackend({ nft: fake, elements: writer, render: RENDER, frontends: { nodePortIPs: NODE_IPS }, logger: silentLogger() });
+  const state = manyPorts(40, 10); // 40 × 10 slots, 400 hairpin entries, 40 × 3 frontend entries
+  failAt = 2;
+  await t.throwsAsync(backend().sync(state, FULL), { message: 'ENOMEM' });
+  t.deepEqual(sizes, [256, 256], 'halved from 4096 until a batch fits; the third batch failed');
+  const b = backend();
+  sizes.length = 0;
+  failAt = -1;
+  const r = await b.sync(state, FULL);
+  t.deepEqual(r.detail, { mode: 'nftables', via: 'nft', structural: false }, 'the table exists now: mended in one transaction (too many elements for one netlink batch: nft -f)');
+  t.deepEqual(sizes, []);
+  const whole = new FakeNft();
+  await new NftablesBackend({ nft: whole, render: RENDER, frontends: { nodePortIPs: NODE_IPS }, logger: silentLogger() }).sync(state, FULL);
+  t.deepEqual(await fake.list(), await whole.list());
+  // From empty again (after cleanup): every netlink element in batches of 256, the last one smaller.
+  await b.cleanup();
+  const fresh = await backend().sync(state, FULL);
+  const netlinkElements = [...(await whole.list()).sets].filter(([name]) => elementShape(name) !== undefined).reduce((n, [, set]) => n + set.elements.size, 0);
+  // Slots (10 per frontend: 40 ClusterIPs, s0's NodePort and LoadBalancer IP), hairpin entries, then per frontend its
+  // endpoint-count and service-ips entries, the ClusterIPs' cluster-ips entries, s0's two external-ips and one firewall entry.
+  t.is(netlinkElements, 420 + 400 + 42 + 42 + 40 + 2 + 1);
+  t.is(sizes.reduce((a, n) => a + n, 0), netlinkElements);
+  t.deepEqual(sizes.slice(0, -1), Array.from({ length: sizes.length - 1 }, () => 256));
+  t.true(sizes.at(-1)! <= 256);
+  t.is(fresh.transactions, 1 + sizes.length);
+  t.deepEqual(await fake.list(), await whole.list());
 });

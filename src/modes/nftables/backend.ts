@@ -37,6 +37,7 @@ import { TableModel, type ElementOp } from './model.ts';
 import { isEmptyStructure, layoutAfter, orderOps, planFrontend, planHairpin, planStructure, type StructurePlan } from './plan.ts';
 import { transactionScript } from './script.ts';
 import { netlinkRulesOf } from './affinity-rule.ts';
+import { commitInBatches, fillOrder } from './batches.ts';
 import type { NftablesSyncDetail } from './sync-detail.ts';
 import { collectWhenGrown, SYNC_GROWTH_BOUND } from '../../util/gc.ts';
 
@@ -234,7 +235,7 @@ export class NftablesBackend implements Backend {
       }
 
       ops = orderOps(ops);
-      const { bytes, applyMs, via } = await this.write(structure, want, model, ops, full);
+      const { bytes, transactions, applyMs, via } = await this.write(structure, want, model, ops, full);
       this.model = modelAfterWrite(model, structure, want, ops);
       let affinityDeleted: number;
       if (nextApplied) {
@@ -256,7 +257,7 @@ export class NftablesBackend implements Backend {
         written: counted.written,
         deleted: counted.deleted,
         bytes,
-        transactions: bytes > 0 ? 1 : 0,
+        transactions,
         readMs,
         applyMs,
         totalMs: performance.now() - start,
@@ -351,22 +352,27 @@ export class NftablesBackend implements Backend {
   }
 
   /**
-   * Write one transaction: elements alone through the element writer when nothing structural changes, else one nft
-   * script (and, after it, the rules nft cannot write, over netlink: NftExec.addRules). With `full` (a full sync, whose read-back and plan are garbage by now), the heap's growth is collected as
-   * the transaction goes out (util/gc.ts collectWhenGrown); never on a partial sync, whose clock a full collection of
-   * a large heap would dominate.
+   * Write the sync: elements alone through the element writer when nothing structural changes (one transaction),
+   * else one nft script (and, after it, the rules nft cannot write, over netlink: NftExec.addRules). A table
+   * created from nothing (first sync from empty, or after `cleanup`) with an element writer is written in two
+   * steps instead: the script holds its structure and the elements the writer does not take, then the other
+   * elements follow over netlink in as few batches as the socket takes, in fill order (batches.ts), so that nft
+   * parses no more than the structure. With `full` (a full sync, whose read-back and plan are garbage by now), the
+   * heap's growth is collected as the transaction goes out (util/gc.ts collectWhenGrown); never on a partial sync,
+   * whose clock a full collection of a large heap would dominate.
+   * @returns the bytes sent, the transactions committed, the time and how.
    */
-  private async write(structure: StructurePlan, want: Layout, model: TableModel, ops: readonly ElementOp[], full: boolean): Promise<{ bytes: number; applyMs: number; via: NftablesSyncDetail['via'] }> {
+  private async write(structure: StructurePlan, want: Layout, model: TableModel, ops: readonly ElementOp[], full: boolean): Promise<{ bytes: number; transactions: number; applyMs: number; via: NftablesSyncDetail['via'] }> {
     const t0 = performance.now();
+    const writer = this.opts.elements;
     if (isEmptyStructure(structure)) {
-      if (ops.length === 0) return { bytes: 0, applyMs: 0, via: 'none' };
-      const writer = this.opts.elements;
+      if (ops.length === 0) return { bytes: 0, transactions: 0, applyMs: 0, via: 'none' };
       if (writer && (writer.accepts?.(ops) ?? true)) {
         try {
           const committing = writer.commit(ops);
           if (full) collectWhenGrown(SYNC_GROWTH_BOUND);
           const bytes = await committing;
-          return { bytes, applyMs: performance.now() - t0, via: 'netlink' };
+          return { bytes, transactions: 1, applyMs: performance.now() - t0, via: 'netlink' };
         } catch (err) {
           // A batch too large for the socket's buffers is sent as a script instead; anything else is the kernel's answer.
           if (!(err instanceof NftBatchTooLargeError)) throw err;
@@ -374,16 +380,31 @@ export class NftablesBackend implements Backend {
         }
       }
     }
-    const script = transactionScript(structure, want, model, ops, this.frontends.family);
+    const fill = !model.exists && writer !== undefined && ops.length > 0;
+    const byNetlink = fill ? ops.filter((op) => writer.accepts?.([op]) ?? true) : [];
+    const byScript = fill ? ops.filter((op) => !(writer.accepts?.([op]) ?? true)) : ops;
+    const script = transactionScript(structure, want, model, byScript, this.frontends.family);
     const running = this.opts.nft.run(script);
     if (full) collectWhenGrown(SYNC_GROWTH_BOUND);
     await running;
+    let bytes = Buffer.byteLength(script);
+    let transactions = 1;
     // The rules nft cannot write (the IPv6 affinity record rules) follow in a netlink transaction of their own: until
     // it commits their chains lack them (no new affinity entries for a moment); when it fails the sync fails, and the
     // next full sync finds those chains short of rules and writes them again.
     const extra = netlinkRulesOf(structure.rebuild ? want.chains : structure.writeChains);
-    const extraBytes = extra.length > 0 ? await this.opts.nft.addRules(extra) : 0;
-    return { bytes: Buffer.byteLength(script) + extraBytes, applyMs: performance.now() - t0, via: 'nft' };
+    if (extra.length > 0) {
+      bytes += await this.opts.nft.addRules(extra);
+      transactions++;
+    }
+    if (byNetlink.length > 0) {
+      // A failed batch fails the sync: the model is forgotten, and the next full sync reads the table back and mends it.
+      const filled = await commitInBatches((batch) => writer!.commit(batch), fillOrder(byNetlink));
+      bytes += filled.bytes;
+      transactions += filled.transactions;
+      this.opts.logger.debug({ elements: byNetlink.length, batches: filled.transactions, batchOps: filled.batchOps }, 'table filled over netlink');
+    }
+    return { bytes, transactions, applyMs: performance.now() - t0, via: fill ? 'nft+netlink' : 'nft' };
   }
 
   /** Take `next` as every service port's frontends (a full sync); rebuilds the owner and hairpin indexes. Costs O(service ports). */

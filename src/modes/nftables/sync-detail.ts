@@ -4,8 +4,12 @@
 export interface NftablesSyncDetail {
   /** Tells this detail from other modes' (SyncResult.detail). */
   readonly mode: 'nftables';
-  /** How the transaction went to the kernel: nf_tables netlink (elements only), an `nft -f` script, or nothing to write. */
-  readonly via: 'netlink' | 'nft' | 'none';
+  /**
+   * How the sync went to the kernel: nf_tables netlink (elements only, one transaction), an `nft -f` script, a
+   * table created from nothing as its structure by `nft -f` and its elements over netlink in batches
+   * (`nft+netlink`), or nothing to write.
+   */
+  readonly via: 'netlink' | 'nft' | 'nft+netlink' | 'none';
   /** True when the sync changed the table's structure (sets, chains), not only elements. */
   readonly structural: boolean;
 }
