@@ -15,7 +15,7 @@ import { nftablesHarness } from '../../src/modes/nftables/bench-harness.ts';
 import { hash8, kpService, kubeProxyChange, kubeProxyTableScript } from '../../src/modes/nftables/bench-kube-proxy.ts';
 import { minimalNftOps, wholeTableScript } from '../../src/modes/nftables/bench-payloads.ts';
 import { desiredFrontends } from '../../src/modes/nftables/desired.ts';
-import type { NftExec } from '../../src/modes/nftables/exec.ts';
+import type { NftExec, RulesAdded } from '../../src/modes/nftables/exec.ts';
 import { NO_TABLE, parseNftJson, type LiveTable } from '../../src/modes/nftables/live.ts';
 import { elementChanges, elementShape } from '../../src/modes/nftables/netlink-writer.ts';
 import type { SetElementChange } from '../../src/modes/nftables/netlink/codec.ts';
@@ -48,7 +48,7 @@ class RecordingNft implements NftExec {
   async listSet(name: string) {
     return this.table.sets.get(name);
   }
-  async addRules(): Promise<number> {
+  async addRules(): Promise<RulesAdded> {
     throw new Error('the bench writes no rule over netlink');
   }
 }

@@ -22,7 +22,7 @@ import { affinityRecordRules, chains } from '../../src/modes/nftables/layout.ts'
 import { TableModel } from '../../src/modes/nftables/model.ts';
 import { parseMessages, nftType, NftValidationError } from '../../src/modes/nftables/netlink/codec.ts';
 import { NFT_MSG } from '../../src/modes/nftables/netlink/constants.ts';
-import { encodeNewRule, encodeRuleBatch } from '../../src/modes/nftables/netlink/rule-codec.ts';
+import { commentUserdata, encodeNewRule, encodeRuleBatch, MAX_COMMENT } from '../../src/modes/nftables/netlink/rule-codec.ts';
 import { orderOps } from '../../src/modes/nftables/plan.ts';
 import { NETLINK_RULE_NOTE, transactionScript } from '../../src/modes/nftables/script.ts';
 import { nftTraceContext, nftTraceFormatOf } from '../../src/modes/nftables/trace.ts';
@@ -224,4 +224,11 @@ test('trace of an IPv6 connection with affinity: the record rule notes the entry
   model.affinity.set('fd00:244::9 . fd00:96::40 . tcp . 443', 'fd00:244:2::5 . 8443');
   const after = trace(ctx().ctx, probe);
   t.deepEqual(after.outcomes.map((o) => [o.verdict.kind === 'dnat' ? `${o.verdict.ip}:${o.verdict.port}` : o.verdict.kind, o.probability]), [['fd00:244:2::5:8443', 1]]);
+});
+
+test('a rule comment fills NFTA_RULE_USERDATA up to the kernel\'s 256 bytes and no further: 253 characters pass, 254 do not', (t) => {
+  t.is(MAX_COMMENT, 253);
+  t.is(commentUserdata('c'.repeat(253)).length, 256);
+  t.throws(() => commentUserdata('c'.repeat(254)), { message: /is not 1-253 printable ASCII characters/ });
+  t.throws(() => commentUserdata(''), { message: /is not 1-253/ });
 });

@@ -16,6 +16,7 @@ import {
 import { nftType, parseMessages, type NlMessage, type SetElementChange } from '../../src/modes/nftables/netlink/codec.ts';
 import { NFNL_MSG_BATCH_BEGIN, NFT_MSG, NLMSG_DONE, NLMSG_ERROR, NLM_F } from '../../src/modes/nftables/netlink/constants.ts';
 import type { NfnlTransport } from '../../src/modes/nftables/netlink/transport.ts';
+import { encodeRuleBatch, type RuleAdd } from '../../src/modes/nftables/netlink/rule-codec.ts';
 
 /** A netlink message (host-order header) with `payload`. */
 function nlmsg(type: number, flags: number, seq: number, payload: Buffer): Buffer {
@@ -246,4 +247,25 @@ test('bad names are refused before anything is sent', async (t) => {
   await t.throwsAsync(c.listElements('ip', 'drover', 'a b'), { message: /set/ });
   await t.throwsAsync(c.commit([{ ...CHANGES[0]!, table: 'x;y' }]), { message: /changes\[0\]\.table/ });
   t.is(fake.sent.length, 0);
+});
+
+test('addRules that do not fit one batch are sent in halves, each its own batch within the send buffer, in order', async (t) => {
+  const rule = (i: number): RuleAdd => ({ family: 'ip6', table: 'drover', chain: 'affinity-output', exprs: [{ kind: 'meta', key: 16, dreg: 16 }], comment: `rule ${i} ${'x'.repeat(200)}` });
+  const rules = Array.from({ length: 6 }, (_, i) => rule(i));
+  const whole = encodeRuleBatch(rules, 0).bytes.length;
+  const one = encodeRuleBatch([rules[0]!], 0).bytes.length;
+  // Room for two rules a batch, not three.
+  const sndbuf = 32 + encodeRuleBatch(rules.slice(0, 2), 0).bytes.length + 8;
+  t.true(whole > sndbuf && one < sndbuf);
+  const fake = new FakeTransport((msgs) => msgs.filter((m) => m.type === nftType(NFT_MSG.NEWRULE)).map((m) => ack(m)), 8 << 20, sndbuf);
+  const c = NftNetlinkClient.withTransport(fake);
+  const r = await c.addRules(rules);
+  t.is(r.rules, 6);
+  t.is(r.transactions, fake.sent.length);
+  t.true(fake.sent.length >= 3, `${fake.sent.length} batches`);
+  const sentComments = fake.sent.flatMap((msgs) => msgs.filter((m) => m.type === nftType(NFT_MSG.NEWRULE)).map((m) => /rule (\d)/.exec(m.payload.toString('latin1'))![1]));
+  t.deepEqual(sentComments, ['0', '1', '2', '3', '4', '5'], 'every rule once, in order');
+  for (const msgs of fake.sent) t.true(msgs.reduce((n, m) => n + 16 + m.payload.length, 0) <= sndbuf - 32);
+  const tooBig = NftNetlinkClient.withTransport(new FakeTransport(() => [], 8 << 20, one));
+  await t.throwsAsync(tooBig.addRules([rules[0]!]), { instanceOf: NftBatchTooLargeError }, 'a single rule over the limit cannot be split');
 });

@@ -394,8 +394,9 @@ export class NftablesBackend implements Backend {
     // next full sync finds those chains short of rules and writes them again.
     const extra = netlinkRulesOf(structure.rebuild ? want.chains : structure.writeChains);
     if (extra.length > 0) {
-      bytes += await this.opts.nft.addRules(extra);
-      transactions++;
+      const added = await this.opts.nft.addRules(extra);
+      bytes += added.bytes;
+      transactions += added.transactions;
     }
     if (byNetlink.length > 0) {
       // A failed batch fails the sync: the model is forgotten, and the next full sync reads the table back and mends it.

@@ -39,11 +39,18 @@ export interface NftExec {
   /**
    * Append `rules` (layout.ts RuleDecl with `netlink`: rules nft cannot
    * compile) to their chains of drover's table, in order, as one
-   * nf_tables netlink transaction: all of them or none.
-   * @returns the bytes sent.
+   * nf_tables netlink transaction (all of them or none) when they fit one
+   * batch, else in consecutive batches (NftNetlinkClient.addRules).
+   * @returns the bytes sent and the transactions committed.
    * @throws NftRequestError or CommandError naming the rule the kernel refused; UnsafeElementError for a rule without `netlink`.
    */
-  addRules(rules: readonly NetlinkRuleOf[]): Promise<number>;
+  addRules(rules: readonly NetlinkRuleOf[]): Promise<RulesAdded>;
+}
+
+/** What {@link NftExec.addRules} sent. */
+export interface RulesAdded {
+  readonly bytes: number;
+  readonly transactions: number;
 }
 
 /** nft on this host, or inside `netns`; it lists the table of `family` (default IPv4: `ip drover`; IPv6: `ip6 drover`). */
@@ -74,15 +81,16 @@ export class SystemNft implements NftExec {
   }
 
   /** Over a netlink socket of this process, or with `netns` of a helper process in that namespace (rule-helper.ts). */
-  async addRules(rules: readonly NetlinkRuleOf[]): Promise<number> {
-    if (rules.length === 0) return 0;
+  async addRules(rules: readonly NetlinkRuleOf[]): Promise<RulesAdded> {
+    if (rules.length === 0) return { bytes: 0, transactions: 0 };
     const family = this.opts.family ?? 'IPv4';
     // Encoded here first, so that a bad rule fails before any process starts.
     const adds = rules.map((r) => netlinkRuleAdd(family, r));
     if (this.opts.netns === undefined) {
       const client = await NftNetlinkClient.open();
       try {
-        return (await client.addRules(adds)).bytes;
+        const { bytes, transactions } = await client.addRules(adds);
+        return { bytes, transactions };
       } finally {
         client.close();
       }
@@ -91,7 +99,8 @@ export class SystemNft implements NftExec {
     const request = { family, rules: rules.map((r) => ({ chain: r.chain, comment: r.rule.comment, netlink: r.rule.netlink })) };
     const res = await runCommand(node!, args, { netns: this.opts.netns, input: JSON.stringify(request), timeoutMs: this.opts.timeoutMs ?? 120_000 });
     if (res.code !== 0) throw new CommandError('rule-helper (nf_tables netlink)', res.code, res.stderr);
-    return (JSON.parse(res.stdout) as { bytes: number }).bytes;
+    const { bytes, transactions } = JSON.parse(res.stdout) as RulesAdded;
+    return { bytes, transactions };
   }
 
   async listSet(name: string, kind: 'set' | 'map'): Promise<LiveSet | undefined> {

@@ -8,7 +8,7 @@
  */
 import { CommandError } from '../shared/exec.ts';
 import type { ElementWriter } from './backend.ts';
-import type { NftExec } from './exec.ts';
+import type { NftExec, RulesAdded } from './exec.ts';
 import type { NetlinkRuleOf } from './affinity-rule.ts';
 import type { IPFamily } from '../../model/types.ts';
 import { tableRef } from './layout.ts';
@@ -102,8 +102,8 @@ export class FakeNft implements NftExec {
   readonly netlinkRules: string[] = [];
 
   /** Append rules as the netlink transaction of SystemNft.addRules would: all or none. @throws CommandError for a missing chain. */
-  async addRules(rules: readonly NetlinkRuleOf[]): Promise<number> {
-    if (rules.length === 0) return 0;
+  async addRules(rules: readonly NetlinkRuleOf[]): Promise<RulesAdded> {
+    if (rules.length === 0) return { bytes: 0, transactions: 0 };
     if (this.failNext !== undefined) {
       const message = this.failNext;
       this.failNext = undefined;
@@ -119,7 +119,7 @@ export class FakeNft implements NftExec {
     this.table = work;
     this.elementCommits++;
     this.netlinkRules.push(...rules.map((r) => `${r.chain}: ${r.rule.comment}`));
-    return rules.length * 256;
+    return { bytes: rules.length * 256, transactions: 1 };
   }
 
   /** An element writer over this table. */

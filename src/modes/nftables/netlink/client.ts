@@ -258,27 +258,43 @@ export class NftNetlinkClient {
   }
 
   /**
-   * Append `rules` to their chains as one atomic batch (NFT_MSG_NEWRULE,
-   * rule-codec.ts) and wait until the kernel has answered every message.
-   * For the rules nft cannot compile (affinity-rule.ts).
+   * Append `rules` to their chains (NFT_MSG_NEWRULE, rule-codec.ts) and
+   * wait until the kernel has answered every message: as one atomic batch
+   * when it fits the socket's send buffer, else split in halves, each its
+   * own batch, in order (a batch is all or nothing; the batches together
+   * are not: one that fails leaves the batches before it applied). For the
+   * rules nft cannot compile (affinity-rule.ts), appended right after the
+   * `nft -f` that wrote their chains, which must not be left short of
+   * rules because they would not fit one batch.
+   * @returns the rules and bytes sent, and the batches (transactions) committed.
    * @throws NftValidationError (nothing sent) for bad input.
+   * @throws NftBatchTooLargeError (nothing sent of it) when a single rule does not fit.
    * @throws NftRequestError "rule" naming the first rule the kernel refused,
-   *   its chain and errno (the kernel then applied none of the batch).
+   *   its chain and errno (the kernel then applied none of its batch).
    * @throws NftClientClosedError / NftTimeoutError.
    */
-  addRules(rules: readonly RuleAdd[]): Promise<{ readonly rules: number; readonly bytes: number }> {
-    return this.serial(async () => {
-      if (rules.length === 0) return { rules: 0, bytes: 0 };
-      const batch = encodeRuleBatch(rules, this.seq);
-      const sendLimit = this.transport.sendBufferBytes() - 32;
-      if (batch.bytes.length > sendLimit) throw new NftBatchTooLargeError(batch.bytes.length, sendLimit);
-      this.seq = batch.nextSeq;
-      await this.awaitBatch('rule batch', batch.bytes, batch.beginSeq, batch.messages, (failed, errno) => {
-        const r = rules[failed.rule]!;
-        return new NftRequestError('rule', undefined, errnoName(errno), errno, undefined, `${r.family} ${r.table} ${r.chain} "${r.comment}"`);
-      });
-      return { rules: rules.length, bytes: batch.bytes.length };
+  addRules(rules: readonly RuleAdd[]): Promise<{ readonly rules: number; readonly bytes: number; readonly transactions: number }> {
+    return this.serial(() => this.addRuleBatches(rules));
+  }
+
+  /** {@link addRules}, inside the call in progress. */
+  private async addRuleBatches(rules: readonly RuleAdd[]): Promise<{ readonly rules: number; readonly bytes: number; readonly transactions: number }> {
+    if (rules.length === 0) return { rules: 0, bytes: 0, transactions: 0 };
+    const batch = encodeRuleBatch(rules, this.seq);
+    const sendLimit = this.transport.sendBufferBytes() - 32;
+    if (batch.bytes.length > sendLimit) {
+      if (rules.length === 1) throw new NftBatchTooLargeError(batch.bytes.length, sendLimit);
+      const half = rules.length >> 1;
+      const a = await this.addRuleBatches(rules.slice(0, half));
+      const b = await this.addRuleBatches(rules.slice(half));
+      return { rules: a.rules + b.rules, bytes: a.bytes + b.bytes, transactions: a.transactions + b.transactions };
+    }
+    this.seq = batch.nextSeq;
+    await this.awaitBatch('rule batch', batch.bytes, batch.beginSeq, batch.messages, (failed, errno) => {
+      const r = rules[failed.rule]!;
+      return new NftRequestError('rule', undefined, errnoName(errno), errno, undefined, `${r.family} ${r.table} ${r.chain} "${r.comment}"`);
     });
+    return { rules: rules.length, bytes: batch.bytes.length, transactions: 1 };
   }
 
   /**

@@ -85,7 +85,7 @@ export interface RuleAdd {
   readonly table: string;
   readonly chain: string;
   readonly exprs: readonly RuleExpr[];
-  /** Its comment: printable ASCII, 1-254 characters (a TLV length byte holds it with its NUL). */
+  /** Its comment: printable ASCII, 1-253 characters ({@link MAX_COMMENT}). */
   readonly comment: string;
 }
 
@@ -220,10 +220,17 @@ function writeExpr(list: AttrWriter, e: RuleExpr): void {
   });
 }
 
-/** A rule's comment as NFTA_RULE_USERDATA. @throws NftValidationError */
+/**
+ * The longest rule comment, characters: the kernel takes at most NFT_USERDATA_MAXLEN (256) bytes of NFTA_RULE_USERDATA
+ * (include/uapi/linux/netfilter/nf_tables.h), and the comment's TLV (libnftnl udata: a type byte, a length byte) holds
+ * it with its NUL: 256 - 2 - 1.
+ */
+export const MAX_COMMENT = 253;
+
+/** A rule's comment as NFTA_RULE_USERDATA. @throws NftValidationError for one that is not 1-{@link MAX_COMMENT} printable ASCII characters without a quote. */
 export function commentUserdata(comment: string, path = 'comment'): Buffer {
-  if (typeof comment !== 'string' || comment.length < 1 || comment.length > 254 || !/^[\x20-\x7e]+$/.test(comment) || comment.includes('"')) {
-    throw new NftValidationError(path, `${JSON.stringify(comment)} is not 1-254 printable ASCII characters without a quote`);
+  if (typeof comment !== 'string' || comment.length < 1 || comment.length > MAX_COMMENT || !/^[\x20-\x7e]+$/.test(comment) || comment.includes('"')) {
+    throw new NftValidationError(path, `${JSON.stringify(comment)} is not 1-${MAX_COMMENT} printable ASCII characters without a quote`);
   }
   return Buffer.concat([Buffer.from([NFTNL_UDATA_RULE_COMMENT, comment.length + 1]), Buffer.from(`${comment}\0`, 'ascii')]);
 }
