@@ -405,7 +405,7 @@ export class NftablesBackend implements Backend {
       transactions += filled.transactions;
       this.opts.logger.debug({ elements: byNetlink.length, batches: filled.transactions, batchOps: filled.batchOps }, 'table filled over netlink');
     }
-    return { bytes, transactions, applyMs: performance.now() - t0, via: fill ? 'nft+netlink' : 'nft' };
+    return { bytes, transactions, applyMs: performance.now() - t0, via: byNetlink.length > 0 ? 'nft+netlink' : 'nft' };
   }
 
   /** Take `next` as every service port's frontends (a full sync); rebuilds the owner and hairpin indexes. Costs O(service ports). */
