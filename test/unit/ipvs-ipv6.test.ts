@@ -85,7 +85,7 @@ test('render --mode ipvs of a dual-stack source: the IPv4 view, then the IPv6 on
     const end = v6.indexOf('\n# ', start + 1);
     return v6.slice(start, end < 0 ? undefined : end + 1);
   };
-  t.is(section('sysctls'), '# sysctls\nnet.ipv6.conf.all.forwarding=1\n');
+  t.is(section('sysctls'), '# sysctls\n', 'IPv6 forwarding is left to the node, as kube-proxy leaves it');
   const sets = section('ipset restore -exist');
   t.true(sets.includes('create KUBE-6-CLUSTER-IP hash:ip,port family inet6 hashsize 1024 maxelem 65536\n'));
   t.true(sets.includes('create KUBE-6-NODE-PORT-TCP bitmap:port range 0-65535\n'));
@@ -150,7 +150,7 @@ test('dual-stack backend: both families programmed side by side, a restart write
   t.true((await w.ipset.save()).includes('create KUBE-6-CLUSTER-IP hash:ip,port family inet6'));
   t.true(ip6tables.restores.join('').includes('--match-set KUBE-6-CLUSTER-IP dst,dst'));
   t.false(w.iptables.restores.join('').includes('KUBE-6-'));
-  t.is(w.sysctls.values.get('net.ipv6.conf.all.forwarding'), '1');
+  t.is(w.sysctls.values.get('net.ipv6.conf.all.forwarding'), '0', 'IPv6 forwarding is left to the node (accept_ra=1 would stop taking router advertisements)');
 
   // A restart adopts both families: nothing is written.
   const before = [...w.writes(), ip6tables.restores.length];
