@@ -3,6 +3,7 @@ import { NetlinkDecodeError } from '../../src/modes/shared/nlattr.ts';
 import { readFileSync } from 'node:fs';
 import { endianness } from 'node:os';
 import {
+  AF_INET,
   AF_INET6,
   AttrWriter,
   IPVS_CMD,
@@ -195,6 +196,29 @@ le('NEW_DEST and DEL_DEST [fd00:10:96::a]:80 -> [fd00:10:244:1::2]:8080: ADDR_FA
     '08000600' + '00000000'; // L_THRESH
   t.is(encodeNewDest(v6Service, v6Dest).toString('hex'), want);
   t.is(encodeDelDest(v6Service, v6Dest).toString('hex'), '30000180' + V6_KEY + '28000280' + destKey);
+});
+
+test('a destination without ADDR_FAMILY (Linux before 4.2) is of its virtual server\'s family', (t) => {
+  const reply = asDestReply(encodeNewDest(v6Service, v6Dest), 1, 2, 3);
+  const dest = parseAttrs(reply).find((a) => a.type === IPVS_CMD_ATTR.DEST)!;
+  const attrs = attrNested(dest);
+  t.true(attrs.some((a) => a.type === IPVS_DEST_ATTR.ADDR_FAMILY));
+  const old = new AttrWriter()
+    .nest(IPVS_CMD_ATTR.DEST, (w) => {
+      for (const a of attrs) if (a.type !== IPVS_DEST_ATTR.ADDR_FAMILY) w.put(a.type, a.data);
+    }, false)
+    .toBuffer();
+  const want = { ...v6Dest, upperThreshold: 0, lowerThreshold: 0, activeConns: 1, inactiveConns: 2, persistConns: 3 };
+  t.deepEqual(decodeDest(old, AF_INET6), want);
+  // Read as IPv4, the 16-byte address would be its first 4 bytes: fd00:10 as 253.0.0.16.
+  t.is(decodeDest(old).address, '253.0.0.16');
+  // An IPv4 destination without ADDR_FAMILY, of an IPv4 virtual server.
+  const v4reply = asDestReply(encodeNewDest(rr, ep), 0, 0, 0);
+  const v4attrs = attrNested(parseAttrs(v4reply).find((a) => a.type === IPVS_CMD_ATTR.DEST)!);
+  const v4old = new AttrWriter().nest(IPVS_CMD_ATTR.DEST, (w) => {
+    for (const a of v4attrs) if (a.type !== IPVS_DEST_ATTR.ADDR_FAMILY) w.put(a.type, a.data);
+  }, false).toBuffer();
+  t.is(decodeDest(v4old, AF_INET).address, ep.address);
 });
 
 test('IPv6 services and destinations round-trip; families never mix; addresses are canonical', (t) => {

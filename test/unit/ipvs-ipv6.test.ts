@@ -8,6 +8,7 @@ import test from 'ava';
 import { desiredIpvsState } from '../../src/modes/ipvs/assemble.ts';
 import { renderIpvsFamilies } from '../../src/modes/ipvs/driver.ts';
 import { DualStackIpvsBackend } from '../../src/modes/ipvs/dual-stack.ts';
+import { IpvsCleanupError } from '../../src/modes/ipvs/backend.ts';
 import { FakeIptables } from '../../src/modes/iptables/fake.ts';
 import { familySetName, swapSetName } from '../../src/modes/ipvs/ipset.ts';
 import { ipvsStaticRules } from '../../src/modes/ipvs/rules.ts';
@@ -84,7 +85,7 @@ test('render --mode ipvs of a dual-stack source: the IPv4 view, then the IPv6 on
     const end = v6.indexOf('\n# ', start + 1);
     return v6.slice(start, end < 0 ? undefined : end + 1);
   };
-  t.is(section('sysctls'), '# sysctls\nnet.ipv6.conf.all.forwarding=1\n');
+  t.is(section('sysctls'), '# sysctls\n', 'IPv6 forwarding is left to the node, as kube-proxy leaves it');
   const sets = section('ipset restore -exist');
   t.true(sets.includes('create KUBE-6-CLUSTER-IP hash:ip,port family inet6 hashsize 1024 maxelem 65536\n'));
   t.true(sets.includes('create KUBE-6-NODE-PORT-TCP bitmap:port range 0-65535\n'));
@@ -149,7 +150,7 @@ test('dual-stack backend: both families programmed side by side, a restart write
   t.true((await w.ipset.save()).includes('create KUBE-6-CLUSTER-IP hash:ip,port family inet6'));
   t.true(ip6tables.restores.join('').includes('--match-set KUBE-6-CLUSTER-IP dst,dst'));
   t.false(w.iptables.restores.join('').includes('KUBE-6-'));
-  t.is(w.sysctls.values.get('net.ipv6.conf.all.forwarding'), '1');
+  t.is(w.sysctls.values.get('net.ipv6.conf.all.forwarding'), '0', 'IPv6 forwarding is left to the node (accept_ra=1 would stop taking router advertisements)');
 
   // A restart adopts both families: nothing is written.
   const before = [...w.writes(), ip6tables.restores.length];
@@ -234,4 +235,28 @@ test('chains and status of a dual-stack node: IPv6 virtual servers under their s
   t.is(lines.get('ipvs'), '5 virtual servers, 9 real servers in the kernel');
   t.is(lines.get('kube-ipvs0'), '3 addresses');
   t.regex(lines.get('ipsets')!, /KUBE-6-CLUSTER-IP 2, KUBE-6-LOOP-BACK 3/);
+});
+
+test('a failed step of the IPv6 cleanup does not leave kube-ipvs0 with its IPv6 addresses: the other steps run, the error names the failed one', async (t) => {
+  const w = new World();
+  const ip6tables = new FakeIptables();
+  const backend = dualBackend(w, ip6tables);
+  await backend.sync(dual(), { full: true, changed: new Set() });
+  t.deepEqual(w.links.addressesOf('kube-ipvs0'), ['10.96.0.10/32', 'fd00:10:96::35/128', 'fd00:10:96::a/128']);
+  ip6tables.failNextRestore(new Error('ip6tables-restore: Another app is currently holding the xtables lock'));
+  const error = await t.throwsAsync(backend.cleanup(), { instanceOf: IpvsCleanupError });
+  t.is(error!.message, 'IPv6 IPVS cleanup could not remove everything: iptables rules: ip6tables-restore: Another app is currently holding the xtables lock');
+  t.deepEqual(error!.failed.map((f) => f.step), ['iptables rules']);
+  t.is(error!.partial.removed['virtual server'], 3);
+  t.is(error!.partial.removed.link, 1);
+  // Everything but the ip6tables rules is gone: virtual servers, kube-ipvs0 and both families' sets.
+  t.deepEqual((await w.ipvs.dumpServices()).entries, []);
+  t.is(w.links.addressesOf('kube-ipvs0'), undefined);
+  t.is(w.ipset.entries('KUBE-6-CLUSTER-IP'), undefined);
+  t.is(w.ipset.entries('KUBE-CLUSTER-IP'), undefined);
+  t.true(ip6tables.dump('filter').includes('KUBE-IPVS-FILTER'), 'the rules whose restore failed are still there');
+  // A second cleanup removes them.
+  const again = await backend.cleanup();
+  t.true((again.removed.chain ?? 0) > 0);
+  t.false(ip6tables.dump('filter').includes('KUBE-IPVS-FILTER'));
 });

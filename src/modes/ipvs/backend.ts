@@ -54,7 +54,7 @@
  */
 import type { IPFamily, Snapshot } from '../../model/types.ts';
 import type { Logger } from '../../util/log.ts';
-import type { Backend, ChangeSet, CleanupResult, SyncResult } from '../types.ts';
+import type { Backend, ChangeSet, CleanupResult, ObjectCounts, SyncResult } from '../types.ts';
 import type { IptablesExec } from '../iptables/exec.ts';
 import { parseSave } from '../iptables/parse.ts';
 import { emptyPlan, isEmptyPlan, planStats, planToRestore, type Plan } from '../iptables/plan.ts';
@@ -121,6 +121,22 @@ export interface IpvsBackendOptions {
 }
 
 /** IPVS-mode Backend. */
+/**
+ * An IPVS cleanup in which some steps failed (IpvsBackend.cleanup): every
+ * step ran; `failed` names each failed one with its error, `partial` holds
+ * what the others removed.
+ */
+export class IpvsCleanupError extends Error {
+  constructor(
+    readonly family: IPFamily,
+    readonly failed: readonly { readonly step: string; readonly error: string }[],
+    readonly partial: CleanupResult,
+  ) {
+    super(`${family} IPVS cleanup could not remove everything: ${failed.map((f) => `${f.step}: ${f.error}`).join('; ')}`);
+    this.name = 'IpvsCleanupError';
+  }
+}
+
 export class IpvsBackend implements Backend {
   readonly mode = 'ipvs' as const;
   private readonly statics: StaticRuleset;
@@ -477,44 +493,80 @@ export class IpvsBackend implements Backend {
    * other family's cleanup deletes it), and its ipsets. Other virtual
    * servers, rules and sets are left alone. Reports `chain`, `rule`,
    * `virtual server`, `link`, `address` and `set` removed.
+   *
+   * Each step (iptables rules, virtual servers, kube-ipvs0 or this family's
+   * addresses on it, ipsets, canary chains) runs even when an earlier one
+   * failed, so that one failure (the IPVS netlink socket, the xtables lock)
+   * does not leave the rest behind, e.g. kube-ipvs0 with this family's
+   * addresses.
+   * @throws IpvsCleanupError after every step ran, when some failed: it
+   *   names each failed step and its error, and holds what was removed.
    */
   cleanup(): Promise<CleanupResult> {
     return this.exclusive(async () => {
       const { logger } = this.opts;
       this.applied = null;
       this.pending.clear();
-      const { plan, kept } = cleanupPlan(this.statics, await this.readTables());
-      if (!isEmptyPlan(plan)) await this.opts.iptables.restore(planToRestore(plan));
-      const iptables = planStats(plan).deleted;
-
-      const ipvs = await this.client();
-      const index = await this.opts.links.find(DUMMY_INTERFACE);
-      const mine = index === undefined ? [] : await this.opts.links.addresses(index, this.family);
-      const bound = new Set(mine.map((a) => a.address));
-      const services = await ipvs.dumpServices();
-      const ops: IpvsOp[] = services.entries
-        .filter((s) => this.owns(s, bound))
-        .map((s) => ({ kind: 'del-service', vs: { protocol: s.protocol, address: s.address, port: s.port } }));
-      await applyOps(ipvs, ops);
-      // The link is shared by both families: the last one to clean up deletes it.
-      const others = index === undefined ? [] : await this.opts.links.addresses(index, this.family === 'IPv4' ? 'IPv6' : 'IPv4');
-      const deleteLink = index !== undefined && others.length === 0;
-      if (deleteLink) await this.opts.links.deleteLink(index);
-      else if (index !== undefined) await this.unbind(index, mine);
-      this.linkIndex = undefined;
-      const names = ownedSetNames(this.family);
-      const destroy = planIpsetDestroy(parseIpsetSave(await this.opts.ipset.save(), names), this.family);
-      if (destroy !== '') await this.opts.ipset.restore(destroy);
-      // The canaries last: the xtables lock busy past its wait fails only this step.
-      const canaries = await this.watch.removeCanaries();
-      const removed = {
-        ...iptables,
-        chain: iptables.chain + canaries,
-        'virtual server': ops.length,
-        link: deleteLink ? 1 : 0,
-        ...(index !== undefined && !deleteLink ? { address: mine.length } : {}),
-        set: destroy.split('\n').filter(Boolean).length,
+      const failed: { step: string; error: string }[] = [];
+      const step = async <T>(name: string, fn: () => Promise<T>, otherwise: T): Promise<T> => {
+        try {
+          return await fn();
+        } catch (err) {
+          failed.push({ step: name, error: err instanceof Error ? err.message : String(err) });
+          return otherwise;
+        }
       };
+
+      const noPlan = { deleted: {} as ObjectCounts, kept: [] as CleanupResult['kept'] };
+      const { deleted: iptables, kept } = await step('iptables rules', async () => {
+        const { plan, kept } = cleanupPlan(this.statics, await this.readTables());
+        if (!isEmptyPlan(plan)) await this.opts.iptables.restore(planToRestore(plan));
+        return { deleted: planStats(plan).deleted as ObjectCounts, kept };
+      }, noPlan);
+
+      const index = await step('find kube-ipvs0', () => this.opts.links.find(DUMMY_INTERFACE), undefined);
+      const mine = index === undefined ? [] : await step(`read ${this.family} addresses of ${DUMMY_INTERFACE}`, () => this.opts.links.addresses(index, this.family), []);
+      const bound = new Set(mine.map((a) => a.address));
+      const deletedServices = await step('virtual servers', async () => {
+        const ipvs = await this.client();
+        const services = await ipvs.dumpServices();
+        const ops: IpvsOp[] = services.entries
+          .filter((s) => this.owns(s, bound))
+          .map((s) => ({ kind: 'del-service', vs: { protocol: s.protocol, address: s.address, port: s.port } }));
+        await applyOps(ipvs, ops);
+        return ops.length;
+      }, 0);
+      // The link is shared by both families: the last one to clean up deletes it.
+      const link = index === undefined ? { deleted: false, unbound: 0 } : await step(`${DUMMY_INTERFACE} ${this.family} addresses`, async () => {
+        const others = await this.opts.links.addresses(index, this.family === 'IPv4' ? 'IPv6' : 'IPv4');
+        if (others.length === 0) {
+          await this.opts.links.deleteLink(index);
+          return { deleted: true, unbound: 0 };
+        }
+        await this.unbind(index, mine);
+        return { deleted: false, unbound: mine.length };
+      }, { deleted: false, unbound: 0 });
+      this.linkIndex = undefined;
+      const sets = await step('ipsets', async () => {
+        const names = ownedSetNames(this.family);
+        const destroy = planIpsetDestroy(parseIpsetSave(await this.opts.ipset.save(), names), this.family);
+        if (destroy !== '') await this.opts.ipset.restore(destroy);
+        return destroy.split('\n').filter(Boolean).length;
+      }, 0);
+      // The canaries last: the xtables lock busy past its wait fails only this step.
+      const canaries = await step('canary chains', () => this.watch.removeCanaries(), 0);
+      const removed: ObjectCounts = {
+        ...iptables,
+        chain: (iptables.chain ?? 0) + canaries,
+        'virtual server': deletedServices,
+        link: link.deleted ? 1 : 0,
+        ...(index !== undefined && !link.deleted ? { address: link.unbound } : {}),
+        set: sets,
+      };
+      if (failed.length > 0) {
+        logger.error({ removed, failed }, 'IPVS cleanup left some state behind');
+        throw new IpvsCleanupError(this.family, failed, { removed, kept });
+      }
       logger.info({ removed, chainsKept: kept.map((k) => `${k.table} ${k.chain}`) }, 'removed drover IPVS state, chains and hook rules');
       return { removed, kept };
     });

@@ -795,19 +795,24 @@ function decodeServiceAttrs(payload: Uint8Array): ServiceEntry {
  * Decode one destination: the payload of one GET_DEST dump message (kernel
  * ip_vs_genl_fill_dest; reply command NEW_DEST). Requires ADDR, PORT,
  * FWD_METHOD, WEIGHT, U_THRESH, L_THRESH, ACTIVE_CONNS, INACT_CONNS,
- * PERSIST_CONNS, as ipvsadm's parser does. ADDR_FAMILY (Linux 4.2+) defaults
- * to AF_INET; tunnel attributes and unknown attributes are ignored.
+ * PERSIST_CONNS, as ipvsadm's parser does. ADDR_FAMILY is sent by Linux
+ * 4.2 and later only (ip_vs_genl_fill_dest); without it the destination is
+ * of its virtual server's family, as it must be before 4.2 (no mixed
+ * families): `serviceFamily`, which the caller knows from the service it
+ * dumped. Tunnel attributes and unknown attributes are ignored.
+ * @param payload one GET_DEST dump message's payload
+ * @param serviceFamily AF_INET or AF_INET6: the family of the virtual server whose destinations were dumped (default AF_INET)
  * @throws IpvsUnsupportedError for a destination of another family than IPv4 and IPv6, or an unknown
  *   forwarding method; IpvsDecodeError for a malformed payload.
  */
-export function decodeDest(payload: Uint8Array): DestEntry {
-  return ipvsReply(() => decodeDestAttrs(payload));
+export function decodeDest(payload: Uint8Array, serviceFamily: number = AF_INET): DestEntry {
+  return ipvsReply(() => decodeDestAttrs(payload, serviceFamily));
 }
 
-function decodeDestAttrs(payload: Uint8Array): DestEntry {
+function decodeDestAttrs(payload: Uint8Array, serviceFamily: number): DestEntry {
   const m = topLevel(payload, IPVS_CMD_ATTR.DEST, 'IPVS_CMD_ATTR_DEST');
   const afAttr = m.get(IPVS_DEST_ATTR.ADDR_FAMILY);
-  const af = afAttr ? attrU16(afAttr, 'dest ADDR_FAMILY') : AF_INET;
+  const af = afAttr ? attrU16(afAttr, 'dest ADDR_FAMILY') : serviceFamily;
   if (af !== AF_INET && af !== AF_INET6) throw new IpvsUnsupportedError(`destination of address family ${af} is not supported (IPv4 and IPv6 only)`);
   const address = addressFromNfInetAddr(required(m, IPVS_DEST_ATTR.ADDR, 'IPVS_DEST_ATTR_ADDR'), af, 'dest ADDR');
   const port = attrBe16(required(m, IPVS_DEST_ATTR.PORT, 'IPVS_DEST_ATTR_PORT'), 'dest PORT');

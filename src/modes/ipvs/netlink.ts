@@ -37,6 +37,8 @@
 import { constants as osConstants } from 'node:os';
 import { createGenericNetlink, genl, type GenericNetlinkSocket } from 'netlink';
 import {
+  AF_INET,
+  AF_INET6,
   IPVS_CMD,
   IPVS_GENL_NAME,
   IPVS_GENL_VERSION,
@@ -347,7 +349,9 @@ export class IpvsClient {
 
   /** The destinations of a service (IPVS_CMD_GET_DEST dump); empty for an unknown service. */
   async dumpDests(key: VirtualServerKey): Promise<DumpResult<DestEntry>> {
-    return collect(await this.send(IPVS_CMD.GET_DEST, encodeGetDests(key), true), decodeDest);
+    // Before Linux 4.2 a destination has no ADDR_FAMILY: it is of the service's family.
+    const family = key.address.includes(':') ? AF_INET6 : AF_INET;
+    return collect(await this.send(IPVS_CMD.GET_DEST, encodeGetDests(key), true), (payload) => decodeDest(payload, family));
   }
 
   /** Add a service. EEXIST if it exists, ENOENT if the scheduler is unknown. */

@@ -12,10 +12,17 @@
  *   weight-0 real server expire, so sticky clients move on;
  * - net.ipv4.ip_forward=1: the node forwards to the endpoints.
  *
- * The IPv6 family needs one more, {@link IPVS_SYSCTLS_6}:
- * net.ipv6.conf.all.forwarding=1. IPVS's own settings live under
- * net.ipv4.vs for both families (the IPv6 side of IPVS reads the same
- * netns_ipvs), so the IPv6 family sets nothing else.
+ * The IPv6 family sets nothing ({@link IPVS_SYSCTLS_6} is empty): IPVS's own
+ * settings live under net.ipv4.vs for both families (the IPv6 side of IPVS
+ * reads the same netns_ipvs), and, as kube-proxy (whose NewProxier sets
+ * net/ipv4/ip_forward only), drover leaves IPv6 forwarding to the node's
+ * setup. The node must forward IPv6 (net.ipv6.conf.all.forwarding=1) for
+ * IPv6 Services to reach endpoints on other hosts or in pod namespaces.
+ * drover does not set it, because turning forwarding on stops router
+ * advertisements from being processed on every interface with accept_ra=1
+ * (ip-sysctl.rst, accept_ra): a node that takes its IPv6 default route from
+ * router advertisements would lose it. Such a node sets accept_ra=2 on
+ * those interfaces before it turns forwarding on.
  */
 import { readFile, writeFile } from 'node:fs/promises';
 import { isErrno } from '../shared/errno.ts';
@@ -28,8 +35,8 @@ export const IPVS_SYSCTLS: readonly { readonly name: string; readonly value: str
   { name: 'net.ipv4.ip_forward', value: '1' },
 ];
 
-/** The setting the IPv6 family adds (see the module comment). */
-export const IPVS_SYSCTLS_6: readonly { readonly name: string; readonly value: string }[] = [{ name: 'net.ipv6.conf.all.forwarding', value: '1' }];
+/** The settings the IPv6 family applies: none (see the module comment). */
+export const IPVS_SYSCTLS_6: readonly { readonly name: string; readonly value: string }[] = [];
 
 /** The settings a family's backend applies and checks: {@link IPVS_SYSCTLS} for IPv4, {@link IPVS_SYSCTLS_6} for IPv6. */
 export function ipvsSysctls(family: 'IPv4' | 'IPv6'): readonly { readonly name: string; readonly value: string }[] {

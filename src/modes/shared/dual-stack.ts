@@ -125,7 +125,9 @@ export class DualStackBackend implements Backend {
    * Clean up both families (IPv6 only when it can be read); counts summed,
    * kept chains of both (IPv6 ones' tables named "… (IPv6)"). A failure of
    * the IPv4 side does not keep the IPv6 side from being cleaned: its
-   * error is thrown after that.
+   * error is thrown after that. An IPv6 failure is thrown when the IPv6
+   * side had state before its cleanup (probed first, since a cleanup that
+   * fails part-way may already have removed what the probe looks for).
    */
   async cleanup(): Promise<CleanupResult> {
     let v4: CleanupResult | undefined;
@@ -136,10 +138,13 @@ export class DualStackBackend implements Backend {
       v4Error = err;
     }
     let v6: CleanupResult | undefined;
+    // Probed before the cleanup, which may remove what the probe looks for
+    // even when one of its steps fails.
+    const ipv6HadState = await this.probeIPv6();
     try {
       v6 = await this.dual.backends.IPv6.cleanup();
     } catch (err) {
-      if (await this.probeIPv6()) throw v4Error ?? err;
+      if (ipv6HadState) throw v4Error ?? err;
       this.dual.logger.debug({ err: (err as Error).message }, 'IPv6 side not cleaned: it cannot be read');
     }
     if (v4 === undefined) throw v4Error;
