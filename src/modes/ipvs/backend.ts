@@ -120,7 +120,6 @@ export interface IpvsBackendOptions {
   readonly now?: () => number;
 }
 
-/** IPVS-mode Backend. */
 /**
  * An IPVS cleanup in which some steps failed (IpvsBackend.cleanup): every
  * step ran; `failed` names each failed one with its error, `partial` holds
@@ -137,6 +136,7 @@ export class IpvsCleanupError extends Error {
   }
 }
 
+/** IPVS-mode Backend. */
 export class IpvsBackend implements Backend {
   readonly mode = 'ipvs' as const;
   private readonly statics: StaticRuleset;
