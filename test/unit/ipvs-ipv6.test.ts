@@ -20,6 +20,7 @@ import { World } from '../support/ipvs-world.ts';
 import { readIpvsLive, ipvsCounts } from '../../src/modes/ipvs/live.ts';
 import { formatIpvsChains, ipvsServicePortViews } from '../../src/modes/ipvs/chains.ts';
 import { ipvsStatusLines } from '../../src/modes/ipvs/driver.ts';
+import { endpointPods } from '../../src/model/pods.ts';
 
 const NODE6 = { nodePortIPs: ['fd00:1::10'], hostAddresses: ['fd00:1::10'] };
 const NODE4 = { nodePortIPs: ['192.168.1.10'], hostAddresses: ['192.168.1.10'] };
@@ -234,4 +235,26 @@ test('chains and status of a dual-stack node: IPv6 virtual servers under their s
   t.is(lines.get('ipvs'), '5 virtual servers, 9 real servers in the kernel');
   t.is(lines.get('kube-ipvs0'), '3 addresses');
   t.regex(lines.get('ipsets')!, /KUBE-6-CLUSTER-IP 2, KUBE-6-LOOP-BACK 3/);
+});
+
+test('chains --mode ipvs with --source: the pod column names the Pod of an IPv6 real server', async (t) => {
+  const podWeb6 = nodePort('fd00:10:96::a', []);
+  const withPod: ServicePort = { ...podWeb6, endpoints: [ep('[fd00:10:244:1::2]:8080', { pod: 'default/web-6' }), ep('[fd00:10:244:1::3]:8080')] };
+  const snap = dualSnap([web4], [withPod]);
+  const w = new World();
+  await dualBackend(w, new FakeIptables()).sync(snap, { full: true, changed: new Set() });
+  const live = await readIpvsLive({ ipvs: w.ipvs, ipset: w.ipset, links: w.links, iptables: w.iptables, sysctls: w.sysctls });
+  const desired6 = desiredIpvsState(familyView(snap, 'IPv6'), { scheduler: 'rr', nodeAddresses: NODE6 }).virtualServers;
+  const views = ipvsServicePortViews(live, desired6, endpointPods(snap)).filter((v) => v.key === 'TCP/fd00:10:96::a:80');
+  t.is(
+    formatIpvsChains(views, true),
+    `# default/web:http (virtual server TCP [fd00:10:96::a]:80)
+TCP [fd00:10:96::a]:80 rr (flags: hashed)
+  kube-ipvs0: fd00:10:96::a/128 bound
+  KUBE-6-CLUSTER-IP: fd00:10:96::a,tcp:80
+  -> real server              forward  weight  active  inactive  KUBE-6-LOOP-BACK                            pod
+  -> [fd00:10:244:1::2]:8080  Masq     1       0       0         fd00:10:244:1::2,tcp:8080,fd00:10:244:1::2  default/web-6
+  -> [fd00:10:244:1::3]:8080  Masq     1       0       0         fd00:10:244:1::3,tcp:8080,fd00:10:244:1::3  -
+`,
+  );
 });
