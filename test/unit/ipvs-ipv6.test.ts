@@ -258,3 +258,18 @@ TCP [fd00:10:96::a]:80 rr (flags: hashed)
 `,
   );
 });
+
+test('an IPv6 ClusterIP /128 removed from kube-ipvs0 by hand: a full sync binds it again and keeps its virtual server and real servers, as for IPv4', async (t) => {
+  const w = new World();
+  const backend = dualBackend(w, new FakeIptables());
+  await backend.sync(dual(), { full: true, changed: new Set() });
+  const index = (await w.links.find('kube-ipvs0'))!;
+  await w.links.delAddress(index, { address: 'fd00:10:96::a', prefixLength: 128 });
+  await w.links.delAddress(index, { address: '10.96.0.10', prefixLength: 32 });
+  const vsLog = w.ipvs.log.length;
+  w.links.log.length = 0;
+  await backend.sync(dual(), { full: true, changed: new Set() });
+  t.deepEqual(w.links.log.filter((l) => l.startsWith('add ')).sort(), ['add 10.96.0.10/32', 'add fd00:10:96::a/128']);
+  t.deepEqual(w.ipvs.log.slice(vsLog), [], 'the virtual servers and their real servers are kept, not deleted and added again');
+  t.true((await w.links.addresses(index, 'IPv6')).some((a) => a.address === 'fd00:10:96::a' && a.prefixLength === 128));
+});
