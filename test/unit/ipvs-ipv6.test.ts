@@ -21,7 +21,7 @@ import { readIpvsLive, ipvsCounts } from '../../src/modes/ipvs/live.ts';
 import { formatIpvsChains, ipvsServicePortViews } from '../../src/modes/ipvs/chains.ts';
 import { ipvsStatusLines } from '../../src/modes/ipvs/driver.ts';
 import { endpointPods } from '../../src/model/pods.ts';
-import { formatIpvsDrift, ipvsDrift } from '../../src/modes/ipvs/diff.ts';
+import { formatIpvsDrift, ipv6DriftWanted, ipvsDrift } from '../../src/modes/ipvs/diff.ts';
 
 const NODE6 = { nodePortIPs: ['fd00:1::10'], hostAddresses: ['fd00:1::10'] };
 const NODE4 = { nodePortIPs: ['192.168.1.10'], hostAddresses: ['192.168.1.10'] };
@@ -301,4 +301,17 @@ missing real server TCP [fd00:10:96::a]:80 -> [fd00:10:244:1::3]:8080 (default/w
   // The IPv4 pass sees none of it.
   const desired4 = desiredIpvsState(familyView(dual(), 'IPv4'), { scheduler: 'rr', nodeAddresses: NODE4 });
   t.is(formatIpvsDrift(ipvsDrift(desired4, await read(), { serviceCIDR: '10.96.0.0/12', hostAddresses: NODE4.hostAddresses })), 'no differences\n');
+});
+
+test('diff --mode ipvs compares the IPv6 side only when a sync would touch it: IPv6 virtual servers in the source, or KUBE-6-CLUSTER-IP in the kernel', async (t) => {
+  const v4only = dualSnap([web4], []);
+  const w = new World();
+  await dualBackend(w, new FakeIptables()).sync(v4only, { full: true, changed: new Set() });
+  const live = await readIpvsLive({ ipvs: w.ipvs, ipset: w.ipset, links: w.links, iptables: w.iptables, sysctls: w.sysctls });
+  t.false(live.sets.has('KUBE-6-CLUSTER-IP'), 'an IPv4-only sync leaves the IPv6 side alone');
+  const empty6 = desiredIpvsState(familyView(v4only, 'IPv6'), { scheduler: 'rr', nodeAddresses: NODE6 });
+  t.false(ipv6DriftWanted(empty6, live));
+  t.true(ipv6DriftWanted(desiredIpvsState(familyView(dual(), 'IPv6'), { scheduler: 'rr', nodeAddresses: NODE6 }), live));
+  await w.ipset.restore('create KUBE-6-CLUSTER-IP hash:ip,port family inet6\n');
+  t.true(ipv6DriftWanted(empty6, await readIpvsLive({ ipvs: w.ipvs, ipset: w.ipset, links: w.links, iptables: w.iptables, sysctls: w.sysctls })));
 });

@@ -17,7 +17,7 @@
  */
 import type { StaticRuleset } from '../iptables/static.ts';
 import { realServerKey, type DesiredIpvsState } from './desired.ts';
-import { familySetName, IPVS_SETS, planIpsetRestore, swapSetName } from './ipset.ts';
+import { CLUSTER_IP_SET, familySetName, IPVS_SETS, planIpsetRestore, swapSetName } from './ipset.ts';
 import { fullSyncTargets } from './keep.ts';
 import { DUMMY_INTERFACE, hostPrefixLength, planAddresses } from './link.ts';
 import type { IPFamily } from '../../model/types.ts';
@@ -201,6 +201,16 @@ function opItem(op: IpvsOp, desired: DesiredIpvsState, live: IpvsLive): IpvsDrif
     case 'del-dest':
       return { kind: 'extra real server', object: `${vsLabel} -> ${joinHostPort(op.rs.address, op.rs.port)}`, ...servicePort };
   }
+}
+
+/**
+ * Whether a full sync would touch the IPv6 side, so that `diff` compares it:
+ * the source has IPv6 virtual servers, or the kernel has set
+ * KUBE-6-CLUSTER-IP (left by an earlier run), as dual-stack.ts wakes the
+ * IPv6 backend. Pure.
+ */
+export function ipv6DriftWanted(desired6: DesiredIpvsState, live: Pick<IpvsLive, 'sets'>): boolean {
+  return desired6.virtualServers.size > 0 || live.sets.has(familySetName(CLUSTER_IP_SET, 'IPv6'));
 }
 
 /** Both families' drift as one: the IPv4 pass's items, then the IPv6 pass's; rules and draining likewise. */

@@ -8,7 +8,7 @@ import { desiredIpvsState } from './assemble.ts';
 import type { DesiredIpvsState } from './desired.ts';
 import { ipvsStaticRules } from './rules.ts';
 import { nodeAddresses } from './node-ips.ts';
-import { ipvsDrift, joinIpvsDrift, type IpvsDrift } from './diff.ts';
+import { ipv6DriftWanted, ipvsDrift, joinIpvsDrift, type IpvsDrift } from './diff.ts';
 import { readIpvsLive, type IpvsLive } from './live.ts';
 import { createLogger } from '../../util/log.ts';
 import type { KernelOptions, RenderCliOptions } from '../../cli/options.ts';
@@ -64,6 +64,7 @@ export async function ipvsDriftFromSource(
     rules: { statics: ipvsStaticRules(renderConfig(opts)), iptablesStatics: loadStaticRules() },
     incomplete: incomplete.length > 0,
   });
+  if (!ipv6DriftWanted(desired6, live)) return { drift: drift4, problems, incomplete };
   // The IPv6 side: its virtual and real servers, KUBE-6- sets and /128 addresses (not its ip6tables rules).
   const drift6 = ipvsDrift(desired6, live, {
     family: 'IPv6',
