@@ -25,7 +25,7 @@ import { ep, snap, sp } from '../support/snapshots.ts';
 const sticky = sp('default/sticky:https', '10.96.0.20', 443, [ep('10.244.3.2:8443')], { sessionAffinity: { timeoutSeconds: 600 } });
 const state = (): Snapshot => snap(web('10.244.1.2', '10.244.1.3'), dns('10.244.2.2'), empty, sticky);
 const desired = () => desiredIpvsState(state(), { scheduler: 'rr' });
-const DRIFT_OPTS = { serviceCIDR: '10.96.0.0/12', statics: ipvsStaticRules(RENDER), iptablesStatics: loadStaticRules() };
+const DRIFT_OPTS = { serviceCIDR: '10.96.0.0/12', rules: { statics: ipvsStaticRules(RENDER), iptablesStatics: loadStaticRules() } };
 const WEB = { protocol: 'TCP', address: '10.96.0.10', port: 80 } as const;
 const NODE = '192.168.100.1';
 

@@ -21,6 +21,8 @@ import { World } from '../support/ipvs-world.ts';
 import { readIpvsLive, ipvsCounts } from '../../src/modes/ipvs/live.ts';
 import { formatIpvsChains, ipvsServicePortViews } from '../../src/modes/ipvs/chains.ts';
 import { ipvsStatusLines } from '../../src/modes/ipvs/driver.ts';
+import { endpointPods } from '../../src/model/pods.ts';
+import { formatIpvsDrift, ipv6DriftWanted, ipvsDrift } from '../../src/modes/ipvs/diff.ts';
 
 const NODE6 = { nodePortIPs: ['fd00:1::10'], hostAddresses: ['fd00:1::10'] };
 const NODE4 = { nodePortIPs: ['192.168.1.10'], hostAddresses: ['192.168.1.10'] };
@@ -259,4 +261,82 @@ test('a failed step of the IPv6 cleanup does not leave kube-ipvs0 with its IPv6 
   const again = await backend.cleanup();
   t.true((again.removed.chain ?? 0) > 0);
   t.false(ip6tables.dump('filter').includes('KUBE-IPVS-FILTER'));
+});
+
+test('chains --mode ipvs with --source: the pod column names the Pod of an IPv6 real server', async (t) => {
+  const podWeb6 = nodePort('fd00:10:96::a', []);
+  const withPod: ServicePort = { ...podWeb6, endpoints: [ep('[fd00:10:244:1::2]:8080', { pod: 'default/web-6' }), ep('[fd00:10:244:1::3]:8080')] };
+  const snap = dualSnap([web4], [withPod]);
+  const w = new World();
+  await dualBackend(w, new FakeIptables()).sync(snap, { full: true, changed: new Set() });
+  const live = await readIpvsLive({ ipvs: w.ipvs, ipset: w.ipset, links: w.links, iptables: w.iptables, sysctls: w.sysctls });
+  const desired6 = desiredIpvsState(familyView(snap, 'IPv6'), { scheduler: 'rr', nodeAddresses: NODE6 }).virtualServers;
+  const views = ipvsServicePortViews(live, desired6, endpointPods(snap)).filter((v) => v.key === 'TCP/fd00:10:96::a:80');
+  t.is(
+    formatIpvsChains(views, true),
+    `# default/web:http (virtual server TCP [fd00:10:96::a]:80)
+TCP [fd00:10:96::a]:80 rr (flags: hashed)
+  kube-ipvs0: fd00:10:96::a/128 bound
+  KUBE-6-CLUSTER-IP: fd00:10:96::a,tcp:80
+  -> real server              forward  weight  active  inactive  KUBE-6-LOOP-BACK                            pod
+  -> [fd00:10:244:1::2]:8080  Masq     1       0       0         fd00:10:244:1::2,tcp:8080,fd00:10:244:1::2  default/web-6
+  -> [fd00:10:244:1::3]:8080  Masq     1       0       0         fd00:10:244:1::3,tcp:8080,fd00:10:244:1::3  -
+`,
+  );
+});
+
+test('an IPv6 ClusterIP /128 removed from kube-ipvs0 by hand: a full sync binds it again and keeps its virtual server and real servers, as for IPv4', async (t) => {
+  const w = new World();
+  const backend = dualBackend(w, new FakeIptables());
+  await backend.sync(dual(), { full: true, changed: new Set() });
+  const index = (await w.links.find('kube-ipvs0'))!;
+  await w.links.delAddress(index, { address: 'fd00:10:96::a', prefixLength: 128 });
+  await w.links.delAddress(index, { address: '10.96.0.10', prefixLength: 32 });
+  const vsLog = w.ipvs.log.length;
+  w.links.log.length = 0;
+  await backend.sync(dual(), { full: true, changed: new Set() });
+  t.deepEqual(w.links.log.filter((l) => l.startsWith('add ')).sort(), ['add 10.96.0.10/32', 'add fd00:10:96::a/128']);
+  t.deepEqual(w.ipvs.log.slice(vsLog), [], 'the virtual servers and their real servers are kept, not deleted and added again');
+  t.true((await w.links.addresses(index, 'IPv6')).some((a) => a.address === 'fd00:10:96::a' && a.prefixLength === 128));
+});
+
+test('diff --mode ipvs, the IPv6 side: a /128 removed by hand, a real server deleted, a virtual server and a KUBE-6- entry added by hand are drift; an IPv4 virtual server is not the IPv6 pass\'s', async (t) => {
+  const w = new World();
+  await dualBackend(w, new FakeIptables()).sync(dual(), { full: true, changed: new Set() });
+  const desired6 = () => desiredIpvsState(familyView(dual(), 'IPv6'), { scheduler: 'rr', nodeAddresses: NODE6 });
+  const opts = { family: 'IPv6' as const, hostAddresses: NODE6.hostAddresses };
+  const read = () => readIpvsLive({ ipvs: w.ipvs, ipset: w.ipset, links: w.links, iptables: w.iptables, sysctls: w.sysctls });
+  t.is(formatIpvsDrift(ipvsDrift(desired6(), await read(), opts)), 'no differences\n');
+  const index = (await w.links.find('kube-ipvs0'))!;
+  await w.links.delAddress(index, { address: 'fd00:10:96::a', prefixLength: 128 });
+  const vs = { protocol: 'TCP' as const, address: 'fd00:10:96::a', port: 80 };
+  await w.ipvs.delDest(vs, { address: 'fd00:10:244:1::3', port: 8080 });
+  await w.links.addAddress(index, 'fd00:10:96::99');
+  await w.ipvs.newService({ protocol: 'TCP', address: 'fd00:10:96::99', port: 81, scheduler: 'wrr', netmask: 128 });
+  await w.ipset.restore('add KUBE-6-CLUSTER-IP fd00:10:96::77,tcp:80\n');
+  t.is(
+    formatIpvsDrift(ipvsDrift(desired6(), await read(), opts)),
+    `extra entry KUBE-6-CLUSTER-IP fd00:10:96::77,tcp:80
+missing address kube-ipvs0 fd00:10:96::a/128
+extra address kube-ipvs0 fd00:10:96::99/128
+extra virtual server TCP [fd00:10:96::99]:81: wrr
+missing real server TCP [fd00:10:96::a]:80 -> [fd00:10:244:1::3]:8080 (default/web:http): weight 1 Masq
+`,
+  );
+  // The IPv4 pass sees none of it.
+  const desired4 = desiredIpvsState(familyView(dual(), 'IPv4'), { scheduler: 'rr', nodeAddresses: NODE4 });
+  t.is(formatIpvsDrift(ipvsDrift(desired4, await read(), { serviceCIDR: '10.96.0.0/12', hostAddresses: NODE4.hostAddresses })), 'no differences\n');
+});
+
+test('diff --mode ipvs compares the IPv6 side only when a sync would touch it: IPv6 virtual servers in the source, or KUBE-6-CLUSTER-IP in the kernel', async (t) => {
+  const v4only = dualSnap([web4], []);
+  const w = new World();
+  await dualBackend(w, new FakeIptables()).sync(v4only, { full: true, changed: new Set() });
+  const live = await readIpvsLive({ ipvs: w.ipvs, ipset: w.ipset, links: w.links, iptables: w.iptables, sysctls: w.sysctls });
+  t.false(live.sets.has('KUBE-6-CLUSTER-IP'), 'an IPv4-only sync leaves the IPv6 side alone');
+  const empty6 = desiredIpvsState(familyView(v4only, 'IPv6'), { scheduler: 'rr', nodeAddresses: NODE6 });
+  t.false(ipv6DriftWanted(empty6, live));
+  t.true(ipv6DriftWanted(desiredIpvsState(familyView(dual(), 'IPv6'), { scheduler: 'rr', nodeAddresses: NODE6 }), live));
+  await w.ipset.restore('create KUBE-6-CLUSTER-IP hash:ip,port family inet6\n');
+  t.true(ipv6DriftWanted(empty6, await readIpvsLive({ ipvs: w.ipvs, ipset: w.ipset, links: w.links, iptables: w.iptables, sysctls: w.sysctls })));
 });

@@ -216,7 +216,8 @@ export function formatIpvsChains(views: readonly IpvsServicePortView[], withSour
     if (v.realServers.length > 0) {
       const withPods = v.realServers.some((r) => r.pod !== undefined);
       const rows = [
-        ['-> real server', 'forward', 'weight', 'active', 'inactive', LOOP_BACK_SET, ...(withPods ? ['pod'] : [])],
+        // The loop-back set of the virtual server's family: KUBE-6-LOOP-BACK for an IPv6 one.
+        ['-> real server', 'forward', 'weight', 'active', 'inactive', v.realServers[0]!.loopBack.set, ...(withPods ? ['pod'] : [])],
         ...v.realServers.map((r) => [
           `-> ${joinHostPort(r.address, r.port)}`,
           r.forwarding === 'masq' ? 'Masq' : r.forwarding,

@@ -17,9 +17,10 @@
  */
 import type { StaticRuleset } from '../iptables/static.ts';
 import { realServerKey, type DesiredIpvsState } from './desired.ts';
-import { IPVS_SETS, planIpsetRestore, swapSetName } from './ipset.ts';
+import { CLUSTER_IP_SET, familySetName, IPVS_SETS, planIpsetRestore, swapSetName } from './ipset.ts';
 import { fullSyncTargets } from './keep.ts';
-import { DUMMY_INTERFACE, planAddresses } from './link.ts';
+import { DUMMY_INTERFACE, hostPrefixLength, planAddresses } from './link.ts';
+import type { IPFamily } from '../../model/types.ts';
 import { planIpvs, type IpvsOp } from './reconcile.ts';
 import { otherModeLeftovers } from './rules.ts';
 import { IP_VS_SVC_F, type RealServer, type VirtualServer, type VirtualServerKey } from './codec.ts';
@@ -27,7 +28,7 @@ import { IPVS_SYSCTLS } from './sysctl.ts';
 import { TABLES } from '../iptables/parse.ts';
 import { driftItems, formatDrift, type DriftItem } from '../iptables/diff.ts';
 import { boundAddresses, virtualServerLabel, type IpvsLive } from './live.ts';
-import { cidrContains, uint32ToIPv4 } from '../../model/addr.ts';
+import { cidrContains, joinHostPort, uint32ToIPv4 } from '../../model/addr.ts';
 
 /** What kind of IPVS-mode difference an item is. */
 export type IpvsDriftKind =
@@ -72,26 +73,40 @@ export interface IpvsDrift {
 
 /** Inputs of {@link ipvsDrift} besides the live state. */
 export interface IpvsDriftOptions {
-  /** `--service-cidr`: unwanted virtual servers in it are drover's. */
-  readonly serviceCIDR: string;
+  /** `--service-cidr`: unwanted virtual servers in it are drover's; absent for an IPv6 pass without one. */
+  readonly serviceCIDR?: string;
+  /**
+   * The family compared (default IPv4): its virtual servers, its sets
+   * (ipset.ts familySetName, KUBE-6- for IPv6) and its host-length
+   * addresses on kube-ipvs0 (/32 or /128). Virtual servers of the other
+   * family are left out, as the other family's backend owns them
+   * (dual-stack.ts).
+   */
+  readonly family?: IPFamily;
   /** The host's own addresses (node-ips.ts): unwanted virtual servers on them (NodePorts) are drover's too. Default none. */
   readonly hostAddresses?: readonly string[];
-  /** IPVS mode's static iptables rules (ipvsStaticRules) for the render flags. */
-  readonly statics: StaticRuleset;
-  /** iptables mode's static rules, whose hook jumps IPVS mode removes. */
-  readonly iptablesStatics: StaticRuleset;
+  /**
+   * IPVS mode's static iptables rules (ipvsStaticRules) for the render
+   * flags, and iptables mode's, whose hook jumps IPVS mode removes; these
+   * and the sysctls are compared only when given (the IPv6 pass leaves
+   * them out: `live.tables` holds the IPv4 tables).
+   */
+  readonly rules?: { readonly statics: StaticRuleset; readonly iptablesStatics: StaticRuleset };
   /** The source could not be read whole: as a full sync then would, keep what belongs to unlisted virtual servers (keep.ts). */
   readonly incomplete?: boolean;
 }
 
 /** Every field sameService compares: scheduler, persistence, netmask and (kernel side) flags besides hashed and persistent. */
-function describeService(vs: Pick<VirtualServer, 'scheduler' | 'persistent' | 'netmask'> & { readonly flags?: number }): string {
-  const netmask = vs.netmask ?? 0xffffffff;
+function describeService(vs: Pick<VirtualServer, 'address' | 'scheduler' | 'persistent' | 'netmask'> & { readonly flags?: number }): string {
+  // An IPv6 virtual server's netmask is a prefix length (codec.ts), 128 by default.
+  const v6 = vs.address.includes(':');
+  const full = v6 ? 128 : 0xffffffff;
+  const netmask = vs.netmask ?? full;
   const other = (vs.flags ?? 0) & ~(IP_VS_SVC_F.HASHED | IP_VS_SVC_F.PERSISTENT);
   return [
     vs.scheduler,
     ...(vs.persistent ? [`persistent ${vs.persistent.timeoutSeconds} s`] : []),
-    ...(netmask !== 0xffffffff ? [`netmask ${uint32ToIPv4(netmask)}`] : []),
+    ...(netmask !== full ? [`netmask ${v6 ? `/${netmask}` : uint32ToIPv4(netmask)}`] : []),
     ...(other !== 0 ? [`flags 0x${other.toString(16)}`] : []),
   ].join(' ');
 }
@@ -111,24 +126,29 @@ function describeDest(rs: Pick<RealServer, 'weight' | 'forwarding' | 'upperThres
  */
 export function ipvsDrift(desired: DesiredIpvsState, live: IpvsLive, opts: IpvsDriftOptions): IpvsDrift {
   const items: IpvsDriftItem[] = [];
-  const bound = boundAddresses(live);
+  const family = opts.family ?? 'IPv4';
+  const full = hostPrefixLength(family);
+  const bound = boundAddresses(live, family);
   const host = new Set(opts.hostAddresses ?? []);
-  const owned = (vs: VirtualServerKey) => cidrContains(opts.serviceCIDR, vs.address) || bound.has(vs.address) || host.has(vs.address);
-  const targets = fullSyncTargets(desired, live.virtualServers, owned, opts.incomplete === true, bound, host);
-  const sets = planIpsetRestore(targets.sets, live.sets);
-  for (const { name } of IPVS_SETS) {
+  const cidr = opts.serviceCIDR;
+  const owned = (vs: VirtualServerKey) => (cidr !== undefined && cidrContains(cidr, vs.address)) || bound.has(vs.address) || host.has(vs.address);
+  const virtualServers = new Map([...live.virtualServers].filter(([, v]) => v.entry.address.includes(':') === (family === 'IPv6')));
+  const targets = fullSyncTargets(desired, virtualServers, owned, opts.incomplete === true, bound, host);
+  const sets = planIpsetRestore(targets.sets, live.sets, family);
+  for (const name of IPVS_SETS.map((set) => familySetName(set.name, family))) {
     if (sets.missingSets.includes(name)) items.push({ kind: 'missing set', object: name });
     const scratch = swapSetName(name);
     if (sets.leftovers.includes(scratch)) items.push({ kind: 'extra set', object: scratch, detail: 'left over by an interrupted rebuild' });
     for (const { entry } of sets.extra.filter((e) => e.set === name)) items.push({ kind: 'extra entry', object: `${name} ${entry}` });
     for (const { entry } of sets.missing.filter((e) => e.set === name)) items.push({ kind: 'missing entry', object: `${name} ${entry}` });
   }
-  if (live.bound === null) items.push({ kind: 'missing link', object: DUMMY_INTERFACE });
-  const addresses = planAddresses(targets.addresses, live.bound ?? []);
-  for (const a of addresses.add) items.push({ kind: 'missing address', object: `${DUMMY_INTERFACE} ${a}/32` });
+  const linkAddresses = family === 'IPv6' ? live.bound6 : live.bound;
+  if (linkAddresses === null) items.push({ kind: 'missing link', object: DUMMY_INTERFACE });
+  const addresses = planAddresses(targets.addresses, linkAddresses ?? [], full);
+  for (const a of addresses.add) items.push({ kind: 'missing address', object: `${DUMMY_INTERFACE} ${a}/${full}` });
   for (const a of addresses.remove) items.push({ kind: 'extra address', object: `${DUMMY_INTERFACE} ${a.address}/${a.prefixLength}` });
 
-  const plan = planIpvs(desired.virtualServers, live.virtualServers, {
+  const plan = planIpvs(desired.virtualServers, virtualServers, {
     owned: targets.owned,
     pending: new Map(),
     now: 0,
@@ -142,15 +162,17 @@ export function ipvsDrift(desired: DesiredIpvsState, live: IpvsLive, opts: IpvsD
       draining.push({ kind: 'draining real server', object: item.object, detail: `weight 0, ${d.activeConns} active and ${d.inactiveConns} inactive connections` });
     } else items.push(item);
   }
+  if (opts.rules === undefined) return { items, rules: [], draining };
   for (const { name, value } of IPVS_SYSCTLS) {
     if (!live.sysctls.has(name)) continue;
     const have = live.sysctls.get(name);
     if (have !== value) items.push({ kind: 'changed sysctl', object: name, detail: `${value} (kernel: ${have ?? 'missing'})` });
   }
 
-  const leftovers = otherModeLeftovers(opts.statics, opts.iptablesStatics, live.tables);
+  const { statics, iptablesStatics } = opts.rules;
+  const leftovers = otherModeLeftovers(statics, iptablesStatics, live.tables);
   const rules: DriftItem[] = [
-    ...driftItems(opts.statics, new Map(), live.tables, { retired: opts.iptablesStatics }),
+    ...driftItems(statics, new Map(), live.tables, { retired: iptablesStatics }),
     ...TABLES.flatMap((table) => leftovers[table].deleteRules.map(({ chain, rule }): DriftItem => ({ kind: 'extra rule', table, chain, rule }))),
   ];
   return { items, rules, draining };
@@ -170,15 +192,30 @@ function opItem(op: IpvsOp, desired: DesiredIpvsState, live: IpvsLive): IpvsDrif
     case 'del-service':
       return { kind: 'extra virtual server', object: vsLabel, ...(have ? { detail: describeService(have.entry) } : {}) };
     case 'add-dest':
-      return { kind: 'missing real server', object: `${vsLabel} -> ${realServerKey(op.rs)}`, ...servicePort, detail: describeDest(op.rs) };
+      return { kind: 'missing real server', object: `${vsLabel} -> ${joinHostPort(op.rs.address, op.rs.port)}`, ...servicePort, detail: describeDest(op.rs) };
     case 'edit-dest': {
       const d = have?.dests.find((x) => realServerKey(x) === realServerKey(op.rs));
-      return { kind: 'changed real server', object: `${vsLabel} -> ${realServerKey(op.rs)}`, ...servicePort, detail: `${describeDest(op.rs)}${d ? ` (kernel: ${describeDest(d)})` : ''}` };
+      return { kind: 'changed real server', object: `${vsLabel} -> ${joinHostPort(op.rs.address, op.rs.port)}`, ...servicePort, detail: `${describeDest(op.rs)}${d ? ` (kernel: ${describeDest(d)})` : ''}` };
     }
     case 'quiesce-dest':
     case 'del-dest':
-      return { kind: 'extra real server', object: `${vsLabel} -> ${realServerKey(op.rs)}`, ...servicePort };
+      return { kind: 'extra real server', object: `${vsLabel} -> ${joinHostPort(op.rs.address, op.rs.port)}`, ...servicePort };
   }
+}
+
+/**
+ * Whether a full sync would touch the IPv6 side, so that `diff` compares it:
+ * the source has IPv6 virtual servers, or the kernel has set
+ * KUBE-6-CLUSTER-IP (left by an earlier run), as dual-stack.ts wakes the
+ * IPv6 backend. Pure.
+ */
+export function ipv6DriftWanted(desired6: DesiredIpvsState, live: Pick<IpvsLive, 'sets'>): boolean {
+  return desired6.virtualServers.size > 0 || live.sets.has(familySetName(CLUSTER_IP_SET, 'IPv6'));
+}
+
+/** Both families' drift as one: the IPv4 pass's items, then the IPv6 pass's; rules and draining likewise. */
+export function joinIpvsDrift(a: IpvsDrift, b: IpvsDrift): IpvsDrift {
+  return { items: [...a.items, ...b.items], rules: [...a.rules, ...b.rules], draining: [...a.draining, ...b.draining] };
 }
 
 /** The number of differences (IPVS items and iptables items). */

@@ -8,7 +8,7 @@ import { desiredIpvsState } from './assemble.ts';
 import type { DesiredIpvsState } from './desired.ts';
 import { ipvsStaticRules } from './rules.ts';
 import { nodeAddresses } from './node-ips.ts';
-import { ipvsDrift, type IpvsDrift } from './diff.ts';
+import { ipv6DriftWanted, ipvsDrift, joinIpvsDrift, type IpvsDrift } from './diff.ts';
 import { readIpvsLive, type IpvsLive } from './live.ts';
 import { createLogger } from '../../util/log.ts';
 import type { KernelOptions, RenderCliOptions } from '../../cli/options.ts';
@@ -57,13 +57,19 @@ export async function ipvsDriftFromSource(
   opts: RenderCliOptions & { ipvsScheduler: string },
   live: IpvsLive,
 ): Promise<{ drift: IpvsDrift; problems: string[]; incomplete: readonly string[] }> {
-  const { desired, problems, incomplete } = await loadDesiredIpvs(opts);
-  const drift = ipvsDrift(desired, live, {
+  const { desired, desired6, problems, incomplete } = await loadDesiredIpvs(opts);
+  const drift4 = ipvsDrift(desired, live, {
     serviceCIDR: opts.serviceCidr,
     hostAddresses: nodeAddresses(undefined).hostAddresses,
-    statics: ipvsStaticRules(renderConfig(opts)),
-    iptablesStatics: loadStaticRules(),
+    rules: { statics: ipvsStaticRules(renderConfig(opts)), iptablesStatics: loadStaticRules() },
     incomplete: incomplete.length > 0,
   });
-  return { drift, problems, incomplete };
+  if (!ipv6DriftWanted(desired6, live)) return { drift: drift4, problems, incomplete };
+  // The IPv6 side: its virtual and real servers, KUBE-6- sets and /128 addresses (not its ip6tables rules).
+  const drift6 = ipvsDrift(desired6, live, {
+    family: 'IPv6',
+    hostAddresses: nodeAddresses(undefined, undefined, 'IPv6').hostAddresses,
+    incomplete: incomplete.length > 0,
+  });
+  return { drift: joinIpvsDrift(drift4, drift6), problems, incomplete };
 }
