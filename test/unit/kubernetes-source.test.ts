@@ -439,3 +439,15 @@ test.serial('a page that fails is a failed list: nothing held is deleted, and th
   t.is(after.snapshot.services.size, 1200);
   t.false(after.snapshot.services.has('default/svc-3:http'));
 });
+
+test.serial('a list whose later page keeps failing is retried with a growing backoff, as any failing list', async (t) => {
+  const api = await manyServices(600);
+  const src = await sourceOn(t, api, { backoff: { initialMs: 200, maxMs: 1600 } });
+  api.failPages('services', 1000);
+  void src.load().catch(() => undefined);
+  await sleep(2500);
+  // Retries after 200, 400, 800 and 1,600 ms: at most 4 within 2.5 s after the first try (a backoff reset by every
+  // first page would retry every 200 ms, 12 times).
+  const firstPages = api.lists(SERVICES).filter((l) => continueOf(l) === undefined).length;
+  t.true(firstPages >= 3 && firstPages <= 5, `${firstPages} first pages`);
+});

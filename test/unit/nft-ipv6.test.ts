@@ -12,7 +12,7 @@ import { readFileSync } from 'node:fs';
 import { familyView } from '../../src/model/family.ts';
 import type { Snapshot } from '../../src/model/types.ts';
 import { modelAfterWrite, planFullSync } from '../../src/modes/nftables/backend.ts';
-import { DualStackNftablesBackend, renderFamilies } from '../../src/modes/nftables/dual-stack.ts';
+import { DualStackNftablesBackend, mergeNftDetail, renderFamilies } from '../../src/modes/nftables/dual-stack.ts';
 import { UnsafeElementError } from '../../src/modes/nftables/elements.ts';
 import { desiredFrontends } from '../../src/modes/nftables/desired.ts';
 import { FakeNft } from '../../src/modes/nftables/fake.ts';
@@ -150,4 +150,13 @@ test('trace walks table ip6 drover for an IPv6 connection: the endpoints of the 
   // From inside fd00:244::/48 no masquerade mark; to the IPv6 frontend without endpoints: REJECT.
   t.regex(formatTrace(trace(ctx, { src: 'fd00:244::9', dst: 'fd00:96::10', dport: 80, proto: 'tcp' }), nftTraceFormatOf('IPv6')), /verdict: DNAT to one of 2 endpoints, not masqueraded\n/);
   t.regex(formatTrace(trace(ctx, { src: 'fd00:100::2', dst: 'fd00:96::30', dport: 80, proto: 'udp' }), nftTraceFormatOf('IPv6')), /REJECTed \(ip6 drover endpoints-check rule 1\)/);
+});
+
+test('the two families\' sync details merge to the way that wrote the most: a table created from nothing, a script, elements, nothing', (t) => {
+  const d = (via: 'none' | 'netlink' | 'nft' | 'nft+netlink', structural = false) => ({ mode: 'nftables' as const, via, structural });
+  t.deepEqual(mergeNftDetail(d('nft+netlink', true), d('nft+netlink', true)), d('nft+netlink', true));
+  t.deepEqual(mergeNftDetail(d('nft+netlink', true), d('netlink')), d('nft+netlink', true));
+  t.deepEqual(mergeNftDetail(d('netlink'), d('nft', true)), d('nft', true));
+  t.deepEqual(mergeNftDetail(d('none'), d('netlink')), d('netlink'));
+  t.deepEqual(mergeNftDetail(d('none'), d('none')), d('none'));
 });

@@ -269,3 +269,15 @@ test('addRules that do not fit one batch are sent in halves, each its own batch 
   const tooBig = NftNetlinkClient.withTransport(new FakeTransport(() => [], 8 << 20, one));
   await t.throwsAsync(tooBig.addRules([rules[0]!]), { instanceOf: NftBatchTooLargeError }, 'a single rule over the limit cannot be split');
 });
+
+test('addRules whose worst-case answers would not fit the receive buffer are split too', async (t) => {
+  const rule = (i: number): RuleAdd => ({ family: 'ip6', table: 'drover', chain: 'affinity-output', exprs: [{ kind: 'meta', key: 16, dreg: 16 }], comment: `rule ${i}` });
+  const rules = Array.from({ length: 8 }, (_, i) => rule(i));
+  // Room in the receive buffer for the answers of about three rules (2 KiB each and twice the request).
+  const fake = new FakeTransport((msgs) => msgs.filter((m) => m.type === nftType(NFT_MSG.NEWRULE)).map((m) => ack(m)), 3 * 2048 + 2 * encodeRuleBatch(rules.slice(0, 3), 0).bytes.length);
+  const c = NftNetlinkClient.withTransport(fake);
+  const r = await c.addRules(rules);
+  t.is(r.rules, 8);
+  t.is(r.transactions, 4, 'four batches of two');
+  t.deepEqual(fake.sent.map((msgs) => msgs.filter((m) => m.type === nftType(NFT_MSG.NEWRULE)).length), [2, 2, 2, 2]);
+});

@@ -61,11 +61,14 @@ export class DualStackNftablesBackend extends DualStackBackend {
   }
 }
 
-/** Both families' nftables details: `nft` when either wrote a script, else `netlink` when either wrote elements; structural when either was. */
-function mergeNftDetail(a: ModeSyncDetail | undefined, b: ModeSyncDetail | undefined): ModeSyncDetail | undefined {
+/**
+ * Both families' nftables details: the way that wrote the most of the two (`nft+netlink`, a table created from
+ * nothing, over `nft`, a script, over `netlink`, elements alone, over `none`); structural when either was.
+ */
+export function mergeNftDetail(a: ModeSyncDetail | undefined, b: ModeSyncDetail | undefined): ModeSyncDetail | undefined {
   if (a?.mode !== 'nftables' || b?.mode !== 'nftables') return a;
-  const vias: NftablesSyncDetail['via'][] = [a.via, b.via];
-  const via = vias.includes('nft') ? 'nft' : vias.includes('netlink') ? 'netlink' : 'none';
+  const rank: readonly NftablesSyncDetail['via'][] = ['none', 'netlink', 'nft', 'nft+netlink'];
+  const via = rank[Math.max(rank.indexOf(a.via), rank.indexOf(b.via))]!;
   return { mode: 'nftables', via, structural: a.structural || b.structural };
 }
 

@@ -5,7 +5,7 @@
  * netlink socket acts in the namespace of the process that opens it).
  *
  * stdin: one JSON object, {@link RuleRequest}; stdout on success: one
- * line `{"rules": N, "bytes": B}`; on failure a message on stderr and
+ * line `{"rules": N, "bytes": B, "transactions": T}`; on failure a message on stderr and
  * exit status 1. The request is checked again here (family, chain names,
  * each rule's kind, protocol and timeout, its comment) before a socket is
  * opened.

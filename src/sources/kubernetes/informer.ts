@@ -340,8 +340,10 @@ export class ResourceInformer {
       const items = listItems(this.resource, l);
       const first = token === undefined;
       token = l.metadata?._continue || undefined;
-      this.succeeded();
       if (token === undefined) {
+        // Only a whole list resets the backoff: a server that answers the first page and fails a later one is
+        // retried ever more slowly, as any failing list.
+        this.succeeded();
         this.listed = true;
         this.listedAt = performance.now();
       }

@@ -260,7 +260,7 @@ export class NftNetlinkClient {
   /**
    * Append `rules` to their chains (NFT_MSG_NEWRULE, rule-codec.ts) and
    * wait until the kernel has answered every message: as one atomic batch
-   * when it fits the socket's send buffer, else split in halves, each its
+   * when it and its worst-case answers fit the socket's buffers, else split in halves, each its
    * own batch, in order (a batch is all or nothing; the batches together
    * are not: one that fails leaves the batches before it applied). For the
    * rules nft cannot compile (affinity-rule.ts), appended right after the
@@ -282,8 +282,11 @@ export class NftNetlinkClient {
     if (rules.length === 0) return { rules: 0, bytes: 0, transactions: 0 };
     const batch = encodeRuleBatch(rules, this.seq);
     const sendLimit = this.transport.sendBufferBytes() - 32;
-    if (batch.bytes.length > sendLimit) {
-      if (rules.length === 1) throw new NftBatchTooLargeError(batch.bytes.length, sendLimit);
+    // The worst-case answers (every rule refused, each answer a copy of its request) must fit the receive buffer, as for commit().
+    const answers = batch.messages.length * 2048 + 2 * batch.bytes.length;
+    const recvLimit = this.transport.recvBufferBytes();
+    if (batch.bytes.length > sendLimit || answers > recvLimit) {
+      if (rules.length === 1) throw batch.bytes.length > sendLimit ? new NftBatchTooLargeError(batch.bytes.length, sendLimit) : new NftBatchTooLargeError(answers, recvLimit);
       const half = rules.length >> 1;
       const a = await this.addRuleBatches(rules.slice(0, half));
       const b = await this.addRuleBatches(rules.slice(half));
