@@ -52,6 +52,7 @@
  * kube-ipvs0 (/128 for IPv6), its rules (iptables or ip6tables, `iptables`
  * is of the family) and its sysctls. dual-stack.ts runs one per family.
  */
+import { DroverError } from '../../errors.ts';
 import type { IPFamily, Snapshot } from '../../model/types.ts';
 import type { Logger } from '../../util/log.ts';
 import type { Backend, ChangeSet, CleanupResult, ObjectCounts, SyncResult } from '../types.ts';
@@ -125,7 +126,7 @@ export interface IpvsBackendOptions {
  * step ran; `failed` names each failed one with its error, `partial` holds
  * what the others removed.
  */
-export class IpvsCleanupError extends Error {
+export class IpvsCleanupError extends DroverError {
   constructor(
     readonly family: IPFamily,
     readonly failed: readonly { readonly step: string; readonly error: string }[],
