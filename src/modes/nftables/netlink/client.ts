@@ -180,6 +180,11 @@ function answerBudget(messageBytes: number): number {
   return 2048 + 2 * messageBytes;
 }
 
+/** {@link answerBudget} of every message of a batch: what its answers can take when every message fails. */
+function batchAnswerBudget(messages: readonly { readonly bytes: number }[]): number {
+  return messages.reduce((n, m) => n + answerBudget(m.bytes), 0);
+}
+
 /** The call in progress: handles the messages whose seq it owns. */
 interface Pending {
   owns(seq: number): boolean;
@@ -245,7 +250,7 @@ export class NftNetlinkClient {
       if (batch.messages.length === 0) return { messages: 0, elements: 0, bytes: 0 };
       const sendLimit = this.transport.sendBufferBytes() - 32;
       if (batch.bytes.length > sendLimit) throw new NftBatchTooLargeError(batch.bytes.length, sendLimit);
-      const answers = batch.messages.reduce((n, m) => n + answerBudget(m.bytes), 0);
+      const answers = batchAnswerBudget(batch.messages);
       const recvLimit = this.transport.recvBufferBytes();
       if (answers > recvLimit) throw new NftBatchTooLargeError(answers, recvLimit);
       this.seq = batch.nextSeq;
@@ -283,7 +288,7 @@ export class NftNetlinkClient {
     const batch = encodeRuleBatch(rules, this.seq);
     const sendLimit = this.transport.sendBufferBytes() - 32;
     // The worst-case answers (every rule refused, each answer a copy of its request) must fit the receive buffer, as for commit().
-    const answers = batch.messages.length * 2048 + 2 * batch.bytes.length;
+    const answers = batchAnswerBudget(batch.messages);
     const recvLimit = this.transport.recvBufferBytes();
     if (batch.bytes.length > sendLimit || answers > recvLimit) {
       if (rules.length === 1) throw batch.bytes.length > sendLimit ? new NftBatchTooLargeError(batch.bytes.length, sendLimit) : new NftBatchTooLargeError(answers, recvLimit);
