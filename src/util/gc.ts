@@ -102,10 +102,12 @@ export function heapGrownBy(boundBytes: number): boolean {
  * @returns true when it collected.
  */
 export function collectWhenGrown(boundBytes: number): boolean {
-  const used = heapUsed();
-  // The first call only sets the baseline; V8's own collections since lower it.
-  if (usedAfterCollection === undefined || used < usedAfterCollection) usedAfterCollection = used;
-  if (used - usedAfterCollection <= boundBytes) return false;
+  // The first call only sets the baseline; V8's own collections since lower it (heapGrownBy).
+  if (usedAfterCollection === undefined) {
+    usedAfterCollection = heapUsed();
+    return false;
+  }
+  if (!heapGrownBy(boundBytes)) return false;
   if (collector === undefined) collector = findCollector();
   if (collector === null) return false;
   collector();

@@ -380,9 +380,11 @@ export class NftablesBackend implements Backend {
         }
       }
     }
-    const fill = !model.exists && writer !== undefined && ops.length > 0;
-    const byNetlink = fill ? ops.filter((op) => writer.accepts?.([op]) ?? true) : [];
-    const byScript = fill ? ops.filter((op) => !(writer.accepts?.([op]) ?? true)) : ops;
+    // A table created from nothing: the writer's elements go over netlink after the script, the others in it.
+    const byNetlink: ElementOp[] = [];
+    const kept: ElementOp[] = [];
+    if (!model.exists && writer !== undefined) for (const op of ops) ((writer.accepts?.([op]) ?? true) ? byNetlink : kept).push(op);
+    const byScript = byNetlink.length > 0 ? kept : ops;
     const script = transactionScript(structure, want, model, byScript, this.frontends.family);
     const running = this.opts.nft.run(script);
     if (full) collectWhenGrown(SYNC_GROWTH_BOUND);
