@@ -14,8 +14,7 @@ import { ipvsStatusLines } from '../../src/modes/ipvs/driver.ts';
 import { ipvsCounts, readIpvsLive, unsupportedNote, type IpvsLive } from '../../src/modes/ipvs/live.ts';
 import { ipvsSchedule } from '../../src/modes/ipvs/schedule.ts';
 import { formatStatus, type StatusRecord } from '../../src/inspect/status.ts';
-import { iptablesTraceContext } from '../../src/modes/iptables/trace.ts';
-import { ipvsDataplane, ipvsTraceFormat } from '../../src/modes/ipvs/trace.ts';
+import { ipvsTraceContext, ipvsTraceFormat } from '../../src/modes/ipvs/trace.ts';
 import { formatTrace } from '../../src/inspect/trace-format.ts';
 import { trace, type Packet } from '../../src/inspect/trace.ts';
 import { ipv4Frontends, type Snapshot } from '../../src/model/types.ts';
@@ -149,10 +148,7 @@ test('chains --mode ipvs: a service port the kernel lacks, selection by name, an
 });
 
 const pkt = (src: string, dst: string, dport: number, proto: Packet['proto'] = 'tcp'): Packet => ({ src, dst, dport, proto });
-const ctxOf = (live: IpvsLive, sets = live.sets) => ({
-  ...iptablesTraceContext(live.tables, new Set([NODE, ...(live.bound ?? []).map((a) => a.address)]), sets),
-  dataplane: ipvsDataplane(live.virtualServers),
-});
+const ctxOf = (live: IpvsLive, sets = live.sets) => ipvsTraceContext({ ...live, sets }, new Set([NODE, ...(live.bound ?? []).map((a) => a.address)]));
 const summary = (r: ReturnType<typeof trace>) => r.outcomes.map((o) => ({ p: Number(o.probability.toFixed(6)), verdict: o.verdict, masq: o.masqueraded }));
 
 test('trace --mode ipvs from outside the cluster CIDR: the ipset marks it, IPVS splits round robin, POSTROUTING masquerades', async (t) => {
@@ -168,14 +164,14 @@ nat KUBE-SERVICES
 nat KUBE-MARK-MASQ
   line 17   -A KUBE-MARK-MASQ -j MARK --set-xmark 0x4000/0x4000
 nat KUBE-SERVICES
-  line 32   -A KUBE-SERVICES -m addrtype --dst-type LOCAL -j KUBE-NODE-PORT
+  line 34   -A KUBE-SERVICES -m addrtype --dst-type LOCAL -j KUBE-NODE-PORT
 filter INPUT
-  line 12   -A INPUT -m comment --comment "kubernetes ipvs access filter" -j KUBE-IPVS-FILTER
+  line 13   -A INPUT -m comment --comment "kubernetes ipvs access filter" -j KUBE-IPVS-FILTER
 filter KUBE-IPVS-FILTER
-  line 20   -A KUBE-IPVS-FILTER -m set --match-set KUBE-CLUSTER-IP dst,dst -j RETURN
+  line 22   -A KUBE-IPVS-FILTER -m set --match-set KUBE-CLUSTER-IP dst,dst -j RETURN
 filter INPUT
-  line 13   -A INPUT -m comment --comment "kube-proxy firewall rules" -j KUBE-PROXY-FIREWALL
-  line 14   -A INPUT -m comment --comment "kubernetes health check rules" -j KUBE-NODE-PORT
+  line 14   -A INPUT -m comment --comment "kube-proxy firewall rules" -j KUBE-PROXY-FIREWALL
+  line 15   -A INPUT -m comment --comment "kubernetes health check rules" -j KUBE-NODE-PORT
 
 then one of 2 branches:
   (50.00%) DNAT to 10.244.1.2:8080, masqueraded
@@ -186,6 +182,8 @@ then one of 2 branches:
       -> 10.244.1.3:8080 Masq weight 1   [taken with probability 0.5000]
 
 then, in every branch:
+filter OUTPUT
+  line 18   -A OUTPUT -m comment --comment "kubernetes ipvs access filter" -j KUBE-IPVS-OUT-FILTER
 nat POSTROUTING
   line 14   -A POSTROUTING -m comment --comment "kubernetes postrouting rules" -j KUBE-POSTROUTING
 nat KUBE-POSTROUTING
@@ -211,7 +209,7 @@ test('trace --mode ipvs: hairpin through KUBE-LOOP-BACK, from the node itself, q
   t.deepEqual(summary(fromNode), [{ p: 1, verdict: { kind: 'dnat', ip: '10.244.2.2', port: 53 }, masq: true }]);
   t.deepEqual(
     fromNode.outcomes[0]!.steps.map((s) => `${s.table} ${s.chain} ${s.line || s.rule}`),
-    ['nat OUTPUT 13', 'nat KUBE-SERVICES 28', 'nat KUBE-MARK-MASQ 17', 'nat KUBE-SERVICES 32', 'ipvs UDP 10.96.0.53:53 rr -> 10.244.2.2:53 Masq weight 1', 'nat POSTROUTING 14', 'nat KUBE-POSTROUTING 26', 'nat KUBE-POSTROUTING 27'],
+    ['nat OUTPUT 13', 'nat KUBE-SERVICES 28', 'nat KUBE-MARK-MASQ 17', 'nat KUBE-SERVICES 34', 'ipvs UDP 10.96.0.53:53 rr -> 10.244.2.2:53 Masq weight 1', 'filter OUTPUT 18', 'nat POSTROUTING 14', 'nat KUBE-POSTROUTING 26', 'nat KUBE-POSTROUTING 27'],
   );
 
   const { live: touchedLive } = await touched();
@@ -354,9 +352,11 @@ missing chain filter KUBE-FORWARD
 missing chain filter KUBE-NODE-PORT
 missing chain filter KUBE-SOURCE-RANGES-FIREWALL
 missing chain filter KUBE-IPVS-FILTER
+missing chain filter KUBE-IPVS-OUT-FILTER
 missing hook filter INPUT: -m comment --comment "kubernetes ipvs access filter" -j KUBE-IPVS-FILTER
 missing hook filter INPUT: -m comment --comment "kube-proxy firewall rules" -j KUBE-PROXY-FIREWALL
 missing hook filter INPUT: -m comment --comment "kubernetes health check rules" -j KUBE-NODE-PORT
+missing hook filter OUTPUT: -m comment --comment "kubernetes ipvs access filter" -j KUBE-IPVS-OUT-FILTER
 missing hook filter FORWARD: -m comment --comment "kube-proxy firewall rules" -j KUBE-PROXY-FIREWALL
 missing hook filter FORWARD: -m comment --comment "kubernetes forwarding rules" -j KUBE-FORWARD
 `,
@@ -476,3 +476,58 @@ test('diff --mode ipvs on an incomplete source keeps a NodePort virtual server w
   // What the backend's full sync writes there (ipvs-backend.test.ts): no kube-ipvs0 address, no KUBE-IPVS-IPS entry.
   t.is(formatIpvsDrift(drift), 'missing entry KUBE-CLUSTER-IP 192.168.1.10,tcp:30080\nextra entry KUBE-NODE-PORT-TCP 30080\n');
 });
+
+test("trace --mode ipvs: the node's own connections to a LoadBalancer IP its source ranges leave out, and to an internalTrafficPolicy Local ClusterIP with endpoints elsewhere only, are marked in nat OUTPUT and dropped in filter OUTPUT", async (t) => {
+  const lb = (name: string, ip: string, vip: string, ranges: string[]) =>
+    sp(`default/${name}:http`, ip, 80, [ep('10.244.1.2:8080', { nodeName: 'n1' })], {
+      type: 'LoadBalancer',
+      frontends: { ...ipv4Frontends(ip), loadBalancerIngress: [{ family: 'IPv4', ip: vip, ipMode: 'VIP' }], loadBalancerSourceRanges: ranges },
+    });
+  const itp = sp('default/itp:http', '10.96.0.30', 80, [ep('10.244.2.2:8080', { nodeName: 'n2' })], { internalTrafficPolicy: 'Local' });
+  const w = new World();
+  const closed = lb('closed', '10.96.0.31', '198.51.100.10', ['10.244.9.0/24']);
+  // A range that holds the node's InternalIP lets the node in, from its own address and from the VIP (kube-proxy's allowFromNode).
+  const open = lb('open', '10.96.0.32', '198.51.100.11', ['192.168.100.0/24']);
+  await w.backend().sync({ ...snap(closed, open, itp), node: { name: 'n1', addresses: [{ type: 'InternalIP', address: NODE }] } }, { full: true, changed: new Set() });
+  const live = await readIpvsLive(w, { tables: true });
+  t.false(live.virtualServers.has('TCP/10.96.0.30:80'), 'no virtual server for the internalTrafficPolicy Local ClusterIP');
+  const OUT_FILTER_DROP = '-m mark --mark 0x8000/0x8000 -m comment --comment "connections from the node itself marked for dropping in nat KUBE-SERVICES" -j DROP';
+  /** The one outcome of `r`: dropped by that rule, after `marked` marked it in nat KUBE-SERVICES. */
+  const droppedAfter = (r: ReturnType<typeof trace>, marked: string, what: string) => {
+    t.is(r.outcomes.length, 1, what);
+    const o = r.outcomes[0]!;
+    const last = o.steps.at(-1)!;
+    t.is(last.rule, OUT_FILTER_DROP, what);
+    t.deepEqual(summary(r), [{ p: 1, verdict: { kind: 'drop', table: 'filter', chain: 'KUBE-IPVS-OUT-FILTER', line: last.line }, masq: false }], what);
+    t.true(o.steps.some((s) => s.table === 'nat' && s.chain === 'KUBE-SERVICES' && s.rule.includes(marked) && s.rule.endsWith('-j MARK --set-xmark 0x8000/0x8000')), `${what}: marked in nat KUBE-SERVICES`);
+  };
+  for (const src of [NODE, '198.51.100.10']) {
+    const r = trace(ctxOf(live), pkt(src, '198.51.100.10', 80));
+    t.is(r.origin, 'node', src);
+    droppedAfter(r, 'from the node itself outside the ranges', `from ${src}`);
+  }
+  for (const src of [NODE, '198.51.100.11']) {
+    t.deepEqual(summary(trace(ctxOf(live), pkt(src, '198.51.100.11', 80))), [{ p: 1, verdict: { kind: 'dnat', ip: '10.244.1.2', port: 8080 }, masq: true }], `from ${src}: allowed`);
+  }
+  // A client inside the range is not marked (it is not the node); one outside is dropped in filter INPUT as before.
+  t.deepEqual(summary(trace(ctxOf(live), pkt('10.244.9.5', '198.51.100.10', 80))), [{ p: 1, verdict: { kind: 'dnat', ip: '10.244.1.2', port: 8080 }, masq: true }]);
+  t.deepEqual(summary(trace(ctxOf(live), pkt('203.0.113.9', '198.51.100.10', 80))).map((o) => o.verdict.kind), ['drop']);
+  // internalTrafficPolicy Local: the node is dropped in filter OUTPUT (IPVS has no virtual server to refuse it with), a pod in filter INPUT.
+  const fromNode = trace(ctxOf(live), pkt(NODE, '10.96.0.30', 80));
+  droppedAfter(fromNode, 'internalTrafficPolicy Local service ports with no local endpoints, from the node itself', 'internalTrafficPolicy Local from the node');
+  t.deepEqual(fromNode.outcomes[0]!.notes, ['no IPVS virtual server for TCP 10.96.0.30:80']);
+  t.deepEqual(summary(trace(ctxOf(live), pkt('10.244.1.5', '10.96.0.30', 80))).map((o) => `${o.verdict.kind} ${'chain' in o.verdict ? o.verdict.chain : ''}`), ['drop KUBE-PROXY-FIREWALL']);
+  // chains names the service port and says why it has no virtual server; diff finds nothing missing.
+  const node = { name: 'n1', addresses: [{ type: 'InternalIP' as const, address: NODE }] };
+  const want = desiredIpvsState({ ...snap(closed, open, itp), node }, { scheduler: 'rr' });
+  const chains = formatIpvsChains(selectServicePorts(ipvsServicePortViews(live, want.virtualServers, new Map(), want.withheld), 'default/itp', 'in --source'), true);
+  t.is(
+    chains,
+    `# default/itp:http: no virtual server TCP 10.96.0.30:80 (internalTrafficPolicy Local with endpoints on other nodes only: new connections are dropped)
+  kube-ipvs0: 10.96.0.30/32 bound
+  KUBE-CLUSTER-IP: 10.96.0.30,tcp:80
+`,
+  );
+  t.is(formatIpvsDrift(ipvsDrift(want, live, DRIFT_OPTS)), 'no differences\n');
+});
+

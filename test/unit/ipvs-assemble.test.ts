@@ -19,7 +19,8 @@ function oracle(ports: Iterable<DesiredServicePort>): DesiredIpvsState {
   const winners = [...servers.values()];
   const toInt = (ip: string) => ip.split('.').reduce((acc, o) => acc * 256 + Number(o), 0);
   return {
-    virtualServers: new Map([...servers].sort(([x], [y]) => (x < y ? -1 : 1)).map(([k, p]) => [k, p.server])),
+    virtualServers: new Map([...servers].filter(([, p]) => !p.withheld).sort(([x], [y]) => (x < y ? -1 : 1)).map(([k, p]) => [k, p.server])),
+    withheld: new Map([...servers].filter(([, p]) => p.withheld).sort(([x], [y]) => (x < y ? -1 : 1)).map(([k, p]) => [k, p.server])),
     addresses: [...new Set(winners.map((p) => p.server.vs.address))].sort((x, y) => toInt(x) - toInt(y)),
     clusterIPSet: new Set(winners.map((p) => p.clusterIPEntry)),
     loopBackSet: new Set(winners.flatMap((p) => p.loopBackEntries)),
@@ -33,6 +34,7 @@ function oracle(ports: Iterable<DesiredServicePort>): DesiredIpvsState {
 function plain(s: DesiredIpvsState) {
   return {
     virtualServers: [...s.virtualServers].map(([key, v]) => [key, v.servicePort, [...v.reals.keys()]]),
+    withheld: [...s.withheld].map(([key, v]) => [key, v.servicePort]),
     addresses: s.addresses,
     clusterIPSet: [...s.clusterIPSet].sort(),
     loopBackSet: [...s.loopBackSet].sort(),
@@ -56,7 +58,7 @@ test('update returns exactly what became wanted and what stopped; shared Cluster
   t.deepEqual(gone.loopBack, { add: [], del: ['10.244.1.2,tcp:8080,10.244.1.2'] });
   t.deepEqual(gone.addresses, { add: [], del: ['10.96.0.10'] });
   t.is(index.size, 0);
-  t.deepEqual(plain(index.state()), { virtualServers: [], addresses: [], clusterIPSet: [], loopBackSet: [], conflicts: [] });
+  t.deepEqual(plain(index.state()), { virtualServers: [], withheld: [], addresses: [], clusterIPSet: [], loopBackSet: [], conflicts: [] });
 
   const back = index.update(new Map([['default/web:alt', d(alt)]]));
   t.deepEqual(back.addresses, { add: ['10.96.0.10'], del: [] });
@@ -106,11 +108,13 @@ test('after any sequence of updates the index equals one built from scratch', (t
   const make = (name: string): ServicePort => {
     const eps = Array.from({ length: rand(4) }, () => ep(`10.244.0.${rand(8) + 1}:${8080 + rand(2)}`));
     const unique = [...new Map(eps.map((e) => [`${e.ip}:${e.port}`, e])).values()];
-    return sp(name, `10.96.0.${rand(6) + 1}`, 80 + rand(3), unique, rand(5) === 0 ? { protocol: 'UDP' } : {});
+    // internalTrafficPolicy Local without a node: no endpoint is local, so a port with endpoints is withheld (desired.ts).
+    return sp(name, `10.96.0.${rand(6) + 1}`, 80 + rand(3), unique, { ...(rand(5) === 0 ? { protocol: 'UDP' as const } : {}), ...(rand(4) === 0 ? { internalTrafficPolicy: 'Local' as const } : {}) });
   };
   const current = new Map<string, DesiredServicePort>();
   const index = DesiredIndex.of([]);
   let takeovers = 0;
+  let withheld = 0;
   for (let step = 0; step < 300; step++) {
     const changes = new Map<string, DesiredServicePort | undefined>();
     for (let k = rand(3) + 1; k > 0; k--) {
@@ -126,6 +130,9 @@ test('after any sequence of updates the index equals one built from scratch', (t
     }
     const after = oracle(current.values());
     t.deepEqual(plain(index.state()), plain(after), `step ${step}`);
+    withheld += after.withheld.size;
+    t.is(index.serverCount, after.virtualServers.size, `step ${step} server count`);
+    t.deepEqual([...index.serverKeys()].sort(), [...after.virtualServers.keys()], `step ${step} server keys`);
     for (const [key, v] of before.virtualServers) {
       const now = after.virtualServers.get(key);
       if (now && now.servicePort !== v.servicePort && !changes.has(now.servicePort)) takeovers++;
@@ -148,6 +155,7 @@ test('after any sequence of updates the index equals one built from scratch', (t
     }
   }
   t.true(takeovers > 10, `only ${takeovers} takeovers by an unchanged conflicting service port: the generator must make more collisions`);
+  t.true(withheld > 100, `only ${withheld} withheld virtual servers over all steps: the generator must make more`);
 });
 
 test("internalTrafficPolicy Local: the virtual server's real servers are this node's endpoints; none when only other nodes have some", (t) => {

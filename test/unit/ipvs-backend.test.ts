@@ -46,7 +46,7 @@ test('first sync: sysctls, kube-ipvs0, ipsets, iptables rules and IPVS, exactly'
     ].join('\n'),
   ]);
   t.deepEqual(w.iptables.restores, [planToRestore(ipvsRulesPlan(ipvsStaticRules(RENDER), new Map()))]);
-  t.like(result, { full: true, services: 3, endpoints: 3, written: { chain: 11 }, deleted: { chain: 0, rule: 0 }, transactions: 2 });
+  t.like(result, { full: true, services: 3, endpoints: 3, written: { chain: 12 }, deleted: { chain: 0, rule: 0 }, transactions: 2 });
   t.deepEqual(w.ipvs.list(), [
     'TCP 10.96.0.10:80 rr',
     '  -> 10.244.1.2:8080 Masq 1',
@@ -290,7 +290,7 @@ test('cleanup removes owned virtual servers, kube-ipvs0, the ipsets and the rule
   t.is(w.links.addressesOf('kube-ipvs0'), undefined);
   t.is(w.ipset.entries('KUBE-CLUSTER-IP'), undefined);
   t.is(w.ipset.entries('KUBE-LOOP-BACK'), undefined);
-  t.deepEqual(result, { removed: { chain: 14, rule: 8, 'virtual server': 3, link: 1, set: 19 }, kept: [] }, '11 chains of IPVS mode and 3 canaries');
+  t.deepEqual(result, { removed: { chain: 15, rule: 9, 'virtual server': 3, link: 1, set: 19 }, kept: [] }, '12 chains of IPVS mode and 3 canaries');
   t.notRegex(w.iptables.dump('nat'), /KUBE-/);
   t.notRegex(w.iptables.dump('filter'), /KUBE-/);
 });
@@ -302,7 +302,7 @@ test('cleanup reports the iptables chains it could only empty, with the foreign 
   w.iptables.setChain('nat', 'OPERATOR', ['-s 192.168.7.0/24 -j KUBE-MARK-MASQ', '-j KUBE-MARK-MASQ']);
   const result = await backend.cleanup();
   t.deepEqual(result, {
-    removed: { chain: 13, rule: 8, 'virtual server': 3, link: 1, set: 19 },
+    removed: { chain: 14, rule: 9, 'virtual server': 3, link: 1, set: 19 },
     kept: [{ table: 'nat', chain: 'KUBE-MARK-MASQ', referencedBy: ['-A OPERATOR -s 192.168.7.0/24 -j KUBE-MARK-MASQ', '-A OPERATOR -j KUBE-MARK-MASQ'] }],
   });
   t.deepEqual(w.iptables.chain('nat', 'KUBE-MARK-MASQ'), []);

@@ -137,7 +137,7 @@ test('cleanup removes the canary chains too', async (t) => {
   const backend = w.backend();
   await backend.sync(base(), FULL);
   const result = await backend.cleanup();
-  t.is(result.removed.chain, 14, '11 of IPVS mode, 3 canaries');
+  t.is(result.removed.chain, 15, '12 of IPVS mode, 3 canaries');
   for (const table of ['mangle', 'nat', 'filter'] as const) t.false(await w.iptables.chainExists(table, 'KUBE-PROXY-CANARY'), table);
 });
 

@@ -112,6 +112,10 @@ test('the ClusterIP\'s own entries: KUBE-IPVS-IPS, the health-check NodePort of 
   const elsewhere = itp([ep('10.244.2.2:8080', { nodeName: 'n2' })]);
   t.is(elsewhere.server.reals.size, 0);
   t.deepEqual(entries(elsewhere), ['KUBE-IPVS-IPS 10.96.0.20', 'KUBE-INTERNAL-NO-LOCAL 10.96.0.20,tcp:80']);
+  // ...and no virtual server, so that IPVS does not refuse the node's own connections before the rules drop them.
+  t.true(elsewhere.withheld);
+  t.false(itp(EPS()).withheld);
+  t.false(itp([]).withheld);
   // A local endpoint: it alone; no endpoint anywhere: refused by IPVS, not dropped.
   t.deepEqual([...itp(EPS()).server.reals.keys()], ['10.244.1.2:8080']);
   t.deepEqual(entries(itp(EPS())), ['KUBE-IPVS-IPS 10.96.0.20']);
@@ -317,4 +321,30 @@ test('every set and scratch set name fits the kernel (31 characters) and none co
   t.is(swapSetName('KUBE-LOAD-BALANCER-SOURCE-CIDR'), 'KUBE-LB-SOURCE-CIDR-SWAP');
   t.is(swapSetName('KUBE-CLUSTER-IP'), 'KUBE-CLUSTER-IP-SWAP');
   t.is(swapSetName('KUBE-HEALTH-CHECK-NODE-PORT'), 'KUBE-HC-NODE-PORT-SWAP');
+});
+
+test('internalTrafficPolicy Local with endpoints elsewhere only: the ClusterIP stays bound and in its sets but gets no virtual server; a local endpoint brings it back', (t) => {
+  const itp = (endpoints: ReturnType<typeof EPS>) => desiredServicePort(sp('default/itp:http', '10.96.0.20', 80, endpoints, { internalTrafficPolicy: 'Local' }), OPTS, NODE);
+  const web = desiredServicePort(sp('default/web:http', '10.96.0.21', 80, EPS()), OPTS, NODE);
+  const index = DesiredIndex.of([web, itp([ep('10.244.2.2:8080', { nodeName: 'n2' })])]);
+  const state = index.state();
+  t.deepEqual([...state.virtualServers.keys()], ['TCP/10.96.0.21:80']);
+  t.deepEqual(state.addresses, ['10.96.0.20', '10.96.0.21']);
+  t.true(state.clusterIPSet.has('10.96.0.20,tcp:80'));
+  t.true(state.sets['KUBE-INTERNAL-NO-LOCAL'].has('10.96.0.20,tcp:80'));
+  t.is(index.server('TCP/10.96.0.20:80'), undefined);
+  t.deepEqual([...index.serverKeys()], ['TCP/10.96.0.21:80']);
+  t.is(index.serverCount, 1);
+  // A local endpoint appears: the virtual server is wanted, the drop entry is not.
+  const back = index.update(new Map([['default/itp:http', itp(EPS())]]));
+  t.deepEqual([...back.virtualServers].map(([key, v]) => [key, v.desired ? [...v.desired.reals.keys()] : null]), [['TCP/10.96.0.20:80', ['10.244.1.2:8080']]]);
+  t.deepEqual(back.sets.get('KUBE-INTERNAL-NO-LOCAL'), { add: [], del: ['10.96.0.20,tcp:80'] });
+  t.deepEqual(back.addresses, { add: [], del: [] });
+  t.is(index.serverCount, 2);
+  // It goes away again: the virtual server is deleted, the address stays.
+  const gone = index.update(new Map([['default/itp:http', itp([ep('10.244.2.2:8080', { nodeName: 'n2' })])]]));
+  t.deepEqual([...gone.virtualServers].map(([key, v]) => [key, v.desired ?? null]), [['TCP/10.96.0.20:80', null]]);
+  t.deepEqual(gone.sets.get('KUBE-INTERNAL-NO-LOCAL'), { add: ['10.96.0.20,tcp:80'], del: [] });
+  t.deepEqual(gone.addresses, { add: [], del: [] });
+  t.is(index.serverCount, 1);
 });

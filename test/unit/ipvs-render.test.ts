@@ -116,6 +116,8 @@ create KUBE-INTERNAL-NO-LOCAL hash:ip,port family inet hashsize 1024 maxelem 655
 -A KUBE-SERVICES -m comment --comment "Kubernetes service lb portal" -m set --match-set KUBE-LOAD-BALANCER dst,dst -j KUBE-LOAD-BALANCER
 -A KUBE-SERVICES -m comment --comment "Kubernetes service external ip + port for masquerade and filter purpose" -m set --match-set KUBE-EXTERNAL-IP dst,dst -j KUBE-MARK-MASQ
 -A KUBE-SERVICES -m comment --comment "externalTrafficPolicy Local service ports with no local endpoints, from the node itself" -m set --match-set KUBE-EXTERNAL-NO-LOCAL dst,dst -m addrtype --src-type LOCAL -j KUBE-MARK-MASQ
+-A KUBE-SERVICES -m comment --comment "internalTrafficPolicy Local service ports with no local endpoints, from the node itself" -m set --match-set KUBE-INTERNAL-NO-LOCAL dst,dst -m addrtype --src-type LOCAL -j MARK --set-xmark 0x8000/0x8000
+-A KUBE-SERVICES -m comment --comment "load balancer ip + port with sourceRange, from the node itself outside the ranges" -m set --match-set KUBE-LOAD-BALANCER-FW dst,dst -m addrtype --src-type LOCAL -m set ! --match-set KUBE-LOAD-BALANCER-SOURCE-CIDR dst,dst,src -m set ! --match-set KUBE-LOAD-BALANCER-SOURCE-IP dst,dst,src -j MARK --set-xmark 0x8000/0x8000
 -A KUBE-SERVICES -m addrtype --dst-type LOCAL -j KUBE-NODE-PORT
 -A KUBE-MARK-MASQ -j MARK --set-xmark 0x4000/0x4000
 -A KUBE-POSTROUTING -m comment --comment "Kubernetes endpoints dst ip:port, source ip for solving hairpin purpose" -m set --match-set KUBE-LOOP-BACK dst,dst,src -j MASQUERADE
@@ -138,9 +140,11 @@ COMMIT
 :KUBE-NODE-PORT - [0:0]
 :KUBE-SOURCE-RANGES-FIREWALL - [0:0]
 :KUBE-IPVS-FILTER - [0:0]
+:KUBE-IPVS-OUT-FILTER - [0:0]
 -I INPUT 1 -m comment --comment "kubernetes health check rules" -j KUBE-NODE-PORT
 -I INPUT 1 -m comment --comment "kube-proxy firewall rules" -j KUBE-PROXY-FIREWALL
 -I INPUT 1 -m comment --comment "kubernetes ipvs access filter" -j KUBE-IPVS-FILTER
+-I OUTPUT 1 -m comment --comment "kubernetes ipvs access filter" -j KUBE-IPVS-OUT-FILTER
 -I FORWARD 1 -m comment --comment "kubernetes forwarding rules" -j KUBE-FORWARD
 -I FORWARD 1 -m comment --comment "kube-proxy firewall rules" -j KUBE-PROXY-FIREWALL
 -A KUBE-PROXY-FIREWALL -m comment --comment "Kubernetes service load balancer ip + port for load balancer with sourceRange" -m set --match-set KUBE-LOAD-BALANCER-FW dst,dst -j KUBE-SOURCE-RANGES-FIREWALL
@@ -158,6 +162,7 @@ COMMIT
 -A KUBE-IPVS-FILTER -m set --match-set KUBE-EXTERNAL-IP-LOCAL dst,dst -j RETURN
 -A KUBE-IPVS-FILTER -m set --match-set KUBE-HEALTH-CHECK-NODE-PORT dst -j RETURN
 -A KUBE-IPVS-FILTER -m conntrack --ctstate NEW -m set --match-set KUBE-IPVS-IPS dst -j REJECT --reject-with icmp-port-unreachable
+-A KUBE-IPVS-OUT-FILTER -m mark --mark 0x8000/0x8000 -m comment --comment "connections from the node itself marked for dropping in nat KUBE-SERVICES" -j DROP
 COMMIT
 # kube-ipvs0 (dummy, left down): addresses
 10.96.0.10/32

@@ -41,9 +41,11 @@ function firstPayload(services: string[], clusterCIDR?: string): string {
     ':KUBE-NODE-PORT - [0:0]',
     ':KUBE-SOURCE-RANGES-FIREWALL - [0:0]',
     ':KUBE-IPVS-FILTER - [0:0]',
+    ':KUBE-IPVS-OUT-FILTER - [0:0]',
     '-I INPUT 1 -m comment --comment "kubernetes health check rules" -j KUBE-NODE-PORT',
     '-I INPUT 1 -m comment --comment "kube-proxy firewall rules" -j KUBE-PROXY-FIREWALL',
     '-I INPUT 1 -m comment --comment "kubernetes ipvs access filter" -j KUBE-IPVS-FILTER',
+    '-I OUTPUT 1 -m comment --comment "kubernetes ipvs access filter" -j KUBE-IPVS-OUT-FILTER',
     '-I FORWARD 1 -m comment --comment "kubernetes forwarding rules" -j KUBE-FORWARD',
     '-I FORWARD 1 -m comment --comment "kube-proxy firewall rules" -j KUBE-PROXY-FIREWALL',
     FIREWALL_RULES[0],
@@ -54,6 +56,7 @@ function firstPayload(services: string[], clusterCIDR?: string): string {
     HEALTH_CHECK_ACCEPT,
     ...FIREWALL_RULES.slice(2),
     ...IPVS_FILTER,
+    IPVS_OUT_FILTER,
     'COMMIT',
     '',
   ].join('\n');
@@ -64,8 +67,13 @@ const FRONTEND_SERVICES = [
   '-m comment --comment "Kubernetes service lb portal" -m set --match-set KUBE-LOAD-BALANCER dst,dst -j KUBE-LOAD-BALANCER',
   '-m comment --comment "Kubernetes service external ip + port for masquerade and filter purpose" -m set --match-set KUBE-EXTERNAL-IP dst,dst -j KUBE-MARK-MASQ',
   '-m comment --comment "externalTrafficPolicy Local service ports with no local endpoints, from the node itself" -m set --match-set KUBE-EXTERNAL-NO-LOCAL dst,dst -m addrtype --src-type LOCAL -j KUBE-MARK-MASQ',
+  '-m comment --comment "internalTrafficPolicy Local service ports with no local endpoints, from the node itself" -m set --match-set KUBE-INTERNAL-NO-LOCAL dst,dst -m addrtype --src-type LOCAL -j MARK --set-xmark 0x8000/0x8000',
+  '-m comment --comment "load balancer ip + port with sourceRange, from the node itself outside the ranges" -m set --match-set KUBE-LOAD-BALANCER-FW dst,dst -m addrtype --src-type LOCAL -m set ! --match-set KUBE-LOAD-BALANCER-SOURCE-CIDR dst,dst,src -m set ! --match-set KUBE-LOAD-BALANCER-SOURCE-IP dst,dst,src -j MARK --set-xmark 0x8000/0x8000',
   '-m addrtype --dst-type LOCAL -j KUBE-NODE-PORT',
 ];
+
+/** filter KUBE-IPVS-OUT-FILTER: drops the node's own connections nat KUBE-SERVICES marked (the two MARK rules above). */
+const IPVS_OUT_FILTER = '-A KUBE-IPVS-OUT-FILTER -m mark --mark 0x8000/0x8000 -m comment --comment "connections from the node itself marked for dropping in nat KUBE-SERVICES" -j DROP';
 
 /** The KUBE-EXTERNAL-NO-LOCAL drop of filter KUBE-PROXY-FIREWALL, after its source match. */
 const EXTERNAL_NO_LOCAL_DROP = '-m conntrack --ctstate NEW -m comment --comment "externalTrafficPolicy Local service ports with no local endpoints" -m set --match-set KUBE-EXTERNAL-NO-LOCAL dst,dst -j DROP';
@@ -167,6 +175,7 @@ test('switching from iptables mode: service chains, REJECTs, NodePort and firewa
       ':OUTPUT ACCEPT [0:0]',
       ':KUBE-FORWARD - [0:0]',
       ':KUBE-IPVS-FILTER - [0:0]',
+      ':KUBE-IPVS-OUT-FILTER - [0:0]',
       ':KUBE-NODE-PORT - [0:0]',
       ':KUBE-PROXY-CANARY - [0:0]',
       ':KUBE-PROXY-FIREWALL - [0:0]',
@@ -177,9 +186,11 @@ test('switching from iptables mode: service chains, REJECTs, NodePort and firewa
       '-A INPUT -m comment --comment "kubernetes health check rules" -j KUBE-NODE-PORT',
       '-A FORWARD -m comment --comment "kube-proxy firewall rules" -j KUBE-PROXY-FIREWALL',
       '-A FORWARD -m comment --comment "kubernetes forwarding rules" -j KUBE-FORWARD',
+      '-A OUTPUT -m comment --comment "kubernetes ipvs access filter" -j KUBE-IPVS-OUT-FILTER',
       '-A KUBE-FORWARD -m comment --comment "kubernetes forwarding rules" -m mark --mark 0x4000/0x4000 -j ACCEPT',
       '-A KUBE-FORWARD -m comment --comment "kubernetes forwarding conntrack rule" -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT',
       ...IPVS_FILTER,
+      IPVS_OUT_FILTER,
       HEALTH_CHECK_ACCEPT,
       FIREWALL_RULES[0],
       `-A KUBE-PROXY-FIREWALL ! -s 10.244.0.0/16 ${EXTERNAL_NO_LOCAL_DROP}`,

@@ -4,8 +4,9 @@
  * topology): NodePorts on the node's own addresses, external IPs,
  * externalTrafficPolicy Local (with and without a local endpoint: this
  * node's pods and the node itself still get through), a LoadBalancer IP
- * with source ranges, internalTrafficPolicy Local with endpoints on other
- * nodes only (dropped), the health-check NodePort's accept rule (filter
+ * with source ranges (the node itself too: KUBE-IPVS-OUT-FILTER),
+ * internalTrafficPolicy Local with endpoints on other nodes only (dropped,
+ * from pods and from the node itself), the health-check NodePort's accept rule (filter
  * KUBE-NODE-PORT) and KUBE-IPVS-FILTER (a ClusterIP does not expose the
  * node's own ports).
  * The node's addresses are read by the driver inside the node namespace
@@ -64,9 +65,14 @@ const health = sp('default/health:http', '10.96.1.16', 80, endpoints(), {
   externalTrafficPolicy: 'Local',
   frontends: { ...ipv4Frontends('10.96.1.16'), healthCheckNodePort: HEALTH_PORT },
 });
-/** internalTrafficPolicy Local with its only endpoint on another node. */
+/** internalTrafficPolicy Local with its only endpoint on another node: no virtual server, dropped. */
 const itpLocal = sp('default/itp:http', '10.96.1.17', 80, [ep('10.244.1.3:8080', { nodeName: 'node2' })], { internalTrafficPolicy: 'Local' });
-const SERVICES: ServicePort[] = [nodePort, external, local, lb, noLocal, none, health, itpLocal];
+/** A LoadBalancer IP whose source range holds the node's InternalIP: the node itself is let in (KUBE-LOAD-BALANCER-SOURCE-IP). */
+const lbNode = sp('default/lbnode:http', '10.96.1.18', 80, endpoints(), {
+  type: 'LoadBalancer',
+  frontends: { ...ipv4Frontends('10.96.1.18'), loadBalancerIngress: [{ family: 'IPv4', ip: '198.51.100.11', ipMode: 'VIP' }], loadBalancerSourceRanges: ['192.168.100.0/24'] },
+});
+const SERVICES: ServicePort[] = [nodePort, external, local, lb, noLocal, none, health, itpLocal, lbNode];
 
 let topo: Topology;
 let driver: Driver;
@@ -136,7 +142,7 @@ if (await registerIpvsTests('IPVS frontends tests')) {
       'TCP 10.96.1.14:80 rr', ...onlyOther,
       'TCP 10.96.1.15:80 rr',
       'TCP 10.96.1.16:80 rr', ...both,
-      'TCP 10.96.1.17:80 rr',
+      'TCP 10.96.1.18:80 rr', ...both,
       `TCP ${topo.gateway}:30080 rr`, ...both,
       `TCP ${topo.gateway}:30081 rr`, ...onlyLocal,
       `TCP ${topo.gateway}:30082 rr`, ...onlyOther,
@@ -146,13 +152,15 @@ if (await registerIpvsTests('IPVS frontends tests')) {
       `TCP ${topo.nodeIp}:30082 rr`, ...onlyOther,
       `TCP ${topo.nodeIp}:30083 rr`,
       'TCP 198.51.100.10:80 rr', ...both,
+      'TCP 198.51.100.11:80 rr', ...both,
       'TCP 203.0.113.10:80 rr', ...both,
       'TCP 203.0.113.11:80 rr', ...onlyLocal,
       'TCP 203.0.113.12:80 rr', ...onlyOther,
     ]));
     const ips = await run('ip', ['-o', '-4', 'addr', 'show', 'dev', 'kube-ipvs0'], { netns: topo.node });
     const bound = [...ips.stdout.matchAll(/inet (\S+)/g)].map((m) => m[1]).sort();
-    t.deepEqual(bound, ['10.96.1.10/32', '10.96.1.11/32', '10.96.1.12/32', '10.96.1.13/32', '10.96.1.14/32', '10.96.1.15/32', '10.96.1.16/32', '10.96.1.17/32', '198.51.100.10/32', '203.0.113.10/32', '203.0.113.11/32', '203.0.113.12/32']);
+    // 10.96.1.17 has no virtual server (internalTrafficPolicy Local, endpoints elsewhere only) but stays bound, so that the rules see its connections.
+    t.deepEqual(bound, ['10.96.1.10/32', '10.96.1.11/32', '10.96.1.12/32', '10.96.1.13/32', '10.96.1.14/32', '10.96.1.15/32', '10.96.1.16/32', '10.96.1.17/32', '10.96.1.18/32', '198.51.100.10/32', '198.51.100.11/32', '203.0.113.10/32', '203.0.113.11/32', '203.0.113.12/32']);
     const save = (await run('ipset', ['save'], { netns: topo.node })).stdout;
     const ipvsIps = [...save.matchAll(/^add KUBE-IPVS-IPS (\S+)$/gm)].map((m) => `${m[1]}/32`).sort();
     t.deepEqual(ipvsIps, bound, 'KUBE-IPVS-IPS holds every address of kube-ipvs0');
@@ -205,14 +213,18 @@ if (await registerIpvsTests('IPVS frontends tests')) {
     }
   });
 
-  test.serial('internalTrafficPolicy Local with endpoints on other nodes only: a pod\'s connection to the ClusterIP is dropped (KUBE-INTERNAL-NO-LOCAL), not refused', async (t) => {
-    const dropped = await connectOnce(topo, { from: topo.client('inside').netns, host: '10.96.1.17', port: 80, timeoutMs: 2000 });
-    t.log(JSON.stringify(dropped));
-    t.false(dropped.ok);
-    t.not((dropped as { code?: string }).code, 'ECONNREFUSED', 'dropped (a timeout), not refused');
-    // IPVS takes the node's own connections at LOCAL_OUT, before filter OUTPUT: logged, not asserted.
-    const fromNode = await connectOnce(topo, { from: topo.node, host: '10.96.1.17', port: 80, timeoutMs: 2000 });
-    t.log('from the node itself:', JSON.stringify(fromNode));
+  test.serial("internalTrafficPolicy Local with endpoints on other nodes only: a pod's connection to the ClusterIP and the node's own are dropped, not refused", async (t) => {
+    for (const [who, from] of [['pod', topo.client('inside').netns], ['node', topo.node]] as const) {
+      const dropped = await connectOnce(topo, { from, host: '10.96.1.17', port: 80, timeoutMs: 2000 });
+      t.log(who, JSON.stringify(dropped));
+      t.false(dropped.ok, who);
+      t.not((dropped as { code?: string }).code, 'ECONNREFUSED', `${who}: dropped (a timeout), not refused`);
+    }
+    const filter = (await run('iptables-save', ['-t', 'filter'], { netns: topo.node })).stdout;
+    t.regex(filter, /^-A KUBE-IPVS-OUT-FILTER -m mark --mark 0x8000\/0x8000 .*-j DROP$/m);
+    const counted = (await run('iptables', ['-t', 'filter', '-L', 'KUBE-IPVS-OUT-FILTER', '-v', '-n', '-x'], { netns: topo.node })).stdout;
+    t.log(counted);
+    t.regex(counted, /^\s*[1-9]\d*\s+\d+\s+DROP/m, 'the node\'s connection was dropped in filter KUBE-IPVS-OUT-FILTER');
   });
 
   test.serial("KUBE-IPVS-FILTER: a ClusterIP does not expose the node's own listening ports", async (t) => {
@@ -248,6 +260,19 @@ if (await registerIpvsTests('IPVS frontends tests')) {
     t.not((outside as { code?: string }).code, 'ECONNREFUSED', 'dropped (a timeout), not refused');
   });
 
+  test.serial("a LoadBalancer IP with source ranges from the node itself: dropped when the ranges leave the node out (KUBE-IPVS-OUT-FILTER), let in when one holds its InternalIP", async (t) => {
+    const fromNode = await connectOnce(topo, { from: topo.node, host: '198.51.100.10', port: 80, timeoutMs: 2000 });
+    t.log(JSON.stringify(fromNode));
+    t.false(fromNode.ok);
+    t.not((fromNode as { code?: string }).code, 'ECONNREFUSED', 'dropped (a timeout), not refused');
+    const allowed = await probe(topo, { from: topo.node, host: '198.51.100.11', port: 80, count: 4, timeoutMs: 4000 });
+    t.deepEqual(allowed.errors, {});
+    t.deepEqual(allowed.counts, { b1: 2, b2: 2 });
+    // The same range lets the outside client (192.168.100.2) in; the first one's does not.
+    const client = await probe(topo, { from: topo.client('outside').netns, host: '198.51.100.11', port: 80, count: 2 });
+    t.deepEqual(client.errors, {});
+  });
+
   test.serial('the ipsets hold kube-proxy-style entries, and the next full sync writes nothing', async (t) => {
     const save = (await run('ipset', ['save'], { netns: topo.node })).stdout;
     t.log(save.split('\n').filter((l) => /KUBE-(NODE-PORT|LOAD-BALANCER|EXTERNAL)/.test(l)).join('\n'));
@@ -257,6 +282,8 @@ if (await registerIpvsTests('IPVS frontends tests')) {
     t.regex(save, /^add KUBE-EXTERNAL-IP-LOCAL 203\.0\.113\.11,tcp:80$/m);
     t.regex(save, /^add KUBE-LOAD-BALANCER-FW 198\.51\.100\.10,tcp:80$/m);
     t.regex(save, /^add KUBE-LOAD-BALANCER-SOURCE-CIDR 198\.51\.100\.10,tcp:80,10\.244\.9\.0\/24$/m);
+    t.regex(save, /^add KUBE-LOAD-BALANCER-SOURCE-IP 198\.51\.100\.11,tcp:80,198\.51\.100\.11$/m);
+    t.notRegex(save, /^add KUBE-LOAD-BALANCER-SOURCE-IP 198\.51\.100\.10,/m);
     t.regex(save, /^add KUBE-EXTERNAL-NO-LOCAL 192\.168\.100\.1,tcp:30082$/m);
     t.regex(save, /^add KUBE-EXTERNAL-NO-LOCAL 203\.0\.113\.12,tcp:80$/m);
     t.regex(save, /^add KUBE-INTERNAL-NO-LOCAL 10\.96\.1\.17,tcp:80$/m);
@@ -275,11 +302,11 @@ if (await registerIpvsTests('IPVS frontends tests')) {
     const plain = SERVICES.map((s) => ({ ...s, type: 'ClusterIP' as const, externalTrafficPolicy: 'Cluster' as const, frontends: ipv4Frontends(s.clusterIP) }));
     await driver.sync(plain, { full: false, changed: plain.map((s) => s.key) }, NODE);
     const state = await ipvsadmState(topo.node);
-    t.deepEqual(state.filter((l) => l.startsWith('TCP')).sort(), ['TCP 10.96.1.10:80 rr', 'TCP 10.96.1.11:80 rr', 'TCP 10.96.1.12:80 rr', 'TCP 10.96.1.13:80 rr', 'TCP 10.96.1.14:80 rr', 'TCP 10.96.1.15:80 rr', 'TCP 10.96.1.16:80 rr', 'TCP 10.96.1.17:80 rr']);
+    t.deepEqual(state.filter((l) => l.startsWith('TCP')).sort(), ['TCP 10.96.1.10:80 rr', 'TCP 10.96.1.11:80 rr', 'TCP 10.96.1.12:80 rr', 'TCP 10.96.1.13:80 rr', 'TCP 10.96.1.14:80 rr', 'TCP 10.96.1.15:80 rr', 'TCP 10.96.1.16:80 rr', 'TCP 10.96.1.18:80 rr']);
     const save = (await run('ipset', ['save'], { netns: topo.node })).stdout;
     t.notRegex(save, /^add KUBE-(NODE-PORT|LOAD-BALANCER|EXTERNAL|HEALTH-CHECK)/m, 'KUBE-EXTERNAL-NO-LOCAL and KUBE-HEALTH-CHECK-NODE-PORT included');
-    t.deepEqual([...save.matchAll(/^add KUBE-IPVS-IPS (\S+)$/gm)].map((m) => m[1]).sort(), ['10.96.1.10', '10.96.1.11', '10.96.1.12', '10.96.1.13', '10.96.1.14', '10.96.1.15', '10.96.1.16', '10.96.1.17']);
+    t.deepEqual([...save.matchAll(/^add KUBE-IPVS-IPS (\S+)$/gm)].map((m) => m[1]).sort(), ['10.96.1.10', '10.96.1.11', '10.96.1.12', '10.96.1.13', '10.96.1.14', '10.96.1.15', '10.96.1.16', '10.96.1.17', '10.96.1.18']);
     const ips = await run('ip', ['-o', '-4', 'addr', 'show', 'dev', 'kube-ipvs0'], { netns: topo.node });
-    t.notRegex(ips.stdout, /198\.51\.100\.10|203\.0\.113\./);
+    t.notRegex(ips.stdout, /198\.51\.100\.|203\.0\.113\./);
   });
 }

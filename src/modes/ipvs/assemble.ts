@@ -98,6 +98,8 @@ class Counted {
  */
 interface Claim {
   readonly server: DesiredVirtualServer;
+  /** False for a ClusterIP virtual server that is withheld (desired.ts DesiredServicePort.withheld): it holds its key, address and entries, but no virtual server is programmed. */
+  readonly programmed: boolean;
   /** kube-ipvs0 addresses it needs bound. */
   readonly addresses: readonly string[];
   readonly entries: readonly SetEntry[];
@@ -108,13 +110,19 @@ function claimsOf(port: DesiredServicePort): Claim[] {
   const all: Claim[] = [
     {
       server: port.server,
+      programmed: !port.withheld,
       addresses: [port.server.vs.address],
       entries: [{ set: CLUSTER_IP_SET, entry: port.clusterIPEntry }, ...port.loopBackEntries.map((entry): SetEntry => ({ set: LOOP_BACK_SET, entry })), ...port.entries],
     },
-    ...port.external.map((x): Claim => ({ server: x.server, addresses: x.bind ? [x.server.vs.address] : [], entries: x.entries })),
+    ...port.external.map((x): Claim => ({ server: x.server, programmed: true, addresses: x.bind ? [x.server.vs.address] : [], entries: x.entries })),
   ];
   const seen = new Set<string>();
   return all.filter((c) => !seen.has(c.server.key) && seen.add(c.server.key));
+}
+
+/** The virtual server a winning claim programs, if it programs one. */
+function programmed(winner: { readonly claim: Claim } | undefined): DesiredVirtualServer | undefined {
+  return winner?.claim.programmed ? winner.claim.server : undefined;
 }
 
 /**
@@ -131,6 +139,8 @@ export class DesiredIndex {
   private readonly addresses = new Counted();
   private readonly sets = new Map<OwnedSetName, Counted>(IPVS_SETS.map((s) => [s.name, new Counted()]));
   private realServers = 0;
+  /** Winners whose claim programs no virtual server. */
+  private withheld = 0;
 
   /** An index of `ports`. */
   static of(ports: Iterable<DesiredServicePort>): DesiredIndex {
@@ -165,7 +175,7 @@ export class DesiredIndex {
     }
     const sets = new Map([...this.sets].map(([set, c]) => [set, c.delta(compareText)] as const));
     return {
-      virtualServers: new Map([...scope].map(([key, vs]) => [key, { vs, desired: this.winners.get(key)?.claim.server }])),
+      virtualServers: new Map([...scope].map(([key, vs]) => [key, { vs, desired: programmed(this.winners.get(key)) }])),
       clusterIP: sets.get(CLUSTER_IP_SET)!,
       loopBack: sets.get(LOOP_BACK_SET)!,
       sets,
@@ -180,13 +190,20 @@ export class DesiredIndex {
   state(): DesiredIpvsState {
     const sets = Object.fromEntries([...this.sets].map(([set, c]) => [set, new Set(c.values())])) as unknown as Record<OwnedSetName, ReadonlySet<string>>;
     return {
-      virtualServers: new Map([...this.winners].sort(([a], [b]) => compareText(a, b)).map(([key, w]) => [key, w.claim.server])),
+      virtualServers: this.winnerServers(true),
+      withheld: this.winnerServers(false),
       addresses: [...this.addresses.values()].sort(compareAddresses),
       clusterIPSet: sets[CLUSTER_IP_SET],
       loopBackSet: sets[LOOP_BACK_SET],
       sets,
       conflicts: this.conflictsIn(this.claims.keys()),
     };
+  }
+
+  /** The winners' virtual servers that are (`programmed`) or are not programmed, by key, sorted by key. */
+  private winnerServers(programmed: boolean): Map<string, DesiredVirtualServer> {
+    const winners = [...this.winners].filter(([, w]) => w.claim.programmed === programmed);
+    return new Map(winners.sort(([a], [b]) => compareText(a, b)).map(([key, w]) => [key, w.claim.server]));
   }
 
   /** The service ports that claim one of these virtual servers and are not programmed there, sorted, each once. */
@@ -201,17 +218,17 @@ export class DesiredIndex {
 
   /** The virtual server programmed at `key` ({@link virtualServerKey}), if any. Cost: one lookup. */
   server(key: string): DesiredVirtualServer | undefined {
-    return this.winners.get(key)?.claim.server;
+    return programmed(this.winners.get(key));
   }
 
   /** The keys of every programmed virtual server, in no particular order. */
-  serverKeys(): IterableIterator<string> {
-    return this.winners.keys();
+  *serverKeys(): IterableIterator<string> {
+    for (const [key, w] of this.winners) if (w.claim.programmed) yield key;
   }
 
   /** Number of programmed virtual servers. */
   get serverCount(): number {
-    return this.winners.size;
+    return this.winners.size - this.withheld;
   }
 
   /** Number of distinct entries wanted in KUBE-CLUSTER-IP and KUBE-LOOP-BACK. */
@@ -266,11 +283,13 @@ export class DesiredIndex {
   }
 
   private count(claim: Claim): void {
+    if (!claim.programmed) this.withheld++;
     for (const a of claim.addresses) this.addresses.inc(a);
     for (const e of claim.entries) this.sets.get(e.set)!.inc(e.entry);
   }
 
   private uncount(claim: Claim): void {
+    if (!claim.programmed) this.withheld--;
     for (const a of claim.addresses) this.addresses.dec(a);
     for (const e of claim.entries) this.sets.get(e.set)!.dec(e.entry);
   }

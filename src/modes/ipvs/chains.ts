@@ -70,6 +70,8 @@ export interface IpvsServicePortView {
   readonly key: string;
   /** null when the source wants this virtual server and the kernel has none. */
   readonly virtualServer: VirtualServerView | null;
+  /** Present (true) for a ClusterIP drover deliberately gives no virtual server: internalTrafficPolicy Local with endpoints on other nodes only, so the rules drop new connections (desired.ts DesiredServicePort.withheld). */
+  readonly withheld?: true;
   /** Whether its address is bound as /32 (IPv6: /128) on kube-ipvs0. */
   readonly bound: boolean;
   /**
@@ -124,6 +126,7 @@ export function ipvsServicePortViews(
   live: IpvsLive,
   desired?: ReadonlyMap<string, DesiredVirtualServer>,
   pods: ReadonlyMap<string, string> = new Map(),
+  withheld: ReadonlyMap<string, DesiredVirtualServer> = new Map(),
 ): IpvsServicePortView[] {
   const bound = { IPv4: boundAddresses(live), IPv6: boundAddresses(live, 'IPv6') };
   const view = (key: string, servicePort: string | null, want?: DesiredVirtualServer): IpvsServicePortView => {
@@ -162,9 +165,9 @@ export function ipvsServicePortViews(
       }),
     };
   };
-  const wanted = [...(desired?.values() ?? [])].sort((a, b) => compareText(a.servicePort, b.servicePort));
-  const named = wanted.map((d) => view(d.key, d.servicePort, d));
-  const others = [...live.virtualServers.keys()].filter((k) => !desired?.has(k)).map((k) => view(k, null));
+  const wanted = [...(desired?.values() ?? []), ...withheld.values()].sort((a, b) => compareText(a.servicePort, b.servicePort) || compareText(a.key, b.key));
+  const named = wanted.map((d) => (withheld.get(d.key) === d ? { ...view(d.key, d.servicePort, d), withheld: true as const } : view(d.key, d.servicePort, d)));
+  const others = [...live.virtualServers.keys()].filter((k) => !desired?.has(k) && !withheld.has(k)).map((k) => view(k, null));
   return [...named, ...others];
 }
 
@@ -177,6 +180,10 @@ function header(v: IpvsServicePortView, withSource: boolean): string {
   const vs = v.virtualServer;
   const label = virtualServerLabel(vs ?? parseKey(v.key));
   if (v.servicePort === null) return `# ${label}${withSource ? ' (not in --source)' : ''}`;
+  if (v.withheld) {
+    const why = 'internalTrafficPolicy Local with endpoints on other nodes only: new connections are dropped';
+    return vs ? `# ${v.servicePort} (virtual server ${label}, not wanted: ${why})` : `# ${v.servicePort}: no virtual server ${label} (${why})`;
+  }
   return vs ? `# ${v.servicePort} (virtual server ${label})` : `# ${v.servicePort}: no virtual server ${label} in the kernel`;
 }
 

@@ -13,10 +13,13 @@
  *   port without serving endpoints keeps its virtual
  *   server with no real server, so that connections to it are refused;
  *   under internalTrafficPolicy Local with endpoints on other nodes only its
- *   "ClusterIP,proto:port" goes into KUBE-INTERNAL-NO-LOCAL, and filter
- *   KUBE-PROXY-FIREWALL drops new connections to it, as kube-proxy's
- *   iptables mode does (kube-proxy's IPVS mode sends them to the other
- *   nodes' endpoints);
+ *   "ClusterIP,proto:port" goes into KUBE-INTERNAL-NO-LOCAL and the
+ *   ClusterIP gets no virtual server (the address stays bound): filter
+ *   KUBE-PROXY-FIREWALL drops new connections from pods, and the node's own
+ *   are marked in nat OUTPUT and dropped in filter KUBE-IPVS-OUT-FILTER, as
+ *   kube-proxy's iptables mode drops both. An empty virtual server would
+ *   have IPVS refuse the node's own connections at LOCAL_OUT, before any
+ *   filter rule (kube-proxy's IPVS mode refuses everyone there);
  * - KUBE-IPVS-IPS holds every address bound to kube-ipvs0, and
  *   KUBE-HEALTH-CHECK-NODE-PORT each health-check NodePort;
  * - every ClusterIP is bound as /32 to the dummy interface kube-ipvs0;
@@ -78,6 +81,13 @@ export interface DesiredVirtualServer {
 export interface DesiredIpvsState {
   /** Virtual servers by key, sorted by key. */
   readonly virtualServers: ReadonlyMap<string, DesiredVirtualServer>;
+  /**
+   * ClusterIP virtual servers that are deliberately not programmed
+   * (DesiredServicePort.withheld: internalTrafficPolicy Local with endpoints
+   * on other nodes only), by key, sorted; their addresses and set entries
+   * are in the other fields. For `drover chains`.
+   */
+  readonly withheld: ReadonlyMap<string, DesiredVirtualServer>;
   /** ClusterIPs to bind to kube-ipvs0 (as /32), sorted. */
   readonly addresses: readonly string[];
   /** Entries of KUBE-CLUSTER-IP ("10.96.0.10,tcp:80"), unordered (a set of 10,000 is not sorted on every sync). */
@@ -130,6 +140,13 @@ export interface DesiredServicePort {
   readonly entries: readonly SetEntry[];
   /** The virtual servers of its external frontends, in kube-proxy's order (external IPs, ingress IPs, NodePort per node address). */
   readonly external: readonly DesiredExternalServer[];
+  /**
+   * True when `server` is not to be programmed: internalTrafficPolicy Local
+   * finds endpoints on other nodes only, so new connections to the
+   * ClusterIP are dropped by the rules (see the module comment). Its
+   * address and set entries are still wanted.
+   */
+  readonly withheld: boolean;
 }
 
 /** One external frontend's virtual server and what goes with it (frontends.ts). */
@@ -169,7 +186,8 @@ export function desiredServicePort(sp: ServicePort, opts: IpvsPlanOptions, node?
   const entries: SetEntry[] = [{ set: IPVS_IPS_SET, entry: ipEntry(vs.address) }];
   if (needsHealthCheck(sp)) entries.push({ set: HEALTH_CHECK_NODE_PORT_SET, entry: portEntry(sp.frontends.healthCheckNodePort!) });
   // Endpoints elsewhere but none here under internalTrafficPolicy Local: dropped, not refused.
-  if (internal.none === 'DROP') entries.push({ set: INTERNAL_NO_LOCAL_SET, entry: clusterEntry });
+  const withheld = internal.none === 'DROP';
+  if (withheld) entries.push({ set: INTERNAL_NO_LOCAL_SET, entry: clusterEntry });
   const external: DesiredExternalServer[] = [];
   if (externallyAccessible(sp)) {
     const sets = categorizeEndpoints(sp, node);
@@ -179,7 +197,7 @@ export function desiredServicePort(sp: ServicePort, opts: IpvsPlanOptions, node?
       external.push({ kind: fe.kind, server: { ...server, frontend: { kind: fe.kind, entries: fe.entries } }, bind: fe.bind, entries });
     }
   }
-  return { server: cluster.server, clusterIPEntry: clusterEntry, loopBackEntries: cluster.loopBack, entries, external };
+  return { server: cluster.server, clusterIPEntry: clusterEntry, loopBackEntries: cluster.loopBack, entries, external, withheld };
 }
 
 /**

@@ -35,9 +35,8 @@ import { ipvsOptions, ipvsSchedulerOption } from './options.ts';
 import { renderIpvs } from './render.ts';
 import { ipvsStaticRules } from './rules.ts';
 import { ProcSysctls } from './sysctl.ts';
-import { ipvsDataplane, ipvsTraceFormat } from './trace.ts';
+import { ipvsTraceContext, ipvsTraceFormat } from './trace.ts';
 import { createIpvsBackend } from './wiring.ts';
-import { iptablesTraceContext } from '../iptables/trace.ts';
 
 /** "1 entry", "2 entries". */
 function count(n: number, one: string, many: string): string {
@@ -133,19 +132,23 @@ export const ipvsMode: ModeDriver = {
       const loaded = await loadDesiredIpvs({ source: opts.source, serviceCidr: opts.serviceCidr, masqueradeAll: false, ipvsScheduler: 'rr' });
       for (const p of loaded.problems) process.stderr.write(`drover: ${p}\n`);
       // Both families' virtual servers, each named by its service port.
-      desired = { ...loaded.desired, virtualServers: new Map([...loaded.desired.virtualServers, ...loaded.desired6.virtualServers]) };
+      desired = {
+        ...loaded.desired,
+        virtualServers: new Map([...loaded.desired.virtualServers, ...loaded.desired6.virtualServers]),
+        withheld: new Map([...loaded.desired.withheld, ...loaded.desired6.withheld]),
+      };
       pods = loaded.pods;
     }
     const live = await readIpvsKernel(opts, false);
     process.stderr.write(unsupportedNote(live, 'not shown'));
-    const views = selectServicePorts(ipvsServicePortViews(live, desired?.virtualServers, pods), selector, 'in --source');
+    const views = selectServicePorts(ipvsServicePortViews(live, desired?.virtualServers, pods, desired?.withheld), selector, 'in --source');
     return opts.json ? `${JSON.stringify(views, null, 2)}\n` : formatIpvsChains(views, desired !== undefined);
   },
 
   async trace(opts) {
     const [live, local] = await Promise.all([readIpvsKernel(opts, true), localAddresses()]);
     return {
-      ctx: { ...iptablesTraceContext(live.tables, local, live.sets), dataplane: ipvsDataplane(live.virtualServers) },
+      ctx: ipvsTraceContext(live, local),
       format: ipvsTraceFormat,
       where: 'line numbers are those of iptables-save -t TABLE; IPVS as read over netlink, ipsets as ipset save lists them',
       // A fwmark virtual server takes packets by their mark, which trace does not follow.

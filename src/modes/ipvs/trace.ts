@@ -16,9 +16,11 @@
  * their probabilities come from schedule.ts. IPVS steps and verdicts carry
  * the table `ipvs`; {@link ipvsTraceFormat} prints them.
  */
-import type { DataplaneBranch, DataplaneClaim, NatExit, Packet, Step, TraceDataplane } from '../../inspect/trace.ts';
+import type { DataplaneBranch, DataplaneClaim, NatExit, Packet, Step, TraceContext, TraceDataplane } from '../../inspect/trace.ts';
 import type { TraceFormat } from '../../inspect/trace-format.ts';
+import { iptablesTraceContext } from '../iptables/trace.ts';
 import { realServerKey } from './desired.ts';
+import type { IpvsLive } from './live.ts';
 import type { KernelVirtualServer } from './reconcile.ts';
 import { ipvsSchedule } from './schedule.ts';
 
@@ -82,6 +84,17 @@ export function ipvsDataplane(virtualServers: ReadonlyMap<string, KernelVirtualS
       return { notes, takes: schedule(vs, packet) };
     },
   };
+}
+
+/**
+ * The trace context of IPVS mode over a live read-back (live.ts
+ * readIpvsLive with `tables`): its iptables rules and ipsets, walked by the
+ * iptables evaluator, and IPVS as the dataplane. `local` holds the node's
+ * addresses of the packet's family (kube-ipvs0's included), as iptables
+ * mode's live.ts localAddresses reads them. Pure.
+ */
+export function ipvsTraceContext(live: Pick<IpvsLive, 'tables' | 'sets' | 'virtualServers'>, local: ReadonlySet<string>): TraceContext {
+  return { ...iptablesTraceContext(live.tables, local, live.sets), dataplane: ipvsDataplane(live.virtualServers) };
 }
 
 /**
