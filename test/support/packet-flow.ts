@@ -133,16 +133,19 @@ interface TracedOutcome {
  * Check the traced outcomes of case `c` on rendered rules: the verdict of
  * a failing case, else exactly the endpoints it reaches, masqueraded as the
  * case says, with probabilities summing to 1. `ipOf` gives a backend's
- * address (default: its IPv4 one, {@link backendIP}).
+ * address (default: its IPv4 one, {@link backendIP}); `refused` is the
+ * verdict of a refused connection: a REJECT rule (`reject`, the default)
+ * or, in IPVS mode, a virtual server without real servers (`refused`).
  */
 export function checkTraced(
   t: { deepEqual(a: unknown, b: unknown, m?: string): void; is(a: unknown, b: unknown, m?: string): void },
   c: FlowCase,
   outcomes: readonly TracedOutcome[],
   ipOf: (name: string) => string = backendIP,
+  refused: 'reject' | 'refused' = 'reject',
 ): void {
   if (c.error) {
-    t.deepEqual(outcomes.map((o) => o.verdict.kind), [c.error === 'ECONNREFUSED' ? 'reject' : 'drop']);
+    t.deepEqual(outcomes.map((o) => o.verdict.kind), [c.error === 'ECONNREFUSED' ? refused : 'drop']);
     return;
   }
   const reached = outcomes.flatMap((o) => (o.verdict.kind === 'dnat' ? [`${o.verdict.ip}:${o.verdict.port}`] : [])).sort();

@@ -7,6 +7,7 @@ import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import type { NodeInfo, ServicePort } from '../../../src/model/types.ts';
+import type { Packet, TraceResult } from '../../../src/inspect/trace.ts';
 import type { OpenRequest } from './driver.ts';
 
 const DRIVER = fileURLToPath(new URL('./driver.ts', import.meta.url));
@@ -92,6 +93,11 @@ export class Driver {
     ipv6Services?: readonly ServicePort[],
   ): Promise<{ result: Record<string, unknown>; detail: Record<string, unknown> }> {
     return this.request('sync', { services, full: changes.full, changed: changes.changed ?? [], ...(node ? { node } : {}), ...(ipv6Services ? { ipv6Services } : {}) });
+  }
+
+  /** `drover trace --mode ipvs` of `packet` over the namespace's live state, as the driver reads it. */
+  trace(packet: Packet): Promise<TraceResult> {
+    return this.request('trace', { packet });
   }
 
   /** backend.cleanup(): what it removed. */

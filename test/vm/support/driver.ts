@@ -18,6 +18,8 @@
  * - `dump`: every virtual server with its destinations, through a fresh IpvsClient;
  * - `bulk`: `services` virtual servers with `dests` destinations each, all
  *   commands sent at once through one IpvsClient (its bounded pipeline);
+ * - `trace`: `drover trace --mode ipvs` of `packet` (IPv4) over the live
+ *   state of the namespace (src/modes/ipvs/trace.ts ipvsTraceContext);
  * - `close`: stop the backend's timer and close the sockets.
  * The process exits when stdin closes.
  */
@@ -33,6 +35,10 @@ import type { RenderOptions } from '../../../src/modes/iptables/render.ts';
 import type { NodeInfo, ServicePort } from '../../../src/model/types.ts';
 import { nodeAddresses } from '../../../src/modes/ipvs/node-ips.ts';
 import { createLogger } from '../../../src/util/log.ts';
+import { trace, type Packet } from '../../../src/inspect/trace.ts';
+import { localAddresses } from '../../../src/modes/iptables/live.ts';
+import { readIpvsLive } from '../../../src/modes/ipvs/live.ts';
+import { ipvsTraceContext } from '../../../src/modes/ipvs/trace.ts';
 
 /** Options of the `open` request. */
 export interface OpenRequest {
@@ -166,6 +172,12 @@ async function handle(req: Record<string, unknown>): Promise<unknown> {
       } finally {
         c.close();
       }
+    }
+    case 'trace': {
+      if (!client || !links) throw new Error('open first');
+      const io = { ipvs: client, ipset: new SystemIpset(), iptables: new SystemIptables({ variant: 'nft' }), links, sysctls: new ProcSysctls() };
+      const [live, local] = await Promise.all([readIpvsLive(io, { tables: true }), localAddresses()]);
+      return trace(ipvsTraceContext(live, local), req.packet as Packet);
     }
     case 'close':
       backend?.close();
