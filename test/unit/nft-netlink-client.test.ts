@@ -167,11 +167,12 @@ test('no answer within the timeout rejects and closes the client; later calls re
 });
 
 test('the timeout is for a call without an answer: a dump answered in many datagrams may take longer in all', async (t) => {
-  const fake = new FakeTransport((msgs) => [...Array.from({ length: 10 }, (_, k) => dumpMsg(msgs[0]!.seq, k)), done(msgs[0]!.seq)], 8 << 20, 8 << 20, 25);
-  const c = NftNetlinkClient.withTransport(fake, { timeoutMs: 60 });
+  // Ten answers 40 ms apart take longer than the timeout in all; each comes well within it (margin for a loaded machine's timers).
+  const fake = new FakeTransport((msgs) => [...Array.from({ length: 10 }, (_, k) => dumpMsg(msgs[0]!.seq, k)), done(msgs[0]!.seq)], 8 << 20, 8 << 20, 40);
+  const c = NftNetlinkClient.withTransport(fake, { timeoutMs: 300 });
   const start = performance.now();
   t.is((await c.listElements('ip', 'drover', 'svc')).length, 10);
-  t.true(performance.now() - start > 200, 'ten answers 25 ms apart');
+  t.true(performance.now() - start > 300, 'ten answers 40 ms apart');
   t.false(fake.closed);
 });
 
