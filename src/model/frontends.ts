@@ -37,12 +37,6 @@ export function sourceRangesOf(ranges: readonly string[], family: IPFamily): IPP
   return out;
 }
 
-/** The IPv4 `spec.externalIPs` ({@link externalIPsOf}). */
-export const ipv4ExternalIPs = (f: Pick<Frontends, 'externalIPs'>): string[] => externalIPsOf(f, 'IPv4');
-
-/** The IPv4 LoadBalancer IPs in VIP mode ({@link loadBalancerIPsOf}). */
-export const ipv4LoadBalancerIPs = (f: Pick<Frontends, 'loadBalancerIngress'>): string[] => loadBalancerIPsOf(f, 'IPv4');
-
 /** The IPv4 `loadBalancerSourceRanges` ({@link sourceRangesOf}). */
 export const ipv4SourceRanges = (ranges: readonly string[]): IPPrefix[] => sourceRangesOf(ranges, 'IPv4');
 

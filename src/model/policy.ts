@@ -23,10 +23,10 @@
  */
 import { isDeepStrictEqual } from 'node:util';
 import type { Endpoint, NodeInfo, ServicePort, Snapshot } from './types.ts';
-import { ipv4ExternalIPs, ipv4LoadBalancerIPs } from './frontends.ts';
+import { externalIPsOf, loadBalancerIPsOf } from './frontends.ts';
 
 /** What {@link categorizeEndpoints} reads of a service port. */
-export type PolicyInput = Pick<ServicePort, 'endpoints' | 'internalTrafficPolicy' | 'externalTrafficPolicy' | 'frontends'>;
+export type PolicyInput = Pick<ServicePort, 'endpoints' | 'internalTrafficPolicy' | 'externalTrafficPolicy' | 'frontends' | 'clusterIP'>;
 
 /**
  * The outcome of {@link categorizeEndpoints}. Every list is a sub-list of
@@ -59,15 +59,18 @@ export type TopologyMode = '' | 'PreferSameNode' | 'PreferSameZone';
 
 /**
  * True when the service port has a frontend reachable from outside the
- * cluster, which follows externalTrafficPolicy: a NodePort, an IPv4
- * external IP, or an IPv4 LoadBalancer ingress IP in VIP mode
- * (pkg/proxy/serviceport.go ExternallyAccessible, as kube-proxy's IPv4
- * proxier sees a Service: the modes program IPv4 only; Proxy-mode ingress
- * IPs are not captured by the node).
+ * cluster, which follows externalTrafficPolicy: a NodePort, an external
+ * IP, or a LoadBalancer ingress IP in VIP mode, of the family of the
+ * view the service port is in (its `clusterIP`'s: IPv6 in the IPv6 view)
+ * (pkg/proxy/serviceport.go ExternallyAccessible, as the proxier of that
+ * family sees a Service: kube-proxy gives each family's proxier only the
+ * external and ingress IPs of its family; Proxy-mode ingress IPs are not
+ * captured by the node).
  */
-export function externallyAccessible(sp: Pick<ServicePort, 'frontends'>): boolean {
+export function externallyAccessible(sp: Pick<ServicePort, 'frontends' | 'clusterIP'>): boolean {
   const f = sp.frontends;
-  return f.nodePort !== undefined || ipv4ExternalIPs(f).length > 0 || ipv4LoadBalancerIPs(f).length > 0;
+  const family = sp.clusterIP.includes(':') ? 'IPv6' : 'IPv4';
+  return f.nodePort !== undefined || externalIPsOf(f, family).length > 0 || loadBalancerIPsOf(f, family).length > 0;
 }
 
 /**
@@ -212,7 +215,8 @@ export function internalEndpoints(sp: Pick<ServicePort, 'endpoints' | 'internalT
     return { policy: 'cluster', endpoints, none: endpoints.length > 0 ? null : 'REJECT' };
   }
   const { local, hasAnyEndpoints } = categorizeEndpoints(
-    { endpoints: sp.endpoints, internalTrafficPolicy: 'Local', externalTrafficPolicy: 'Cluster', frontends: NO_EXTERNAL_FRONTENDS },
+    // No frontend of either family: the ClusterIP's family does not matter.
+    { endpoints: sp.endpoints, internalTrafficPolicy: 'Local', externalTrafficPolicy: 'Cluster', frontends: NO_EXTERNAL_FRONTENDS, clusterIP: '' },
     node,
   );
   const endpoints = local ?? [];

@@ -212,6 +212,23 @@ test('IPv6 external IP and LoadBalancer IP with IPv6 source ranges under externa
   t.deepEqual(d.addresses, ['2001:db8::7', '2001:db8::10', 'fd00:10:96::50']);
 });
 
+test('an IPv6-only Service without a NodePort: its IPv6 external IP and LoadBalancer IP get their virtual servers, set entries and /128 bindings', (t) => {
+  const frontends = (extra: Partial<ServicePort['frontends']>): ServicePort['frontends'] => ({ clusterIPs: [{ family: 'IPv6', ip: 'fd00:10:96::60' }], externalIPs: [], loadBalancerIngress: [], loadBalancerSourceRanges: [], ...extra });
+  const eps = [ep('[fd00:10:244:1::2]:8080')];
+  const ext6 = sp('default/ext:http', 'fd00:10:96::60', 80, eps, { frontends: frontends({ externalIPs: [{ family: 'IPv6', ip: '2001:db8::7' }] }) });
+  const lb6 = sp('default/lb:http', 'fd00:10:96::61', 80, eps, {
+    type: 'LoadBalancer',
+    frontends: { ...frontends({ loadBalancerIngress: [{ family: 'IPv6', ip: '2001:db8::10', ipMode: 'VIP' }], loadBalancerSourceRanges: ['2001:db8:1::/48'] }), clusterIPs: [{ family: 'IPv6', ip: 'fd00:10:96::61' }] },
+  });
+  const d = desiredIpvsState({ services: new Map([[ext6.key, ext6], [lb6.key, lb6]]) }, { scheduler: 'rr', nodeAddresses: NODE6 });
+  t.deepEqual([...d.virtualServers.keys()].sort(), ['TCP/2001:db8::10:80', 'TCP/2001:db8::7:80', 'TCP/fd00:10:96::60:80', 'TCP/fd00:10:96::61:80']);
+  t.deepEqual([...d.virtualServers.get('TCP/2001:db8::7:80')!.reals.keys()], ['fd00:10:244:1::2:8080']);
+  t.deepEqual([...d.sets['KUBE-EXTERNAL-IP']], ['2001:db8::7,tcp:80']);
+  t.deepEqual([...d.sets['KUBE-LOAD-BALANCER']], ['2001:db8::10,tcp:80']);
+  t.deepEqual([...d.sets['KUBE-LOAD-BALANCER-SOURCE-CIDR']], ['2001:db8::10,tcp:80,2001:db8:1::/48']);
+  t.deepEqual([...d.addresses].sort(), ['2001:db8::10', '2001:db8::7', 'fd00:10:96::60', 'fd00:10:96::61']);
+});
+
 test('chains and status of a dual-stack node: IPv6 virtual servers under their service port, with their /128 binding and KUBE-6- entries; status counts both families', async (t) => {
   const w = new World();
   const ip6tables = new FakeIptables();

@@ -1,6 +1,6 @@
 import test from 'ava';
 import { readFileSync } from 'node:fs';
-import { categorizeEndpoints, clusterEndpoints, countServingEndpoints, internalEndpoints, ServingEndpointCount, topologyMode } from '../../src/model/policy.ts';
+import { categorizeEndpoints, clusterEndpoints, countServingEndpoints, externallyAccessible, internalEndpoints, ServingEndpointCount, topologyMode } from '../../src/model/policy.ts';
 import type { Endpoint, NodeInfo, TrafficPolicy } from '../../src/model/types.ts';
 import { ep, snap, sp } from '../support/snapshots.ts';
 
@@ -64,6 +64,24 @@ for (const c of CASES) {
     for (const l of [r.cluster, r.local, r.allReachable]) if (l) t.deepEqual(l, port.endpoints.filter((e) => l.includes(e)));
   });
 }
+
+test("externallyAccessible: a NodePort, or an external or VIP-mode ingress IP of the view's family (its ClusterIP's), as each family's kube-proxy proxier sees the Service", (t) => {
+  const frontends = (extra: Record<string, unknown>) => ({ clusterIPs: [], externalIPs: [], loadBalancerIngress: [], loadBalancerSourceRanges: [], ...extra });
+  const ext6 = frontends({ externalIPs: [{ family: 'IPv6', ip: '2001:db8::7' }] });
+  const lb6 = frontends({ loadBalancerIngress: [{ family: 'IPv6', ip: '2001:db8::10', ipMode: 'VIP' }] });
+  const proxy6 = frontends({ loadBalancerIngress: [{ family: 'IPv6', ip: '2001:db8::10', ipMode: 'Proxy' }] });
+  t.true(externallyAccessible({ clusterIP: 'fd00:96::1', frontends: ext6 }), 'an IPv6 external IP in the IPv6 view');
+  t.true(externallyAccessible({ clusterIP: 'fd00:96::1', frontends: lb6 }), 'an IPv6 ingress IP in the IPv6 view');
+  t.false(externallyAccessible({ clusterIP: '10.96.0.1', frontends: ext6 }), 'an IPv6 external IP is not the IPv4 view\'s');
+  t.false(externallyAccessible({ clusterIP: '10.96.0.1', frontends: lb6 }));
+  t.false(externallyAccessible({ clusterIP: 'fd00:96::1', frontends: proxy6 }), 'ipMode Proxy is the load balancer\'s');
+  t.true(externallyAccessible({ clusterIP: '10.96.0.1', frontends: frontends({ externalIPs: [{ family: 'IPv4', ip: '203.0.113.1' }] }) }));
+  t.true(externallyAccessible({ clusterIP: 'fd00:96::1', frontends: frontends({ nodePort: 30080 }) }));
+  // internalTrafficPolicy Local with an IPv6 external IP only: the IPv6 view uses the cluster set for it, the IPv4 view never does.
+  const port = (clusterIP: string) => sp('ns/svc:p', clusterIP, 80, [], { internalTrafficPolicy: 'Local', frontends: ext6 });
+  t.deepEqual(categorizeEndpoints(port('fd00:96::1'), undefined).cluster, []);
+  t.is(categorizeEndpoints(port('10.96.0.1'), undefined).cluster, null);
+});
 
 test('topologyMode: PreferSameNode, then PreferSameZone, else none', (t) => {
   const node: NodeInfo = { name: 'n1', zone: 'z1', addresses: [] };
