@@ -15,7 +15,12 @@
  *                         exchanging requests, and a new connection per interval;
  *                         READY once the long-lived ones are up, a TrafficSummary
  *                         JSON line when stdin closes.
+ *   probe-cli.mjs udp HOST PORT SOURCE_PORT TIMEOUT_MS
+ *                         one datagram from SOURCE_PORT to HOST:PORT; prints the
+ *                         RequestResult of the first datagram answered (an
+ *                         EchoReply), or ETIMEDOUT after TIMEOUT_MS.
  */
+import { createSocket } from 'node:dgram';
 import { request } from 'node:http';
 import { connect } from 'node:net';
 import { createInterface } from 'node:readline';
@@ -206,8 +211,29 @@ async function traffic(input) {
   process.stdout.write(JSON.stringify(summary) + '\n');
 }
 
+/**
+ * `udp`: one datagram from `sourcePort` to `host:port`, and the reply.
+ * @param {string} host @param {number} port @param {number} sourcePort @param {number} timeoutMs
+ * @returns {Promise<RequestResult>}
+ */
+function udpOnce(host, port, sourcePort, timeoutMs) {
+  const sock = createSocket({ type: host.includes(':') ? 'udp6' : 'udp4' });
+  return new Promise((resolve) => {
+    /** @param {RequestResult} r */
+    const done = (r) => {
+      clearTimeout(timer);
+      sock.close();
+      resolve(r);
+    };
+    const timer = setTimeout(() => done({ ok: false, code: 'ETIMEDOUT' }), timeoutMs);
+    sock.on('message', (msg) => done(parseReply(msg.toString('utf8'))));
+    sock.on('error', (err) => done({ ok: false, code: errorCode(err) }));
+    sock.bind(sourcePort, () => sock.send('q', port, host));
+  });
+}
+
 async function main() {
-  const [mode, host, port, timeoutMs] = process.argv.slice(2);
+  const [mode, host, port, timeoutMs, udpTimeoutMs] = process.argv.slice(2);
   if (mode === 'probe') {
     let input = '';
     for await (const chunk of process.stdin) input += String(chunk);
@@ -216,8 +242,11 @@ async function main() {
     await hold(host, Number(port), Number(timeoutMs));
   } else if (mode === 'traffic' && host) {
     await traffic(JSON.parse(host));
+  } else if (mode === 'udp' && host && port && timeoutMs && udpTimeoutMs) {
+    // The third argument is the source port here.
+    process.stdout.write(JSON.stringify(await udpOnce(host, Number(port), Number(timeoutMs), Number(udpTimeoutMs))) + '\n');
   } else {
-    throw new Error('usage: probe-cli probe < request.json | probe-cli hold HOST PORT TIMEOUT_MS | probe-cli traffic REQUEST_JSON');
+    throw new Error('usage: probe-cli probe < request.json | probe-cli hold HOST PORT TIMEOUT_MS | probe-cli traffic REQUEST_JSON | probe-cli udp HOST PORT SOURCE_PORT TIMEOUT_MS');
   }
 }
 

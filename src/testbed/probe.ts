@@ -48,6 +48,28 @@ export async function connectOnce(topology: Topology, opts: Omit<ProbeOptions, '
   return result;
 }
 
+/** Longest wait for a probe helper's first answer beyond the request's own timeout, ms: the helper's start. */
+const HELPER_START_MS = 90_000;
+
+/** Options of {@link udpOnce}. */
+export interface UdpOptions extends Omit<ProbeOptions, 'count'> {
+  /** The client's source port, 1-65535: the same one every time keeps one UDP flow (one conntrack entry). */
+  sourcePort: number;
+}
+
+/**
+ * One UDP datagram from `opts.from`, sent from `opts.sourcePort` to
+ * `host:port`, and the echo server's reply datagram (echo-server.mjs
+ * `--udp-ports`), or `{ ok: false, code: 'ETIMEDOUT' }` when none came
+ * within `timeoutMs`.
+ */
+export async function udpOnce(topology: Topology, opts: UdpOptions): Promise<RequestResult> {
+  const timeoutMs = opts.timeoutMs ?? 2000;
+  const [node, ...args] = helperArgv('probe-cli.mjs', ['udp', opts.host, String(opts.port), String(opts.sourcePort), String(timeoutMs)]) as [string, ...string[]];
+  const res = await run(node, args, { netns: opts.from ?? topology.client().netns, timeoutMs: HELPER_START_MS + timeoutMs });
+  return JSON.parse(res.stdout) as RequestResult;
+}
+
 /** A single TCP connection kept open; see {@link holdConnection}. */
 export interface HeldConnection {
   /** Result of the request made when the connection was opened. */
@@ -57,9 +79,6 @@ export interface HeldConnection {
   /** Close the connection and end the helper process. */
   close(): Promise<void>;
 }
-
-/** Longest wait for a probe helper's first answer beyond the request's own timeout, ms: the helper's start. */
-const HELPER_START_MS = 90_000;
 
 /**
  * Open one TCP connection from `opts.from` and make a first request on it;

@@ -19,7 +19,7 @@ import { run, type RunOptions, type RunResult } from './exec.ts';
 /** Default prefix of testbed namespace names (`drv-<6 hex>-<role>`); see scripts/netns-cleanup.sh. */
 export const NETNS_PREFIX = 'drv';
 
-/** A backend namespace to create: one address, echo servers on `ports` (TCP). */
+/** A backend namespace to create: one address, echo servers on `ports` (TCP) and `udpPorts` (UDP). */
 export interface BackendSpec {
   /** Short name, [a-z0-9-], unique in the topology; reported by the echo server. */
   name: string;
@@ -28,6 +28,8 @@ export interface BackendSpec {
   /** IPv6 address too, e.g. fd00:244:1::2 (added with `nodad`, so it is usable at once); the echo server then listens on both families. */
   ip6?: string;
   ports: number[];
+  /** UDP echo ports (echo-server.mjs `--udp-ports`): each datagram is answered with an EchoReply datagram [none]. */
+  udpPorts?: number[];
 }
 
 /** A client namespace to create. */
@@ -144,7 +146,7 @@ export async function createTopology(spec: TopologySpec): Promise<Topology> {
     spec.nodeIp ?? '192.168.100.1',
     spec.gateway ?? '10.244.0.1',
     spec.serviceCidr ?? '10.96.0.0/12',
-    spec.backends.map((b) => ({ ...b, ports: [...b.ports], netns: ns(b.name) })),
+    spec.backends.map((b) => ({ ...b, ports: [...b.ports], ...(b.udpPorts ? { udpPorts: [...b.udpPorts] } : {}), netns: ns(b.name) })),
     clients.map((c) => ({ ...c, netns: ns(c.name) })),
     { gateway: spec.gateway6 ?? 'fd00:244::1', nodeIp: spec.nodeIp6 ?? 'fd00:100::1', serviceCidr: spec.serviceCidr6 ?? 'fd00:96::/112' },
   );
@@ -281,7 +283,7 @@ class TestbedTopology implements Topology {
 
   /** Start `b`'s echo server and wait for its READY line (bounded by `timeoutMs`). */
   private startServer(b: BackendNs, timeoutMs: number): Promise<void> {
-    const argv = helperArgv('echo-server.mjs', ['--name', b.name, '--ip', b.ip, ...(b.ip6 !== undefined ? ['--ip6', b.ip6] : []), '--ports', b.ports.join(',')]);
+    const argv = helperArgv('echo-server.mjs', ['--name', b.name, '--ip', b.ip, ...(b.ip6 !== undefined ? ['--ip6', b.ip6] : []), '--ports', b.ports.join(','), ...(b.udpPorts?.length ? ['--udp-ports', b.udpPorts.join(',')] : [])]);
     const child = spawn('ip', ['netns', 'exec', b.netns, ...argv], { stdio: ['pipe', 'pipe', 'pipe'] });
     this.servers.push(child);
     return new Promise((resolve, reject) => {
