@@ -20,7 +20,7 @@ import { ipv4Frontends, type NodeInfo, type ServicePort } from '../../src/model/
 import type { NodeAddresses } from '../../src/modes/ipvs/frontends.ts';
 import { ep, sp } from '../support/snapshots.ts';
 import { Driver } from './support/driver-client.ts';
-import { createIpvsTopology, ipvsadmState, registerIpvsTests } from './support/env.ts';
+import { clientsSeen as seen, createIpvsTopology, ipvsadmState, registerIpvsTests } from './support/env.ts';
 import { run } from '../../src/testbed/exec.ts';
 import { helperArgv } from '../../src/testbed/topology.ts';
 
@@ -105,9 +105,6 @@ function byServer(lines: readonly string[]): string[] {
   }
   return groups.map(([head, ...reals]) => [head, ...reals.sort()].join(' | ')).sort();
 }
-
-/** Distinct source addresses the backends saw. */
-const seen = (s: Awaited<ReturnType<typeof probe>>) => [...new Set(Object.values(s.clientsSeen).flat())].sort();
 
 if (await registerIpvsTests('IPVS frontends tests')) {
   test.before(async () => {

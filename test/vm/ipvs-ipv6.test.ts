@@ -11,11 +11,10 @@
 import test from 'ava';
 import { probe } from '../../src/testbed/probe.ts';
 import type { Topology } from '../../src/testbed/topology.ts';
-import { createTopology } from '../../src/testbed/topology.ts';
 import type { ServicePort } from '../../src/model/types.ts';
 import { ep, sp } from '../support/snapshots.ts';
 import { Driver } from './support/driver-client.ts';
-import { registerIpvsTests } from './support/env.ts';
+import { createIpvsTopology, registerIpvsTests } from './support/env.ts';
 
 const BACKENDS = [
   { name: 'b1', ip: '10.244.1.2', ip6: 'fd00:244:1::2', ports: [8080] },
@@ -57,9 +56,7 @@ async function setEntries(name: string): Promise<{ create: string; entries: stri
 
 if (await registerIpvsTests('IPVS IPv6 and dual-stack tests')) {
   test.before(async () => {
-    topo = await createTopology({ backends: BACKENDS, clients: [{ name: 'outside', ip: '192.168.100.2', ip6: 'fd00:100::2' }], readyTimeoutMs: 120_000 });
-    await topo.exec(topo.node, 'sysctl', ['-q', '-w', 'net.ipv4.icmp_ratelimit=0']);
-    await topo.exec(topo.node, 'sysctl', ['-q', '-w', 'net.ipv6.icmp.ratelimit=0']);
+    topo = await createIpvsTopology(BACKENDS, { ipv6: true });
     driver = await Driver.start(topo.node);
     await driver.open({ dualStack: { clusterCIDR6: CLUSTER_CIDR6 }, readNodeAddresses: true });
     await driver.sync([web4], { full: true }, undefined, [web6, only6]);

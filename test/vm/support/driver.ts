@@ -12,7 +12,10 @@
  *   iptables-nft, rtnetlink, /proc/sys) with the given options, or with
  *   `dualStack` the DualStackIpvsBackend of both families (ip6tables-nft);
  * - `sync`: backend.sync(snapshot of `services` (and `ipv6Services`, the
- *   IPv6 view) on `node`, { full, changed });
+ *   IPv6 view) on `node`, { full, changed }); when opened with `conntrack`,
+ *   one sync of a Proxier over the backend instead (it works out what
+ *   changed itself), which then deletes the stale UDP conntrack entries of
+ *   both families, as `drover run` does;
  * - `cleanup`: backend.cleanup();
  * - `checkGraceful`, `pending`: the graceful-termination check and list;
  * - `dump`: every virtual server with its destinations, through a fresh IpvsClient;
@@ -32,9 +35,11 @@ import { RtnlLinkManager } from '../../../src/modes/ipvs/link.ts';
 import { IpvsClient } from '../../../src/modes/ipvs/netlink.ts';
 import { ProcSysctls } from '../../../src/modes/ipvs/sysctl.ts';
 import type { RenderOptions } from '../../../src/modes/iptables/render.ts';
-import type { NodeInfo, ServicePort } from '../../../src/model/types.ts';
+import type { NodeInfo, ServicePort, Snapshot } from '../../../src/model/types.ts';
+import { SystemConntrack } from '../../../src/conntrack/exec.ts';
+import { Proxier } from '../../../src/proxier/proxier.ts';
 import { nodeAddresses } from '../../../src/modes/ipvs/node-ips.ts';
-import { createLogger } from '../../../src/util/log.ts';
+import { createLogger, type Logger } from '../../../src/util/log.ts';
 import { trace, type Packet } from '../../../src/inspect/trace.ts';
 import { localAddresses } from '../../../src/modes/iptables/live.ts';
 import { readIpvsLive } from '../../../src/modes/ipvs/live.ts';
@@ -51,9 +56,28 @@ export interface OpenRequest {
   readonly readNodeAddresses?: boolean;
   /** Both families (dual-stack.ts), the IPv6 one with this `--cluster-cidr` entry. */
   readonly dualStack?: { readonly clusterCIDR6: string };
+  /** Sync through a Proxier that deletes stale UDP conntrack entries (conntrack/stale.ts), as `drover run`. */
+  readonly conntrack?: boolean;
 }
 
 let backend: IpvsBackend | DualStackIpvsBackend | undefined;
+/** The Proxier of an `open` with `conntrack`, and the snapshot its source hands out (the last `sync` request's). */
+let proxier: { readonly proxier: Proxier; set(snapshot: Snapshot): void } | undefined;
+
+/** With `o.conntrack`, a Proxier over `backend` whose source is the snapshot of the latest `sync` request; else undefined. */
+function proxierOf(o: OpenRequest, b: IpvsBackend | DualStackIpvsBackend, logger: Logger): typeof proxier {
+  if (!o.conntrack) return undefined;
+  let current: Snapshot = { services: new Map() };
+  const p = new Proxier({
+    source: { load: async () => ({ snapshot: current }), watch: () => undefined, close: () => undefined },
+    backend: b,
+    logger,
+    minSyncPeriodMs: 0,
+    syncPeriodMs: 3_600_000,
+    conntrack: new SystemConntrack(),
+  });
+  return { proxier: p, set: (s: Snapshot) => { current = s; } };
+}
 
 /** The IPv4 family's backend (pending removals and the graceful check). */
 function v4(): IpvsBackend {
@@ -96,6 +120,7 @@ async function handle(req: Record<string, unknown>): Promise<unknown> {
           },
           logger,
         });
+        proxier = proxierOf(o, backend, logger);
         return { familyId: client.familyId, nodeAddresses: addresses, nodeAddresses6: addresses6 };
       }
       backend = new IpvsBackend({
@@ -112,6 +137,7 @@ async function handle(req: Record<string, unknown>): Promise<unknown> {
         ...(addresses ? { nodeAddresses: addresses } : {}),
         logger,
       });
+      proxier = proxierOf(o, backend, logger);
       return { familyId: client.familyId, nodeAddresses: addresses };
     }
     case 'sync': {
@@ -119,8 +145,11 @@ async function handle(req: Record<string, unknown>): Promise<unknown> {
       const services = req.services as ServicePort[];
       const node = req.node as NodeInfo | undefined;
       const v6 = req.ipv6Services as ServicePort[] | undefined;
-      const snapshot = { services: new Map(services.map((s) => [s.key, s])), ...(v6 ? { ipv6Services: new Map(v6.map((s) => [s.key, s])) } : {}), ...(node ? { node } : {}) };
-      const result = await backend.sync(snapshot, { full: req.full === true, changed: new Set((req.changed as string[]) ?? []) });
+      const snapshot: Snapshot = { services: new Map(services.map((s) => [s.key, s])), ...(v6 ? { ipv6Services: new Map(v6.map((s) => [s.key, s])) } : {}), ...(node ? { node } : {}) };
+      proxier?.set(snapshot);
+      const result = proxier
+        ? await proxier.proxier.syncOnce({ full: req.full === true })
+        : await backend.sync(snapshot, { full: req.full === true, changed: new Set((req.changed as string[]) ?? []) });
       return { result, detail: result.detail };
     }
     case 'checkGraceful':

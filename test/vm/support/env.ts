@@ -5,7 +5,8 @@
  * ip_vs, so there the tests are skipped with the reason in the title.
  * Inside the guest (DROVER_IN_GUEST=1) a missing piece is a failure instead.
  */
-import test from 'ava';
+import test, { type ExecutionContext } from 'ava';
+import type { ProbeSummary, RequestResult } from '../../../src/testbed/probe.ts';
 import { IpvsClient, IpvsUnavailableError } from '../../../src/modes/ipvs/netlink.ts';
 import { run } from '../../../src/testbed/exec.ts';
 import { createTopology, testbedUnavailableReason, type Topology, type TopologySpec } from '../../../src/testbed/topology.ts';
@@ -82,20 +83,34 @@ export async function realServerConns(netns: string, vs: string, rs: string): Pr
 /**
  * The IPVS data-path testbed: a node namespace, endpoint namespaces
  * `backends`, and two clients, "outside" (192.168.100.2, outside the cluster
- * CIDR 10.244.0.0/16) and "inside" (10.244.9.2). ICMP rate limiting is off in
- * the node: IPVS refuses a connection to a virtual server without real
- * servers with an ICMP port unreachable, which the kernel rate-limits per
- * namespace.
+ * CIDR 10.244.0.0/16) and "inside" (10.244.9.2). With `ipv6`, the clients
+ * get IPv6 addresses too: "outside" fd00:100::2, "inside" fd00:244:9::2 (a
+ * pod's address when the IPv6 cluster CIDR is fd00:244::/32). ICMP rate
+ * limiting is off in the node, for both families: IPVS refuses a
+ * connection to a virtual server without real servers with an ICMP port
+ * unreachable, which the kernel rate-limits per namespace.
  */
-export async function createIpvsTopology(backends: TopologySpec['backends']): Promise<Topology> {
+export async function createIpvsTopology(backends: TopologySpec['backends'], opts: { ipv6?: boolean } = {}): Promise<Topology> {
+  const v6 = (ip6: string) => (opts.ipv6 ? { ip6 } : {});
   const topo = await createTopology({
     backends,
     clients: [
-      { name: 'outside', ip: '192.168.100.2' },
-      { name: 'inside', ip: '10.244.9.2' },
+      { name: 'outside', ip: '192.168.100.2', ...v6('fd00:100::2') },
+      { name: 'inside', ip: '10.244.9.2', ...v6('fd00:244:9::2') },
     ],
     readyTimeoutMs: 120_000,
   });
   await topo.exec(topo.node, 'sysctl', ['-q', '-w', 'net.ipv4.icmp_ratelimit=0']);
+  if (opts.ipv6) await topo.exec(topo.node, 'sysctl', ['-q', '-w', 'net.ipv6.icmp.ratelimit=0']);
   return topo;
+}
+
+/** Distinct client addresses the backends saw in a probe, sorted. */
+export const clientsSeen = (s: ProbeSummary): string[] => [...new Set(Object.values(s.clientsSeen).flat())].sort();
+
+/** Assert that a connection attempt was dropped (it timed out), not refused and not answered. */
+export function assertDropped(t: ExecutionContext, r: RequestResult, what: string): void {
+  t.log(what, JSON.stringify(r));
+  t.false(r.ok, `${what}: answered`);
+  t.not((r as { code?: string }).code, 'ECONNREFUSED', `${what}: dropped (a timeout), not refused`);
 }
