@@ -10,6 +10,9 @@ import { helperArgv, type Topology } from './topology.ts';
 
 export type { EchoReply, ProbeSummary, RequestResult, TrafficSummary } from './protocol.ts';
 
+/** Longest wait for a probe helper's first answer beyond the request's own timeout, ms: the helper's start, a Node process, which takes tens of seconds in the emulated IPVS guest on a busy host. */
+const HELPER_START_MS = 90_000;
+
 /** Options of {@link probe}. */
 export interface ProbeOptions {
   /** Namespace to send from: a client's netns (default: the first client), or `topology.node`, or a backend's. */
@@ -35,7 +38,7 @@ export async function probe(topology: Topology, opts: ProbeOptions): Promise<Pro
   const res = await run(node, args, {
     netns: opts.from ?? topology.client().netns,
     input: JSON.stringify({ host: opts.host, port: opts.port, count, timeoutMs }),
-    timeoutMs: 10_000 + count * (timeoutMs + 500),
+    timeoutMs: HELPER_START_MS + count * (timeoutMs + 500),
   });
   return JSON.parse(res.stdout) as ProbeSummary;
 }
@@ -47,9 +50,6 @@ export async function connectOnce(topology: Topology, opts: Omit<ProbeOptions, '
   if (!result) throw new Error('probe: no result');
   return result;
 }
-
-/** Longest wait for a probe helper's first answer beyond the request's own timeout, ms: the helper's start. */
-const HELPER_START_MS = 90_000;
 
 /** Options of {@link udpOnce}. */
 export interface UdpOptions extends Omit<ProbeOptions, 'count'> {
