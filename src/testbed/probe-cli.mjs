@@ -233,7 +233,8 @@ function udpOnce(host, port, sourcePort, timeoutMs) {
 }
 
 async function main() {
-  const [mode, host, port, timeoutMs, udpTimeoutMs] = process.argv.slice(2);
+  const [mode, host, port, timeoutMs] = process.argv.slice(2);
+  const [, , , sourcePort, udpTimeoutMs] = process.argv.slice(2);
   if (mode === 'probe') {
     let input = '';
     for await (const chunk of process.stdin) input += String(chunk);
@@ -242,9 +243,8 @@ async function main() {
     await hold(host, Number(port), Number(timeoutMs));
   } else if (mode === 'traffic' && host) {
     await traffic(JSON.parse(host));
-  } else if (mode === 'udp' && host && port && timeoutMs && udpTimeoutMs) {
-    // The third argument is the source port here.
-    process.stdout.write(JSON.stringify(await udpOnce(host, Number(port), Number(timeoutMs), Number(udpTimeoutMs))) + '\n');
+  } else if (mode === 'udp' && host && port && sourcePort && udpTimeoutMs) {
+    process.stdout.write(JSON.stringify(await udpOnce(host, Number(port), Number(sourcePort), Number(udpTimeoutMs))) + '\n');
   } else {
     throw new Error('usage: probe-cli probe < request.json | probe-cli hold HOST PORT TIMEOUT_MS | probe-cli traffic REQUEST_JSON | probe-cli udp HOST PORT SOURCE_PORT TIMEOUT_MS');
   }
