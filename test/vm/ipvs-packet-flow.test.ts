@@ -9,6 +9,8 @@
  * reach, the same masquerade, or the same verdict.
  */
 import test from 'ava';
+import { formatTrace } from '../../src/inspect/trace-format.ts';
+import { ipvsTraceFormat } from '../../src/modes/ipvs/trace.ts';
 import { probe } from '../../src/testbed/probe.ts';
 import { createTopology, type Topology } from '../../src/testbed/topology.ts';
 import { BACKENDS, CASES, CLIENTS, CLUSTER_CIDR, checkTraced, flowProbeTimeoutMs, NODE_IP, SERVICES, STATE } from '../support/packet-flow.ts';
@@ -45,6 +47,7 @@ if (await registerIpvsTests('IPVS packet-flow tests')) {
       const real = await probe(topo, { from: from.netns, host: c.host, port: c.port, count, timeoutMs: flowProbeTimeoutMs(c.error) });
       const traced = await driver.trace({ src: from.ip, dst: c.host, dport: c.port, proto: 'tcp' });
       t.log(JSON.stringify({ counts: real.counts, errors: real.errors, traced: traced.outcomes.map((o) => [o.verdict, o.masqueraded]) }));
+      t.log(`\n${formatTrace(traced, ipvsTraceFormat)}`);
       if (c.error) {
         t.deepEqual(real.errors, { [c.error]: count });
       } else {
