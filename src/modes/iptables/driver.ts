@@ -137,7 +137,6 @@ export const iptablesMode: ModeDriver = {
     return opts.json ? `${JSON.stringify(found, null, 2)}\n` : formatChains(found);
   },
 
-  traceIPv6: true,
   /**
    * `trace`: the live filter and nat tables of `opts.family` (IPv4 unless
    * given: iptables-save; IPv6: ip6tables-save, as dual-stack.ts programs
