@@ -13,7 +13,7 @@ import type { ModeDriver, ModeOptions } from '../driver.ts';
 import { iptablesHarness } from './bench-harness.ts';
 import { formatChains, selectServicePorts, serviceChains, withPods } from './chains.ts';
 import { endpointPods } from '../../model/pods.ts';
-import { driftItems, formatDrift, type DriftItem } from './diff.ts';
+import { driftItems, formatDrift, ipv6DriftItem, type DriftItem } from './diff.ts';
 import type { ParsedDump, TableName } from './parse.ts';
 import type { RenderCliOptions } from '../../cli/options.ts';
 import { driftOf } from '../shared/drift.ts';
@@ -47,7 +47,7 @@ async function sourceDrift(
   if (kernel6 !== undefined && (v6.services.size > 0 || kernel6.get('nat')?.has('KUBE-SERVICES'))) {
     const statics6 = await iptablesStatics6(opts.nodeportAddresses, opts.netns);
     const items6 = driftItems(statics6, renderSnapshot(v6, renderConfig(opts, 'IPv6')), kernel6, { incomplete: incomplete.length > 0 });
-    for (const item of items6) items.push(ipv6Item(item));
+    for (const item of items6) items.push(ipv6DriftItem(item));
   }
   return { items, problems, incomplete };
 }
@@ -59,11 +59,6 @@ async function readKernel6(opts: ModeOptions): Promise<ParsedDump | undefined> {
   } catch {
     return undefined;
   }
-}
-
-/** A drift item of the IPv6 tables, its table named "… (IPv6)". */
-function ipv6Item(item: DriftItem): DriftItem {
-  return { ...item, table: `${item.table as TableName} (IPv6)` };
 }
 
 /** A service port's chains in the IPv6 tables, each table named "… (IPv6)". */
