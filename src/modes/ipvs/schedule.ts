@@ -49,7 +49,7 @@ const DECIDES_BY: Readonly<Record<string, string>> = {
   twos: 'two random picks compared by connection counts',
 };
 
-/** "10.244.1.2:8080 (weight 1)", comma-separated. */
+/** "10.244.1.2:8080 (weight 1)" ("[fd00:244:1::2]:8080 (weight 1)" for IPv6), comma-separated. */
 function candidates(dests: readonly DestEntry[]): string {
   return dests.map((d) => `${joinHostPort(d.address, d.port)} (weight ${d.weight})`).join(', ');
 }
