@@ -13,13 +13,12 @@ import { formatTrace } from '../../src/inspect/trace-format.ts';
 import { trace, type Packet } from '../../src/inspect/trace.ts';
 import { TABLES } from '../../src/modes/iptables/parse.ts';
 import { ip6tablesStatusLines, ownedRuleCounts } from '../../src/modes/iptables/ruleset.ts';
-import { iptablesTraceContext } from '../../src/modes/iptables/trace.ts';
 import { desiredIpvsState } from '../../src/modes/ipvs/assemble.ts';
 import { formatIpvsDrift, ipvsDrift, ipvsDriftCount } from '../../src/modes/ipvs/diff.ts';
 import { DualStackIpvsBackend } from '../../src/modes/ipvs/dual-stack.ts';
 import { readIpvsLive, type IpvsLive } from '../../src/modes/ipvs/live.ts';
 import { iptablesModeStatics, ipvsStaticRules } from '../../src/modes/ipvs/rules.ts';
-import { ipvsDataplane, ipvsTraceFormat } from '../../src/modes/ipvs/trace.ts';
+import { ipvsTraceContext, ipvsTraceFormat } from '../../src/modes/ipvs/trace.ts';
 import { familyView } from '../../src/model/family.ts';
 import type { ServicePort, Snapshot } from '../../src/model/types.ts';
 import { silentLogger } from '../../src/util/log.ts';
@@ -92,10 +91,7 @@ async function synced(): Promise<World> {
 }
 
 /** The IPv6 trace context, as the driver builds it: ip6tables' tables, every set, the node's IPv6 addresses (kube-ipvs0's /128s among them), IPVS. */
-const ctx6 = (live: IpvsLive) => ({
-  ...iptablesTraceContext(live.tables6, new Set([...NODE6.hostAddresses, ...(live.bound6 ?? []).map((a) => a.address)]), live.sets),
-  dataplane: ipvsDataplane(live.virtualServers),
-});
+const ctx6 = (live: IpvsLive) => ipvsTraceContext(live, new Set([...NODE6.hostAddresses, ...(live.bound6 ?? []).map((a) => a.address)]), 'IPv6');
 const pkt = (src: string, dst: string, dport: number): Packet => ({ src, dst, dport, proto: 'tcp' });
 const summary = (r: ReturnType<typeof trace>) => r.outcomes.map((o) => ({ p: Number(o.probability.toFixed(6)), verdict: o.verdict, masq: o.masqueraded }));
 
@@ -115,14 +111,14 @@ nat KUBE-SERVICES
 nat KUBE-MARK-MASQ
   line 17   -A KUBE-MARK-MASQ -j MARK --set-xmark 0x4000/0x4000
 nat KUBE-SERVICES
-  line 32   -A KUBE-SERVICES -m addrtype --dst-type LOCAL -j KUBE-NODE-PORT
+  line 34   -A KUBE-SERVICES -m addrtype --dst-type LOCAL -j KUBE-NODE-PORT
 filter INPUT
-  line 12   -A INPUT -m comment --comment "kubernetes ipvs access filter" -j KUBE-IPVS-FILTER
+  line 13   -A INPUT -m comment --comment "kubernetes ipvs access filter" -j KUBE-IPVS-FILTER
 filter KUBE-IPVS-FILTER
-  line 20   -A KUBE-IPVS-FILTER -m set --match-set KUBE-6-CLUSTER-IP dst,dst -j RETURN
+  line 22   -A KUBE-IPVS-FILTER -m set --match-set KUBE-6-CLUSTER-IP dst,dst -j RETURN
 filter INPUT
-  line 13   -A INPUT -m comment --comment "kube-proxy firewall rules" -j KUBE-PROXY-FIREWALL
-  line 14   -A INPUT -m comment --comment "kubernetes health check rules" -j KUBE-NODE-PORT
+  line 14   -A INPUT -m comment --comment "kube-proxy firewall rules" -j KUBE-PROXY-FIREWALL
+  line 15   -A INPUT -m comment --comment "kubernetes health check rules" -j KUBE-NODE-PORT
 
 then one of 2 branches:
   (50.00%) DNAT to [fd00:10:244:1::2]:8080, masqueraded
@@ -133,6 +129,8 @@ then one of 2 branches:
       -> [fd00:10:244:2::3]:8080 Masq weight 1   [taken with probability 0.5000]
 
 then, in every branch:
+filter OUTPUT
+  line 18   -A OUTPUT -m comment --comment "kubernetes ipvs access filter" -j KUBE-IPVS-OUT-FILTER
 nat POSTROUTING
   line 14   -A POSTROUTING -m comment --comment "kubernetes postrouting rules" -j KUBE-POSTROUTING
 nat KUBE-POSTROUTING
@@ -152,8 +150,9 @@ verdict: IPVS to one of 2 real servers, masqueraded
     'nat OUTPUT 13',
     'nat KUBE-SERVICES 28',
     'nat KUBE-MARK-MASQ 17',
-    'nat KUBE-SERVICES 32',
+    'nat KUBE-SERVICES 34',
     'ipvs TCP [fd00:10:96::a]:80 rr -> [fd00:10:244:1::2]:8080 Masq weight 1',
+    'filter OUTPUT 18',
     'nat POSTROUTING 14',
     'nat KUBE-POSTROUTING 26',
     'nat KUBE-POSTROUTING 27',
@@ -172,15 +171,15 @@ test("trace --mode ipvs of a NodePort on the node's IPv6 address: KUBE-6-NODE-PO
 nat PREROUTING
   line 12   -A PREROUTING -m comment --comment "kubernetes service portals" -j KUBE-SERVICES
 nat KUBE-SERVICES
-  line 32   -A KUBE-SERVICES -m addrtype --dst-type LOCAL -j KUBE-NODE-PORT
+  line 34   -A KUBE-SERVICES -m addrtype --dst-type LOCAL -j KUBE-NODE-PORT
 nat KUBE-NODE-PORT
   line 19   -A KUBE-NODE-PORT -p tcp -m comment --comment "Kubernetes nodeport TCP port for masquerade purpose" -m set --match-set KUBE-6-NODE-PORT-TCP dst -j KUBE-MARK-MASQ
 nat KUBE-MARK-MASQ
   line 17   -A KUBE-MARK-MASQ -j MARK --set-xmark 0x4000/0x4000
 filter INPUT
-  line 12   -A INPUT -m comment --comment "kubernetes ipvs access filter" -j KUBE-IPVS-FILTER
-  line 13   -A INPUT -m comment --comment "kube-proxy firewall rules" -j KUBE-PROXY-FIREWALL
-  line 14   -A INPUT -m comment --comment "kubernetes health check rules" -j KUBE-NODE-PORT
+  line 13   -A INPUT -m comment --comment "kubernetes ipvs access filter" -j KUBE-IPVS-FILTER
+  line 14   -A INPUT -m comment --comment "kube-proxy firewall rules" -j KUBE-PROXY-FIREWALL
+  line 15   -A INPUT -m comment --comment "kubernetes health check rules" -j KUBE-NODE-PORT
 
 then one of 2 branches:
   (50.00%) DNAT to [fd00:10:244:1::2]:8080, masqueraded
@@ -210,21 +209,23 @@ nat KUBE-LOAD-BALANCER
 nat KUBE-MARK-MASQ
   line 17   -A KUBE-MARK-MASQ -j MARK --set-xmark 0x4000/0x4000
 nat KUBE-SERVICES
-  line 32   -A KUBE-SERVICES -m addrtype --dst-type LOCAL -j KUBE-NODE-PORT
+  line 34   -A KUBE-SERVICES -m addrtype --dst-type LOCAL -j KUBE-NODE-PORT
 filter INPUT
-  line 12   -A INPUT -m comment --comment "kubernetes ipvs access filter" -j KUBE-IPVS-FILTER
+  line 13   -A INPUT -m comment --comment "kubernetes ipvs access filter" -j KUBE-IPVS-FILTER
 filter KUBE-IPVS-FILTER
-  line 19   -A KUBE-IPVS-FILTER -m set --match-set KUBE-6-LOAD-BALANCER dst,dst -j RETURN
+  line 21   -A KUBE-IPVS-FILTER -m set --match-set KUBE-6-LOAD-BALANCER dst,dst -j RETURN
 filter INPUT
-  line 13   -A INPUT -m comment --comment "kube-proxy firewall rules" -j KUBE-PROXY-FIREWALL
+  line 14   -A INPUT -m comment --comment "kube-proxy firewall rules" -j KUBE-PROXY-FIREWALL
 filter KUBE-PROXY-FIREWALL
-  line 26   -A KUBE-PROXY-FIREWALL -m comment --comment "Kubernetes service load balancer ip + port for load balancer with sourceRange" -m set --match-set KUBE-6-LOAD-BALANCER-FW dst,dst -j KUBE-SOURCE-RANGES-FIREWALL
+  line 29   -A KUBE-PROXY-FIREWALL -m comment --comment "Kubernetes service load balancer ip + port for load balancer with sourceRange" -m set --match-set KUBE-6-LOAD-BALANCER-FW dst,dst -j KUBE-SOURCE-RANGES-FIREWALL
 filter KUBE-SOURCE-RANGES-FIREWALL
-  line 29   -A KUBE-SOURCE-RANGES-FIREWALL -m comment --comment "Kubernetes service load balancer ip + port + source cidr for packet filter purpose" -m set --match-set KUBE-6-LOAD-BALANCER-SOURCE-CID dst,dst,src -j RETURN
+  line 32   -A KUBE-SOURCE-RANGES-FIREWALL -m comment --comment "Kubernetes service load balancer ip + port + source cidr for packet filter purpose" -m set --match-set KUBE-6-LOAD-BALANCER-SOURCE-CID dst,dst,src -j RETURN
 filter INPUT
-  line 14   -A INPUT -m comment --comment "kubernetes health check rules" -j KUBE-NODE-PORT
+  line 15   -A INPUT -m comment --comment "kubernetes health check rules" -j KUBE-NODE-PORT
 ipvs TCP [2001:db8::10]:80 rr
   -> [fd00:10:244:1::4]:8080 Masq weight 1
+filter OUTPUT
+  line 18   -A OUTPUT -m comment --comment "kubernetes ipvs access filter" -j KUBE-IPVS-OUT-FILTER
 nat POSTROUTING
   line 14   -A POSTROUTING -m comment --comment "kubernetes postrouting rules" -j KUBE-POSTROUTING
 nat KUBE-POSTROUTING
@@ -239,11 +240,11 @@ verdict: IPVS to 1 real server, masqueraded
   const outside = formatTrace(trace(ctx6(live), pkt('2001:db8:9::2', '2001:db8::10', 80)), ipvsTraceFormat);
   t.true(
     outside.endsWith(`filter KUBE-PROXY-FIREWALL
-  line 26   -A KUBE-PROXY-FIREWALL -m comment --comment "Kubernetes service load balancer ip + port for load balancer with sourceRange" -m set --match-set KUBE-6-LOAD-BALANCER-FW dst,dst -j KUBE-SOURCE-RANGES-FIREWALL
+  line 29   -A KUBE-PROXY-FIREWALL -m comment --comment "Kubernetes service load balancer ip + port for load balancer with sourceRange" -m set --match-set KUBE-6-LOAD-BALANCER-FW dst,dst -j KUBE-SOURCE-RANGES-FIREWALL
 filter KUBE-SOURCE-RANGES-FIREWALL
-  line 31   -A KUBE-SOURCE-RANGES-FIREWALL -j DROP
+  line 34   -A KUBE-SOURCE-RANGES-FIREWALL -j DROP
 
-verdict: DROPped (filter KUBE-SOURCE-RANGES-FIREWALL line 31)
+verdict: DROPped (filter KUBE-SOURCE-RANGES-FIREWALL line 34)
 `),
     outside,
   );
@@ -265,17 +266,17 @@ nat KUBE-SERVICES
 nat KUBE-LOAD-BALANCER
   line 15   -A KUBE-LOAD-BALANCER -m comment --comment "Kubernetes service load balancer ip + port with externalTrafficPolicy=local" -m set --match-set KUBE-6-LOAD-BALANCER-LOCAL dst,dst -j RETURN
 nat KUBE-SERVICES
-  line 32   -A KUBE-SERVICES -m addrtype --dst-type LOCAL -j KUBE-NODE-PORT
+  line 34   -A KUBE-SERVICES -m addrtype --dst-type LOCAL -j KUBE-NODE-PORT
 filter INPUT
-  line 12   -A INPUT -m comment --comment "kubernetes ipvs access filter" -j KUBE-IPVS-FILTER
+  line 13   -A INPUT -m comment --comment "kubernetes ipvs access filter" -j KUBE-IPVS-FILTER
 filter KUBE-IPVS-FILTER
-  line 19   -A KUBE-IPVS-FILTER -m set --match-set KUBE-6-LOAD-BALANCER dst,dst -j RETURN
+  line 21   -A KUBE-IPVS-FILTER -m set --match-set KUBE-6-LOAD-BALANCER dst,dst -j RETURN
 filter INPUT
-  line 13   -A INPUT -m comment --comment "kube-proxy firewall rules" -j KUBE-PROXY-FIREWALL
+  line 14   -A INPUT -m comment --comment "kube-proxy firewall rules" -j KUBE-PROXY-FIREWALL
 filter KUBE-PROXY-FIREWALL
-  line 27   -A KUBE-PROXY-FIREWALL ! -s fd00:10:244::/56 -m conntrack --ctstate NEW -m comment --comment "externalTrafficPolicy Local service ports with no local endpoints" -m set --match-set KUBE-6-EXTERNAL-NO-LOCAL dst,dst -j DROP
+  line 30   -A KUBE-PROXY-FIREWALL ! -s fd00:10:244::/56 -m conntrack --ctstate NEW -m comment --comment "externalTrafficPolicy Local service ports with no local endpoints" -m set --match-set KUBE-6-EXTERNAL-NO-LOCAL dst,dst -j DROP
 
-verdict: DROPped (filter KUBE-PROXY-FIREWALL line 27)
+verdict: DROPped (filter KUBE-PROXY-FIREWALL line 30)
 `,
   );
   // From a pod of this node: not dropped (the rule leaves the cluster CIDR out), to the endpoint elsewhere, not masqueraded.
@@ -285,12 +286,13 @@ verdict: DROPped (filter KUBE-PROXY-FIREWALL line 27)
     'nat PREROUTING 12',
     'nat KUBE-SERVICES 29',
     'nat KUBE-LOAD-BALANCER 15',
-    'nat KUBE-SERVICES 32',
-    'filter INPUT 12',
-    'filter KUBE-IPVS-FILTER 19',
+    'nat KUBE-SERVICES 34',
     'filter INPUT 13',
+    'filter KUBE-IPVS-FILTER 21',
     'filter INPUT 14',
+    'filter INPUT 15',
     'ipvs TCP [2001:db8::20]:80 rr -> [fd00:10:244:2::6]:8080 Masq weight 1',
+    'filter OUTPUT 18',
     'nat POSTROUTING 14',
     'nat KUBE-POSTROUTING 25',
   ]);
@@ -302,21 +304,23 @@ test('trace --mode ipvs, IPv6 internalTrafficPolicy Local: only the endpoint on 
   t.deepEqual(summary(local), [{ p: 1, verdict: { kind: 'dnat', ip: 'fd00:10:244:1::7', port: 8080 }, masq: false }]);
   t.deepEqual(local.outcomes[0]!.steps.map((s) => `${s.table} ${s.chain} ${s.line || s.rule}`), [
     'nat PREROUTING 12',
-    'nat KUBE-SERVICES 32',
-    'filter INPUT 12',
-    'filter KUBE-IPVS-FILTER 20',
+    'nat KUBE-SERVICES 34',
     'filter INPUT 13',
+    'filter KUBE-IPVS-FILTER 22',
     'filter INPUT 14',
+    'filter INPUT 15',
     'ipvs TCP [fd00:10:96::70]:80 rr -> [fd00:10:244:1::7]:8080 Masq weight 1',
+    'filter OUTPUT 18',
     'nat POSTROUTING 14',
     'nat KUBE-POSTROUTING 25',
   ]);
   const none = formatTrace(trace(ctx6(live), pkt('fd00:10:244:1::9', 'fd00:10:96::71', 80)), ipvsTraceFormat);
   t.true(
     none.endsWith(`filter KUBE-PROXY-FIREWALL
-  line 28   -A KUBE-PROXY-FIREWALL -m conntrack --ctstate NEW -m comment --comment "internalTrafficPolicy Local service ports with no local endpoints" -m set --match-set KUBE-6-INTERNAL-NO-LOCAL dst,dst -j DROP
+  line 31   -A KUBE-PROXY-FIREWALL -m conntrack --ctstate NEW -m comment --comment "internalTrafficPolicy Local service ports with no local endpoints" -m set --match-set KUBE-6-INTERNAL-NO-LOCAL dst,dst -j DROP
 
-verdict: DROPped (filter KUBE-PROXY-FIREWALL line 28)
+note: no IPVS virtual server for TCP [fd00:10:96::71]:80
+verdict: DROPped (filter KUBE-PROXY-FIREWALL line 31)
 `),
     none,
   );
@@ -388,10 +392,21 @@ test('readIpvsLive: an ip6tables-save that fails (a kernel without IPv6) leaves 
 
 test('status --mode ipvs: the ip6tables line counts the drover-owned rules of the IPv6 tables; none while they hold none', async (t) => {
   const live = await readIpvsLive(await synced(), { tables: true });
-  t.deepEqual(ip6tablesStatusLines(ownedRuleCounts(RULES6.statics, live.tables6)), [['ip6tables', '41 drover-owned rules in the IPv6 tables (filter 20, nat 21)']]);
+  t.deepEqual(ip6tablesStatusLines(ownedRuleCounts(RULES6.statics, live.tables6)), [['ip6tables', '45 drover-owned rules in the IPv6 tables (filter 22, nat 23)']]);
   t.deepEqual(ip6tablesStatusLines(ownedRuleCounts(RULES6.statics, new Map())), []);
   // An IPv4-only node: the IPv6 tables stay empty.
   const w = new World();
   await dualBackend(w).sync(dualSnap([web4], []), { full: true, changed: new Set() });
   t.deepEqual(ip6tablesStatusLines(ownedRuleCounts(RULES6.statics, (await readIpvsLive(w, { tables: true })).tables6)), []);
+});
+
+test('trace --mode ipvs, IPv6 connections from the node itself: to a LoadBalancer IP whose source ranges leave the node out, and to an internalTrafficPolicy Local ClusterIP with no endpoint here, dropped in filter OUTPUT', async (t) => {
+  const live = await readIpvsLive(await synced(), { tables: true });
+  for (const dst of ['2001:db8::10', 'fd00:10:96::71']) {
+    const r = trace(ctx6(live), pkt('fd00:1::10', dst, 80));
+    t.is(r.origin, 'node');
+    t.deepEqual(r.outcomes.map((o) => o.verdict), [{ kind: 'drop', table: 'filter', chain: 'KUBE-IPVS-OUT-FILTER', line: 27 }], formatTrace(r, ipvsTraceFormat));
+  }
+  // A LoadBalancer IP without source ranges: the node reaches its endpoint.
+  t.deepEqual(summary(trace(ctx6(live), pkt('fd00:1::10', '2001:db8::15', 80))), [{ p: 1, verdict: { kind: 'dnat', ip: 'fd00:10:244:1::5', port: 8080 }, masq: true }]);
 });
