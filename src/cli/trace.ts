@@ -72,7 +72,6 @@ export function traceCommand(): Command {
       }
       const family = opts.dst.ip.includes(':') ? 'IPv6' : 'IPv4';
       if (opts.src.includes(':') !== (family === 'IPv6')) throw new UsageError(`--src ${opts.src} and --dst ${opts.dst.ip} are of different IP families`);
-      if (family === 'IPv6' && !driver.traceIPv6) throw new UsageError(`trace of IPv6 connections is built for --mode iptables and nftables (ip6tables, table ip6 drover); ${driver.title} mode traces IPv4`);
       const { ctx, where, note, format } = await driver.trace({ ...opts, family });
       process.stderr.write(note);
       const result = trace(ctx, packet);

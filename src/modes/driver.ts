@@ -160,10 +160,8 @@ export interface ModeDriver {
    * @throws UnknownServiceError (modes/iptables/chains.ts) for a selector that matches nothing.
    */
   chains(selector: string | undefined, opts: ModeOptions & { readonly json: boolean; readonly source?: string; readonly serviceCidr: string }): Promise<string>;
-  /** `trace`: the live state to walk a packet through; `family` IPv6 for a connection to an IPv6 address (only when {@link traceIPv6}). */
+  /** `trace`: the live state to walk a packet through; `family` IPv6 for a connection to an IPv6 address (every mode walks both families). */
   trace(opts: ModeOptions & { readonly family?: IPFamily }): Promise<ModeTrace>;
-  /** True when `trace` walks IPv6 connections too (nftables mode: table ip6 drover); otherwise `drover trace` refuses them. */
-  readonly traceIPv6?: boolean;
   /**
    * `trace --kernel`: send one real probe for the connection `evaluated`
    * traced, and report the path the kernel took; absent in a mode that

@@ -18,6 +18,8 @@ export class World {
   ipvs = new FakeIpvs();
   ipset = new FakeIpset();
   iptables = new FakeIptables();
+  /** The IPv6 family's ip6tables (a dual-stack backend writes it; the inspect commands read it). */
+  iptables6 = new FakeIptables();
   links = new FakeLinks();
   sysctls = new FakeSysctls();
   clock = 1_000_000;

@@ -233,7 +233,7 @@ test('chains and status of a dual-stack node: IPv6 virtual servers under their s
   const w = new World();
   const ip6tables = new FakeIptables();
   await dualBackend(w, ip6tables).sync(dual(), { full: true, changed: new Set() });
-  const live = await readIpvsLive({ ipvs: w.ipvs, ipset: w.ipset, links: w.links, iptables: w.iptables, sysctls: w.sysctls });
+  const live = await readIpvsLive(w);
   const d = (f: 'IPv4' | 'IPv6') => desiredIpvsState(familyView(dual(), f), { scheduler: 'rr', nodeAddresses: f === 'IPv6' ? NODE6 : NODE4 }).virtualServers;
   const views = ipvsServicePortViews(live, new Map([...d('IPv4'), ...d('IPv6')]));
   const v6 = views.find((v) => v.key === 'TCP/fd00:10:96::a:80')!;
@@ -286,7 +286,7 @@ test('chains --mode ipvs with --source: the pod column names the Pod of an IPv6 
   const snap = dualSnap([web4], [withPod]);
   const w = new World();
   await dualBackend(w, new FakeIptables()).sync(snap, { full: true, changed: new Set() });
-  const live = await readIpvsLive({ ipvs: w.ipvs, ipset: w.ipset, links: w.links, iptables: w.iptables, sysctls: w.sysctls });
+  const live = await readIpvsLive(w);
   const desired6 = desiredIpvsState(familyView(snap, 'IPv6'), { scheduler: 'rr', nodeAddresses: NODE6 }).virtualServers;
   const views = ipvsServicePortViews(live, desired6, endpointPods(snap)).filter((v) => v.key === 'TCP/fd00:10:96::a:80');
   t.is(
@@ -322,7 +322,7 @@ test('diff --mode ipvs, the IPv6 side: a /128 removed by hand, a real server del
   await dualBackend(w, new FakeIptables()).sync(dual(), { full: true, changed: new Set() });
   const desired6 = () => desiredIpvsState(familyView(dual(), 'IPv6'), { scheduler: 'rr', nodeAddresses: NODE6 });
   const opts = { family: 'IPv6' as const, hostAddresses: NODE6.hostAddresses };
-  const read = () => readIpvsLive({ ipvs: w.ipvs, ipset: w.ipset, links: w.links, iptables: w.iptables, sysctls: w.sysctls });
+  const read = () => readIpvsLive(w);
   t.is(formatIpvsDrift(ipvsDrift(desired6(), await read(), opts)), 'no differences\n');
   const index = (await w.links.find('kube-ipvs0'))!;
   await w.links.delAddress(index, { address: 'fd00:10:96::a', prefixLength: 128 });
@@ -349,11 +349,11 @@ test('diff --mode ipvs compares the IPv6 side only when a sync would touch it: I
   const v4only = dualSnap([web4], []);
   const w = new World();
   await dualBackend(w, new FakeIptables()).sync(v4only, { full: true, changed: new Set() });
-  const live = await readIpvsLive({ ipvs: w.ipvs, ipset: w.ipset, links: w.links, iptables: w.iptables, sysctls: w.sysctls });
+  const live = await readIpvsLive(w);
   t.false(live.sets.has('KUBE-6-CLUSTER-IP'), 'an IPv4-only sync leaves the IPv6 side alone');
   const empty6 = desiredIpvsState(familyView(v4only, 'IPv6'), { scheduler: 'rr', nodeAddresses: NODE6 });
   t.false(ipv6DriftWanted(empty6, live));
   t.true(ipv6DriftWanted(desiredIpvsState(familyView(dual(), 'IPv6'), { scheduler: 'rr', nodeAddresses: NODE6 }), live));
   await w.ipset.restore('create KUBE-6-CLUSTER-IP hash:ip,port family inet6\n');
-  t.true(ipv6DriftWanted(empty6, await readIpvsLive({ ipvs: w.ipvs, ipset: w.ipset, links: w.links, iptables: w.iptables, sysctls: w.sysctls })));
+  t.true(ipv6DriftWanted(empty6, await readIpvsLive(w)));
 });

@@ -115,6 +115,11 @@ export function driftItems(statics: StaticRuleset, services: ReadonlyMap<string,
   return items;
 }
 
+/** A drift item of the IPv6 tables (ip6tables), its table named "nat (IPv6)" or "filter (IPv6)". */
+export function ipv6DriftItem(item: DriftItem): DriftItem {
+  return { ...item, table: `${item.table as TableName} (IPv6)` };
+}
+
 /**
  * One line per item, `<kind> <table> <chain> (<label>)` for chains and
  * `<kind> <table> <chain>: <rule>` for rules and hooks; under a changed chain

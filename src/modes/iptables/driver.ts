@@ -13,13 +13,13 @@ import type { ModeDriver, ModeOptions } from '../driver.ts';
 import { iptablesHarness } from './bench-harness.ts';
 import { formatChains, selectServicePorts, serviceChains, withPods } from './chains.ts';
 import { endpointPods } from '../../model/pods.ts';
-import { driftItems, formatDrift, type DriftItem } from './diff.ts';
+import { driftItems, formatDrift, ipv6DriftItem, type DriftItem } from './diff.ts';
 import type { ParsedDump, TableName } from './parse.ts';
 import type { RenderCliOptions } from '../../cli/options.ts';
 import { driftOf } from '../shared/drift.ts';
 import { toIptablesVariant } from './exec.ts';
 import { localAddresses, readTables } from './live.ts';
-import { ownedRuleCounts, renderRestore, renderSnapshot } from './ruleset.ts';
+import { ip6tablesStatusLines, ownedRuleCounts, renderRestore, renderSnapshot } from './ruleset.ts';
 import { iptablesStatics, iptablesStatics6 } from './node-ports.ts';
 import { createDualStackExec, createIptablesExec, readKernel } from './wiring.ts';
 import { DualStackIptablesBackend, ipv6RenderOptions } from './dual-stack.ts';
@@ -47,7 +47,7 @@ async function sourceDrift(
   if (kernel6 !== undefined && (v6.services.size > 0 || kernel6.get('nat')?.has('KUBE-SERVICES'))) {
     const statics6 = await iptablesStatics6(opts.nodeportAddresses, opts.netns);
     const items6 = driftItems(statics6, renderSnapshot(v6, renderConfig(opts, 'IPv6')), kernel6, { incomplete: incomplete.length > 0 });
-    for (const item of items6) items.push(ipv6Item(item));
+    for (const item of items6) items.push(ipv6DriftItem(item));
   }
   return { items, problems, incomplete };
 }
@@ -59,11 +59,6 @@ async function readKernel6(opts: ModeOptions): Promise<ParsedDump | undefined> {
   } catch {
     return undefined;
   }
-}
-
-/** A drift item of the IPv6 tables, its table named "… (IPv6)". */
-function ipv6Item(item: DriftItem): DriftItem {
-  return { ...item, table: `${item.table as TableName} (IPv6)` };
 }
 
 /** A service port's chains in the IPv6 tables, each table named "… (IPv6)". */
@@ -137,7 +132,6 @@ export const iptablesMode: ModeDriver = {
     return opts.json ? `${JSON.stringify(found, null, 2)}\n` : formatChains(found);
   },
 
-  traceIPv6: true,
   /**
    * `trace`: the live filter and nat tables of `opts.family` (IPv4 unless
    * given: iptables-save; IPv6: ip6tables-save, as dual-stack.ts programs
@@ -167,9 +161,7 @@ export const iptablesMode: ModeDriver = {
     const kernel6 = await readKernel6(opts);
     const drift = await driftOf(async () => (await sourceDrift({ ...recorded, ...(opts.netns ? { netns: opts.netns } : {}) }, kernel, kernel6)).items.length);
     const rules = ownedRuleCounts(await iptablesStatics(recorded.nodeportAddresses, opts.netns, undefined, recorded.nodeportLocalhost === true), kernel);
-    const rules6 = kernel6 === undefined ? undefined : ownedRuleCounts(await iptablesStatics6(recorded.nodeportAddresses, opts.netns), kernel6);
-    const lines: Array<readonly [string, string]> =
-      rules6 !== undefined && rules6.filter + rules6.nat > 0 ? [['ip6tables', `${rules6.filter + rules6.nat} drover-owned rules in the IPv6 tables (filter ${rules6.filter}, nat ${rules6.nat})`]] : [];
+    const lines = kernel6 === undefined ? [] : ip6tablesStatusLines(ownedRuleCounts(await iptablesStatics6(recorded.nodeportAddresses, opts.netns), kernel6));
     return { rules, drift, lines };
   },
 

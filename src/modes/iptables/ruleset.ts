@@ -327,6 +327,15 @@ export function cleanupPlan(statics: StaticRuleset, kernel: ParsedDump): Cleanup
   return { plan, kept };
 }
 
+/**
+ * The `ip6tables` line of `drover status` for the IPv6 tables' drover-owned
+ * rules (ownedRuleCounts), or none while they hold none.
+ */
+export function ip6tablesStatusLines(counts: Record<TableName, number>): Array<readonly [string, string]> {
+  const total = counts.filter + counts.nat;
+  return total > 0 ? [['ip6tables', `${total} drover-owned rules in the IPv6 tables (filter ${counts.filter}, nat ${counts.nat})`]] : [];
+}
+
 /** drover-owned rules in the kernel, per table: rules in owned chains plus hook jumps present. */
 export function ownedRuleCounts(statics: StaticRuleset, dump: ParsedDump): Record<TableName, number> {
   const count = (table: TableName): number => {

@@ -7,7 +7,8 @@
  * real servers, planAddresses (link.ts) for kube-ipvs0, planIpsetRestore
  * (ipset.ts) for the sets, and for IPVS mode's iptables rules the same
  * driftItems as iptables mode plus the removal of iptables mode's hook jumps
- * (rules.ts otherModeLeftovers), and IPVS mode's sysctls (sysctl.ts). The
+ * (rules.ts otherModeLeftovers), in the IPv6 pass ip6tables' tables against
+ * rules/ipvs/static6.rules, and IPVS mode's sysctls (sysctl.ts). The
  * graceful period is taken as 0, so an unwanted real server is listed as
  * extra rather than as one to quiesce; but one that is already quiesced
  * (weight 0) and still has connections is draining, as a sync leaves it
@@ -24,9 +25,9 @@ import type { IPFamily } from '../../model/types.ts';
 import { planIpvs, type IpvsOp } from './reconcile.ts';
 import { otherModeLeftovers } from './rules.ts';
 import { IP_VS_SVC_F, type RealServer, type VirtualServer, type VirtualServerKey } from './codec.ts';
-import { IPVS_SYSCTLS } from './sysctl.ts';
+import { ipvsSysctls } from './sysctl.ts';
 import { TABLES } from '../iptables/parse.ts';
-import { driftItems, formatDrift, type DriftItem } from '../iptables/diff.ts';
+import { driftItems, formatDrift, ipv6DriftItem, type DriftItem } from '../iptables/diff.ts';
 import { boundAddresses, virtualServerLabel, type IpvsLive } from './live.ts';
 import { cidrContains, joinHostPort, uint32ToIPv4 } from '../../model/addr.ts';
 
@@ -86,10 +87,12 @@ export interface IpvsDriftOptions {
   /** The host's own addresses (node-ips.ts): unwanted virtual servers on them (NodePorts) are drover's too. Default none. */
   readonly hostAddresses?: readonly string[];
   /**
-   * IPVS mode's static iptables rules (ipvsStaticRules) for the render
-   * flags, and iptables mode's, whose hook jumps IPVS mode removes; these
-   * and the sysctls are compared only when given (the IPv6 pass leaves
-   * them out: `live.tables` holds the IPv4 tables).
+   * IPVS mode's static iptables rules of the family (ipvsStaticRules) for
+   * the render flags, and iptables mode's of the family (rules.ts
+   * iptablesModeStatics), whose hook jumps IPVS mode removes; these are
+   * compared with the family's tables (`live.tables`, or `live.tables6` for
+   * IPv6), and the family's sysctls (sysctl.ts ipvsSysctls) checked, only
+   * when given.
    */
   readonly rules?: { readonly statics: StaticRuleset; readonly iptablesStatics: StaticRuleset };
   /** The source could not be read whole: as a full sync then would, keep what belongs to unlisted virtual servers (keep.ts). */
@@ -163,19 +166,21 @@ export function ipvsDrift(desired: DesiredIpvsState, live: IpvsLive, opts: IpvsD
     } else items.push(item);
   }
   if (opts.rules === undefined) return { items, rules: [], draining };
-  for (const { name, value } of IPVS_SYSCTLS) {
+  for (const { name, value } of ipvsSysctls(family)) {
     if (!live.sysctls.has(name)) continue;
     const have = live.sysctls.get(name);
     if (have !== value) items.push({ kind: 'changed sysctl', object: name, detail: `${value} (kernel: ${have ?? 'missing'})` });
   }
 
   const { statics, iptablesStatics } = opts.rules;
-  const leftovers = otherModeLeftovers(statics, iptablesStatics, live.tables);
+  const tables = family === 'IPv6' ? live.tables6 : live.tables;
+  const leftovers = otherModeLeftovers(statics, iptablesStatics, tables);
   const rules: DriftItem[] = [
-    ...driftItems(statics, new Map(), live.tables, { retired: iptablesStatics }),
+    ...driftItems(statics, new Map(), tables, { retired: iptablesStatics }),
     ...TABLES.flatMap((table) => leftovers[table].deleteRules.map(({ chain, rule }): DriftItem => ({ kind: 'extra rule', table, chain, rule }))),
   ];
-  return { items, rules, draining };
+  // The IPv6 tables' items name their table "nat (IPv6)", as iptables mode's diff does.
+  return { items, rules: family === 'IPv6' ? rules.map(ipv6DriftItem) : rules, draining };
 }
 
 function opItem(op: IpvsOp, desired: DesiredIpvsState, live: IpvsLive): IpvsDriftItem {

@@ -15,7 +15,7 @@ import type { BenchSettings } from '../../bench/types.ts';
 import { createLogger } from '../../util/log.ts';
 import { SystemIptables, toIptablesVariant } from '../iptables/exec.ts';
 import { localAddresses } from '../iptables/live.ts';
-import { ownedRuleCounts } from '../iptables/ruleset.ts';
+import { ip6tablesStatusLines, ownedRuleCounts } from '../iptables/ruleset.ts';
 import { selectServicePorts, UnknownServiceError } from '../iptables/chains.ts';
 import type { ModeDriver } from '../driver.ts';
 import { driftOf } from '../shared/drift.ts';
@@ -145,12 +145,25 @@ export const ipvsMode: ModeDriver = {
     return opts.json ? `${JSON.stringify(views, null, 2)}\n` : formatIpvsChains(views, desired !== undefined);
   },
 
+  /**
+   * `trace`: the live tables of `opts.family` (IPv4 unless given:
+   * iptables-save; IPv6: ip6tables-save, whose rules match the KUBE-6- sets,
+   * dual-stack.ts), every ipset, the node's addresses of that family
+   * (iptables/live.ts localAddresses: kube-ipvs0's /32 or /128 among them)
+   * and the virtual servers (those of the packet's family are the only ones
+   * its key can find), as a trace context with IPVS as its dataplane.
+   * @throws UsageError as readIpvsKernel; Error when `ip6tables-save` cannot
+   *   read the IPv6 tables for an IPv6 trace, or `ip addr show` fails.
+   */
   async trace(opts) {
-    const [live, local] = await Promise.all([readIpvsKernel(opts, true), localAddresses()]);
+    const family = opts.family ?? 'IPv4';
+    const [live, local] = await Promise.all([readIpvsKernel(opts, true), localAddresses(undefined, family)]);
+    if (family === 'IPv6' && live.tables6Error !== undefined) throw new Error(`trace --mode ipvs of an IPv6 connection: the IPv6 tables cannot be read: ${live.tables6Error}`);
+    const save = family === 'IPv6' ? 'ip6tables-save' : 'iptables-save';
     return {
-      ctx: ipvsTraceContext(live, local),
+      ctx: ipvsTraceContext(live, local, family),
       format: ipvsTraceFormat,
-      where: 'line numbers are those of iptables-save -t TABLE; IPVS as read over netlink, ipsets as ipset save lists them',
+      where: `line numbers are those of ${save} -t TABLE; IPVS as read over netlink, ipsets as ipset save lists them`,
       // A fwmark virtual server takes packets by their mark, which trace does not follow.
       note: unsupportedNote(live, 'not evaluated (the trace assumes none of them takes the packet)'),
     };
@@ -165,7 +178,8 @@ export const ipvsMode: ModeDriver = {
   async status(opts, recorded) {
     const live = await readIpvsKernel(opts, true);
     const drift = await driftOf(async () => ipvsDriftCount((await ipvsDriftFromSource({ ...recorded, ipvsScheduler: scheduler(recorded) }, live)).drift));
-    return { rules: ownedRuleCounts(ipvsStaticRules(renderConfig(recorded)), live.tables), drift, lines: ipvsStatusLines(ipvsCounts(live)) };
+    const rules6 = ip6tablesStatusLines(ownedRuleCounts(ipvsStaticRules(renderConfig(recorded, 'IPv6'), undefined, 'IPv6'), live.tables6));
+    return { rules: ownedRuleCounts(ipvsStaticRules(renderConfig(recorded)), live.tables), drift, lines: [...ipvsStatusLines(ipvsCounts(live)), ...rules6] };
   },
 
   bench: {

@@ -3,10 +3,9 @@
  * mode: reading the live state in this process's network namespace, and
  * the desired IPVS state of a source (desired.ts, as a sync computes it).
  */
-import { loadStaticRules } from '../iptables/static.ts';
 import { desiredIpvsState } from './assemble.ts';
 import type { DesiredIpvsState } from './desired.ts';
-import { ipvsStaticRules } from './rules.ts';
+import { iptablesModeStatics, ipvsStaticRules } from './rules.ts';
 import { nodeAddresses } from './node-ips.ts';
 import { ipv6DriftWanted, ipvsDrift, joinIpvsDrift, type IpvsDrift } from './diff.ts';
 import { readIpvsLive, type IpvsLive } from './live.ts';
@@ -50,7 +49,11 @@ export async function loadDesiredIpvs(
 
 /**
  * The drift of `live` from the source, as a full IPVS sync with these flags
- * would see it (ipvs-diff.ts).
+ * would see it (diff.ts): the IPv4 side, then, when a sync would touch it
+ * (diff.ts ipv6DriftWanted), the IPv6 side with its ip6tables rules (their
+ * tables named "nat (IPv6)", "filter (IPv6)"). When `ip6tables-save` could
+ * not read the IPv6 tables, their rules are not compared and a problem line
+ * says why.
  * @throws Error for an unreadable source; IpsetTypeError.
  */
 export async function ipvsDriftFromSource(
@@ -61,15 +64,18 @@ export async function ipvsDriftFromSource(
   const drift4 = ipvsDrift(desired, live, {
     serviceCIDR: opts.serviceCidr,
     hostAddresses: nodeAddresses(undefined).hostAddresses,
-    rules: { statics: ipvsStaticRules(renderConfig(opts)), iptablesStatics: loadStaticRules() },
+    rules: { statics: ipvsStaticRules(renderConfig(opts)), iptablesStatics: iptablesModeStatics('IPv4') },
     incomplete: incomplete.length > 0,
   });
   if (!ipv6DriftWanted(desired6, live)) return { drift: drift4, problems, incomplete };
-  // The IPv6 side: its virtual and real servers, KUBE-6- sets and /128 addresses (not its ip6tables rules).
+  // The IPv6 side: its virtual and real servers, KUBE-6- sets, /128 addresses and ip6tables rules (static6.rules).
+  const unreadable = live.tables6Error !== undefined;
   const drift6 = ipvsDrift(desired6, live, {
     family: 'IPv6',
     hostAddresses: nodeAddresses(undefined, undefined, 'IPv6').hostAddresses,
+    ...(unreadable ? {} : { rules: { statics: ipvsStaticRules(renderConfig(opts, 'IPv6'), undefined, 'IPv6'), iptablesStatics: iptablesModeStatics('IPv6') } }),
     incomplete: incomplete.length > 0,
   });
-  return { drift: joinIpvsDrift(drift4, drift6), problems, incomplete };
+  const noRules6 = unreadable ? [`the IPv6 side's ip6tables rules were not compared: ${live.tables6Error}`] : [];
+  return { drift: joinIpvsDrift(drift4, drift6), problems: [...problems, ...noRules6], incomplete };
 }

@@ -2,7 +2,8 @@
  * Reading the live IPVS-mode state that the inspect commands work on (never
  * drover's memory): every virtual server with its real servers (IPVS over
  * generic netlink), the addresses of kube-ipvs0 (rtnetlink), every ipset
- * (`ipset save`) and, when asked, the filter and nat tables (`iptables-save`).
+ * (`ipset save`) and, when asked, the filter and nat tables of both families
+ * (`iptables-save`, `ip6tables-save`).
  * All I/O goes through the backend's interfaces, so tests use the fakes.
  */
 import type { IptablesExec } from '../iptables/exec.ts';
@@ -23,6 +24,8 @@ export interface IpvsInspectIO {
   readonly ipset: IpsetExec;
   readonly links: LinkManager;
   readonly iptables: IptablesExec;
+  /** ip6tables of the same variant: the IPv6 family's rules (dual-stack.ts). */
+  readonly iptables6: IptablesExec;
   /** The network namespace's sysctls (/proc/sys/net is per namespace). */
   readonly sysctls: Sysctls;
 }
@@ -41,6 +44,10 @@ export interface IpvsLive {
   readonly sets: ReadonlyMap<string, SavedSet>;
   /** The filter and nat tables (line numbers as in `iptables-save -t TABLE`); empty unless read with `tables: true`. */
   readonly tables: ParsedDump;
+  /** The IPv6 filter and nat tables (line numbers as in `ip6tables-save -t TABLE`); empty unless read with `tables: true`, or when {@link tables6Error} is set. */
+  readonly tables6: ParsedDump;
+  /** Why `ip6tables-save` could not read the IPv6 tables (a kernel without IPv6); undefined when it could or was not asked to. */
+  readonly tables6Error?: string;
   /** The value of each sysctl IPVS mode sets (IPVS_SYSCTLS); undefined for one the kernel lacks. Read with `tables: true`, else empty. */
   readonly sysctls: ReadonlyMap<string, string | undefined>;
 }
@@ -51,11 +58,25 @@ function setNames(save: string): string[] {
 }
 
 /**
+ * The IPv6 filter and nat tables, or why they cannot be read: a node
+ * without IPv6 (ipv6.disable=1) has no IPv6 tables, and IPVS mode then
+ * never programs the IPv6 family, so this is no error of the IPv4 side's.
+ */
+async function readTables6(exec: IptablesExec): Promise<{ tables6: ParsedDump; tables6Error?: string }> {
+  try {
+    return { tables6: await readTables(exec) };
+  } catch (err) {
+    return { tables6: new Map(), tables6Error: (err as Error).message };
+  }
+}
+
+/**
  * Read the live IPVS-mode state. The reads run one after the other (the
  * IPVS client serialises its dumps anyway).
- * @param opts.tables also read the filter and nat tables and IPVS mode's sysctls (trace, diff, status)
+ * @param opts.tables also read the filter and nat tables of both families and IPVS mode's sysctls (trace, diff, status)
  * @throws IpvsRequestError when a netlink dump fails, CommandError when
- *   `ipset save` or `iptables-save` fails, Error from rtnetlink.
+ *   `ipset save` or `iptables-save` fails (a failing `ip6tables-save` is
+ *   kept in `tables6Error`), Error from rtnetlink.
  */
 export async function readIpvsLive(io: IpvsInspectIO, opts: { tables?: boolean } = {}): Promise<IpvsLive> {
   const read = await readVirtualServers(io.ipvs, () => true);
@@ -66,9 +87,10 @@ export async function readIpvsLive(io: IpvsInspectIO, opts: { tables?: boolean }
   const save = await io.ipset.save();
   const sets = parseIpsetSave(save, setNames(save));
   const tables = opts.tables ? await readTables(io.iptables) : new Map();
+  const v6 = opts.tables ? await readTables6(io.iptables6) : { tables6: new Map() };
   const sysctls = new Map<string, string | undefined>();
   for (const { name } of opts.tables ? IPVS_SYSCTLS : []) sysctls.set(name, await io.sysctls.read(name));
-  return { virtualServers, unsupported: read.unsupported, bound, bound6, sets, tables, sysctls };
+  return { virtualServers, unsupported: read.unsupported, bound, bound6, sets, tables, ...v6, sysctls };
 }
 
 /**

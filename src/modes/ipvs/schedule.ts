@@ -16,7 +16,7 @@
  * does not show either.
  */
 import type { DestEntry, ServiceEntry } from './codec.ts';
-import { realServerKey } from './desired.ts';
+import { joinHostPort } from '../../model/addr.ts';
 
 /** One real server a new connection can go to, with its probability (0-1). */
 export interface ScheduledBranch {
@@ -49,9 +49,9 @@ const DECIDES_BY: Readonly<Record<string, string>> = {
   twos: 'two random picks compared by connection counts',
 };
 
-/** "10.244.1.2:8080 (weight 1)", comma-separated. */
+/** "10.244.1.2:8080 (weight 1)" ("[fd00:244:1::2]:8080 (weight 1)" for IPv6), comma-separated. */
 function candidates(dests: readonly DestEntry[]): string {
-  return dests.map((d) => `${realServerKey(d)} (weight ${d.weight})`).join(', ');
+  return dests.map((d) => `${joinHostPort(d.address, d.port)} (weight ${d.weight})`).join(', ');
 }
 
 /**

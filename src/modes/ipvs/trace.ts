@@ -18,9 +18,10 @@
  */
 import type { DataplaneBranch, DataplaneClaim, NatExit, Packet, Step, TraceContext, TraceDataplane } from '../../inspect/trace.ts';
 import type { TraceFormat } from '../../inspect/trace-format.ts';
+import { joinHostPort } from '../../model/addr.ts';
+import type { IPFamily } from '../../model/types.ts';
 import { iptablesTraceContext } from '../iptables/trace.ts';
-import { realServerKey } from './desired.ts';
-import type { IpvsLive } from './live.ts';
+import { virtualServerLabel, type IpvsLive } from './live.ts';
 import type { KernelVirtualServer } from './reconcile.ts';
 import { ipvsSchedule } from './schedule.ts';
 
@@ -35,10 +36,10 @@ function virtualServerFor(virtualServers: ReadonlyMap<string, KernelVirtualServe
 /** What IPVS does with a new connection to `vs`: the real servers it schedules, or why it refuses. */
 function schedule(vs: KernelVirtualServer, packet: Packet): { notes: string[]; branches: DataplaneBranch[] } {
   const e = vs.entry;
-  const where = `${e.protocol} ${e.address}:${e.port} ${e.scheduler}`;
+  const where = `${virtualServerLabel(e)} ${e.scheduler}`;
   const notes: string[] = [];
   if (e.persistent) notes.push(`virtual server ${where} is persistent (${e.persistent.timeoutSeconds} s): assumed no persistence template for this client yet (a returning client goes to the real server it used before)`);
-  for (const d of vs.dests.filter((x) => x.weight === 0)) notes.push(`real server ${realServerKey(d)} has weight 0 (quiesced): no new connections`);
+  for (const d of vs.dests.filter((x) => x.weight === 0)) notes.push(`real server ${joinHostPort(d.address, d.port)} has weight 0 (quiesced): no new connections`);
   const s = ipvsSchedule(e, vs.dests);
   if (s.kind === 'refused') return { notes, branches: [{ probability: 1, ends: { kind: 'refused', where, reason: s.reason } }] };
   if (s.kind === 'unknown') {
@@ -49,7 +50,7 @@ function schedule(vs: KernelVirtualServer, packet: Packet): { notes: string[]; b
       table: IPVS_TABLE,
       chain: where,
       line: 0,
-      rule: `-> ${realServerKey(dest)} ${dest.forwarding === 'masq' ? 'Masq' : dest.forwarding} weight ${dest.weight}`,
+      rule: `-> ${joinHostPort(dest.address, dest.port)} ${dest.forwarding === 'masq' ? 'Masq' : dest.forwarding} weight ${dest.weight}`,
       ...(probability < 1 ? { note: `taken with probability ${probability.toFixed(4)}` } : {}),
     };
     if (dest.forwarding !== 'masq') {
@@ -74,9 +75,9 @@ export function ipvsDataplane(virtualServers: ReadonlyMap<string, KernelVirtualS
       const exact = virtualServerFor(virtualServers, packet);
       const catchAll = exact ? undefined : virtualServerFor(virtualServers, { ...packet, dport: 0 });
       const vs = exact ?? catchAll;
-      const label = `${packet.proto.toUpperCase()} ${packet.dst}`;
-      if (!vs) return { notes: [`no IPVS virtual server for ${label}:${packet.dport}`] };
-      const notes = catchAll ? [`no IPVS virtual server for ${label}:${packet.dport}; the catch-all virtual server ${label}:0 takes the connection`] : [];
+      const label = (port: number) => `${packet.proto.toUpperCase()} ${joinHostPort(packet.dst, port)}`;
+      if (!vs) return { notes: [`no IPVS virtual server for ${label(packet.dport)}`] };
+      const notes = catchAll ? [`no IPVS virtual server for ${label(packet.dport)}; the catch-all virtual server ${label(0)} takes the connection`] : [];
       if (origin === 'outside' && !local) {
         notes.push(`${packet.dst} is not one of the node's addresses (not bound on kube-ipvs0), so IPVS does not see this packet from outside the node`);
         return { notes };
@@ -88,19 +89,22 @@ export function ipvsDataplane(virtualServers: ReadonlyMap<string, KernelVirtualS
 
 /**
  * The trace context of IPVS mode over a live read-back (live.ts
- * readIpvsLive with `tables`): its iptables rules and ipsets, walked by the
- * iptables evaluator, and IPVS as the dataplane. `local` holds the node's
- * addresses of the packet's family (kube-ipvs0's included), as iptables
- * mode's live.ts localAddresses reads them. Pure.
+ * readIpvsLive with `tables`): the iptables rules of `family` (`tables`,
+ * or for IPv6 `tables6`, the ip6tables rules over the KUBE-6- sets) and the
+ * ipsets, walked by the iptables evaluator, and IPVS as the dataplane (a
+ * packet's key finds the virtual servers of its own family only). `local`
+ * holds the node's addresses of the packet's family (kube-ipvs0's included),
+ * as iptables mode's live.ts localAddresses reads them. Pure.
  */
-export function ipvsTraceContext(live: Pick<IpvsLive, 'tables' | 'sets' | 'virtualServers'>, local: ReadonlySet<string>): TraceContext {
-  return { ...iptablesTraceContext(live.tables, local, live.sets), dataplane: ipvsDataplane(live.virtualServers) };
+export function ipvsTraceContext(live: Pick<IpvsLive, 'tables' | 'tables6' | 'sets' | 'virtualServers'>, local: ReadonlySet<string>, family: IPFamily = 'IPv4'): TraceContext {
+  return { ...iptablesTraceContext(family === 'IPv6' ? live.tables6 : live.tables, local, live.sets), dataplane: ipvsDataplane(live.virtualServers) };
 }
 
 /**
  * How IPVS prints in a trace: a step is the real server it picks, under the
  * header `ipvs <virtual server> <scheduler>` (`-> 10.244.1.2:8080 Masq
- * weight 1`), and the endpoints are real servers.
+ * weight 1`; IPv6 addresses in brackets, `ipvs TCP [fd00:96::10]:80 rr`,
+ * `-> [fd00:244:1::2]:8080`), and the endpoints are real servers.
  */
 export const ipvsTraceFormat: TraceFormat = {
   table: IPVS_TABLE,

@@ -130,6 +130,7 @@ export async function createIpvsInspectIO(opts: KernelOptions, logger: Logger): 
     ipset: new SystemIpset(),
     links,
     iptables,
+    iptables6: new SystemIptables({ variant: iptables.variant, family: 'IPv6' }),
     sysctls: new ProcSysctls(),
     close: () => {
       ipvs.close();

@@ -184,7 +184,6 @@ export const nftablesMode: ModeDriver = {
   },
 
   // An IPv6 connection walks table ip6 drover, with the node's IPv6 addresses.
-  traceIPv6: true,
   async trace(opts) {
     const family = opts.family ?? 'IPv4';
     const [live, local] = await Promise.all([nftFor(opts, family).list(), localAddresses(opts.netns, family)]);

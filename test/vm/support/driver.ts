@@ -204,7 +204,7 @@ async function handle(req: Record<string, unknown>): Promise<unknown> {
     }
     case 'trace': {
       if (!client || !links) throw new Error('open first');
-      const io = { ipvs: client, ipset: new SystemIpset(), iptables: new SystemIptables({ variant: 'nft' }), links, sysctls: new ProcSysctls() };
+      const io = { ipvs: client, ipset: new SystemIpset(), iptables: new SystemIptables({ variant: 'nft' }), iptables6: new SystemIptables({ variant: 'nft', family: 'IPv6' }), links, sysctls: new ProcSysctls() };
       const [live, local] = await Promise.all([readIpvsLive(io, { tables: true }), localAddresses()]);
       return trace(ipvsTraceContext(live, local), req.packet as Packet);
     }
