@@ -382,3 +382,45 @@ test('incomplete source: a kept NodePort virtual server keeps no address; the no
     '  -> 10.244.1.7:8080 Masq 1',
   ]);
 });
+
+test('graceful termination: a ClusterIP that becomes withheld (internalTrafficPolicy Local, its local endpoint gone) keeps its connected real server draining', async (t) => {
+  const w = new World();
+  const backend = w.backend();
+  const node = { name: 'n1', addresses: [{ type: 'InternalIP' as const, address: '10.0.0.5' }] };
+  const itp = (...endpoints: ReturnType<typeof ep>[]) => ({ ...snap(sp('default/itp:http', '10.96.0.20', 80, endpoints, { internalTrafficPolicy: 'Local' })), node });
+  await backend.sync(itp(ep('10.244.1.2:8080', { nodeName: 'n1' }), ep('10.244.2.2:8080', { nodeName: 'n2' })), FULL);
+  t.deepEqual(w.ipvs.list(), ['TCP 10.96.0.20:80 rr', '  -> 10.244.1.2:8080 Masq 1']);
+  // A connection is open to this node's endpoint when it leaves; only n2's endpoint is left.
+  w.ipvs.setConns('TCP/10.96.0.20:80', '10.244.1.2:8080', 1, 0);
+  const n = w.ipvs.log.length;
+  await backend.sync(itp(ep('10.244.2.2:8080', { nodeName: 'n2' })), partial('default/itp:http'));
+  // As for any other real server that goes away: quiesced while its connection lasts, not deleted with its virtual server.
+  t.deepEqual(w.ipvs.log.slice(n), ['SET_DEST TCP/10.96.0.20:80 10.244.1.2:8080 w0']);
+  t.deepEqual(backend.pendingRemovals().map((p) => `${p.rs.address}:${p.rs.port}`), ['10.244.1.2:8080']);
+  t.is(await backend.driftCheck(), undefined, 'a withheld virtual server while its real server drains is not drift');
+  await backend.sync(itp(ep('10.244.2.2:8080', { nodeName: 'n2' })), FULL);
+  t.deepEqual(w.ipvs.list(), ['TCP 10.96.0.20:80 rr', '  -> 10.244.1.2:8080 Masq 0'], 'a full sync keeps it draining');
+  // Once it has drained, the real server and the withheld virtual server go.
+  w.ipvs.setConns('TCP/10.96.0.20:80', '10.244.1.2:8080', 0, 0);
+  t.is(await backend.checkGraceful(), 1);
+  t.deepEqual(w.ipvs.log.slice(n + 1), ['DEL_DEST TCP/10.96.0.20:80 10.244.1.2:8080', 'DEL_SERVICE TCP/10.96.0.20:80']);
+  t.deepEqual(w.ipvs.list(), []);
+  t.is(await backend.driftCheck(), undefined);
+  t.deepEqual(w.links.addressesOf('kube-ipvs0'), ['10.96.0.20/32'], 'the withheld ClusterIP stays bound');
+});
+
+test('graceful termination: a withheld virtual server with no connection left is deleted at once; a UDP one too', async (t) => {
+  const w = new World();
+  const backend = w.backend();
+  const node = { name: 'n1', addresses: [{ type: 'InternalIP' as const, address: '10.0.0.5' }] };
+  const itp = (protocol: 'TCP' | 'UDP', ...endpoints: ReturnType<typeof ep>[]) => ({ ...snap(sp('default/itp:p', '10.96.0.20', 80, endpoints, { internalTrafficPolicy: 'Local', protocol })), node });
+  for (const protocol of ['TCP', 'UDP'] as const) {
+    await backend.sync(itp(protocol, ep('10.244.1.2:8080', { nodeName: 'n1' })), FULL);
+    if (protocol === 'UDP') w.ipvs.setConns('UDP/10.96.0.20:80', '10.244.1.2:8080', 3, 3);
+    const n = w.ipvs.log.length;
+    await backend.sync(itp(protocol, ep('10.244.2.2:8080', { nodeName: 'n2' })), partial('default/itp:p'));
+    t.deepEqual(w.ipvs.log.slice(n), [`DEL_SERVICE ${protocol}/10.96.0.20:80`], protocol);
+    t.deepEqual(backend.pendingRemovals(), []);
+    await backend.sync(snap(), FULL);
+  }
+});

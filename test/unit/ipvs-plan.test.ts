@@ -226,3 +226,18 @@ test('diff: scope is what is passed in; virtual servers outside it are not touch
   const kernel = kernelOf(['TCP/10.96.0.10:80', [dest('10.244.1.2:8080'), dest('10.244.1.3:8080')]]);
   t.deepEqual(planIpvs(new Map(), kernel, ctx({ owned: () => false })).ops, []);
 });
+
+test('diff: a withheld virtual server drains its TCP real servers before it goes; with none connected it is deleted alone', (t) => {
+  const withheld = ctx({ withheld: (key) => key === 'TCP/10.96.0.20:80' });
+  const draining = kernelOf(['TCP/10.96.0.20:80', [dest('10.244.1.2:8080', { activeConns: 1 }), dest('10.244.1.3:8080')]]);
+  const plan = planIpvs(new Map(), draining, withheld);
+  t.deepEqual(plan.ops.map(describeOp), ['quiesce-dest TCP/10.96.0.20:80 -> 10.244.1.2:8080 w0', 'del-dest TCP/10.96.0.20:80 -> 10.244.1.3:8080']);
+  t.deepEqual([...plan.pending.keys()], ['TCP/10.96.0.20:80 -> 10.244.1.2:8080']);
+  // No connection left: the virtual server is deleted with its real servers, in one command, and forgotten.
+  const idle = kernelOf(['TCP/10.96.0.20:80', [dest('10.244.1.2:8080', { weight: 0 })]]);
+  const done = planIpvs(new Map(), idle, ctx({ ...withheld, pending: plan.pending }));
+  t.deepEqual(done.ops.map(describeOp), ['del-service TCP/10.96.0.20:80']);
+  t.is(done.pending.size, 0);
+  // Not withheld (its service port is gone): deleted at once, as before.
+  t.deepEqual(planIpvs(new Map(), draining, ctx()).ops.map(describeOp), ['del-service TCP/10.96.0.20:80']);
+});

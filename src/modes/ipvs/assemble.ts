@@ -221,6 +221,12 @@ export class DesiredIndex {
     return programmed(this.winners.get(key));
   }
 
+  /** True when the service port that wins `key` ({@link virtualServerKey}) wants its virtual server withheld (desired.ts DesiredServicePort.withheld). Cost: one lookup. */
+  isWithheld(key: string): boolean {
+    const winner = this.winners.get(key);
+    return winner !== undefined && !winner.claim.programmed;
+  }
+
   /** The keys of every programmed virtual server, in no particular order. */
   *serverKeys(): IterableIterator<string> {
     for (const [key, w] of this.winners) if (w.claim.programmed) yield key;

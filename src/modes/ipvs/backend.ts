@@ -287,6 +287,7 @@ export class IpvsBackend implements Backend {
         pending: this.pending,
         now: this.now(),
         gracefulPeriodMs: this.opts.gracefulPeriodMs,
+        withheld: (key) => index.isWithheld(key),
       });
 
       // Apply, in dependency order.
@@ -415,7 +416,9 @@ export class IpvsBackend implements Backend {
       const ipvs = await this.client();
       const { index, bound } = applied;
       const owned = (vs: VirtualServerKey) => this.owns(vs, bound);
-      const servers = virtualServerDrift(index, (await this.dropIfClosed(ipvs.dumpServices())).entries, owned);
+      const drainingKeys = new Set([...this.pending.values()].map((p) => virtualServerKey(p.vs)));
+      const draining = (key: string) => drainingKeys.has(key) && index.isWithheld(key);
+      const servers = virtualServerDrift(index, (await this.dropIfClosed(ipvs.dumpServices())).entries, owned, draining);
       if (servers !== undefined) return servers;
       const addresses = addressDrift(bound, await this.opts.links.addresses(this.linkIndex, this.family), this.fullLength);
       if (addresses !== undefined) return addresses;
@@ -455,8 +458,12 @@ export class IpvsBackend implements Backend {
         const check = checkPending(this.pending, dests, this.now(), this.opts.gracefulPeriodMs);
         this.pending = check.pending;
         const ops: IpvsOp[] = check.deletes.map((p) => ({ kind: 'del-dest', vs: p.vs, rs: p.rs }));
+        // A withheld virtual server (reconcile.ts) goes with the last real server that drained there.
+        const emptied = withheldEmptied(vsKeys, dests, check, (key) => this.applied?.index.isWithheld(key) === true);
         await applyOps(ipvs, ops);
+        await applyOps(ipvs, emptied.map((vs): IpvsOp => ({ kind: 'del-service', vs })));
         for (const op of ops) logger.info({ op: describeOp(op) }, 'ipvs: real server deleted after graceful termination');
+        for (const vs of emptied) logger.info({ virtualServer: virtualServerKey(vs) }, 'ipvs: withheld virtual server deleted after its real servers drained');
         return ops.length;
       } catch (err) {
         logger.warn({ err: (err as Error).message }, 'ipvs: graceful termination check failed; will retry');
@@ -622,6 +629,26 @@ interface AppliedState {
 function wantedIn(delta: DesiredDelta): Map<string, DesiredVirtualServer> {
   const out = new Map<string, DesiredVirtualServer>();
   for (const [key, { desired }] of delta.virtualServers) if (desired) out.set(key, desired);
+  return out;
+}
+
+/**
+ * The withheld virtual servers (`withheld`, by key) among those a graceful
+ * check looked at (`vsKeys`, with their `dests` as dumped) that have no
+ * real server left once the check's deletes are applied.
+ */
+function withheldEmptied(
+  vsKeys: ReadonlyMap<string, VirtualServerKey>,
+  dests: ReadonlyMap<string, readonly { readonly address: string; readonly port: number }[]>,
+  check: { readonly deletes: readonly PendingRemoval[] },
+  withheld: (key: string) => boolean,
+): VirtualServerKey[] {
+  const deleted = new Set(check.deletes.map((p) => `${virtualServerKey(p.vs)} ${p.rs.address}:${p.rs.port}`));
+  const out: VirtualServerKey[] = [];
+  for (const [key, vs] of vsKeys) {
+    if (!withheld(key)) continue;
+    if ((dests.get(key) ?? []).every((d) => deleted.has(`${key} ${d.address}:${d.port}`))) out.push(vs);
+  }
   return out;
 }
 

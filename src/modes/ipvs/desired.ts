@@ -19,7 +19,9 @@
  *   are marked in nat OUTPUT and dropped in filter KUBE-IPVS-OUT-FILTER, as
  *   kube-proxy's iptables mode drops both. An empty virtual server would
  *   have IPVS refuse the node's own connections at LOCAL_OUT, before any
- *   filter rule (kube-proxy's IPVS mode refuses everyone there);
+ *   filter rule (kube-proxy's IPVS mode refuses everyone there). A virtual
+ *   server that becomes withheld is kept while its TCP real servers drain
+ *   (reconcile.ts, graceful.ts) and deleted with the last of them;
  * - KUBE-IPVS-IPS holds every address bound to kube-ipvs0, and
  *   KUBE-HEALTH-CHECK-NODE-PORT each health-check NodePort;
  * - every ClusterIP is bound as /32 to the dummy interface kube-ipvs0;

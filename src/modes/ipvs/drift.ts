@@ -48,19 +48,22 @@ export interface ProgrammedServers {
  * Why one dump of every virtual server differs from what drover programmed:
  * a programmed one missing or with another scheduler, persistence or
  * netmask, or one drover owns (`owned`: in `--service-cidr` or bound to
- * kube-ipvs0) that it did not program; undefined when they agree.
+ * kube-ipvs0) that it did not program and that is not `draining` (by key: a
+ * withheld virtual server kept while its real servers drain, reconcile.ts);
+ * undefined when they agree.
  */
 export function virtualServerDrift(
   programmed: ProgrammedServers,
   dumped: readonly ServiceEntry[],
   owned: (vs: VirtualServerKey) => boolean,
+  draining: (key: string) => boolean = () => false,
 ): string | undefined {
   let present = 0;
   for (const entry of dumped) {
     const key = virtualServerKey(entry);
     const want = programmed.server(key);
     if (!want) {
-      if (owned(entry)) return `virtual server ${key} is in the kernel, and drover did not program it`;
+      if (owned(entry) && !draining(key)) return `virtual server ${key} is in the kernel, and drover did not program it`;
       continue;
     }
     present++;

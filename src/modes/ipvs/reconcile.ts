@@ -10,7 +10,9 @@
  * - a virtual server drover owns that is not wanted is deleted. drover owns
  *   a virtual server when the caller says so (its address is in
  *   `--service-cidr` or bound to kube-ipvs0); any other one, e.g. one an
- *   operator made outside the service range, is left alone;
+ *   operator made outside the service range, is left alone; a withheld
+ *   one (ReconcileContext.withheld) is kept until its real servers have
+ *   drained, then deleted;
  * - a missing real server is added; one whose weight, forwarding or
  *   thresholds differ is edited (this also restores weight 1 after a restart
  *   or when an endpoint comes back during graceful termination);
@@ -55,6 +57,14 @@ export interface ReconcileContext {
   readonly now: number;
   /** `--ipvs-graceful-period`, ms. */
   readonly gracefulPeriodMs: number;
+  /**
+   * True for the key of a virtual server that is withheld (desired.ts
+   * DesiredServicePort.withheld): not wanted, but its service port still
+   * is. Such a virtual server is kept while real servers drain (graceful
+   * termination, as any endpoint that goes away) and deleted once none is
+   * left. Absent: every unwanted virtual server is deleted at once.
+   */
+  readonly withheld?: (key: string) => boolean;
 }
 
 /** The result of {@link planIpvs}. */
@@ -109,10 +119,17 @@ export function planIpvs(
     const want = desired.get(key);
     const have = kernel.get(key);
     if (!want) {
-      if (have && ctx.owned(have.entry)) {
-        serviceDeletes.push({ kind: 'del-service', vs: keyOf(have.entry) });
-        forgetService(pending, key);
+      if (!have || !ctx.owned(have.entry)) continue;
+      // A withheld virtual server's real servers drain first; it goes with the last of them.
+      if (ctx.withheld?.(key)) {
+        const drain: IpvsOp[] = [];
+        if (retire(keyOf(have.entry), have.dests, NO_REALS, pending, ctx, drain)) {
+          destOps.push(...drain);
+          continue;
+        }
       }
+      serviceDeletes.push({ kind: 'del-service', vs: keyOf(have.entry) });
+      forgetService(pending, key);
       continue;
     }
     const vsKey = keyOf(want.vs);
@@ -130,25 +147,50 @@ export function planIpvs(
       if (!d) destOps.push({ kind: 'add-dest', vs: vsKey, rs });
       else if (!sameDest(rs, d)) destOps.push({ kind: 'edit-dest', vs: vsKey, rs });
     }
-    for (const d of [...have.dests].sort((a, b) => (realServerKey(a) < realServerKey(b) ? -1 : 1))) {
-      if (want.reals.has(realServerKey(d))) continue;
-      const pk = pendingKey(vsKey, d);
-      const decision = removalDecision(vsKey.protocol, d, pending.get(pk), ctx.now, ctx.gracefulPeriodMs);
-      const rsKey = { address: d.address, port: d.port };
-      if (decision === 'delete') {
-        destOps.push({ kind: 'del-dest', vs: vsKey, rs: rsKey });
-        pending.delete(pk);
-        continue;
-      }
-      if (decision === 'quiesce') destOps.push({ kind: 'quiesce-dest', vs: vsKey, rs: quiesced(d) });
-      pending.set(pk, { vs: vsKey, rs: rsKey, since: pending.get(pk)?.since ?? ctx.now });
-    }
-    // Pending entries whose real server the kernel no longer has are forgotten.
-    for (const [pk, p] of pending) {
-      if (virtualServerKey(p.vs) === key && !present.has(realServerKey(p.rs))) pending.delete(pk);
-    }
+    retire(vsKey, have.dests, want.reals, pending, ctx, destOps);
   }
   return { ops: [...serviceDeletes, ...serviceWrites, ...destOps], pending };
+}
+
+const NO_REALS: ReadonlyMap<string, RealServer> = new Map();
+
+/**
+ * Graceful termination of the kernel's real servers of one virtual server
+ * that are not in `wanted`: each is deleted, quiesced or left waiting
+ * (graceful.ts removalDecision); the commands go to `destOps` and `pending`
+ * is updated, its entries for real servers the kernel no longer has
+ * forgotten. Returns true when some unwanted real server is still draining.
+ */
+function retire(
+  vsKey: VirtualServerKey,
+  dests: readonly DestEntry[],
+  wanted: ReadonlyMap<string, RealServer>,
+  pending: Map<string, PendingRemoval>,
+  ctx: ReconcileContext,
+  destOps: IpvsOp[],
+): boolean {
+  let draining = false;
+  for (const d of [...dests].sort((a, b) => (realServerKey(a) < realServerKey(b) ? -1 : 1))) {
+    if (wanted.has(realServerKey(d))) continue;
+    const pk = pendingKey(vsKey, d);
+    const decision = removalDecision(vsKey.protocol, d, pending.get(pk), ctx.now, ctx.gracefulPeriodMs);
+    const rsKey = { address: d.address, port: d.port };
+    if (decision === 'delete') {
+      destOps.push({ kind: 'del-dest', vs: vsKey, rs: rsKey });
+      pending.delete(pk);
+      continue;
+    }
+    draining = true;
+    if (decision === 'quiesce') destOps.push({ kind: 'quiesce-dest', vs: vsKey, rs: quiesced(d) });
+    pending.set(pk, { vs: vsKey, rs: rsKey, since: pending.get(pk)?.since ?? ctx.now });
+  }
+  // Pending entries whose real server the kernel no longer has are forgotten.
+  const present = new Set(dests.map((d) => realServerKey(d)));
+  const key = virtualServerKey(vsKey);
+  for (const [pk, p] of pending) {
+    if (virtualServerKey(p.vs) === key && !present.has(realServerKey(p.rs))) pending.delete(pk);
+  }
+  return draining;
 }
 
 /** The destination as it is, at weight 0 (keeping forwarding and thresholds). */
