@@ -531,3 +531,16 @@ test("trace --mode ipvs: the node's own connections to a LoadBalancer IP its sou
   t.is(formatIpvsDrift(ipvsDrift(want, live, DRIFT_OPTS)), 'no differences\n');
 });
 
+
+test('diff --mode ipvs: a withheld ClusterIP virtual server whose real server drains is a note, not drift', async (t) => {
+  const w = new World();
+  const node = { name: 'n1', addresses: [{ type: 'InternalIP' as const, address: '10.0.0.5' }] };
+  const itp = (...endpoints: ReturnType<typeof ep>[]): Snapshot => ({ ...snap(sp('default/itp:http', '10.96.0.20', 80, endpoints, { internalTrafficPolicy: 'Local' })), node });
+  await w.backend().sync(itp(ep('10.244.1.2:8080', { nodeName: 'n1' })), { full: true, changed: new Set() });
+  w.ipvs.setConns('TCP/10.96.0.20:80', '10.244.1.2:8080', 2, 0);
+  const elsewhere = itp(ep('10.244.2.2:8080', { nodeName: 'n2' }));
+  await w.backend().sync(elsewhere, { full: true, changed: new Set() });
+  const drift = ipvsDrift(desiredIpvsState(elsewhere, { scheduler: 'rr' }), await readIpvsLive(w, { tables: true }), DRIFT_OPTS);
+  t.is(formatIpvsDrift(drift), 'no differences\nnote: draining real server TCP 10.96.0.20:80 -> 10.244.1.2:8080: weight 0, 2 active and 0 inactive connections\n');
+  t.is(ipvsDriftCount(drift), 0);
+});

@@ -12,19 +12,21 @@
  * graceful period is taken as 0, so an unwanted real server is listed as
  * extra rather than as one to quiesce; but one that is already quiesced
  * (weight 0) and still has connections is draining, as a sync leaves it
- * until they end: it is listed apart and is not a difference.
+ * until they end: it is listed apart and is not a difference, as are the
+ * real servers of a withheld ClusterIP's virtual server (desired.ts) kept
+ * while they all drain (reconcile.ts).
  * A virtual server drover does not own (outside `--service-cidr` and not
  * bound on kube-ipvs0) is not drift, as a sync leaves it alone.
  */
 import type { StaticRuleset } from '../iptables/static.ts';
-import { realServerKey, type DesiredIpvsState } from './desired.ts';
+import { realServerKey, virtualServerKey, type DesiredIpvsState } from './desired.ts';
 import { CLUSTER_IP_SET, familySetName, IPVS_SETS, planIpsetRestore, swapSetName } from './ipset.ts';
 import { fullSyncTargets } from './keep.ts';
 import { DUMMY_INTERFACE, hostPrefixLength, planAddresses } from './link.ts';
 import type { IPFamily } from '../../model/types.ts';
 import { planIpvs, type IpvsOp } from './reconcile.ts';
 import { otherModeLeftovers } from './rules.ts';
-import { IP_VS_SVC_F, type RealServer, type VirtualServer, type VirtualServerKey } from './codec.ts';
+import { IP_VS_SVC_F, type DestEntry, type RealServer, type VirtualServer, type VirtualServerKey } from './codec.ts';
 import { ipvsSysctls } from './sysctl.ts';
 import { TABLES } from '../iptables/parse.ts';
 import { driftItems, formatDrift, ipv6DriftItem, type DriftItem } from '../iptables/diff.ts';
@@ -158,12 +160,20 @@ export function ipvsDrift(desired: DesiredIpvsState, live: IpvsLive, opts: IpvsD
     gracefulPeriodMs: 0,
   });
   const draining: IpvsDriftItem[] = [];
+  const drains = (d: DestEntry) => d.weight === 0 && d.activeConns + d.inactiveConns > 0;
+  const note = (vs: VirtualServerKey, d: DestEntry): IpvsDriftItem => ({
+    kind: 'draining real server',
+    object: `${virtualServerLabel(vs)} -> ${joinHostPort(d.address, d.port)}`,
+    detail: `weight 0, ${d.activeConns} active and ${d.inactiveConns} inactive connections`,
+  });
   for (const op of plan.ops) {
-    const item = opItem(op, desired, live);
-    const d = op.kind === 'del-dest' ? live.virtualServers.get(`${op.vs.protocol}/${op.vs.address}:${op.vs.port}`)?.dests.find((x) => realServerKey(x) === realServerKey(op.rs)) : undefined;
-    if (d && d.weight === 0 && d.activeConns + d.inactiveConns > 0) {
-      draining.push({ kind: 'draining real server', object: item.object, detail: `weight 0, ${d.activeConns} active and ${d.inactiveConns} inactive connections` });
-    } else items.push(item);
+    const have = live.virtualServers.get(`${op.vs.protocol}/${op.vs.address}:${op.vs.port}`);
+    const d = op.kind === 'del-dest' ? have?.dests.find((x) => realServerKey(x) === realServerKey(op.rs)) : undefined;
+    if (d && drains(d)) draining.push(note(op.vs, d));
+    // A withheld ClusterIP's virtual server (desired.ts) kept while its real servers drain, as a sync leaves it.
+    else if (op.kind === 'del-service' && have && desired.withheld.has(virtualServerKey(op.vs)) && have.dests.length > 0 && have.dests.every(drains)) {
+      for (const x of have.dests) draining.push(note(op.vs, x));
+    } else items.push(opItem(op, desired, live));
   }
   if (opts.rules === undefined) return { items, rules: [], draining };
   for (const { name, value } of ipvsSysctls(family)) {
