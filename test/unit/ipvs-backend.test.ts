@@ -424,3 +424,25 @@ test('graceful termination: a withheld virtual server with no connection left is
     await backend.sync(snap(), FULL);
   }
 });
+
+test('incomplete source: a withheld ClusterIP the snapshot lists is not kept as unlisted; its virtual server goes, or drains first', async (t) => {
+  const w = new World();
+  const backend = w.backend();
+  const node = { name: 'n1', addresses: [{ type: 'InternalIP' as const, address: '10.0.0.5' }] };
+  // Two internalTrafficPolicy Local ClusterIPs, with their endpoint on this node (n1) or on n2.
+  const itp = (nodeName: string) => ({
+    ...snap(
+      sp('default/itp:http', '10.96.0.20', 80, [ep('10.244.1.2:8080', { nodeName })], { internalTrafficPolicy: 'Local' }),
+      sp('default/idle:http', '10.96.0.21', 80, [ep('10.244.1.5:8080', { nodeName })], { internalTrafficPolicy: 'Local' }),
+    ),
+    node,
+  });
+  await backend.sync(itp('n1'), FULL);
+  w.ipvs.setConns('TCP/10.96.0.20:80', '10.244.1.2:8080', 1, 0);
+  // Both endpoints move to n2 while another part of the source cannot be read.
+  const n = w.ipvs.log.length;
+  await backend.sync(itp('n2'), { full: true, changed: new Set<string>(), incomplete: true });
+  t.deepEqual(w.ipvs.log.slice(n), ['DEL_SERVICE TCP/10.96.0.21:80', 'SET_DEST TCP/10.96.0.20:80 10.244.1.2:8080 w0']);
+  t.deepEqual(w.ipvs.list(), ['TCP 10.96.0.20:80 rr', '  -> 10.244.1.2:8080 Masq 0']);
+  t.is(await backend.driftCheck(), undefined, 'nothing of an unlisted virtual server was kept');
+});

@@ -16,7 +16,7 @@
  * of desired state; virtual servers the snapshot lists are repaired in full.
  */
 import type { VirtualServerKey } from './codec.ts';
-import type { DesiredIpvsState, DesiredVirtualServer } from './desired.ts';
+import { virtualServerKey, type DesiredIpvsState, type DesiredVirtualServer } from './desired.ts';
 import { CLUSTER_IP_SET, clusterIPEntry, IPVS_IPS_SET, LOOP_BACK_SET, loopBackEntry, type DesiredSets } from './ipset.ts';
 import type { KernelIpvsState } from './reconcile.ts';
 
@@ -33,7 +33,7 @@ export interface KeptIpvsState {
 }
 
 /**
- * The kernel's owned virtual servers that `desired` does not list, and the
+ * The kernel's owned virtual servers that `desired` does not list (by key), and the
  * set entries and addresses they need. A virtual server whose entries cannot
  * be written (a protocol or address drover never programs) is still kept,
  * without entries.
@@ -42,7 +42,7 @@ export interface KeptIpvsState {
  */
 export function keptIpvsState(
   kernel: KernelIpvsState,
-  desired: ReadonlyMap<string, DesiredVirtualServer>,
+  desired: Pick<ReadonlyMap<string, DesiredVirtualServer>, 'has'>,
   owned: (vs: VirtualServerKey) => boolean,
   host: ReadonlySet<string>,
 ): KeptIpvsState {
@@ -72,7 +72,7 @@ export interface FullSyncTargets {
   readonly sets: DesiredSets;
   /** The wanted kube-ipvs0 addresses. */
   readonly addresses: readonly string[];
-  /** True for a virtual server that may be deleted when it is not wanted (none on an incomplete source). */
+  /** True for a virtual server that may be deleted when it is not wanted (on an incomplete source only a withheld one the snapshot lists). */
   readonly owned: (vs: VirtualServerKey) => boolean;
   /** What is kept for unlisted virtual servers (nothing on a whole source). */
   readonly kept: KeptIpvsState;
@@ -99,7 +99,9 @@ export function fullSyncTargets(
   if (!incomplete) {
     return { sets: want.sets, addresses: want.addresses, owned, kept: NOTHING_KEPT };
   }
-  const kept = keptIpvsState(kernel, want.virtualServers, owned, host);
+  // A withheld virtual server (desired.ts) is listed: not kept, and deleted or drained (reconcile.ts) as on a whole source.
+  const listed = (key: string) => want.virtualServers.has(key) || want.withheld.has(key);
+  const kept = keptIpvsState(kernel, { has: listed }, owned, host);
   const union = (a: ReadonlySet<string>, b: readonly string[]) => (b.length === 0 ? a : new Set([...a, ...b]));
   return {
     // The frontend sets (NodePort, external, LoadBalancer) get only what the
@@ -111,7 +113,7 @@ export function fullSyncTargets(
       [IPVS_IPS_SET]: union(want.sets[IPVS_IPS_SET], kept.addresses.filter((a) => bound.has(a))),
     },
     addresses: [...want.addresses, ...kept.addresses],
-    owned: () => false,
+    owned: (vs) => want.withheld.has(virtualServerKey(vs)) && owned(vs),
     kept,
   };
 }
