@@ -14,13 +14,13 @@
  */
 import test from 'ava';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { connectOnce, probe } from '../../src/testbed/probe.ts';
+import { connectOnce, holdConnection, probe } from '../../src/testbed/probe.ts';
 import type { Topology } from '../../src/testbed/topology.ts';
 import { ipv4Frontends, type NodeInfo, type ServicePort } from '../../src/model/types.ts';
 import type { NodeAddresses } from '../../src/modes/ipvs/frontends.ts';
 import { ep, sp } from '../support/snapshots.ts';
 import { Driver } from './support/driver-client.ts';
-import { clientsSeen as seen, createIpvsTopology, ipvsadmState, registerIpvsTests } from './support/env.ts';
+import { clientsSeen as seen, createIpvsTopology, ipvsadmState, realServerConns, registerIpvsTests } from './support/env.ts';
 import { run } from '../../src/testbed/exec.ts';
 import { helperArgv } from '../../src/testbed/topology.ts';
 
@@ -305,5 +305,28 @@ if (await registerIpvsTests('IPVS frontends tests')) {
     t.deepEqual([...save.matchAll(/^add KUBE-IPVS-IPS (\S+)$/gm)].map((m) => m[1]).sort(), ['10.96.1.10', '10.96.1.11', '10.96.1.12', '10.96.1.13', '10.96.1.14', '10.96.1.15', '10.96.1.16', '10.96.1.17', '10.96.1.18']);
     const ips = await run('ip', ['-o', '-4', 'addr', 'show', 'dev', 'kube-ipvs0'], { netns: topo.node });
     t.notRegex(ips.stdout, /198\.51\.100\.|203\.0\.113\./);
+  });
+
+  test.serial('internalTrafficPolicy Local losing its local endpoint: an open connection to it keeps working while new ones are dropped', async (t) => {
+    const drain = (nodeName: string) => sp('default/drain:http', '10.96.1.19', 80, [ep('10.244.1.2:8080', { nodeName })], { internalTrafficPolicy: 'Local' });
+    await driver.sync([drain('node1')], { full: false, changed: ['default/drain:http'] }, NODE);
+    const held = await holdConnection(topo, { from: topo.client('inside').netns, host: '10.96.1.19', port: 80 });
+    try {
+      t.like(held.first, { ok: true, reply: { backend: 'b1' } });
+      // b1 is now on another node: the ClusterIP is withheld, its real server drains.
+      await driver.sync([drain('node2')], { full: false, changed: ['default/drain:http'] }, NODE);
+      const quiesced = await realServerConns(topo.node, '10.96.1.19:80', '10.244.1.2:8080');
+      t.like(quiesced, { weight: 0 }, 'the virtual server stays while its real server drains, at weight 0');
+      const again = await held.request();
+      t.log(JSON.stringify(again));
+      t.true(again.ok && again.reply.backend === 'b1', 'the open connection still reaches its endpoint');
+      const fresh = await connectOnce(topo, { from: topo.client('inside').netns, host: '10.96.1.19', port: 80, timeoutMs: 2000 });
+      t.log(JSON.stringify(fresh));
+      t.false(fresh.ok, 'a new connection from a pod does not get through');
+      t.not((fresh as { code?: string }).code, 'ECONNREFUSED', 'dropped (a timeout), not refused');
+    } finally {
+      await held.close();
+    }
+    await driver.sync([], { full: false, changed: ['default/drain:http'] }, NODE);
   });
 }
