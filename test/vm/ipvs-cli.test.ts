@@ -152,7 +152,7 @@ if (await registerIpvsTests('IPVS CLI tests')) {
             /^ipvs: {8}4 virtual servers, 3 real servers in the kernel$/m,
             /^ipsets: {6}11 entries \(KUBE-CLUSTER-IP 4, KUBE-LOOP-BACK 3, KUBE-IPVS-IPS 4\)$/m,
             /^kube-ipvs0: {2}4 addresses$/m,
-            /^rules: {7}41 drover-owned rules in the kernel \(filter 20, nat 21\)$/m,
+            /^rules: {7}45 drover-owned rules in the kernel \(filter 22, nat 23\)$/m,
             /^last sync: {3}\S+ \(\d+ (?:s|min) ago\), partial, [\d.]+ ms, ok$/m,
             /^drift: {7}no$/m,
           ]) {
@@ -182,7 +182,7 @@ if (await registerIpvsTests('IPVS CLI tests')) {
         await run('ipvsadm', ['-A', '-t', '192.168.77.1:80', '-s', 'rr'], { netns });
         const cleanup = await drover(netns, ['cleanup', '--mode', 'ipvs']);
         t.is(cleanup.code, 0, cleanup.stderr);
-        t.is(cleanup.stdout, 'removed 14 chains and 8 hook rules\n', '11 chains of IPVS mode and its 3 canaries');
+        t.is(cleanup.stdout, 'removed 15 chains and 9 hook rules\n', '12 chains of IPVS mode and its 3 canaries');
         t.deepEqual(await ipvsadmState(netns), ['TCP 192.168.77.1:80 rr']);
         const link = await run('ip', ['link', 'show', 'kube-ipvs0'], { netns, allowFail: true });
         t.not(link.code, 0, 'kube-ipvs0 is gone');
