@@ -121,6 +121,9 @@ export function parseGoDuration(text: string): bigint {
   return total;
 }
 
+/** The longest duration a flag or field takes: Node's longest timer, 2^31-1 ms, rounded down to whole days (24). */
+export const MAX_DURATION_MS = 24 * 86_400_000;
+
 /** What {@link parseDurationMs} accepts beyond the grammar. */
 export interface DurationBounds {
   /** Accept a negative duration (default: refused). */
@@ -143,7 +146,7 @@ export function parseDurationMs(text: string, bounds: DurationBounds = {}): numb
   const magnitude = ns < 0n ? -ns : ns;
   const ms = Number(magnitude / 1_000_000n) + (magnitude % 1_000_000n === 0n ? 0 : 1);
   if (bounds.maxMs !== undefined && ms > bounds.maxMs) {
-    throw new DurationError(`${JSON.stringify(text)} is longer than the longest duration taken here, ${bounds.maxText ?? `${bounds.maxMs} ms`}`);
+    throw new DurationError(`${JSON.stringify(text)} is longer than the longest duration drover takes, ${bounds.maxText ?? `${bounds.maxMs} ms`}`);
   }
   return ns < 0n ? -ms : ms;
 }

@@ -125,5 +125,5 @@ test('milliseconds: a fraction rounds away from zero; negative and too long are 
   t.is(parseDurationMs('-1s', { negative: true }), -1000);
   t.is(t.throws(() => parseDurationMs('-1s'))!.message, '"-1s" is negative; a duration here is 0 or more');
   t.is(parseDurationMs('24h', { maxMs: 86_400_000 }), 86_400_000);
-  t.is(t.throws(() => parseDurationMs('25h', { maxMs: 86_400_000, maxText: '1 day' }))!.message, '"25h" is longer than the longest duration taken here, 1 day');
+  t.is(t.throws(() => parseDurationMs('25h', { maxMs: 86_400_000, maxText: '1 day' }))!.message, '"25h" is longer than the longest duration drover takes, 1 day');
 });
