@@ -106,6 +106,13 @@ export function rewriteKubeProxyFlags(cmd: Command, args: readonly string[], mod
     const flag = eq > 0 ? a.slice(0, eq) : a;
     const own = cmd.options.find((o) => o.long === flag || o.short === flag);
     if (own !== undefined) {
+      // A switch as pflag writes it: --name=true, --name=false.
+      if (eq > 0 && !takesValue(own)) {
+        const value = a.slice(eq + 1);
+        if (value !== 'true' && value !== 'false') throw new UsageError(`${a}: expected true or false`);
+        if (value === 'true') out.push(flag);
+        continue;
+      }
       out.push(a);
       if (eq < 0 && takesValue(own) && i + 1 < args.length && (own.required || !args[i + 1]!.startsWith('-'))) out.push(args[++i]!);
       continue;

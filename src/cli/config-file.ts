@@ -96,12 +96,11 @@ export function readConfigFile(path: string, modeFlag?: string): ConfigValues {
   const flags = new Map<string, { field: string; value: string | boolean }>();
   const refused: Refusal[] = [];
   for (const [field, { rule }, value] of set) {
-    if (rule.use === 'ignored') continue;
+    if (rule.use === 'ignored' || (rule.modes !== undefined && !rule.modes.includes(mode))) continue;
     if (rule.use === 'refused') {
       if (rule.accept?.(value) !== true) refused.push({ name: field, value, why: rule.why });
       continue;
     }
-    if (rule.modes !== undefined && !rule.modes.includes(mode)) continue;
     const why = rule.refuse?.(value);
     if (why !== undefined) {
       refused.push({ name: field, value, why });

@@ -43,6 +43,8 @@ export type FieldUse =
       readonly use: 'refused';
       readonly why: string;
       readonly accept?: (value: unknown) => boolean;
+      /** Only in these modes (kube-proxy reads the field in them only); in the others it has no effect. */
+      readonly modes?: readonly string[];
     };
 
 /** One field of the file. */
@@ -94,11 +96,14 @@ const bindAddress =
 
 /** The masquerade bit drover marks with in every mode (0x4000), kube-proxy's default. */
 export const MASQUERADE_BIT = 14;
-const masqueradeBit: FieldUse = {
+const masqueradeBit = (modes: readonly string[]): FieldUse => ({
   use: 'refused',
   why: `drover marks packets to masquerade with bit ${MASQUERADE_BIT} (0x4000) in every mode, kube-proxy's default`,
   accept: (v) => v === MASQUERADE_BIT,
-};
+  modes,
+});
+/** A field of the ipvs section that drover's IPVS mode does not honour. */
+const ipvsOnly = (why: string): FieldUse => ({ use: 'refused', why, modes: ['ipvs'] });
 
 /** A Windows-only field: kube-proxy on Linux does not read it either. */
 const windows: FieldUse = { use: 'ignored', why: 'Windows only; kube-proxy on Linux does not read it either' };
@@ -143,7 +148,7 @@ export const FIELDS: Readonly<Record<string, FieldRule>> = {
 
   mode: { rule: { use: 'flag', flag: '--mode', text: str } },
 
-  'iptables.masqueradeBit': { rule: masqueradeBit, pointer: true },
+  'iptables.masqueradeBit': { rule: masqueradeBit(NOT_NFTABLES), pointer: true },
   'iptables.masqueradeAll': { rule: { use: 'flag', flag: '--masquerade-all', text: bool, modes: NOT_NFTABLES } },
   'iptables.localhostNodePorts': { rule: { use: 'flag', flag: '--nodeport-localhost', text: bool, modes: ['iptables'] }, pointer: true },
   'iptables.snatNodeInternalIP': {
@@ -156,13 +161,13 @@ export const FIELDS: Readonly<Record<string, FieldRule>> = {
   'ipvs.syncPeriod': { rule: { use: 'flag', flag: '--sync-period', text: duration, modes: ['ipvs'] } },
   'ipvs.minSyncPeriod': { rule: { use: 'flag', flag: '--min-sync-period', text: duration, modes: ['ipvs'] } },
   'ipvs.scheduler': { rule: { use: 'flag', flag: '--ipvs-scheduler', text: str } },
-  'ipvs.excludeCIDRs': { rule: { use: 'refused', why: 'drover has no list of virtual servers to leave alone' }, whole: true },
-  'ipvs.strictARP': { rule: { use: 'refused', why: 'drover does not set arp_ignore and arp_announce; set them on the node' } },
-  'ipvs.tcpTimeout': { rule: { use: 'refused', why: 'drover leaves the IPVS timeouts as they are' } },
-  'ipvs.tcpFinTimeout': { rule: { use: 'refused', why: 'drover leaves the IPVS timeouts as they are' } },
-  'ipvs.udpTimeout': { rule: { use: 'refused', why: 'drover leaves the IPVS timeouts as they are' } },
+  'ipvs.excludeCIDRs': { rule: ipvsOnly('drover has no list of virtual servers to leave alone'), whole: true },
+  'ipvs.strictARP': { rule: ipvsOnly('drover does not set arp_ignore and arp_announce; set them on the node') },
+  'ipvs.tcpTimeout': { rule: ipvsOnly('drover leaves the IPVS timeouts as they are') },
+  'ipvs.tcpFinTimeout': { rule: ipvsOnly('drover leaves the IPVS timeouts as they are') },
+  'ipvs.udpTimeout': { rule: ipvsOnly('drover leaves the IPVS timeouts as they are') },
 
-  'nftables.masqueradeBit': { rule: masqueradeBit, pointer: true },
+  'nftables.masqueradeBit': { rule: masqueradeBit(['nftables']), pointer: true },
   'nftables.masqueradeAll': { rule: { use: 'flag', flag: '--masquerade-all', text: bool, modes: ['nftables'] } },
   'nftables.syncPeriod': { rule: { use: 'flag', flag: '--sync-period', text: duration, modes: ['nftables'] } },
   'nftables.minSyncPeriod': { rule: { use: 'flag', flag: '--min-sync-period', text: duration, modes: ['nftables'] } },

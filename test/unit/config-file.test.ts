@@ -76,7 +76,7 @@ test('a flag on the command line overrides the file', async (t) => {
 });
 
 test('values drover cannot honour are refused in one line naming each field; --config-unsupported=warn names them and goes on', async (t) => {
-  const config = `${HEAD}bindAddress: 0.0.0.0\nclusterCIDR: 10.244.0.0/16\niptables:\n  masqueradeBit: 13\nipvs:\n  strictARP: true\nfeatureGates: {}\noomScoreAdj: 0\ndetectLocalMode: BridgeInterface\n`;
+  const config = `${HEAD}mode: ipvs\nbindAddress: 0.0.0.0\nclusterCIDR: 10.244.0.0/16\niptables:\n  masqueradeBit: 13\nipvs:\n  strictARP: true\nfeatureGates: {}\noomScoreAdj: 0\ndetectLocalMode: BridgeInterface\n`;
   const why =
     'iptables.masqueradeBit=13 (drover marks packets to masquerade with bit 14 (0x4000) in every mode, kube-proxy\'s default); ' +
     'ipvs.strictARP (drover does not set arp_ignore and arp_announce; set them on the node); ' +
