@@ -34,8 +34,11 @@ export function needsNode(opts: NodeFlags): boolean {
   return opts.detectLocalMode === 'NodeCIDR' || opts.nodeportAddresses?.primary === true;
 }
 
-/** How to name this node in a message. */
-const named = (opts: NodeFlags, node: NodeInfo | undefined) => (node !== undefined ? `Node ${node.name}` : opts.hostnameOverride !== undefined ? `Node ${opts.hostnameOverride}` : 'this Node');
+/** How to name this node in a message: "Node NAME", or "this node's Node" when the name is not known. */
+const named = (opts: NodeFlags, node: NodeInfo | undefined) => {
+  const name = node?.name ?? opts.hostnameOverride;
+  return name !== undefined ? `Node ${name}` : "this node's Node";
+};
 
 /**
  * The settings `opts` ask the Node for, from `node` (see the module comment).
@@ -48,12 +51,12 @@ export function nodeSettings(opts: NodeFlags, node: NodeInfo | undefined): NodeS
   let clusterCidr: string | undefined;
   let nodeportAddresses: IPPrefix[] | undefined;
   if (opts.detectLocalMode === 'NodeCIDR') {
-    if (!described) throw new UsageError(`--detect-local-mode NodeCIDR: the source has no ${named(opts, node)} to read spec.podCIDRs from`);
+    if (!described) throw new UsageError(`--detect-local-mode NodeCIDR: the source does not describe ${named(opts, node)}, whose spec.podCIDRs it needs`);
     if (node.podCIDRs === undefined || node.podCIDRs.length === 0) throw new UsageError(`--detect-local-mode NodeCIDR: ${named(opts, node)} has no spec.podCIDRs`);
     clusterCidr = node.podCIDRs.join(',');
   }
   if (opts.nodeportAddresses?.primary === true) {
-    if (!described && (opts.bindAddress ?? []).length === 0) throw new UsageError(`--nodeport-addresses primary: the source has no ${named(opts, node)} to read its addresses from, and no --bind-address is given`);
+    if (!described && (opts.bindAddress ?? []).length === 0) throw new UsageError(`--nodeport-addresses primary: the source does not describe ${named(opts, node)}, whose addresses it needs, and no --bind-address is given`);
     nodeportAddresses = primaryNodePortCIDRs(primaryNodeIPs(described ? node : undefined, opts.bindAddress));
     if (nodeportAddresses.length === 0) throw new UsageError(`--nodeport-addresses primary: ${named(opts, node)} has no InternalIP or ExternalIP (status.addresses) and no --bind-address is given`);
   }

@@ -229,3 +229,23 @@ test("nodePortAddresses primary: NodePorts answer on the Node's first InternalIP
     await rm(dir, { recursive: true, force: true });
   }
 });
+
+test('drover run stops when the Node settings it started with change, and syncs nothing with them', async (t) => {
+  const { guardNodeSettings, nodeSettings } = await import('../../src/cli/node-settings.ts');
+  const node = (podCIDRs: string[]) => ({ name: 'node-a', addresses: [{ type: 'InternalIP' as const, address: '192.0.2.7' }], podCIDRs });
+  const reads = [node(['10.244.1.0/24']), node(['10.244.1.0/24']), node(['10.244.9.0/24'])];
+  const source = {
+    load: async () => ({ snapshot: { services: new Map(), node: reads.shift()! }, errors: [], warnings: [], incomplete: [], changed: undefined }),
+    watch: () => {},
+    close: () => {},
+  };
+  const opts = { detectLocalMode: 'NodeCIDR' as const, nodeportAddresses: Object.assign([], { primary: true as const }) };
+  const settings = nodeSettings(opts, (await source.load()).snapshot.node);
+  t.is(settings.clusterCidr, '10.244.1.0/24');
+  t.deepEqual(settings.nodeportAddresses?.map((c) => c.text), ['192.0.2.7/32']);
+  const told: string[] = [];
+  const guarded = guardNodeSettings(source, opts, settings, (why) => told.push(why));
+  await guarded.load();
+  await t.throwsAsync(guarded.load(), { message: /^Node node-a: its spec\.podCIDRs changed from 10\.244\.1\.0\/24 to 10\.244\.9\.0\/24; drover stops/ });
+  t.is(told.length, 1);
+});
