@@ -12,7 +12,8 @@ import { Command } from 'commander';
 import { modeDriver } from '../modes/registry.ts';
 import { EXIT, markPartial } from './exit.ts';
 import { inspectKernelOptions, listTimeoutOption, renderOptions, type KernelOptions, type RenderCliOptions } from './options.ts';
-import { compareOptions, modeHelp, refuseForeignSwitches } from './setup.ts';
+import { needsNode, withNodeSettings } from './node-settings.ts';
+import { compareOptions, loadSource, modeHelp, refuseForeignSwitches } from './setup.ts';
 
 /** The `diff` command. */
 export function diffCommand(): Command {
@@ -25,7 +26,9 @@ export function diffCommand(): Command {
     .action(async (opts: KernelOptions & RenderCliOptions) => {
       try {
         refuseForeignSwitches(opts);
-        const drift = await modeDriver(opts.mode).diff(opts);
+        // The Node's settings (NodeCIDR, primary) take one more read of the source.
+        const settled = needsNode(opts) ? withNodeSettings(opts, (await loadSource(opts)).snapshot.node) : opts;
+        const drift = await modeDriver(opts.mode).diff(settled);
         for (const p of drift.problems) process.stderr.write(`drover: ${p}\n`);
         process.stdout.write(drift.text);
         process.exitCode = drift.differs ? EXIT.failed : EXIT.ok;

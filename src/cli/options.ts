@@ -5,30 +5,28 @@
  */
 import { InvalidArgumentError, Option } from 'commander';
 import { DEFAULT_SERVICE_CIDR, parseServiceCIDR } from '../model/allocate.ts';
-import { parseBindAddress, parseCIDR as parseAnyCIDR, type BindAddress, type IPPrefix } from '../model/addr.ts';
+import { parseBindAddress, parseCIDR as parseAnyCIDR, parseIP, type BindAddress, type IPPrefix } from '../model/addr.ts';
 import { parseCIDR } from '../model/validate.ts';
+import { MAX_DURATION_MS, parseDurationMs } from '../util/duration.ts';
 import { LOG_LEVELS, type LogLevel } from '../util/log.ts';
 import { defaultMode, modeNames } from '../modes/registry.ts';
 import { ALLOCATION_FILE, DEFAULT_STATE_DIR } from '../sources/allocation-state.ts';
 import { DEFAULT_POLL_INTERVAL_MS } from '../sources/shepherd.ts';
 
 /**
- * Parse a duration as kube-proxy flags take them: "500ms", "1s", "1.5s",
- * "2m", "1h", or a bare number of seconds, at most 24 days. Returns milliseconds.
- * @throws InvalidArgumentError on anything else, a negative value, or one longer than 24 days.
+ * A duration flag's value: a Go duration (util/duration.ts, Go's
+ * `time.ParseDuration`, as kube-proxy's flags and configuration file take
+ * them: "500ms", "30s", "1m0s", "1h2m3.5s", "1.5h"), not negative, at most
+ * 24 days. Returns milliseconds.
+ * @throws InvalidArgumentError naming the value: not a Go duration, negative, or longer than 24 days.
  */
 export function parseDuration(value: string): number {
-  const m = /^(\d+(?:\.\d+)?)(ms|s|m|h)?$/.exec(value.trim());
-  if (!m) throw new InvalidArgumentError(`"${value}" is not a duration (e.g. 500ms, 1s, 2m)`);
-  const scale = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }[(m[2] ?? 's') as 'ms' | 's' | 'm' | 'h'];
-  const ms = Math.round(Number(m[1]) * scale);
-  // Timers take at most 2^31-1 ms (about 24.8 days); a longer one would fire at once.
-  if (ms > MAX_DURATION_MS) throw new InvalidArgumentError(`"${value}" is longer than the longest duration drover takes, 24 days`);
-  return ms;
+  try {
+    return parseDurationMs(value, { maxMs: MAX_DURATION_MS, maxText: '24 days' });
+  } catch (err) {
+    throw new InvalidArgumentError((err as Error).message);
+  }
 }
-
-/** The longest duration a flag takes: Node's longest timer, 2^31-1 ms, rounded down to whole days (24). */
-export const MAX_DURATION_MS = 24 * 86_400_000;
 
 /**
  * `--cluster-cidr`: a strict IPv4 CIDR (validate.ts parseCIDR) with a prefix
@@ -96,14 +94,16 @@ export type KernelOptions = {
   readonly iptablesBackend: 'auto' | 'nft' | 'legacy';
   readonly netns?: string;
   readonly logLevel: LogLevel;
+  /** `--verbosity` (kube-proxy's `-v`/`--v`): klog's verbosity level, 0 or more; undefined when not given. */
+  readonly verbosity?: number;
 };
 
 /** Options of the commands that read manifests and render rules. */
 export type RenderCliOptions = {
   /** `--source`: a manifest path, or a source URL (sources/select.ts). */
   readonly source: string;
-  /** `--nodeport-addresses`; absent or empty: every address. */
-  readonly nodeportAddresses?: readonly IPPrefix[];
+  /** `--nodeport-addresses`; absent or empty: every address; `primary` until node-settings.ts resolves it. */
+  readonly nodeportAddresses?: NodePortAddresses;
   /** `--state-dir`: where the allocation state file is (sources/allocation-state.ts); absent: /var/lib/drover. */
   readonly stateDir?: string;
   /** `--kubeconfig`, for `--source kubernetes` (sources/kubernetes/config.ts). */
@@ -115,7 +115,17 @@ export type RenderCliOptions = {
   readonly clusterCidr?: string;
   readonly masqueradeAll: boolean;
   readonly serviceCidr: string;
+  /** `--detect-local-mode` (kube-proxy's): local traffic is from `--cluster-cidr` (ClusterCIDR, the default) or from the Node's `spec.podCIDRs` (NodeCIDR). */
+  readonly detectLocalMode?: DetectLocalMode;
+  /** `--bind-address` (kube-proxy's): the node's primary IP of each family given, overriding its Node's; unspecified addresses left out. */
+  readonly bindAddress?: readonly string[];
+  /** `--master` (kube-proxy's), for `--source kubernetes`: the API server's URL, overriding the kubeconfig's. */
+  readonly master?: string;
 };
+
+/** kube-proxy's detectLocalMode values drover takes (pkg/proxy/apis/config LocalModeClusterCIDR, LocalModeNodeCIDR). */
+export const DETECT_LOCAL_MODES = ['ClusterCIDR', 'NodeCIDR'] as const;
+export type DetectLocalMode = (typeof DETECT_LOCAL_MODES)[number];
 
 /** Options of `run` and `sync`. */
 export type SyncCliOptions = KernelOptions & RenderCliOptions & {
@@ -136,6 +146,12 @@ export function renderOptions(): Option[] {
     ).makeOptionMandatory(),
     ...kubernetesOptions(),
     new Option('--cluster-cidr <cidr>', 'pod network; traffic to a ClusterIP from outside it is masqueraded').argParser(cidrArg),
+    new Option(
+      '--detect-local-mode <mode>',
+      "what traffic is from this cluster's pods: from --cluster-cidr (ClusterCIDR), or from this node's pods, its Node's spec.podCIDRs read at start (NodeCIDR; drover exits when they change, as kube-proxy)",
+    )
+      .choices([...DETECT_LOCAL_MODES])
+      .default('ClusterCIDR'),
     new Option('--masquerade-all', 'masquerade all traffic to ClusterIPs').default(false),
     new Option('--service-cidr <cidr>', 'range for ClusterIPs drover allocates (Shepherd services)')
       .default(DEFAULT_SERVICE_CIDR)
@@ -165,14 +181,54 @@ export function pollIntervalOption(): Option {
     .argParser(pollIntervalArg);
 }
 
-/** --kubeconfig, --hostname-override (kube-proxy's flags of the same names). */
+/** --kubeconfig, --master, --hostname-override, --bind-address (kube-proxy's flags of the same names). */
 export function kubernetesOptions(): Option[] {
   return [
     new Option('--kubeconfig <path>', 'with --source kubernetes: kubeconfig file (default: in-cluster in a pod, else $KUBECONFIG, else ~/.kube/config)'),
+    new Option('--master <url>', "with --source kubernetes: the API server's URL, overriding the kubeconfig's (without a kubeconfig: that server, with no credentials)").argParser(masterArg),
+    new Option('--bind-address <ip[,ip]>', "this node's primary IP (one per family), overriding its Node's, for --nodeport-addresses primary; 0.0.0.0 and :: mean none").argParser(bindAddressIPs),
     new Option('--hostname-override <name>', "this node's name: endpoints whose nodeName equals it are local, and its Node (watched with --source kubernetes, else among the manifests) gives the zone (default: the host name with --source kubernetes; with manifest files, the only Node object in them)").argParser(
       hostnameArg,
     ),
   ];
+}
+
+/**
+ * `--master`: an http or https URL.
+ * @throws InvalidArgumentError naming the value.
+ */
+function masterArg(value: string): string {
+  let url: URL;
+  try {
+    url = new URL(value.includes('://') ? value : `https://${value}`);
+  } catch {
+    throw new InvalidArgumentError(`"${value}" is not a URL (e.g. https://10.0.0.1:6443)`);
+  }
+  if (url.protocol !== 'https:' && url.protocol !== 'http:') throw new InvalidArgumentError(`"${value}" is not an http or https URL`);
+  return url.href.replace(/\/$/, '');
+}
+
+/**
+ * `--bind-address`: an IP, or two of different families separated by a
+ * comma, as kube-proxy's bindAddress (its node IP override); the
+ * unspecified addresses (0.0.0.0, ::) are left out, as kube-proxy ignores them.
+ * @throws InvalidArgumentError naming the value.
+ */
+function bindAddressIPs(value: string): string[] {
+  const ips = value.split(',').map((p) => p.trim()).filter((p) => p !== '');
+  const read = ips.map((ip) => {
+    const parsed = parseIP(ip);
+    if (parsed === undefined) throw new InvalidArgumentError(`"${ip}" is not an IP address`);
+    return parsed;
+  });
+  if (read.length > 2 || (read.length === 2 && read[0]!.family === read[1]!.family)) throw new InvalidArgumentError(`"${value}": at most one IP of each family`);
+  return read.filter((ip) => ip.value !== 0n).map((ip) => ip.text);
+}
+
+/** `--verbosity`: klog's `-v` level, a whole number from 0. @throws InvalidArgumentError naming the value. */
+function verbosityArg(value: string): number {
+  if (!/^\d{1,9}$/.test(value)) throw new InvalidArgumentError(`"${value}" is not a verbosity level (0, 1, 2, …)`);
+  return Number(value);
 }
 
 /** `--hostname-override`: trimmed and lower-cased, as kube-proxy does (pkg/util/node GetHostname); not empty. */
@@ -203,6 +259,7 @@ export function kernelOptions(): Option[] {
       .default('auto'),
     new Option('--netns <name>', 'work inside this named network namespace (ip netns) instead of the current one').argParser(netnsArg),
     new Option('--log-level <level>', 'log level').choices([...LOG_LEVELS]).default('info'),
+    new Option('--verbosity <level>', "kube-proxy's -v (also taken as -v N and --v=N): log verbosity, 0 or more").argParser(verbosityArg),
   ];
 }
 
@@ -260,17 +317,34 @@ export function bindAddressArg(value: string): BindAddress | null {
 }
 
 /**
+ * `--nodeport-addresses` as parsed: CIDRs, or, for kube-proxy's `primary`,
+ * an empty list marked `primary` that node-settings.ts replaces with the
+ * node's primary addresses once the Node is read (an unresolved one is
+ * never handed to a mode: createSyncBackend refuses it).
+ */
+export type NodePortAddresses = readonly IPPrefix[] & { readonly primary?: true };
+
+/** kube-proxy's keyword for the node's primary IPs in `--nodeport-addresses` (pkg/proxy/apis/config NodePortAddressesPrimary). */
+export const NODEPORT_PRIMARY = 'primary';
+
+/**
  * `--nodeport-addresses`: CIDRs separated by commas, IPv4 or IPv6
  * ("10.0.0.0/8,192.168.1.0/24"), each read as kube-proxy reads them
- * (addr.ts parseCIDR; host bits are ignored); "" for none.
- * @throws InvalidArgumentError naming the first value that is not a CIDR.
+ * (addr.ts parseCIDR; host bits are ignored); "" for none; or `primary`
+ * alone, the node's primary IPs (kube-proxy's validation: "can't use both
+ * 'primary' and CIDRs").
+ * @throws InvalidArgumentError naming the first value that is not a CIDR, or `primary` beside CIDRs.
  */
-export function nodePortAddressesArg(value: string): IPPrefix[] {
+export function nodePortAddressesArg(value: string): NodePortAddresses {
+  const parts = value.split(',').map((p) => p.trim()).filter((p) => p !== '');
+  if (parts.includes(NODEPORT_PRIMARY)) {
+    if (parts.length > 1) throw new InvalidArgumentError(`"${value}": ${NODEPORT_PRIMARY} stands alone, without CIDRs`);
+    return Object.assign([] as IPPrefix[], { primary: true as const });
+  }
   const out: IPPrefix[] = [];
-  for (const part of value.split(',').map((p) => p.trim())) {
-    if (part === '') continue;
+  for (const part of parts) {
     const cidr = parseAnyCIDR(part);
-    if (cidr === undefined) throw new InvalidArgumentError(`"${part}" is not a CIDR (e.g. 10.0.0.0/8)`);
+    if (cidr === undefined) throw new InvalidArgumentError(`"${part}" is not a CIDR (e.g. 10.0.0.0/8) or ${NODEPORT_PRIMARY}`);
     if (!out.some((p) => p.text === cidr.prefix.text)) out.push(cidr.prefix);
   }
   return out;
@@ -300,7 +374,8 @@ export function serverOptions(): Option[] {
 export function nodePortAddressesOption(): Option {
   return new Option(
     '--nodeport-addresses <cidr,...>',
-    "NodePorts and each LoadBalancer Service's health-check NodePort answer on the node's IPv4 addresses in these CIDRs, read at start " +
+    "NodePorts and each LoadBalancer Service's health-check NodePort answer on the node's IPv4 addresses in these CIDRs, read at start, " +
+      "or with primary on the node's primary IPs (its Node's first InternalIP of each family, else ExternalIP; --bind-address overrides its family's) " +
       '(default: every local address; NodePorts on 127.0.0.0/8 only with --nodeport-localhost, iptables mode)',
   ).argParser(nodePortAddressesArg);
 }

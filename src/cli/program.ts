@@ -10,7 +10,7 @@ import { benchCommand } from './bench.ts';
 import { chainsCommand } from './chains.ts';
 import { cleanupCommand } from './cleanup.ts';
 import { diffCommand } from './diff.ts';
-import { loadConfigFor } from './config-file.ts';
+import { prepareCommandLine } from './command-line.ts';
 import { EXIT_HELP } from './exit.ts';
 import { renderCommand } from './render.ts';
 import { runCommand } from './run.ts';
@@ -44,8 +44,7 @@ export async function main(argv: readonly string[] = process.argv): Promise<void
   });
   try {
     const program = buildProgram();
-    loadConfigFor(program, argv, (line) => process.stderr.write(`${line}\n`));
-    await program.parseAsync([...argv]);
+    await program.parseAsync(prepareCommandLine(program, argv, (line) => process.stderr.write(`${line}\n`)));
   } catch (err) {
     process.stderr.write(`drover: ${(err as Error).message}\n`);
     if (process.env.DROVER_STACK) process.stderr.write(`${(err as Error).stack}\n`);

@@ -11,6 +11,7 @@ import type { Endpoint, Snapshot } from '../model/types.ts';
 import { modeDriver } from '../modes/registry.ts';
 import { EXIT, markPartial } from './exit.ts';
 import { listTimeoutOption, modeOption, renderOptions, type RenderCliOptions } from './options.ts';
+import { withNodeSettings } from './node-settings.ts';
 import { compareOptions, loadSource, modeHelp, refuseForeignSwitches } from './setup.ts';
 
 /**
@@ -47,7 +48,7 @@ export function renderCommand(): Command {
       refuseForeignSwitches(opts);
       const loaded = await loadSource(opts);
       for (const p of loaded.problems) process.stderr.write(`drover: ${p}\n`);
-      const rendered = await modeDriver(opts.mode).render(loaded.snapshot, opts, serviceSummary(loaded.snapshot));
+      const rendered = await modeDriver(opts.mode).render(loaded.snapshot, withNodeSettings(opts, loaded.snapshot.node), serviceSummary(loaded.snapshot));
       for (const line of rendered.leftOut) process.stderr.write(`drover: ${line}\n`);
       if (rendered.leftOut.length > 0) process.exitCode = EXIT.partial;
       process.stdout.write(rendered.text);

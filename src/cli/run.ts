@@ -13,7 +13,7 @@ import { StatusFileWriter } from '../proxier/status-file.ts';
 import { createLogger } from '../util/log.ts';
 import { startServers } from '../server/daemon.ts';
 import { healthCheckAddresses as healthCheckAddressesFor } from '../server/node-addresses.ts';
-import { configOption, settingName } from './config-file.ts';
+import { configOptions, settingName } from './config-file.ts';
 import {
   checkSyncPeriods,
   fullSyncPeriodOption,
@@ -26,13 +26,15 @@ import {
   type SyncCliOptions,
 } from './options.ts';
 import { modeDriver } from '../modes/registry.ts';
+import { guardNodeSettings, needsNode, nodeSettings } from './node-settings.ts';
 import { createSource, createSyncBackend, sourceKind, statusFileOption, syncModeOptions, UsageError } from './setup.ts';
 
 /** The `run` command. */
 export function runCommand(): Command {
   const cmd = new Command('run')
     .description('watch the source and keep the kernel in sync with it (the service proxy)')
-    .action(async (opts: SyncCliOptions & ServerCliOptions & { statusFile: string; pollInterval: number; stateDir: string }) => {
+    .action(async (given: SyncCliOptions & ServerCliOptions & { statusFile: string; pollInterval: number; stateDir: string }) => {
+      let opts = given;
       const statusFile = resolve(opts.statusFile);
       const fromFiles = sourceKind(opts.source) === 'file';
       for (const [flag, path] of [['--status-file', opts.statusFile], ['--state-dir', opts.stateDir]] as const) {
@@ -47,11 +49,22 @@ export function runCommand(): Command {
       let onHangup = () => logger.info({ signal: 'SIGHUP' }, 'full resync requested before the first sync, which is full anyway');
       const hangup = () => onHangup();
       process.on('SIGHUP', hangup);
-      const backend = await createSyncBackend(opts, logger);
-      const source = await createSource(opts, logger, { persist: true });
+      // With settings from the Node (NodeCIDR, primary), the source is read first: the rules depend on it.
+      const fromNode = needsNode(opts);
+      let backend = fromNode ? undefined : await createSyncBackend(opts, logger);
+      let source = await createSource(opts, logger, { persist: true });
       // A missing --source path fails here, before the loop starts; a server
       // that does not answer yet is waited for (nothing is synced until it does).
-      if (fromFiles) await source.load();
+      if (fromFiles && !fromNode) await source.load();
+      let stopNow = (why: string) => logger.error(why);
+      if (fromNode) {
+        const settings = nodeSettings(opts, (await source.load()).snapshot.node);
+        logger.info({ ...settings, nodeportAddresses: settings.nodeportAddresses?.map((c) => c.text) }, 'settings read from the Node');
+        opts = { ...opts, ...settings };
+        source = guardNodeSettings(source, opts, settings, (why) => stopNow(why));
+        backend = await createSyncBackend(opts, logger);
+      }
+      if (backend === undefined) throw new Error('unreachable: no backend');
       const status = new StatusFileWriter(
         statusFile,
         {
@@ -114,6 +127,11 @@ export function runCommand(): Command {
             .then(() => status.idle())
             .then(resolvePromise);
         };
+        stopNow = (why: string) => {
+          logger.error(why);
+          process.exitCode = 1;
+          stop('node settings changed');
+        };
         onHangup = () => {
           logger.info({ signal: 'SIGHUP' }, 'full resync requested');
           proxier.resync();
@@ -122,7 +140,7 @@ export function runCommand(): Command {
         process.once('SIGTERM', () => stop('SIGTERM'));
       });
     });
-  const options = [...renderOptions(), ...kernelOptions(), ...syncModeOptions(), ...syncPeriodOptions(), fullSyncPeriodOption(), pollIntervalOption(), ...serverOptions(), statusFileOption(), configOption()];
+  const options = [...renderOptions(), ...kernelOptions(), ...syncModeOptions(), ...syncPeriodOptions(), fullSyncPeriodOption(), pollIntervalOption(), ...serverOptions(), statusFileOption(), ...configOptions()];
   for (const o of options) cmd.addOption(o);
   return cmd;
 }

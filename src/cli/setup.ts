@@ -28,10 +28,12 @@ export type BackendCliOptions = ModeOptions & { readonly serviceCidr?: string };
  * rules will masquerade nothing but hairpin traffic because neither
  * `--cluster-cidr` nor `--masquerade-all` is set. (`cleanup` renders nothing,
  * so it calls createBackend itself and gets no such warning.)
- * @throws UsageError as createBackend does.
+ * @throws UsageError as createBackend does; Error for a `--nodeport-addresses primary` not yet resolved (node-settings.ts).
  */
 export async function createSyncBackend(opts: BackendCliOptions & RenderCliOptions, logger: Logger): Promise<Backend> {
   refuseForeignSwitches(opts);
+  // node-settings.ts replaces it with the Node's primary IPs; left as it is, it would mean every address.
+  if (opts.nodeportAddresses?.primary === true) throw new Error('--nodeport-addresses primary was not resolved from the Node');
   const render = renderConfig(opts);
   const backend = await createBackend(opts, render, logger);
   if (render.clusterCIDR === undefined && !render.masqueradeAll) {

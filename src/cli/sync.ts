@@ -1,10 +1,11 @@
 /** `drover sync --once`: one full sync (read the kernel back, write what differs), then exit. */
-import { configOption } from './config-file.ts';
+import { configOptions } from './config-file.ts';
 import { Command, Option } from 'commander';
 import { Proxier } from '../proxier/proxier.ts';
 import { createLogger } from '../util/log.ts';
 import { kernelOptions, listTimeoutOption, renderOptions, type SyncCliOptions } from './options.ts';
 import { markPartial } from './exit.ts';
+import { needsNode, withNodeSettings } from './node-settings.ts';
 import { createSource, createSyncBackend, syncModeOptions, UsageError } from './setup.ts';
 
 /** The `sync` command. */
@@ -15,8 +16,15 @@ export function syncCommand(): Command {
     .action(async (opts: SyncCliOptions & { once: boolean }) => {
       if (!opts.once) throw new UsageError('drover sync needs --once (for the sync loop, use drover run)');
       const logger = createLogger(opts.logLevel);
-      const backend = await createSyncBackend(opts, logger);
+      // With settings from the Node (NodeCIDR, primary), the source is read first: the rules depend on it.
       const source = await createSource(opts, logger, { persist: true });
+      let backend;
+      try {
+        backend = await createSyncBackend(needsNode(opts) ? withNodeSettings(opts, (await source.load()).snapshot.node) : opts, logger);
+      } catch (err) {
+        await source.close();
+        throw err;
+      }
       const proxier = new Proxier({ source, backend, logger, minSyncPeriodMs: 0, syncPeriodMs: 0 });
       try {
         await proxier.syncOnce({ full: true });
@@ -26,6 +34,6 @@ export function syncCommand(): Command {
       }
       markPartial(proxier.last?.incomplete ?? []);
     });
-  for (const o of [...renderOptions(), listTimeoutOption(), ...kernelOptions(), ...syncModeOptions(), configOption()]) cmd.addOption(o);
+  for (const o of [...renderOptions(), listTimeoutOption(), ...kernelOptions(), ...syncModeOptions(), ...configOptions()]) cmd.addOption(o);
   return cmd;
 }

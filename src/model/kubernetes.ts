@@ -30,7 +30,7 @@ import {
   checkZone,
   ipFamilyOf,
 } from './validate.ts';
-import { isCanonicalIPv4, isIPv6 } from './addr.ts';
+import { isCanonicalIPv4, isIPv6, parseCIDR as parseAnyCIDR } from './addr.ts';
 
 /** `metadata.namespace`: a DNS-1123 label, "default" when absent or "" (kubectl's behaviour for namespaced objects). */
 export const namespaceSchema = withDefault(validated((s) => (s === '' ? undefined : checkDNSLabel(s))), '').transform((s) =>
@@ -347,8 +347,22 @@ const nodeAddressSchema = z
   });
 
 /**
+ * A pod CIDR of a Node's `spec.podCIDRs`: a CIDR of either family in its
+ * canonical form, without host bits (the API server's validation,
+ * ValidateNodeSpecificAnnotations/validateNodeSpec: ParseCIDR and
+ * canonical). Returns the problem, or undefined.
+ */
+export const checkPodCIDR: Check<string> = (value) => {
+  const read = parseAnyCIDR(value);
+  if (read === undefined) return `${JSON.stringify(value)} is not a CIDR (e.g. "10.244.1.0/24")`;
+  if (read.prefix.text !== value) return `${JSON.stringify(value)} is not canonical or has host bits set; did you mean "${read.prefix.text}"?`;
+  return undefined;
+};
+
+/**
  * v1 Node, after dispatch: its name (a DNS-1123 subdomain), the
- * `topology.kubernetes.io/zone` label ("" is read as absent) and
+ * `topology.kubernetes.io/zone` label ("" is read as absent),
+ * `spec.podCIDRs` (at most one per family, as the API server allows) and
  * `status.addresses`. Every other label and field is stripped.
  */
 export const k8sNodeSchema = z.object({
@@ -359,7 +373,14 @@ export const k8sNodeSchema = z.object({
     deletionTimestamp: optional(z.string()),
   }),
   // Only the keys are read, and only compared with TO_BE_DELETED_TAINT.
-  spec: optional(z.object({ taints: withDefault(z.array(z.object({ key: z.string() })), []) })),
+  spec: optional(
+    z.object({
+      taints: withDefault(z.array(z.object({ key: z.string() })), []),
+      podCIDRs: withDefault(z.array(validated(checkPodCIDR)), []).refine((cidrs) => new Set(cidrs.map((c) => c.includes(':'))).size === cidrs.length, {
+        message: 'lists two CIDRs of one IP family (at most one per family)',
+      }),
+    }),
+  ),
   status: optional(z.object({ addresses: withDefault(z.array(nodeAddressSchema), []) })),
 });
 

@@ -407,6 +407,7 @@ function pickNode(nodes: readonly ParsedNode[], nodeName: string | undefined, wa
     name: chosen.name,
     ...(chosen.zone !== undefined ? { zone: chosen.zone } : {}),
     addresses: Object.freeze(chosen.addresses.map((a) => frozenCopy(a))),
+    ...(chosen.podCIDRs.length > 0 ? { podCIDRs: Object.freeze([...chosen.podCIDRs]) } : {}),
     ...(chosen.leaving !== undefined ? { leaving: chosen.leaving } : {}),
   });
 }

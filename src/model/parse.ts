@@ -550,7 +550,7 @@ function parseEndpoints(head: Head, raw: unknown): ParseResult {
 
 /**
  * v1 Node: its name, the `topology.kubernetes.io/zone` label,
- * `status.addresses`, and whether it is leaving (`metadata.deletionTimestamp`
+ * `status.addresses`, `spec.podCIDRs`, and whether it is leaving (`metadata.deletionTimestamp`
  * set, or the ToBeDeletedByClusterAutoscaler taint in `spec.taints`). A Node is cluster-scoped: errors name it by its name
  * alone and its identity is "Node//name". Which Node is this node is
  * normalise.ts's decision.
@@ -571,6 +571,7 @@ function parseNode(head: Head, raw: unknown): ParseResult {
     ...(zone !== undefined && zone !== '' ? { zone } : {}),
     ...(leaving !== undefined ? { leaving } : {}),
     addresses: (status?.addresses ?? []).map((a) => ({ type: a.type, address: a.address })),
+    podCIDRs: spec?.podCIDRs ?? [],
   });
   return ok(node);
 }

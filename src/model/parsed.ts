@@ -130,6 +130,8 @@ export interface ParsedNode extends ParsedBase {
   /** Why the node is about to go away, when it is (see NodeInfo.leaving). */
   readonly leaving?: string;
   readonly addresses: readonly NodeAddress[];
+  /** `spec.podCIDRs` (see NodeInfo.podCIDRs). */
+  readonly podCIDRs: readonly string[];
 }
 
 /** A container port of a Pod, for a Service's named `targetPort`; `name` is undefined when the port has none. */

@@ -137,6 +137,12 @@ export interface NodeInfo {
   /** `status.addresses`, in manifest order. */
   readonly addresses: readonly NodeAddress[];
   /**
+   * `spec.podCIDRs`: the pod CIDRs assigned to this node, canonical, at
+   * most one per family, in the Node's order; absent when it has none
+   * (or only its name is known). kube-proxy's `--detect-local-mode NodeCIDR` reads them.
+   */
+  readonly podCIDRs?: readonly string[];
+  /**
    * Why the node is about to go away, when it is: its deletion has begun
    * (`metadata.deletionTimestamp`) or it carries the cluster autoscaler's
    * `ToBeDeletedByClusterAutoscaler` taint. `/healthz` then answers 503

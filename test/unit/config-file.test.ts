@@ -3,48 +3,50 @@ import test from 'ava';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { goDurationMs, loadConfigFor, settingName } from '../../src/cli/config-file.ts';
+import { prepareCommandLine } from '../../src/cli/command-line.ts';
+import { settingName } from '../../src/cli/config-file.ts';
 import { checkSyncPeriods } from '../../src/cli/options.ts';
 import { buildProgram } from '../../src/cli/program.ts';
 
 const HEAD = 'apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\n';
 
-/** The options `command` gets from `config` (YAML) and `flags`, and the warning lines. */
-async function effective(config: string, flags: string[] = [], command = 'run'): Promise<{ opts: Record<string, unknown>; warnings: string[] }> {
+/** The options `command` gets from `config` (YAML) and `flags`, and the warning lines; `--source examples` unless `source` is false. */
+async function effective(config: string, flags: string[] = [], command = 'run', source = true): Promise<{ opts: Record<string, unknown>; warnings: string[] }> {
   const dir = await mkdtemp(join(tmpdir(), 'drover-config-'));
   try {
     const path = join(dir, 'kube-proxy.yaml');
     await writeFile(path, config);
     const program = buildProgram();
-    const argv = ['node', 'drover', command, '--config', path, '--source', 'examples', ...flags];
+    const argv = ['node', 'drover', command, '--config', path, ...(source ? ['--source', 'examples'] : []), ...flags];
     const warnings: string[] = [];
-    loadConfigFor(program, argv, (l) => warnings.push(l.replace(path, 'F')));
+    const args = prepareCommandLine(program, argv, (l) => warnings.push(l.replace(path, 'F')));
     let opts: Record<string, unknown> = {};
     program.commands.find((c) => c.name() === command)!.action(async (o: Record<string, unknown>) => void (opts = o));
-    await program.parseAsync(argv);
+    await program.parseAsync(args);
     return { opts, warnings };
   } finally {
     await rm(dir, { recursive: true, force: true });
   }
 }
 
-/** The error loadConfigFor throws for `config`, with the file's path as F. */
-async function refused(config: string): Promise<string> {
+/** The error `config` (and `flags`) end in, with the file's path as F. */
+async function refused(config: string, flags: string[] = []): Promise<string> {
   try {
-    await effective(config);
+    await effective(config, flags);
   } catch (err) {
     return (err as Error).message.replace(/--config \S+:/, '--config F:');
   }
   return 'accepted';
 }
 
-test('every supported field becomes the value of its flag', async (t) => {
+test('every supported field becomes the value of its flag, quietly', async (t) => {
   const { opts, warnings } = await effective(
     `${HEAD}mode: ipvs\nclusterCIDR: 10.244.0.0/16\nmetricsBindAddress: 0.0.0.0:9100\nhealthzBindAddress: "[::1]:9101"\n` +
       'hostnameOverride: Node-A\nclientConnection:\n  kubeconfig: /etc/drover/kubeconfig\n  qps: 5\n' +
-      'iptables:\n  masqueradeAll: true\nipvs:\n  scheduler: wrr\n  syncPeriod: 1m30s\n  minSyncPeriod: 250ms\n',
+      'iptables:\n  masqueradeAll: true\n  masqueradeBit: 14\nipvs:\n  scheduler: wrr\n  syncPeriod: 1m30s\n  minSyncPeriod: 250ms\n' +
+      'detectLocalMode: ClusterCIDR\nlogging:\n  verbosity: 2\n',
   );
-  t.deepEqual(warnings, ['drover: --config F: not supported by drover, ignored: clientConnection.qps']);
+  t.deepEqual(warnings, []);
   t.like(opts, {
     mode: 'ipvs',
     hostnameOverride: 'node-a',
@@ -54,15 +56,18 @@ test('every supported field becomes the value of its flag', async (t) => {
     ipvsScheduler: 'wrr',
     syncPeriod: 90_000,
     minSyncPeriod: 250,
+    detectLocalMode: 'ClusterCIDR',
+    verbosity: 2,
     metricsBindAddress: { ip: { text: '0.0.0.0' }, port: 9100 },
     healthzBindAddress: { ip: { text: '::1' }, port: 9101 },
   });
 });
 
-test("the top-level sync periods win over the mode's section; another mode's section is not used; an address without a port gets kube-proxy's", async (t) => {
-  const { opts } = await effective(`${HEAD}syncPeriod: 45s\niptables:\n  syncPeriod: 10s\n  minSyncPeriod: 2s\nipvs:\n  minSyncPeriod: 5s\nmetricsBindAddress: 0.0.0.0\nhealthzBindAddress: ""\n`);
+test("the sync periods of the mode in use; another mode's section is not used; an address without a port gets kube-proxy's", async (t) => {
+  const { opts } = await effective(`${HEAD}iptables:\n  syncPeriod: 45s\n  minSyncPeriod: 2s\nipvs:\n  minSyncPeriod: 5s\nmetricsBindAddress: 0.0.0.0\nhealthzBindAddress: ""\n`);
   t.like(opts, { mode: 'iptables', syncPeriod: 45_000, minSyncPeriod: 2000, metricsBindAddress: { port: 10249 } });
   t.like(opts.healthzBindAddress as object, { port: 10256 }, 'an empty value is not set: the default stays');
+  t.like((await effective(`${HEAD}mode: nftables\niptables:\n  syncPeriod: 45s\n  masqueradeAll: true\nnftables:\n  syncPeriod: 1m\n`)).opts, { syncPeriod: 60_000, masqueradeAll: false });
 });
 
 test('a flag on the command line overrides the file', async (t) => {
@@ -70,12 +75,27 @@ test('a flag on the command line overrides the file', async (t) => {
   t.like(opts, { clusterCidr: '10.32.0.0/12', minSyncPeriod: 100 });
 });
 
-test('the fields drover does not support are named once, in one line; the file is still used', async (t) => {
-  const { opts, warnings } = await effective(
-    `${HEAD}bindAddress: 0.0.0.0\nclusterCIDR: 10.244.0.0/16\nconntrack:\n  maxPerCore: 32768\n  min: 131072\niptables:\n  masqueradeBit: 14\nfeatureGates: {}\nbogus: 1\n`,
+test('values drover cannot honour are refused in one line naming each field; --config-unsupported=warn names them and goes on', async (t) => {
+  const config = `${HEAD}mode: ipvs\nbindAddress: 0.0.0.0\nclusterCIDR: 10.244.0.0/16\niptables:\n  masqueradeBit: 13\nipvs:\n  strictARP: true\nfeatureGates: {}\noomScoreAdj: 0\ndetectLocalMode: BridgeInterface\n`;
+  const why =
+    'iptables.masqueradeBit=13 (drover marks packets to masquerade with bit 14 (0x4000) in every mode, kube-proxy\'s default); ' +
+    'ipvs.strictARP (drover does not set arp_ignore and arp_announce; set them on the node); ' +
+    "oomScoreAdj=0 (drover does not set its OOM score; set it where drover is started (systemd's OOMScoreAdjust=, the pod's priority class)); " +
+    'detectLocalMode=BridgeInterface (drover tells local traffic by its source address only: ClusterCIDR or NodeCIDR)';
+  t.is(await refused(config), `not supported by drover: --config F: ${why}; to start without them, add --config-unsupported=warn`);
+  const { opts, warnings } = await effective(config, ['--config-unsupported', 'warn']);
+  t.deepEqual(warnings, [`drover: not supported by drover: --config F: ${why}; going on without them (--config-unsupported=warn)`]);
+  t.like(opts, { clusterCidr: '10.244.0.0/16', detectLocalMode: 'ClusterCIDR' });
+});
+
+test('a field kube-proxy does not have is an error naming it, with the field it was probably meant to be', async (t) => {
+  t.is(
+    await refused(`${HEAD}iptable:\n  syncPeriod: 30s\nclusterCidr: 10.0.0.0/8\nbogus: 1\nsyncPeriod: 1m\nconstructor: 1\n`),
+    '--config F: not a field of KubeProxyConfiguration kubeproxy.config.k8s.io/v1alpha1: iptable.syncPeriod (did you mean iptables.syncPeriod?); ' +
+      'clusterCidr (did you mean clusterCIDR?); bogus; syncPeriod (did you mean iptables.syncPeriod or ipvs.syncPeriod or nftables.syncPeriod?); constructor',
   );
-  t.deepEqual(warnings, ['drover: --config F: not supported by drover, ignored: bindAddress, conntrack.maxPerCore, conntrack.min, iptables.masqueradeBit, bogus']);
-  t.is(opts.clusterCidr, '10.244.0.0/16');
+  t.is(await refused(`${HEAD}iptables: 3\n`), '--config F: iptables: expected a section of fields, got 3');
+  t.is(await refused(`${HEAD}ipvs:\n  masqueradeAll: true\n`), '--config F: not a field of KubeProxyConfiguration kubeproxy.config.k8s.io/v1alpha1: ipvs.masqueradeAll (did you mean iptables.masqueradeAll?)');
 });
 
 test('sync takes the fields it has and leaves those of run alone', async (t) => {
@@ -88,7 +108,8 @@ test('sync takes the fields it has and leaves those of run alone', async (t) => 
 test('an error names the file and the field', async (t) => {
   t.is(await refused(`${HEAD}clusterCIDR: 10.244.0.0/33\n`), '--config F: clusterCIDR: "10.244.0.0/33" is not a valid IPv4 CIDR (expected e.g. "10.96.0.0/12")');
   t.is(await refused(`${HEAD}mode: userspace\n`), '--config F: mode: Allowed choices are iptables, ipvs, nftables.');
-  t.is(await refused(`${HEAD}iptables:\n  syncPeriod: soon\n`), '--config F: iptables.syncPeriod: "soon" is not a duration (e.g. 30s, 1m0s, 500ms)');
+  t.is(await refused(`${HEAD}iptables:\n  syncPeriod: soon\n`), '--config F: iptables.syncPeriod: "soon" is not a duration: expected a number at "soon" (e.g. 30s, 1m0s, 500ms, 1h2m3.5s)');
+  t.is(await refused(`${HEAD}iptables:\n  syncPeriod: 30\n`), '--config F: iptables.syncPeriod: expected a string, got 30');
   t.is(await refused(`${HEAD}iptables:\n  masqueradeAll: "yes"\n`), '--config F: iptables.masqueradeAll: expected true or false, got "yes"');
   t.is(await refused(`${HEAD}metricsBindAddress: localhost:10249\n`), '--config F: metricsBindAddress: "localhost:10249" is not an address to listen on (IP:PORT, or [IPv6]:PORT; "" for none)');
   t.is(await refused('apiVersion: kubeproxy.config.k8s.io/v1beta9\nkind: KubeProxyConfiguration\n'), '--config F: apiVersion: expected kubeproxy.config.k8s.io/v1alpha1, got "kubeproxy.config.k8s.io/v1beta9"');
@@ -96,26 +117,18 @@ test('an error names the file and the field', async (t) => {
   t.is(await refused(`${HEAD}mode: [\n`), '--config F: not YAML or JSON: Flow sequence in block collection must be sufficiently indented and end with a ] at line 4, column 1');
 });
 
-test('Go durations', (t) => {
-  t.is(goDurationMs('30s'), 30_000);
-  t.is(goDurationMs('1m0s'), 60_000);
-  t.is(goDurationMs('1h2m3.5s'), 3_723_500);
-  t.is(goDurationMs('500ms'), 500);
-  t.is(goDurationMs('0'), 0);
-  for (const bad of ['', '30', '-1s', '1 s', '1d']) t.throws(() => goDurationMs(bad), undefined, bad);
-});
-
-test("kubeadm's kube-proxy configuration is read as kube-proxy reads it: its zeros are not set", async (t) => {
+test("kubeadm's kube-proxy configuration is read as kube-proxy reads it: its zeros and nulls are not set, and nothing is refused", async (t) => {
   const { readFile } = await import('node:fs/promises');
   const { opts, warnings } = await effective(await readFile(new URL('../fixtures/config/kubeadm-kube-proxy.yaml', import.meta.url), 'utf8'));
-  t.deepEqual(warnings, ['drover: --config F: not supported by drover, ignored: bindAddress']);
+  t.deepEqual(warnings, []);
   t.like(opts, { mode: 'iptables', clusterCidr: '10.244.0.0/16', kubeconfig: '/var/lib/kube-proxy/kubeconfig.conf', syncPeriod: 30_000, minSyncPeriod: 1000, masqueradeAll: false });
+  t.deepEqual(opts.bindAddress, [], '0.0.0.0 is no node IP');
 });
 
-test("the sync periods of the mode in use: a --mode flag wins over the file's mode; keys named like Object's members are only unsupported", async (t) => {
-  const { opts, warnings } = await effective(`${HEAD}mode: iptables\niptables:\n  syncPeriod: 45s\nipvs:\n  syncPeriod: 50s\nconstructor: 1\ntoString: x\n`, ['--mode', 'ipvs']);
+test("the sync periods of the mode in use: a --mode flag wins over the file's mode", async (t) => {
+  const { opts, warnings } = await effective(`${HEAD}mode: iptables\niptables:\n  syncPeriod: 45s\nipvs:\n  syncPeriod: 50s\n`, ['--mode', 'ipvs']);
   t.like(opts, { mode: 'ipvs', syncPeriod: 50_000 });
-  t.deepEqual(warnings, ['drover: --config F: not supported by drover, ignored: constructor, toString']);
+  t.deepEqual(warnings, []);
 });
 
 test('a sync-period error names the field when the file set the value, and the flag when the command line did', async (t) => {
@@ -126,11 +139,11 @@ test('a sync-period error names the field when the file set the value, and the f
       await writeFile(path, config);
       const program = buildProgram();
       const argv = ['node', 'drover', 'run', '--config', path, '--source', 'examples', ...flags];
-      loadConfigFor(program, argv, () => {});
+      const args = prepareCommandLine(program, argv, () => {});
       const run = program.commands.find((c) => c.name() === 'run')!;
       let opts = { minSyncPeriod: 0, syncPeriod: 0 };
       run.action(async (o: typeof opts) => void (opts = o));
-      await program.parseAsync(argv);
+      await program.parseAsync(args);
       checkSyncPeriods(opts, (flag) => settingName(run, flag));
       return 'accepted';
     } catch (err) {
@@ -141,8 +154,8 @@ test('a sync-period error names the field when the file set the value, and the f
   };
   t.is(await message(`${HEAD}iptables:\n  syncPeriod: 500ms\n`), '--config F: iptables.syncPeriod must be at least 1s (got 500 ms)');
   t.is(
-    await message(`${HEAD}syncPeriod: 10s\niptables:\n  minSyncPeriod: 20s\n`),
-    '--config F: iptables.minSyncPeriod (20000 ms) must not be longer than --config F: syncPeriod (10000 ms)',
+    await message(`${HEAD}iptables:\n  syncPeriod: 10s\n  minSyncPeriod: 20s\n`),
+    '--config F: iptables.minSyncPeriod (20000 ms) must not be longer than --config F: iptables.syncPeriod (10000 ms)',
   );
   t.is(await message(`${HEAD}iptables:\n  minSyncPeriod: 20s\n`, ['--sync-period', '10s']), '--config F: iptables.minSyncPeriod (20000 ms) must not be longer than --sync-period (10000 ms)');
   t.is(await message(`${HEAD}iptables:\n  syncPeriod: 500ms\n`, ['--sync-period', '2s']), 'accepted');
@@ -157,18 +170,16 @@ test('nodePortAddresses becomes --nodeport-addresses, for run; a value that is n
   t.deepEqual((await effective(`${HEAD}nodePortAddresses: [10.0.0.0/8]\n`, [], 'sync')).warnings, [], 'sync leaves a field of run alone');
 });
 
-test("nodePortAddresses: kube-proxy's primary is named as unsupported, not refused; every address is used", async (t) => {
+test("nodePortAddresses: kube-proxy's primary is taken, alone", async (t) => {
   const primary = await effective(`${HEAD}nodePortAddresses: [primary]\n`);
-  t.is(primary.opts.nodeportAddresses, undefined);
-  t.deepEqual(primary.warnings, ['drover: --config F: not supported by drover, ignored: nodePortAddresses (primary)']);
+  t.deepEqual(primary.warnings, []);
+  t.true((primary.opts.nodeportAddresses as { primary?: true }).primary);
+  t.regex(await refused(`${HEAD}nodePortAddresses: [primary, 10.0.0.0/8]\n`), /^--config F: nodePortAddresses: "primary,10.0.0.0\/8": primary stands alone, without CIDRs$/);
 });
 
-test("iptables.localhostNodePorts: true becomes --nodeport-localhost in iptables mode; in another mode it is named as unused", async (t) => {
+test('iptables.localhostNodePorts becomes --nodeport-localhost in iptables mode; in another mode it has no effect, as in kube-proxy', async (t) => {
   t.like(await effective(`${HEAD}iptables:\n  localhostNodePorts: true\n`), { opts: { nodeportLocalhost: true }, warnings: [] });
   t.like(await effective(`${HEAD}iptables:\n  localhostNodePorts: false\n`), { opts: { nodeportLocalhost: false }, warnings: [] });
-  t.like(await effective(`${HEAD}mode: nftables\niptables:\n  localhostNodePorts: true\n`), {
-    opts: { nodeportLocalhost: false },
-    warnings: ['drover: --config F: not supported by drover, ignored: iptables.localhostNodePorts (mode nftables)'],
-  });
+  t.like(await effective(`${HEAD}mode: nftables\niptables:\n  localhostNodePorts: true\n`), { opts: { nodeportLocalhost: false }, warnings: [] });
   t.regex(await refused(`${HEAD}iptables:\n  localhostNodePorts: "yes"\n`), /^--config F: iptables.localhostNodePorts: expected true or false, got "yes"$/);
 });

@@ -4,7 +4,7 @@
  * proxier (pkg/proxy/ipvs/graceful_termination.go).
  */
 import { InvalidArgumentError, Option } from 'commander';
-import { parseDuration } from '../../cli/options.ts';
+import { parseDurationMs } from '../../util/duration.ts';
 
 /** The IPVS schedulers of the Linux kernel (modules ip_vs_<name>), the values --ipvs-scheduler accepts. */
 export const IPVS_SCHEDULERS = ['rr', 'wrr', 'lc', 'wlc', 'lblc', 'lblcr', 'dh', 'sh', 'sed', 'nq', 'fo', 'ovf', 'mh', 'twos'] as const;
@@ -21,14 +21,16 @@ export type IpvsCliOptions = {
 };
 
 /**
- * `--ipvs-graceful-period`: a duration (parseDuration) of at most one day; 0
- * deletes a removed real server at once.
+ * `--ipvs-graceful-period`: a Go duration (util/duration.ts) of at most one
+ * day; 0 deletes a removed real server at once.
  * @throws InvalidArgumentError naming the value.
  */
 function gracefulPeriodArg(value: string): number {
-  const ms = parseDuration(value);
-  if (ms > MAX_IPVS_GRACEFUL_PERIOD_MS) throw new InvalidArgumentError(`"${value}" is longer than 24h`);
-  return ms;
+  try {
+    return parseDurationMs(value, { maxMs: MAX_IPVS_GRACEFUL_PERIOD_MS, maxText: '24h' });
+  } catch (err) {
+    throw new InvalidArgumentError((err as Error).message);
+  }
 }
 
 /** --ipvs-scheduler, --ipvs-graceful-period (used with --mode ipvs). */

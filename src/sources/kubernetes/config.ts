@@ -1,7 +1,8 @@
 /**
  * Where the Kubernetes source finds its API server and credentials, as
  * kube-proxy does (cmd/kube-proxy/app/server.go createClient): an explicit
- * `--kubeconfig` file first; else, when drover runs in a pod, the in-cluster
+ * `--kubeconfig` file first (its server replaced by `--master` when given);
+ * else `--master` alone; else, when drover runs in a pod, the in-cluster
  * configuration (the KUBERNETES_SERVICE_HOST/PORT variables and the service
  * account token and CA under /var/run/secrets/kubernetes.io/serviceaccount);
  * else the file named by `$KUBECONFIG` (the first of a colon-separated list);
@@ -20,6 +21,12 @@ export const SERVICE_ACCOUNT_TOKEN = '/var/run/secrets/kubernetes.io/serviceacco
 export interface KubeConfigInput {
   /** `--kubeconfig`, when given. */
   readonly kubeconfig?: string | undefined;
+  /**
+   * `--master`, when given: the API server's URL, replacing the current
+   * cluster's server (kube-proxy's clientcmd.BuildConfigFromFlags); with no
+   * `--kubeconfig`, that server alone, with no credentials.
+   */
+  readonly master?: string | undefined;
   readonly home?: string;
   readonly exists?: (path: string) => boolean;
 }
@@ -44,6 +51,9 @@ export function loadKubeConfig(input: KubeConfigInput = {}): LoadedKubeConfig {
   let from: string;
   if (input.kubeconfig !== undefined) {
     from = readFile(config, input.kubeconfig, '--kubeconfig', exists);
+  } else if (input.master !== undefined) {
+    config.loadFromClusterAndUser({ name: 'master', server: input.master, skipTLSVerify: false }, { name: 'master' });
+    from = '--master';
   } else if (env.KUBERNETES_SERVICE_HOST && env.KUBERNETES_SERVICE_PORT && exists(SERVICE_ACCOUNT_TOKEN)) {
     config.loadFromCluster();
     from = 'in-cluster';
@@ -54,9 +64,19 @@ export function loadKubeConfig(input: KubeConfigInput = {}): LoadedKubeConfig {
   } else {
     from = readFile(config, join(input.home ?? homedir(), '.kube', 'config'), 'the default kubeconfig', exists);
   }
-  const cluster = config.getCurrentCluster();
-  if (!cluster) throw new DroverError(`kubeconfig ${from}: no cluster for the current context ${JSON.stringify(config.getCurrentContext() ?? '')}`);
-  return { config, from, server: cluster.server };
+  const current = config.getCurrentCluster();
+  if (!current) throw new DroverError(`kubeconfig ${from}: no cluster for the current context ${JSON.stringify(config.getCurrentContext() ?? '')}`);
+  if (input.master !== undefined && current.server !== input.master) {
+    const context = config.getContextObject(config.getCurrentContext());
+    config.loadFromOptions({
+      clusters: config.clusters.map((c) => (c.name === current.name ? { ...c, server: input.master! } : c)),
+      users: config.users,
+      contexts: config.contexts,
+      currentContext: context?.name ?? config.getCurrentContext(),
+    });
+  }
+  const cluster = config.getCurrentCluster()!;
+  return { config, from: input.master !== undefined && from !== '--master' ? `${from} (server from --master)` : from, server: cluster.server };
 }
 
 /** Load `path` into `config`; returns `path`. */

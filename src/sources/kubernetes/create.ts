@@ -14,7 +14,7 @@ import { KubernetesSource } from './source.ts';
  * @throws DroverError when the kubeconfig cannot be read; Error on a bad service CIDR.
  */
 export function createKubernetesSource(opts: RenderCliOptions, logger: Logger): KubernetesSource {
-  const { config, server } = loadKubeConfig({ kubeconfig: opts.kubeconfig });
+  const { config, server } = loadKubeConfig({ kubeconfig: opts.kubeconfig, master: opts.master });
   return new KubernetesSource({
     config,
     server,
