@@ -64,7 +64,7 @@ import { join, relative, resolve } from 'node:path';
 import { compareStrings } from '../model/order.ts';
 import { RACY_MS } from './cache.ts';
 import { highestIndex, LastKnownGood, type FileReread } from './last-good.ts';
-import { skippedLinkWarning, type SkippedLink } from './links.ts';
+import { anySkippedLink, skippedLinkWarning, type SkippedLink } from './links.ts';
 import { isUnsettled, ManifestCache, readManifests, rereadManifestFiles, type SettleOptions, type Unsettled } from './manifests.ts';
 import { RereadSchedule } from './reread.ts';
 import { ManifestWatcher, type WatchedChanges } from './watch.ts';
@@ -311,6 +311,8 @@ export class FileSource {
    */
   private async loadFiles(paths: ReadonlySet<string>): Promise<LoadResult | undefined> {
     const asked = [...paths].map((p) => this.sourcePath(p)).sort(compareStrings);
+    // A link the folder scan would not follow is the full read's to skip (and to warn about).
+    if (this.watcher?.isFolder === true && (await anySkippedLink(asked, this.path, this.links))) return undefined;
     const reads = await rereadManifestFiles(asked, { cache: this.cache, decode: (o, digest) => this.decode(o, digest), ...this.settleOptions() });
     const rereads = new Map<string, FileReread | undefined>();
     // The source path itself gone: a full read says so (it throws), and keeps what was programmed.

@@ -15,6 +15,7 @@
  * watched. The file source names each such link in one warning
  * ({@link skippedLinkWarning}).
  */
+import { lstat, realpath } from 'node:fs/promises';
 import { sep } from 'node:path';
 import { ManifestError } from '../model/errors.ts';
 
@@ -46,6 +47,23 @@ export function linkVerdict(target: string, root: string, policy: LinkPolicy): S
   if (isWithin(root, target)) return 'loop';
   if (isWithin(target, root)) return undefined;
   return policy === 'external' ? undefined : 'outside';
+}
+
+/**
+ * True when one of `paths` (files named inside the folder `root`) is a
+ * symlink that a walk of `root` under `policy` would not follow; a path
+ * that is gone, or a root that is not a folder, gives false for it. For a
+ * watcher's events: a file read on its own must not bypass the walk's rule.
+ */
+export async function anySkippedLink(paths: readonly string[], root: string, policy: LinkPolicy): Promise<boolean> {
+  const rootReal = await realpath(root).catch(() => undefined);
+  if (rootReal === undefined) return false;
+  for (const path of paths) {
+    if ((await lstat(path).catch(() => undefined))?.isSymbolicLink() !== true) continue;
+    const target = await realpath(path).catch(() => undefined);
+    if (target !== undefined && linkVerdict(target, rootReal, policy) !== undefined) return true;
+  }
+  return false;
 }
 
 /**

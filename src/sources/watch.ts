@@ -134,6 +134,11 @@ export class ManifestWatcher {
     return self;
   }
 
+  /** True when the watched path is a folder (not a single file). */
+  get isFolder(): boolean {
+    return this.target === undefined;
+  }
+
   /**
    * Whether the folder at {@link root} is still the one this watcher
    * started on: "current"; "replaced" (deleted and recreated, or swapped,

@@ -141,3 +141,22 @@ test('with ln -s .. up, the watcher watches nothing outside the folder: writes t
   while (seen.length === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
   t.deepEqual([...(seen[0]?.files ?? [])], [join(source, 'web.yaml')]);
 });
+
+test('a symlink out of the folder made while watching is not read, even on its own event', async (t) => {
+  const { parent, source } = await parentAndSource(t);
+  const { logger, lines } = warnings();
+  const src = new FileSource(source, { serviceCIDR: '10.96.0.0/12', logger, debounceMs: 30 });
+  t.teardown(() => src.close());
+  let fired = 0;
+  await src.watch(() => fired++);
+  await src.load();
+  await symlink(join(parent, 'outside.yaml'), join(source, 'outside.yaml'));
+  const deadline = Date.now() + 5000;
+  while (fired === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+  t.true(fired > 0, 'the new link was reported');
+  const r = await src.load();
+  t.deepEqual(renderAll(r.snapshot), ['default/web:http 10.96.0.10:80/TCP ->']);
+  t.deepEqual(lines(), [
+    `${join(source, 'outside.yaml')}: symlink to ${JSON.stringify(join(parent, 'outside.yaml'))}, outside the source folder, is not followed (--file-follow-external-links allows it)`,
+  ]);
+});
