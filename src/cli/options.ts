@@ -12,6 +12,7 @@ import { LOG_LEVELS, type LogLevel } from '../util/log.ts';
 import { defaultMode, modeNames } from '../modes/registry.ts';
 import { ALLOCATION_FILE, DEFAULT_STATE_DIR } from '../sources/allocation-state.ts';
 import { DEFAULT_POLL_INTERVAL_MS } from '../sources/shepherd.ts';
+import { DEFAULT_FILE_SETTLE_MS } from '../sources/file.ts';
 
 /**
  * A duration flag's value: a Go duration (util/duration.ts, Go's
@@ -121,6 +122,10 @@ export type RenderCliOptions = {
   readonly bindAddress?: readonly string[];
   /** `--master` (kube-proxy's), for `--source kubernetes`: the API server's URL, overriding the kubeconfig's. */
   readonly master?: string;
+  /** `--file-follow-external-links`: a manifest folder's symlinks may lead out of it (sources/links.ts). */
+  readonly fileFollowExternalLinks?: boolean;
+  /** `--file-settle` of `run`, ms: how long a manifest file written in place must be unchanged before it is applied (sources/file.ts). */
+  readonly fileSettle?: number;
 };
 
 /** kube-proxy's detectLocalMode values drover takes (pkg/proxy/apis/config LocalModeClusterCIDR, LocalModeNodeCIDR). */
@@ -160,7 +165,22 @@ export function renderOptions(): Option[] {
     new Option('--state-dir <dir>', `folder of the state kept across restarts (the ClusterIPs drover allocated, ${ALLOCATION_FILE}); run and sync write it, the other commands read it`).default(
       DEFAULT_STATE_DIR,
     ),
+    new Option(
+      '--file-follow-external-links',
+      'with a manifest folder: also follow its symlinks that lead out of it (never those to the folder itself or its parents)',
+    ).default(false),
   ];
+}
+
+/**
+ * `--file-settle` of `run`: how long a manifest file written in place must
+ * be unchanged before it is applied (sources/file.ts, the settle rule); 0
+ * applies files as they are read.
+ */
+export function fileSettleOption(): Option {
+  return new Option('--file-settle <duration>', 'with a manifest folder or file: apply a file written in place only once it has not changed for this long (one renamed into place at once)')
+    .default(DEFAULT_FILE_SETTLE_MS, '200ms')
+    .argParser(parseDuration);
 }
 
 /**

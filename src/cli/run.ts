@@ -16,6 +16,7 @@ import { healthCheckAddresses as healthCheckAddressesFor } from '../server/node-
 import { configOptions, settingName } from './config-file.ts';
 import {
   checkSyncPeriods,
+  fileSettleOption,
   fullSyncPeriodOption,
   kernelOptions,
   pollIntervalOption,
@@ -140,7 +141,7 @@ export function runCommand(): Command {
         process.once('SIGTERM', () => stop('SIGTERM'));
       });
     });
-  const options = [...renderOptions(), ...kernelOptions(), ...syncModeOptions(), ...syncPeriodOptions(), fullSyncPeriodOption(), pollIntervalOption(), ...serverOptions(), statusFileOption(), ...configOptions()];
+  const options = [...renderOptions(), ...kernelOptions(), ...syncModeOptions(), ...syncPeriodOptions(), fullSyncPeriodOption(), pollIntervalOption(), fileSettleOption(), ...serverOptions(), statusFileOption(), ...configOptions()];
   for (const o of options) cmd.addOption(o);
   return cmd;
 }

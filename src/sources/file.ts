@@ -28,9 +28,32 @@
  * {@link RACY_MS} may have been caught half-written: the source reads it
  * again {@link REREAD_MS} later, whatever events come, and keeps what the
  * file held meanwhile.
+ *
+ * Files written in pieces (the settle rule, while watching): a file is
+ * applied only once it has stopped changing. A file written in place (the
+ * watcher saw its content or attributes change) is read only once its
+ * mtime and ctime are `settleMs` in the past and did not move while it was
+ * read (manifests.ts SettleOptions); until then it serves what it served
+ * at the last load (nothing, for a new file), and it is read again once
+ * it has settled; the watcher's callback is not passed on before then. A
+ * file not reported written in place that served something is read the
+ * same way at a full read (its events may still be on their way); a new
+ * one is read as it is. A file that reads as fewer objects than at its last load read
+ * whole (but not as none: the empty-file rule of last-good.ts keeps those)
+ * is taken as caught half-written too, even after it settled: it keeps
+ * serving what it served, reported as an error (so the source is
+ * incomplete), until it has not changed for `shrinkHoldMs`, then what it
+ * reads as is applied (the objects a user removed are removed). A file
+ * renamed into place (the watcher saw no write to it since its last read)
+ * is complete: it is applied at once, fewer objects included.
+ *
+ * Symlinks (links.ts): a folder's symlinks are followed only into the
+ * source folder (or out of it too with `followExternalLinks`), never to
+ * the source folder or one of its parents; each link skipped is named in
+ * one warning, at the full read that first finds it.
  */
 import type { Logger } from '../util/log.ts';
-import type { ManifestError } from '../model/errors.ts';
+import { ManifestError } from '../model/errors.ts';
 import type { Allocation } from '../model/normalise.ts';
 import { parseObject, type ParseResult } from '../model/parse.ts';
 import type { ManifestObject, ParsedObject } from '../model/parsed.ts';
@@ -40,12 +63,20 @@ import { stat } from 'node:fs/promises';
 import { join, relative, resolve } from 'node:path';
 import { compareStrings } from '../model/order.ts';
 import { RACY_MS } from './cache.ts';
-import { LastKnownGood, type FileReread } from './last-good.ts';
-import { ManifestCache, readManifests, rereadManifestFiles } from './manifests.ts';
+import { highestIndex, LastKnownGood, type FileReread } from './last-good.ts';
+import { anySkippedLink, skippedLinkWarning, type SkippedLink } from './links.ts';
+import { isUnsettled, ManifestCache, readManifests, rereadManifestFiles, type SettleOptions, type Unsettled } from './manifests.ts';
+import { RereadSchedule } from './reread.ts';
 import { ManifestWatcher, type WatchedChanges } from './watch.ts';
 
 /** How long after a load a file that did not parse while being written is read again, in milliseconds. */
 export const REREAD_MS = 250;
+
+/** Default settle time (`--file-settle`): how long a file written in place must be unchanged before it is read, in milliseconds. */
+export const DEFAULT_FILE_SETTLE_MS = 200;
+
+/** How long a file that reads as fewer objects than it held keeps serving what it held, after its last change, in milliseconds. */
+export const SHRINK_HOLD_MS = 10_000;
 
 /** Options of {@link FileSource}. */
 export interface FileSourceOptions {
@@ -58,6 +89,14 @@ export interface FileSourceOptions {
   readonly allocations?: AllocationMemory;
   /** This node's name (`--hostname-override`); none: a lone Node object in the files is this node's, and without one no endpoint is local. */
   readonly nodeName?: string;
+  /** The settle time while watching, in milliseconds (default {@link DEFAULT_FILE_SETTLE_MS}; 0: files are read as they are); see the module comment. */
+  readonly settleMs?: number;
+  /** How long a file that reads as fewer objects keeps what it served, in milliseconds (default {@link SHRINK_HOLD_MS}); see the module comment. */
+  readonly shrinkHoldMs?: number;
+  /** Follow symlinks out of the source folder too (`--file-follow-external-links`; never to the folder or its parents). */
+  readonly followExternalLinks?: boolean;
+  /** Milliseconds since the epoch (for tests). */
+  readonly now?: () => number;
 }
 
 /** Outcome of one {@link FileSource.load}. */
@@ -128,8 +167,18 @@ export class FileSource {
   private pending = new Set<string>();
   /** True when the next load must read everything (see the module comment). */
   private fullNext = true;
-  /** The timer of a read again of files caught being written. */
-  private rereadTimer: NodeJS.Timeout | undefined;
+  /** The files to read again by themselves (caught being written), whatever events come. */
+  private readonly rereads: RereadSchedule;
+  private readonly settleMs: number;
+  private readonly shrinkHoldMs: number;
+  private readonly links: 'inside' | 'external';
+  private readonly now: () => number;
+  /** Files (named as a full read names them) reported since their last read only as created or renamed into place, never written in place. */
+  private renamed = new Set<string>();
+  /** Files (named as a full read names them) reported written in place since their last read. */
+  private inPlace = new Set<string>();
+  /** The symlinks skipped at the last full read, by path, with their target and reason: each is warned about once while it stays. */
+  private skippedLinks = new Map<string, string>();
   private readonly decoder: Decoder;
   /** What each file served at the last load (the Decoder's groups). */
   private served = new Map<string, readonly ParsedObject[]>();
@@ -154,6 +203,14 @@ export class FileSource {
     this.path = path;
     this.logger = opts.logger;
     this.debounceMs = opts.debounceMs ?? 60;
+    this.settleMs = opts.settleMs ?? DEFAULT_FILE_SETTLE_MS;
+    this.shrinkHoldMs = opts.shrinkHoldMs ?? SHRINK_HOLD_MS;
+    this.links = opts.followExternalLinks === true ? 'external' : 'inside';
+    this.now = opts.now ?? Date.now;
+    this.rereads = new RereadSchedule((files) => {
+      for (const file of files) this.pending.add(file);
+      this.onChange?.();
+    }, this.now);
   }
 
   /**
@@ -189,16 +246,62 @@ export class FileSource {
   private async loadAll(): Promise<LoadResult> {
     // A full read also brings the watches up to date (a symlinked file whose target appeared, a folder replaced unseen).
     const refreshed = this.watcher?.refresh();
-    const read = await readManifests(this.path, { cache: this.cache, decode: (o, digest) => this.decode(o, digest) });
+    const read = await readManifests(this.path, { cache: this.cache, decode: (o, digest) => this.decode(o, digest), links: this.links, ...this.settleOptions() });
     await refreshed;
     this.results = new Map();
     for (const o of read.objects) this.resultsOf(o.file).set(o.key, o.result);
     const results = read.objects.map((o) => o.result);
-    const { objects, errors, warnings, ignored, byFile } = this.lastGood.resolve(read, results);
+    const holding = new Set<string>();
+    const holdErrors: ManifestError[] = [];
+    for (const u of read.unsettled) {
+      holding.add(u.file);
+      this.deferUnsettled(u);
+    }
+    // Only while watching: a one-shot read has no earlier read to compare with.
+    for (const s of this.watcher === undefined ? [] : this.lastGood.shrunk(read)) {
+      if (this.renamed.has(s.file)) continue;
+      const changedAt = await this.changedAt(s.file);
+      if (changedAt === undefined || this.now() - changedAt >= this.shrinkHoldMs) continue;
+      holding.add(s.file);
+      this.rereadAt(resolve(s.file), changedAt + this.shrinkHoldMs);
+      const detail = `reads as ${s.now} object${s.now === 1 ? '' : 's'} where it held ${s.before}: it may still be being written; keeping what it served until it has not changed for ${seconds(this.shrinkHoldMs)} (rename a file into place to apply it at once)`;
+      holdErrors.push(new ManifestError({ file: s.file, detail }));
+    }
+    const present = new Set(read.files);
+    for (const set of [this.renamed, this.inPlace]) for (const f of [...set]) if (!holding.has(f) || !present.has(f)) set.delete(f);
+    const { objects, errors, warnings, ignored, byFile } = this.lastGood.resolve(read, results, holding);
     this.logIgnored(ignored);
     const built = this.decoder.apply(fileChanges(this.served, byFile));
     this.served = byFile;
-    return this.finish(built, errors, warnings, objects);
+    return this.finish(built, [...holdErrors, ...errors], [...this.newSkippedLinks(read.skippedLinks), ...warnings], objects);
+  }
+
+  /** The settle options of a read: only while watching (a one-shot read takes files as they are). */
+  private settleOptions(): { settle?: SettleOptions } {
+    if (this.watcher === undefined || this.settleMs <= 0) return {};
+    // A file not reported written in place is read as it is, unless it served something (its events may still be on their way).
+    const exempt = (file: string) => !this.inPlace.has(file) && (this.renamed.has(file) || !this.lastGood.serves(file));
+    return { settle: { ms: this.settleMs, exempt, now: this.now } };
+  }
+
+  /** A file left unread while it settles: read again once it has been unchanged for the settle time. */
+  private deferUnsettled(u: Unsettled): void {
+    this.logger.debug({ file: u.file, changedAt: u.changedAt }, `${u.file} is still being written; reading it once it has not changed for ${this.settleMs} ms`);
+    this.rereadAt(resolve(u.file), u.changedAt + this.settleMs);
+  }
+
+  /** When the file at `file` last changed (the later of its mtime and ctime), or undefined when it is gone. */
+  private async changedAt(file: string): Promise<number | undefined> {
+    const st = await stat(file).catch(() => undefined);
+    return st === undefined ? undefined : Math.max(st.mtimeMs, st.ctimeMs);
+  }
+
+  /** The warnings of the symlinks skipped at this full read that were not skipped at the last one (or led elsewhere then). */
+  private newSkippedLinks(links: readonly SkippedLink[]): ManifestError[] {
+    const now = new Map(links.map((l) => [l.path, `${l.reason}:${l.target}`]));
+    const fresh = links.filter((l) => this.skippedLinks.get(l.path) !== now.get(l.path));
+    this.skippedLinks = now;
+    return fresh.map(skippedLinkWarning);
   }
 
   /**
@@ -207,12 +310,23 @@ export class FileSource {
    * (last-good.ts resolveFiles); the caller then reads everything.
    */
   private async loadFiles(paths: ReadonlySet<string>): Promise<LoadResult | undefined> {
-    const files = [...paths].map((p) => this.sourcePath(p)).sort(compareStrings);
-    const reads = await rereadManifestFiles(files, { cache: this.cache, decode: (o, digest) => this.decode(o, digest) });
+    const asked = [...paths].map((p) => this.sourcePath(p)).sort(compareStrings);
+    // A link the folder scan would not follow is the full read's to skip (and to warn about).
+    if (this.watcher?.isFolder === true && (await anySkippedLink(asked, this.path, this.links))) return undefined;
+    const reads = await rereadManifestFiles(asked, { cache: this.cache, decode: (o, digest) => this.decode(o, digest), ...this.settleOptions() });
     const rereads = new Map<string, FileReread | undefined>();
     // The source path itself gone: a full read says so (it throws), and keeps what was programmed.
     if (reads.has(this.path) && reads.get(this.path) === undefined) return undefined;
+    const files: string[] = [];
+    let shrunk = false;
     for (const [file, read] of reads) {
+      if (read !== undefined && isUnsettled(read)) {
+        // Still being written: left as it was, and read again once it has settled.
+        this.pending.add(resolve(file));
+        this.deferUnsettled(read);
+        continue;
+      }
+      files.push(file);
       this.results.delete(file);
       if (read === undefined) {
         rereads.set(file, undefined);
@@ -220,9 +334,17 @@ export class FileSource {
       }
       for (const o of read.objects) this.resultsOf(file).set(o.key, o.result);
       rereads.set(file, { objects: read.objects, errors: read.errors });
+      // Fewer objects than it held: a full read decides whether it is held (see the module comment).
+      const count = highestIndex(read.objects) + 1;
+      if (this.watcher !== undefined && count > 0 && count < (this.lastGood.countOf(file) ?? 0) && !this.renamed.has(file)) shrunk = true;
     }
+    if (shrunk) return undefined;
     const resolved = this.lastGood.resolveFiles(rereads);
     if (resolved === undefined) return undefined;
+    for (const file of files) {
+      this.renamed.delete(file);
+      this.inPlace.delete(file);
+    }
     this.logIgnored(resolved.ignored);
     const upsert: Array<[string, ParsedObject[]]> = [];
     const objects: ParsedObject[] = [];
@@ -275,21 +397,17 @@ export class FileSource {
    * there may be a write caught half-way.
    */
   private async rereadSoon(errors: readonly ManifestError[]): Promise<void> {
-    const onChange = this.onChange;
-    if (onChange === undefined || this.rereadTimer !== undefined) return;
-    const recent: string[] = [];
+    if (this.onChange === undefined) return;
     // Errors of a whole file or document (syntax, unreadable) name no kind.
     for (const file of new Set(errors.filter((e) => e.kind === '').map((e) => e.file))) {
       const st = await stat(file).catch(() => undefined);
-      if (st !== undefined && Date.now() - st.mtimeMs < RACY_MS) recent.push(resolve(file));
+      if (st !== undefined && Date.now() - st.mtimeMs < RACY_MS && !this.rereads.has(resolve(file))) this.rereadAt(resolve(file), this.now() + REREAD_MS);
     }
-    if (recent.length === 0) return;
-    this.rereadTimer = setTimeout(() => {
-      this.rereadTimer = undefined;
-      if (this.onChange !== onChange) return;
-      for (const file of recent) this.pending.add(file);
-      onChange();
-    }, REREAD_MS);
+  }
+
+  /** While watching, read `file` (an absolute path) again at `at` (ms since the epoch), whatever events come (reread.ts). */
+  private rereadAt(file: string, at: number): void {
+    if (this.onChange !== undefined) this.rereads.at(file, at);
   }
 
   /** Validate `o`, or reuse the validation of the last load when its text is the same. */
@@ -332,18 +450,41 @@ export class FileSource {
   }
 
   private async startWatcher(onChange: () => void): Promise<void> {
-    const noted = (changes: WatchedChanges) => {
-      if (changes.all) this.fullNext = true;
-      for (const file of changes.files) this.pending.add(file);
-      onChange();
-    };
-    const w = await ManifestWatcher.start(this.path, { logger: this.logger, debounceMs: this.debounceMs, onChange: noted });
+    const noted = (changes: WatchedChanges) => void this.noteChanges(changes, onChange);
+    const w = await ManifestWatcher.start(this.path, { logger: this.logger, debounceMs: this.debounceMs, onChange: noted, links: this.links });
     if (this.onChange !== onChange) {
       await w.close(); // closed or replaced meanwhile
       return;
     }
     this.watcher = w;
     this.fullNext = true; // what changed before the watcher was ready is not among its events
+  }
+
+  /**
+   * Take in what the watcher saw, and call `onChange` unless all it saw is
+   * files written in place that have not settled yet: those are read
+   * again once they have (so a sync is not spent on a file still being
+   * written).
+   */
+  private async noteChanges(changes: WatchedChanges, onChange: () => void): Promise<void> {
+    if (changes.all) this.fullNext = true;
+    let now = changes.all;
+    for (const file of changes.files) {
+      this.pending.add(file);
+      const name = this.sourcePath(file);
+      if (!changes.written.has(file)) {
+        // Only created, renamed into place or removed since its last read: complete as it is.
+        if (!this.inPlace.has(name)) this.renamed.add(name);
+        now = true;
+        continue;
+      }
+      this.renamed.delete(name);
+      this.inPlace.add(name);
+      const changedAt = this.settleMs > 0 ? await this.changedAt(file) : undefined;
+      if (changedAt !== undefined && this.now() - changedAt < this.settleMs) this.rereadAt(file, changedAt + this.settleMs);
+      else now = true;
+    }
+    if (now && this.onChange === onChange) onChange();
   }
 
   /** Restart the watcher when its folder was replaced or is back after missing; log when it goes missing. */
@@ -373,8 +514,9 @@ export class FileSource {
 
   private async stopWatching(): Promise<void> {
     this.onChange = undefined;
-    if (this.rereadTimer !== undefined) clearTimeout(this.rereadTimer);
-    this.rereadTimer = undefined;
+    this.rereads.clear();
+    this.renamed.clear();
+    this.inPlace.clear();
     const w = this.watcher;
     this.watcher = undefined;
     if (w) await w.close();
@@ -398,4 +540,9 @@ export function fileChanges(
   }
   const remove = [...before.keys()].filter((file) => !after.has(file));
   return { upsert, remove };
+}
+
+/** `ms` in words for a message: "10 s", "1.5 s", "200 ms". */
+function seconds(ms: number): string {
+  return ms >= 1000 ? `${Math.round(ms / 100) / 10} s` : `${ms} ms`;
 }

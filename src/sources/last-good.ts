@@ -21,10 +21,17 @@
  *     its objects);
  *   - a last valid version is never used for an identity that is valid
  *     somewhere else in this read (an object that moved), nor twice;
+ *   - a file the caller holds (still being written: file.ts) serves what
+ *     it served at the last load, as if it had not been read;
  *   - an object that disappears from its file, or whose file is removed,
  *     is gone.
  * Every replacement is reported as an error ending in "keeping the last
  * valid version".
+ *
+ * It also remembers how many objects each file read as at its last load
+ * read whole (no error, not held), so that {@link LastKnownGood.shrunk}
+ * can name the files that now read as fewer: the file source holds such a
+ * file for a while, since it may have been caught half-written (file.ts).
  *
  * {@link LastKnownGood.resolveFiles} decides the same for a few files read
  * again (a watcher's events), at the cost of those files, in the one case
@@ -38,6 +45,9 @@ import { ManifestError } from '../model/errors.ts';
 import type { ParseResult } from '../model/parse.ts';
 import type { ParsedObject } from '../model/parsed.ts';
 import type { ReadResult } from './manifests.ts';
+
+/** The part of a read that {@link LastKnownGood.resolve} decides from. */
+export type ResolveRead = Pick<ReadResult<{ readonly file: string; readonly index: number }>, 'objects' | 'errors' | 'files'>;
 import { compareStrings } from '../model/order.ts';
 
 /** What to serve after one read. */
@@ -103,15 +113,21 @@ export class LastKnownGood {
   private warningsOf = new Map<string, ManifestError[]>();
   /** True when the last decision had no error and kept nothing: {@link resolveFiles} may decide alone. */
   private clean = false;
+  /** file → how many objects it read as at its last load read whole (the highest position plus one). */
+  private counts = new Map<string, number>();
 
   /**
    * Decide what to serve from `read` and `results` (`results[i]` is the
-   * parse of `read.objects[i]`), and remember it for the next call.
+   * parse of `read.objects[i]`), and remember it for the next call. The
+   * files in `holding` serve what they served at the last call: what they read
+   * as now is left out.
    */
-  resolve(read: ReadResult<{ readonly file: string; readonly index: number }>, results: readonly ParseResult[]): Resolved {
+  resolve(read: ResolveRead, results: readonly ParseResult[], holding: ReadonlySet<string> = new Set()): Resolved {
     const out: Resolved = { objects: [], errors: [...read.errors], warnings: [], ignored: [], byFile: new Map() };
     const validNow = new Set<string>();
-    for (const r of results) if (r.status === 'ok') validNow.add(r.object.identity);
+    results.forEach((r, i) => {
+      if (r.status === 'ok' && !holding.has(read.objects[i]!.file)) validNow.add(r.object.identity);
+    });
     const nextValid = new Map<string, ParsedObject>();
     const nextByFile = new Map<string, FileHeld>();
     const place = (file: string, index: number, object: ParsedObject) => {
@@ -146,6 +162,7 @@ export class LastKnownGood {
     };
 
     read.objects.forEach((o, i) => {
+      if (holding.has(o.file)) return;
       const r = results[i]!;
       const before = this.lastByFile.get(o.file)?.byIndex.get(o.index);
       if (r.status === 'ok') {
@@ -168,26 +185,59 @@ export class LastKnownGood {
       }
     });
 
-    // Files that could not be read, whole or in part: keep what they held last time.
+    // Files that could not be read, whole or in part, and files held: keep what they held last time.
     const failed = new Set(read.errors.map((e) => e.file));
-    for (const file of failed) keepAll(file);
+    for (const file of new Set([...failed, ...holding])) keepAll(file);
     // A file that held objects and now reads as empty is most likely being
     // rewritten (`kubectl get ... > file` truncates first): keep its objects.
     const withObjects = new Set(read.objects.map((o) => o.file));
     for (const file of read.files) {
       const held = this.lastByFile.get(file);
-      if (held === undefined || held.all.size === 0 || failed.has(file) || withObjects.has(file)) continue;
+      if (held === undefined || held.all.size === 0 || failed.has(file) || holding.has(file) || withObjects.has(file)) continue;
       keepAll(file);
       out.warnings.push(new ManifestError({ file, detail: `file is empty; keeping the ${held.all.size} objects it held (delete the file to remove them)` }));
     }
+    const counts = new Map<string, number>();
+    const now = countsOf(read);
+    for (const file of read.files) {
+      const n = failed.has(file) || holding.has(file) ? this.counts.get(file) : now.get(file);
+      if (n !== undefined && n > 0) counts.set(file, n);
+    }
+    this.counts = counts;
 
     this.lastValid = nextValid;
     this.lastByFile = nextByFile;
     this.holders = new Map();
     for (const held of nextByFile.values()) for (const identity of held.all) this.holders.set(identity, (this.holders.get(identity) ?? 0) + 1);
     this.warningsOf = warningsOf;
-    this.clean = out.errors.length === 0 && kept === 0;
+    this.clean = out.errors.length === 0 && kept === 0 && holding.size === 0;
     return out;
+  }
+
+  /**
+   * The files of `read` that read as fewer objects than at their last load
+   * read whole, but not as none (an emptied file is kept by the empty-file
+   * rule), and without read errors (a file with one keeps what it held
+   * anyway), sorted, each with both counts. Changes nothing.
+   */
+  shrunk(read: ResolveRead): Array<{ readonly file: string; readonly before: number; readonly now: number }> {
+    const failed = new Set(read.errors.map((e) => e.file));
+    const out: Array<{ file: string; before: number; now: number }> = [];
+    for (const [file, now] of countsOf(read)) {
+      const before = this.counts.get(file);
+      if (before !== undefined && now < before && !failed.has(file)) out.push({ file, before, now });
+    }
+    return out.sort((a, b) => compareStrings(a.file, b.file));
+  }
+
+  /** How many objects `file` read as at its last load read whole (undefined: none, or never read whole). */
+  countOf(file: string): number | undefined {
+    return this.counts.get(file);
+  }
+
+  /** True when `file` served something at the last decision. */
+  serves(file: string): boolean {
+    return this.lastByFile.has(file);
   }
 
   /**
@@ -251,6 +301,9 @@ export class LastKnownGood {
       }
       if (served.length > 0) this.lastByFile.set(file, held);
       if (warnings.length > 0) this.warningsOf.set(file, warnings);
+      const n = highestIndex(read?.objects ?? []) + 1;
+      if (n > 0) this.counts.set(file, n);
+      else this.counts.delete(file);
       out.byFile.set(file, served);
     }
     return out;
@@ -268,4 +321,18 @@ export class LastKnownGood {
     const files = [...this.warningsOf.keys()].sort(compareStrings);
     return files.flatMap((file) => this.warningsOf.get(file)!);
   }
+}
+
+/** The highest position among `objects`, or -1 for none. */
+export function highestIndex(objects: ReadonlyArray<{ readonly index: number }>): number {
+  let max = -1;
+  for (const o of objects) if (o.index > max) max = o.index;
+  return max;
+}
+
+/** How many objects each file of `read` reads as (its highest position plus one); files with none are left out. */
+function countsOf(read: ResolveRead): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const o of read.objects) out.set(o.file, Math.max(out.get(o.file) ?? 0, o.index + 1));
+  return out;
 }

@@ -13,6 +13,15 @@
  * encoding/json.
  *
  * Only syntax is checked here; what the objects mean is parse.ts's job.
+ * One shape is a syntax error too: a document that is a mapping with an
+ * `items` list and no `kind` is a List cut short before its `kind` line
+ * (`kubectl get -o yaml` prints `kind: List` after the items), and is
+ * skipped with an error rather than read as one object.
+ *
+ * With {@link SettleOptions}, a file still being written is not read: one
+ * whose content or attributes changed (its mtime or ctime) less than the
+ * settle time ago, or that changed while it was read, is reported as
+ * unsettled ({@link Unsettled}) instead of parsed half-written.
  *
  * A file larger than {@link MAX_MANIFEST_FILE_BYTES} is skipped with an
  * error before it is read. With a {@link ManifestCache}, a file whose
@@ -36,6 +45,7 @@ import { LineCounter, parseAllDocuments } from 'yaml';
 import { ManifestError } from '../model/errors.ts';
 import type { ManifestObject } from '../model/parsed.ts';
 import { ManifestCache, type FileRead } from './cache.ts';
+import type { LinkPolicy, SkippedLink } from './links.ts';
 import { inBatches, walkManifestTree, type TreeFile } from './tree.ts';
 
 export type { ManifestObject };
@@ -50,8 +60,32 @@ export { ManifestCache };
 export interface ReadResult<T = ManifestObject> {
   readonly objects: T[];
   readonly errors: ManifestError[];
-  /** Every file that was read (including empty ones and skipped ones), sorted; not those that vanished meanwhile. */
+  /** Every file that was read (including empty ones, skipped ones and unsettled ones), sorted; not those that vanished meanwhile. */
   readonly files: string[];
+  /** The files not read because they were still changing (only with {@link ReadOptions.settle}), in `files` order. */
+  readonly unsettled: Unsettled[];
+  /** The symlinks of the folder that were not followed (links.ts), sorted by path. */
+  readonly skippedLinks: SkippedLink[];
+}
+
+/**
+ * When a file counts as still being written ({@link ReadOptions.settle}):
+ * when it changed less than `ms` ago, unless `exempt` says it is complete
+ * (a file renamed into place).
+ */
+export interface SettleOptions {
+  /** The settle time, in milliseconds: how long a file's mtime and ctime must be in the past before it is read. */
+  readonly ms: number;
+  /** True for a file read whatever its times say. */
+  readonly exempt?: (file: string) => boolean;
+  /** Milliseconds since the epoch (for tests). */
+  readonly now?: () => number;
+}
+
+/** A file left unread because it was still changing: when it last changed (the later of its mtime and ctime, ms since the epoch). */
+export interface Unsettled {
+  readonly file: string;
+  readonly changedAt: number;
 }
 
 /**
@@ -73,6 +107,10 @@ export interface ReadOptions<T = ManifestObject> {
   readonly maxFileBytes?: number;
   /** What to keep of each object instead of the object itself (see {@link Decode}); digests are computed only with it. */
   readonly decode?: Decode<T>;
+  /** Leave files still being written unread (see {@link SettleOptions}); absent: every file is read as it is. */
+  readonly settle?: SettleOptions;
+  /** Which symlinks of a folder are followed (links.ts; default `inside`). */
+  readonly links?: LinkPolicy;
 }
 
 /** Default size limit of one manifest file: 32 MiB. A larger file is skipped with an error, unread. */
@@ -98,21 +136,32 @@ export async function readManifests<T>(path: string, opts: ReadOptions<T> = {}):
   });
   if (!st.isFile() && !st.isDirectory()) throw new Error(`manifest path ${path} is neither a file nor a folder`);
   // A folder's listing brings each file's stat, so that an unchanged file is taken from the cache without being opened.
-  const listed: TreeFile[] = st.isFile() ? [{ path, link: false }] : (await walkManifestTree(path, { statFiles: true })).files;
+  const tree = st.isFile() ? undefined : await walkManifestTree(path, { statFiles: true, links: opts.links ?? 'inside' });
+  const listed: TreeFile[] = tree?.files ?? [{ path, link: false }];
   const objects: T[] = [];
   const errors: ManifestError[] = [];
   const files: string[] = [];
+  const unsettled: Unsettled[] = [];
   // A few files at a time, so that a folder of many small files is not one round trip to the thread pool after another.
-  const reads = await inBatches(listed, READ_CONCURRENCY, (f) => readManifestFile(f.path, opts.cache, opts.maxFileBytes ?? MAX_MANIFEST_FILE_BYTES, opts.decode, f.stat));
+  const reads = await inBatches(listed, READ_CONCURRENCY, (f) => readManifestFile(f.path, opts, f.stat));
   for (const [i, { path: file }] of listed.entries()) {
     const r = reads[i];
     if (r === undefined) continue;
     files.push(file);
+    if (isUnsettled(r)) {
+      unsettled.push(r);
+      continue;
+    }
     for (const o of r.objects) objects.push(o);
     for (const e of r.errors) errors.push(e);
   }
   opts.cache?.retain(files);
-  return { objects, errors, files };
+  return { objects, errors, files, unsettled, skippedLinks: tree?.skippedLinks ?? [] };
+}
+
+/** True when `r` is a file left unread because it was still changing. */
+export function isUnsettled<T>(r: FileRead<T> | Unsettled): r is Unsettled {
+  return 'changedAt' in r;
 }
 
 /** How many files {@link readManifests} reads at once. */
@@ -123,12 +172,13 @@ const READ_CONCURRENCY = 32;
  * reported them changed), and put what they hold now into `opts.cache`.
  * Each path maps to its objects and errors as {@link readManifests} would
  * give them, or to undefined when the file is gone (its cache entry is then
- * dropped). Paths are read as files whatever their names; the caller passes
+ * dropped), or, with `opts.settle`, to an {@link Unsettled} when it is still
+ * changing. Paths are read as files whatever their names; the caller passes
  * only paths a folder scan would read. Never throws.
  */
-export async function rereadManifestFiles<T>(paths: readonly string[], opts: ReadOptions<T> & { readonly decode: Decode<T> }): Promise<Map<string, FileRead<T> | undefined>> {
-  const reads = await inBatches(paths, READ_CONCURRENCY, (file) => readManifestFile(file, undefined, opts.maxFileBytes ?? MAX_MANIFEST_FILE_BYTES, opts.decode));
-  const out = new Map<string, FileRead<T> | undefined>();
+export async function rereadManifestFiles<T>(paths: readonly string[], opts: ReadOptions<T> & { readonly decode: Decode<T> }): Promise<Map<string, FileRead<T> | Unsettled | undefined>> {
+  const reads = await inBatches(paths, READ_CONCURRENCY, (file) => readManifestFile(file, { ...opts, cache: undefined }));
+  const out = new Map<string, FileRead<T> | Unsettled | undefined>();
   for (const [i, file] of paths.entries()) {
     const r = reads[i];
     out.set(file, r);
@@ -138,16 +188,13 @@ export async function rereadManifestFiles<T>(paths: readonly string[], opts: Rea
 }
 
 /**
- * Read and syntax-check one file, or take it from `cache` when unchanged.
- * A vanished file (ENOENT) yields undefined: it is simply gone.
+ * Read and syntax-check one file, or take it from `opts.cache` when
+ * unchanged. A vanished file (ENOENT) yields undefined: it is simply gone.
+ * With `opts.settle`, a file still changing yields an {@link Unsettled}.
  */
-async function readManifestFile<T>(
-  file: string,
-  cache: ManifestCache<T> | undefined,
-  maxBytes: number,
-  decode: Decode<T> | undefined,
-  listed?: BigIntStats,
-): Promise<FileRead<T> | undefined> {
+async function readManifestFile<T>(file: string, opts: ReadOptions<T>, listed?: BigIntStats): Promise<FileRead<T> | Unsettled | undefined> {
+  const { cache, decode, settle } = opts;
+  const maxBytes = opts.maxFileBytes ?? MAX_MANIFEST_FILE_BYTES;
   // The stat of the folder scan finds an unchanged file without opening it (a cache entry is never one of a racily written file, see cache.ts).
   const unchanged = listed !== undefined && listed.size <= BigInt(maxBytes) ? cache?.get(file, listed) : undefined;
   if (unchanged) return unchanged;
@@ -165,7 +212,17 @@ async function readManifestFile<T>(
     }
     const cached = cache?.get(file, st);
     if (cached) return cached;
+    const settling = settle !== undefined && settle.exempt?.(file) !== true ? settle : undefined;
+    if (settling !== undefined) {
+      const changedAt = changedAtOf(st);
+      if ((settling.now ?? Date.now)() - changedAt < settling.ms) return { file, changedAt };
+    }
     const text = await fh.readFile('utf8');
+    if (settling !== undefined) {
+      // Written to while it was read: what was read may be half of it.
+      const after = await fh.stat({ bigint: true });
+      if (after.size !== st.size || after.mtimeNs !== st.mtimeNs || after.ctimeNs !== st.ctimeNs) return { file, changedAt: changedAtOf(after) };
+    }
     const read = (extname(file).toLowerCase() === '.json' ? parseJSONText(file, text, decode) : undefined) ?? parseManifestText(file, text, decode);
     cache?.set(file, st, read);
     return read;
@@ -176,6 +233,11 @@ async function readManifestFile<T>(
   } finally {
     await fh?.close();
   }
+}
+
+/** When a file last changed, by its stat: the later of its mtime and ctime (ctime also moves when a tool sets the mtime back after writing), ms since the epoch. */
+function changedAtOf(st: BigIntStats): number {
+  return Math.max(Number(st.mtimeMs), Number(st.ctimeMs));
 }
 
 /** A line that starts a YAML document (`---`) or ends one (`...`) at column 0 (YAML 1.2, 9.1.4). */
@@ -253,7 +315,11 @@ function parseJSONText<T>(file: string, text: string, decode: Decode<T> | undefi
     return undefined;
   }
   const raws: unknown[] = [];
-  flattenLists(doc, raws);
+  try {
+    flattenLists(doc, raws);
+  } catch (e) {
+    return { objects: [], errors: [new ManifestError({ file, detail: `${(e as Error).message}; file skipped` })] };
+  }
   doc = undefined; // so that each raw object is garbage once decoded (fileObjects)
   return { objects: fileObjects(file, raws, decode, (i) => digestOf(JSON.stringify(raws[i]))), errors: [] };
 }
@@ -287,13 +353,18 @@ const SKIPPED = Symbol('skipped document');
  * List (kind "List" or any kind ending in "List" that has `items`),
  * recursively. Empty documents (null) give nothing. Never spreads an array
  * into arguments, so a List of any length is fine.
+ * @throws Error when the document (`top`) is a mapping with an `items`
+ *   list and no `kind`: a List cut short before its `kind` line.
  */
-function flattenLists(doc: unknown, out: unknown[]): void {
+function flattenLists(doc: unknown, out: unknown[], top = true): void {
   if (doc === null || doc === undefined) return;
   if (typeof doc === 'object' && !Array.isArray(doc)) {
     const { kind, items } = doc as { kind?: unknown; items?: unknown };
+    if (top && kind === undefined && Array.isArray(items)) {
+      throw new Error(`has items but no kind: a List cut short before its kind line (kubectl prints "kind: List" after the items), or written without it`);
+    }
     if (typeof kind === 'string' && kind.endsWith('List') && (Array.isArray(items) || items === null || items === undefined)) {
-      for (const item of (items ?? []) as unknown[]) flattenLists(item, out);
+      for (const item of (items ?? []) as unknown[]) flattenLists(item, out, false);
       return;
     }
   }

@@ -86,6 +86,8 @@ const SOURCE_KINDS: readonly SourceKind[] = [
         logger: ctx.logger,
         allocations: ctx.allocations,
         ...(opts.hostnameOverride !== undefined ? { nodeName: opts.hostnameOverride } : {}),
+        ...(opts.fileSettle !== undefined ? { settleMs: opts.fileSettle } : {}),
+        followExternalLinks: opts.fileFollowExternalLinks === true,
       }),
   },
 ];

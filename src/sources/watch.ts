@@ -7,8 +7,10 @@
  *   - A single file is watched through its folder, so editors that replace
  *     it by renaming still work.
  *   - The folders watched are those the folder scan reads, named as it
- *     names them (tree.ts: symlinks followed, each real folder once, loops
- *     cut), down to {@link MAX_WATCH_DEPTH} levels of subfolders. Files
+ *     names them (tree.ts: symlinks followed by the link rule of links.ts,
+ *     so nothing outside the source folder is watched unless external
+ *     links are allowed; each real folder once), down to
+ *     {@link MAX_WATCH_DEPTH} levels of subfolders. Files
  *     deeper than that are still read (the folder scan has no such limit),
  *     but only seen at a full read. A symlink to a manifest file gets a
  *     watch of its own, on its target.
@@ -17,7 +19,11 @@
  *     brought up to date: after a folder event, a link event, and at each
  *     full read ({@link ManifestWatcher.refresh}); a replaced link target
  *     is then reported as a change of the link, a replaced folder as `all`.
- *   - An event names a file: a manifest file is reported by its path. An
+ *   - An event names a file: a manifest file is reported by its path, and
+ *     among the files `written` when the event says its content or
+ *     attributes changed in place (inotify IN_MODIFY or IN_ATTRIB, Node's
+ *     `change`): a file only created, renamed into place or removed is not
+ *     (the file source applies such a file at once, see file.ts). An
  *     event that names a folder (created, removed, renamed, or a dotted one
  *     such as the `..data` link a Kubernetes ConfigMap volume swaps), a
  *     watch that fails, or an event without a name is reported as `all`,
@@ -35,6 +41,7 @@ import { lstatSync, watch as fsWatch, type BigIntStats, type FSWatcher } from 'n
 import { stat } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
 import type { Logger } from '../util/log.ts';
+import type { LinkPolicy } from './links.ts';
 import { isManifestFileName } from './names.ts';
 import { walkManifestTree } from './tree.ts';
 
@@ -53,6 +60,8 @@ export interface WatcherOptions {
   readonly onChange: (changes: WatchedChanges) => void;
   /** Milliseconds since the epoch, for tests of the error log limit. */
   readonly now?: () => number;
+  /** Which symlinks lead to folders and files that are watched (links.ts; default `inside`). */
+  readonly links?: LinkPolicy;
 }
 
 /**
@@ -64,6 +73,8 @@ export interface WatcherOptions {
  */
 export interface WatchedChanges {
   readonly files: ReadonlySet<string>;
+  /** Those of `files` that were written in place (a `change` event: IN_MODIFY or IN_ATTRIB), and the symlinked files whose target changed. */
+  readonly written: ReadonlySet<string>;
   readonly all: boolean;
 }
 
@@ -98,6 +109,7 @@ export class ManifestWatcher {
   private timer: NodeJS.Timeout | undefined;
   /** The files and the `all` flag of the next `onChange` call. */
   private files = new Set<string>();
+  private written = new Set<string>();
   private all = false;
   private closed = false;
   /** The bringing up to date of the watched folders under way, and whether another is asked for after it. */
@@ -122,6 +134,11 @@ export class ManifestWatcher {
     return self;
   }
 
+  /** True when the watched path is a folder (not a single file). */
+  get isFolder(): boolean {
+    return this.target === undefined;
+  }
+
   /**
    * Whether the folder at {@link root} is still the one this watcher
    * started on: "current"; "replaced" (deleted and recreated, or swapped,
@@ -144,16 +161,18 @@ export class ManifestWatcher {
     await this.refreshing;
   }
 
-  /** Report `file` (or everything, for undefined) at the next debounced `onChange`. */
-  private notify(file: string | undefined): void {
+  /** Report `file` (or everything, for undefined) at the next debounced `onChange`; `written`: it was written in place. */
+  private notify(file: string | undefined, written = false): void {
     if (this.closed) return;
     if (file === undefined) this.all = true;
     else this.files.add(file);
+    if (file !== undefined && written) this.written.add(file);
     if (this.timer) clearTimeout(this.timer);
     this.timer = setTimeout(() => {
       this.timer = undefined;
-      const changes = { files: this.files, all: this.all };
+      const changes = { files: this.files, written: this.written, all: this.all };
       this.files = new Set();
+      this.written = new Set();
       this.all = false;
       this.opts.onChange(changes);
     }, this.opts.debounceMs);
@@ -181,7 +200,7 @@ export class ManifestWatcher {
           this.watches.delete(path);
           if (now === undefined) continue;
           // Replaced: a link's file is another file now; a folder's files may all differ.
-          this.notify(now.kind === 'link' ? path : undefined);
+          this.notify(now.kind === 'link' ? path : undefined, true);
         }
         for (const [path, w] of want) {
           if (this.watches.has(path)) continue;
@@ -204,7 +223,7 @@ export class ManifestWatcher {
       if (target?.isFile()) out.set(this.target, { kind: 'link', id: idOf(target) });
       return out;
     }
-    const tree = await walkManifestTree(this.root, { maxDepth: MAX_WATCH_DEPTH });
+    const tree = await walkManifestTree(this.root, { maxDepth: MAX_WATCH_DEPTH, links: this.opts.links ?? 'inside' });
     for (const f of tree.folders) out.set(f.path, { kind: 'folder', id: idOf(f.stat) });
     for (const f of tree.files) if (f.link && f.stat !== undefined) out.set(f.path, { kind: 'link', id: idOf(f.stat) });
     return out;
@@ -251,14 +270,14 @@ export class ManifestWatcher {
     }
     const path = join(folder, name);
     if (this.target !== undefined) {
-      if (path === this.target) this.notify(path);
+      if (path === this.target) this.notify(path, event === 'change');
       // A symlinked file may point elsewhere now (a ConfigMap volume swaps its `..data` link): the refresh tells.
       if (this.watches.get(this.target)?.kind === 'link' || path === this.target) void this.refresh();
       return;
     }
     this.opts.logger.debug({ event, path }, `manifest folder event ${event}: ${path}`);
     const manifest = isManifestFileName(name);
-    if (manifest) this.notify(path);
+    if (manifest) this.notify(path, event === 'change');
     if (event === 'rename' || !manifest) void this.lookAt(folder, name);
   }
 
@@ -283,7 +302,7 @@ export class ManifestWatcher {
 
   /** An event of a symlinked manifest file's target. */
   private onLinkEvent(link: string): void {
-    this.notify(link);
+    this.notify(link, true); // the event's kind is of the target: taken as written in place
     void this.refresh(); // the target may have been replaced: watch the new one
   }
 }

@@ -6,6 +6,7 @@ import { mkdir, mkdtemp, rename, rm, symlink, unlink, writeFile } from 'node:fs/
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import test, { type ExecutionContext } from 'ava';
+import type { LinkPolicy } from '../../src/sources/links.ts';
 import { ManifestWatcher, type WatchedChanges } from '../../src/sources/watch.ts';
 import { silentLogger } from '../../src/util/log.ts';
 
@@ -16,9 +17,9 @@ async function tempDir(t: ExecutionContext): Promise<string> {
 }
 
 /** A watcher on `path`, and `after(act)`: the changes reported once `act` is done and its events have settled. */
-async function watcher(t: ExecutionContext, path: string): Promise<(act: () => Promise<unknown>) => Promise<{ files: string[]; all: boolean }>> {
+async function watcher(t: ExecutionContext, path: string, links: LinkPolicy = 'inside'): Promise<(act: () => Promise<unknown>) => Promise<{ files: string[]; all: boolean }>> {
   const seen: WatchedChanges[] = [];
-  const w = await ManifestWatcher.start(path, { logger: silentLogger(), debounceMs: 30, onChange: (c) => seen.push(c) });
+  const w = await ManifestWatcher.start(path, { logger: silentLogger(), debounceMs: 30, onChange: (c) => seen.push(c), links });
   t.teardown(() => w.close());
   return async (act) => {
     seen.length = 0;
@@ -54,12 +55,12 @@ test('a folder created is reported as all, and is watched from then on', async (
   t.deepEqual(await after(() => rm(join(dir, 'sub'), { recursive: true })), { files: [join(dir, 'sub', 'b.json')], all: true });
 });
 
-test('a symlinked manifest file is reported when its target changes', async (t) => {
+test('a symlinked manifest file out of the folder is reported when its target changes, when external links are followed', async (t) => {
   const dir = await tempDir(t);
   const outside = await tempDir(t);
   await writeFile(join(outside, 'real.yaml'), 'x');
   await symlink(join(outside, 'real.yaml'), join(dir, 'svc.yaml'));
-  const after = await watcher(t, dir);
+  const after = await watcher(t, dir, 'external');
   t.deepEqual(await after(() => writeFile(join(outside, 'real.yaml'), 'y')), { files: [join(dir, 'svc.yaml')], all: false });
 });
 
