@@ -22,6 +22,8 @@ export interface SourceLoad {
   readonly errors: readonly DroverError[];
   /** Entries dropped from otherwise valid objects and other non-fatal problems (also logged at warn). */
   readonly warnings: readonly DroverError[];
+  /** Frontends refused (model/claims.ts), one line each (logged once, when each first appears); they never make the read incomplete. */
+  readonly refusals?: readonly DroverError[];
   /** The messages of `errors`: while it is not empty, the proxier deletes no service port. */
   readonly incomplete: readonly string[];
   /** ServicePortNames changed since the previous load; undefined at the first. */
