@@ -73,6 +73,7 @@ const SOURCE_KINDS: readonly SourceKind[] = [
       new ShepherdSource({
         baseURL: shepherdBaseURL(opts.source),
         serviceCIDR: opts.serviceCidr,
+        nodePortRange: opts.serviceNodePortRange,
         logger: ctx.logger,
         token: shepherdToken(),
         ...(opts.pollInterval !== undefined ? { pollIntervalMs: opts.pollInterval } : {}),
@@ -85,6 +86,7 @@ const SOURCE_KINDS: readonly SourceKind[] = [
     create: (opts, ctx) =>
       new FileSource(opts.source, {
         serviceCIDR: opts.serviceCidr,
+        nodePortRange: opts.serviceNodePortRange,
         logger: ctx.logger,
         allocations: ctx.allocations,
         ...(opts.hostnameOverride !== undefined ? { nodeName: opts.hostnameOverride } : {}),
