@@ -7,6 +7,7 @@
  */
 import { Command, Option } from 'commander';
 import { allModes, modeDriver } from '../modes/registry.ts';
+import type { ChainsSourceOptions } from '../modes/driver.ts';
 import { inspectKernelOptions, type KernelOptions } from './options.ts';
 import { chainsSourceOptions, modeHelp } from './setup.ts';
 
@@ -26,7 +27,7 @@ export function chainsCommand(): Command {
         `print JSON: ${allModes().map((m) => m.help.chainsJson).join('; ')}`,
       ).default(false),
     )
-    .action(async (selector: string | undefined, opts: KernelOptions & { json: boolean; source?: string; serviceCidr: string }) => {
+    .action(async (selector: string | undefined, opts: KernelOptions & ChainsSourceOptions) => {
       process.stdout.write(await modeDriver(opts.mode).chains(selector, opts));
     });
   for (const o of chainsSourceOptions()) cmd.addOption(o);

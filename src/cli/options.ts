@@ -5,6 +5,7 @@
  */
 import { InvalidArgumentError, Option } from 'commander';
 import { DEFAULT_SERVICE_CIDR, parseServiceCIDR } from '../model/allocate.ts';
+import { DEFAULT_NODE_PORT_RANGE, formatNodePortRange, parseNodePortRange, type NodePortRange } from '../model/claims.ts';
 import { parseBindAddress, parseCIDR as parseAnyCIDR, parseIP, type BindAddress, type IPPrefix } from '../model/addr.ts';
 import { parseCIDR } from '../model/validate.ts';
 import { MAX_DURATION_MS, parseDurationMs } from '../util/duration.ts';
@@ -80,6 +81,18 @@ function serviceCidrArg(value: string): string {
 }
 
 /**
+ * `--service-node-port-range`: model/claims.ts parseNodePortRange.
+ * @throws InvalidArgumentError naming the value.
+ */
+function nodePortRangeArg(value: string): NodePortRange {
+  try {
+    return parseNodePortRange(value);
+  } catch (err) {
+    throw new InvalidArgumentError((err as Error).message);
+  }
+}
+
+/**
  * A network namespace name as `ip netns` names them (`--netns`, `trace --probe-from`).
  * @throws InvalidArgumentError naming the value.
  */
@@ -126,6 +139,8 @@ export type RenderCliOptions = {
   readonly fileFollowExternalLinks?: boolean;
   /** `--file-settle` of `run`, ms: how long a manifest file written in place must be unchanged before it is applied (sources/file.ts). */
   readonly fileSettle?: number;
+  /** `--service-node-port-range`: the NodePorts a Service may have (model/claims.ts); absent: 30000-32767. */
+  readonly serviceNodePortRange?: NodePortRange;
 };
 
 /** kube-proxy's detectLocalMode values drover takes (pkg/proxy/apis/config LocalModeClusterCIDR, LocalModeNodeCIDR). */
@@ -140,7 +155,7 @@ export type SyncCliOptions = KernelOptions & RenderCliOptions & {
   readonly fullSyncPeriod?: number;
 };
 
-/** --source, --cluster-cidr, --masquerade-all, --service-cidr, --state-dir, and those of the Kubernetes source. */
+/** --source, --cluster-cidr, --masquerade-all, --service-cidr, --service-node-port-range, --nodeport-addresses, --state-dir, and those of the Kubernetes source. */
 export function renderOptions(): Option[] {
   return [
     new Option(
@@ -161,6 +176,9 @@ export function renderOptions(): Option[] {
     new Option('--service-cidr <cidr>', 'range for ClusterIPs drover allocates (Shepherd services)')
       .default(DEFAULT_SERVICE_CIDR)
       .argParser(serviceCidrArg),
+    new Option('--service-node-port-range <range>', "NodePorts a Service may have, as the API server's flag of that name (min-max, min+offset or one port); a NodePort outside it is not served")
+      .default(DEFAULT_NODE_PORT_RANGE, formatNodePortRange(DEFAULT_NODE_PORT_RANGE))
+      .argParser(nodePortRangeArg),
     nodePortAddressesOption(),
     new Option('--state-dir <dir>', `folder of the state kept across restarts (the ClusterIPs drover allocated, ${ALLOCATION_FILE}); run and sync write it, the other commands read it`).default(
       DEFAULT_STATE_DIR,

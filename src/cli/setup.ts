@@ -68,8 +68,9 @@ export async function createBackend(opts: BackendCliOptions, render: RenderOptio
 
 /**
  * `chains`' optional `--source` (a mode whose kernel state keeps no service
- * names, such as IPVS, names it through the source) and `--service-cidr`
- * (for the ClusterIPs drover allocates).
+ * names, such as IPVS, names it through the source), `--service-cidr`
+ * (for the ClusterIPs drover allocates) and `--service-node-port-range`
+ * (which NodePorts the source's Services keep).
  */
 export function chainsSourceOptions(): Option[] {
   return [
@@ -77,7 +78,7 @@ export function chainsSourceOptions(): Option[] {
       '-s, --source <path>',
       'manifest file or folder, to name kernel state that carries no service names (IPVS virtual servers) by its service port, and each endpoint derived from a Pod by its Pod',
     ),
-    renderOptions().find((o) => o.long === '--service-cidr')!,
+    ...renderOptions().filter((o) => o.long === '--service-cidr' || o.long === '--service-node-port-range'),
   ];
 }
 

@@ -23,9 +23,12 @@
  * Cross-object errors (the object is skipped, everything else is served):
  *   - the same identity ("Kind/namespace/name") twice: the first in input
  *     order wins;
- *   - two services with the same ClusterIP:port/protocol: the one that had it
- *     in `previous` wins, otherwise the first by "namespace/name";
  *   - no free address left in the service CIDR.
+ *
+ * Refusals (claims.ts, in order of creation, never of history): a Service
+ * whose ClusterIP:port/protocol an earlier-created one has is skipped; a
+ * NodePort out of `nodePortRange` or taken by an earlier Service, and an
+ * external or LoadBalancer IP taken, are left out of a Service still served.
  *
  * Warnings (the object is served, but some of its content is unused):
  *   - an EndpointSlice or Endpoints object whose Service does not exist;
@@ -38,6 +41,7 @@
  * Endpoints or inline endpoints are used while Pods also match its selector.
  */
 import { allocateClusterIPs, parseServiceCIDR } from './allocate.ts';
+import { settleFrontends, trimServicePorts, type Claimant, type NodePortRange } from './claims.ts';
 import { frozenCopy } from './copy.ts';
 import { endpointsFor, groupByService, indexEndpoints, orphanWarnings, portWarnings, type EndpointIndex } from './endpoints.ts';
 import { displayFile, ManifestError, objectError } from './errors.ts';
@@ -51,8 +55,10 @@ import { ipFamilyOf } from './validate.ts';
 export interface BuildOptions {
   /** Service CIDR for allocation, e.g. "10.96.0.0/12". */
   readonly serviceCIDR: string;
-  /** The snapshot built last time: allocation stickiness and ClusterIP conflict precedence. */
+  /** The snapshot built last time: allocation stickiness (which Service keeps a frontend never depends on it, claims.ts). */
   readonly previous?: Snapshot;
+  /** NodePorts allowed (`--service-node-port-range`); default claims.ts DEFAULT_NODE_PORT_RANGE, 30000-32767. */
+  readonly nodePortRange?: NodePortRange;
   /**
    * This node's name, to pick its Node object among several; without it,
    * only a lone Node object is used. With it and no Node object of that
@@ -121,6 +127,13 @@ export interface BuildResult {
   readonly snapshot: Snapshot;
   readonly errors: ManifestError[];
   readonly warnings: ManifestError[];
+  /**
+   * Frontends refused (claims.ts settleFrontends): a Service skipped because
+   * an earlier one has its ClusterIP:port/protocol, a NodePort out of range
+   * or taken, an external address taken. The source was read whole all the
+   * same: these never make it incomplete.
+   */
+  readonly refusals: ManifestError[];
   readonly allocations: Allocation[];
   /** Informational lines (see the module comment), sorted. */
   readonly notes: string[];
@@ -156,12 +169,7 @@ export function buildSnapshot(objects: readonly ParsedObject[], opts: BuildOptio
 
   // Addresses from the previous snapshot, by "namespace/name".
   const previousIP = new Map<string, string>();
-  const previousTriples = new Set<string>();
-  for (const sp of previous.values()) {
-    previousIP.set(serviceKey(sp), sp.clusterIP);
-    previousTriples.add(`${serviceKey(sp)} ${triple(sp.clusterIP, sp)}`);
-  }
-  for (const sp of opts.previous?.ipv6Services?.values() ?? []) previousTriples.add(`${serviceKey(sp)} ${triple(sp.clusterIP, sp)}`);
+  for (const sp of previous.values()) previousIP.set(serviceKey(sp), sp.clusterIP);
   const held = new Set(previousIP.values());
   for (const [key, ip] of opts.remembered ?? []) {
     if (!previousIP.has(key) && !held.has(ip)) previousIP.set(key, ip);
@@ -187,7 +195,7 @@ export function buildSnapshot(objects: readonly ParsedObject[], opts: BuildOptio
     }
   }
 
-  // ClusterIP:port/protocol conflicts: services that had the triple before first, then by key.
+  // Who keeps each frontend several Services claim, and which NodePorts are out of range (claims.ts).
   // `ip` is the IPv4 ClusterIP (given or allocated), `ip6` the IPv6 one; a Service has at least one.
   const resolved: Resolved[] = [];
   for (const { svc, key } of keyed) {
@@ -196,45 +204,17 @@ export function buildSnapshot(objects: readonly ParsedObject[], opts: BuildOptio
     const ip = svc.clusterIP ?? (ip6 === undefined ? allocated.get(key) : undefined);
     resolved.push({ svc, key, ip, ip6 });
   }
-  const clusterIPsOf = (r: Resolved): string[] => (r.ip6 === undefined ? [r.ip!] : r.ip === undefined ? [r.ip6] : [r.ip, r.ip6]);
-  const incumbent = (r: Resolved) => clusterIPsOf(r).some((ip) => r.svc.ports.some((p) => previousTriples.has(`${r.key} ${triple(ip, p)}`)));
-  // `resolved` is in key order already, and the sort is stable: incumbents first, each part by key.
-  const ordered =
-    previousTriples.size === 0
-      ? resolved // no incumbent
-      : resolved
-          .map((r) => ({ r, first: incumbent(r) }))
-          .sort((a, b) => Number(b.first) - Number(a.first))
-          .map((x) => x.r);
-  const owners = new Map<string, ParsedService>();
-  const accepted: Resolved[] = [];
-  for (const r of ordered) {
-    const triples = clusterIPsOf(r).flatMap((ip) => r.svc.ports.map((p) => triple(ip, p))); // each made once
-    const clash = triples.findIndex((t) => owners.has(t));
-    if (clash >= 0) {
-      const winner = owners.get(triples[clash]!)!;
-      errors.push(
-        objectError(
-          r.svc,
-          `spec.ports[${r.svc.ports[clash % r.svc.ports.length]!.index}]`,
-          `${triples[clash]} is already used by Service ${serviceKey(winner)} (${displayFile(winner.file)}); service skipped`,
-        ),
-      );
-      continue;
-    }
-    for (const t of triples) owners.set(t, r.svc);
-    accepted.push(r);
-  }
+  const { accepted, trims, refusals } = settleFrontends(resolved, opts.nodePortRange);
 
   const ports: ServicePort[] = [];
   const ports6: ServicePort[] = [];
   const memo = opts.memo ?? new BuildMemo();
-  // In key order, so that the endpoint-port warnings come in an order that does not depend on which Services are incumbents.
-  const served = ordered === resolved ? accepted : resolved.filter(((taken) => (r: (typeof resolved)[number]) => taken.has(r))(new Set(accepted)));
-  for (const { svc, key, ip, ip6 } of served) {
+  // In key order (settleFrontends keeps it), so that the endpoint-port warnings come in an order that does not depend on precedence.
+  for (const { svc, key, ip, ip6 } of accepted) {
     const groups = endpointGroups(svc, key, slices, legacy, pods, zones, warnings, notes);
-    if (ip !== undefined) for (const sp of servicePorts(svc, ip, groups, memo)) ports.push(sp);
-    if (ip6 !== undefined) for (const sp of servicePorts(svc, ip6, groups, memo)) ports6.push(sp);
+    const trim = trims.get(key);
+    if (ip !== undefined) for (const sp of trimServicePorts(servicePorts(svc, ip, groups, memo), svc, trim)) ports.push(sp);
+    if (ip6 !== undefined) for (const sp of trimServicePorts(servicePorts(svc, ip6, groups, memo), svc, trim)) ports6.push(sp);
   }
   ports.sort((a, b) => compareStrings(a.key, b.key));
   ports6.sort((a, b) => compareStrings(a.key, b.key));
@@ -248,16 +228,11 @@ export function buildSnapshot(objects: readonly ParsedObject[], opts: BuildOptio
     ...(ports6.length > 0 ? { ipv6Services: byPortKey(ports6) } : {}),
     ...(node !== undefined ? { node } : {}),
   });
-  return { snapshot, errors, warnings, allocations, notes: notes.sort(compareStrings) };
+  return { snapshot, errors, warnings, refusals, allocations, notes: notes.sort(compareStrings) };
 }
 
 /** A Service that passed allocation, with its IPv4 (`ip`) and IPv6 (`ip6`) ClusterIPs: at least one of them. */
-interface Resolved {
-  readonly svc: ParsedService;
-  readonly key: string;
-  readonly ip: string | undefined;
-  readonly ip6: string | undefined;
-}
+type Resolved = Claimant;
 
 /**
  * The service ports of `svc` at ClusterIP `ip` with endpoint `groups` (of
@@ -359,11 +334,6 @@ function byKind(objects: readonly ParsedObject[]): {
     }
   }
   return out;
-}
-
-/** "ip:port/PROTOCOL", the unit of ClusterIP conflicts. */
-function triple(ip: string, p: { port: number; protocol: string }): string {
-  return `${ip}:${p.port}/${p.protocol}`;
 }
 
 /** Keep the first object of each identity; report the others. */

@@ -63,6 +63,7 @@ import { checkSourceRange, ipFamilyOf, parseEndpointIP, parseIPv4HostPort } from
 import type { FamilyIP, IPFamily, LoadBalancerIngress } from './types.ts';
 import { compareStrings } from './order.ts';
 import { isIPv6 } from './addr.ts';
+import { readCreationTime } from './created.ts';
 
 /**
  * Outcome of {@link parseObject}:
@@ -331,8 +332,26 @@ function parseK8sService(head: Head, raw: Record<string, unknown>, schemasOnly: 
     externalTrafficPolicy: spec.externalTrafficPolicy,
     selector: spec.selector,
     publishNotReadyAddresses: spec.publishNotReadyAddresses,
+    ...createdAt(head, raw, 'creationTimestamp', warnings),
   });
   return ok(svc, warnings);
+}
+
+/**
+ * `{ createdAt }` from `metadata[field]` of `raw` (created.ts
+ * readCreationTime), `{}` when there is none; a value that is not a time
+ * is warned about, naming the field, and counts as none: the Service is
+ * served, and yields a frontend it shares to every Service with a time.
+ */
+function createdAt(head: Head, raw: unknown, field: 'creationTimestamp' | 'created_at', warnings: ManifestError[]): { createdAt?: number } {
+  const metadata = isRecord(raw) && isRecord(raw.metadata) ? raw.metadata : undefined;
+  if (metadata === undefined || !(field in metadata)) return {};
+  const t = readCreationTime(metadata[field]);
+  if ('problem' in t) {
+    warnings.push(manifestError(head, `metadata.${field}`, `${t.problem}; the Service counts as created after every Service with a creation time`));
+    return {};
+  }
+  return t.ms === undefined ? {} : { createdAt: t.ms };
 }
 
 /**
@@ -454,6 +473,7 @@ function parseShepherdService(head: Head, raw: unknown): ParseResult {
     inlineEndpoints,
     selector: spec.selector,
     publishNotReadyAddresses: false,
+    ...createdAt(head, raw, 'created_at', warnings),
   });
   return ok(svc, warnings);
 }

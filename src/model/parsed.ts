@@ -104,6 +104,12 @@ export interface ParsedService extends ParsedBase {
   readonly selector: ReadonlyMap<string, string>;
   /** `spec.publishNotReadyAddresses` (false for Shepherd): every selected Pod's endpoint is ready. */
   readonly publishNotReadyAddresses: boolean;
+  /**
+   * When the Service was created, ms since the epoch: `metadata.creationTimestamp`
+   * (Shepherd: `metadata.created_at`); absent when the object has none.
+   * It decides which of two Services keeps a frontend both claim (created.ts).
+   */
+  readonly createdAt?: number;
 }
 
 /** A discovery.k8s.io/v1 EndpointSlice (IPv4 or IPv6; each address of its addressType), for Service `serviceName` in the same namespace. */

@@ -29,6 +29,9 @@ export type ModeOptions = KernelOptions & Readonly<Record<string, unknown>>;
 /** Options of a command that reads a source as well as the kernel. */
 export type SourceModeOptions = ModeOptions & RenderCliOptions;
 
+/** `chains`' own flags: `--json`, and its optional source with the flags that decide what the source serves. */
+export type ChainsSourceOptions = { readonly json: boolean; readonly source?: string } & Pick<RenderCliOptions, 'serviceCidr' | 'serviceNodePortRange'>;
+
 /** What `drover render` prints in a mode. */
 export interface RenderedMode {
   /** The whole output, ending in a newline. */
@@ -159,7 +162,7 @@ export interface ModeDriver {
    * `chains`: the live state of the selected service ports, as text or JSON.
    * @throws UnknownServiceError (modes/iptables/chains.ts) for a selector that matches nothing.
    */
-  chains(selector: string | undefined, opts: ModeOptions & { readonly json: boolean; readonly source?: string; readonly serviceCidr: string }): Promise<string>;
+  chains(selector: string | undefined, opts: ModeOptions & ChainsSourceOptions): Promise<string>;
   /** `trace`: the live state to walk a packet through; `family` IPv6 for a connection to an IPv6 address (every mode walks both families). */
   trace(opts: ModeOptions & { readonly family?: IPFamily }): Promise<ModeTrace>;
   /**

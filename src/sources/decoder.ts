@@ -21,8 +21,8 @@
  * change); a Pod marks every Service whose
  * selector selects it, before or after the change (selectors.ts); a Node
  * every Service with a selector (its zone goes into their Pod-derived
- * endpoints); and so do the services a cross-object rule (ClusterIP
- * conflicts, allocation, exhaustion) may have moved; a marked service port whose ServicePort is the same before and
+ * endpoints); and so do the services a cross-object rule (frontend
+ * claims, claims.ts; allocation, exhaustion) may have moved; a marked service port whose ServicePort is the same before and
  * after is dropped, as the trackers drop a change whose previous and
  * current state are equal.
  *
@@ -37,6 +37,7 @@
 import { isDeepStrictEqual } from 'node:util';
 import { parseServiceCIDR } from '../model/allocate.ts';
 import type { ManifestError } from '../model/errors.ts';
+import type { NodePortRange } from '../model/claims.ts';
 import { BuildMemo, buildSnapshot, endpointGroups, servicePorts, type BuildResult } from '../model/normalise.ts';
 import { compareStrings } from '../model/order.ts';
 import { parseObject, type ParseResult } from '../model/parse.ts';
@@ -69,6 +70,12 @@ export interface DecodeResult extends BuildResult {
    * undefined at the first apply (everything is new).
    */
   readonly changed: ReadonlySet<string> | undefined;
+  /**
+   * The `refusals` that the previous apply did not have (all of them at the
+   * first): what a source logs, so that each refusal is logged once while
+   * it holds rather than at every load.
+   */
+  readonly newRefusals: readonly ManifestError[];
 }
 
 /**
@@ -95,6 +102,8 @@ export interface DecoderOptions {
   readonly allocations?: AllocationMemory;
   /** This node's name (BuildOptions.nodeName): which Node object is this node's, and whose endpoints are local without one. */
   readonly nodeName?: string;
+  /** NodePorts allowed (`--service-node-port-range`, BuildOptions.nodePortRange); default 30000-32767. */
+  readonly nodePortRange?: NodePortRange;
   /** False: every apply rebuilds the whole Snapshot, never patches it (see the module comment); for tests. Default true. */
   readonly patch?: boolean;
 }
@@ -114,6 +123,7 @@ export function serviceOf(o: ParsedObject & { kind: 'Service' | 'EndpointSlice' 
 export class Decoder {
   private readonly serviceCIDR: string;
   private readonly nodeName: string | undefined;
+  private readonly nodePortRange: NodePortRange | undefined;
   /** Parse result of each raw object (a transport hands the same object again while it is unchanged). */
   private readonly parsed = new WeakMap<ManifestObject, ParseResult>();
   private readonly groups = new Map<GroupKey, readonly ParsedObject[]>();
@@ -132,7 +142,7 @@ export class Decoder {
   private snapshot: Snapshot = EMPTY_SNAPSHOT;
   /** "namespace/name" → the ServicePortNames it has in `snapshot`. */
   private portsOf = new Map<string, string[]>();
-  /** Services a cross-object error named at the last apply (they may be served once the other side changes). */
+  /** Services a cross-object error or a refusal named at the last apply (they may be served, or served whole, once the other side changes). */
   private crossErrors = new Set<string>();
   /** "namespace/name" → ClusterIP allocated at the last apply. */
   private allocated = new Map<string, string>();
@@ -161,6 +171,7 @@ export class Decoder {
     parseServiceCIDR(opts.serviceCIDR);
     this.serviceCIDR = opts.serviceCIDR;
     this.nodeName = opts.nodeName;
+    this.nodePortRange = opts.nodePortRange;
     this.patch = opts.patch ?? true;
     this.memory = opts.allocations;
     this.remembered = new Map(opts.allocations?.initial ?? []);
@@ -242,6 +253,7 @@ export class Decoder {
       remembered: this.remembered,
       memo: this.memo,
       ...(this.nodeName !== undefined ? { nodeName: this.nodeName } : {}),
+      ...(this.nodePortRange !== undefined ? { nodePortRange: this.nodePortRange } : {}),
     });
     const portsOf = new Map<string, string[]>();
     for (const sp of built.snapshot.services.values()) {
@@ -258,7 +270,9 @@ export class Decoder {
       if (list) list.push(sp.key);
       else portsOf.set(service, [sp.key]);
     }
-    const crossErrors = new Set(built.errors.filter((e) => e.kind === 'Service' && e.object !== '').map((e) => e.object));
+    const crossErrors = new Set([...built.errors, ...built.refusals].filter((e) => e.kind === 'Service' && e.object !== '').map((e) => e.object));
+    const refusedBefore = new Set(this.lastBuild?.refusals.map((e) => e.message));
+    const newRefusals = built.refusals.filter((e) => !refusedBefore.has(e.message));
     const allocated = new Map(built.allocations.map((a) => [a.key, a.clusterIP]));
 
     let changed: Set<string> | undefined;
@@ -275,13 +289,13 @@ export class Decoder {
       }
     }
     this.first = false;
-    this.lastBuild = { errors: built.errors, warnings: built.warnings, allocations: built.allocations, notes: built.notes };
+    this.lastBuild = { errors: built.errors, warnings: built.warnings, refusals: built.refusals, allocations: built.allocations, notes: built.notes };
     this.snapshot = built.snapshot;
     this.portsOf = portsOf;
     this.crossErrors = crossErrors;
     this.allocated = allocated;
     this.remember(allocated);
-    return { ...built, changed };
+    return { ...built, changed, newRefusals };
   }
 
   /**
@@ -368,6 +382,7 @@ export class Decoder {
     for (const service of new Set(serviceOfIdentity.values())) {
       const keys = this.portsOf.get(service);
       if (keys === undefined) return undefined; // not served: skipped by a cross-object rule, or no ports
+      if (this.crossErrors.has(service)) return undefined; // served without a refused frontend: claims.ts decides again
       const svc = this.onlyCopy(`Service/${service}`);
       // A Service of either family or both: its IPv4 view at `clusterIP`, its IPv6 view at its IPv6 ClusterIP (family.ts, normalise.ts).
       if (svc?.kind !== 'Service' || svc.source !== 'kubernetes') return undefined;
@@ -431,7 +446,7 @@ export class Decoder {
     this.snapshot = snapshot;
     this.lastBuild = { ...last, warnings };
     this.patches++;
-    return { snapshot, errors: last.errors, warnings, allocations: last.allocations, notes: last.notes, changed };
+    return { snapshot, errors: last.errors, warnings, refusals: last.refusals, allocations: last.allocations, notes: last.notes, changed, newRefusals: [] };
   }
 
   /** The one object of `identity` among `groups`' objects, or undefined when there is none or more than one. */

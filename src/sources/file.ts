@@ -61,6 +61,7 @@ import type { Snapshot } from '../model/types.ts';
 import { Decoder, type AllocationMemory, type DecodeResult } from './decoder.ts';
 import { stat } from 'node:fs/promises';
 import { join, relative, resolve } from 'node:path';
+import type { NodePortRange } from '../model/claims.ts';
 import { compareStrings } from '../model/order.ts';
 import { RACY_MS } from './cache.ts';
 import { highestIndex, LastKnownGood, type FileReread } from './last-good.ts';
@@ -97,6 +98,8 @@ export interface FileSourceOptions {
   readonly followExternalLinks?: boolean;
   /** Milliseconds since the epoch (for tests). */
   readonly now?: () => number;
+  /** NodePorts allowed (`--service-node-port-range`); default model/claims.ts DEFAULT_NODE_PORT_RANGE, 30000-32767. */
+  readonly nodePortRange?: NodePortRange | undefined;
 }
 
 /** Outcome of one {@link FileSource.load}. */
@@ -111,6 +114,13 @@ export interface LoadResult {
    * their Service or one of another protocol (also logged at warn).
    */
   readonly warnings: ManifestError[];
+  /**
+   * Frontends refused (model/claims.ts): a Service whose ClusterIP an
+   * earlier one has, a NodePort out of range or taken, an external address
+   * taken. Each is logged at warn once, when it first appears; they never
+   * make the read incomplete.
+   */
+  readonly refusals: readonly ManifestError[];
   /** Every drover-allocated ClusterIP, by "namespace/name", sorted. */
   readonly allocations: Allocation[];
   /**
@@ -142,7 +152,7 @@ export interface LoadResult {
 export function loadResult(built: DecodeResult, errors: ManifestError[], warnings: ManifestError[]): LoadResult {
   for (const e of built.errors) errors.push(e);
   for (const w of built.warnings) warnings.push(w);
-  return { snapshot: built.snapshot, errors, warnings, allocations: built.allocations, incomplete: errors.map((e) => e.message), changed: built.changed };
+  return { snapshot: built.snapshot, errors, warnings, refusals: built.refusals, allocations: built.allocations, incomplete: errors.map((e) => e.message), changed: built.changed };
 }
 
 /** What the file source keeps of one object read: where it is, its digest (manifests.ts Decode) and its validation. */
@@ -199,6 +209,7 @@ export class FileSource {
       serviceCIDR: opts.serviceCIDR,
       ...(opts.allocations ? { allocations: opts.allocations } : {}),
       ...(opts.nodeName !== undefined ? { nodeName: opts.nodeName } : {}),
+      ...(opts.nodePortRange !== undefined ? { nodePortRange: opts.nodePortRange } : {}),
     });
     this.path = path;
     this.logger = opts.logger;
@@ -365,6 +376,7 @@ export class FileSource {
     // A whole read: the records of the state file for services not in it are of services gone.
     if (result.errors.length === 0) this.decoder.forgetAbsent();
     this.logResult(result.errors, result.warnings, built.allocations);
+    for (const e of built.newRefusals) this.logger.warn({ file: e.file, kind: e.kind, object: e.object, field: e.field }, e.message);
     this.logNotes(built.notes);
     for (const o of objects) {
       if (o.kind === 'Service' && o.unproxiedReason) this.logger.debug({ service: `${o.namespace}/${o.name}` }, `service ${o.namespace}/${o.name} is ${o.unproxiedReason}`);

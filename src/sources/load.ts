@@ -9,7 +9,7 @@ export { createSource };
 /** A source's snapshot and the objects skipped. */
 export interface LoadedSource {
   readonly snapshot: Snapshot;
-  /** One line per skipped object or dropped entry (as `drover render` prints them). */
+  /** One line per skipped object, dropped entry or refused frontend (as `drover render` prints them). */
   readonly problems: string[];
   /** The parts of the source that could not be read (files, documents, objects); empty when it was read whole. */
   readonly incomplete: readonly string[];
@@ -28,7 +28,7 @@ export async function loadSource(opts: RenderCliOptions): Promise<LoadedSource> 
   const source = await createSource({ ...opts, listTimeout: opts.listTimeout ?? DEFAULT_LIST_TIMEOUT_MS }, silentLogger(), { persist: false });
   try {
     const loaded = await source.load();
-    return { snapshot: loaded.snapshot, problems: [...loaded.errors, ...loaded.warnings].map((e) => e.message), incomplete: loaded.incomplete };
+    return { snapshot: loaded.snapshot, problems: [...loaded.errors, ...loaded.warnings, ...(loaded.refusals ?? [])].map((e) => e.message), incomplete: loaded.incomplete };
   } finally {
     await source.close();
   }

@@ -22,6 +22,8 @@ export interface SourceLoad {
   readonly errors: readonly DroverError[];
   /** Entries dropped from otherwise valid objects and other non-fatal problems (also logged at warn). */
   readonly warnings: readonly DroverError[];
+  /** Frontends refused (model/claims.ts), one line each (logged once, when each first appears); they never make the read incomplete. */
+  readonly refusals?: readonly DroverError[];
   /** The messages of `errors`: while it is not empty, the proxier deletes no service port. */
   readonly incomplete: readonly string[];
   /** ServicePortNames changed since the previous load; undefined at the first. */
@@ -71,6 +73,7 @@ const SOURCE_KINDS: readonly SourceKind[] = [
       new ShepherdSource({
         baseURL: shepherdBaseURL(opts.source),
         serviceCIDR: opts.serviceCidr,
+        nodePortRange: opts.serviceNodePortRange,
         logger: ctx.logger,
         token: shepherdToken(),
         ...(opts.pollInterval !== undefined ? { pollIntervalMs: opts.pollInterval } : {}),
@@ -83,6 +86,7 @@ const SOURCE_KINDS: readonly SourceKind[] = [
     create: (opts, ctx) =>
       new FileSource(opts.source, {
         serviceCIDR: opts.serviceCidr,
+        nodePortRange: opts.serviceNodePortRange,
         logger: ctx.logger,
         allocations: ctx.allocations,
         ...(opts.hostnameOverride !== undefined ? { nodeName: opts.hostnameOverride } : {}),

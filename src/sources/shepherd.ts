@@ -33,6 +33,7 @@
  * list no longer holds, are gone.
  */
 import type { DroverError } from '../errors.ts';
+import type { NodePortRange } from '../model/claims.ts';
 import { ManifestError } from '../model/errors.ts';
 import type { ParseResult } from '../model/parse.ts';
 import type { ParsedObject } from '../model/parsed.ts';
@@ -66,6 +67,8 @@ export interface ShepherdSourceOptions {
   readonly timeoutMs?: number;
   /** Where allocated ClusterIPs outlive the process (allocation-state.ts); none: in memory only. */
   readonly allocations?: AllocationMemory;
+  /** NodePorts allowed (`--service-node-port-range`); default model/claims.ts DEFAULT_NODE_PORT_RANGE, 30000-32767. */
+  readonly nodePortRange?: NodePortRange | undefined;
 }
 
 /** What one namespace served at the last load. */
@@ -98,6 +101,8 @@ export class ShepherdSource {
   /** The message of the namespace list's failure at the last load; undefined when it was read. */
   private listFailure: string | undefined;
   private allocations: Allocation[] = [];
+  /** The frontends refused at the last read that decoded (model/claims.ts), kept while the server cannot be read. */
+  private refusals: readonly ManifestError[] = [];
   /** "namespace/name" → ClusterIP already announced in the log. */
   private announced = new Map<string, string>();
   private seq = 0;
@@ -120,7 +125,11 @@ export class ShepherdSource {
     if (opts.token !== undefined) checkShepherdToken(opts.token);
     this.opts = opts;
     this.pollIntervalMs = opts.pollIntervalMs ?? DEFAULT_POLL_INTERVAL_MS;
-    this.decoder = new Decoder({ serviceCIDR: opts.serviceCIDR, ...(opts.allocations ? { allocations: opts.allocations } : {}) });
+    this.decoder = new Decoder({
+      serviceCIDR: opts.serviceCIDR,
+      ...(opts.allocations ? { allocations: opts.allocations } : {}),
+      ...(opts.nodePortRange !== undefined ? { nodePortRange: opts.nodePortRange } : {}),
+    });
   }
 
   /**
@@ -147,6 +156,7 @@ export class ShepherdSource {
     const errors: DroverError[] = [];
     const warnings: ManifestError[] = [];
     let result: { snapshot: Snapshot; changed: ReadonlySet<string> | undefined } = { snapshot: this.decoder.current, changed: new Set() };
+    let refusals: readonly ManifestError[] = this.refusals;
     if (poll.read.error !== undefined) {
       // Nothing could be read: serve everything read last.
       this.logFailure(poll.read.error.message);
@@ -159,6 +169,8 @@ export class ShepherdSource {
       const built = this.decoder.apply(fileChanges(before, this.served()));
       errors.push(...built.errors);
       warnings.push(...built.warnings);
+      refusals = this.refusals = built.refusals;
+      for (const e of built.newRefusals) this.opts.logger.warn({ origin: e.origin, field: e.field }, e.message);
       this.allocations = built.allocations;
       result = built;
     }
@@ -171,7 +183,7 @@ export class ShepherdSource {
     if (poll.read.error !== undefined) errors.unshift(poll.read.error.withNote('keeping the Services last read'));
     // A whole read: the records of the state file for Services not in it are of Services gone.
     if (errors.length === 0) this.decoder.forgetAbsent();
-    return { snapshot: result.snapshot, errors, warnings, incomplete: errors.map((e) => e.message), changed: result.changed };
+    return { snapshot: result.snapshot, errors, warnings, refusals, incomplete: errors.map((e) => e.message), changed: result.changed };
   }
 
   /** Every Decoder group of the current state: identity → objects. */

@@ -127,11 +127,31 @@ test('bad flags are one clear line and exit 1', async (t) => {
   t.regex(ipvs.stderr, /^drover: --mode ipvs: IPVS is not available in this kernel .*; use --mode iptables$/m);
 });
 
+test('render refuses a NodePort outside --service-node-port-range with one line, exits 0, and serves the rest of the Service', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'drover-cli-'));
+  try {
+    await writeFile(
+      join(dir, 'ssh.yaml'),
+      'apiVersion: v1\nkind: Service\nmetadata: {name: ssh, namespace: default}\nspec:\n  type: NodePort\n  clusterIP: 10.96.0.60\n  ports: [{name: http, port: 80, protocol: TCP, nodePort: 22}]\n',
+    );
+    const res = await drover(['render', '--source', dir]);
+    t.is(res.code, 0, res.stderr);
+    t.is(res.stderr, `drover: ${join(dir, 'ssh.yaml')}: Service default/ssh: spec.ports[0].nodePort: 22 is outside the NodePort range 30000-32767 (--service-node-port-range); NodePort not served\n`);
+    t.regex(res.stdout, /-d 10\.96\.0\.60\/32 .*--dport 80 /);
+    t.notRegex(res.stdout, /--dport 22 /);
+    const wide = await drover(['render', '--source', dir, '--service-node-port-range', '1-32767']);
+    t.deepEqual([wide.code, wide.stderr], [0, '']);
+    t.regex(wide.stdout, /^-A KUBE-EXTERNAL-SERVICES -p tcp -m comment --comment "default\/ssh:http has no endpoints" -m addrtype --dst-type LOCAL -m tcp --dport 22 -j REJECT/m);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
 test('--help lists every command and option', async (t) => {
   const top = await drover(['--help']);
   for (const c of ['run', 'sync', 'render', 'cleanup']) t.regex(top.stdout, new RegExp(`^  ${c} `, 'm'));
   const runHelp = await drover(['run', '--help']);
-  for (const o of ['--source', '--mode', '--cluster-cidr', '--masquerade-all', '--min-sync-period', '--sync-period', '--iptables-backend', '--poll-interval', '--state-dir']) {
+  for (const o of ['--source', '--mode', '--cluster-cidr', '--masquerade-all', '--min-sync-period', '--sync-period', '--iptables-backend', '--poll-interval', '--state-dir', '--service-node-port-range']) {
     t.true(runHelp.stdout.includes(o), o);
   }
 });

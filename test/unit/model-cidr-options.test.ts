@@ -29,3 +29,12 @@ test('--cluster-cidr rejects /0 and points to --masquerade-all', (t) => {
   });
   t.throws(() => parseFlag('--cluster-cidr', '10.244.0.1/16'), { instanceOf: InvalidArgumentError, message: '"10.244.0.1/16" has host bits set; did you mean "10.244.0.0/16"?' });
 });
+
+test('--service-node-port-range reads the API server\'s forms and refuses the rest with one line', (t) => {
+  t.deepEqual(parseFlag('--service-node-port-range', '30000-32767'), { first: 30000, last: 32767 });
+  t.deepEqual(parseFlag('--service-node-port-range', '20000+100'), { first: 20000, last: 20100 });
+  t.throws(() => parseFlag('--service-node-port-range', '32767-30000'), { instanceOf: InvalidArgumentError, message: '"32767-30000": the end port is less than the start port' });
+  t.throws(() => parseFlag('--service-node-port-range', 'ssh'), { instanceOf: InvalidArgumentError, message: '"ssh" is not a port range (expected e.g. 30000-32767)' });
+  const option = renderOptions().find((o) => o.long === '--service-node-port-range')!;
+  t.deepEqual(option.defaultValue, { first: 30000, last: 32767 });
+});

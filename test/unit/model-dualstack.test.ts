@@ -141,10 +141,11 @@ test('Pods give an endpoint of each family; a bad IPv6 Pod IP costs only the IPv
   t.is(render(familyView(built.snapshot, 'IPv6').services.get('default/web')!).includes('fd00::10'), true);
 });
 
-test('two Services on one IPv6 ClusterIP:port: the second is skipped with an error', (t) => {
+test('two Services on one IPv6 ClusterIP:port: the second is skipped with a refusal', (t) => {
   const a = okObject(parse(service({ clusterIP: 'fd00::10', ports: [{ port: 80 }] }, 'a')));
   const b = okObject(parse(service({ ipFamilies: ['IPv4', 'IPv6'], clusterIP: '10.96.0.11', clusterIPs: ['10.96.0.11', 'fd00::10'], ports: [{ port: 80 }] }, 'b'), 1));
   const built = buildSnapshot([a, b], { serviceCIDR: '10.96.0.0/12' });
-  t.deepEqual(built.errors.map(String), ['in.yaml: Service default/b: spec.ports[0]: fd00::10:80/TCP is already used by Service default/a (in.yaml); service skipped']);
+  t.deepEqual(built.errors, []);
+  t.deepEqual(built.refusals.map(String), ['in.yaml: Service default/b: spec.ports[0]: fd00::10:80/TCP is already used by Service default/a (in.yaml), first by namespace/name; service skipped']);
   t.deepEqual([...built.snapshot.services.keys()], []);
 });

@@ -32,6 +32,8 @@ const NAMES = ['a', 'b', 'c', 'd'];
 /** Few addresses, so that ClusterIP conflicts happen. */
 const CLUSTER_IPS = ['10.96.0.10', '10.96.0.11', '10.96.0.12'];
 const POD_IPS = ['10.244.0.1', '10.244.0.2', '10.244.0.3'];
+/** Few creation times, so that Services share one too (then namespace/name decides). */
+const CREATED = ['2025-01-01T00:00:00Z', '2025-02-01T00:00:00Z', '2025-03-01T00:00:00Z'];
 const PODS = ['p1', 'p2', 'p3'];
 const SELECTORS = [{ app: 'a' }, { app: 'b' }, { app: 'a', tier: 'x' }];
 
@@ -44,7 +46,7 @@ function generator(rnd: () => number) {
   const servicePorts = () => some([{ name: 'http', port: 80, protocol: 'TCP' }, { name: 'dns', port: pick([53, 54]), protocol: 'UDP' }]);
   const endpointPorts = () => some([{ name: 'http', port: 8080, protocol: 'TCP' }, { name: 'dns', port: 5353, protocol: 'UDP' }]);
   const objects: Array<() => unknown> = [
-    () => ({ apiVersion: 'v1', kind: 'Service', metadata: { name: pick(NAMES), namespace: 'default' }, spec: { clusterIP: pick(CLUSTER_IPS), ports: servicePorts() } }),
+    () => ({ apiVersion: 'v1', kind: 'Service', metadata: { name: pick(NAMES), namespace: 'default', ...(rnd() < 0.5 ? { creationTimestamp: pick(CREATED) } : {}) }, spec: { clusterIP: pick(CLUSTER_IPS), ports: servicePorts() } }),
     () => ({
       apiVersion: 'discovery.k8s.io/v1',
       kind: 'EndpointSlice',
@@ -58,6 +60,13 @@ function generator(rnd: () => number) {
       kind: 'Endpoints',
       metadata: { name: pick(NAMES), namespace: 'default' },
       subsets: [{ addresses: some(POD_IPS).map((ip) => ({ ip })), ports: endpointPorts() }],
+    }),
+    // NodePorts (one out of range) and external IPs on the few ClusterIPs, with and without creation times: frontend claims (model/claims.ts).
+    () => ({
+      apiVersion: 'v1',
+      kind: 'Service',
+      metadata: { name: pick(NAMES), namespace: 'np', ...(rnd() < 0.7 ? { creationTimestamp: pick(CREATED) } : {}) },
+      spec: { type: 'NodePort', clusterIP: pick(CLUSTER_IPS), ports: [{ name: 'http', port: 80, nodePort: pick([30080, 30081, 22]) }], externalIPs: rnd() < 0.3 ? [pick(CLUSTER_IPS)] : [] },
     }),
     // Shepherd: no ClusterIP, so drover allocates one.
     () => ({

@@ -125,7 +125,7 @@ export const iptablesMode: ModeDriver = {
     if (kernel6 !== undefined) for (const sp of serviceChains(kernel6)) all.push(ipv6Chains(sp));
     let found = selectServicePorts(all, selector);
     if (opts.source !== undefined) {
-      const { snapshot, problems } = await loadSource({ source: opts.source, serviceCidr: opts.serviceCidr, masqueradeAll: false });
+      const { snapshot, problems } = await loadSource({ source: opts.source, serviceCidr: opts.serviceCidr, serviceNodePortRange: opts.serviceNodePortRange, masqueradeAll: false });
       for (const p of problems) process.stderr.write(`drover: ${p}\n`);
       found = withPods(found, endpointPods(snapshot));
     }

@@ -6,8 +6,11 @@
  * A service port claims several virtual servers: its ClusterIP one and
  * those of its external frontends. When two service ports claim the same
  * address:port/protocol, the first in ServicePortName order wins there and
- * the other contributes nothing to that virtual server (for ClusterIPs the
- * model refuses such input; this is a second line of defence). The index
+ * the other contributes nothing to that virtual server (the model settles
+ * every clash of ClusterIPs, NodePorts and external addresses first, the
+ * same way in every mode, model/claims.ts; this is a second line of
+ * defence, for what the model cannot see, such as an external IP equal to
+ * one of this node's NodePort addresses). The index
  * keeps, for every virtual server, the service ports that claim it, and for
  * every kube-ipvs0 address and ipset entry how many winning claims want it
  * (two services may share a ClusterIP, or target the same endpoint). {@link DesiredIndex.update}

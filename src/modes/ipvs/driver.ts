@@ -129,7 +129,7 @@ export const ipvsMode: ModeDriver = {
     let desired: DesiredIpvsState | undefined;
     let pods: ReadonlyMap<string, string> | undefined;
     if (opts.source !== undefined) {
-      const loaded = await loadDesiredIpvs({ source: opts.source, serviceCidr: opts.serviceCidr, masqueradeAll: false, ipvsScheduler: 'rr' });
+      const loaded = await loadDesiredIpvs({ source: opts.source, serviceCidr: opts.serviceCidr, serviceNodePortRange: opts.serviceNodePortRange, masqueradeAll: false, ipvsScheduler: 'rr' });
       for (const p of loaded.problems) process.stderr.write(`drover: ${p}\n`);
       // Both families' virtual servers, each named by its service port.
       desired = {

@@ -195,7 +195,11 @@ export function releasedOwners(owners: ReadonlyMap<string, string>, released: Re
 
 /**
  * Hand out frontends to `candidates` (service ports with their frontends,
- * in key order): a service port gets all of its frontends when none is in
+ * in key order). The model has already settled every clash between
+ * ClusterIPs, NodePorts and external addresses (model/claims.ts), the same
+ * way in every mode; what is left here is only a frontend the model cannot
+ * see, such as an external IP equal to one of this node's NodePort
+ * addresses. A service port gets all of its frontends when none is in
  * `owners` (frontend → service port, updated), else none and a conflict.
  * Service ports that `incumbents` (the owners of the last sync) names as
  * the owner of one of their frontends go first, so a frontend already

@@ -166,7 +166,7 @@ export const nftablesMode: ModeDriver = {
     let snapshot: Snapshot | undefined;
     let pods: ReadonlyMap<string, string> | undefined;
     if (opts.source !== undefined) {
-      const loaded = await loadSource({ source: opts.source, serviceCidr: opts.serviceCidr, masqueradeAll: false });
+      const loaded = await loadSource({ source: opts.source, serviceCidr: opts.serviceCidr, serviceNodePortRange: opts.serviceNodePortRange, masqueradeAll: false });
       for (const p of loaded.problems) process.stderr.write(`drover: ${p}\n`);
       snapshot = loaded.snapshot;
       pods = endpointPods(snapshot);

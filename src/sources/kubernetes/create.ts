@@ -20,6 +20,7 @@ export function createKubernetesSource(opts: RenderCliOptions, logger: Logger): 
     server,
     nodeName: opts.hostnameOverride ?? hostname().trim().toLowerCase(),
     serviceCIDR: opts.serviceCidr,
+    nodePortRange: opts.serviceNodePortRange,
     logger,
     listTimeoutMs: opts.listTimeout,
   });

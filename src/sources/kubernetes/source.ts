@@ -40,6 +40,7 @@
 import { isDeepStrictEqual } from 'node:util';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { DroverError } from '../../errors.ts';
+import type { NodePortRange } from '../../model/claims.ts';
 import type { ManifestError } from '../../model/errors.ts';
 import { HEADLESS_LABEL, notOursReason, SERVICE_PROXY_NAME_LABEL } from '../../model/kubernetes.ts';
 import type { ParsedObject } from '../../model/parsed.ts';
@@ -65,6 +66,8 @@ export interface KubernetesSourceOptions {
   readonly nodeName: string;
   /** Service CIDR for ClusterIP allocation, e.g. "10.96.0.0/12". */
   readonly serviceCIDR: string;
+  /** NodePorts allowed (`--service-node-port-range`); default model/claims.ts DEFAULT_NODE_PORT_RANGE, 30000-32767. */
+  readonly nodePortRange?: NodePortRange | undefined;
   readonly logger: Logger;
   /** When set, a load rejects when the first lists have not all completed this long (ms) after the source started; else it waits. */
   readonly listTimeoutMs?: number | undefined;
@@ -116,7 +119,7 @@ export class KubernetesSource {
   /** Throws Error when `opts.serviceCIDR` is not a valid service CIDR. Starts nothing until {@link load} or {@link watch}. */
   constructor(opts: KubernetesSourceOptions) {
     this.opts = opts;
-    this.decoder = new Decoder({ serviceCIDR: opts.serviceCIDR, nodeName: opts.nodeName });
+    this.decoder = new Decoder({ serviceCIDR: opts.serviceCIDR, nodeName: opts.nodeName, ...(opts.nodePortRange !== undefined ? { nodePortRange: opts.nodePortRange } : {}) });
     this.now = opts.now ?? Date.now;
     const informer = (kind: ResourceKind, selectors: { labelSelector?: string; fieldSelector?: string }) =>
       new ResourceInformer(
@@ -229,6 +232,7 @@ export class KubernetesSource {
       else upsert.push([key, [o]]);
     }
     const built = this.decoder.apply({ upsert, remove });
+    for (const e of built.newRefusals) this.opts.logger.warn({ object: `${e.kind}/${e.object}`, field: e.field }, e.message);
     const errors: ManifestError[] = [];
     const warnings: ManifestError[] = [];
     for (const h of this.held.values()) {
