@@ -14,6 +14,7 @@ import { createLogger } from '../util/log.ts';
 import { startServers } from '../server/daemon.ts';
 import { healthCheckAddresses as healthCheckAddressesFor } from '../server/node-addresses.ts';
 import { configOption, settingName } from './config-file.ts';
+import { configz } from './configz.ts';
 import {
   checkSyncPeriods,
   fullSyncPeriodOption,
@@ -96,6 +97,7 @@ export function runCommand(): Command {
         healthCheckAddresses,
         syncPeriodMs: opts.syncPeriod,
         modeMetrics: modeDriver(opts.mode).metrics,
+        configz: configz(opts),
         logger,
       });
       logger.info(
