@@ -284,14 +284,23 @@ export type ServerCliOptions = {
   readonly nodeportAddresses?: readonly IPPrefix[];
 };
 
-/** --metrics-bind-address, --healthz-bind-address (kube-proxy's flags and ports). */
+/**
+ * kube-proxy's defaults for its two servers (`--metrics-bind-address`,
+ * `--healthz-bind-address`; pkg/proxy/apis/config/v1alpha1 defaults): the
+ * metrics on loopback only, the health check on every address, where a
+ * cloud load balancer probes it.
+ */
+export const DEFAULT_METRICS_BIND_ADDRESS = '127.0.0.1:10249';
+export const DEFAULT_HEALTHZ_BIND_ADDRESS = '0.0.0.0:10256';
+
+/** --metrics-bind-address, --healthz-bind-address (kube-proxy's flags, ports and defaults). */
 export function serverOptions(): Option[] {
   return [
-    new Option('--metrics-bind-address <ip:port>', 'where /metrics is served (Prometheus, kube-proxy\'s metric names); "" for nowhere')
-      .default(bindAddressArg('127.0.0.1:10249'), '127.0.0.1:10249')
+    new Option('--metrics-bind-address <ip:port>', 'where /metrics, /proxyMode, /configz and /healthz (`ok`) are served (Prometheus, kube-proxy\'s metric names); "" for nowhere')
+      .default(bindAddressArg(DEFAULT_METRICS_BIND_ADDRESS), DEFAULT_METRICS_BIND_ADDRESS)
       .argParser(bindAddressArg),
-    new Option('--healthz-bind-address <ip:port>', 'where /healthz and /livez are served; "" for nowhere')
-      .default(bindAddressArg('127.0.0.1:10256'), '127.0.0.1:10256')
+    new Option('--healthz-bind-address <ip:port>', 'where /healthz and /livez are served (every address by default, for load balancers\' probes); "" for nowhere')
+      .default(bindAddressArg(DEFAULT_HEALTHZ_BIND_ADDRESS), DEFAULT_HEALTHZ_BIND_ADDRESS)
       .argParser(bindAddressArg),
   ];
 }
