@@ -7,7 +7,7 @@ import { InvalidArgumentError, Option } from 'commander';
 import { DEFAULT_SERVICE_CIDR, parseServiceCIDR } from '../model/allocate.ts';
 import { parseBindAddress, parseCIDR as parseAnyCIDR, type BindAddress, type IPPrefix } from '../model/addr.ts';
 import { parseCIDR } from '../model/validate.ts';
-import { LOG_LEVELS, type LogLevel } from '../util/log.ts';
+import { LOG_FORMATS, LOG_LEVELS, type LogFormat, type LogLevel } from '../util/log.ts';
 import { defaultMode, modeNames } from '../modes/registry.ts';
 import { ALLOCATION_FILE, DEFAULT_STATE_DIR } from '../sources/allocation-state.ts';
 import { DEFAULT_POLL_INTERVAL_MS } from '../sources/shepherd.ts';
@@ -95,7 +95,10 @@ export type KernelOptions = {
   readonly mode: string;
   readonly iptablesBackend: 'auto' | 'nft' | 'legacy';
   readonly netns?: string;
+  /** `--log-level`, made more verbose by kube-proxy's `-v` when given (log-options.ts). */
   readonly logLevel: LogLevel;
+  /** `--log-format`. */
+  readonly logFormat: LogFormat;
 };
 
 /** Options of the commands that read manifests and render rules. */
@@ -194,7 +197,7 @@ export function modeOption(): Option {
   return new Option('-m, --mode <mode>', 'proxy mode').choices(modeNames()).default(defaultMode());
 }
 
-/** --mode, --iptables-backend, --netns, --log-level. */
+/** --mode, --iptables-backend, --netns, --log-level, --log-format. */
 export function kernelOptions(): Option[] {
   return [
     modeOption(),
@@ -202,7 +205,8 @@ export function kernelOptions(): Option[] {
       .choices(['auto', 'nft', 'legacy'])
       .default('auto'),
     new Option('--netns <name>', 'work inside this named network namespace (ip netns) instead of the current one').argParser(netnsArg),
-    new Option('--log-level <level>', 'log level').choices([...LOG_LEVELS]).default('info'),
+    new Option('--log-level <level>', 'log level (kube-proxy\'s -v N raises it: 4 debug, 5 and more trace)').choices([...LOG_LEVELS]).default('info'),
+    new Option('--log-format <format>', 'log lines on stderr: json (one object per line, the level by name) or text (kube-proxy\'s klog format)').choices([...LOG_FORMATS]).default('json'),
   ];
 }
 
