@@ -4,11 +4,13 @@ import { readFileSync } from 'node:fs';
 import { parseAllDocuments } from 'yaml';
 import { buildProgram } from '../../src/cli/program.ts';
 import { INFORMER_VERBS, RESOURCES } from '../../src/sources/kubernetes/informer.ts';
+import { loadKubeConfig, SERVICE_ACCOUNT_TOKEN } from '../../src/sources/kubernetes/config.ts';
 
 const ROOT = new URL('../../', import.meta.url);
 type Obj = { kind: string; metadata: { name: string; namespace?: string }; [k: string]: unknown };
 const objects = parseAllDocuments(readFileSync(new URL('deploy/kubernetes/drover.yaml', ROOT), 'utf8')).map((d) => d.toJS() as Obj);
-const find = (kind: string) => objects.find((o) => o.kind === kind)!;
+const find = (kind: string, name?: string) => objects.find((o) => o.kind === kind && (name === undefined || o.metadata.name === name))!;
+const daemonSetText = readFileSync(new URL('deploy/kubernetes/drover.yaml', ROOT), 'utf8');
 
 /** The options `drover <args>` gets, or the error commander throws. */
 async function parsed(args: string[]): Promise<Record<string, unknown>> {
@@ -59,7 +61,7 @@ test('the DaemonSet runs on the host network, privileged, with the xtables lock 
   const [, ...args] = (c.command as string[]).map((a) => a.replace('$(NODE_NAME)', 'node-a'));
   const opts = await parsed(args);
   t.like(opts, { source: 'kubernetes', config: '/etc/drover/config.yaml', hostnameOverride: 'node-a', stateDir: '/var/lib/drover' });
-  const config = find('ConfigMap') as Obj & { data: Record<string, string> };
+  const config = find('ConfigMap', 'drover') as Obj & { data: Record<string, string> };
   t.true(config.data['config.yaml']!.includes('kind: KubeProxyConfiguration'));
 });
 
@@ -71,4 +73,44 @@ test("the systemd unit's ExecStart is a command drover takes, and SIGHUP reloads
   t.regex(unit, /^ExecReload=\/bin\/kill -HUP \$MAINPID$/m);
   t.regex(unit, /^Restart=on-failure$/m);
   t.regex(unit, /^KillSignal=SIGTERM$/m);
+});
+
+test('the pod reaches the API server at the control-plane endpoint from a ConfigMap to edit, not through the kubernetes Service', (t) => {
+  const ds = find('DaemonSet') as Obj & { spec: { template: { spec: Record<string, any> } } };
+  const [c] = ds.spec.template.spec.containers;
+  const api = find('ConfigMap', 'drover-api-server') as Obj & { data: Record<string, string> };
+  t.deepEqual(c.envFrom, [{ configMapRef: { name: api.metadata.name } }]);
+  t.is(api.metadata.namespace, ds.metadata.namespace);
+  t.deepEqual(Object.keys(api.data).sort(), ['KUBERNETES_SERVICE_HOST', 'KUBERNETES_SERVICE_PORT']);
+  t.regex(daemonSetText, /# EDIT: your control-plane endpoint[^\n]*\n(#[^\n]*\n)*apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: drover-api-server\n/);
+  // What drover makes of it in the pod: the in-cluster configuration, at that address, with the service account's token.
+  const saved = { host: process.env.KUBERNETES_SERVICE_HOST, port: process.env.KUBERNETES_SERVICE_PORT };
+  try {
+    process.env.KUBERNETES_SERVICE_HOST = api.data.KUBERNETES_SERVICE_HOST;
+    process.env.KUBERNETES_SERVICE_PORT = api.data.KUBERNETES_SERVICE_PORT;
+    const loaded = loadKubeConfig({ exists: (path) => path === SERVICE_ACCOUNT_TOKEN });
+    t.is(loaded.from, 'in-cluster');
+    t.is(loaded.server, `https://${api.data.KUBERNETES_SERVICE_HOST}:${api.data.KUBERNETES_SERVICE_PORT}`);
+  } finally {
+    for (const [name, value] of [['KUBERNETES_SERVICE_HOST', saved.host], ['KUBERNETES_SERVICE_PORT', saved.port]] as const) {
+      if (value === undefined) delete process.env[name];
+      else process.env[name] = value;
+    }
+  }
+});
+
+test("the memory limit is above drover's measured peak at 30,000 services, and the image, the API server and clusterCIDR are marked to edit", (t) => {
+  const ds = find('DaemonSet') as Obj & { spec: { template: { spec: Record<string, any> } } };
+  const [c] = ds.spec.template.spec.containers;
+  const bytes = (q: string) => Number(/^(\d+)(Mi|Gi)$/.exec(q)![1]) * (q.endsWith('Gi') ? 2 ** 30 : 2 ** 20);
+  // The peak RSS column of the bench's `drover run` table (VmHWM, kB).
+  const bench = readFileSync(new URL('docs/bench/nftables/summary.md', ROOT), 'utf8');
+  const peaks = [...bench.matchAll(/^\| (iptables \(nft\)|nftables \(netlink\)) \| (\d+) \| dist \| [^|]+\| [^|]+\| ([\d,]+) kB \|$/gm)].map((m) => ({ mode: m[1], services: Number(m[2]), kB: Number(m[3]!.replaceAll(',', '')) }));
+  t.true(peaks.some((p) => p.services === 30000 && p.mode === 'iptables (nft)'), 'the bench measured 30,000 services in iptables mode');
+  const highest = Math.max(...peaks.map((p) => p.kB * 1024));
+  t.true(bytes(c.resources.limits.memory) >= highest * 1.2, `the limit ${c.resources.limits.memory} leaves 20% over the highest peak, ${highest} bytes`);
+  t.true(bytes(c.resources.requests.memory) <= bytes(c.resources.limits.memory));
+  t.regex(c.image, /^[a-z0-9.-]+\.[a-z]+\/drover:\d+\.\d+\.\d+$/, 'the image names a registry');
+  t.regex(daemonSetText, /# EDIT: the image[^\n]*\n\s+image: /);
+  t.regex(daemonSetText, /# EDIT: your pod network[^\n]*\n(\s+#[^\n]*\n)*\s+clusterCIDR: /);
 });
