@@ -114,3 +114,24 @@ test("the memory limit is above drover's measured peak at 30,000 services, and t
   t.regex(daemonSetText, /# EDIT: the image[^\n]*\n\s+image: /);
   t.regex(daemonSetText, /# EDIT: your pod network[^\n]*\n(\s+#[^\n]*\n)*\s+clusterCIDR: /);
 });
+
+test("the Dockerfile's build stage has every input of npm run build, and the image holds the compiled output and production dependencies only", (t) => {
+  const docker = readFileSync(new URL('deploy/Dockerfile', ROOT), 'utf8');
+  const stages = docker.split(/^FROM /m).slice(1).map((s) => s.split('\n').filter((l) => l.trim() !== '' && !l.startsWith('#')));
+  t.is(stages.length, 2);
+  const [build, image] = stages as [string[], string[]];
+  t.regex(build[0]!, / AS build$/);
+  const copied = (stage: string[]) => stage.filter((l) => l.startsWith('COPY ') && !l.includes('--from')).flatMap((l) => l.split(/\s+/).slice(1, -1));
+  // npm run build: tsc on tsconfig.build.json (which extends tsconfig.json and compiles src/), then scripts/build-copy.ts.
+  const pkg = JSON.parse(readFileSync(new URL('package.json', ROOT), 'utf8')) as { scripts: Record<string, string> };
+  t.is(pkg.scripts.build, 'tsc -p tsconfig.build.json && tsx scripts/build-copy.ts');
+  for (const input of ['package.json', 'package-lock.json', 'tsconfig.json', 'tsconfig.build.json', 'scripts/build-copy.ts', 'src']) t.true(copied(build).includes(input), `the build stage copies ${input}`);
+  t.true(build.includes('RUN npm ci --no-audit --no-fund'));
+  t.true(build.includes('RUN npm run build'));
+  // The image: production dependencies, the compiled output from the build stage, the launcher and the static rules; no sources, no tests.
+  t.true(image.some((l) => /^RUN npm ci --omit=dev /.test(l)));
+  t.deepEqual(copied(image).sort(), ['bin', 'package-lock.json', 'package.json', 'rules']);
+  t.true(image.includes('COPY --from=build /src/dist dist'));
+  t.true(image.some((l) => /^ENV .*DROVER_ENTRY=dist/.test(l)), 'the compiled CLI, never the sources');
+  t.is(image.at(-1), 'ENTRYPOINT ["/opt/drover/bin/drover.js"]');
+});
