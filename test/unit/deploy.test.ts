@@ -1,6 +1,9 @@
 /** The deployment files: the DaemonSet's RBAC grants exactly what the Kubernetes source reads, and every command line they hold is one drover takes. */
 import test from 'ava';
-import { readFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
 import { buildProgram } from '../../src/cli/program.ts';
 import { INFORMER_VERBS, RESOURCES } from '../../src/sources/kubernetes/informer.ts';
@@ -134,4 +137,39 @@ test("the Dockerfile's build stage has every input of npm run build, and the ima
   t.true(image.includes('COPY --from=build /src/dist dist'));
   t.true(image.some((l) => /^ENV .*DROVER_ENTRY=dist/.test(l)), 'the compiled CLI, never the sources');
   t.is(image.at(-1), 'ENTRYPOINT ["/opt/drover/bin/drover.js"]');
+});
+
+test('the systemd unit keeps only the capabilities drover needs, with the usual hardening, and systemd-analyze rates it OK', (t) => {
+  const unit = readFileSync(new URL('deploy/systemd/drover.service', ROOT), 'utf8');
+  const settings = new Map([...unit.matchAll(/^(\w+)=(.*)$/gm)].map((m) => [m[1]!, m[2]!]));
+  t.is(settings.get('CapabilityBoundingSet'), 'CAP_NET_ADMIN CAP_NET_RAW');
+  t.is(settings.get('AmbientCapabilities'), 'CAP_NET_ADMIN CAP_NET_RAW');
+  for (const [key, value] of [
+    ['NoNewPrivileges', 'yes'],
+    ['ProtectSystem', 'strict'],
+    ['ProtectHome', 'yes'],
+    ['PrivateTmp', 'yes'],
+    ['RestrictAddressFamilies', 'AF_UNIX AF_INET AF_INET6 AF_NETLINK'],
+    ['SystemCallFilter', '@system-service'],
+    ['ReadWritePaths', '-/run/xtables.lock'],
+    ['StateDirectory', 'drover'],
+    ['RuntimeDirectory', 'drover'],
+  ] as const) {
+    t.is(settings.get(key), value, key);
+  }
+  t.false(settings.has('ProtectKernelTunables'), 'drover writes net.* sysctls');
+  t.false(settings.has('MemoryDenyWriteExecute'), "Node's JIT needs writable executable memory");
+  // drover writes only under its state and runtime directories and the xtables lock.
+  t.true(['--state-dir /var/lib/drover', '--status-file /run/drover/'].every((flag) => settings.get('ExecStart')!.includes(flag)));
+  const analyze = ['/usr/bin/systemd-analyze', '/bin/systemd-analyze'].find((p) => existsSync(p));
+  if (analyze === undefined) return t.log('systemd-analyze not installed: exposure not rated');
+  const dir = mkdtempSync(join(tmpdir(), 'drover-unit-'));
+  try {
+    copyFileSync(new URL('deploy/systemd/drover.service', ROOT), join(dir, 'drover.service'));
+    const r = spawnSync(analyze, ['security', '--offline=true', 'drover.service'], { cwd: dir, encoding: 'utf8', timeout: 60_000 });
+    const exposure = Number(/Overall exposure level for drover\.service: ([\d.]+)/.exec(r.stdout)?.[1]);
+    t.true(exposure <= 3, `exposure ${exposure} (systemd-analyze security), at most 3.0: ${r.stdout.split('\n').at(-2)}`);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
