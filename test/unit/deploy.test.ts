@@ -173,3 +173,12 @@ test('the systemd unit keeps only the capabilities drover needs, with the usual 
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test('the package ships the compiled output, the launcher, the rules and the deployment files, built before packing; no sources, no tests', (t) => {
+  const pkg = JSON.parse(readFileSync(new URL('package.json', ROOT), 'utf8')) as { description: string; files: string[]; scripts: Record<string, string>; bin: Record<string, string> };
+  t.deepEqual(pkg.files, ['bin/', 'dist/', 'rules/', 'deploy/', 'docs/install.md', 'docs/metrics.md']);
+  t.is(pkg.scripts.prepack, 'npm run build', 'npm pack and npm publish build dist/ first, so that an install runs compiled JavaScript');
+  t.is(pkg.bin.drover, 'bin/drover.js');
+  t.regex(pkg.description, /iptables, IPVS or nftables/);
+  for (const path of pkg.files.filter((p) => p !== 'dist/')) t.true(existsSync(new URL(path, ROOT)), path);
+});
