@@ -67,6 +67,22 @@ export function syncFamilies(last: LastSync): IPFamily[] {
   return [];
 }
 
+/**
+ * A function that shows each of `counters` at 0 for an IP family the first
+ * time it is named (later calls do nothing), so that `rate()` and
+ * `increase()` see a family's first failure. Starts with IPv4.
+ */
+export function zeroForFamilies(...counters: ReadonlyArray<Counter<'ip_family'>>): (family: IPFamily) => void {
+  const seen = new Set<IPFamily>();
+  const know = (family: IPFamily) => {
+    if (seen.has(family)) return;
+    seen.add(family);
+    for (const c of counters) c.inc({ ip_family: family }, 0);
+  };
+  know('IPv4');
+  return know;
+}
+
 /** `kubeproxy_<name>`. */
 export function metricName(name: string): string {
   return `${SUBSYSTEM}_${name}`;

@@ -9,7 +9,7 @@
  */
 import { Counter, Gauge, type Registry } from 'prom-client';
 import type { LastSync } from '../../proxier/proxier.ts';
-import { IP_FAMILY_LABEL, metricName, type ModeMetricsListener } from '../../server/metrics.ts';
+import { IP_FAMILY_LABEL, metricName, zeroForFamilies, type ModeMetricsListener } from '../../server/metrics.ts';
 import { failuresByFamily, resultsByFamily } from '../shared/dual-stack.ts';
 import { RestoreError } from './exec.ts';
 import { TABLES } from './parse.ts';
@@ -27,15 +27,7 @@ export function iptablesMetrics(registry: Registry): ModeMetricsListener {
     labelNames: [IP_FAMILY_LABEL],
     registers,
   });
-  const seen = new Set<string>();
-  /** Show a family's failure counters at 0 from its first sync on. */
-  const know = (family: string) => {
-    if (seen.has(family)) return;
-    seen.add(family);
-    failures.inc({ ip_family: family }, 0);
-    partialFailures.inc({ ip_family: family }, 0);
-  };
-  know('IPv4');
+  const know = zeroForFamilies(failures, partialFailures);
   return (sync: LastSync) => {
     if (sync.error !== undefined) {
       // A dual-stack sync names each family that failed, with its own error.

@@ -12,7 +12,7 @@
  */
 import { Counter, type Registry } from 'prom-client';
 import type { LastSync } from '../../proxier/proxier.ts';
-import { IP_FAMILY_LABEL, metricName, syncFamilies, type ModeMetricsListener } from '../../server/metrics.ts';
+import { IP_FAMILY_LABEL, metricName, syncFamilies, zeroForFamilies, type ModeMetricsListener } from '../../server/metrics.ts';
 import { resultsByFamily } from '../shared/dual-stack.ts';
 
 /** Register nftables mode's metrics in `registry`; returns the listener that updates them after every sync attempt. */
@@ -21,15 +21,7 @@ export function nftablesMetrics(registry: Registry): ModeMetricsListener {
   const labelNames = [IP_FAMILY_LABEL];
   const syncFailures = new Counter({ name: metricName('sync_proxy_rules_nftables_sync_failures_total'), help: 'Cumulative proxy nftables sync failures', labelNames, registers });
   const cleanupFailures = new Counter({ name: metricName('sync_proxy_rules_nftables_cleanup_failures_total'), help: 'Cumulative proxy nftables cleanup failures', labelNames, registers });
-  const seen = new Set<string>();
-  /** Show a family's counters at 0 from its first sync on. */
-  const know = (family: string) => {
-    if (seen.has(family)) return;
-    seen.add(family);
-    syncFailures.inc({ ip_family: family }, 0);
-    cleanupFailures.inc({ ip_family: family }, 0);
-  };
-  know('IPv4');
+  const know = zeroForFamilies(syncFailures, cleanupFailures);
   return (sync: LastSync) => {
     for (const family of syncFamilies(sync)) know(family);
     if (sync.error !== undefined) {
