@@ -20,8 +20,9 @@ export interface ConfigzOptions {
   readonly clusterCidr?: string;
   readonly hostnameOverride?: string;
   readonly kubeconfig?: string;
-  readonly metricsBindAddress: BindAddress | null;
-  readonly healthzBindAddress: BindAddress | null;
+  /** Off: null, or "" as commander leaves it. */
+  readonly metricsBindAddress: BindAddress | null | '';
+  readonly healthzBindAddress: BindAddress | null | '';
   readonly nodeportAddresses?: readonly IPPrefix[];
   readonly masqueradeAll: boolean;
   /** ms */
@@ -60,9 +61,12 @@ export function configz(opts: ConfigzOptions): Record<string, unknown> {
   return { [CONFIGZ_GROUP]: config };
 }
 
-/** "IP:PORT" ("[IPv6]:PORT"), or "" for a server that is off. */
-function bindText(bind: BindAddress | null): string {
-  if (bind === null) return '';
+/**
+ * "IP:PORT" ("[IPv6]:PORT"), or "" for a server that is off: null, or ""
+ * (commander stores "" when an option's parser returns null for `--flag ""`).
+ */
+function bindText(bind: BindAddress | null | ''): string {
+  if (!bind) return '';
   return bind.ip.family === 6 ? `[${bind.ip.text}]:${bind.port}` : `${bind.ip.text}:${bind.port}`;
 }
 

@@ -330,6 +330,21 @@ test("the metrics server answers /healthz with kube-proxy's `ok` and /configz wi
     },
   });
   t.is((await get('/nosuch')).status, 404);
+  // A server turned off with `--metrics-bind-address ""`: commander leaves "" as the value.
+  const off = configz({ mode: 'nftables', metricsBindAddress: '', healthzBindAddress: null, masqueradeAll: true, syncPeriod: 30_000, minSyncPeriod: 0 });
+  t.deepEqual(off['kubeproxy.config.k8s.io'], {
+    mode: 'nftables',
+    clusterCIDR: '',
+    hostnameOverride: '',
+    clientConnection: { kubeconfig: '' },
+    metricsBindAddress: '',
+    healthzBindAddress: '',
+    nodePortAddresses: null,
+    syncPeriod: '30s',
+    minSyncPeriod: '0s',
+    iptables: { masqueradeAll: true },
+    nftables: { syncPeriod: '30s', minSyncPeriod: '0s' },
+  });
 });
 
 test('Go duration text, as time.Duration prints it', (t) => {
