@@ -80,7 +80,8 @@ class DroverLog {
         return;
       }
       this.seen.push(entry);
-      if (typeof entry.msg === 'string' && (entry.level as number) >= 40) say(`  drover ${entry.level === 40 ? 'warning' : 'error'}: ${entry.msg}${entry.err ? ` (${entry.err})` : ''}`);
+      // drover's JSON lines name their level.
+      if (typeof entry.msg === 'string' && ['warn', 'error', 'fatal'].includes(entry.level as string)) say(`  drover ${entry.level === 'warn' ? 'warning' : 'error'}: ${entry.msg}${entry.err ? ` (${entry.err})` : ''}`);
       for (const w of this.waiters) w();
     });
   }

@@ -9,7 +9,7 @@ import { DEFAULT_NODE_PORT_RANGE, formatNodePortRange, parseNodePortRange, type 
 import { parseBindAddress, parseCIDR as parseAnyCIDR, parseIP, type BindAddress, type IPPrefix } from '../model/addr.ts';
 import { parseCIDR } from '../model/validate.ts';
 import { MAX_DURATION_MS, parseDurationMs } from '../util/duration.ts';
-import { LOG_LEVELS, type LogLevel } from '../util/log.ts';
+import { LOG_FORMATS, LOG_LEVELS, type LogFormat, type LogLevel } from '../util/log.ts';
 import { defaultMode, modeNames } from '../modes/registry.ts';
 import { ALLOCATION_FILE, DEFAULT_STATE_DIR } from '../sources/allocation-state.ts';
 import { DEFAULT_POLL_INTERVAL_MS } from '../sources/shepherd.ts';
@@ -107,9 +107,12 @@ export type KernelOptions = {
   readonly mode: string;
   readonly iptablesBackend: 'auto' | 'nft' | 'legacy';
   readonly netns?: string;
+  /** `--log-level`, made more verbose by kube-proxy's `-v` when given (log-options.ts). */
   readonly logLevel: LogLevel;
   /** `--verbosity` (kube-proxy's `-v`/`--v`): klog's verbosity level, 0 or more; undefined when not given. */
   readonly verbosity?: number;
+  /** `--log-format`. */
+  readonly logFormat: LogFormat;
 };
 
 /** Options of the commands that read manifests and render rules. */
@@ -288,7 +291,7 @@ export function modeOption(): Option {
   return new Option('-m, --mode <mode>', 'proxy mode').choices(modeNames()).default(defaultMode());
 }
 
-/** --mode, --iptables-backend, --netns, --log-level. */
+/** --mode, --iptables-backend, --netns, --log-level, --log-format. */
 export function kernelOptions(): Option[] {
   return [
     modeOption(),
@@ -296,8 +299,9 @@ export function kernelOptions(): Option[] {
       .choices(['auto', 'nft', 'legacy'])
       .default('auto'),
     new Option('--netns <name>', 'work inside this named network namespace (ip netns) instead of the current one').argParser(netnsArg),
-    new Option('--log-level <level>', 'log level').choices([...LOG_LEVELS]).default('info'),
+    new Option('--log-level <level>', 'log level (kube-proxy\'s -v N raises it: 4 debug, 5 and more trace)').choices([...LOG_LEVELS]).default('info'),
     new Option('--verbosity <level>', "kube-proxy's -v (also taken as -v N and --v=N): log verbosity, 0 or more").argParser(verbosityArg),
+    new Option('--log-format <format>', 'log lines on stderr: json (one object per line, the level by name) or text (kube-proxy\'s klog format)').choices([...LOG_FORMATS]).default('json'),
   ];
 }
 
@@ -396,14 +400,23 @@ export type ServerCliOptions = {
   readonly nodeportAddresses?: readonly IPPrefix[];
 };
 
-/** --metrics-bind-address, --healthz-bind-address (kube-proxy's flags and ports). */
+/**
+ * kube-proxy's defaults for its two servers (`--metrics-bind-address`,
+ * `--healthz-bind-address`; pkg/proxy/apis/config/v1alpha1 defaults): the
+ * metrics on loopback only, the health check on every address, where a
+ * cloud load balancer probes it.
+ */
+export const DEFAULT_METRICS_BIND_ADDRESS = '127.0.0.1:10249';
+export const DEFAULT_HEALTHZ_BIND_ADDRESS = '0.0.0.0:10256';
+
+/** --metrics-bind-address, --healthz-bind-address (kube-proxy's flags, ports and defaults). */
 export function serverOptions(): Option[] {
   return [
-    new Option('--metrics-bind-address <ip:port>', 'where /metrics is served (Prometheus, kube-proxy\'s metric names); "" for nowhere')
-      .default(bindAddressArg('127.0.0.1:10249'), '127.0.0.1:10249')
+    new Option('--metrics-bind-address <ip:port>', 'where /metrics, /proxyMode, /configz and /healthz (`ok`) are served (Prometheus, kube-proxy\'s metric names); "" for nowhere')
+      .default(bindAddressArg(DEFAULT_METRICS_BIND_ADDRESS), DEFAULT_METRICS_BIND_ADDRESS)
       .argParser(bindAddressArg),
-    new Option('--healthz-bind-address <ip:port>', 'where /healthz and /livez are served; "" for nowhere')
-      .default(bindAddressArg('127.0.0.1:10256'), '127.0.0.1:10256')
+    new Option('--healthz-bind-address <ip:port>', 'where /healthz and /livez are served (every address by default, for load balancers\' probes); "" for nowhere')
+      .default(bindAddressArg(DEFAULT_HEALTHZ_BIND_ADDRESS), DEFAULT_HEALTHZ_BIND_ADDRESS)
       .argParser(bindAddressArg),
   ];
 }

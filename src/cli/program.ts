@@ -12,6 +12,7 @@ import { cleanupCommand } from './cleanup.ts';
 import { diffCommand } from './diff.ts';
 import { prepareCommandLine } from './command-line.ts';
 import { EXIT_HELP } from './exit.ts';
+import { applyLogOptions } from './log-options.ts';
 import { renderCommand } from './render.ts';
 import { runCommand } from './run.ts';
 import { statusCommand } from './status.ts';
@@ -27,7 +28,8 @@ export function buildProgram(): Command {
     .description('A node-level service proxy for Linux: Kubernetes-style Services to kernel load-balancing rules')
     .version(pkg.version)
     .configureOutput(output)
-    .addHelpText('after', EXIT_HELP);
+    .addHelpText('after', EXIT_HELP)
+    .hook('preAction', (_program, action) => applyLogOptions(action));
   for (const cmd of [runCommand(), syncCommand(), renderCommand(), cleanupCommand(), chainsCommand(), diffCommand(), statusCommand(), traceCommand()]) {
     program.addCommand(cmd.configureOutput(output).addHelpText('after', EXIT_HELP));
   }

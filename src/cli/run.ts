@@ -14,6 +14,7 @@ import { createLogger } from '../util/log.ts';
 import { startServers } from '../server/daemon.ts';
 import { healthCheckAddresses as healthCheckAddressesFor } from '../server/node-addresses.ts';
 import { configOptions, settingName } from './config-file.ts';
+import { configz } from './configz.ts';
 import {
   checkSyncPeriods,
   fileSettleOption,
@@ -110,6 +111,7 @@ export function runCommand(): Command {
         healthCheckAddresses,
         syncPeriodMs: opts.syncPeriod,
         modeMetrics: modeDriver(opts.mode).metrics,
+        configz: configz(opts),
         logger,
       });
       logger.info(

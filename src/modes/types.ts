@@ -3,7 +3,7 @@
  * nftables later). What a sync or a cleanup did is told in counts of kernel
  * objects by kind, the same for every mode, plus each mode's own detail.
  */
-import type { Snapshot } from '../model/types.ts';
+import type { IPFamily, Snapshot } from '../model/types.ts';
 import type { IptablesSyncDetail } from './iptables/sync-detail.ts';
 import type { IpvsSyncDetail } from './ipvs/sync-detail.ts';
 import type { NftablesSyncDetail } from './nftables/sync-detail.ts';
@@ -93,6 +93,12 @@ export interface SyncResult {
   readonly totalMs: number;
   /** The mode's own account of the sync, if it has one. */
   readonly detail?: ModeSyncDetail;
+  /**
+   * Each IP family's own result, for a backend that syncs both families
+   * (shared/dual-stack.ts): the families synced, each with what its
+   * backend reported. Absent: the whole result is the IPv4 family's.
+   */
+  readonly families?: Readonly<Partial<Record<IPFamily, SyncResult>>>;
 }
 
 /** A proxy backend: turns a Snapshot into kernel state. */

@@ -1,8 +1,10 @@
 /**
- * `drover run`'s HTTP servers: /metrics (metrics.ts) and /proxyMode,
- * /healthz and /livez (health.ts), each on its own address as in
- * kube-proxy, or off; and one health check per LoadBalancer Service with
- * externalTrafficPolicy Local (service-health.ts).
+ * `drover run`'s HTTP servers, each on its own address as in kube-proxy,
+ * or off: the metrics server (/metrics from metrics.ts, /proxyMode,
+ * /configz, and /healthz answering `ok` as kube-proxy's metrics server
+ * does) and the health server (/healthz and /livez, health.ts); and one
+ * health check per LoadBalancer Service with externalTrafficPolicy Local
+ * (service-health.ts).
  */
 import type { BindAddress, IPAddress } from '../model/addr.ts';
 import type { Proxier } from '../proxier/proxier.ts';
@@ -12,6 +14,9 @@ import type { RouteAnswer } from './http.ts';
 import { keepServing, type KeptServer } from './kept.ts';
 import { ProxyMetrics, type ModeMetricsFactory } from './metrics.ts';
 import { ServiceHealthServer } from './service-health.ts';
+
+/** The metrics server's /healthz: k8s.io/apiserver's healthz handler with its one ping check, as kube-proxy serves it. */
+const PING: RouteAnswer = { status: 200, contentType: 'text/plain; charset=utf-8', body: 'ok' };
 
 /** Options of {@link startServers}; times in ms. */
 export interface ServersOptions {
@@ -30,6 +35,8 @@ export interface ServersOptions {
   readonly syncPeriodMs: number;
   /** The mode's own metrics (ModeDriver.metrics). */
   readonly modeMetrics?: ModeMetricsFactory;
+  /** What /configz answers, as JSON (cli/configz.ts: `{"kubeproxy.config.k8s.io": {…}}`); absent: /configz is not served. */
+  readonly configz?: unknown;
   readonly logger: Logger;
 }
 
@@ -65,10 +72,14 @@ export async function startServers(proxier: Pick<Proxier, 'on'>, opts: ServersOp
   const kept: KeptServer[] = [];
   if (opts.metrics) {
     kept.push(
-      await keepServing(opts.metrics, 'metrics at /metrics and /proxyMode', opts.logger, {
+      await keepServing(opts.metrics, 'metrics at /metrics, /proxyMode, /configz and /healthz', opts.logger, {
         '/metrics': async () => ({ status: 200, contentType: metrics.registry.contentType, body: await metrics.registry.metrics() }),
         // kube-proxy's answer (cmd/kube-proxy/app/server.go serveMetrics): the mode's name, no newline.
         '/proxyMode': () => ({ status: 200, contentType: 'text/plain; charset=utf-8', body: opts.proxyMode }),
+        // kube-proxy installs k8s.io/apiserver's healthz handler on this server too: its ping check, `ok`, says the process answers.
+        '/healthz': () => PING,
+        '/healthz/ping': () => PING,
+        ...(opts.configz !== undefined ? { '/configz': () => ({ status: 200, contentType: 'application/json', body: JSON.stringify(opts.configz) }) } : {}),
       }),
     );
   }

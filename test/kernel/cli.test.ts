@@ -165,7 +165,9 @@ if (unavailable) {
     try {
       await withNetns(async (netns) => {
         const save = async () => (await run('iptables-nft-save', ['-t', 'nat'], { netns })).stdout;
-        const child = spawn(process.execPath, [DROVER, 'run', '--source', dir, '--state-dir', `${dir}.state`, '--netns', netns, '--iptables-backend', 'nft', '--min-sync-period', '500ms', '--status-file', `${dir}.status.json`], {
+        // With --netns the servers would listen on the host (the health server on every address): off.
+        const serversOff = ['--metrics-bind-address', '', '--healthz-bind-address', ''];
+        const child = spawn(process.execPath, [DROVER, 'run', '--source', dir, '--state-dir', `${dir}.state`, '--netns', netns, '--iptables-backend', 'nft', '--min-sync-period', '500ms', '--status-file', `${dir}.status.json`, ...serversOff], {
           stdio: ['ignore', 'ignore', 'pipe'],
         });
         let logs = '';
@@ -201,7 +203,7 @@ if (unavailable) {
   });
 
   /** The count of full syncs in a scrape of /metrics. */
-  const fullSyncs = (metrics: string) => Number(/^kubeproxy_sync_full_proxy_rules_duration_seconds_count (\d+)$/m.exec(metrics)?.[1]);
+  const fullSyncs = (metrics: string) => Number(/^kubeproxy_sync_full_proxy_rules_duration_seconds_count\{ip_family="IPv4"\} (\d+)$/m.exec(metrics)?.[1]);
 
   /**
    * `drover run` started inside a fresh namespace (not with --netns, so that
@@ -256,9 +258,17 @@ if (unavailable) {
       const metrics = await get('http://127.0.0.1:10249/metrics');
       t.true(metrics.endsWith('\n200'));
       t.is(fullSyncs(metrics), 1);
-      const nat = Number(/^kubeproxy_sync_proxy_rules_iptables_total\{table="nat"\} (\d+)$/m.exec(metrics)?.[1]);
+      const nat = Number(/^kubeproxy_sync_proxy_rules_iptables_total\{ip_family="IPv4",table="nat"\} (\d+)$/m.exec(metrics)?.[1]);
       t.is(nat, (await save()).split('\n').filter((l) => l.startsWith('-A ')).length, "every nat rule in the namespace is drover's");
       t.regex(await get('http://127.0.0.1:10256/livez'), /^\{"lastUpdated": "[^"]+","currentTime": "[^"]+"\}\n200$/);
+      // kube-proxy's defaults: metrics on loopback, the health server on every address (here, the namespace's).
+      const listening = (await run('ss', ['-Hltn'], { netns })).stdout;
+      t.regex(listening, /\s127\.0\.0\.1:10249\s/);
+      t.regex(listening, /\s0\.0\.0\.0:10256\s/);
+      t.is(await get('http://127.0.0.1:10249/healthz'), 'ok\n200', "the metrics server's /healthz, as kube-proxy's");
+      const [configz] = (await get('http://127.0.0.1:10249/configz')).split('\n');
+      t.like(JSON.parse(configz!)['kubeproxy.config.k8s.io'], { mode: 'iptables', syncPeriod: '1h0m0s', minSyncPeriod: '1s', metricsBindAddress: '127.0.0.1:10249', healthzBindAddress: '0.0.0.0:10256' });
+      t.regex(logs(), /^\{"level":"info","time":"[^"]+","app":"drover",.*"msg":"drover started"\}$/m, 'JSON log lines name their level');
 
       const svc = linkdingChain(await save());
       await run('iptables-nft', ['-t', 'nat', '-F', svc], { netns });
@@ -312,7 +322,7 @@ if (unavailable) {
     await withRunInNetns(t, ['--sync-period', '1s', '--min-sync-period', '100ms'], async ({ netns, logs, save, get }) => {
       await new Promise((r) => setTimeout(r, 3500));
       t.is(fullSyncs(await get('http://127.0.0.1:10249/metrics')), 1, 'three clean checks, no full sync');
-      const partials = Number(/^kubeproxy_sync_partial_proxy_rules_duration_seconds_count (\d+)$/m.exec(await get('http://127.0.0.1:10249/metrics'))?.[1]);
+      const partials = Number(/^kubeproxy_sync_partial_proxy_rules_duration_seconds_count\{ip_family="IPv4"\} (\d+)$/m.exec(await get('http://127.0.0.1:10249/metrics'))?.[1]);
       t.true(partials >= 2, `${partials} periodic partial syncs`);
 
       // A hand edit is an nf_tables commit that is not drover's.

@@ -88,7 +88,10 @@ if (unavailable) {
 
     // A restarted run on the broken file: the same.
     const status = join(dir, '..', `${dir.split('/').pop()}.status.json`);
-    const child = spawn(process.execPath, [DROVER, 'run', ...flags(), '--min-sync-period', '200ms', '--status-file', status], { stdio: ['ignore', 'ignore', 'pipe'] });
+    // With --netns the servers would listen on the host (the health server on every address): off.
+    const child = spawn(process.execPath, [DROVER, 'run', ...flags(), '--min-sync-period', '200ms', '--status-file', status, '--metrics-bind-address', '', '--healthz-bind-address', ''], {
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
     let logs = '';
     child.stderr.on('data', (b: Buffer) => (logs += b.toString()));
     try {

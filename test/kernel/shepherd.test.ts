@@ -43,6 +43,8 @@ if (unavailable) {
         [
           'SHEPHERD_API_TOKEN=tok', process.execPath, DROVER, 'run', '--source', server.source, '--state-dir', join(dir, 'state'),
           '--netns', netns, '--iptables-backend', 'nft', '--min-sync-period', '200ms', '--poll-interval', '200ms', '--status-file', status,
+          // With --netns the servers would listen on the host (the health server on every address): off.
+          '--metrics-bind-address', '', '--healthz-bind-address', '',
         ],
         { stdio: ['ignore', 'ignore', 'pipe'] },
       );

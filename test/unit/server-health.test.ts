@@ -83,10 +83,24 @@ test('parseBindAddress reads IP:PORT and [IPv6]:PORT, strictly', (t) => {
 test('a change time reported for several ports of one Service is observed once; other Services keep theirs', async (t) => {
   const { changeTimes } = await import('../../src/server/metrics.ts');
   t.deepEqual(
-    changeTimes(new Map([['ns/a:http', [1000, 2000]], ['ns/a:metrics', [1000]], ['ns/b', [1000]], ['ns/b2:x', [3000]]])),
+    changeTimes(new Map([['ns/a:http', [1000, 2000]], ['ns/a:metrics', [1000]], ['ns/b', [1000]], ['ns/b2:x', [3000]]])).map((c) => c.at),
     [1000, 2000, 1000, 3000],
   );
   t.deepEqual(changeTimes(undefined), []);
+});
+
+test('a change time is observed in the IP family of each view that holds its service port; a removed one counts as IPv4', async (t) => {
+  const { changeTimes } = await import('../../src/server/metrics.ts');
+  const { dualSnap, sp } = await import('../support/snapshots.ts');
+  const snapshot = dualSnap([sp('ns/v4:http', '172.30.0.1', 80, []), sp('ns/both:http', '172.30.0.2', 80, [])], [sp('ns/v6:http', 'fd00:96::1', 80, []), sp('ns/both:http', 'fd00:96::2', 80, [])]);
+  const times = new Map([['ns/v4:http', [1000]], ['ns/v6:http', [2000]], ['ns/both:http', [3000]], ['ns/gone:http', [4000]]]);
+  t.deepEqual(changeTimes(times, snapshot), [
+    { family: 'IPv4', at: 1000 },
+    { family: 'IPv6', at: 2000 },
+    { family: 'IPv4', at: 3000 },
+    { family: 'IPv6', at: 3000 },
+    { family: 'IPv4', at: 4000 },
+  ]);
 });
 
 test('durations longer than a timer can wait are refused', async (t) => {

@@ -1,4 +1,4 @@
-/** drover run's metrics and health servers, scraped over HTTP on loopback, fed by a real proxier and iptables mode on the in-memory iptables. */
+/** drover run's metrics and health servers, scraped over HTTP on loopback, fed by a real proxier and iptables or nftables mode on in-memory kernels. */
 import test from 'ava';
 import { IptablesBackend } from '../../src/modes/iptables/backend.ts';
 import { RestoreError } from '../../src/modes/iptables/exec.ts';
@@ -9,6 +9,14 @@ import { Proxier, type SourceRead } from '../../src/proxier/proxier.ts';
 import { startServers } from '../../src/server/daemon.ts';
 import { silentLogger } from '../../src/util/log.ts';
 import { ep, snap, sp } from '../support/snapshots.ts';
+import { configz, goDuration } from '../../src/cli/configz.ts';
+import { DualStackIptablesBackend } from '../../src/modes/iptables/dual-stack.ts';
+import { loadStatic6Rules, loadStaticRules } from '../../src/modes/iptables/static.ts';
+import { DualStackNftablesBackend } from '../../src/modes/nftables/dual-stack.ts';
+import { FakeNft } from '../../src/modes/nftables/fake.ts';
+import { nftablesMetrics } from '../../src/modes/nftables/metrics.ts';
+import type { Snapshot } from '../../src/model/types.ts';
+import { buildFrom } from './model-helpers.ts';
 
 const LOOPBACK = parseBindAddress('127.0.0.1:0')!;
 const a = (eps: string[]) => sp('ns/a:http', '172.30.0.1', 80, eps.map((e) => ep(e)));
@@ -66,27 +74,27 @@ test("metrics: kube-proxy's names are served, and their values follow the syncs"
     t.true(text.includes(`# TYPE kubeproxy_${name} `), name);
   }
   t.true(text.includes('# TYPE process_resident_memory_bytes gauge'));
-  t.is(sample(text, 'kubeproxy_sync_full_proxy_rules_duration_seconds_count'), 1);
+  t.is(sample(text, 'kubeproxy_sync_full_proxy_rules_duration_seconds_count{ip_family="IPv4"}'), 1);
   t.is(sample(text, 'kubeproxy_sync_proxy_rules_service_changes_total'), 2, 'the first read adds both service ports');
   t.is(sample(text, 'kubeproxy_sync_proxy_rules_endpoint_changes_total'), 2);
-  t.is(sample(text, 'kubeproxy_sync_proxy_rules_iptables_total{table="nat"}'), rulesIn(w.fake, 'nat'));
-  t.is(sample(text, 'kubeproxy_sync_proxy_rules_iptables_total{table="filter"}'), rulesIn(w.fake, 'filter'));
-  const firstSync = sample(text, 'kubeproxy_sync_proxy_rules_last_timestamp_seconds')!;
+  t.is(sample(text, 'kubeproxy_sync_proxy_rules_iptables_total{ip_family="IPv4",table="nat"}'), rulesIn(w.fake, 'nat'));
+  t.is(sample(text, 'kubeproxy_sync_proxy_rules_iptables_total{ip_family="IPv4",table="filter"}'), rulesIn(w.fake, 'filter'));
+  const firstSync = sample(text, 'kubeproxy_sync_proxy_rules_last_timestamp_seconds{ip_family="IPv4"}')!;
   t.true(Math.abs(firstSync - Date.now() / 1000) < 60);
 
   // One endpoint added, made at the source 2 s ago.
   w.set({ snapshot: snap(a(['10.180.0.1:80', '10.180.0.2:80']), b), changed: new Set(['ns/a:http']), triggerTimes: new Map([['ns/a:http', [Date.now() - 2000]]]) });
   await w.proxier.syncOnce();
   text = await scrape();
-  t.is(sample(text, 'kubeproxy_sync_partial_proxy_rules_duration_seconds_count'), 1);
+  t.is(sample(text, 'kubeproxy_sync_partial_proxy_rules_duration_seconds_count{ip_family="IPv4"}'), 1);
   t.is(sample(text, 'kubeproxy_sync_proxy_rules_endpoint_changes_total'), 3);
   t.is(sample(text, 'kubeproxy_sync_proxy_rules_service_changes_total'), 2, 'the Service itself did not change');
-  t.is(sample(text, 'kubeproxy_sync_proxy_rules_iptables_total{table="nat"}'), rulesIn(w.fake, 'nat'));
-  t.is(sample(text, 'kubeproxy_network_programming_duration_seconds_count'), 1);
-  t.true(sample(text, 'kubeproxy_network_programming_duration_seconds_sum')! >= 2);
-  t.is(sample(text, 'kubeproxy_network_programming_duration_seconds_bucket{le="1"}'), 0);
+  t.is(sample(text, 'kubeproxy_sync_proxy_rules_iptables_total{ip_family="IPv4",table="nat"}'), rulesIn(w.fake, 'nat'));
+  t.is(sample(text, 'kubeproxy_network_programming_duration_seconds_count{ip_family="IPv4"}'), 1);
+  t.true(sample(text, 'kubeproxy_network_programming_duration_seconds_sum{ip_family="IPv4"}')! >= 2);
+  t.is(sample(text, 'kubeproxy_network_programming_duration_seconds_bucket{le="1",ip_family="IPv4"}'), 0);
 
-  const secondSync = sample(text, 'kubeproxy_sync_proxy_rules_last_timestamp_seconds')!;
+  const secondSync = sample(text, 'kubeproxy_sync_proxy_rules_last_timestamp_seconds{ip_family="IPv4"}')!;
   t.true(secondSync >= firstSync);
 
   // A partial restore that fails: counted, and the changes stay pending.
@@ -94,15 +102,15 @@ test("metrics: kube-proxy's names are served, and their values follow the syncs"
   w.set({ snapshot: snap(a(['10.180.0.1:80']), b), changed: new Set(['ns/a:http']) });
   await t.throwsAsync(() => w.proxier.syncOnce());
   text = await scrape();
-  t.is(sample(text, 'kubeproxy_sync_proxy_rules_iptables_restore_failures_total'), 1);
-  t.is(sample(text, 'kubeproxy_sync_proxy_rules_iptables_partial_restore_failures_total'), 1);
+  t.is(sample(text, 'kubeproxy_sync_proxy_rules_iptables_restore_failures_total{ip_family="IPv4"}'), 1);
+  t.is(sample(text, 'kubeproxy_sync_proxy_rules_iptables_partial_restore_failures_total{ip_family="IPv4"}'), 1);
   t.is(sample(text, 'kubeproxy_sync_proxy_rules_endpoint_changes_pending'), 1);
-  t.is(sample(text, 'kubeproxy_sync_proxy_rules_last_timestamp_seconds'), secondSync, 'a failed sync is not a successful one');
+  t.is(sample(text, 'kubeproxy_sync_proxy_rules_last_timestamp_seconds{ip_family="IPv4"}'), secondSync, 'a failed sync is not a successful one');
   w.set({ snapshot: snap(a(['10.180.0.1:80']), b), changed: new Set() });
   await w.proxier.syncOnce();
   text = await scrape();
   t.is(sample(text, 'kubeproxy_sync_proxy_rules_endpoint_changes_pending'), 0);
-  t.is(sample(text, 'kubeproxy_sync_proxy_rules_iptables_total{table="nat"}'), rulesIn(w.fake, 'nat'));
+  t.is(sample(text, 'kubeproxy_sync_proxy_rules_iptables_total{ip_family="IPv4",table="nat"}'), rulesIn(w.fake, 'nat'));
 });
 
 test('metrics: Local traffic policies without a local endpoint are counted', async (t) => {
@@ -127,8 +135,8 @@ test('metrics: Local traffic policies without a local endpoint are counted', asy
   });
   await w.proxier.syncOnce();
   const text = await (await fetch(`http://127.0.0.1:${servers.ports.metrics}/metrics`)).text();
-  t.is(sample(text, 'kubeproxy_sync_proxy_rules_no_local_endpoints_total{traffic_policy="internal"}'), 1);
-  t.is(sample(text, 'kubeproxy_sync_proxy_rules_no_local_endpoints_total{traffic_policy="external"}'), 1);
+  t.is(sample(text, 'kubeproxy_sync_proxy_rules_no_local_endpoints_total{ip_family="IPv4",traffic_policy="internal"}'), 1);
+  t.is(sample(text, 'kubeproxy_sync_proxy_rules_no_local_endpoints_total{ip_family="IPv4",traffic_policy="external"}'), 1);
 });
 
 test('healthz and livez: 200 while syncs succeed, 503 once a queued sync has waited twice the sync period, 200 again after a success', async (t) => {
@@ -178,4 +186,169 @@ test('a server whose address is taken is retried, and the proxy keeps running', 
   t.teardown(() => second.close());
   t.is(second.ports.healthz, undefined);
   await t.notThrowsAsync(() => w.proxier.syncOnce());
+});
+
+/** `snapshot` without the IPv6-only Service of the dual-stack fixtures: a change to the IPv6 view alone. */
+function withoutV6only(snapshot: Snapshot): Snapshot {
+  return { ...snapshot, ipv6Services: new Map([...snapshot.ipv6Services!].filter(([key]) => key !== 'default/v6only:http')) };
+}
+
+/** Every sample of `name` in a scrape, by its label text (`ip_family="IPv4",table="nat"`; "" without labels). */
+function samples(text: string, name: string): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const m of text.matchAll(new RegExp(`^${name}(?:\\{([^}]*)\\})? (\\S+)$`, 'gm'))) out[m[1] ?? ''] = Number(m[2]);
+  return out;
+}
+
+test('metrics: a dual-stack sync is counted under each ip_family, and a failed IPv6 restore under IPv6 alone', async (t) => {
+  const fakes = { IPv4: new FakeIptables(), IPv6: new FakeIptables() };
+  const backend = new DualStackIptablesBackend({
+    IPv4: { exec: fakes.IPv4, render: { clusterCIDR: '10.244.0.0/16', masqueradeAll: false }, statics: loadStaticRules() },
+    IPv6: { exec: fakes.IPv6, render: { clusterCIDR: 'fd00:244::/48', masqueradeAll: false, family: 'IPv6' }, statics: loadStatic6Rules() },
+    logger: silentLogger(),
+  });
+  const built = (await buildFrom(['test/fixtures/dualstack/services.yaml'])).snapshot;
+  let read: SourceRead = { snapshot: built };
+  const proxier = new Proxier({ source: { load: async () => read, watch: () => {}, close: () => {} }, backend, logger: silentLogger(), minSyncPeriodMs: 0, syncPeriodMs: 3_600_000 });
+  const servers = await startServers(proxier, { proxyMode: 'iptables', healthCheckAddresses: [], metrics: LOOPBACK, healthz: null, syncPeriodMs: 30_000, modeMetrics: iptablesMetrics, logger: silentLogger() });
+  t.teardown(() => servers.close());
+  const scrape = async () => (await fetch(`http://127.0.0.1:${servers.ports.metrics}/metrics`)).text();
+
+  await proxier.syncOnce();
+  let text = await scrape();
+  t.deepEqual(samples(text, 'kubeproxy_sync_full_proxy_rules_duration_seconds_count'), { 'ip_family="IPv4"': 1, 'ip_family="IPv6"': 1 });
+  t.deepEqual(samples(text, 'kubeproxy_sync_proxy_rules_iptables_total'), {
+    'ip_family="IPv4",table="filter"': rulesIn(fakes.IPv4, 'filter'),
+    'ip_family="IPv4",table="nat"': rulesIn(fakes.IPv4, 'nat'),
+    'ip_family="IPv6",table="filter"': rulesIn(fakes.IPv6, 'filter'),
+    'ip_family="IPv6",table="nat"': rulesIn(fakes.IPv6, 'nat'),
+  });
+  t.not(rulesIn(fakes.IPv4, 'nat'), rulesIn(fakes.IPv6, 'nat'), 'the families have rulesets of their own (v6only is in IPv6 alone)');
+  t.deepEqual(Object.keys(samples(text, 'kubeproxy_sync_proxy_rules_last_timestamp_seconds')), ['ip_family="IPv4"', 'ip_family="IPv6"']);
+  t.deepEqual(samples(text, 'kubeproxy_sync_proxy_rules_iptables_restore_failures_total'), { 'ip_family="IPv4"': 0, 'ip_family="IPv6"': 0 });
+  t.deepEqual(Object.keys(samples(text, 'kubeproxy_sync_proxy_rules_no_local_endpoints_total')).sort(), [
+    'ip_family="IPv4",traffic_policy="external"',
+    'ip_family="IPv4",traffic_policy="internal"',
+    'ip_family="IPv6",traffic_policy="external"',
+    'ip_family="IPv6",traffic_policy="internal"',
+  ]);
+  t.deepEqual(samples(text, 'kubeproxy_sync_proxy_rules_service_changes_total'), { '': 3 }, 'the change counters have no ip_family, as in kube-proxy');
+
+  // A partial sync whose IPv6 restore fails (the IPv6-only Service goes): IPv6 is counted as failed, IPv4 not.
+  fakes.IPv6.failNextRestore(new RestoreError('ip6tables-restore: line 2 failed', 2, 'x'));
+  read = { snapshot: withoutV6only(built), changed: new Set(['default/v6only:http']) };
+  await t.throwsAsync(() => proxier.syncOnce());
+  text = await scrape();
+  t.deepEqual(samples(text, 'kubeproxy_sync_proxy_rules_iptables_restore_failures_total'), { 'ip_family="IPv4"': 0, 'ip_family="IPv6"': 1 });
+  t.deepEqual(samples(text, 'kubeproxy_sync_proxy_rules_iptables_partial_restore_failures_total'), { 'ip_family="IPv4"': 0, 'ip_family="IPv6"': 1 });
+  t.deepEqual(samples(text, 'kubeproxy_sync_partial_proxy_rules_duration_seconds_count'), { 'ip_family="IPv4"': 1, 'ip_family="IPv6"': 1 }, 'the failed attempt ran both families: its duration is observed for each');
+});
+
+test('metrics: nftables mode counts sync failures and clean-up failures per ip_family, under kube-proxy names', async (t) => {
+  const nft = { IPv4: new FakeNft(), IPv6: new FakeNft('IPv6') };
+  const generation = async () => nft.IPv4.generationId + nft.IPv6.generationId;
+  const backend = new DualStackNftablesBackend({
+    IPv4: { nft: nft.IPv4, elements: { ...nft.IPv4.writer(), generation }, render: { clusterCIDR: '10.244.0.0/16', masqueradeAll: false }, frontends: { nodePortIPs: ['192.168.1.1'] } },
+    IPv6: { nft: nft.IPv6, elements: { ...nft.IPv6.writer(), generation }, render: { clusterCIDR: 'fd00:244::/48', masqueradeAll: false, family: 'IPv6' }, frontends: { nodePortIPs: ['fd00:1::1'], family: 'IPv6' } },
+    logger: silentLogger(),
+  });
+  const built = (await buildFrom(['test/fixtures/dualstack/services.yaml'])).snapshot;
+  const withAffinity = (eps: string[]): Snapshot => ({
+    ...built,
+    services: new Map([...built.services, ['ns/sticky:http', sp('ns/sticky:http', '10.96.0.50', 80, eps.map((e) => ep(e)), { sessionAffinity: { timeoutSeconds: 60 } })]]),
+  });
+  let read: SourceRead = { snapshot: withAffinity(['10.244.1.5:80']) };
+  const proxier = new Proxier({ source: { load: async () => read, watch: () => {}, close: () => {} }, backend, logger: silentLogger(), minSyncPeriodMs: 0, syncPeriodMs: 3_600_000 });
+  const servers = await startServers(proxier, { proxyMode: 'nftables', healthCheckAddresses: [], metrics: LOOPBACK, healthz: null, syncPeriodMs: 30_000, modeMetrics: nftablesMetrics, logger: silentLogger() });
+  t.teardown(() => servers.close());
+  const scrape = async () => (await fetch(`http://127.0.0.1:${servers.ports.metrics}/metrics`)).text();
+
+  await proxier.syncOnce();
+  let text = await scrape();
+  t.true(text.includes('# HELP kubeproxy_sync_proxy_rules_nftables_sync_failures_total Cumulative proxy nftables sync failures\n# TYPE kubeproxy_sync_proxy_rules_nftables_sync_failures_total counter\n'));
+  t.true(text.includes('# HELP kubeproxy_sync_proxy_rules_nftables_cleanup_failures_total Cumulative proxy nftables cleanup failures\n# TYPE kubeproxy_sync_proxy_rules_nftables_cleanup_failures_total counter\n'));
+  t.deepEqual(samples(text, 'kubeproxy_sync_proxy_rules_nftables_sync_failures_total'), { 'ip_family="IPv4"': 0, 'ip_family="IPv6"': 0 });
+  t.false(text.includes('kubeproxy_sync_proxy_rules_iptables_'), "iptables mode's metrics are not registered in nftables mode, as in kube-proxy");
+
+  // The IPv6 table's transaction fails (the IPv6-only Service goes): counted for IPv6 alone.
+  nft.IPv6.failNext = 'Error: Could not process rule: No such file or directory';
+  read = { snapshot: withoutV6only(withAffinity(['10.244.1.5:80'])), changed: new Set(['default/v6only:http']) };
+  await t.throwsAsync(() => proxier.syncOnce());
+  text = await scrape();
+  t.deepEqual(samples(text, 'kubeproxy_sync_proxy_rules_nftables_sync_failures_total'), { 'ip_family="IPv4"': 0, 'ip_family="IPv6"': 1 });
+  await proxier.syncOnce();
+
+  // The sticky Service's endpoint changes; the clean-up of its affinity entries cannot read the map.
+  nft.IPv4.listSet = async () => {
+    throw new Error('nft: injected failure');
+  };
+  read = { snapshot: withAffinity(['10.244.1.6:80']), changed: new Set(['ns/sticky:http']) };
+  await proxier.syncOnce();
+  text = await scrape();
+  t.deepEqual(samples(text, 'kubeproxy_sync_proxy_rules_nftables_cleanup_failures_total'), { 'ip_family="IPv4"': 1, 'ip_family="IPv6"': 0 });
+  t.deepEqual(samples(text, 'kubeproxy_sync_proxy_rules_nftables_sync_failures_total'), { 'ip_family="IPv4"': 0, 'ip_family="IPv6"': 1 }, 'the sync itself succeeded');
+});
+
+test("the metrics server answers /healthz with kube-proxy's `ok` and /configz with the effective configuration", async (t) => {
+  const w = world();
+  const config = configz({
+    mode: 'iptables',
+    clusterCidr: '10.244.0.0/16',
+    hostnameOverride: 'node-a',
+    kubeconfig: '/var/lib/kube-proxy/kubeconfig.conf',
+    metricsBindAddress: parseBindAddress('127.0.0.1:10249')!,
+    healthzBindAddress: parseBindAddress('[::]:10256')!,
+    nodeportAddresses: [],
+    masqueradeAll: false,
+    syncPeriod: 90_000,
+    minSyncPeriod: 1000,
+  });
+  const servers = await startServers(w.proxier, { proxyMode: 'iptables', healthCheckAddresses: [], metrics: LOOPBACK, healthz: null, syncPeriodMs: 30_000, configz: config, logger: silentLogger() });
+  t.teardown(() => servers.close());
+  const get = (path: string) => fetch(`http://127.0.0.1:${servers.ports.metrics}${path}`);
+  for (const path of ['/healthz', '/healthz/ping']) {
+    const res = await get(path);
+    t.is(res.status, 200, path);
+    t.is(res.headers.get('content-type'), 'text/plain; charset=utf-8');
+    t.is(res.headers.get('x-content-type-options'), 'nosniff');
+    t.is(await res.text(), 'ok', `${path}: k8s.io/apiserver's healthz answer, as kube-proxy's metrics server gives it`);
+  }
+  const res = await get('/configz');
+  t.is(res.headers.get('content-type'), 'application/json');
+  t.deepEqual(await res.json(), {
+    'kubeproxy.config.k8s.io': {
+      mode: 'iptables',
+      clusterCIDR: '10.244.0.0/16',
+      hostnameOverride: 'node-a',
+      clientConnection: { kubeconfig: '/var/lib/kube-proxy/kubeconfig.conf' },
+      metricsBindAddress: '127.0.0.1:10249',
+      healthzBindAddress: '[::]:10256',
+      nodePortAddresses: [],
+      syncPeriod: '1m30s',
+      minSyncPeriod: '1s',
+      iptables: { masqueradeAll: false, localhostNodePorts: false, syncPeriod: '1m30s', minSyncPeriod: '1s' },
+    },
+  });
+  t.is((await get('/nosuch')).status, 404);
+  // A server turned off with `--metrics-bind-address ""`: commander leaves "" as the value.
+  const off = configz({ mode: 'nftables', metricsBindAddress: '', healthzBindAddress: null, masqueradeAll: true, syncPeriod: 30_000, minSyncPeriod: 0 });
+  t.deepEqual(off['kubeproxy.config.k8s.io'], {
+    mode: 'nftables',
+    clusterCIDR: '',
+    hostnameOverride: '',
+    clientConnection: { kubeconfig: '' },
+    metricsBindAddress: '',
+    healthzBindAddress: '',
+    nodePortAddresses: null,
+    syncPeriod: '30s',
+    minSyncPeriod: '0s',
+    iptables: { masqueradeAll: true },
+    nftables: { syncPeriod: '30s', minSyncPeriod: '0s' },
+  });
+});
+
+test('Go duration text, as time.Duration prints it', (t) => {
+  for (const [ms, text] of [[0, '0s'], [500, '500ms'], [1000, '1s'], [30_000, '30s'], [60_000, '1m0s'], [90_500, '1m30.5s'], [3_600_000, '1h0m0s'], [3_723_000, '1h2m3s']] as const) {
+    t.is(goDuration(ms), text, String(ms));
+  }
 });

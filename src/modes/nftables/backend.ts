@@ -163,6 +163,12 @@ export function modelAfterWrite(model: TableModel, structure: StructurePlan, wan
 }
 
 /** nftables-mode Backend. */
+/** What the clean-up of stale affinity entries after a sync did: entries deleted, and whether it failed. */
+interface AffinityCleanup {
+  readonly deleted: number;
+  readonly failed: boolean;
+}
+
 export class NftablesBackend implements Backend {
   readonly mode = 'nftables' as const;
   /** The table as the last syncs left it; null = unknown, so the next sync is full. */
@@ -237,19 +243,20 @@ export class NftablesBackend implements Backend {
       ops = orderOps(ops);
       const { bytes, transactions, applyMs, via } = await this.write(structure, want, model, ops, full);
       this.model = modelAfterWrite(model, structure, want, ops);
-      let affinityDeleted: number;
+      let cleaned: AffinityCleanup;
       if (nextApplied) {
         this.remember(nextApplied);
-        affinityDeleted = await this.cleanAffinity(model.affinity, undefined);
+        cleaned = await this.cleanAffinity(model.affinity, undefined);
       } else {
         // The frontends that had affinity before the change: their entries may point to endpoints now gone.
         const scope = new Set([...updates!.keys()].flatMap((key) => (this.applied.get(key) ?? []).filter((f) => f.affinitySeconds !== undefined).map((f) => f.frontend)));
         this.update(updates!);
-        affinityDeleted = scope.size > 0 ? await this.cleanAffinity(undefined, scope) : 0;
+        cleaned = scope.size > 0 ? await this.cleanAffinity(undefined, scope) : { deleted: 0, failed: false };
       }
+      const affinityDeleted = cleaned.deleted;
       this.generation = this.opts.elements?.generation ? await this.opts.elements.generation() : undefined;
       const counted = this.counts(structure.rebuild ? { ...structure, addSets: want.sets, writeChains: want.chains } : structure, ops, affinityDeleted);
-      const detail: NftablesSyncDetail = { mode: 'nftables', via, structural: !isEmptyStructure(structure) };
+      const detail: NftablesSyncDetail = { mode: 'nftables', via, structural: !isEmptyStructure(structure), ...(cleaned.failed ? { cleanupFailed: true } : {}) };
       return {
         full,
         services: snapshot.services.size,
@@ -276,15 +283,17 @@ export class NftablesBackend implements Backend {
    * the map as it is now, for the frontends of `scope` (those that had
    * affinity before it). Best effort, in a transaction of its own: an entry
    * can expire meanwhile, and a failure is logged; the next full sync
-   * looks again. Returns the entries deleted.
+   * looks again. Returns the entries deleted, and whether reading the map
+   * or the deleting transaction failed (kube-proxy counts such a failed
+   * clean-up transaction in `sync_proxy_rules_nftables_cleanup_failures_total`).
    */
-  private async cleanAffinity(entries: ReadonlyMap<string, string> | undefined, scope: ReadonlySet<string> | undefined): Promise<number> {
+  private async cleanAffinity(entries: ReadonlyMap<string, string> | undefined, scope: ReadonlySet<string> | undefined): Promise<AffinityCleanup> {
     if (entries === undefined) {
       try {
         entries = new Map([...((await this.opts.nft.listSet(AFFINITY_MAP, 'map'))?.elements ?? [])].filter((e): e is [string, string] => e[1] !== undefined));
       } catch (err) {
         this.opts.logger.warn({ err: (err as Error).message }, 'could not read the affinity map; stale entries stay until the next full sync');
-        return 0;
+        return { deleted: 0, failed: true };
       }
     }
     const stale: string[] = [];
@@ -294,13 +303,13 @@ export class NftablesBackend implements Backend {
       const f = this.frontendOf(frontend);
       if (f?.affinitySeconds === undefined || !(f.targets.includes(target) || f.local.includes(target))) stale.push(key);
     }
-    if (stale.length === 0) return 0;
+    if (stale.length === 0) return { deleted: 0, failed: false };
     try {
       await this.opts.nft.run(`${elementLines(stale.map((key) => ({ op: 'delete', set: AFFINITY_MAP, key })), this.frontends.family).join('\n')}\n`);
-      return stale.length;
+      return { deleted: stale.length, failed: false };
     } catch (err) {
       this.opts.logger.warn({ err: (err as Error).message, entries: stale.length }, 'could not delete stale affinity entries; the next full sync tries again');
-      return 0;
+      return { deleted: 0, failed: true };
     }
   }
 

@@ -39,6 +39,7 @@ import { selectServicePorts, UnknownServiceError } from '../iptables/chains.ts';
 import { endpointPods } from '../../model/pods.ts';
 import { openElementWriter } from './wiring.ts';
 import { localAddresses } from '../iptables/live.ts';
+import { nftablesMetrics } from './metrics.ts';
 
 /**
  * nft for the command's flags, for the table of `family` (default IPv4).
@@ -113,6 +114,7 @@ export const nftablesMode: ModeDriver = {
   name: 'nftables',
   title: 'nftables',
   options: { sync: () => [], compare: () => [] },
+  metrics: nftablesMetrics,
   help: {
     render: ', or with --mode nftables the nft script of table ip drover (and of table ip6 drover for IPv6 Services)',
     chains:

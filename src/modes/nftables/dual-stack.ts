@@ -69,7 +69,7 @@ export function mergeNftDetail(a: ModeSyncDetail | undefined, b: ModeSyncDetail 
   if (a?.mode !== 'nftables' || b?.mode !== 'nftables') return a;
   const rank: readonly NftablesSyncDetail['via'][] = ['none', 'netlink', 'nft', 'nft+netlink'];
   const via = rank[Math.max(rank.indexOf(a.via), rank.indexOf(b.via))]!;
-  return { mode: 'nftables', via, structural: a.structural || b.structural };
+  return { mode: 'nftables', via, structural: a.structural || b.structural, ...(a.cleanupFailed || b.cleanupFailed ? { cleanupFailed: true } : {}) };
 }
 
 /** What {@link renderFamilies} renders one family's table with: its render options (`family` set for IPv6) and NodePort addresses. */

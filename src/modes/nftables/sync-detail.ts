@@ -12,4 +12,12 @@ export interface NftablesSyncDetail {
   readonly via: 'netlink' | 'nft' | 'nft+netlink' | 'none';
   /** True when the sync changed the table's structure (sets, chains), not only elements. */
   readonly structural: boolean;
+  /**
+   * Present (true) when the clean-up after the sync, in a transaction of its
+   * own, failed: the stale affinity entries were not deleted (the next full
+   * sync tries again). kube-proxy's nftables proxier deletes stale chains
+   * that way and counts a failure in
+   * `sync_proxy_rules_nftables_cleanup_failures_total`; so does drover.
+   */
+  readonly cleanupFailed?: true;
 }

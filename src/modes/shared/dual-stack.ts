@@ -20,7 +20,7 @@
  * not thrown.
  */
 import { DroverError } from '../../errors.ts';
-import { allPortKeys, familyView } from '../../model/family.ts';
+import { allPortKeys, familyView, IP_FAMILIES } from '../../model/family.ts';
 import type { IPFamily, Snapshot } from '../../model/types.ts';
 import type { Logger } from '../../util/log.ts';
 import type { Backend, ChangeSet, CleanupResult, ModeSyncDetail, ObjectCounts, ProxyMode, SyncResult } from '../types.ts';
@@ -33,6 +33,26 @@ export class FamilySyncError extends DroverError {
     super(failures.map((f) => `${f.family}: ${(f.error as Error)?.message ?? String(f.error)}`).join('; '));
     this.name = 'FamilySyncError';
   }
+}
+
+/**
+ * Each IP family's result of a sync, IPv4 first: {@link SyncResult.families}
+ * when the backend synced by family, else the whole result as the IPv4
+ * family's (a backend of one family).
+ */
+export function resultsByFamily(result: SyncResult): Array<[IPFamily, SyncResult]> {
+  if (result.families === undefined) return [['IPv4', result]];
+  return IP_FAMILIES.flatMap((f): Array<[IPFamily, SyncResult]> => (result.families![f] ? [[f, result.families![f]]] : []));
+}
+
+/**
+ * The IP families a failed sync failed in, each with its error: a
+ * {@link FamilySyncError}'s, else the error as the IPv4 family's (a
+ * dual-stack backend throws a family's own error unchanged only when the
+ * IPv4 family failed and the IPv6 one did not run or had nothing to do).
+ */
+export function failuresByFamily(cause: unknown): ReadonlyArray<{ readonly family: IPFamily; readonly error: unknown }> {
+  return cause instanceof FamilySyncError ? cause.failures : [{ family: 'IPv4', error: cause }];
 }
 
 /** Options of {@link DualStackBackend}. */
@@ -100,7 +120,9 @@ export class DualStackBackend implements Backend {
       for (const f of failures) this.dual.logger.error({ family: f.family, err: (f.error as Error)?.message }, 'sync of one IP family failed; the other family was synced');
       throw failures.length === 1 && results.length === 0 ? failures[0]!.error : new FamilySyncError(failures);
     }
-    return mergeResults(results, snapshot, this.dual.mergeDetail);
+    const families: Partial<Record<IPFamily, SyncResult>> = {};
+    synced.forEach((family, i) => (families[family] = results[i]!));
+    return { ...mergeResults(results, snapshot, this.dual.mergeDetail), families };
   }
 
   /** {@link DualStackBackendOptions.ipv6HasState}, false when it throws. */
