@@ -22,6 +22,7 @@ import test from 'ava';
 import { join } from 'node:path';
 import { drover, startDrover, synced, type RunningDrover } from '../support/faults.ts';
 import { until } from '../support/wait.ts';
+import { serviceObject } from './support/objects.ts';
 import { clusterTestsGate, TIMEOUT_MS } from './support/peers.ts';
 import { applyRoleWithout, serviceAccountToken, writeKubeconfig } from './support/rbac.ts';
 import { clusterWorld, NODE, NS, type ClusterWorld } from './support/world.ts';
@@ -57,6 +58,10 @@ if (gate.reason !== undefined) {
     await slice('web', 'web-abcde', [ep('b1'), ep('b2')]);
     await add('np', { type: 'NodePort', ports: [{ name: 'http', port: 80, targetPort: 8080, nodePort: 30080 }] });
     await slice('np', 'np-abcde', [ep('b3')]);
+    // status.loadBalancer sent with the Service is dropped: only the status subresource writes it.
+    const withStatus = await api.must('POST', `/api/v1/namespaces/${NS}/services`, { ...serviceObject(NS, 'lb-status', { type: 'LoadBalancer' }), status: { loadBalancer: { ingress: [{ ip: '192.0.2.99' }] } } });
+    t.deepEqual(withStatus.status, { loadBalancer: {} });
+    await api.must('DELETE', `/api/v1/namespaces/${NS}/services/lb-status`);
     const lb = await add('lb', { type: 'LoadBalancer' });
     const lbNodePort = lb.spec.ports![0]!.nodePort!;
     t.true(lbNodePort >= 30000 && lbNodePort <= 32767, `the API server allocated the LoadBalancer's NodePort (${lbNodePort})`);
@@ -84,6 +89,8 @@ if (gate.reason !== undefined) {
     t.notRegex(nat, /shop\/ext/, 'no rule for the ExternalName Service');
     t.notRegex(nat, /shop\/hl/, 'no rule for the headless Service');
     t.regex(await nat6Rules(), /shop\/ds:http cluster IP/);
+    // The API server's own Service, without endpoints here (this test server runs no endpoint reconciler).
+    t.regex((await topo.exec(topo.node, 'iptables-nft-save', ['-t', 'filter'])).stdout, /default\/kubernetes:https has no endpoints/);
     t.deepEqual(problems(proxy), [], 'no warning or error');
   });
 
