@@ -61,7 +61,7 @@ for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
   LDFLAGS+=" -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean"
 done
 for b in "${BINARIES[@]}"; do
-  nice -n 19 go build -p 2 -trimpath -ldflags "$LDFLAGS" -o "$TMP/$b" "./cmd/$b"
+  nice -n 19 go build -p 2 -trimpath -buildvcs=false -ldflags "$LDFLAGS" -o "$TMP/$b" "./cmd/$b"
 done
 { echo "go $GO_VERSION"; go list -m k8s.io/kubernetes go.etcd.io/etcd/server/v3; } >"$TMP/versions.txt"
 rm -rf "$OUT"
