@@ -51,6 +51,8 @@ export interface RunningDrover {
   lines(msg: RegExp): Array<Record<string, unknown>>;
   /** Whether the process is still running. */
   readonly alive: boolean;
+  /** drover's process id (bin/drover.js runs the CLI in its own process), for /proc/PID/status. */
+  readonly pid: number;
   /** SIGTERM and wait for the exit (drover leaves the rules in place). */
   stop(): Promise<void>;
   /** SIGKILL the process and every process it started (its process group), and wait for its exit. */
@@ -86,6 +88,7 @@ export function startDrover(args: readonly string[], opts: { env?: NodeJS.Proces
     get alive() {
       return alive;
     },
+    pid: child.pid!,
     stop: () => signal('SIGTERM', false),
     kill: () => signal('SIGKILL', true),
   };

@@ -12,7 +12,8 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loadKubeConfig } from '../../src/sources/kubernetes/config.ts';
-import { RESOURCES, ResourceInformer, type InformerHandlers, type KubeObject } from '../../src/sources/kubernetes/informer.ts';
+import { ApiException } from '@kubernetes/client-node';
+import { describeError, RESOURCES, ResourceInformer, type InformerHandlers, type KubeObject } from '../../src/sources/kubernetes/informer.ts';
 import { kubeconfigFor } from '../support/kube-api.ts';
 import { until } from '../support/wait.ts';
 
@@ -221,4 +222,38 @@ test.serial('a list answer that is not a list ({}, items null, an item without a
     'error list of Services: items[0] is not an object with a metadata.name',
     'replace web',
   ]);
+});
+
+/** The Status kube-apiserver answers a request its authorizer refused with (verb and resource in its message). */
+const forbidden = (verb: string) => ({
+  kind: 'Status',
+  apiVersion: 'v1',
+  metadata: {},
+  status: 'Failure',
+  message: `services is forbidden: User "system:serviceaccount:kube-system:drover" cannot ${verb} resource "services" in API group "" at the cluster scope`,
+  reason: 'Forbidden',
+  details: { kind: 'services' },
+  code: 403,
+});
+const refuse = (verb: string): Answer => (_req, res) => {
+  res.writeHead(403, { 'Content-Type': 'application/json' });
+  res.end(JSON.stringify(forbidden(verb)));
+};
+
+test("a list the API server refuses (403) is described by the server's message, which names the verb and resource", (t) => {
+  // As the typed API throws it: the body is the Status's JSON text.
+  const err = new ApiException(403, 'Unknown API Status Code!', JSON.stringify(forbidden('list')), { 'content-type': 'application/json' });
+  t.is(describeError(err), `${forbidden('list').message}, HTTP 403`);
+  t.is(describeError(new ApiException(500, 'Unknown API Status Code!', 'not JSON', {})), 'HTTP-Code: 500, HTTP 500', 'a body that is no Status: the library\'s first line');
+});
+
+test.serial('a watch the API server refuses (403) is reported naming the verb and resource, and retried after the backoff', async (t) => {
+  const server = await scripted(listOf(10, 'web'), refuse('watch'));
+  const { log } = await startedFor(t, server);
+  await until('two errors', async () => log.filter((l) => l.startsWith('error ')).length >= 2, 10_000);
+  t.is(log[0], 'replace web', 'what was listed is handed over');
+  t.is(
+    log[1],
+    'error watch of Services: forbidden: the credentials cannot watch resource "services" in API group "" at the cluster scope (drover needs list and watch on services, endpointslices.discovery.k8s.io and nodes: deploy/kubernetes/drover.yaml)',
+  );
 });

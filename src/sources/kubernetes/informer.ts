@@ -397,7 +397,7 @@ export class ResourceInformer {
    */
   private ended(generation: number, w: WatchState, err: unknown): void {
     if (!this.current(generation)) return;
-    const outcome = w.ended ?? (isGone(err) ? 'gone' : err);
+    const outcome = w.ended ?? (isGone(err) ? 'gone' : refusedWatchError(this.resource, err));
     w.ended ??= 'closed';
     if (outcome === 'gone') {
       this.resourceVersion = '';
@@ -456,11 +456,53 @@ function listItems(resource: Resource, l: KubernetesListObject<KubernetesObject>
   return items as KubernetesObject[];
 }
 
-/** One line for an error of the client library: its message, with the HTTP status or error code when it has one. */
+/**
+ * One line for an error of the client library: its message, with the HTTP
+ * status or error code when it has one. For a failed call of the typed API
+ * (the library's ApiException, whose message starts "HTTP-Code: 403") the
+ * message is the one of the API server's Status in the body, e.g.
+ * `endpointslices.discovery.k8s.io is forbidden: User "…" cannot list
+ * resource "endpointslices" in API group "discovery.k8s.io" at the cluster
+ * scope`.
+ */
 export function describeError(e: Error): string {
-  const x = e as Error & { code?: unknown; statusCode?: unknown };
+  const x = e as Error & { code?: unknown; statusCode?: unknown; body?: unknown };
   const status = x.statusCode ?? (typeof x.code === 'number' ? x.code : undefined);
   const code = typeof x.code === 'string' ? x.code : undefined;
-  const first = e.message.split('\n')[0] ?? '';
+  const first = statusMessage(x.body) ?? e.message.split('\n')[0] ?? '';
   return [first, status !== undefined ? `HTTP ${String(status)}` : undefined, code].filter((s) => s !== undefined && s !== '').join(', ');
+}
+
+/** The `message` of a Kubernetes Status (an object, or its JSON text), or undefined when `body` is none. */
+function statusMessage(body: unknown): string | undefined {
+  let o = body;
+  if (typeof o === 'string') {
+    try {
+      o = JSON.parse(o) as unknown;
+    } catch {
+      return undefined;
+    }
+  }
+  const s = o as { kind?: unknown; message?: unknown } | null | undefined;
+  return s?.kind === 'Status' && typeof s.message === 'string' && s.message !== '' ? s.message : undefined;
+}
+
+/**
+ * The error of a watch request the API server refused with 401 or 403,
+ * naming what was refused. The client library's Watch keeps only the
+ * status line ("Forbidden") of such an answer, not the Status body that
+ * names the verb and resource (as a refused list's does, see
+ * {@link describeError}), so the message says it in the API server's words
+ * (apiserver's authorization responses, `cannot watch resource "…" in API
+ * group "…" at the cluster scope`). Any other error is returned unchanged.
+ */
+export function refusedWatchError(resource: Resource, err: unknown): unknown {
+  const status = (err as { statusCode?: unknown } | null | undefined)?.statusCode;
+  if (status !== 401 && status !== 403) return err;
+  const [, group = '', name = ''] = /^\/(?:api\/v1|apis\/([^/]+)\/[^/]+)\/([^/]+)$/.exec(resource.path) ?? [];
+  const what =
+    status === 403
+      ? `forbidden: the credentials cannot watch resource "${name}" in API group "${group}" at the cluster scope (drover needs list and watch on services, endpointslices.discovery.k8s.io and nodes: deploy/kubernetes/drover.yaml)`
+      : 'unauthorized: the API server did not accept the credentials';
+  return Object.assign(new Error(`watch of ${resource.plural}: ${what}`), { statusCode: status });
 }
