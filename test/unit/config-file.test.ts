@@ -202,6 +202,6 @@ test('conntrack.*: each field sets its kube-proxy flag (durations in ms, whole s
   t.deepEqual(zero.warnings, []);
   t.like(zero.opts, { conntrackMaxPerCore: 0, conntrackMin: 0, conntrackTcpTimeoutEstablished: 0, conntrackUdpTimeout: 0 });
   t.is(zero.opts.conntrackTcpBeLiberal, undefined);
-  await t.throwsAsync(effective(`${HEAD}conntrack:\n  maxPerCore: -1\n`), { message: /: conntrack\.maxPerCore: expected a whole number, 0 or more, got -1$/ });
+  await t.throwsAsync(effective(`${HEAD}conntrack:\n  maxPerCore: -1\n`), { message: /: conntrack\.maxPerCore: "-1" is not a whole number of connections$/ });
   await t.throwsAsync(effective(`${HEAD}conntrack:\n  udpTimeout: 1500ms\n`), { message: /: conntrack\.udpTimeout: "1500ms" is not a whole number of seconds/ });
 });
