@@ -144,6 +144,8 @@ export type RenderCliOptions = {
   readonly fileSettle?: number;
   /** `--service-node-port-range`: the NodePorts a Service may have (model/claims.ts); absent: 30000-32767. */
   readonly serviceNodePortRange?: NodePortRange;
+  /** `--conntrack-tcp-be-liberal` (kube-proxy's `conntrack.tcpBeLiberal`): no drop of conntrack-INVALID packets, and nf_conntrack_tcp_be_liberal=1 in `run` and `sync`. */
+  readonly conntrackTcpBeLiberal?: boolean;
 };
 
 /** kube-proxy's detectLocalMode values drover takes (pkg/proxy/apis/config LocalModeClusterCIDR, LocalModeNodeCIDR). */
@@ -151,7 +153,7 @@ export const DETECT_LOCAL_MODES = ['ClusterCIDR', 'NodeCIDR'] as const;
 export type DetectLocalMode = (typeof DETECT_LOCAL_MODES)[number];
 
 /** Options of `run` and `sync`. */
-export type SyncCliOptions = KernelOptions & RenderCliOptions & {
+export type SyncCliOptions = KernelOptions & RenderCliOptions & Partial<ConntrackCliOptions> & {
   readonly minSyncPeriod: number;
   readonly syncPeriod: number;
   /** `--full-sync-period`, ms (run only). */
@@ -183,6 +185,10 @@ export function renderOptions(): Option[] {
       .default(DEFAULT_NODE_PORT_RANGE, formatNodePortRange(DEFAULT_NODE_PORT_RANGE))
       .argParser(nodePortRangeArg),
     nodePortAddressesOption(),
+    new Option(
+      '--conntrack-tcp-be-liberal',
+      "leave out the drop of conntrack-INVALID packets (kube-proxy's conntrack.tcpBeLiberal); run and sync set nf_conntrack_tcp_be_liberal=1 in the programmed namespace",
+    ),
     new Option('--state-dir <dir>', `folder of the state kept across restarts (the ClusterIPs drover allocated, ${ALLOCATION_FILE}); run and sync write it, the other commands read it`).default(
       DEFAULT_STATE_DIR,
     ),
@@ -324,6 +330,55 @@ export function checkSyncPeriods(
   if (opts.minSyncPeriod > opts.syncPeriod) {
     throw new Error(`${name('--min-sync-period')} (${opts.minSyncPeriod} ms) must not be longer than ${name('--sync-period')} (${opts.syncPeriod} ms)`);
   }
+}
+
+/**
+ * `--conntrack-max-per-core` and `--conntrack-min`: a whole number of
+ * connections, 0 or more.
+ * @throws InvalidArgumentError naming the value.
+ */
+function connectionCountArg(value: string): number {
+  if (!/^[0-9]+$/.test(value.trim()) || !Number.isSafeInteger(Number(value.trim()))) throw new InvalidArgumentError(`"${value}" is not a whole number of connections`);
+  return Number(value.trim());
+}
+
+/**
+ * A conntrack timeout: a duration (parseDuration) of 0 (leave the setting
+ * alone) or whole seconds, as the kernel takes it in seconds.
+ * @throws InvalidArgumentError naming the value.
+ */
+function conntrackTimeoutArg(value: string): number {
+  const ms = parseDuration(value);
+  if (ms % 1000 !== 0) throw new InvalidArgumentError(`"${value}" is not a whole number of seconds (conntrack timeouts are in seconds; 0 leaves the setting alone)`);
+  return ms;
+}
+
+/** The conntrack settings of `run` and `sync` (conntrack/sysctls.ts), kube-proxy's `conntrack.*`; 0 leaves a setting alone. */
+export type ConntrackCliOptions = {
+  readonly conntrackMaxPerCore: number;
+  readonly conntrackMin: number;
+  /** ms, whole seconds. */
+  readonly conntrackTcpTimeoutEstablished: number;
+  readonly conntrackTcpTimeoutCloseWait: number;
+  readonly conntrackUdpTimeout: number;
+  readonly conntrackUdpTimeoutStream: number;
+};
+
+/**
+ * kube-proxy's conntrack flags (cmd/kube-proxy/app/options.go), for `run`
+ * and `sync`. Each defaults to 0, which leaves the kernel's value alone:
+ * unlike kube-proxy, whose defaults are 32768 per core, 131072, 24h and 1h,
+ * drover changes no sysctl it was not asked to.
+ */
+export function conntrackOptions(): Option[] {
+  return [
+    new Option('--conntrack-max-per-core <n>', 'nf_conntrack_max = this times the CPU count (at least --conntrack-min); 0 leaves it alone').default(0).argParser(connectionCountArg),
+    new Option('--conntrack-min <n>', 'least nf_conntrack_max with --conntrack-max-per-core').default(0).argParser(connectionCountArg),
+    new Option('--conntrack-tcp-timeout-established <duration>', 'nf_conntrack_tcp_timeout_established; 0 leaves it alone').default(0, '0').argParser(conntrackTimeoutArg),
+    new Option('--conntrack-tcp-timeout-close-wait <duration>', 'nf_conntrack_tcp_timeout_close_wait; 0 leaves it alone').default(0, '0').argParser(conntrackTimeoutArg),
+    new Option('--conntrack-udp-timeout <duration>', 'nf_conntrack_udp_timeout; 0 leaves it alone').default(0, '0').argParser(conntrackTimeoutArg),
+    new Option('--conntrack-udp-timeout-stream <duration>', 'nf_conntrack_udp_timeout_stream; 0 leaves it alone').default(0, '0').argParser(conntrackTimeoutArg),
+  ];
 }
 
 /** --min-sync-period, --sync-period. */

@@ -18,6 +18,7 @@ import { configz } from './configz.ts';
 import {
   checkSyncPeriods,
   fileSettleOption,
+  conntrackOptions,
   fullSyncPeriodOption,
   kernelOptions,
   pollIntervalOption,
@@ -82,6 +83,7 @@ export function runCommand(): Command {
             serviceCidr: opts.serviceCidr,
             ...(opts.nodeportAddresses?.length ? { nodePortAddresses: opts.nodeportAddresses.map((c) => c.text) } : {}),
             ...((opts as { nodeportLocalhost?: boolean }).nodeportLocalhost === true ? { nodePortLocalhost: true } : {}),
+            ...(opts.conntrackTcpBeLiberal === true ? { conntrackTcpBeLiberal: true } : {}),
           },
           ipvs: null,
           ...modeDriver(opts.mode).runInfo(opts),
@@ -143,7 +145,7 @@ export function runCommand(): Command {
         process.once('SIGTERM', () => stop('SIGTERM'));
       });
     });
-  const options = [...renderOptions(), ...kernelOptions(), ...syncModeOptions(), ...syncPeriodOptions(), fullSyncPeriodOption(), pollIntervalOption(), fileSettleOption(), ...serverOptions(), statusFileOption(), ...configOptions()];
+  const options = [...renderOptions(), ...kernelOptions(), ...conntrackOptions(), ...syncModeOptions(), ...syncPeriodOptions(), fullSyncPeriodOption(), pollIntervalOption(), fileSettleOption(), ...serverOptions(), statusFileOption(), ...configOptions()];
   for (const o of options) cmd.addOption(o);
   return cmd;
 }

@@ -14,7 +14,9 @@ import type { Backend } from '../modes/types.ts';
 import { createSource, loadSource, type LoadedSource } from '../sources/load.ts';
 import { sourceKind } from '../sources/select.ts';
 import type { Logger } from '../util/log.ts';
-import { renderOptions, type RenderCliOptions } from './options.ts';
+import { renderOptions, type ConntrackCliOptions, type RenderCliOptions } from './options.ts';
+import { applyConntrackSettings, conntrackSysctls, type ConntrackSettings } from '../conntrack/sysctls.ts';
+import { namespaceSysctls } from '../modes/shared/sysctls.ts';
 import { UsageError } from './usage-error.ts';
 
 export { createSource, loadSource, renderConfig, sourceKind, UsageError, type LoadedSource };
@@ -30,10 +32,11 @@ export type BackendCliOptions = ModeOptions & { readonly serviceCidr?: string };
  * so it calls createBackend itself and gets no such warning.)
  * @throws UsageError as createBackend does; Error for a `--nodeport-addresses primary` not yet resolved (node-settings.ts).
  */
-export async function createSyncBackend(opts: BackendCliOptions & RenderCliOptions, logger: Logger): Promise<Backend> {
+export async function createSyncBackend(opts: BackendCliOptions & RenderCliOptions & Partial<ConntrackCliOptions>, logger: Logger): Promise<Backend> {
   refuseForeignSwitches(opts);
   // node-settings.ts replaces it with the Node's primary IPs; left as it is, it would mean every address.
   if (opts.nodeportAddresses?.primary === true) throw new Error('--nodeport-addresses primary was not resolved from the Node');
+  await applyConntrackOptions(opts, logger);
   const render = renderConfig(opts);
   const backend = await createBackend(opts, render, logger);
   if (render.clusterCIDR === undefined && !render.masqueradeAll) {
@@ -41,6 +44,35 @@ export async function createSyncBackend(opts: BackendCliOptions & RenderCliOptio
   }
   return backend;
 }
+
+/**
+ * The conntrack settings of `run` and `sync` (conntrack/sysctls.ts), applied
+ * in the programmed namespace before the first sync, as kube-proxy applies
+ * them before its proxier starts; nothing is read or written when none is
+ * asked for. Without `--conntrack-tcp-be-liberal`, a namespace whose
+ * nf_conntrack_tcp_be_liberal is already 1 gets a warning: kube-proxy would
+ * then leave out the INVALID drop, drover follows its setting.
+ * @throws Error naming a sysctl that cannot be set.
+ */
+async function applyConntrackOptions(opts: Partial<ConntrackCliOptions> & RenderCliOptions & { readonly netns?: string }, logger: Logger): Promise<void> {
+  const settings: ConntrackSettings = {
+    maxPerCore: opts.conntrackMaxPerCore ?? 0,
+    min: opts.conntrackMin ?? 0,
+    tcpEstablishedTimeout: (opts.conntrackTcpTimeoutEstablished ?? 0) / 1000,
+    tcpCloseWaitTimeout: (opts.conntrackTcpTimeoutCloseWait ?? 0) / 1000,
+    udpTimeout: (opts.conntrackUdpTimeout ?? 0) / 1000,
+    udpStreamTimeout: (opts.conntrackUdpTimeoutStream ?? 0) / 1000,
+    tcpBeLiberal: opts.conntrackTcpBeLiberal === true,
+  };
+  const sysctls = namespaceSysctls(opts.netns);
+  if (conntrackSysctls(settings, 1).length > 0) await applyConntrackSettings(settings, { sysctls, ...(opts.netns !== undefined ? { netns: opts.netns } : {}) }, logger);
+  if (!settings.tcpBeLiberal && (await sysctls.read(TCP_BE_LIBERAL).catch(() => undefined)) === '1') {
+    logger.warn({ sysctl: TCP_BE_LIBERAL }, 'nf_conntrack_tcp_be_liberal is 1 but --conntrack-tcp-be-liberal (conntrack.tcpBeLiberal) is not set: the drop of conntrack-INVALID packets is written anyway');
+  }
+}
+
+/** The sysctl of conntrack.tcpBeLiberal. */
+const TCP_BE_LIBERAL = 'net.netfilter.nf_conntrack_tcp_be_liberal';
 
 /**
  * Refuse a switch that only another mode takes (ModeDriver.exclusiveSwitches),

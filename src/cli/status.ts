@@ -22,6 +22,7 @@ function recordedRenderOptions(r: StatusRecord): RenderCliOptions {
     masqueradeAll: r.render.masqueradeAll,
     serviceCidr: r.render.serviceCidr,
     ...(r.render.clusterCidr !== null ? { clusterCidr: r.render.clusterCidr } : {}),
+    ...(r.render.conntrackTcpBeLiberal === true ? { conntrackTcpBeLiberal: true } : {}),
     ...(r.render.nodePortAddresses?.length ? { nodeportAddresses: nodePortAddressesArg(r.render.nodePortAddresses.join(',')) } : {}),
   };
 }

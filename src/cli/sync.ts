@@ -3,7 +3,7 @@ import { configOptions } from './config-file.ts';
 import { Command, Option } from 'commander';
 import { Proxier } from '../proxier/proxier.ts';
 import { createLogger } from '../util/log.ts';
-import { kernelOptions, listTimeoutOption, renderOptions, type SyncCliOptions } from './options.ts';
+import { conntrackOptions, kernelOptions, listTimeoutOption, renderOptions, type SyncCliOptions } from './options.ts';
 import { markPartial } from './exit.ts';
 import { needsNode, withNodeSettings } from './node-settings.ts';
 import { createSource, createSyncBackend, syncModeOptions, UsageError } from './setup.ts';
@@ -34,6 +34,6 @@ export function syncCommand(): Command {
       }
       markPartial(proxier.last?.incomplete ?? []);
     });
-  for (const o of [...renderOptions(), listTimeoutOption(), ...kernelOptions(), ...syncModeOptions(), ...configOptions()]) cmd.addOption(o);
+  for (const o of [...renderOptions(), listTimeoutOption(), ...kernelOptions(), ...conntrackOptions(), ...syncModeOptions(), ...configOptions()]) cmd.addOption(o);
   return cmd;
 }

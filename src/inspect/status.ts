@@ -66,6 +66,8 @@ const statusSchema = z.object({
     nodePortAddresses: z.array(z.string()).optional(),
     /** `--nodeport-localhost` (iptables mode); absent when off, and in files of older versions. */
     nodePortLocalhost: z.boolean().optional(),
+    /** `--conntrack-tcp-be-liberal` (no drop of conntrack-INVALID packets); absent when off, and in files of older versions. */
+    conntrackTcpBeLiberal: z.boolean().optional(),
   }),
   /** IPVS mode's options (`--ipvs-scheduler`); null in iptables mode, absent in files of older versions. */
   ipvs: z.object({ scheduler: z.string() }).nullable().optional(),
@@ -167,6 +169,7 @@ export function formatStatus(view: StatusView): string {
   const flags = [
     ...(r.render.clusterCidr !== null ? [`--cluster-cidr ${r.render.clusterCidr}`] : []),
     ...(r.render.masqueradeAll ? ['--masquerade-all'] : []),
+    ...(r.render.conntrackTcpBeLiberal === true ? ['--conntrack-tcp-be-liberal'] : []),
     `--service-cidr ${r.render.serviceCidr}`,
   ];
   const ok = r.lastSuccess;

@@ -183,3 +183,25 @@ test('iptables.localhostNodePorts becomes --nodeport-localhost in iptables mode;
   t.like(await effective(`${HEAD}mode: nftables\niptables:\n  localhostNodePorts: true\n`), { opts: { nodeportLocalhost: false }, warnings: [] });
   t.regex(await refused(`${HEAD}iptables:\n  localhostNodePorts: "yes"\n`), /^--config F: iptables.localhostNodePorts: expected true or false, got "yes"$/);
 });
+
+test('conntrack.*: each field sets its kube-proxy flag (durations in ms, whole seconds); 0 and false leave the setting alone; a bad value names the field', async (t) => {
+  const { opts, warnings } = await effective(
+    `${HEAD}conntrack:\n  maxPerCore: 32768\n  min: 131072\n  tcpEstablishedTimeout: 24h0m0s\n  tcpCloseWaitTimeout: 1h0m0s\n  udpTimeout: 30s\n  udpStreamTimeout: 2m0s\n  tcpBeLiberal: true\n`,
+  );
+  t.deepEqual(warnings, []);
+  t.like(opts, {
+    conntrackMaxPerCore: 32768,
+    conntrackMin: 131072,
+    conntrackTcpTimeoutEstablished: 86_400_000,
+    conntrackTcpTimeoutCloseWait: 3_600_000,
+    conntrackUdpTimeout: 30_000,
+    conntrackUdpTimeoutStream: 120_000,
+    conntrackTcpBeLiberal: true,
+  });
+  const zero = await effective(`${HEAD}conntrack:\n  maxPerCore: 0\n  min: null\n  tcpEstablishedTimeout: 0s\n  udpTimeout: 0s\n  tcpBeLiberal: false\n`, [], 'sync');
+  t.deepEqual(zero.warnings, []);
+  t.like(zero.opts, { conntrackMaxPerCore: 0, conntrackMin: 0, conntrackTcpTimeoutEstablished: 0, conntrackUdpTimeout: 0 });
+  t.is(zero.opts.conntrackTcpBeLiberal, undefined);
+  await t.throwsAsync(effective(`${HEAD}conntrack:\n  maxPerCore: -1\n`), { message: /: conntrack\.maxPerCore: "-1" is not a whole number of connections$/ });
+  await t.throwsAsync(effective(`${HEAD}conntrack:\n  udpTimeout: 1500ms\n`), { message: /: conntrack\.udpTimeout: "1500ms" is not a whole number of seconds/ });
+});

@@ -115,7 +115,7 @@ nat KUBE-SERVICES
 filter INPUT
   line 13   -A INPUT -m comment --comment "kubernetes ipvs access filter" -j KUBE-IPVS-FILTER
 filter KUBE-IPVS-FILTER
-  line 22   -A KUBE-IPVS-FILTER -m set --match-set KUBE-6-CLUSTER-IP dst,dst -j RETURN
+  line 23   -A KUBE-IPVS-FILTER -m set --match-set KUBE-6-CLUSTER-IP dst,dst -j RETURN
 filter INPUT
   line 14   -A INPUT -m comment --comment "kube-proxy firewall rules" -j KUBE-PROXY-FIREWALL
   line 15   -A INPUT -m comment --comment "kubernetes health check rules" -j KUBE-NODE-PORT
@@ -213,13 +213,13 @@ nat KUBE-SERVICES
 filter INPUT
   line 13   -A INPUT -m comment --comment "kubernetes ipvs access filter" -j KUBE-IPVS-FILTER
 filter KUBE-IPVS-FILTER
-  line 21   -A KUBE-IPVS-FILTER -m set --match-set KUBE-6-LOAD-BALANCER dst,dst -j RETURN
+  line 22   -A KUBE-IPVS-FILTER -m set --match-set KUBE-6-LOAD-BALANCER dst,dst -j RETURN
 filter INPUT
   line 14   -A INPUT -m comment --comment "kube-proxy firewall rules" -j KUBE-PROXY-FIREWALL
 filter KUBE-PROXY-FIREWALL
-  line 29   -A KUBE-PROXY-FIREWALL -m comment --comment "Kubernetes service load balancer ip + port for load balancer with sourceRange" -m set --match-set KUBE-6-LOAD-BALANCER-FW dst,dst -j KUBE-SOURCE-RANGES-FIREWALL
+  line 30   -A KUBE-PROXY-FIREWALL -m comment --comment "Kubernetes service load balancer ip + port for load balancer with sourceRange" -m set --match-set KUBE-6-LOAD-BALANCER-FW dst,dst -j KUBE-SOURCE-RANGES-FIREWALL
 filter KUBE-SOURCE-RANGES-FIREWALL
-  line 32   -A KUBE-SOURCE-RANGES-FIREWALL -m comment --comment "Kubernetes service load balancer ip + port + source cidr for packet filter purpose" -m set --match-set KUBE-6-LOAD-BALANCER-SOURCE-CID dst,dst,src -j RETURN
+  line 33   -A KUBE-SOURCE-RANGES-FIREWALL -m comment --comment "Kubernetes service load balancer ip + port + source cidr for packet filter purpose" -m set --match-set KUBE-6-LOAD-BALANCER-SOURCE-CID dst,dst,src -j RETURN
 filter INPUT
   line 15   -A INPUT -m comment --comment "kubernetes health check rules" -j KUBE-NODE-PORT
 ipvs TCP [2001:db8::10]:80 rr
@@ -240,11 +240,11 @@ verdict: IPVS to 1 real server, masqueraded
   const outside = formatTrace(trace(ctx6(live), pkt('2001:db8:9::2', '2001:db8::10', 80)), ipvsTraceFormat);
   t.true(
     outside.endsWith(`filter KUBE-PROXY-FIREWALL
-  line 29   -A KUBE-PROXY-FIREWALL -m comment --comment "Kubernetes service load balancer ip + port for load balancer with sourceRange" -m set --match-set KUBE-6-LOAD-BALANCER-FW dst,dst -j KUBE-SOURCE-RANGES-FIREWALL
+  line 30   -A KUBE-PROXY-FIREWALL -m comment --comment "Kubernetes service load balancer ip + port for load balancer with sourceRange" -m set --match-set KUBE-6-LOAD-BALANCER-FW dst,dst -j KUBE-SOURCE-RANGES-FIREWALL
 filter KUBE-SOURCE-RANGES-FIREWALL
-  line 34   -A KUBE-SOURCE-RANGES-FIREWALL -j DROP
+  line 35   -A KUBE-SOURCE-RANGES-FIREWALL -j DROP
 
-verdict: DROPped (filter KUBE-SOURCE-RANGES-FIREWALL line 34)
+verdict: DROPped (filter KUBE-SOURCE-RANGES-FIREWALL line 35)
 `),
     outside,
   );
@@ -270,13 +270,13 @@ nat KUBE-SERVICES
 filter INPUT
   line 13   -A INPUT -m comment --comment "kubernetes ipvs access filter" -j KUBE-IPVS-FILTER
 filter KUBE-IPVS-FILTER
-  line 21   -A KUBE-IPVS-FILTER -m set --match-set KUBE-6-LOAD-BALANCER dst,dst -j RETURN
+  line 22   -A KUBE-IPVS-FILTER -m set --match-set KUBE-6-LOAD-BALANCER dst,dst -j RETURN
 filter INPUT
   line 14   -A INPUT -m comment --comment "kube-proxy firewall rules" -j KUBE-PROXY-FIREWALL
 filter KUBE-PROXY-FIREWALL
-  line 30   -A KUBE-PROXY-FIREWALL ! -s fd00:10:244::/56 -m conntrack --ctstate NEW -m comment --comment "externalTrafficPolicy Local service ports with no local endpoints" -m set --match-set KUBE-6-EXTERNAL-NO-LOCAL dst,dst -j DROP
+  line 31   -A KUBE-PROXY-FIREWALL ! -s fd00:10:244::/56 -m conntrack --ctstate NEW -m comment --comment "externalTrafficPolicy Local service ports with no local endpoints" -m set --match-set KUBE-6-EXTERNAL-NO-LOCAL dst,dst -j DROP
 
-verdict: DROPped (filter KUBE-PROXY-FIREWALL line 30)
+verdict: DROPped (filter KUBE-PROXY-FIREWALL line 31)
 `,
   );
   // From a pod of this node: not dropped (the rule leaves the cluster CIDR out), to the endpoint elsewhere, not masqueraded.
@@ -288,7 +288,7 @@ verdict: DROPped (filter KUBE-PROXY-FIREWALL line 30)
     'nat KUBE-LOAD-BALANCER 15',
     'nat KUBE-SERVICES 34',
     'filter INPUT 13',
-    'filter KUBE-IPVS-FILTER 21',
+    'filter KUBE-IPVS-FILTER 22',
     'filter INPUT 14',
     'filter INPUT 15',
     'ipvs TCP [2001:db8::20]:80 rr -> [fd00:10:244:2::6]:8080 Masq weight 1',
@@ -306,7 +306,7 @@ test('trace --mode ipvs, IPv6 internalTrafficPolicy Local: only the endpoint on 
     'nat PREROUTING 12',
     'nat KUBE-SERVICES 34',
     'filter INPUT 13',
-    'filter KUBE-IPVS-FILTER 22',
+    'filter KUBE-IPVS-FILTER 23',
     'filter INPUT 14',
     'filter INPUT 15',
     'ipvs TCP [fd00:10:96::70]:80 rr -> [fd00:10:244:1::7]:8080 Masq weight 1',
@@ -317,10 +317,10 @@ test('trace --mode ipvs, IPv6 internalTrafficPolicy Local: only the endpoint on 
   const none = formatTrace(trace(ctx6(live), pkt('fd00:10:244:1::9', 'fd00:10:96::71', 80)), ipvsTraceFormat);
   t.true(
     none.endsWith(`filter KUBE-PROXY-FIREWALL
-  line 31   -A KUBE-PROXY-FIREWALL -m conntrack --ctstate NEW -m comment --comment "internalTrafficPolicy Local service ports with no local endpoints" -m set --match-set KUBE-6-INTERNAL-NO-LOCAL dst,dst -j DROP
+  line 32   -A KUBE-PROXY-FIREWALL -m conntrack --ctstate NEW -m comment --comment "internalTrafficPolicy Local service ports with no local endpoints" -m set --match-set KUBE-6-INTERNAL-NO-LOCAL dst,dst -j DROP
 
 note: no IPVS virtual server for TCP [fd00:10:96::71]:80
-verdict: DROPped (filter KUBE-PROXY-FIREWALL line 31)
+verdict: DROPped (filter KUBE-PROXY-FIREWALL line 32)
 `),
     none,
   );
@@ -392,7 +392,7 @@ test('readIpvsLive: an ip6tables-save that fails (a kernel without IPv6) leaves 
 
 test('status --mode ipvs: the ip6tables line counts the drover-owned rules of the IPv6 tables; none while they hold none', async (t) => {
   const live = await readIpvsLive(await synced(), { tables: true });
-  t.deepEqual(ip6tablesStatusLines(ownedRuleCounts(RULES6.statics, live.tables6)), [['ip6tables', '45 drover-owned rules in the IPv6 tables (filter 22, nat 23)']]);
+  t.deepEqual(ip6tablesStatusLines(ownedRuleCounts(RULES6.statics, live.tables6)), [['ip6tables', '46 drover-owned rules in the IPv6 tables (filter 23, nat 23)']]);
   t.deepEqual(ip6tablesStatusLines(ownedRuleCounts(RULES6.statics, new Map())), []);
   // An IPv4-only node: the IPv6 tables stay empty.
   const w = new World();
@@ -405,7 +405,7 @@ test('trace --mode ipvs, IPv6 connections from the node itself: to a LoadBalance
   for (const dst of ['2001:db8::10', 'fd00:10:96::71']) {
     const r = trace(ctx6(live), pkt('fd00:1::10', dst, 80));
     t.is(r.origin, 'node');
-    t.deepEqual(r.outcomes.map((o) => o.verdict), [{ kind: 'drop', table: 'filter', chain: 'KUBE-IPVS-OUT-FILTER', line: 27 }], formatTrace(r, ipvsTraceFormat));
+    t.deepEqual(r.outcomes.map((o) => o.verdict), [{ kind: 'drop', table: 'filter', chain: 'KUBE-IPVS-OUT-FILTER', line: 28 }], formatTrace(r, ipvsTraceFormat));
   }
   // A LoadBalancer IP without source ranges: the node reaches its endpoint.
   t.deepEqual(summary(trace(ctx6(live), pkt('fd00:1::10', '2001:db8::15', 80))), [{ p: 1, verdict: { kind: 'dnat', ip: 'fd00:10:244:1::5', port: 8080 }, masq: true }]);

@@ -168,7 +168,7 @@ nat KUBE-SERVICES
 filter INPUT
   line 13   -A INPUT -m comment --comment "kubernetes ipvs access filter" -j KUBE-IPVS-FILTER
 filter KUBE-IPVS-FILTER
-  line 22   -A KUBE-IPVS-FILTER -m set --match-set KUBE-CLUSTER-IP dst,dst -j RETURN
+  line 23   -A KUBE-IPVS-FILTER -m set --match-set KUBE-CLUSTER-IP dst,dst -j RETURN
 filter INPUT
   line 14   -A INPUT -m comment --comment "kube-proxy firewall rules" -j KUBE-PROXY-FIREWALL
   line 15   -A INPUT -m comment --comment "kubernetes health check rules" -j KUBE-NODE-PORT

@@ -127,9 +127,9 @@ test('ownedRuleCounts counts drover-owned rules and hooks, not other chains', as
   );
   fake.setChain('filter', 'DOCKER-USER', ['-j RETURN']);
   fake.chain('filter', 'FORWARD')!.push('-j DOCKER-USER');
-  // filter: 10 hooks, 2 KUBE-FORWARD, 1 REJECT. nat: 5 hooks, 1 KUBE-MARK-MASQ, 3 KUBE-POSTROUTING,
+  // filter: 10 hooks, 3 KUBE-FORWARD (the INVALID drop first), 1 REJECT. nat: 5 hooks, 1 KUBE-MARK-MASQ, 3 KUBE-POSTROUTING,
   // 1 KUBE-SERVICES jump, 3 KUBE-SVC, 2 × 2 KUBE-SEP.
-  t.deepEqual(ownedRuleCounts(loadStaticRules(), await readTables(fake)), { filter: 13, nat: 17 });
+  t.deepEqual(ownedRuleCounts(loadStaticRules(), await readTables(fake)), { filter: 14, nat: 17 });
 });
 
 test('drover run records every sync attempt: atomically, with the last success kept after a failure', async (t) => {

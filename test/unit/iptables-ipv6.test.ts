@@ -76,6 +76,7 @@ test('the IPv6 ruleset of the dual-stack fixture, exactly', async (t) => {
     `-I OUTPUT 1 -m conntrack --ctstate NEW -m comment --comment "kubernetes service portals" -j KUBE-SERVICES`,
     `-I OUTPUT 1 -m conntrack --ctstate NEW -m comment --comment "kubernetes load balancer firewall" -j KUBE-PROXY-FIREWALL`,
     `-A KUBE-SERVICES -d fd00:96::30/128 -p udp -m comment --comment "default/empty:http has no endpoints" -m udp --dport 80 -j REJECT --reject-with icmp6-port-unreachable`,
+    `-A KUBE-FORWARD -m conntrack --ctstate INVALID -j DROP`,
     `-A KUBE-FORWARD -m comment --comment "kubernetes forwarding rules" -m mark --mark 0x4000/0x4000 -j ACCEPT`,
     `-A KUBE-FORWARD -m comment --comment "kubernetes forwarding conntrack rule" -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT`,
     `COMMIT`,

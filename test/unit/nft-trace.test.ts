@@ -125,7 +125,7 @@ ip drover services
 ip drover external-local
   rule 5  ip daddr . meta l4proto . th dport @local-endpoint-count-1 dnat ip to ip daddr . meta l4proto . th dport . numgen random mod 1 map @local-endpoints comment "one of 1 local endpoint"   [slot 0 of 1]
 ip drover filter-forward
-  rule 1  ct state new jump endpoints-check comment "frontends without endpoints"
+  rule 2  ct state new jump endpoints-check comment "frontends without endpoints"
 ip drover nat-postrouting
   rule 1  jump masquerading comment "masquerade"
 ip drover masquerading

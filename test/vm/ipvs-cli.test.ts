@@ -152,7 +152,7 @@ if (await registerIpvsTests('IPVS CLI tests')) {
             /^ipvs: {8}4 virtual servers, 3 real servers in the kernel$/m,
             /^ipsets: {6}11 entries \(KUBE-CLUSTER-IP 4, KUBE-LOOP-BACK 3, KUBE-IPVS-IPS 4\)$/m,
             /^kube-ipvs0: {2}4 addresses$/m,
-            /^rules: {7}45 drover-owned rules in the kernel \(filter 22, nat 23\)$/m,
+            /^rules: {7}46 drover-owned rules in the kernel \(filter 23, nat 23\)$/m,
             /^last sync: {3}\S+ \(\d+ (?:s|min) ago\), partial, [\d.]+ ms, ok$/m,
             /^drift: {7}no$/m,
           ]) {

@@ -23,7 +23,7 @@ import { ip6tablesStatusLines, ownedRuleCounts, renderRestore, renderSnapshot } 
 import { iptablesStatics, iptablesStatics6 } from './node-ports.ts';
 import { createDualStackExec, createIptablesExec, readKernel } from './wiring.ts';
 import { DualStackIptablesBackend, ipv6RenderOptions } from './dual-stack.ts';
-import { loadStaticRules } from './static.ts';
+import { loadStaticRules, withInvalidDrop } from './static.ts';
 import { hasLocalnetFirewallJump, localhostNodePortsOn, namespaceSysctls, nodePortLocalhostOption, RouteLocalnetBackend } from './localhost.ts';
 import { familyView } from '../../model/family.ts';
 import type { ServicePortChains } from './chains.ts';
@@ -40,12 +40,13 @@ async function sourceDrift(
   kernel6?: ParsedDump,
 ): Promise<{ items: DriftItem[]; problems: readonly string[]; incomplete: readonly string[] }> {
   const { snapshot, problems, incomplete } = await loadSource(opts);
-  const statics = await iptablesStatics(opts.nodeportAddresses, opts.netns, undefined, opts.nodeportLocalhost === true);
+  const liberal = opts.conntrackTcpBeLiberal;
+  const statics = withInvalidDrop(await iptablesStatics(opts.nodeportAddresses, opts.netns, undefined, opts.nodeportLocalhost === true), liberal);
   const items = driftItems(statics, renderSnapshot(familyView(snapshot, 'IPv4'), renderConfig(opts)), kernel, { incomplete: incomplete.length > 0 });
   // The IPv6 tables: compared when the source has IPv6 service ports or the kernel has drover's IPv6 chains (dual-stack.ts).
   const v6 = familyView(snapshot, 'IPv6');
   if (kernel6 !== undefined && (v6.services.size > 0 || kernel6.get('nat')?.has('KUBE-SERVICES'))) {
-    const statics6 = await iptablesStatics6(opts.nodeportAddresses, opts.netns);
+    const statics6 = withInvalidDrop(await iptablesStatics6(opts.nodeportAddresses, opts.netns), liberal);
     const items6 = driftItems(statics6, renderSnapshot(v6, renderConfig(opts, 'IPv6')), kernel6, { incomplete: incomplete.length > 0 });
     for (const item of items6) items.push(ipv6DriftItem(item));
   }
@@ -96,8 +97,8 @@ export const iptablesMode: ModeDriver = {
     if (opts.nodeportLocalhost === true) {
       logger.info({ on: localhost }, localhost ? 'NodePorts on 127.0.0.1 (IPv4 only: there are none for IPv6)' : '--nodeport-localhost does nothing: --nodeport-addresses holds no part of 127.0.0.0/8');
     }
-    const statics = cleanupFirewall ? loadStaticRules(undefined, true) : await iptablesStatics(cidrs, opts.netns, logger, localhost);
-    const statics6 = await iptablesStatics6(cidrs, opts.netns, logger);
+    const statics = withInvalidDrop(cleanupFirewall ? loadStaticRules(undefined, true) : await iptablesStatics(cidrs, opts.netns, logger, localhost), render.tcpBeLiberal);
+    const statics6 = withInvalidDrop(await iptablesStatics6(cidrs, opts.netns, logger), render.tcpBeLiberal);
     const backend = new DualStackIptablesBackend({
       IPv4: { exec: exec.IPv4, render, statics },
       IPv6: { exec: exec.IPv6, render: ipv6RenderOptions(render, typeof opts.clusterCidr === 'string' ? opts.clusterCidr : undefined), statics: statics6 },
@@ -110,11 +111,12 @@ export const iptablesMode: ModeDriver = {
   recordedOptions: (record) => ({ nodeportLocalhost: record.render.nodePortLocalhost === true }),
 
   async render(snapshot, opts, header) {
-    const statics = await iptablesStatics(opts.nodeportAddresses, undefined, undefined, opts.nodeportLocalhost === true);
+    const liberal = opts.conntrackTcpBeLiberal;
+    const statics = withInvalidDrop(await iptablesStatics(opts.nodeportAddresses, undefined, undefined, opts.nodeportLocalhost === true), liberal);
     let text = renderRestore(familyView(snapshot, 'IPv4'), renderConfig(opts), ['drover render: iptables-restore --noflush input', ...header], statics);
     // The IPv6 ruleset follows when the source has IPv6 service ports (dual-stack.ts).
     const v6 = familyView(snapshot, 'IPv6');
-    if (v6.services.size > 0) text += renderRestore(v6, renderConfig(opts, 'IPv6'), ['drover render: ip6tables-restore --noflush input'], await iptablesStatics6(opts.nodeportAddresses, undefined));
+    if (v6.services.size > 0) text += renderRestore(v6, renderConfig(opts, 'IPv6'), ['drover render: ip6tables-restore --noflush input'], withInvalidDrop(await iptablesStatics6(opts.nodeportAddresses, undefined), liberal));
     return { text, leftOut: [] };
   },
 
@@ -160,8 +162,9 @@ export const iptablesMode: ModeDriver = {
     const kernel = await readKernel(opts, createLogger(opts.logLevel));
     const kernel6 = await readKernel6(opts);
     const drift = await driftOf(async () => (await sourceDrift({ ...recorded, ...(opts.netns ? { netns: opts.netns } : {}) }, kernel, kernel6)).items.length);
-    const rules = ownedRuleCounts(await iptablesStatics(recorded.nodeportAddresses, opts.netns, undefined, recorded.nodeportLocalhost === true), kernel);
-    const lines = kernel6 === undefined ? [] : ip6tablesStatusLines(ownedRuleCounts(await iptablesStatics6(recorded.nodeportAddresses, opts.netns), kernel6));
+    const liberal = recorded.conntrackTcpBeLiberal;
+    const rules = ownedRuleCounts(withInvalidDrop(await iptablesStatics(recorded.nodeportAddresses, opts.netns, undefined, recorded.nodeportLocalhost === true), liberal), kernel);
+    const lines = kernel6 === undefined ? [] : ip6tablesStatusLines(ownedRuleCounts(withInvalidDrop(await iptablesStatics6(recorded.nodeportAddresses, opts.netns), liberal), kernel6));
     return { rules, drift, lines };
   },
 

@@ -34,7 +34,7 @@ export interface DualStackOptions {
 /** The render options of the IPv6 ruleset: `--masquerade-all` as for IPv4, the IPv6 entry of `--cluster-cidr` (a comma-separated list). */
 export function ipv6RenderOptions(render: RenderOptions, clusterCidr: string | undefined): RenderOptions {
   const cidr = clusterCidr?.split(',').find((c) => c.includes(':'));
-  return { masqueradeAll: render.masqueradeAll, family: 'IPv6', ...(cidr !== undefined ? { clusterCIDR: cidr } : {}) };
+  return { masqueradeAll: render.masqueradeAll, family: 'IPv6', ...(cidr !== undefined ? { clusterCIDR: cidr } : {}), ...(render.tcpBeLiberal === true ? { tcpBeLiberal: true } : {}) };
 }
 
 export { FamilySyncError } from '../shared/dual-stack.ts';

@@ -40,9 +40,8 @@ import { cidrContains, type IPPrefix } from '../../model/addr.ts';
 import type { Logger } from '../../util/log.ts';
 import type { Snapshot } from '../../model/types.ts';
 import type { Backend, ChangeSet, CleanupResult, SyncResult } from '../types.ts';
-import { runCommand } from '../shared/exec.ts';
 import { isErrno } from '../shared/errno.ts';
-import { ProcSysctls, type Sysctls } from '../ipvs/sysctl.ts';
+import { ProcSysctls, type Sysctls } from '../shared/sysctls.ts';
 import { FamilySyncError } from '../shared/dual-stack.ts';
 
 /** The sysctl that lets the kernel route packets from and to 127.0.0.0/8 off loopback. */
@@ -99,25 +98,7 @@ function addressOf(c: IPPrefix): string {
   return c.text.slice(0, c.text.indexOf('/'));
 }
 
-/**
- * Sysctls of the named namespace `netns` (`ip netns exec NS sysctl`), or of
- * this process's namespace (/proc/sys) when undefined.
- */
-export function namespaceSysctls(netns: string | undefined): Sysctls {
-  if (netns === undefined) return new ProcSysctls();
-  return {
-    async read(name) {
-      const res = await runCommand('sysctl', ['-n', name], { netns });
-      if (res.code !== 0) return undefined;
-      return res.stdout.trim();
-    },
-    async write(name, value) {
-      if (!/^[0-9]+$/.test(value)) throw new Error(`refusing to write ${JSON.stringify(value)} to ${name}`);
-      const res = await runCommand('sysctl', ['-q', '-w', `${name}=${value}`], { netns });
-      if (res.code !== 0) throw new Error(`cannot set sysctl ${name}=${value} in namespace ${netns}: ${res.stderr.trim()}`);
-    },
-  };
-}
+export { namespaceSysctls } from '../shared/sysctls.ts';
 
 /** What drover records when it sets route_localnet: the value before, and the namespace it belongs to. */
 export interface RouteLocalnetRecord {

@@ -67,6 +67,16 @@ export interface RenderOptions {
    * the same family's view (model/family.ts), and `clusterCIDR` of it.
    */
   readonly family?: IPFamily;
+  /**
+   * `conntrack.tcpBeLiberal` (`--conntrack-tcp-be-liberal`): leave out the
+   * drop of conntrack-INVALID packets that every mode writes otherwise
+   * (iptables and IPVS modes: the first rule of filter KUBE-FORWARD;
+   * nftables mode: the first rule of chain `filter-forward`), as kube-proxy
+   * does when nf_conntrack_tcp_be_liberal is set (pkg/proxy/iptables,
+   * ipvs and nftables proxier.go; kubernetes issues 74839 and 117924).
+   * drover then sets that sysctl itself (conntrack/sysctls.ts).
+   */
+  readonly tcpBeLiberal?: boolean;
 }
 
 /**

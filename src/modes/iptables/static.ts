@@ -97,6 +97,32 @@ export function loadStaticRules(nodePortIPs?: readonly string[], localhost = fal
   return localhost ? withLocalnetFirewall(statics, nodePortIPs === undefined) : statics;
 }
 
+/**
+ * The drop of forwarded conntrack-INVALID packets, the first rule of filter
+ * KUBE-FORWARD in the shipped rules of iptables and IPVS modes (both
+ * families), as kube-proxy writes it without nfacct
+ * (pkg/proxy/iptables/proxier.go and pkg/proxy/ipvs/proxier.go).
+ */
+export const INVALID_DROP_RULE = '-m conntrack --ctstate INVALID -j DROP';
+
+/** The chain that holds {@link INVALID_DROP_RULE}. */
+export const FORWARD_CHAIN = 'KUBE-FORWARD';
+
+/**
+ * `statics` as `tcpBeLiberal` (RenderOptions) asks: without
+ * {@link INVALID_DROP_RULE} when true (kube-proxy leaves it out when
+ * nf_conntrack_tcp_be_liberal is set), else `statics` itself. Pure.
+ */
+export function withInvalidDrop(statics: StaticRuleset, tcpBeLiberal: boolean | undefined): StaticRuleset {
+  if (tcpBeLiberal !== true) return statics;
+  const filter = statics.chains.get('filter');
+  const forward = filter?.get(FORWARD_CHAIN);
+  if (filter === undefined || forward === undefined) return statics;
+  const chains = new Map(statics.chains);
+  chains.set('filter', new Map([...filter, [FORWARD_CHAIN, forward.filter((r) => r !== INVALID_DROP_RULE)]]));
+  return { ...statics, chains };
+}
+
 /** The part of a shipped nodeports hook that keeps 127.0.0.0/8 out. */
 const NOT_LOOPBACK = '! -d 127.0.0.0/8 ';
 

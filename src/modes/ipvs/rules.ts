@@ -25,7 +25,7 @@ import { TABLES, type ParsedDump } from '../iptables/parse.ts';
 import { emptyPlan, mergePlans, type Plan } from '../iptables/plan.ts';
 import type { RenderOptions } from '../iptables/render.ts';
 import { builtinChainRules, fullPlan } from '../iptables/ruleset.ts';
-import { hookIdentities, loadStatic6Rules, loadStaticRules, parseStaticRules, type StaticRuleset } from '../iptables/static.ts';
+import { hookIdentities, loadStatic6Rules, loadStaticRules, parseStaticRules, withInvalidDrop, type StaticRuleset } from '../iptables/static.ts';
 
 /** Path of IPVS mode's rules file. */
 export const IPVS_STATIC_RULES_PATH = fileURLToPath(new URL('../../../rules/ipvs/static.rules', import.meta.url));
@@ -73,14 +73,15 @@ export function substituteMasquerade(text: string, opts: RenderOptions, family: 
 }
 
 /**
- * IPVS mode's static ruleset for the given options.
+ * IPVS mode's static ruleset for the given options (without the drop of
+ * conntrack-INVALID packets when `opts.tcpBeLiberal`).
  * @param text the rules file's text (default: rules/ipvs/static.rules, or static6.rules for IPv6)
  * @param family the family of the rules (default IPv4); for IPv6, `opts.clusterCIDR` is the IPv6 cluster CIDR (or none)
  * @throws Error or IptablesParseError for a bad rules file or option
  */
 export function ipvsStaticRules(opts: RenderOptions, text?: string, family: IPFamily = 'IPv4'): StaticRuleset {
   const source = text ?? readFileSync(family === 'IPv6' ? IPVS_STATIC6_RULES_PATH : IPVS_STATIC_RULES_PATH, 'utf8');
-  return parseStaticRules(substituteMasquerade(source, opts, family));
+  return withInvalidDrop(parseStaticRules(substituteMasquerade(source, opts, family)), opts.tcpBeLiberal);
 }
 
 /**

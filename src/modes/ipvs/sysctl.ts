@@ -24,8 +24,6 @@
  * router advertisements would lose it. Such a node sets accept_ra=2 on
  * those interfaces before it turns forwarding on.
  */
-import { readFile, writeFile } from 'node:fs/promises';
-import { isErrno } from '../shared/errno.ts';
 
 /** The settings drover applies, in the order it applies them. */
 export const IPVS_SYSCTLS: readonly { readonly name: string; readonly value: string }[] = [
@@ -43,38 +41,8 @@ export function ipvsSysctls(family: 'IPv4' | 'IPv6'): readonly { readonly name: 
   return family === 'IPv6' ? IPVS_SYSCTLS_6 : IPVS_SYSCTLS;
 }
 
-/** Reading and writing sysctls; FakeSysctls implements it in memory. */
-export interface Sysctls {
-  /** The current value, trimmed; undefined when the setting does not exist. */
-  read(name: string): Promise<string | undefined>;
-  /** Set a value. */
-  write(name: string, value: string): Promise<void>;
-}
-
-const NAME = /^[a-z0-9_]+(\.[a-z0-9_-]+)+$/;
-
-/** /proc/sys path of a dotted sysctl name. @throws Error for a name that is not a plain dotted name. */
-export function sysctlPath(name: string): string {
-  if (!NAME.test(name)) throw new Error(`refusing to use ${JSON.stringify(name)} as a sysctl name`);
-  return `/proc/sys/${name.replaceAll('.', '/')}`;
-}
-
-/** Sysctls through /proc/sys of this process (its network namespace). */
-export class ProcSysctls implements Sysctls {
-  async read(name: string): Promise<string | undefined> {
-    try {
-      return (await readFile(sysctlPath(name), 'utf8')).trim();
-    } catch (err) {
-      if (isErrno(err, 'ENOENT')) return undefined;
-      throw err;
-    }
-  }
-
-  async write(name: string, value: string): Promise<void> {
-    if (!/^[0-9]+$/.test(value)) throw new Error(`refusing to write ${JSON.stringify(value)} to ${name}`);
-    await writeFile(sysctlPath(name), `${value}\n`);
-  }
-}
+export { ProcSysctls, sysctlPath, type Sysctls } from '../shared/sysctls.ts';
+import type { Sysctls } from '../shared/sysctls.ts';
 
 /**
  * The first of `list` (default {@link IPVS_SYSCTLS}) that does not have its value (the cheap

@@ -40,7 +40,10 @@
  * 5. filter `input`, `forward` and `output` (-110) send new connections to
  *    `endpoints-check`: a frontend in `no-endpoints` is rejected (ICMP port
  *    unreachable); one in `no-local-endpoints` (internalTrafficPolicy Local,
- *    endpoints on other nodes only) dropped.
+ *    endpoints on other nodes only) dropped. `forward` first drops packets
+ *    conntrack marks INVALID (unless `--conntrack-tcp-be-liberal`), as
+ *    kube-proxy's forward chain does: their DNAT is not undone, and a
+ *    client answering one provokes a reset (kubernetes issue 74839).
  *
  * Every rule carries a comment; a full sync compares each chain's rules by
  * their comments and each set by its type (plan.ts).
@@ -325,6 +328,13 @@ function clusterCIDR(opts: RenderOptions, fam: NftFamily): string {
 
 const CHECK: RuleDecl = { text: 'ct state new jump endpoints-check', comment: 'frontends without endpoints' };
 
+/**
+ * The drop of forwarded conntrack-INVALID packets (kube-proxy's nftables
+ * proxier: `ct state invalid drop` in its forward chain), first in
+ * `filter-forward`; left out with `tcpBeLiberal` (RenderOptions).
+ */
+export const INVALID_DROP: RuleDecl = { text: 'ct state invalid drop', comment: 'conntrack INVALID packets, which keep their DNAT undone' };
+
 /** Every chain for `inputs`, in the table of `opts.family` (default IPv4; `clusterCIDR` must be of that family). */
 export function chains(opts: RenderOptions, inputs: LayoutInputs): ChainDecl[] {
   const fam = nftFamily(opts.family);
@@ -380,7 +390,7 @@ export function chains(opts: RenderOptions, inputs: LayoutInputs): ChainDecl[] {
       ],
     },
     { name: 'filter-input', base: { type: 'filter', hook: 'input', priority: -110 }, rules: [CHECK] },
-    { name: 'filter-forward', base: { type: 'filter', hook: 'forward', priority: -110 }, rules: [CHECK] },
+    { name: 'filter-forward', base: { type: 'filter', hook: 'forward', priority: -110 }, rules: opts.tcpBeLiberal === true ? [CHECK] : [INVALID_DROP, CHECK] },
     { name: 'filter-output', base: { type: 'filter', hook: 'output', priority: -110 }, rules: [CHECK] },
   ];
 }

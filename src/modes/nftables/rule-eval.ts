@@ -10,7 +10,8 @@
  *   in a set (`@set`, `!= @set`; interval sets match by prefix or range);
  *   a field against a value (`ip saddr != 10.244.0.0/16`, `meta l4proto
  *   tcp`); `meta mark & 0x4000 == 0`; `fib saddr type local`; `ct state
- *   new` (always true: the trace is of a new connection); `ct status dnat`;
+ *   new` (always true: the trace is of a new connection); `ct state
+ *   invalid` (always false, for the same reason); `ct status dnat`;
  * - statements: `meta mark set meta mark | X` (or `^ X`, or `set X`);
  *   `dnat ip to EXPR map @m`, whose key may hold `numgen random mod N`
  *   (N branches of probability 1/N; nft_numgen.c), and which does not
@@ -87,7 +88,7 @@ type Item =
   | { readonly kind: 'lookup'; readonly expr: Expr; readonly set: string; readonly negate: boolean }
   | { readonly kind: 'compare'; readonly expr: Expr; readonly value: string; readonly negate: boolean }
   | { readonly kind: 'mask'; readonly expr: Expr; readonly mask: number; readonly value: number; readonly negate: boolean }
-  | { readonly kind: 'fib-local' | 'ct-new' | 'ct-dnat' | 'masquerade' }
+  | { readonly kind: 'fib-local' | 'ct-new' | 'ct-invalid' | 'ct-dnat' | 'masquerade' }
   | { readonly kind: 'mark-set'; readonly op: '|' | '^' | '='; readonly value: number }
   | { readonly kind: 'dnat'; readonly expr: Expr; readonly map: string }
   | { readonly kind: 'update'; readonly map: string; readonly key: Expr; readonly value: Expr; readonly timeout?: string }
@@ -169,6 +170,7 @@ export function parseRule(text: string): ParsedRule {
       items.push({ kind: 'verdict', verdict: { kind: w, chain: chain! } });
     } else if (eat('fib', 'saddr', 'type', 'local')) items.push({ kind: 'fib-local' });
     else if (eat('ct', 'state', 'new')) items.push({ kind: 'ct-new' });
+    else if (eat('ct', 'state', 'invalid')) items.push({ kind: 'ct-invalid' });
     else if (eat('ct', 'status', 'dnat')) items.push({ kind: 'ct-dnat' });
     else if (eat('masquerade')) {
       while (eat('fully-random') || eat('random') || eat('persistent'));
@@ -305,6 +307,9 @@ export function evalRule(rule: ParsedRule, facts: PacketFacts, sets: Lookups): R
           break;
         case 'ct-new':
           next.push(o);
+          break;
+        case 'ct-invalid':
+          miss(o);
           break;
         case 'ct-dnat':
           if (f.dnatted) next.push(o);

@@ -1,4 +1,4 @@
-/** The render flags every mode shares (`--cluster-cidr`, `--masquerade-all`), as the renderers take them. */
+/** The render flags every mode shares (`--cluster-cidr`, `--masquerade-all`, `--conntrack-tcp-be-liberal`), as the renderers take them. */
 import type { RenderCliOptions } from '../../cli/options.ts';
 import type { IPFamily } from '../../model/types.ts';
 import type { RenderOptions } from '../iptables/render.ts';
@@ -9,7 +9,12 @@ import type { RenderOptions } from '../iptables/render.ts';
  * fd00:10:244::/56", as kube-proxy's clusterCIDR), and each family's
  * ruleset takes its own; the IPv6 options carry `family: 'IPv6'`.
  */
-export function renderConfig(opts: Pick<RenderCliOptions, 'clusterCidr' | 'masqueradeAll'>, family: IPFamily = 'IPv4'): RenderOptions {
+export function renderConfig(opts: Pick<RenderCliOptions, 'clusterCidr' | 'masqueradeAll' | 'conntrackTcpBeLiberal'>, family: IPFamily = 'IPv4'): RenderOptions {
   const cidr = opts.clusterCidr?.split(',').find((c) => c.includes(':') === (family === 'IPv6'));
-  return { masqueradeAll: opts.masqueradeAll, ...(cidr ? { clusterCIDR: cidr } : {}), ...(family === 'IPv6' ? { family } : {}) };
+  return {
+    masqueradeAll: opts.masqueradeAll,
+    ...(cidr ? { clusterCIDR: cidr } : {}),
+    ...(family === 'IPv6' ? { family } : {}),
+    ...(opts.conntrackTcpBeLiberal === true ? { tcpBeLiberal: true } : {}),
+  };
 }
