@@ -165,7 +165,10 @@ const LOCKED_ADVICE = {
  *   on without it (`cleanup --force`) instead of refusing.
  * @param how.close a backend already made, closed before a refusal is
  *   thrown (an open netlink socket would keep the process from exiting).
- * @returns the lock, or undefined when `force` went on without it.
+ * @param how.dir the lock folder (default: instance-lock.ts LOCK_DIR).
+ * @returns the lock, or undefined when `force` went on without it, or when
+ *   the lock folder cannot be written (logged: drover then runs as it did
+ *   before it had a lock).
  * @throws DroverError, one line naming the holder's command, PID and mode,
  *   and what to do, while another live drover holds it (unless `force`).
  */
@@ -173,14 +176,19 @@ export async function lockNamespace(
   command: keyof typeof LOCKED_ADVICE,
   opts: { readonly mode: string; readonly netns?: string | undefined },
   logger: Logger,
-  how: { readonly force?: boolean; readonly close?: Pick<Backend, 'close'> | undefined } = {},
+  how: { readonly force?: boolean; readonly close?: Pick<Backend, 'close'> | undefined; readonly dir?: string } = {},
 ): Promise<InstanceLock | undefined> {
   let lock: InstanceLock;
   try {
-    lock = await acquireInstanceLock({ command, mode: opts.mode, netns: opts.netns });
+    lock = await acquireInstanceLock({ command, mode: opts.mode, netns: opts.netns, ...(how.dir !== undefined ? { dir: how.dir } : {}) });
   } catch (err) {
     if (err instanceof InstanceLockedError && how.force === true) {
       logger.warn({ holder: err.holder }, `${err.message}; going on anyway (--force)`);
+      return undefined;
+    }
+    if (!(err instanceof DroverError)) {
+      // A lock folder that cannot be written (a read-only /run) must not keep drover from serving, as before there was a lock.
+      logger.warn({ err: (err as Error).message }, 'cannot take the lock of the network namespace; going on without it: another drover there is not refused');
       return undefined;
     }
     await how.close?.close?.();

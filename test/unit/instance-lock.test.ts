@@ -1,9 +1,11 @@
 /** The single-instance lock of a network namespace (src/util/instance-lock.ts), in a folder of its own. */
 import test from 'ava';
+import { pino } from 'pino';
 import { spawn } from 'node:child_process';
 import { mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { lockNamespace } from '../../src/cli/setup.ts';
 import { acquireInstanceLock, InstanceLockedError, parseHolder, processStartTime, startTimeField, type LockHolder } from '../../src/util/instance-lock.ts';
 
 async function folder(t: { teardown(f: () => Promise<void>): void }): Promise<string> {
@@ -99,4 +101,24 @@ test('a holder is read from its JSON; a file that names no PID names no holder',
   t.is(parseHolder('{"pid": 0, "startTime": "9"}'), undefined);
   t.is(parseHolder('[]'), undefined);
   t.is(parseHolder('not json'), undefined);
+});
+
+test('the commands take the lock through lockNamespace: refused in one line, --force goes on with a warning, a folder that cannot be written is a warning', async (t) => {
+  const dir = await folder(t);
+  const logged: Array<Record<string, unknown>> = [];
+  const logger = pino({ level: 'info' }, { write: (line: string) => void logged.push(JSON.parse(line) as Record<string, unknown>) });
+  const lock = await lockNamespace('run', { mode: 'iptables' }, logger, { dir });
+  t.truthy(lock);
+  t.teardown(() => lock?.release());
+  let closed = 0;
+  const err = await t.throwsAsync(lockNamespace('cleanup', { mode: 'iptables' }, logger, { dir, close: { close: () => void closed++ } }));
+  t.regex(err!.message, new RegExp(`^drover run \\(PID ${process.pid}, --mode iptables\\) holds this network namespace since \\S+ \\(lock \\S+\\): it would put back what cleanup removes; stop it first, or give --force$`));
+  t.is(closed, 1, 'the backend made before the refusal is closed');
+  t.is(await lockNamespace('cleanup', { mode: 'iptables' }, logger, { dir, force: true }), undefined);
+  t.regex(String(logged.at(-1)?.msg), /; going on anyway \(--force\)$/);
+
+  const file = join(dir, 'not-a-folder');
+  await writeFile(file, '');
+  t.is(await lockNamespace('run', { mode: 'iptables' }, logger, { dir: join(file, 'locks') }), undefined);
+  t.like(logged.at(-1), { level: 40, msg: 'cannot take the lock of the network namespace; going on without it: another drover there is not refused' });
 });
