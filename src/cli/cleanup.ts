@@ -6,13 +6,13 @@
  * (iptables mode leaves a kept KUBE-FIREWALL as it is instead: its
  * anti-martian rule serves the other program too; ruleset.ts SHARED_CHAINS.)
  */
-import { Command } from 'commander';
+import { Command, Option } from 'commander';
 import { countOf, type CleanupResult, type KeptChain } from '../modes/types.ts';
 import { escapeNonPrintable } from '../model/quote.ts';
 import { createLogger } from '../util/log.ts';
 import { EXIT, markPartial } from './exit.ts';
 import { kernelOptions, type KernelOptions } from './options.ts';
-import { createBackend, modeHelp } from './setup.ts';
+import { createBackend, lockNamespace, modeHelp } from './setup.ts';
 
 /**
  * The stderr lines for a chain cleanup emptied but could not delete: one per
@@ -43,11 +43,14 @@ export function cleanupCommand(): Command {
     .description(
       "remove drover's chains and hook rules from the kernel" + modeHelp('cleanup') + '; other rules are left alone. ' +
         "A chain of drover's that another program's rule still jumps to is emptied but not deleted (iptables mode's KUBE-FIREWALL is left as it is); stderr names it and that rule, one line per rule. " +
+        'Refused while drover run serves the network namespace (any mode), unless --force. ' +
         `Exit ${EXIT.ok} when everything was removed, ${EXIT.partial} when some chains were only emptied, ${EXIT.failed} on error`,
     )
-    .action(async (opts: KernelOptions) => {
+    .addOption(new Option('--force', 'clean up even while drover run serves this network namespace (it programs its rules again at its next full sync)').default(false))
+    .action(async (opts: KernelOptions & { force: boolean }) => {
       const logger = createLogger(opts.logLevel);
       const backend = await createBackend(opts, { masqueradeAll: false }, logger);
+      await lockNamespace('cleanup', opts, logger, { force: opts.force, close: backend });
       let result;
       try {
         result = await backend.cleanup();

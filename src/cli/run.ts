@@ -30,7 +30,7 @@ import {
 } from './options.ts';
 import { modeDriver } from '../modes/registry.ts';
 import { guardNodeSettings, needsNode, nodeSettings } from './node-settings.ts';
-import { createSource, createSyncBackend, sourceKind, statusFileOption, syncModeOptions, UsageError } from './setup.ts';
+import { createSource, createSyncBackend, lockNamespace, sourceKind, statusFileOption, syncModeOptions, UsageError } from './setup.ts';
 
 /** The `run` command. */
 export function runCommand(): Command {
@@ -55,6 +55,8 @@ export function runCommand(): Command {
       // With settings from the Node (NodeCIDR, primary), the source is read first: the rules depend on it.
       const fromNode = needsNode(opts);
       let backend = fromNode ? undefined : await createSyncBackend(opts, logger);
+      // Held until the process exits; taken before the source is read, so that a refused second run writes no state either.
+      await lockNamespace('run', opts, logger, { close: backend });
       let source = await createSource(opts, logger, { persist: true });
       // A missing --source path fails here, before the loop starts; a server
       // that does not answer yet is waited for (nothing is synced until it does).

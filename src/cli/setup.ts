@@ -5,6 +5,7 @@
  * two of them need lives here or in the mode's driver.
  */
 import { Option } from 'commander';
+import { DroverError } from '../errors.ts';
 import { DEFAULT_STATUS_FILE } from '../inspect/status.ts';
 import type { ModeDriver, ModeOptions } from '../modes/driver.ts';
 import type { RenderOptions } from '../modes/iptables/render.ts';
@@ -14,6 +15,7 @@ import type { Backend } from '../modes/types.ts';
 import { createSource, loadSource, type LoadedSource } from '../sources/load.ts';
 import { sourceKind } from '../sources/select.ts';
 import type { Logger } from '../util/log.ts';
+import { acquireInstanceLock, InstanceLockedError, type InstanceLock } from '../util/instance-lock.ts';
 import { renderOptions, type ConntrackCliOptions, type RenderCliOptions } from './options.ts';
 import { applyConntrackSettings, conntrackSysctls, type ConntrackSettings } from '../conntrack/sysctls.ts';
 import { namespaceSysctls } from '../modes/shared/sysctls.ts';
@@ -145,4 +147,55 @@ export function modeHelp(command: keyof ModeDriver['help']): string {
   return allModes()
     .map((m) => m.help[command])
     .join('');
+}
+
+/** What each command that takes the namespace's lock says when another drover holds it. */
+const LOCKED_ADVICE = {
+  run: 'two drovers would program the same rules against each other; stop it first',
+  sync: 'two drovers would program the same rules against each other; stop it first',
+  cleanup: 'it would put back what cleanup removes; stop it first, or give --force',
+} as const;
+
+/**
+ * Take the single-instance lock of the network namespace `opts.netns`
+ * (util/instance-lock.ts) for `command`, held until the process exits
+ * (released then, also after an error; a process killed outright leaves a
+ * stale lock, which the next taker sees through).
+ * @param how.force with the lock held by another live drover, warn and go
+ *   on without it (`cleanup --force`) instead of refusing.
+ * @param how.close a backend already made, closed before a refusal is
+ *   thrown (an open netlink socket would keep the process from exiting).
+ * @param how.dir the lock folder (default: instance-lock.ts LOCK_DIR).
+ * @returns the lock, or undefined when `force` went on without it, or when
+ *   the lock folder cannot be written (logged: drover then runs as it did
+ *   before it had a lock).
+ * @throws DroverError, one line naming the holder's command, PID and mode,
+ *   and what to do, while another live drover holds it (unless `force`).
+ */
+export async function lockNamespace(
+  command: keyof typeof LOCKED_ADVICE,
+  opts: { readonly mode: string; readonly netns?: string | undefined },
+  logger: Logger,
+  how: { readonly force?: boolean; readonly close?: Pick<Backend, 'close'> | undefined; readonly dir?: string } = {},
+): Promise<InstanceLock | undefined> {
+  let lock: InstanceLock;
+  try {
+    lock = await acquireInstanceLock({ command, mode: opts.mode, netns: opts.netns, ...(how.dir !== undefined ? { dir: how.dir } : {}) });
+  } catch (err) {
+    if (err instanceof InstanceLockedError && how.force === true) {
+      logger.warn({ holder: err.holder }, `${err.message}; going on anyway (--force)`);
+      return undefined;
+    }
+    if (!(err instanceof DroverError)) {
+      // A lock folder that cannot be written (a read-only /run) must not keep drover from serving, as before there was a lock.
+      logger.warn({ err: (err as Error).message }, 'cannot take the lock of the network namespace; going on without it: another drover there is not refused');
+      return undefined;
+    }
+    await how.close?.close?.();
+    if (!(err instanceof InstanceLockedError)) throw err;
+    throw new DroverError(`${err.message}: ${LOCKED_ADVICE[command]}`, { cause: err });
+  }
+  if (lock.replaced) logger.info({ lock: lock.path, was: lock.replaced }, 'took over the lock of a drover that is gone');
+  process.once('exit', () => lock.releaseSync());
+  return lock;
 }

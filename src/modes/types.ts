@@ -25,6 +25,16 @@ export interface ChangeSet {
    * addresses as the kernel has them). Default false.
    */
   readonly incomplete?: boolean;
+  /**
+   * A full sync the proxier may put off: a periodic or requested resync
+   * while the backend knows what it programmed (the changes were already
+   * served by a partial sync). A backend may then bound the time its
+   * read-back takes and, past the bound, throw a ReadBackTimeoutError
+   * (shared/read-back.ts) before writing anything, keeping what it knows;
+   * the proxier retries later with backoff. Default false: read back for as
+   * long as it takes.
+   */
+  readonly deferrable?: boolean;
 }
 
 /**

@@ -9,6 +9,10 @@
  *   and repairs drift.
  * - A failed sync is retried with exponential backoff (1 s doubling up to
  *   30 s), and the retry is a full sync.
+ * - A read-back never holds back a change once drover knows what it
+ *   programmed: the changes are served first, and a read-back past the
+ *   backend's bound is put off and retried with backoff
+ *   ({@link Proxier.syncOnce}).
  * - drover never deletes on an incomplete view of desired state: while the
  *   source reports parts it could not read, a sync adds and updates but
  *   deletes no service port (the unreadable part may hold it), and UDP
@@ -35,6 +39,7 @@ import { staleUDPFlows } from '../conntrack/stale.ts';
 import { changedServicePorts, countChanges, type ChangeCounts } from './changes.ts';
 import { allPortKeys, portsOfKey } from '../model/family.ts';
 import { BoundedFrequencyRunner } from './runner.ts';
+import { ReadBackTimeoutError } from '../modes/shared/read-back.ts';
 
 /** One read of a source: the desired state, and what of the source could not be read. */
 export interface SourceRead {
@@ -159,6 +164,9 @@ export interface ProxierEvents {
 
 const MAX_BACKOFF_MS = 30_000;
 
+/** The longest wait before a read-back put off is tried again (see {@link Proxier.syncOnce}). */
+export const MAX_READ_BACK_BACKOFF_MS = 300_000;
+
 /** Default of {@link ProxierOptions.fullSyncPeriodMs}: one hour, kube-proxy's FullSyncPeriod (pkg/proxy/util). */
 export const DEFAULT_FULL_SYNC_PERIOD_MS = 3_600_000;
 
@@ -188,6 +196,13 @@ export class Proxier {
   private triggers = new Map<string, number[]>();
   /** The last sync attempt, for status reporting. */
   last: LastSync | undefined;
+  /** Set when the source reports a change, cleared at each read: the source may hold changes not yet read. */
+  private signalled = false;
+  /**
+   * A full sync owed since a read-back ran past its bound, how many in a
+   * row did, and when to try again (ms since the epoch).
+   */
+  private readBack = { owed: false, failures: 0, retryAt: Number.NEGATIVE_INFINITY };
 
   constructor(private readonly opts: ProxierOptions) {
     this.runner = new BoundedFrequencyRunner(() => this.loop(), {
@@ -209,28 +224,58 @@ export class Proxier {
   }
 
   /**
-   * One sync: load the source, diff against the last applied snapshot, and
-   * apply. Full when forced, when nothing was applied yet, or when the last
-   * full sync is older than the sync period.
+   * One sync attempt: load the source, diff against the last applied
+   * snapshot, and apply. Full when forced, when nothing was applied yet (or
+   * the last attempt failed), when the node or a held deletion needs it, or
+   * when a periodic check, a resync request or a read-back put off earlier
+   * asks for one. A full sync asked for while drover knows what it
+   * programmed never holds back a change: changes the source reported are
+   * served first by a partial sync, and a read-back that runs past the
+   * backend's bound (ChangeSet.deferrable, modes/shared/read-back.ts) is put
+   * off, retried after the sync period, then twice as long each time up to
+   * 5 minutes, while partial syncs go on.
+   * @returns what the last sync of the attempt did (a partial sync when the full one was put off).
    * @throws the source's or the backend's error; the next sync is then a full one.
    */
   async syncOnce(opts: { full?: boolean } = {}): Promise<SyncResult> {
-    const start = performance.now();
-    let full = opts.full === true || this.fullRequested || this.applied === null;
+    const requested = this.fullRequested;
     this.fullRequested = false;
+    if (opts.full === true || this.applied === null) return (await this.syncFrom(true, false))!;
+    // Changes first: a read-back never holds back what the source has already reported.
+    const served = this.signalled ? await this.syncFrom(false, false) : undefined;
+    if (served?.full !== true && (await this.fullDue(requested))) {
+      const result = await this.syncFrom(true, true);
+      if (result !== undefined) return result;
+    }
+    return served ?? (await this.syncFrom(false, false))!;
+  }
+
+  /**
+   * One read of the source and one backend sync, full or partial as
+   * `wantFull` says (made full when the source's read requires it).
+   * `deferrable`: a full sync the proxier may put off; past the backend's
+   * read-back bound it is, and this returns undefined.
+   * @throws the source's or the backend's error (recorded; the next sync is then a full one).
+   */
+  private async syncFrom(wantFull: boolean, deferrable: boolean): Promise<SyncResult | undefined> {
+    const start = performance.now();
+    let full = wantFull;
+    let required = !deferrable;
     let incomplete: readonly string[] = [];
     let changes: ChangeCounts | undefined;
     try {
-      if (!full && Date.now() - this.lastCheckAt >= this.opts.syncPeriodMs) full = await this.periodicCheck();
+      this.signalled = false;
       const read = await this.opts.source.load({ full });
       const { snapshot } = read;
       changes = this.countRead(read);
       this.collect(read.changed);
       incomplete = read.incomplete ?? [];
       const partial = incomplete.length > 0;
-      if (!partial && this.deletionsHeld) full = true; // whole again: delete what was held
-      // The node (its name, zone, addresses) feeds the endpoint policy of every service port.
-      if (this.applied && !isDeepStrictEqual(policyNode(this.applied.node), policyNode(snapshot.node))) full = true;
+      // Whole again: delete what was held. The node (its name, zone, addresses) feeds the endpoint policy of every service port.
+      if ((!partial && this.deletionsHeld) || (this.applied && !isDeepStrictEqual(policyNode(this.applied.node), policyNode(snapshot.node)))) {
+        full = true;
+        required = true;
+      }
       let changed = full || !this.applied ? new Set<string>() : this.pendingChanges(this.applied, snapshot);
       let held: string[] = [];
       if (partial) {
@@ -238,12 +283,15 @@ export class Proxier {
         changed = new Set([...changed].filter((key) => listsKey(snapshot, key)));
         this.logIncomplete(incomplete, held);
       }
-      const result = await this.opts.backend.sync(snapshot, { full, changed, incomplete: partial });
+      const result = await this.opts.backend.sync(snapshot, { full, changed, incomplete: partial, ...(full && !required ? { deferrable: true } : {}) });
       this.applied = snapshot;
       // On a partial sync the conntrack baseline is the last snapshot applied, so the keys changed since it are enough.
       const touched = full || this.pending.all ? undefined : this.pending.keys;
       this.pending = { all: false, keys: new Set() };
-      if (full) this.lastFullAt = this.lastCheckAt = Date.now();
+      if (full) {
+        this.lastFullAt = this.lastCheckAt = Date.now();
+        this.readBack = { owed: false, failures: 0, retryAt: Number.NEGATIVE_INFINITY };
+      }
       if (!partial) this.deletionsHeld = false;
       else if (full || held.length > 0) this.deletionsHeld = true;
       await this.cleanConntrack(this.lastGood, snapshot, partial, touched);
@@ -274,10 +322,38 @@ export class Proxier {
       );
       return result;
     } catch (err) {
+      if (full && !required && err instanceof ReadBackTimeoutError) {
+        // Nothing was written and the backend still knows what it programmed: only the drift is unknown.
+        this.putOffReadBack(err);
+        return undefined;
+      }
       this.applied = null;
       this.record({ at: Date.now(), full, durationMs: performance.now() - start, error: (err as Error).message, cause: err, incomplete, changes });
       throw err;
     }
+  }
+
+  /**
+   * Whether a full sync is asked for now, the kernel state being known:
+   * requested (SIGHUP), owed by a read-back put off whose retry time has
+   * come, or the periodic check's verdict once `syncPeriodMs` has passed.
+   */
+  private async fullDue(requested: boolean): Promise<boolean> {
+    if (requested) return true;
+    if (this.readBack.owed) return Date.now() >= this.readBack.retryAt;
+    if (Date.now() - this.lastCheckAt < this.opts.syncPeriodMs) return false;
+    return this.periodicCheck();
+  }
+
+  /** A read-back ran past its bound: owe a full sync, retried after the sync period, doubling up to {@link MAX_READ_BACK_BACKOFF_MS}. */
+  private putOffReadBack(err: ReadBackTimeoutError): void {
+    const failures = this.readBack.failures + 1;
+    const delay = Math.min(MAX_READ_BACK_BACKOFF_MS, (this.opts.syncPeriodMs > 0 ? this.opts.syncPeriodMs : 1000) * 2 ** (failures - 1));
+    this.readBack = { owed: true, failures, retryAt: Date.now() + delay };
+    this.opts.logger.warn(
+      { err: err.message, retryInMs: delay, attempts: failures },
+      'kernel read-back put off: drift is unknown until one finishes; changes are still served by partial syncs',
+    );
   }
 
   /**
@@ -382,7 +458,10 @@ export class Proxier {
 
   /** Start the loop: watch the source, then an immediate full sync, then on source changes and every sync period. */
   async start(): Promise<void> {
-    await this.opts.source.watch(() => this.queue());
+    await this.opts.source.watch(() => {
+      this.signalled = true;
+      this.queue();
+    });
     this.runner.start();
   }
 

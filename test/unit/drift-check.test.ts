@@ -1,10 +1,14 @@
 /** iptables mode's cheap drift check (canary chains, nf_tables generation) and the proxier's use of it between full read-backs. */
 import test from 'ava';
+import { pino } from 'pino';
 import { IptablesBackend } from '../../src/modes/iptables/backend.ts';
 import { FakeIptables } from '../../src/modes/iptables/fake.ts';
-import { Proxier, type SourceRead } from '../../src/proxier/proxier.ts';
+import { ReadBackBudget } from '../../src/modes/shared/read-back.ts';
+import { Proxier, type LastSync, type SourceRead } from '../../src/proxier/proxier.ts';
+import { ProxyHealth } from '../../src/server/health.ts';
 import { silentLogger } from '../../src/util/log.ts';
 import { ep, snap, sp } from '../support/snapshots.ts';
+import { until } from '../support/wait.ts';
 
 const render = { clusterCIDR: '10.0.0.0/8', masqueradeAll: false };
 const FULL = { full: true, changed: new Set<string>() };
@@ -74,4 +78,60 @@ test('the proxier reads the kernel back only when the check suspects drift, or o
 
   fullSyncPeriodMs = 0;
   t.true(await full(), 'the full sync period has passed');
+});
+
+test('a read-back that never ends (another program committing all the time) is put off: changes are served first, nothing is written, and it is retried with backoff', async (t) => {
+  const fake = new FakeIptables();
+  const backend = new IptablesBackend({ exec: fake, render, logger: silentLogger() });
+  let read: SourceRead = { snapshot: snap(a(['10.180.0.1:80'])) };
+  let onChange = () => {};
+  const source = { load: async () => read, watch: (f: () => void) => void (onChange = f), close: () => {} };
+  const logged: Array<Record<string, unknown>> = [];
+  const logger = pino({ level: 'info' }, { write: (line: string) => void logged.push(JSON.parse(line) as Record<string, unknown>) });
+  const syncs: LastSync[] = [];
+  const proxier = new Proxier({ source, backend, logger, minSyncPeriodMs: 0, syncPeriodMs: 200, onSync: (l) => syncs.push(l) });
+  const health = new ProxyHealth(400);
+  health.listen(proxier);
+  await proxier.start();
+  t.teardown(() => proxier.stop());
+  await until('the first sync', async () => syncs.length > 0, 10_000, 10);
+  t.deepEqual(fake.saveTimeouts, [undefined, undefined], 'the first read-back is not bounded: there is nothing else to go by');
+
+  fake.commitElsewhere();
+  fake.endlessDumps = true;
+  const putOff = () => logged.filter((l) => l.msg === 'kernel read-back put off: drift is unknown until one finishes; changes are still served by partial syncs');
+  await until('two read-backs put off', async () => putOff().length >= 2, 10_000, 10);
+  const restores = fake.restores.length;
+  read = { snapshot: snap(a(['10.180.0.1:80', '10.180.0.2:80'])), changed: new Set(['ns/a:http']) };
+  onChange();
+  await until('the change served', async () => fake.dump('nat').includes('10.180.0.2:80'), 10_000, 10);
+  t.is(fake.restores.length, restores + 1, 'one restore: the partial sync; a read-back put off writes nothing');
+  await until('three read-backs put off', async () => putOff().length >= 3, 10_000, 10);
+  t.deepEqual(putOff().slice(0, 3).map((l) => [l.retryInMs, l.attempts, l.err]), [
+    [200, 1, 'the kernel read-back (iptables-nft-save -t filter) did not finish within 3.0 s'],
+    [400, 2, 'the kernel read-back (iptables-nft-save -t filter) did not finish within 3.0 s'],
+    [800, 3, 'the kernel read-back (iptables-nft-save -t filter) did not finish within 3.0 s'],
+  ]);
+  t.true(fake.saveTimeouts.slice(2).every((ms) => ms === 3000), JSON.stringify(fake.saveTimeouts));
+  t.false(syncs.some((s) => s.error !== undefined), 'no sync failed');
+  t.is(health.healthz().status, 200);
+
+  // The other program stops: the next retry reads back and clears the suspicion.
+  fake.endlessDumps = false;
+  const full = syncs.filter((s) => s.full).length;
+  await until('a full sync', async () => syncs.filter((s) => s.full).length > full, 10_000, 10);
+  t.is(await backend.driftCheck(), undefined);
+  t.true(fake.dump('nat').includes('10.180.0.2:80'));
+});
+
+test('the bound of a read-back that can be put off: 4 times the last one that finished, within 3 s and 120 s', (t) => {
+  const budget = new ReadBackBudget();
+  t.is(budget.boundMs(), 3000, 'none finished yet');
+  budget.finished(100);
+  t.is(budget.boundMs(), 3000);
+  budget.finished(9600);
+  t.is(budget.boundMs(), 38_400);
+  budget.finished(60_000);
+  t.is(budget.boundMs(), 120_000);
+  t.is(new ReadBackBudget({ minMs: 50, factor: 2, maxMs: 1000 }).boundMs(), 50);
 });

@@ -6,7 +6,9 @@
  * - Full sync (first sync, periodic resync, after a failure): read the kernel
  *   back with iptables-save, diff it against the whole desired ruleset and
  *   write only what differs. A restart therefore adopts live rules without
- *   flushing them, and drift is repaired.
+ *   flushing them, and drift is repaired. A full sync that can be put off
+ *   (ChangeSet.deferrable) gives its read-back a bound (shared/read-back.ts)
+ *   and, past it, throws ReadBackTimeoutError having written nothing.
  * - Partial sync: render only the changed service ports and write their
  *   chains and KUBE-SERVICES rules, from what was last applied.
  * - On an incomplete source (`changes.incomplete`) a full sync leaves the
@@ -27,6 +29,7 @@ import { renderServicePort, type RenderOptions, type ServiceRules } from './rend
 import { isServiceChain } from './names.ts';
 import { cleanupPlan, foreignReferences, fullPlan, partialPlan, renderSnapshot } from './ruleset.ts';
 import { loadStaticRules, type StaticRuleset } from './static.ts';
+import { ReadBackBudget, ReadBackTimeoutError } from '../shared/read-back.ts';
 import { collectWhenGrown, SYNC_GROWTH_BOUND as GROWTH_BOUND } from '../../util/gc.ts';
 
 /** Options of the iptables backend. */
@@ -64,15 +67,21 @@ export class IptablesBackend implements Backend {
   private applied: Map<string, AppliedPort> | null = null;
   /** The cheap drift check between full syncs (drift-watch.ts). */
   private readonly watch: IptablesDriftWatch;
+  /** The bound of a deferrable read-back, from the last one that finished. */
+  private readonly readBudget = new ReadBackBudget();
 
   constructor(private readonly opts: IptablesBackendOptions) {
     this.statics = opts.statics ?? loadStaticRules();
     this.watch = new IptablesDriftWatch(opts.exec, this.statics, opts.logger);
   }
 
-  /** Read the live filter and nat tables. */
-  async read(): Promise<ParsedDump> {
-    const [filter, nat] = await Promise.all([this.opts.exec.save('filter'), this.opts.exec.save('nat')]);
+  /**
+   * Read the live filter and nat tables.
+   * @param opts.timeoutMs give up after this long (each table's dump).
+   * @throws ReadBackTimeoutError past `opts.timeoutMs`; CommandError when iptables-save fails.
+   */
+  async read(opts: { readonly timeoutMs?: number } = {}): Promise<ParsedDump> {
+    const [filter, nat] = await Promise.all([this.opts.exec.save('filter', opts), this.opts.exec.save('nat', opts)]);
     return parseSave(`${filter}\n${nat}`);
   }
 
@@ -88,11 +97,13 @@ export class IptablesBackend implements Backend {
       if (full) {
         const desired = renderSnapshot(snapshot, this.opts.render);
         const readStart = performance.now();
-        const reading = this.read();
+        // A read-back that can be put off is bounded (read-back.ts); one that cannot takes as long as it takes.
+        const reading = this.read(changes.deferrable === true && this.applied !== null ? { timeoutMs: this.readBudget.boundMs() } : {});
         // The rendering's garbage is collected while iptables-save runs.
         collectWhenGrown(GROWTH_BOUND);
         const kernel = await reading;
         readMs = performance.now() - readStart;
+        this.readBudget.finished(readMs);
         plan = fullPlan(this.statics, desired, kernel, { incomplete: changes.incomplete === true });
         budgetScope = desired;
         this.warnPinned(kernel, desired);
@@ -148,6 +159,8 @@ export class IptablesBackend implements Backend {
         detail: { mode: 'iptables', rules: ownedRules(this.statics, [...next.values()].map((a) => a.rules)), written: writtenRules(plan) },
       };
     } catch (err) {
+      // A read-back past its bound wrote nothing: what was programmed is still known, and the drift still suspected.
+      if (err instanceof ReadBackTimeoutError) throw err;
       this.applied = null;
       this.watch.forget();
       throw err;

@@ -12,6 +12,7 @@ import { CommandError, runCommand, summarise } from '../shared/exec.ts';
 import type { TableName } from './parse.ts';
 import { NftGeneration, type CanaryTable } from './canary.ts';
 import { DroverError } from '../../errors.ts';
+import { ReadBackTimeoutError } from '../shared/read-back.ts';
 import type { IPFamily } from '../../model/types.ts';
 
 /** The two iptables backends: iptables-nft (nf_tables) and iptables-legacy (x_tables). */
@@ -38,8 +39,11 @@ export interface IptablesExec {
   /**
    * `iptables-save -t TABLE`: the live table. A table that does not exist
    * yet gives "".
+   * @param opts.timeoutMs give up after this long (read-back.ts explains
+   *   why a dump may never end); absent: the exec's own command timeout.
+   * @throws ReadBackTimeoutError when `opts.timeoutMs` passed first; CommandError on any other failure.
    */
-  save(table: TableName): Promise<string>;
+  save(table: TableName, opts?: { readonly timeoutMs?: number }): Promise<string>;
   /** Whether `chain` exists in `table` (`iptables -w -t TABLE -S CHAIN`, which lists that chain only). @throws as {@link listChain} */
   chainExists(table: CanaryTable, chain: string): Promise<boolean>;
   /**
@@ -124,9 +128,10 @@ export class SystemIptables implements IptablesExec {
     }
   }
 
-  async save(table: TableName): Promise<string> {
+  async save(table: TableName, opts: { readonly timeoutMs?: number } = {}): Promise<string> {
     const cmd = `${this.tool}-save`;
-    const res = await runCommand(cmd, ['-t', table], this.runOpts());
+    const res = await runCommand(cmd, ['-t', table], { ...this.runOpts(), ...(opts.timeoutMs !== undefined ? { timeoutMs: opts.timeoutMs } : {}) });
+    if (res.timedOut === true && opts.timeoutMs !== undefined) throw new ReadBackTimeoutError(`${cmd} -t ${table}`, opts.timeoutMs);
     if (res.code !== 0) {
       // iptables-nft-save fails when the table has never been created.
       if (/does not exist|Table does not exist|No such file/i.test(res.stderr)) return '';

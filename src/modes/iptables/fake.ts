@@ -7,6 +7,7 @@
  * prints tables back the way iptables-save does (user chains sorted,
  * `--probability` as the kernel stores it).
  */
+import { ReadBackTimeoutError } from '../shared/read-back.ts';
 import { canonicalRule } from './canonical.ts';
 import { RestoreError, type IptablesExec, type IptablesVariant } from './exec.ts';
 import type { TableName } from './parse.ts';
@@ -38,6 +39,15 @@ export class FakeIptables implements IptablesExec {
   readonly restores: string[] = [];
   /** Number of save() calls. */
   saves = 0;
+  /**
+   * While true, a save() never ends by itself, as iptables-nft-save's dump
+   * while another program keeps committing (read-back.ts): given a
+   * `timeoutMs` it throws ReadBackTimeoutError at once (no time passes in the
+   * fake); without one it throws an Error, since it would hang.
+   */
+  endlessDumps = false;
+  /** The `timeoutMs` of every save() call, in order (undefined: none given). */
+  readonly saveTimeouts: Array<number | undefined> = [];
   private tables: Record<TableName, Table> = { filter: emptyTable('filter'), nat: emptyTable('nat') };
   private failures: Error[] = [];
   /** The mangle table's chains (only chain existence is kept). */
@@ -166,8 +176,13 @@ export class FakeIptables implements IptablesExec {
     this.gen++;
   }
 
-  async save(table: TableName): Promise<string> {
+  async save(table: TableName, opts: { readonly timeoutMs?: number } = {}): Promise<string> {
     this.saves++;
+    this.saveTimeouts.push(opts.timeoutMs);
+    if (this.endlessDumps) {
+      if (opts.timeoutMs !== undefined) throw new ReadBackTimeoutError(`iptables-nft-save -t ${table}`, opts.timeoutMs);
+      throw new Error(`iptables-nft-save -t ${table} would never end (FakeIptables.endlessDumps) and was given no timeout`);
+    }
     return this.dump(table);
   }
 

@@ -34,10 +34,11 @@
  * drover wrote.
  */
 import { Option } from 'commander';
-import { readFile, rm, stat, mkdir, writeFile } from 'node:fs/promises';
+import { readFile, rm, mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { cidrContains, type IPPrefix } from '../../model/addr.ts';
 import type { Logger } from '../../util/log.ts';
+import { namespaceIdentity, type NamespaceIdentity } from '../../util/netns.ts';
 import type { Snapshot } from '../../model/types.ts';
 import type { Backend, ChangeSet, CleanupResult, SyncResult } from '../types.ts';
 import { isErrno } from '../shared/errno.ts';
@@ -124,22 +125,6 @@ export interface RouteLocalnetRecord {
  */
 export function recordPath(netns: string | undefined, dir = RUN_DIR): string {
   return join(dir, `route_localnet.${netns ?? '@self'}.json`);
-}
-
-/** The identity of a namespace: the st_dev and inode of its file (namespaces(7): both are needed). */
-interface NamespaceIdentity {
-  readonly dev: number;
-  readonly inode: number;
-}
-
-/**
- * The identity of namespace `netns` (/run/netns/NAME), or of drover's own
- * (/proc/self/ns/net) when undefined.
- * @throws Error (ENOENT) when the namespace file is missing.
- */
-async function namespaceIdentity(netns: string | undefined): Promise<NamespaceIdentity> {
-  const st = await stat(netns === undefined ? '/proc/self/ns/net' : `/run/netns/${netns}`);
-  return { dev: st.dev, inode: st.ino };
 }
 
 /** True when `record` was written for the namespace of identity `id`. */

@@ -8,7 +8,9 @@
  * A failure in one family never stops the other (kube-proxy issue 73157):
  * both are synced, and the sync throws afterwards (naming the family) so
  * that the proxier retries with a full sync; the family that failed has
- * forgotten what it programmed, the other is only read back again.
+ * forgotten what it programmed, the other is only read back again. When
+ * every failure is a read-back past its bound (read-back.ts), the first of
+ * them is thrown as it is, so that the proxier puts the full sync off.
  *
  * The IPv6 family is dormant while there is nothing for it to do: until
  * the snapshot has an IPv6 service port, or a full sync finds drover's
@@ -20,6 +22,7 @@
  * not thrown.
  */
 import { DroverError } from '../../errors.ts';
+import { ReadBackTimeoutError } from './read-back.ts';
 import { allPortKeys, familyView, IP_FAMILIES } from '../../model/family.ts';
 import type { IPFamily, Snapshot } from '../../model/types.ts';
 import type { Logger } from '../../util/log.ts';
@@ -117,7 +120,12 @@ export class DualStackBackend implements Backend {
     }
     if (synced.length > 0 && this.dual.afterSync) await this.dual.afterSync(synced);
     if (failures.length > 0) {
-      for (const f of failures) this.dual.logger.error({ family: f.family, err: (f.error as Error)?.message }, 'sync of one IP family failed; the other family was synced');
+      // A read-back past its bound is no failure (read-back.ts): the proxier logs it once.
+      for (const f of failures.filter((f) => !(f.error instanceof ReadBackTimeoutError))) {
+        this.dual.logger.error({ family: f.family, err: (f.error as Error)?.message }, 'sync of one IP family failed; the other family was synced');
+      }
+      // Only read-backs past their bound: those families wrote nothing and keep what they know, so the whole sync can be put off.
+      if (failures.every((f) => f.error instanceof ReadBackTimeoutError)) throw failures[0]!.error;
       throw failures.length === 1 && results.length === 0 ? failures[0]!.error : new FamilySyncError(failures);
     }
     const families: Partial<Record<IPFamily, SyncResult>> = {};

@@ -35,15 +35,18 @@ export class CommandError extends DroverError {
 
 /** Result of one command. */
 export interface CommandResult {
+  /** The exit code; null when a signal ended the command. */
   readonly code: number | null;
   readonly stdout: string;
   readonly stderr: string;
+  /** True when the command ran past `timeoutMs` and was killed (SIGTERM); `code` is then null. */
+  readonly timedOut?: boolean;
 }
 
 /**
  * Run a command with an argument array (no shell), optionally inside a named
  * network namespace (`ip netns exec NAME ...`), feeding `input` on stdin.
- * @param timeoutMs kill the command after this many milliseconds (default 60 000).
+ * @param timeoutMs kill the command (SIGTERM) after this many milliseconds (default 60 000); the result then says `timedOut`.
  * @throws CommandError when the command cannot be started.
  */
 export function runCommand(
@@ -60,7 +63,13 @@ export function runCommand(
     child.stderr.on('data', (b: Buffer) => err.push(b));
     child.on('error', (e) => reject(new CommandError(cmd, null, e.message)));
     child.on('close', (code) =>
-      resolve({ code, stdout: Buffer.concat(out).toString('utf8'), stderr: Buffer.concat(err).toString('utf8') }),
+      resolve({
+        code,
+        stdout: Buffer.concat(out).toString('utf8'),
+        stderr: Buffer.concat(err).toString('utf8'),
+        // Only spawn's own timeout kills the child: nothing else here signals it.
+        ...(code === null && child.killed ? { timedOut: true } : {}),
+      }),
     );
     child.stdin.on('error', () => undefined); // a command that exits early closes stdin; its exit code tells
     child.stdin.end(opts.input ?? '');
