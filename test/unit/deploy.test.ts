@@ -59,8 +59,6 @@ test('the DaemonSet runs on the host network, privileged, with the xtables lock 
   const volumes = new Map(pod.volumes.map((v: { name: string; hostPath?: { path: string } }) => [v.name, v.hostPath?.path]));
   t.is(volumes.get(mounts.get('/run/xtables.lock')), '/run/xtables.lock');
   t.is(volumes.get(mounts.get('/lib/modules')), '/lib/modules');
-  // The namespace lock lives in /run/drover: the host's, so that two pods of a rollout, or a pod and a command on the host, meet there.
-  t.is(volumes.get(mounts.get('/run/drover')), '/run/drover');
   t.is(c.livenessProbe.httpGet.path, '/livez');
   t.is(c.readinessProbe.httpGet.path, '/healthz');
   const [, ...args] = (c.command as string[]).map((a) => a.replace('$(NODE_NAME)', 'node-a'));
