@@ -19,11 +19,15 @@
  * file exists, so no two processes hold it at once. A holder that is gone
  * (SIGKILL, a crash) leaves its file behind: the lock is stale when no
  * process of that PID runs, or the process of that PID started at another
- * time (its PID was reused; /proc/PID/stat field 22, proc(5)). A stale
- * lock is moved aside and taken; one that is no longer the stale one when
- * moved (a racing process took it meanwhile) is put back.
+ * time (its PID was reused; /proc/PID/stat field 22, proc(5)). A holder
+ * in another PID namespace (a container's drover, seen through a shared
+ * `/run`) cannot be checked that way, since its PID means another process
+ * here: it counts as alive, so the lock is never taken from a live drover;
+ * if that holder is gone, its file is removed by hand. A stale lock is
+ * moved aside and taken; one that is no longer the stale one when moved (a
+ * racing process took it meanwhile) is put back.
  */
-import { readFileSync, rmSync } from 'node:fs';
+import { readFileSync, readlinkSync, rmSync } from 'node:fs';
 import { link, mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { DroverError } from '../errors.ts';
@@ -38,6 +42,8 @@ export interface LockHolder {
   readonly pid: number;
   /** Its start time, in clock ticks since boot (/proc/PID/stat field 22), telling a reused PID apart. */
   readonly startTime: string;
+  /** Its PID namespace (`/proc/self/ns/pid` as readlink gives it, e.g. `pid:[4026531836]`), or '' when unknown: the namespace `pid` counts in. */
+  readonly pidns: string;
   /** The command: `run`, `cleanup` or `sync`. */
   readonly command: string;
   /** Its `--mode`. */
@@ -108,6 +114,7 @@ export async function acquireInstanceLock(req: LockRequest): Promise<InstanceLoc
   const me: LockHolder = {
     pid: process.pid,
     startTime: (await processStartTime(process.pid)) ?? '',
+    pidns: ownPidNamespace(),
     command: req.command,
     mode: req.mode,
     netns: req.netns ?? null,
@@ -203,6 +210,7 @@ export function parseHolder(text: string): LockHolder | undefined {
     return {
       pid: h.pid as number,
       startTime: h.startTime,
+      pidns: typeof h.pidns === 'string' ? h.pidns : '',
       command: typeof h.command === 'string' ? h.command : 'run',
       mode: typeof h.mode === 'string' ? h.mode : 'unknown',
       netns: typeof h.netns === 'string' ? h.netns : null,
@@ -213,8 +221,13 @@ export function parseHolder(text: string): LockHolder | undefined {
   }
 }
 
-/** Whether `holder` still runs: a process of its PID exists and started when it did. */
+/**
+ * Whether `holder` still runs: a process of its PID exists and started when
+ * it did. A holder in another PID namespace than this process's cannot be
+ * looked up, and counts as alive.
+ */
 export async function isAlive(holder: LockHolder): Promise<boolean> {
+  if (holder.pidns !== '' && holder.pidns !== ownPidNamespace()) return true;
   const started = await processStartTime(holder.pid);
   return started !== undefined && (holder.startTime === '' || started === holder.startTime);
 }
@@ -234,4 +247,13 @@ export async function processStartTime(pid: number): Promise<string | undefined>
 export function startTimeField(stat: string): string | undefined {
   // After ") " come field 3 (state) onwards: field 22 is the 20th of them.
   return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19];
+}
+
+/** This process's PID namespace, as `/proc/self/ns/pid` links to it (`pid:[INODE]`, namespaces(7)); '' when it cannot be read. */
+export function ownPidNamespace(): string {
+  try {
+    return readlinkSync('/proc/self/ns/pid');
+  } catch {
+    return '';
+  }
 }

@@ -6,7 +6,7 @@ import { mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promise
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { lockNamespace } from '../../src/cli/setup.ts';
-import { acquireInstanceLock, InstanceLockedError, parseHolder, processStartTime, startTimeField, type LockHolder } from '../../src/util/instance-lock.ts';
+import { acquireInstanceLock, InstanceLockedError, ownPidNamespace, parseHolder, processStartTime, startTimeField, type LockHolder } from '../../src/util/instance-lock.ts';
 
 async function folder(t: { teardown(f: () => Promise<void>): void }): Promise<string> {
   const dir = await mkdtemp(join(tmpdir(), 'drover-lock-'));
@@ -32,7 +32,8 @@ test('the lock is a file named by the namespace identity, naming its holder; a s
   const lock = await acquireInstanceLock({ command: 'run', mode: 'iptables', dir });
   t.is(lock.path, await ownLock(dir));
   const holder = JSON.parse(await readFile(lock.path, 'utf8')) as LockHolder;
-  t.like(holder, { pid: process.pid, startTime: await processStartTime(process.pid), command: 'run', mode: 'iptables', netns: null });
+  t.like(holder, { pid: process.pid, startTime: await processStartTime(process.pid), pidns: ownPidNamespace(), command: 'run', mode: 'iptables', netns: null });
+  t.regex(holder.pidns, /^pid:\[\d+\]$/);
   const err = await t.throwsAsync(acquireInstanceLock({ command: 'cleanup', mode: 'nftables', dir }), { instanceOf: InstanceLockedError });
   t.is(err!.message, `drover run (PID ${process.pid}, --mode iptables) holds this network namespace since ${holder.since} (lock ${lock.path})`);
   t.deepEqual(err!.holder, holder);
@@ -56,7 +57,7 @@ test('takers racing for a free lock: exactly one gets it', async (t) => {
 test('a stale lock is taken over: its holder is gone, its PID now runs another process, or the file names no holder', async (t) => {
   const dir = await folder(t);
   const path = await ownLock(dir);
-  const gone: LockHolder = { pid: await deadPid(), startTime: '1', command: 'run', mode: 'iptables', netns: null, since: '2020-01-01T00:00:00.000Z' };
+  const gone: LockHolder = { pid: await deadPid(), startTime: '1', pidns: ownPidNamespace(), command: 'run', mode: 'iptables', netns: null, since: '2020-01-01T00:00:00.000Z' };
   const reused: LockHolder = { ...gone, pid: process.pid, startTime: `${Number(await processStartTime(process.pid)) + 1}` };
   for (const [what, text, replaced] of [
     ['a holder that is gone', JSON.stringify(gone), gone],
@@ -71,6 +72,19 @@ test('a stale lock is taken over: its holder is gone, its PID now runs another p
     await lock.release();
   }
   t.deepEqual(await readdir(dir), []);
+});
+
+test('a holder in another PID namespace counts as alive: its PID cannot be looked up here, so its lock is never taken', async (t) => {
+  const dir = await folder(t);
+  const path = await ownLock(dir);
+  // A container's drover seen through a shared /run: its PID may be gone here, or be another process.
+  for (const pid of [await deadPid(), 1]) {
+    const holder: LockHolder = { pid, startTime: '1', pidns: 'pid:[1]', command: 'run', mode: 'iptables', netns: null, since: '2020-01-01T00:00:00.000Z' };
+    await writeFile(path, JSON.stringify(holder));
+    const err = await t.throwsAsync(acquireInstanceLock({ command: 'cleanup', mode: 'iptables', dir }), { instanceOf: InstanceLockedError });
+    t.deepEqual(err!.holder, holder);
+    t.is(await readFile(path, 'utf8'), JSON.stringify(holder), 'the lock is left as it was');
+  }
 });
 
 test("releasing leaves alone a lock that is no longer this process's", async (t) => {
@@ -97,7 +111,7 @@ test('the start time is field 22 of /proc/PID/stat, counted from the last parent
 });
 
 test('a holder is read from its JSON; a file that names no PID names no holder', (t) => {
-  t.deepEqual(parseHolder('{"pid": 7, "startTime": "9"}'), { pid: 7, startTime: '9', command: 'run', mode: 'unknown', netns: null, since: 'an unknown time' });
+  t.deepEqual(parseHolder('{"pid": 7, "startTime": "9"}'), { pid: 7, startTime: '9', pidns: '', command: 'run', mode: 'unknown', netns: null, since: 'an unknown time' });
   t.is(parseHolder('{"pid": 0, "startTime": "9"}'), undefined);
   t.is(parseHolder('[]'), undefined);
   t.is(parseHolder('not json'), undefined);
