@@ -142,7 +142,7 @@ export type RenderCliOptions = {
   readonly fileFollowExternalLinks?: boolean;
   /** `--file-settle` of `run`, ms: how long a manifest file written in place must be unchanged before it is applied (sources/file.ts). */
   readonly fileSettle?: number;
-  /** `--service-node-port-range`: the NodePorts a Service may have (model/claims.ts); absent: 30000-32767. */
+  /** `--service-node-port-range`: the NodePorts a Service may have (model/claims.ts); absent: 30000-32767, and with the Kubernetes source every port (sources/kubernetes/create.ts). */
   readonly serviceNodePortRange?: NodePortRange;
   /** `--conntrack-tcp-be-liberal` (kube-proxy's `conntrack.tcpBeLiberal`): no drop of conntrack-INVALID packets, and nf_conntrack_tcp_be_liberal=1 in `run` and `sync`. */
   readonly conntrackTcpBeLiberal?: boolean;
@@ -181,9 +181,10 @@ export function renderOptions(): Option[] {
     new Option('--service-cidr <cidr>', 'range for ClusterIPs drover allocates (Shepherd services)')
       .default(DEFAULT_SERVICE_CIDR)
       .argParser(serviceCidrArg),
-    new Option('--service-node-port-range <range>', "NodePorts a Service may have, as the API server's flag of that name (min-max, min+offset or one port); a NodePort outside it is not served")
-      .default(DEFAULT_NODE_PORT_RANGE, formatNodePortRange(DEFAULT_NODE_PORT_RANGE))
-      .argParser(nodePortRangeArg),
+    new Option(
+      '--service-node-port-range <range>',
+      `NodePorts a Service may have, as the API server's flag of that name (min-max, min+offset or one port); a NodePort outside it is not served (default: ${formatNodePortRange(DEFAULT_NODE_PORT_RANGE)}; with --source kubernetes, every port: the API server has checked its own range)`,
+    ).argParser(nodePortRangeArg),
     nodePortAddressesOption(),
     new Option(
       '--conntrack-tcp-be-liberal',

@@ -41,6 +41,9 @@ export interface NodePortRange {
   readonly last: number;
 }
 
+/** Every port: the range drover checks Services from the Kubernetes API against by default, since the API server has enforced its own `--service-node-port-range` on them. */
+export const ANY_NODE_PORT: NodePortRange = Object.freeze({ first: 1, last: 65535 });
+
 /** The API server's default `--service-node-port-range`, 30000-32767. */
 export const DEFAULT_NODE_PORT_RANGE: NodePortRange = Object.freeze({ first: 30000, last: 32767 });
 

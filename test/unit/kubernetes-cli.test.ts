@@ -57,6 +57,25 @@ test.serial('render --source kubernetes prints the rules of the same objects rea
   t.false(fromApi.stdout.includes('10.96.0.20'), 'the other proxy\'s Service is not rendered');
 });
 
+test.serial("render --source kubernetes serves a NodePort outside 30000-32767, which the API server's own range allowed; --service-node-port-range given still holds it to that range", async (t) => {
+  const api = await FakeKubeApi.start();
+  t.teardown(() => api.close());
+  const wide = service('wide', '10.96.0.30') as ApiObject & { spec: Record<string, unknown> };
+  wide.spec = { ...wide.spec, type: 'NodePort', ports: [{ name: 'http', port: 80, protocol: 'TCP', targetPort: 8080, nodePort: 40000 }] };
+  for (const o of [wide, slice('wide-1', 'wide', ['10.244.1.5']), node('node-a', 'zone-a')]) api.apply(o);
+  const kubeconfig = join(dir, 'kubeconfig-wide');
+  await writeFile(kubeconfig, api.kubeconfig());
+  const common = ['--source', 'kubernetes', '--kubeconfig', kubeconfig, '--cluster-cidr', '10.244.0.0/16', '--hostname-override', 'node-a'];
+  const served = await drover(['render', ...common]);
+  t.is(served.code, 0, served.stderr);
+  t.is(served.stderr, '');
+  t.true(served.stdout.split('\n').some((l) => l.startsWith('-A KUBE-NODEPORTS ') && l.includes('--dport 40000')), served.stdout);
+  const held = await drover(['render', ...common, '--service-node-port-range', '30000-32767']);
+  t.is(held.code, 0, held.stderr);
+  t.regex(held.stderr, /spec\.ports\[0\]\.nodePort.*40000 is outside the NodePort range 30000-32767/);
+  t.false(held.stdout.includes('--dport 40000'), held.stdout);
+});
+
 test.serial('render --source kubernetes fails with one clear line when the first lists do not come within --list-timeout', async (t) => {
   const api = await FakeKubeApi.start();
   t.teardown(() => api.close());

@@ -1,6 +1,7 @@
 /** The Kubernetes source as the command line asks for it: `--source kubernetes` with its flags. */
 import { hostname } from 'node:os';
 import type { RenderCliOptions } from '../../cli/options.ts';
+import { ANY_NODE_PORT } from '../../model/claims.ts';
 import type { Logger } from '../../util/log.ts';
 import { loadKubeConfig } from './config.ts';
 import { KubernetesSource } from './source.ts';
@@ -10,6 +11,9 @@ import { KubernetesSource } from './source.ts';
  * the node `--hostname-override` names (default: this host's name,
  * trimmed and lower-cased as kube-proxy does), and `--list-timeout` for the
  * one-shot commands (absent: wait as long as it takes, as `drover run`).
+ * NodePorts are checked against `--service-node-port-range` only when it is
+ * given: the API server has already held every Service to its own range,
+ * which a cluster may have widened (k3s, minikube and others do).
  * Connects to nothing until the first load or watch.
  * @throws DroverError when the kubeconfig cannot be read; Error on a bad service CIDR.
  */
@@ -20,7 +24,7 @@ export function createKubernetesSource(opts: RenderCliOptions, logger: Logger): 
     server,
     nodeName: opts.hostnameOverride ?? hostname().trim().toLowerCase(),
     serviceCIDR: opts.serviceCidr,
-    nodePortRange: opts.serviceNodePortRange,
+    nodePortRange: opts.serviceNodePortRange ?? ANY_NODE_PORT,
     logger,
     listTimeoutMs: opts.listTimeout,
   });
