@@ -19,10 +19,14 @@
  * floating point, so they cannot give Go's answers; wrapping one would
  * need this grammar check anyway.
  */
+import { DroverError } from '../errors.ts';
 
 /** A text that is not a Go duration, or one out of Go's range. */
-export class DurationError extends Error {
-  override name = 'DurationError';
+export class DurationError extends DroverError {
+  constructor(message: string) {
+    super(message);
+    this.name = 'DurationError';
+  }
 }
 
 /** Nanoseconds per unit (Go's unitMap). */
