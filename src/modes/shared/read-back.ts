@@ -32,37 +32,48 @@ export class ReadBackTimeoutError extends DroverError {
 export interface ReadBackBudgetOptions {
   /** The least bound [3 000]. */
   readonly minMs?: number;
-  /** The bound is this many times the last read-back that finished [4]. */
+  /** The bound is this many times the fastest of the recent read-backs that finished [4]. */
   readonly factor?: number;
+  /** How many of the last finished read-backs are kept to find the fastest [8]. */
+  readonly window?: number;
   /** The greatest bound [120 000: the time any one iptables command is given]. */
   readonly maxMs?: number;
 }
 
 /**
- * The bound of a deferrable read-back: `factor` times as long as the last
- * read-back that finished took, at least `minMs` and at most `maxMs` (just
- * `minMs` until one has finished). It follows the size of the tables: a
- * 10,000-service nat table read back in 9.6 s gets 38 s.
+ * The bound of a deferrable read-back: `factor` times as long as the
+ * fastest of the last `window` read-backs that finished took, at least
+ * `minMs` and at most `maxMs` (just `minMs` until one has finished). It
+ * follows the size of the tables (a 10,000-service nat table read back in
+ * 9.6 s gets 38 s), but not a read-back that finished slowly because
+ * another program kept committing meanwhile (an unbounded first sync's,
+ * say): the fastest recent one is what the tables' size costs, so a slow
+ * one never widens the bound that keeps the next from holding changes back.
  */
 export class ReadBackBudget {
-  private lastMs: number | undefined;
+  private readonly recentMs: number[] = [];
   private readonly minMs: number;
   private readonly factor: number;
   private readonly maxMs: number;
+  private readonly window: number;
 
   constructor(opts: ReadBackBudgetOptions = {}) {
     this.minMs = opts.minMs ?? 3000;
     this.factor = opts.factor ?? 4;
     this.maxMs = opts.maxMs ?? 120_000;
+    this.window = opts.window ?? 8;
   }
 
   /** The bound of the next deferrable read-back, ms. */
   boundMs(): number {
-    return Math.min(this.maxMs, Math.max(this.minMs, this.factor * (this.lastMs ?? 0)));
+    let fastest = 0;
+    for (const ms of this.recentMs) fastest = fastest === 0 ? ms : Math.min(fastest, ms);
+    return Math.min(this.maxMs, Math.max(this.minMs, this.factor * fastest));
   }
 
   /** A read-back finished in `ms`. */
   finished(ms: number): void {
-    this.lastMs = ms;
+    this.recentMs.push(ms);
+    if (this.recentMs.length > this.window) this.recentMs.shift();
   }
 }
