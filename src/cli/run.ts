@@ -30,7 +30,7 @@ import {
 } from './options.ts';
 import { modeDriver } from '../modes/registry.ts';
 import { guardNodeSettings, needsNode, nodeSettings } from './node-settings.ts';
-import { createSource, createSyncBackend, lockNamespace, sourceKind, statusFileOption, syncModeOptions, UsageError } from './setup.ts';
+import { applyConntrackOptions, createSource, createSyncBackend, lockNamespace, sourceKind, statusFileOption, syncModeOptions, UsageError } from './setup.ts';
 
 /** The `run` command. */
 export function runCommand(): Command {
@@ -70,6 +70,7 @@ export function runCommand(): Command {
         backend = await createSyncBackend(opts, logger);
       }
       if (backend === undefined) throw new Error('unreachable: no backend');
+      await applyConntrackOptions(opts, logger);
       const status = new StatusFileWriter(
         statusFile,
         {

@@ -38,7 +38,6 @@ export async function createSyncBackend(opts: BackendCliOptions & RenderCliOptio
   refuseForeignSwitches(opts);
   // node-settings.ts replaces it with the Node's primary IPs; left as it is, it would mean every address.
   if (opts.nodeportAddresses?.primary === true) throw new Error('--nodeport-addresses primary was not resolved from the Node');
-  await applyConntrackOptions(opts, logger);
   const render = renderConfig(opts);
   const backend = await createBackend(opts, render, logger);
   if (render.clusterCIDR === undefined && !render.masqueradeAll) {
@@ -50,13 +49,14 @@ export async function createSyncBackend(opts: BackendCliOptions & RenderCliOptio
 /**
  * The conntrack settings of `run` and `sync` (conntrack/sysctls.ts), applied
  * in the programmed namespace before the first sync, as kube-proxy applies
- * them before its proxier starts; nothing is read or written when none is
+ * them before its proxier starts, and once the namespace's lock is held (a
+ * refused second drover changes nothing); nothing is read or written when none is
  * asked for. Without `--conntrack-tcp-be-liberal`, a namespace whose
  * nf_conntrack_tcp_be_liberal is already 1 gets a warning: kube-proxy would
  * then leave out the INVALID drop, drover follows its setting.
  * @throws Error naming a sysctl that cannot be set.
  */
-async function applyConntrackOptions(opts: Partial<ConntrackCliOptions> & RenderCliOptions & { readonly netns?: string }, logger: Logger): Promise<void> {
+export async function applyConntrackOptions(opts: Partial<ConntrackCliOptions> & RenderCliOptions & { readonly netns?: string }, logger: Logger): Promise<void> {
   const settings: ConntrackSettings = {
     maxPerCore: opts.conntrackMaxPerCore ?? 0,
     min: opts.conntrackMin ?? 0,

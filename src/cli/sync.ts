@@ -6,7 +6,7 @@ import { createLogger } from '../util/log.ts';
 import { conntrackOptions, kernelOptions, listTimeoutOption, renderOptions, type SyncCliOptions } from './options.ts';
 import { markPartial } from './exit.ts';
 import { needsNode, withNodeSettings } from './node-settings.ts';
-import { createSource, createSyncBackend, lockNamespace, syncModeOptions, UsageError } from './setup.ts';
+import { applyConntrackOptions, createSource, createSyncBackend, lockNamespace, syncModeOptions, UsageError } from './setup.ts';
 
 /** The `sync` command. */
 export function syncCommand(): Command {
@@ -22,6 +22,7 @@ export function syncCommand(): Command {
       try {
         backend = await createSyncBackend(needsNode(opts) ? withNodeSettings(opts, (await source.load()).snapshot.node) : opts, logger);
         await lockNamespace('sync', opts, logger, { close: backend });
+        await applyConntrackOptions(opts, logger);
       } catch (err) {
         await source.close();
         throw err;
