@@ -33,8 +33,10 @@ test("with CIDRs, on this node's IPv4 addresses in them, each once, in address o
   t.deepEqual(listen('172.16.0.0/12'), []);
 });
 
-test('--nodeport-addresses refuses what is not a CIDR, naming it', (t) => {
-  t.throws(() => nodePortAddressesArg('10.0.0.0/8,primary'), { message: '"primary" is not a CIDR (e.g. 10.0.0.0/8)' });
+test('--nodeport-addresses refuses what is not a CIDR, naming it, and primary beside CIDRs', (t) => {
+  t.throws(() => nodePortAddressesArg('10.0.0.0/8,nonsense'), { message: '"nonsense" is not a CIDR (e.g. 10.0.0.0/8) or primary' });
+  t.throws(() => nodePortAddressesArg('10.0.0.0/8,primary'), { message: '"10.0.0.0/8,primary": primary stands alone, without CIDRs' });
+  t.true(nodePortAddressesArg('primary').primary);
   t.throws(() => nodePortAddressesArg('10.0.0.0/33'), { message: /"10.0.0.0\/33" is not a CIDR/ });
   t.throws(() => nodePortAddressesArg('10.0.0.1'), { message: /is not a CIDR/ });
   t.deepEqual(nodePortAddressesArg('10.0.0.0/8,10.0.0.0/8').map((c) => c.text), ['10.0.0.0/8']);
