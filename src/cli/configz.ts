@@ -32,21 +32,40 @@ export interface ConfigzOptions {
   readonly nodeportLocalhost?: boolean;
   /** IPVS mode's `--ipvs-scheduler`. */
   readonly ipvsScheduler?: string;
+  /** `--detect-local-mode`; absent: ClusterCIDR. */
+  readonly detectLocalMode?: string;
+  /** `--bind-address`: the node's primary IPs given. */
+  readonly bindAddress?: readonly string[];
+  /** `--conntrack-tcp-be-liberal`. */
+  readonly conntrackTcpBeLiberal?: boolean;
+  /** The `--conntrack-*` settings (0: the kernel's left alone); the timeouts in ms. */
+  readonly conntrackMaxPerCore?: number;
+  readonly conntrackMin?: number;
+  readonly conntrackTcpTimeoutEstablished?: number;
+  readonly conntrackTcpTimeoutCloseWait?: number;
+  readonly conntrackUdpTimeout?: number;
+  readonly conntrackUdpTimeoutStream?: number;
 }
 
 /**
  * `opts` as a KubeProxyConfiguration under {@link CONFIGZ_GROUP}: `mode`,
  * `clusterCIDR`, `hostnameOverride`, `clientConnection.kubeconfig`, the
- * two bind addresses ("" when off), `nodePortAddresses`, the sync periods
- * at the top level and in the mode's section, `iptables.masqueradeAll`,
- * `iptables.localhostNodePorts` (iptables mode) and `ipvs.scheduler` (IPVS mode).
+ * two bind addresses ("" when off), `bindAddress`, `detectLocalMode`,
+ * `nodePortAddresses`, the sync periods at the top level and in the mode's
+ * section, `masqueradeAll` in the section kube-proxy reads it from for the
+ * mode (`iptables` for the iptables and IPVS modes, `nftables` for
+ * nftables), `iptables.localhostNodePorts` (iptables mode),
+ * `ipvs.scheduler` (IPVS mode) and `conntrack` (kube-proxy's
+ * KubeProxyConntrackConfiguration: 0 leaves the kernel's value alone).
  */
 export function configz(opts: ConfigzOptions): Record<string, unknown> {
   const periods = { syncPeriod: goDuration(opts.syncPeriod), minSyncPeriod: goDuration(opts.minSyncPeriod) };
-  const iptables: Record<string, unknown> = { masqueradeAll: opts.masqueradeAll };
+  const iptables: Record<string, unknown> = opts.mode === 'nftables' ? {} : { masqueradeAll: opts.masqueradeAll };
   if (opts.mode === 'iptables') Object.assign(iptables, { localhostNodePorts: opts.nodeportLocalhost === true }, periods);
   const config: Record<string, unknown> = {
     mode: opts.mode,
+    bindAddress: opts.bindAddress?.join(',') ?? '',
+    detectLocalMode: opts.detectLocalMode ?? 'ClusterCIDR',
     clusterCIDR: opts.clusterCidr ?? '',
     hostnameOverride: opts.hostnameOverride ?? '',
     clientConnection: { kubeconfig: opts.kubeconfig ?? '' },
@@ -55,8 +74,18 @@ export function configz(opts: ConfigzOptions): Record<string, unknown> {
     nodePortAddresses: opts.nodeportAddresses?.map((p) => p.text) ?? null,
     ...periods,
     iptables,
+    conntrack: {
+      maxPerCore: opts.conntrackMaxPerCore ?? 0,
+      min: opts.conntrackMin ?? 0,
+      tcpEstablishedTimeout: goDuration(opts.conntrackTcpTimeoutEstablished ?? 0),
+      tcpCloseWaitTimeout: goDuration(opts.conntrackTcpTimeoutCloseWait ?? 0),
+      tcpBeLiberal: opts.conntrackTcpBeLiberal === true,
+      udpTimeout: goDuration(opts.conntrackUdpTimeout ?? 0),
+      udpStreamTimeout: goDuration(opts.conntrackUdpTimeoutStream ?? 0),
+    },
   };
   if (opts.mode === 'ipvs') config.ipvs = { ...(opts.ipvsScheduler !== undefined ? { scheduler: opts.ipvsScheduler } : {}), ...periods };
+  else if (opts.mode === 'nftables') config.nftables = { masqueradeAll: opts.masqueradeAll, ...periods };
   else if (opts.mode !== 'iptables') config[opts.mode] = periods;
   return { [CONFIGZ_GROUP]: config };
 }

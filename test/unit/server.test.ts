@@ -302,6 +302,15 @@ test("the metrics server answers /healthz with kube-proxy's `ok` and /configz wi
     masqueradeAll: false,
     syncPeriod: 90_000,
     minSyncPeriod: 1000,
+    detectLocalMode: 'NodeCIDR',
+    bindAddress: ['192.168.1.10'],
+    conntrackTcpBeLiberal: true,
+    conntrackMaxPerCore: 32768,
+    conntrackMin: 131072,
+    conntrackTcpTimeoutEstablished: 86_400_000,
+    conntrackTcpTimeoutCloseWait: 3_600_000,
+    conntrackUdpTimeout: 0,
+    conntrackUdpTimeoutStream: 0,
   });
   const servers = await startServers(w.proxier, { proxyMode: 'iptables', healthCheckAddresses: [], metrics: LOOPBACK, healthz: null, syncPeriodMs: 30_000, configz: config, logger: silentLogger() });
   t.teardown(() => servers.close());
@@ -318,6 +327,8 @@ test("the metrics server answers /healthz with kube-proxy's `ok` and /configz wi
   t.deepEqual(await res.json(), {
     'kubeproxy.config.k8s.io': {
       mode: 'iptables',
+      bindAddress: '192.168.1.10',
+      detectLocalMode: 'NodeCIDR',
       clusterCIDR: '10.244.0.0/16',
       hostnameOverride: 'node-a',
       clientConnection: { kubeconfig: '/var/lib/kube-proxy/kubeconfig.conf' },
@@ -327,6 +338,7 @@ test("the metrics server answers /healthz with kube-proxy's `ok` and /configz wi
       syncPeriod: '1m30s',
       minSyncPeriod: '1s',
       iptables: { masqueradeAll: false, localhostNodePorts: false, syncPeriod: '1m30s', minSyncPeriod: '1s' },
+      conntrack: { maxPerCore: 32768, min: 131072, tcpEstablishedTimeout: '24h0m0s', tcpCloseWaitTimeout: '1h0m0s', tcpBeLiberal: true, udpTimeout: '0s', udpStreamTimeout: '0s' },
     },
   });
   t.is((await get('/nosuch')).status, 404);
@@ -334,6 +346,8 @@ test("the metrics server answers /healthz with kube-proxy's `ok` and /configz wi
   const off = configz({ mode: 'nftables', metricsBindAddress: '', healthzBindAddress: null, masqueradeAll: true, syncPeriod: 30_000, minSyncPeriod: 0 });
   t.deepEqual(off['kubeproxy.config.k8s.io'], {
     mode: 'nftables',
+    bindAddress: '',
+    detectLocalMode: 'ClusterCIDR',
     clusterCIDR: '',
     hostnameOverride: '',
     clientConnection: { kubeconfig: '' },
@@ -342,8 +356,9 @@ test("the metrics server answers /healthz with kube-proxy's `ok` and /configz wi
     nodePortAddresses: null,
     syncPeriod: '30s',
     minSyncPeriod: '0s',
-    iptables: { masqueradeAll: true },
-    nftables: { syncPeriod: '30s', minSyncPeriod: '0s' },
+    iptables: {},
+    conntrack: { maxPerCore: 0, min: 0, tcpEstablishedTimeout: '0s', tcpCloseWaitTimeout: '0s', tcpBeLiberal: false, udpTimeout: '0s', udpStreamTimeout: '0s' },
+    nftables: { masqueradeAll: true, syncPeriod: '30s', minSyncPeriod: '0s' },
   });
 });
 
