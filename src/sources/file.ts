@@ -165,6 +165,9 @@ interface ReadObject {
 }
 
 /** Watches and reads a manifest file or folder; see the module comment. */
+/** How long a file may keep changing, left unread, before one warning names it (ms); see FileSource.deferUnsettled. */
+export const UNSETTLED_WARN_MS = 10_000;
+
 export class FileSource {
   private readonly path: string;
   private readonly logger: Logger;
@@ -187,6 +190,8 @@ export class FileSource {
   private renamed = new Set<string>();
   /** Files (named as a full read names them) reported written in place since their last read. */
   private inPlace = new Set<string>();
+  /** Files left unread because they kept changing: since when (ms, this.now), and whether that was warned about. */
+  private readonly unsettledSince = new Map<string, { since: number; warned: boolean }>();
   /** The symlinks skipped at the last full read, by path, with their target and reason: each is warned about once while it stays. */
   private skippedLinks = new Map<string, string>();
   private readonly decoder: Decoder;
@@ -268,6 +273,7 @@ export class FileSource {
       holding.add(u.file);
       this.deferUnsettled(u);
     }
+    for (const f of [...this.unsettledSince.keys()]) if (!holding.has(f)) this.unsettledSince.delete(f);
     // Only while watching: a one-shot read has no earlier read to compare with.
     for (const s of this.watcher === undefined ? [] : this.lastGood.shrunk(read)) {
       if (this.renamed.has(s.file)) continue;
@@ -295,9 +301,22 @@ export class FileSource {
     return { settle: { ms: this.settleMs, exempt, now: this.now } };
   }
 
-  /** A file left unread while it settles: read again once it has been unchanged for the settle time. */
+  /**
+   * A file left unread while it settles: read again once it has been
+   * unchanged for the settle time. One that keeps changing for longer than
+   * {@link UNSETTLED_WARN_MS} (or 10 settle times, if longer) is named in one
+   * warning, so that a file that never settles (appended to, or touched,
+   * more often than the settle time) is not left unread unseen.
+   */
   private deferUnsettled(u: Unsettled): void {
     this.logger.debug({ file: u.file, changedAt: u.changedAt }, `${u.file} is still being written; reading it once it has not changed for ${this.settleMs} ms`);
+    const now = this.now();
+    const seen = this.unsettledSince.get(u.file) ?? { since: now, warned: false };
+    this.unsettledSince.set(u.file, seen);
+    if (!seen.warned && now - seen.since >= Math.max(UNSETTLED_WARN_MS, 10 * this.settleMs)) {
+      seen.warned = true;
+      this.logger.warn({ file: u.file }, `${u.file} has kept changing for ${seconds(now - seen.since)}: it is applied once it has not changed for ${this.settleMs} ms (--file-settle); until then it serves what it served`);
+    }
     this.rereadAt(resolve(u.file), u.changedAt + this.settleMs);
   }
 

@@ -5,14 +5,14 @@
  * `kind` line is not read as one object; a file renamed into place is
  * applied at once.
  */
-import { open, mkdtemp, rename, rm, writeFile } from 'node:fs/promises';
+import { open, mkdtemp, rename, rm, utimes, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import test, { type ExecutionContext } from 'ava';
-import { FileSource, type FileSourceOptions, type LoadResult } from '../../src/sources/file.ts';
+import { FileSource, UNSETTLED_WARN_MS, type FileSourceOptions, type LoadResult } from '../../src/sources/file.ts';
 import { readManifests } from '../../src/sources/manifests.ts';
 import { silentLogger } from '../../src/util/log.ts';
-import { renderAll } from './model-helpers.ts';
+import { recordingLogger, renderAll } from './model-helpers.ts';
 
 const CIDR = '10.96.0.0/12';
 
@@ -180,4 +180,36 @@ test('a one-shot read (not watching) reads files as they are', async (t) => {
   t.deepEqual(renderAll((await src.load()).snapshot), served(['10.180.0.1']));
   await writeFile(join(dir, 'web.yaml'), service('web', '10.96.0.10'));
   t.deepEqual(renderAll((await src.load()).snapshot), ['default/web:http 10.96.0.10:80/TCP ->']);
+});
+
+test('a file that keeps changing is named in one warning once it has stayed unread for 10 s, and serves what it served meanwhile', async (t) => {
+  const dir = await tempDir(t);
+  const file = join(dir, 'web.yaml');
+  await writeFile(file, pair(['10.180.0.1']));
+  let offset = 0;
+  const { logger, lines } = recordingLogger();
+  const warned = () => lines.filter((l) => l.level >= 40 && String(l.msg).includes('has kept changing')).map((l) => l.msg);
+  const { src } = await watching(t, dir, { settleMs: 1000, logger, now: () => Date.now() + offset });
+  await src.load();
+  // Written again and again, each time less than the settle time before the load: never read.
+  const touch = async () => {
+    const at = (Date.now() + offset - 100) / 1000;
+    await utimes(file, at, at);
+  };
+  await writeFile(file, pair(['10.180.0.2']));
+  await touch();
+  t.deepEqual(renderAll((await src.load({ full: true })).snapshot), served(['10.180.0.1']));
+  t.deepEqual(warned(), [], 'not yet: a file being written for a moment is usual');
+  offset = UNSETTLED_WARN_MS + 1000;
+  await touch();
+  t.deepEqual(renderAll((await src.load({ full: true })).snapshot), served(['10.180.0.1']));
+  t.is(warned().length, 1);
+  t.regex(warned()[0]!, /web\.yaml has kept changing for 1[01](\.\d)? s: it is applied once it has not changed for 1000 ms \(--file-settle\)/);
+  offset += 2000;
+  await touch();
+  await src.load({ full: true });
+  t.is(warned().length, 1, 'once per episode');
+  // Left alone, it settles and is read.
+  offset += 2000;
+  t.deepEqual(renderAll((await src.load({ full: true })).snapshot), served(['10.180.0.2']));
 });
