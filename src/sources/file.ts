@@ -190,6 +190,8 @@ export class FileSource {
   private renamed = new Set<string>();
   /** Files (named as a full read names them) reported written in place since their last read. */
   private inPlace = new Set<string>();
+  /** Files held because they read as fewer objects than they served: since when (ms, this.now). */
+  private readonly shrunkSince = new Map<string, number>();
   /** Files left unread because they kept changing: since when (ms, this.now), and whether that was warned about. */
   private readonly unsettledSince = new Map<string, { since: number; warned: boolean }>();
   /** The symlinks skipped at the last full read, by path, with their target and reason: each is warned about once while it stays. */
@@ -275,15 +277,23 @@ export class FileSource {
     }
     for (const f of [...this.unsettledSince.keys()]) if (!holding.has(f)) this.unsettledSince.delete(f);
     // Only while watching: a one-shot read has no earlier read to compare with.
+    const shrunkNow = new Set<string>();
     for (const s of this.watcher === undefined ? [] : this.lastGood.shrunk(read)) {
       if (this.renamed.has(s.file)) continue;
+      shrunkNow.add(s.file);
       const changedAt = await this.changedAt(s.file);
-      if (changedAt === undefined || this.now() - changedAt >= this.shrinkHoldMs) continue;
+      // The hold runs from the last change, and never longer than the hold from when the file was first seen shrunk:
+      // a file rewritten in place, smaller, more often than the hold would otherwise be held (with every deletion) forever.
+      const now = this.now();
+      const since = this.shrunkSince.get(s.file) ?? now;
+      this.shrunkSince.set(s.file, since);
+      if (changedAt === undefined || now - changedAt >= this.shrinkHoldMs || now - since >= this.shrinkHoldMs) continue;
       holding.add(s.file);
-      this.rereadAt(resolve(s.file), changedAt + this.shrinkHoldMs);
+      this.rereadAt(resolve(s.file), Math.min(changedAt, since) + this.shrinkHoldMs);
       const detail = `reads as ${s.now} object${s.now === 1 ? '' : 's'} where it held ${s.before}: it may still be being written; keeping what it served until it has not changed for ${seconds(this.shrinkHoldMs)} (rename a file into place to apply it at once)`;
       holdErrors.push(new ManifestError({ file: s.file, detail }));
     }
+    for (const f of [...this.shrunkSince.keys()]) if (!holding.has(f) || !shrunkNow.has(f)) this.shrunkSince.delete(f);
     const present = new Set(read.files);
     for (const set of [this.renamed, this.inPlace]) for (const f of [...set]) if (!holding.has(f) || !present.has(f)) set.delete(f);
     const { objects, errors, warnings, ignored, byFile } = this.lastGood.resolve(read, results, holding);

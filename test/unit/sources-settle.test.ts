@@ -213,3 +213,28 @@ test('a file that keeps changing is named in one warning once it has stayed unre
   offset += 2000;
   t.deepEqual(renderAll((await src.load({ full: true })).snapshot), served(['10.180.0.2']));
 });
+
+test('a file rewritten smaller in place, again and again, is held no longer than the hold from when it first shrank', async (t) => {
+  const dir = await tempDir(t);
+  const file = join(dir, 'web.yaml');
+  await writeFile(file, pair(['10.180.0.1']));
+  const { src } = await watching(t, dir, { settleMs: 50, shrinkHoldMs: 1500 });
+  await src.load();
+  const first = Date.now();
+  // A generator rewriting its output (without the EndpointSlice) every 300 ms: each load comes well within the hold of the last write.
+  for (;;) {
+    await writeFile(file, service('web', '10.96.0.10'));
+    await new Promise((r) => setTimeout(r, 150));
+    const r = await src.load({ full: true });
+    const rendered = renderAll(r.snapshot);
+    if (rendered[0] === 'default/web:http 10.96.0.10:80/TCP ->') {
+      t.true(Date.now() - first >= 1500, `applied ${Date.now() - first} ms after it first shrank`);
+      t.deepEqual(r.incomplete, []);
+      return;
+    }
+    t.deepEqual(rendered, served(['10.180.0.1']), 'held meanwhile');
+    t.is(r.incomplete.length, 1);
+    if (Date.now() - first > 8000) return t.fail('still held 8 s after it first shrank');
+    await new Promise((r) => setTimeout(r, 150));
+  }
+});
