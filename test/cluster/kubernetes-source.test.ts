@@ -39,7 +39,9 @@ if (gate.reason !== undefined) {
   let proxy: RunningDrover | undefined;
   const natRules = async (): Promise<string> => (await w.topo.exec(w.topo.node, 'iptables-nft-save', ['-t', 'nat'])).stdout;
   const nat6Rules = async (): Promise<string> => (await w.topo.exec(w.topo.node, 'ip6tables-nft-save', ['-t', 'nat'])).stdout;
-  const problems = (d: RunningDrover) => d.lines(/./).filter((l) => (l.level as number) >= 40);
+  /** drover's log lines name their level (warn, error, fatal). */
+  const isProblem = (l: { level?: unknown }) => ['warn', 'error', 'fatal'].includes(l.level as string);
+  const problems = (d: RunningDrover) => d.lines(/./).filter(isProblem);
 
   test.before(async (t) => {
     t.timeout(TIMEOUT_MS);
@@ -155,7 +157,7 @@ if (gate.reason !== undefined) {
     const config = await writeKubeconfig(api, await serviceAccountToken(api, 'kube-system', 'drover-nowatch'), join(dir, 'nowatch.kubeconfig'));
     const d = startDrover([...w.sourceFlags(config), ...w.runFlags('nowatch')]);
     t.teardown(() => d.stop());
-    await until('the watch error', async () => d.lines(/EndpointSlices/).some((l) => (l.level as number) >= 40), 120_000);
+    await until('the watch error', async () => d.lines(/EndpointSlices/).some(isProblem), 120_000);
     const errors = problems(d);
     t.log(errors[0]?.msg);
     t.true(errors.length > 0);
