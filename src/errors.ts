@@ -118,3 +118,21 @@ export class DroverError extends Error {
     this.field = options.field;
   }
 }
+
+/**
+ * A kernel read-back that a backend gave up past its bound (a full sync
+ * marked ChangeSet.deferrable; modes/shared/read-back.ts); nothing was
+ * written. Part of the contract between the proxier, which puts such a
+ * full sync off, and the modes that throw it.
+ */
+export class ReadBackTimeoutError extends DroverError {
+  constructor(
+    /** What was reading, e.g. `iptables-nft-save -t nat`. */
+    readonly what: string,
+    /** The bound it ran past, ms. */
+    readonly boundMs: number,
+  ) {
+    super(`the kernel read-back (${what}) did not finish within ${(boundMs / 1000).toFixed(1)} s`);
+    this.name = 'ReadBackTimeoutError';
+  }
+}

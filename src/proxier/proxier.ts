@@ -39,7 +39,7 @@ import { staleUDPFlows } from '../conntrack/stale.ts';
 import { changedServicePorts, countChanges, type ChangeCounts } from './changes.ts';
 import { allPortKeys, portsOfKey } from '../model/family.ts';
 import { BoundedFrequencyRunner } from './runner.ts';
-import { ReadBackTimeoutError } from '../modes/shared/read-back.ts';
+import { ReadBackTimeoutError } from '../errors.ts';
 
 /** One read of a source: the desired state, and what of the source could not be read. */
 export interface SourceRead {

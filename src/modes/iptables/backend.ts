@@ -29,7 +29,8 @@ import { renderServicePort, type RenderOptions, type ServiceRules } from './rend
 import { isServiceChain } from './names.ts';
 import { cleanupPlan, foreignReferences, fullPlan, partialPlan, renderSnapshot } from './ruleset.ts';
 import { loadStaticRules, type StaticRuleset } from './static.ts';
-import { ReadBackBudget, ReadBackTimeoutError } from '../shared/read-back.ts';
+import { ReadBackTimeoutError } from '../../errors.ts';
+import { ReadBackBudget } from '../shared/read-back.ts';
 import { collectWhenGrown, SYNC_GROWTH_BOUND as GROWTH_BOUND } from '../../util/gc.ts';
 
 /** Options of the iptables backend. */

@@ -12,7 +12,7 @@ import { CommandError, runCommand, summarise } from '../shared/exec.ts';
 import type { TableName } from './parse.ts';
 import { NftGeneration, type CanaryTable } from './canary.ts';
 import { DroverError } from '../../errors.ts';
-import { ReadBackTimeoutError } from '../shared/read-back.ts';
+import { ReadBackTimeoutError } from '../../errors.ts';
 import type { IPFamily } from '../../model/types.ts';
 
 /** The two iptables backends: iptables-nft (nf_tables) and iptables-legacy (x_tables). */

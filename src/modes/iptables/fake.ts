@@ -7,7 +7,7 @@
  * prints tables back the way iptables-save does (user chains sorted,
  * `--probability` as the kernel stores it).
  */
-import { ReadBackTimeoutError } from '../shared/read-back.ts';
+import { ReadBackTimeoutError } from '../../errors.ts';
 import { canonicalRule } from './canonical.ts';
 import { RestoreError, type IptablesExec, type IptablesVariant } from './exec.ts';
 import type { TableName } from './parse.ts';

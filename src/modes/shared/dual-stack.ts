@@ -22,7 +22,7 @@
  * not thrown.
  */
 import { DroverError } from '../../errors.ts';
-import { ReadBackTimeoutError } from './read-back.ts';
+import { ReadBackTimeoutError } from '../../errors.ts';
 import { allPortKeys, familyView, IP_FAMILIES } from '../../model/family.ts';
 import type { IPFamily, Snapshot } from '../../model/types.ts';
 import type { Logger } from '../../util/log.ts';

@@ -11,22 +11,9 @@
  * took from 0.1 s to tens of seconds, and every sync queued behind it
  * waited as long. A bounded read-back instead gives up, the proxier keeps
  * serving changes with partial syncs and retries the read-back later with
- * backoff (proxier.ts).
+ * backoff (proxier.ts). The error it gives up with, ReadBackTimeoutError,
+ * is in errors.ts: the proxier catches it.
  */
-import { DroverError } from '../../errors.ts';
-
-/** A read-back that did not finish within its bound; nothing was written. */
-export class ReadBackTimeoutError extends DroverError {
-  constructor(
-    /** What was reading, e.g. `iptables-nft-save -t nat`. */
-    readonly what: string,
-    /** The bound it ran past, ms. */
-    readonly boundMs: number,
-  ) {
-    super(`the kernel read-back (${what}) did not finish within ${(boundMs / 1000).toFixed(1)} s`);
-    this.name = 'ReadBackTimeoutError';
-  }
-}
 
 /** Options of a {@link ReadBackBudget}; ms. */
 export interface ReadBackBudgetOptions {
