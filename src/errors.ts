@@ -136,3 +136,39 @@ export class ReadBackTimeoutError extends DroverError {
     this.name = 'ReadBackTimeoutError';
   }
 }
+
+/**
+ * An nfacct request failed (kernel/nfacct/): the kernel refused it, with the
+ * errno name in `code` (e.g. "EPERM" without CAP_NET_ADMIN,
+ * "EPROTONOSUPPORT" or "ENOENT" from a kernel without
+ * CONFIG_NETFILTER_NETLINK_ACCT), or the reply could not be read.
+ */
+export class NfacctError extends DroverError {
+  constructor(
+    message: string,
+    /** The errno name the kernel answered, when it answered one. */
+    readonly code?: string,
+  ) {
+    super(message);
+    this.name = 'NfacctError';
+  }
+}
+
+/** The nfacct object named does not exist in the network namespace (NFNL_MSG_ACCT_GET answered ENOENT). */
+export class NfacctNotFoundError extends NfacctError {
+  constructor(
+    /** The object's name. */
+    readonly counter: string,
+  ) {
+    super(`no nfacct object ${JSON.stringify(counter)}`, 'ENOENT');
+    this.name = 'NfacctNotFoundError';
+  }
+}
+
+/** An nfacct object name drover refuses before it reaches a message (see kernel/nfacct/codec.ts checkCounterName). */
+export class NfacctNameError extends DroverError {
+  constructor(name: unknown) {
+    super(`not a valid nfacct counter name: ${JSON.stringify(name)} (1-31 characters of a-z, 0-9 and _)`);
+    this.name = 'NfacctNameError';
+  }
+}
