@@ -27,6 +27,9 @@ import { loadStaticRules, withInvalidDrop } from './static.ts';
 import { hasLocalnetFirewallJump, localhostNodePortsOn, namespaceSysctls, nodePortLocalhostOption, RouteLocalnetBackend } from './localhost.ts';
 import { familyView } from '../../model/family.ts';
 import type { ServicePortChains } from './chains.ts';
+import type { Logger } from '../../util/log.ts';
+import { ensureCounters, namespaceNfacct, presentCounters, withCountedInvalidDrop } from './nfacct.ts';
+import { LOCALHOST_NODEPORTS_ACCEPTED, type KubeProxyCounter } from './nfacct-names.ts';
 
 /**
  * What the next full sync would write for the source of `opts` against
@@ -41,12 +44,15 @@ async function sourceDrift(
 ): Promise<{ items: DriftItem[]; problems: readonly string[]; incomplete: readonly string[] }> {
   const { snapshot, problems, incomplete } = await loadSource(opts);
   const liberal = opts.conntrackTcpBeLiberal;
-  const statics = withInvalidDrop(await iptablesStatics(opts.nodeportAddresses, opts.netns, undefined, opts.nodeportLocalhost === true), liberal);
-  const items = driftItems(statics, renderSnapshot(familyView(snapshot, 'IPv4'), renderConfig(opts)), kernel, { incomplete: incomplete.length > 0 });
+  // The counters a running drover created at start (nfacct.ts): its rules name them.
+  const counters = await presentCounters(namespaceNfacct(opts.netns));
+  const statics = withCountedInvalidDrop(withInvalidDrop(await iptablesStatics(opts.nodeportAddresses, opts.netns, undefined, opts.nodeportLocalhost === true), liberal), counters);
+  const countLocalhost = counters.has(LOCALHOST_NODEPORTS_ACCEPTED) && localhostNodePortsOn(opts.nodeportLocalhost === true, opts.nodeportAddresses);
+  const items = driftItems(statics, renderSnapshot(familyView(snapshot, 'IPv4'), { ...renderConfig(opts), ...(countLocalhost ? { countLocalhostNodePorts: true } : {}) }), kernel, { incomplete: incomplete.length > 0 });
   // The IPv6 tables: compared when the source has IPv6 service ports or the kernel has drover's IPv6 chains (dual-stack.ts).
   const v6 = familyView(snapshot, 'IPv6');
   if (kernel6 !== undefined && (v6.services.size > 0 || kernel6.get('nat')?.has('KUBE-SERVICES'))) {
-    const statics6 = withInvalidDrop(await iptablesStatics6(opts.nodeportAddresses, opts.netns), liberal);
+    const statics6 = withCountedInvalidDrop(withInvalidDrop(await iptablesStatics6(opts.nodeportAddresses, opts.netns), liberal), counters);
     const items6 = driftItems(statics6, renderSnapshot(v6, renderConfig(opts, 'IPv6')), kernel6, { incomplete: incomplete.length > 0 });
     for (const item of items6) items.push(ipv6DriftItem(item));
   }
@@ -65,6 +71,16 @@ async function readKernel6(opts: ModeOptions): Promise<ParsedDump | undefined> {
 /** A service port's chains in the IPv6 tables, each table named "… (IPv6)". */
 function ipv6Chains(sp: ServicePortChains): ServicePortChains {
   return { servicePort: sp.servicePort, chains: sp.chains.map((c) => ({ ...c, table: `${c.table as TableName} (IPv6)` as const })) };
+}
+
+/** kube-proxy's counters ensured in namespace `netns` (nfacct.ts ensureCounters). */
+async function startCounters(netns: string | undefined, logger: Logger): Promise<Set<KubeProxyCounter>> {
+  const nfacct = namespaceNfacct(netns);
+  try {
+    return await ensureCounters(nfacct, logger);
+  } finally {
+    nfacct.close();
+  }
 }
 
 /** The driver of `--mode iptables`. */
@@ -97,10 +113,13 @@ export const iptablesMode: ModeDriver = {
     if (opts.nodeportLocalhost === true) {
       logger.info({ on: localhost }, localhost ? 'NodePorts on 127.0.0.1 (IPv4 only: there are none for IPv6)' : '--nodeport-localhost does nothing: --nodeport-addresses holds no part of 127.0.0.0/8');
     }
-    const statics = withInvalidDrop(cleanupFirewall ? loadStaticRules(undefined, true) : await iptablesStatics(cidrs, opts.netns, logger, localhost), render.tcpBeLiberal);
-    const statics6 = withInvalidDrop(await iptablesStatics6(cidrs, opts.netns, logger), render.tcpBeLiberal);
+    // kube-proxy's nfacct counters, ensured once at start (nfacct.ts); cleanup creates none.
+    const counters = opts.nodeportLocalhost === undefined ? new Set<KubeProxyCounter>() : await startCounters(opts.netns, logger);
+    const statics = withCountedInvalidDrop(withInvalidDrop(cleanupFirewall ? loadStaticRules(undefined, true) : await iptablesStatics(cidrs, opts.netns, logger, localhost), render.tcpBeLiberal), counters);
+    const statics6 = withCountedInvalidDrop(withInvalidDrop(await iptablesStatics6(cidrs, opts.netns, logger), render.tcpBeLiberal), counters);
+    const render4 = localhost && counters.has(LOCALHOST_NODEPORTS_ACCEPTED) ? { ...render, countLocalhostNodePorts: true } : render;
     const backend = new DualStackIptablesBackend({
-      IPv4: { exec: exec.IPv4, render, statics },
+      IPv4: { exec: exec.IPv4, render: render4, statics },
       IPv6: { exec: exec.IPv6, render: ipv6RenderOptions(render, typeof opts.clusterCidr === 'string' ? opts.clusterCidr : undefined), statics: statics6 },
       logger,
     });

@@ -9,7 +9,8 @@
  *   KUBE-EXT, or to KUBE-FW when `loadBalancerSourceRanges` is set;
  * - nat `KUBE-NODEPORTS`: the NodePort entry to KUBE-EXT (the hooks jump
  *   there for packets to a local address other than 127.0.0.0/8, see
- *   rules/iptables/static.rules);
+ *   rules/iptables/static.rules), after the nfacct-counted one for
+ *   127.0.0.0/8 with RenderOptions.countLocalhostNodePorts;
  * - nat `KUBE-EXT-<hash>`: masquerade then KUBE-SVC under
  *   externalTrafficPolicy Cluster; under Local, pods and this node itself
  *   short-circuit to KUBE-SVC, everything else goes to KUBE-SVL;
@@ -50,6 +51,7 @@ import { categorizeEndpoints, externallyAccessible, usesClusterEndpoints, usesLo
 import type { Endpoint, IPFamily, NodeInfo, ServicePort } from '../../model/types.ts';
 import { endpointChainName, externalChainName, firewallChainName, localServiceChainName, serviceChainName } from './names.ts';
 import { DroverError } from '../../errors.ts';
+import { LOCALHOST_NODEPORTS_ACCEPTED, nfacctMatch } from './nfacct-names.ts';
 import { flatString, flatStrings } from '../../util/flat-string.ts';
 
 /** Options that change the rendered rules. */
@@ -77,6 +79,16 @@ export interface RenderOptions {
    * drover then sets that sysctl itself (conntrack/sysctls.ts).
    */
   readonly tcpBeLiberal?: boolean;
+  /**
+   * Count the packets accepted on localhost NodePorts, as kube-proxy does
+   * with nfacct: each NodePort with endpoints gets, before its entry in nat
+   * KUBE-NODEPORTS, the same jump for destinations in 127.0.0.0/8 with
+   * `-m nfacct --nfacct-name localhost_nps_accepted_pkts`. The caller sets
+   * it only with localhost NodePorts on (localhost.ts) and the counter
+   * created (nfacct.ts ensureCounters); IPv4 only, as kube-proxy: ignored
+   * for IPv6.
+   */
+  readonly countLocalhostNodePorts?: boolean;
 }
 
 /**
@@ -240,6 +252,9 @@ export function renderServicePort(sp: ServicePort, opts: RenderOptions, node?: N
   if (hasInternal) nat('KUBE-SERVICES', `${at(cip, port, clusterComment)} -j ${internalLocal ? localChain : clusterChain}`);
   if (hasEndpoints) for (const ip of externalIPs) nat('KUBE-SERVICES', `${at(ip, port, `"${key} external IP"`)} -j ${extChain}`);
   if (hasEndpoints) for (const ip of lbIPs) nat('KUBE-SERVICES', `${at(ip, port, `"${key} loadbalancer IP"`)} -j ${usesFW ? fwChain : extChain}`);
+  if (nodePort !== undefined && hasEndpoints && opts.countLocalhostNodePorts === true && family === 'IPv4') {
+    nat('KUBE-NODEPORTS', `-d 127.0.0.0/8 -p ${proto} -m comment --comment "${key}" -m ${proto} --dport ${nodePort} ${nfacctMatch(LOCALHOST_NODEPORTS_ACCEPTED)} -j ${extChain}`);
+  }
   if (nodePort !== undefined && hasEndpoints) nat('KUBE-NODEPORTS', `-p ${proto} -m comment --comment "${key}" -m ${proto} --dport ${nodePort} -j ${extChain}`);
 
   // Without endpoints anywhere both kinds of traffic are rejected; with some, but none here for a Local policy, dropped.

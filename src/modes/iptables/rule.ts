@@ -4,8 +4,8 @@
  *
  * Understood (iptables(8), iptables-extensions(8)): `-s`/`-d` (with `!`),
  * `-p`, `-i`/`-o`, and the modules comment, tcp/udp/sctp (`--dport`,
- * `--sport`), statistic (random mode), mark, addrtype, recent, set and
- * conntrack; targets: a jump to a chain, DNAT, MARK, MASQUERADE, SNAT,
+ * `--sport`), statistic (random mode), mark, addrtype, recent, set,
+ * conntrack and nfacct (which counts and always matches); targets: a jump to a chain, DNAT, MARK, MASQUERADE, SNAT,
  * REJECT, DROP, ACCEPT and RETURN. Anything else is kept as an `unknown`
  * match or target so that the evaluator can say it cannot evaluate it.
  *
@@ -184,6 +184,8 @@ export function parseRule(chain: string, text: string, chains: ReadonlySet<strin
       matches.push({ kind: 'set', negate: neg, name, dirs: value().split(',') as Array<'src' | 'dst'> });
     } else if (module === 'conntrack' && w === '--ctstate') {
       matches.push({ kind: 'conntrack', negate: neg, states: value().split(',') });
+    } else if (module === 'nfacct' && w === '--nfacct-name') {
+      value(); // the nfacct match counts the packet and always matches (net/netfilter/xt_nfacct.c, unless a quota is set, which drover never sets)
     } else {
       unknown(w);
     }
