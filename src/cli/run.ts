@@ -116,6 +116,7 @@ export function runCommand(): Command {
         healthCheckAddresses,
         syncPeriodMs: opts.syncPeriod,
         modeMetrics: modeDriver(opts.mode).metrics,
+        ...(opts.netns ? { netns: opts.netns } : {}),
         configz: configz(opts),
         logger,
       });

@@ -35,6 +35,8 @@ export interface ServersOptions {
   readonly syncPeriodMs: number;
   /** The mode's own metrics (ModeDriver.metrics). */
   readonly modeMetrics?: ModeMetricsFactory;
+  /** `--netns`: the namespace the mode's metrics read the kernel of; undefined: drover's own. */
+  readonly netns?: string;
   /** What /configz answers, as JSON (cli/configz.ts: `{"kubeproxy.config.k8s.io": {…}}`); absent: /configz is not served. */
   readonly configz?: unknown;
   readonly logger: Logger;
@@ -58,7 +60,7 @@ export interface Servers {
  * again every 5 s, as kube-proxy does: the proxy itself keeps running.
  */
 export async function startServers(proxier: Pick<Proxier, 'on'>, opts: ServersOptions): Promise<Servers> {
-  const metrics = new ProxyMetrics(opts.modeMetrics);
+  const metrics = new ProxyMetrics(opts.modeMetrics, opts.netns === undefined ? {} : { netns: opts.netns });
   const health = new ProxyHealth(2 * opts.syncPeriodMs);
   const serviceHealth = new ServiceHealthServer({ addresses: opts.healthCheckAddresses, isHealthy: () => health.isHealthy(), logger: opts.logger });
   // The health state first: a Service's check reads it.

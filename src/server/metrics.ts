@@ -44,11 +44,17 @@ const PROGRAMMING_BUCKETS = [
 /** What a mode adds to the metrics: called after every sync attempt, with the registry the mode registered its metrics in. */
 export type ModeMetricsListener = (last: LastSync) => void;
 
+/** Where the mode's metrics read the kernel from, when they read it at scrape time. */
+export interface ModeMetricsContext {
+  /** `--netns`: the namespace drover programs; undefined: its own. */
+  readonly netns?: string;
+}
+
 /**
  * Creates a mode's own metrics in `registry` (names from {@link metricName})
  * and returns the listener that updates them; see ModeDriver.metrics.
  */
-export type ModeMetricsFactory = (registry: Registry) => ModeMetricsListener;
+export type ModeMetricsFactory = (registry: Registry, context: ModeMetricsContext) => ModeMetricsListener;
 
 /** The label kube-proxy 1.33+ puts on its per-family metrics; values "IPv4" and "IPv6" (Kubernetes' IPFamily). */
 export const IP_FAMILY_LABEL = 'ip_family';
@@ -109,8 +115,11 @@ export class ProxyMetrics {
   /** The families synced so far (IPv4 from the start), whose last queued time a queued sync sets. */
   private readonly families = new Set<IPFamily>(['IPv4']);
 
-  /** @param mode the mode's own metrics (ModeDriver.metrics), if it has any. */
-  constructor(mode?: ModeMetricsFactory) {
+  /**
+   * @param mode the mode's own metrics (ModeDriver.metrics), if it has any.
+   * @param context where they read the kernel (the programmed namespace).
+   */
+  constructor(mode?: ModeMetricsFactory, context: ModeMetricsContext = {}) {
     const registers = [this.registry];
     collectDefaultMetrics({ register: this.registry });
     const histogram = (name: string, help: string, buckets: number[]) => new Histogram({ name: metricName(name), help, buckets, labelNames: [IP_FAMILY_LABEL], registers });
@@ -137,7 +146,7 @@ export class ProxyMetrics {
       healthz: new Counter({ name: metricName('proxy_healthz_total'), help: 'Cumulative proxy healthz HTTP status', labelNames: ['code'], registers }),
       livez: new Counter({ name: metricName('proxy_livez_total'), help: 'Cumulative proxy livez HTTP status', labelNames: ['code'], registers }),
     };
-    this.modeListener = mode?.(this.registry);
+    this.modeListener = mode?.(this.registry, context);
   }
 
   /** Count one answer of the health server (`kubeproxy_proxy_healthz_total{code}`, `…_livez_total`). */

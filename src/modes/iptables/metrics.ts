@@ -5,18 +5,27 @@
  * owned and written per table, and restore failures (a failed partial
  * restore is also counted as a partial failure; the proxier then retries
  * with a full sync, as kube-proxy does). The failure counters start at 0
- * for IPv4, and for IPv6 once a sync covered it.
+ * for IPv4, and for IPv6 once a sync covered it. And kube-proxy's two nfacct
+ * counters, read from the kernel at scrape time (nfacct-metrics.ts).
  */
 import { Counter, Gauge, type Registry } from 'prom-client';
 import type { LastSync } from '../../proxier/proxier.ts';
-import { IP_FAMILY_LABEL, metricName, zeroForFamilies, type ModeMetricsListener } from '../../server/metrics.ts';
+import { IP_FAMILY_LABEL, metricName, zeroForFamilies, type ModeMetricsContext, type ModeMetricsListener } from '../../server/metrics.ts';
+import type { Nfacct } from '../../kernel/nfacct/types.ts';
+import { registerNfacctMetrics } from './nfacct-metrics.ts';
+import { namespaceNfacct } from './nfacct.ts';
 import { failuresByFamily, resultsByFamily } from '../shared/dual-stack.ts';
 import { RestoreError } from './exec.ts';
 import { TABLES } from './parse.ts';
 
-/** Register iptables mode's metrics in `registry`; returns the listener that updates them after every sync attempt. */
-export function iptablesMetrics(registry: Registry): ModeMetricsListener {
+/**
+ * Register iptables mode's metrics in `registry`; returns the listener that updates them after every sync attempt.
+ * @param context the namespace whose nfacct counters the nfacct metrics read.
+ * @param nfacct where they read them (default: that namespace's, nfacct.ts namespaceNfacct).
+ */
+export function iptablesMetrics(registry: Registry, context: ModeMetricsContext = {}, nfacct: Nfacct = namespaceNfacct(context.netns)): ModeMetricsListener {
   const registers = [registry];
+  registerNfacctMetrics(registry, nfacct);
   const byTable = [IP_FAMILY_LABEL, 'table'];
   const total = new Gauge({ name: metricName('sync_proxy_rules_iptables_total'), help: 'Total number of iptables rules owned by kube-proxy', labelNames: byTable, registers });
   const last = new Gauge({ name: metricName('sync_proxy_rules_iptables_last'), help: 'Number of iptables rules written by kube-proxy in last sync', labelNames: byTable, registers });
