@@ -2,7 +2,7 @@
  * What a proxy mode brings to drover's commands: one driver per mode, listed
  * in registry.ts. Everything that is specific to a mode (its backend, what
  * `render` prints, reading the live kernel for `chains`, `trace`, `diff` and
- * `status`, its command-line flags and its benchmark harness) sits behind
+ * `status`, and its command-line flags) sits behind
  * this interface, in the mode's own folder; the commands in src/cli/ ask the
  * registry for the driver of `--mode` and never name a mode themselves.
  *
@@ -18,8 +18,6 @@ import type { TraceContext, TraceResult } from '../inspect/trace.ts';
 import type { TraceFormat } from '../inspect/trace-format.ts';
 import type { IPFamily, Snapshot } from '../model/types.ts';
 import type { Logger } from '../util/log.ts';
-import type { ModeHarness } from '../bench/harness.ts';
-import type { BenchSettings } from '../bench/types.ts';
 import type { RenderOptions } from './iptables/render.ts';
 import type { Backend } from './types.ts';
 
@@ -89,29 +87,6 @@ export type KernelTraceOptions = ModeOptions & {
   readonly probeFrom?: string;
 };
 
-/** A mode's part of `drover bench`. */
-export interface ModeBench {
-  /**
-   * Where the harness runs: `process` in the bench's own process (it
-   * reaches the node namespace through `--netns`-style commands), or
-   * `namespace` in a worker started inside the node namespace (netlink
-   * sockets act on the namespace of the process that opened them).
-   */
-  readonly placement: 'process' | 'namespace';
-  /**
-   * The harness of one size. `netns` is the node namespace for
-   * `process` placement; undefined inside the worker.
-   * @throws Error for an unknown iptables variant; the kernel's errors.
-   */
-  createHarness(opts: { readonly netns?: string; readonly iptablesVariant: string }): Promise<ModeHarness>;
-  /** The harness's per-change baselines besides raw (ModeHarness.perChange), for the progress count; default 1. */
-  readonly perChangeBaselines?: number;
-  /** Why the mode cannot be measured on this kernel, or undefined when it can. */
-  unavailableReason(): Promise<string | undefined>;
-  /** The mode's paragraphs of the report's "How it was measured" section (its baselines). */
-  methodText(settings: BenchSettings): string[];
-}
-
 /** One proxy mode, as the commands see it. */
 export interface ModeDriver {
   /** The value of `--mode`, e.g. "iptables". */
@@ -176,8 +151,6 @@ export interface ModeDriver {
   diff(opts: SourceModeOptions): Promise<ModeDrift>;
   /** `status`: the mode's live state and drift from the recorded source (`recorded`: the source and render flags `run` used). */
   status(opts: ModeOptions, recorded: RenderCliOptions & Readonly<Record<string, unknown>>): Promise<ModeStatus>;
-  /** The mode's part of `drover bench`. */
-  readonly bench: ModeBench;
   /** The mode's own Prometheus metrics for `drover run` (server/metrics.ts); absent when it has none. */
   readonly metrics?: ModeMetricsFactory;
 }
