@@ -156,7 +156,7 @@ export function benchCommand(): Command {
       const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
       const environment = await detectEnvironment({ iptablesVariants: [opts.iptablesBackend], droverVersion: pkg.version });
       if (environment.guest) process.stderr.write(`drover: emulated guest detected (${environment.guestReason}): the report gives ratios only\n`);
-      const sink = progressSink();
+      const sink = await progressSink();
       const out = resolve(opts.out);
       let written = 0;
       let result;
