@@ -87,6 +87,39 @@ export type KernelTraceOptions = ModeOptions & {
   readonly probeFrom?: string;
 };
 
+/** Options of a mode on fakes ({@link ModeDriver.fake}). */
+export interface FakeModeOptions {
+  /** The cluster CIDR and the masquerade options, as `run` passes them. */
+  readonly render: RenderOptions;
+  /**
+   * The node's own IPv4 addresses, as `run` finds them on the host's
+   * interfaces: where NodePorts answer, and the addresses the trace takes
+   * as local.
+   */
+  readonly nodeAddresses: readonly string[];
+  /** The Service CIDR (`--service-cidr`); default 10.96.0.0/12, as `run`'s (model/allocate.ts). */
+  readonly serviceCIDR?: string;
+}
+
+/**
+ * A mode's backend on in-memory fakes of its kernel interfaces (the
+ * modes' fake.ts: knftables' Fake, kube-proxy's fake iptables and IPVS),
+ * with the trace of what the fakes hold: what the cross-mode tests run, so
+ * that a mode in the registry gets them without a test naming it.
+ */
+export interface FakeMode {
+  /** The backend `run` would use, writing to the fakes. */
+  readonly backend: Backend;
+  /**
+   * Every text handed to the fakes so far, in order: restore payloads and
+   * nft scripts as written, and one text per log of netlink, address and
+   * sysctl writes (one line per write).
+   */
+  written(): string[];
+  /** What `drover trace` walks on the fakes' state now (IPv4), as {@link ModeDriver.trace} reads the kernel. */
+  trace(): Promise<TraceContext>;
+}
+
 /** One proxy mode, as the commands see it. */
 export interface ModeDriver {
   /** The value of `--mode`, e.g. "iptables". */
@@ -151,6 +184,11 @@ export interface ModeDriver {
   diff(opts: SourceModeOptions): Promise<ModeDrift>;
   /** `status`: the mode's live state and drift from the recorded source (`recorded`: the source and render flags `run` used). */
   status(opts: ModeOptions, recorded: RenderCliOptions & Readonly<Record<string, unknown>>): Promise<ModeStatus>;
+  /**
+   * The mode on in-memory fakes of its kernel interfaces, with an empty
+   * node; for tests. Loads the fakes on first use only.
+   */
+  fake(opts: FakeModeOptions): Promise<FakeMode>;
   /** The mode's own Prometheus metrics for `drover run` (server/metrics.ts); absent when it has none. */
   readonly metrics?: ModeMetricsFactory;
 }

@@ -164,4 +164,7 @@ export const iptablesMode: ModeDriver = {
     return { rules, drift, lines };
   },
 
+  async fake(opts) {
+    return (await import('./fake-mode.ts')).iptablesFakeMode(opts);
+  },
 };

@@ -175,4 +175,7 @@ export const ipvsMode: ModeDriver = {
     return { rules: ownedRuleCounts(ipvsStaticRules(renderConfig(recorded)), live.tables), drift, lines: [...ipvsStatusLines(ipvsCounts(live)), ...rules6] };
   },
 
+  async fake(opts) {
+    return (await import('./fake-mode.ts')).ipvsFakeMode(opts);
+  },
 };

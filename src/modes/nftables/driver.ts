@@ -226,4 +226,7 @@ export const nftablesMode: ModeDriver = {
     return { rules, drift, lines };
   },
 
+  async fake(opts) {
+    return (await import('./fake-mode.ts')).nftablesFakeMode(opts);
+  },
 };
