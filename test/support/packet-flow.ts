@@ -156,3 +156,12 @@ export function checkTraced(
   t.deepEqual([...new Set(outcomes.map((o) => o.masqueraded))], [c.seen === 'node']);
   t.is(outcomes.reduce((p, o) => p + o.probability, 0).toFixed(6), '1.000000');
 }
+
+/**
+ * What a traced connection reaches, sorted: each DNAT as "ip:port", any
+ * other verdict by its kind, a refusal as `reject` whichever way the mode
+ * refuses (a REJECT rule, or an IPVS virtual server without real servers).
+ */
+export function reachedOf(outcomes: readonly TracedOutcome[]): string[] {
+  return outcomes.map((o) => (o.verdict.kind === 'dnat' ? `${o.verdict.ip}:${o.verdict.port}` : o.verdict.kind === 'refused' ? 'reject' : o.verdict.kind)).sort();
+}

@@ -11,6 +11,7 @@ import { trace } from '../../src/inspect/trace.ts';
 import { countServingEndpoints } from '../../src/model/policy.ts';
 import type { Snapshot } from '../../src/model/types.ts';
 import { allModes } from '../../src/modes/registry.ts';
+import { reachedOf } from '../support/packet-flow.ts';
 import { ep, snap, sp } from '../support/snapshots.ts';
 
 const CLUSTER_CIDR = '10.244.0.0/16';
@@ -71,8 +72,7 @@ async function reachedByMode(s: Snapshot, clusterIP: string): Promise<Map<string
   for (const mode of allModes()) {
     const fake = await mode.fake({ render: { clusterCIDR: CLUSTER_CIDR, masqueradeAll: false }, nodeAddresses: ['192.168.100.1'] });
     await fake.backend.sync(s, { full: true, changed: new Set() });
-    const outcomes = trace(await fake.trace(), { src: POD, dst: clusterIP, dport: 80, proto: 'tcp' }).outcomes;
-    out.set(mode.name, outcomes.map((o) => (o.verdict.kind === 'dnat' ? `${o.verdict.ip}:${o.verdict.port}` : o.verdict.kind === 'refused' ? 'reject' : o.verdict.kind)).sort());
+    out.set(mode.name, reachedOf(trace(await fake.trace(), { src: POD, dst: clusterIP, dport: 80, proto: 'tcp' }).outcomes));
   }
   return out;
 }
