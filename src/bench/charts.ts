@@ -13,9 +13,12 @@
  * When another mode ran beside iptables mode (IPVS, nftables): modes.svg,
  * drover's agent clock (p50) of each mode against the number of service
  * ports, one panel per kind of change (the full sync included), log scales.
+ *
+ * vega and vega-lite are optional packages (optional.ts), loaded only when
+ * charts are rendered.
  */
-import { parse, View } from 'vega';
-import { compile, type TopLevelSpec } from 'vega-lite';
+import type { TopLevelSpec } from 'vega-lite';
+import { loadOptional } from './optional.ts';
 import type { ProxyMode } from '../modes/types.ts';
 import { CLOCK_LABEL, KIND_LABEL, KINDS, METHOD_LABEL, modeComparisons, modeLabel, modePairs, pairTitle, statRows } from './report.ts';
 import type { BenchResult, Clock, Method, Sample } from './types.ts';
@@ -163,12 +166,35 @@ export function charts(result: BenchResult): Chart[] {
   return modes ? [...perMode, { file: 'modes.svg', spec: modes }] : perMode;
 }
 
-/** Compile a vega-lite specification and render it to an SVG document, headless. */
+/** Renders a vega-lite specification to an SVG document. */
+export type SvgRenderer = (spec: TopLevelSpec) => Promise<string>;
+
+/**
+ * The SVG renderer, headless (vega's `none` renderer: no browser, no
+ * canvas), or undefined when vega or vega-lite is not installed (then one
+ * line on stderr says so and how to install them; see optional.ts).
+ * @throws an error of loading vega or vega-lite other than their absence.
+ */
+export async function svgRenderer(): Promise<SvgRenderer | undefined> {
+  const libs = await loadOptional(['vega', 'vega-lite'], 'SVG charts not written', () => Promise.all([import('vega'), import('vega-lite')]));
+  if (!libs) return undefined;
+  const [{ parse, View }, { compile }] = libs;
+  return async (spec) => {
+    const view = new View(parse(compile(spec).spec), { renderer: 'none' });
+    try {
+      return await view.toSVG();
+    } finally {
+      view.finalize();
+    }
+  };
+}
+
+/**
+ * Compile a vega-lite specification and render it to an SVG document, headless.
+ * @throws Error when vega or vega-lite is not installed.
+ */
 export async function renderSvg(spec: TopLevelSpec): Promise<string> {
-  const view = new View(parse(compile(spec).spec), { renderer: 'none' });
-  try {
-    return await view.toSVG();
-  } finally {
-    view.finalize();
-  }
+  const render = await svgRenderer();
+  if (!render) throw new Error('vega and vega-lite are needed to render charts (npm install vega vega-lite)');
+  return render(spec);
 }

@@ -1,9 +1,8 @@
 /**
  * What `drover bench` needs of a proxy mode. The benchmark loop (run.ts) is
  * the same for every mode; a mode brings its backend, its kernel read-back
- * and its baselines. iptables mode is in iptables-harness.ts, IPVS mode in
- * ipvs-harness.ts.
- * IPVS and rtnetlink sockets act on the
+ * and its baselines, in modes/<mode>/ (found through modes/registry.ts).
+ * IPVS, rtnetlink and nf_tables netlink sockets act on the
  * network namespace of the process, so that harness lives in a worker
  * process started with `ip netns exec <node namespace>` (worker.ts; the
  * clocks still agree: process.hrtime is the machine's monotonic clock in
@@ -12,7 +11,7 @@
 import type { Backend, ProxyMode, SyncResult } from '../modes/types.ts';
 import type { Snapshot } from '../model/types.ts';
 import type { BenchChange, ServiceChange } from './changes.ts';
-import type { Method } from './types.ts';
+import type { BenchSettings, Method } from './types.ts';
 
 /** A baseline's change, prepared off the clock. */
 export interface PreparedApply {
@@ -88,4 +87,27 @@ export interface ModeHarness<S = unknown> {
     /** Remove what `apply` wrote, leaving the tables empty for drover's full sync. @throws what the kernel transaction throws. */
     clear(): Promise<void>;
   };
+}
+
+/** A mode's part of `drover bench`, found through the bench's registry (modes/registry.ts). */
+export interface ModeBench {
+  /**
+   * Where the harness runs: `process` in the bench's own process (it
+   * reaches the node namespace through `--netns`-style commands), or
+   * `namespace` in a worker started inside the node namespace (netlink
+   * sockets act on the namespace of the process that opened them).
+   */
+  readonly placement: 'process' | 'namespace';
+  /**
+   * The harness of one size. `netns` is the node namespace for
+   * `process` placement; undefined inside the worker.
+   * @throws Error for an unknown iptables variant; the kernel's errors.
+   */
+  createHarness(opts: { readonly netns?: string; readonly iptablesVariant: string }): Promise<ModeHarness>;
+  /** The harness's per-change baselines besides raw (ModeHarness.perChange), for the progress count; default 1. */
+  readonly perChangeBaselines?: number;
+  /** Why the mode cannot be measured on this kernel, or undefined when it can. */
+  unavailableReason(): Promise<string | undefined>;
+  /** The mode's paragraphs of the report's "How it was measured" section (its baselines). */
+  methodText(settings: BenchSettings): string[];
 }

@@ -11,7 +11,7 @@
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { endChild } from './child.ts';
-import { benchScriptCommand } from './worker-client.ts';
+import { benchScriptCommand } from './script-command.ts';
 
 /** When the commit that ended a change was announced, or why that is not known. */
 export type CommitStamp =

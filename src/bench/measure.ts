@@ -142,7 +142,7 @@ export async function measureSize<S>(
     progress(`${label}: full sync`, true, `${label}: full sync ${agentMs.toFixed(0)} ms (${full.transactions} transaction(s))`);
 
     // What the baselines need besides drover's state, off the clock; only where they are measured (nftables mode:
-    // kube-proxy's table, whose full write costs the kernel time quadratic in its size, bench-kube-proxy.ts).
+    // kube-proxy's table, whose full write costs the kernel time quadratic in its size, modes/nftables/kube-proxy.ts).
     if (h.setUp && detailed) {
       progress(`${label}: setting up the baselines`, false);
       await h.setUp(base);

@@ -9,6 +9,7 @@
  *   section per mode and size, and how it was measured.
  */
 import { defaultMode, modeDriver, modeNames } from '../modes/registry.ts';
+import { modeBench } from './modes/registry.ts';
 import type { ProxyMode } from '../modes/types.ts';
 import { summarise, type Summary } from './stats.ts';
 import { BENCH_CLUSTER_CIDR } from './synth.ts';
@@ -352,7 +353,7 @@ export function modeTable(rows: readonly ModeComparison[]): string[] {
 export function methodText(result: BenchResult): string[] {
   const s = result.settings;
   // The modes whose agent runs in a worker inside the node namespace (their netlink sockets act on the namespace of their process).
-  const workers = modeNames().filter((m) => modeDriver(m).bench.placement === 'namespace').map((m) => `${modeDriver(m).title} mode`).join(' and ');
+  const workers = modeNames().filter((m) => modeBench(m).placement === 'namespace').map((m) => `${modeDriver(m).title} mode`).join(' and ');
   return [
     '## How it was measured',
     '',
@@ -372,7 +373,7 @@ export function methodText(result: BenchResult): string[] {
       : []),
     '',
     'Baselines make the same changes on the same kernel state, taking turns with drover within each iteration, with their payloads and desired state built beforehand, off the clock.',
-    ...s.modes.flatMap((m) => modeDriver(m).bench.methodText(s)),
+    ...s.modes.flatMap((m) => modeBench(m).methodText(s)),
     '',
     "`bytes` in the samples is the text drover or the baseline handed to iptables-restore, ipset restore or nft, or the nf_tables netlink datagram; IPVS netlink messages are not counted.",
     '',

@@ -41,7 +41,7 @@ import type { ProxyMode } from '../modes/types.ts';
 import { createTopology, type BackendSpec, type Topology } from '../testbed/topology.ts';
 import { Prober, type ProbeTiming } from './datapath.ts';
 import type { ModeHarness } from './harness.ts';
-import { modeDriver } from '../modes/registry.ts';
+import { modeBench } from './modes/registry.ts';
 import { CLOCK_SERVICES, measureSize, type MeasureOptions, type StepReporter, type TestbedView } from './measure.ts';
 import { BENCH_CLUSTER_CIDR } from './synth.ts';
 import type { BenchEnvironment, BenchResult, BenchSettings, Sample, SizeRun } from './types.ts';
@@ -102,7 +102,7 @@ export async function runBench(opts: BenchOptions, environment: BenchEnvironment
   const sizes = [...opts.services].sort((a, b) => a - b);
   const wholeRepeats = (n: number): number => (n <= opts.fullBaselineMax ? Math.min(opts.fullBaselineRepeats, 1_000) : 0);
   const perMode = (mode: ProxyMode): number => {
-    const perChange = modeDriver(mode).bench.perChangeBaselines ?? 1;
+    const perChange = modeBench(mode).perChangeBaselines ?? 1;
     return sizes.reduce((sum, n) => sum + stepsPerSize(opts.changes, n <= opts.detailMax ? perChange : 0, wholeRepeats(n), n <= opts.detailMax), 0);
   };
   const total = opts.modes.reduce((sum, mode) => sum + perMode(mode), 0);
@@ -187,12 +187,12 @@ async function runSize(
       detailMax: opts.detailMax,
       iptablesVariant: opts.iptablesVariant,
     };
-    const driver = modeDriver(mode);
-    if (driver.bench.placement === 'namespace') {
+    const bench = modeBench(mode);
+    if (bench.placement === 'namespace') {
       // The mode's sockets act on the namespace of their process: measure in a worker inside the node namespace.
       return await runSizeInWorker({ mode, view, n, measure, wholeRepeats, fullBaselineMax: opts.fullBaselineMax, iptablesVariant: opts.iptablesVariant }, samples, progress);
     }
-    const h = await driver.bench.createHarness({ netns: topo.node, iptablesVariant: opts.iptablesVariant });
+    const h = await bench.createHarness({ netns: topo.node, iptablesVariant: opts.iptablesVariant });
     const prober = await Prober.start(view.client);
     try {
       return await measureSize(h, prober, view, n, measure, wholeRepeats, opts.fullBaselineMax, (x) => samples.push(x), progress);

@@ -10,8 +10,8 @@
  */
 import { spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
-import { moduleArgv } from '../util/node-module.ts';
 import type { ProxyMode } from '../modes/types.ts';
+import { benchScriptCommand } from './script-command.ts';
 import type { MeasureOptions, StepReporter, TestbedView } from './measure.ts';
 import type { Sample, SizeRun } from './types.ts';
 
@@ -36,16 +36,7 @@ export type WorkerMessage =
   | { readonly t: 'done'; readonly run: SizeRun }
   | { readonly t: 'error'; readonly message: string };
 
-/**
- * The command line that starts the bench's process `script` (a module next
- * to this one, e.g. `worker`) with this process's Node.js
- * (util/node-module.ts moduleArgv).
- */
-export function benchScriptCommand(script: string, moduleUrl: string = import.meta.url): string[] {
-  return moduleArgv(moduleUrl, script);
-}
-
-/** The command line that starts worker.ts ({@link benchScriptCommand}). */
+/** The command line that starts worker.ts (script-command.ts benchScriptCommand). */
 export function workerCommand(moduleUrl: string = import.meta.url): string[] {
   return benchScriptCommand('worker', moduleUrl);
 }

@@ -7,7 +7,7 @@
  * kernel (measure.ts), and prints WorkerMessage lines on stdout. Exit code
  * 0 after `done`, 1 after `error`.
  */
-import { modeDriver } from '../modes/registry.ts';
+import { modeBench } from './modes/registry.ts';
 import type { ModeHarness } from './harness.ts';
 import { Prober } from './datapath.ts';
 import { measureSize } from './measure.ts';
@@ -26,12 +26,12 @@ async function readJob(): Promise<WorkerJob> {
 
 async function main(): Promise<void> {
   const job = await readJob();
-  const driver = modeDriver(job.mode);
-  if (driver.bench.placement !== 'namespace') throw new Error(`the bench worker measures the modes that run inside the node namespace, not ${job.mode}`);
+  const bench = modeBench(job.mode);
+  if (bench.placement !== 'namespace') throw new Error(`the bench worker measures the modes that run inside the node namespace, not ${job.mode}`);
   let h: ModeHarness | undefined;
   let prober: Prober | undefined;
   try {
-    h = await driver.bench.createHarness({ iptablesVariant: job.iptablesVariant });
+    h = await bench.createHarness({ iptablesVariant: job.iptablesVariant });
     prober = await Prober.start(job.view.client);
     const run = await measureSize(
       h,

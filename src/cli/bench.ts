@@ -6,7 +6,8 @@
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { defaultMode, modeDriver, modeNames } from '../modes/registry.ts';
+import { defaultMode, modeNames } from '../modes/registry.ts';
+import { modeBench } from '../bench/modes/registry.ts';
 import type { ProxyMode } from '../modes/types.ts';
 import { detectEnvironment } from '../bench/environment.ts';
 import { progressSink } from '../bench/progress.ts';
@@ -149,13 +150,13 @@ export function benchCommand(): Command {
       const unavailable = await testbedUnavailableReason();
       if (unavailable) throw new UsageError(`bench ${unavailable}`);
       for (const mode of opts.modes) {
-        const why = await modeDriver(mode).bench.unavailableReason();
+        const why = await modeBench(mode).unavailableReason();
         if (why) throw new UsageError(`bench --modes ${mode}: ${why}`);
       }
       const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
       const environment = await detectEnvironment({ iptablesVariants: [opts.iptablesBackend], droverVersion: pkg.version });
       if (environment.guest) process.stderr.write(`drover: emulated guest detected (${environment.guestReason}): the report gives ratios only\n`);
-      const sink = progressSink();
+      const sink = await progressSink();
       const out = resolve(opts.out);
       let written = 0;
       let result;

@@ -2,7 +2,7 @@
  * What a proxy mode brings to drover's commands: one driver per mode, listed
  * in registry.ts. Everything that is specific to a mode (its backend, what
  * `render` prints, reading the live kernel for `chains`, `trace`, `diff` and
- * `status`, its command-line flags and its benchmark harness) sits behind
+ * `status`, and its command-line flags) sits behind
  * this interface, in the mode's own folder; the commands in src/cli/ ask the
  * registry for the driver of `--mode` and never name a mode themselves.
  *
@@ -18,8 +18,6 @@ import type { TraceContext, TraceResult } from '../inspect/trace.ts';
 import type { TraceFormat } from '../inspect/trace-format.ts';
 import type { IPFamily, Snapshot } from '../model/types.ts';
 import type { Logger } from '../util/log.ts';
-import type { ModeHarness } from '../bench/harness.ts';
-import type { BenchSettings } from '../bench/types.ts';
 import type { RenderOptions } from './iptables/render.ts';
 import type { Backend } from './types.ts';
 
@@ -89,27 +87,37 @@ export type KernelTraceOptions = ModeOptions & {
   readonly probeFrom?: string;
 };
 
-/** A mode's part of `drover bench`. */
-export interface ModeBench {
+/** Options of a mode on fakes ({@link ModeDriver.fake}). */
+export interface FakeModeOptions {
+  /** The cluster CIDR and the masquerade options, as `run` passes them. */
+  readonly render: RenderOptions;
   /**
-   * Where the harness runs: `process` in the bench's own process (it
-   * reaches the node namespace through `--netns`-style commands), or
-   * `namespace` in a worker started inside the node namespace (netlink
-   * sockets act on the namespace of the process that opened them).
+   * The node's own IPv4 addresses, as `run` finds them on the host's
+   * interfaces: where NodePorts answer, and the addresses the trace takes
+   * as local.
    */
-  readonly placement: 'process' | 'namespace';
+  readonly nodeAddresses: readonly string[];
+  /** The Service CIDR (`--service-cidr`); default 10.96.0.0/12, as `run`'s (model/allocate.ts). */
+  readonly serviceCIDR?: string;
+}
+
+/**
+ * A mode's backend on in-memory fakes of its kernel interfaces (the
+ * modes' fake.ts: knftables' Fake, kube-proxy's fake iptables and IPVS),
+ * with the trace of what the fakes hold: what the cross-mode tests run, so
+ * that a mode in the registry gets them without a test naming it.
+ */
+export interface FakeMode {
+  /** The backend `run` would use, writing to the fakes. */
+  readonly backend: Backend;
   /**
-   * The harness of one size. `netns` is the node namespace for
-   * `process` placement; undefined inside the worker.
-   * @throws Error for an unknown iptables variant; the kernel's errors.
+   * Every text handed to the fakes so far, in order: restore payloads and
+   * nft scripts as written, and one text per log of netlink, address and
+   * sysctl writes (one line per write).
    */
-  createHarness(opts: { readonly netns?: string; readonly iptablesVariant: string }): Promise<ModeHarness>;
-  /** The harness's per-change baselines besides raw (ModeHarness.perChange), for the progress count; default 1. */
-  readonly perChangeBaselines?: number;
-  /** Why the mode cannot be measured on this kernel, or undefined when it can. */
-  unavailableReason(): Promise<string | undefined>;
-  /** The mode's paragraphs of the report's "How it was measured" section (its baselines). */
-  methodText(settings: BenchSettings): string[];
+  written(): string[];
+  /** What `drover trace` walks on the fakes' state now (IPv4), as {@link ModeDriver.trace} reads the kernel. */
+  trace(): Promise<TraceContext>;
 }
 
 /** One proxy mode, as the commands see it. */
@@ -176,8 +184,11 @@ export interface ModeDriver {
   diff(opts: SourceModeOptions): Promise<ModeDrift>;
   /** `status`: the mode's live state and drift from the recorded source (`recorded`: the source and render flags `run` used). */
   status(opts: ModeOptions, recorded: RenderCliOptions & Readonly<Record<string, unknown>>): Promise<ModeStatus>;
-  /** The mode's part of `drover bench`. */
-  readonly bench: ModeBench;
+  /**
+   * The mode on in-memory fakes of its kernel interfaces, with an empty
+   * node; for tests. Loads the fakes on first use only.
+   */
+  fake(opts: FakeModeOptions): Promise<FakeMode>;
   /** The mode's own Prometheus metrics for `drover run` (server/metrics.ts); absent when it has none. */
   readonly metrics?: ModeMetricsFactory;
 }

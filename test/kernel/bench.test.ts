@@ -12,15 +12,15 @@ import { fileURLToPath } from 'node:url';
 import { run } from '../../src/testbed/exec.ts';
 import { testbedUnavailableReason } from '../../src/testbed/topology.ts';
 import { CSV_COLUMNS } from '../../src/bench/report.ts';
-import { modeDriver } from '../../src/modes/registry.ts';
+import { modeBench } from '../../src/bench/modes/registry.ts';
 import type { SizeRun } from '../../src/bench/types.ts';
 import { assertSampleCounts, readSamples } from '../support/bench.ts';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const DROVER = join(ROOT, 'bin/drover.js');
 const unavailable = await testbedUnavailableReason();
-const noIpvs = await modeDriver('ipvs').bench.unavailableReason();
-const noNftables = await modeDriver('nftables').bench.unavailableReason();
+const noIpvs = await modeBench('ipvs').unavailableReason();
+const noNftables = await modeBench('nftables').unavailableReason();
 
 const drover = (args: string[], timeoutMs = 60_000) => run(process.execPath, [DROVER, ...args], { allowFail: true, timeoutMs });
 

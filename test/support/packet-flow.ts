@@ -134,22 +134,34 @@ interface TracedOutcome {
  * a failing case, else exactly the endpoints it reaches, masqueraded as the
  * case says, with probabilities summing to 1. `ipOf` gives a backend's
  * address (default: its IPv4 one, {@link backendIP}); `refused` is the
- * verdict of a refused connection: a REJECT rule (`reject`, the default)
- * or, in IPVS mode, a virtual server without real servers (`refused`).
+ * verdict of a refused connection: a REJECT rule (`reject`, the default),
+ * in IPVS mode a virtual server without real servers (`refused`), or
+ * either (`any`: the cross-mode table, whatever refuses the client).
  */
 export function checkTraced(
   t: { deepEqual(a: unknown, b: unknown, m?: string): void; is(a: unknown, b: unknown, m?: string): void },
   c: FlowCase,
   outcomes: readonly TracedOutcome[],
   ipOf: (name: string) => string = backendIP,
-  refused: 'reject' | 'refused' = 'reject',
+  refused: 'reject' | 'refused' | 'any' = 'reject',
 ): void {
   if (c.error) {
-    t.deepEqual(outcomes.map((o) => o.verdict.kind), [c.error === 'ECONNREFUSED' ? refused : 'drop']);
+    const kinds = outcomes.map((o) => o.verdict.kind);
+    const want = c.error === 'ECONNREFUSED' ? (refused === 'any' && kinds.length === 1 && ['reject', 'refused'].includes(kinds[0]!) ? kinds[0]! : refused) : 'drop';
+    t.deepEqual(kinds, [want]);
     return;
   }
   const reached = outcomes.flatMap((o) => (o.verdict.kind === 'dnat' ? [`${o.verdict.ip}:${o.verdict.port}`] : [])).sort();
   t.deepEqual(reached, c.reach!.map((n) => `${ipOf(n)}:8080`).sort());
   t.deepEqual([...new Set(outcomes.map((o) => o.masqueraded))], [c.seen === 'node']);
   t.is(outcomes.reduce((p, o) => p + o.probability, 0).toFixed(6), '1.000000');
+}
+
+/**
+ * What a traced connection reaches, sorted: each DNAT as "ip:port", any
+ * other verdict by its kind, a refusal as `reject` whichever way the mode
+ * refuses (a REJECT rule, or an IPVS virtual server without real servers).
+ */
+export function reachedOf(outcomes: readonly TracedOutcome[]): string[] {
+  return outcomes.map((o) => (o.verdict.kind === 'dnat' ? `${o.verdict.ip}:${o.verdict.port}` : o.verdict.kind === 'refused' ? 'reject' : o.verdict.kind)).sort();
 }

@@ -96,3 +96,23 @@ export function nftLineProblem(line: string, statics: ReadonlySet<string>): stri
   }
   return NFT_PLAIN.test(line.replace(NFT_COMMENT, '$1comment C')) ? undefined : 'a character outside statements, names, addresses and ports';
 }
+
+/**
+ * Every problem of the lines of `texts`, as "problem: line" (JSON-quoted),
+ * for text of any mode: a line must pass {@link lineProblem} (restore
+ * payloads, the fakes' logs) or {@link nftLineProblem} (nft scripts). Both
+ * hold a line to printable ASCII without a hostile string, with quotes only
+ * around comments drover writes.
+ */
+export function anyModeProblems(texts: Iterable<string>, keys: ReadonlySet<string>, statics: ReadonlySet<string>, nftStatics: ReadonlySet<string>): string[] {
+  const out: string[] = [];
+  for (const text of texts) {
+    for (const line of text.split('\n')) {
+      const problem = lineProblem(line, keys, statics);
+      if (problem === undefined) continue;
+      const nft = nftLineProblem(line, nftStatics);
+      if (nft !== undefined) out.push(`${problem} (as nft: ${nft}): ${JSON.stringify(line)}`);
+    }
+  }
+  return out;
+}

@@ -3,9 +3,9 @@
  * annotations, endpoint fields, IP and protocol strings carrying newlines,
  * quotes, spaces, `--`, shell characters or non-ASCII text go through the
  * file source's decoding (Decoder: parse.ts, normalise.ts), every mode's
- * `render`, an iptables-mode and an IPVS-mode sync on the in-memory kernel,
- * the IPVS netlink encoders and conntrack's argument vector. For every
- * generated manifest set:
+ * `render`, every mode's sync on its fakes (ModeDriver.fake), the IPVS
+ * netlink encoders and conntrack's argument vector. Every mode of the
+ * registry runs it (src/modes/registry.ts). For every generated manifest set:
  *
  * - an object with a hostile value in a field drover reads is skipped with a
  *   one-line ManifestError naming its file, kind and that field; one with a
@@ -13,8 +13,9 @@
  *   field drover does not read changes nothing; a bad endpoint address drops
  *   that endpoint only; nothing throws;
  * - every port of every valid Service is in the snapshot with exactly its
- *   valid endpoints, and is rendered in every mode and programmed by both
- *   backends;
+ *   valid endpoints, and is rendered in every mode and programmed by every
+ *   mode's backend: a connection from a pod to its ClusterIP, traced
+ *   through the fakes, reaches exactly its endpoints;
  * - every line written (restore payloads, render output, the fakes' netlink,
  *   address and sysctl logs) is printable ASCII without any hostile string,
  *   with quotes only around comments naming validated service ports; netlink
@@ -36,8 +37,6 @@ import type { ParsedObject } from '../../src/model/parsed.ts';
 import { hasNonPrintable } from '../../src/model/quote.ts';
 import { formatPath } from '../../src/model/schema.ts';
 import { EMPTY_SNAPSHOT, type Snapshot } from '../../src/model/types.ts';
-import { IptablesBackend } from '../../src/modes/iptables/backend.ts';
-import { FakeIptables } from '../../src/modes/iptables/fake.ts';
 import { desiredIpvsState } from '../../src/modes/ipvs/assemble.ts';
 import {
   attrBe16,
@@ -56,14 +55,13 @@ import {
   IPVS_DEST_ATTR,
   parseAttrs,
 } from '../../src/modes/ipvs/codec.ts';
-import { DUMMY_INTERFACE } from '../../src/modes/ipvs/link.ts';
-import { allModes, modeDriver } from '../../src/modes/registry.ts';
+import { allModes } from '../../src/modes/registry.ts';
 import { renderConfig } from '../../src/modes/shared/render-config.ts';
 import { Decoder } from '../../src/sources/decoder.ts';
-import { silentLogger } from '../../src/util/log.ts';
 import { fate, MARKER, worldArb, type GenObject, type GenService, type GenWorld } from '../support/hostile.ts';
-import { World } from '../support/ipvs-world.ts';
-import { commentsOf, nftCommentsOf, nftLineProblem, payloadProblems } from '../support/payload-lines.ts';
+import { anyModeProblems, commentsOf, nftCommentsOf } from '../support/payload-lines.ts';
+import { reachedOf } from '../support/packet-flow.ts';
+import { trace } from '../../src/inspect/trace.ts';
 
 const SERVICE_CIDR = '10.96.0.0/12';
 /** `render`'s options; the cluster CIDR is the one of the IPVS fakes (ipvs-world.ts). */
@@ -71,10 +69,14 @@ const OPTS = { source: 'hostile', masqueradeAll: false, clusterCidr: '10.244.0.0
 const SEED = Number(process.env.FC_SEED ?? 20261201);
 const RUNS = 200;
 
-/** The comments of each mode's static rules: what `render` writes for an empty snapshot. */
-/** The comments of nftables mode's layout, from its render of an empty snapshot. */
-const NFT_STATIC_COMMENTS = nftCommentsOf((await modeDriver('nftables').render(EMPTY_SNAPSHOT, OPTS, [])).text);
-const STATIC_COMMENTS = new Set((await Promise.all(allModes().map(async (m) => [...commentsOf((await m.render(EMPTY_SNAPSHOT, OPTS, [])).text)]))).flat());
+/** What every mode's `render` writes for an empty snapshot: its static rules, or its layout. */
+const EMPTY_RENDERS = await Promise.all(allModes().map(async (m) => (await m.render(EMPTY_SNAPSHOT, OPTS, [])).text));
+/** The comments of each mode's static rules (`--comment "…"`). */
+const STATIC_COMMENTS = new Set(EMPTY_RENDERS.flatMap((text) => [...commentsOf(text)]));
+/** The comments of each mode's static layout as nft writes them (`comment "…"`). */
+const NFT_STATIC_COMMENTS = new Set(EMPTY_RENDERS.flatMap((text) => [...nftCommentsOf(text)]));
+/** A pod on the node (inside the cluster CIDR): the client whose connections to each ClusterIP are traced. */
+const POD = '10.244.9.2';
 
 /** A valid service port as the generator made it, with the endpoints drover must serve ("ip:port"). */
 interface ExpectedPort {
@@ -168,33 +170,16 @@ function snapshotProblems(snapshot: Snapshot, expected: readonly ExpectedPort[])
   return out;
 }
 
-/** Problems of each mode's `render`: its lines, and each valid service port in it. */
+/** Problems of each mode's `render`: its lines, and each valid service port in it (its ClusterIP and its endpoints' addresses). */
 async function renderProblems(snapshot: Snapshot, keys: ReadonlySet<string>): Promise<string[]> {
   const out: string[] = [];
   for (const mode of allModes()) {
     const r = await mode.render(snapshot, OPTS, serviceSummary(snapshot));
-    const problems =
-      mode.name === 'nftables'
-        ? r.text.split('\n').flatMap((line) => {
-            const p = nftLineProblem(line, NFT_STATIC_COMMENTS);
-            return p === undefined ? [] : [`${p}: ${JSON.stringify(line)}`];
-          })
-        : payloadProblems([r.text], keys, STATIC_COMMENTS);
-    out.push(...problems.map((p) => `${mode.name} render: ${p}`));
+    out.push(...anyModeProblems([r.text], keys, STATIC_COMMENTS, NFT_STATIC_COMMENTS).map((p) => `${mode.name} render: ${p}`));
     out.push(...r.leftOut.map((l) => `${mode.name} render left out: ${l}`));
+    const words = new Set(r.text.split(/[\s,:/]+/));
     for (const sp of snapshot.services.values()) {
-      const eps = sp.endpoints.map((e) => `${e.ip}:${e.port}`);
-      const wanted =
-        mode.name === 'iptables'
-          ? eps.length > 0
-            ? [`--comment "${sp.key} cluster IP"`, ...eps.map((ep) => `--to-destination ${ep}`)]
-            : [`--comment "${sp.key} has no endpoints"`]
-          : mode.name === 'ipvs'
-            ? [`add KUBE-CLUSTER-IP ${sp.clusterIP},${sp.protocol.toLowerCase()}:${sp.port}`, ` ${sp.clusterIP}:${sp.port} -s rr`, ...eps.map((ep) => `${sp.clusterIP}:${sp.port} -r ${ep} `)]
-            : mode.name === 'nftables'
-              ? [`${sp.clusterIP} . ${sp.protocol.toLowerCase()} . ${sp.port}`, ...sp.endpoints.map((e) => `${e.ip} . ${e.port}`)]
-              : [];
-      for (const w of wanted) if (!r.text.includes(w)) out.push(`${mode.name} render lacks ${JSON.stringify(w)} of ${sp.key}`);
+      for (const ip of [sp.clusterIP, ...sp.endpoints.map((e) => e.ip)]) if (!words.has(ip)) out.push(`${mode.name} render lacks ${ip} of ${sp.key}`);
     }
   }
   return out;
@@ -239,35 +224,26 @@ function conntrackProblems(before: Snapshot, after: Snapshot, changed: ReadonlyS
   );
 }
 
-/** Problems of an iptables-mode sync of `a` (full) then `b` (partial), on FakeIptables. */
-async function iptablesSyncProblems(a: Snapshot, b: Snapshot, changed: ReadonlySet<string>, keys: ReadonlySet<string>): Promise<string[]> {
-  const fake = new FakeIptables();
-  const backend = new IptablesBackend({ exec: fake, render: renderConfig(OPTS), logger: silentLogger() });
-  await backend.sync(a, { full: true, changed: new Set() });
-  await backend.sync(b, { full: false, changed });
-  const out = payloadProblems(fake.restores, keys, STATIC_COMMENTS).map((p) => `iptables-restore: ${p}`);
-  const tables = fake.dump('nat') + fake.dump('filter');
-  for (const sp of b.services.values()) {
-    const comment = `"${sp.key} ${sp.endpoints.length > 0 ? 'cluster IP' : 'has no endpoints'}"`;
-    if (!tables.includes(comment)) out.push(`iptables mode did not program ${sp.key}`);
-  }
-  return out;
-}
-
-/** Problems of an IPVS-mode sync of `a` (full) then `b` (partial), on the IPVS fakes. */
-async function ipvsSyncProblems(a: Snapshot, b: Snapshot, changed: ReadonlySet<string>, keys: ReadonlySet<string>): Promise<string[]> {
-  const w = new World();
-  const backend = w.backend();
-  await backend.sync(a, { full: true, changed: new Set() });
-  await backend.sync(b, { full: false, changed });
-  const logs = [...w.iptables.restores, ...w.ipset.restores, w.ipvs.log.join('\n'), w.links.log.join('\n'), w.sysctls.writes.join('\n')];
-  const out = payloadProblems(logs, keys, STATIC_COMMENTS).map((p) => `IPVS mode: ${p}`);
-  const list = w.ipvs.list();
-  const bound = new Set(w.links.addressesOf(DUMMY_INTERFACE) ?? []);
-  for (const sp of b.services.values()) {
-    if (!list.includes(`${sp.protocol} ${sp.clusterIP}:${sp.port} rr`)) out.push(`IPVS mode has no virtual server for ${sp.key}`);
-    if (!bound.has(`${sp.clusterIP}/32`)) out.push(`IPVS mode did not bind ${sp.clusterIP} for ${sp.key}`);
-    for (const ep of sp.endpoints) if (!list.some((l) => l.startsWith(`  -> ${ep.ip}:${ep.port} `))) out.push(`IPVS mode lacks real server ${ep.ip}:${ep.port} of ${sp.key}`);
+/**
+ * Problems of each mode's sync of `a` (full) then `b` (partial), on its
+ * fakes: every line written, and what a pod's connection to each service
+ * port of `b` reaches, traced through the fakes: exactly its endpoints, or
+ * a refusal when it has none.
+ */
+async function syncProblems(a: Snapshot, b: Snapshot, changed: ReadonlySet<string>, keys: ReadonlySet<string>): Promise<string[]> {
+  const out: string[] = [];
+  for (const mode of allModes()) {
+    const fake = await mode.fake({ render: renderConfig(OPTS), nodeAddresses: ['192.168.100.1'], serviceCIDR: SERVICE_CIDR });
+    await fake.backend.sync(a, { full: true, changed: new Set() });
+    await fake.backend.sync(b, { full: false, changed });
+    out.push(...anyModeProblems(fake.written(), keys, STATIC_COMMENTS, NFT_STATIC_COMMENTS).map((p) => `${mode.name} mode: ${p}`));
+    const ctx = await fake.trace();
+    for (const sp of b.services.values()) {
+      const outcomes = trace(ctx, { src: POD, dst: sp.clusterIP, dport: sp.port, proto: sp.protocol.toLowerCase() as 'tcp' | 'udp' | 'sctp' }).outcomes;
+      const reached = reachedOf(outcomes);
+      const want = sp.endpoints.length > 0 ? sp.endpoints.map((e) => `${e.ip}:${e.port}`).sort() : ['reject'];
+      if (JSON.stringify(reached) !== JSON.stringify(want)) out.push(`${mode.name} mode: ${sp.key} at ${sp.clusterIP}:${sp.port}/${sp.protocol} reaches ${reached.join(' ')}, expected ${want.join(' ')}`);
+    }
   }
   return out;
 }
@@ -293,8 +269,7 @@ async function problemsOf(first: GenWorld, second: GenWorld): Promise<string[]> 
   const [a, b] = snapshots as [Snapshot, Snapshot];
   const keys = new Set([...a.services.keys(), ...b.services.keys()]);
   out.push(...conntrackProblems(a, b, changed));
-  out.push(...(await iptablesSyncProblems(a, b, changed, keys)));
-  out.push(...(await ipvsSyncProblems(a, b, changed, keys)));
+  out.push(...(await syncProblems(a, b, changed, keys)));
   return out;
 }
 

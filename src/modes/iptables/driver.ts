@@ -7,17 +7,13 @@ import { iptablesTraceContext } from './trace.ts';
 import { createLogger } from '../../util/log.ts';
 import { loadSource } from '../../sources/load.ts';
 import { renderConfig } from '../shared/render-config.ts';
-import { BENCH_CLUSTER_CIDR } from '../../bench/synth.ts';
-import type { BenchSettings } from '../../bench/types.ts';
 import type { ModeDriver, ModeOptions } from '../driver.ts';
-import { iptablesHarness } from './bench-harness.ts';
 import { formatChains, selectServicePorts, serviceChains, withPods } from './chains.ts';
 import { endpointPods } from '../../model/pods.ts';
 import { driftItems, formatDrift, ipv6DriftItem, type DriftItem } from './diff.ts';
 import type { ParsedDump, TableName } from './parse.ts';
 import type { RenderCliOptions } from '../../cli/options.ts';
 import { driftOf } from '../shared/drift.ts';
-import { toIptablesVariant } from './exec.ts';
 import { localAddresses, readTables } from './live.ts';
 import { ip6tablesStatusLines, ownedRuleCounts, renderRestore, renderSnapshot } from './ruleset.ts';
 import { iptablesStatics, iptablesStatics6 } from './node-ports.ts';
@@ -187,20 +183,7 @@ export const iptablesMode: ModeDriver = {
     return { rules, drift, lines };
   },
 
-  bench: {
-    placement: 'process',
-    async createHarness({ netns, iptablesVariant }) {
-      if (netns === undefined) throw new Error('the iptables bench harness programs the node namespace, which is missing');
-      return iptablesHarness({ netns, variant: toIptablesVariant(iptablesVariant), render: { clusterCIDR: BENCH_CLUSTER_CIDR, masqueradeAll: false } });
-    },
-    unavailableReason: async () => undefined,
-    methodText: (s: BenchSettings) => [
-      '',
-      'iptables mode (each timed from starting iptables-restore to its exit):',
-      '',
-      '- **raw minimal**: only what the change needs: the new or changed KUBE-SVC/KUBE-SEP chains, the deleted ones, and the one KUBE-SERVICES rule that comes or goes. This is the physical limit of a change through iptables-restore.',
-      "- **kube-proxy-style**: what kube-proxy's partial sync writes: the static chains of both tables declared and rewritten, including the whole KUBE-SERVICES chain with one rule per service port, plus the changed chains.",
-      `- **full re-render**: the whole ruleset re-sent with \`--noflush\` and every chain declared. On iptables-nft this grows much faster than the ruleset, so it is measured ${s.fullBaselineRepeats} time(s) per size, on a "service added" change only, and only up to ${s.fullBaselineMax} services (\`--full-baseline-max\`). It re-sends everything whatever the change, so its time stands for every kind of change.`,
-    ],
+  async fake(opts) {
+    return (await import('./fake-mode.ts')).iptablesFakeMode(opts);
   },
 };

@@ -10,31 +10,24 @@ import type { IPFamily, Snapshot } from '../../model/types.ts';
 import type { RenderCliOptions } from '../../cli/options.ts';
 import type { NodeAddresses } from './frontends.ts';
 import { renderConfig } from '../shared/render-config.ts';
-import { BENCH_CLUSTER_CIDR } from '../../bench/synth.ts';
-import type { BenchSettings } from '../../bench/types.ts';
 import { createLogger } from '../../util/log.ts';
-import { SystemIptables, toIptablesVariant } from '../iptables/exec.ts';
 import { localAddresses } from '../iptables/live.ts';
 import { ip6tablesStatusLines, ownedRuleCounts } from '../iptables/ruleset.ts';
 import { selectServicePorts, UnknownServiceError } from '../iptables/chains.ts';
 import type { ModeDriver } from '../driver.ts';
 import { driftOf } from '../shared/drift.ts';
 import { desiredIpvsState } from './assemble.ts';
-import { ipvsHarness } from './bench-harness.ts';
 import { formatIpvsChains, ipvsServicePortViews } from './chains.ts';
 import type { DesiredIpvsState } from './desired.ts';
 import { formatIpvsDrift, ipvsDriftCount } from './diff.ts';
 import { ipvsDriftFromSource, loadDesiredIpvs, readIpvsKernel } from './inspect.ts';
 import { nodeAddresses } from './node-ips.ts';
 import { CLUSTER_IP_SET, familySetName, LOOP_BACK_SET } from './ipset.ts';
-import { SystemIpset } from './ipset.ts';
-import { DUMMY_INTERFACE, RtnlLinkManager } from './link.ts';
+import { DUMMY_INTERFACE } from './link.ts';
 import { ipvsCounts, unsupportedNote, type IpvsCounts } from './live.ts';
-import { IpvsClient, IpvsUnavailableError } from './netlink.ts';
 import { ipvsOptions, ipvsSchedulerOption } from './options.ts';
 import { renderIpvs } from './render.ts';
 import { ipvsStaticRules } from './rules.ts';
-import { ProcSysctls } from './sysctl.ts';
 import { ipvsTraceContext, ipvsTraceFormat } from './trace.ts';
 import { createIpvsBackend } from './wiring.ts';
 
@@ -182,45 +175,7 @@ export const ipvsMode: ModeDriver = {
     return { rules: ownedRuleCounts(ipvsStaticRules(renderConfig(recorded)), live.tables), drift, lines: [...ipvsStatusLines(ipvsCounts(live)), ...rules6] };
   },
 
-  bench: {
-    placement: 'namespace',
-    async createHarness({ iptablesVariant }) {
-      const variant = toIptablesVariant(iptablesVariant);
-      // Generous timeouts: an emulated guest is ~25x slower than a host.
-      const ipvs = await IpvsClient.open({ timeoutMs: 120_000 });
-      const links = new RtnlLinkManager();
-      return ipvsHarness(
-        {
-          ipvs,
-          ipset: new SystemIpset(900_000),
-          iptables: new SystemIptables({ variant, timeoutMs: 900_000 }),
-          links,
-          sysctls: new ProcSysctls(),
-          close: () => {
-            links.close();
-            ipvs.close();
-          },
-        },
-        { iptablesVariant, render: { clusterCIDR: BENCH_CLUSTER_CIDR, masqueradeAll: false } },
-      );
-    },
-    async unavailableReason() {
-      try {
-        (await IpvsClient.open()).close();
-        return undefined;
-      } catch (err) {
-        const guest = '; `npm run bench` measures IPVS mode in the test guest instead (scripts/vm/)';
-        if (err instanceof IpvsUnavailableError) return `this kernel has no IPVS (the generic netlink family IPVS is not there)${guest}`;
-        return `IPVS cannot be reached: ${(err as Error).message}${guest}`;
-      }
-    },
-    methodText: (s: BenchSettings) => [
-          '',
-          'IPVS mode (each timed from the first command sent, or the ipset process started, to the last answer):',
-          '',
-          '- **raw minimal**: the IPVS commands the change needs (one real server added or deleted; one virtual server added with its real servers, or deleted), its ipset entries (one `ipset restore`) and its ClusterIP on kube-ipvs0.',
-          "- **kube-proxy-style**: what kube-proxy's IPVS proxier does on every sync (it has no partial sync): read and update the ipsets, rewrite its iptables rules with one `iptables-restore --noflush`, list kube-ipvs0's addresses and bind every ClusterIP again, read every virtual server and its real servers (one GET_SERVICE and one destination dump each, plus one dump of all virtual servers), then send the commands that differ. Its reads and plan are on the clock. It is a lower bound of kube-proxy's cost, in kube-proxy's favour: the reads are pipelined where kube-proxy makes them one at a time, the set entries go in one `ipset restore` where kube-proxy runs `ipset add` per entry, and kube-proxy's per-sync `iptables-save` and chain checks are left out.",
-          `- **full re-render**: every virtual server and real server sent again (SET_SERVICE, SET_DEST), every set entry and every ClusterIP, without reading first; ${s.fullBaselineRepeats} time(s) per size on a "service added" change, up to ${s.fullBaselineMax} services.`,
-    ],
+  async fake(opts) {
+    return (await import('./fake-mode.ts')).ipvsFakeMode(opts);
   },
 };

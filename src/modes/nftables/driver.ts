@@ -24,7 +24,6 @@ import { DualStackNftablesBackend, renderFamilies } from './dual-stack.ts';
 import { ipv6RenderOptions } from '../iptables/dual-stack.ts';
 import { familyView } from '../../model/family.ts';
 import type { IPFamily, Snapshot } from '../../model/types.ts';
-import { nftablesBench } from './bench-mode.ts';
 import { formatNftDrift, nftDriftCount } from './diff.ts';
 import { NFT, SystemNft } from './exec.ts';
 import { MAIN, tableRef } from './layout.ts';
@@ -227,5 +226,7 @@ export const nftablesMode: ModeDriver = {
     return { rules, drift, lines };
   },
 
-  bench: nftablesBench,
+  async fake(opts) {
+    return (await import('./fake-mode.ts')).nftablesFakeMode(opts);
+  },
 };

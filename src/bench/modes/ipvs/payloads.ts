@@ -15,10 +15,10 @@
  *   (SET_SERVICE, SET_DEST), every set entry and every address: a re-apply
  *   of the whole state without reading it first.
  */
-import { CLUSTER_IP_SET, LOOP_BACK_SET } from './ipset.ts';
-import type { DesiredServicePort } from './desired.ts';
-import type { SetEntry } from './frontends.ts';
-import type { IpvsOp } from './reconcile.ts';
+import { CLUSTER_IP_SET, LOOP_BACK_SET } from '../../../modes/ipvs/ipset.ts';
+import type { DesiredServicePort } from '../../../modes/ipvs/desired.ts';
+import type { SetEntry } from '../../../modes/ipvs/frontends.ts';
+import type { IpvsOp } from '../../../modes/ipvs/reconcile.ts';
 
 /** One IPVS-mode change, ready to apply. */
 export interface IpvsChange {

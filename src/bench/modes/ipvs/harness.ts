@@ -3,7 +3,7 @@
  * virtual servers with their real servers (all of them, or only the changed
  * one) and of kube-ipvs0's addresses; and three baselines:
  *
- * - raw: the minimal change (ipvs-payloads.ts minimalIpvsChange);
+ * - raw: the minimal change (payloads.ts minimalIpvsChange);
  * - kube-proxy-style: what kube-proxy's IPVS proxier does on every sync
  *   (pkg/proxy/ipvs/proxier.go syncProxyRules, which has no partial sync):
  *   it reads and rewrites its ipsets, rewrites its iptables rules with one
@@ -22,26 +22,26 @@
  * IPVS and rtnetlink sockets act on the namespace of their process: the
  * harness must be created in the node namespace (worker.ts does).
  */
-import { IpvsBackend } from './backend.ts';
-import { assembleDesired } from './assemble.ts';
-import { cidrContains } from '../../model/addr.ts';
-import { desiredServicePort, virtualServerKey, type DesiredServicePort, type DesiredVirtualServer } from './desired.ts';
-import { parseIpsetSave, planIpsetRestore, type IpsetExec } from './ipset.ts';
-import { applyOps, readSomeVirtualServers, readVirtualServers, type IpvsKernel } from './kernel.ts';
-import { DUMMY_INTERFACE, planAddresses, type LinkManager } from './link.ts';
-import { planIpvs, sameDest, sameService, type KernelVirtualServer } from './reconcile.ts';
-import { ipvsStaticRules } from './rules.ts';
-import type { Sysctls } from './sysctl.ts';
-import type { IptablesExec } from '../iptables/exec.ts';
-import type { RenderOptions } from '../iptables/render.ts';
-import type { ServicePort, Snapshot } from '../../model/types.ts';
-import { silentLogger } from '../../util/log.ts';
-import { countOf } from '../types.ts';
-import type { BenchChange, ServiceChange } from '../../bench/changes.ts';
-import type { Baseline, ModeHarness } from '../../bench/harness.ts';
-import { kubeProxyPayload } from '../iptables/bench-payloads.ts';
-import { concatChanges, minimalIpvsChange, wholeIpvsState, type IpvsChange } from './bench-payloads.ts';
-import { ipvsDetail } from './sync-detail.ts';
+import { IpvsBackend } from '../../../modes/ipvs/backend.ts';
+import { assembleDesired } from '../../../modes/ipvs/assemble.ts';
+import { cidrContains } from '../../../model/addr.ts';
+import { desiredServicePort, virtualServerKey, type DesiredServicePort, type DesiredVirtualServer } from '../../../modes/ipvs/desired.ts';
+import { parseIpsetSave, planIpsetRestore, type IpsetExec } from '../../../modes/ipvs/ipset.ts';
+import { applyOps, readSomeVirtualServers, readVirtualServers, type IpvsKernel } from '../../../modes/ipvs/kernel.ts';
+import { DUMMY_INTERFACE, planAddresses, type LinkManager } from '../../../modes/ipvs/link.ts';
+import { planIpvs, sameDest, sameService, type KernelVirtualServer } from '../../../modes/ipvs/reconcile.ts';
+import { ipvsStaticRules } from '../../../modes/ipvs/rules.ts';
+import type { Sysctls } from '../../../modes/ipvs/sysctl.ts';
+import type { IptablesExec } from '../../../modes/iptables/exec.ts';
+import type { RenderOptions } from '../../../modes/iptables/render.ts';
+import type { ServicePort, Snapshot } from '../../../model/types.ts';
+import { silentLogger } from '../../../util/log.ts';
+import { countOf } from '../../../modes/types.ts';
+import type { BenchChange, ServiceChange } from '../../changes.ts';
+import type { Baseline, ModeHarness } from '../../harness.ts';
+import { kubeProxyPayload } from '../iptables/payloads.ts';
+import { concatChanges, minimalIpvsChange, wholeIpvsState, type IpvsChange } from './payloads.ts';
+import { ipvsDetail } from '../../../modes/ipvs/sync-detail.ts';
 
 /** The I/O of IPVS mode, all acting on the namespace of the process. */
 export interface IpvsHarnessIO {

@@ -6,7 +6,7 @@
  * plan.ts planFrontend; the whole state when a full sync would write no
  * element and a partial one no structure, backend.ts planFullSync); and
  * four baselines
- * (bench-payloads.ts, bench-kube-proxy.ts):
+ * (payloads.ts, kube-proxy.ts):
  *
  * - raw: the change's element operations (minimalNftOps) as one netlink
  *   batch, one kernel transaction: the physical limit;
@@ -20,23 +20,23 @@
  * The netlink socket acts on the namespace of its process: the harness
  * must be created in the node namespace (worker.ts does).
  */
-import type { ServicePort, Snapshot } from '../../model/types.ts';
-import { silentLogger } from '../../util/log.ts';
-import { countOf } from '../types.ts';
-import type { RenderOptions } from '../iptables/render.ts';
-import type { BenchChange, ServiceChange } from '../../bench/changes.ts';
-import type { Baseline, ModeHarness } from '../../bench/harness.ts';
-import { NftablesBackend, planFullSync } from './backend.ts';
-import { kpService, kubeProxyChange, kubeProxyTableScript, type KpService } from './bench-kube-proxy.ts';
-import { minimalNftOps, wholeTableScript } from './bench-payloads.ts';
-import { desiredFrontends, type DesiredFrontend } from './desired.ts';
-import type { NftExec } from './exec.ts';
-import { HAIRPIN, TABLE } from './layout.ts';
-import type { LiveTable } from './live.ts';
-import { TableModel, type ElementOp } from './model.ts';
-import { batchBytes, elementChanges, NetlinkElementWriter, type NetlinkElementClient } from './netlink-writer.ts';
-import { planFrontend } from './plan.ts';
-import { elementLines } from './script.ts';
+import type { ServicePort, Snapshot } from '../../../model/types.ts';
+import { silentLogger } from '../../../util/log.ts';
+import { countOf } from '../../../modes/types.ts';
+import type { RenderOptions } from '../../../modes/iptables/render.ts';
+import type { BenchChange, ServiceChange } from '../../changes.ts';
+import type { Baseline, ModeHarness } from '../../harness.ts';
+import { NftablesBackend, planFullSync } from '../../../modes/nftables/backend.ts';
+import { kpService, kubeProxyChange, kubeProxyTableScript, type KpService } from './kube-proxy.ts';
+import { minimalNftOps, wholeTableScript } from './payloads.ts';
+import { desiredFrontends, type DesiredFrontend } from '../../../modes/nftables/desired.ts';
+import type { NftExec } from '../../../modes/nftables/exec.ts';
+import { HAIRPIN, TABLE } from '../../../modes/nftables/layout.ts';
+import type { LiveTable } from '../../../modes/nftables/live.ts';
+import { TableModel, type ElementOp } from '../../../modes/nftables/model.ts';
+import { batchBytes, elementChanges, NetlinkElementWriter, type NetlinkElementClient } from '../../../modes/nftables/netlink-writer.ts';
+import { planFrontend } from '../../../modes/nftables/plan.ts';
+import { elementLines } from '../../../modes/nftables/script.ts';
 
 /** The I/O of nftables mode, acting on the namespace of the process. */
 export interface NftHarnessIO {

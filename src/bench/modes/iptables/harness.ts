@@ -1,22 +1,22 @@
 /**
  * iptables mode for `drover bench`: drover's IptablesBackend, a read-back
  * with `iptables-save -t nat`, and three baselines built by hand
- * (iptables-payloads.ts): the minimal change, the kube-proxy-style partial
+ * (payloads.ts): the minimal change, the kube-proxy-style partial
  * restore and the full re-render. Everything runs inside one network
  * namespace.
  */
-import { IptablesBackend } from './backend.ts';
-import { canonicalRule } from './canonical.ts';
-import { SystemIptables, type IptablesExec, type IptablesVariant } from './exec.ts';
-import { renderServicePort, sharedRule, type RenderOptions, type ServiceRules } from './render.ts';
-import { SERVICES_CHAIN } from './ruleset.ts';
-import { loadStaticRules } from './static.ts';
-import type { ServicePort, Snapshot } from '../../model/types.ts';
-import { silentLogger } from '../../util/log.ts';
-import { totalOf } from '../types.ts';
-import type { BenchChange, ServiceChange } from '../../bench/changes.ts';
-import type { Baseline, ModeHarness } from '../../bench/harness.ts';
-import { fullRerenderPayload, kubeProxyPayload, minimalPayload } from './bench-payloads.ts';
+import { IptablesBackend } from '../../../modes/iptables/backend.ts';
+import { canonicalRule } from '../../../modes/iptables/canonical.ts';
+import { SystemIptables, type IptablesExec, type IptablesVariant } from '../../../modes/iptables/exec.ts';
+import { renderServicePort, sharedRule, type RenderOptions, type ServiceRules } from '../../../modes/iptables/render.ts';
+import { SERVICES_CHAIN } from '../../../modes/iptables/ruleset.ts';
+import { loadStaticRules } from '../../../modes/iptables/static.ts';
+import type { ServicePort, Snapshot } from '../../../model/types.ts';
+import { silentLogger } from '../../../util/log.ts';
+import { totalOf } from '../../../modes/types.ts';
+import type { BenchChange, ServiceChange } from '../../changes.ts';
+import type { Baseline, ModeHarness } from '../../harness.ts';
+import { fullRerenderPayload, kubeProxyPayload, minimalPayload } from './payloads.ts';
 
 /** Options of {@link iptablesHarness}. */
 export interface IptablesHarnessOptions {

@@ -16,9 +16,9 @@
  * Every payload is meant for `iptables-restore --noflush`. Within a table the
  * order is: chain declarations, rule deletions, rule appends, chain deletions.
  */
-import { sharedRule, type ServiceRules } from './render.ts';
-import { SERVICES_CHAIN } from './ruleset.ts';
-import type { StaticRuleset } from './static.ts';
+import { sharedRule, type ServiceRules } from '../../../modes/iptables/render.ts';
+import { SERVICES_CHAIN } from '../../../modes/iptables/ruleset.ts';
+import type { StaticRuleset } from '../../../modes/iptables/static.ts';
 
 interface TableText {
   declare: string[];

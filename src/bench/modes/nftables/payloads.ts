@@ -12,14 +12,14 @@
  *   written again in one `nft -f` transaction (script.ts transactionScript
  *   of a rebuild).
  */
-import type { Snapshot } from '../../model/types.ts';
-import type { RenderOptions } from '../iptables/render.ts';
-import { planFullSync } from './backend.ts';
-import type { DesiredFrontend, DesiredOptions } from './desired.ts';
-import { HAIRPIN } from './layout.ts';
-import { TableModel, type ElementOp } from './model.ts';
-import { orderOps, planFrontend } from './plan.ts';
-import { transactionScript } from './script.ts';
+import type { Snapshot } from '../../../model/types.ts';
+import type { RenderOptions } from '../../../modes/iptables/render.ts';
+import { planFullSync } from '../../../modes/nftables/backend.ts';
+import type { DesiredFrontend, DesiredOptions } from '../../../modes/nftables/desired.ts';
+import { HAIRPIN } from '../../../modes/nftables/layout.ts';
+import { TableModel, type ElementOp } from '../../../modes/nftables/model.ts';
+import { orderOps, planFrontend } from '../../../modes/nftables/plan.ts';
+import { transactionScript } from '../../../modes/nftables/script.ts';
 
 /** The table model of a table that holds `frontends` and their hairpin entries, planned from an empty table (slots in the order of `targets`). */
 export function modelOf(frontends: readonly DesiredFrontend[]): TableModel {

@@ -1,17 +1,17 @@
 /**
- * nftables mode's part of `drover bench` (driver.ts ModeBench): the harness
- * (bench-harness.ts) runs in a worker inside the node namespace, because
+ * nftables mode's part of `drover bench` (bench/harness.ts ModeBench): the harness
+ * (harness.ts) runs in a worker inside the node namespace, because
  * its nf_tables netlink socket acts on the namespace of its process.
  */
 import { existsSync } from 'node:fs';
-import { BENCH_CLUSTER_CIDR } from '../../bench/synth.ts';
-import type { BenchSettings } from '../../bench/types.ts';
-import type { ModeBench } from '../driver.ts';
-import { runCommand } from '../shared/exec.ts';
-import { nftablesHarness } from './bench-harness.ts';
-import { NFT, SystemNft } from './exec.ts';
-import { NftNetlinkClient } from './netlink/client.ts';
-import { nftNodePortIPs } from './node-ports.ts';
+import { NFT, SystemNft } from '../../../modes/nftables/exec.ts';
+import { NftNetlinkClient } from '../../../modes/nftables/netlink/client.ts';
+import { nftNodePortIPs } from '../../../modes/nftables/node-ports.ts';
+import { runCommand } from '../../../modes/shared/exec.ts';
+import type { ModeBench } from '../../harness.ts';
+import { BENCH_CLUSTER_CIDR } from '../../synth.ts';
+import type { BenchSettings } from '../../types.ts';
+import { nftablesHarness } from './harness.ts';
 
 /** A table that a throw-away namespace (`unshare --net`) creates and deletes, to see that nf_tables works; the host's netfilter is never touched. */
 const PROBE = 'add table ip drover-bench-probe\ndelete table ip drover-bench-probe\n';

@@ -29,9 +29,9 @@
  * connections.
  */
 import { createHash } from 'node:crypto';
-import { ipv4ToUint32, uint32ToIPv4 } from '../../model/addr.ts';
-import type { ServicePort } from '../../model/types.ts';
-import { nftProtocol, safeIPv4, safePort, type NftProtocol } from './elements.ts';
+import { ipv4ToUint32, uint32ToIPv4 } from '../../../model/addr.ts';
+import type { ServicePort } from '../../../model/types.ts';
+import { nftProtocol, safeIPv4, safePort, type NftProtocol } from '../../../modes/nftables/elements.ts';
 
 /** The table, as nft names it. */
 export const KUBE_PROXY_TABLE = 'ip kube-proxy';
