@@ -16,7 +16,7 @@ import type { BenchResult } from '../bench/types.ts';
 import { CLOCK_SERVICES, runBench } from '../bench/run.ts';
 import { testbedUnavailableReason } from '../testbed/topology.ts';
 import { parseDuration } from './options.ts';
-import { UsageError } from './setup.ts';
+import { UsageError } from '../errors.ts';
 
 /** Options of `drover bench` after parsing. Times in milliseconds. */
 export interface BenchCliOptions {

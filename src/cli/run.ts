@@ -30,7 +30,8 @@ import {
 } from './options.ts';
 import { modeDriver } from '../modes/registry.ts';
 import { guardNodeSettings, needsNode, nodeSettings } from './node-settings.ts';
-import { applyConntrackOptions, createSource, createSyncBackend, lockNamespace, sourceKind, statusFileOption, syncModeOptions, UsageError } from './setup.ts';
+import { applyConntrackOptions, createSource, createSyncBackend, lockNamespace, sourceKind, statusFileOption, syncModeOptions } from './setup.ts';
+import { UsageError } from '../errors.ts';
 
 /** The `run` command. */
 export function runCommand(): Command {

@@ -5,7 +5,7 @@
  * two of them need lives here or in the mode's driver.
  */
 import { Option } from 'commander';
-import { DroverError } from '../errors.ts';
+import { DroverError, UsageError } from '../errors.ts';
 import { DEFAULT_STATUS_FILE } from '../inspect/status.ts';
 import type { ModeDriver, ModeOptions } from '../modes/driver.ts';
 import type { RenderOptions } from '../modes/iptables/render.ts';
@@ -19,9 +19,8 @@ import { acquireInstanceLock, InstanceLockedError, type InstanceLock } from '../
 import { renderOptions, type ConntrackCliOptions, type RenderCliOptions } from './options.ts';
 import { applyConntrackSettings, conntrackSysctls, type ConntrackSettings } from '../conntrack/sysctls.ts';
 import { namespaceSysctls } from '../modes/shared/sysctls.ts';
-import { UsageError } from './usage-error.ts';
 
-export { createSource, loadSource, renderConfig, sourceKind, UsageError, type LoadedSource };
+export { createSource, loadSource, renderConfig, sourceKind, type LoadedSource };
 
 /** What createBackend reads: the kernel options, the mode's own (defaults when absent, e.g. for cleanup) and `--service-cidr`. */
 export type BackendCliOptions = ModeOptions & { readonly serviceCidr?: string };

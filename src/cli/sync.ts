@@ -6,7 +6,8 @@ import { createLogger } from '../util/log.ts';
 import { conntrackOptions, kernelOptions, listTimeoutOption, renderOptions, type SyncCliOptions } from './options.ts';
 import { markPartial } from './exit.ts';
 import { needsNode, withNodeSettings } from './node-settings.ts';
-import { applyConntrackOptions, createSource, createSyncBackend, lockNamespace, syncModeOptions, UsageError } from './setup.ts';
+import { applyConntrackOptions, createSource, createSyncBackend, lockNamespace, syncModeOptions } from './setup.ts';
+import { UsageError } from '../errors.ts';
 
 /** The `sync` command. */
 export function syncCommand(): Command {

@@ -15,7 +15,7 @@ import { modeDriver } from '../modes/registry.ts';
 import { inspectKernelOptions, netnsArg, type KernelOptions } from './options.ts';
 import { modeHelp } from './setup.ts';
 import { EXIT } from './exit.ts';
-import { UsageError } from './usage-error.ts';
+import { UsageError } from '../errors.ts';
 
 /** An IPv4 address, or an IPv6 one in canonical text (RFC 5952, e.g. fd00::10). */
 function ipArg(value: string): string {

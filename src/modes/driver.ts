@@ -145,7 +145,7 @@ export interface ModeDriver {
   };
   /**
    * The backend of `run`, `sync` and `cleanup`.
-   * @throws UsageError (cli/setup.ts) when the mode cannot run here: no root, no kernel support, an option it refuses.
+   * @throws UsageError (errors.ts) when the mode cannot run here: no root, no kernel support, an option it refuses.
    */
   createBackend(opts: ModeOptions, render: RenderOptions, logger: Logger): Promise<Backend>;
   /** Extra fields of the status file `run` writes (see inspect/status.ts RunInfo). */

@@ -5,7 +5,7 @@
  * namespace instead. Checks in this order: `--netns`, IPVS in the kernel,
  * root.
  */
-import { UsageError } from '../../cli/usage-error.ts';
+import { UsageError } from '../../errors.ts';
 import type { KernelOptions } from '../../cli/options.ts';
 import { DEFAULT_SERVICE_CIDR } from '../../model/allocate.ts';
 import type { Logger } from '../../util/log.ts';

@@ -11,7 +11,7 @@
  * sends one real probe and reads the kernel's own trace of it (kernel-trace.ts).
  */
 import { existsSync } from 'node:fs';
-import { UsageError } from '../../cli/usage-error.ts';
+import { UsageError } from '../../errors.ts';
 import { requireNetns, requireRoot } from '../shared/access.ts';
 import type { KernelOptions, RenderCliOptions } from '../../cli/options.ts';
 import { loadSource } from '../../sources/load.ts';
