@@ -11,7 +11,8 @@ import { countOf, type CleanupResult, type KeptChain } from '../modes/types.ts';
 import { escapeNonPrintable } from '../model/quote.ts';
 import { createLogger } from '../util/log.ts';
 import { EXIT, markPartial } from './exit.ts';
-import { kernelOptions, type KernelOptions } from './options.ts';
+import { kernelOptions } from './options.ts';
+import type { KernelOptions } from '../config/kernel.ts';
 import { createBackend, lockNamespace, modeHelp } from './setup.ts';
 
 /**

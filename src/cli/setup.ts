@@ -16,7 +16,9 @@ import { createSource, loadSource, type LoadedSource } from '../sources/load.ts'
 import { sourceKind } from '../sources/select.ts';
 import type { Logger } from '../util/log.ts';
 import { acquireInstanceLock, InstanceLockedError, type InstanceLock } from '../util/instance-lock.ts';
-import { renderOptions, type ConntrackCliOptions, type RenderCliOptions } from './options.ts';
+import { renderOptions } from './options.ts';
+import type { ConntrackCliOptions } from '../config/sync.ts';
+import type { RenderCliOptions } from '../config/render-cli.ts';
 import { applyConntrackSettings, conntrackSysctls, type ConntrackSettings } from '../conntrack/sysctls.ts';
 import { namespaceSysctls } from '../modes/shared/sysctls.ts';
 

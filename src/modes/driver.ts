@@ -12,7 +12,8 @@
  */
 import type { ModeMetricsFactory } from '../server/metrics.ts';
 import type { Option } from 'commander';
-import type { KernelOptions, RenderCliOptions } from '../cli/options.ts';
+import type { KernelOptions } from '../config/kernel.ts';
+import type { RenderCliOptions } from '../config/render-cli.ts';
 import type { StatusRecord } from '../inspect/status.ts';
 import type { TraceContext, TraceResult } from '../inspect/trace.ts';
 import type { TraceFormat } from '../inspect/trace-format.ts';

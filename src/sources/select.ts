@@ -4,7 +4,7 @@
  * scheme (`shepherd+http://HOST:PORT`, `shepherd+https://HOST:PORT`) names
  * that source; anything else is a manifest file or folder.
  */
-import type { RenderCliOptions } from '../cli/options.ts';
+import type { RenderCliOptions } from '../config/render-cli.ts';
 import type { DroverError } from '../errors.ts';
 import type { Snapshot } from '../model/types.ts';
 import type { SnapshotSource } from '../proxier/proxier.ts';

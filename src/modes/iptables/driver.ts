@@ -15,7 +15,7 @@ import { formatChains, selectServicePorts, serviceChains, withPods } from './cha
 import { endpointPods } from '../../model/pods.ts';
 import { driftItems, formatDrift, ipv6DriftItem, type DriftItem } from './diff.ts';
 import type { ParsedDump, TableName } from './parse.ts';
-import type { RenderCliOptions } from '../../cli/options.ts';
+import type { RenderCliOptions } from '../../config/render-cli.ts';
 import { driftOf } from '../shared/drift.ts';
 import { toIptablesVariant } from './exec.ts';
 import { localAddresses, readTables } from './live.ts';

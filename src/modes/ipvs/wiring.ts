@@ -6,7 +6,7 @@
  * root.
  */
 import { UsageError } from '../../errors.ts';
-import type { KernelOptions } from '../../cli/options.ts';
+import type { KernelOptions } from '../../config/kernel.ts';
 import { DEFAULT_SERVICE_CIDR } from '../../model/allocate.ts';
 import type { Logger } from '../../util/log.ts';
 import { SystemIptables } from '../iptables/exec.ts';

@@ -13,7 +13,8 @@
 import { existsSync } from 'node:fs';
 import { UsageError } from '../../errors.ts';
 import { requireNetns, requireRoot } from '../shared/access.ts';
-import type { KernelOptions, RenderCliOptions } from '../../cli/options.ts';
+import type { KernelOptions } from '../../config/kernel.ts';
+import type { RenderCliOptions } from '../../config/render-cli.ts';
 import { loadSource } from '../../sources/load.ts';
 import { renderConfig } from '../shared/render-config.ts';
 import { driftOf } from '../shared/drift.ts';
