@@ -8,7 +8,7 @@ import { Option } from 'commander';
 import { DroverError, UsageError } from '../errors.ts';
 import { DEFAULT_STATUS_FILE } from '../inspect/status.ts';
 import type { ModeDriver, ModeOptions } from '../modes/driver.ts';
-import type { RenderOptions } from '../modes/iptables/render.ts';
+import type { RenderOptions } from '../config/render.ts';
 import { allModes, modeDriver } from '../modes/registry.ts';
 import { renderConfig } from '../modes/shared/render-config.ts';
 import type { Backend } from '../modes/types.ts';

@@ -21,7 +21,7 @@ import type { IPFamily, Snapshot } from '../model/types.ts';
 import type { Logger } from '../util/log.ts';
 import type { ModeHarness } from '../bench/harness.ts';
 import type { BenchSettings } from '../bench/types.ts';
-import type { RenderOptions } from './iptables/render.ts';
+import type { RenderOptions } from '../config/render.ts';
 import type { Backend } from './types.ts';
 
 /** The options object of a command, as a driver sees it: the shared flags plus whatever the mode declared. */

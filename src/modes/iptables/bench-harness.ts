@@ -8,7 +8,8 @@
 import { IptablesBackend } from './backend.ts';
 import { canonicalRule } from './canonical.ts';
 import { SystemIptables, type IptablesExec, type IptablesVariant } from './exec.ts';
-import { renderServicePort, sharedRule, type RenderOptions, type ServiceRules } from './render.ts';
+import { renderServicePort, sharedRule, type ServiceRules } from './render.ts';
+import type { RenderOptions } from '../../config/render.ts';
 import { SERVICES_CHAIN } from './ruleset.ts';
 import { loadStaticRules } from './static.ts';
 import type { ServicePort, Snapshot } from '../../model/types.ts';

@@ -12,7 +12,7 @@ import type { Logger } from '../../util/log.ts';
 import { DualStackBackend } from '../shared/dual-stack.ts';
 import { IptablesBackend } from './backend.ts';
 import type { IptablesExec } from './exec.ts';
-import type { RenderOptions } from './render.ts';
+import type { RenderOptions } from '../../config/render.ts';
 import type { StaticRuleset } from './static.ts';
 
 /** One family's part of a {@link DualStackIptablesBackend}. */
@@ -29,12 +29,6 @@ export interface DualStackOptions {
   readonly logger: Logger;
   /** As IptablesBackendOptions.maxLinesPerTransaction, for each family. */
   readonly maxLinesPerTransaction?: number;
-}
-
-/** The render options of the IPv6 ruleset: `--masquerade-all` as for IPv4, the IPv6 entry of `--cluster-cidr` (a comma-separated list). */
-export function ipv6RenderOptions(render: RenderOptions, clusterCidr: string | undefined): RenderOptions {
-  const cidr = clusterCidr?.split(',').find((c) => c.includes(':'));
-  return { masqueradeAll: render.masqueradeAll, family: 'IPv6', ...(cidr !== undefined ? { clusterCIDR: cidr } : {}), ...(render.tcpBeLiberal === true ? { tcpBeLiberal: true } : {}) };
 }
 
 export { FamilySyncError } from '../shared/dual-stack.ts';

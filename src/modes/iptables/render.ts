@@ -49,35 +49,9 @@ import { needsHealthCheck } from '../../model/health-check.ts';
 import { categorizeEndpoints, externallyAccessible, usesClusterEndpoints, usesLocalEndpoints } from '../../model/policy.ts';
 import type { Endpoint, IPFamily, NodeInfo, ServicePort } from '../../model/types.ts';
 import { endpointChainName, externalChainName, firewallChainName, localServiceChainName, serviceChainName } from './names.ts';
+import type { RenderOptions } from '../../config/render.ts';
 import { DroverError } from '../../errors.ts';
 import { flatString, flatStrings } from '../../util/flat-string.ts';
-
-/** Options that change the rendered rules. */
-export interface RenderOptions {
-  /**
-   * Pod network, CIDR (`--cluster-cidr`). Traffic to a ClusterIP from outside
-   * it is marked for masquerade. Undefined: no such rule (as kube-proxy).
-   */
-  readonly clusterCIDR?: string;
-  /** Mark all traffic to ClusterIPs for masquerade (`--masquerade-all`). */
-  readonly masqueradeAll: boolean;
-  /**
-   * The IP family of the ruleset: IPv4 (the default, for iptables-restore)
-   * or IPv6 (for ip6tables-restore). The service ports rendered must be of
-   * the same family's view (model/family.ts), and `clusterCIDR` of it.
-   */
-  readonly family?: IPFamily;
-  /**
-   * `conntrack.tcpBeLiberal` (`--conntrack-tcp-be-liberal`): leave out the
-   * drop of conntrack-INVALID packets that every mode writes otherwise
-   * (iptables and IPVS modes: the first rule of filter KUBE-FORWARD;
-   * nftables mode: the first rule of chain `filter-forward`), as kube-proxy
-   * does when nf_conntrack_tcp_be_liberal is set (pkg/proxy/iptables,
-   * ipvs and nftables proxier.go; kubernetes issues 74839 and 117924).
-   * drover then sets that sysctl itself (conntrack/sysctls.ts).
-   */
-  readonly tcpBeLiberal?: boolean;
-}
 
 /**
  * One rule a service port owns in a chain shared by every service port

@@ -59,7 +59,7 @@ import type { Backend, ChangeSet, CleanupResult, ObjectCounts, SyncResult } from
 import type { IptablesExec } from '../iptables/exec.ts';
 import { parseSave } from '../iptables/parse.ts';
 import { emptyPlan, isEmptyPlan, planStats, planToRestore, type Plan } from '../iptables/plan.ts';
-import type { RenderOptions } from '../iptables/render.ts';
+import type { RenderOptions } from '../../config/render.ts';
 import { IptablesDriftWatch } from '../iptables/drift-watch.ts';
 import { cleanupPlan } from '../iptables/ruleset.ts';
 import type { StaticRuleset } from '../iptables/static.ts';

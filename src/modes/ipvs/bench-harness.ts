@@ -33,7 +33,7 @@ import { planIpvs, sameDest, sameService, type KernelVirtualServer } from './rec
 import { ipvsStaticRules } from './rules.ts';
 import type { Sysctls } from './sysctl.ts';
 import type { IptablesExec } from '../iptables/exec.ts';
-import type { RenderOptions } from '../iptables/render.ts';
+import type { RenderOptions } from '../../config/render.ts';
 import type { ServicePort, Snapshot } from '../../model/types.ts';
 import { silentLogger } from '../../util/log.ts';
 import { countOf } from '../types.ts';

@@ -13,7 +13,7 @@
  *   of a rebuild).
  */
 import type { Snapshot } from '../../model/types.ts';
-import type { RenderOptions } from '../iptables/render.ts';
+import type { RenderOptions } from '../../config/render.ts';
 import { planFullSync } from './backend.ts';
 import type { DesiredFrontend, DesiredOptions } from './desired.ts';
 import { HAIRPIN } from './layout.ts';

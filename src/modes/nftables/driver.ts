@@ -22,7 +22,7 @@ import type { ModeDriver, ModeOptions } from '../driver.ts';
 import type { Logger } from '../../util/log.ts';
 import { planFullSync } from './backend.ts';
 import { DualStackNftablesBackend, renderFamilies } from './dual-stack.ts';
-import { ipv6RenderOptions } from '../iptables/dual-stack.ts';
+import { ipv6RenderOptions } from '../../config/render.ts';
 import { familyView } from '../../model/family.ts';
 import type { IPFamily, Snapshot } from '../../model/types.ts';
 import { nftablesBench } from './bench-mode.ts';

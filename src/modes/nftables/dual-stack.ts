@@ -19,7 +19,7 @@
 import { familyView } from '../../model/family.ts';
 import type { IPFamily, Snapshot } from '../../model/types.ts';
 import type { Logger } from '../../util/log.ts';
-import type { RenderOptions } from '../iptables/render.ts';
+import type { RenderOptions } from '../../config/render.ts';
 import { DualStackBackend } from '../shared/dual-stack.ts';
 import type { ModeSyncDetail } from '../types.ts';
 import { NftablesBackend, planFullSync, type NftablesBackendOptions } from './backend.ts';
