@@ -11,7 +11,7 @@
 import { spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { moduleArgv } from '../util/node-module.ts';
-import type { ProxyMode } from '../modes/types.ts';
+import type { ProxyMode } from '../proxier/backend.ts';
 import type { MeasureOptions, StepReporter, TestbedView } from './measure.ts';
 import type { Sample, SizeRun } from './types.ts';
 

@@ -7,7 +7,7 @@ import { Command, InvalidArgumentError, Option } from 'commander';
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { defaultMode, modeDriver, modeNames } from '../modes/registry.ts';
-import type { ProxyMode } from '../modes/types.ts';
+import type { ProxyMode } from '../proxier/backend.ts';
 import { detectEnvironment } from '../bench/environment.ts';
 import { progressSink } from '../bench/progress.ts';
 import { mergeResults, readResult } from '../bench/merge.ts';

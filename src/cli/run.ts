@@ -20,7 +20,7 @@ import type { ServerCliOptions } from '../config/server.ts';
 import type { SyncCliOptions } from '../config/sync.ts';
 import { modeDriver } from '../modes/registry.ts';
 import { guardNodeSettings, needsNode, nodeSettings } from './node-settings.ts';
-import { applyConntrackOptions, createSource, createSyncBackend, lockNamespace, sourceKind, statusFileOption, syncModeOptions } from './setup.ts';
+import { applyConntrackOptions, createSource, createSyncBackend, lockNamespace, sourceKind, statusFileOption, syncLogFieldsOf, syncModeOptions } from './setup.ts';
 import { UsageError } from '../errors.ts';
 
 /** The `run` command. */
@@ -92,6 +92,7 @@ export function runCommand(): Command {
         syncPeriodMs: opts.syncPeriod,
         ...(opts.fullSyncPeriod !== undefined ? { fullSyncPeriodMs: opts.fullSyncPeriod } : {}),
         conntrack: new SystemConntrack(opts.netns),
+        ...syncLogFieldsOf(opts.mode),
       });
       status.listen(proxier);
       const healthCheckAddresses = healthCheckAddressesFor(opts.nodeportAddresses);

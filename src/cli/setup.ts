@@ -11,7 +11,7 @@ import type { ModeDriver, ModeOptions } from '../modes/driver.ts';
 import type { RenderOptions } from '../config/render.ts';
 import { allModes, modeDriver } from '../modes/registry.ts';
 import { renderConfig } from '../modes/shared/render-config.ts';
-import type { Backend } from '../modes/types.ts';
+import type { Backend } from '../proxier/backend.ts';
 import { createSource, loadSource, type LoadedSource } from '../sources/load.ts';
 import { sourceKind } from '../sources/select.ts';
 import type { Logger } from '../util/log.ts';
@@ -99,6 +99,12 @@ export function refuseForeignSwitches(opts: { readonly mode: string }): void {
  */
 export async function createBackend(opts: BackendCliOptions, render: RenderOptions, logger: Logger): Promise<Backend> {
   return modeDriver(opts.mode).createBackend(opts, render, logger);
+}
+
+/** The Proxier option that adds mode `mode`'s own fields to its "sync done" log line (ModeDriver.syncLogFields); none when the mode adds nothing. */
+export function syncLogFieldsOf(mode: string): { syncLogFields?: NonNullable<ModeDriver['syncLogFields']> } {
+  const fields = modeDriver(mode).syncLogFields;
+  return fields !== undefined ? { syncLogFields: fields } : {};
 }
 
 /**

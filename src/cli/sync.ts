@@ -7,7 +7,7 @@ import { conntrackOptions, kernelOptions, listTimeoutOption, renderOptions } fro
 import type { SyncCliOptions } from '../config/sync.ts';
 import { markPartial } from './exit.ts';
 import { needsNode, withNodeSettings } from './node-settings.ts';
-import { applyConntrackOptions, createSource, createSyncBackend, lockNamespace, syncModeOptions } from './setup.ts';
+import { applyConntrackOptions, createSource, createSyncBackend, lockNamespace, syncLogFieldsOf, syncModeOptions } from './setup.ts';
 import { UsageError } from '../errors.ts';
 
 /** The `sync` command. */
@@ -29,7 +29,7 @@ export function syncCommand(): Command {
         await source.close();
         throw err;
       }
-      const proxier = new Proxier({ source, backend, logger, minSyncPeriodMs: 0, syncPeriodMs: 0 });
+      const proxier = new Proxier({ source, backend, logger, minSyncPeriodMs: 0, syncPeriodMs: 0, ...syncLogFieldsOf(opts.mode) });
       try {
         await proxier.syncOnce({ full: true });
       } finally {

@@ -22,7 +22,7 @@ import type { Logger } from '../util/log.ts';
 import type { ModeHarness } from '../bench/harness.ts';
 import type { BenchSettings } from '../bench/types.ts';
 import type { RenderOptions } from '../config/render.ts';
-import type { Backend } from './types.ts';
+import type { Backend, ModeSyncDetail } from '../proxier/backend.ts';
 
 /** The options object of a command, as a driver sees it: the shared flags plus whatever the mode declared. */
 export type ModeOptions = KernelOptions & Readonly<Record<string, unknown>>;
@@ -179,6 +179,11 @@ export interface ModeDriver {
   status(opts: ModeOptions, recorded: RenderCliOptions & Readonly<Record<string, unknown>>): Promise<ModeStatus>;
   /** The mode's part of `drover bench`. */
   readonly bench: ModeBench;
+  /**
+   * What the proxier's "sync done" log line adds from this mode's detail of
+   * a sync (SyncResult.detail, proxier/backend.ts); absent: nothing.
+   */
+  readonly syncLogFields?: (detail: ModeSyncDetail | undefined) => Readonly<Record<string, unknown>>;
   /** The mode's own Prometheus metrics for `drover run` (server/metrics.ts); absent when it has none. */
   readonly metrics?: ModeMetricsFactory;
 }

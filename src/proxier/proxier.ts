@@ -31,7 +31,7 @@
  *   listeners.
  */
 import { isDeepStrictEqual } from 'node:util';
-import type { Backend, SyncResult } from '../modes/types.ts';
+import type { Backend, ModeSyncDetail, SyncResult } from './backend.ts';
 import type { NodeInfo, ServicePort, Snapshot } from '../model/types.ts';
 import type { Logger } from '../util/log.ts';
 import type { ConntrackExec } from '../conntrack/exec.ts';
@@ -93,6 +93,12 @@ export interface SnapshotSource {
 export interface ProxierOptions {
   readonly source: SnapshotSource;
   readonly backend: Backend;
+  /**
+   * What the "sync done" log line adds from the mode's own detail of the
+   * sync (SyncResult.detail), e.g. nftables mode's `via` and `structural`:
+   * the mode's ModeDriver.syncLogFields. Absent: nothing.
+   */
+  readonly syncLogFields?: (detail: ModeSyncDetail | undefined) => Readonly<Record<string, unknown>>;
   readonly logger: Logger;
   /** Least time between two syncs (`--min-sync-period`, default 1 s). */
   readonly minSyncPeriodMs: number;
@@ -315,8 +321,8 @@ export class Proxier {
           applyMs: round(result.applyMs),
           durationMs: round(result.totalMs),
           ...(partial ? { incomplete: incomplete.length } : {}),
-          // nftables mode: whether the elements went over nf_tables netlink or nft -f, and whether the structure changed.
-          ...(result.detail?.mode === 'nftables' ? { via: result.detail.via, structural: result.detail.structural } : {}),
+          // The mode's own fields (nftables mode: whether the elements went over nf_tables netlink or nft -f, and whether the structure changed).
+          ...this.opts.syncLogFields?.(result.detail),
         },
         `${result.full ? 'full sync done' : 'partial sync done'}${partial ? '; deletions held: the source is incomplete' : ''}`,
       );

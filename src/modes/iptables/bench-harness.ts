@@ -14,7 +14,7 @@ import { SERVICES_CHAIN } from './ruleset.ts';
 import { loadStaticRules } from './static.ts';
 import type { ServicePort, Snapshot } from '../../model/types.ts';
 import { silentLogger } from '../../util/log.ts';
-import { totalOf } from '../types.ts';
+import { totalOf } from '../../proxier/backend.ts';
 import type { BenchChange, ServiceChange } from '../../bench/changes.ts';
 import type { Baseline, ModeHarness } from '../../bench/harness.ts';
 import { fullRerenderPayload, kubeProxyPayload, minimalPayload } from './bench-payloads.ts';

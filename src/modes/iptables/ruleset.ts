@@ -5,7 +5,7 @@
  */
 import type { Snapshot } from '../../model/types.ts';
 import { tokenize } from './rule.ts';
-import type { KeptChain } from '../types.ts';
+import type { KeptChain } from '../../proxier/backend.ts';
 import { commentServicePort, hashSuffix, isServiceChain } from './names.ts';
 import { BUILTIN_CHAINS, TABLES, type ParsedDump, type TableName } from './parse.ts';
 import { appendAll, diffTable, emptyPlan, planToRestore, type Plan, type TableView } from './plan.ts';

@@ -36,7 +36,7 @@ import type { IptablesExec } from '../iptables/exec.ts';
 import type { RenderOptions } from '../../config/render.ts';
 import type { ServicePort, Snapshot } from '../../model/types.ts';
 import { silentLogger } from '../../util/log.ts';
-import { countOf } from '../types.ts';
+import { countOf } from '../../proxier/backend.ts';
 import type { BenchChange, ServiceChange } from '../../bench/changes.ts';
 import type { Baseline, ModeHarness } from '../../bench/harness.ts';
 import { kubeProxyPayload } from '../iptables/bench-payloads.ts';

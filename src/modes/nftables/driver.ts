@@ -41,6 +41,7 @@ import { endpointPods } from '../../model/pods.ts';
 import { openElementWriter } from './wiring.ts';
 import { localAddresses } from '../iptables/live.ts';
 import { nftablesMetrics } from './metrics.ts';
+import { nftablesSyncLogFields } from './sync-detail.ts';
 
 /**
  * nft for the command's flags, for the table of `family` (default IPv4).
@@ -116,6 +117,7 @@ export const nftablesMode: ModeDriver = {
   title: 'nftables',
   options: { sync: () => [], compare: () => [] },
   metrics: nftablesMetrics,
+  syncLogFields: nftablesSyncLogFields,
   help: {
     render: ', or with --mode nftables the nft script of table ip drover (and of table ip6 drover for IPv6 Services)',
     chains:
