@@ -16,7 +16,7 @@
 import type { IPPrefix } from '../model/addr.ts';
 import { primaryNodeIPs, primaryNodePortCIDRs } from '../model/node-ips.ts';
 import type { NodeInfo, Snapshot } from '../model/types.ts';
-import type { Source, SourceLoad } from '../sources/select.ts';
+import type { Source, SourceLoad } from '../sources/source.ts';
 import type { RenderCliOptions } from '../config/render-cli.ts';
 import { UsageError } from '../errors.ts';
 
