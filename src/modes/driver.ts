@@ -14,7 +14,7 @@ import type { ModeMetricsFactory } from '../server/metrics.ts';
 import type { Option } from 'commander';
 import type { KernelOptions } from '../config/kernel.ts';
 import type { RenderCliOptions } from '../config/render-cli.ts';
-import type { StatusRecord } from '../inspect/status.ts';
+import type { RuleCounts, StatusRecord } from '../inspect/status.ts';
 import type { TraceContext, TraceResult } from '../inspect/trace.ts';
 import type { TraceFormat } from '../inspect/trace-format.ts';
 import type { IPFamily, Snapshot } from '../model/types.ts';
@@ -55,8 +55,8 @@ export interface ModeDrift {
 
 /** The mode's part of `drover status`. */
 export interface ModeStatus {
-  /** drover-owned iptables rules in the live kernel, per table. */
-  readonly rules: { readonly filter: number; readonly nat: number };
+  /** drover-owned rules in the live kernel, per table (or kind of chain), in the order `status` prints them. */
+  readonly rules: RuleCounts;
   /** Differences with the recorded source, or why they could not be counted. */
   readonly drift: { readonly differences: number } | { readonly error: string };
   /** Lines of the mode's own state (`name: value`), printed after `services`. */
