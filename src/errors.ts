@@ -172,3 +172,12 @@ export class NfacctNameError extends DroverError {
     this.name = 'NfacctNameError';
   }
 }
+
+/**
+ * A command's one-line error for the user (a flag, a missing namespace, no
+ * root); cli/program.ts prints it and exits 1. Thrown by the commands and by
+ * the modes when they cannot run here.
+ */
+export class UsageError extends DroverError {
+  override name = 'UsageError';
+}

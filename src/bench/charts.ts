@@ -19,7 +19,7 @@
  */
 import type { TopLevelSpec } from 'vega-lite';
 import { loadOptional } from './optional.ts';
-import type { ProxyMode } from '../modes/types.ts';
+import type { ProxyMode } from '../proxier/backend.ts';
 import { CLOCK_LABEL, KIND_LABEL, KINDS, METHOD_LABEL, modeComparisons, modeLabel, modePairs, pairTitle, statRows } from './report.ts';
 import type { BenchResult, Clock, Method, Sample } from './types.ts';
 

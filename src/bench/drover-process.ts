@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
-import type { ProxyMode } from '../modes/types.ts';
+import type { ProxyMode } from '../proxier/backend.ts';
 import { DEFAULT_QUIET_MS } from '../proxier/collect-after-sync.ts';
 
 /** drover's executable (bin/drover.js). */

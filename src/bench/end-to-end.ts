@@ -19,7 +19,7 @@
 import { mkdir, mkdtemp, rename, rm, unlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { ProxyMode } from '../modes/types.ts';
+import type { ProxyMode } from '../proxier/backend.ts';
 import type { Snapshot } from '../model/types.ts';
 import type { BenchChange } from './changes.ts';
 import { droverEntry, DroverRunProcess, steadyMemory } from './drover-process.ts';

@@ -8,7 +8,7 @@
  * clocks still agree: process.hrtime is the machine's monotonic clock in
  * every process).
  */
-import type { Backend, ProxyMode, SyncResult } from '../modes/types.ts';
+import type { Backend, ProxyMode, SyncResult } from '../proxier/backend.ts';
 import type { Snapshot } from '../model/types.ts';
 import type { BenchChange, ServiceChange } from './changes.ts';
 import type { BenchSettings, Method } from './types.ts';

@@ -10,7 +10,7 @@
  */
 import { defaultMode, modeDriver, modeNames } from '../modes/registry.ts';
 import { modeBench } from './modes/registry.ts';
-import type { ProxyMode } from '../modes/types.ts';
+import type { ProxyMode } from '../proxier/backend.ts';
 import { summarise, type Summary } from './stats.ts';
 import { BENCH_CLUSTER_CIDR } from './synth.ts';
 import { CHANGE_KINDS, CLOCKS, METHODS, type BenchResult, type ChangeKind, type Clock, type DroverRunFacts, type Method, type Sample, type SizeRun } from './types.ts';

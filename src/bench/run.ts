@@ -37,7 +37,7 @@
  * Both start once the agent returned: the transaction has committed by then,
  * so nothing is lost, and the polling does not slow the agent down.
  */
-import type { ProxyMode } from '../modes/types.ts';
+import type { ProxyMode } from '../proxier/backend.ts';
 import { createTopology, type BackendSpec, type Topology } from '../testbed/topology.ts';
 import { Prober, type ProbeTiming } from './datapath.ts';
 import type { ModeHarness } from './harness.ts';

@@ -2,7 +2,7 @@
  * The data of `drover bench`: samples, per-size run facts, the environment,
  * and the whole result the reports are built from. Types only.
  */
-import type { ProxyMode } from '../modes/types.ts';
+import type { ProxyMode } from '../proxier/backend.ts';
 
 /** What was changed: the first full sync from empty tables, or one single change. */
 export type ChangeKind = 'full-sync' | 'endpoint-removed' | 'endpoint-added' | 'service-added' | 'service-removed';

@@ -10,7 +10,7 @@
  */
 import { spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
-import type { ProxyMode } from '../modes/types.ts';
+import type { ProxyMode } from '../proxier/backend.ts';
 import { benchScriptCommand } from './script-command.ts';
 import type { MeasureOptions, StepReporter, TestbedView } from './measure.ts';
 import type { Sample, SizeRun } from './types.ts';

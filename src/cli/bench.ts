@@ -8,7 +8,7 @@ import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { defaultMode, modeNames } from '../modes/registry.ts';
 import { modeBench } from '../bench/modes/registry.ts';
-import type { ProxyMode } from '../modes/types.ts';
+import type { ProxyMode } from '../proxier/backend.ts';
 import { detectEnvironment } from '../bench/environment.ts';
 import { progressSink } from '../bench/progress.ts';
 import { mergeResults, readResult } from '../bench/merge.ts';
@@ -17,7 +17,7 @@ import type { BenchResult } from '../bench/types.ts';
 import { CLOCK_SERVICES, runBench } from '../bench/run.ts';
 import { testbedUnavailableReason } from '../testbed/topology.ts';
 import { parseDuration } from './options.ts';
-import { UsageError } from './setup.ts';
+import { UsageError } from '../errors.ts';
 
 /** Options of `drover bench` after parsing. Times in milliseconds. */
 export interface BenchCliOptions {

@@ -8,7 +8,8 @@
 import { Command, Option } from 'commander';
 import { allModes, modeDriver } from '../modes/registry.ts';
 import type { ChainsSourceOptions } from '../modes/driver.ts';
-import { inspectKernelOptions, type KernelOptions } from './options.ts';
+import { inspectKernelOptions } from './options.ts';
+import type { KernelOptions } from '../config/kernel.ts';
 import { chainsSourceOptions, modeHelp } from './setup.ts';
 
 /** The `chains` command. */

@@ -7,11 +7,12 @@
  * anti-martian rule serves the other program too; ruleset.ts SHARED_CHAINS.)
  */
 import { Command, Option } from 'commander';
-import { countOf, type CleanupResult, type KeptChain } from '../modes/types.ts';
+import { countOf, type CleanupResult, type KeptChain } from '../proxier/backend.ts';
 import { escapeNonPrintable } from '../model/quote.ts';
 import { createLogger } from '../util/log.ts';
 import { EXIT, markPartial } from './exit.ts';
-import { kernelOptions, type KernelOptions } from './options.ts';
+import { kernelOptions } from './options.ts';
+import type { KernelOptions } from '../config/kernel.ts';
 import { createBackend, lockNamespace, modeHelp } from './setup.ts';
 
 /**

@@ -20,7 +20,7 @@ import { defaultMode } from '../modes/registry.ts';
 import { KUBERNETES_SOURCE } from '../sources/select.ts';
 import { applyConfigDefaults, CONFIG_COMMANDS, configArg, flagValue, readConfigFile, refusalText, type Refusal } from './config-file.ts';
 import { kubeProxyFlag } from './kube-proxy-flags.ts';
-import { UsageError } from './usage-error.ts';
+import { UsageError } from '../errors.ts';
 
 /** The program's own flags, which need no command. */
 const PROGRAM_FLAGS = new Set(['-h', '--help', '-V', '--version']);

@@ -17,6 +17,7 @@ import { readFileSync } from 'node:fs';
 import { Option as OptionClass, type Command, type Option } from 'commander';
 import { parse as parseYaml } from 'yaml';
 import { DroverError } from '../errors.ts';
+import { defaultMode } from '../modes/registry.ts';
 import { closest } from '../util/similar.ts';
 import { FIELDS, SECTIONS, fieldRule, type FieldRule } from './kube-proxy-fields.ts';
 
@@ -63,8 +64,8 @@ export interface ConfigValues {
  * value (`""`, `0`, `"0s"`, `false`, `[]`, `{}`) counts as not set, as in
  * kube-proxy's defaulting, and for a pointer field only `null` does; so
  * the file kubeadm writes is read as kube-proxy reads it. `modeFlag` is the
- * mode given on the command line, which wins over the file's: it decides
- * which mode's section applies.
+ * mode given on the command line, which wins over the file's (and without
+ * either, the registry's default mode): it decides which mode's section applies.
  * @throws ConfigFileError for a file that cannot be read or parsed, a wrong
  *   apiVersion or kind, unknown fields (all named, each with the field it
  *   was probably meant to be), or a field of the wrong shape.
@@ -92,7 +93,7 @@ export function readConfigFile(path: string, modeFlag?: string): ConfigValues {
     throw new ConfigFileError(path, undefined, `not a field of ${CONFIG_KIND} ${CONFIG_API_VERSION}: ${unknown.map((u) => `${u}${hint(u)}`).join('; ')}`);
   }
   const fileMode = typeof root.mode === 'string' && root.mode !== '' ? root.mode : undefined;
-  const mode = modeFlag ?? fileMode ?? 'iptables';
+  const mode = modeFlag ?? fileMode ?? defaultMode();
   const flags = new Map<string, { field: string; value: string | boolean }>();
   const refused: Refusal[] = [];
   for (const [field, { rule }, value] of set) {

@@ -11,7 +11,9 @@
 import { Command } from 'commander';
 import { modeDriver } from '../modes/registry.ts';
 import { EXIT, markPartial } from './exit.ts';
-import { inspectKernelOptions, listTimeoutOption, renderOptions, type KernelOptions, type RenderCliOptions } from './options.ts';
+import { inspectKernelOptions, listTimeoutOption, renderOptions } from './options.ts';
+import type { KernelOptions } from '../config/kernel.ts';
+import type { RenderCliOptions } from '../config/render-cli.ts';
 import { needsNode, withNodeSettings } from './node-settings.ts';
 import { compareOptions, loadSource, modeHelp, refuseForeignSwitches } from './setup.ts';
 

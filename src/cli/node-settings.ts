@@ -16,9 +16,9 @@
 import type { IPPrefix } from '../model/addr.ts';
 import { primaryNodeIPs, primaryNodePortCIDRs } from '../model/node-ips.ts';
 import type { NodeInfo, Snapshot } from '../model/types.ts';
-import type { Source, SourceLoad } from '../sources/select.ts';
-import type { RenderCliOptions } from './options.ts';
-import { UsageError } from './usage-error.ts';
+import type { Source, SourceLoad } from '../sources/source.ts';
+import type { RenderCliOptions } from '../config/render-cli.ts';
+import { UsageError } from '../errors.ts';
 
 /** The options that may need the Node. */
 type NodeFlags = Pick<RenderCliOptions, 'detectLocalMode' | 'nodeportAddresses' | 'bindAddress' | 'clusterCidr' | 'hostnameOverride'>;

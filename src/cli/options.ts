@@ -14,6 +14,8 @@ import { defaultMode, modeNames } from '../modes/registry.ts';
 import { ALLOCATION_FILE, DEFAULT_STATE_DIR } from '../sources/allocation-state.ts';
 import { DEFAULT_POLL_INTERVAL_MS } from '../sources/shepherd.ts';
 import { DEFAULT_FILE_SETTLE_MS } from '../sources/file.ts';
+import { DETECT_LOCAL_MODES, NODEPORT_PRIMARY, type NodePortAddresses } from '../config/render-cli.ts';
+import { DEFAULT_HEALTHZ_BIND_ADDRESS, DEFAULT_METRICS_BIND_ADDRESS } from '../config/server.ts';
 
 /**
  * A duration flag's value: a Go duration (util/duration.ts, Go's
@@ -100,65 +102,6 @@ export function netnsArg(value: string): string {
   if (!/^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/.test(value)) throw new InvalidArgumentError(`"${value}" is not a network namespace name`);
   return value;
 }
-
-/** Options of the commands that program the kernel. */
-export type KernelOptions = {
-  /** `--mode`: the name of a mode in modes/registry.ts. */
-  readonly mode: string;
-  readonly iptablesBackend: 'auto' | 'nft' | 'legacy';
-  readonly netns?: string;
-  /** `--log-level`, made more verbose by kube-proxy's `-v` when given (log-options.ts). */
-  readonly logLevel: LogLevel;
-  /** `--verbosity` (kube-proxy's `-v`/`--v`): klog's verbosity level, 0 or more; undefined when not given. */
-  readonly verbosity?: number;
-  /** `--log-format`. */
-  readonly logFormat: LogFormat;
-};
-
-/** Options of the commands that read manifests and render rules. */
-export type RenderCliOptions = {
-  /** `--source`: a manifest path, or a source URL (sources/select.ts). */
-  readonly source: string;
-  /** `--nodeport-addresses`; absent or empty: every address; `primary` until node-settings.ts resolves it. */
-  readonly nodeportAddresses?: NodePortAddresses;
-  /** `--state-dir`: where the allocation state file is (sources/allocation-state.ts); absent: /var/lib/drover. */
-  readonly stateDir?: string;
-  /** `--kubeconfig`, for `--source kubernetes` (sources/kubernetes/config.ts). */
-  readonly kubeconfig?: string;
-  /** `--hostname-override`: this node's name (default: the host name). */
-  readonly hostnameOverride?: string;
-  /** `--list-timeout` of the one-shot commands, ms: how long to wait for the first lists of an API source. */
-  readonly listTimeout?: number;
-  readonly clusterCidr?: string;
-  readonly masqueradeAll: boolean;
-  readonly serviceCidr: string;
-  /** `--detect-local-mode` (kube-proxy's): local traffic is from `--cluster-cidr` (ClusterCIDR, the default) or from the Node's `spec.podCIDRs` (NodeCIDR). */
-  readonly detectLocalMode?: DetectLocalMode;
-  /** `--bind-address` (kube-proxy's): the node's primary IP of each family given, overriding its Node's; unspecified addresses left out. */
-  readonly bindAddress?: readonly string[];
-  /** `--master` (kube-proxy's), for `--source kubernetes`: the API server's URL, overriding the kubeconfig's. */
-  readonly master?: string;
-  /** `--file-follow-external-links`: a manifest folder's symlinks may lead out of it (sources/links.ts). */
-  readonly fileFollowExternalLinks?: boolean;
-  /** `--file-settle` of `run`, ms: how long a manifest file written in place must be unchanged before it is applied (sources/file.ts). */
-  readonly fileSettle?: number;
-  /** `--service-node-port-range`: the NodePorts a Service may have (model/claims.ts); absent: 30000-32767, and with the Kubernetes source every port (sources/kubernetes/create.ts). */
-  readonly serviceNodePortRange?: NodePortRange;
-  /** `--conntrack-tcp-be-liberal` (kube-proxy's `conntrack.tcpBeLiberal`): no drop of conntrack-INVALID packets, and nf_conntrack_tcp_be_liberal=1 in `run` and `sync`. */
-  readonly conntrackTcpBeLiberal?: boolean;
-};
-
-/** kube-proxy's detectLocalMode values drover takes (pkg/proxy/apis/config LocalModeClusterCIDR, LocalModeNodeCIDR). */
-export const DETECT_LOCAL_MODES = ['ClusterCIDR', 'NodeCIDR'] as const;
-export type DetectLocalMode = (typeof DETECT_LOCAL_MODES)[number];
-
-/** Options of `run` and `sync`. */
-export type SyncCliOptions = KernelOptions & RenderCliOptions & Partial<ConntrackCliOptions> & {
-  readonly minSyncPeriod: number;
-  readonly syncPeriod: number;
-  /** `--full-sync-period`, ms (run only). */
-  readonly fullSyncPeriod?: number;
-};
 
 /** --source, --cluster-cidr, --masquerade-all, --service-cidr, --service-node-port-range, --nodeport-addresses, --state-dir, and those of the Kubernetes source. */
 export function renderOptions(): Option[] {
@@ -354,17 +297,6 @@ function conntrackTimeoutArg(value: string): number {
   return ms;
 }
 
-/** The conntrack settings of `run` and `sync` (conntrack/sysctls.ts), kube-proxy's `conntrack.*`; 0 leaves a setting alone. */
-export type ConntrackCliOptions = {
-  readonly conntrackMaxPerCore: number;
-  readonly conntrackMin: number;
-  /** ms, whole seconds. */
-  readonly conntrackTcpTimeoutEstablished: number;
-  readonly conntrackTcpTimeoutCloseWait: number;
-  readonly conntrackUdpTimeout: number;
-  readonly conntrackUdpTimeoutStream: number;
-};
-
 /**
  * kube-proxy's conntrack flags (cmd/kube-proxy/app/options.go), for `run`
  * and `sync`. Each defaults to 0, which leaves the kernel's value alone:
@@ -415,17 +347,6 @@ export function bindAddressArg(value: string): BindAddress | null {
 }
 
 /**
- * `--nodeport-addresses` as parsed: CIDRs, or, for kube-proxy's `primary`,
- * an empty list marked `primary` that node-settings.ts replaces with the
- * node's primary addresses once the Node is read (an unresolved one is
- * never handed to a mode: createSyncBackend refuses it).
- */
-export type NodePortAddresses = readonly IPPrefix[] & { readonly primary?: true };
-
-/** kube-proxy's keyword for the node's primary IPs in `--nodeport-addresses` (pkg/proxy/apis/config NodePortAddressesPrimary). */
-export const NODEPORT_PRIMARY = 'primary';
-
-/**
  * `--nodeport-addresses`: CIDRs separated by commas, IPv4 or IPv6
  * ("10.0.0.0/8,192.168.1.0/24"), each read as kube-proxy reads them
  * (addr.ts parseCIDR; host bits are ignored); "" for none; or `primary`
@@ -447,23 +368,6 @@ export function nodePortAddressesArg(value: string): NodePortAddresses {
   }
   return out;
 }
-
-/** Options of `run`'s HTTP servers: null when turned off. */
-export type ServerCliOptions = {
-  readonly metricsBindAddress: BindAddress | null;
-  readonly healthzBindAddress: BindAddress | null;
-  /** `--nodeport-addresses`; absent or empty: every address. */
-  readonly nodeportAddresses?: readonly IPPrefix[];
-};
-
-/**
- * kube-proxy's defaults for its two servers (`--metrics-bind-address`,
- * `--healthz-bind-address`; pkg/proxy/apis/config/v1alpha1 defaults): the
- * metrics on loopback only, the health check on every address, where a
- * cloud load balancer probes it.
- */
-export const DEFAULT_METRICS_BIND_ADDRESS = '127.0.0.1:10249';
-export const DEFAULT_HEALTHZ_BIND_ADDRESS = '0.0.0.0:10256';
 
 /** --metrics-bind-address, --healthz-bind-address (kube-proxy's flags, ports and defaults). */
 export function serverOptions(): Option[] {

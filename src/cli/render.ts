@@ -10,7 +10,8 @@ import { internalEndpoints } from '../model/policy.ts';
 import type { Endpoint, Snapshot } from '../model/types.ts';
 import { modeDriver } from '../modes/registry.ts';
 import { EXIT, markPartial } from './exit.ts';
-import { listTimeoutOption, modeOption, renderOptions, type RenderCliOptions } from './options.ts';
+import { listTimeoutOption, modeOption, renderOptions } from './options.ts';
+import type { RenderCliOptions } from '../config/render-cli.ts';
 import { withNodeSettings } from './node-settings.ts';
 import { compareOptions, loadSource, modeHelp, refuseForeignSwitches } from './setup.ts';
 

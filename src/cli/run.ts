@@ -15,22 +15,13 @@ import { startServers } from '../server/daemon.ts';
 import { healthCheckAddresses as healthCheckAddressesFor } from '../server/node-addresses.ts';
 import { configOptions, settingName } from './config-file.ts';
 import { configz } from './configz.ts';
-import {
-  checkSyncPeriods,
-  fileSettleOption,
-  conntrackOptions,
-  fullSyncPeriodOption,
-  kernelOptions,
-  pollIntervalOption,
-  renderOptions,
-  serverOptions,
-  syncPeriodOptions,
-  type ServerCliOptions,
-  type SyncCliOptions,
-} from './options.ts';
+import { checkSyncPeriods, fileSettleOption, conntrackOptions, fullSyncPeriodOption, kernelOptions, pollIntervalOption, renderOptions, serverOptions, syncPeriodOptions } from './options.ts';
+import type { ServerCliOptions } from '../config/server.ts';
+import type { SyncCliOptions } from '../config/sync.ts';
 import { modeDriver } from '../modes/registry.ts';
 import { guardNodeSettings, needsNode, nodeSettings } from './node-settings.ts';
-import { applyConntrackOptions, createSource, createSyncBackend, lockNamespace, sourceKind, statusFileOption, syncModeOptions, UsageError } from './setup.ts';
+import { applyConntrackOptions, createSource, createSyncBackend, lockNamespace, sourceKind, statusFileOption, syncLogFieldsOf, syncModeOptions } from './setup.ts';
+import { UsageError } from '../errors.ts';
 
 /** The `run` command. */
 export function runCommand(): Command {
@@ -101,6 +92,7 @@ export function runCommand(): Command {
         syncPeriodMs: opts.syncPeriod,
         ...(opts.fullSyncPeriod !== undefined ? { fullSyncPeriodMs: opts.fullSyncPeriod } : {}),
         conntrack: new SystemConntrack(opts.netns),
+        ...syncLogFieldsOf(opts.mode),
       });
       status.listen(proxier);
       const healthCheckAddresses = healthCheckAddressesFor(opts.nodeportAddresses);

@@ -5,23 +5,24 @@
  * two of them need lives here or in the mode's driver.
  */
 import { Option } from 'commander';
-import { DroverError } from '../errors.ts';
+import { DroverError, UsageError } from '../errors.ts';
 import { DEFAULT_STATUS_FILE } from '../inspect/status.ts';
 import type { ModeDriver, ModeOptions } from '../modes/driver.ts';
-import type { RenderOptions } from '../modes/iptables/render.ts';
+import type { RenderOptions } from '../config/render.ts';
 import { allModes, modeDriver } from '../modes/registry.ts';
 import { renderConfig } from '../modes/shared/render-config.ts';
-import type { Backend } from '../modes/types.ts';
+import type { Backend } from '../proxier/backend.ts';
 import { createSource, loadSource, type LoadedSource } from '../sources/load.ts';
 import { sourceKind } from '../sources/select.ts';
 import type { Logger } from '../util/log.ts';
 import { acquireInstanceLock, InstanceLockedError, type InstanceLock } from '../util/instance-lock.ts';
-import { renderOptions, type ConntrackCliOptions, type RenderCliOptions } from './options.ts';
+import { renderOptions } from './options.ts';
+import type { ConntrackCliOptions } from '../config/sync.ts';
+import type { RenderCliOptions } from '../config/render-cli.ts';
 import { applyConntrackSettings, conntrackSysctls, type ConntrackSettings } from '../conntrack/sysctls.ts';
 import { namespaceSysctls } from '../modes/shared/sysctls.ts';
-import { UsageError } from './usage-error.ts';
 
-export { createSource, loadSource, renderConfig, sourceKind, UsageError, type LoadedSource };
+export { createSource, loadSource, renderConfig, sourceKind, type LoadedSource };
 
 /** What createBackend reads: the kernel options, the mode's own (defaults when absent, e.g. for cleanup) and `--service-cidr`. */
 export type BackendCliOptions = ModeOptions & { readonly serviceCidr?: string };
@@ -98,6 +99,12 @@ export function refuseForeignSwitches(opts: { readonly mode: string }): void {
  */
 export async function createBackend(opts: BackendCliOptions, render: RenderOptions, logger: Logger): Promise<Backend> {
   return modeDriver(opts.mode).createBackend(opts, render, logger);
+}
+
+/** The Proxier option that adds mode `mode`'s own fields to its "sync done" log line (ModeDriver.syncLogFields); none when the mode adds nothing. */
+export function syncLogFieldsOf(mode: string): { syncLogFields?: NonNullable<ModeDriver['syncLogFields']> } {
+  const fields = modeDriver(mode).syncLogFields;
+  return fields !== undefined ? { syncLogFields: fields } : {};
 }
 
 /**

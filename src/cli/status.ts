@@ -11,7 +11,9 @@
 import { Command } from 'commander';
 import { formatStatus, NotRunError, readStatusFile, type StatusRecord } from '../inspect/status.ts';
 import { modeDriver, modeNames } from '../modes/registry.ts';
-import { inspectKernelOptions, nodePortAddressesArg, type KernelOptions, type RenderCliOptions } from './options.ts';
+import { inspectKernelOptions, nodePortAddressesArg } from './options.ts';
+import type { KernelOptions } from '../config/kernel.ts';
+import type { RenderCliOptions } from '../config/render-cli.ts';
 import { modeHelp, statusFileOption } from './setup.ts';
 
 /** The render flags `run` recorded, as CLI options. */

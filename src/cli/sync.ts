@@ -3,10 +3,12 @@ import { configOptions } from './config-file.ts';
 import { Command, Option } from 'commander';
 import { Proxier } from '../proxier/proxier.ts';
 import { createLogger } from '../util/log.ts';
-import { conntrackOptions, kernelOptions, listTimeoutOption, renderOptions, type SyncCliOptions } from './options.ts';
+import { conntrackOptions, kernelOptions, listTimeoutOption, renderOptions } from './options.ts';
+import type { SyncCliOptions } from '../config/sync.ts';
 import { markPartial } from './exit.ts';
 import { needsNode, withNodeSettings } from './node-settings.ts';
-import { applyConntrackOptions, createSource, createSyncBackend, lockNamespace, syncModeOptions, UsageError } from './setup.ts';
+import { applyConntrackOptions, createSource, createSyncBackend, lockNamespace, syncLogFieldsOf, syncModeOptions } from './setup.ts';
+import { UsageError } from '../errors.ts';
 
 /** The `sync` command. */
 export function syncCommand(): Command {
@@ -27,7 +29,7 @@ export function syncCommand(): Command {
         await source.close();
         throw err;
       }
-      const proxier = new Proxier({ source, backend, logger, minSyncPeriodMs: 0, syncPeriodMs: 0 });
+      const proxier = new Proxier({ source, backend, logger, minSyncPeriodMs: 0, syncPeriodMs: 0, ...syncLogFieldsOf(opts.mode) });
       try {
         await proxier.syncOnce({ full: true });
       } finally {

@@ -12,10 +12,11 @@ import { trace, type Packet } from '../inspect/trace.ts';
 import { isCanonicalIPv4, parseIP } from '../model/addr.ts';
 import { parseIPv4HostPort } from '../model/validate.ts';
 import { modeDriver } from '../modes/registry.ts';
-import { inspectKernelOptions, netnsArg, type KernelOptions } from './options.ts';
+import { inspectKernelOptions, netnsArg } from './options.ts';
+import type { KernelOptions } from '../config/kernel.ts';
 import { modeHelp } from './setup.ts';
 import { EXIT } from './exit.ts';
-import { UsageError } from './usage-error.ts';
+import { UsageError } from '../errors.ts';
 
 /** An IPv4 address, or an IPv6 one in canonical text (RFC 5952, e.g. fd00::10). */
 function ipArg(value: string): string {

@@ -22,7 +22,6 @@
  */
 import { readFile } from 'node:fs/promises';
 import { z } from 'zod';
-import type { TableName } from '../modes/iptables/parse.ts';
 import { parseWith } from '../model/schema.ts';
 import { DroverError } from '../errors.ts';
 
@@ -126,6 +125,21 @@ export async function readStatusFile(path: string): Promise<StatusRecord> {
 }
 
 
+/**
+ * drover-owned rules in the live kernel, counted by the mode per table (or
+ * per kind of chain: iptables and IPVS mode's tables `filter` and `nat`,
+ * nftables mode's filter and nat chains), in the order `drover status`
+ * prints them.
+ */
+export type RuleCounts = Readonly<Record<string, number>>;
+
+/** "31 drover-owned rules in the kernel (filter 6, nat 25)": the sum of `rules`, then each count by name. */
+function rulesLine(rules: RuleCounts): string {
+  const counts = Object.entries(rules);
+  const total = counts.reduce((sum, [, n]) => sum + n, 0);
+  return `${total} drover-owned rules in the kernel (${counts.map(([name, n]) => `${name} ${n}`).join(', ')})`;
+}
+
 /** Everything `drover status` prints. */
 export interface StatusView {
   /** Path of the status file read. */
@@ -133,8 +147,8 @@ export interface StatusView {
   readonly record: StatusRecord;
   /** Whether the process `record.pid` is alive. */
   readonly running: boolean;
-  /** ownedRuleCounts of the live kernel. */
-  readonly rules: Record<TableName, number>;
+  /** The mode's count of drover-owned rules in the live kernel (ModeStatus.rules). */
+  readonly rules: RuleCounts;
   /** The mode's own lines (`name: value`, e.g. IPVS mode's virtual servers), printed after `services`. */
   readonly modeLines?: ReadonlyArray<readonly [string, string]>;
   /** Number of differences (driftItems) with the recorded source and options, or why it could not be computed. */
@@ -180,7 +194,7 @@ export function formatStatus(view: StatusView): string {
     ...sourceReadLines(r.lastSync),
     ['services', ok ? `${ok.services ?? 0} service ports, ${ok.endpoints ?? 0} endpoints (last successful sync)` : 'unknown: no successful sync yet'],
     ...(view.modeLines ?? []),
-    ['rules', `${view.rules.filter + view.rules.nat} drover-owned rules in the kernel (filter ${view.rules.filter}, nat ${view.rules.nat})`],
+    ['rules', rulesLine(view.rules)],
     ['last sync', syncLine(r.lastSync, now)],
   ];
   if (r.lastSync.error !== null) lines.push(['last ok', ok ? syncLine(ok, now) : 'never']);

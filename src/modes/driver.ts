@@ -12,14 +12,15 @@
  */
 import type { ModeMetricsFactory } from '../server/metrics.ts';
 import type { Option } from 'commander';
-import type { KernelOptions, RenderCliOptions } from '../cli/options.ts';
-import type { StatusRecord } from '../inspect/status.ts';
+import type { KernelOptions } from '../config/kernel.ts';
+import type { RenderCliOptions } from '../config/render-cli.ts';
+import type { RuleCounts, StatusRecord } from '../inspect/status.ts';
 import type { TraceContext, TraceResult } from '../inspect/trace.ts';
 import type { TraceFormat } from '../inspect/trace-format.ts';
 import type { IPFamily, Snapshot } from '../model/types.ts';
 import type { Logger } from '../util/log.ts';
-import type { RenderOptions } from './iptables/render.ts';
-import type { Backend } from './types.ts';
+import type { RenderOptions } from '../config/render.ts';
+import type { Backend, ModeSyncDetail } from '../proxier/backend.ts';
 
 /** The options object of a command, as a driver sees it: the shared flags plus whatever the mode declared. */
 export type ModeOptions = KernelOptions & Readonly<Record<string, unknown>>;
@@ -52,8 +53,8 @@ export interface ModeDrift {
 
 /** The mode's part of `drover status`. */
 export interface ModeStatus {
-  /** drover-owned iptables rules in the live kernel, per table. */
-  readonly rules: { readonly filter: number; readonly nat: number };
+  /** drover-owned rules in the live kernel, per table (or kind of chain), in the order `status` prints them. */
+  readonly rules: RuleCounts;
   /** Differences with the recorded source, or why they could not be counted. */
   readonly drift: { readonly differences: number } | { readonly error: string };
   /** Lines of the mode's own state (`name: value`), printed after `services`. */
@@ -153,7 +154,7 @@ export interface ModeDriver {
   };
   /**
    * The backend of `run`, `sync` and `cleanup`.
-   * @throws UsageError (cli/setup.ts) when the mode cannot run here: no root, no kernel support, an option it refuses.
+   * @throws UsageError (errors.ts) when the mode cannot run here: no root, no kernel support, an option it refuses.
    */
   createBackend(opts: ModeOptions, render: RenderOptions, logger: Logger): Promise<Backend>;
   /** Extra fields of the status file `run` writes (see inspect/status.ts RunInfo). */
@@ -189,6 +190,11 @@ export interface ModeDriver {
    * node; for tests. Loads the fakes on first use only.
    */
   fake(opts: FakeModeOptions): Promise<FakeMode>;
+  /**
+   * What the proxier's "sync done" log line adds from this mode's detail of
+   * a sync (SyncResult.detail, proxier/backend.ts); absent: nothing.
+   */
+  readonly syncLogFields?: (detail: ModeSyncDetail | undefined) => Readonly<Record<string, unknown>>;
   /** The mode's own Prometheus metrics for `drover run` (server/metrics.ts); absent when it has none. */
   readonly metrics?: ModeMetricsFactory;
 }

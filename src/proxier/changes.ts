@@ -3,7 +3,7 @@
  * their rules rewritten (kube-proxy: pkg/proxy/servicechangetracker.go and
  * endpointschangetracker.go, reduced to comparing whole snapshots).
  *
- * Sources report what changed themselves (proxier.ts SourceRead.changed,
+ * Sources report what changed themselves (sources/source.ts SourceRead.changed,
  * sources/decoder.ts), at the cost of what changed; this comparison, at the
  * cost of every service port, is the proxier's fallback for a read that
  * cannot tell, and the reference the sources' reports are tested against.

@@ -31,68 +31,27 @@
  *   listeners.
  */
 import { isDeepStrictEqual } from 'node:util';
-import type { Backend, SyncResult } from '../modes/types.ts';
+import type { Backend, ModeSyncDetail, SyncResult } from './backend.ts';
 import type { NodeInfo, ServicePort, Snapshot } from '../model/types.ts';
 import type { Logger } from '../util/log.ts';
 import type { ConntrackExec } from '../conntrack/exec.ts';
+import type { SnapshotSource, SourceRead } from '../sources/source.ts';
 import { staleUDPFlows } from '../conntrack/stale.ts';
 import { changedServicePorts, countChanges, type ChangeCounts } from './changes.ts';
 import { allPortKeys, portsOfKey } from '../model/family.ts';
 import { BoundedFrequencyRunner } from './runner.ts';
 import { ReadBackTimeoutError } from '../errors.ts';
 
-/** One read of a source: the desired state, and what of the source could not be read. */
-export interface SourceRead {
-  readonly snapshot: Snapshot;
-  /**
-   * One line per part of the source that could not be read (a file, a
-   * document, an invalid object); empty or absent when the read is whole.
-   * While it is not empty the snapshot may lack service ports that are
-   * programmed, so no service port is deleted.
-   */
-  readonly incomplete?: readonly string[];
-  /**
-   * ServicePortNames ("namespace/name:port", normalise.ts servicePortKey)
-   * added, removed or modified since the previous read of this source; a
-   * superset is allowed, a missing key is not. Undefined (or absent) when
-   * the source cannot tell, e.g. at its first read: the proxier then
-   * compares the snapshot with the last one applied.
-   */
-  readonly changed?: ReadonlySet<string> | undefined;
-  /**
-   * ServicePortName → the times (ms since the epoch) of the changes behind
-   * this read's changes to it, oldest first, for the network programming
-   * latency (kube-proxy's network_programming_duration_seconds, measured
-   * from the EndpointSlice annotation
-   * `endpoints.kubernetes.io/last-change-trigger-time`). Only a source that
-   * knows them reports them (the Kubernetes source); absent otherwise.
-   */
-  readonly triggerTimes?: ReadonlyMap<string, readonly number[]>;
-}
-
-/**
- * What the proxier needs of a source. Once the proxier runs it must be the
- * only caller of `load`, since each read reports changes since the previous
- * one.
- */
-export interface SnapshotSource {
-  /**
-   * Read the current desired state; rejects when it cannot be read at all
-   * (the read then changes nothing). `full`: this read is for a full sync,
-   * so a source that reads only what its watch reported changed (the file
-   * source) reads everything again.
-   */
-  load(opts?: { readonly full?: boolean }): Promise<SourceRead>;
-  /** Call `onChange` whenever the desired state may have changed; resolves once watching. */
-  watch(onChange: () => void): Promise<void> | void;
-  /** Stop watching. */
-  close(): Promise<void> | void;
-}
-
 /** Options of the Proxier; times in milliseconds. */
 export interface ProxierOptions {
   readonly source: SnapshotSource;
   readonly backend: Backend;
+  /**
+   * What the "sync done" log line adds from the mode's own detail of the
+   * sync (SyncResult.detail), e.g. nftables mode's `via` and `structural`:
+   * the mode's ModeDriver.syncLogFields. Absent: nothing.
+   */
+  readonly syncLogFields?: (detail: ModeSyncDetail | undefined) => Readonly<Record<string, unknown>>;
   readonly logger: Logger;
   /** Least time between two syncs (`--min-sync-period`, default 1 s). */
   readonly minSyncPeriodMs: number;
@@ -315,8 +274,8 @@ export class Proxier {
           applyMs: round(result.applyMs),
           durationMs: round(result.totalMs),
           ...(partial ? { incomplete: incomplete.length } : {}),
-          // nftables mode: whether the elements went over nf_tables netlink or nft -f, and whether the structure changed.
-          ...(result.detail?.mode === 'nftables' ? { via: result.detail.via, structural: result.detail.structural } : {}),
+          // The mode's own fields (nftables mode: whether the elements went over nf_tables netlink or nft -f, and whether the structure changed).
+          ...this.opts.syncLogFields?.(result.detail),
         },
         `${result.full ? 'full sync done' : 'partial sync done'}${partial ? '; deletions held: the source is incomplete' : ''}`,
       );

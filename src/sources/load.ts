@@ -1,5 +1,5 @@
 /** Choosing and reading the source of a command (`--source`), as a sync of `drover run` with the same flags would. */
-import type { RenderCliOptions } from '../cli/options.ts';
+import type { RenderCliOptions } from '../config/render-cli.ts';
 import type { Snapshot } from '../model/types.ts';
 import { silentLogger } from '../util/log.ts';
 import { createSource } from './select.ts';

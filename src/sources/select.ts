@@ -4,36 +4,14 @@
  * scheme (`shepherd+http://HOST:PORT`, `shepherd+https://HOST:PORT`) names
  * that source; anything else is a manifest file or folder.
  */
-import type { RenderCliOptions } from '../cli/options.ts';
-import type { DroverError } from '../errors.ts';
-import type { Snapshot } from '../model/types.ts';
-import type { SnapshotSource } from '../proxier/proxier.ts';
+import type { RenderCliOptions } from '../config/render-cli.ts';
 import type { Logger } from '../util/log.ts';
 import { AllocationStateFile, DEFAULT_STATE_DIR } from './allocation-state.ts';
 import type { AllocationMemory } from './decoder.ts';
 import { FileSource } from './file.ts';
 import { SHEPHERD_SCHEME, shepherdBaseURL } from './shepherd-api.ts';
 import { ShepherdSource } from './shepherd.ts';
-
-/** One load of a source ({@link Source}): the proxier's SourceRead, with what was skipped. */
-export interface SourceLoad {
-  readonly snapshot: Snapshot;
-  /** Everything skipped, kept from an earlier read or not read at all, one line each (also logged at warn). */
-  readonly errors: readonly DroverError[];
-  /** Entries dropped from otherwise valid objects and other non-fatal problems (also logged at warn). */
-  readonly warnings: readonly DroverError[];
-  /** Frontends refused (model/claims.ts), one line each (logged once, when each first appears); they never make the read incomplete. */
-  readonly refusals?: readonly DroverError[];
-  /** The messages of `errors`: while it is not empty, the proxier deletes no service port. */
-  readonly incomplete: readonly string[];
-  /** ServicePortNames changed since the previous load; undefined at the first. */
-  readonly changed: ReadonlySet<string> | undefined;
-}
-
-/** A source of desired state, as the proxier and the one-shot commands use it. */
-export interface Source extends SnapshotSource {
-  load(opts?: { readonly full?: boolean }): Promise<SourceLoad>;
-}
+import type { Source } from './source.ts';
 
 /**
  * The `--source` value of the Kubernetes API. Its source (sources/kubernetes/,

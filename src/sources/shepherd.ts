@@ -44,7 +44,7 @@ import { Decoder, type AllocationMemory } from './decoder.ts';
 import { fileChanges } from './file.ts';
 import { KEEP_NOTE } from './last-good.ts';
 import { checkShepherdToken, readShepherd, ShepherdApiError, type NamespaceRead, type ShepherdRead } from './shepherd-api.ts';
-import type { SourceLoad } from './select.ts';
+import type { SourceLoad } from './source.ts';
 
 /** Default time between two polls, ms (Shepherd's service controller period). */
 export const DEFAULT_POLL_INTERVAL_MS = 5000;

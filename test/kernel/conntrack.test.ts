@@ -9,7 +9,7 @@ import { SystemIptables } from '../../src/modes/iptables/exec.ts';
 import { SystemConntrack } from '../../src/conntrack/exec.ts';
 import { ipv4Frontends, type Snapshot } from '../../src/model/types.ts';
 import { Proxier } from '../../src/proxier/proxier.ts';
-import type { Backend } from '../../src/modes/types.ts';
+import type { Backend } from '../../src/proxier/backend.ts';
 import { createTopology, testbedUnavailableReason, type Topology } from '../../src/testbed/topology.ts';
 import { silentLogger } from '../../src/util/log.ts';
 import { dualSnap, ep, snap, sp } from '../support/snapshots.ts';

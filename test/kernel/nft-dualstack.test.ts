@@ -24,6 +24,7 @@ import { testbedUnavailableReason, type Topology } from '../../src/testbed/topol
 import { silentLogger } from '../../src/util/log.ts';
 import { CLUSTER_CIDRS, dualStackWorld } from '../support/dualstack.ts';
 import { buildFrom } from '../unit/model-helpers.ts';
+import { isNftablesDetail } from '../../src/modes/nftables/sync-detail.ts';
 
 const unavailable = await testbedUnavailableReason();
 const DROVER = join(fileURLToPath(new URL('../..', import.meta.url)), 'bin/drover.js');
@@ -188,7 +189,7 @@ if (unavailable) {
     t.deepEqual([...(await affinityEntries()).keys()], [], 'the affinity entries expired');
     // A new timeout, in a partial sync: the entries recorded from now on last 2 s.
     const r = await backend.sync(withAffinity(snapshot, 2), { full: false, changed: new Set(['default/web:http']) });
-    t.true(r.detail?.mode === 'nftables' && r.detail.structural);
+    t.true(isNftablesDetail(r.detail) && r.detail.structural);
     const again = await probe(topo, { from, host: 'fd00:96::10', port: 80, count: 5 });
     t.deepEqual(again.errors, {});
     t.is(Object.keys(again.counts).length, 1);

@@ -8,7 +8,7 @@
 import test from 'ava';
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import type { SyncResult } from '../../src/modes/types.ts';
+import type { SyncResult } from '../../src/proxier/backend.ts';
 import { NftablesBackend } from '../../src/modes/nftables/backend.ts';
 import { SystemNft } from '../../src/modes/nftables/exec.ts';
 import { probe } from '../../src/testbed/probe.ts';

@@ -10,7 +10,7 @@ import { fileURLToPath } from 'node:url';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { SyncResult } from '../../src/modes/types.ts';
+import type { SyncResult } from '../../src/proxier/backend.ts';
 import { NftablesBackend } from '../../src/modes/nftables/backend.ts';
 import { SystemNft } from '../../src/modes/nftables/exec.ts';
 import { holdConnection, probe } from '../../src/testbed/probe.ts';

@@ -4,7 +4,7 @@
  * (modelAfterWrite), as `nft -j list` would read it back (TableModel.toLive).
  */
 import type { Snapshot } from '../../src/model/types.ts';
-import type { RenderOptions } from '../../src/modes/iptables/render.ts';
+import type { RenderOptions } from '../../src/config/render.ts';
 import { modelAfterWrite, planFullSync } from '../../src/modes/nftables/backend.ts';
 import type { LiveTable } from '../../src/modes/nftables/live.ts';
 import { TableModel } from '../../src/modes/nftables/model.ts';

@@ -1,5 +1,5 @@
 /** A Backend for proxier tests: records what each sync was asked to do, and programs nothing. */
-import type { Backend, ChangeSet, SyncResult } from '../../src/modes/types.ts';
+import type { Backend, ChangeSet, SyncResult } from '../../src/proxier/backend.ts';
 
 /** See the module comment; `calls` holds one entry per sync, the changed keys sorted. */
 export class RecordingBackend implements Backend {

@@ -7,7 +7,7 @@ import { readResult } from '../../src/bench/merge.ts';
 import { writeReport } from '../../src/bench/output.ts';
 import { runSizes } from '../../src/bench/run.ts';
 import type { BenchEnvironment, BenchResult, Sample, SizeRun } from '../../src/bench/types.ts';
-import type { ProxyMode } from '../../src/modes/types.ts';
+import type { ProxyMode } from '../../src/proxier/backend.ts';
 import { SETTINGS } from '../support/bench.ts';
 
 const ENV: BenchEnvironment = { date: 'D1', guest: false, guestReason: '', kernel: '6.1', iptables: { nft: 'v1.8.9' }, cpus: 2, cpuModel: 'test', loadAverage: 1, node: 'v22', drover: '0.1.0' };

@@ -3,7 +3,7 @@ import FakeTimers from '@sinonjs/fake-timers';
 import { execFileSync } from 'node:child_process';
 import { collectAfterSyncs, leavesGarbage } from '../../src/proxier/collect-after-sync.ts';
 import type { LastSync, SyncListener } from '../../src/proxier/proxier.ts';
-import type { SyncResult } from '../../src/modes/types.ts';
+import type { SyncResult } from '../../src/proxier/backend.ts';
 import { collectGarbage, collectWhenGrown, heapGrownBy } from '../../src/util/gc.ts';
 
 /** A proxier stand-in whose sync listeners the test calls. */

@@ -14,7 +14,8 @@ import { DualStackIptablesBackend } from '../../src/modes/iptables/dual-stack.ts
 import { FakeIptables } from '../../src/modes/iptables/fake.ts';
 import { loadStatic6Rules, loadStaticRules } from '../../src/modes/iptables/static.ts';
 import { countChanges } from '../../src/proxier/changes.ts';
-import { Proxier, type SourceRead } from '../../src/proxier/proxier.ts';
+import { Proxier } from '../../src/proxier/proxier.ts';
+import type { SourceRead } from '../../src/sources/source.ts';
 import { silentLogger } from '../../src/util/log.ts';
 import { RecordingBackend } from '../support/recording-backend.ts';
 import { dualSnap, ep, snap, sp } from '../support/snapshots.ts';

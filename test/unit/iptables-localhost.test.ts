@@ -18,7 +18,7 @@ import { IptablesBackend } from '../../src/modes/iptables/backend.ts';
 import { FakeIptables } from '../../src/modes/iptables/fake.ts';
 import { ensureRouteLocalnet, hasLocalnetFirewallJump, localhostNodePortsOn, recordPath, restoreRouteLocalnet, RouteLocalnetBackend, ROUTE_LOCALNET, LOCALNET_FIREWALL_RULE } from '../../src/modes/iptables/localhost.ts';
 import { FamilySyncError } from '../../src/modes/shared/dual-stack.ts';
-import type { Backend } from '../../src/modes/types.ts';
+import type { Backend } from '../../src/proxier/backend.ts';
 import { nodePortIPs } from '../../src/modes/iptables/node-ports.ts';
 import { renderRestore } from '../../src/modes/iptables/ruleset.ts';
 import { loadStaticRules } from '../../src/modes/iptables/static.ts';

@@ -9,7 +9,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { Backend, ChangeSet, SyncResult } from '../../src/modes/types.ts';
+import type { Backend, ChangeSet, SyncResult } from '../../src/proxier/backend.ts';
 import { Proxier } from '../../src/proxier/proxier.ts';
 import { loadKubeConfig } from '../../src/sources/kubernetes/config.ts';
 import { KubernetesSource, LABEL_SELECTOR } from '../../src/sources/kubernetes/source.ts';

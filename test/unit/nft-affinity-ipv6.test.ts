@@ -32,6 +32,7 @@ import { trace } from '../../src/inspect/trace.ts';
 import { formatTrace } from '../../src/inspect/trace-format.ts';
 import { silentLogger } from '../../src/util/log.ts';
 import { buildFrom } from './model-helpers.ts';
+import { isNftablesDetail } from '../../src/modes/nftables/sync-detail.ts';
 
 const V6 = { render: { clusterCIDR: 'fd00:244::/48', masqueradeAll: false, family: 'IPv6' as const }, nodePortIPs: ['fd00:1::1'] };
 const FULL = { full: true, changed: new Set<string>() };
@@ -167,7 +168,7 @@ test('the IPv6 scripts leave the record rules out, and the backend appends them 
   const changed = withTimeout(snapshot, 2);
   const lbKeys = new Set([...changed.services.values()].filter((sp) => sp.sessionAffinity).map((sp) => sp.key));
   const partial = await backend.sync(changed, { full: false, changed: lbKeys });
-  t.true(partial.detail?.mode === 'nftables' && partial.detail.structural);
+  t.true(isNftablesDetail(partial.detail) && partial.detail.structural);
   t.deepEqual(
     nft.netlinkRules.slice(6),
     ['affinity-prerouting', 'affinity-output'].flatMap((c) => [2, 600].flatMap((s) => ['tcp', 'udp', 'sctp'].map((p) => `${c}: ${p} affinity of ${s} s`))),

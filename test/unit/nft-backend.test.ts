@@ -16,6 +16,7 @@ import { elementShape } from '../../src/modes/nftables/netlink-writer.ts';
 import type { ServicePort, Snapshot } from '../../src/model/types.ts';
 import { silentLogger } from '../../src/util/log.ts';
 import { ep, snap, sp } from '../support/snapshots.ts';
+import { isNftablesDetail } from '../../src/modes/nftables/sync-detail.ts';
 
 const RENDER = { clusterCIDR: '10.244.0.0/16', masqueradeAll: false };
 const NODE_IPS = ['192.168.1.1'];
@@ -96,7 +97,7 @@ test('partial syncs of random changes leave every element as a full sync wants i
       await b.sync(states[0]!, FULL);
       for (let i = 1; i < states.length; i++) {
         const r = await b.sync(states[i]!, { full: false, changed: changedKeys(states[i - 1]!, states[i]!) });
-        if (r.detail?.mode === 'nftables' && r.detail.via === 'netlink') t.false(r.detail.structural);
+        if (isNftablesDetail(r.detail) && r.detail.via === 'netlink') t.false(r.detail.structural);
         // A partial sync adds endpoint-count and affinity sets and never deletes them (a full sync prunes
         // those left unused); every element must already be what a full sync wants. (Planned, not synced:
         // a second backend's writes would leave the first one's model behind.)

@@ -1,8 +1,9 @@
 /** The proxier's rule for an incomplete source: add and update, delete nothing, until the source is whole again. */
 import test from 'ava';
 import { pino } from 'pino';
-import type { Backend } from '../../src/modes/types.ts';
-import { Proxier, type LastSync, type SourceRead } from '../../src/proxier/proxier.ts';
+import type { Backend } from '../../src/proxier/backend.ts';
+import { Proxier, type LastSync } from '../../src/proxier/proxier.ts';
+import type { SourceRead } from '../../src/sources/source.ts';
 import { silentLogger } from '../../src/util/log.ts';
 import { ep, snap, sp } from '../support/snapshots.ts';
 import { RecordingBackend } from '../support/recording-backend.ts';

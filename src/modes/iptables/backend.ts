@@ -16,16 +16,17 @@
  *   (ruleset.ts fullPlan).
  */
 import { IptablesDriftWatch } from './drift-watch.ts';
-import { ownedRules, ruleCounts, writtenRules, type RulesByTable } from './sync-detail.ts';
+import { iptablesDetail, ownedRules, ruleCounts, writtenRules, type RulesByTable } from './sync-detail.ts';
 import type { Logger } from '../../util/log.ts';
 import type { NodeInfo, ServicePort, Snapshot } from '../../model/types.ts';
-import type { Backend, ChangeSet, CleanupResult, SyncResult } from '../types.ts';
+import type { Backend, ChangeSet, CleanupResult, SyncResult } from '../../proxier/backend.ts';
 import type { IptablesExec } from './exec.ts';
 import { parseSave, type ParsedDump } from './parse.ts';
 import { assertRestorable, isEmptyPlan, planStats, planToRestore, type Plan } from './plan.ts';
 import { splitPlan } from './split.ts';
 import { countServingEndpoints } from '../../model/policy.ts';
-import { renderServicePort, type RenderOptions, type ServiceRules } from './render.ts';
+import { renderServicePort, type ServiceRules } from './render.ts';
+import type { RenderOptions } from '../../config/render.ts';
 import { isServiceChain } from './names.ts';
 import { cleanupPlan, foreignReferences, fullPlan, partialPlan, renderSnapshot } from './ruleset.ts';
 import { loadStaticRules, type StaticRuleset } from './static.ts';
@@ -157,7 +158,7 @@ export class IptablesBackend implements Backend {
         readMs,
         applyMs,
         totalMs: performance.now() - start,
-        detail: { mode: 'iptables', rules: ownedRules(this.statics, [...next.values()].map((a) => a.rules)), written: writtenRules(plan) },
+        detail: iptablesDetail({ rules: ownedRules(this.statics, [...next.values()].map((a) => a.rules)), written: writtenRules(plan) }),
       };
     } catch (err) {
       // A read-back past its bound wrote nothing: what was programmed is still known, and the drift still suspected.

@@ -12,13 +12,14 @@ import { formatChains, selectServicePorts, serviceChains, withPods } from './cha
 import { endpointPods } from '../../model/pods.ts';
 import { driftItems, formatDrift, ipv6DriftItem, type DriftItem } from './diff.ts';
 import type { ParsedDump, TableName } from './parse.ts';
-import type { RenderCliOptions } from '../../cli/options.ts';
+import type { RenderCliOptions } from '../../config/render-cli.ts';
 import { driftOf } from '../shared/drift.ts';
 import { localAddresses, readTables } from './live.ts';
 import { ip6tablesStatusLines, ownedRuleCounts, renderRestore, renderSnapshot } from './ruleset.ts';
 import { iptablesStatics, iptablesStatics6 } from './node-ports.ts';
 import { createDualStackExec, createIptablesExec, readKernel } from './wiring.ts';
-import { DualStackIptablesBackend, ipv6RenderOptions } from './dual-stack.ts';
+import { DualStackIptablesBackend } from './dual-stack.ts';
+import { ipv6RenderOptions } from '../../config/render.ts';
 import { loadStaticRules, withInvalidDrop } from './static.ts';
 import { hasLocalnetFirewallJump, localhostNodePortsOn, namespaceSysctls, nodePortLocalhostOption, RouteLocalnetBackend } from './localhost.ts';
 import { familyView } from '../../model/family.ts';

@@ -7,13 +7,14 @@
  * KUBE-SERVICES chain found in the IPv6 nat table; a failure in one family
  * never stops the other (kube-proxy issue 73157).
  */
-import type { ModeSyncDetail } from '../types.ts';
+import type { ModeSyncDetail } from '../../proxier/backend.ts';
 import type { Logger } from '../../util/log.ts';
 import { DualStackBackend } from '../shared/dual-stack.ts';
 import { IptablesBackend } from './backend.ts';
 import type { IptablesExec } from './exec.ts';
-import type { RenderOptions } from './render.ts';
+import type { RenderOptions } from '../../config/render.ts';
 import type { StaticRuleset } from './static.ts';
+import { iptablesDetail, isIptablesDetail } from './sync-detail.ts';
 
 /** One family's part of a {@link DualStackIptablesBackend}. */
 export interface FamilyPart {
@@ -29,12 +30,6 @@ export interface DualStackOptions {
   readonly logger: Logger;
   /** As IptablesBackendOptions.maxLinesPerTransaction, for each family. */
   readonly maxLinesPerTransaction?: number;
-}
-
-/** The render options of the IPv6 ruleset: `--masquerade-all` as for IPv4, the IPv6 entry of `--cluster-cidr` (a comma-separated list). */
-export function ipv6RenderOptions(render: RenderOptions, clusterCidr: string | undefined): RenderOptions {
-  const cidr = clusterCidr?.split(',').find((c) => c.includes(':'));
-  return { masqueradeAll: render.masqueradeAll, family: 'IPv6', ...(cidr !== undefined ? { clusterCIDR: cidr } : {}), ...(render.tcpBeLiberal === true ? { tcpBeLiberal: true } : {}) };
 }
 
 export { FamilySyncError } from '../shared/dual-stack.ts';
@@ -63,10 +58,9 @@ export class DualStackIptablesBackend extends DualStackBackend {
 
 /** Both families' iptables details: rule counts added. */
 function mergeIptablesDetail(a: ModeSyncDetail | undefined, b: ModeSyncDetail | undefined): ModeSyncDetail | undefined {
-  if (a?.mode !== 'iptables' || b?.mode !== 'iptables') return a;
-  return {
-    mode: 'iptables',
+  if (!isIptablesDetail(a) || !isIptablesDetail(b)) return a;
+  return iptablesDetail({
     rules: { filter: a.rules.filter + b.rules.filter, nat: a.rules.nat + b.rules.nat },
     written: { filter: a.written.filter + b.written.filter, nat: a.written.nat + b.written.nat },
-  };
+  });
 }

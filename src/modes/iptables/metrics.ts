@@ -17,6 +17,7 @@ import { namespaceNfacct } from './nfacct.ts';
 import { failuresByFamily, resultsByFamily } from '../shared/dual-stack.ts';
 import { RestoreError } from './exec.ts';
 import { TABLES } from './parse.ts';
+import { isIptablesDetail } from './sync-detail.ts';
 
 /**
  * Register iptables mode's metrics in `registry`; returns the listener that updates them after every sync attempt.
@@ -51,7 +52,7 @@ export function iptablesMetrics(registry: Registry, context: ModeMetricsContext 
     for (const [family, result] of sync.result ? resultsByFamily(sync.result) : []) {
       know(family);
       const detail = result.detail;
-      if (detail?.mode !== 'iptables') continue;
+      if (!isIptablesDetail(detail)) continue;
       for (const table of TABLES) {
         total.set({ ip_family: family, table }, detail.rules[table]);
         last.set({ ip_family: family, table }, detail.written[table]);

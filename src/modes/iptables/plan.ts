@@ -49,7 +49,7 @@ export interface TableOps {
 /** A restore payload: ops per table. */
 export type Plan = Record<TableName, TableOps>;
 
-/** Counts of what a plan writes, by kind (types.ts ObjectKind). */
+/** Counts of what a plan writes, by kind (proxier/backend.ts ObjectKind). */
 export interface PlanStats {
   /** `chain`: chains created or rewritten (not counting deleted ones); `rule`: rules appended or inserted. */
   readonly written: { readonly chain: number; readonly rule: number };

@@ -50,46 +50,10 @@ import { needsHealthCheck } from '../../model/health-check.ts';
 import { categorizeEndpoints, externallyAccessible, usesClusterEndpoints, usesLocalEndpoints } from '../../model/policy.ts';
 import type { Endpoint, IPFamily, NodeInfo, ServicePort } from '../../model/types.ts';
 import { endpointChainName, externalChainName, firewallChainName, localServiceChainName, serviceChainName } from './names.ts';
+import type { RenderOptions } from '../../config/render.ts';
 import { DroverError } from '../../errors.ts';
 import { LOCALHOST_NODEPORTS_ACCEPTED, nfacctMatch } from './nfacct-names.ts';
 import { flatString, flatStrings } from '../../util/flat-string.ts';
-
-/** Options that change the rendered rules. */
-export interface RenderOptions {
-  /**
-   * Pod network, CIDR (`--cluster-cidr`). Traffic to a ClusterIP from outside
-   * it is marked for masquerade. Undefined: no such rule (as kube-proxy).
-   */
-  readonly clusterCIDR?: string;
-  /** Mark all traffic to ClusterIPs for masquerade (`--masquerade-all`). */
-  readonly masqueradeAll: boolean;
-  /**
-   * The IP family of the ruleset: IPv4 (the default, for iptables-restore)
-   * or IPv6 (for ip6tables-restore). The service ports rendered must be of
-   * the same family's view (model/family.ts), and `clusterCIDR` of it.
-   */
-  readonly family?: IPFamily;
-  /**
-   * `conntrack.tcpBeLiberal` (`--conntrack-tcp-be-liberal`): leave out the
-   * drop of conntrack-INVALID packets that every mode writes otherwise
-   * (iptables and IPVS modes: the first rule of filter KUBE-FORWARD;
-   * nftables mode: the first rule of chain `filter-forward`), as kube-proxy
-   * does when nf_conntrack_tcp_be_liberal is set (pkg/proxy/iptables,
-   * ipvs and nftables proxier.go; kubernetes issues 74839 and 117924).
-   * drover then sets that sysctl itself (conntrack/sysctls.ts).
-   */
-  readonly tcpBeLiberal?: boolean;
-  /**
-   * Count the packets accepted on localhost NodePorts, as kube-proxy does
-   * with nfacct: each NodePort with endpoints gets, before its entry in nat
-   * KUBE-NODEPORTS, the same jump for destinations in 127.0.0.0/8 with
-   * `-m nfacct --nfacct-name localhost_nps_accepted_pkts`. The caller sets
-   * it only with localhost NodePorts on (localhost.ts) and the counter
-   * created (nfacct.ts ensureCounters); IPv4 only, as kube-proxy: ignored
-   * for IPv6.
-   */
-  readonly countLocalhostNodePorts?: boolean;
-}
 
 /**
  * One rule a service port owns in a chain shared by every service port

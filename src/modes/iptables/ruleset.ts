@@ -5,11 +5,12 @@
  */
 import type { Snapshot } from '../../model/types.ts';
 import { tokenize } from './rule.ts';
-import type { KeptChain } from '../types.ts';
+import type { KeptChain } from '../../proxier/backend.ts';
 import { commentServicePort, hashSuffix, isServiceChain } from './names.ts';
 import { BUILTIN_CHAINS, TABLES, type ParsedDump, type TableName } from './parse.ts';
 import { appendAll, diffTable, emptyPlan, planToRestore, type Plan, type TableView } from './plan.ts';
-import { renderServicePort, type RenderOptions, type ServiceRules } from './render.ts';
+import { renderServicePort, type ServiceRules } from './render.ts';
+import type { RenderOptions } from '../../config/render.ts';
 import { hookIdentities, hookIdentity, loadStaticRules, type StaticRuleset } from './static.ts';
 import { LOCALNET_FIREWALL_CHAIN } from './localhost.ts';
 

@@ -1,8 +1,9 @@
 /**
  * iptables mode's account of a sync, carried in SyncResult.detail
- * (types.ts), for kube-proxy's `sync_proxy_rules_iptables_total` and
+ * (proxier/backend.ts), for kube-proxy's `sync_proxy_rules_iptables_total` and
  * `sync_proxy_rules_iptables_last` (metrics.ts).
  */
+import type { ModeSyncDetail } from '../../proxier/backend.ts';
 import type { TableName } from './parse.ts';
 import { TABLES } from './parse.ts';
 import type { Plan } from './plan.ts';
@@ -13,13 +14,23 @@ import type { StaticRuleset } from './static.ts';
 export type RulesByTable = Readonly<Record<TableName, number>>;
 
 /** What iptables mode reports of a sync besides the counts by kind. */
-export interface IptablesSyncDetail {
+export interface IptablesSyncDetail extends ModeSyncDetail {
   /** Tells this detail from other modes' (SyncResult.detail). */
   readonly mode: 'iptables';
   /** Rules drover wants in each table after the sync: the static ones and every service port's. */
   readonly rules: RulesByTable;
   /** Rules the sync's restore payloads wrote (appended or inserted), per table. */
   readonly written: RulesByTable;
+}
+
+/** iptables mode's detail of a sync: `rules` and `written`, told apart by `mode: 'iptables'`. */
+export function iptablesDetail(counts: Omit<IptablesSyncDetail, 'mode'>): IptablesSyncDetail {
+  return { mode: 'iptables', rules: counts.rules, written: counts.written };
+}
+
+/** Whether `detail` is iptables mode's (SyncResult.detail of an iptables backend). */
+export function isIptablesDetail(detail: ModeSyncDetail | undefined): detail is IptablesSyncDetail {
+  return detail?.mode === 'iptables';
 }
 
 /** The rules of one rendered service port per table: its rules in the shared chains and its chains' rules. Costs O(its chains). */

@@ -5,7 +5,7 @@
  * still needs.
  */
 import { requireNetns, requireRoot } from '../shared/access.ts';
-import type { KernelOptions } from '../../cli/options.ts';
+import type { KernelOptions } from '../../config/kernel.ts';
 import type { Logger } from '../../util/log.ts';
 import { detectVariant, SystemIptables } from './exec.ts';
 import { readTables } from './live.ts';

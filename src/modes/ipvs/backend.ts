@@ -55,11 +55,11 @@
 import { DroverError } from '../../errors.ts';
 import type { IPFamily, Snapshot } from '../../model/types.ts';
 import type { Logger } from '../../util/log.ts';
-import type { Backend, ChangeSet, CleanupResult, ObjectCounts, SyncResult } from '../types.ts';
+import type { Backend, ChangeSet, CleanupResult, ObjectCounts, SyncResult } from '../../proxier/backend.ts';
 import type { IptablesExec } from '../iptables/exec.ts';
 import { parseSave } from '../iptables/parse.ts';
 import { emptyPlan, isEmptyPlan, planStats, planToRestore, type Plan } from '../iptables/plan.ts';
-import type { RenderOptions } from '../iptables/render.ts';
+import type { RenderOptions } from '../../config/render.ts';
 import { IptablesDriftWatch } from '../iptables/drift-watch.ts';
 import { cleanupPlan } from '../iptables/ruleset.ts';
 import type { StaticRuleset } from '../iptables/static.ts';

@@ -7,7 +7,7 @@
 import { loadSource } from '../../sources/load.ts';
 import { familyView, IP_FAMILIES } from '../../model/family.ts';
 import type { IPFamily, Snapshot } from '../../model/types.ts';
-import type { RenderCliOptions } from '../../cli/options.ts';
+import type { RenderCliOptions } from '../../config/render-cli.ts';
 import type { NodeAddresses } from './frontends.ts';
 import { renderConfig } from '../shared/render-config.ts';
 import { createLogger } from '../../util/log.ts';

@@ -13,10 +13,10 @@
  */
 import type { Logger } from '../../util/log.ts';
 import { DualStackBackend } from '../shared/dual-stack.ts';
-import type { ModeSyncDetail } from '../types.ts';
+import type { ModeSyncDetail } from '../../proxier/backend.ts';
 import { IpvsBackend, type IpvsBackendOptions } from './backend.ts';
 import { CLUSTER_IP_SET, familySetName } from './ipset.ts';
-import type { IpvsSyncDetail } from './sync-detail.ts';
+import { isIpvsDetail, type IpvsSyncDetail } from './sync-detail.ts';
 
 /** One family's part: what differs between the families' backends. */
 export type IpvsFamilyPart = Pick<IpvsBackendOptions, 'iptables' | 'render' | 'serviceCIDR' | 'nodeAddresses' | 'statics'>;
@@ -54,7 +54,7 @@ export class DualStackIpvsBackend extends DualStackBackend {
 
 /** Both families' IPVS details: counts added, set names listed together. */
 export function mergeIpvsDetail(a: ModeSyncDetail | undefined, b: ModeSyncDetail | undefined): ModeSyncDetail | undefined {
-  if (a?.mode !== 'ipvs' || b?.mode !== 'ipvs') return a;
+  if (!isIpvsDetail(a) || !isIpvsDetail(b)) return a;
   const x: IpvsSyncDetail = a;
   const y: IpvsSyncDetail = b;
   const ops = Object.fromEntries(Object.entries(x.ops).map(([k, n]) => [k, n + (y.ops[k as keyof typeof y.ops] ?? 0)])) as IpvsSyncDetail['ops'];

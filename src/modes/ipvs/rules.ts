@@ -23,7 +23,7 @@ import { isCanonicalIPv4CIDR, parseCIDR } from '../../model/addr.ts';
 import type { IPFamily } from '../../model/types.ts';
 import { TABLES, type ParsedDump } from '../iptables/parse.ts';
 import { emptyPlan, mergePlans, type Plan } from '../iptables/plan.ts';
-import type { RenderOptions } from '../iptables/render.ts';
+import type { RenderOptions } from '../../config/render.ts';
 import { builtinChainRules, fullPlan } from '../iptables/ruleset.ts';
 import { hookIdentities, loadStatic6Rules, loadStaticRules, parseStaticRules, withInvalidDrop, type StaticRuleset } from '../iptables/static.ts';
 

@@ -1,11 +1,12 @@
 /**
- * IPVS mode's account of a sync, carried in SyncResult.detail (types.ts):
+ * IPVS mode's account of a sync, carried in SyncResult.detail (proxier/backend.ts):
  * what the mode-neutral counts by kind do not tell.
  */
+import type { ModeSyncDetail } from '../../proxier/backend.ts';
 import type { IpvsOp } from './reconcile.ts';
 
 /** What IPVS mode did besides iptables, for the log, the bench and tests. */
-export interface IpvsSyncDetail {
+export interface IpvsSyncDetail extends ModeSyncDetail {
   /** Tells this detail from other modes' (SyncResult.detail). */
   readonly mode: 'ipvs';
   /** IPVS commands sent, by kind. */
@@ -30,6 +31,11 @@ export interface IpvsSyncDetail {
 
 
 /** IPVS mode's detail of `result`, or undefined when the result is another mode's. */
-export function ipvsDetail(result: { readonly detail?: { readonly mode: string } }): IpvsSyncDetail | undefined {
-  return result.detail?.mode === 'ipvs' ? (result.detail as IpvsSyncDetail) : undefined;
+export function ipvsDetail(result: { readonly detail?: ModeSyncDetail }): IpvsSyncDetail | undefined {
+  return isIpvsDetail(result.detail) ? result.detail : undefined;
+}
+
+/** Whether `detail` is IPVS mode's (SyncResult.detail of an IPVS backend). */
+export function isIpvsDetail(detail: ModeSyncDetail | undefined): detail is IpvsSyncDetail {
+  return detail?.mode === 'ipvs';
 }

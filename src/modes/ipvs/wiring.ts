@@ -5,14 +5,13 @@
  * namespace instead. Checks in this order: `--netns`, IPVS in the kernel,
  * root.
  */
-import { UsageError } from '../../cli/usage-error.ts';
-import type { KernelOptions } from '../../cli/options.ts';
+import { UsageError } from '../../errors.ts';
+import type { KernelOptions } from '../../config/kernel.ts';
 import { DEFAULT_SERVICE_CIDR } from '../../model/allocate.ts';
 import type { Logger } from '../../util/log.ts';
 import { SystemIptables } from '../iptables/exec.ts';
-import type { RenderOptions } from '../iptables/render.ts';
 import { createIptablesExec } from '../iptables/wiring.ts';
-import { ipv6RenderOptions } from '../iptables/dual-stack.ts';
+import { ipv6RenderOptions, type RenderOptions } from '../../config/render.ts';
 import type { ModeOptions } from '../driver.ts';
 import type { IPPrefix } from '../../model/addr.ts';
 import { DualStackIpvsBackend } from './dual-stack.ts';

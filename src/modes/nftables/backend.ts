@@ -25,8 +25,8 @@
 import type { Logger } from '../../util/log.ts';
 import { ServingEndpointCount } from '../../model/policy.ts';
 import type { Snapshot } from '../../model/types.ts';
-import type { Backend, ChangeSet, CleanupResult, ObjectCounts, SyncResult } from '../types.ts';
-import type { RenderOptions } from '../iptables/render.ts';
+import type { Backend, ChangeSet, CleanupResult, ObjectCounts, SyncResult } from '../../proxier/backend.ts';
+import type { RenderOptions } from '../../config/render.ts';
 import { claimFrontends, conflictText, desiredNft, releasedOwners, uniqueFrontends, type DesiredFrontend, type DesiredOptions, type FrontendConflict } from './desired.ts';
 import type { NftExec } from './exec.ts';
 import type { LiveSet, LiveTable } from './live.ts';

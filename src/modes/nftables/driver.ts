@@ -11,9 +11,10 @@
  * sends one real probe and reads the kernel's own trace of it (kernel-trace.ts).
  */
 import { existsSync } from 'node:fs';
-import { UsageError } from '../../cli/usage-error.ts';
+import { UsageError } from '../../errors.ts';
 import { requireNetns, requireRoot } from '../shared/access.ts';
-import type { KernelOptions, RenderCliOptions } from '../../cli/options.ts';
+import type { KernelOptions } from '../../config/kernel.ts';
+import type { RenderCliOptions } from '../../config/render-cli.ts';
 import { loadSource } from '../../sources/load.ts';
 import { renderConfig } from '../shared/render-config.ts';
 import { driftOf } from '../shared/drift.ts';
@@ -21,7 +22,7 @@ import type { ModeDriver, ModeOptions } from '../driver.ts';
 import type { Logger } from '../../util/log.ts';
 import { planFullSync } from './backend.ts';
 import { DualStackNftablesBackend, renderFamilies } from './dual-stack.ts';
-import { ipv6RenderOptions } from '../iptables/dual-stack.ts';
+import { ipv6RenderOptions } from '../../config/render.ts';
 import { familyView } from '../../model/family.ts';
 import type { IPFamily, Snapshot } from '../../model/types.ts';
 import { formatNftDrift, nftDriftCount } from './diff.ts';
@@ -39,6 +40,7 @@ import { endpointPods } from '../../model/pods.ts';
 import { openElementWriter } from './wiring.ts';
 import { localAddresses } from '../iptables/live.ts';
 import { nftablesMetrics } from './metrics.ts';
+import { nftablesSyncLogFields } from './sync-detail.ts';
 
 /**
  * nft for the command's flags, for the table of `family` (default IPv4).
@@ -114,6 +116,7 @@ export const nftablesMode: ModeDriver = {
   title: 'nftables',
   options: { sync: () => [], compare: () => [] },
   metrics: nftablesMetrics,
+  syncLogFields: nftablesSyncLogFields,
   help: {
     render: ', or with --mode nftables the nft script of table ip drover (and of table ip6 drover for IPv6 Services)',
     chains:

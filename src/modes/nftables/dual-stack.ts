@@ -19,16 +19,16 @@
 import { familyView } from '../../model/family.ts';
 import type { IPFamily, Snapshot } from '../../model/types.ts';
 import type { Logger } from '../../util/log.ts';
-import type { RenderOptions } from '../iptables/render.ts';
+import type { RenderOptions } from '../../config/render.ts';
 import { DualStackBackend } from '../shared/dual-stack.ts';
-import type { ModeSyncDetail } from '../types.ts';
+import type { ModeSyncDetail } from '../../proxier/backend.ts';
 import { NftablesBackend, planFullSync, type NftablesBackendOptions } from './backend.ts';
 import { conflictText } from './desired.ts';
 import { tableRef } from './layout.ts';
 import { TableModel } from './model.ts';
 import { orderOps } from './plan.ts';
 import { transactionScript } from './script.ts';
-import type { NftablesSyncDetail } from './sync-detail.ts';
+import { isNftablesDetail, type NftablesSyncDetail } from './sync-detail.ts';
 
 /** One family's part: its nft, element writer, render options (`family` set for IPv6) and NodePort addresses. */
 export type NftFamilyPart = Omit<NftablesBackendOptions, 'logger'>;
@@ -66,10 +66,11 @@ export class DualStackNftablesBackend extends DualStackBackend {
  * nothing, over `nft`, a script, over `netlink`, elements alone, over `none`); structural when either was.
  */
 export function mergeNftDetail(a: ModeSyncDetail | undefined, b: ModeSyncDetail | undefined): ModeSyncDetail | undefined {
-  if (a?.mode !== 'nftables' || b?.mode !== 'nftables') return a;
+  if (!isNftablesDetail(a) || !isNftablesDetail(b)) return a;
   const rank: readonly NftablesSyncDetail['via'][] = ['none', 'netlink', 'nft', 'nft+netlink'];
   const via = rank[Math.max(rank.indexOf(a.via), rank.indexOf(b.via))]!;
-  return { mode: 'nftables', via, structural: a.structural || b.structural, ...(a.cleanupFailed || b.cleanupFailed ? { cleanupFailed: true } : {}) };
+  const merged: NftablesSyncDetail = { mode: 'nftables', via, structural: a.structural || b.structural, ...(a.cleanupFailed || b.cleanupFailed ? { cleanupFailed: true } : {}) };
+  return merged;
 }
 
 /** What {@link renderFamilies} renders one family's table with: its render options (`family` set for IPv6) and NodePort addresses. */

@@ -24,8 +24,7 @@
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { randomBytes, randomInt } from 'node:crypto';
 import { createInterface } from 'node:readline';
-import { UsageError } from '../../cli/usage-error.ts';
-import { DroverError } from '../../errors.ts';
+import { DroverError, UsageError } from '../../errors.ts';
 import type { TraceResult } from '../../inspect/trace.ts';
 import { moduleArgv } from '../../util/node-module.ts';
 import type { NftExec } from './exec.ts';

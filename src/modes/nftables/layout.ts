@@ -50,7 +50,7 @@
  */
 import { parseCIDR } from '../../model/addr.ts';
 import type { IPFamily } from '../../model/types.ts';
-import type { RenderOptions } from '../iptables/render.ts';
+import type { RenderOptions } from '../../config/render.ts';
 import { UnsafeElementError } from './elements.ts';
 
 /** A table of drover's: its nft family and name. */

@@ -14,6 +14,7 @@ import { Counter, type Registry } from 'prom-client';
 import type { LastSync } from '../../proxier/proxier.ts';
 import { IP_FAMILY_LABEL, metricName, syncFamilies, zeroForFamilies, type ModeMetricsListener } from '../../server/metrics.ts';
 import { resultsByFamily } from '../shared/dual-stack.ts';
+import { isNftablesDetail } from './sync-detail.ts';
 
 /** Register nftables mode's metrics in `registry`; returns the listener that updates them after every sync attempt. */
 export function nftablesMetrics(registry: Registry): ModeMetricsListener {
@@ -29,7 +30,7 @@ export function nftablesMetrics(registry: Registry): ModeMetricsListener {
       return;
     }
     for (const [family, result] of sync.result ? resultsByFamily(sync.result) : []) {
-      if (result.detail?.mode === 'nftables' && result.detail.cleanupFailed) cleanupFailures.inc({ ip_family: family });
+      if (isNftablesDetail(result.detail) && result.detail.cleanupFailed) cleanupFailures.inc({ ip_family: family });
     }
   };
 }

@@ -38,7 +38,7 @@ import {
   type LayoutInputs,
 } from './layout.ts';
 import type { ElementOp, TableModel } from './model.ts';
-import type { RenderOptions } from '../iptables/render.ts';
+import type { RenderOptions } from '../../config/render.ts';
 
 /**
  * The slots of a frontend with endpoints `targets` (sorted), keeping what

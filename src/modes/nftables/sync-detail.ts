@@ -1,7 +1,8 @@
-/** nftables mode's account of a sync, carried in SyncResult.detail (types.ts). */
+/** nftables mode's account of a sync, carried in SyncResult.detail (proxier/backend.ts). */
+import type { ModeSyncDetail } from '../../proxier/backend.ts';
 
 /** What nftables mode reports of a sync besides the counts by kind. */
-export interface NftablesSyncDetail {
+export interface NftablesSyncDetail extends ModeSyncDetail {
   /** Tells this detail from other modes' (SyncResult.detail). */
   readonly mode: 'nftables';
   /**
@@ -20,4 +21,18 @@ export interface NftablesSyncDetail {
    * `sync_proxy_rules_nftables_cleanup_failures_total`; so does drover.
    */
   readonly cleanupFailed?: true;
+}
+
+/** Whether `detail` is nftables mode's (SyncResult.detail of an nftables backend). */
+export function isNftablesDetail(detail: ModeSyncDetail | undefined): detail is NftablesSyncDetail {
+  return detail?.mode === 'nftables';
+}
+
+/**
+ * What the proxier's "sync done" log line adds for an nftables sync: whether
+ * the elements went over nf_tables netlink or `nft -f` (`via`), and whether
+ * the table's structure changed (`structural`); nothing for another mode's detail.
+ */
+export function nftablesSyncLogFields(detail: ModeSyncDetail | undefined): Readonly<Record<string, unknown>> {
+  return isNftablesDetail(detail) ? { via: detail.via, structural: detail.structural } : {};
 }

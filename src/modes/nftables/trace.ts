@@ -26,7 +26,7 @@ import type { HookEnd, Packet, RulePlace, Step, TraceContext, TraceHook, TraceRu
 import type { TraceFormat } from '../../inspect/trace-format.ts';
 import { parseCIDR } from '../../model/addr.ts';
 import type { IPFamily } from '../../model/types.ts';
-import type { RenderOptions } from '../iptables/render.ts';
+import type { RenderOptions } from '../../config/render.ts';
 import { TABLE, ruleText, tableRef, type Layout, type RuleDecl } from './layout.ts';
 import type { LiveTable } from './live.ts';
 import { TableModel } from './model.ts';

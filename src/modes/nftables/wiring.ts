@@ -4,7 +4,7 @@
  * the process that opened it, so with `--netns` elements go through
  * `nft -f` instead (inside that namespace).
  */
-import type { KernelOptions } from '../../cli/options.ts';
+import type { KernelOptions } from '../../config/kernel.ts';
 import type { IPFamily } from '../../model/types.ts';
 import type { Logger } from '../../util/log.ts';
 import type { ElementWriter } from './backend.ts';

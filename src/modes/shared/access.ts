@@ -1,6 +1,6 @@
 /** What every mode checks before it reads or programs the kernel: root, and the `--netns` it was given. */
 import { existsSync } from 'node:fs';
-import { UsageError } from '../../cli/usage-error.ts';
+import { UsageError } from '../../errors.ts';
 
 /**
  * Refuse to go on without root.

@@ -26,7 +26,7 @@ import { ReadBackTimeoutError } from '../../errors.ts';
 import { allPortKeys, familyView, IP_FAMILIES } from '../../model/family.ts';
 import type { IPFamily, Snapshot } from '../../model/types.ts';
 import type { Logger } from '../../util/log.ts';
-import type { Backend, ChangeSet, CleanupResult, ModeSyncDetail, ObjectCounts, ProxyMode, SyncResult } from '../types.ts';
+import type { Backend, ChangeSet, CleanupResult, ModeSyncDetail, ObjectCounts, ProxyMode, SyncResult } from '../../proxier/backend.ts';
 
 /** A sync failure of one family, named. */
 export class FamilySyncError extends DroverError {

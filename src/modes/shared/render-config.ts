@@ -1,7 +1,7 @@
 /** The render flags every mode shares (`--cluster-cidr`, `--masquerade-all`, `--conntrack-tcp-be-liberal`), as the renderers take them. */
-import type { RenderCliOptions } from '../../cli/options.ts';
+import type { RenderCliOptions } from '../../config/render-cli.ts';
 import type { IPFamily } from '../../model/types.ts';
-import type { RenderOptions } from '../iptables/render.ts';
+import type { RenderOptions } from '../../config/render.ts';
 
 /**
  * Render options from the CLI flags, for the ruleset of `family` (default

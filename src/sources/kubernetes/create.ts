@@ -1,6 +1,6 @@
 /** The Kubernetes source as the command line asks for it: `--source kubernetes` with its flags. */
 import { hostname } from 'node:os';
-import type { RenderCliOptions } from '../../cli/options.ts';
+import type { RenderCliOptions } from '../../config/render-cli.ts';
 import { ANY_NODE_PORT } from '../../model/claims.ts';
 import type { Logger } from '../../util/log.ts';
 import { loadKubeConfig } from './config.ts';

@@ -34,7 +34,7 @@ import { SystemIpset } from '../../../src/modes/ipvs/ipset.ts';
 import { RtnlLinkManager } from '../../../src/modes/ipvs/link.ts';
 import { IpvsClient } from '../../../src/modes/ipvs/netlink.ts';
 import { ProcSysctls } from '../../../src/modes/ipvs/sysctl.ts';
-import type { RenderOptions } from '../../../src/modes/iptables/render.ts';
+import type { RenderOptions } from '../../../src/config/render.ts';
 import type { NodeInfo, ServicePort, Snapshot } from '../../../src/model/types.ts';
 import { SystemConntrack } from '../../../src/conntrack/exec.ts';
 import { Proxier } from '../../../src/proxier/proxier.ts';

@@ -8,12 +8,13 @@
 import { IptablesBackend } from '../../../modes/iptables/backend.ts';
 import { canonicalRule } from '../../../modes/iptables/canonical.ts';
 import { SystemIptables, type IptablesExec, type IptablesVariant } from '../../../modes/iptables/exec.ts';
-import { renderServicePort, sharedRule, type RenderOptions, type ServiceRules } from '../../../modes/iptables/render.ts';
+import { renderServicePort, sharedRule, type ServiceRules } from '../../../modes/iptables/render.ts';
+import type { RenderOptions } from '../../../config/render.ts';
 import { SERVICES_CHAIN } from '../../../modes/iptables/ruleset.ts';
 import { loadStaticRules } from '../../../modes/iptables/static.ts';
 import type { ServicePort, Snapshot } from '../../../model/types.ts';
 import { silentLogger } from '../../../util/log.ts';
-import { totalOf } from '../../../modes/types.ts';
+import { totalOf } from '../../../proxier/backend.ts';
 import type { BenchChange, ServiceChange } from '../../changes.ts';
 import type { Baseline, ModeHarness } from '../../harness.ts';
 import { fullRerenderPayload, kubeProxyPayload, minimalPayload } from './payloads.ts';

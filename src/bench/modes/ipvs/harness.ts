@@ -33,10 +33,10 @@ import { planIpvs, sameDest, sameService, type KernelVirtualServer } from '../..
 import { ipvsStaticRules } from '../../../modes/ipvs/rules.ts';
 import type { Sysctls } from '../../../modes/ipvs/sysctl.ts';
 import type { IptablesExec } from '../../../modes/iptables/exec.ts';
-import type { RenderOptions } from '../../../modes/iptables/render.ts';
+import type { RenderOptions } from '../../../config/render.ts';
 import type { ServicePort, Snapshot } from '../../../model/types.ts';
 import { silentLogger } from '../../../util/log.ts';
-import { countOf } from '../../../modes/types.ts';
+import { countOf } from '../../../proxier/backend.ts';
 import type { BenchChange, ServiceChange } from '../../changes.ts';
 import type { Baseline, ModeHarness } from '../../harness.ts';
 import { kubeProxyPayload } from '../iptables/payloads.ts';

@@ -22,8 +22,8 @@
  */
 import type { ServicePort, Snapshot } from '../../../model/types.ts';
 import { silentLogger } from '../../../util/log.ts';
-import { countOf } from '../../../modes/types.ts';
-import type { RenderOptions } from '../../../modes/iptables/render.ts';
+import { countOf } from '../../../proxier/backend.ts';
+import type { RenderOptions } from '../../../config/render.ts';
 import type { BenchChange, ServiceChange } from '../../changes.ts';
 import type { Baseline, ModeHarness } from '../../harness.ts';
 import { NftablesBackend, planFullSync } from '../../../modes/nftables/backend.ts';

@@ -13,7 +13,7 @@
  *   of a rebuild).
  */
 import type { Snapshot } from '../../../model/types.ts';
-import type { RenderOptions } from '../../../modes/iptables/render.ts';
+import type { RenderOptions } from '../../../config/render.ts';
 import { planFullSync } from '../../../modes/nftables/backend.ts';
 import type { DesiredFrontend, DesiredOptions } from '../../../modes/nftables/desired.ts';
 import { HAIRPIN } from '../../../modes/nftables/layout.ts';

@@ -1,12 +1,10 @@
 /**
- * The contract between the proxier and a backend (iptables and IPVS now,
- * nftables later). What a sync or a cleanup did is told in counts of kernel
- * objects by kind, the same for every mode, plus each mode's own detail.
+ * The contract between the proxier and a backend (one per mode: iptables,
+ * IPVS, nftables), kept here with its consumer. What a sync or a cleanup did
+ * is told in counts of kernel objects by kind, the same for every mode, plus
+ * each mode's own detail, whose shape the mode declares in its folder.
  */
 import type { IPFamily, Snapshot } from '../model/types.ts';
-import type { IptablesSyncDetail } from './iptables/sync-detail.ts';
-import type { IpvsSyncDetail } from './ipvs/sync-detail.ts';
-import type { NftablesSyncDetail } from './nftables/sync-detail.ts';
 
 /** The proxy modes drover knows. */
 export type ProxyMode = string;
@@ -74,10 +72,16 @@ export function totalOf(counts: ObjectCounts): number {
 
 /**
  * What a mode reports of a sync beyond {@link SyncResult}'s counts, for the
- * log, the bench and tests. One member per mode that has any, each declared in
- * its mode's folder and told apart by `mode` (the backend's {@link Backend.mode}).
+ * log, the metrics, the bench and tests: an open shape each mode extends in
+ * its own folder (e.g. modes/nftables/sync-detail.ts), told apart by `mode`
+ * (the backend's {@link Backend.mode}). Only the mode that wrote a detail
+ * reads its other fields, through its own guard (e.g. `ipvsDetail`); the
+ * proxier logs what the mode's driver picks (ModeDriver.syncLogFields).
  */
-export type ModeSyncDetail = IptablesSyncDetail | IpvsSyncDetail | NftablesSyncDetail;
+export interface ModeSyncDetail {
+  /** The mode that wrote it, as `--mode` names it. */
+  readonly mode: ProxyMode;
+}
 
 /** What one sync did. Times in milliseconds. */
 export interface SyncResult {
