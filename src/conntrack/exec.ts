@@ -2,7 +2,7 @@
  * Deleting conntrack entries with the `conntrack` tool (conntrack-tools),
  * spawned with an argument array, optionally inside a network namespace.
  */
-import { runCommand } from '../modes/shared/exec.ts';
+import { runCommand } from '../kernel/exec.ts';
 import type { StaleFlow } from './stale.ts';
 import { parseIP } from '../model/addr.ts';
 

@@ -1,6 +1,6 @@
 import test from 'ava';
 import { IpvsRequestError } from '../../src/modes/ipvs/netlink.ts';
-import { CommandError } from '../../src/modes/shared/exec.ts';
+import { CommandError } from '../../src/kernel/exec.ts';
 import { errnoName, isErrno, isExists, isNoSuchService, isNotFound, isPermission, netlinkErrorCode } from '../../src/modes/shared/errno.ts';
 
 /** errno → [isNotFound, isNoSuchService, isExists, isPermission]. */

@@ -14,7 +14,7 @@ import { IpvsDecodeError, IpvsUnsupportedError, IpvsValidationError } from '../.
 import { IpsetTypeError, IpsetValidationError } from '../../src/modes/ipvs/ipset.ts';
 import { IpvsApplyError } from '../../src/modes/ipvs/kernel.ts';
 import { IpvsClientClosedError, IpvsRequestError, IpvsUnavailableError } from '../../src/modes/ipvs/netlink.ts';
-import { CommandError } from '../../src/modes/shared/exec.ts';
+import { CommandError } from '../../src/kernel/exec.ts';
 import { NftBatchTooLargeError, NftClientClosedError, NftRequestError, NftTimeoutError } from '../../src/modes/nftables/netlink/client.ts';
 import { NftDecodeError, NftValidationError } from '../../src/modes/nftables/netlink/errors.ts';
 

@@ -35,7 +35,7 @@ import type { IpvsKernel } from './kernel.ts';
 import { IpvsRequestError, type DumpResult } from './netlink.ts';
 import type { InterfaceAddress, LinkManager } from './link.ts';
 import type { Sysctls } from './sysctl.ts';
-import { CommandError } from '../shared/exec.ts';
+import { CommandError } from '../../kernel/exec.ts';
 
 const ERRNO: Readonly<Record<string, number>> = { EEXIST: 17, ESRCH: 3, ENOENT: 2, EINVAL: 22 };
 

@@ -47,7 +47,7 @@
  */
 import { isCanonicalIPv4, parseIP } from '../../model/addr.ts';
 import type { IPFamily } from '../../model/types.ts';
-import { CommandError, runCommand } from '../shared/exec.ts';
+import { CommandError, runCommand } from '../../kernel/exec.ts';
 import { DroverError } from '../../errors.ts';
 
 /** The ClusterIP set (hash:ip,port). */

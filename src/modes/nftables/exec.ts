@@ -10,7 +10,7 @@
  */
 import type { IPFamily } from '../../model/types.ts';
 import { moduleArgv } from '../../util/node-module.ts';
-import { CommandError, runCommand } from '../shared/exec.ts';
+import { CommandError, runCommand } from '../../kernel/exec.ts';
 import { netlinkRuleAdd, type NetlinkRuleOf } from './affinity-rule.ts';
 import { nftFamily, type NftTable } from './layout.ts';
 import { NftNetlinkClient } from './netlink/client.ts';

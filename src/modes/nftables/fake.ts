@@ -6,7 +6,7 @@
  * else is refused, as a kernel would refuse a bad transaction. An element
  * writer over the same table stands for nf_tables netlink.
  */
-import { CommandError } from '../shared/exec.ts';
+import { CommandError } from '../../kernel/exec.ts';
 import type { ElementWriter } from './backend.ts';
 import type { NftExec, RulesAdded } from './exec.ts';
 import type { NetlinkRuleOf } from './affinity-rule.ts';

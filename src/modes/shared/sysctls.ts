@@ -7,7 +7,7 @@
  */
 import { readFile, writeFile } from 'node:fs/promises';
 import { isErrno } from './errno.ts';
-import { runCommand } from './exec.ts';
+import { runCommand } from '../../kernel/exec.ts';
 
 /** Reading and writing sysctls; FakeSysctls implements it in memory. */
 export interface Sysctls {

@@ -7,7 +7,7 @@ import { existsSync } from 'node:fs';
 import { NFT, SystemNft } from '../../../modes/nftables/exec.ts';
 import { NftNetlinkClient } from '../../../modes/nftables/netlink/client.ts';
 import { nftNodePortIPs } from '../../../modes/nftables/node-ports.ts';
-import { runCommand } from '../../../modes/shared/exec.ts';
+import { runCommand } from '../../../kernel/exec.ts';
 import type { ModeBench } from '../../harness.ts';
 import { BENCH_CLUSTER_CIDR } from '../../synth.ts';
 import type { BenchSettings } from '../../types.ts';

@@ -5,7 +5,7 @@
  * conntrack, sysctl helpers).
  */
 import { spawn } from 'node:child_process';
-import { DroverError } from '../../errors.ts';
+import { DroverError } from '../errors.ts';
 
 /**
  * The useful part of a tool's error output on one line: its first three
