@@ -1,7 +1,7 @@
 import test from 'ava';
 import { IpvsRequestError } from '../../src/modes/ipvs/netlink.ts';
 import { CommandError } from '../../src/kernel/exec.ts';
-import { errnoName, isErrno, isExists, isNoSuchService, isNotFound, isPermission, netlinkErrorCode } from '../../src/modes/shared/errno.ts';
+import { errnoName, isErrno, isExists, isNoSuchService, isNotFound, isPermission, netlinkErrorCode } from '../../src/kernel/netlink/errno.ts';
 
 /** errno → [isNotFound, isNoSuchService, isExists, isPermission]. */
 const TABLE: readonly [string, boolean, boolean, boolean, boolean][] = [

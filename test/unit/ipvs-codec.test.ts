@@ -1,5 +1,5 @@
 import test from 'ava';
-import { NetlinkDecodeError } from '../../src/modes/shared/nlattr.ts';
+import { NetlinkDecodeError } from '../../src/kernel/netlink/nlattr.ts';
 import { readFileSync } from 'node:fs';
 import { endianness } from 'node:os';
 import {

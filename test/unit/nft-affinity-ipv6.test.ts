@@ -27,7 +27,7 @@ import { orderOps } from '../../src/modes/nftables/plan.ts';
 import { NETLINK_RULE_NOTE, transactionScript } from '../../src/modes/nftables/script.ts';
 import { nftTraceContext, nftTraceFormatOf } from '../../src/modes/nftables/trace.ts';
 import { parseRuleRequest } from '../../src/modes/nftables/rule-helper.ts';
-import { parseAttrs, type NlAttr } from '../../src/modes/shared/nlattr.ts';
+import { parseAttrs, type NlAttr } from '../../src/kernel/netlink/nlattr.ts';
 import { trace } from '../../src/inspect/trace.ts';
 import { formatTrace } from '../../src/inspect/trace-format.ts';
 import { silentLogger } from '../../src/util/log.ts';

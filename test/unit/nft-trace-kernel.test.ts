@@ -14,7 +14,7 @@ import { addTraceScript, compareWithEvaluator, formatKernelPath, kernelPath, pro
 import { parseNftJson, type LiveTable } from '../../src/modes/nftables/live.ts';
 import { NFT_MSG } from '../../src/modes/nftables/netlink/constants.ts';
 import { message, nftType, parseMessages } from '../../src/modes/nftables/netlink/codec.ts';
-import { AttrWriter } from '../../src/modes/shared/nlattr.ts';
+import { AttrWriter } from '../../src/kernel/netlink/nlattr.ts';
 import { ipToBytes, parseIP } from '../../src/model/addr.ts';
 import { NftDecodeError } from '../../src/modes/nftables/netlink/errors.ts';
 import { decodeTraceDatagram, decodeTraceEvent, type TraceEvent } from '../../src/modes/nftables/netlink/trace-codec.ts';

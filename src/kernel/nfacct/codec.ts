@@ -15,7 +15,7 @@
  *   bytes with its NUL; NFACCT_PKTS and NFACCT_BYTES are __be64.
  */
 import { NfacctError, NfacctNameError } from '../../errors.ts';
-import { AttrWriter, parseAttrs, attrString, type NlAttr } from '../../modes/shared/nlattr.ts';
+import { AttrWriter, parseAttrs, attrString, type NlAttr } from '../netlink/nlattr.ts';
 import type { Nfacct, NfacctCounter } from './types.ts';
 
 /** The netlink protocol of nfnetlink (<linux/netlink.h>). */

@@ -41,7 +41,7 @@ import type { Logger } from '../../util/log.ts';
 import { namespaceIdentity, type NamespaceIdentity } from '../../util/netns.ts';
 import type { Snapshot } from '../../model/types.ts';
 import type { Backend, ChangeSet, CleanupResult, SyncResult } from '../../proxier/backend.ts';
-import { isErrno } from '../shared/errno.ts';
+import { isErrno } from '../../kernel/netlink/errno.ts';
 import { ProcSysctls, type Sysctls } from '../shared/sysctls.ts';
 import { FamilySyncError } from '../shared/dual-stack.ts';
 

@@ -6,7 +6,7 @@
  * settings of every mode (conntrack/sysctls.ts).
  */
 import { readFile, writeFile } from 'node:fs/promises';
-import { isErrno } from './errno.ts';
+import { isErrno } from '../../kernel/netlink/errno.ts';
 import { runCommand } from '../../kernel/exec.ts';
 
 /** Reading and writing sysctls; FakeSysctls implements it in memory. */
