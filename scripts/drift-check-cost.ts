@@ -18,7 +18,7 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { synthSnapshot } from '../src/bench/synth.ts';
 import { IptablesBackend } from '../src/modes/iptables/backend.ts';
-import { SystemIptables } from '../src/modes/iptables/exec.ts';
+import { SystemIptables } from '../src/kernel/iptables/exec.ts';
 import { silentLogger } from '../src/util/log.ts';
 
 const [services = 10_000, endpoints = 10, rounds = 5] = process.argv.slice(2).map(Number);

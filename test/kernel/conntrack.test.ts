@@ -5,7 +5,7 @@
  */
 import test, { type ExecutionContext } from 'ava';
 import { IptablesBackend } from '../../src/modes/iptables/backend.ts';
-import { SystemIptables } from '../../src/modes/iptables/exec.ts';
+import { SystemIptables } from '../../src/kernel/iptables/exec.ts';
 import { SystemConntrack } from '../../src/conntrack/exec.ts';
 import { ipv4Frontends, type Snapshot } from '../../src/model/types.ts';
 import { Proxier } from '../../src/proxier/proxier.ts';

@@ -8,7 +8,7 @@
  */
 import test from 'ava';
 import { DualStackIptablesBackend, FamilySyncError } from '../../src/modes/iptables/dual-stack.ts';
-import { SystemIptables } from '../../src/modes/iptables/exec.ts';
+import { SystemIptables } from '../../src/kernel/iptables/exec.ts';
 import { loadStatic6Rules, loadStaticRules } from '../../src/modes/iptables/static.ts';
 import { iptablesStatics6 } from '../../src/modes/iptables/node-ports.ts';
 import { nodePortAddressesArg } from '../../src/cli/options.ts';

@@ -9,8 +9,8 @@
  */
 import test from 'ava';
 import { IptablesBackend } from '../../src/modes/iptables/backend.ts';
-import { SystemIptables } from '../../src/modes/iptables/exec.ts';
-import { localAddresses, readTables } from '../../src/modes/iptables/live.ts';
+import { SystemIptables } from '../../src/kernel/iptables/exec.ts';
+import { localAddresses, readTables } from '../../src/kernel/iptables/live.ts';
 import { iptablesTraceContext } from '../../src/modes/iptables/trace.ts';
 import { trace } from '../../src/inspect/trace.ts';
 import { probe } from '../../src/testbed/probe.ts';

@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { IptablesBackend } from '../../src/modes/iptables/backend.ts';
-import { SystemIptables, type IptablesVariant } from '../../src/modes/iptables/exec.ts';
+import { SystemIptables, type IptablesVariant } from '../../src/kernel/iptables/exec.ts';
 import { FileSource } from '../../src/sources/file.ts';
 import { run } from '../../src/testbed/exec.ts';
 import { withNetns } from '../../src/testbed/netns.ts';

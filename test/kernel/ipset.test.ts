@@ -5,7 +5,7 @@
  * set the way IPVS mode's KUBE-SERVICES rule does.
  */
 import test from 'ava';
-import { SystemIptables } from '../../src/modes/iptables/exec.ts';
+import { SystemIptables } from '../../src/kernel/iptables/exec.ts';
 import { CLUSTER_IP_SET, IPVS_SETS, LOOP_BACK_SET, SystemIpset, parseIpsetSave, planIpsetDestroy, planIpsetRestore } from '../../src/modes/ipvs/ipset.ts';
 import { run } from '../../src/testbed/exec.ts';
 import { withNetns } from '../../src/testbed/netns.ts';

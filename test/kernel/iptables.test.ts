@@ -6,9 +6,9 @@
  */
 import test from 'ava';
 import { IptablesBackend } from '../../src/modes/iptables/backend.ts';
-import { canonicalRule } from '../../src/modes/iptables/canonical.ts';
-import { SystemIptables, type IptablesExec, type IptablesVariant } from '../../src/modes/iptables/exec.ts';
-import { parseSave } from '../../src/modes/iptables/parse.ts';
+import { canonicalRule } from '../../src/kernel/iptables/canonical.ts';
+import { SystemIptables, type IptablesExec, type IptablesVariant } from '../../src/kernel/iptables/exec.ts';
+import { parseSave } from '../../src/kernel/iptables/parse.ts';
 import { renderRestore } from '../../src/modes/iptables/ruleset.ts';
 import { run } from '../../src/testbed/exec.ts';
 import { testbedUnavailableReason } from '../../src/testbed/topology.ts';

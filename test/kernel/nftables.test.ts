@@ -22,7 +22,7 @@ import { run } from '../../src/testbed/exec.ts';
 import { withNetns } from '../../src/testbed/netns.ts';
 import type { ServicePort, Snapshot } from '../../src/model/types.ts';
 import { trace } from '../../src/inspect/trace.ts';
-import { localAddresses } from '../../src/modes/iptables/live.ts';
+import { localAddresses } from '../../src/kernel/iptables/live.ts';
 import { nftTraceContext } from '../../src/modes/nftables/trace.ts';
 
 const unavailable = await testbedUnavailableReason();

@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import test from 'ava';
 import { IptablesBackend } from '../../src/modes/iptables/backend.ts';
-import { SystemIptables } from '../../src/modes/iptables/exec.ts';
+import { SystemIptables } from '../../src/kernel/iptables/exec.ts';
 import { FileSource } from '../../src/sources/file.ts';
 import { probe } from '../../src/testbed/probe.ts';
 import { createTopology, testbedUnavailableReason, type Topology } from '../../src/testbed/topology.ts';

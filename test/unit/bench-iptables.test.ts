@@ -5,7 +5,7 @@
  */
 import test from 'ava';
 import { FakeIptables } from '../../src/modes/iptables/fake.ts';
-import { toIptablesVariant } from '../../src/modes/iptables/exec.ts';
+import { toIptablesVariant } from '../../src/kernel/iptables/exec.ts';
 import { renderServicePort, sharedRule } from '../../src/modes/iptables/render.ts';
 import { iterationChanges, type ClockService } from '../../src/bench/changes.ts';
 import { iptablesHarness } from '../../src/bench/modes/iptables/harness.ts';

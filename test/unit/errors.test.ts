@@ -6,10 +6,10 @@ import { DroverError, describeOrigin, fileOrigin, UsageError } from '../../src/e
 import { NotRunError } from '../../src/inspect/status.ts';
 import { ManifestError, objectError } from '../../src/model/errors.ts';
 import { UnknownServiceError } from '../../src/modes/iptables/chains.ts';
-import { RestoreError } from '../../src/modes/iptables/exec.ts';
-import { IptablesParseError } from '../../src/modes/iptables/parse.ts';
+import { RestoreError } from '../../src/kernel/iptables/exec.ts';
+import { IptablesParseError } from '../../src/kernel/iptables/parse.ts';
 import { UnsafeValueError } from '../../src/modes/iptables/render.ts';
-import { RuleSyntaxError } from '../../src/modes/iptables/rule.ts';
+import { RuleSyntaxError } from '../../src/kernel/iptables/rule.ts';
 import { IpvsDecodeError, IpvsUnsupportedError, IpvsValidationError } from '../../src/modes/ipvs/codec.ts';
 import { IpsetTypeError, IpsetValidationError } from '../../src/modes/ipvs/ipset.ts';
 import { IpvsApplyError } from '../../src/modes/ipvs/kernel.ts';

@@ -1,9 +1,9 @@
 import test from 'ava';
 import { IptablesBackend } from '../../src/modes/iptables/backend.ts';
 import { FakeIptables } from '../../src/modes/iptables/fake.ts';
-import { parseSave } from '../../src/modes/iptables/parse.ts';
+import { parseSave } from '../../src/kernel/iptables/parse.ts';
 import { chainLabel, formatChains, selectServicePorts, serviceChains } from '../../src/modes/iptables/chains.ts';
-import { readTables } from '../../src/modes/iptables/live.ts';
+import { readTables } from '../../src/kernel/iptables/live.ts';
 import { silentLogger } from '../../src/util/log.ts';
 import { ep, snap, sp } from '../support/snapshots.ts';
 

@@ -4,7 +4,7 @@ import { FakeIptables } from '../../src/modes/iptables/fake.ts';
 import { renderSnapshot } from '../../src/modes/iptables/ruleset.ts';
 import { loadStaticRules } from '../../src/modes/iptables/static.ts';
 import { driftItems, formatDrift, ruleChanges } from '../../src/modes/iptables/diff.ts';
-import { readTables } from '../../src/modes/iptables/live.ts';
+import { readTables } from '../../src/kernel/iptables/live.ts';
 import { silentLogger } from '../../src/util/log.ts';
 import { ep, snap, sp } from '../support/snapshots.ts';
 

@@ -6,7 +6,7 @@ import { IptablesBackend } from '../../src/modes/iptables/backend.ts';
 import { FakeIptables } from '../../src/modes/iptables/fake.ts';
 import { loadStaticRules } from '../../src/modes/iptables/static.ts';
 import { ownedRuleCounts } from '../../src/modes/iptables/ruleset.ts';
-import { readTables } from '../../src/modes/iptables/live.ts';
+import { readTables } from '../../src/kernel/iptables/live.ts';
 import {
   ago,
   formatStatus,

@@ -1,7 +1,7 @@
 import test from 'ava';
 import { readFileSync } from 'node:fs';
-import { parseSave } from '../../src/modes/iptables/parse.ts';
-import { parseRule, tokenize } from '../../src/modes/iptables/rule.ts';
+import { parseSave } from '../../src/kernel/iptables/parse.ts';
+import { parseRule, tokenize } from '../../src/kernel/iptables/rule.ts';
 import { iptablesTraceContext } from '../../src/modes/iptables/trace.ts';
 import { formatTrace } from '../../src/inspect/trace-format.ts';
 import { trace, type Packet } from '../../src/inspect/trace.ts';

@@ -4,7 +4,7 @@ import { FakeIptables } from '../../src/modes/iptables/fake.ts';
 import { synthSnapshot } from '../../src/bench/synth.ts';
 import { silentLogger } from '../../src/util/log.ts';
 import { ep, snap, sp } from '../support/snapshots.ts';
-import { emptyPlan, mergePlans } from '../../src/modes/iptables/plan.ts';
+import { emptyPlan, mergePlans } from '../../src/kernel/iptables/plan.ts';
 import { splitPlan } from '../../src/modes/iptables/split.ts';
 
 const render = { clusterCIDR: '10.0.0.0/8', masqueradeAll: false };

@@ -1,5 +1,5 @@
 import test from 'ava';
-import { parseSave } from '../../src/modes/iptables/parse.ts';
+import { parseSave } from '../../src/kernel/iptables/parse.ts';
 
 test('iptables-save parsing: rules, policies, counters, line numbers', (t) => {
   const dump = parseSave('# c\n*nat\n:PREROUTING ACCEPT [3:180]\n:KUBE-X - [0:0]\n[5:300] -A PREROUTING -j KUBE-X\n-A KUBE-X -j RETURN\nCOMMIT\n');

@@ -1,5 +1,5 @@
 import test from 'ava';
-import { canonicalRule, savedProbability } from '../../src/modes/iptables/canonical.ts';
+import { canonicalRule, savedProbability } from '../../src/kernel/iptables/canonical.ts';
 import { renderRestore } from '../../src/modes/iptables/ruleset.ts';
 import { probability, renderServicePort, sharedRule, UnsafeValueError } from '../../src/modes/iptables/render.ts';
 import { ep, snap, sp } from '../support/snapshots.ts';

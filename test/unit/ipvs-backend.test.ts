@@ -1,7 +1,7 @@
 /** The IPVS backend on in-memory fakes: what each sync sends, restart adoption, drift repair, graceful termination. */
 import test from 'ava';
 import { otherSets } from '../support/ipvs-sets.ts';
-import { planToRestore } from '../../src/modes/iptables/plan.ts';
+import { planToRestore } from '../../src/kernel/iptables/plan.ts';
 import { IpvsApplyError } from '../../src/modes/ipvs/kernel.ts';
 import { IpvsRequestError } from '../../src/modes/ipvs/netlink.ts';
 import { ipvsRulesPlan, ipvsStaticRules } from '../../src/modes/ipvs/rules.ts';

@@ -2,8 +2,8 @@
 import test from 'ava';
 import { IptablesBackend } from '../../src/modes/iptables/backend.ts';
 import { FakeIptables } from '../../src/modes/iptables/fake.ts';
-import { parseSave } from '../../src/modes/iptables/parse.ts';
-import { planToRestore } from '../../src/modes/iptables/plan.ts';
+import { parseSave } from '../../src/kernel/iptables/parse.ts';
+import { planToRestore } from '../../src/kernel/iptables/plan.ts';
 import { ipvsRulesPlan, ipvsStaticRules, substituteMasquerade } from '../../src/modes/ipvs/rules.ts';
 import { silentLogger } from '../../src/util/log.ts';
 import { ep, snap, sp } from '../support/snapshots.ts';

@@ -12,13 +12,13 @@ import { NfacctError, NfacctNameError, NfacctNotFoundError } from '../../src/err
 import { FakeNfacct } from '../../src/kernel/nfacct/fake.ts';
 import { accountingType, checkCounterName, decodeCounter, encodeDumpRequest, encodeNameRequest, NFNL_MSG_ACCT_GET, NFNL_MSG_ACCT_NEW } from '../../src/kernel/nfacct/codec.ts';
 import { answer, parseHelperArgs } from '../../src/kernel/nfacct/helper.ts';
-import { canonicalRule } from '../../src/modes/iptables/canonical.ts';
+import { canonicalRule } from '../../src/kernel/iptables/canonical.ts';
 import { externalChainName } from '../../src/modes/iptables/names.ts';
 import { COUNTED_INVALID_DROP_RULE, ensureCounters, presentCounters, withCountedInvalidDrop } from '../../src/modes/iptables/nfacct.ts';
 import { CT_STATE_INVALID_DROPPED, KUBE_PROXY_COUNTERS, LOCALHOST_NODEPORTS_ACCEPTED } from '../../src/modes/iptables/nfacct-names.ts';
 import { registerNfacctMetrics } from '../../src/modes/iptables/nfacct-metrics.ts';
 import { renderServicePort } from '../../src/modes/iptables/render.ts';
-import { parseRule } from '../../src/modes/iptables/rule.ts';
+import { parseRule } from '../../src/kernel/iptables/rule.ts';
 import { loadStaticRules, withInvalidDrop } from '../../src/modes/iptables/static.ts';
 import { ipv4Frontends } from '../../src/model/types.ts';
 import type { Logger } from '../../src/util/log.ts';

@@ -1,7 +1,7 @@
 /** drover run's metrics and health servers, scraped over HTTP on loopback, fed by a real proxier and iptables or nftables mode on in-memory kernels. */
 import test from 'ava';
 import { IptablesBackend } from '../../src/modes/iptables/backend.ts';
-import { RestoreError } from '../../src/modes/iptables/exec.ts';
+import { RestoreError } from '../../src/kernel/iptables/exec.ts';
 import { FakeIptables } from '../../src/modes/iptables/fake.ts';
 import { iptablesMetrics } from '../../src/modes/iptables/metrics.ts';
 import { parseBindAddress } from '../../src/model/addr.ts';

@@ -20,9 +20,9 @@ import { iptablesDetail, ownedRules, ruleCounts, writtenRules, type RulesByTable
 import type { Logger } from '../../util/log.ts';
 import type { NodeInfo, ServicePort, Snapshot } from '../../model/types.ts';
 import type { Backend, ChangeSet, CleanupResult, SyncResult } from '../../proxier/backend.ts';
-import type { IptablesExec } from './exec.ts';
-import { parseSave, type ParsedDump } from './parse.ts';
-import { assertRestorable, isEmptyPlan, planStats, planToRestore, type Plan } from './plan.ts';
+import type { IptablesExec } from '../../kernel/iptables/exec.ts';
+import { parseSave, type ParsedDump } from '../../kernel/iptables/parse.ts';
+import { assertRestorable, isEmptyPlan, planStats, planToRestore, type Plan } from '../../kernel/iptables/plan.ts';
 import { splitPlan } from './split.ts';
 import { countServingEndpoints } from '../../model/policy.ts';
 import { renderServicePort, type ServiceRules } from './render.ts';

@@ -17,9 +17,9 @@
  *   kube-proxy versions do not name the endpoint in a comment).
  */
 import { commentServicePort, isServiceChain } from './names.ts';
-import { TABLES, type ParsedDump, type ShownTable, type TableName } from './parse.ts';
+import { TABLES, type ParsedDump, type ShownTable, type TableName } from '../../kernel/iptables/parse.ts';
 import { SET_CHAINS } from './ruleset.ts';
-import { parseRule } from './rule.ts';
+import { parseRule } from '../../kernel/iptables/rule.ts';
 import { DroverError } from '../../errors.ts';
 import { endpointPodKey } from '../../model/pods.ts';
 

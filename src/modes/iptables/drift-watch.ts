@@ -4,10 +4,10 @@
  * rules: iptables mode, and IPVS mode's static rules.
  */
 import type { Logger } from '../../util/log.ts';
-import { CANARY_CHAIN, CANARY_TABLES } from './canary.ts';
-import { canonicalRule } from './canonical.ts';
-import type { IptablesExec } from './exec.ts';
-import type { TableName } from './parse.ts';
+import { CANARY_CHAIN, CANARY_TABLES } from '../../kernel/iptables/canary.ts';
+import { canonicalRule } from '../../kernel/iptables/canonical.ts';
+import type { IptablesExec } from '../../kernel/iptables/exec.ts';
+import type { TableName } from '../../kernel/iptables/parse.ts';
 import type { StaticRuleset } from './static.ts';
 
 /**

@@ -11,7 +11,7 @@ import type { ModeSyncDetail } from '../../proxier/backend.ts';
 import type { Logger } from '../../util/log.ts';
 import { DualStackBackend } from '../shared/dual-stack.ts';
 import { IptablesBackend } from './backend.ts';
-import type { IptablesExec } from './exec.ts';
+import type { IptablesExec } from '../../kernel/iptables/exec.ts';
 import type { RenderOptions } from '../../config/render.ts';
 import type { StaticRuleset } from './static.ts';
 import { iptablesDetail, isIptablesDetail } from './sync-detail.ts';

@@ -7,7 +7,7 @@ import { silentLogger } from '../../util/log.ts';
 import type { FakeMode, FakeModeOptions } from '../driver.ts';
 import { IptablesBackend } from './backend.ts';
 import { FakeIptables } from './fake.ts';
-import { readTables } from './live.ts';
+import { readTables } from '../../kernel/iptables/live.ts';
 import { iptablesTraceContext } from './trace.ts';
 
 /** iptables mode on a fresh FakeIptables; every address in `opts.nodeAddresses` is local (`-m addrtype --dst-type LOCAL`). */

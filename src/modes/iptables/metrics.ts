@@ -15,8 +15,8 @@ import type { Nfacct } from '../../kernel/nfacct/types.ts';
 import { registerNfacctMetrics } from './nfacct-metrics.ts';
 import { namespaceNfacct } from './nfacct.ts';
 import { failuresByFamily, resultsByFamily } from '../shared/dual-stack.ts';
-import { RestoreError } from './exec.ts';
-import { TABLES } from './parse.ts';
+import { RestoreError } from '../../kernel/iptables/exec.ts';
+import { TABLES } from '../../kernel/iptables/parse.ts';
 import { isIptablesDetail } from './sync-detail.ts';
 
 /**

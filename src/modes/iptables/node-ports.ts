@@ -18,7 +18,7 @@
 import { cidrContains, compareAddresses, parseIP, type IPPrefix } from '../../model/addr.ts';
 import type { IPFamily } from '../../model/types.ts';
 import type { Logger } from '../../util/log.ts';
-import { localAddresses } from './live.ts';
+import { localAddresses } from '../../kernel/iptables/live.ts';
 import { loadStatic6Rules, loadStaticRules, type StaticRuleset } from './static.ts';
 import { localhostNodePortsOn } from './localhost.ts';
 

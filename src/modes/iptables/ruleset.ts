@@ -4,11 +4,11 @@
  * cleanup. No I/O here; backend.ts feeds it the kernel's read-back.
  */
 import type { Snapshot } from '../../model/types.ts';
-import { tokenize } from './rule.ts';
+import { tokenize } from '../../kernel/iptables/rule.ts';
 import type { KeptChain } from '../../proxier/backend.ts';
 import { commentServicePort, hashSuffix, isServiceChain } from './names.ts';
-import { BUILTIN_CHAINS, TABLES, type ParsedDump, type TableName } from './parse.ts';
-import { appendAll, diffTable, emptyPlan, planToRestore, type Plan, type TableView } from './plan.ts';
+import { BUILTIN_CHAINS, TABLES, type ParsedDump, type TableName } from '../../kernel/iptables/parse.ts';
+import { appendAll, diffTable, emptyPlan, planToRestore, type Plan, type TableView } from '../../kernel/iptables/plan.ts';
 import { renderServicePort, type ServiceRules } from './render.ts';
 import type { RenderOptions } from '../../config/render.ts';
 import { hookIdentities, hookIdentity, loadStaticRules, type StaticRuleset } from './static.ts';

@@ -20,9 +20,9 @@
  * iptables-legacy rewrites the whole table on every transaction, so for it
  * the budget is unlimited and a plan is always one transaction.
  */
-import { canonicalRule } from './canonical.ts';
-import { TABLES, type TableName } from './parse.ts';
-import { appendAll, appendPlan, emptyPlan, isEmptyPlan, opCount, type Plan, type TableOps } from './plan.ts';
+import { canonicalRule } from '../../kernel/iptables/canonical.ts';
+import { TABLES, type TableName } from '../../kernel/iptables/parse.ts';
+import { appendAll, appendPlan, emptyPlan, isEmptyPlan, opCount, type Plan, type TableOps } from '../../kernel/iptables/plan.ts';
 import type { ServiceRules } from './render.ts';
 
 

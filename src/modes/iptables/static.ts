@@ -8,7 +8,7 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { parseIP } from '../../model/addr.ts';
 import type { IPFamily } from '../../model/types.ts';
-import { BUILTIN_CHAINS, parseSave, type TableName } from './parse.ts';
+import { BUILTIN_CHAINS, parseSave, type TableName } from '../../kernel/iptables/parse.ts';
 import { LOCALNET_FIREWALL_CHAIN, LOCALNET_FIREWALL_JUMP, LOCALNET_FIREWALL_RULE } from './localhost.ts';
 
 /** A jump from a built-in chain into drover's chains. */

@@ -4,9 +4,9 @@
  * `sync_proxy_rules_iptables_last` (metrics.ts).
  */
 import type { ModeSyncDetail } from '../../proxier/backend.ts';
-import type { TableName } from './parse.ts';
-import { TABLES } from './parse.ts';
-import type { Plan } from './plan.ts';
+import type { TableName } from '../../kernel/iptables/parse.ts';
+import { TABLES } from '../../kernel/iptables/parse.ts';
+import type { Plan } from '../../kernel/iptables/plan.ts';
 import type { ServiceRules } from './render.ts';
 import type { StaticRuleset } from './static.ts';
 

@@ -7,9 +7,9 @@
 import { requireNetns, requireRoot } from '../shared/access.ts';
 import type { KernelOptions } from '../../config/kernel.ts';
 import type { Logger } from '../../util/log.ts';
-import { detectVariant, SystemIptables } from './exec.ts';
-import { readTables } from './live.ts';
-import type { ParsedDump } from './parse.ts';
+import { detectVariant, SystemIptables } from '../../kernel/iptables/exec.ts';
+import { readTables } from '../../kernel/iptables/live.ts';
+import type { ParsedDump } from '../../kernel/iptables/parse.ts';
 import type { IPFamily } from '../../model/types.ts';
 
 /**

@@ -28,7 +28,7 @@ import { planIpvs, type IpvsOp } from './reconcile.ts';
 import { otherModeLeftovers } from './rules.ts';
 import { IP_VS_SVC_F, type DestEntry, type RealServer, type VirtualServer, type VirtualServerKey } from './codec.ts';
 import { ipvsSysctls } from './sysctl.ts';
-import { TABLES } from '../iptables/parse.ts';
+import { TABLES } from '../../kernel/iptables/parse.ts';
 import { driftItems, formatDrift, ipv6DriftItem, type DriftItem } from '../iptables/diff.ts';
 import { boundAddresses, virtualServerLabel, type IpvsLive } from './live.ts';
 import { cidrContains, joinHostPort, uint32ToIPv4 } from '../../model/addr.ts';

@@ -11,7 +11,7 @@ import type { RenderCliOptions } from '../../config/render-cli.ts';
 import type { NodeAddresses } from './frontends.ts';
 import { renderConfig } from '../shared/render-config.ts';
 import { createLogger } from '../../util/log.ts';
-import { localAddresses } from '../iptables/live.ts';
+import { localAddresses } from '../../kernel/iptables/live.ts';
 import { ip6tablesStatusLines, ownedRuleCounts } from '../iptables/ruleset.ts';
 import { selectServicePorts, UnknownServiceError } from '../iptables/chains.ts';
 import type { ModeDriver } from '../driver.ts';

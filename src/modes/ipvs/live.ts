@@ -6,8 +6,8 @@
  * (`iptables-save`, `ip6tables-save`).
  * All I/O goes through the backend's interfaces, so tests use the fakes.
  */
-import type { IptablesExec } from '../iptables/exec.ts';
-import type { ParsedDump } from '../iptables/parse.ts';
+import type { IptablesExec } from '../../kernel/iptables/exec.ts';
+import type { ParsedDump } from '../../kernel/iptables/parse.ts';
 import { compareText } from './desired.ts';
 import { familySetName, IPVS_SETS, parseIpsetSave, type IpsetExec, type SavedSet } from './ipset.ts';
 import { joinHostPort } from '../../model/addr.ts';
@@ -16,7 +16,7 @@ import { readVirtualServers, type IpvsKernel } from './kernel.ts';
 import { DUMMY_INTERFACE, hostPrefixLength, type InterfaceAddress, type LinkManager } from './link.ts';
 import type { KernelVirtualServer } from './reconcile.ts';
 import { IPVS_SYSCTLS, type Sysctls } from './sysctl.ts';
-import { readTables } from '../iptables/live.ts';
+import { readTables } from '../../kernel/iptables/live.ts';
 
 /** The I/O the IPVS inspect commands need. */
 export interface IpvsInspectIO {

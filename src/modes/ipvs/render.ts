@@ -21,7 +21,7 @@
  */
 import { compareAddresses, joinHostPort, uint32ToIPv4 } from '../../model/addr.ts';
 import type { IPFamily } from '../../model/types.ts';
-import { planToRestore } from '../iptables/plan.ts';
+import { planToRestore } from '../../kernel/iptables/plan.ts';
 import type { StaticRuleset } from '../iptables/static.ts';
 import { validateRealServer, validateVirtualServer, type RealServer, type VirtualServer } from './codec.ts';
 import type { DesiredIpvsState, DesiredVirtualServer } from './desired.ts';

@@ -38,7 +38,7 @@ import { desiredNft, type DesiredNft } from './desired.ts';
 import { selectServicePorts, UnknownServiceError } from '../iptables/chains.ts';
 import { endpointPods } from '../../model/pods.ts';
 import { openElementWriter } from './wiring.ts';
-import { localAddresses } from '../iptables/live.ts';
+import { localAddresses } from '../../kernel/iptables/live.ts';
 import { nftablesMetrics } from './metrics.ts';
 import { nftablesSyncLogFields } from './sync-detail.ts';
 

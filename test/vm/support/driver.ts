@@ -27,7 +27,7 @@
  * The process exits when stdin closes.
  */
 import { createInterface } from 'node:readline';
-import { SystemIptables } from '../../../src/modes/iptables/exec.ts';
+import { SystemIptables } from '../../../src/kernel/iptables/exec.ts';
 import { IpvsBackend } from '../../../src/modes/ipvs/backend.ts';
 import { DualStackIpvsBackend } from '../../../src/modes/ipvs/dual-stack.ts';
 import { SystemIpset } from '../../../src/modes/ipvs/ipset.ts';
@@ -41,7 +41,7 @@ import { Proxier } from '../../../src/proxier/proxier.ts';
 import { nodeAddresses } from '../../../src/modes/ipvs/node-ips.ts';
 import { createLogger, type Logger } from '../../../src/util/log.ts';
 import { trace, type Packet } from '../../../src/inspect/trace.ts';
-import { localAddresses } from '../../../src/modes/iptables/live.ts';
+import { localAddresses } from '../../../src/kernel/iptables/live.ts';
 import { readIpvsLive } from '../../../src/modes/ipvs/live.ts';
 import { ipvsTraceContext } from '../../../src/modes/ipvs/trace.ts';
 

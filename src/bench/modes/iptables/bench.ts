@@ -3,7 +3,7 @@
  * harness (harness.ts) runs in the bench's own process and reaches the node
  * namespace through `iptables-restore` run with `ip netns exec`.
  */
-import { toIptablesVariant } from '../../../modes/iptables/exec.ts';
+import { toIptablesVariant } from '../../../kernel/iptables/exec.ts';
 import type { ModeBench } from '../../harness.ts';
 import { BENCH_CLUSTER_CIDR } from '../../synth.ts';
 import type { BenchSettings } from '../../types.ts';

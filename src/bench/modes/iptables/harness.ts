@@ -6,8 +6,8 @@
  * namespace.
  */
 import { IptablesBackend } from '../../../modes/iptables/backend.ts';
-import { canonicalRule } from '../../../modes/iptables/canonical.ts';
-import { SystemIptables, type IptablesExec, type IptablesVariant } from '../../../modes/iptables/exec.ts';
+import { canonicalRule } from '../../../kernel/iptables/canonical.ts';
+import { SystemIptables, type IptablesExec, type IptablesVariant } from '../../../kernel/iptables/exec.ts';
 import { renderServicePort, sharedRule, type ServiceRules } from '../../../modes/iptables/render.ts';
 import type { RenderOptions } from '../../../config/render.ts';
 import { SERVICES_CHAIN } from '../../../modes/iptables/ruleset.ts';

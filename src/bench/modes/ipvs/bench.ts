@@ -4,7 +4,7 @@
  * IPVS generic netlink and rtnetlink sockets act on the namespace of its
  * process.
  */
-import { SystemIptables, toIptablesVariant } from '../../../modes/iptables/exec.ts';
+import { SystemIptables, toIptablesVariant } from '../../../kernel/iptables/exec.ts';
 import { SystemIpset } from '../../../modes/ipvs/ipset.ts';
 import { RtnlLinkManager } from '../../../modes/ipvs/link.ts';
 import { IpvsClient, IpvsUnavailableError } from '../../../modes/ipvs/netlink.ts';

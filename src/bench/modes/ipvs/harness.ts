@@ -32,7 +32,7 @@ import { DUMMY_INTERFACE, planAddresses, type LinkManager } from '../../../modes
 import { planIpvs, sameDest, sameService, type KernelVirtualServer } from '../../../modes/ipvs/reconcile.ts';
 import { ipvsStaticRules } from '../../../modes/ipvs/rules.ts';
 import type { Sysctls } from '../../../modes/ipvs/sysctl.ts';
-import type { IptablesExec } from '../../../modes/iptables/exec.ts';
+import type { IptablesExec } from '../../../kernel/iptables/exec.ts';
 import type { RenderOptions } from '../../../config/render.ts';
 import type { ServicePort, Snapshot } from '../../../model/types.ts';
 import { silentLogger } from '../../../util/log.ts';

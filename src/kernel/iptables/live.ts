@@ -1,7 +1,7 @@
 /** Reading the live kernel state that the inspect commands work on. */
 import { isCanonicalIPv4, parseIP } from '../../model/addr.ts';
 import type { IPFamily } from '../../model/types.ts';
-import { runCommand } from '../../kernel/exec.ts';
+import { runCommand } from '../exec.ts';
 import type { IptablesExec } from './exec.ts';
 import { parseSave, TABLES, type ParsedDump } from './parse.ts';
 

@@ -27,7 +27,7 @@
  * FullSyncPeriod).
  */
 import { createNetlink, type NetlinkSocket } from 'netlink';
-import { NetlinkDecodeError, parseAttrs, attrBe32 } from '../../kernel/netlink/nlattr.ts';
+import { NetlinkDecodeError, parseAttrs, attrBe32 } from '../netlink/nlattr.ts';
 
 /** kube-proxy's canary chain name. */
 export const CANARY_CHAIN = 'KUBE-PROXY-CANARY';

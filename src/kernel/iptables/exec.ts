@@ -8,7 +8,7 @@
  * errors; `netfilter` builds shell command lines). Commands are spawned with
  * an argument array, never through a shell, and the ruleset goes on stdin.
  */
-import { CommandError, runCommand, summarise } from '../../kernel/exec.ts';
+import { CommandError, runCommand, summarise } from '../exec.ts';
 import type { TableName } from './parse.ts';
 import { NftGeneration, type CanaryTable } from './canary.ts';
 import { DroverError } from '../../errors.ts';
