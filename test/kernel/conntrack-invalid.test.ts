@@ -22,7 +22,7 @@ import test, { type ExecutionContext } from 'ava';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { IptablesBackend } from '../../src/modes/iptables/backend.ts';
 import { SystemIptables } from '../../src/kernel/iptables/exec.ts';
-import { loadStaticRules, withInvalidDrop } from '../../src/modes/iptables/static.ts';
+import { loadStaticRules, withInvalidDrop } from '../../src/modes/shared/kube-chains/static.ts';
 import { applyConntrackSettings } from '../../src/conntrack/sysctls.ts';
 import { namespaceSysctls } from '../../src/modes/shared/sysctls.ts';
 import { run } from '../../src/testbed/exec.ts';

@@ -14,7 +14,7 @@ import { createTopology, testbedUnavailableReason, type Topology } from '../../s
 import { silentLogger } from '../../src/util/log.ts';
 import { dualSnap, ep, snap, sp } from '../support/snapshots.ts';
 import { DualStackIptablesBackend } from '../../src/modes/iptables/dual-stack.ts';
-import { loadStatic6Rules, loadStaticRules } from '../../src/modes/iptables/static.ts';
+import { loadStatic6Rules, loadStaticRules } from '../../src/modes/shared/kube-chains/static.ts';
 
 const unavailable = await testbedUnavailableReason();
 const dns = (ips: string[]) =>

@@ -7,7 +7,7 @@ import test from 'ava';
 import { IptablesBackend } from '../../src/modes/iptables/backend.ts';
 import { SystemIptables } from '../../src/kernel/iptables/exec.ts';
 import { localAddresses, readTables } from '../../src/kernel/iptables/live.ts';
-import { iptablesTraceContext } from '../../src/modes/iptables/trace.ts';
+import { iptablesTraceContext } from '../../src/modes/shared/kube-chains/trace.ts';
 import { trace } from '../../src/inspect/trace.ts';
 import { connectOnce, probe } from '../../src/testbed/probe.ts';
 import { createTopology, testbedUnavailableReason, type Topology } from '../../src/testbed/topology.ts';

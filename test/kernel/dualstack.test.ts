@@ -9,8 +9,8 @@
 import test from 'ava';
 import { DualStackIptablesBackend, FamilySyncError } from '../../src/modes/iptables/dual-stack.ts';
 import { SystemIptables } from '../../src/kernel/iptables/exec.ts';
-import { loadStatic6Rules, loadStaticRules } from '../../src/modes/iptables/static.ts';
-import { iptablesStatics6 } from '../../src/modes/iptables/node-ports.ts';
+import { loadStatic6Rules, loadStaticRules } from '../../src/modes/shared/kube-chains/static.ts';
+import { iptablesStatics6 } from '../../src/modes/shared/kube-chains/node-ports.ts';
 import { nodePortAddressesArg } from '../../src/cli/options.ts';
 import { probe } from '../../src/testbed/probe.ts';
 import { testbedUnavailableReason, type Topology } from '../../src/testbed/topology.ts';

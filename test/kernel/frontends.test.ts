@@ -11,14 +11,14 @@ import test from 'ava';
 import { IptablesBackend } from '../../src/modes/iptables/backend.ts';
 import { SystemIptables } from '../../src/kernel/iptables/exec.ts';
 import { localAddresses, readTables } from '../../src/kernel/iptables/live.ts';
-import { iptablesTraceContext } from '../../src/modes/iptables/trace.ts';
+import { iptablesTraceContext } from '../../src/modes/shared/kube-chains/trace.ts';
 import { trace } from '../../src/inspect/trace.ts';
 import { probe } from '../../src/testbed/probe.ts';
 import { createTopology, testbedUnavailableReason, type Topology } from '../../src/testbed/topology.ts';
 import { silentLogger } from '../../src/util/log.ts';
 import { affinityRun } from '../support/affinity.ts';
 import { BACKENDS, CASES, CLIENTS, CLUSTER_CIDR, flowProbeTimeoutMs, LB_IP, NODE_IP, STATE } from '../support/packet-flow.ts';
-import { iptablesStatics } from '../../src/modes/iptables/node-ports.ts';
+import { iptablesStatics } from '../../src/modes/shared/kube-chains/node-ports.ts';
 import { nodePortAddressesArg } from '../../src/cli/options.ts';
 
 const unavailable = await testbedUnavailableReason();

@@ -11,7 +11,7 @@ import { iterationChanges, type ClockService } from '../../src/bench/changes.ts'
 import { iptablesHarness } from '../../src/bench/modes/iptables/harness.ts';
 import { fullRerenderPayload, kubeProxyPayload, minimalPayload } from '../../src/bench/modes/iptables/payloads.ts';
 import { BENCH_CLUSTER_CIDR, benchSnapshot, clockServicePort, type RealEndpoint } from '../../src/bench/synth.ts';
-import { loadStaticRules } from '../../src/modes/iptables/static.ts';
+import { loadStaticRules } from '../../src/modes/shared/kube-chains/static.ts';
 import type { Snapshot } from '../../src/model/types.ts';
 
 const RENDER = { clusterCIDR: BENCH_CLUSTER_CIDR, masqueradeAll: false };

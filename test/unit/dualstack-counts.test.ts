@@ -12,7 +12,7 @@ import { healthCheckServices } from '../../src/model/health-check.ts';
 import type { Endpoint, Frontends, ServicePort } from '../../src/model/types.ts';
 import { DualStackIptablesBackend } from '../../src/modes/iptables/dual-stack.ts';
 import { FakeIptables } from '../../src/modes/iptables/fake.ts';
-import { loadStatic6Rules, loadStaticRules } from '../../src/modes/iptables/static.ts';
+import { loadStatic6Rules, loadStaticRules } from '../../src/modes/shared/kube-chains/static.ts';
 import { countChanges } from '../../src/proxier/changes.ts';
 import { Proxier } from '../../src/proxier/proxier.ts';
 import type { SourceRead } from '../../src/sources/source.ts';

@@ -5,7 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { DroverError, describeOrigin, fileOrigin, UsageError } from '../../src/errors.ts';
 import { NotRunError } from '../../src/inspect/status.ts';
 import { ManifestError, objectError } from '../../src/model/errors.ts';
-import { UnknownServiceError } from '../../src/modes/iptables/chains.ts';
+import { UnknownServiceError } from '../../src/modes/shared/kube-chains/chains.ts';
 import { RestoreError } from '../../src/kernel/iptables/exec.ts';
 import { IptablesParseError } from '../../src/kernel/iptables/parse.ts';
 import { UnsafeValueError } from '../../src/modes/iptables/render.ts';

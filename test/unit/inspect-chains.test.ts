@@ -2,7 +2,7 @@ import test from 'ava';
 import { IptablesBackend } from '../../src/modes/iptables/backend.ts';
 import { FakeIptables } from '../../src/modes/iptables/fake.ts';
 import { parseSave } from '../../src/kernel/iptables/parse.ts';
-import { chainLabel, formatChains, selectServicePorts, serviceChains } from '../../src/modes/iptables/chains.ts';
+import { chainLabel, formatChains, selectServicePorts, serviceChains } from '../../src/modes/shared/kube-chains/chains.ts';
 import { readTables } from '../../src/kernel/iptables/live.ts';
 import { silentLogger } from '../../src/util/log.ts';
 import { ep, snap, sp } from '../support/snapshots.ts';

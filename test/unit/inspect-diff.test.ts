@@ -1,9 +1,9 @@
 import test from 'ava';
 import { IptablesBackend } from '../../src/modes/iptables/backend.ts';
 import { FakeIptables } from '../../src/modes/iptables/fake.ts';
-import { renderSnapshot } from '../../src/modes/iptables/ruleset.ts';
-import { loadStaticRules } from '../../src/modes/iptables/static.ts';
-import { driftItems, formatDrift, ruleChanges } from '../../src/modes/iptables/diff.ts';
+import { renderSnapshot } from '../../src/modes/shared/kube-chains/ruleset.ts';
+import { loadStaticRules } from '../../src/modes/shared/kube-chains/static.ts';
+import { driftItems, formatDrift, ruleChanges } from '../../src/modes/shared/kube-chains/diff.ts';
 import { readTables } from '../../src/kernel/iptables/live.ts';
 import { silentLogger } from '../../src/util/log.ts';
 import { ep, snap, sp } from '../support/snapshots.ts';

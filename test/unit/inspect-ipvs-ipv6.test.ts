@@ -12,7 +12,7 @@ import test from 'ava';
 import { formatTrace } from '../../src/inspect/trace-format.ts';
 import { trace, type Packet } from '../../src/inspect/trace.ts';
 import { TABLES } from '../../src/kernel/iptables/parse.ts';
-import { ip6tablesStatusLines, ownedRuleCounts } from '../../src/modes/iptables/ruleset.ts';
+import { ip6tablesStatusLines, ownedRuleCounts } from '../../src/modes/shared/kube-chains/ruleset.ts';
 import { desiredIpvsState } from '../../src/modes/ipvs/assemble.ts';
 import { formatIpvsDrift, ipvsDrift, ipvsDriftCount } from '../../src/modes/ipvs/diff.ts';
 import { DualStackIpvsBackend } from '../../src/modes/ipvs/dual-stack.ts';

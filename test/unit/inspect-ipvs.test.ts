@@ -4,10 +4,10 @@
  * changed by hand: exact text of chains, trace, diff and status.
  */
 import test from 'ava';
-import { loadStaticRules } from '../../src/modes/iptables/static.ts';
+import { loadStaticRules } from '../../src/modes/shared/kube-chains/static.ts';
 import { desiredIpvsState } from '../../src/modes/ipvs/assemble.ts';
 import { ipvsStaticRules } from '../../src/modes/ipvs/rules.ts';
-import { selectServicePorts, UnknownServiceError } from '../../src/modes/iptables/chains.ts';
+import { selectServicePorts, UnknownServiceError } from '../../src/modes/shared/kube-chains/chains.ts';
 import { formatIpvsChains, ipvsServicePortViews } from '../../src/modes/ipvs/chains.ts';
 import { formatIpvsDrift, ipvsDrift, ipvsDriftCount } from '../../src/modes/ipvs/diff.ts';
 import { ipvsStatusLines } from '../../src/modes/ipvs/driver.ts';

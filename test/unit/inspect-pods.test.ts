@@ -6,7 +6,7 @@
 import test from 'ava';
 import { serviceSummary } from '../../src/cli/render.ts';
 import { endpointPods } from '../../src/model/pods.ts';
-import { formatChains, withPods, type ServicePortChains } from '../../src/modes/iptables/chains.ts';
+import { formatChains, withPods, type ServicePortChains } from '../../src/modes/shared/kube-chains/chains.ts';
 import { desiredIpvsState } from '../../src/modes/ipvs/assemble.ts';
 import { formatIpvsChains, ipvsServicePortViews } from '../../src/modes/ipvs/chains.ts';
 import { readIpvsLive } from '../../src/modes/ipvs/live.ts';

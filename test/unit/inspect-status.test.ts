@@ -4,8 +4,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { IptablesBackend } from '../../src/modes/iptables/backend.ts';
 import { FakeIptables } from '../../src/modes/iptables/fake.ts';
-import { loadStaticRules } from '../../src/modes/iptables/static.ts';
-import { ownedRuleCounts } from '../../src/modes/iptables/ruleset.ts';
+import { loadStaticRules } from '../../src/modes/shared/kube-chains/static.ts';
+import { ownedRuleCounts } from '../../src/modes/shared/kube-chains/ruleset.ts';
 import { readTables } from '../../src/kernel/iptables/live.ts';
 import {
   ago,

@@ -2,7 +2,7 @@ import test from 'ava';
 import { readFileSync } from 'node:fs';
 import { parseSave } from '../../src/kernel/iptables/parse.ts';
 import { parseRule, tokenize } from '../../src/kernel/iptables/rule.ts';
-import { iptablesTraceContext } from '../../src/modes/iptables/trace.ts';
+import { iptablesTraceContext } from '../../src/modes/shared/kube-chains/trace.ts';
 import { formatTrace } from '../../src/inspect/trace-format.ts';
 import { trace, type Packet } from '../../src/inspect/trace.ts';
 

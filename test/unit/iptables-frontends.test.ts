@@ -11,7 +11,7 @@ import { FakeIptables } from '../../src/modes/iptables/fake.ts';
 import { renderServicePort, type ServiceRules } from '../../src/modes/iptables/render.ts';
 import { ipv4Frontends, type Frontends, type NodeInfo, type ServicePort } from '../../src/model/types.ts';
 import { silentLogger } from '../../src/util/log.ts';
-import { loadStaticRules } from '../../src/modes/iptables/static.ts';
+import { loadStaticRules } from '../../src/modes/shared/kube-chains/static.ts';
 import { ep, snap, sp } from '../support/snapshots.ts';
 
 const render = { clusterCIDR: '10.0.0.0/8', masqueradeAll: false };

@@ -6,10 +6,10 @@
  */
 import test from 'ava';
 import { familyView } from '../../src/model/family.ts';
-import { renderRestore } from '../../src/modes/iptables/ruleset.ts';
+import { renderRestore } from '../../src/modes/shared/kube-chains/ruleset.ts';
 import { renderServicePort, UnsafeValueError } from '../../src/modes/iptables/render.ts';
-import { loadStatic6Rules } from '../../src/modes/iptables/static.ts';
-import { iptablesStatics6, nodePortIPs } from '../../src/modes/iptables/node-ports.ts';
+import { loadStatic6Rules } from '../../src/modes/shared/kube-chains/static.ts';
+import { iptablesStatics6, nodePortIPs } from '../../src/modes/shared/kube-chains/node-ports.ts';
 import { nodePortAddressesArg } from '../../src/cli/options.ts';
 import { renderConfig } from '../../src/modes/shared/render-config.ts';
 import { buildFrom, recordingLogger } from './model-helpers.ts';

@@ -1,5 +1,5 @@
 import test from 'ava';
-import { base32, endpointChainName, serviceChainName } from '../../src/modes/iptables/names.ts';
+import { base32, endpointChainName, serviceChainName } from '../../src/modes/shared/kube-chains/names.ts';
 
 // Vectors from kube-proxy's pkg/proxy/iptables/proxier_test.go.
 test('KUBE-SVC chain names match kube-proxy', (t) => {

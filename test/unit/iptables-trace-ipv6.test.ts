@@ -12,8 +12,8 @@ import { DualStackIptablesBackend } from '../../src/modes/iptables/dual-stack.ts
 import { FakeIptables } from '../../src/modes/iptables/fake.ts';
 import { readTables } from '../../src/kernel/iptables/live.ts';
 import { parsePrefix, parseRule, prefixContains } from '../../src/kernel/iptables/rule.ts';
-import { loadStatic6Rules, loadStaticRules } from '../../src/modes/iptables/static.ts';
-import { iptablesTraceContext } from '../../src/modes/iptables/trace.ts';
+import { loadStatic6Rules, loadStaticRules } from '../../src/modes/shared/kube-chains/static.ts';
+import { iptablesTraceContext } from '../../src/modes/shared/kube-chains/trace.ts';
 import { buildFrom } from './model-helpers.ts';
 
 const NODE6 = 'fd00:100::1';

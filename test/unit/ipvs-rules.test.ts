@@ -8,8 +8,8 @@ import { ipvsRulesPlan, ipvsStaticRules, substituteMasquerade } from '../../src/
 import { silentLogger } from '../../src/util/log.ts';
 import { ep, snap, sp } from '../support/snapshots.ts';
 import { ipv4Frontends } from '../../src/model/types.ts';
-import { driftItems } from '../../src/modes/iptables/diff.ts';
-import { loadStaticRules } from '../../src/modes/iptables/static.ts';
+import { driftItems } from '../../src/modes/shared/kube-chains/diff.ts';
+import { loadStaticRules } from '../../src/modes/shared/kube-chains/static.ts';
 
 const MASQ_COMMENT = '-m comment --comment "Kubernetes service cluster ip + port for masquerade purpose" -m set --match-set KUBE-CLUSTER-IP dst,dst -j KUBE-MARK-MASQ';
 

@@ -7,7 +7,7 @@
 import test from 'ava';
 import { desiredNft } from '../../src/modes/nftables/desired.ts';
 import { formatNftChains, nftFrontendViews } from '../../src/modes/nftables/chains.ts';
-import { selectServicePorts, UnknownServiceError } from '../../src/modes/iptables/chains.ts';
+import { selectServicePorts, UnknownServiceError } from '../../src/modes/shared/kube-chains/chains.ts';
 import type { LiveTable } from '../../src/modes/nftables/live.ts';
 import { CLUSTER_CIDR, NODE_IP, STATE } from '../support/packet-flow.ts';
 import { plannedTable } from '../support/nft-table.ts';

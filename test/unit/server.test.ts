@@ -12,7 +12,7 @@ import { silentLogger } from '../../src/util/log.ts';
 import { ep, snap, sp } from '../support/snapshots.ts';
 import { configz, goDuration } from '../../src/cli/configz.ts';
 import { DualStackIptablesBackend } from '../../src/modes/iptables/dual-stack.ts';
-import { loadStatic6Rules, loadStaticRules } from '../../src/modes/iptables/static.ts';
+import { loadStatic6Rules, loadStaticRules } from '../../src/modes/shared/kube-chains/static.ts';
 import { DualStackNftablesBackend } from '../../src/modes/nftables/dual-stack.ts';
 import { FakeNft } from '../../src/modes/nftables/fake.ts';
 import { nftablesMetrics } from '../../src/modes/nftables/metrics.ts';

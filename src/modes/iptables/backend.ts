@@ -15,7 +15,7 @@
  *   rules and chains of service ports it does not know as they are
  *   (ruleset.ts fullPlan).
  */
-import { IptablesDriftWatch } from './drift-watch.ts';
+import { IptablesDriftWatch } from '../shared/kube-chains/drift-watch.ts';
 import { iptablesDetail, ownedRules, ruleCounts, writtenRules, type RulesByTable } from './sync-detail.ts';
 import type { Logger } from '../../util/log.ts';
 import type { NodeInfo, ServicePort, Snapshot } from '../../model/types.ts';
@@ -27,9 +27,9 @@ import { splitPlan } from './split.ts';
 import { countServingEndpoints } from '../../model/policy.ts';
 import { renderServicePort, type ServiceRules } from './render.ts';
 import type { RenderOptions } from '../../config/render.ts';
-import { isServiceChain } from './names.ts';
-import { cleanupPlan, foreignReferences, fullPlan, partialPlan, renderSnapshot } from './ruleset.ts';
-import { loadStaticRules, type StaticRuleset } from './static.ts';
+import { isServiceChain } from '../shared/kube-chains/names.ts';
+import { cleanupPlan, foreignReferences, fullPlan, partialPlan, renderSnapshot } from '../shared/kube-chains/ruleset.ts';
+import { loadStaticRules, type StaticRuleset } from '../shared/kube-chains/static.ts';
 import { ReadBackTimeoutError } from '../../errors.ts';
 import { ReadBackBudget } from '../shared/read-back.ts';
 import { collectWhenGrown, SYNC_GROWTH_BOUND as GROWTH_BOUND } from '../../util/gc.ts';

@@ -3,27 +3,27 @@
  * through `iptables-restore --noflush`, read back with `iptables-save`.
  */
 import { iptablesMetrics } from './metrics.ts';
-import { iptablesTraceContext } from './trace.ts';
+import { iptablesTraceContext } from '../shared/kube-chains/trace.ts';
 import { createLogger } from '../../util/log.ts';
 import { loadSource } from '../../sources/load.ts';
 import { renderConfig } from '../shared/render-config.ts';
 import type { ModeDriver, ModeOptions } from '../driver.ts';
-import { formatChains, selectServicePorts, serviceChains, withPods } from './chains.ts';
+import { formatChains, selectServicePorts, serviceChains, withPods } from '../shared/kube-chains/chains.ts';
 import { endpointPods } from '../../model/pods.ts';
-import { driftItems, formatDrift, ipv6DriftItem, type DriftItem } from './diff.ts';
+import { driftItems, formatDrift, ipv6DriftItem, type DriftItem } from '../shared/kube-chains/diff.ts';
 import type { ParsedDump, TableName } from '../../kernel/iptables/parse.ts';
 import type { RenderCliOptions } from '../../config/render-cli.ts';
 import { driftOf } from '../shared/drift.ts';
 import { localAddresses, readTables } from '../../kernel/iptables/live.ts';
-import { ip6tablesStatusLines, ownedRuleCounts, renderRestore, renderSnapshot } from './ruleset.ts';
-import { iptablesStatics, iptablesStatics6 } from './node-ports.ts';
-import { createDualStackExec, createIptablesExec, readKernel } from './wiring.ts';
+import { ip6tablesStatusLines, ownedRuleCounts, renderRestore, renderSnapshot } from '../shared/kube-chains/ruleset.ts';
+import { iptablesStatics, iptablesStatics6 } from '../shared/kube-chains/node-ports.ts';
+import { createDualStackExec, createIptablesExec, readKernel } from '../shared/iptables-wiring.ts';
 import { DualStackIptablesBackend } from './dual-stack.ts';
 import { ipv6RenderOptions } from '../../config/render.ts';
-import { loadStaticRules, withInvalidDrop } from './static.ts';
+import { loadStaticRules, withInvalidDrop } from '../shared/kube-chains/static.ts';
 import { hasLocalnetFirewallJump, localhostNodePortsOn, namespaceSysctls, nodePortLocalhostOption, RouteLocalnetBackend } from './localhost.ts';
 import { familyView } from '../../model/family.ts';
-import type { ServicePortChains } from './chains.ts';
+import type { ServicePortChains } from '../shared/kube-chains/chains.ts';
 import type { Logger } from '../../util/log.ts';
 import { ensureCounters, namespaceNfacct, presentCounters, withCountedInvalidDrop } from './nfacct.ts';
 import { LOCALHOST_NODEPORTS_ACCEPTED, type KubeProxyCounter } from './nfacct-names.ts';

@@ -13,7 +13,7 @@ import { DualStackBackend } from '../shared/dual-stack.ts';
 import { IptablesBackend } from './backend.ts';
 import type { IptablesExec } from '../../kernel/iptables/exec.ts';
 import type { RenderOptions } from '../../config/render.ts';
-import type { StaticRuleset } from './static.ts';
+import type { StaticRuleset } from '../shared/kube-chains/static.ts';
 import { iptablesDetail, isIptablesDetail } from './sync-detail.ts';
 
 /** One family's part of a {@link DualStackIptablesBackend}. */

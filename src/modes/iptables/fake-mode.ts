@@ -8,7 +8,7 @@ import type { FakeMode, FakeModeOptions } from '../driver.ts';
 import { IptablesBackend } from './backend.ts';
 import { FakeIptables } from './fake.ts';
 import { readTables } from '../../kernel/iptables/live.ts';
-import { iptablesTraceContext } from './trace.ts';
+import { iptablesTraceContext } from '../shared/kube-chains/trace.ts';
 
 /** iptables mode on a fresh FakeIptables; every address in `opts.nodeAddresses` is local (`-m addrtype --dst-type LOCAL`). */
 export function iptablesFakeMode(opts: FakeModeOptions): FakeMode {

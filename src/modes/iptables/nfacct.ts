@@ -29,7 +29,7 @@ import type { Nfacct } from '../../kernel/nfacct/types.ts';
 import { nfacctOf } from '../../kernel/nfacct/netns.ts';
 import type { Logger } from '../../util/log.ts';
 import { runCommand } from '../../kernel/exec.ts';
-import { FORWARD_CHAIN, INVALID_DROP_RULE, type StaticRuleset } from './static.ts';
+import { FORWARD_CHAIN, INVALID_DROP_RULE, type StaticRuleset } from '../shared/kube-chains/static.ts';
 import { CT_STATE_INVALID_DROPPED, KUBE_PROXY_COUNTERS, nfacctMatch, type CounterSet, type KubeProxyCounter } from './nfacct-names.ts';
 
 /** {@link INVALID_DROP_RULE} counting what it drops, as kube-proxy writes it with nfacct. */

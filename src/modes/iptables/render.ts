@@ -49,7 +49,7 @@ import { externalIPsOf, loadBalancerIPsOf, rangesHoldNode, sourceRangesOf } from
 import { needsHealthCheck } from '../../model/health-check.ts';
 import { categorizeEndpoints, externallyAccessible, usesClusterEndpoints, usesLocalEndpoints } from '../../model/policy.ts';
 import type { Endpoint, IPFamily, NodeInfo, ServicePort } from '../../model/types.ts';
-import { endpointChainName, externalChainName, firewallChainName, localServiceChainName, serviceChainName } from './names.ts';
+import { endpointChainName, externalChainName, firewallChainName, localServiceChainName, serviceChainName } from '../shared/kube-chains/names.ts';
 import type { RenderOptions } from '../../config/render.ts';
 import { DroverError } from '../../errors.ts';
 import { LOCALHOST_NODEPORTS_ACCEPTED, nfacctMatch } from './nfacct-names.ts';

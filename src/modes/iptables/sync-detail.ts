@@ -8,7 +8,7 @@ import type { TableName } from '../../kernel/iptables/parse.ts';
 import { TABLES } from '../../kernel/iptables/parse.ts';
 import type { Plan } from '../../kernel/iptables/plan.ts';
 import type { ServiceRules } from './render.ts';
-import type { StaticRuleset } from './static.ts';
+import type { StaticRuleset } from '../shared/kube-chains/static.ts';
 
 /** Rule counts per table (filter, nat). */
 export type RulesByTable = Readonly<Record<TableName, number>>;

@@ -18,7 +18,7 @@
  * A virtual server drover does not own (outside `--service-cidr` and not
  * bound on kube-ipvs0) is not drift, as a sync leaves it alone.
  */
-import type { StaticRuleset } from '../iptables/static.ts';
+import type { StaticRuleset } from '../shared/kube-chains/static.ts';
 import { realServerKey, virtualServerKey, type DesiredIpvsState } from './desired.ts';
 import { CLUSTER_IP_SET, familySetName, IPVS_SETS, planIpsetRestore, swapSetName } from './ipset.ts';
 import { fullSyncTargets } from './keep.ts';
@@ -29,7 +29,7 @@ import { otherModeLeftovers } from './rules.ts';
 import { IP_VS_SVC_F, type DestEntry, type RealServer, type VirtualServer, type VirtualServerKey } from './codec.ts';
 import { ipvsSysctls } from './sysctl.ts';
 import { TABLES } from '../../kernel/iptables/parse.ts';
-import { driftItems, formatDrift, ipv6DriftItem, type DriftItem } from '../iptables/diff.ts';
+import { driftItems, formatDrift, ipv6DriftItem, type DriftItem } from '../shared/kube-chains/diff.ts';
 import { boundAddresses, virtualServerLabel, type IpvsLive } from './live.ts';
 import { cidrContains, joinHostPort, uint32ToIPv4 } from '../../model/addr.ts';
 

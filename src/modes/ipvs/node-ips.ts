@@ -13,7 +13,7 @@ import type { IPFamily } from '../../model/types.ts';
 import type { Interfaces } from '../../server/node-addresses.ts';
 import type { NodeAddresses } from './frontends.ts';
 import { DUMMY_INTERFACE } from './link.ts';
-import { nodePortIPs } from '../iptables/node-ports.ts';
+import { nodePortIPs } from '../shared/kube-chains/node-ports.ts';
 
 /**
  * The host's addresses of `family` (default IPv4), from `interfaces`

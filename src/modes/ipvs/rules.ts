@@ -24,8 +24,8 @@ import type { IPFamily } from '../../model/types.ts';
 import { TABLES, type ParsedDump } from '../../kernel/iptables/parse.ts';
 import { emptyPlan, mergePlans, type Plan } from '../../kernel/iptables/plan.ts';
 import type { RenderOptions } from '../../config/render.ts';
-import { builtinChainRules, fullPlan } from '../iptables/ruleset.ts';
-import { hookIdentities, loadStatic6Rules, loadStaticRules, parseStaticRules, withInvalidDrop, type StaticRuleset } from '../iptables/static.ts';
+import { builtinChainRules, fullPlan } from '../shared/kube-chains/ruleset.ts';
+import { hookIdentities, loadStatic6Rules, loadStaticRules, parseStaticRules, withInvalidDrop, type StaticRuleset } from '../shared/kube-chains/static.ts';
 
 /** Path of IPVS mode's rules file. */
 export const IPVS_STATIC_RULES_PATH = fileURLToPath(new URL('../../../rules/ipvs/static.rules', import.meta.url));

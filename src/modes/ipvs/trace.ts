@@ -20,7 +20,7 @@ import type { DataplaneBranch, DataplaneClaim, NatExit, Packet, Step, TraceConte
 import type { TraceFormat } from '../../inspect/trace-format.ts';
 import { joinHostPort } from '../../model/addr.ts';
 import type { IPFamily } from '../../model/types.ts';
-import { iptablesTraceContext } from '../iptables/trace.ts';
+import { iptablesTraceContext } from '../shared/kube-chains/trace.ts';
 import { virtualServerLabel, type IpvsLive } from './live.ts';
 import type { KernelVirtualServer } from './reconcile.ts';
 import { ipvsSchedule } from './schedule.ts';

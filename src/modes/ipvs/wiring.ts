@@ -10,7 +10,7 @@ import type { KernelOptions } from '../../config/kernel.ts';
 import { DEFAULT_SERVICE_CIDR } from '../../model/allocate.ts';
 import type { Logger } from '../../util/log.ts';
 import { SystemIptables } from '../../kernel/iptables/exec.ts';
-import { createIptablesExec } from '../iptables/wiring.ts';
+import { createIptablesExec } from '../shared/iptables-wiring.ts';
 import { ipv6RenderOptions, type RenderOptions } from '../../config/render.ts';
 import type { ModeOptions } from '../driver.ts';
 import type { IPPrefix } from '../../model/addr.ts';

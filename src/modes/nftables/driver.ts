@@ -35,7 +35,7 @@ import { nftTraceContext, nftTraceFormatOf } from './trace.ts';
 import { traceKernel } from './kernel-trace.ts';
 import { formatNftChains, nftFrontendViews } from './chains.ts';
 import { desiredNft, type DesiredNft } from './desired.ts';
-import { selectServicePorts, UnknownServiceError } from '../iptables/chains.ts';
+import { selectServicePorts, UnknownServiceError } from '../shared/kube-chains/chains.ts';
 import { endpointPods } from '../../model/pods.ts';
 import { openElementWriter } from './wiring.ts';
 import { localAddresses } from '../../kernel/iptables/live.ts';

@@ -9,7 +9,7 @@
 import { cidrContains, compareAddresses, type IPPrefix } from '../../model/addr.ts';
 import type { IPFamily } from '../../model/types.ts';
 import type { Logger } from '../../util/log.ts';
-import { readNodePortIPs } from '../iptables/node-ports.ts';
+import { readNodePortIPs } from '../shared/kube-chains/node-ports.ts';
 
 /**
  * The NodePort addresses of `family` (default IPv4) of namespace `netns` (undefined: this process's) for `cidrs`, sorted.

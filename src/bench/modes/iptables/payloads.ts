@@ -17,8 +17,8 @@
  * order is: chain declarations, rule deletions, rule appends, chain deletions.
  */
 import { sharedRule, type ServiceRules } from '../../../modes/iptables/render.ts';
-import { SERVICES_CHAIN } from '../../../modes/iptables/ruleset.ts';
-import type { StaticRuleset } from '../../../modes/iptables/static.ts';
+import { SERVICES_CHAIN } from '../../../modes/shared/kube-chains/ruleset.ts';
+import type { StaticRuleset } from '../../../modes/shared/kube-chains/static.ts';
 
 interface TableText {
   declare: string[];

@@ -17,11 +17,11 @@
  *   kube-proxy versions do not name the endpoint in a comment).
  */
 import { commentServicePort, isServiceChain } from './names.ts';
-import { TABLES, type ParsedDump, type ShownTable, type TableName } from '../../kernel/iptables/parse.ts';
+import { TABLES, type ParsedDump, type ShownTable, type TableName } from '../../../kernel/iptables/parse.ts';
 import { SET_CHAINS } from './ruleset.ts';
-import { parseRule } from '../../kernel/iptables/rule.ts';
-import { DroverError } from '../../errors.ts';
-import { endpointPodKey } from '../../model/pods.ts';
+import { parseRule } from '../../../kernel/iptables/rule.ts';
+import { DroverError } from '../../../errors.ts';
+import { endpointPodKey } from '../../../model/pods.ts';
 
 
 /** One chain, or the rules of one service port in KUBE-SERVICES, as the kernel has them. */

@@ -15,12 +15,12 @@
  * this node's IPv6 addresses in the IPv6 CIDRs, `-d IP/128` each. There
  * are no localhost NodePorts for IPv6.
  */
-import { cidrContains, compareAddresses, parseIP, type IPPrefix } from '../../model/addr.ts';
-import type { IPFamily } from '../../model/types.ts';
-import type { Logger } from '../../util/log.ts';
-import { localAddresses } from '../../kernel/iptables/live.ts';
+import { cidrContains, compareAddresses, parseIP, type IPPrefix } from '../../../model/addr.ts';
+import type { IPFamily } from '../../../model/types.ts';
+import type { Logger } from '../../../util/log.ts';
+import { localAddresses } from '../../../kernel/iptables/live.ts';
 import { loadStatic6Rules, loadStaticRules, type StaticRuleset } from './static.ts';
-import { localhostNodePortsOn } from './localhost.ts';
+import { localhostNodePortsOn } from '../../iptables/localhost.ts';
 
 /** The NodePort addresses for `cidrs` among `local`. */
 export interface NodePortIPs {

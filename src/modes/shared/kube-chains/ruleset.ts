@@ -3,16 +3,16 @@
  * desired ruleset is, and the plans for a full sync, a partial sync and a
  * cleanup. No I/O here; backend.ts feeds it the kernel's read-back.
  */
-import type { Snapshot } from '../../model/types.ts';
-import { tokenize } from '../../kernel/iptables/rule.ts';
-import type { KeptChain } from '../../proxier/backend.ts';
+import type { Snapshot } from '../../../model/types.ts';
+import { tokenize } from '../../../kernel/iptables/rule.ts';
+import type { KeptChain } from '../../../proxier/backend.ts';
 import { commentServicePort, hashSuffix, isServiceChain } from './names.ts';
-import { BUILTIN_CHAINS, TABLES, type ParsedDump, type TableName } from '../../kernel/iptables/parse.ts';
-import { appendAll, diffTable, emptyPlan, planToRestore, type Plan, type TableView } from '../../kernel/iptables/plan.ts';
-import { renderServicePort, type ServiceRules } from './render.ts';
-import type { RenderOptions } from '../../config/render.ts';
+import { BUILTIN_CHAINS, TABLES, type ParsedDump, type TableName } from '../../../kernel/iptables/parse.ts';
+import { appendAll, diffTable, emptyPlan, planToRestore, type Plan, type TableView } from '../../../kernel/iptables/plan.ts';
+import { renderServicePort, type ServiceRules } from '../../iptables/render.ts';
+import type { RenderOptions } from '../../../config/render.ts';
 import { hookIdentities, hookIdentity, loadStaticRules, type StaticRuleset } from './static.ts';
-import { LOCALNET_FIREWALL_CHAIN } from './localhost.ts';
+import { LOCALNET_FIREWALL_CHAIN } from '../../iptables/localhost.ts';
 
 /** The chain of every service port's ClusterIP entry (nat) or REJECT (filter). */
 export const SERVICES_CHAIN = 'KUBE-SERVICES';

@@ -3,11 +3,11 @@
  * it looks at), kept between syncs for both modes that write iptables
  * rules: iptables mode, and IPVS mode's static rules.
  */
-import type { Logger } from '../../util/log.ts';
-import { CANARY_CHAIN, CANARY_TABLES } from '../../kernel/iptables/canary.ts';
-import { canonicalRule } from '../../kernel/iptables/canonical.ts';
-import type { IptablesExec } from '../../kernel/iptables/exec.ts';
-import type { TableName } from '../../kernel/iptables/parse.ts';
+import type { Logger } from '../../../util/log.ts';
+import { CANARY_CHAIN, CANARY_TABLES } from '../../../kernel/iptables/canary.ts';
+import { canonicalRule } from '../../../kernel/iptables/canonical.ts';
+import type { IptablesExec } from '../../../kernel/iptables/exec.ts';
+import type { TableName } from '../../../kernel/iptables/parse.ts';
 import type { StaticRuleset } from './static.ts';
 
 /**

@@ -11,10 +11,10 @@
  * guessing. Every mode with iptables rules walks them here (IPVS mode's
  * `-m set` matches need the ipsets' contents).
  */
-import type { HookEnd, Packet, RulePlace, RuleVerdict, Step, TraceContext, TraceHook, TraceRuleset, TraceStage, TraceState } from '../../inspect/trace.ts';
-import type { ParsedChain, ParsedDump } from '../../kernel/iptables/parse.ts';
-import { BUILTIN_CHAINS } from '../../kernel/iptables/parse.ts';
-import { parsePrefix, parseRule, prefixContains, type Match, type Rule, type Target } from '../../kernel/iptables/rule.ts';
+import type { HookEnd, Packet, RulePlace, RuleVerdict, Step, TraceContext, TraceHook, TraceRuleset, TraceStage, TraceState } from '../../../inspect/trace.ts';
+import type { ParsedChain, ParsedDump } from '../../../kernel/iptables/parse.ts';
+import { BUILTIN_CHAINS } from '../../../kernel/iptables/parse.ts';
+import { parsePrefix, parseRule, prefixContains, type Match, type Rule, type Target } from '../../../kernel/iptables/rule.ts';
 
 /** The contents of one ipset as `-m set` matches look them up (`ipset save`, parsed). */
 export interface SetContents {

@@ -6,10 +6,10 @@
  */
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { parseIP } from '../../model/addr.ts';
-import type { IPFamily } from '../../model/types.ts';
-import { BUILTIN_CHAINS, parseSave, type TableName } from '../../kernel/iptables/parse.ts';
-import { LOCALNET_FIREWALL_CHAIN, LOCALNET_FIREWALL_JUMP, LOCALNET_FIREWALL_RULE } from './localhost.ts';
+import { parseIP } from '../../../model/addr.ts';
+import type { IPFamily } from '../../../model/types.ts';
+import { BUILTIN_CHAINS, parseSave, type TableName } from '../../../kernel/iptables/parse.ts';
+import { LOCALNET_FIREWALL_CHAIN, LOCALNET_FIREWALL_JUMP, LOCALNET_FIREWALL_RULE } from '../../iptables/localhost.ts';
 
 /** A jump from a built-in chain into drover's chains. */
 export interface HookRule {
@@ -34,10 +34,10 @@ export interface StaticRuleset {
 }
 
 /** Path of the static rules file shipped with drover. */
-export const STATIC_RULES_PATH = fileURLToPath(new URL('../../../rules/iptables/static.rules', import.meta.url));
+export const STATIC_RULES_PATH = fileURLToPath(new URL('../../../../rules/iptables/static.rules', import.meta.url));
 
 /** Path of the IPv6 static rules file (ip6tables-restore), the same layout as {@link STATIC_RULES_PATH}. */
-export const STATIC6_RULES_PATH = fileURLToPath(new URL('../../../rules/iptables/static6.rules', import.meta.url));
+export const STATIC6_RULES_PATH = fileURLToPath(new URL('../../../../rules/iptables/static6.rules', import.meta.url));
 
 /**
  * Parse a static rules text.
