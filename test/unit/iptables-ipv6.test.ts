@@ -6,7 +6,7 @@
  */
 import test from 'ava';
 import { familyView } from '../../src/model/family.ts';
-import { renderRestore } from '../../src/modes/shared/kube-chains/ruleset.ts';
+import { renderRestore } from '../../src/modes/iptables/snapshot.ts';
 import { renderServicePort, UnsafeValueError } from '../../src/modes/iptables/render.ts';
 import { loadStatic6Rules } from '../../src/modes/shared/kube-chains/static.ts';
 import { iptablesStatics6, nodePortIPs } from '../../src/modes/shared/kube-chains/node-ports.ts';

@@ -20,7 +20,7 @@ import { ensureRouteLocalnet, hasLocalnetFirewallJump, localhostNodePortsOn, rec
 import { FamilySyncError } from '../../src/modes/shared/dual-stack.ts';
 import type { Backend } from '../../src/proxier/backend.ts';
 import { nodePortIPs } from '../../src/modes/shared/kube-chains/node-ports.ts';
-import { renderRestore } from '../../src/modes/shared/kube-chains/ruleset.ts';
+import { renderRestore } from '../../src/modes/iptables/snapshot.ts';
 import { loadStaticRules } from '../../src/modes/shared/kube-chains/static.ts';
 import { FakeSysctls } from '../../src/modes/ipvs/fake.ts';
 import { silentLogger } from '../../src/util/log.ts';

@@ -1,6 +1,6 @@
 import test from 'ava';
 import { canonicalRule, savedProbability } from '../../src/kernel/iptables/canonical.ts';
-import { renderRestore } from '../../src/modes/shared/kube-chains/ruleset.ts';
+import { renderRestore } from '../../src/modes/iptables/snapshot.ts';
 import { probability, renderServicePort, sharedRule, UnsafeValueError } from '../../src/modes/iptables/render.ts';
 import { ep, snap, sp } from '../support/snapshots.ts';
 

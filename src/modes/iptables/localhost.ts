@@ -36,7 +36,6 @@
 import { Option } from 'commander';
 import { readFile, rm, mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { cidrContains, type IPPrefix } from '../../model/addr.ts';
 import type { Logger } from '../../util/log.ts';
 import { namespaceIdentity, type NamespaceIdentity } from '../../util/netns.ts';
 import type { Snapshot } from '../../model/types.ts';
@@ -44,21 +43,10 @@ import type { Backend, ChangeSet, CleanupResult, SyncResult } from '../../proxie
 import { isErrno } from '../../kernel/netlink/errno.ts';
 import { ProcSysctls, type Sysctls } from '../shared/sysctls.ts';
 import { FamilySyncError } from '../shared/dual-stack.ts';
+import { LOCALNET_FIREWALL_JUMP } from '../shared/kube-chains/localnet.ts';
 
 /** The sysctl that lets the kernel route packets from and to 127.0.0.0/8 off loopback. */
 export const ROUTE_LOCALNET = 'net.ipv4.conf.all.route_localnet';
-
-/** The filter chain of the anti-martian rule (kube-proxy's and kubelet's name). */
-export const LOCALNET_FIREWALL_CHAIN = 'KUBE-FIREWALL';
-
-/** The comment of the anti-martian rule, and of drover's jumps to its chain. */
-export const LOCALNET_FIREWALL_COMMENT = 'block incoming localnet connections';
-
-/** The anti-martian rule of CVE-2020-8558, as iptables-save prints it. */
-export const LOCALNET_FIREWALL_RULE = `! -s 127.0.0.0/8 -d 127.0.0.0/8 -m comment --comment "${LOCALNET_FIREWALL_COMMENT}" -m conntrack ! --ctstate RELATED,ESTABLISHED,DNAT -j DROP`;
-
-/** drover's jump to {@link LOCALNET_FIREWALL_CHAIN} from INPUT and OUTPUT, as iptables-save prints it (kube-proxy's and kubelet's carry no comment). */
-export const LOCALNET_FIREWALL_JUMP = `-m comment --comment "${LOCALNET_FIREWALL_COMMENT}" -j ${LOCALNET_FIREWALL_CHAIN}`;
 
 /**
  * True when the `iptables-save -t filter` text `filterSave` holds drover's
@@ -81,24 +69,7 @@ export function nodePortLocalhostOption(): Option {
   ).default(false);
 }
 
-/**
- * Whether localhost NodePorts are on: the flag, and `--nodeport-addresses`
- * empty, 0.0.0.0/0 or with an IPv4 CIDR that overlaps 127.0.0.0/8 (only
- * IPv6 CIDRs count as empty), as kube-proxy's NewProxier turns
- * localhostNodePorts off unless nodePortAddresses.ContainsIPv4Loopback().
- * Pure.
- */
-export function localhostNodePortsOn(flag: boolean | undefined, cidrs: readonly IPPrefix[] | undefined): boolean {
-  if (flag !== true) return false;
-  const v4 = (cidrs ?? []).filter((c) => c.family === 4);
-  return v4.length === 0 || v4.some((c) => cidrContains(c, '127.0.0.0') || cidrContains('127.0.0.0/8', addressOf(c)));
-}
-
-/** The first address of an IPv4 prefix, dotted. */
-function addressOf(c: IPPrefix): string {
-  return c.text.slice(0, c.text.indexOf('/'));
-}
-
+export { LOCALNET_FIREWALL_CHAIN, LOCALNET_FIREWALL_COMMENT, LOCALNET_FIREWALL_JUMP, LOCALNET_FIREWALL_RULE, localhostNodePortsOn } from '../shared/kube-chains/localnet.ts';
 export { namespaceSysctls } from '../shared/sysctls.ts';
 
 /** What drover records when it sets route_localnet: the value before, and the namespace it belongs to. */

@@ -10,7 +10,7 @@
 import { canonicalRule } from '../../../kernel/iptables/canonical.ts';
 import { TABLES, type ParsedDump, type TableName } from '../../../kernel/iptables/parse.ts';
 import type { ShownTable } from '../../../kernel/iptables/parse.ts';
-import type { ServiceRules } from '../../iptables/render.ts';
+import type { ServiceRules } from './service-rules.ts';
 import { fullPlan, type FullPlanOptions } from './ruleset.ts';
 import type { StaticRuleset } from './static.ts';
 import { chainLabel } from './chains.ts';

@@ -20,7 +20,7 @@ import type { IPFamily } from '../../../model/types.ts';
 import type { Logger } from '../../../util/log.ts';
 import { localAddresses } from '../../../kernel/iptables/live.ts';
 import { loadStatic6Rules, loadStaticRules, type StaticRuleset } from './static.ts';
-import { localhostNodePortsOn } from '../../iptables/localhost.ts';
+import { localhostNodePortsOn } from './localnet.ts';
 
 /** The NodePort addresses for `cidrs` among `local`. */
 export interface NodePortIPs {

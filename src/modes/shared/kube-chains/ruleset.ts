@@ -1,18 +1,17 @@
 /**
- * Pure planning of iptables-mode syncs: which chains drover owns, what the
- * desired ruleset is, and the plans for a full sync, a partial sync and a
- * cleanup. No I/O here; backend.ts feeds it the kernel's read-back.
+ * Pure planning of syncs in kube-proxy's iptables layout (iptables mode, and
+ * IPVS mode's static part): which chains drover owns, what the desired
+ * ruleset is, and the plans for a full sync, a partial sync and a cleanup.
+ * No I/O here; the modes' backends feed it the kernel's read-back.
  */
-import type { Snapshot } from '../../../model/types.ts';
 import { tokenize } from '../../../kernel/iptables/rule.ts';
 import type { KeptChain } from '../../../proxier/backend.ts';
 import { commentServicePort, hashSuffix, isServiceChain } from './names.ts';
 import { BUILTIN_CHAINS, TABLES, type ParsedDump, type TableName } from '../../../kernel/iptables/parse.ts';
-import { appendAll, diffTable, emptyPlan, planToRestore, type Plan, type TableView } from '../../../kernel/iptables/plan.ts';
-import { renderServicePort, type ServiceRules } from '../../iptables/render.ts';
-import type { RenderOptions } from '../../../config/render.ts';
-import { hookIdentities, hookIdentity, loadStaticRules, type StaticRuleset } from './static.ts';
-import { LOCALNET_FIREWALL_CHAIN } from '../../iptables/localhost.ts';
+import { appendAll, diffTable, emptyPlan, type Plan, type TableView } from '../../../kernel/iptables/plan.ts';
+import type { ServiceRules } from './service-rules.ts';
+import { hookIdentities, hookIdentity, type StaticRuleset } from './static.ts';
+import { LOCALNET_FIREWALL_CHAIN } from './localnet.ts';
 
 /** The chain of every service port's ClusterIP entry (nat) or REJECT (filter). */
 export const SERVICES_CHAIN = 'KUBE-SERVICES';
@@ -43,23 +42,6 @@ export const SHARED_CHAINS: Readonly<Record<TableName, readonly string[]>> = {
 /** True when `chain` of `table` is one of {@link SET_CHAINS}. */
 export function isSetChain(table: TableName, chain: string): boolean {
   return SET_CHAINS[table].includes(chain);
-}
-
-
-/**
- * The payload a full sync writes onto empty tables: the complete ruleset, as
- * `drover render` prints it. Pure.
- * @param header comment lines printed first (without `# `).
- */
-export function renderRestore(snapshot: Snapshot, opts: RenderOptions, header: readonly string[] = [], statics: StaticRuleset = loadStaticRules()): string {
-  return planToRestore(fullPlan(statics, renderSnapshot(snapshot, opts), new Map()), header);
-}
-
-/** Render every service port of a snapshot, in key order. */
-export function renderSnapshot(snapshot: Snapshot, opts: RenderOptions): Map<string, ServiceRules> {
-  const out = new Map<string, ServiceRules>();
-  for (const [key, sp] of snapshot.services) out.set(key, renderServicePort(sp, opts, snapshot.node));
-  return out;
 }
 
 /** True if drover owns `chain` in `table`: its static chains and every per-service chain (names.ts isServiceChain). */

@@ -9,7 +9,7 @@ import { fileURLToPath } from 'node:url';
 import { parseIP } from '../../../model/addr.ts';
 import type { IPFamily } from '../../../model/types.ts';
 import { BUILTIN_CHAINS, parseSave, type TableName } from '../../../kernel/iptables/parse.ts';
-import { LOCALNET_FIREWALL_CHAIN, LOCALNET_FIREWALL_JUMP, LOCALNET_FIREWALL_RULE } from '../../iptables/localhost.ts';
+import { LOCALNET_FIREWALL_CHAIN, LOCALNET_FIREWALL_JUMP, LOCALNET_FIREWALL_RULE } from './localnet.ts';
 
 /** A jump from a built-in chain into drover's chains. */
 export interface HookRule {
