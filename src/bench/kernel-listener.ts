@@ -20,10 +20,10 @@
  * Ends when stdin closes.
  */
 import { createInterface } from 'node:readline';
-import { NFNLGRP_NFTABLES } from '../modes/nftables/netlink/constants.ts';
-import { NftNetlinkClient } from '../modes/nftables/netlink/client.ts';
-import { scanNotifications } from '../modes/nftables/netlink/notify.ts';
-import { openNfnlTransport } from '../modes/nftables/netlink/transport.ts';
+import { NFNLGRP_NFTABLES } from '../kernel/nftables/constants.ts';
+import { NftNetlinkClient } from '../kernel/nftables/client.ts';
+import { scanNotifications } from '../kernel/nftables/notify.ts';
+import { openNfnlTransport } from '../kernel/nftables/transport.ts';
 
 /** SO_RCVBUF asked for: a full sync announces tens of MiB; the kernel caps it at net.core.rmem_max (doubled). */
 const RECV_BUFFER = 256 * 1024 * 1024;

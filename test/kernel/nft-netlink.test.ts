@@ -8,7 +8,7 @@
 import test from 'ava';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import type { ConcatField } from '../../src/modes/nftables/netlink/concat.ts';
+import type { ConcatField } from '../../src/kernel/nftables/concat.ts';
 import { run } from '../../src/testbed/exec.ts';
 import { withNetns } from '../../src/testbed/netns.ts';
 import { testbedUnavailableReason } from '../../src/testbed/topology.ts';

@@ -10,9 +10,9 @@
  * order (a failing op does not stop the others). Exit code 0 unless the
  * input itself is unreadable or the socket cannot be opened.
  */
-import { decodeConcat, encodeConcat, type ConcatField, type FieldKind } from '../../src/modes/nftables/netlink/concat.ts';
-import { NftNetlinkClient, NftRequestError } from '../../src/modes/nftables/netlink/client.ts';
-import type { NftFamily, SetElementChange } from '../../src/modes/nftables/netlink/codec.ts';
+import { decodeConcat, encodeConcat, type ConcatField, type FieldKind } from '../../src/kernel/nftables/concat.ts';
+import { NftNetlinkClient, NftRequestError } from '../../src/kernel/nftables/client.ts';
+import type { NftFamily, SetElementChange } from '../../src/kernel/nftables/codec.ts';
 
 /** An element with its key (and data) as concatenation fields. */
 export interface OpElement {

@@ -12,7 +12,7 @@
 import { NftablesBackend } from '../../src/modes/nftables/backend.ts';
 import { SystemNft } from '../../src/modes/nftables/exec.ts';
 import { NetlinkElementWriter } from '../../src/modes/nftables/netlink-writer.ts';
-import { NftNetlinkClient } from '../../src/modes/nftables/netlink/client.ts';
+import { NftNetlinkClient } from '../../src/kernel/nftables/client.ts';
 import { silentLogger } from '../../src/util/log.ts';
 import { CLUSTER_CIDR, STATE } from './packet-flow.ts';
 

@@ -18,7 +18,7 @@ import { desiredFrontends } from '../../src/modes/nftables/desired.ts';
 import type { NftExec, RulesAdded } from '../../src/modes/nftables/exec.ts';
 import { NO_TABLE, parseNftJson, type LiveTable } from '../../src/modes/nftables/live.ts';
 import { elementChanges, elementShape } from '../../src/modes/nftables/netlink-writer.ts';
-import type { SetElementChange } from '../../src/modes/nftables/netlink/codec.ts';
+import type { SetElementChange } from '../../src/kernel/nftables/codec.ts';
 
 const RENDER = { clusterCIDR: BENCH_CLUSTER_CIDR, masqueradeAll: false };
 const keep: RealEndpoint = { backend: 'b1', ip: '10.244.1.2', port: 8080 };

@@ -15,8 +15,8 @@ import { IpsetTypeError, IpsetValidationError } from '../../src/modes/ipvs/ipset
 import { IpvsApplyError } from '../../src/modes/ipvs/kernel.ts';
 import { IpvsClientClosedError, IpvsRequestError, IpvsUnavailableError } from '../../src/modes/ipvs/netlink.ts';
 import { CommandError } from '../../src/kernel/exec.ts';
-import { NftBatchTooLargeError, NftClientClosedError, NftRequestError, NftTimeoutError } from '../../src/modes/nftables/netlink/client.ts';
-import { NftDecodeError, NftValidationError } from '../../src/modes/nftables/netlink/errors.ts';
+import { NftBatchTooLargeError, NftClientClosedError, NftRequestError, NftTimeoutError } from '../../src/kernel/nftables/client.ts';
+import { NftDecodeError, NftValidationError } from '../../src/kernel/nftables/errors.ts';
 
 test('DroverError keeps the message as given and carries origin, field and cause', (t) => {
   const cause = new Error('inner');

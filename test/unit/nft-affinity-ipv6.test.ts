@@ -20,9 +20,9 @@ import { modelAfterWrite, NftablesBackend, planFullSync } from '../../src/modes/
 import { FakeNft } from '../../src/modes/nftables/fake.ts';
 import { affinityRecordRules, chains } from '../../src/modes/nftables/layout.ts';
 import { TableModel } from '../../src/modes/nftables/model.ts';
-import { parseMessages, nftType, NftValidationError } from '../../src/modes/nftables/netlink/codec.ts';
-import { NFT_MSG } from '../../src/modes/nftables/netlink/constants.ts';
-import { commentUserdata, encodeNewRule, encodeRuleBatch, MAX_COMMENT } from '../../src/modes/nftables/netlink/rule-codec.ts';
+import { parseMessages, nftType, NftValidationError } from '../../src/kernel/nftables/codec.ts';
+import { NFT_MSG } from '../../src/kernel/nftables/constants.ts';
+import { commentUserdata, encodeNewRule, encodeRuleBatch, MAX_COMMENT } from '../../src/kernel/nftables/rule-codec.ts';
 import { orderOps } from '../../src/modes/nftables/plan.ts';
 import { NETLINK_RULE_NOTE, transactionScript } from '../../src/modes/nftables/script.ts';
 import { nftTraceContext, nftTraceFormatOf } from '../../src/modes/nftables/trace.ts';

@@ -8,7 +8,7 @@
 import test from 'ava';
 import fc from 'fast-check';
 import { NftablesBackend, planFullSync, type ElementWriter } from '../../src/modes/nftables/backend.ts';
-import { NftBatchTooLargeError } from '../../src/modes/nftables/netlink/client.ts';
+import { NftBatchTooLargeError } from '../../src/kernel/nftables/client.ts';
 import { TableModel } from '../../src/modes/nftables/model.ts';
 import { FakeNft } from '../../src/modes/nftables/fake.ts';
 import type { ElementOp } from '../../src/modes/nftables/model.ts';

@@ -5,18 +5,18 @@
  * error is reported, timeouts and closing.
  */
 import test from 'ava';
-import { encodeConcat } from '../../src/modes/nftables/netlink/concat.ts';
+import { encodeConcat } from '../../src/kernel/nftables/concat.ts';
 import {
   NftBatchTooLargeError,
   NftClientClosedError,
   NftNetlinkClient,
   NftRequestError,
   NftTimeoutError,
-} from '../../src/modes/nftables/netlink/client.ts';
-import { nftType, parseMessages, type NlMessage, type SetElementChange } from '../../src/modes/nftables/netlink/codec.ts';
-import { NFNL_MSG_BATCH_BEGIN, NFT_MSG, NLMSG_DONE, NLMSG_ERROR, NLM_F } from '../../src/modes/nftables/netlink/constants.ts';
-import type { NfnlTransport } from '../../src/modes/nftables/netlink/transport.ts';
-import { encodeRuleBatch, type RuleAdd } from '../../src/modes/nftables/netlink/rule-codec.ts';
+} from '../../src/kernel/nftables/client.ts';
+import { nftType, parseMessages, type NlMessage, type SetElementChange } from '../../src/kernel/nftables/codec.ts';
+import { NFNL_MSG_BATCH_BEGIN, NFT_MSG, NLMSG_DONE, NLMSG_ERROR, NLM_F } from '../../src/kernel/nftables/constants.ts';
+import type { NfnlTransport } from '../../src/kernel/nftables/transport.ts';
+import { encodeRuleBatch, type RuleAdd } from '../../src/kernel/nftables/rule-codec.ts';
 
 /** A netlink message (host-order header) with `payload`. */
 function nlmsg(type: number, flags: number, seq: number, payload: Buffer): Buffer {

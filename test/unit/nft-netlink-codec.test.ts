@@ -6,7 +6,7 @@
 import test from 'ava';
 import { readFileSync } from 'node:fs';
 import { endianness } from 'node:os';
-import { decodeConcat, encodeConcat, concatSize, type ConcatField, type FieldKind } from '../../src/modes/nftables/netlink/concat.ts';
+import { decodeConcat, encodeConcat, concatSize, type ConcatField, type FieldKind } from '../../src/kernel/nftables/concat.ts';
 import {
   NftDecodeError,
   NftValidationError,
@@ -22,8 +22,8 @@ import {
   parseMessages,
   type NlMessage,
   type SetElementChange,
-} from '../../src/modes/nftables/netlink/codec.ts';
-import { NFNL_MSG_BATCH_BEGIN, NFNL_MSG_BATCH_END, NFTA_SET_ELEM_LIST, NFT_MSG, NLMSG_DONE, NLMSG_ERROR, NLM_F } from '../../src/modes/nftables/netlink/constants.ts';
+} from '../../src/kernel/nftables/codec.ts';
+import { NFNL_MSG_BATCH_BEGIN, NFNL_MSG_BATCH_END, NFTA_SET_ELEM_LIST, NFT_MSG, NLMSG_DONE, NLMSG_ERROR, NLM_F } from '../../src/kernel/nftables/constants.ts';
 import { DroverError } from '../../src/errors.ts';
 import type { ElementOp } from '../../src/modes/nftables/model.ts';
 import { elementChanges, fieldsText, readShape } from '../../src/modes/nftables/netlink-writer.ts';

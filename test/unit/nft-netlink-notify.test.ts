@@ -1,8 +1,8 @@
 import test from 'ava';
 import { readFileSync } from 'node:fs';
-import { NftDecodeError, nftType, parseMessages } from '../../src/modes/nftables/netlink/codec.ts';
-import { NFT_MSG } from '../../src/modes/nftables/netlink/constants.ts';
-import { scanNotifications } from '../../src/modes/nftables/netlink/notify.ts';
+import { NftDecodeError, nftType, parseMessages } from '../../src/kernel/nftables/codec.ts';
+import { NFT_MSG } from '../../src/kernel/nftables/constants.ts';
+import { scanNotifications } from '../../src/kernel/nftables/notify.ts';
 
 /** The datagrams of notify-add.hex (capture-notify.ts): what a member of NFNLGRP_NFTABLES read while nft committed setup.nft, then add.nft. */
 const DATAGRAMS = readFileSync(new URL('../fixtures/nftables/notify-add.hex', import.meta.url), 'utf8')

@@ -18,7 +18,7 @@ import { NftablesBackend, type ElementWriter } from '../../src/modes/nftables/ba
 import { FakeNft } from '../../src/modes/nftables/fake.ts';
 import type { ElementOp } from '../../src/modes/nftables/model.ts';
 import { batchBytes, NetlinkElementWriter } from '../../src/modes/nftables/netlink-writer.ts';
-import type { SetElementChange } from '../../src/modes/nftables/netlink/codec.ts';
+import type { SetElementChange } from '../../src/kernel/nftables/codec.ts';
 import { countServingEndpoints } from '../../src/model/policy.ts';
 import type { ServicePort, Snapshot } from '../../src/model/types.ts';
 import { synthServicePort, synthSnapshot, withServicePort } from '../../src/bench/synth.ts';

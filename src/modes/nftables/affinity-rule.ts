@@ -34,8 +34,8 @@ import { endianness } from 'node:os';
 import type { IPFamily } from '../../model/types.ts';
 import { AFFINITY_MAP, affinitySetName, nftFamily, type ChainDecl, type RuleDecl } from './layout.ts';
 import { UnsafeElementError, type NftProtocol } from './elements.ts';
-import { IP_CT_DIR_ORIGINAL, NFT_CT, NFT_META, NFT_PAYLOAD, NFT_REG } from './netlink/constants.ts';
-import type { RuleAdd, RuleExpr } from './netlink/rule-codec.ts';
+import { IP_CT_DIR_ORIGINAL, NFT_CT, NFT_META, NFT_PAYLOAD, NFT_REG } from '../../kernel/nftables/constants.ts';
+import type { RuleAdd, RuleExpr } from '../../kernel/nftables/rule-codec.ts';
 
 /** IANA protocol numbers (/etc/protocols). */
 const PROTOCOL_NUMBERS: Readonly<Record<NftProtocol, number>> = { tcp: 6, udp: 17, sctp: 132 };

@@ -32,7 +32,7 @@ import type { NftExec } from './exec.ts';
 import type { LiveSet, LiveTable } from './live.ts';
 import { AFFINITY_MAP, FIREWALL_ALLOW, HAIRPIN, MEMBERSHIP_SETS, countOfSet, tableRef, timeoutOfSet, type Layout } from './layout.ts';
 import { elementLines } from './script.ts';
-import { NftBatchTooLargeError } from './netlink/client.ts';
+import { NftBatchTooLargeError } from '../../kernel/nftables/client.ts';
 import { TableModel, type ElementOp } from './model.ts';
 import { isEmptyStructure, layoutAfter, orderOps, planFrontend, planHairpin, planStructure, type StructurePlan } from './plan.ts';
 import { transactionScript } from './script.ts';

@@ -12,7 +12,7 @@
  * 10,000 Services × 10 endpoints (about 171,000 elements) the elements
  * take a few dozen batches.
  */
-import { NftBatchTooLargeError } from './netlink/client.ts';
+import { NftBatchTooLargeError } from '../../kernel/nftables/client.ts';
 import { HAIRPIN, LOCAL, MAIN, SERVICE_IPS, countOfSet, timeoutOfSet } from './layout.ts';
 import type { ElementOp } from './model.ts';
 

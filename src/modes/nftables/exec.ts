@@ -13,7 +13,7 @@ import { moduleArgv } from '../../util/node-module.ts';
 import { CommandError, runCommand } from '../../kernel/exec.ts';
 import { netlinkRuleAdd, type NetlinkRuleOf } from './affinity-rule.ts';
 import { nftFamily, type NftTable } from './layout.ts';
-import { NftNetlinkClient } from './netlink/client.ts';
+import { NftNetlinkClient } from '../../kernel/nftables/client.ts';
 import { NO_TABLE, parseNftJson, type LiveSet, type LiveTable } from './live.ts';
 
 /** Where nft is installed by Debian's nftables package. */

@@ -28,8 +28,8 @@ import { joinHostPort, parseIP } from '../../model/addr.ts';
 import type { IPFamily } from '../../model/types.ts';
 import { nftFamily, tableRef } from './layout.ts';
 import type { LiveRule } from './live.ts';
-import { NFPROTO } from './netlink/constants.ts';
-import type { TraceEvent, TracedPacket } from './netlink/trace-codec.ts';
+import { NFPROTO } from '../../kernel/nftables/constants.ts';
+import type { TraceEvent, TracedPacket } from '../../kernel/nftables/trace-codec.ts';
 
 /** The probe: one new connection's first packet. */
 export interface KernelProbe extends Packet {

@@ -31,7 +31,7 @@ import type { NftExec } from './exec.ts';
 import type { LiveTable } from './live.ts';
 import { addTraceScript, compareWithEvaluator, formatKernelPath, kernelPath, probeEvents, probeFamily, removeTraceScript, traceChainPrefix, type KernelComparison, type KernelPath, type KernelProbe, type ProbeReport } from './kernel-path.ts';
 import { nftFamily, tableRef } from './layout.ts';
-import { decodeTraceDatagram, type TraceEvent } from './netlink/trace-codec.ts';
+import { decodeTraceDatagram, type TraceEvent } from '../../kernel/nftables/trace-codec.ts';
 import { sendProbe, type ProbeOutcome, type ProbeSpec } from './trace-helper.ts';
 
 /** Longest wait for the probe's events after it was sent, ms. */

@@ -19,10 +19,10 @@ import type { ElementWriter } from './backend.ts';
 import { MAIN, LOCAL, HAIRPIN, AFFINITY_MAP, MEMBERSHIP_SETS, countOfSet, nftFamily, timeoutOfSet } from './layout.ts';
 import type { ElementOp } from './model.ts';
 import { UnsafeElementError } from './elements.ts';
-import type { ConcatField, FieldKind } from './netlink/concat.ts';
-import { decodeConcat, encodeConcat } from './netlink/concat.ts';
-import type { NftNetlinkClient } from './netlink/client.ts';
-import { encodeSetElemBatch, type SetElementChange } from './netlink/codec.ts';
+import type { ConcatField, FieldKind } from '../../kernel/nftables/concat.ts';
+import { decodeConcat, encodeConcat } from '../../kernel/nftables/concat.ts';
+import type { NftNetlinkClient } from '../../kernel/nftables/client.ts';
+import { encodeSetElemBatch, type SetElementChange } from '../../kernel/nftables/codec.ts';
 
 /** IANA protocol numbers of the protocols nft names (/etc/protocols). */
 const PROTOCOLS: Readonly<Record<string, number>> = { tcp: 6, udp: 17, sctp: 132 };

@@ -14,7 +14,7 @@ import { fileURLToPath } from 'node:url';
 import type { IPFamily } from '../../model/types.ts';
 import { netlinkRuleAdd, type NetlinkRuleOf } from './affinity-rule.ts';
 import type { NetlinkRuleSpec } from './layout.ts';
-import { NftNetlinkClient } from './netlink/client.ts';
+import { NftNetlinkClient } from '../../kernel/nftables/client.ts';
 
 /** What the helper is asked to append: rules of drover's table of `family`, in order. */
 export interface RuleRequest {

@@ -22,8 +22,8 @@ import { connect } from 'node:net';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { parseIP } from '../../model/addr.ts';
-import { NFNLGRP_NFTRACE } from './netlink/constants.ts';
-import { openNfnlTransport } from './netlink/transport.ts';
+import { NFNLGRP_NFTRACE } from '../../kernel/nftables/constants.ts';
+import { openNfnlTransport } from '../../kernel/nftables/transport.ts';
 
 /** One probe packet: the first packet of a new connection from `src:sport` (IPv4 or IPv6, both of one family). */
 export interface ProbeSpec {

@@ -8,7 +8,7 @@ import type { KernelOptions } from '../../config/kernel.ts';
 import type { IPFamily } from '../../model/types.ts';
 import type { Logger } from '../../util/log.ts';
 import type { ElementWriter } from './backend.ts';
-import { NftNetlinkClient } from './netlink/client.ts';
+import { NftNetlinkClient } from '../../kernel/nftables/client.ts';
 import { NetlinkElementWriter } from './netlink-writer.ts';
 
 /**

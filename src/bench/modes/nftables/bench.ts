@@ -5,7 +5,7 @@
  */
 import { existsSync } from 'node:fs';
 import { NFT, SystemNft } from '../../../modes/nftables/exec.ts';
-import { NftNetlinkClient } from '../../../modes/nftables/netlink/client.ts';
+import { NftNetlinkClient } from '../../../kernel/nftables/client.ts';
 import { nftNodePortIPs } from '../../../modes/nftables/node-ports.ts';
 import { runCommand } from '../../../kernel/exec.ts';
 import type { ModeBench } from '../../harness.ts';

@@ -29,7 +29,7 @@
  *
  * Every input is validated before a byte is written (NftValidationError).
  */
-import { AttrWriter } from '../../../kernel/netlink/nlattr.ts';
+import { AttrWriter } from '../netlink/nlattr.ts';
 import { checkName, familyNumber, message, nextSeq, nftType, NftValidationError, type NftFamily } from './codec.ts';
 import {
   NFNL_MSG_BATCH_BEGIN,

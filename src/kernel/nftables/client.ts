@@ -37,7 +37,7 @@
  * change needs CAP_NET_ADMIN there (EPERM otherwise).
  */
 import { constants as osConstants } from 'node:os';
-import { DroverError } from '../../../errors.ts';
+import { DroverError } from '../../errors.ts';
 import {
   decodeAck,
   decodeDone,

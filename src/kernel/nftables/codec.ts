@@ -36,7 +36,7 @@
  * Header fields are host byte order, except nfgenmsg.res_id (big endian).
  * Every input is validated before a byte is written (NftValidationError).
  */
-import { AttrWriter, attrNested, attrString, indexAttrs, parseAttrs, readU16, readU32, writeU16, writeU32, type NlAttr } from '../../../kernel/netlink/nlattr.ts';
+import { AttrWriter, attrNested, attrString, indexAttrs, parseAttrs, readU16, readU32, writeU16, writeU32, type NlAttr } from '../netlink/nlattr.ts';
 import {
   NFGENMSG_LEN,
   NFNETLINK_V0,

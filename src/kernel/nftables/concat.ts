@@ -21,7 +21,7 @@
  */
 import { isIPv4, isIPv6 } from 'node:net';
 import { endianness } from 'node:os';
-import { ipFromBytes, ipToBytes, parseIP } from '../../../model/addr.ts';
+import { ipFromBytes, ipToBytes, parseIP } from '../../model/addr.ts';
 import { NftDecodeError, NftValidationError } from './errors.ts';
 
 /** One field of a concatenation, by kind. */

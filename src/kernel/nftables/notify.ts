@@ -12,7 +12,7 @@
  * A full sync announces hundreds of thousands of elements: the scan reads
  * only each message's 16-byte header and decodes NEWGEN alone.
  */
-import { attrString, attrBe32, indexAttrs, parseAttrs, readU16, readU32 } from '../../../kernel/netlink/nlattr.ts';
+import { attrString, attrBe32, indexAttrs, parseAttrs, readU16, readU32 } from '../netlink/nlattr.ts';
 import { decodeGen } from './codec.ts';
 import { NftDecodeError } from './errors.ts';
 import { NFGENMSG_LEN, NFNL_SUBSYS_NFTABLES, NFT_MSG, NFTA_GEN, NLMSG_HDRLEN } from './constants.ts';

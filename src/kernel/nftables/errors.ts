@@ -1,6 +1,6 @@
 /** Errors of the nf_tables netlink codec (pure: raised before anything is sent, or while reading a reply). */
-import { DroverError } from '../../../errors.ts';
-import { NetlinkDecodeError } from '../../../kernel/netlink/nlattr.ts';
+import { DroverError } from '../../errors.ts';
+import { NetlinkDecodeError } from '../netlink/nlattr.ts';
 
 /**
  * An input to an encoder is not valid; nothing was encoded. `field` names

@@ -22,8 +22,8 @@
  *   again: the id hashes the skb's address).
  * Every integer attribute is big-endian (nla_put_be32 / nla_put_be64).
  */
-import { ipFromBytes } from '../../../model/addr.ts';
-import { attrNested, attrString, indexAttrs, parseAttrs, type NlAttr } from '../../../kernel/netlink/nlattr.ts';
+import { ipFromBytes } from '../../model/addr.ts';
+import { attrNested, attrString, indexAttrs, parseAttrs, type NlAttr } from '../netlink/nlattr.ts';
 import { NFGENMSG_LEN, NFTA_TRACE, NFTA_VERDICT, NFT_MSG, NFT_TRACETYPE, NFT_VERDICT_CODES } from './constants.ts';
 import { nftType, parseMessages, type NlMessage } from './codec.ts';
 import { NftDecodeError } from './errors.ts';
