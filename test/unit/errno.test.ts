@@ -1,5 +1,5 @@
 import test from 'ava';
-import { IpvsRequestError } from '../../src/modes/ipvs/netlink.ts';
+import { IpvsRequestError } from '../../src/kernel/ipvs/client.ts';
 import { CommandError } from '../../src/kernel/exec.ts';
 import { errnoName, isErrno, isExists, isNoSuchService, isNotFound, isPermission, netlinkErrorCode } from '../../src/kernel/netlink/errno.ts';
 

@@ -54,7 +54,7 @@ import {
   IPVS_CMD_ATTR,
   IPVS_DEST_ATTR,
   parseAttrs,
-} from '../../src/modes/ipvs/codec.ts';
+} from '../../src/kernel/ipvs/codec.ts';
 import { allModes } from '../../src/modes/registry.ts';
 import { renderConfig } from '../../src/modes/shared/render-config.ts';
 import { Decoder } from '../../src/sources/decoder.ts';

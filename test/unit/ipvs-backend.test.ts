@@ -3,7 +3,7 @@ import test from 'ava';
 import { otherSets } from '../support/ipvs-sets.ts';
 import { planToRestore } from '../../src/kernel/iptables/plan.ts';
 import { IpvsApplyError } from '../../src/modes/ipvs/kernel.ts';
-import { IpvsRequestError } from '../../src/modes/ipvs/netlink.ts';
+import { IpvsRequestError } from '../../src/kernel/ipvs/client.ts';
 import { ipvsRulesPlan, ipvsStaticRules } from '../../src/modes/ipvs/rules.ts';
 import { ipv4Frontends, type Snapshot } from '../../src/model/types.ts';
 import { ep, snap, sp } from '../support/snapshots.ts';

@@ -9,7 +9,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { IpvsClient, IpvsUnavailableError } from '../../src/modes/ipvs/netlink.ts';
+import { IpvsClient, IpvsUnavailableError } from '../../src/kernel/ipvs/client.ts';
 import { run } from '../../src/testbed/exec.ts';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));

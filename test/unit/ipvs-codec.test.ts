@@ -38,7 +38,7 @@ import {
   parseAttrs,
   type RealServer,
   type VirtualServer,
-} from '../../src/modes/ipvs/codec.ts';
+} from '../../src/kernel/ipvs/codec.ts';
 import {
   IpvsClient,
   IpvsClientClosedError,
@@ -47,7 +47,7 @@ import {
   RequestScheduler,
   netlinkErrorCode,
   type GenlTransport,
-} from '../../src/modes/ipvs/netlink.ts';
+} from '../../src/kernel/ipvs/client.ts';
 
 interface Golden {
   generator: string;

@@ -2,11 +2,11 @@
 import test from 'ava';
 import { addressDrift, checkWindow, MIN_REAL_SERVER_CHECKS, realServerChecks, realServerDrift, REAL_SERVER_ROUNDS, virtualServerDrift } from '../../src/modes/ipvs/drift.ts';
 import { parseEntryCount } from '../../src/modes/ipvs/ipset.ts';
-import type { DestEntry, ServiceEntry } from '../../src/modes/ipvs/codec.ts';
+import type { DestEntry, ServiceEntry } from '../../src/kernel/ipvs/codec.ts';
 import type { DesiredVirtualServer } from '../../src/modes/ipvs/desired.ts';
 import { ep, snap, sp } from '../support/snapshots.ts';
 import { base, World } from '../support/ipvs-world.ts';
-import { IpvsClientClosedError } from '../../src/modes/ipvs/netlink.ts';
+import { IpvsClientClosedError } from '../../src/kernel/ipvs/client.ts';
 
 const FULL = { full: true, changed: new Set<string>() };
 const WEB = { protocol: 'TCP' as const, address: '10.96.0.10', port: 80 };

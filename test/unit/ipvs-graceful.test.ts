@@ -1,6 +1,6 @@
 /** Graceful termination of real servers (kube-proxy graceful_termination.go): the pure state machine. */
 import test from 'ava';
-import type { DestEntry } from '../../src/modes/ipvs/codec.ts';
+import type { DestEntry } from '../../src/kernel/ipvs/codec.ts';
 import { checkPending, needsGracefulTermination, pendingKey, removalDecision, type PendingRemoval } from '../../src/modes/ipvs/graceful.ts';
 
 const vs = { protocol: 'TCP' as const, address: '10.96.0.10', port: 80 };

@@ -1,8 +1,8 @@
 /** IPVS mode's pure planning: desired state from a snapshot, and the diff against the kernel into exact commands. */
 import test from 'ava';
 import { cidrContains } from '../../src/model/addr.ts';
-import type { DestEntry, ServiceEntry } from '../../src/modes/ipvs/codec.ts';
-import { IpvsValidationError } from '../../src/modes/ipvs/codec.ts';
+import type { DestEntry, ServiceEntry } from '../../src/kernel/ipvs/codec.ts';
+import { IpvsValidationError } from '../../src/kernel/ipvs/codec.ts';
 import { desiredIpvsState, desiredVirtualServers } from '../../src/modes/ipvs/assemble.ts';
 import { pendingKey } from '../../src/modes/ipvs/graceful.ts';
 import { IpsetValidationError } from '../../src/modes/ipvs/ipset.ts';

@@ -18,7 +18,7 @@
  * what stopped being wanted.
  */
 import type { Snapshot } from '../../model/types.ts';
-import type { VirtualServerKey } from './codec.ts';
+import type { VirtualServerKey } from '../../kernel/ipvs/codec.ts';
 import { compareAddresses } from '../../model/addr.ts';
 import { compareText, desiredServicePort, type DesiredIpvsState, type DesiredServicePort, type DesiredVirtualServer, type IpvsPlanOptions } from './desired.ts';
 import type { SetEntry } from './frontends.ts';

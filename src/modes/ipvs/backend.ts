@@ -63,7 +63,7 @@ import type { RenderOptions } from '../../config/render.ts';
 import { IptablesDriftWatch } from '../shared/kube-chains/drift-watch.ts';
 import { cleanupPlan } from '../shared/kube-chains/ruleset.ts';
 import type { StaticRuleset } from '../shared/kube-chains/static.ts';
-import type { VirtualServerKey } from './codec.ts';
+import type { VirtualServerKey } from '../../kernel/ipvs/codec.ts';
 import { DesiredIndex, type DesiredDelta } from './assemble.ts';
 import { cidrContains, isCanonicalIPv4CIDR, parseCIDR } from '../../model/addr.ts';
 import { NO_NODE_ADDRESSES, type NodeAddresses } from './frontends.ts';
@@ -74,7 +74,7 @@ import { familySetName, IPVS_SETS, ownedSetNames, parseIpsetSave, planIpsetChang
 import { applyOps, readSomeVirtualServers, readVirtualServers, type IpvsKernel, type KernelRead } from './kernel.ts';
 import { DUMMY_INTERFACE, hostPrefixLength, planAddresses, type AddressPlan, type InterfaceAddress, type LinkManager } from './link.ts';
 import { fullSyncTargets, NOTHING_KEPT, type KeptIpvsState } from './keep.ts';
-import { IpvsClientClosedError } from './netlink.ts';
+import { IpvsClientClosedError } from '../../kernel/ipvs/client.ts';
 import { countOps, describeOp, planIpvs, type IpvsOp } from './reconcile.ts';
 import { iptablesModeStatics, ipvsRulesPlan, ipvsStaticRules } from './rules.ts';
 import { applyIpvsSysctls, ipvsSysctls, sysctlDrift, type Sysctls } from './sysctl.ts';

@@ -12,7 +12,7 @@
  * ClusterIP:port/protocol); without it, virtual servers are listed by
  * address. Pure: the state comes from ipvs-live.ts.
  */
-import { IP_VS_SVC_F, type ForwardingMethod, type IpvsProtocol } from './codec.ts';
+import { IP_VS_SVC_F, type ForwardingMethod, type IpvsProtocol } from '../../kernel/ipvs/codec.ts';
 import { compareText, realServerKey, type DesiredVirtualServer } from './desired.ts';
 import { CLUSTER_IP_SET, familySetName, IpsetValidationError, LOOP_BACK_SET, clusterIPEntry, loopBackEntry } from './ipset.ts';
 import { DUMMY_INTERFACE, hostPrefixLength } from './link.ts';

@@ -44,7 +44,7 @@ import {
   type RealServerKey,
   type VirtualServer,
   type VirtualServerKey,
-} from './codec.ts';
+} from '../../kernel/ipvs/codec.ts';
 import { externalFrontends, NO_NODE_ADDRESSES, type FrontendKind, type NodeAddresses, type SetEntry } from './frontends.ts';
 import { needsHealthCheck } from '../../model/health-check.ts';
 import {

@@ -26,7 +26,7 @@ import { DUMMY_INTERFACE, hostPrefixLength, planAddresses } from './link.ts';
 import type { IPFamily } from '../../model/types.ts';
 import { planIpvs, type IpvsOp } from './reconcile.ts';
 import { otherModeLeftovers } from './rules.ts';
-import { IP_VS_SVC_F, type DestEntry, type RealServer, type VirtualServer, type VirtualServerKey } from './codec.ts';
+import { IP_VS_SVC_F, type DestEntry, type RealServer, type VirtualServer, type VirtualServerKey } from '../../kernel/ipvs/codec.ts';
 import { ipvsSysctls } from './sysctl.ts';
 import { TABLES } from '../../kernel/iptables/parse.ts';
 import { driftItems, formatDrift, ipv6DriftItem, type DriftItem } from '../shared/kube-chains/diff.ts';

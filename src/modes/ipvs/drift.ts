@@ -27,7 +27,7 @@
  * the next check that reaches it, or by the hourly full read-back
  * (`--full-sync-period`).
  */
-import type { DestEntry, ServiceEntry, VirtualServerKey } from './codec.ts';
+import type { DestEntry, ServiceEntry, VirtualServerKey } from '../../kernel/ipvs/codec.ts';
 import { realServerKey, virtualServerKey, type DesiredVirtualServer } from './desired.ts';
 import { pendingKey, type PendingList } from './graceful.ts';
 import { sameDest, sameService } from './reconcile.ts';

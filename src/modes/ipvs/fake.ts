@@ -27,12 +27,12 @@ import {
   type ServiceEntry,
   type VirtualServer,
   type VirtualServerKey,
-} from './codec.ts';
+} from '../../kernel/ipvs/codec.ts';
 import { realServerKey, virtualServerKey } from './desired.ts';
 import { checkEntry, type IpsetExec } from './ipset.ts';
 import type { IPFamily } from '../../model/types.ts';
 import type { IpvsKernel } from './kernel.ts';
-import { IpvsRequestError, type DumpResult } from './netlink.ts';
+import { IpvsRequestError, type DumpResult } from '../../kernel/ipvs/client.ts';
 import type { InterfaceAddress, LinkManager } from './link.ts';
 import type { Sysctls } from './sysctl.ts';
 import { CommandError } from '../../kernel/exec.ts';

@@ -70,7 +70,7 @@ import { externalIPsOf, loadBalancerIPsOf, rangesHoldNode, sourceRangesOf } from
 import { parseIP } from '../../model/addr.ts';
 import type { EndpointSets } from '../../model/policy.ts';
 import type { Endpoint, NodeInfo, ServicePort } from '../../model/types.ts';
-import { validateVirtualServer, type VirtualServer } from './codec.ts';
+import { validateVirtualServer, type VirtualServer } from '../../kernel/ipvs/codec.ts';
 import {
   EXTERNAL_IP_LOCAL_SET,
   EXTERNAL_IP_SET,

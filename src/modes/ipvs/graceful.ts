@@ -20,7 +20,7 @@
  * A real server with no connection at all is deleted at once too (kube-proxy
  * tries the delete before quiescing).
  */
-import type { DestEntry, IpvsProtocol, RealServerKey, VirtualServerKey } from './codec.ts';
+import type { DestEntry, IpvsProtocol, RealServerKey, VirtualServerKey } from '../../kernel/ipvs/codec.ts';
 import { realServerKey, virtualServerKey } from './desired.ts';
 
 /** A real server waiting to be deleted. */

@@ -15,7 +15,7 @@
  * The rule is the proxier's (proxier.ts): never delete on an incomplete view
  * of desired state; virtual servers the snapshot lists are repaired in full.
  */
-import type { VirtualServerKey } from './codec.ts';
+import type { VirtualServerKey } from '../../kernel/ipvs/codec.ts';
 import { virtualServerKey, type DesiredIpvsState, type DesiredVirtualServer } from './desired.ts';
 import { CLUSTER_IP_SET, clusterIPEntry, IPVS_IPS_SET, LOOP_BACK_SET, loopBackEntry, type DesiredSets } from './ipset.ts';
 import type { KernelIpvsState } from './reconcile.ts';

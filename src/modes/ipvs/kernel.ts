@@ -4,9 +4,9 @@
  * Also the two I/O helpers built on it: reading the kernel's virtual servers
  * with their destinations, and sending a plan's commands in a valid order.
  */
-import type { DestEntry, RealServer, RealServerKey, ServiceEntry, VirtualServer, VirtualServerKey } from './codec.ts';
+import type { DestEntry, RealServer, RealServerKey, ServiceEntry, VirtualServer, VirtualServerKey } from '../../kernel/ipvs/codec.ts';
 import { virtualServerKey } from './desired.ts';
-import type { DumpResult } from './netlink.ts';
+import type { DumpResult } from '../../kernel/ipvs/client.ts';
 import { describeOp, type IpvsOp, type KernelVirtualServer } from './reconcile.ts';
 import { DroverError } from '../../errors.ts';
 

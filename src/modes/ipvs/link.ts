@@ -17,7 +17,7 @@
 import { createRtNetlink, FlagsNew, type RtNetlinkSocket } from 'netlink';
 import { compareAddresses, ipFromBytes } from '../../model/addr.ts';
 import { AttrWriter } from '../../kernel/netlink/nlattr.ts';
-import { AF_INET6, parseIPAddress } from './codec.ts';
+import { AF_INET6, parseIPAddress } from '../../kernel/ipvs/codec.ts';
 import type { IPFamily } from '../../model/types.ts';
 import { isErrno, isExists, isPermission, netlinkErrorCode } from '../../kernel/netlink/errno.ts';
 

@@ -21,7 +21,7 @@
  * On restart, live state that already matches produces no operation at all:
  * drover adopts it without flushing anything.
  */
-import { IP_VS_SVC_F, type DestEntry, type RealServer, type RealServerKey, type ServiceEntry, type VirtualServer, type VirtualServerKey } from './codec.ts';
+import { IP_VS_SVC_F, type DestEntry, type RealServer, type RealServerKey, type ServiceEntry, type VirtualServer, type VirtualServerKey } from '../../kernel/ipvs/codec.ts';
 import type { DesiredVirtualServer } from './desired.ts';
 import { realServerKey, virtualServerKey } from './desired.ts';
 import { pendingKey, removalDecision, type PendingList, type PendingRemoval } from './graceful.ts';

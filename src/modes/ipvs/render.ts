@@ -23,7 +23,7 @@ import { compareAddresses, joinHostPort, uint32ToIPv4 } from '../../model/addr.t
 import type { IPFamily } from '../../model/types.ts';
 import { planToRestore } from '../../kernel/iptables/plan.ts';
 import type { StaticRuleset } from '../shared/kube-chains/static.ts';
-import { validateRealServer, validateVirtualServer, type RealServer, type VirtualServer } from './codec.ts';
+import { validateRealServer, validateVirtualServer, type RealServer, type VirtualServer } from '../../kernel/ipvs/codec.ts';
 import type { DesiredIpvsState, DesiredVirtualServer } from './desired.ts';
 import { planIpsetRestore } from './ipset.ts';
 import { DUMMY_INTERFACE, hostPrefixLength } from './link.ts';

@@ -15,7 +15,7 @@
  * connection threshold (`-x`/`-y`) can be overloaded, which the read-back
  * does not show either.
  */
-import type { DestEntry, ServiceEntry } from './codec.ts';
+import type { DestEntry, ServiceEntry } from '../../kernel/ipvs/codec.ts';
 import { joinHostPort } from '../../model/addr.ts';
 
 /** One real server a new connection can go to, with its probability (0-1). */

@@ -19,7 +19,7 @@ import { nodeAddresses } from './node-ips.ts';
 import { SystemIpset } from './ipset.ts';
 import { RtnlLinkManager } from './link.ts';
 import type { IpvsInspectIO } from './live.ts';
-import { IpvsClient, IpvsUnavailableError } from './netlink.ts';
+import { IpvsClient, IpvsUnavailableError } from '../../kernel/ipvs/client.ts';
 import type { IpvsCliOptions } from './options.ts';
 import { ProcSysctls } from './sysctl.ts';
 

@@ -32,7 +32,7 @@ import { IpvsBackend } from '../../../src/modes/ipvs/backend.ts';
 import { DualStackIpvsBackend } from '../../../src/modes/ipvs/dual-stack.ts';
 import { SystemIpset } from '../../../src/modes/ipvs/ipset.ts';
 import { RtnlLinkManager } from '../../../src/modes/ipvs/link.ts';
-import { IpvsClient } from '../../../src/modes/ipvs/netlink.ts';
+import { IpvsClient } from '../../../src/kernel/ipvs/client.ts';
 import { ProcSysctls } from '../../../src/modes/ipvs/sysctl.ts';
 import type { RenderOptions } from '../../../src/config/render.ts';
 import type { NodeInfo, ServicePort, Snapshot } from '../../../src/model/types.ts';

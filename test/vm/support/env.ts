@@ -7,7 +7,7 @@
  */
 import test, { type ExecutionContext } from 'ava';
 import type { ProbeSummary, RequestResult } from '../../../src/testbed/probe.ts';
-import { IpvsClient, IpvsUnavailableError } from '../../../src/modes/ipvs/netlink.ts';
+import { IpvsClient, IpvsUnavailableError } from '../../../src/kernel/ipvs/client.ts';
 import { run } from '../../../src/testbed/exec.ts';
 import { createTopology, testbedUnavailableReason, type Topology, type TopologySpec } from '../../../src/testbed/topology.ts';
 

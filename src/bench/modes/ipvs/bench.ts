@@ -7,7 +7,7 @@
 import { SystemIptables, toIptablesVariant } from '../../../kernel/iptables/exec.ts';
 import { SystemIpset } from '../../../modes/ipvs/ipset.ts';
 import { RtnlLinkManager } from '../../../modes/ipvs/link.ts';
-import { IpvsClient, IpvsUnavailableError } from '../../../modes/ipvs/netlink.ts';
+import { IpvsClient, IpvsUnavailableError } from '../../../kernel/ipvs/client.ts';
 import { ProcSysctls } from '../../../modes/ipvs/sysctl.ts';
 import type { ModeBench } from '../../harness.ts';
 import { BENCH_CLUSTER_CIDR } from '../../synth.ts';

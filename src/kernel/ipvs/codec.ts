@@ -41,7 +41,7 @@
  * Commands without a payload (IPVS_CMD_GET_INFO, IPVS_CMD_FLUSH, the
  * IPVS_CMD_GET_SERVICE dump) are sent with an empty payload.
  */
-import { NetlinkDecodeError, NLA_F_NESTED, NLA_F_NET_BYTEORDER, NLA_TYPE_MASK, NLA_HDRLEN, nlaAlign, AttrWriter, type NlAttr, parseAttrs, indexAttrs, attrU16, attrBe16, attrU32, attrBe32, attrCounter, attrString, attrNested, readU16, readU32, writeU16, writeU32 } from '../../kernel/netlink/nlattr.ts';
+import { NetlinkDecodeError, NLA_F_NESTED, NLA_F_NET_BYTEORDER, NLA_TYPE_MASK, NLA_HDRLEN, nlaAlign, AttrWriter, type NlAttr, parseAttrs, indexAttrs, attrU16, attrBe16, attrU32, attrBe32, attrCounter, attrString, attrNested, readU16, readU32, writeU16, writeU32 } from '../netlink/nlattr.ts';
 import { DroverError } from '../../errors.ts';
 import { classifyIPv4, ipFromBytes, ipToBytes, parseIP } from '../../model/addr.ts';
 

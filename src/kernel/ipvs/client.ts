@@ -63,7 +63,7 @@ import {
   type VirtualServerKey,
 } from './codec.ts';
 import { DroverError } from '../../errors.ts';
-import { isNoSuchService, isNotFound, netlinkErrorCode } from '../../kernel/netlink/errno.ts';
+import { isNoSuchService, isNotFound, netlinkErrorCode } from '../netlink/errno.ts';
 
 /** NLM_F_DUMP = NLM_F_ROOT | NLM_F_MATCH (<linux/netlink.h>). */
 const NLM_F_DUMP = 0x300;
