@@ -1,7 +1,7 @@
 /** kube-ipvs0: the address diff, and the fake link manager. */
 import test from 'ava';
 import { FakeLinks } from '../../src/modes/ipvs/fake.ts';
-import { DUMMY_INTERFACE, planAddresses } from '../../src/modes/ipvs/link.ts';
+import { DUMMY_INTERFACE, planAddresses } from '../../src/kernel/rtnetlink/link.ts';
 
 test('address diff: bind missing ClusterIPs, unbind everything else on kube-ipvs0', (t) => {
   const plan = planAddresses(

@@ -72,7 +72,7 @@ import { addressDrift, checkWindow, realServerChecks, realServerDrift, virtualSe
 import { checkPending, type PendingRemoval } from './graceful.ts';
 import { familySetName, IPVS_SETS, ownedSetNames, parseIpsetSave, planIpsetChanges, planIpsetDestroy, planIpsetRestore, type IpsetExec, type IpsetPlan, type SavedSet } from './ipset.ts';
 import { applyOps, readSomeVirtualServers, readVirtualServers, type IpvsKernel, type KernelRead } from './kernel.ts';
-import { DUMMY_INTERFACE, hostPrefixLength, planAddresses, type AddressPlan, type InterfaceAddress, type LinkManager } from './link.ts';
+import { DUMMY_INTERFACE, hostPrefixLength, planAddresses, type AddressPlan, type InterfaceAddress, type LinkManager } from '../../kernel/rtnetlink/link.ts';
 import { fullSyncTargets, NOTHING_KEPT, type KeptIpvsState } from './keep.ts';
 import { IpvsClientClosedError } from '../../kernel/ipvs/client.ts';
 import { countOps, describeOp, planIpvs, type IpvsOp } from './reconcile.ts';

@@ -15,7 +15,7 @@
 import { IP_VS_SVC_F, type ForwardingMethod, type IpvsProtocol } from '../../kernel/ipvs/codec.ts';
 import { compareText, realServerKey, type DesiredVirtualServer } from './desired.ts';
 import { CLUSTER_IP_SET, familySetName, IpsetValidationError, LOOP_BACK_SET, clusterIPEntry, loopBackEntry } from './ipset.ts';
-import { DUMMY_INTERFACE, hostPrefixLength } from './link.ts';
+import { DUMMY_INTERFACE, hostPrefixLength } from '../../kernel/rtnetlink/link.ts';
 import type { IPFamily } from '../../model/types.ts';
 import { boundAddresses, virtualServerLabel, type IpvsLive } from './live.ts';
 import { compareAddresses, joinHostPort, uint32ToIPv4 } from '../../model/addr.ts';

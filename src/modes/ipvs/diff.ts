@@ -22,7 +22,7 @@ import type { StaticRuleset } from '../shared/kube-chains/static.ts';
 import { realServerKey, virtualServerKey, type DesiredIpvsState } from './desired.ts';
 import { CLUSTER_IP_SET, familySetName, IPVS_SETS, planIpsetRestore, swapSetName } from './ipset.ts';
 import { fullSyncTargets } from './keep.ts';
-import { DUMMY_INTERFACE, hostPrefixLength, planAddresses } from './link.ts';
+import { DUMMY_INTERFACE, hostPrefixLength, planAddresses } from '../../kernel/rtnetlink/link.ts';
 import type { IPFamily } from '../../model/types.ts';
 import { planIpvs, type IpvsOp } from './reconcile.ts';
 import { otherModeLeftovers } from './rules.ts';

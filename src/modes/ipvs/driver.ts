@@ -23,7 +23,7 @@ import { formatIpvsDrift, ipvsDriftCount } from './diff.ts';
 import { ipvsDriftFromSource, loadDesiredIpvs, readIpvsKernel } from './inspect.ts';
 import { nodeAddresses } from './node-ips.ts';
 import { CLUSTER_IP_SET, familySetName, LOOP_BACK_SET } from './ipset.ts';
-import { DUMMY_INTERFACE } from './link.ts';
+import { DUMMY_INTERFACE } from '../../kernel/rtnetlink/link.ts';
 import { ipvsCounts, unsupportedNote, type IpvsCounts } from './live.ts';
 import { ipvsOptions, ipvsSchedulerOption } from './options.ts';
 import { renderIpvs } from './render.ts';

@@ -33,7 +33,7 @@ import { checkEntry, type IpsetExec } from './ipset.ts';
 import type { IPFamily } from '../../model/types.ts';
 import type { IpvsKernel } from './kernel.ts';
 import { IpvsRequestError, type DumpResult } from '../../kernel/ipvs/client.ts';
-import type { InterfaceAddress, LinkManager } from './link.ts';
+import type { InterfaceAddress, LinkManager } from '../../kernel/rtnetlink/link.ts';
 import type { Sysctls } from './sysctl.ts';
 import { CommandError } from '../../kernel/exec.ts';
 

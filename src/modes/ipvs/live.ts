@@ -13,7 +13,7 @@ import { familySetName, IPVS_SETS, parseIpsetSave, type IpsetExec, type SavedSet
 import { joinHostPort } from '../../model/addr.ts';
 import type { IPFamily } from '../../model/types.ts';
 import { readVirtualServers, type IpvsKernel } from './kernel.ts';
-import { DUMMY_INTERFACE, hostPrefixLength, type InterfaceAddress, type LinkManager } from './link.ts';
+import { DUMMY_INTERFACE, hostPrefixLength, type InterfaceAddress, type LinkManager } from '../../kernel/rtnetlink/link.ts';
 import type { KernelVirtualServer } from './reconcile.ts';
 import { IPVS_SYSCTLS, type Sysctls } from './sysctl.ts';
 import { readTables } from '../../kernel/iptables/live.ts';

@@ -12,7 +12,7 @@ import { cidrContains, compareAddresses, isCanonicalIPv4, parseIP, type IPPrefix
 import type { IPFamily } from '../../model/types.ts';
 import type { Interfaces } from '../../server/node-addresses.ts';
 import type { NodeAddresses } from './frontends.ts';
-import { DUMMY_INTERFACE } from './link.ts';
+import { DUMMY_INTERFACE } from '../../kernel/rtnetlink/link.ts';
 import { nodePortIPs } from '../shared/kube-chains/node-ports.ts';
 
 /**

@@ -26,7 +26,7 @@ import type { StaticRuleset } from '../shared/kube-chains/static.ts';
 import { validateRealServer, validateVirtualServer, type RealServer, type VirtualServer } from '../../kernel/ipvs/codec.ts';
 import type { DesiredIpvsState, DesiredVirtualServer } from './desired.ts';
 import { planIpsetRestore } from './ipset.ts';
-import { DUMMY_INTERFACE, hostPrefixLength } from './link.ts';
+import { DUMMY_INTERFACE, hostPrefixLength } from '../../kernel/rtnetlink/link.ts';
 import { ipvsRulesPlan } from './rules.ts';
 import { ipvsSysctls } from './sysctl.ts';
 

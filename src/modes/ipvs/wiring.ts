@@ -17,7 +17,7 @@ import type { IPPrefix } from '../../model/addr.ts';
 import { DualStackIpvsBackend } from './dual-stack.ts';
 import { nodeAddresses } from './node-ips.ts';
 import { SystemIpset } from './ipset.ts';
-import { RtnlLinkManager } from './link.ts';
+import { RtnlLinkManager } from '../../kernel/rtnetlink/link.ts';
 import type { IpvsInspectIO } from './live.ts';
 import { IpvsClient, IpvsUnavailableError } from '../../kernel/ipvs/client.ts';
 import type { IpvsCliOptions } from './options.ts';

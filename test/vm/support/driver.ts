@@ -31,7 +31,7 @@ import { SystemIptables } from '../../../src/kernel/iptables/exec.ts';
 import { IpvsBackend } from '../../../src/modes/ipvs/backend.ts';
 import { DualStackIpvsBackend } from '../../../src/modes/ipvs/dual-stack.ts';
 import { SystemIpset } from '../../../src/modes/ipvs/ipset.ts';
-import { RtnlLinkManager } from '../../../src/modes/ipvs/link.ts';
+import { RtnlLinkManager } from '../../../src/kernel/rtnetlink/link.ts';
 import { IpvsClient } from '../../../src/kernel/ipvs/client.ts';
 import { ProcSysctls } from '../../../src/modes/ipvs/sysctl.ts';
 import type { RenderOptions } from '../../../src/config/render.ts';

@@ -6,7 +6,7 @@
  */
 import { SystemIptables, toIptablesVariant } from '../../../kernel/iptables/exec.ts';
 import { SystemIpset } from '../../../modes/ipvs/ipset.ts';
-import { RtnlLinkManager } from '../../../modes/ipvs/link.ts';
+import { RtnlLinkManager } from '../../../kernel/rtnetlink/link.ts';
 import { IpvsClient, IpvsUnavailableError } from '../../../kernel/ipvs/client.ts';
 import { ProcSysctls } from '../../../modes/ipvs/sysctl.ts';
 import type { ModeBench } from '../../harness.ts';

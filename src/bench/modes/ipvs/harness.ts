@@ -28,7 +28,7 @@ import { cidrContains } from '../../../model/addr.ts';
 import { desiredServicePort, virtualServerKey, type DesiredServicePort, type DesiredVirtualServer } from '../../../modes/ipvs/desired.ts';
 import { parseIpsetSave, planIpsetRestore, type IpsetExec } from '../../../modes/ipvs/ipset.ts';
 import { applyOps, readSomeVirtualServers, readVirtualServers, type IpvsKernel } from '../../../modes/ipvs/kernel.ts';
-import { DUMMY_INTERFACE, planAddresses, type LinkManager } from '../../../modes/ipvs/link.ts';
+import { DUMMY_INTERFACE, planAddresses, type LinkManager } from '../../../kernel/rtnetlink/link.ts';
 import { planIpvs, sameDest, sameService, type KernelVirtualServer } from '../../../modes/ipvs/reconcile.ts';
 import { ipvsStaticRules } from '../../../modes/ipvs/rules.ts';
 import type { Sysctls } from '../../../modes/ipvs/sysctl.ts';

@@ -16,10 +16,10 @@
  */
 import { createRtNetlink, FlagsNew, type RtNetlinkSocket } from 'netlink';
 import { compareAddresses, ipFromBytes } from '../../model/addr.ts';
-import { AttrWriter } from '../../kernel/netlink/nlattr.ts';
-import { AF_INET6, parseIPAddress } from '../../kernel/ipvs/codec.ts';
+import { AttrWriter } from '../netlink/nlattr.ts';
+import { AF_INET6, parseIPAddress } from '../ipvs/codec.ts';
 import type { IPFamily } from '../../model/types.ts';
-import { isErrno, isExists, isPermission, netlinkErrorCode } from '../../kernel/netlink/errno.ts';
+import { isErrno, isExists, isPermission, netlinkErrorCode } from '../netlink/errno.ts';
 
 /** The dummy interface's name (kube-proxy's defaultDummyDevice). */
 export const DUMMY_INTERFACE = 'kube-ipvs0';
