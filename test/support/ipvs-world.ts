@@ -1,7 +1,10 @@
 /** IPVS mode on in-memory fakes, shared by the unit tests of the IPVS backend and of the inspect commands in IPVS mode. */
 import { FakeIptables } from '../../src/modes/iptables/fake.ts';
 import { IpvsBackend, type IpvsBackendOptions } from '../../src/modes/ipvs/backend.ts';
-import { FakeIpset, FakeIpvs, FakeLinks, FakeSysctls } from '../../src/modes/ipvs/fake.ts';
+import { FakeIpset } from '../../src/kernel/ipset/fake.ts';
+import { FakeIpvs } from '../../src/kernel/ipvs/fake.ts';
+import { FakeLinks } from '../../src/kernel/rtnetlink/fake.ts';
+import { FakeSysctls } from '../../src/modes/ipvs/fake.ts';
 import type { Snapshot } from '../../src/model/types.ts';
 import { silentLogger } from '../../src/util/log.ts';
 import { ep, snap, sp } from './snapshots.ts';

@@ -7,7 +7,10 @@
 import test from 'ava';
 import { FakeIptables } from '../../src/modes/iptables/fake.ts';
 import { desiredServicePort } from '../../src/modes/ipvs/desired.ts';
-import { FakeIpset, FakeIpvs, FakeLinks, FakeSysctls } from '../../src/modes/ipvs/fake.ts';
+import { FakeIpset } from '../../src/kernel/ipset/fake.ts';
+import { FakeIpvs } from '../../src/kernel/ipvs/fake.ts';
+import { FakeLinks } from '../../src/kernel/rtnetlink/fake.ts';
+import { FakeSysctls } from '../../src/modes/ipvs/fake.ts';
 import { describeOp } from '../../src/modes/ipvs/reconcile.ts';
 import { iterationChanges, type ClockService } from '../../src/bench/changes.ts';
 import { ipvsHarness } from '../../src/bench/modes/ipvs/harness.ts';

@@ -1,7 +1,7 @@
 /** The ipsets of IPVS mode: entries, `ipset save` parsing, and the exact `ipset restore -exist` input. */
 import test from 'ava';
 import { EMPTY_FRONTEND_SETS } from '../support/ipvs-sets.ts';
-import { FakeIpset } from '../../src/modes/ipvs/fake.ts';
+import { FakeIpset } from '../../src/kernel/ipset/fake.ts';
 import {
   CLUSTER_IP_SET,
   IPVS_SETS,

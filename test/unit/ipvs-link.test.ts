@@ -1,6 +1,6 @@
 /** kube-ipvs0: the address diff, and the fake link manager. */
 import test from 'ava';
-import { FakeLinks } from '../../src/modes/ipvs/fake.ts';
+import { FakeLinks } from '../../src/kernel/rtnetlink/fake.ts';
 import { DUMMY_INTERFACE, planAddresses } from '../../src/kernel/rtnetlink/link.ts';
 
 test('address diff: bind missing ClusterIPs, unbind everything else on kube-ipvs0', (t) => {

@@ -58,6 +58,7 @@ import {
   portEntry,
   type OwnedSetName,
 } from './ipset.ts';
+import { realServerKey, virtualServerKey } from '../../kernel/ipvs/keys.ts';
 
 /** Weight of every real server drover adds (kube-proxy uses 1). */
 export const REAL_SERVER_WEIGHT = 1;
@@ -115,15 +116,7 @@ export interface IpvsPlanOptions {
   readonly nodeAddresses?: NodeAddresses;
 }
 
-/** Identity of a virtual server as text: "TCP/10.96.0.10:80". */
-export function virtualServerKey(vs: VirtualServerKey): string {
-  return `${vs.protocol}/${vs.address}:${vs.port}`;
-}
-
-/** Identity of a real server within its virtual server: "10.244.1.2:8080". */
-export function realServerKey(rs: RealServerKey): string {
-  return `${rs.address}:${rs.port}`;
-}
+export { realServerKey, virtualServerKey } from '../../kernel/ipvs/keys.ts';
 
 /** One service port's share of the desired state; a partial sync recomputes only the changed ones. */
 export interface DesiredServicePort {

@@ -9,7 +9,10 @@ import { silentLogger } from '../../util/log.ts';
 import type { FakeMode, FakeModeOptions } from '../driver.ts';
 import { FakeIptables } from '../iptables/fake.ts';
 import { IpvsBackend } from './backend.ts';
-import { FakeIpset, FakeIpvs, FakeLinks, FakeSysctls } from './fake.ts';
+import { FakeIpset } from '../../kernel/ipset/fake.ts';
+import { FakeIpvs } from '../../kernel/ipvs/fake.ts';
+import { FakeLinks } from '../../kernel/rtnetlink/fake.ts';
+import { FakeSysctls } from './fake.ts';
 import { readIpvsLive } from './live.ts';
 import { ipvsTraceContext } from './trace.ts';
 

@@ -4,32 +4,13 @@
  * Also the two I/O helpers built on it: reading the kernel's virtual servers
  * with their destinations, and sending a plan's commands in a valid order.
  */
-import type { DestEntry, RealServer, RealServerKey, ServiceEntry, VirtualServer, VirtualServerKey } from '../../kernel/ipvs/codec.ts';
+import type { ServiceEntry, VirtualServerKey } from '../../kernel/ipvs/codec.ts';
+import type { IpvsKernel } from '../../kernel/ipvs/interface.ts';
 import { virtualServerKey } from './desired.ts';
-import type { DumpResult } from '../../kernel/ipvs/client.ts';
 import { describeOp, type IpvsOp, type KernelVirtualServer } from './reconcile.ts';
 import { DroverError } from '../../errors.ts';
 
-/**
- * The IPVS commands the backend uses. Every method validates its input
- * before anything is sent (IpvsValidationError) and rejects with
- * IpvsRequestError (`code`: ESRCH, EEXIST, ENOENT, ...) when the kernel
- * refuses; see IpvsClient for the meaning of each.
- */
-export interface IpvsKernel {
-  /** Every virtual server; fwmark and IPv6 ones are listed in `unsupported`. */
-  dumpServices(): Promise<DumpResult<ServiceEntry>>;
-  /** One virtual server, or undefined when there is none. */
-  getService(key: VirtualServerKey): Promise<ServiceEntry | undefined>;
-  /** The destinations of a virtual server (empty for an unknown one). */
-  dumpDests(key: VirtualServerKey): Promise<DumpResult<DestEntry>>;
-  newService(vs: VirtualServer): Promise<void>;
-  setService(vs: VirtualServer): Promise<void>;
-  delService(key: VirtualServerKey): Promise<void>;
-  newDest(vs: VirtualServerKey, rs: RealServer): Promise<void>;
-  setDest(vs: VirtualServerKey, rs: RealServer): Promise<void>;
-  delDest(vs: VirtualServerKey, rs: RealServerKey): Promise<void>;
-}
+export type { IpvsKernel } from '../../kernel/ipvs/interface.ts';
 
 /** What {@link readVirtualServers} found. */
 export interface KernelRead {
