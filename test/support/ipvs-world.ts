@@ -1,5 +1,5 @@
 /** IPVS mode on in-memory fakes, shared by the unit tests of the IPVS backend and of the inspect commands in IPVS mode. */
-import { FakeIptables } from '../../src/modes/iptables/fake.ts';
+import { FakeIptables } from '../../src/kernel/iptables/fake.ts';
 import { IpvsBackend, type IpvsBackendOptions } from '../../src/modes/ipvs/backend.ts';
 import { FakeIpset } from '../../src/kernel/ipset/fake.ts';
 import { FakeIpvs } from '../../src/kernel/ipvs/fake.ts';

@@ -4,7 +4,7 @@
  * drover's partial sync does.
  */
 import test from 'ava';
-import { FakeIptables } from '../../src/modes/iptables/fake.ts';
+import { FakeIptables } from '../../src/kernel/iptables/fake.ts';
 import { toIptablesVariant } from '../../src/kernel/iptables/exec.ts';
 import { renderServicePort, sharedRule } from '../../src/modes/iptables/render.ts';
 import { iterationChanges, type ClockService } from '../../src/bench/changes.ts';

@@ -5,7 +5,7 @@
  * changes.
  */
 import test from 'ava';
-import { FakeIptables } from '../../src/modes/iptables/fake.ts';
+import { FakeIptables } from '../../src/kernel/iptables/fake.ts';
 import { desiredServicePort } from '../../src/modes/ipvs/desired.ts';
 import { FakeIpset } from '../../src/kernel/ipset/fake.ts';
 import { FakeIpvs } from '../../src/kernel/ipvs/fake.ts';

@@ -2,7 +2,7 @@
 import test from 'ava';
 import { pino } from 'pino';
 import { IptablesBackend } from '../../src/modes/iptables/backend.ts';
-import { FakeIptables } from '../../src/modes/iptables/fake.ts';
+import { FakeIptables } from '../../src/kernel/iptables/fake.ts';
 import { ReadBackBudget } from '../../src/modes/shared/read-back.ts';
 import { Proxier, type LastSync } from '../../src/proxier/proxier.ts';
 import type { SourceRead } from '../../src/sources/source.ts';

@@ -11,7 +11,7 @@ import type { StaleFlow } from '../../src/conntrack/stale.ts';
 import { healthCheckServices } from '../../src/model/health-check.ts';
 import type { Endpoint, Frontends, ServicePort } from '../../src/model/types.ts';
 import { DualStackIptablesBackend } from '../../src/modes/iptables/dual-stack.ts';
-import { FakeIptables } from '../../src/modes/iptables/fake.ts';
+import { FakeIptables } from '../../src/kernel/iptables/fake.ts';
 import { loadStatic6Rules, loadStaticRules } from '../../src/modes/shared/kube-chains/static.ts';
 import { countChanges } from '../../src/proxier/changes.ts';
 import { Proxier } from '../../src/proxier/proxier.ts';

@@ -1,6 +1,6 @@
 import test from 'ava';
 import { IptablesBackend } from '../../src/modes/iptables/backend.ts';
-import { FakeIptables } from '../../src/modes/iptables/fake.ts';
+import { FakeIptables } from '../../src/kernel/iptables/fake.ts';
 import { parseSave } from '../../src/kernel/iptables/parse.ts';
 import { chainLabel, formatChains, selectServicePorts, serviceChains } from '../../src/modes/shared/kube-chains/chains.ts';
 import { readTables } from '../../src/kernel/iptables/live.ts';

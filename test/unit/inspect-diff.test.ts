@@ -1,6 +1,6 @@
 import test from 'ava';
 import { IptablesBackend } from '../../src/modes/iptables/backend.ts';
-import { FakeIptables } from '../../src/modes/iptables/fake.ts';
+import { FakeIptables } from '../../src/kernel/iptables/fake.ts';
 import { renderSnapshot } from '../../src/modes/iptables/snapshot.ts';
 import { loadStaticRules } from '../../src/modes/shared/kube-chains/static.ts';
 import { driftItems, formatDrift, ruleChanges } from '../../src/modes/shared/kube-chains/diff.ts';

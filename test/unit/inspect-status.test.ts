@@ -3,7 +3,7 @@ import { mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { IptablesBackend } from '../../src/modes/iptables/backend.ts';
-import { FakeIptables } from '../../src/modes/iptables/fake.ts';
+import { FakeIptables } from '../../src/kernel/iptables/fake.ts';
 import { loadStaticRules } from '../../src/modes/shared/kube-chains/static.ts';
 import { ownedRuleCounts } from '../../src/modes/shared/kube-chains/ruleset.ts';
 import { readTables } from '../../src/kernel/iptables/live.ts';

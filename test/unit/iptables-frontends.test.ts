@@ -7,7 +7,7 @@
  */
 import test from 'ava';
 import { IptablesBackend } from '../../src/modes/iptables/backend.ts';
-import { FakeIptables } from '../../src/modes/iptables/fake.ts';
+import { FakeIptables } from '../../src/kernel/iptables/fake.ts';
 import { renderServicePort, type ServiceRules } from '../../src/modes/iptables/render.ts';
 import { ipv4Frontends, type Frontends, type NodeInfo, type ServicePort } from '../../src/model/types.ts';
 import { silentLogger } from '../../src/util/log.ts';

@@ -15,7 +15,7 @@ import { netnsArg, nodePortAddressesArg } from '../../src/cli/options.ts';
 import { keptChainLines } from '../../src/cli/cleanup.ts';
 import { refuseForeignSwitches } from '../../src/cli/setup.ts';
 import { IptablesBackend } from '../../src/modes/iptables/backend.ts';
-import { FakeIptables } from '../../src/modes/iptables/fake.ts';
+import { FakeIptables } from '../../src/kernel/iptables/fake.ts';
 import { ensureRouteLocalnet, hasLocalnetFirewallJump, localhostNodePortsOn, recordPath, restoreRouteLocalnet, RouteLocalnetBackend, ROUTE_LOCALNET, LOCALNET_FIREWALL_RULE } from '../../src/modes/iptables/localhost.ts';
 import { FamilySyncError } from '../../src/modes/shared/dual-stack.ts';
 import type { Backend } from '../../src/proxier/backend.ts';

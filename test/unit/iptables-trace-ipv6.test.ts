@@ -9,7 +9,7 @@ import test from 'ava';
 import { formatTrace } from '../../src/inspect/trace-format.ts';
 import { trace, type Packet } from '../../src/inspect/trace.ts';
 import { DualStackIptablesBackend } from '../../src/modes/iptables/dual-stack.ts';
-import { FakeIptables } from '../../src/modes/iptables/fake.ts';
+import { FakeIptables } from '../../src/kernel/iptables/fake.ts';
 import { readTables } from '../../src/kernel/iptables/live.ts';
 import { parsePrefix, parseRule, prefixContains } from '../../src/kernel/iptables/rule.ts';
 import { loadStatic6Rules, loadStaticRules } from '../../src/modes/shared/kube-chains/static.ts';

@@ -9,7 +9,7 @@ import { desiredIpvsState } from '../../src/modes/ipvs/assemble.ts';
 import { renderIpvsFamilies } from '../../src/modes/ipvs/driver.ts';
 import { DualStackIpvsBackend } from '../../src/modes/ipvs/dual-stack.ts';
 import { IpvsCleanupError } from '../../src/modes/ipvs/backend.ts';
-import { FakeIptables } from '../../src/modes/iptables/fake.ts';
+import { FakeIptables } from '../../src/kernel/iptables/fake.ts';
 import { familySetName, swapSetName } from '../../src/modes/ipvs/ipset.ts';
 import { ipvsStaticRules } from '../../src/modes/ipvs/rules.ts';
 import { nodeAddresses } from '../../src/modes/ipvs/node-ips.ts';

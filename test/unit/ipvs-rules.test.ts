@@ -1,7 +1,7 @@
 /** IPVS mode's iptables rules: the static file with the masquerade rule substituted, planned with the iptables machinery. */
 import test from 'ava';
 import { IptablesBackend } from '../../src/modes/iptables/backend.ts';
-import { FakeIptables } from '../../src/modes/iptables/fake.ts';
+import { FakeIptables } from '../../src/kernel/iptables/fake.ts';
 import { parseSave } from '../../src/kernel/iptables/parse.ts';
 import { planToRestore } from '../../src/kernel/iptables/plan.ts';
 import { ipvsRulesPlan, ipvsStaticRules, substituteMasquerade } from '../../src/modes/ipvs/rules.ts';

@@ -2,7 +2,7 @@
 import test from 'ava';
 import { IptablesBackend } from '../../src/modes/iptables/backend.ts';
 import { RestoreError } from '../../src/kernel/iptables/exec.ts';
-import { FakeIptables } from '../../src/modes/iptables/fake.ts';
+import { FakeIptables } from '../../src/kernel/iptables/fake.ts';
 import { iptablesMetrics } from '../../src/modes/iptables/metrics.ts';
 import { parseBindAddress } from '../../src/model/addr.ts';
 import { Proxier } from '../../src/proxier/proxier.ts';

@@ -12,7 +12,7 @@ import { healthCheckServices } from '../../src/model/health-check.ts';
 import { buildSnapshot } from '../../src/model/normalise.ts';
 import { ipv4Frontends, type Endpoint, type ServicePort, type Snapshot } from '../../src/model/types.ts';
 import { IptablesBackend } from '../../src/modes/iptables/backend.ts';
-import { FakeIptables } from '../../src/modes/iptables/fake.ts';
+import { FakeIptables } from '../../src/kernel/iptables/fake.ts';
 import { Proxier } from '../../src/proxier/proxier.ts';
 import type { SourceRead } from '../../src/sources/source.ts';
 import { startServers } from '../../src/server/daemon.ts';

@@ -6,7 +6,7 @@
 import { silentLogger } from '../../util/log.ts';
 import type { FakeMode, FakeModeOptions } from '../driver.ts';
 import { IptablesBackend } from './backend.ts';
-import { FakeIptables } from './fake.ts';
+import { FakeIptables } from '../../kernel/iptables/fake.ts';
 import { readTables } from '../../kernel/iptables/live.ts';
 import { iptablesTraceContext } from '../shared/kube-chains/trace.ts';
 

@@ -7,7 +7,7 @@ import { compareAddresses } from '../../model/addr.ts';
 import { DEFAULT_SERVICE_CIDR } from '../../model/allocate.ts';
 import { silentLogger } from '../../util/log.ts';
 import type { FakeMode, FakeModeOptions } from '../driver.ts';
-import { FakeIptables } from '../iptables/fake.ts';
+import { FakeIptables } from '../../kernel/iptables/fake.ts';
 import { IpvsBackend } from './backend.ts';
 import { FakeIpset } from '../../kernel/ipset/fake.ts';
 import { FakeIpvs } from '../../kernel/ipvs/fake.ts';

@@ -8,10 +8,10 @@
  * `--probability` as the kernel stores it).
  */
 import { ReadBackTimeoutError } from '../../errors.ts';
-import { canonicalRule } from '../../kernel/iptables/canonical.ts';
-import { RestoreError, type IptablesExec, type IptablesVariant } from '../../kernel/iptables/exec.ts';
-import type { TableName } from '../../kernel/iptables/parse.ts';
-import type { CanaryTable } from '../../kernel/iptables/canary.ts';
+import { canonicalRule } from './canonical.ts';
+import { RestoreError, type IptablesExec, type IptablesVariant } from './exec.ts';
+import type { TableName } from './parse.ts';
+import type { CanaryTable } from './canary.ts';
 
 const BUILTINS: Record<TableName, readonly string[]> = {
   filter: ['INPUT', 'FORWARD', 'OUTPUT'],
