@@ -25,7 +25,7 @@ import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import type { ServicePort } from '../src/model/types.ts';
 import { FileSource } from '../src/sources/file.ts';
-import { run } from '../src/testbed/exec.ts';
+import { run } from '../src/kernel/exec.ts';
 import { probe } from '../src/testbed/probe.ts';
 import { createTopology, testbedUnavailableReason, type BackendSpec, type Topology } from '../src/testbed/topology.ts';
 import { silentLogger } from '../src/util/log.ts';

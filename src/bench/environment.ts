@@ -4,7 +4,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { cpus, loadavg, release } from 'node:os';
-import { run } from '../testbed/exec.ts';
+import { run } from '../kernel/exec.ts';
 import type { BenchEnvironment } from './types.ts';
 
 /** The files and variables guest detection reads (injectable for tests). */

@@ -1,6 +1,6 @@
 /** A bare network namespace for kernel tests that need no traffic. */
 import { randomBytes } from 'node:crypto';
-import { run } from './exec.ts';
+import { run } from '../kernel/exec.ts';
 
 /**
  * Run `fn` inside a fresh, empty network namespace named `drv-<hex>-k`, and

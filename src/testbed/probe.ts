@@ -4,7 +4,7 @@
  */
 import { spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
-import { run } from './exec.ts';
+import { run } from '../kernel/exec.ts';
 import type { ProbeSummary, RequestResult, TrafficRequest, TrafficSummary } from './protocol.ts';
 import { helperArgv, type Topology } from './topology.ts';
 

@@ -14,7 +14,7 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import type { Socket } from 'node:net';
 import { fileURLToPath } from 'node:url';
-import { run, type RunOptions, type RunResult } from './exec.ts';
+import { run, type RunOptions, type RunResult } from '../kernel/exec.ts';
 
 /** Default prefix of testbed namespace names (`drv-<6 hex>-<role>`); see scripts/netns-cleanup.sh. */
 export const NETNS_PREFIX = 'drv';
