@@ -15,7 +15,7 @@
  * per-family proxiers leave them (model/frontends.ts).
  */
 import { formatCIDR, parseIP } from '../../model/addr.ts';
-import { externalIPsOf, loadBalancerIPsOf, rangesHoldNode, sourceRangesOf } from '../../model/frontends.ts';
+import { entriesOf, frontendEntries } from '../../model/frontend-index.ts';
 import { categorizeEndpoints, externallyAccessible, internalEndpoints } from '../../model/policy.ts';
 import type { Endpoint, IPFamily, NodeInfo, ServicePort, Snapshot } from '../../model/types.ts';
 import { firewallText, frontendText, hairpinText, nftProtocol, safePort, targetText, UnsafeElementError, type NftProtocol } from './elements.ts';
@@ -112,21 +112,21 @@ export function desiredFrontends(sp: ServicePort, node: NodeInfo | undefined, op
     ...(has ? affinity : {}),
     ...(firewall ? { firewall } : {}),
   });
-  const f = sp.frontends;
-  if (f.nodePort !== undefined) for (const ip of opts.nodePortIPs) out.push(external(ipOf(family, ip), safePort(f.nodePort)));
-  for (const ip of externalIPsOf(f, family)) out.push(external(ip, port));
-  const ranges = sourceRangesOf(f.loadBalancerSourceRanges, family);
-  const lbIPs = loadBalancerIPsOf(f, family);
-  for (const ip of lbIPs) {
-    if (ranges.length === 0) {
-      out.push(external(ip, port));
+  // The frontends are the model's (model/frontend-index.ts); the table lists NodePorts first.
+  const entries = frontendEntries(sp, family, node);
+  for (const e of entriesOf(entries, 'NodePort')) for (const ip of opts.nodePortIPs) out.push(external(ipOf(family, ip), safePort(e.port)));
+  for (const e of entriesOf(entries, 'ExternalIP')) out.push(external(e.address, port));
+  const lbEntries = entriesOf(entries, 'LoadBalancer');
+  for (const e of lbEntries) {
+    if (e.sourceRanges.length === 0) {
+      out.push(external(e.address, port));
       continue;
     }
-    const frontend = frontendText({ ip, protocol, port });
+    const frontend = frontendText({ ip: e.address, protocol, port });
     // A VIP that loops back from the node: the LoadBalancer IPs themselves are clients too (kube-proxy's allowFromNode).
     const host = family === 'IPv4' ? 32 : 128;
-    const clients = [...ranges.map(formatCIDR), ...(rangesHoldNode(ranges, node, family) ? lbIPs.map((lb) => `${lb}/${host}`) : [])];
-    out.push(external(ip, port, [...new Set(clients.map((c) => firewallText(frontend, c)))].sort()));
+    const clients = [...e.sourceRanges.map(formatCIDR), ...(e.allowFromNode ? lbEntries.map((lb) => `${lb.address}/${host}`) : [])];
+    out.push(external(e.address, port, [...new Set(clients.map((c) => firewallText(frontend, c)))].sort()));
   }
   return out;
 }
