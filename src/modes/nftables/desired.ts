@@ -15,7 +15,7 @@
  * per-family proxiers leave them (model/frontends.ts).
  */
 import { formatCIDR, parseIP } from '../../model/addr.ts';
-import { entriesOf, frontendEntries } from '../../model/frontend-index.ts';
+import { entriesOf, frontendEntries, settleView } from '../../model/frontend-index.ts';
 import { categorizeEndpoints, externallyAccessible, internalEndpoints } from '../../model/policy.ts';
 import type { Endpoint, IPFamily, NodeInfo, ServicePort, Snapshot } from '../../model/types.ts';
 import { firewallText, frontendText, hairpinText, nftProtocol, safePort, targetText, UnsafeElementError, type NftProtocol } from './elements.ts';
@@ -236,12 +236,16 @@ export interface DesiredNft {
 }
 
 /**
- * The desired frontends of `snapshot`. A frontend two service ports want
- * stays with the one `incumbents` (frontend → service port, from the last
+ * The desired frontends of `snapshot`, each service port with the
+ * frontends the model's index serves it with (model/frontend-index.ts
+ * settleView). A frontend two service ports still want (a NodePort address
+ * that is also an external IP) stays with the one `incumbents` (frontend → service port, from the last
  * sync) names, else with the first by key; the other is left out whole.
  */
 export function desiredNft(snapshot: Snapshot, opts: DesiredOptions, incumbents: ReadonlyMap<string, string> = new Map()): DesiredNft {
-  const candidates = [...snapshot.services.values()].map((sp) => [sp, sp.key, uniqueFrontends(sp, snapshot.node, opts)] as const);
+  // Each service port with the frontends it is served with (model/frontend-index.ts): what is left to claim here is a clash with a NodePort address.
+  const served = settleView(snapshot, opts.family ?? 'IPv4').view;
+  const candidates = [...served.services.values()].map((sp) => [sp, sp.key, uniqueFrontends(sp, served.node, opts)] as const);
   const { accepted, conflicts } = claimFrontends(candidates, new Map(), incumbents);
   const frontends = new Map<string, DesiredFrontend>();
   // In key order, as the snapshot lists them.
