@@ -33,8 +33,8 @@
  * frontends that are the same address·protocol·port (an external IP that
  * is also its LoadBalancer IP) are one frontend, not a clash.
  */
-import { parseIP, type IPPrefix } from './addr.ts';
-import { loadBalancerIPsOf, externalIPsOf, rangesHoldNode, sourceRangesOf } from './frontends.ts';
+import type { IPPrefix } from './addr.ts';
+import { externalIPsOf, loadBalancerIPsOf, rangesHoldNode, sourceRangesOf } from './frontends.ts';
 import { compareStrings } from './order.ts';
 import type { IPFamily, NodeInfo, Protocol, ServicePort, Snapshot, TrafficPolicy } from './types.ts';
 
@@ -370,8 +370,3 @@ class ServedPorts implements ReadonlyMap<string, ServicePort> {
   }
 }
 
-/** True when `address` is a canonical address of `family` (a mode's check before it writes an entry's address). */
-export function isAddressOf(address: string, family: IPFamily): boolean {
-  const a = parseIP(address);
-  return a !== undefined && a.text === address && a.family === (family === 'IPv4' ? 4 : 6);
-}
