@@ -11,6 +11,7 @@ import { BUILTIN_CHAINS, TABLES, type ParsedDump, type TableName } from './parse
 import { appendAll, diffTable, emptyPlan, planToRestore, type Plan, type TableView } from './plan.ts';
 import { renderServicePort, type ServiceRules } from './render.ts';
 import type { RenderOptions } from '../../config/render.ts';
+import { settleView } from '../../model/frontend-index.ts';
 import { hookIdentities, hookIdentity, loadStaticRules, type StaticRuleset } from './static.ts';
 import { LOCALNET_FIREWALL_CHAIN } from './localhost.ts';
 
@@ -55,10 +56,16 @@ export function renderRestore(snapshot: Snapshot, opts: RenderOptions, header: r
   return planToRestore(fullPlan(statics, renderSnapshot(snapshot, opts), new Map()), header);
 }
 
-/** Render every service port of a snapshot, in key order. */
+/**
+ * Render every service port of a snapshot (of `opts.family`'s view), in
+ * key order, each with the frontends it is served with
+ * (model/frontend-index.ts settleView: a frontend two service ports want is
+ * rendered for its owner only).
+ */
 export function renderSnapshot(snapshot: Snapshot, opts: RenderOptions): Map<string, ServiceRules> {
   const out = new Map<string, ServiceRules>();
-  for (const [key, sp] of snapshot.services) out.set(key, renderServicePort(sp, opts, snapshot.node));
+  const served = settleView(snapshot, opts.family ?? 'IPv4').view;
+  for (const [key, sp] of served.services) out.set(key, renderServicePort(sp, opts, served.node));
   return out;
 }
 
