@@ -12,8 +12,6 @@
  * evaluator and leaves `table ip6 drover` as it was.
  */
 import test from 'ava';
-import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import type { ServicePort, Snapshot } from '../../src/model/types.ts';
 import { DualStackNftablesBackend } from '../../src/modes/nftables/dual-stack.ts';
 import { SystemNft } from '../../src/modes/nftables/exec.ts';
@@ -24,9 +22,9 @@ import { testbedUnavailableReason, type Topology } from '../../src/testbed/topol
 import { silentLogger } from '../../src/util/log.ts';
 import { CLUSTER_CIDRS, dualStackWorld } from '../support/dualstack.ts';
 import { buildFrom } from '../unit/model-helpers.ts';
+import { DROVER } from '../support/drover-bin.ts';
 
 const unavailable = await testbedUnavailableReason();
-const DROVER = join(fileURLToPath(new URL('../..', import.meta.url)), 'bin/drover.js');
 const FULL = { full: true, changed: new Set<string>() };
 let topo: Topology;
 let snapshot: Snapshot;
