@@ -25,7 +25,7 @@
  */
 import type { Endpoint, IPFamily, NodeInfo, ServicePort, Snapshot } from '../model/types.ts';
 import { categorizeEndpoints, internalEndpoints } from '../model/policy.ts';
-import { externalIPsOf, loadBalancerIPsOf } from '../model/frontends.ts';
+import { frontendEntries } from '../model/frontend-index.ts';
 import { familyView, IP_FAMILIES } from '../model/family.ts';
 
 /**
@@ -46,12 +46,14 @@ function udpFrontends(sp: ServicePort, node: NodeInfo | undefined, family: IPFam
   const out = new Map<string, { ip?: string; port: number; endpoints: readonly Endpoint[] }>();
   if (sp.protocol !== 'UDP') return out;
   out.set(`${sp.clusterIP}:${sp.port}`, { ip: sp.clusterIP, port: sp.port, endpoints: internalEndpoints(sp, node).endpoints });
-  const f = sp.frontends;
-  const external = [...externalIPsOf(f, family), ...loadBalancerIPsOf(f, family)];
-  if (external.length === 0 && f.nodePort === undefined) return out;
+  // The frontends are the model's (model/frontend-index.ts): external IPs, LoadBalancer IPs, then the NodePort.
+  const external = frontendEntries(sp, family, node).slice(1);
+  if (external.length === 0) return out;
   const reachable = categorizeEndpoints(sp, node).allReachable;
-  for (const ip of external) out.set(`${ip}:${sp.port}`, { ip, port: sp.port, endpoints: reachable });
-  if (f.nodePort !== undefined) out.set(`*:${f.nodePort}`, { port: f.nodePort, endpoints: reachable });
+  for (const e of external) {
+    if (e.kind === 'NodePort') out.set(`*:${e.port}`, { port: e.port, endpoints: reachable });
+    else out.set(`${e.address}:${e.port}`, { ip: e.address, port: e.port, endpoints: reachable });
+  }
   return out;
 }
 

@@ -7,7 +7,7 @@
  * The Snapshot holds both views ready (normalise.ts builds them): its
  * `services` are the IPv4 view, `ipv6Services` the IPv6 one. A mode that
  * programs one family takes {@link familyView} of it; the frontends of the
- * family are frontends.ts's, with the same family.
+ * family are frontend-index.ts's, expanded with the same family.
  */
 import type { IPFamily, ServicePort, Snapshot } from './types.ts';
 

@@ -3,7 +3,8 @@
  * IP family sees them (pkg/proxy/service.go newBaseServiceInfo filters
  * each list by the proxier's family), for every mode: a family's ruleset
  * programs the addresses and ranges of its family only, and leaves the
- * others to the other family's.
+ * others to the other family's. frontend-index.ts expands a service port
+ * into its frontends with these; modes read the expansion, not these.
  */
 import { cidrContains, isCanonicalIPv4, parseCIDR, type IPPrefix } from './addr.ts';
 import type { Frontends, IPFamily, NodeInfo } from './types.ts';

@@ -8,16 +8,14 @@ import test from 'ava';
 import { access, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { run } from '../../src/testbed/exec.ts';
 import { testbedUnavailableReason } from '../../src/testbed/topology.ts';
 import { CSV_COLUMNS } from '../../src/bench/report.ts';
 import { modeBench } from '../../src/bench/modes/registry.ts';
 import type { SizeRun } from '../../src/bench/types.ts';
 import { assertSampleCounts, readSamples } from '../support/bench.ts';
+import { DROVER } from '../support/drover-bin.ts';
 
-const ROOT = fileURLToPath(new URL('../..', import.meta.url));
-const DROVER = join(ROOT, 'bin/drover.js');
 const unavailable = await testbedUnavailableReason();
 const noIpvs = await modeBench('ipvs').unavailableReason();
 const noNftables = await modeBench('nftables').unavailableReason();

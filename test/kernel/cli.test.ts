@@ -12,9 +12,9 @@ import { run } from '../../src/testbed/exec.ts';
 import { testbedUnavailableReason } from '../../src/testbed/topology.ts';
 import { withNetns } from '../../src/testbed/netns.ts';
 import { until } from '../support/wait.ts';
+import { DROVER } from '../support/drover-bin.ts';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
-const DROVER = join(ROOT, 'bin/drover.js');
 const unavailable = await testbedUnavailableReason();
 
 const drover = (args: string[]) => run(process.execPath, [DROVER, ...args], { allowFail: true, timeoutMs: 60_000 });
@@ -204,6 +204,8 @@ if (unavailable) {
 
   /** The count of full syncs in a scrape of /metrics. */
   const fullSyncs = (metrics: string) => Number(/^kubeproxy_sync_full_proxy_rules_duration_seconds_count\{ip_family="IPv4"\} (\d+)$/m.exec(metrics)?.[1]);
+  /** The count of partial syncs in a scrape of /metrics. */
+  const partialSyncs = (metrics: string) => Number(/^kubeproxy_sync_partial_proxy_rules_duration_seconds_count\{ip_family="IPv4"\} (\d+)$/m.exec(metrics)?.[1]);
 
   /**
    * `drover run` started inside a fresh namespace (not with --netns, so that
@@ -320,10 +322,9 @@ if (unavailable) {
 
   test.serial('between full read-backs, the periodic check costs no iptables-save; a foreign commit or a lost canary brings a full sync that repairs', async (t) => {
     await withRunInNetns(t, ['--sync-period', '1s', '--min-sync-period', '100ms'], async ({ netns, logs, save, get }) => {
-      await new Promise((r) => setTimeout(r, 3500));
+      // Three sync periods, each with its check, however long the machine takes for them.
+      await until('three periodic partial syncs', async () => partialSyncs(await get('http://127.0.0.1:10249/metrics')) >= 3, 60_000);
       t.is(fullSyncs(await get('http://127.0.0.1:10249/metrics')), 1, 'three clean checks, no full sync');
-      const partials = Number(/^kubeproxy_sync_partial_proxy_rules_duration_seconds_count\{ip_family="IPv4"\} (\d+)$/m.exec(await get('http://127.0.0.1:10249/metrics'))?.[1]);
-      t.true(partials >= 2, `${partials} periodic partial syncs`);
 
       // A hand edit is an nf_tables commit that is not drover's.
       const svc = linkdingChain(await save());

@@ -14,9 +14,9 @@ import { fileURLToPath } from 'node:url';
 import { run } from '../../src/testbed/exec.ts';
 import { testbedUnavailableReason } from '../../src/testbed/topology.ts';
 import { withNetns } from '../../src/testbed/netns.ts';
+import { DROVER } from '../support/drover-bin.ts';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
-const DROVER = join(ROOT, 'bin/drover.js');
 const drover = (args: string[]) => run(process.execPath, [DROVER, ...args], { allowFail: true, timeoutMs: 120_000 });
 const NAMES = ['tcp_timeout_established', 'tcp_timeout_close_wait', 'udp_timeout', 'udp_timeout_stream', 'tcp_be_liberal'];
 const CONFIG = `apiVersion: kubeproxy.config.k8s.io/v1alpha1

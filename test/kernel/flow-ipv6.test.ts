@@ -7,8 +7,6 @@
  * must name the endpoints real connections reach, or the same verdict.
  */
 import test from 'ava';
-import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { trace } from '../../src/inspect/trace.ts';
 import { DualStackIptablesBackend } from '../../src/modes/iptables/dual-stack.ts';
 import { SystemIptables } from '../../src/kernel/iptables/exec.ts';
@@ -21,9 +19,9 @@ import { createTopology, testbedUnavailableReason, type Topology } from '../../s
 import { silentLogger } from '../../src/util/log.ts';
 import { checkTraced, CLUSTER_CIDR, flowProbeTimeoutMs, NODE_IP } from '../support/packet-flow.ts';
 import { BACKENDS6, CASES6, CLIENTS6, CLUSTER_CIDR6, ip6Of, LB_IP6, NODE_IP6, STATE6 } from '../support/packet-flow6.ts';
+import { DROVER } from '../support/drover-bin.ts';
 
 const unavailable = await testbedUnavailableReason();
-const DROVER = join(fileURLToPath(new URL('../..', import.meta.url)), 'bin/drover.js');
 const FULL = { full: true, changed: new Set<string>() };
 let topo: Topology;
 

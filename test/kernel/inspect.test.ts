@@ -16,9 +16,9 @@ import { run } from '../../src/testbed/exec.ts';
 import { withNetns } from '../../src/testbed/netns.ts';
 import { testbedUnavailableReason } from '../../src/testbed/topology.ts';
 import { silentLogger } from '../../src/util/log.ts';
+import { DROVER } from '../support/drover-bin.ts';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
-const DROVER = join(ROOT, 'bin/drover.js');
 const unavailable = await testbedUnavailableReason();
 const variants: IptablesVariant[] = ['nft', 'legacy'];
 

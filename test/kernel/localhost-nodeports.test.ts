@@ -12,14 +12,12 @@ import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { run } from '../../src/testbed/exec.ts';
 import { connectOnce, probe } from '../../src/testbed/probe.ts';
 import { createTopology, testbedUnavailableReason, type Topology } from '../../src/testbed/topology.ts';
 import { LOCALNET_FIREWALL_RULE, recordPath, ROUTE_LOCALNET } from '../../src/modes/iptables/localhost.ts';
+import { DROVER } from '../support/drover-bin.ts';
 
-const ROOT = fileURLToPath(new URL('../..', import.meta.url));
-const DROVER = join(ROOT, 'bin/drover.js');
 const unavailable = await testbedUnavailableReason();
 
 const MANIFEST = `

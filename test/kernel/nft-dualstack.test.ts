@@ -12,8 +12,6 @@
  * evaluator and leaves `table ip6 drover` as it was.
  */
 import test from 'ava';
-import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import type { ServicePort, Snapshot } from '../../src/model/types.ts';
 import { DualStackNftablesBackend } from '../../src/modes/nftables/dual-stack.ts';
 import { SystemNft } from '../../src/modes/nftables/exec.ts';
@@ -25,9 +23,10 @@ import { silentLogger } from '../../src/util/log.ts';
 import { CLUSTER_CIDRS, dualStackWorld } from '../support/dualstack.ts';
 import { buildFrom } from '../unit/model-helpers.ts';
 import { isNftablesDetail } from '../../src/modes/nftables/sync-detail.ts';
+import { DROVER } from '../support/drover-bin.ts';
+import { until } from '../support/wait.ts';
 
 const unavailable = await testbedUnavailableReason();
-const DROVER = join(fileURLToPath(new URL('../..', import.meta.url)), 'bin/drover.js');
 const FULL = { full: true, changed: new Set<string>() };
 let topo: Topology;
 let snapshot: Snapshot;
@@ -185,7 +184,7 @@ if (unavailable) {
     t.is(entries.get(`fd00:100::2 . ${topo.ipv6.nodeIp} . tcp . 30080`)?.endpoint, endpointOf(viaNodePort.counts));
     t.is(entries.get(`fd00:100::2 . fd00:96::10 . tcp . 80`)?.timeout, 3);
     // No new connection for longer than the timeout: the entries expire, so the next connection draws its endpoint again.
-    await new Promise((r) => setTimeout(r, 4500));
+    await until('the affinity entries to expire', async () => (await affinityEntries()).size === 0, 60_000, 250);
     t.deepEqual([...(await affinityEntries()).keys()], [], 'the affinity entries expired');
     // A new timeout, in a partial sync: the entries recorded from now on last 2 s.
     const r = await backend.sync(withAffinity(snapshot, 2), { full: false, changed: new Set(['default/web:http']) });

@@ -17,6 +17,7 @@ import { withNetns } from '../../src/testbed/netns.ts';
 import { createTopology, testbedUnavailableReason, type Topology } from '../../src/testbed/topology.ts';
 import { silentLogger } from '../../src/util/log.ts';
 import { BACKENDS, CLIENTS, CLUSTER_CIDR, LB_IP, NODE_IP, STATE } from '../support/packet-flow.ts';
+import { DROVER } from '../support/drover-bin.ts';
 
 const unavailable = await testbedUnavailableReason();
 const NFT = '/usr/sbin/nft';
@@ -25,7 +26,7 @@ let topo: Topology;
 
 /** `drover ARGS --mode nftables --netns NODE` as a user runs it. */
 function drover(...args: string[]): Promise<RunResult> {
-  return run(process.execPath, [new URL('../../bin/drover.js', import.meta.url).pathname, ...args, '--mode', 'nftables', '--netns', topo.node], { allowFail: true, timeoutMs: 120_000 });
+  return run(process.execPath, [DROVER, ...args, '--mode', 'nftables', '--netns', topo.node], { allowFail: true, timeoutMs: 120_000 });
 }
 
 /** `nft -j list table ip drover` in the node namespace, without the set elements' order mattering: chains and their rules' comments. */
@@ -124,7 +125,7 @@ if (unavailable) {
   });
 
   test.serial('refused: --kernel outside nftables mode, a source outside the node without --probe-from, a namespace without table ip drover', async (t) => {
-    const ipt = await run(process.execPath, [new URL('../../bin/drover.js', import.meta.url).pathname, 'trace', '--src', NODE_IP, '--dst', '10.96.0.10:80', '--kernel', '--netns', topo.node], { allowFail: true });
+    const ipt = await run(process.execPath, [DROVER, 'trace', '--src', NODE_IP, '--dst', '10.96.0.10:80', '--kernel', '--netns', topo.node], { allowFail: true });
     t.is(ipt.code, 1);
     t.is(ipt.stderr, 'drover: trace --kernel is built for --mode nftables only (the probe is marked with meta nftrace in table ip drover); iptables mode has no kernel trace\n');
     const outside = await drover('trace', '--src', topo.client('outside').ip, '--dst', '10.96.0.10:80', '--kernel');
@@ -133,7 +134,7 @@ if (unavailable) {
     t.deepEqual(await chains(), before);
     await withNetns(async (netns) => {
       await run('ip', ['netns', 'exec', netns, 'ip', 'link', 'set', 'lo', 'up']);
-      const r = await run(process.execPath, [new URL('../../bin/drover.js', import.meta.url).pathname, 'trace', '--mode', 'nftables', '--netns', netns, '--src', '127.0.0.1', '--dst', '10.96.0.10:80', '--kernel'], { allowFail: true });
+      const r = await run(process.execPath, [DROVER, 'trace', '--mode', 'nftables', '--netns', netns, '--src', '127.0.0.1', '--dst', '10.96.0.10:80', '--kernel'], { allowFail: true });
       t.is(r.code, 1);
       t.regex(r.stderr, new RegExp(`drover: no table ip drover in namespace ${netns}: trace --kernel adds its trace rule to drover's table only\\n$`));
       t.is((await run('ip', ['netns', 'exec', netns, NFT, 'list', 'tables'])).stdout, '', 'no table was created');

@@ -24,6 +24,7 @@ import type { ServicePort, Snapshot } from '../../src/model/types.ts';
 import { trace } from '../../src/inspect/trace.ts';
 import { localAddresses } from '../../src/kernel/iptables/live.ts';
 import { nftTraceContext } from '../../src/modes/nftables/trace.ts';
+import { DROVER } from '../support/drover-bin.ts';
 
 const unavailable = await testbedUnavailableReason();
 const FULL = { full: true, changed: new Set<string>() };
@@ -100,7 +101,7 @@ if (unavailable) {
       t.true(traced.every((o) => o.masqueraded === masqueraded), `${c.what}: trace agrees on masquerade`);
     }
     // The commands themselves, on the same table.
-    const drover = (...args: string[]) => run(process.execPath, [new URL('../../bin/drover.js', import.meta.url).pathname, ...args, '--mode', 'nftables', '--netns', topo.node]);
+    const drover = (...args: string[]) => run(process.execPath, [DROVER, ...args, '--mode', 'nftables', '--netns', topo.node]);
     const traceOut = await drover('trace', '--src', topo.client('far').ip, '--dst', `${NODE_IP}:30081`);
     t.is(traceOut.code, 0, traceOut.stderr);
     t.regex(traceOut.stdout, /^verdict: DNAT to 1 endpoint, not masqueraded$/m);
@@ -227,7 +228,7 @@ if (unavailable) {
   });
 
   test.serial('drover sync --once --mode nftables, started inside the namespace, syncs over netlink and exits', async (t) => {
-    const bin = fileURLToPath(new URL('../../bin/drover.js', import.meta.url));
+    const bin = DROVER;
     const examples = fileURLToPath(new URL('../../examples/', import.meta.url));
     const state = await mkdtemp(join(tmpdir(), 'drover-nft-'));
     try {

@@ -9,15 +9,13 @@ import { spawn } from 'node:child_process';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { run } from '../../src/testbed/exec.ts';
 import { withNetns } from '../../src/testbed/netns.ts';
 import { testbedUnavailableReason } from '../../src/testbed/topology.ts';
 import { FakeShepherd, shepherdService } from '../support/shepherd-api.ts';
 import { until } from '../support/wait.ts';
+import { DROVER } from '../support/drover-bin.ts';
 
-const ROOT = fileURLToPath(new URL('../..', import.meta.url));
-const DROVER = join(ROOT, 'bin/drover.js');
 const unavailable = await testbedUnavailableReason();
 
 const web = (endpoints: string[]) => shepherdService('default', 'web', [{ name: 'http', port: 80, target_port: 8080, protocol: 'tcp' }], endpoints);

@@ -12,15 +12,14 @@ import test, { type ExecutionContext } from 'ava';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { run } from '../../src/testbed/exec.ts';
 import { testbedUnavailableReason, type Topology } from '../../src/testbed/topology.ts';
 import { FLOW_CLUSTER_CIDR, FLOW_CLUSTER_IP, FLOW_ENDPOINTS, FLOW_READY, FLOW_TARGET_PORT, flowKubernetesObjects, flowManifest, flowShepherdService, reached, withFlowTopology } from '../support/flow-cluster.ts';
 import { FakeKubeApi } from '../support/kube-api.ts';
 import { node } from '../support/kube-objects.ts';
 import { FakeShepherd } from '../support/shepherd-api.ts';
+import { DROVER } from '../support/drover-bin.ts';
 
-const DROVER = fileURLToPath(new URL('../../bin/drover.js', import.meta.url));
 const unavailable = await testbedUnavailableReason();
 
 /** Run drover with `args`; its exit code and output. */

@@ -8,14 +8,13 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { chmod, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { probe, startTraffic, type Traffic, type TrafficOptions, type TrafficSummary } from '../../src/testbed/probe.ts';
 import { createTopology, type Topology } from '../../src/testbed/topology.ts';
 import { until } from './wait.ts';
+import { DROVER } from './drover-bin.ts';
 
-const ROOT = fileURLToPath(new URL('../..', import.meta.url));
-/** The drover command of this checkout. */
-export const DROVER = join(ROOT, 'bin/drover.js');
+/** The drover command of this checkout (drover-bin.ts). */
+export { DROVER };
 
 /** A finished command: exit code and output. */
 export interface Finished {

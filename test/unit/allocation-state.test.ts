@@ -2,7 +2,6 @@
 import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import test, { type ExecutionContext } from 'ava';
 import { ALLOCATION_FILE, AllocationStateFile } from '../../src/sources/allocation-state.ts';
 import { FileSource } from '../../src/sources/file.ts';
@@ -10,8 +9,8 @@ import { run } from '../../src/testbed/exec.ts';
 import { silentLogger } from '../../src/util/log.ts';
 import { FakeShepherd, shepherdService } from '../support/shepherd-api.ts';
 import { recordingLogger } from './model-helpers.ts';
+import { DROVER } from '../support/drover-bin.ts';
 
-const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 
 async function tempDir(t: ExecutionContext): Promise<string> {
   const dir = await mkdtemp(join(tmpdir(), 'drover-state-'));
@@ -100,7 +99,7 @@ test('drover render --source shepherd+http://127.0.0.1:PORT prints the rules, wi
   server.set('default', [shepherdService('default', 'web', [{ name: 'http', port: 80, target_port: 8080, protocol: 'tcp' }], ['10.20.0.2:8080', '10.20.0.3:8080'])]);
   await writeFile(join(state, ALLOCATION_FILE), JSON.stringify({ version: 1, allocations: { 'default/web': '10.96.7.7' } }));
   const render = (token: string) =>
-    run('env', [`SHEPHERD_API_TOKEN=${token}`, process.execPath, join(ROOT, 'bin/drover.js'), 'render', '--source', server.source, '--state-dir', state], {
+    run('env', [`SHEPHERD_API_TOKEN=${token}`, process.execPath, DROVER, 'render', '--source', server.source, '--state-dir', state], {
       allowFail: true,
       timeoutMs: 240_000,
     });

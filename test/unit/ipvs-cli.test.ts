@@ -11,10 +11,11 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { IpvsClient, IpvsUnavailableError } from '../../src/kernel/ipvs/client.ts';
 import { run } from '../../src/testbed/exec.ts';
+import { DROVER } from '../support/drover-bin.ts';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
-// Each command starts node and tsx, which takes a minute and more on a busy machine.
-const drover = (args: string[]) => run(process.execPath, [join(ROOT, 'bin/drover.js'), ...args], { allowFail: true, timeoutMs: 240_000 });
+// Each command starts node (the shared compiled build, drover-bin.ts), which takes a minute and more on a busy machine.
+const drover = (args: string[]) => run(process.execPath, [DROVER, ...args], { allowFail: true, timeoutMs: 240_000 });
 const SOURCE = ['--source', join(ROOT, 'examples')];
 
 /** 'unavailable' when the family lookup says there is no IPVS, else why the test cannot tell. */

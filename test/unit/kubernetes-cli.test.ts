@@ -8,14 +8,13 @@ import test from 'ava';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { stringify } from 'yaml';
 import { run } from '../../src/testbed/exec.ts';
 import { FakeKubeApi, type ApiObject } from '../support/kube-api.ts';
 import { node, service, slice } from '../support/kube-objects.ts';
+import { DROVER } from '../support/drover-bin.ts';
 
-const ROOT = fileURLToPath(new URL('../..', import.meta.url));
-const drover = (args: string[]) => run(process.execPath, [join(ROOT, 'bin/drover.js'), ...args], { allowFail: true, timeoutMs: 100_000 });
+const drover = (args: string[]) => run(process.execPath, [DROVER, ...args], { allowFail: true, timeoutMs: 100_000 });
 
 let dir: string;
 test.before(async () => {

@@ -113,14 +113,14 @@ test('a service CIDR must be /8 to /30 and avoid non-unicast ranges', (t) => {
 });
 
 test('allocation never hands out an address that fails the unicast check', (t) => {
-  // parseCIDR (not parseServiceCIDR) lets a range that covers 127.0.0.0/8 through.
-  const cidr = parseCIDR('126.0.0.0/7');
+  // parseCIDR (not parseServiceCIDR) lets a range that covers 169.254.0.0/16 through.
+  const cidr = parseCIDR('169.254.0.0/15');
   const keys = Array.from({ length: 40 }, (_, i) => `ns/svc-${i}`);
-  const r = allocateClusterIPs({ cidr, keys, taken: [], previous: new Map([['ns/svc-0', '127.0.0.5']]) });
+  const r = allocateClusterIPs({ cidr, keys, taken: [], previous: new Map([['ns/svc-0', '169.254.0.5']]) });
   t.is(r.allocated.size, 40);
-  t.deepEqual([...r.allocated.values()].filter((ip) => ip.startsWith('127.')), []);
-  // Half of the hash candidates fall into 127.0.0.0/8; they probe on to 126.0.0.1 onwards.
-  t.true([...r.allocated.values()].includes('126.0.0.1'));
+  t.deepEqual([...r.allocated.values()].filter((ip) => ip.startsWith('169.254.')), []);
+  // Half of the hash candidates fall into 169.254.0.0/16; they probe on to 169.255.0.0 onwards.
+  t.true([...r.allocated.values()].includes('169.255.0.0'));
   const loopback = allocateClusterIPs({ cidr: parseCIDR('127.0.0.0/30'), keys: ['a/x'], taken: [], previous: none });
   t.deepEqual([...loopback.allocated], []);
   t.deepEqual(loopback.exhausted, ['a/x']);

@@ -20,6 +20,7 @@ import { iptablesDetail, ownedRules, ruleCounts, writtenRules, type RulesByTable
 import type { Logger } from '../../util/log.ts';
 import type { NodeInfo, ServicePort, Snapshot } from '../../model/types.ts';
 import type { Backend, ChangeSet, CleanupResult, SyncResult } from '../../proxier/backend.ts';
+import { ServedFrontends } from '../shared/served-frontends.ts';
 import type { IptablesExec } from '../../kernel/iptables/exec.ts';
 import { parseSave, type ParsedDump } from '../../kernel/iptables/parse.ts';
 import { assertRestorable, isEmptyPlan, planStats, planToRestore, type Plan } from '../../kernel/iptables/plan.ts';
@@ -72,9 +73,12 @@ export class IptablesBackend implements Backend {
   private readonly watch: IptablesDriftWatch;
   /** The bound of a deferrable read-back, from the last one that finished. */
   private readonly readBudget = new ReadBackBudget();
+  /** The frontends served, settled once for every mode (shared/served-frontends.ts). */
+  private readonly served: ServedFrontends;
 
   constructor(private readonly opts: IptablesBackendOptions) {
     this.statics = opts.statics ?? loadStaticRules();
+    this.served = new ServedFrontends(opts.render.family ?? 'IPv4', opts.logger);
     this.watch = new IptablesDriftWatch(opts.exec, this.statics, opts.logger);
   }
 
@@ -89,8 +93,9 @@ export class IptablesBackend implements Backend {
   }
 
   /** Write what differs (see the module comment); reports `chain` and `rule` written and deleted, and the rules per table (sync-detail.ts). */
-  async sync(snapshot: Snapshot, changes: ChangeSet): Promise<SyncResult> {
+  async sync(given: Snapshot, asked: ChangeSet): Promise<SyncResult> {
     const start = performance.now();
+    const { view: snapshot, changes } = this.served.settle(given, asked);
     const full = changes.full || this.applied === null;
     let readMs = 0;
     let plan: Plan;

@@ -24,6 +24,7 @@ import { ipv6RenderOptions } from '../../config/render.ts';
 import { loadStaticRules, withInvalidDrop } from '../shared/kube-chains/static.ts';
 import { hasLocalnetFirewallJump, localhostNodePortsOn, namespaceSysctls, nodePortLocalhostOption, RouteLocalnetBackend } from './localhost.ts';
 import { familyView } from '../../model/family.ts';
+import { servedRefusals } from '../shared/served-frontends.ts';
 import type { ServicePortChains } from '../shared/kube-chains/chains.ts';
 import type { Logger } from '../../util/log.ts';
 import { ensureCounters, namespaceNfacct, presentCounters, withCountedInvalidDrop } from './nfacct.ts';
@@ -134,7 +135,7 @@ export const iptablesMode: ModeDriver = {
     // The IPv6 ruleset follows when the source has IPv6 service ports (dual-stack.ts).
     const v6 = familyView(snapshot, 'IPv6');
     if (v6.services.size > 0) text += renderRestore(v6, renderConfig(opts, 'IPv6'), ['drover render: ip6tables-restore --noflush input'], withInvalidDrop(await iptablesStatics6(opts.nodeportAddresses, undefined), liberal));
-    return { text, leftOut: [] };
+    return { text, leftOut: servedRefusals(snapshot) };
   },
 
   async chains(selector, opts) {

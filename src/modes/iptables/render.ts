@@ -45,7 +45,7 @@
  * `recent` mask is the 128-bit one.
  */
 import { formatCIDR, isCanonicalIPv4, isCanonicalIPv4CIDR, parseCIDR, parseIP, type IPPrefix } from '../../model/addr.ts';
-import { externalIPsOf, loadBalancerIPsOf, rangesHoldNode, sourceRangesOf } from '../../model/frontends.ts';
+import { entriesOf, frontendEntries } from '../../model/frontend-index.ts';
 import { needsHealthCheck } from '../../model/health-check.ts';
 import { categorizeEndpoints, externallyAccessible, usesClusterEndpoints, usesLocalEndpoints } from '../../model/policy.ts';
 import type { Endpoint, IPFamily, NodeInfo, ServicePort } from '../../model/types.ts';
@@ -152,12 +152,17 @@ export function renderServicePort(sp: ServicePort, opts: RenderOptions, node?: N
   const port = safePort(sp.port);
   const proto = sp.protocol.toLowerCase();
   if (proto !== 'tcp' && proto !== 'udp' && proto !== 'sctp') throw new UnsafeValueError('protocol', sp.protocol);
-  const f = sp.frontends;
-  const externalIPs = externalIPsOf(f, family).map((ip) => safe('ip', ip, syntax));
-  const lbIPs = loadBalancerIPsOf(f, family).map((ip) => safe('ip', ip, syntax));
-  const nodePort = f.nodePort === undefined ? undefined : safePort(f.nodePort);
-  const healthPort = needsHealthCheck(sp) ? safePort(f.healthCheckNodePort!) : undefined;
-  const ranges = sourceRangesOf(f.loadBalancerSourceRanges, family);
+  // The frontends are the model's (model/frontend-index.ts), in kube-proxy's order.
+  const entries = frontendEntries(sp, family, node);
+  const externalIPs = entriesOf(entries, 'ExternalIP').map((e) => safe('ip', e.address, syntax));
+  const lbEntries = entriesOf(entries, 'LoadBalancer');
+  const lbIPs = lbEntries.map((e) => safe('ip', e.address, syntax));
+  const nodeEntry = entries.find((e) => e.kind === 'NodePort');
+  const nodePort = nodeEntry === undefined ? undefined : safePort(nodeEntry.port);
+  const healthPort = needsHealthCheck(sp) ? safePort(sp.frontends.healthCheckNodePort!) : undefined;
+  // Every LoadBalancer entry of a service port has the same source ranges.
+  const ranges = lbEntries[0]?.sourceRanges ?? [];
+  const allowFromNode = lbEntries[0]?.allowFromNode === true;
 
   const sets = categorizeEndpoints(sp, node);
   const cluster = sets.cluster ?? [];
@@ -205,7 +210,7 @@ export function renderServicePort(sp: ServicePort, opts: RenderOptions, node?: N
 
   const chains = new Map<string, readonly string[]>();
   if (usesExt) chains.set(extChain, externalRules(key, clusterChain, localChain, externalLocal, hasExternal, opts, syntax));
-  if (usesFW) chains.set(fwChain, firewallRules(key, extChain, lbIPs, ranges, node, family));
+  if (usesFW) chains.set(fwChain, firewallRules(key, extChain, lbIPs, ranges, allowFromNode, syntax));
 
   const seps = new Map<Endpoint, Sep>();
   const sepOf = (ep: Endpoint): Sep => {
@@ -306,17 +311,16 @@ function externalRules(
 }
 
 /**
- * The KUBE-FW chain: one jump to KUBE-EXT per source range of `family`, the
- * LoadBalancer IPs themselves as sources when a range holds this node's
- * InternalIP of `family` (a VIP that loops back from the node), and a last rule
- * with no target: what falls through is dropped by filter
- * KUBE-PROXY-FIREWALL.
+ * The KUBE-FW chain: one jump to KUBE-EXT per source range of the family,
+ * the LoadBalancer IPs themselves as sources when a range holds this node's
+ * InternalIP of the family (`allowFromNode`, model/frontend-index.ts: a VIP
+ * that loops back from the node), and a last rule with no target: what
+ * falls through is dropped by filter KUBE-PROXY-FIREWALL.
  */
-function firewallRules(key: string, ext: string, lbIPs: readonly string[], ranges: readonly IPPrefix[], node: NodeInfo | undefined, family: IPFamily): string[] {
-  const syntax = SYNTAX[family];
+function firewallRules(key: string, ext: string, lbIPs: readonly string[], ranges: readonly IPPrefix[], allowFromNode: boolean, syntax: FamilySyntax): string[] {
   const comment = `-m comment --comment "${key} loadbalancer IP"`;
   const rules = ranges.map((prefix) => `-s ${safe('cidr', formatCIDR(prefix), syntax)} ${comment} -j ${ext}`);
-  if (rangesHoldNode(ranges, node, family)) for (const ip of lbIPs) rules.push(`-s ${ip}${syntax.host} ${comment} -j ${ext}`);
+  if (allowFromNode) for (const ip of lbIPs) rules.push(`-s ${ip}${syntax.host} ${comment} -j ${ext}`);
   rules.push(`-m comment --comment "other traffic to ${key} will be dropped by KUBE-PROXY-FIREWALL"`);
   return rules;
 }

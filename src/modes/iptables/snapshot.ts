@@ -5,6 +5,7 @@
  * modes/shared/kube-chains/ruleset.ts).
  */
 import type { Snapshot } from '../../model/types.ts';
+import { settleView } from '../../model/frontend-index.ts';
 import { planToRestore } from '../../kernel/iptables/plan.ts';
 import { fullPlan } from '../shared/kube-chains/ruleset.ts';
 import { loadStaticRules, type StaticRuleset } from '../shared/kube-chains/static.ts';
@@ -20,9 +21,15 @@ export function renderRestore(snapshot: Snapshot, opts: RenderOptions, header: r
   return planToRestore(fullPlan(statics, renderSnapshot(snapshot, opts), new Map()), header);
 }
 
-/** Render every service port of a snapshot, in key order. */
+/**
+ * Render every service port of a snapshot (of `opts.family`'s view), in
+ * key order, each with the frontends it is served with
+ * (model/frontend-index.ts settleView: a frontend two service ports want is
+ * rendered for its owner only).
+ */
 export function renderSnapshot(snapshot: Snapshot, opts: RenderOptions): Map<string, ServiceRules> {
   const out = new Map<string, ServiceRules>();
-  for (const [key, sp] of snapshot.services) out.set(key, renderServicePort(sp, opts, snapshot.node));
+  const served = settleView(snapshot, opts.family ?? 'IPv4').view;
+  for (const [key, sp] of served.services) out.set(key, renderServicePort(sp, opts, served.node));
   return out;
 }

@@ -17,7 +17,8 @@
  * replaces some service ports and returns exactly what became wanted and
  * what stopped being wanted.
  */
-import type { Snapshot } from '../../model/types.ts';
+import type { IPFamily, Snapshot } from '../../model/types.ts';
+import { settleView } from '../../model/frontend-index.ts';
 import type { VirtualServerKey } from '../../kernel/ipvs/codec.ts';
 import { compareAddresses } from '../../model/addr.ts';
 import { compareText, desiredServicePort, type DesiredIpvsState, type DesiredServicePort, type DesiredVirtualServer, type IpvsPlanOptions } from './desired.ts';
@@ -314,15 +315,27 @@ export function assembleDesired(ports: Iterable<DesiredServicePort>): DesiredIpv
 }
 
 /**
- * The whole desired IPVS-mode state of a snapshot. Pure.
+ * The whole desired IPVS-mode state of `snapshot`, `family`'s view
+ * (model/family.ts), each service port with the frontends it is served
+ * with (model/frontend-index.ts settleView: a frontend two service ports
+ * want is programmed for its owner only); `conflicts` names the service
+ * ports refused one there too. Pure.
  * @throws IpvsValidationError or IpsetValidationError, see desiredServicePort (desired.ts).
  */
-export function desiredIpvsState(snapshot: Snapshot, opts: IpvsPlanOptions): DesiredIpvsState {
-  return assembleDesired([...snapshot.services.values()].map((sp) => desiredServicePort(sp, opts, snapshot.node)));
+export function desiredIpvsState(snapshot: Snapshot, opts: IpvsPlanOptions, family: IPFamily = 'IPv4'): DesiredIpvsState {
+  const { view: served, refusals } = settleView(snapshot, family);
+  const state = assembleDesired([...served.services.values()].map((sp) => desiredServicePort(sp, opts, served.node)));
+  if (refusals.length === 0) return state;
+  // A service port refused a frontend is left out there, as one the index below leaves out.
+  return { ...state, conflicts: [...new Set([...refusals.map((r) => r.servicePort), ...state.conflicts])].sort(compareText) };
 }
 
-/** The desired virtual servers of a snapshot by key, and the conflicting service ports left out. Pure. */
-export function desiredVirtualServers(snapshot: Snapshot, opts: IpvsPlanOptions): { servers: ReadonlyMap<string, DesiredVirtualServer>; conflicts: readonly string[] } {
-  const d = desiredIpvsState(snapshot, opts);
+/** The desired virtual servers of a snapshot (`family`'s view) by key, and the conflicting service ports left out. Pure. */
+export function desiredVirtualServers(
+  snapshot: Snapshot,
+  opts: IpvsPlanOptions,
+  family: IPFamily = 'IPv4',
+): { servers: ReadonlyMap<string, DesiredVirtualServer>; conflicts: readonly string[] } {
+  const d = desiredIpvsState(snapshot, opts, family);
   return { servers: d.virtualServers, conflicts: d.conflicts };
 }

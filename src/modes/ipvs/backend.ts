@@ -56,6 +56,7 @@ import { DroverError } from '../../errors.ts';
 import type { IPFamily, Snapshot } from '../../model/types.ts';
 import type { Logger } from '../../util/log.ts';
 import type { Backend, ChangeSet, CleanupResult, ObjectCounts, SyncResult } from '../../proxier/backend.ts';
+import { ServedFrontends } from '../shared/served-frontends.ts';
 import type { IptablesExec } from '../../kernel/iptables/exec.ts';
 import { parseSave } from '../../kernel/iptables/parse.ts';
 import { emptyPlan, isEmptyPlan, planStats, planToRestore, type Plan } from '../../kernel/iptables/plan.ts';
@@ -158,6 +159,8 @@ export class IpvsBackend implements Backend {
   /** The host's own addresses (frontends.ts NodeAddresses.hostAddresses). */
   private readonly hostAddresses: ReadonlySet<string>;
   private readonly family: IPFamily;
+  /** The frontends served, settled once for every mode (shared/served-frontends.ts). */
+  private readonly served: ServedFrontends;
   /** The prefix length of a bound address: 32, or 128 for IPv6. */
   private readonly fullLength: number;
 
@@ -169,6 +172,7 @@ export class IpvsBackend implements Backend {
    */
   constructor(private readonly opts: IpvsBackendOptions) {
     this.family = opts.family ?? 'IPv4';
+    this.served = new ServedFrontends(this.family, opts.logger);
     this.fullLength = hostPrefixLength(this.family);
     const cidr = opts.serviceCIDR;
     const ok = this.family === 'IPv4' ? cidr !== undefined && isCanonicalIPv4CIDR(cidr) : cidr === undefined || parseCIDR(cidr)?.prefix.family === 6;
@@ -208,7 +212,10 @@ export class IpvsBackend implements Backend {
    * written and deleted, and IPVS mode's detail (sync-detail.ts).
    */
   sync(snapshot: Snapshot, changes: ChangeSet): Promise<SyncResult> {
-    return this.exclusive(() => this.syncLocked(snapshot, changes));
+    return this.exclusive(() => {
+      const settled = this.served.settle(snapshot, changes);
+      return this.syncLocked(settled.view, settled.changes);
+    });
   }
 
   private async syncLocked(snapshot: Snapshot, changes: ChangeSet): Promise<SyncResult> {

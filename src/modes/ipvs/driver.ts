@@ -17,6 +17,7 @@ import { selectServicePorts, UnknownServiceError } from '../shared/kube-chains/c
 import type { ModeDriver } from '../driver.ts';
 import { driftOf } from '../shared/drift.ts';
 import { desiredIpvsState } from './assemble.ts';
+import { refusalText, settleView } from '../../model/frontend-index.ts';
 import { formatIpvsChains, ipvsServicePortViews } from './chains.ts';
 import type { DesiredIpvsState } from './desired.ts';
 import { formatIpvsDrift, ipvsDriftCount } from './diff.ts';
@@ -73,10 +74,14 @@ export function renderIpvsFamilies(
   for (const family of IP_FAMILIES) {
     const view = familyView(snapshot, family);
     if (family === 'IPv6' && view.services.size === 0) continue;
-    const desired = desiredIpvsState(view, { scheduler: scheduler(opts), nodeAddresses: addresses(family) });
+    // The frontends the model's index refuses (the same lines in every mode), then what the virtual servers leave out besides.
+    const refused = settleView(view, family).refusals;
+    leftOut.push(...refused.map((r) => refusalText(r, family)));
+    const named = new Set(refused.map((r) => r.servicePort));
+    const desired = desiredIpvsState(view, { scheduler: scheduler(opts), nodeAddresses: addresses(family) }, family);
     const head = family === 'IPv4' ? ['drover render --mode ipvs: what a full sync writes onto an empty node', ...header] : ['the IPv6 view of the source (kube-ipvs0 is shared; sets, rules and virtual servers are the IPv6 family\'s)'];
     text += renderIpvs(desired, ipvsStaticRules(renderConfig(opts, family), undefined, family), head, family);
-    leftOut.push(...desired.conflicts.map((c) => `service port ${c}${family === 'IPv6' ? ' (IPv6)' : ''}: one of its addresses:port/protocol (ClusterIP, external IP, LoadBalancer IP or NodePort) belongs to another service port; left out there`));
+    leftOut.push(...desired.conflicts.filter((c) => !named.has(c)).map((c) => `service port ${c}${family === 'IPv6' ? ' (IPv6)' : ''}: one of its addresses:port/protocol (ClusterIP, external IP, LoadBalancer IP or NodePort) belongs to another service port; left out there`));
   }
   return { text, leftOut };
 }

@@ -21,7 +21,7 @@
  *   the node must not capture it, model/policy.ts externallyAccessible), at
  *   ingressIP:port, bound to kube-ipvs0 like an external IP; entries in
  *   KUBE-LOAD-BALANCER, KUBE-LOAD-BALANCER-LOCAL under policy Local, and with
- *   IPv4 loadBalancerSourceRanges (model/frontends.ts ipv4SourceRanges: none when
+ *   IPv4 loadBalancerSourceRanges (model/frontend-index.ts FrontendEntry.sourceRanges: none when
  *   every range is IPv6 or one is 0.0.0.0/0, and then every client is let
  *   in, as kube-proxy's IPv4 proxier and iptables mode do):
  *   KUBE-LOAD-BALANCER-FW, one KUBE-LOAD-BALANCER-SOURCE-CIDR entry
@@ -66,7 +66,7 @@
  * An address bound to kube-ipvs0 also goes into KUBE-IPVS-IPS (filter
  * KUBE-IPVS-FILTER).
  */
-import { externalIPsOf, loadBalancerIPsOf, rangesHoldNode, sourceRangesOf } from '../../model/frontends.ts';
+import { frontendEntries } from '../../model/frontend-index.ts';
 import { parseIP } from '../../model/addr.ts';
 import type { EndpointSets } from '../../model/policy.ts';
 import type { Endpoint, NodeInfo, ServicePort } from '../../model/types.ts';
@@ -151,7 +151,6 @@ const NODE_PORT_SETS: Readonly<Record<VirtualServer['protocol'], readonly [Owned
  *   model validates first; this is a second line of defence).
  */
 export function externalFrontends(sp: ServicePort, sets: EndpointSets, base: VirtualServer, addresses: NodeAddresses, node?: NodeInfo): ExternalFrontend[] {
-  const f = sp.frontends;
   const local = sp.externalTrafficPolicy === 'Local';
   const here = sets.local ?? [];
   // Endpoints elsewhere but none here under policy Local: external clients
@@ -176,29 +175,27 @@ export function externalFrontends(sp: ServicePort, sets: EndpointSets, base: Vir
     out.push({ kind, vs, endpoints, bind, entries });
   };
 
-  for (const ip of externalIPsOf(f, family)) {
-    add('externalIP', ip, sp.port, !host.has(ip), [{ set: local ? EXTERNAL_IP_LOCAL_SET : EXTERNAL_IP_SET, entry: ipPortEntry(ip, proto, sp.port) }]);
-  }
-
-  const ranges = sourceRangesOf(f.loadBalancerSourceRanges, family);
-  const allowFromNode = rangesHoldNode(ranges, node, family);
-  for (const ip of loadBalancerIPsOf(f, family)) {
-    const entry = ipPortEntry(ip, proto, sp.port);
-    const own: SetEntry[] = [{ set: LOAD_BALANCER_SET, entry }];
-    if (local) own.push({ set: LOAD_BALANCER_LOCAL_SET, entry });
-    if (ranges.length > 0) {
-      own.push({ set: LOAD_BALANCER_FW_SET, entry });
-      for (const r of ranges) own.push({ set: LOAD_BALANCER_SOURCE_CIDR_SET, entry: ipPortNetEntry(ip, proto, sp.port, r.text.slice(0, r.text.indexOf('/')), r.bits) });
-      if (allowFromNode) own.push({ set: LOAD_BALANCER_SOURCE_IP_SET, entry: ipPortIPEntry(ip, proto, sp.port, ip) });
-    }
-    add('loadBalancer', ip, sp.port, !host.has(ip), own);
-  }
-
-  if (f.nodePort !== undefined) {
-    const [masqSet, localSet] = NODE_PORT_SETS[proto];
-    for (const nodeIP of addresses.nodePortIPs) {
-      const entry = proto === 'SCTP' ? ipPortEntry(nodeIP, proto, f.nodePort) : portEntry(f.nodePort);
-      add('nodePort', nodeIP, f.nodePort, false, [{ set: masqSet, entry }, ...(local ? [{ set: localSet, entry }] : [])]);
+  // The frontends are the model's (model/frontend-index.ts), in kube-proxy's order after the ClusterIP.
+  for (const e of frontendEntries(sp, family, node)) {
+    if (e.kind === 'ExternalIP') {
+      add('externalIP', e.address, e.port, !host.has(e.address), [{ set: local ? EXTERNAL_IP_LOCAL_SET : EXTERNAL_IP_SET, entry: ipPortEntry(e.address, proto, e.port) }]);
+    } else if (e.kind === 'LoadBalancer') {
+      const entry = ipPortEntry(e.address, proto, e.port);
+      const own: SetEntry[] = [{ set: LOAD_BALANCER_SET, entry }];
+      if (local) own.push({ set: LOAD_BALANCER_LOCAL_SET, entry });
+      if (e.sourceRanges.length > 0) {
+        own.push({ set: LOAD_BALANCER_FW_SET, entry });
+        for (const r of e.sourceRanges) own.push({ set: LOAD_BALANCER_SOURCE_CIDR_SET, entry: ipPortNetEntry(e.address, proto, e.port, r.text.slice(0, r.text.indexOf('/')), r.bits) });
+        if (e.allowFromNode) own.push({ set: LOAD_BALANCER_SOURCE_IP_SET, entry: ipPortIPEntry(e.address, proto, e.port, e.address) });
+      }
+      add('loadBalancer', e.address, e.port, !host.has(e.address), own);
+    } else if (e.kind === 'NodePort') {
+      // Every NodePort address of the model's entry is one of this host's, read when the backend started.
+      const [masqSet, localSet] = NODE_PORT_SETS[proto];
+      for (const nodeIP of addresses.nodePortIPs) {
+        const entry = proto === 'SCTP' ? ipPortEntry(nodeIP, proto, e.port) : portEntry(e.port);
+        add('nodePort', nodeIP, e.port, false, [{ set: masqSet, entry }, ...(local ? [{ set: localSet, entry }] : [])]);
+      }
     }
   }
   return out;

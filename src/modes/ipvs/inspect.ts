@@ -44,7 +44,7 @@ export async function loadDesiredIpvs(
   opts: RenderCliOptions & { ipvsScheduler: string },
 ): Promise<{ desired: DesiredIpvsState; desired6: DesiredIpvsState; problems: string[]; incomplete: readonly string[]; pods: ReadonlyMap<string, string> }> {
   const { snapshot, problems, incomplete } = await loadSource(opts);
-  const of = (family: IPFamily) => desiredIpvsState(familyView(snapshot, family), { scheduler: opts.ipvsScheduler, nodeAddresses: nodeAddresses(undefined, undefined, family) });
+  const of = (family: IPFamily) => desiredIpvsState(familyView(snapshot, family), { scheduler: opts.ipvsScheduler, nodeAddresses: nodeAddresses(undefined, undefined, family) }, family);
   return { desired: of('IPv4'), desired6: of('IPv6'), problems, incomplete, pods: endpointPods(snapshot) };
 }
 

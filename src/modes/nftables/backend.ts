@@ -22,6 +22,7 @@
  *   snapshot does not list, keeps every endpoint-count set and leaves the
  *   hairpin set's extra entries.
  */
+import { ServedFrontends } from '../shared/served-frontends.ts';
 import type { Logger } from '../../util/log.ts';
 import { ServingEndpointCount } from '../../model/policy.ts';
 import type { Snapshot } from '../../model/types.ts';
@@ -187,12 +188,17 @@ export class NftablesBackend implements Backend {
   /** The NodePort addresses and the family, as desired.ts takes them. */
   private readonly frontends: DesiredOptions;
 
+  /** The frontends served, settled once for every mode (shared/served-frontends.ts). */
+  private readonly served: ServedFrontends;
+
   constructor(private readonly opts: NftablesBackendOptions) {
     this.frontends = { ...opts.frontends, family: opts.render.family ?? 'IPv4' };
+    this.served = new ServedFrontends(this.frontends.family!, opts.logger);
   }
 
-  async sync(snapshot: Snapshot, changes: ChangeSet): Promise<SyncResult> {
+  async sync(given: Snapshot, asked: ChangeSet): Promise<SyncResult> {
     const start = performance.now();
+    const { view: snapshot, changes } = this.served.settle(given, asked);
     const full = changes.full || this.model === null;
     const incomplete = changes.incomplete === true;
     let readMs = 0;

@@ -15,7 +15,7 @@
  * per-family proxiers leave them (model/frontends.ts).
  */
 import { formatCIDR, parseIP } from '../../model/addr.ts';
-import { externalIPsOf, loadBalancerIPsOf, rangesHoldNode, sourceRangesOf } from '../../model/frontends.ts';
+import { entriesOf, frontendEntries, settleView } from '../../model/frontend-index.ts';
 import { categorizeEndpoints, externallyAccessible, internalEndpoints } from '../../model/policy.ts';
 import type { Endpoint, IPFamily, NodeInfo, ServicePort, Snapshot } from '../../model/types.ts';
 import { firewallText, frontendText, hairpinText, nftProtocol, safePort, targetText, UnsafeElementError, type NftProtocol } from './elements.ts';
@@ -112,21 +112,21 @@ export function desiredFrontends(sp: ServicePort, node: NodeInfo | undefined, op
     ...(has ? affinity : {}),
     ...(firewall ? { firewall } : {}),
   });
-  const f = sp.frontends;
-  if (f.nodePort !== undefined) for (const ip of opts.nodePortIPs) out.push(external(ipOf(family, ip), safePort(f.nodePort)));
-  for (const ip of externalIPsOf(f, family)) out.push(external(ip, port));
-  const ranges = sourceRangesOf(f.loadBalancerSourceRanges, family);
-  const lbIPs = loadBalancerIPsOf(f, family);
-  for (const ip of lbIPs) {
-    if (ranges.length === 0) {
-      out.push(external(ip, port));
+  // The frontends are the model's (model/frontend-index.ts); the table lists NodePorts first.
+  const entries = frontendEntries(sp, family, node);
+  for (const e of entriesOf(entries, 'NodePort')) for (const ip of opts.nodePortIPs) out.push(external(ipOf(family, ip), safePort(e.port)));
+  for (const e of entriesOf(entries, 'ExternalIP')) out.push(external(e.address, port));
+  const lbEntries = entriesOf(entries, 'LoadBalancer');
+  for (const e of lbEntries) {
+    if (e.sourceRanges.length === 0) {
+      out.push(external(e.address, port));
       continue;
     }
-    const frontend = frontendText({ ip, protocol, port });
+    const frontend = frontendText({ ip: e.address, protocol, port });
     // A VIP that loops back from the node: the LoadBalancer IPs themselves are clients too (kube-proxy's allowFromNode).
     const host = family === 'IPv4' ? 32 : 128;
-    const clients = [...ranges.map(formatCIDR), ...(rangesHoldNode(ranges, node, family) ? lbIPs.map((lb) => `${lb}/${host}`) : [])];
-    out.push(external(ip, port, [...new Set(clients.map((c) => firewallText(frontend, c)))].sort()));
+    const clients = [...e.sourceRanges.map(formatCIDR), ...(e.allowFromNode ? lbEntries.map((lb) => `${lb.address}/${host}`) : [])];
+    out.push(external(e.address, port, [...new Set(clients.map((c) => firewallText(frontend, c)))].sort()));
   }
   return out;
 }
@@ -236,12 +236,16 @@ export interface DesiredNft {
 }
 
 /**
- * The desired frontends of `snapshot`. A frontend two service ports want
- * stays with the one `incumbents` (frontend → service port, from the last
+ * The desired frontends of `snapshot`, each service port with the
+ * frontends the model's index serves it with (model/frontend-index.ts
+ * settleView). A frontend two service ports still want (a NodePort address
+ * that is also an external IP) stays with the one `incumbents` (frontend → service port, from the last
  * sync) names, else with the first by key; the other is left out whole.
  */
 export function desiredNft(snapshot: Snapshot, opts: DesiredOptions, incumbents: ReadonlyMap<string, string> = new Map()): DesiredNft {
-  const candidates = [...snapshot.services.values()].map((sp) => [sp, sp.key, uniqueFrontends(sp, snapshot.node, opts)] as const);
+  // Each service port with the frontends it is served with (model/frontend-index.ts): what is left to claim here is a clash with a NodePort address.
+  const served = settleView(snapshot, opts.family ?? 'IPv4').view;
+  const candidates = [...served.services.values()].map((sp) => [sp, sp.key, uniqueFrontends(sp, served.node, opts)] as const);
   const { accepted, conflicts } = claimFrontends(candidates, new Map(), incumbents);
   const frontends = new Map<string, DesiredFrontend>();
   // In key order, as the snapshot lists them.

@@ -17,6 +17,7 @@
  * then sees only other programs' transactions.
  */
 import { familyView } from '../../model/family.ts';
+import { refusalText, settleView } from '../../model/frontend-index.ts';
 import type { IPFamily, Snapshot } from '../../model/types.ts';
 import type { Logger } from '../../util/log.ts';
 import type { RenderOptions } from '../../config/render.ts';
@@ -83,8 +84,9 @@ export interface RenderFamily {
  * The nft script a first full sync of `snapshot` writes onto an empty node
  * (`drover render --mode nftables`): `table ip drover`, then, when the
  * snapshot has IPv6 service ports, `table ip6 drover` under a comment
- * line, each from its family's view; and the service ports left out
- * (desired.ts conflicts). Pure.
+ * line, each from its family's view; and the frontends refused
+ * (model/frontend-index.ts) and service ports left out (desired.ts
+ * conflicts). Pure.
  */
 export function renderFamilies(snapshot: Snapshot, families: Readonly<Record<IPFamily, RenderFamily>>): { text: string; leftOut: string[] } {
   let text = '';
@@ -97,7 +99,8 @@ export function renderFamilies(snapshot: Snapshot, families: Readonly<Record<IPF
     const plan = planFullSync(empty, view, { ...render, ...(family === 'IPv6' ? { family } : {}) }, { nodePortIPs, family }, false);
     if (family === 'IPv6') text += `# table ${tableRef(family)}: the IPv6 view of the source\n`;
     text += transactionScript(plan.structure, plan.want, empty, orderOps(plan.ops), family);
-    leftOut.push(...plan.conflicts.map(conflictText));
+    // The frontends the model's index refuses (the same lines in every mode), then those left out here besides.
+    leftOut.push(...settleView(view, family).refusals.map((r) => refusalText(r, family)), ...plan.conflicts.map(conflictText));
   }
   return { text, leftOut };
 }
