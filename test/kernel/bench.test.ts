@@ -8,7 +8,7 @@ import test from 'ava';
 import { access, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { run } from '../../src/testbed/exec.ts';
+import { run } from '../../src/kernel/exec.ts';
 import { testbedUnavailableReason } from '../../src/testbed/topology.ts';
 import { CSV_COLUMNS } from '../../src/bench/report.ts';
 import { modeBench } from '../../src/bench/modes/registry.ts';

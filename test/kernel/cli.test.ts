@@ -8,7 +8,7 @@ import { cp, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { run } from '../../src/testbed/exec.ts';
+import { run } from '../../src/kernel/exec.ts';
 import { testbedUnavailableReason } from '../../src/testbed/topology.ts';
 import { withNetns } from '../../src/testbed/netns.ts';
 import { until } from '../support/wait.ts';

@@ -25,7 +25,7 @@ import { SystemIptables } from '../../src/kernel/iptables/exec.ts';
 import { loadStaticRules, withInvalidDrop } from '../../src/modes/shared/kube-chains/static.ts';
 import { applyConntrackSettings } from '../../src/conntrack/sysctls.ts';
 import { namespaceSysctls } from '../../src/modes/shared/sysctls.ts';
-import { run } from '../../src/testbed/exec.ts';
+import { run } from '../../src/kernel/exec.ts';
 import { createTopology, testbedUnavailableReason, type Topology } from '../../src/testbed/topology.ts';
 import { silentLogger } from '../../src/util/log.ts';
 import { ep, snap, sp } from '../support/snapshots.ts';

@@ -10,7 +10,7 @@
 import test from 'ava';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { run } from '../../src/testbed/exec.ts';
+import { run } from '../../src/kernel/exec.ts';
 import { testbedUnavailableReason } from '../../src/testbed/topology.ts';
 import { assertConverged, CLUSTER_IP, faultWorld, finish, reached, runFlags, startDrover, synced, traffic } from '../support/faults.ts';
 import { FakeKubeApi } from '../support/kube-api.ts';

@@ -17,7 +17,7 @@
 import test, { type ExecutionContext } from 'ava';
 import { open, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { run } from '../../src/testbed/exec.ts';
+import { run } from '../../src/kernel/exec.ts';
 import { testbedUnavailableReason } from '../../src/testbed/topology.ts';
 import { assertConverged, CLUSTER_IP, finish, manifestWorld, reached, runFlags, startDrover, synced, traffic, type ManifestWorld } from '../support/faults.ts';
 import { until } from '../support/wait.ts';

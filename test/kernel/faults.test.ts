@@ -15,7 +15,7 @@ import { existsSync } from 'node:fs';
 import { rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { run } from '../../src/testbed/exec.ts';
+import { run } from '../../src/kernel/exec.ts';
 import { testbedUnavailableReason } from '../../src/testbed/topology.ts';
 import type { Traffic } from '../../src/testbed/probe.ts';
 import { assertConverged, CLUSTER_IP, finish, manifestWorld, type ManifestWorld, reached, restoreFaults, runFlags, startDrover, synced, traffic, type RestoreFaults, type RunningDrover } from '../support/faults.ts';

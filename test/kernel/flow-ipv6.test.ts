@@ -13,7 +13,7 @@ import { SystemIptables } from '../../src/kernel/iptables/exec.ts';
 import { localAddresses, readTables } from '../../src/kernel/iptables/live.ts';
 import { loadStatic6Rules, loadStaticRules } from '../../src/modes/shared/kube-chains/static.ts';
 import { iptablesTraceContext } from '../../src/modes/shared/kube-chains/trace.ts';
-import { run } from '../../src/testbed/exec.ts';
+import { run } from '../../src/kernel/exec.ts';
 import { probe } from '../../src/testbed/probe.ts';
 import { createTopology, testbedUnavailableReason, type Topology } from '../../src/testbed/topology.ts';
 import { silentLogger } from '../../src/util/log.ts';

@@ -12,7 +12,7 @@ import { fileURLToPath } from 'node:url';
 import { IptablesBackend } from '../../src/modes/iptables/backend.ts';
 import { SystemIptables, type IptablesVariant } from '../../src/kernel/iptables/exec.ts';
 import { FileSource } from '../../src/sources/file.ts';
-import { run } from '../../src/testbed/exec.ts';
+import { run } from '../../src/kernel/exec.ts';
 import { withNetns } from '../../src/testbed/netns.ts';
 import { testbedUnavailableReason } from '../../src/testbed/topology.ts';
 import { silentLogger } from '../../src/util/log.ts';

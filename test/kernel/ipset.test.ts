@@ -7,7 +7,7 @@
 import test from 'ava';
 import { SystemIptables } from '../../src/kernel/iptables/exec.ts';
 import { CLUSTER_IP_SET, IPVS_SETS, LOOP_BACK_SET, SystemIpset, parseIpsetSave, planIpsetDestroy, planIpsetRestore } from '../../src/modes/ipvs/ipset.ts';
-import { run } from '../../src/testbed/exec.ts';
+import { run } from '../../src/kernel/exec.ts';
 import { withNetns } from '../../src/testbed/netns.ts';
 import { testbedUnavailableReason } from '../../src/testbed/topology.ts';
 

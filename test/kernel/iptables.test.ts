@@ -10,7 +10,7 @@ import { canonicalRule } from '../../src/kernel/iptables/canonical.ts';
 import { SystemIptables, type IptablesExec, type IptablesVariant } from '../../src/kernel/iptables/exec.ts';
 import { parseSave } from '../../src/kernel/iptables/parse.ts';
 import { renderRestore } from '../../src/modes/iptables/snapshot.ts';
-import { run } from '../../src/testbed/exec.ts';
+import { run } from '../../src/kernel/exec.ts';
 import { testbedUnavailableReason } from '../../src/testbed/topology.ts';
 import { silentLogger } from '../../src/util/log.ts';
 import { withNetns } from '../../src/testbed/netns.ts';

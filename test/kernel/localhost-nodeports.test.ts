@@ -12,10 +12,11 @@ import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { run } from '../../src/testbed/exec.ts';
+import { run } from '../../src/kernel/exec.ts';
 import { connectOnce, probe } from '../../src/testbed/probe.ts';
 import { createTopology, testbedUnavailableReason, type Topology } from '../../src/testbed/topology.ts';
-import { LOCALNET_FIREWALL_RULE, recordPath, ROUTE_LOCALNET } from '../../src/modes/iptables/localhost.ts';
+import { LOCALNET_FIREWALL_RULE } from '../../src/modes/shared/kube-chains/localnet.ts';
+import { recordPath, ROUTE_LOCALNET } from '../../src/modes/iptables/localhost.ts';
 import { DROVER } from '../support/drover-bin.ts';
 
 const unavailable = await testbedUnavailableReason();

@@ -15,7 +15,7 @@ import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdir, readFile, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { run } from '../../src/testbed/exec.ts';
+import { run } from '../../src/kernel/exec.ts';
 import { testbedUnavailableReason } from '../../src/testbed/topology.ts';
 import { LOCK_DIR } from '../../src/util/instance-lock.ts';
 import { CLUSTER_IP, DROVER, drover, finish, manifestWorld, type ManifestWorld, reached, runFlags, startDrover, synced, traffic } from '../support/faults.ts';

@@ -25,7 +25,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { NamespaceNfacct } from '../../src/kernel/nfacct/netns.ts';
 import { runCommand } from '../../src/kernel/exec.ts';
-import { run } from '../../src/testbed/exec.ts';
+import { run } from '../../src/kernel/exec.ts';
 import { probe } from '../../src/testbed/probe.ts';
 import { createTopology, testbedUnavailableReason } from '../../src/testbed/topology.ts';
 import { until } from '../support/wait.ts';

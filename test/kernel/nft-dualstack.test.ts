@@ -16,7 +16,7 @@ import type { ServicePort, Snapshot } from '../../src/model/types.ts';
 import { DualStackNftablesBackend } from '../../src/modes/nftables/dual-stack.ts';
 import { SystemNft } from '../../src/modes/nftables/exec.ts';
 import { FamilySyncError } from '../../src/modes/shared/dual-stack.ts';
-import { run } from '../../src/testbed/exec.ts';
+import { run } from '../../src/kernel/exec.ts';
 import { probe } from '../../src/testbed/probe.ts';
 import { testbedUnavailableReason, type Topology } from '../../src/testbed/topology.ts';
 import { silentLogger } from '../../src/util/log.ts';

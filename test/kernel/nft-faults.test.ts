@@ -12,7 +12,7 @@
 import test, { type ExecutionContext } from 'ava';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { run } from '../../src/testbed/exec.ts';
+import { run } from '../../src/kernel/exec.ts';
 import { testbedUnavailableReason } from '../../src/testbed/topology.ts';
 import { CLUSTER_IP, drover, finish, manifestWorld, type ManifestWorld, reached, runFlags, startDrover, synced, traffic, type FaultWorld, type RunningDrover } from '../support/faults.ts';
 import { until } from '../support/wait.ts';

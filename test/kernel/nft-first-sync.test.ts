@@ -16,7 +16,7 @@ import { createTopology, testbedUnavailableReason, type Topology } from '../../s
 import { silentLogger } from '../../src/util/log.ts';
 import { BACKENDS, CLIENTS, CLUSTER_CIDR, LB_IP, NODE_IP } from '../support/packet-flow.ts';
 import { bigState, SYNTHETIC } from '../support/nft-first-sync.ts';
-import { run } from '../../src/testbed/exec.ts';
+import { run } from '../../src/kernel/exec.ts';
 
 const unavailable = await testbedUnavailableReason();
 

@@ -9,7 +9,7 @@ import test from 'ava';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type { ConcatField } from '../../src/kernel/nftables/concat.ts';
-import { run } from '../../src/testbed/exec.ts';
+import { run } from '../../src/kernel/exec.ts';
 import { withNetns } from '../../src/testbed/netns.ts';
 import { testbedUnavailableReason } from '../../src/testbed/topology.ts';
 import type { Op, OpElement, OpResult } from '../support/nft-netlink-ops.ts';

@@ -12,7 +12,7 @@
 import test, { type ExecutionContext } from 'ava';
 import { NftablesBackend } from '../../src/modes/nftables/backend.ts';
 import { SystemNft } from '../../src/modes/nftables/exec.ts';
-import { run, type RunResult } from '../../src/testbed/exec.ts';
+import { run, type RunResult } from '../../src/kernel/exec.ts';
 import { withNetns } from '../../src/testbed/netns.ts';
 import { createTopology, testbedUnavailableReason, type Topology } from '../../src/testbed/topology.ts';
 import { silentLogger } from '../../src/util/log.ts';

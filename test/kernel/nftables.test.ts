@@ -18,7 +18,7 @@ import { createTopology, testbedUnavailableReason, type Topology } from '../../s
 import { silentLogger } from '../../src/util/log.ts';
 import { affinityRun } from '../support/affinity.ts';
 import { BACKENDS, CASES, CLIENTS, CLUSTER_CIDR, flowProbeTimeoutMs, LB_IP, NODE_IP, STATE } from '../support/packet-flow.ts';
-import { run } from '../../src/testbed/exec.ts';
+import { run } from '../../src/kernel/exec.ts';
 import { withNetns } from '../../src/testbed/netns.ts';
 import type { ServicePort, Snapshot } from '../../src/model/types.ts';
 import { trace } from '../../src/inspect/trace.ts';

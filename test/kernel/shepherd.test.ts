@@ -9,7 +9,7 @@ import { spawn } from 'node:child_process';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { run } from '../../src/testbed/exec.ts';
+import { run } from '../../src/kernel/exec.ts';
 import { withNetns } from '../../src/testbed/netns.ts';
 import { testbedUnavailableReason } from '../../src/testbed/topology.ts';
 import { FakeShepherd, shepherdService } from '../support/shepherd-api.ts';

@@ -12,7 +12,7 @@ import test, { type ExecutionContext } from 'ava';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { run } from '../../src/testbed/exec.ts';
+import { run } from '../../src/kernel/exec.ts';
 import { testbedUnavailableReason, type Topology } from '../../src/testbed/topology.ts';
 import { FLOW_CLUSTER_CIDR, FLOW_CLUSTER_IP, FLOW_ENDPOINTS, FLOW_READY, FLOW_TARGET_PORT, flowKubernetesObjects, flowManifest, flowShepherdService, reached, withFlowTopology } from '../support/flow-cluster.ts';
 import { FakeKubeApi } from '../support/kube-api.ts';

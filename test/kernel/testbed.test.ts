@@ -8,7 +8,7 @@
  */
 import test from 'ava';
 import { connectOnce, probe, startTraffic } from '../../src/testbed/probe.ts';
-import { run } from '../../src/testbed/exec.ts';
+import { run } from '../../src/kernel/exec.ts';
 import { createTopology, testbedUnavailableReason } from '../../src/testbed/topology.ts';
 
 const unavailable = await testbedUnavailableReason();

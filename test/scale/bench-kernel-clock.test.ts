@@ -7,7 +7,7 @@
 import test from 'ava';
 import { existsSync } from 'node:fs';
 import { KernelEvents } from '../../src/bench/kernel-events.ts';
-import { run } from '../../src/testbed/exec.ts';
+import { run } from '../../src/kernel/exec.ts';
 import { withNetns } from '../../src/testbed/netns.ts';
 import { testbedUnavailableReason } from '../../src/testbed/topology.ts';
 

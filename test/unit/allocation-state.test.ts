@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import test, { type ExecutionContext } from 'ava';
 import { ALLOCATION_FILE, AllocationStateFile } from '../../src/sources/allocation-state.ts';
 import { FileSource } from '../../src/sources/file.ts';
-import { run } from '../../src/testbed/exec.ts';
+import { run } from '../../src/kernel/exec.ts';
 import { silentLogger } from '../../src/util/log.ts';
 import { FakeShepherd, shepherdService } from '../support/shepherd-api.ts';
 import { recordingLogger } from './model-helpers.ts';

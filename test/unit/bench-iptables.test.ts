@@ -6,7 +6,8 @@
 import test from 'ava';
 import { FakeIptables } from '../../src/kernel/iptables/fake.ts';
 import { toIptablesVariant } from '../../src/kernel/iptables/exec.ts';
-import { renderServicePort, sharedRule } from '../../src/modes/iptables/render.ts';
+import { renderServicePort } from '../../src/modes/iptables/render.ts';
+import { sharedRule } from '../../src/modes/shared/kube-chains/service-rules.ts';
 import { iterationChanges, type ClockService } from '../../src/bench/changes.ts';
 import { iptablesHarness } from '../../src/bench/modes/iptables/harness.ts';
 import { fullRerenderPayload, kubeProxyPayload, minimalPayload } from '../../src/bench/modes/iptables/payloads.ts';

@@ -8,7 +8,8 @@
 import test from 'ava';
 import { IptablesBackend } from '../../src/modes/iptables/backend.ts';
 import { FakeIptables } from '../../src/kernel/iptables/fake.ts';
-import { renderServicePort, type ServiceRules } from '../../src/modes/iptables/render.ts';
+import { renderServicePort } from '../../src/modes/iptables/render.ts';
+import type { ServiceRules } from '../../src/modes/shared/kube-chains/service-rules.ts';
 import { ipv4Frontends, type Frontends, type NodeInfo, type ServicePort } from '../../src/model/types.ts';
 import { silentLogger } from '../../src/util/log.ts';
 import { loadStaticRules } from '../../src/modes/shared/kube-chains/static.ts';

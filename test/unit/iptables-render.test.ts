@@ -1,7 +1,8 @@
 import test from 'ava';
 import { canonicalRule, savedProbability } from '../../src/kernel/iptables/canonical.ts';
 import { renderRestore } from '../../src/modes/iptables/snapshot.ts';
-import { probability, renderServicePort, sharedRule, UnsafeValueError } from '../../src/modes/iptables/render.ts';
+import { probability, renderServicePort, UnsafeValueError } from '../../src/modes/iptables/render.ts';
+import { sharedRule } from '../../src/modes/shared/kube-chains/service-rules.ts';
 import { ep, snap, sp } from '../support/snapshots.ts';
 
 const render = { clusterCIDR: '10.0.0.0/8', masqueradeAll: false };

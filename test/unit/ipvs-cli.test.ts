@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { IpvsClient, IpvsUnavailableError } from '../../src/kernel/ipvs/client.ts';
-import { run } from '../../src/testbed/exec.ts';
+import { run } from '../../src/kernel/exec.ts';
 import { DROVER } from '../support/drover-bin.ts';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));

@@ -1,7 +1,7 @@
 /** IPVS mode's cheap drift check (drift.ts) and the backend's use of it, on the in-memory fakes. */
 import test from 'ava';
 import { addressDrift, checkWindow, MIN_REAL_SERVER_CHECKS, realServerChecks, realServerDrift, REAL_SERVER_ROUNDS, virtualServerDrift } from '../../src/modes/ipvs/drift.ts';
-import { parseEntryCount } from '../../src/modes/ipvs/ipset.ts';
+import { parseEntryCount } from '../../src/kernel/ipset/ipset.ts';
 import type { DestEntry, ServiceEntry } from '../../src/kernel/ipvs/codec.ts';
 import type { DesiredVirtualServer } from '../../src/modes/ipvs/desired.ts';
 import { ep, snap, sp } from '../support/snapshots.ts';

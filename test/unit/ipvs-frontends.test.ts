@@ -11,7 +11,8 @@ import { DesiredIndex, desiredIpvsState } from '../../src/modes/ipvs/assemble.ts
 import { desiredServicePort, type DesiredServicePort } from '../../src/modes/ipvs/desired.ts';
 import type { NodeAddresses } from '../../src/modes/ipvs/frontends.ts';
 import { ipv4SourceRanges } from '../../src/model/frontends.ts';
-import { ipPortNetEntry, IpsetValidationError, IPVS_SETS, MAX_SET_NAME, swapSetName } from '../../src/modes/ipvs/ipset.ts';
+import { ipPortNetEntry, IpsetValidationError, MAX_SET_NAME } from '../../src/kernel/ipset/ipset.ts';
+import { IPVS_SETS, swapSetName } from '../../src/modes/ipvs/ipset.ts';
 import { nodeAddresses } from '../../src/modes/ipvs/node-ips.ts';
 import { ipvsadmSaveLines } from '../../src/modes/ipvs/render.ts';
 import { formatIpvsChains, ipvsServicePortViews } from '../../src/modes/ipvs/chains.ts';

@@ -4,17 +4,16 @@ import { EMPTY_FRONTEND_SETS } from '../support/ipvs-sets.ts';
 import { FakeIpset } from '../../src/kernel/ipset/fake.ts';
 import {
   CLUSTER_IP_SET,
-  IPVS_SETS,
-  IpsetTypeError,
-  IpsetValidationError,
-  type SavedSet,
-  LOOP_BACK_SET,
   clusterIPEntry,
+  IpsetTypeError,
+  IPVS_SETS,
+  LOOP_BACK_SET,
   loopBackEntry,
   parseIpsetSave,
   planIpsetDestroy,
   planIpsetRestore,
 } from '../../src/modes/ipvs/ipset.ts';
+import { IpsetValidationError, type SavedSet } from '../../src/kernel/ipset/ipset.ts';
 
 test('entries are printed the way ipset save prints them', (t) => {
   t.is(clusterIPEntry('10.96.0.10', 'TCP', 80), '10.96.0.10,tcp:80');

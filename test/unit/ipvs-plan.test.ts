@@ -5,7 +5,7 @@ import type { DestEntry, ServiceEntry } from '../../src/kernel/ipvs/codec.ts';
 import { IpvsValidationError } from '../../src/kernel/ipvs/codec.ts';
 import { desiredIpvsState, desiredVirtualServers } from '../../src/modes/ipvs/assemble.ts';
 import { pendingKey } from '../../src/modes/ipvs/graceful.ts';
-import { IpsetValidationError } from '../../src/modes/ipvs/ipset.ts';
+import { IpsetValidationError } from '../../src/kernel/ipset/ipset.ts';
 import { describeOp, planIpvs, type KernelVirtualServer, type ReconcileContext } from '../../src/modes/ipvs/reconcile.ts';
 import { ep, snap, sp } from '../support/snapshots.ts';
 

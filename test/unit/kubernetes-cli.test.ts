@@ -9,7 +9,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
-import { run } from '../../src/testbed/exec.ts';
+import { run } from '../../src/kernel/exec.ts';
 import { FakeKubeApi, type ApiObject } from '../support/kube-api.ts';
 import { node, service, slice } from '../support/kube-objects.ts';
 import { DROVER } from '../support/drover-bin.ts';

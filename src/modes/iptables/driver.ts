@@ -22,7 +22,9 @@ import { createDualStackExec, createIptablesExec, readKernel } from '../shared/i
 import { DualStackIptablesBackend } from './dual-stack.ts';
 import { ipv6RenderOptions } from '../../config/render.ts';
 import { loadStaticRules, withInvalidDrop } from '../shared/kube-chains/static.ts';
-import { hasLocalnetFirewallJump, localhostNodePortsOn, namespaceSysctls, nodePortLocalhostOption, RouteLocalnetBackend } from './localhost.ts';
+import { hasLocalnetFirewallJump, nodePortLocalhostOption, RouteLocalnetBackend } from './localhost.ts';
+import { localhostNodePortsOn } from '../shared/kube-chains/localnet.ts';
+import { namespaceSysctls } from '../shared/sysctls.ts';
 import { familyView } from '../../model/family.ts';
 import { servedRefusals } from '../shared/served-frontends.ts';
 import type { ServicePortChains } from '../shared/kube-chains/chains.ts';

@@ -69,9 +69,6 @@ export function nodePortLocalhostOption(): Option {
   ).default(false);
 }
 
-export { LOCALNET_FIREWALL_CHAIN, LOCALNET_FIREWALL_COMMENT, LOCALNET_FIREWALL_JUMP, LOCALNET_FIREWALL_RULE, localhostNodePortsOn } from '../shared/kube-chains/localnet.ts';
-export { namespaceSysctls } from '../shared/sysctls.ts';
-
 /** What drover records when it sets route_localnet: the value before, and the namespace it belongs to. */
 export interface RouteLocalnetRecord {
   /** The `--netns` name, or null for drover's own namespace. */

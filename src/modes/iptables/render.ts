@@ -56,9 +56,6 @@ import { LOCALHOST_NODEPORTS_ACCEPTED, nfacctMatch } from './nfacct-names.ts';
 import { flatString, flatStrings } from '../../util/flat-string.ts';
 import type { ServiceRules, SharedRule } from '../shared/kube-chains/service-rules.ts';
 
-export type { ServiceRules, SharedRule } from '../shared/kube-chains/service-rules.ts';
-export { sharedRule } from '../shared/kube-chains/service-rules.ts';
-
 /** Thrown when a value about to be written into a rule is not a safe token. */
 export class UnsafeValueError extends DroverError {
   constructor(what: string, value: string) {

@@ -10,7 +10,8 @@ import { planToRestore } from '../../kernel/iptables/plan.ts';
 import { fullPlan } from '../shared/kube-chains/ruleset.ts';
 import { loadStaticRules, type StaticRuleset } from '../shared/kube-chains/static.ts';
 import type { RenderOptions } from '../../config/render.ts';
-import { renderServicePort, type ServiceRules } from './render.ts';
+import { renderServicePort } from './render.ts';
+import type { ServiceRules } from '../shared/kube-chains/service-rules.ts';
 
 /**
  * The payload a full sync writes onto empty tables: the complete ruleset, as

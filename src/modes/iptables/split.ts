@@ -23,7 +23,7 @@
 import { canonicalRule } from '../../kernel/iptables/canonical.ts';
 import { TABLES, type TableName } from '../../kernel/iptables/parse.ts';
 import { appendAll, appendPlan, emptyPlan, isEmptyPlan, opCount, type Plan, type TableOps } from '../../kernel/iptables/plan.ts';
-import type { ServiceRules } from './render.ts';
+import type { ServiceRules } from '../shared/kube-chains/service-rules.ts';
 
 
 /** Lines a plan puts in a restore payload (its size for the budget). */

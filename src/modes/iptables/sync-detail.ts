@@ -7,7 +7,7 @@ import type { ModeSyncDetail } from '../../proxier/backend.ts';
 import type { TableName } from '../../kernel/iptables/parse.ts';
 import { TABLES } from '../../kernel/iptables/parse.ts';
 import type { Plan } from '../../kernel/iptables/plan.ts';
-import type { ServiceRules } from './render.ts';
+import type { ServiceRules } from '../shared/kube-chains/service-rules.ts';
 import type { StaticRuleset } from '../shared/kube-chains/static.ts';
 
 /** Rule counts per table (filter, nat). */

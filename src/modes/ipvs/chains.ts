@@ -14,7 +14,8 @@
  */
 import { IP_VS_SVC_F, type ForwardingMethod, type IpvsProtocol } from '../../kernel/ipvs/codec.ts';
 import { compareText, realServerKey, type DesiredVirtualServer } from './desired.ts';
-import { CLUSTER_IP_SET, familySetName, IpsetValidationError, LOOP_BACK_SET, clusterIPEntry, loopBackEntry } from './ipset.ts';
+import { CLUSTER_IP_SET, clusterIPEntry, familySetName, LOOP_BACK_SET, loopBackEntry } from './ipset.ts';
+import { IpsetValidationError } from '../../kernel/ipset/ipset.ts';
 import { DUMMY_INTERFACE, hostPrefixLength } from '../../kernel/rtnetlink/link.ts';
 import type { IPFamily } from '../../model/types.ts';
 import { boundAddresses, virtualServerLabel, type IpvsLive } from './live.ts';

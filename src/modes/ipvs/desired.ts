@@ -47,17 +47,8 @@ import {
 } from '../../kernel/ipvs/codec.ts';
 import { externalFrontends, NO_NODE_ADDRESSES, type FrontendKind, type NodeAddresses, type SetEntry } from './frontends.ts';
 import { needsHealthCheck } from '../../model/health-check.ts';
-import {
-  clusterIPEntry,
-  HEALTH_CHECK_NODE_PORT_SET,
-  INTERNAL_NO_LOCAL_SET,
-  ipEntry,
-  IPVS_IPS_SET,
-  LOOP_BACK_SET,
-  loopBackEntry,
-  portEntry,
-  type OwnedSetName,
-} from './ipset.ts';
+import { clusterIPEntry, HEALTH_CHECK_NODE_PORT_SET, INTERNAL_NO_LOCAL_SET, IPVS_IPS_SET, LOOP_BACK_SET, loopBackEntry, type OwnedSetName } from './ipset.ts';
+import { ipEntry, portEntry } from '../../kernel/ipset/ipset.ts';
 import { realServerKey, virtualServerKey } from '../../kernel/ipvs/keys.ts';
 
 /** Weight of every real server drover adds (kube-proxy uses 1). */

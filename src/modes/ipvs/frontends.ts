@@ -75,12 +75,7 @@ import {
   EXTERNAL_IP_LOCAL_SET,
   EXTERNAL_IP_SET,
   EXTERNAL_NO_LOCAL_SET,
-  ipEntry,
-  ipPortEntry,
-  ipPortIPEntry,
   IPVS_IPS_SET,
-  ipPortNetEntry,
-  IpsetValidationError,
   LOAD_BALANCER_FW_SET,
   LOAD_BALANCER_LOCAL_SET,
   LOAD_BALANCER_SET,
@@ -92,9 +87,9 @@ import {
   NODE_PORT_SCTP_SET,
   NODE_PORT_TCP_SET,
   NODE_PORT_UDP_SET,
-  portEntry,
   type OwnedSetName,
 } from './ipset.ts';
+import { ipEntry, ipPortEntry, ipPortIPEntry, ipPortNetEntry, IpsetValidationError, portEntry } from '../../kernel/ipset/ipset.ts';
 
 /** One entry of one of drover's sets. */
 export interface SetEntry {

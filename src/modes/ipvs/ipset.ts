@@ -62,20 +62,6 @@ import {
   type SavedSet,
 } from '../../kernel/ipset/ipset.ts';
 
-export {
-  checkEntry,
-  ipEntry,
-  ipPortEntry,
-  ipPortIPEntry,
-  ipPortNetEntry,
-  IpsetValidationError,
-  MAX_SET_NAME,
-  parseEntryCount,
-  portEntry,
-  type IpsetExec,
-  type SavedSet,
-} from '../../kernel/ipset/ipset.ts';
-
 /** The ClusterIP set (hash:ip,port). */
 export const CLUSTER_IP_SET = 'KUBE-CLUSTER-IP';
 /** The hairpin set (hash:ip,port,ip). */

@@ -9,7 +9,8 @@
 import type { IptablesExec } from '../../kernel/iptables/exec.ts';
 import type { ParsedDump } from '../../kernel/iptables/parse.ts';
 import { compareText } from './desired.ts';
-import { familySetName, IPVS_SETS, parseIpsetSave, type IpsetExec, type SavedSet } from './ipset.ts';
+import { familySetName, IPVS_SETS, parseIpsetSave } from './ipset.ts';
+import type { IpsetExec, SavedSet } from '../../kernel/ipset/ipset.ts';
 import { joinHostPort } from '../../model/addr.ts';
 import type { IPFamily } from '../../model/types.ts';
 import { readVirtualServers, type IpvsKernel } from './kernel.ts';

@@ -8,7 +8,8 @@
 import { IptablesBackend } from '../../../modes/iptables/backend.ts';
 import { canonicalRule } from '../../../kernel/iptables/canonical.ts';
 import { SystemIptables, type IptablesExec, type IptablesVariant } from '../../../kernel/iptables/exec.ts';
-import { renderServicePort, sharedRule, type ServiceRules } from '../../../modes/iptables/render.ts';
+import { renderServicePort } from '../../../modes/iptables/render.ts';
+import { sharedRule, type ServiceRules } from '../../../modes/shared/kube-chains/service-rules.ts';
 import type { RenderOptions } from '../../../config/render.ts';
 import { SERVICES_CHAIN } from '../../../modes/shared/kube-chains/ruleset.ts';
 import { loadStaticRules } from '../../../modes/shared/kube-chains/static.ts';

@@ -16,7 +16,7 @@
  * Every payload is meant for `iptables-restore --noflush`. Within a table the
  * order is: chain declarations, rule deletions, rule appends, chain deletions.
  */
-import { sharedRule, type ServiceRules } from '../../../modes/iptables/render.ts';
+import { sharedRule, type ServiceRules } from '../../../modes/shared/kube-chains/service-rules.ts';
 import { SERVICES_CHAIN } from '../../../modes/shared/kube-chains/ruleset.ts';
 import type { StaticRuleset } from '../../../modes/shared/kube-chains/static.ts';
 
