@@ -81,6 +81,17 @@ export function prepareCommandLine(program: Command, argv: readonly string[], wa
 const takesValue = (opt: Option): boolean => opt.required || opt.optional;
 
 /**
+ * A switch set as pflag writes it: `flag` when on; when off, its negation
+ * `--no-NAME` where the command has one (so that `--masquerade-all=false`
+ * turns off what `--config` turned on), else nothing (off is the default).
+ */
+function switchArgs(cmd: Command, flag: string, on: boolean): string[] {
+  if (on) return [flag];
+  const negation = `--no-${flag.replace(/^--/, '')}`;
+  return cmd.options.some((o) => o.long === negation) ? [negation] : [];
+}
+
+/**
  * `args` with kube-proxy's flags made drover's for `cmd` (see
  * kube-proxy-flags.ts); `mode` decides the mode-specific ones. A flag `cmd`
  * has itself is left as it is, value included; anything else that is no
@@ -110,7 +121,7 @@ export function rewriteKubeProxyFlags(cmd: Command, args: readonly string[], mod
       if (eq > 0 && !takesValue(own)) {
         const value = a.slice(eq + 1);
         if (value !== 'true' && value !== 'false') throw new UsageError(`${a}: expected true or false`);
-        if (value === 'true') out.push(flag);
+        out.push(...switchArgs(cmd, flag, value === 'true'));
         continue;
       }
       out.push(a);
@@ -142,8 +153,8 @@ export function rewriteKubeProxyFlags(cmd: Command, args: readonly string[], mod
           break;
         }
         if (use.switch === true) {
-          if (value === 'true') out.push(to);
-          else if (value !== 'false') throw new UsageError(`${shown}=${value}: expected true or false`);
+          if (value !== 'true' && value !== 'false') throw new UsageError(`${shown}=${value}: expected true or false`);
+          out.push(...switchArgs(cmd, to, value === 'true'));
         } else out.push(to, value);
         break;
       }

@@ -121,6 +121,7 @@ export function renderOptions(): Option[] {
       .choices([...DETECT_LOCAL_MODES])
       .default('ClusterCIDR'),
     new Option('--masquerade-all', 'masquerade all traffic to ClusterIPs').default(false),
+    new Option('--no-masquerade-all', 'masquerade only what --cluster-cidr says, even if --config sets masqueradeAll'),
     new Option('--service-cidr <cidr>', 'range for ClusterIPs drover allocates (Shepherd services)')
       .default(DEFAULT_SERVICE_CIDR)
       .argParser(serviceCidrArg),
@@ -133,6 +134,7 @@ export function renderOptions(): Option[] {
       '--conntrack-tcp-be-liberal',
       "leave out the drop of conntrack-INVALID packets (kube-proxy's conntrack.tcpBeLiberal); run and sync set nf_conntrack_tcp_be_liberal=1 in the programmed namespace",
     ),
+    new Option('--no-conntrack-tcp-be-liberal', 'keep the drop of conntrack-INVALID packets even if --config sets conntrack.tcpBeLiberal'),
     new Option('--state-dir <dir>', `folder of the state kept across restarts (the ClusterIPs drover allocated, ${ALLOCATION_FILE}); run and sync write it, the other commands read it`).default(
       DEFAULT_STATE_DIR,
     ),

@@ -111,6 +111,17 @@ test("kube-proxy's flags: aliases of drover's, mode-specific sync periods, -v, s
   t.deepEqual(quiet.args, ['run', '--source', 'examples'], 'flags with no effect on drover are dropped');
 });
 
+test("a switch the configuration file turns on is turned off by kube-proxy's --name=false or drover's --no-name", async (t) => {
+  const on = await started(['--config', FULL, '--proxy-mode', 'iptables', '--config-unsupported=warn']);
+  t.like(on.opts, { masqueradeAll: true, nodeportLocalhost: true, conntrackTcpBeLiberal: true });
+  const kubeProxy = await started(['--config', FULL, '--proxy-mode', 'iptables', '--config-unsupported=warn', '--masquerade-all=false', '--iptables-localhost-nodeports=false', '--conntrack-tcp-be-liberal=false']);
+  t.like(kubeProxy.opts, { masqueradeAll: false, nodeportLocalhost: false, conntrackTcpBeLiberal: false });
+  t.is(kubeProxy.name('--masquerade-all'), '--masquerade-all', 'the value in effect is the command line\'s');
+  const own = await started(['--config', FULL, '--proxy-mode', 'iptables', '--config-unsupported=warn', '--no-masquerade-all', '--no-nodeport-localhost', '--no-conntrack-tcp-be-liberal']);
+  t.like(own.opts, { masqueradeAll: false, nodeportLocalhost: false, conntrackTcpBeLiberal: false });
+  t.like((await started(['run', '--source', 'examples', '--masquerade-all=false'])).opts, { masqueradeAll: false });
+});
+
 test("kube-proxy's flags drover cannot honour are refused in one line, or warned about with --config-unsupported=warn", async (t) => {
   t.is(
     await refusal(['run', '--source', 'examples', '--ipvs-strict-arp', '--oom-score-adj', '-999', '--iptables-masquerade-bit=13']),

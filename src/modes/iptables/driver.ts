@@ -22,7 +22,7 @@ import { createDualStackExec, createIptablesExec, readKernel } from '../shared/i
 import { DualStackIptablesBackend } from './dual-stack.ts';
 import { ipv6RenderOptions } from '../../config/render.ts';
 import { loadStaticRules, withInvalidDrop } from '../shared/kube-chains/static.ts';
-import { hasLocalnetFirewallJump, nodePortLocalhostOption, RouteLocalnetBackend } from './localhost.ts';
+import { hasLocalnetFirewallJump, noNodePortLocalhostOption, nodePortLocalhostOption, RouteLocalnetBackend } from './localhost.ts';
 import { localhostNodePortsOn } from '../shared/kube-chains/localnet.ts';
 import { namespaceSysctls } from '../shared/sysctls.ts';
 import { familyView } from '../../model/family.ts';
@@ -88,7 +88,7 @@ async function startCounters(netns: string | undefined, logger: Logger): Promise
 export const iptablesMode: ModeDriver = {
   name: 'iptables',
   title: 'iptables',
-  options: { sync: () => [nodePortLocalhostOption()], compare: () => [nodePortLocalhostOption()] },
+  options: { sync: () => [nodePortLocalhostOption(), noNodePortLocalhostOption()], compare: () => [nodePortLocalhostOption(), noNodePortLocalhostOption()] },
   exclusiveSwitches: { '--nodeport-localhost': 'NodePorts on 127.0.0.1' },
   metrics: iptablesMetrics,
   help: {

@@ -69,6 +69,11 @@ export function nodePortLocalhostOption(): Option {
   ).default(false);
 }
 
+/** `--no-nodeport-localhost`: no NodePorts on 127.0.0.1 even if `--config` sets `iptables.localhostNodePorts` (kube-proxy's `--iptables-localhost-nodeports=false`). */
+export function noNodePortLocalhostOption(): Option {
+  return new Option('--no-nodeport-localhost', '(--mode iptables) no NodePorts on 127.0.0.1, even if --config sets iptables.localhostNodePorts');
+}
+
 /** What drover records when it sets route_localnet: the value before, and the namespace it belongs to. */
 export interface RouteLocalnetRecord {
   /** The `--netns` name, or null for drover's own namespace. */
