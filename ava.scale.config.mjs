@@ -5,4 +5,5 @@ import { readFileSync } from 'node:fs';
 
 const { ava } = JSON.parse(readFileSync(new URL('./package.json', import.meta.url), 'utf8'));
 
-export default { ...ava, files: ['test/scale/**/*.test.ts'], timeout: '10m' };
+// Two files at a time: each is CPU- and memory-bound.
+export default { ...ava, files: ['test/scale/**/*.test.ts'], timeout: '10m', concurrency: 2 };
