@@ -278,7 +278,7 @@ if (unavailable) {
       child.kill('SIGHUP');
       await until('the resync to repair the chain', async () => (await save()).includes(`-A ${svc} `), 10_000);
       t.regex(logs(), /"msg":"full resync requested"/);
-      await until('the second full sync to be counted', async () => fullSyncs(await get('http://127.0.0.1:10249/metrics')) === 2, 5000);
+      await until('the second full sync to be counted', async () => fullSyncs(await get('http://127.0.0.1:10249/metrics')) === 2, 30_000);
     });
   });
 
@@ -329,13 +329,15 @@ if (unavailable) {
       // A hand edit is an nf_tables commit that is not drover's.
       const svc = linkdingChain(await save());
       await run('iptables-nft', ['-t', 'nat', '-F', svc], { netns });
-      await until('the periodic check to repair the chain', async () => (await save()).includes(`-A ${svc} `), 5000);
+      await until('the periodic check to repair the chain', async () => (await save()).includes(`-A ${svc} `), 30_000);
       t.regex(logs(), /"reason":"nf_tables generation \d+, not \d+ as drover left it: another program committed rules"/);
+      // The rules are in the kernel a moment before the sync that wrote them is counted.
+      await until('the repairing full sync to be counted', async () => fullSyncs(await get('http://127.0.0.1:10249/metrics')) >= 2, 30_000);
       t.is(fullSyncs(await get('http://127.0.0.1:10249/metrics')), 2);
 
       // A table flushed by a firewall reload loses its canary.
       await run('iptables-nft', ['-t', 'mangle', '-X', 'KUBE-PROXY-CANARY'], { netns });
-      await until('the canary to come back', async () => (await run('iptables-nft', ['-t', 'mangle', '-S', 'KUBE-PROXY-CANARY'], { netns, allowFail: true })).code === 0, 5000);
+      await until('the canary to come back', async () => (await run('iptables-nft', ['-t', 'mangle', '-S', 'KUBE-PROXY-CANARY'], { netns, allowFail: true })).code === 0, 30_000);
       t.regex(logs(), /"reason":"the KUBE-PROXY-CANARY chain is gone from mangle"/);
     });
   });

@@ -167,9 +167,10 @@ if (unavailable) {
 
   test.serial('IPv6 ClientIP affinity: one client keeps its endpoint through the ClusterIP and the NodePort; the entry expires after the timeout; a new timeout takes effect at the next sync', async (t) => {
     const backend = dualStack();
-    await backend.sync(withAffinity(snapshot, 3), FULL);
+    // 10 s: each connection refreshes its entry, and a busy machine may leave seconds between two of them.
+    await backend.sync(withAffinity(snapshot, 10), FULL);
     const rules = await topo.exec(topo.node, '/usr/sbin/nft', ['list', 'chain', 'ip6', 'drover', 'affinity-prerouting']);
-    t.regex(rules.stdout, /@affinity-3 update @affinity \{ ip6 saddr \. ct original ip6 daddr \. meta l4proto \. ct original proto-dst timeout 3s : ip6 daddr \. tcp dport \} comment "tcp affinity of 3 s"/);
+    t.regex(rules.stdout, /@affinity-10 update @affinity \{ ip6 saddr \. ct original ip6 daddr \. meta l4proto \. ct original proto-dst timeout 10s : ip6 daddr \. tcp dport \} comment "tcp affinity of 10 s"/);
     const from = topo.client('outside').netns;
     const viaClusterIP = await probe(topo, { from, host: 'fd00:96::10', port: 80, count: 20 });
     t.deepEqual(viaClusterIP.errors, {});
@@ -182,17 +183,17 @@ if (unavailable) {
     const endpointOf = (counts: Record<string, number>) => `${topo.backend(Object.keys(counts)[0]!).ip6} . 8080`;
     t.is(entries.get(`fd00:100::2 . fd00:96::10 . tcp . 80`)?.endpoint, endpointOf(viaClusterIP.counts));
     t.is(entries.get(`fd00:100::2 . ${topo.ipv6.nodeIp} . tcp . 30080`)?.endpoint, endpointOf(viaNodePort.counts));
-    t.is(entries.get(`fd00:100::2 . fd00:96::10 . tcp . 80`)?.timeout, 3);
+    t.is(entries.get(`fd00:100::2 . fd00:96::10 . tcp . 80`)?.timeout, 10);
     // No new connection for longer than the timeout: the entries expire, so the next connection draws its endpoint again.
     await until('the affinity entries to expire', async () => (await affinityEntries()).size === 0, 60_000, 250);
     t.deepEqual([...(await affinityEntries()).keys()], [], 'the affinity entries expired');
-    // A new timeout, in a partial sync: the entries recorded from now on last 2 s.
-    const r = await backend.sync(withAffinity(snapshot, 2), { full: false, changed: new Set(['default/web:http']) });
+    // A new timeout, in a partial sync: the entries recorded from now on last 30 s.
+    const r = await backend.sync(withAffinity(snapshot, 30), { full: false, changed: new Set(['default/web:http']) });
     t.true(isNftablesDetail(r.detail) && r.detail.structural);
     const again = await probe(topo, { from, host: 'fd00:96::10', port: 80, count: 5 });
     t.deepEqual(again.errors, {});
     t.is(Object.keys(again.counts).length, 1);
-    t.is((await affinityEntries()).get(`fd00:100::2 . fd00:96::10 . tcp . 80`)?.timeout, 2);
+    t.is((await affinityEntries()).get(`fd00:100::2 . fd00:96::10 . tcp . 80`)?.timeout, 30);
     // Back to the fixture (no affinity): the next full sync removes the sets and the record rules.
     await backend.sync(snapshot, FULL);
     const after = await topo.exec(topo.node, '/usr/sbin/nft', ['list', 'chain', 'ip6', 'drover', 'affinity-prerouting']);
