@@ -21,8 +21,8 @@ import type { Answer } from 'dns-packet';
 import { parseIP } from '../model/addr.ts';
 import type { Protocol, ServicePort } from '../model/types.ts';
 
-/** A record in dns-packet's shape, without its TTL and class (the zone sets both when it answers). */
-export type ZoneRecord = Answer;
+/** A record in dns-packet's shape (any but EDNS's OPT pseudo-record); the zone sets TTL and class when it answers. */
+export type ZoneRecord = Exclude<Answer, { type: 'OPT' }>;
 
 /** A DNS-1123 label (RFC 1123 §2.1, lower case): what a namespace, a Service name, a port name and a hostname must be to name a record. */
 const LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;

@@ -16,7 +16,7 @@
  * when the zone holds a PTR for them; anything else outside the zone is not
  * the zone's (the server forwards it).
  */
-import type { Answer, RecordType } from 'dns-packet';
+import type { RecordType } from 'dns-packet';
 import type { ZoneRecord } from './records.ts';
 
 /** The schema version of the Kubernetes DNS specification these records follow (§2.2). */
@@ -26,9 +26,9 @@ export const DNS_SCHEMA_VERSION = '1.1.0';
 export interface ZoneAnswer {
   readonly rcode: 'NOERROR' | 'NXDOMAIN';
   /** The answer section, with TTL and class set. */
-  readonly answers: readonly Answer[];
+  readonly answers: readonly ZoneRecord[];
   /** The authority section: the zone's SOA on NXDOMAIN and NODATA, else empty. */
-  readonly authorities: readonly Answer[];
+  readonly authorities: readonly ZoneRecord[];
 }
 
 /** What {@link Zone.answer} takes a question's type as: dns-packet's name, or `UNKNOWN_<n>` for a type it does not know. */
@@ -187,8 +187,8 @@ export class Zone {
     return { rcode: 'NOERROR', answers: matched.map((r) => this.withTtl(qname, r)), authorities: [] };
   }
 
-  private withTtl(qname: string, r: ZoneRecord): Answer {
-    return { ...r, name: qname.endsWith('.') ? qname.slice(0, -1) : qname, ttl: this.ttl, class: 'IN' } as Answer;
+  private withTtl(qname: string, r: ZoneRecord): ZoneRecord {
+    return { ...r, name: qname.endsWith('.') ? qname.slice(0, -1) : qname, ttl: this.ttl, class: 'IN' } as ZoneRecord;
   }
 
   /** NXDOMAIN, or NODATA (NOERROR without answers), with the SOA (RFC 2308 §2.1, §2.2). */
@@ -202,7 +202,7 @@ export class Zone {
    * retry 1800, expire 86400, minimum and TTL the zone TTL (RFC 2308 §5: the
    * negative TTL is the smaller of the two).
    */
-  private soa(name: string): Answer {
+  private soa(name: string): ZoneRecord {
     return {
       name: name.endsWith('.') ? name.slice(0, -1) : name,
       type: 'SOA',
