@@ -17,12 +17,10 @@ import type { Packet, Question } from 'dns-packet';
 import { parseIP, joinHostPort } from '../model/addr.ts';
 import { AnswerCache } from './cache.ts';
 import { UsageError } from '../errors.ts';
+import type { Upstream } from '../config/dns.ts';
 
-/** One upstream resolver: an IPv4 or IPv6 address and a port. */
-export interface Upstream {
-  readonly ip: string;
-  readonly port: number;
-}
+export type { Upstream };
+
 
 /** The forwarder's settings; times in ms. */
 export interface ForwarderOptions {
