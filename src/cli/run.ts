@@ -108,7 +108,7 @@ export function runCommand(): Command {
       // A sync leaves garbage behind (a full one, the size of the whole ruleset), which V8 would keep until it needs room.
       const stopCollecting = collectAfterSyncs(proxier);
       // Before the first sync, so that the zone takes it.
-      const dns: NodeDns | undefined = opts.dnsAddress !== undefined ? await startNodeDns(proxier, { ...opts, dnsAddress: opts.dnsAddress }, logger) : undefined;
+      const dns: NodeDns | undefined = opts.dnsAddress !== undefined ? await startNodeDns(proxier, { ...opts, dnsAddress: opts.dnsAddress, dataplane: { nftables: opts.mode === 'nftables', iptables: opts.iptablesBackend } }, logger) : undefined;
       const servers = await startServers(proxier, {
         metrics: opts.metricsBindAddress,
         healthz: opts.healthzBindAddress,

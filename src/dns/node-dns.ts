@@ -19,6 +19,8 @@ import { Forwarder, resolvConfUpstreams } from './forward.ts';
 import { DnsServer } from './server.ts';
 import { ServiceDnsView } from './view.ts';
 import { Zone } from './zone.ts';
+import { programDnsDataplane, removeDnsDataplane } from './dataplane.ts';
+import type { IptablesVariant } from '../kernel/iptables/exec.ts';
 
 /** The dummy link that holds the DNS address (NodeLocal DNSCache's is `nodelocaldns`). */
 export const DNS_LINK = 'drover-dns0';
@@ -40,20 +42,10 @@ function isLocalAddress(address: string): boolean {
   return Object.values(networkInterfaces()).some((list) => list?.some((i) => i.address === address));
 }
 
-/**
- * Put `opts.dnsAddress` on {@link DNS_LINK} (unless an interface already
- * has it), start the server on it, and keep the zone equal to every
- * successful sync of `proxier` from now on.
- * @throws the link's or the bind's error, naming the address.
- */
-export async function startNodeDns(
-  proxier: Pick<Proxier, 'on'>,
-  opts: DnsCliOptions & { readonly dnsAddress: string },
-  logger: Logger,
-  links: LinkManager = new RtnlLinkManager(),
-): Promise<NodeDns> {
-  const address = opts.dnsAddress;
-  if (!isLocalAddress(address)) {
+/** Add `address` to {@link DNS_LINK}, created when missing, or to `lo` where the kernel has no dummy driver. */
+async function addAddress(address: string, given: LinkManager | undefined, logger: Logger): Promise<void> {
+  const links = given ?? new RtnlLinkManager();
+  try {
     let index: number | undefined;
     try {
       index = (await links.ensureDummy(DNS_LINK)).index;
@@ -64,7 +56,27 @@ export async function startNodeDns(
       logger.warn({ dnsAddress: address, err: (err as Error).message }, `DNS: no dummy link ${DNS_LINK}; the address goes on lo`);
     }
     await links.addAddress(index, address);
+  } finally {
+    if (given === undefined) (links as RtnlLinkManager).close();
   }
+}
+
+/**
+ * Put `opts.dnsAddress` on {@link DNS_LINK} (unless an interface already
+ * has it), bypass conntrack for it and accept its traffic (dataplane.ts:
+ * `opts.dataplane` says nftables or which iptables variant), start the server on it, and keep the zone equal to every
+ * successful sync of `proxier` from now on.
+ * @throws the link's or the bind's error, naming the address.
+ */
+export async function startNodeDns(
+  proxier: Pick<Proxier, 'on'>,
+  opts: DnsCliOptions & { readonly dnsAddress: string; readonly dataplane: { readonly nftables: boolean; readonly iptables: 'auto' | IptablesVariant } },
+  logger: Logger,
+  links?: LinkManager,
+): Promise<NodeDns> {
+  const address = opts.dnsAddress;
+  if (!isLocalAddress(address)) await addAddress(address, links, logger);
+  await programDnsDataplane({ address, port: opts.dnsPort }, opts.dataplane);
   const zone = new Zone({ domain: opts.clusterDomain, ttl: opts.dnsTtl });
   const view = new ServiceDnsView(zone);
   let updatedAt = 0;
@@ -93,4 +105,22 @@ export async function startNodeDns(
       await server.close();
     },
   };
+}
+
+/**
+ * Remove what `run --dns-address` added to this network namespace: the
+ * dataplane (dataplane.ts removeDnsDataplane) and the link {@link DNS_LINK}.
+ * An address put on `lo` instead (no dummy driver) stays.
+ * @returns what was removed, by kind.
+ */
+export async function removeNodeDns(given?: LinkManager): Promise<{ chains: number; rules: number; tables: number; links: number }> {
+  const removed = await removeDnsDataplane();
+  const links = given ?? new RtnlLinkManager();
+  try {
+    const index = await links.find(DNS_LINK);
+    if (index !== undefined) await links.deleteLink(index);
+    return { ...removed, links: index !== undefined ? 1 : 0 };
+  } finally {
+    if (given === undefined) (links as RtnlLinkManager).close();
+  }
 }

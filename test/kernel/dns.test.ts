@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import test from 'ava';
 import { probe } from '../../src/testbed/probe.ts';
 import { createTopology, testbedUnavailableReason, type Topology } from '../../src/testbed/topology.ts';
-import { startDrover, type RunningDrover } from '../support/faults.ts';
+import { DROVER, startDrover, type RunningDrover } from '../support/faults.ts';
 import { until } from '../support/wait.ts';
 
 const unavailable = (await testbedUnavailableReason()) ?? (await import('node:child_process')).spawnSync('dig', ['-v']).error?.message;
@@ -98,5 +98,18 @@ if (unavailable) {
     await until('drover answers api and no longer db', async () => (await short('api.default.svc.cluster.local')).includes('10.96.0.70') && (await status('db.shop.svc.cluster.local')) === 'NXDOMAIN', 30_000, 200);
     t.deepEqual((await probe(topo, { host: 'api', port: 80, timeoutMs: 5000 })).counts, { 'web-1': 1 });
     t.true(drover.alive);
+
+    // Conntrack is bypassed for the DNS address: the queries above left no entry; the rules are drover's own chain.
+    const raw = (await topo.exec(topo.node, 'iptables-save', ['-t', 'raw'])).stdout;
+    t.regex(raw, /^-A PREROUTING -m comment --comment "drover node DNS" -j DROVER-DNS$/m);
+    t.regex(raw, /^-A DROVER-DNS -d 169\.254\.20\.10\/32 -p udp -m udp --dport 53 -j NOTRACK$/m);
+    const tracked = await topo.exec(topo.node, 'conntrack', ['-L', '-d', DNS], { allowFail: true });
+    t.is(tracked.stdout.trim(), '', tracked.stderr);
+
+    // drover cleanup removes the chains and the link.
+    await drover.stop();
+    const cleanup = await topo.exec(topo.node, process.execPath, [DROVER, 'cleanup']);
+    t.regex(cleanup.stdout, /^removed the node DNS dataplane: 2 chains, 4 hook rules, 0 nftables tables, [01] links$/m);
+    t.notRegex((await topo.exec(topo.node, 'iptables-save', ['-t', 'raw'])).stdout, /DROVER-DNS/);
   });
 }
