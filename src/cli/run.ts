@@ -25,6 +25,7 @@ import { UsageError } from '../errors.ts';
 import { dnsOptions } from './dns-options.ts';
 import type { DnsCliOptions } from '../config/dns.ts';
 import { startNodeDns, type NodeDns } from '../dns/node-dns.ts';
+import { registerDnsMetrics } from '../dns/metrics.ts';
 
 /** The `run` command. */
 export function runCommand(): Command {
@@ -120,6 +121,25 @@ export function runCommand(): Command {
         configz: configz(opts),
         logger,
       });
+      let refreshStatus: NodeJS.Timeout | undefined;
+      if (dns !== undefined) {
+        registerDnsMetrics(servers.metrics.registry, dns.server.stats);
+        const { stats } = dns.server;
+        status.withDns(() => ({
+          at: new Date().toISOString(),
+          address: opts.dnsAddress!,
+          port: dns.server.port,
+          zone: dns.zone.domain,
+          queries: stats.queries,
+          answers: { ...stats.answers },
+          zoneAnswers: stats.zone,
+          cacheHits: stats.cacheHits,
+          forwardFailures: stats.forwardFailures,
+          dropped: stats.dropped,
+        }));
+        // The DNS counters move between syncs: `drover status` reads them at most 10 s old.
+        refreshStatus = setInterval(() => status.refresh(), 10_000).unref();
+      }
       logger.info(
         { source: opts.source, minSyncPeriodMs: opts.minSyncPeriod, syncPeriodMs: opts.syncPeriod, ...(fromFiles ? {} : { pollIntervalMs: opts.pollInterval }) },
         'drover started',
@@ -129,6 +149,7 @@ export function runCommand(): Command {
         const stop = (signal: string) => {
           logger.info({ signal }, 'stopping; programmed rules are left in place');
           process.off('SIGHUP', hangup);
+          clearInterval(refreshStatus);
           stopCollecting();
           void proxier
             .stop()

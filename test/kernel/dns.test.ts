@@ -8,7 +8,7 @@
  * `web`, by name, that reaches the Service's backend. A Service file added
  * and one removed are answered after the sync that programmed them.
  */
-import { mkdir, mkdtemp, rm, unlink, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, unlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import test from 'ava';
@@ -105,6 +105,12 @@ if (unavailable) {
     t.regex(raw, /^-A DROVER-DNS -d 169\.254\.20\.10\/32 -p udp -m udp --dport 53 -j NOTRACK$/m);
     const tracked = await topo.exec(topo.node, 'conntrack', ['-L', '-d', DNS], { allowFail: true });
     t.is(tracked.stdout.trim(), '', tracked.stderr);
+
+    // The status file carries the DNS counters (refreshed at each sync and every 10 s).
+    const statusDns = async () => (JSON.parse(await readFile(join(dir, 'status.json'), 'utf8')) as { dns?: { queries: number; answers: Record<string, number>; zoneAnswers: number } }).dns;
+    await until('the status file counts the NXDOMAIN answers', async () => ((await statusDns())?.answers.NXDOMAIN ?? 0) >= 2, 30_000, 500);
+    const counted = (await statusDns())!;
+    t.true(counted.queries >= 15 && counted.zoneAnswers >= 15, JSON.stringify(counted));
 
     // drover cleanup removes the chains and the link.
     await drover.stop();
