@@ -156,15 +156,8 @@ export class Forwarder {
 
   private overUdp(upstream: Upstream, q: Question): Promise<dns.DecodedPacket> {
     const { id, buf } = this.query(q);
-    return new Promise((resolve, reject) => {
-      const socket = createSocket(upstream.ip.includes(':') ? 'udp6' : 'udp4');
-      const done = (err: Error | undefined, packet?: dns.DecodedPacket) => {
-        clearTimeout(timer);
-        socket.close();
-        if (err) reject(err);
-        else resolve(packet!);
-      };
-      const timer = setTimeout(() => done(new Error(`no answer over UDP in ${this.timeoutMs} ms`)), this.timeoutMs);
+    const socket = createSocket(upstream.ip.includes(':') ? 'udp6' : 'udp4');
+    return settle(this.timeoutMs, 'UDP', () => socket.close(), (done) => {
       socket.on('error', (err) => done(err));
       socket.on('message', (msg, from) => {
         if (from.address !== upstream.ip || from.port !== upstream.port) return;
@@ -184,16 +177,9 @@ export class Forwarder {
 
   private overTcp(upstream: Upstream, q: Question): Promise<dns.DecodedPacket> {
     const { id, buf } = this.query(q);
-    return new Promise((resolve, reject) => {
-      let got = Buffer.alloc(0);
-      const socket = connect({ host: upstream.ip, port: upstream.port });
-      const done = (err: Error | undefined, packet?: dns.DecodedPacket) => {
-        clearTimeout(timer);
-        socket.destroy();
-        if (err) reject(err);
-        else resolve(packet!);
-      };
-      const timer = setTimeout(() => done(new Error(`no answer over TCP in ${this.timeoutMs} ms`)), this.timeoutMs);
+    let got = Buffer.alloc(0);
+    const socket = connect({ host: upstream.ip, port: upstream.port });
+    return settle(this.timeoutMs, 'TCP', () => socket.destroy(), (done) => {
       socket.on('error', (err) => done(err));
       socket.on('connect', () => socket.write(Buffer.concat([lengthPrefix(buf.length), buf])));
       socket.on('data', (chunk) => {
@@ -210,6 +196,27 @@ export class Forwarder {
       socket.on('end', () => done(new Error('the connection closed before an answer')));
     });
   }
+}
+
+/**
+ * A promise that `start` settles through `done` once (later calls are
+ * ignored), or that fails with "no answer over TRANSPORT in N ms" after
+ * `timeoutMs`; `close` runs when it settles either way.
+ */
+function settle<T>(timeoutMs: number, transport: string, close: () => void, start: (done: (err: Error | undefined, value?: T) => void) => void): Promise<T> {
+  return new Promise((resolve, reject) => {
+    let settled = false;
+    const done = (err: Error | undefined, value?: T) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      close();
+      if (err) reject(err);
+      else resolve(value!);
+    };
+    const timer = setTimeout(() => done(new Error(`no answer over ${transport} in ${timeoutMs} ms`)), timeoutMs);
+    start(done);
+  });
 }
 
 /** The 2-byte length that frames a DNS message over TCP (RFC 1035 §4.2.2). */
