@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import test from 'ava';
 import { probe } from '../../src/testbed/probe.ts';
 import { createTopology, testbedUnavailableReason, type Topology } from '../../src/testbed/topology.ts';
-import { DROVER, startDrover, type RunningDrover } from '../support/faults.ts';
+import { DROVER, drover as droverOnce, startDrover, type RunningDrover } from '../support/faults.ts';
 import { until } from '../support/wait.ts';
 
 const unavailable = (await testbedUnavailableReason()) ?? (await import('node:child_process')).spawnSync('dig', ['-v']).error?.message;
@@ -117,5 +117,11 @@ if (unavailable) {
     const cleanup = await topo.exec(topo.node, process.execPath, [DROVER, 'cleanup']);
     t.regex(cleanup.stdout, /^removed the node DNS dataplane: 2 chains, 4 hook rules, 0 nftables tables, [01] links$/m);
     t.notRegex((await topo.exec(topo.node, 'iptables-save', ['-t', 'raw'])).stdout, /DROVER-DNS/);
+  });
+
+  test('--dns-address with --netns is refused in one line, before anything is written', async (t) => {
+    const r = await droverOnce(['run', '--source', '/nonexistent', '--netns', 'drv-none-k', '--dns-address', DNS]);
+    t.is(r.code, 1);
+    t.is(r.stderr, `drover: --dns-address ${DNS} with --netns drv-none-k: the DNS server listens in drover's own network namespace; run drover inside drv-none-k (ip netns exec drv-none-k drover run …) instead of --netns\n`);
   });
 }
