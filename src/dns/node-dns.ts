@@ -82,7 +82,7 @@ export async function startNodeDns(
   let updatedAt = 0;
   const stop = proxier.on('sync', (last) => {
     if (last.snapshot === undefined || last.error !== undefined) return;
-    view.apply(last.snapshot, last.full ? undefined : last.changed);
+    view.apply(last.snapshot, last.full ? undefined : last.changed, last.incomplete.length > 0);
     updatedAt = Date.now();
   });
   const upstreams = opts.dnsUpstream ?? resolvConfUpstreams('/etc/resolv.conf', [address]);

@@ -30,16 +30,22 @@ export class ServiceDnsView {
    * Bring the zone to `snapshot`. `changed`: the service ports that changed
    * since the last call (a partial sync's keys); undefined: any may have
    * (a full sync), and every service port is compared by identity.
+   * `keepMissing`: the snapshot may lack service ports that are still
+   * programmed (the source was read in part, ChangeSet.incomplete), so the
+   * names of those it does not list are kept, as their rules are.
    * @returns how many owners' records were replaced or removed.
    */
-  apply(snapshot: Snapshot, changed?: ReadonlySet<string>): number {
+  apply(snapshot: Snapshot, changed?: ReadonlySet<string>, keepMissing = false): number {
     const views: Array<[4 | 6, ReadonlyMap<string, ServicePort>]> = [[4, snapshot.services], [6, snapshot.ipv6Services ?? new Map()]];
     let touched = 0;
     if (changed !== undefined) {
-      for (const key of changed) for (const [family, ports] of views) touched += this.update(ownerOf(family, key), ports.get(key));
+      for (const key of changed) {
+        for (const [family, ports] of views) if (!keepMissing || ports.has(key)) touched += this.update(ownerOf(family, key), ports.get(key));
+      }
       return touched;
     }
     for (const [family, ports] of views) for (const [key, sp] of ports) touched += this.update(ownerOf(family, key), sp);
+    if (keepMissing) return touched;
     for (const owner of [...this.from.keys()]) {
       const [family, key] = [owner[0] === '6' ? views[1]![1] : views[0]![1], owner.slice(2)];
       if (!family.has(key)) touched += this.update(owner, undefined);

@@ -169,3 +169,17 @@ test('two ports of one Service share its A and PTR records; the name stays while
   t.deepEqual(zone.answer('web.default.svc.cluster.local', 'A')?.answers.map((a) => a.data), ['10.96.0.10']);
   t.deepEqual(zone.answer('_http._tcp.web.default.svc.cluster.local', 'SRV'), NXDOMAIN);
 });
+
+test('while the source is read in part, the names of the service ports it does not list are kept, as their rules are', (t) => {
+  const zone = new Zone({ domain: 'cluster.local', ttl: 5 });
+  const view = new ServiceDnsView(zone);
+  const web = sp('default/web:http', '10.96.0.10', 80, []);
+  const db = sp('shop/db', '10.96.0.20', 5432, []);
+  view.apply(snap(web, db));
+  t.is(view.apply(snap(web), undefined, true), 0);
+  t.is(view.apply(snap(web), new Set(['shop/db']), true), 0);
+  t.deepEqual(zone.answer('db.shop.svc.cluster.local', 'A')?.answers.map((a) => a.data), ['10.96.0.20']);
+  // Whole again: it goes.
+  t.is(view.apply(snap(web)), 1);
+  t.is(zone.answer('db.shop.svc.cluster.local', 'A')?.rcode, 'NXDOMAIN');
+});
