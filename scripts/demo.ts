@@ -10,7 +10,9 @@
  *    answers with its own name, plus a node namespace and a client
  *    namespace.
  * 2. Runs `drover run` in the node namespace on a copy of examples/.
- * 3. Sends requests from the client to each ClusterIP and prints the spread.
+ * 3. Resolves each Service's name from the client (`dig` against the DNS
+ *    server drover serves with `--dns-address`), sends requests to the
+ *    ClusterIP it answered and prints the spread.
  * 4. Removes one endpoint from the copy of the Shepherd manifest, waits for
  *    drover's partial sync, and shows that new requests no longer reach it.
  * 5. Marks one of shop's Pods not ready in the copy of its manifest (its
@@ -114,9 +116,22 @@ function bar(n: number, total: number): string {
   return '#'.repeat(Math.round((n / total) * 40));
 }
 
+/** The address drover's DNS server listens on in the demo (NodeLocal DNSCache's). */
+const DNS_ADDRESS = '169.254.20.10';
+
+/** The A records of `name` asked from the client namespace with dig, or undefined when dig is missing or failed. */
+async function resolveFromClient(topo: Topology, name: string): Promise<string | undefined> {
+  const r = await run('dig', [`@${DNS_ADDRESS}`, '+short', '+time=2', '+tries=2', name, 'A'], { netns: topo.client().netns, allowFail: true }).catch(() => undefined);
+  return r?.code === 0 && r.stdout.trim() !== '' ? r.stdout.trim().split('\n')[0] : undefined;
+}
+
 async function spread(topo: Topology, sp: ServicePort, label: string): Promise<Record<string, number>> {
-  const s = await probe(topo, { host: sp.clusterIP, port: sp.port, count: REQUESTS });
-  say(`  ${label}: ${REQUESTS} new connections from the client to ${sp.clusterIP}:${sp.port}`);
+  const name = `${sp.name}.${sp.namespace}.svc.cluster.local`;
+  const resolved = await resolveFromClient(topo, name);
+  say(`  ${label}: ${name} resolves to ${resolved ?? '(no answer: is dig installed?)'} (dig @${DNS_ADDRESS} from the client)`);
+  const host = resolved ?? sp.clusterIP;
+  const s = await probe(topo, { host, port: sp.port, count: REQUESTS });
+  say(`  ${label}: ${REQUESTS} new connections from the client to ${host}:${sp.port}`);
   for (const [name, n] of Object.entries(s.counts).sort()) say(`    ${name.padEnd(16)} ${String(n).padStart(3)}  ${bar(n, REQUESTS)}`);
   for (const [code, n] of Object.entries(s.errors)) say(`    ${code.padEnd(16)} ${String(n).padStart(3)}  (failed)`);
   return s.counts;
@@ -154,7 +169,7 @@ async function main(): Promise<number> {
 
     drover = spawn(
       'ip',
-      ['netns', 'exec', topo.node, process.execPath, join(ROOT, 'bin/drover.js'), 'run', '--source', manifests, '--cluster-cidr', CLUSTER_CIDR, '--min-sync-period', '1s', '--status-file', join(work, 'status.json'), '--state-dir', join(work, 'state')],
+      ['netns', 'exec', topo.node, process.execPath, join(ROOT, 'bin/drover.js'), 'run', '--source', manifests, '--cluster-cidr', CLUSTER_CIDR, '--min-sync-period', '1s', '--status-file', join(work, 'status.json'), '--state-dir', join(work, 'state'), '--dns-address', DNS_ADDRESS],
       { stdio: ['ignore', 'inherit', 'pipe'] },
     );
     const log = new DroverLog(drover);

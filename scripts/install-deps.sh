@@ -2,9 +2,10 @@
 # Install the Debian packages drover and its tests use (as root):
 # iptables (nft and legacy), nftables (nft, used by tests to read rule handles),
 # conntrack (deleting stale UDP flows), ipset (IPVS mode's sets; its host
-# kernel test) and iproute2 (ip netns). Installs only what is missing.
+# kernel test), iproute2 (ip netns), bind9-dnsutils (dig, the DNS tests'
+# client) and dnsperf (scripts/dns-bench.ts). Installs only what is missing.
 set -euo pipefail
-packages=(iptables nftables iproute2 conntrack ipset)
+packages=(iptables nftables iproute2 conntrack ipset bind9-dnsutils dnsperf)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

@@ -14,6 +14,7 @@ import { EXIT, markPartial } from './exit.ts';
 import { kernelOptions } from './options.ts';
 import type { KernelOptions } from '../config/kernel.ts';
 import { createBackend, lockNamespace, modeHelp } from './setup.ts';
+import { removeNodeDns } from '../dns/node-dns.ts';
 
 /**
  * The stderr lines for a chain cleanup emptied but could not delete: one per
@@ -60,6 +61,13 @@ export function cleanupCommand(): Command {
         await backend.close?.();
       }
       process.stdout.write(cleanupSummary(result));
+      // The node DNS's chains, table and link (run refuses --dns-address with --netns, so there are none in another namespace).
+      if (opts.netns === undefined) {
+        const dns = await removeNodeDns();
+        if (dns.chains + dns.rules + dns.tables + dns.links > 0) {
+          process.stdout.write(`removed the node DNS dataplane: ${dns.chains} chains, ${dns.rules} hook rules, ${dns.tables} nftables tables, ${dns.links} links\n`);
+        }
+      }
       for (const kept of result.kept) process.stderr.write(keptChainLines(kept));
       markPartial(result.kept);
     });

@@ -195,6 +195,13 @@ export const FIELDS: Readonly<Record<string, FieldRule>> = {
   'conntrack.udpStreamTimeout': { rule: conntrack('--conntrack-udp-timeout-stream', duration) },
   configSyncPeriod: { rule: { use: 'ignored', why: "drover's watches need no periodic relist; --full-sync-period is its periodic full read-back" } },
   portRange: { rule: { use: 'ignored', why: 'unused by kube-proxy too (it configured the userspace proxy)' } },
+
+  // drover's own section, which kube-proxy does not have: the node DNS (docs/dns.md).
+  'drover.dns.address': { rule: { use: 'flag', flag: '--dns-address', text: str } },
+  'drover.dns.port': { rule: { use: 'flag', flag: '--dns-port', text: int } },
+  'drover.dns.clusterDomain': { rule: { use: 'flag', flag: '--cluster-domain', text: str } },
+  'drover.dns.ttl': { rule: { use: 'flag', flag: '--dns-ttl', text: int } },
+  'drover.dns.upstreams': { rule: { use: 'flag', flag: '--dns-upstream', text: list }, whole: true },
 };
 
 /** The sections: every proper prefix of a field's path. */

@@ -22,13 +22,20 @@ import { modeDriver } from '../modes/registry.ts';
 import { guardNodeSettings, needsNode, nodeSettings } from './node-settings.ts';
 import { applyConntrackOptions, createSource, createSyncBackend, lockNamespace, sourceKind, statusFileOption, syncLogFieldsOf, syncModeOptions } from './setup.ts';
 import { UsageError } from '../errors.ts';
+import { dnsOptions } from './dns-options.ts';
+import type { DnsCliOptions } from '../config/dns.ts';
+import { startNodeDns, type NodeDns } from '../dns/node-dns.ts';
+import { registerDnsMetrics } from '../dns/metrics.ts';
 
 /** The `run` command. */
 export function runCommand(): Command {
   const cmd = new Command('run')
     .description('watch the source and keep the kernel in sync with it (the service proxy)')
-    .action(async (given: SyncCliOptions & ServerCliOptions & { statusFile: string; pollInterval: number; stateDir: string }) => {
+    .action(async (given: SyncCliOptions & ServerCliOptions & DnsCliOptions & { statusFile: string; pollInterval: number; stateDir: string }) => {
       let opts = given;
+      if (opts.dnsAddress !== undefined && opts.netns !== undefined) {
+        throw new UsageError(`--dns-address ${opts.dnsAddress} with --netns ${opts.netns}: the DNS server listens in drover's own network namespace; run drover inside ${opts.netns} (ip netns exec ${opts.netns} drover run …) instead of --netns`);
+      }
       const statusFile = resolve(opts.statusFile);
       const fromFiles = sourceKind(opts.source) === 'file';
       for (const [flag, path] of [['--status-file', opts.statusFile], ['--state-dir', opts.stateDir]] as const) {
@@ -101,6 +108,8 @@ export function runCommand(): Command {
       }
       // A sync leaves garbage behind (a full one, the size of the whole ruleset), which V8 would keep until it needs room.
       const stopCollecting = collectAfterSyncs(proxier);
+      // Before the first sync, so that the zone takes it.
+      const dns: NodeDns | undefined = opts.dnsAddress !== undefined ? await startNodeDns(proxier, { ...opts, dnsAddress: opts.dnsAddress, dataplane: { nftables: opts.mode === 'nftables', iptables: opts.iptablesBackend } }, logger) : undefined;
       const servers = await startServers(proxier, {
         metrics: opts.metricsBindAddress,
         healthz: opts.healthzBindAddress,
@@ -112,6 +121,25 @@ export function runCommand(): Command {
         configz: configz(opts),
         logger,
       });
+      let refreshStatus: NodeJS.Timeout | undefined;
+      if (dns !== undefined) {
+        registerDnsMetrics(servers.metrics.registry, dns.server.stats);
+        const { stats } = dns.server;
+        status.withDns(() => ({
+          at: new Date().toISOString(),
+          address: opts.dnsAddress!,
+          port: dns.server.port,
+          zone: dns.zone.domain,
+          queries: stats.queries,
+          answers: { ...stats.answers },
+          zoneAnswers: stats.zone,
+          cacheHits: stats.cacheHits,
+          forwardFailures: stats.forwardFailures,
+          dropped: stats.dropped,
+        }));
+        // The DNS counters move between syncs: `drover status` reads them at most 10 s old.
+        refreshStatus = setInterval(() => status.refresh(), 10_000).unref();
+      }
       logger.info(
         { source: opts.source, minSyncPeriodMs: opts.minSyncPeriod, syncPeriodMs: opts.syncPeriod, ...(fromFiles ? {} : { pollIntervalMs: opts.pollInterval }) },
         'drover started',
@@ -121,10 +149,12 @@ export function runCommand(): Command {
         const stop = (signal: string) => {
           logger.info({ signal }, 'stopping; programmed rules are left in place');
           process.off('SIGHUP', hangup);
+          clearInterval(refreshStatus);
           stopCollecting();
           void proxier
             .stop()
             .then(() => servers.close())
+            .then(() => dns?.close())
             .then(() => status.idle())
             .then(resolvePromise);
         };
@@ -141,7 +171,7 @@ export function runCommand(): Command {
         process.once('SIGTERM', () => stop('SIGTERM'));
       });
     });
-  const options = [...renderOptions(), ...kernelOptions(), ...conntrackOptions(), ...syncModeOptions(), ...syncPeriodOptions(), fullSyncPeriodOption(), pollIntervalOption(), fileSettleOption(), ...serverOptions(), statusFileOption(), ...configOptions()];
+  const options = [...renderOptions(), ...kernelOptions(), ...conntrackOptions(), ...syncModeOptions(), ...syncPeriodOptions(), fullSyncPeriodOption(), pollIntervalOption(), fileSettleOption(), ...serverOptions(), ...dnsOptions(), statusFileOption(), ...configOptions()];
   for (const o of options) cmd.addOption(o);
   return cmd;
 }

@@ -46,6 +46,26 @@ const syncSchema = z.object({
 /** One sync attempt as the status file records it. */
 export type SyncRecord = z.output<typeof syncSchema>;
 
+/** The node DNS server's counters in the status file (dns/server.ts DnsStats). */
+const dnsSchema = z.object({
+  /** When the counters were read, ISO 8601. */
+  at: z.string(),
+  address: z.string(),
+  port: z.number().int(),
+  zone: z.string(),
+  queries: z.number().int(),
+  /** Answers sent, by rcode. */
+  answers: z.record(z.string(), z.number().int()),
+  /** Questions answered from the cluster zone. */
+  zoneAnswers: z.number().int(),
+  cacheHits: z.number().int(),
+  forwardFailures: z.number().int(),
+  dropped: z.number().int(),
+});
+
+/** The `dns` part of the status file. */
+export type DnsStatusRecord = z.output<typeof dnsSchema>;
+
 const statusSchema = z.object({
   version: z.literal(1),
   pid: z.number().int(),
@@ -72,13 +92,22 @@ const statusSchema = z.object({
   ipvs: z.object({ scheduler: z.string() }).nullable().optional(),
   lastSync: syncSchema,
   lastSuccess: syncSchema.nullable(),
+  /** The node DNS server's counters (`run --dns-address`), as of `at`; absent when it is off, and in files of older versions. */
+  dns: dnsSchema.optional(),
 });
 
 /** The whole status file (see the module comment). */
 export type StatusRecord = z.output<typeof statusSchema>;
 
-/** What `drover run` runs with: the status file without the sync records. */
-export type RunInfo = Omit<StatusRecord, 'version' | 'lastSync' | 'lastSuccess'>;
+/** What `drover run` runs with: the status file without the sync records and the DNS counters. */
+export type RunInfo = Omit<StatusRecord, 'version' | 'lastSync' | 'lastSuccess' | 'dns'>;
+
+/** The `dns:` line of `drover status`, e.g. `169.254.20.10:53, zone cluster.local: 120 queries; answers NOERROR 100, NXDOMAIN 20; 110 from the zone, 3 cache hits, 0 forward failures, 0 dropped (5 s ago)`. */
+export function dnsLine(d: DnsStatusRecord, now: number): string {
+  const answers = Object.entries(d.answers).sort(([a], [b]) => (a < b ? -1 : 1)).map(([code, n]) => `${code} ${n}`).join(', ');
+  return `${d.address.includes(':') ? `[${d.address}]` : d.address}:${d.port}, zone ${d.zone}: ${d.queries} queries; answers ${answers || 'none'}; ` +
+    `${d.zoneAnswers} from the zone, ${d.cacheHits} cache hits, ${d.forwardFailures} forward failures, ${d.dropped} dropped (${ago(Date.parse(d.at), now)})`;
+}
 
 /** There is no status file: drover has not run (with this `--status-file`). */
 export class NotRunError extends DroverError {
@@ -198,6 +227,7 @@ export function formatStatus(view: StatusView): string {
     ['last sync', syncLine(r.lastSync, now)],
   ];
   if (r.lastSync.error !== null) lines.push(['last ok', ok ? syncLine(ok, now) : 'never']);
+  if (r.dns !== undefined) lines.push(['dns', dnsLine(r.dns, now)]);
   const d = view.drift;
   lines.push([
     'drift',

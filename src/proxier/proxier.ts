@@ -100,6 +100,12 @@ export interface LastSync {
   readonly triggerTimes?: ReadonlyMap<string, readonly number[]>;
   /** On success: the snapshot the kernel now holds. */
   readonly snapshot?: Snapshot;
+  /**
+   * On a successful partial sync: the service ports it wrote (those the
+   * source changed and the snapshot lists); absent on a full sync, where any
+   * may have changed.
+   */
+  readonly changed?: ReadonlySet<string>;
 }
 
 /**
@@ -257,7 +263,7 @@ export class Proxier {
       this.lastGood = snapshot;
       const triggerTimes = this.triggers;
       this.triggers = new Map();
-      this.record({ at: Date.now(), full, durationMs: performance.now() - start, result, incomplete, changes, triggerTimes, snapshot });
+      this.record({ at: Date.now(), full, durationMs: performance.now() - start, result, incomplete, changes, triggerTimes, snapshot, ...(full ? {} : { changed }) });
       const level = full || changed.size > 0 ? 'info' : 'debug';
       this.opts.logger[level](
         {

@@ -5,7 +5,7 @@
  * sync attempt, atomically (a temporary file in the same folder, then
  * rename(2)), so a reader never sees half a file.
  */
-import type { RunInfo, StatusRecord, SyncRecord } from '../inspect/status.ts';
+import type { DnsStatusRecord, RunInfo, StatusRecord, SyncRecord } from '../inspect/status.ts';
 import { writeFileAtomic } from '../util/atomic-file.ts';
 import type { Logger } from '../util/log.ts';
 import type { LastSync, Proxier } from './proxier.ts';
@@ -39,7 +39,10 @@ export async function writeStatusFile(path: string, record: StatusRecord): Promi
  */
 export class StatusFileWriter {
   private lastSuccess: SyncRecord | null = null;
+  private last: SyncRecord | undefined;
   private queue: Promise<void> = Promise.resolve();
+  /** The node DNS's counters, read at each write; none: no `dns` part. */
+  private dns: (() => DnsStatusRecord) | undefined;
 
   constructor(
     private readonly path: string,
@@ -51,7 +54,22 @@ export class StatusFileWriter {
   record(last: LastSync): void {
     const sync = syncRecord(last);
     if (sync.error === null) this.lastSuccess = sync;
-    const record: StatusRecord = { version: 1, ...this.run, lastSync: sync, lastSuccess: this.lastSuccess };
+    this.last = sync;
+    this.write();
+  }
+
+  /** Read the node DNS's counters from `dns` at every write from now on. */
+  withDns(dns: () => DnsStatusRecord): void {
+    this.dns = dns;
+  }
+
+  /** Write the file again with the current DNS counters (nothing before the first sync attempt). Never throws. */
+  refresh(): void {
+    if (this.last !== undefined) this.write();
+  }
+
+  private write(): void {
+    const record: StatusRecord = { version: 1, ...this.run, lastSync: this.last!, lastSuccess: this.lastSuccess, ...(this.dns ? { dns: this.dns() } : {}) };
     this.queue = this.queue
       .then(() => writeStatusFile(this.path, record))
       .catch((err: Error) => this.logger.warn({ err: err.message, path: this.path }, 'could not write the status file'));

@@ -1,0 +1,30 @@
+/**
+ * The settings of the node's Service DNS server (`drover run --dns-address`;
+ * src/dns/). Off unless `dnsAddress` is set.
+ */
+
+/** The cluster domain kube-proxy's and the kubelet's defaults name (`--cluster-domain`). */
+export const DEFAULT_CLUSTER_DOMAIN = 'cluster.local';
+
+/** The records' TTL, seconds: CoreDNS's kubernetes plugin's default. */
+export const DEFAULT_DNS_TTL = 5;
+
+/** One upstream resolver: an IPv4 or IPv6 address (canonical text) and a port, 1-65535. */
+export interface Upstream {
+  readonly ip: string;
+  readonly port: number;
+}
+
+/** Options of `run`'s DNS server. */
+export type DnsCliOptions = {
+  /** `--dns-address`: the node-local address to serve on (e.g. 169.254.20.10, NodeLocal DNSCache's); absent: no DNS server. */
+  readonly dnsAddress?: string;
+  /** `--dns-port`: UDP and TCP port, 1-65535 (default 53). */
+  readonly dnsPort: number;
+  /** `--cluster-domain`: the zone answered authoritatively (default cluster.local). */
+  readonly clusterDomain: string;
+  /** `--dns-ttl`: seconds, 0-2147483647 (default 5). */
+  readonly dnsTtl: number;
+  /** `--dns-upstream`: where other names are forwarded; absent: the `nameserver`s of /etc/resolv.conf. */
+  readonly dnsUpstream?: readonly Upstream[];
+};

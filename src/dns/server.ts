@@ -1,0 +1,255 @@
+/**
+ * The node's DNS server: UDP and TCP on one address and port, answering
+ * the cluster zone (zone.ts) authoritatively and forwarding every other
+ * question (forward.ts). Messages are decoded and encoded by dns-packet
+ * only.
+ *
+ * Hostile input never crashes it and never holds memory: a message that
+ * does not decode, is a response, or is shorter than a header is dropped
+ * (counted as malformed); one with another opcode is NOTIMP, with other than
+ * one question FORMERR (RFC 1035 §4.1.1), of a class other than IN, or a
+ * zone transfer, REFUSED. `ANY` outside the zone gets RFC 8482's
+ * synthesised `HINFO`. A UDP answer fits the client's EDNS size (at least
+ * 512 bytes, RFC 1035 §4.2.1; at most 1,232, DNS flag day 2020) or is sent
+ * truncated, TC set, so the client asks again over TCP (RFC 7766). Zone
+ * answers are synchronous; a forwarded question never delays them. A
+ * client may have at most `perClientForwards` forwarded questions in
+ * flight (more are dropped), so a flood of names outside the zone from one
+ * client cannot take the upstream capacity of the others; TCP connections
+ * are bounded in all and per client, and closed after `tcpIdleMs` idle.
+ */
+import { createSocket, type Socket as UdpSocket } from 'node:dgram';
+import { createServer, type Server, type Socket } from 'node:net';
+import * as dns from 'dns-packet';
+import type { Answer, DecodedPacket, Packet } from 'dns-packet';
+import type { Forwarder } from './forward.ts';
+import { lengthPrefix } from './forward.ts';
+import { rcodeOf } from './cache.ts';
+import type { Zone, QuestionType } from './zone.ts';
+import type { Logger } from '../util/log.ts';
+
+/** The counters `drover status` and the metrics show. */
+export interface DnsStats {
+  /** Messages received that decoded as queries. */
+  queries: number;
+  /** Answers sent, by rcode ("NOERROR", "NXDOMAIN", "SERVFAIL", …). */
+  readonly answers: Record<string, number>;
+  /** Questions answered from the cluster zone. */
+  zone: number;
+  /** Forwarded questions answered from the cache. */
+  cacheHits: number;
+  /** Forwarded questions no upstream answered (each got SERVFAIL). */
+  forwardFailures: number;
+  /** Messages dropped: malformed, or over a client's forwarding limit. */
+  dropped: number;
+}
+
+/** The server's settings. */
+export interface DnsServerOptions {
+  /** Where to listen: an IPv4 or IPv6 address of this namespace. */
+  readonly address: string;
+  /** UDP and TCP port (default 53); 0 picks a free one (tests). */
+  readonly port?: number;
+  readonly zone: Zone;
+  /** Where questions outside the zone go; none: they are REFUSED. */
+  readonly forwarder?: Forwarder;
+  readonly logger?: Logger;
+  /** Most forwarded questions in flight per client address (default 100). */
+  readonly perClientForwards?: number;
+  /** Most TCP connections (default 256) and per client address (default 16). */
+  readonly maxTcpConnections?: number;
+  readonly perClientTcpConnections?: number;
+  /** A TCP connection idle this long is closed, ms (default 10,000; RFC 7766 §6.2.3). */
+  readonly tcpIdleMs?: number;
+}
+
+/** The most a UDP answer is allowed to be, whatever EDNS size a client offers (DNS flag day 2020). */
+export const MAX_UDP_ANSWER = 1232;
+
+/** The OPT record drover answers with when the client used EDNS (RFC 6891 §6.1.2). */
+const OPT: Answer = { type: 'OPT', name: '.', udpPayloadSize: MAX_UDP_ANSWER, flags: 0, options: [] } as unknown as Answer;
+
+/** dns-packet's rcode values, by name, for a response's flags. */
+const RCODES: Record<string, number> = { NOERROR: 0, FORMERR: 1, SERVFAIL: 2, NXDOMAIN: 3, NOTIMP: 4, REFUSED: 5 };
+
+/** See the module comment. */
+export class DnsServer {
+  readonly stats: DnsStats = { queries: 0, answers: {}, zone: 0, cacheHits: 0, forwardFailures: 0, dropped: 0 };
+  private udp: UdpSocket | undefined;
+  private tcp: Server | undefined;
+  private readonly forwarding = new Map<string, number>();
+  private readonly tcpByClient = new Map<string, number>();
+  private readonly sockets = new Set<Socket>();
+
+  constructor(private readonly opts: DnsServerOptions) {}
+
+  /** The UDP port listened on (the TCP port is the same). */
+  get port(): number {
+    return this.udp?.address().port ?? 0;
+  }
+
+  /**
+   * Listen on UDP and TCP.
+   * @throws the bind error (EADDRINUSE, EADDRNOTAVAIL, EACCES) with the address in its message.
+   */
+  async listen(): Promise<void> {
+    const { address } = this.opts;
+    const udp = createSocket({ type: address.includes(':') ? 'udp6' : 'udp4', recvBufferSize: 4 << 20 });
+    await new Promise<void>((resolve, reject) => {
+      udp.once('error', reject);
+      udp.bind({ address, port: this.opts.port ?? 53, exclusive: true }, () => {
+        udp.off('error', reject);
+        resolve();
+      });
+    }).catch((err: Error) => {
+      udp.close();
+      throw new Error(`DNS server: cannot listen on UDP ${address} port ${this.opts.port ?? 53}: ${err.message}`);
+    });
+    udp.on('error', (err) => this.opts.logger?.warn({ err: err.message }, 'DNS server: UDP socket error'));
+    udp.on('message', (msg, rinfo) => {
+      this.handle(msg, rinfo.address, 'udp', (out) => udp.send(out, rinfo.port, rinfo.address));
+    });
+    this.udp = udp;
+    const tcp = createServer({ noDelay: true }, (socket) => this.accept(socket));
+    tcp.maxConnections = this.opts.maxTcpConnections ?? 256;
+    await new Promise<void>((resolve, reject) => {
+      tcp.once('error', reject);
+      tcp.listen({ host: address, port: this.port, exclusive: true }, () => {
+        tcp.off('error', reject);
+        resolve();
+      });
+    }).catch((err: Error) => {
+      udp.close();
+      throw new Error(`DNS server: cannot listen on TCP ${address} port ${this.port}: ${err.message}`);
+    });
+    this.tcp = tcp;
+  }
+
+  /** Stop listening and close every TCP connection. */
+  async close(): Promise<void> {
+    for (const s of this.sockets) s.destroy();
+    await Promise.all([
+      new Promise<void>((resolve) => (this.udp ? this.udp.close(() => resolve()) : resolve())),
+      new Promise<void>((resolve) => (this.tcp ? this.tcp.close(() => resolve()) : resolve())),
+    ]);
+  }
+
+  /** One TCP connection: length-prefixed messages, pipelined (RFC 7766 §6.2.1), bounded per client and by idle time. */
+  private accept(socket: Socket): void {
+    const client = socket.remoteAddress ?? '';
+    const held = this.tcpByClient.get(client) ?? 0;
+    if (held >= (this.opts.perClientTcpConnections ?? 16)) {
+      socket.destroy();
+      return;
+    }
+    this.tcpByClient.set(client, held + 1);
+    this.sockets.add(socket);
+    socket.setTimeout(this.opts.tcpIdleMs ?? 10_000, () => socket.destroy());
+    let buffered = Buffer.alloc(0);
+    socket.on('data', (chunk) => {
+      // At most one message (2 + 65,535 bytes) and one chunk are ever held.
+      buffered = buffered.length === 0 ? chunk : Buffer.concat([buffered, chunk]);
+      while (buffered.length >= 2 && buffered.length >= 2 + buffered.readUInt16BE(0)) {
+        const length = buffered.readUInt16BE(0);
+        const msg = buffered.subarray(2, 2 + length);
+        buffered = buffered.subarray(2 + length);
+        this.handle(msg, client, 'tcp', (out) => {
+          if (!socket.destroyed) socket.write(Buffer.concat([lengthPrefix(out.length), out]));
+        });
+      }
+    });
+    socket.on('error', () => socket.destroy());
+    socket.on('close', () => {
+      this.sockets.delete(socket);
+      const n = (this.tcpByClient.get(client) ?? 1) - 1;
+      if (n <= 0) this.tcpByClient.delete(client);
+      else this.tcpByClient.set(client, n);
+    });
+  }
+
+  /**
+   * Answer one message from `client` through `send`, or drop it. Never
+   * throws: an answer that cannot be encoded is dropped and counted.
+   */
+  handle(msg: Buffer, client: string, transport: 'udp' | 'tcp', send: (out: Buffer) => void): void {
+    let query: DecodedPacket;
+    try {
+      query = dns.decode(msg);
+    } catch {
+      this.stats.dropped++;
+      return;
+    }
+    if (query.type !== 'query') {
+      this.stats.dropped++;
+      return;
+    }
+    this.stats.queries++;
+    const opt = query.additionals?.find((a) => a.type === 'OPT') as { udpPayloadSize?: number } | undefined;
+    const limit = transport === 'tcp' ? 65535 : Math.min(MAX_UDP_ANSWER, Math.max(512, opt?.udpPayloadSize ?? 512));
+    const reply = (rcode: string, body: Partial<Packet> = {}, authoritative = false) => {
+      const flags = (query.flags ?? 0) & dns.RECURSION_DESIRED;
+      const packet: Packet = {
+        type: 'response',
+        id: query.id ?? 0,
+        flags: flags | dns.RECURSION_AVAILABLE | (authoritative ? dns.AUTHORITATIVE_ANSWER : 0) | (RCODES[rcode] ?? RCODES.SERVFAIL!),
+        questions: query.questions ?? [],
+        answers: body.answers ?? [],
+        authorities: body.authorities ?? [],
+        additionals: opt !== undefined ? [OPT] : [],
+      };
+      this.send(packet, rcode, limit, send);
+    };
+    const opcode = (query as { opcode?: string }).opcode;
+    if (opcode !== 'QUERY') return reply('NOTIMP');
+    if (query.questions?.length !== 1) return reply('FORMERR');
+    const q = query.questions[0]!;
+    if ((q.class ?? 'IN') !== 'IN' || q.type === 'AXFR' || q.type === 'IXFR') return reply('REFUSED');
+    const answer = this.opts.zone.answer(q.name, q.type as QuestionType);
+    if (answer !== undefined) {
+      this.stats.zone++;
+      return reply(answer.rcode, { answers: [...answer.answers], authorities: [...answer.authorities] }, true);
+    }
+    if ((q.type as string) === 'ANY') {
+      // RFC 8482 §4.2: a synthesised HINFO instead of every record.
+      return reply('NOERROR', { answers: [{ name: q.name, type: 'HINFO', class: 'IN', ttl: 3600, data: { cpu: 'RFC8482', os: '' } }] });
+    }
+    if (this.opts.forwarder === undefined) return reply('REFUSED');
+    const held = this.forwarding.get(client) ?? 0;
+    if (held >= (this.opts.perClientForwards ?? 100)) {
+      this.stats.dropped++;
+      return;
+    }
+    this.forwarding.set(client, held + 1);
+    void this.opts.forwarder.resolve(q).then((result) => {
+      const n = (this.forwarding.get(client) ?? 1) - 1;
+      if (n <= 0) this.forwarding.delete(client);
+      else this.forwarding.set(client, n);
+      if (!result.ok) {
+        this.stats.forwardFailures++;
+        this.opts.logger?.debug({ name: q.name, type: q.type, why: result.why }, 'DNS: forwarding failed');
+        return reply('SERVFAIL');
+      }
+      if (result.cached) this.stats.cacheHits++;
+      const up = result.packet;
+      const keep = (list: Answer[] | undefined) => (list ?? []).filter((a) => a.type !== 'OPT');
+      reply(rcodeOf(up), { answers: keep(up.answers), authorities: keep(up.authorities) });
+    });
+  }
+
+  /** Encode and send `packet`; over UDP, truncated (TC, no records) when it does not fit `limit` bytes. */
+  private send(packet: Packet, rcode: string, limit: number, send: (out: Buffer) => void): void {
+    let out: Buffer;
+    try {
+      out = dns.encode(packet);
+      if (out.length > limit) {
+        out = dns.encode({ ...packet, flags: (packet.flags ?? 0) | dns.TRUNCATED_RESPONSE, answers: [], authorities: [] });
+      }
+    } catch (err) {
+      this.stats.dropped++;
+      this.opts.logger?.debug({ err: (err as Error).message }, 'DNS: an answer could not be encoded');
+      return;
+    }
+    this.stats.answers[rcode] = (this.stats.answers[rcode] ?? 0) + 1;
+    send(out);
+  }
+}

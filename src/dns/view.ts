@@ -1,0 +1,68 @@
+/**
+ * The Service DNS view: the zone (zone.ts) kept equal to the desired state
+ * the proxier syncs. After each successful sync it is given the snapshot the
+ * kernel now holds and, for a partial sync, the service ports that sync
+ * wrote; it replaces the records of those alone. A full sync compares
+ * service ports by identity (an unchanged Service keeps its ServicePort
+ * objects, model/normalise.ts BuildMemo) and recomputes only those that
+ * differ, so neither costs a rebuild of the zone.
+ *
+ * Each service port of each family view is one zone owner: `4 <key>` and
+ * `6 <key>`.
+ */
+import type { ServicePort, Snapshot } from '../model/types.ts';
+import { servicePortRecords } from './records.ts';
+import type { Zone } from './zone.ts';
+
+/** The owner name of a service port of one family view. */
+function ownerOf(family: 4 | 6, key: string): string {
+  return `${family} ${key}`;
+}
+
+/** See the module comment. */
+export class ServiceDnsView {
+  /** Owner → the ServicePort its records were made from. */
+  private readonly from = new Map<string, ServicePort>();
+
+  constructor(readonly zone: Zone) {}
+
+  /**
+   * Bring the zone to `snapshot`. `changed`: the service ports that changed
+   * since the last call (a partial sync's keys); undefined: any may have
+   * (a full sync), and every service port is compared by identity.
+   * `keepMissing`: the snapshot may lack service ports that are still
+   * programmed (the source was read in part, ChangeSet.incomplete), so the
+   * names of those it does not list are kept, as their rules are.
+   * @returns how many owners' records were replaced or removed.
+   */
+  apply(snapshot: Snapshot, changed?: ReadonlySet<string>, keepMissing = false): number {
+    const views: Array<[4 | 6, ReadonlyMap<string, ServicePort>]> = [[4, snapshot.services], [6, snapshot.ipv6Services ?? new Map()]];
+    let touched = 0;
+    if (changed !== undefined) {
+      for (const key of changed) {
+        for (const [family, ports] of views) if (!keepMissing || ports.has(key)) touched += this.update(ownerOf(family, key), ports.get(key));
+      }
+      return touched;
+    }
+    for (const [family, ports] of views) for (const [key, sp] of ports) touched += this.update(ownerOf(family, key), sp);
+    if (keepMissing) return touched;
+    for (const owner of [...this.from.keys()]) {
+      const [family, key] = [owner[0] === '6' ? views[1]![1] : views[0]![1], owner.slice(2)];
+      if (!family.has(key)) touched += this.update(owner, undefined);
+    }
+    return touched;
+  }
+
+  /** Replace one owner's records when its service port is another object; 1 when it did. */
+  private update(owner: string, sp: ServicePort | undefined): number {
+    if (this.from.get(owner) === sp) return 0;
+    if (sp === undefined) {
+      this.from.delete(owner);
+      this.zone.delete(owner);
+    } else {
+      this.from.set(owner, sp);
+      this.zone.set(owner, servicePortRecords(sp, this.zone.domain));
+    }
+    return 1;
+  }
+}
