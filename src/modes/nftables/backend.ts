@@ -57,6 +57,11 @@ export interface ElementWriter {
    * from the kernel (a netlink dump); undefined for a set it does not read (then `nft -j` reads it).
    */
   read?(set: string): Promise<Map<string, string | undefined> | undefined>;
+  /**
+   * The table's structure as the kernel has it, its sets without elements (nf_tables netlink dumps of its chains,
+   * sets and rules: live-netlink.ts); undefined when it reads none (then a full sync lists it with `nft -j -t`).
+   */
+  structure?(): Promise<LiveTable | undefined>;
   /** The ruleset's generation id (NFT_MSG_GETGEN): it changes with every committed transaction of the namespace. */
   generation?(): Promise<number>;
   /** Close its socket. */
@@ -336,15 +341,15 @@ export class NftablesBackend implements Backend {
   }
 
   /**
-   * The live table: with an element reader, its structure from `nft -j -t`
-   * (no elements) and each set's elements from the reader, else all of it
-   * from `nft -j` (which at 10,000 services takes seconds and hundreds of
-   * megabytes of JSON).
+   * The live table: with an element reader, its structure from the reader's
+   * netlink dumps (or `nft -j -t` when it reads no structure) and each set's
+   * elements from the reader, else all of it from `nft -j` (which at 10,000
+   * services takes seconds and hundreds of megabytes of JSON).
    */
   private async readLive(): Promise<LiveTable> {
     const reader = this.opts.elements;
     if (!reader?.read) return this.opts.nft.list();
-    const live = await this.opts.nft.list({ terse: true });
+    const live = (await reader.structure?.()) ?? (await this.opts.nft.list({ terse: true }));
     const sets = new Map<string, LiveSet>();
     for (const [name, set] of live.sets) {
       const elements = (await reader.read(name)) ?? (await this.opts.nft.listSet(name, set.mapType !== undefined ? 'map' : 'set'))?.elements ?? new Map();

@@ -5,8 +5,9 @@
  * as one batch. It takes the plain sets and maps of the layout; the
  * interval set `firewall-allow` and the kernel-filled `affinity` map go
  * through `nft -f` (backend.ts asks {@link NetlinkElementWriter.accepts}).
- * It also reads sets back (netlink dumps, for full syncs) and the ruleset's
- * generation id (the cheap drift check).
+ * It also reads the table back (netlink dumps of its structure and of its
+ * sets' elements, for full syncs) and the ruleset's generation id (the
+ * cheap drift check).
  *
  * One writer serves the table of one IP family: `ip drover` (NFPROTO_IPV4,
  * 4-byte addresses) or `ip6 drover` (NFPROTO_IPV6, 16-byte addresses in
@@ -23,6 +24,8 @@ import type { ConcatField, FieldKind } from '../../kernel/nftables/concat.ts';
 import { decodeConcat, encodeConcat } from '../../kernel/nftables/concat.ts';
 import type { NftNetlinkClient } from '../../kernel/nftables/client.ts';
 import { encodeSetElemBatch, type SetElementChange } from '../../kernel/nftables/codec.ts';
+import type { LiveTable } from './live.ts';
+import { liveFromStructure } from './live-netlink.ts';
 
 /** IANA protocol numbers of the protocols nft names (/etc/protocols). */
 const PROTOCOLS: Readonly<Record<string, number>> = { tcp: 6, udp: 17, sctp: 132 };
@@ -135,8 +138,8 @@ export function batchBytes(changes: readonly SetElementChange[]): number {
   return encodeSetElemBatch(changes, { firstSeq: 1 }).bytes.length;
 }
 
-/** What the writer needs of an nf_tables netlink client (netlink/client.ts): `commit`, and for reading back the rest. */
-export type NetlinkElementClient = Pick<NftNetlinkClient, 'commit'> & Partial<Pick<NftNetlinkClient, 'listElements' | 'generation' | 'close'>>;
+/** What the writer needs of an nf_tables netlink client (kernel/nftables/client.ts): `commit`, and for reading back the rest. */
+export type NetlinkElementClient = Pick<NftNetlinkClient, 'commit'> & Partial<Pick<NftNetlinkClient, 'listElements' | 'readStructure' | 'generation' | 'close'>>;
 
 /** Element writer over an open nf_tables netlink client, for the table of `family` (default IPv4). */
 export class NetlinkElementWriter implements ElementWriter {
@@ -163,6 +166,13 @@ export class NetlinkElementWriter implements ElementWriter {
       out.set(fieldsText(decodeConcat(e.key, shape.key)), e.data && shape.value ? fieldsText(decodeConcat(e.data, shape.value)) : undefined);
     }
     return out;
+  }
+
+  /** The table's chains, sets (without elements) and rules' comments from netlink dumps (live-netlink.ts); undefined when the client reads no structure. */
+  async structure(): Promise<LiveTable | undefined> {
+    if (!this.client.readStructure) return undefined;
+    const table = nftFamily(this.family).table;
+    return liveFromStructure(await this.client.readStructure(table.family, table.name));
   }
 
   generation(): Promise<number> {

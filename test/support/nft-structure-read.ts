@@ -1,0 +1,72 @@
+/**
+ * nftables mode's table read over nf_tables netlink, inside the network
+ * namespace this process was started in (a netlink socket acts on the
+ * namespace of its process):
+ *
+ *     ip netns exec NS node --import tsx test/support/nft-structure-read.ts read IPv4|IPv6
+ *     ip netns exec NS node --import tsx test/support/nft-structure-read.ts resync IPv4 NODE_IP
+ *
+ * `read` prints {@link StructureRead}: the table's structure as the element
+ * writer reads it for a full sync (live-netlink.ts), and each rule's
+ * chain, handle, comment and expression names as the client decodes them.
+ * `resync` runs a full sync of the packet-flow state (packet-flow.ts) with
+ * the netlink element writer, and prints what it wrote and deleted and how.
+ */
+import { NftablesBackend } from '../../src/modes/nftables/backend.ts';
+import { SystemNft } from '../../src/modes/nftables/exec.ts';
+import { NetlinkElementWriter } from '../../src/modes/nftables/netlink-writer.ts';
+import { nftFamily } from '../../src/modes/nftables/layout.ts';
+import type { LiveChain, LiveTable } from '../../src/modes/nftables/live.ts';
+import { NftNetlinkClient } from '../../src/kernel/nftables/client.ts';
+import type { IPFamily } from '../../src/model/types.ts';
+import { silentLogger } from '../../src/util/log.ts';
+import { CLUSTER_CIDR, STATE } from './packet-flow.ts';
+
+/** A live table's structure as JSON: sets by name with their types, chains by name. */
+export interface StructureJson {
+  readonly exists: boolean;
+  readonly sets: Record<string, { keyType: string; mapType?: string }>;
+  readonly chains: Record<string, LiveChain>;
+}
+
+/** What `read` prints. */
+export interface StructureRead {
+  readonly live: StructureJson;
+  readonly rules: { chain: string; handle: number; comment: string | null; exprs: string[] }[];
+  readonly generation: number;
+}
+
+/** The structure of `live` as JSON (elements left out). */
+export function structureJson(live: LiveTable): StructureJson {
+  const sets: StructureJson['sets'] = {};
+  for (const [name, s] of [...live.sets].sort(([a], [b]) => (a < b ? -1 : 1))) sets[name] = { keyType: s.keyType, ...(s.mapType !== undefined ? { mapType: s.mapType } : {}) };
+  const chains: StructureJson['chains'] = {};
+  for (const [name, c] of [...live.chains].sort(([a], [b]) => (a < b ? -1 : 1))) chains[name] = { ...(c.base ? { base: { ...c.base } } : {}), comments: [...c.comments] };
+  return { exists: live.exists, sets, chains };
+}
+
+if (process.argv[1] && import.meta.url.endsWith(process.argv[1].split('/').pop()!)) {
+  const [what, family] = process.argv.slice(2) as ['read' | 'resync', IPFamily];
+  const client = await NftNetlinkClient.open({ timeoutMs: 30_000 });
+  try {
+    const writer = new NetlinkElementWriter(client, family);
+    if (what === 'read') {
+      const table = nftFamily(family).table;
+      const raw = await client.readStructure(table.family, table.name);
+      const live = (await writer.structure())!;
+      const out: StructureRead = {
+        live: structureJson(live),
+        rules: raw.rules.map((r) => ({ chain: r.chain, handle: r.handle, comment: r.comment, exprs: r.exprs.map((e) => e.name) })),
+        generation: raw.generation,
+      };
+      process.stdout.write(`${JSON.stringify(out)}\n`);
+    } else {
+      const nodeIP = process.argv[4]!;
+      const backend = new NftablesBackend({ nft: new SystemNft(), elements: writer, render: { clusterCIDR: CLUSTER_CIDR, masqueradeAll: false }, frontends: { nodePortIPs: [nodeIP] }, logger: silentLogger() });
+      const r = await backend.sync(STATE, { full: true, changed: new Set() });
+      process.stdout.write(`${JSON.stringify({ written: r.written, deleted: r.deleted, transactions: r.transactions, detail: r.detail })}\n`);
+    }
+  } finally {
+    client.close();
+  }
+}
