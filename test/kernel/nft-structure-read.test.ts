@@ -4,8 +4,9 @@
  * in a fresh network namespace per test: the table written as a full sync
  * writes it, then read back both ways. The netlink read must give what the
  * full sync compares (each set's types, each base chain's hook, each
- * chain's rules' comments) exactly as nft's listing gives it, and a drifted
- * rule, chain or set must be found by it. The netlink reads run in a child
+ * chain's rules' comments, and the client ranges of the interval set
+ * firewall-allow) exactly as nft's listing gives it, and a drifted rule,
+ * chain or set must be found by it. The netlink reads run in a child
  * process inside the namespace (a netlink socket acts on the namespace of
  * the process that opens it).
  */
@@ -46,11 +47,19 @@ interface Case {
   readonly state: Snapshot;
   readonly render: RenderOptions;
   readonly nodeIP: string;
+  /** The elements of firewall-allow: the LoadBalancer IP's source range, and the LoadBalancer IP itself (the node's own traffic to it). */
+  readonly firewall: readonly string[];
 }
 
 const CASES: readonly Case[] = [
-  { family: 'IPv4', state: STATE, render: { clusterCIDR: CLUSTER_CIDR, masqueradeAll: false }, nodeIP: NODE_IP },
-  { family: 'IPv6', state: STATE6_STICKY, render: { family: 'IPv6', clusterCIDR: CLUSTER_CIDR6, masqueradeAll: false }, nodeIP: NODE_IP6 },
+  { family: 'IPv4', state: STATE, render: { clusterCIDR: CLUSTER_CIDR, masqueradeAll: false }, nodeIP: NODE_IP, firewall: ['198.51.100.10 . tcp . 80 . 192.168.100.0/24', '198.51.100.10 . tcp . 80 . 198.51.100.10'] },
+  {
+    family: 'IPv6',
+    state: STATE6_STICKY,
+    render: { family: 'IPv6', clusterCIDR: CLUSTER_CIDR6, masqueradeAll: false },
+    nodeIP: NODE_IP6,
+    firewall: ['2001:db8:100::10 . tcp . 80 . 2001:db8:100::10', '2001:db8:100::10 . tcp . 80 . fd00:100::/64'],
+  },
 ];
 
 /** The structure read over netlink inside `netns`. */
@@ -65,11 +74,13 @@ async function writeTable(netns: string, c: Case): Promise<void> {
   await backend.sync(c.state, { full: true, changed: new Set() });
 }
 
-/** Both reads of the table in `netns`, checked equal; returns the netlink one. */
+/** Both reads of the table in `netns` (its structure, and the ranges of firewall-allow), checked equal; returns the netlink one. */
 async function readBoth(t: ExecutionContext, netns: string, family: IPFamily, what: string): Promise<StructureRead> {
-  const byNft = structureJson(await new SystemNft({ netns, family }).list({ terse: true }));
+  const nft = new SystemNft({ netns, family });
+  const byNft = structureJson(await nft.list({ terse: true }));
   const byNetlink = await readByNetlink(netns, family);
   t.deepEqual(byNetlink.live, byNft, `${what}: the netlink read gives what nft -j -t lists`);
+  t.deepEqual(byNetlink.firewallAllow, [...((await nft.listSet('firewall-allow', 'set'))?.elements.keys() ?? [])].sort(), `${what}: firewall-allow reads as nft -j lists it`);
   return byNetlink;
 }
 
@@ -97,6 +108,7 @@ if (unavailable) {
         await writeTable(netns, c);
         const read = await readBoth(t, netns, c.family, 'as written');
         t.true(read.live.exists);
+        t.deepEqual(read.firewallAllow, c.firewall, 'a prefix as network/bits, one address bare');
         t.true(Object.keys(read.live.chains).length >= 13, `${Object.keys(read.live.chains).length} chains`);
         t.deepEqual(read.live.chains['nat-prerouting'], { base: { type: 'nat', hook: 'prerouting', priority: -100, policy: 'accept' }, comments: ['services'] });
         // The expressions of two rules, as the kernel holds them: a jump is an immediate verdict; a lookup of a frontend loads its three fields first.
@@ -127,6 +139,12 @@ if (unavailable) {
       t.true(read.generation > gen, 'the generation moved');
       t.false(read.live.chains.services!.comments.includes('masquerade external traffic'));
       t.deepEqual(planOn(read.live, c).writeChains.map((ch) => ch.name), ['services']);
+
+      // Client ranges of firewall-allow that are no prefix, or one address.
+      await nft(netns, 'add element ip drover firewall-allow { 198.51.100.10 . tcp . 80 . 10.0.0.1-10.0.0.5, 198.51.100.10 . tcp . 80 . 10.9.9.9 }\n');
+      read = await readBoth(t, netns, c.family, 'ranges added');
+      t.true(read.firewallAllow.includes('198.51.100.10 . tcp . 80 . 10.0.0.1-10.0.0.5'));
+      t.true(read.firewallAllow.includes('198.51.100.10 . tcp . 80 . 10.9.9.9'));
 
       // A stray set and chain: deleted.
       await nft(netns, 'add set ip drover stray { type ipv4_addr; }\nadd chain ip drover stray-chain\n');

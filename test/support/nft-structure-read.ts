@@ -7,8 +7,9 @@
  *     ip netns exec NS node --import tsx test/support/nft-structure-read.ts resync IPv4 NODE_IP
  *
  * `read` prints {@link StructureRead}: the table's structure as the element
- * writer reads it for a full sync (live-netlink.ts), and each rule's
- * chain, handle, comment and expression names as the client decodes them.
+ * writer reads it for a full sync (live-netlink.ts), each rule's chain,
+ * handle, comment and expression names as the client decodes them, and the
+ * elements of the interval set firewall-allow.
  * `resync` runs a full sync of the packet-flow state (packet-flow.ts) with
  * the netlink element writer, and prints what it wrote and deleted and how.
  */
@@ -34,6 +35,8 @@ export interface StructureRead {
   readonly live: StructureJson;
   readonly rules: { chain: string; handle: number; comment: string | null; exprs: string[] }[];
   readonly generation: number;
+  /** The elements of the interval set firewall-allow as the element writer reads them, sorted. */
+  readonly firewallAllow: string[];
 }
 
 /** The structure of `live` as JSON (elements left out). */
@@ -58,6 +61,7 @@ if (process.argv[1] && import.meta.url.endsWith(process.argv[1].split('/').pop()
         live: structureJson(live),
         rules: raw.rules.map((r) => ({ chain: r.chain, handle: r.handle, comment: r.comment, exprs: r.exprs.map((e) => e.name) })),
         generation: raw.generation,
+        firewallAllow: live.exists ? [...((await writer.read('firewall-allow')) ?? new Map()).keys()].sort() : [],
       };
       process.stdout.write(`${JSON.stringify(out)}\n`);
     } else {

@@ -110,9 +110,11 @@ export const NFTA_SET_ELEM = {
   EXPIRATION: 5,
   USERDATA: 6,
   EXPR: 7,
-  OBJREF: 8,
-  KEY_END: 9,
-  EXPRESSIONS: 10,
+  PAD: 8,
+  OBJREF: 9,
+  /** Nested: NFTA_DATA_VALUE, the last key of a range (inclusive), in a concatenated interval set. */
+  KEY_END: 10,
+  EXPRESSIONS: 11,
 } as const;
 
 /** enum nft_data_attributes (<linux/netfilter/nf_tables.h>). */

@@ -17,7 +17,8 @@
  */
 import type { IPFamily } from '../../model/types.ts';
 import type { ElementWriter } from './backend.ts';
-import { MAIN, LOCAL, HAIRPIN, AFFINITY_MAP, MEMBERSHIP_SETS, countOfSet, nftFamily, timeoutOfSet } from './layout.ts';
+import { MAIN, LOCAL, HAIRPIN, AFFINITY_MAP, FIREWALL_ALLOW, MEMBERSHIP_SETS, countOfSet, nftFamily, timeoutOfSet } from './layout.ts';
+import { ipPrefix, parseIP } from '../../model/addr.ts';
 import type { ElementOp } from './model.ts';
 import { UnsafeElementError } from './elements.ts';
 import type { ConcatField, FieldKind } from '../../kernel/nftables/concat.ts';
@@ -51,11 +52,42 @@ export interface ElementShape {
   readonly value?: readonly FieldKind[];
 }
 
-/** The key and value layouts of set `name` of the table of `family` (default IPv4) as netlink reads them: those it writes, and the kernel-filled affinity map. */
+/**
+ * The key and value layouts of set `name` of the table of `family` (default IPv4) as netlink reads them: those it
+ * writes, the kernel-filled affinity map, and the interval set firewall-allow (`frontend . client range`, whose
+ * elements come as a first and a last key: {@link rangeText}).
+ */
 export function readShape(name: string, family: IPFamily = 'IPv4'): ElementShape | undefined {
   const s = SHAPES[family];
   if (name === AFFINITY_MAP) return { key: s.hairpin, value: s.target };
+  if (name === FIREWALL_ALLOW) return { key: [...s.frontend, s.target[0]!] };
   return elementShape(name, family);
+}
+
+/**
+ * Element text of the range of concatenations from `first` to `last` (inclusive, as the kernel dumps an element of a
+ * concatenated interval set: NFTA_SET_ELEM_KEY and _KEY_END), field by field as nft lists it: a field whose first and
+ * last value are the same as that value, an address range that is a prefix as `network/bits`, any other range as
+ * `first-last`. So a `frontend . client range` element reads as firewallText (elements.ts) writes it.
+ * @throws UnsafeElementError when the two keys have different shapes.
+ */
+export function rangeText(first: readonly ConcatField[], last: readonly ConcatField[]): string {
+  if (first.length !== last.length) throw new UnsafeElementError('interval element', `${fieldsText(first)} - ${fieldsText(last)}`);
+  return first
+    .map((f, i) => {
+      const a = fieldsText([f]);
+      const b = fieldsText([last[i]!]);
+      if (a === b) return a;
+      const lo = parseIP(a);
+      const hi = parseIP(b);
+      if (lo && hi && lo.family === hi.family) {
+        const span = (lo.value ^ hi.value) + 1n;
+        const bits = (lo.family === 4 ? 32 : 128) - (span.toString(2).length - 1);
+        if ((span & (span - 1n)) === 0n && (lo.value & (span - 1n)) === 0n && hi.value - lo.value === span - 1n) return ipPrefix(lo.family, lo.value, bits).text;
+      }
+      return `${a}-${b}`;
+    })
+    .join(' . ');
 }
 
 /** Element text of decoded concatenation fields (elements.ts): addresses, protocol names, numbers. */
@@ -156,14 +188,16 @@ export class NetlinkElementWriter implements ElementWriter {
     return (await this.client.commit(elementChanges(ops, this.family))).bytes;
   }
 
-  /** The elements of `set` from a netlink dump, as element texts; undefined for a set it does not read (firewall-allow, an interval set). */
+  /** The elements of `set` from a netlink dump, as element texts; undefined for a set it does not read (one not of drover's layout). */
   async read(set: string): Promise<Map<string, string | undefined> | undefined> {
     const shape = readShape(set, this.family);
     if (!shape || !this.client.listElements) return undefined;
     const table = nftFamily(this.family).table;
     const out = new Map<string, string | undefined>();
     for (const e of await this.client.listElements(table.family, table.name, set)) {
-      out.set(fieldsText(decodeConcat(e.key, shape.key)), e.data && shape.value ? fieldsText(decodeConcat(e.data, shape.value)) : undefined);
+      const key = decodeConcat(e.key, shape.key);
+      const text = e.keyEnd ? rangeText(key, decodeConcat(e.keyEnd, shape.key)) : fieldsText(key);
+      out.set(text, e.data && shape.value ? fieldsText(decodeConcat(e.data, shape.value)) : undefined);
     }
     return out;
   }
