@@ -4,9 +4,10 @@
  * IPv6, the same for `ip6 drover` (two of them, one per family, make
  * nftables mode's dual-stack backend: dual-stack.ts).
  *
- * - Full sync (first sync, periodic resync, after a failure): list the
- *   table (`nft -j`), compare every frontend, the hairpin set and the
- *   structure with the desired state, and write only what differs, in one
+ * - Full sync (first sync, periodic resync, after a failure): read the
+ *   table back (over netlink with the element writer, else `nft -j`),
+ *   compare every frontend, the hairpin set and the structure with the
+ *   desired state, and write only what differs, in one
  *   transaction. A restart adopts the live table without flushing it; a
  *   table whose sets or base chains cannot be mended in place is written
  *   again whole, in the same single transaction.
