@@ -27,7 +27,7 @@ import { testbedUnavailableReason } from '../../src/testbed/topology.ts';
 import { silentLogger } from '../../src/util/log.ts';
 import { CLUSTER_CIDR, NODE_IP, STATE } from '../support/packet-flow.ts';
 import { CLUSTER_CIDR6, NODE_IP6, STATE6 } from '../support/packet-flow6.ts';
-import { structureJson, type StructureJson, type StructureRead } from '../support/nft-structure-read.ts';
+import { STICKY, structureJson, type AffinityRun, type StructureJson, type StructureRead } from '../support/nft-structure-read.ts';
 
 const NFT = '/usr/sbin/nft';
 const SCRIPT = fileURLToPath(new URL('../support/nft-structure-read.ts', import.meta.url));
@@ -161,7 +161,7 @@ if (unavailable) {
     });
   });
 
-  test.serial('IPv4: a base chain of another priority or policy read over netlink is found, and a full sync with the netlink reader mends a deleted rule', async (t) => {
+  test.serial('IPv4: a base chain of another priority or policy read over netlink is found, and a full sync that lists nothing with nft mends a deleted rule', async (t) => {
     const c = CASES[0]!;
     await withNetns(async (netns) => {
       await writeTable(netns, c);
@@ -170,7 +170,7 @@ if (unavailable) {
         return JSON.parse(r.stdout) as { written: Record<string, number>; deleted: Record<string, number>; transactions: number; detail: unknown };
       };
       const before = await new SystemNft({ netns }).list();
-      t.deepEqual(await resync(), { written: { 'set entry': 0, set: 0, chain: 0 }, deleted: { 'set entry': 0, set: 0, chain: 0 }, transactions: 0, detail: { mode: 'nftables', via: 'none', structural: false } }, 'a full sync reading over netlink finds nothing to write');
+      t.deepEqual(await resync(), { written: { 'set entry': 0, set: 0, chain: 0 }, deleted: { 'set entry': 0, set: 0, chain: 0 }, transactions: 0, detail: { mode: 'nftables', via: 'none', structural: false } }, 'a full sync reading over netlink (its nft listings fail) finds nothing to write');
 
       let read = await readByNetlink(netns, c.family);
       const handle = read.rules.find((r) => r.comment === 'masquerade external traffic')!.handle;
@@ -188,6 +188,20 @@ if (unavailable) {
       read = await readBoth(t, netns, c.family, 'a base chain of another priority');
       t.is(read.live.chains['filter-input']!.base!.priority, -50);
       t.true(planOn(read.live, c).rebuild);
+    });
+  });
+}
+
+if (!unavailable) {
+  test.serial("IPv4: after a partial sync that removes an endpoint, the affinity entries that point to it are found by reading the map over netlink, and deleted", async (t) => {
+    const c = CASES[0]!;
+    await withNetns(async (netns) => {
+      const r = await run('ip', ['netns', 'exec', netns, process.execPath, '--import', 'tsx', SCRIPT, 'affinity', c.family, c.nodeIP], { timeoutMs: 60_000 });
+      const out = JSON.parse(r.stdout) as AffinityRun;
+      t.false(out.cleanupFailed);
+      t.deepEqual(out.left, [`192.168.100.3 . ${STICKY.frontend} : ${STICKY.b2} . 8080`], "b1's entry is gone, b2's stays");
+      const byNft = (await new SystemNft({ netns }).listSet('affinity', 'map'))!.elements;
+      t.deepEqual([...byNft.keys()], [`192.168.100.3 . ${STICKY.frontend}`], 'as nft lists the map');
     });
   });
 }

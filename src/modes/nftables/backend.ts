@@ -292,8 +292,9 @@ export class NftablesBackend implements Backend {
    * Delete the affinity entries that point to an endpoint their frontend
    * no longer has, or belong to a frontend without affinity now: from
    * `entries` (a full sync's read-back), or, after a partial sync, from
-   * the map as it is now, for the frontends of `scope` (those that had
-   * affinity before it). Best effort, in a transaction of its own: an entry
+   * the map as it is now (over netlink with the element reader, else
+   * `nft -j`), for the frontends of `scope` (those that had affinity
+   * before it). Best effort, in a transaction of its own: an entry
    * can expire meanwhile, and a failure is logged; the next full sync
    * looks again. Returns the entries deleted, and whether reading the map
    * or the deleting transaction failed (kube-proxy counts such a failed
@@ -302,7 +303,8 @@ export class NftablesBackend implements Backend {
   private async cleanAffinity(entries: ReadonlyMap<string, string> | undefined, scope: ReadonlySet<string> | undefined): Promise<AffinityCleanup> {
     if (entries === undefined) {
       try {
-        entries = new Map([...((await this.opts.nft.listSet(AFFINITY_MAP, 'map'))?.elements ?? [])].filter((e): e is [string, string] => e[1] !== undefined));
+        const read = (await this.opts.elements?.read?.(AFFINITY_MAP)) ?? (await this.opts.nft.listSet(AFFINITY_MAP, 'map'))?.elements ?? new Map();
+        entries = new Map([...read].filter((e): e is [string, string] => e[1] !== undefined));
       } catch (err) {
         this.opts.logger.warn({ err: (err as Error).message }, 'could not read the affinity map; stale entries stay until the next full sync');
         return { deleted: 0, failed: true };
