@@ -13,10 +13,8 @@
  * `nft -j` too, as before the netlink read). Prints every time, ms, and
  * each full sync's read-back time (SyncResult.readMs).
  */
-import { spawnSync } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
-import { fileURLToPath } from 'node:url';
 import { synthSnapshot } from '../src/bench/synth.ts';
+import { inOwnNetns } from './own-netns.ts';
 import { NftablesBackend, type ElementWriter } from '../src/modes/nftables/backend.ts';
 import { SystemNft } from '../src/modes/nftables/exec.ts';
 import { FIREWALL_ALLOW, TABLE } from '../src/modes/nftables/layout.ts';
@@ -26,22 +24,8 @@ import { silentLogger } from '../src/util/log.ts';
 
 const [services = 10_000, endpoints = 10, rounds = 3] = process.argv.slice(2).map(Number);
 
-// Run inside a namespace of our own (a netlink socket acts on its process's namespace), removed at the end, also on failure.
-if (process.env.DROVER_READ_BACK_NETNS === undefined) {
-  const netns = `drv-${randomBytes(3).toString('hex')}-r`;
-  spawnSync('ip', ['netns', 'add', netns], { stdio: 'inherit' });
-  let code = 1;
-  try {
-    const res = spawnSync('ip', ['netns', 'exec', netns, process.execPath, '--import', 'tsx', fileURLToPath(import.meta.url), ...process.argv.slice(2)], {
-      stdio: 'inherit',
-      env: { ...process.env, DROVER_READ_BACK_NETNS: netns },
-    });
-    code = res.status ?? 1;
-  } finally {
-    spawnSync('ip', ['netns', 'delete', netns], { stdio: 'inherit' });
-  }
-  process.exit(code);
-}
+// Run inside a namespace of our own (netlink answers for the process's namespace), removed at the end, also on failure.
+inOwnNetns(import.meta.url, 'DROVER_READ_BACK_NETNS', 'r');
 
 const client = await NftNetlinkClient.open({ timeoutMs: 120_000 });
 try {

@@ -378,19 +378,8 @@ export class NftNetlinkClient {
     return this.serial(async () => {
       for (let attempt = 1; ; attempt++) {
         const seq = this.takeSeq();
-        const out: DumpedElement[] = [];
-        let interrupted = false;
-        await this.exchange('list', encodeGetSetElems(ref, seq), (msg, settle) => {
-          if (msg.flags & NLM_F.DUMP_INTR) interrupted = true;
-          if (msg.type === nftType(NFT_MSG.NEWSETELEM)) out.push(...decodeSetElems(msg));
-          else if (msg.type === NLMSG_ERROR) {
-            const ack = decodeAck(msg);
-            settle(ack.error === 0 ? undefined : new NftRequestError('list', ref, errnoName(ack.error), ack.error));
-          } else if (msg.type === NLMSG_DONE) {
-            const errno = decodeDone(msg);
-            settle(errno === 0 ? undefined : new NftRequestError('list', ref, errnoName(errno), errno));
-          }
-        }, (s) => s === seq);
+        const fail = (errno: number): Error => new NftRequestError('list', ref, errnoName(errno), errno);
+        const { items: out, interrupted } = await this.dump('list', encodeGetSetElems(ref, seq), seq, nftType(NFT_MSG.NEWSETELEM), decodeSetElems, fail);
         if (!interrupted) return out;
         if (attempt === 3) throw new NftRequestError('list', ref, 'EINTR', osConstants.errno.EINTR);
       }
@@ -483,22 +472,35 @@ export class NftNetlinkClient {
   }
 
   /** One dump of the chains, sets or rules of a table, those of other tables left out, inside the call in progress. */
-  private async dumpStructure<T extends { readonly table: string }>(kind: StructureKind, family: NftFamily, table: string, decode: (msg: NlMessage) => T): Promise<{ items: T[]; interrupted: boolean }> {
+  private dumpStructure<T extends { readonly table: string }>(kind: StructureKind, family: NftFamily, table: string, decode: (msg: NlMessage) => T): Promise<{ items: T[]; interrupted: boolean }> {
     const seq = this.takeSeq();
+    const mine = (msg: NlMessage): T[] => {
+      const item = decode(msg);
+      return item.table === table ? [item] : [];
+    };
+    const fail = (errno: number): Error => new NftRequestError('structure', undefined, errnoName(errno), errno);
+    return this.dump('structure', encodeStructureDump(kind, family, table, seq), seq, structureAnswerType(kind), mine, fail);
+  }
+
+  /**
+   * One dump, inside the call in progress: send `request` (sequence number
+   * `seq`), decode every answer of message type `answer` until NLMSG_DONE,
+   * and say whether the kernel flagged it NLM_F_DUMP_INTR (the ruleset
+   * changed during it). Rejects with `fail` of the errno of an
+   * NLMSG_ERROR or of a failed NLMSG_DONE.
+   */
+  private async dump<T>(what: string, request: Buffer, seq: number, answer: number, decode: (msg: NlMessage) => T[], fail: (errno: number) => Error): Promise<{ items: T[]; interrupted: boolean }> {
     const items: T[] = [];
     let interrupted = false;
-    const answer = structureAnswerType(kind);
-    await this.exchange('structure', encodeStructureDump(kind, family, table, seq), (msg, settle) => {
+    await this.exchange(what, request, (msg, settle) => {
       if (msg.flags & NLM_F.DUMP_INTR) interrupted = true;
-      if (msg.type === answer) {
-        const item = decode(msg);
-        if (item.table === table) items.push(item);
-      } else if (msg.type === NLMSG_ERROR) {
+      if (msg.type === answer) items.push(...decode(msg));
+      else if (msg.type === NLMSG_ERROR) {
         const ack = decodeAck(msg);
-        settle(ack.error === 0 ? undefined : new NftRequestError('structure', undefined, errnoName(ack.error), ack.error));
+        settle(ack.error === 0 ? undefined : fail(ack.error));
       } else if (msg.type === NLMSG_DONE) {
         const errno = decodeDone(msg);
-        settle(errno === 0 ? undefined : new NftRequestError('structure', undefined, errnoName(errno), errno));
+        settle(errno === 0 ? undefined : fail(errno));
       }
     }, (s) => s === seq);
     return { items, interrupted };
