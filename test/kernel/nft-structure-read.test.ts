@@ -6,9 +6,11 @@
  * full sync compares (each set's types, each base chain's hook, each
  * chain's rules' comments, and the client ranges of the interval set
  * firewall-allow) exactly as nft's listing gives it, and a drifted rule,
- * chain or set must be found by it. The netlink reads run in a child
- * process inside the namespace (a netlink socket acts on the namespace of
- * the process that opens it).
+ * chain or set must be found by it. Also: the affinity clean-up reads its
+ * map over netlink, and a table and chains written with drover's own
+ * NEWTABLE and NEWCHAIN messages list as nft's write of them. The netlink
+ * reads and writes run in a child process inside the namespace (a netlink
+ * socket acts on the namespace of the process that opens it).
  */
 import test, { type ExecutionContext } from 'ava';
 import { existsSync } from 'node:fs';
@@ -203,5 +205,23 @@ if (!unavailable) {
       const byNft = (await new SystemNft({ netns }).listSet('affinity', 'map'))!.elements;
       t.deepEqual([...byNft.keys()], [`192.168.100.3 . ${STICKY.frontend}`], 'as nft lists the map');
     });
+  });
+}
+
+if (!unavailable) {
+  test.serial("a table and chains written with drover's own NEWTABLE and NEWCHAIN messages list as nft's write of the same objects does", async (t) => {
+    const objects = fileURLToPath(new URL('../fixtures/nftables/objects.nft', import.meta.url));
+    const listed = async (netns: string): Promise<unknown> => JSON.parse((await run(NFT, ['-j', 'list', 'table', 'ip', 'drover'], { netns })).stdout).nftables.filter((o: Record<string, unknown>) => !('metainfo' in o));
+    const byNft = await withNetns(async (netns) => {
+      await run(NFT, ['-f', objects], { netns });
+      return listed(netns);
+    });
+    const byDrover = await withNetns(async (netns) => {
+      const r = await run('ip', ['netns', 'exec', netns, process.execPath, '--import', 'tsx', fileURLToPath(new URL('../support/nft-objects-write.ts', import.meta.url))], { timeoutMs: 60_000 });
+      t.deepEqual(JSON.parse(r.stdout), [0, 0, 0, 0], 'every message ACKed');
+      return listed(netns);
+    });
+    t.deepEqual(byDrover, byNft);
+    t.is((byNft as unknown[]).length, 4, 'the table and its three chains');
   });
 }
