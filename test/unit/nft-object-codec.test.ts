@@ -10,7 +10,7 @@ import { nftType, parseMessages, type NlMessage } from '../../src/kernel/nftable
 import { NFNL_MSG_BATCH_BEGIN, NFT_MSG, NLM_F } from '../../src/kernel/nftables/constants.ts';
 import { NftValidationError } from '../../src/kernel/nftables/errors.ts';
 import { encodeNewChain, encodeNewTable } from '../../src/kernel/nftables/object-codec.ts';
-import { capture } from '../support/nft-captures.ts';
+import { capture, messageBytes } from '../support/nft-captures.ts';
 
 /** The messages of nft's one batch. */
 const batch: NlMessage[] = capture('objects')
@@ -19,30 +19,18 @@ const batch: NlMessage[] = capture('objects')
   .find((m) => m[0]?.type === NFNL_MSG_BATCH_BEGIN)!;
 const of = (msg: number): NlMessage[] => batch.filter((m) => m.type === nftType(msg));
 
-/** A message as bytes, header and payload (host order, as captured). */
-function whole(m: NlMessage): Buffer {
-  const b = Buffer.alloc(16 + m.payload.length);
-  b.writeUInt32LE(b.length, 0);
-  b.writeUInt16LE(m.type, 4);
-  b.writeUInt16LE(m.flags, 6);
-  b.writeUInt32LE(m.seq, 8);
-  b.writeUInt32LE(m.pid, 12);
-  m.payload.copy(b, 16);
-  return b;
-}
-
 const hostOrder = endianness() === 'LE' ? test : test.skip;
 
 hostOrder('add table is byte for byte what nft sends', (t) => {
   const nft = of(NFT_MSG.NEWTABLE)[0]!;
-  t.deepEqual(encodeNewTable('ip', 'drover', nft.seq, { ack: false }), whole(nft));
+  t.deepEqual(encodeNewTable('ip', 'drover', nft.seq, { ack: false }), messageBytes(nft));
 });
 
 hostOrder('add chain, base chains (nat prerouting -100, filter output -110) and a regular chain, is byte for byte what nft sends', (t) => {
   const [pre, out, services] = of(NFT_MSG.NEWCHAIN);
-  t.deepEqual(encodeNewChain({ family: 'ip', table: 'drover', name: 'nat-prerouting', base: { type: 'nat', hook: 'prerouting', priority: -100, policy: 'accept' } }, pre!.seq, { ack: false }), whole(pre!));
-  t.deepEqual(encodeNewChain({ family: 'ip', table: 'drover', name: 'filter-output', base: { type: 'filter', hook: 'output', priority: -110 } }, out!.seq, { ack: false }), whole(out!));
-  t.deepEqual(encodeNewChain({ family: 'ip', table: 'drover', name: 'services' }, services!.seq, { ack: false }), whole(services!));
+  t.deepEqual(encodeNewChain({ family: 'ip', table: 'drover', name: 'nat-prerouting', base: { type: 'nat', hook: 'prerouting', priority: -100, policy: 'accept' } }, pre!.seq, { ack: false }), messageBytes(pre!));
+  t.deepEqual(encodeNewChain({ family: 'ip', table: 'drover', name: 'filter-output', base: { type: 'filter', hook: 'output', priority: -110 } }, out!.seq, { ack: false }), messageBytes(out!));
+  t.deepEqual(encodeNewChain({ family: 'ip', table: 'drover', name: 'services' }, services!.seq, { ack: false }), messageBytes(services!));
 });
 
 test('by default each message asks for an ACK; IPv6 tables carry NFPROTO_IPV6; a drop policy is NF_DROP', (t) => {
