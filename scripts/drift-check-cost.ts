@@ -12,11 +12,9 @@
  * periodic resync). Prints the medians of wall time and of this process's
  * and its children's CPU time.
  */
-import { spawnSync } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
 import { synthSnapshot } from '../src/bench/synth.ts';
+import { inOwnNetns } from './own-netns.ts';
 import { IptablesBackend } from '../src/modes/iptables/backend.ts';
 import { SystemIptables } from '../src/kernel/iptables/exec.ts';
 import { silentLogger } from '../src/util/log.ts';
@@ -24,21 +22,7 @@ import { silentLogger } from '../src/util/log.ts';
 const [services = 10_000, endpoints = 10, rounds = 5] = process.argv.slice(2).map(Number);
 
 // Run inside a namespace of our own (netlink answers for the process's namespace), removed at the end, also on failure.
-if (process.env.DROVER_DRIFT_NETNS === undefined) {
-  const netns = `drv-${randomBytes(3).toString('hex')}-d`;
-  spawnSync('ip', ['netns', 'add', netns], { stdio: 'inherit' });
-  let code = 1;
-  try {
-    const res = spawnSync('ip', ['netns', 'exec', netns, process.execPath, '--import', 'tsx', fileURLToPath(import.meta.url), ...process.argv.slice(2)], {
-      stdio: 'inherit',
-      env: { ...process.env, DROVER_DRIFT_NETNS: netns },
-    });
-    code = res.status ?? 1;
-  } finally {
-    spawnSync('ip', ['netns', 'delete', netns], { stdio: 'inherit' });
-  }
-  process.exit(code);
-}
+inOwnNetns(import.meta.url, 'DROVER_DRIFT_NETNS', 'd');
 
 /** Wall and CPU (user + system, this process and its finished children) of `fn`, ms. */
 async function timed(fn: () => Promise<unknown>): Promise<{ wall: number; cpu: number }> {

@@ -17,6 +17,8 @@ import { nftType, parseMessages, type NlMessage, type SetElementChange } from '.
 import { NFNL_MSG_BATCH_BEGIN, NFT_MSG, NLMSG_DONE, NLMSG_ERROR, NLM_F } from '../../src/kernel/nftables/constants.ts';
 import type { NfnlTransport } from '../../src/kernel/nftables/transport.ts';
 import { encodeRuleBatch, type RuleAdd } from '../../src/kernel/nftables/rule-codec.ts';
+import { NftValidationError } from '../../src/kernel/nftables/errors.ts';
+import { capture } from '../support/nft-captures.ts';
 
 /** A netlink message (host-order header) with `payload`. */
 function nlmsg(type: number, flags: number, seq: number, payload: Buffer): Buffer {
@@ -281,4 +283,72 @@ test('addRules whose worst-case answers would not fit the receive buffer are spl
   t.is(r.rules, 8);
   t.is(r.transactions, 4, 'four batches of two');
   t.deepEqual(fake.sent.map((msgs) => msgs.filter((m) => m.type === nftType(NFT_MSG.NEWRULE)).length), [2, 2, 2, 2]);
+});
+
+/** A fake kernel holding the table of test/fixtures/nftables/list-structure.hex, whose generation id is `gen()` at each GETGEN. */
+function structureKernel(gen: () => number, table = true): (msgs: NlMessage[]) => Buffer[] {
+  const answers = capture('list-structure')
+    .filter((d) => d.dir === 'recv')
+    .flatMap((d) => parseMessages(d.bytes));
+  const of = (msg: number) => answers.filter((m) => m.type === nftType(msg));
+  const reseq = (m: NlMessage, seq: number) => nlmsg(m.type, m.flags, seq, m.payload);
+  return (msgs) =>
+    msgs.flatMap((m) => {
+      switch (m.type) {
+        case nftType(NFT_MSG.GETGEN): {
+          const p = Buffer.from([0, 0, 0, 0, 8, 0, 1, 0, 0, 0, 0, 0]);
+          p.writeUInt32BE(gen(), 8);
+          return [nlmsg(nftType(NFT_MSG.NEWGEN), 0, m.seq, p)];
+        }
+        case nftType(NFT_MSG.GETTABLE):
+          return table ? [reseq(of(NFT_MSG.NEWTABLE)[0]!, m.seq), ack(m)] : [ack(m, 2)];
+        case nftType(NFT_MSG.GETCHAIN):
+          return [...of(NFT_MSG.NEWCHAIN).map((a) => reseq(a, m.seq)), done(m.seq)];
+        case nftType(NFT_MSG.GETSET):
+          return [...of(NFT_MSG.NEWSET).map((a) => reseq(a, m.seq)), done(m.seq)];
+        case nftType(NFT_MSG.GETRULE):
+          return [...of(NFT_MSG.NEWRULE).map((a) => reseq(a, m.seq)), done(m.seq)];
+        default:
+          return [ack(m, 95)];
+      }
+    });
+}
+
+/** The message types sent, by their nf_tables message number. */
+const sentKinds = (fake: FakeTransport): number[] => fake.sent.flatMap((d) => d.map((m) => m.type & 0xff));
+
+test('readStructure reads the table, its chains, sets and rules between two equal generation ids', async (t) => {
+  const fake = new FakeTransport(structureKernel(() => 7));
+  const c = NftNetlinkClient.withTransport(fake);
+  const s = await c.readStructure('ip', 'drover');
+  t.true(s.exists);
+  t.is(s.generation, 7);
+  t.deepEqual(s.chains.map((ch) => ch.name), ['nat-prerouting', 'filter-output', 'services']);
+  t.deepEqual(s.sets.map((set) => set.name), ['svc', 'bk', 'frontends', 'affinity']);
+  t.deepEqual(s.rules.map((r) => r.comment), ['services', 'not a frontend with endpoints', null]);
+  t.deepEqual(sentKinds(fake), [NFT_MSG.GETGEN, NFT_MSG.GETTABLE, NFT_MSG.GETCHAIN, NFT_MSG.GETSET, NFT_MSG.GETRULE, NFT_MSG.GETGEN]);
+  c.close();
+});
+
+test('readStructure reads again when the generation moved during the read, and gives up with EINTR when it keeps moving', async (t) => {
+  let n = 0;
+  const once = new FakeTransport(structureKernel(() => (n++ === 0 ? 1 : 2)));
+  const c = NftNetlinkClient.withTransport(once);
+  t.is((await c.readStructure('ip', 'drover')).generation, 2);
+  t.is(sentKinds(once).filter((k) => k === NFT_MSG.GETTABLE).length, 2, 'read twice');
+  c.close();
+  let m = 0;
+  const moving = NftNetlinkClient.withTransport(new FakeTransport(structureKernel(() => m++)));
+  await t.throwsAsync(moving.readStructure('ip', 'drover'), { instanceOf: NftRequestError, message: /EINTR/ });
+  moving.close();
+});
+
+test('readStructure of a table the kernel does not have: exists false, nothing dumped; bad names sent nowhere', async (t) => {
+  const fake = new FakeTransport(structureKernel(() => 3, false));
+  const c = NftNetlinkClient.withTransport(fake);
+  t.deepEqual(await c.readStructure('ip', 'drover'), { exists: false, chains: [], sets: [], rules: [], generation: 3 });
+  t.deepEqual(sentKinds(fake), [NFT_MSG.GETGEN, NFT_MSG.GETTABLE, NFT_MSG.GETGEN]);
+  await t.throwsAsync(c.readStructure('ip', 'no such'), { instanceOf: NftValidationError });
+  t.is(fake.sent.length, 3);
+  c.close();
 });

@@ -4,7 +4,6 @@
  * were captured), plus round trips and bad input.
  */
 import test from 'ava';
-import { readFileSync } from 'node:fs';
 import { endianness } from 'node:os';
 import { decodeConcat, encodeConcat, concatSize, type ConcatField, type FieldKind } from '../../src/kernel/nftables/concat.ts';
 import {
@@ -25,21 +24,11 @@ import {
 } from '../../src/kernel/nftables/codec.ts';
 import { NFNL_MSG_BATCH_BEGIN, NFNL_MSG_BATCH_END, NFTA_SET_ELEM_LIST, NFT_MSG, NLMSG_DONE, NLMSG_ERROR, NLM_F } from '../../src/kernel/nftables/constants.ts';
 import { DroverError } from '../../src/errors.ts';
+import { capture } from '../support/nft-captures.ts';
 import type { ElementOp } from '../../src/modes/nftables/model.ts';
 import { elementChanges, fieldsText, readShape } from '../../src/modes/nftables/netlink-writer.ts';
 
 const LE = endianness() === 'LE';
-
-/** The datagrams of a capture, in order. */
-function capture(name: string): { dir: 'send' | 'recv'; bytes: Buffer }[] {
-  return readFileSync(new URL(`../fixtures/nftables/${name}.hex`, import.meta.url), 'utf8')
-    .trim()
-    .split('\n')
-    .map((line) => {
-      const [dir, hex] = line.split(' ');
-      return { dir: dir as 'send' | 'recv', bytes: Buffer.from(hex!, 'hex') };
-    });
-}
 
 /** The messages of the one datagram nft sent that starts with BATCH_BEGIN. */
 function nftBatch(name: string): NlMessage[] {

@@ -284,9 +284,11 @@ test('metrics: nftables mode counts sync failures and clean-up failures per ip_f
   t.deepEqual(samples(text, 'kubeproxy_sync_proxy_rules_nftables_sync_failures_total'), { 'ip_family="IPv4"': 0, 'ip_family="IPv6"': 1 });
   await proxier.syncOnce();
 
-  // The sticky Service's endpoint changes; the clean-up of its affinity entries cannot read the map.
-  nft.IPv4.listSet = async () => {
-    throw new Error('nft: injected failure');
+  // The sticky Service's endpoint changes; the clean-up of its affinity entries cannot read the map (a netlink dump).
+  const readElements = nft.IPv4.readElements.bind(nft.IPv4);
+  nft.IPv4.readElements = (name) => {
+    if (name === 'affinity') throw new Error('netlink: injected failure');
+    return readElements(name);
   };
   read = { snapshot: withAffinity(['10.244.1.6:80']), changed: new Set(['ns/sticky:http']) };
   await proxier.syncOnce();

@@ -1,7 +1,8 @@
 /**
  * An nf_tables client on one NETLINK_NETFILTER socket (transport.ts), using
  * codec.ts for every message: commit a batch of set element changes, list a
- * set's elements, read the ruleset generation.
+ * set's elements, read the ruleset generation, and read a table's structure
+ * (its chains, sets and rules, structure-codec.ts).
  *
  * How the kernel answers (net/netfilter/nfnetlink.c nfnetlink_rcv_batch;
  * observed on Linux 6.18, in part checked by test/kernel/nft-netlink.test.ts):
@@ -58,8 +59,21 @@ import {
   type SetElementChange,
   type SetRef,
 } from './codec.ts';
-import { NFT_MSG, NLMSG_DONE, NLMSG_ERROR, NLM_F } from './constants.ts';
+import { NFT_MSG, NFT_SET_F, NLMSG_DONE, NLMSG_ERROR, NLM_F } from './constants.ts';
 import { encodeRuleBatch, type RuleAdd } from './rule-codec.ts';
+import {
+  decodeChain,
+  decodeRule,
+  decodeSet,
+  decodeTableName,
+  encodeGetTable,
+  encodeStructureDump,
+  structureAnswerType,
+  type DumpedChain,
+  type DumpedRule,
+  type DumpedSet,
+  type StructureKind,
+} from './structure-codec.ts';
 import { openNfnlTransport, type NfnlTransport } from './transport.ts';
 
 /** Options of {@link NftNetlinkClient.open}. */
@@ -92,8 +106,8 @@ export interface CommitResult {
  */
 export class NftRequestError extends DroverError {
   constructor(
-    /** "add", "delete", "batch", "list", "generation", or "rule" (a rule of {@link NftNetlinkClient.addRules}). */
-    readonly op: 'add' | 'delete' | 'batch' | 'list' | 'generation' | 'rule',
+    /** "add", "delete", "batch", "list", "generation", "rule" (a rule of {@link NftNetlinkClient.addRules}), or "structure" (a read of {@link NftNetlinkClient.readStructure}). */
+    readonly op: 'add' | 'delete' | 'batch' | 'list' | 'generation' | 'rule' | 'structure',
     /** The set the request was about, if any. */
     readonly target: SetRef | undefined,
     /** errno name, e.g. "ENOENT"; "E?" and the number when Node does not know it. */
@@ -110,6 +124,20 @@ export class NftRequestError extends DroverError {
     super(`nf_tables ${what} failed: ${code}${hint ? ` (${hint})` : ''}`);
     this.name = 'NftRequestError';
   }
+}
+
+/** A table's structure as one consistent read ({@link NftNetlinkClient.readStructure}). */
+export interface TableStructure {
+  /** False when the kernel has no such table (then everything else is empty). */
+  readonly exists: boolean;
+  /** Its chains, in the kernel's order (the order they were added). */
+  readonly chains: readonly DumpedChain[];
+  /** Its named sets and maps (anonymous sets left out), in the kernel's order. */
+  readonly sets: readonly DumpedSet[];
+  /** Its rules, chain by chain in the kernel's order, each chain's in their order. */
+  readonly rules: readonly DumpedRule[];
+  /** The ruleset generation id the read saw before and after it (NFT_MSG_GETGEN). */
+  readonly generation: number;
 }
 
 /** The client was closed (by close(), a timeout or a socket error); open a new one. */
@@ -161,6 +189,7 @@ function describe(op: string, target: SetRef | undefined, m: BatchMessage | unde
   if (m) return `${m.op} of ${m.count} element(s) ${m.op === 'add' ? 'to' : 'from'} set ${set} (batch message seq ${m.seq}, elements ${m.first}-${m.first + m.count - 1} of change ${m.change})`;
   if (op === 'list') return `listing of set ${set}`;
   if (op === 'generation') return 'GETGEN';
+  if (op === 'structure') return 'read of a table\'s structure';
   return 'batch';
 }
 
@@ -349,19 +378,8 @@ export class NftNetlinkClient {
     return this.serial(async () => {
       for (let attempt = 1; ; attempt++) {
         const seq = this.takeSeq();
-        const out: DumpedElement[] = [];
-        let interrupted = false;
-        await this.exchange('list', encodeGetSetElems(ref, seq), (msg, settle) => {
-          if (msg.flags & NLM_F.DUMP_INTR) interrupted = true;
-          if (msg.type === nftType(NFT_MSG.NEWSETELEM)) out.push(...decodeSetElems(msg));
-          else if (msg.type === NLMSG_ERROR) {
-            const ack = decodeAck(msg);
-            settle(ack.error === 0 ? undefined : new NftRequestError('list', ref, errnoName(ack.error), ack.error));
-          } else if (msg.type === NLMSG_DONE) {
-            const errno = decodeDone(msg);
-            settle(errno === 0 ? undefined : new NftRequestError('list', ref, errnoName(errno), errno));
-          }
-        }, (s) => s === seq);
+        const fail = (errno: number): Error => new NftRequestError('list', ref, errnoName(errno), errno);
+        const { items: out, interrupted } = await this.dump('list', encodeGetSetElems(ref, seq), seq, nftType(NFT_MSG.NEWSETELEM), decodeSetElems, fail);
         if (!interrupted) return out;
         if (attempt === 3) throw new NftRequestError('list', ref, 'EINTR', osConstants.errno.EINTR);
       }
@@ -375,20 +393,117 @@ export class NftNetlinkClient {
    * @throws NftRequestError "generation"; NftClientClosedError / NftTimeoutError.
    */
   generation(): Promise<number> {
+    return this.serial(() => this.readGeneration());
+  }
+
+  /** {@link generation}, inside the call in progress. */
+  private async readGeneration(): Promise<number> {
+    const seq = this.takeSeq();
+    let gen = 0;
+    await this.exchange('generation', encodeGetGen(seq), (msg, settle) => {
+      if (msg.type === nftType(NFT_MSG.NEWGEN)) {
+        gen = decodeGen(msg);
+        settle();
+      } else if (msg.type === NLMSG_ERROR) {
+        const ack = decodeAck(msg);
+        if (ack.error !== 0) settle(new NftRequestError('generation', undefined, errnoName(ack.error), ack.error));
+      }
+    }, (s) => s === seq);
+    return gen;
+  }
+
+  /**
+   * The structure of table `family table`: whether it exists, its chains,
+   * named sets and maps (without their elements: {@link listElements}) and
+   * rules (structure-codec.ts), what `nft list table` reads. One GETTABLE
+   * and three dumps, between two reads of the generation id: when the
+   * generation moved, or a dump was interrupted (NLM_F_DUMP_INTR), another
+   * program's transaction came in between, and it reads again, up to 3
+   * times; so the chains, sets and rules returned are of one generation.
+   * @throws NftValidationError for a bad family or name.
+   * @throws NftRequestError "structure" (EINTR when the ruleset kept changing, else the kernel's errno).
+   * @throws NftClientClosedError / NftTimeoutError.
+   */
+  readStructure(family: NftFamily, table: string): Promise<TableStructure> {
+    try {
+      familyNumber(family);
+      checkName(table, 'table');
+    } catch (err) {
+      return Promise.reject(err);
+    }
     return this.serial(async () => {
-      const seq = this.takeSeq();
-      let gen = 0;
-      await this.exchange('generation', encodeGetGen(seq), (msg, settle) => {
-        if (msg.type === nftType(NFT_MSG.NEWGEN)) {
-          gen = decodeGen(msg);
-          settle();
-        } else if (msg.type === NLMSG_ERROR) {
-          const ack = decodeAck(msg);
-          if (ack.error !== 0) settle(new NftRequestError('generation', undefined, errnoName(ack.error), ack.error));
+      for (let attempt = 1; ; attempt++) {
+        const before = await this.readGeneration();
+        const exists = await this.tableExists(family, table);
+        const chains = exists ? await this.dumpStructure('chains', family, table, decodeChain) : { items: [], interrupted: false };
+        const sets = exists ? await this.dumpStructure('sets', family, table, decodeSet) : { items: [], interrupted: false };
+        const rules = exists ? await this.dumpStructure('rules', family, table, decodeRule) : { items: [], interrupted: false };
+        const after = await this.readGeneration();
+        if (before === after && !chains.interrupted && !sets.interrupted && !rules.interrupted) {
+          return {
+            exists,
+            chains: chains.items,
+            sets: sets.items.filter((s) => (s.flags & NFT_SET_F.ANONYMOUS) === 0),
+            rules: rules.items,
+            generation: after,
+          };
         }
-      }, (s) => s === seq);
-      return gen;
+        if (attempt === 3) throw new NftRequestError('structure', undefined, 'EINTR', osConstants.errno.EINTR);
+      }
     });
+  }
+
+  /** Whether table `family table` exists (NFT_MSG_GETTABLE), inside the call in progress. */
+  private async tableExists(family: NftFamily, table: string): Promise<boolean> {
+    const seq = this.takeSeq();
+    let found = false;
+    await this.exchange('structure', encodeGetTable(family, table, seq), (msg, settle) => {
+      if (msg.type === nftType(NFT_MSG.NEWTABLE)) found = decodeTableName(msg) === table;
+      else if (msg.type === NLMSG_ERROR) {
+        const ack = decodeAck(msg);
+        if (ack.error === 0) settle();
+        else if (ack.error === osConstants.errno.ENOENT) {
+          found = false;
+          settle();
+        } else settle(new NftRequestError('structure', undefined, errnoName(ack.error), ack.error));
+      }
+    }, (s) => s === seq);
+    return found;
+  }
+
+  /** One dump of the chains, sets or rules of a table, those of other tables left out, inside the call in progress. */
+  private dumpStructure<T extends { readonly table: string }>(kind: StructureKind, family: NftFamily, table: string, decode: (msg: NlMessage) => T): Promise<{ items: T[]; interrupted: boolean }> {
+    const seq = this.takeSeq();
+    const mine = (msg: NlMessage): T[] => {
+      const item = decode(msg);
+      return item.table === table ? [item] : [];
+    };
+    const fail = (errno: number): Error => new NftRequestError('structure', undefined, errnoName(errno), errno);
+    return this.dump('structure', encodeStructureDump(kind, family, table, seq), seq, structureAnswerType(kind), mine, fail);
+  }
+
+  /**
+   * One dump, inside the call in progress: send `request` (sequence number
+   * `seq`), decode every answer of message type `answer` until NLMSG_DONE,
+   * and say whether the kernel flagged it NLM_F_DUMP_INTR (the ruleset
+   * changed during it). Rejects with `fail` of the errno of an
+   * NLMSG_ERROR or of a failed NLMSG_DONE.
+   */
+  private async dump<T>(what: string, request: Buffer, seq: number, answer: number, decode: (msg: NlMessage) => T[], fail: (errno: number) => Error): Promise<{ items: T[]; interrupted: boolean }> {
+    const items: T[] = [];
+    let interrupted = false;
+    await this.exchange(what, request, (msg, settle) => {
+      if (msg.flags & NLM_F.DUMP_INTR) interrupted = true;
+      if (msg.type === answer) items.push(...decode(msg));
+      else if (msg.type === NLMSG_ERROR) {
+        const ack = decodeAck(msg);
+        settle(ack.error === 0 ? undefined : fail(ack.error));
+      } else if (msg.type === NLMSG_DONE) {
+        const errno = decodeDone(msg);
+        settle(errno === 0 ? undefined : fail(errno));
+      }
+    }, (s) => s === seq);
+    return { items, interrupted };
   }
 
   /** Close the socket; pending and later calls reject with NftClientClosedError. Idempotent. */

@@ -127,6 +127,8 @@ export interface BatchOptions {
 /** One element of a GETSETELEM dump. */
 export interface DumpedElement {
   readonly key: Buffer;
+  /** The last key of the range (NFTA_SET_ELEM_KEY_END), inclusive: elements of a concatenated interval set (pipapo). */
+  readonly keyEnd?: Buffer;
   /** Map data (NFTA_DATA_VALUE); absent for a set. */
   readonly data?: Buffer;
   /** NFTA_SET_ELEM_FLAGS (NFT_SET_ELEM_INTERVAL_END = 1, ...), when the kernel sent any. */
@@ -426,7 +428,9 @@ export function decodeSetElemRef(msg: NlMessage): { table: string; set: string }
  * The elements of one NFT_MSG_NEWSETELEM message of a GETSETELEM dump
  * (nf_tables_dump_set: the kernel's nests carry no NLA_F_NESTED; the last
  * message of a dump may have an empty NFTA_SET_ELEM_LIST_ELEMENTS).
- * Timeouts are __be64 ms.
+ * Timeouts are __be64 ms. An element of a concatenated interval set
+ * (pipapo) comes as one element with the range's first key and its last
+ * (NFTA_SET_ELEM_KEY_END, inclusive).
  * @throws NftDecodeError for another message type, an element without a
  *   key, or data that is a verdict (verdict maps are not modelled).
  */
@@ -440,7 +444,9 @@ export function decodeSetElems(msg: NlMessage): DumpedElement[] {
     const a = indexAttrs(attrNested(item));
     const key = a.get(NFTA_SET_ELEM.KEY);
     if (!key) throw new NftDecodeError('set element without NFTA_SET_ELEM_KEY');
-    const e: { key: Buffer; data?: Buffer; flags?: number; timeoutMs?: number; expiresMs?: number } = { key: dataValue(key, 'key') };
+    const e: { key: Buffer; keyEnd?: Buffer; data?: Buffer; flags?: number; timeoutMs?: number; expiresMs?: number } = { key: dataValue(key, 'key') };
+    const keyEnd = a.get(NFTA_SET_ELEM.KEY_END);
+    if (keyEnd) e.keyEnd = dataValue(keyEnd, 'key end');
     const data = a.get(NFTA_SET_ELEM.DATA);
     if (data) e.data = dataValue(data, 'data');
     const flags = a.get(NFTA_SET_ELEM.FLAGS);

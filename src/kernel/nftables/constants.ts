@@ -110,9 +110,11 @@ export const NFTA_SET_ELEM = {
   EXPIRATION: 5,
   USERDATA: 6,
   EXPR: 7,
-  OBJREF: 8,
-  KEY_END: 9,
-  EXPRESSIONS: 10,
+  PAD: 8,
+  OBJREF: 9,
+  /** Nested: NFTA_DATA_VALUE, the last key of a range (inclusive), in a concatenated interval set. */
+  KEY_END: 10,
+  EXPRESSIONS: 11,
 } as const;
 
 /** enum nft_data_attributes (<linux/netfilter/nf_tables.h>). */
@@ -245,3 +247,61 @@ export const NFTA_LOOKUP = { SET: 1, SREG: 2 } as const;
 /** enum nft_dynset_attributes / nft_dynset_ops. */
 export const NFTA_DYNSET = { SET_NAME: 1, OP: 3, SREG_KEY: 4, SREG_DATA: 5, TIMEOUT: 6 } as const;
 export const NFT_DYNSET_OP_UPDATE = 1;
+
+/** enum nft_table_attributes (<linux/netfilter/nf_tables.h>). */
+export const NFTA_TABLE = { NAME: 1, FLAGS: 2, USE: 3, HANDLE: 4 } as const;
+
+/** enum nft_chain_attributes (<linux/netfilter/nf_tables.h>). */
+export const NFTA_CHAIN = {
+  TABLE: 1,
+  /** __be64 */
+  HANDLE: 2,
+  NAME: 3,
+  /** Nested: NFTA_HOOK_* (base chains only). */
+  HOOK: 4,
+  /** __be32 NF_DROP (0) / NF_ACCEPT (1) (base chains only). */
+  POLICY: 5,
+  /** string: "filter", "nat", "route" (base chains only). */
+  TYPE: 7,
+  /** __be32 NFT_CHAIN_* flags. */
+  FLAGS: 10,
+} as const;
+
+/** enum nft_hook_attributes (<linux/netfilter/nf_tables.h>): hook number (__be32) and priority (__be32, signed). */
+export const NFTA_HOOK = { HOOKNUM: 1, PRIORITY: 2 } as const;
+
+/** enum nf_inet_hooks (<linux/netfilter.h>): the hooks of the ip and ip6 families, by number, as nft(8) names them. */
+export const NF_INET_HOOKS: readonly string[] = ['prerouting', 'input', 'forward', 'output', 'postrouting'];
+
+/** Netfilter verdicts of a base chain's policy (<linux/netfilter.h>). */
+export const NF_POLICIES: ReadonlyMap<number, string> = new Map([
+  [0, 'drop'],
+  [1, 'accept'],
+]);
+
+/** enum nft_set_attributes (<linux/netfilter/nf_tables.h>). */
+export const NFTA_SET = {
+  TABLE: 1,
+  NAME: 2,
+  /** __be32 NFT_SET_* flags. */
+  FLAGS: 3,
+  /** __be32: nft's datatype id of the key (a concatenation packs 6 bits per field, first field highest). */
+  KEY_TYPE: 4,
+  /** __be32 bytes. */
+  KEY_LEN: 5,
+  /** __be32: nft's datatype id of a map's data (NFT_DATA_VERDICT for a verdict map). */
+  DATA_TYPE: 6,
+  DATA_LEN: 7,
+  /** __be64 ms: the default timeout of its elements. */
+  TIMEOUT: 11,
+  /** Binary: TLVs of libnftnl (enum nftnl_udata_set_types). */
+  USERDATA: 13,
+  /** __be64 */
+  HANDLE: 16,
+} as const;
+
+/** enum nft_set_flags (<linux/netfilter/nf_tables.h>). */
+export const NFT_SET_F = { ANONYMOUS: 0x1, CONSTANT: 0x2, INTERVAL: 0x4, MAP: 0x8, TIMEOUT: 0x10, EVAL: 0x20, OBJECT: 0x40, CONCAT: 0x80, EXPR: 0x100 } as const;
+
+/** The TLV type of a set's comment in its NFTA_SET_USERDATA (libnftnl: enum nftnl_udata_set_types NFTNL_UDATA_SET_COMMENT). */
+export const NFTNL_UDATA_SET_COMMENT = 7;

@@ -4,9 +4,10 @@
  * IPv6, the same for `ip6 drover` (two of them, one per family, make
  * nftables mode's dual-stack backend: dual-stack.ts).
  *
- * - Full sync (first sync, periodic resync, after a failure): list the
- *   table (`nft -j`), compare every frontend, the hairpin set and the
- *   structure with the desired state, and write only what differs, in one
+ * - Full sync (first sync, periodic resync, after a failure): read the
+ *   table back (over netlink with the element writer, else `nft -j`),
+ *   compare every frontend, the hairpin set and the structure with the
+ *   desired state, and write only what differs, in one
  *   transaction. A restart adopts the live table without flushing it; a
  *   table whose sets or base chains cannot be mended in place is written
  *   again whole, in the same single transaction.
@@ -57,6 +58,11 @@ export interface ElementWriter {
    * from the kernel (a netlink dump); undefined for a set it does not read (then `nft -j` reads it).
    */
   read?(set: string): Promise<Map<string, string | undefined> | undefined>;
+  /**
+   * The table's structure as the kernel has it, its sets without elements (nf_tables netlink dumps of its chains,
+   * sets and rules: live-netlink.ts); undefined when it reads none (then a full sync lists it with `nft -j -t`).
+   */
+  structure?(): Promise<LiveTable | undefined>;
   /** The ruleset's generation id (NFT_MSG_GETGEN): it changes with every committed transaction of the namespace. */
   generation?(): Promise<number>;
   /** Close its socket. */
@@ -286,8 +292,9 @@ export class NftablesBackend implements Backend {
    * Delete the affinity entries that point to an endpoint their frontend
    * no longer has, or belong to a frontend without affinity now: from
    * `entries` (a full sync's read-back), or, after a partial sync, from
-   * the map as it is now, for the frontends of `scope` (those that had
-   * affinity before it). Best effort, in a transaction of its own: an entry
+   * the map as it is now (over netlink with the element reader, else
+   * `nft -j`), for the frontends of `scope` (those that had affinity
+   * before it). Best effort, in a transaction of its own: an entry
    * can expire meanwhile, and a failure is logged; the next full sync
    * looks again. Returns the entries deleted, and whether reading the map
    * or the deleting transaction failed (kube-proxy counts such a failed
@@ -296,7 +303,8 @@ export class NftablesBackend implements Backend {
   private async cleanAffinity(entries: ReadonlyMap<string, string> | undefined, scope: ReadonlySet<string> | undefined): Promise<AffinityCleanup> {
     if (entries === undefined) {
       try {
-        entries = new Map([...((await this.opts.nft.listSet(AFFINITY_MAP, 'map'))?.elements ?? [])].filter((e): e is [string, string] => e[1] !== undefined));
+        const read = (await this.opts.elements?.read?.(AFFINITY_MAP)) ?? (await this.opts.nft.listSet(AFFINITY_MAP, 'map'))?.elements ?? new Map();
+        entries = new Map([...read].filter((e): e is [string, string] => e[1] !== undefined));
       } catch (err) {
         this.opts.logger.warn({ err: (err as Error).message }, 'could not read the affinity map; stale entries stay until the next full sync');
         return { deleted: 0, failed: true };
@@ -336,15 +344,15 @@ export class NftablesBackend implements Backend {
   }
 
   /**
-   * The live table: with an element reader, its structure from `nft -j -t`
-   * (no elements) and each set's elements from the reader, else all of it
-   * from `nft -j` (which at 10,000 services takes seconds and hundreds of
-   * megabytes of JSON).
+   * The live table: with an element reader, its structure from the reader's
+   * netlink dumps (or `nft -j -t` when it reads no structure) and each set's
+   * elements from the reader, else all of it from `nft -j` (which at 10,000
+   * services takes seconds and hundreds of megabytes of JSON).
    */
   private async readLive(): Promise<LiveTable> {
     const reader = this.opts.elements;
     if (!reader?.read) return this.opts.nft.list();
-    const live = await this.opts.nft.list({ terse: true });
+    const live = (await reader.structure?.()) ?? (await this.opts.nft.list({ terse: true }));
     const sets = new Map<string, LiveSet>();
     for (const [name, set] of live.sets) {
       const elements = (await reader.read(name)) ?? (await this.opts.nft.listSet(name, set.mapType !== undefined ? 'map' : 'set'))?.elements ?? new Map();

@@ -52,7 +52,8 @@ export class DualStackNftablesBackend extends DualStackBackend {
       mode: 'nftables',
       backends,
       logger: opts.logger,
-      ipv6HasState: async () => (await opts.IPv6.nft.list({ terse: true })).exists,
+      // Over netlink with the IPv6 element writer, else with nft -j -t.
+      ipv6HasState: async () => ((await opts.IPv6.elements?.structure?.()) ?? (await opts.IPv6.nft.list({ terse: true }))).exists,
       mergeDetail: mergeNftDetail,
       afterSync: async (synced) => {
         if (synced.length < 2) return;

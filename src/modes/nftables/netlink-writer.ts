@@ -5,8 +5,9 @@
  * as one batch. It takes the plain sets and maps of the layout; the
  * interval set `firewall-allow` and the kernel-filled `affinity` map go
  * through `nft -f` (backend.ts asks {@link NetlinkElementWriter.accepts}).
- * It also reads sets back (netlink dumps, for full syncs) and the ruleset's
- * generation id (the cheap drift check).
+ * It also reads the table back (netlink dumps of its structure and of its
+ * sets' elements, for full syncs) and the ruleset's generation id (the
+ * cheap drift check).
  *
  * One writer serves the table of one IP family: `ip drover` (NFPROTO_IPV4,
  * 4-byte addresses) or `ip6 drover` (NFPROTO_IPV6, 16-byte addresses in
@@ -16,13 +17,16 @@
  */
 import type { IPFamily } from '../../model/types.ts';
 import type { ElementWriter } from './backend.ts';
-import { MAIN, LOCAL, HAIRPIN, AFFINITY_MAP, MEMBERSHIP_SETS, countOfSet, nftFamily, timeoutOfSet } from './layout.ts';
+import { MAIN, LOCAL, HAIRPIN, AFFINITY_MAP, FIREWALL_ALLOW, MEMBERSHIP_SETS, countOfSet, nftFamily, timeoutOfSet } from './layout.ts';
+import { ipPrefix, parseIP } from '../../model/addr.ts';
 import type { ElementOp } from './model.ts';
 import { UnsafeElementError } from './elements.ts';
 import type { ConcatField, FieldKind } from '../../kernel/nftables/concat.ts';
 import { decodeConcat, encodeConcat } from '../../kernel/nftables/concat.ts';
 import type { NftNetlinkClient } from '../../kernel/nftables/client.ts';
 import { encodeSetElemBatch, type SetElementChange } from '../../kernel/nftables/codec.ts';
+import type { LiveTable } from './live.ts';
+import { liveFromStructure } from './live-netlink.ts';
 
 /** IANA protocol numbers of the protocols nft names (/etc/protocols). */
 const PROTOCOLS: Readonly<Record<string, number>> = { tcp: 6, udp: 17, sctp: 132 };
@@ -48,11 +52,42 @@ export interface ElementShape {
   readonly value?: readonly FieldKind[];
 }
 
-/** The key and value layouts of set `name` of the table of `family` (default IPv4) as netlink reads them: those it writes, and the kernel-filled affinity map. */
+/**
+ * The key and value layouts of set `name` of the table of `family` (default IPv4) as netlink reads them: those it
+ * writes, the kernel-filled affinity map, and the interval set firewall-allow (`frontend . client range`, whose
+ * elements come as a first and a last key: {@link rangeText}).
+ */
 export function readShape(name: string, family: IPFamily = 'IPv4'): ElementShape | undefined {
   const s = SHAPES[family];
   if (name === AFFINITY_MAP) return { key: s.hairpin, value: s.target };
+  if (name === FIREWALL_ALLOW) return { key: [...s.frontend, s.target[0]!] };
   return elementShape(name, family);
+}
+
+/**
+ * Element text of the range of concatenations from `first` to `last` (inclusive, as the kernel dumps an element of a
+ * concatenated interval set: NFTA_SET_ELEM_KEY and _KEY_END), field by field as nft lists it: a field whose first and
+ * last value are the same as that value, an address range that is a prefix as `network/bits`, any other range as
+ * `first-last`. So a `frontend . client range` element reads as firewallText (elements.ts) writes it.
+ * @throws UnsafeElementError when the two keys have different shapes.
+ */
+export function rangeText(first: readonly ConcatField[], last: readonly ConcatField[]): string {
+  if (first.length !== last.length) throw new UnsafeElementError('interval element', `${fieldsText(first)} - ${fieldsText(last)}`);
+  return first
+    .map((f, i) => {
+      const a = fieldsText([f]);
+      const b = fieldsText([last[i]!]);
+      if (a === b) return a;
+      const lo = parseIP(a);
+      const hi = parseIP(b);
+      if (lo && hi && lo.family === hi.family) {
+        const span = (lo.value ^ hi.value) + 1n;
+        const bits = (lo.family === 4 ? 32 : 128) - (span.toString(2).length - 1);
+        if ((span & (span - 1n)) === 0n && (lo.value & (span - 1n)) === 0n && hi.value - lo.value === span - 1n) return ipPrefix(lo.family, lo.value, bits).text;
+      }
+      return `${a}-${b}`;
+    })
+    .join(' . ');
 }
 
 /** Element text of decoded concatenation fields (elements.ts): addresses, protocol names, numbers. */
@@ -135,8 +170,8 @@ export function batchBytes(changes: readonly SetElementChange[]): number {
   return encodeSetElemBatch(changes, { firstSeq: 1 }).bytes.length;
 }
 
-/** What the writer needs of an nf_tables netlink client (netlink/client.ts): `commit`, and for reading back the rest. */
-export type NetlinkElementClient = Pick<NftNetlinkClient, 'commit'> & Partial<Pick<NftNetlinkClient, 'listElements' | 'generation' | 'close'>>;
+/** What the writer needs of an nf_tables netlink client (kernel/nftables/client.ts): `commit`, and for reading back the rest. */
+export type NetlinkElementClient = Pick<NftNetlinkClient, 'commit'> & Partial<Pick<NftNetlinkClient, 'listElements' | 'readStructure' | 'generation' | 'close'>>;
 
 /** Element writer over an open nf_tables netlink client, for the table of `family` (default IPv4). */
 export class NetlinkElementWriter implements ElementWriter {
@@ -153,16 +188,25 @@ export class NetlinkElementWriter implements ElementWriter {
     return (await this.client.commit(elementChanges(ops, this.family))).bytes;
   }
 
-  /** The elements of `set` from a netlink dump, as element texts; undefined for a set it does not read (firewall-allow, an interval set). */
+  /** The elements of `set` from a netlink dump, as element texts; undefined for a set it does not read (one not of drover's layout). */
   async read(set: string): Promise<Map<string, string | undefined> | undefined> {
     const shape = readShape(set, this.family);
     if (!shape || !this.client.listElements) return undefined;
     const table = nftFamily(this.family).table;
     const out = new Map<string, string | undefined>();
     for (const e of await this.client.listElements(table.family, table.name, set)) {
-      out.set(fieldsText(decodeConcat(e.key, shape.key)), e.data && shape.value ? fieldsText(decodeConcat(e.data, shape.value)) : undefined);
+      const key = decodeConcat(e.key, shape.key);
+      const text = e.keyEnd ? rangeText(key, decodeConcat(e.keyEnd, shape.key)) : fieldsText(key);
+      out.set(text, e.data && shape.value ? fieldsText(decodeConcat(e.data, shape.value)) : undefined);
     }
     return out;
+  }
+
+  /** The table's chains, sets (without elements) and rules' comments from netlink dumps (live-netlink.ts); undefined when the client reads no structure. */
+  async structure(): Promise<LiveTable | undefined> {
+    if (!this.client.readStructure) return undefined;
+    const table = nftFamily(this.family).table;
+    return liveFromStructure(await this.client.readStructure(table.family, table.name));
   }
 
   generation(): Promise<number> {
