@@ -6,6 +6,9 @@
  * Latencies are network programming latency (API write's response → a new
  * connection from the proxy's client shows the change), ms, p50 unless
  * said. Ratios are drover's p50 over kube-proxy's in the same mode and size.
+ * A churn change overtaken by the next change of its Service counts as
+ * slower than every timed one ({@link churnSamples}): `superseded` where a
+ * percentile falls on it.
  */
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -21,16 +24,31 @@ export interface PeerRunMeta {
   readonly changes: number;
   readonly churnRate: number;
   readonly churnSeconds: number;
+  /** Quiet time after each single change, ms. */
+  readonly gapMs: number;
   /** ISO time of the start. */
   readonly started: string;
   /** The command's arguments. */
   readonly command: string;
 }
 
-const ms = (x: number | undefined): string => (x === undefined ? '–' : x >= 100 ? x.toFixed(0) : x >= 10 ? x.toFixed(1) : x.toFixed(2));
+const ms = (x: number | undefined): string => (x === undefined ? '–' : x === Infinity ? 'superseded' : x >= 100 ? x.toFixed(0) : x >= 10 ? x.toFixed(1) : x.toFixed(2));
 const mb = (kb: number): string => (kb / 1024).toFixed(0);
 const p50 = (xs: readonly number[]): number | undefined => (xs.length ? median(xs) : undefined);
-const ratio = (a: number | undefined, b: number | undefined): string => (a === undefined || b === undefined || b === 0 ? '–' : (a / b).toFixed(a / b < 0.1 ? 3 : 2));
+const churnP50 = (r: ProxyResult): number | undefined => {
+  const all = r.churn ? churnSamples(r.churn) : [];
+  return all.length ? percentile(all, 50) : undefined;
+};
+const ratio = (a: number | undefined, b: number | undefined): string => (a === undefined || b === undefined || b === 0 || !Number.isFinite(a) || !Number.isFinite(b) ? '–' : (a / b).toFixed(a / b < 0.1 ? 3 : 2));
+
+/**
+ * The churn run's latencies with each superseded change as Infinity: it
+ * showed later than the next change of its Service was written (2 s after
+ * it), so it ranks above every change that was timed.
+ */
+export function churnSamples(c: NonNullable<ProxyResult['churn']>): number[] {
+  return [...c.latenciesMs, ...Array.from({ length: c.superseded }, () => Number.POSITIVE_INFINITY)];
+}
 
 /** Every single change of a result, pooled. */
 const allChanges = (r: ProxyResult): number[] => CHANGE_KINDS.flatMap((k) => r.changes[k]);
@@ -56,7 +74,8 @@ export function peerTables(results: readonly ProxyResult[]): string {
     out.push('|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
     for (const r of rows) {
       const c = r.churn;
-      const churn = c?.latenciesMs.length ? [p50(c.latenciesMs), percentile(c.latenciesMs, 95), percentile(c.latenciesMs, 100)] : [undefined, undefined, undefined];
+      const all = c ? churnSamples(c) : [];
+      const churn = all.length ? [percentile(all, 50), percentile(all, 95), percentile(all, 100)] : [undefined, undefined, undefined];
       out.push(
         `| ${r.label} | ${ms(r.fullSyncMs)} | ${CHANGE_KINDS.map((k) => ms(p50(r.changes[k]))).join(' | ')} | ${churn.map(ms).join(' | ')} | ${c ? `${c.superseded} / ${c.failed.length} of ${c.writes}` : '–'} | ${mb(r.rssSteadyKb)} / ${mb(r.rssPeakKb)} | ${r.cpuSelfS.toFixed(1)} + ${r.cpuChildrenS.toFixed(1)} | ${r.load[0].toFixed(1)}–${r.load[1].toFixed(1)} |`,
       );
@@ -71,7 +90,7 @@ export function peerTables(results: readonly ProxyResult[]): string {
         const d = by.get(a)!;
         const k = by.get(b)!;
         out.push(
-          `| ${a} / ${b} | ${ratio(d.fullSyncMs, k.fullSyncMs)} | ${ratio(p50(allChanges(d)), p50(allChanges(k)))} | ${ratio(p50(d.churn?.latenciesMs ?? []), p50(k.churn?.latenciesMs ?? []))} | ${ratio(d.rssSteadyKb, k.rssSteadyKb)} | ${ratio(d.rssPeakKb, k.rssPeakKb)} | ${ratio(d.cpuSelfS + d.cpuChildrenS, k.cpuSelfS + k.cpuChildrenS)} |`,
+          `| ${a} / ${b} | ${ratio(d.fullSyncMs, k.fullSyncMs)} | ${ratio(p50(allChanges(d)), p50(allChanges(k)))} | ${ratio(churnP50(d), churnP50(k))} | ${ratio(d.rssSteadyKb, k.rssSteadyKb)} | ${ratio(d.rssPeakKb, k.rssPeakKb)} | ${ratio(d.cpuSelfS + d.cpuChildrenS, k.cpuSelfS + k.cpuChildrenS)} |`,
         );
       }
       out.push('');
@@ -86,7 +105,7 @@ export function peerTables(results: readonly ProxyResult[]): string {
 export function latencyChart(results: readonly ProxyResult[]): TopLevelSpec {
   const values = results.flatMap((r) => [
     ...CHANGE_KINDS.map((k) => ({ proxy: r.label, services: r.services, change: k, p50: p50(r.changes[k]) })),
-    ...(r.churn?.latenciesMs.length ? [{ proxy: r.label, services: r.services, change: 'churn', p50: p50(r.churn.latenciesMs) }] : []),
+    ...(r.churn && Number.isFinite(churnP50(r)) ? [{ proxy: r.label, services: r.services, change: 'churn', p50: churnP50(r) }] : []),
   ]);
   return {
     $schema: 'https://vega.github.io/schema/vega-lite/v5.json',
@@ -116,7 +135,7 @@ export async function writePeerReport(dir: string, meta: PeerRunMeta, results: r
   const head = [
     '# kube-proxy beside drover: one run',
     '',
-    `\`tsx scripts/peers/bench.ts ${meta.command}\`, started ${meta.started}: ${meta.endpoints} endpoints per Service, ${meta.changes} single changes of each kind per proxy, churn ${meta.churnRate} EndpointSlice changes/s for ${meta.churnSeconds} s. Latencies in ms, p50, from the API write's response until a new connection from the proxy's client shows the change. See README.md here for how to read it.`,
+    `\`tsx scripts/peers/bench.ts ${meta.command}\`, started ${meta.started}: ${meta.endpoints} endpoints per Service, ${meta.changes} single changes of each kind per proxy (${meta.gapMs} ms apart once shown), churn ${meta.churnRate} EndpointSlice changes/s for ${meta.churnSeconds} s. Latencies in ms, p50, from the API write's response until a new connection from the proxy's client shows the change. See README.md here for how to read it.`,
     '',
   ];
   const text = `${head.join('\n')}${peerTables(results)}`;

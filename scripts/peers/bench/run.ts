@@ -88,6 +88,8 @@ export interface PeerBenchOptions {
   readonly gapMs?: number;
   /** A folder to copy each proxy's log into (LABEL-SIZE.log); absent: the logs are removed with the rest. */
   readonly logsDir?: string;
+  /** Ends the run at the next step (the next object written, the next proxy, the next change) with the signal's reason. */
+  readonly signal?: AbortSignal;
   /** Called with each proxy's result as it is measured (to write partial reports). */
   readonly onResult?: (r: ProxyResult) => void | Promise<void>;
 }
@@ -153,7 +155,11 @@ class Cluster {
   readonly churn: Written[] = [];
   private added = 0;
 
-  constructor(readonly api: TestApiServer, private readonly endpoints: number) {}
+  constructor(
+    readonly api: TestApiServer,
+    private readonly endpoints: number,
+    private readonly signal?: AbortSignal,
+  ) {}
 
   private ep(backend: string, i = 0): EndpointSpec {
     return { ip: BACKEND_IP[backend]!, pod: `${backend}-${i}`, nodeName: 'backends' };
@@ -181,6 +187,7 @@ class Cluster {
     const more = Math.max(0, services - have);
     let done = 0;
     await pool(more, IN_FLIGHT, async (j) => {
+      this.signal?.throwIfAborted();
       const i = from + j;
       const eps = Array.from({ length: this.endpoints }, (_, e) => {
         const k = i * this.endpoints + e;
@@ -247,13 +254,14 @@ export async function runPeerBench(opts: PeerBenchOptions): Promise<ProxyResult[
     bridge = await serveApiSocket(socket, api.state.securePort);
     await createNamespace(api, NS);
     for (const p of opts.proxies) await createNode(api, proxyLabel(p), 'zone-a', '192.168.100.1');
-    const cluster = new Cluster(api, opts.endpoints);
+    const cluster = new Cluster(api, opts.endpoints, opts.signal);
     const churnServices = opts.churnRate > 0 ? 2 * opts.churnRate : 0;
     for (const size of opts.services) {
       log(`writing Services up to ${size} (${IN_FLIGHT} in flight)`);
       const ms = await cluster.fill(size, churnServices, log);
       log(`  done in ${(ms / 1000).toFixed(1)} s`);
       for (const p of opts.proxies) {
+        opts.signal?.throwIfAborted();
         log(`${proxyLabel(p)} at ${size} Services`);
         const r = await measureProxy(p, size, cluster, opts, work, socket, log);
         results.push(r);
@@ -327,6 +335,7 @@ async function measureProxy(p: ProxySpec, size: number, cluster: Cluster, opts: 
     const timing = { attemptTimeoutMs: 1000, deadlineMs: 120_000 };
     const changes: Record<ChangeKind, number[]> = { 'endpoint swapped': [], 'service added': [], 'service removed': [] };
     for (let r = 0; r < opts.changes; r++) {
+      opts.signal?.throwIfAborted();
       const clock = cluster.clocks[r % cluster.clocks.length]!;
       const to = nextBackend(clock.backend);
       const swapped = await cluster.moveTo(clock, to);
