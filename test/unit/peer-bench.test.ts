@@ -76,3 +76,11 @@ test('the tables give each proxy its p50s and drover over kube-proxy in the same
   t.regex(md, /^\| drover-nftables \/ kube-proxy-nftables \| 0\.050 \| 0\.050 \| 0\.050 \| 2\.00 \| 2\.00 \| 1\.00 \|$/m);
   t.notRegex(md, /iptables/);
 });
+
+test("drover's churn p50 over kube-proxy's is an upper bound when kube-proxy's median change was superseded", (t) => {
+  const kube = result({ impl: 'kube-proxy', mode: 'nftables' }, 100, 1024);
+  const slow = { ...kube, churn: { ...kube.churn!, latenciesMs: [900], superseded: 3 } };
+  const md = peerTables([slow, result({ impl: 'drover', mode: 'nftables' }, 50, 1024)]);
+  t.regex(md, /^\| kube-proxy-nftables \| [^\n]* \| superseded \| superseded \| superseded \| 3 \/ 0 of 10 \|/m);
+  t.regex(md, /^\| drover-nftables \/ kube-proxy-nftables \| [0-9.]+ \| [0-9.]+ \| < 0\.03 \|/m);
+});

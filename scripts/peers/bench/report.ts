@@ -15,7 +15,7 @@ import { join } from 'node:path';
 import type { TopLevelSpec } from 'vega-lite';
 import { svgRenderer } from '../../../src/bench/charts.ts';
 import { median, percentile } from '../../../src/bench/stats.ts';
-import { CHANGE_KINDS, type ProxyResult } from './run.ts';
+import { CHANGE_KINDS, SUPERSEDED_AFTER_MS, type ProxyResult } from './run.ts';
 
 /** How the run was made, for the report's head. */
 export interface PeerRunMeta {
@@ -48,6 +48,12 @@ const ratio = (a: number | undefined, b: number | undefined): string => (a === u
  */
 export function churnSamples(c: NonNullable<ProxyResult['churn']>): number[] {
   return [...c.latenciesMs, ...Array.from({ length: c.superseded }, () => Number.POSITIVE_INFINITY)];
+}
+
+/** {@link ratio}, or an upper bound when kube-proxy's p50 is a superseded change (slower than {@link SUPERSEDED_AFTER_MS}) and drover's is not. */
+function churnRatio(d: number | undefined, k: number | undefined): string {
+  if (d !== undefined && Number.isFinite(d) && k === Number.POSITIVE_INFINITY) return `< ${(d / SUPERSEDED_AFTER_MS).toFixed(2)}`;
+  return ratio(d, k);
 }
 
 /** Every single change of a result, pooled. */
@@ -90,7 +96,7 @@ export function peerTables(results: readonly ProxyResult[]): string {
         const d = by.get(a)!;
         const k = by.get(b)!;
         out.push(
-          `| ${a} / ${b} | ${ratio(d.fullSyncMs, k.fullSyncMs)} | ${ratio(p50(allChanges(d)), p50(allChanges(k)))} | ${ratio(churnP50(d), churnP50(k))} | ${ratio(d.rssSteadyKb, k.rssSteadyKb)} | ${ratio(d.rssPeakKb, k.rssPeakKb)} | ${ratio(d.cpuSelfS + d.cpuChildrenS, k.cpuSelfS + k.cpuChildrenS)} |`,
+          `| ${a} / ${b} | ${ratio(d.fullSyncMs, k.fullSyncMs)} | ${ratio(p50(allChanges(d)), p50(allChanges(k)))} | ${churnRatio(churnP50(d), churnP50(k))} | ${ratio(d.rssSteadyKb, k.rssSteadyKb)} | ${ratio(d.rssPeakKb, k.rssPeakKb)} | ${ratio(d.cpuSelfS + d.cpuChildrenS, k.cpuSelfS + k.cpuChildrenS)} |`,
         );
       }
       out.push('');

@@ -124,6 +124,9 @@ export interface ProxyResult {
   readonly wallS: number;
 }
 
+/** How long after its write a churn change is overtaken by the next change of the same Service, ms: 2 × the rate's churn Services, each changed once per 2 s. */
+export const SUPERSEDED_AFTER_MS = 2000;
+
 const NS = 'bench';
 const BACKENDS = ['b1', 'b2', 'b3'] as const;
 const BACKEND_IP: Record<string, string> = { b1: '10.244.1.2', b2: '10.244.1.3', b3: '10.244.1.4' };
