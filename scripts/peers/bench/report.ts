@@ -144,7 +144,7 @@ export async function writePeerReport(dir: string, meta: PeerRunMeta, results: r
     `\`tsx scripts/peers/bench.ts ${meta.command}\`, started ${meta.started}: ${meta.endpoints} endpoints per Service, ${meta.changes} single changes of each kind per proxy (${meta.gapMs} ms apart once shown), churn ${meta.churnRate} EndpointSlice changes/s for ${meta.churnSeconds} s. Latencies in ms, p50, from the API write's response until a new connection from the proxy's client shows the change. See README.md here for how to read it.`,
     '',
   ];
-  const text = `${head.join('\n')}${peerTables(results)}`;
+  const text = `${head.join('\n')}\n${peerTables(results)}`;
   await writeFile(join(dir, 'summary.md'), text);
   await writeFile(join(dir, 'results.json'), `${JSON.stringify({ meta, results }, null, 1)}\n`);
   const render = await svgRenderer();
