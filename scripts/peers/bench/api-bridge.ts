@@ -10,21 +10,13 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { connect, createServer, type Server } from 'node:net';
 import { fileURLToPath } from 'node:url';
+import { joinSockets } from './join.mjs';
 
 const FORWARD = fileURLToPath(new URL('./netns-forward.mjs', import.meta.url));
 
 /** A Unix socket at `path` whose connections are joined to 127.0.0.1:`apiPort`; close it with `server.close()`. */
 export async function serveApiSocket(path: string, apiPort: number): Promise<Server> {
-  const server = createServer((inbound) => {
-    const outbound = connect(apiPort, '127.0.0.1');
-    inbound.pipe(outbound).pipe(inbound);
-    const close = () => {
-      inbound.destroy();
-      outbound.destroy();
-    };
-    inbound.on('error', close);
-    outbound.on('error', close);
-  });
+  const server = createServer((inbound) => joinSockets(inbound, connect(apiPort, '127.0.0.1')));
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(path, resolve);

@@ -10,22 +10,14 @@
  * listening.
  */
 import { connect, createServer } from 'node:net';
+import { joinSockets } from './join.mjs';
 
 const [port, socket] = process.argv.slice(2);
 if (!port || !/^\d+$/.test(port) || !socket) {
   process.stderr.write('usage: netns-forward.mjs PORT UNIX_SOCKET\n');
   process.exit(2);
 }
-const server = createServer((inbound) => {
-  const outbound = connect(socket);
-  inbound.pipe(outbound).pipe(inbound);
-  const close = () => {
-    inbound.destroy();
-    outbound.destroy();
-  };
-  inbound.on('error', close);
-  outbound.on('error', close);
-});
+const server = createServer((inbound) => joinSockets(inbound, connect(socket)));
 server.listen(Number(port), '127.0.0.1', () => process.stdout.write('READY\n'));
 process.stdin.resume();
 process.stdin.on('end', () => process.exit(0));
