@@ -38,6 +38,7 @@ import { TestApiServer } from '../../test/cluster/support/apiserver.ts';
 import { createNamespace, endpointSliceObject, serviceObject, writeEndpointSlice } from '../../test/cluster/support/objects.ts';
 import { locatePeers } from '../../test/cluster/support/peers.ts';
 import { applyDeployRbac, serviceAccountToken, writeKubeconfig } from '../../test/cluster/support/rbac.ts';
+import { pool } from './pool.ts';
 
 const [services = 10_000, endpoints = 10] = process.argv.slice(2).map(Number);
 const NAMESPACES = 50;
@@ -58,16 +59,6 @@ const nsOf = (i: number) => `ns-${i % NAMESPACES}`;
 async function memoryOf(pid: number): Promise<{ rss: number; hwm: number }> {
   const { rssKb, hwmKb } = parseProcMemory(await readFile(`/proc/${pid}/status`, 'utf8'));
   return { rss: rssKb * 1024, hwm: hwmKb * 1024 };
-}
-
-/** Run `fn(i)` for i in [0, n) with at most `inFlight` running at once. */
-async function pool(n: number, inFlight: number, fn: (i: number) => Promise<void>): Promise<void> {
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: inFlight }, async () => {
-      while (next < n) await fn(next++);
-    }),
-  );
 }
 
 /** The EndpointSlice of service `i` (ENDPOINTS endpoints; `edit` moves the first one). */

@@ -1,0 +1,30 @@
+/**
+ * CPU time of a process from /proc/PID/stat (proc(5)): `utime` and `stime`
+ * (fields 14 and 15) of the process itself, `cutime` and `cstime` (16 and
+ * 17) of its children that have exited and been waited for (iptables-restore,
+ * nft, conntrack), in clock ticks.
+ */
+
+/** CPU seconds of a process. */
+export interface ProcCpu {
+  /** utime + stime, s. */
+  readonly self: number;
+  /** cutime + cstime: its waited-for children, s. */
+  readonly children: number;
+}
+
+/**
+ * Parse the text of /proc/PID/stat. `ticksPerSecond` is sysconf(_SC_CLK_TCK),
+ * 100 on Linux.
+ * @throws Error when the text has not the fields of proc(5).
+ */
+export function parseProcCpu(text: string, ticksPerSecond = 100): ProcCpu {
+  // The command name (field 2) is in parentheses and may itself hold spaces and ')'.
+  const rest = text.slice(text.lastIndexOf(')') + 2).trim().split(/\s+/);
+  // rest[0] is field 3 (state); field N is rest[N - 3].
+  const [utime, stime, cutime, cstime] = [14, 15, 16, 17].map((n) => Number(rest[n - 3]));
+  if (text.lastIndexOf(')') < 0 || ![utime, stime, cutime, cstime].every((x) => Number.isInteger(x) && x! >= 0)) {
+    throw new Error(`/proc/PID/stat: not the fields of proc(5): ${JSON.stringify(text.slice(0, 80))}`);
+  }
+  return { self: (utime! + stime!) / ticksPerSecond, children: (cutime! + cstime!) / ticksPerSecond };
+}

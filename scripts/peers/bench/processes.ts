@@ -1,0 +1,173 @@
+/**
+ * The processes of the peer bench, each inside a namespace of the testbed
+ * (`ip netns exec NS …`, which execs, so the PID is the program's own): a
+ * proxy under test with its log and its /proc figures, and helpers that
+ * talk one JSON line per command (the churn prober).
+ */
+import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import { createWriteStream, type WriteStream } from 'node:fs';
+import { readFile } from 'node:fs/promises';
+import { createInterface } from 'node:readline';
+import { endChild } from '../../../src/bench/child.ts';
+import { parseProcMemory, type ProcMemory } from '../../../src/bench/drover-process.ts';
+import { parseProcCpu, type ProcCpu } from './proc-stat.ts';
+
+/**
+ * `path` (a PATH) without the node_modules/.bin folders that npm and npx
+ * put first: one of them holds an unrelated `nft` (a file tracer), which
+ * kube-proxy would run instead of nftables' `nft`.
+ */
+export function systemPath(path = ''): string {
+  return path
+    .split(':')
+    .filter((dir) => dir !== '' && !/(^|\/)node_modules\/\.bin\/?$/.test(dir))
+    .join(':');
+}
+
+/** A proxy (kube-proxy or `drover run`) running in a node namespace; always {@link stop} it. */
+export class ProxyProcess {
+  private tail = '';
+  private exitError: Error | undefined;
+  private readonly exited: Promise<void>;
+  private readonly log: WriteStream;
+  /** Log lines that look like errors (klog `E…` lines, pino level ≥ 50), the first 20. */
+  readonly errors: string[] = [];
+
+  private constructor(
+    private readonly child: ChildProcessWithoutNullStreams,
+    logFile: string,
+    /** When it was started, ms (performance.now()). */
+    readonly startedAt: number,
+  ) {
+    this.log = createWriteStream(logFile, { flags: 'a' });
+    for (const stream of [child.stdout, child.stderr]) {
+      createInterface({ input: stream }).on('line', (line) => {
+        this.log.write(`${line}\n`);
+        this.tail = `${this.tail}${line}\n`.slice(-3000);
+        if (this.errors.length < 20 && (/^E\d{4} /.test(line) || /"level":(50|60)/.test(line))) this.errors.push(line);
+      });
+    }
+    this.exited = new Promise((resolve) =>
+      child.once('close', (code, signal) => {
+        this.exitError = new Error(`proxy exited (${signal ?? code}); its log ends with:\n${this.tail}`);
+        this.log.end();
+        resolve();
+      }),
+    );
+  }
+
+  /**
+   * Start `argv` inside namespace `netns`, its output appended to `logFile`.
+   * @throws Error when `ip` cannot be started.
+   */
+  static async start(netns: string, argv: readonly string[], logFile: string, env: NodeJS.ProcessEnv = {}): Promise<ProxyProcess> {
+    const startedAt = performance.now();
+    const child = spawn('ip', ['netns', 'exec', netns, ...argv], { stdio: ['pipe', 'pipe', 'pipe'], env: { ...process.env, PATH: systemPath(process.env.PATH), ...env }, detached: true });
+    await new Promise<void>((resolve, reject) => {
+      child.once('spawn', resolve);
+      child.once('error', reject);
+    });
+    return new ProxyProcess(child, logFile, startedAt);
+  }
+
+  /** Its PID. */
+  get pid(): number {
+    return this.child.pid!;
+  }
+
+  /** The end of its log. */
+  get logTail(): string {
+    return this.tail;
+  }
+
+  /** @throws Error with the end of its log when it has exited. */
+  assertRunning(): void {
+    if (this.exitError) throw this.exitError;
+  }
+
+  /** VmRSS and VmHWM now. @throws Error when it has exited. */
+  async memory(): Promise<ProcMemory> {
+    this.assertRunning();
+    return parseProcMemory(await readFile(`/proc/${this.pid}/status`, 'utf8'));
+  }
+
+  /** Its CPU seconds so far (its own, and its finished children's). @throws Error when it has exited. */
+  async cpu(): Promise<ProcCpu> {
+    this.assertRunning();
+    return parseProcCpu(await readFile(`/proc/${this.pid}/stat`, 'utf8'));
+  }
+
+  /** SIGTERM to its process group, SIGKILL after `graceMs`; resolves once it has exited. Never throws. */
+  async stop(graceMs = 10_000): Promise<void> {
+    if (this.exitError) return;
+    const signal = (sig: NodeJS.Signals) => {
+      try {
+        process.kill(-this.pid, sig);
+      } catch {
+        // already gone
+      }
+    };
+    signal('SIGTERM');
+    const timer = setTimeout(() => signal('SIGKILL'), graceMs);
+    await this.exited;
+    clearTimeout(timer);
+  }
+}
+
+/** An answer of a {@link LineChild}. */
+export type LineAnswer = Record<string, unknown> & { id: number; ok: boolean };
+
+/**
+ * A helper process inside a namespace that reads one JSON command per line
+ * and answers one JSON line with the same `id` (churn-prober.mjs).
+ */
+export class LineChild {
+  private nextId = 1;
+  private stderr = '';
+  private gone: Error | undefined;
+  private readonly waiting = new Map<number, { resolve: (a: LineAnswer) => void; reject: (e: Error) => void }>();
+
+  private constructor(private readonly child: ChildProcessWithoutNullStreams) {
+    child.stderr.setEncoding('utf8').on('data', (d: string) => (this.stderr = (this.stderr + d).slice(-2000)));
+    createInterface({ input: child.stdout }).on('line', (line) => {
+      const a = JSON.parse(line) as LineAnswer;
+      const w = this.waiting.get(a.id);
+      this.waiting.delete(a.id);
+      w?.resolve(a);
+    });
+    child.on('close', (code, signal) => {
+      this.gone = new Error(`helper exited (${signal ?? code}): ${this.stderr.trim()}`);
+      for (const w of this.waiting.values()) w.reject(this.gone);
+      this.waiting.clear();
+    });
+  }
+
+  /**
+   * Start `argv` in `netns` and wait for its answer to a ping.
+   * @throws Error when it does not start or answer.
+   */
+  static async start(netns: string, argv: readonly string[]): Promise<LineChild> {
+    const child = spawn('ip', ['netns', 'exec', netns, ...argv], { stdio: ['pipe', 'pipe', 'pipe'] });
+    const c = new LineChild(child);
+    await new Promise<void>((resolve, reject) => {
+      child.once('error', reject);
+      c.send({ op: 'ping' }).then(() => resolve(), reject);
+    });
+    return c;
+  }
+
+  /** Send one command; resolves with its answer. @throws Error when the helper has exited. */
+  send(cmd: Record<string, unknown>): Promise<LineAnswer> {
+    if (this.gone) return Promise.reject(this.gone);
+    const id = this.nextId++;
+    return new Promise((resolve, reject) => {
+      this.waiting.set(id, { resolve, reject });
+      this.child.stdin.write(`${JSON.stringify({ id, ...cmd })}\n`);
+    });
+  }
+
+  /** Close its stdin and wait for it to exit (SIGKILL after 2 s). */
+  close(): Promise<void> {
+    return endChild(this.child, this.gone !== undefined);
+  }
+}
