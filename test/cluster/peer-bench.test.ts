@@ -8,13 +8,14 @@
  */
 import test from 'ava';
 import { run } from '../../src/kernel/exec.ts';
+import { NFT } from '../../src/modes/nftables/exec.ts';
 import { runPeerBench, CHANGE_KINDS } from '../../scripts/peers/bench/run.ts';
 import { clusterTestsGate, TIMEOUT_MS } from './support/peers.ts';
 
 const gate = await clusterTestsGate();
 
 /** The machine's own nftables ruleset (iptables-nft included). */
-const hostRuleset = async (): Promise<string> => (await run('nft', ['list', 'ruleset'])).stdout;
+const hostRuleset = async (): Promise<string> => (await run(NFT, ['list', 'ruleset'])).stdout;
 
 if (gate.reason !== undefined) {
   test.skip(`peer bench (kube-proxy beside drover) skipped: ${gate.reason}`, () => {});
