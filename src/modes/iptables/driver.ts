@@ -31,6 +31,18 @@ import type { ServicePortChains } from '../shared/kube-chains/chains.ts';
 import type { Logger } from '../../util/log.ts';
 import { ensureCounters, namespaceNfacct, presentCounters, withCountedInvalidDrop } from './nfacct.ts';
 import { LOCALHOST_NODEPORTS_ACCEPTED, type KubeProxyCounter } from './nfacct-names.ts';
+import { layoutSurveyLine } from '../shared/kube-chains/survey.ts';
+import { isServiceChain } from '../shared/kube-chains/names.ts';
+import type { IPFamily } from '../../model/types.ts';
+
+/**
+ * The chains only iptables mode's layout has (kube-proxy's iptables
+ * proxier, pkg/proxy/iptables/proxier.go): nat KUBE-NODEPORTS and the
+ * per-service chains (IPVS mode's NodePort chain is KUBE-NODE-PORT).
+ */
+function isIptablesMarker(table: TableName, chain: string): boolean {
+  return table === 'nat' && (chain === 'KUBE-NODEPORTS' || isServiceChain(chain));
+}
 
 /**
  * What the next full sync would write for the source of `opts` against
@@ -186,6 +198,34 @@ export const iptablesMode: ModeDriver = {
     const rules = ownedRuleCounts(withInvalidDrop(await iptablesStatics(recorded.nodeportAddresses, opts.netns, undefined, recorded.nodeportLocalhost === true), liberal), kernel);
     const lines = kernel6 === undefined ? [] : ip6tablesStatusLines(ownedRuleCounts(withInvalidDrop(await iptablesStatics6(recorded.nodeportAddresses, opts.netns), liberal), kernel6));
     return { rules, drift, lines };
+  },
+
+  /**
+   * `takeover`'s survey: per family, the chains and hook rules of kube-proxy's
+   * iptables layout that `cleanup` would remove, in the variant `run` would
+   * use (`--iptables-backend`, or the detected one), when nat holds
+   * KUBE-NODEPORTS or a per-service chain. An IPv6 family ip6tables cannot
+   * read is reported unread.
+   */
+  async survey(opts) {
+    const logger = createLogger(opts.logLevel);
+    const found: string[] = [];
+    const unread: string[] = [];
+    for (const family of ['IPv4', 'IPv6'] as IPFamily[]) {
+      const exec = await createIptablesExec(opts, logger, family);
+      let dump: ParsedDump;
+      try {
+        dump = await readTables(exec);
+      } catch (err) {
+        if (family === 'IPv4') throw err;
+        unread.push(`iptables-${exec.variant} IPv6: ${(err as Error).message}`);
+        continue;
+      }
+      const statics = family === 'IPv4' ? await iptablesStatics(undefined, opts.netns) : await iptablesStatics6(undefined, opts.netns);
+      const line = layoutSurveyLine(`iptables-${exec.variant} ${family}`, statics, dump, isIptablesMarker);
+      if (line !== undefined) found.push(line);
+    }
+    return { found, unread };
   },
 
   async fake(opts) {
