@@ -104,33 +104,47 @@ function cleanupOptions(opts: ModeOptions, mode: string): ModeOptions {
 }
 
 /**
- * Move the namespace of `input.opts.netns` to mode `input.opts.mode`, as
- * the file's comment says; the survey, the plan and the report are written
- * to `input.write` as they come.
- * @throws TakeoverRefusedError, before anything is removed, when kube-proxy
- *   runs, the plan is refused, or a frontend differs (each named with both
- *   sets of endpoints); whatever the sync, a trace read or a cleanup throws
- *   (a cleanup that fails leaves the new mode programmed beside the rest).
+ * Steps 1 and 2 of a takeover to mode `opts.mode`: refuse while kube-proxy
+ * runs, survey the namespace, and write the survey and the plan to `write`.
+ * Changes nothing.
+ * @throws TakeoverRefusedError when kube-proxy runs or the plan is refused (one line).
  */
-export async function takeover(input: TakeoverInput): Promise<TakeoverReport> {
-  const { opts, write } = input;
-  const now = input.now ?? Date.now;
-  const target = modeDriver(opts.mode);
+export async function prepareTakeover(opts: ModeOptions, force: boolean, write: (text: string) => void): Promise<TakeoverPlan> {
   const alive = await kubeProxyAlive(opts.netns);
   if (alive !== undefined) throw new TakeoverRefusedError(`${alive}; nothing was changed`);
   const survey = await surveyNode(opts);
-  const plan = planTakeover(survey, target.name, input.force);
+  const plan = planTakeover(survey, modeDriver(opts.mode).name, force);
   write(formatSurvey(survey) + formatPlan(plan, (m) => modeDriver(m).title));
   if (plan.refusal !== undefined) throw new TakeoverRefusedError(plan.refusal);
-  if (input.dryRun) {
-    write('dry run: nothing was changed\n');
-    return { plan, checked: 0, removed: [], remaining: [], ms: 0 };
-  }
+  return plan;
+}
 
-  const start = now();
-  const synced = await input.program();
-  write(`synced ${target.title} mode: ${synced.services} service ports, ${synced.endpoints} endpoints, in ${synced.totalMs.toFixed(1)} ms\n`);
+/** What {@link completeTakeover} needs: the plan, and the desired state mode `opts.mode` now holds. */
+export interface CompleteInput {
+  readonly opts: ModeOptions;
+  readonly plan: TakeoverPlan;
+  /** The snapshot the full sync of the target mode programmed, read whole. */
+  readonly snapshot: Snapshot;
+  readonly logger: Logger;
+  readonly write: (text: string) => void;
+  /** When the target mode's full sync started (ms, on `now`'s clock). */
+  readonly start: number;
+  readonly now?: () => number;
+}
 
+/**
+ * Steps 4 to 6, once mode `opts.mode` holds `snapshot`: check every
+ * frontend, remove the old state, survey again and report (see the
+ * module comment).
+ * @throws TakeoverRefusedError, before anything is removed, naming each
+ *   frontend that differs with both sets of endpoints; whatever a trace
+ *   read or a cleanup throws (a cleanup that fails leaves the new mode
+ *   programmed beside the rest).
+ */
+export async function completeTakeover(input: CompleteInput): Promise<TakeoverReport> {
+  const { opts, plan, write } = input;
+  const now = input.now ?? Date.now;
+  const target = modeDriver(opts.mode);
   let checked = 0;
   if (plan.remove.length > 0) {
     const frontends = frontendsToCheck(input.snapshot, await nodeIPs(opts.netns));
@@ -165,7 +179,7 @@ export async function takeover(input: TakeoverInput): Promise<TakeoverReport> {
     if (res.code !== 0) throw new Error(`nft delete table ${table} failed: ${res.stderr.trim()}`);
     write(`removed table ${table} (unchecked: --force)\n`);
   }
-  const ms = now() - start;
+  const ms = now() - input.start;
 
   const after = await surveyNode(opts);
   const remaining = [
@@ -174,4 +188,25 @@ export async function takeover(input: TakeoverInput): Promise<TakeoverReport> {
   ];
   write(remaining.length === 0 ? `done in ${ms} ms: only ${target.title} mode's state is left\n` : `done in ${ms} ms, but still there: ${remaining.join('; ')}\n`);
   return { plan, checked, removed, remaining, ms };
+}
+
+/**
+ * Move the namespace of `input.opts.netns` to mode `input.opts.mode`, as
+ * the module comment says: {@link prepareTakeover}, then (unless a dry
+ * run) `input.program`, then {@link completeTakeover}. The survey, the plan
+ * and the report are written to `input.write` as they come.
+ * @throws as prepareTakeover and completeTakeover; whatever the sync throws.
+ */
+export async function takeover(input: TakeoverInput): Promise<TakeoverReport> {
+  const { opts, write } = input;
+  const now = input.now ?? Date.now;
+  const plan = await prepareTakeover(opts, input.force, write);
+  if (input.dryRun) {
+    write('dry run: nothing was changed\n');
+    return { plan, checked: 0, removed: [], remaining: [], ms: 0 };
+  }
+  const start = now();
+  const synced = await input.program();
+  write(`synced ${modeDriver(opts.mode).title} mode: ${synced.services} service ports, ${synced.endpoints} endpoints, in ${synced.totalMs.toFixed(1)} ms\n`);
+  return completeTakeover({ opts, plan, snapshot: input.snapshot, logger: input.logger, write, start, now });
 }

@@ -18,7 +18,8 @@ import { run, runCommand } from '../../src/kernel/exec.ts';
 import { startTraffic, type TrafficSummary } from '../../src/testbed/probe.ts';
 import { testbedUnavailableReason } from '../../src/testbed/topology.ts';
 import { NFT } from '../../src/takeover/survey.ts';
-import { assertConverged, CLUSTER_IP, drover, manifestWorld, reached, type ManifestWorld } from '../support/faults.ts';
+import { join } from 'node:path';
+import { assertConverged, CLUSTER_IP, drover, manifestWorld, reached, runFlags, startDrover, type ManifestWorld } from '../support/faults.ts';
 import { until } from '../support/wait.ts';
 
 const unavailable = await testbedUnavailableReason();
@@ -95,6 +96,50 @@ if (unavailable) {
       await assertConverged(t, ['diff', '--mode', to, ...flags(w)]);
     });
   }
+
+  test.serial('drover run --mode nftables --takeover on iptables state: the same takeover after its first full sync, with traffic; none failed, none lost', async (t) => {
+    const w = await manifestWorld(t, web(['10.180.0.1', '10.180.0.2']));
+    await program(t, w, 'iptables');
+    const opts = { held: 4, intervalMs: 50, timeoutMs: 3000, heldTimeoutMs: 5000 };
+    const loads = [await startTraffic(w.topo, { host: CLUSTER_IP, port: 80, ...opts }), await startTraffic(w.topo, { host: w.topo.nodeIp, port: NODE_PORT, ...opts })];
+    t.teardown(() => Promise.all(loads.map((l) => l.stop().then(() => {}, () => {}))).then(() => {}));
+    const d = startDrover(['--mode', 'nftables', '--takeover', ...flags(w), '--state-dir', join(w.scratch, 'state'), ...runFlags(w)]);
+    t.teardown(() => d.kill());
+    const said = () => d.lines(/^takeover$/).map((l) => String(l.line));
+    await until('the takeover done', async () => said().some((l) => l.startsWith('done in')) || !d.alive, 60_000);
+    await new Promise((r) => setTimeout(r, 1000));
+    const [cluster, node] = (await Promise.all(loads.map((l) => l.stop()))) as [TrafficSummary, TrafficSummary];
+    for (const [what, s] of [['ClusterIP', cluster], ['NodePort', node]] as const) {
+      t.log(`run --takeover iptables → nftables, ${what}: attempted ${s.attempted}, failed ${s.failed}, lost ${s.lost}; ${said().at(-1)}`);
+      t.true(s.attempted > 10 && s.heldRequests > 0, `${what}: traffic ran`);
+      t.is(s.failed, 0, `${what}: ${JSON.stringify(s.errors)}`);
+      t.is(s.lost, 0, `${what}: ${JSON.stringify(s.lostErrors)}`);
+    }
+    t.regex(said().at(-1) ?? '', /^done in [0-9]+ ms: only nftables mode's state is left$/, d.logs());
+    t.deepEqual(await holds(w), { iptables: false, nftables: true }, 'the old state is gone, read back');
+    t.true(d.alive, 'run goes on serving');
+    await d.stop();
+    await assertConverged(t, ['diff', '--mode', 'nftables', ...flags(w)]);
+  });
+
+  test.serial("kube-proxy's nftables table is refused in one line without --force, and deleted with it", async (t) => {
+    const w = await manifestWorld(t, web(['10.180.0.1', '10.180.0.2']));
+    await program(t, w, 'iptables');
+    await run(NFT, ['add', 'table', 'ip', 'kube-proxy'], { netns: w.topo.node });
+    const before = await kernelState(w);
+    const refused = await drover(['takeover', '--mode', 'nftables', ...flags(w)]);
+    t.is(refused.code, 1);
+    t.deepEqual(said(refused.stderr), [
+      "drover: table ip kube-proxy of kube-proxy's nftables mode: drover cannot evaluate it to check that it sends each frontend where drover does; give --force to remove it unchecked; nothing was changed",
+    ]);
+    t.deepEqual(await kernelState(w), before);
+    const forced = await drover(['takeover', '--force', '--mode', 'nftables', ...flags(w)]);
+    t.is(forced.code, 0, forced.stdout + forced.stderr);
+    t.regex(forced.stdout, /^removed table ip kube-proxy \(unchecked: --force\)$/m);
+    const after = await kernelState(w);
+    t.false(/^table ip kube-proxy /m.test(after.nft), after.nft);
+    t.deepEqual(await holds(w), { iptables: false, nftables: true });
+  });
 
   test.serial('a frontend the old state sends elsewhere stops the takeover before anything is removed, naming it and both endpoint sets', async (t) => {
     const w = await manifestWorld(t, web(['10.180.0.1', '10.180.0.2']));
