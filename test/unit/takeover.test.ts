@@ -15,6 +15,7 @@ import { kubeProxyTablesIn, type NodeSurvey } from '../../src/takeover/survey.ts
 import { countsText } from '../../src/takeover/takeover.ts';
 import { compareFrontends, formatDifferences, frontendsToCheck } from '../../src/takeover/verify.ts';
 import { ep, snap, sp } from '../support/snapshots.ts';
+import { IPTABLES_TO_NFTABLES_PLAN } from '../support/takeover.ts';
 
 const title = (m: string) => modeDriver(m).title;
 
@@ -36,16 +37,7 @@ test('iptables layout to nftables mode: the survey and the plan, as printed', (t
   t.is(plan.refusal, undefined);
   t.is(
     formatSurvey(s) + formatPlan(plan, title),
-    'found:\n' +
-      '  iptables mode: iptables-nft IPv4: 13 chains, 15 hook rules\n' +
-      '  IPVS mode: nothing\n' +
-      '    not read: IPVS virtual servers: not read by the survey\n' +
-      '  nftables mode: nothing\n' +
-      '  kube-proxy nftables mode: nothing\n' +
-      'plan:\n' +
-      '  1. full sync in nftables mode, from nothing\n' +
-      '  2. check every frontend: iptables mode must send it to the same endpoints as nftables mode\n' +
-      '  3. remove iptables mode\n',
+    IPTABLES_TO_NFTABLES_PLAN,
   );
 });
 

@@ -31,9 +31,8 @@ import type { ServicePortChains } from '../shared/kube-chains/chains.ts';
 import type { Logger } from '../../util/log.ts';
 import { ensureCounters, namespaceNfacct, presentCounters, withCountedInvalidDrop } from './nfacct.ts';
 import { LOCALHOST_NODEPORTS_ACCEPTED, type KubeProxyCounter } from './nfacct-names.ts';
-import { layoutSurveyLine } from '../shared/kube-chains/survey.ts';
+import { surveyLayout } from '../shared/kube-chains/survey.ts';
 import { isServiceChain } from '../shared/kube-chains/names.ts';
-import type { IPFamily } from '../../model/types.ts';
 
 /**
  * The chains only iptables mode's layout has (kube-proxy's iptables
@@ -207,26 +206,7 @@ export const iptablesMode: ModeDriver = {
    * KUBE-NODEPORTS or a per-service chain. An IPv6 family ip6tables cannot
    * read is reported unread.
    */
-  async survey(opts) {
-    const logger = createLogger(opts.logLevel);
-    const found: string[] = [];
-    const unread: string[] = [];
-    for (const family of ['IPv4', 'IPv6'] as IPFamily[]) {
-      const exec = await createIptablesExec(opts, logger, family);
-      let dump: ParsedDump;
-      try {
-        dump = await readTables(exec);
-      } catch (err) {
-        if (family === 'IPv4') throw err;
-        unread.push(`iptables-${exec.variant} IPv6: ${(err as Error).message}`);
-        continue;
-      }
-      const statics = family === 'IPv4' ? await iptablesStatics(undefined, opts.netns) : await iptablesStatics6(undefined, opts.netns);
-      const line = layoutSurveyLine(`iptables-${exec.variant} ${family}`, statics, dump, isIptablesMarker);
-      if (line !== undefined) found.push(line);
-    }
-    return { found, unread };
-  },
+  survey: (opts) => surveyLayout(opts, (family) => (family === 'IPv4' ? iptablesStatics(undefined, opts.netns) : iptablesStatics6(undefined, opts.netns)), isIptablesMarker),
 
   async fake(opts) {
     return (await import('./fake-mode.ts')).iptablesFakeMode(opts);

@@ -8,14 +8,11 @@
  * namespace (wiring.ts); the survey says so in its `unread`.
  */
 import { runCommand } from '../../kernel/exec.ts';
-import { readTables } from '../../kernel/iptables/live.ts';
-import type { ParsedDump, TableName } from '../../kernel/iptables/parse.ts';
+import type { TableName } from '../../kernel/iptables/parse.ts';
 import { DUMMY_INTERFACE } from '../../kernel/rtnetlink/link.ts';
 import type { IPFamily } from '../../model/types.ts';
-import { createLogger } from '../../util/log.ts';
 import type { ModeOptions, ModeSurvey } from '../driver.ts';
-import { createIptablesExec } from '../shared/iptables-wiring.ts';
-import { layoutSurveyLine } from '../shared/kube-chains/survey.ts';
+import { surveyLayout } from '../shared/kube-chains/survey.ts';
 import { familySetName, IPVS_SETS } from './ipset.ts';
 import { ipvsStaticRules } from './rules.ts';
 
@@ -38,23 +35,9 @@ function isIpvsMarker(table: TableName, chain: string): boolean {
  * @throws UsageError when not root or the namespace does not exist; CommandError when iptables-save fails for IPv4.
  */
 export async function ipvsSurvey(opts: ModeOptions): Promise<ModeSurvey> {
-  const logger = createLogger(opts.logLevel);
   const netns = opts.netns !== undefined ? { netns: opts.netns } : {};
-  const found: string[] = [];
-  const unread: string[] = ['IPVS virtual servers: not read by the survey'];
-  for (const family of ['IPv4', 'IPv6'] as IPFamily[]) {
-    const exec = await createIptablesExec(opts, logger, family);
-    let dump: ParsedDump;
-    try {
-      dump = await readTables(exec);
-    } catch (err) {
-      if (family === 'IPv4') throw err;
-      unread.push(`iptables-${exec.variant} IPv6: ${(err as Error).message}`);
-      continue;
-    }
-    const line = layoutSurveyLine(`iptables-${exec.variant} ${family} (IPVS layout)`, ipvsStaticRules({ masqueradeAll: false }, undefined, family), dump, isIpvsMarker);
-    if (line !== undefined) found.push(line);
-  }
+  const { found, unread } = await surveyLayout(opts, (family) => ipvsStaticRules({ masqueradeAll: false }, undefined, family), isIpvsMarker, ' (IPVS layout)');
+  unread.unshift('IPVS virtual servers: not read by the survey');
   const link = await runCommand('ip', ['-o', 'link', 'show', 'dev', DUMMY_INTERFACE], netns);
   if (link.code === 0) found.push(`link ${DUMMY_INTERFACE}`);
   const sets = await runCommand('ipset', ['list', '-n'], netns);
