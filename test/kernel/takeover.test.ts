@@ -13,7 +13,7 @@
  */
 import test, { type ExecutionContext } from 'ava';
 import { spawn } from 'node:child_process';
-import { writeFile } from 'node:fs/promises';
+import { chmod, copyFile, readFile, writeFile } from 'node:fs/promises';
 import { run, runCommand } from '../../src/kernel/exec.ts';
 import { startTraffic, type TrafficSummary } from '../../src/testbed/probe.ts';
 import { testbedUnavailableReason } from '../../src/testbed/topology.ts';
@@ -170,6 +170,36 @@ if (unavailable) {
     const r = await drover(['takeover', '--mode', 'nftables', ...flags(w)]);
     t.is(r.code, 1);
     t.deepEqual(said(r.stderr), ["drover: something answers on kube-proxy's healthz port 127.0.0.1:10256 in this network namespace; stop kube-proxy first; nothing was changed"]);
+    t.deepEqual(await kernelState(w), before);
+  });
+
+  test.serial('a process named kube-proxy in the namespace refuses the takeover in one line naming its PID; one outside it does not', async (t) => {
+    const w = await manifestWorld(t, web(['10.180.0.1', '10.180.0.2']));
+    await program(t, w, 'iptables');
+    // A stand-in: sleep under the name kube-proxy (/proc/PID/comm), first outside the node namespace, then inside it.
+    const bin = join(w.scratch, 'kube-proxy');
+    await copyFile('/bin/sleep', bin);
+    await chmod(bin, 0o755);
+    const outside = spawn(bin, ['60'], { stdio: 'ignore' });
+    const outsideExited = new Promise((r) => outside.once('exit', r));
+    t.teardown(async () => {
+      outside.kill('SIGKILL');
+      await outsideExited;
+    });
+    const dry = await drover(['takeover', '--dry-run', '--mode', 'nftables', ...flags(w)]);
+    t.is(dry.code, 0, dry.stderr);
+    const inside = spawn('ip', ['netns', 'exec', w.topo.node, bin, '60'], { stdio: 'ignore' });
+    const insideExited = new Promise((r) => inside.once('exit', r));
+    t.teardown(async () => {
+      inside.kill('SIGKILL');
+      await insideExited;
+    });
+    // ip netns exec execs the command: the child's PID is the stand-in's once it runs.
+    await until('the stand-in runs', async () => (await readFile(`/proc/${inside.pid}/comm`, 'utf8').catch(() => '')).trim() === 'kube-proxy', 15_000);
+    const before = await kernelState(w);
+    const r = await drover(['takeover', '--mode', 'nftables', ...flags(w)]);
+    t.is(r.code, 1);
+    t.deepEqual(said(r.stderr), [`drover: kube-proxy is running in this network namespace (PID ${inside.pid}); stop it first; nothing was changed`]);
     t.deepEqual(await kernelState(w), before);
   });
 
