@@ -181,3 +181,13 @@ export class NfacctNameError extends DroverError {
 export class UsageError extends DroverError {
   override name = 'UsageError';
 }
+
+/**
+ * `drover takeover` stopped before it removed anything: kube-proxy still
+ * runs, the survey found state whose takeover is not built, or the check
+ * found a frontend the old and the new state send to different endpoints.
+ * The message says which, first line first.
+ */
+export class TakeoverRefusedError extends DroverError {
+  override name = 'TakeoverRefusedError';
+}

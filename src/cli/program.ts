@@ -18,6 +18,7 @@ import { runCommand } from './run.ts';
 import { statusCommand } from './status.ts';
 import { syncCommand } from './sync.ts';
 import { traceCommand } from './trace.ts';
+import { takeoverCommand } from './takeover.ts';
 
 const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
 
@@ -30,7 +31,7 @@ export function buildProgram(): Command {
     .configureOutput(output)
     .addHelpText('after', EXIT_HELP)
     .hook('preAction', (_program, action) => applyLogOptions(action));
-  for (const cmd of [runCommand(), syncCommand(), renderCommand(), cleanupCommand(), chainsCommand(), diffCommand(), statusCommand(), traceCommand()]) {
+  for (const cmd of [runCommand(), syncCommand(), renderCommand(), cleanupCommand(), chainsCommand(), diffCommand(), statusCommand(), traceCommand(), takeoverCommand()]) {
     program.addCommand(cmd.configureOutput(output).addHelpText('after', EXIT_HELP));
   }
   program.addCommand(benchCommand().configureOutput(output).addHelpText('after', EXIT_HELP));

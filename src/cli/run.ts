@@ -4,7 +4,7 @@
  * and the health-check NodePort of each LoadBalancer Service with
  * externalTrafficPolicy Local (server/daemon.ts).
  */
-import { Command } from 'commander';
+import { Command, Option } from 'commander';
 import { relative, resolve } from 'node:path';
 import { SystemConntrack } from '../conntrack/exec.ts';
 import { Proxier } from '../proxier/proxier.ts';
@@ -26,12 +26,21 @@ import { dnsOptions } from './dns-options.ts';
 import type { DnsCliOptions } from '../config/dns.ts';
 import { startNodeDns, type NodeDns } from '../dns/node-dns.ts';
 import { registerDnsMetrics } from '../dns/metrics.ts';
+import { completeTakeover, prepareTakeover } from '../takeover/takeover.ts';
+import type { Logger } from '../util/log.ts';
+
+/** How `run --takeover` tells what `drover takeover` prints: one log line per line of text, `{"line": "…", "msg": "takeover"}`. */
+function takeoverLog(logger: Logger): (text: string) => void {
+  return (text) => {
+    for (const line of text.trimEnd().split('\n')) logger.info({ line }, 'takeover');
+  };
+}
 
 /** The `run` command. */
 export function runCommand(): Command {
   const cmd = new Command('run')
     .description('watch the source and keep the kernel in sync with it (the service proxy)')
-    .action(async (given: SyncCliOptions & ServerCliOptions & DnsCliOptions & { statusFile: string; pollInterval: number; stateDir: string }) => {
+    .action(async (given: SyncCliOptions & ServerCliOptions & DnsCliOptions & { statusFile: string; pollInterval: number; stateDir: string; takeover: boolean }) => {
       let opts = given;
       if (opts.dnsAddress !== undefined && opts.netns !== undefined) {
         throw new UsageError(`--dns-address ${opts.dnsAddress} with --netns ${opts.netns}: the DNS server listens in drover's own network namespace; run drover inside ${opts.netns} (ip netns exec ${opts.netns} drover run …) instead of --netns`);
@@ -69,6 +78,8 @@ export function runCommand(): Command {
       }
       if (backend === undefined) throw new Error('unreachable: no backend');
       await applyConntrackOptions(opts, logger);
+      // Before the servers start: drover's own health server would answer on kube-proxy's healthz port.
+      const takeoverPlan = opts.takeover ? await prepareTakeover(opts, false, takeoverLog(logger)) : undefined;
       const status = new StatusFileWriter(
         statusFile,
         {
@@ -102,6 +113,18 @@ export function runCommand(): Command {
         ...syncLogFieldsOf(opts.mode),
       });
       status.listen(proxier);
+      if (takeoverPlan !== undefined) {
+        // The rest of the takeover after the first full sync of a source read whole: check, then remove the old state.
+        const start = Date.now();
+        const off = proxier.on('sync', (last) => {
+          if (!last.full || last.result === undefined || last.snapshot === undefined || last.incomplete.length > 0) return;
+          off();
+          const write = takeoverLog(logger);
+          void completeTakeover({ opts, plan: takeoverPlan, snapshot: last.snapshot, logger, write, start }).catch((err: Error) =>
+            logger.error({ err: err.message }, 'takeover stopped; the old state is left in place beside this mode\'s'),
+          );
+        });
+      }
       const healthCheckAddresses = healthCheckAddressesFor(opts.nodeportAddresses);
       if (healthCheckAddresses.length === 0) {
         logger.warn({ nodeportAddresses: opts.nodeportAddresses?.map((c) => c.text) }, 'no IPv4 address of this node is in --nodeport-addresses: no Service health check is served');
@@ -171,7 +194,11 @@ export function runCommand(): Command {
         process.once('SIGTERM', () => stop('SIGTERM'));
       });
     });
-  const options = [...renderOptions(), ...kernelOptions(), ...conntrackOptions(), ...syncModeOptions(), ...syncPeriodOptions(), fullSyncPeriodOption(), pollIntervalOption(), fileSettleOption(), ...serverOptions(), ...dnsOptions(), statusFileOption(), ...configOptions()];
+  const takeover = new Option(
+    '--takeover',
+    "move the node to --mode as drover takeover does: before the first sync, refuse while kube-proxy runs and find the other modes' state; after the first full sync of a source read whole, check every frontend against it and remove it (docs/takeover.md)",
+  ).default(false);
+  const options = [...renderOptions(), ...kernelOptions(), ...conntrackOptions(), ...syncModeOptions(), ...syncPeriodOptions(), fullSyncPeriodOption(), pollIntervalOption(), fileSettleOption(), ...serverOptions(), ...dnsOptions(), statusFileOption(), takeover, ...configOptions()];
   for (const o of options) cmd.addOption(o);
   return cmd;
 }

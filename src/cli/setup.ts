@@ -161,6 +161,7 @@ const LOCKED_ADVICE = {
   run: 'two drovers would program the same rules against each other; stop it first',
   sync: 'two drovers would program the same rules against each other; stop it first',
   cleanup: 'it would put back what cleanup removes; stop it first, or give --force',
+  takeover: 'two drovers would program the same rules against each other; stop it first',
 } as const;
 
 /**

@@ -121,6 +121,25 @@ export interface FakeMode {
   trace(): Promise<TraceContext>;
 }
 
+/**
+ * What of one mode's own kernel state a network namespace holds
+ * ({@link ModeDriver.survey}): what `drover takeover` finds before it moves
+ * a node from one mode (or from kube-proxy's layout of that mode) to another.
+ */
+export interface ModeSurvey {
+  /**
+   * One line per part of the mode's state found, e.g.
+   * "iptables-nft IPv4: 23 chains, 6 hook rules"; empty when the namespace
+   * holds none of it.
+   */
+  readonly found: readonly string[];
+  /**
+   * What the survey could not read, one line each (e.g. "IPVS virtual
+   * servers: not read"); such state is never taken as absent.
+   */
+  readonly unread: readonly string[];
+}
+
 /** One proxy mode, as the commands see it. */
 export interface ModeDriver {
   /** The value of `--mode`, e.g. "iptables". */
@@ -183,6 +202,13 @@ export interface ModeDriver {
   kernelTrace?(opts: KernelTraceOptions, evaluated: TraceResult): Promise<ModeKernelTrace>;
   /** `diff`: the live kernel against the source. @throws Error for an unreadable source or kernel. */
   diff(opts: SourceModeOptions): Promise<ModeDrift>;
+  /**
+   * `takeover`: the mode's own state in the namespace of `opts.netns` (or
+   * drover's own), found by what the mode's `cleanup` would remove, so that
+   * state of kube-proxy's in the same layout counts as the mode's.
+   * @throws UsageError when not root or the namespace does not exist; Error when the kernel cannot be read.
+   */
+  survey(opts: ModeOptions): Promise<ModeSurvey>;
   /** `status`: the mode's live state and drift from the recorded source (`recorded`: the source and render flags `run` used). */
   status(opts: ModeOptions, recorded: RenderCliOptions & Readonly<Record<string, unknown>>): Promise<ModeStatus>;
   /**

@@ -31,6 +31,17 @@ import type { ServicePortChains } from '../shared/kube-chains/chains.ts';
 import type { Logger } from '../../util/log.ts';
 import { ensureCounters, namespaceNfacct, presentCounters, withCountedInvalidDrop } from './nfacct.ts';
 import { LOCALHOST_NODEPORTS_ACCEPTED, type KubeProxyCounter } from './nfacct-names.ts';
+import { surveyLayout } from '../shared/kube-chains/survey.ts';
+import { isServiceChain } from '../shared/kube-chains/names.ts';
+
+/**
+ * The chains only iptables mode's layout has (kube-proxy's iptables
+ * proxier, pkg/proxy/iptables/proxier.go): nat KUBE-NODEPORTS and the
+ * per-service chains (IPVS mode's NodePort chain is KUBE-NODE-PORT).
+ */
+function isIptablesMarker(table: TableName, chain: string): boolean {
+  return table === 'nat' && (chain === 'KUBE-NODEPORTS' || isServiceChain(chain));
+}
 
 /**
  * What the next full sync would write for the source of `opts` against
@@ -187,6 +198,15 @@ export const iptablesMode: ModeDriver = {
     const lines = kernel6 === undefined ? [] : ip6tablesStatusLines(ownedRuleCounts(withInvalidDrop(await iptablesStatics6(recorded.nodeportAddresses, opts.netns), liberal), kernel6));
     return { rules, drift, lines };
   },
+
+  /**
+   * `takeover`'s survey: per family, the chains and hook rules of kube-proxy's
+   * iptables layout that `cleanup` would remove, in the variant `run` would
+   * use (`--iptables-backend`, or the detected one), when nat holds
+   * KUBE-NODEPORTS or a per-service chain. An IPv6 family ip6tables cannot
+   * read is reported unread.
+   */
+  survey: (opts) => surveyLayout(opts, (family) => (family === 'IPv4' ? iptablesStatics(undefined, opts.netns) : iptablesStatics6(undefined, opts.netns)), isIptablesMarker),
 
   async fake(opts) {
     return (await import('./fake-mode.ts')).iptablesFakeMode(opts);

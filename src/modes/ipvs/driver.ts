@@ -31,6 +31,7 @@ import { renderIpvs } from './render.ts';
 import { ipvsStaticRules } from './rules.ts';
 import { ipvsTraceContext, ipvsTraceFormat } from './trace.ts';
 import { createIpvsBackend } from './wiring.ts';
+import { ipvsSurvey } from './survey.ts';
 
 /** "1 entry", "2 entries". */
 function count(n: number, one: string, many: string): string {
@@ -172,6 +173,8 @@ export const ipvsMode: ModeDriver = {
     const { drift, problems, incomplete } = await ipvsDriftFromSource({ ...opts, ipvsScheduler: scheduler(opts) }, live);
     return { text: formatIpvsDrift(drift), differs: ipvsDriftCount(drift) > 0, problems, incomplete };
   },
+
+  survey: ipvsSurvey,
 
   async status(opts, recorded) {
     const live = await readIpvsKernel(opts, true);

@@ -229,6 +229,17 @@ export const nftablesMode: ModeDriver = {
     return { rules, drift, lines };
   },
 
+  /** `takeover`'s survey: table ip drover and table ip6 drover when they exist, with their chains and sets (what `cleanup` deletes). */
+  async survey(opts) {
+    const live = await listBoth(opts);
+    const found: string[] = [];
+    for (const family of ['IPv4', 'IPv6'] as IPFamily[]) {
+      const t = live[family];
+      if (t.exists) found.push(`table ${tableRef(family)}: ${t.chains.size} chains, ${t.sets.size} sets and maps`);
+    }
+    return { found, unread: [] };
+  },
+
   async fake(opts) {
     return (await import('./fake-mode.ts')).nftablesFakeMode(opts);
   },

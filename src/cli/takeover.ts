@@ -1,0 +1,59 @@
+/**
+ * `drover takeover --mode M`: move the node (or `--netns`) from the proxy
+ * state it holds (kube-proxy's iptables layout, or drover's state of another
+ * mode) to mode M, with traffic running: survey, program M beside the old
+ * state, check every frontend, remove the old state (src/takeover/).
+ * `--dry-run` prints the survey and the plan and changes nothing.
+ */
+import { Command, Option } from 'commander';
+import { TakeoverRefusedError } from '../errors.ts';
+import type { Backend } from '../proxier/backend.ts';
+import { takeover } from '../takeover/takeover.ts';
+import { createLogger } from '../util/log.ts';
+import type { RenderCliOptions } from '../config/render-cli.ts';
+import type { KernelOptions } from '../config/kernel.ts';
+import { kernelOptions, listTimeoutOption, renderOptions } from './options.ts';
+import { createSyncBackend, loadSource, lockNamespace, syncModeOptions } from './setup.ts';
+
+type TakeoverCliOptions = KernelOptions & RenderCliOptions & Readonly<Record<string, unknown>> & { dryRun: boolean; force: boolean };
+
+/** The `takeover` command. */
+export function takeoverCommand(): Command {
+  const cmd = new Command('takeover')
+    .description(
+      'move this node to --mode with traffic running: find the proxy state there (kube-proxy\'s iptables layout, drover\'s state of another mode), ' +
+        'program --mode beside it with one full sync, check that every frontend of the source goes to the same endpoints through both, then remove the old state with its own cleanup' +
+        '. Refused while kube-proxy runs in the namespace, before anything is removed when a frontend differs, and for IPVS mode (not built yet). ' +
+        'Exit 0 when only --mode\'s state is left, 1 otherwise',
+    )
+    .addOption(new Option('--dry-run', 'print what is there and the plan; change nothing').default(false))
+    .addOption(new Option('--force', "also delete kube-proxy's nftables tables (table ip/ip6 kube-proxy), which drover cannot check").default(false))
+    .action(async (opts: TakeoverCliOptions) => {
+      const logger = createLogger(opts.logLevel);
+      const { snapshot, problems, incomplete } = await loadSource(opts);
+      for (const p of problems) process.stderr.write(`drover: ${p}\n`);
+      if (incomplete.length > 0) throw new TakeoverRefusedError(`the source could not be read whole (${incomplete.join('; ')}): a takeover removes state, so it needs all of it; nothing was changed`);
+      let backend: Backend | undefined;
+      if (!opts.dryRun) await lockNamespace('takeover', opts, logger);
+      try {
+        const report = await takeover({
+          opts,
+          snapshot,
+          force: opts.force,
+          dryRun: opts.dryRun,
+          logger,
+          write: (text) => process.stdout.write(text),
+          program: async () => {
+            backend = await createSyncBackend(opts, logger);
+            return backend.sync(snapshot, { full: true, changed: new Set() });
+          },
+        });
+        if (report.remaining.length > 0) process.exitCode = 1;
+      } finally {
+        // An open netlink socket (nftables mode) would keep the process from exiting.
+        await backend?.close?.();
+      }
+    });
+  for (const o of [...renderOptions(), listTimeoutOption(), ...kernelOptions(), ...syncModeOptions()]) cmd.addOption(o);
+  return cmd;
+}

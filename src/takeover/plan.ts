@@ -1,0 +1,75 @@
+/**
+ * `drover takeover`, the plan: from a survey (survey.ts) and the mode asked
+ * for, what is adopted, what is removed after the check, and why a takeover
+ * is refused before anything changes. Pure, with the text `takeover` prints
+ * for the survey and the plan.
+ */
+import type { ModeFinding, NodeSurvey } from './survey.ts';
+
+/** What `takeover --mode TARGET` will do on a surveyed namespace. */
+export interface TakeoverPlan {
+  /** The mode asked for. */
+  readonly target: string;
+  /** The target mode's own state already there (drover's, or kube-proxy's in the same layout): its full sync adopts it. */
+  readonly adopt: readonly string[];
+  /** The other modes whose state is there: checked against the target's, then removed by their own cleanup. */
+  readonly remove: readonly ModeFinding[];
+  /** kube-proxy's nftables tables to delete (only with `force`). */
+  readonly deleteTables: readonly string[];
+  /** Why the takeover cannot go on; undefined when it can. One line. */
+  readonly refusal?: string;
+}
+
+/** Modes whose takeover is not built: their state cannot yet be checked and removed with traffic kept. */
+const NOT_BUILT = new Set(['ipvs']);
+
+/**
+ * The plan of `takeover --mode target` for `survey`. Refused: when IPVS
+ * mode is the target or its state is there (IPVS takeovers are not built),
+ * and, without `force`, when kube-proxy's nftables tables are there
+ * (drover cannot evaluate them, so cannot check that they send each
+ * frontend where drover's state does).
+ */
+export function planTakeover(survey: NodeSurvey, target: string, force: boolean): TakeoverPlan {
+  const own = survey.modes.find((m) => m.mode === target);
+  const remove = survey.modes.filter((m) => m.mode !== target && m.found.length > 0);
+  const deleteTables = force ? survey.kubeProxyTables : [];
+  const base = { target, adopt: own?.found ?? [], remove, deleteTables };
+  const ipvs = [own, ...remove].find((m) => m !== undefined && NOT_BUILT.has(m.mode) && (m.mode === target || m.found.length > 0));
+  if (ipvs !== undefined) return { ...base, refusal: `a takeover ${ipvs.mode === target ? 'to' : 'from'} ${ipvs.title} mode is not built yet; nothing was changed` };
+  if (survey.kubeProxyTables.length > 0 && !force) {
+    return {
+      ...base,
+      refusal: `${survey.kubeProxyTables.map((t) => `table ${t}`).join(' and ')} of kube-proxy's nftables mode: drover cannot evaluate it to check that it sends each frontend where drover does; give --force to remove it unchecked; nothing was changed`,
+    };
+  }
+  return base;
+}
+
+/** The survey as `takeover` prints it: one block per mode, then kube-proxy's nftables tables. */
+export function formatSurvey(survey: NodeSurvey): string {
+  let text = 'found:\n';
+  for (const m of survey.modes) {
+    text += `  ${m.title} mode: ${m.found.length === 0 ? 'nothing' : m.found.join('; ')}\n`;
+    for (const u of m.unread) text += `    not read: ${u}\n`;
+  }
+  text += `  kube-proxy nftables mode: ${survey.kubeProxyTables.length === 0 ? 'nothing' : survey.kubeProxyTables.map((t) => `table ${t}`).join('; ')}\n`;
+  return text;
+}
+
+/** The plan as `takeover` prints it (before it acts, and alone with `--dry-run`). */
+export function formatPlan(plan: TakeoverPlan, titleOf: (mode: string) => string): string {
+  const target = `${titleOf(plan.target)} mode`;
+  let text = 'plan:\n';
+  text += plan.adopt.length > 0 ? `  1. full sync in ${target}, adopting what is there\n` : `  1. full sync in ${target}, from nothing\n`;
+  const old = [...plan.remove.map((m) => `${m.title} mode`), ...plan.deleteTables.map((t) => `table ${t}`)];
+  if (old.length === 0) {
+    text += '  2. nothing else to remove\n';
+  } else {
+    text += `  2. check every frontend: ${plan.remove.length > 0 ? `${plan.remove.map((m) => `${m.title} mode`).join(', ')} must send it to the same endpoints as ${target}` : 'nothing to check'}\n`;
+    if (plan.deleteTables.length > 0) text += `     (${plan.deleteTables.map((t) => `table ${t}`).join(', ')} unchecked: --force)\n`;
+    text += `  3. remove ${old.join(', ')}\n`;
+  }
+  if (plan.refusal !== undefined) text += `refused: ${plan.refusal}\n`;
+  return text;
+}

@@ -1,0 +1,212 @@
+/**
+ * `drover takeover --mode M`: move a node's proxy state to mode M with
+ * traffic running. In order (the issue's steps): refuse while kube-proxy
+ * runs (kube-proxy.ts); survey what the namespace holds (survey.ts) and
+ * print the plan (plan.ts), which is all a dry run does; program mode M
+ * with one full sync beside the old state (the caller's `program`); check
+ * that every frontend of the desired state goes to the same endpoints
+ * through the old state as through M's (verify.ts), and stop before
+ * removing anything when one does not; remove the old state with the old
+ * mode's own cleanup (only what that mode owns); survey again and report.
+ * Connections already established keep their conntrack entries, whose NAT
+ * does not depend on the rules that made it; new ones find M's rules in
+ * place before the old ones go, so none meets an empty node.
+ */
+import { TakeoverRefusedError } from '../errors.ts';
+import { localAddresses } from '../kernel/iptables/live.ts';
+import type { TraceContext } from '../inspect/trace.ts';
+import type { ModeOptions } from '../modes/driver.ts';
+import { modeDriver } from '../modes/registry.ts';
+import type { IPFamily, Snapshot } from '../model/types.ts';
+import { runCommand } from '../kernel/exec.ts';
+import type { CleanupResult, ObjectCounts, SyncResult } from '../proxier/backend.ts';
+import type { Logger } from '../util/log.ts';
+import { kubeProxyAlive } from './kube-proxy.ts';
+import { formatPlan, formatSurvey, planTakeover, type TakeoverPlan } from './plan.ts';
+import { NFT, surveyNode } from './survey.ts';
+import { compareFrontends, formatDifferences, frontendsToCheck, type CheckedFrontend } from './verify.ts';
+
+/** What {@link takeover} needs. */
+export interface TakeoverInput {
+  /** The command's kernel options; `mode` is the mode to move to. */
+  readonly opts: ModeOptions;
+  /** The desired state, read whole from the source. */
+  readonly snapshot: Snapshot;
+  /** Delete kube-proxy's nftables tables, which cannot be checked. */
+  readonly force: boolean;
+  /** Print the survey and the plan, change nothing. */
+  readonly dryRun: boolean;
+  /** One full sync of `snapshot` in the target mode (the command's backend). */
+  readonly program: () => Promise<SyncResult>;
+  readonly logger: Logger;
+  /** Where the survey, the plan and the report go (stdout). */
+  readonly write: (text: string) => void;
+  /** The clock, ms; default Date.now. */
+  readonly now?: () => number;
+}
+
+/** What {@link takeover} did. */
+export interface TakeoverReport {
+  readonly plan: TakeoverPlan;
+  /** Frontends checked (connections walked through both states). */
+  readonly checked: number;
+  /** Each old mode's cleanup, in the plan's order. */
+  readonly removed: ReadonlyArray<{ readonly mode: string; readonly result: CleanupResult }>;
+  /** What the survey after the removal still finds of the old modes, one line each; empty when all is gone. */
+  readonly remaining: readonly string[];
+  /** From the start of the full sync until the old state was gone, ms; 0 for a dry run. */
+  readonly ms: number;
+}
+
+/** Plural names of the object kinds of a cleanup (proxier/backend.ts ObjectKind). */
+const KIND_NAMES: Readonly<Record<string, readonly [string, string]>> = {
+  chain: ['chain', 'chains'],
+  rule: ['hook rule', 'hook rules'],
+  'virtual server': ['virtual server', 'virtual servers'],
+  'real server': ['real server', 'real servers'],
+  'set entry': ['set entry', 'set entries'],
+  set: ['set', 'sets'],
+  address: ['address', 'addresses'],
+  link: ['link', 'links'],
+};
+
+/** "23 chains, 6 hook rules": the non-zero counts of `counts`; "nothing" when all are 0. Pure. */
+export function countsText(counts: ObjectCounts): string {
+  const parts = Object.entries(counts)
+    .filter(([, n]) => (n ?? 0) > 0)
+    .map(([kind, n]) => `${n} ${(KIND_NAMES[kind] ?? [kind, kind])[n === 1 ? 0 : 1]}`);
+  return parts.length > 0 ? parts.join(', ') : 'nothing';
+}
+
+/** The node's addresses where NodePorts are checked: IPv4 ones but loopback, and global IPv6 ones (none when they cannot be read). */
+async function nodeIPs(netns: string | undefined): Promise<Record<IPFamily, string[]>> {
+  const v4 = [...(await localAddresses(netns, 'IPv4'))].filter((a) => !a.startsWith('127.'));
+  const v6 = [...(await localAddresses(netns, 'IPv6').catch(() => new Set<string>()))];
+  return { IPv4: v4, IPv6: v6 };
+}
+
+/** Mode `mode`'s trace contexts over the live kernel, for the families of `frontends` (a family it cannot read: absent). */
+async function traceContexts(mode: string, opts: ModeOptions, frontends: readonly CheckedFrontend[]): Promise<Partial<Record<IPFamily, TraceContext>>> {
+  const out: Partial<Record<IPFamily, TraceContext>> = {};
+  for (const family of new Set(frontends.map((f) => f.family))) {
+    try {
+      out[family] = (await modeDriver(mode).trace({ ...opts, mode, family })).ctx;
+    } catch (err) {
+      if (family === 'IPv4') throw err;
+    }
+  }
+  return out;
+}
+
+/** The kernel options of `opts` for another mode's cleanup: none of the target mode's own flags. */
+function cleanupOptions(opts: ModeOptions, mode: string): ModeOptions {
+  return { mode, iptablesBackend: opts.iptablesBackend, logLevel: opts.logLevel, logFormat: opts.logFormat, ...(opts.netns !== undefined ? { netns: opts.netns } : {}) };
+}
+
+/**
+ * Steps 1 and 2 of a takeover to mode `opts.mode`: refuse while kube-proxy
+ * runs, survey the namespace, and write the survey and the plan to `write`.
+ * Changes nothing.
+ * @throws TakeoverRefusedError when kube-proxy runs or the plan is refused (one line).
+ */
+export async function prepareTakeover(opts: ModeOptions, force: boolean, write: (text: string) => void): Promise<TakeoverPlan> {
+  const alive = await kubeProxyAlive(opts.netns);
+  if (alive !== undefined) throw new TakeoverRefusedError(`${alive}; nothing was changed`);
+  const survey = await surveyNode(opts);
+  const plan = planTakeover(survey, modeDriver(opts.mode).name, force);
+  write(formatSurvey(survey) + formatPlan(plan, (m) => modeDriver(m).title));
+  if (plan.refusal !== undefined) throw new TakeoverRefusedError(plan.refusal);
+  return plan;
+}
+
+/** What {@link completeTakeover} needs: the plan, and the desired state mode `opts.mode` now holds. */
+export interface CompleteInput {
+  readonly opts: ModeOptions;
+  readonly plan: TakeoverPlan;
+  /** The snapshot the full sync of the target mode programmed, read whole. */
+  readonly snapshot: Snapshot;
+  readonly logger: Logger;
+  readonly write: (text: string) => void;
+  /** When the target mode's full sync started (ms, on `now`'s clock). */
+  readonly start: number;
+  readonly now?: () => number;
+}
+
+/**
+ * Steps 4 to 6, once mode `opts.mode` holds `snapshot`: check every
+ * frontend, remove the old state, survey again and report (see the
+ * module comment).
+ * @throws TakeoverRefusedError, before anything is removed, naming each
+ *   frontend that differs with both sets of endpoints; whatever a trace
+ *   read or a cleanup throws (a cleanup that fails leaves the new mode
+ *   programmed beside the rest).
+ */
+export async function completeTakeover(input: CompleteInput): Promise<TakeoverReport> {
+  const { opts, plan, write } = input;
+  const now = input.now ?? Date.now;
+  const target = modeDriver(opts.mode);
+  let checked = 0;
+  if (plan.remove.length > 0) {
+    const frontends = frontendsToCheck(input.snapshot, await nodeIPs(opts.netns));
+    const current = await traceContexts(target.name, opts, frontends);
+    for (const old of plan.remove) {
+      const diffs = compareFrontends(frontends, await traceContexts(old.mode, cleanupOptions(opts, old.mode), frontends), current);
+      if (diffs.length > 0) {
+        throw new TakeoverRefusedError(
+          `${diffs.length} of ${frontends.length} frontends go elsewhere in ${old.title} mode than in ${target.title} mode; nothing was removed (both are programmed now):\n` +
+            formatDifferences(old.title, target.title, diffs).trimEnd(),
+        );
+      }
+    }
+    checked = frontends.length;
+    write(`checked ${checked} frontends: the same endpoints in ${[...plan.remove.map((m) => m.title), target.title].map((t) => `${t} mode`).join(' and ')}\n`);
+  }
+
+  const removed = [];
+  for (const old of plan.remove) {
+    const driver = modeDriver(old.mode);
+    const backend = await driver.createBackend(cleanupOptions(opts, old.mode), { masqueradeAll: false }, input.logger);
+    try {
+      const result = await backend.cleanup();
+      removed.push({ mode: old.mode, result });
+      write(`removed ${driver.title} mode: ${countsText(result.removed)}${result.kept.length > 0 ? `; kept ${result.kept.map((k) => `${k.table} ${k.chain}`).join(', ')} (another rule jumps to it)` : ''}\n`);
+    } finally {
+      await backend.close?.();
+    }
+  }
+  for (const table of plan.deleteTables) {
+    const res = await runCommand(NFT, ['delete', 'table', ...table.split(' ')], opts.netns !== undefined ? { netns: opts.netns } : {});
+    if (res.code !== 0) throw new Error(`nft delete table ${table} failed: ${res.stderr.trim()}`);
+    write(`removed table ${table} (unchecked: --force)\n`);
+  }
+  const ms = now() - input.start;
+
+  const after = await surveyNode(opts);
+  const remaining = [
+    ...after.modes.filter((m) => plan.remove.some((r) => r.mode === m.mode) && m.found.length > 0).map((m) => `${m.title} mode: ${m.found.join('; ')}`),
+    ...after.kubeProxyTables.filter((t) => plan.deleteTables.includes(t)).map((t) => `table ${t}`),
+  ];
+  write(remaining.length === 0 ? `done in ${ms} ms: only ${target.title} mode's state is left\n` : `done in ${ms} ms, but still there: ${remaining.join('; ')}\n`);
+  return { plan, checked, removed, remaining, ms };
+}
+
+/**
+ * Move the namespace of `input.opts.netns` to mode `input.opts.mode`, as
+ * the module comment says: {@link prepareTakeover}, then (unless a dry
+ * run) `input.program`, then {@link completeTakeover}. The survey, the plan
+ * and the report are written to `input.write` as they come.
+ * @throws as prepareTakeover and completeTakeover; whatever the sync throws.
+ */
+export async function takeover(input: TakeoverInput): Promise<TakeoverReport> {
+  const { opts, write } = input;
+  const now = input.now ?? Date.now;
+  const plan = await prepareTakeover(opts, input.force, write);
+  if (input.dryRun) {
+    write('dry run: nothing was changed\n');
+    return { plan, checked: 0, removed: [], remaining: [], ms: 0 };
+  }
+  const start = now();
+  const synced = await input.program();
+  write(`synced ${modeDriver(opts.mode).title} mode: ${synced.services} service ports, ${synced.endpoints} endpoints, in ${synced.totalMs.toFixed(1)} ms\n`);
+  return completeTakeover({ opts, plan, snapshot: input.snapshot, logger: input.logger, write, start, now });
+}

@@ -1,0 +1,215 @@
+/**
+ * `drover takeover` with traffic running, between drover's iptables mode
+ * (kube-proxy's own iptables layout, so this pair also stands for a node
+ * that kube-proxy's iptables mode left) and its nftables mode, both ways:
+ * long-lived TCP connections held open and a new connection every 50 ms,
+ * to a ClusterIP and to a NodePort, from the client namespace; no new
+ * connection may fail, no long-lived one may break, the old state must be
+ * gone when read back, and `drover diff` must be clean. Then what stops a
+ * takeover: a frontend the two states send elsewhere (nothing removed),
+ * something on kube-proxy's healthz port (nothing changed), and a dry run
+ * (nothing changed). Every test builds its own namespaces and removes
+ * them, also on failure.
+ */
+import test, { type ExecutionContext } from 'ava';
+import { spawn } from 'node:child_process';
+import { chmod, copyFile, readFile, writeFile } from 'node:fs/promises';
+import { run, runCommand } from '../../src/kernel/exec.ts';
+import { startTraffic, type TrafficSummary } from '../../src/testbed/probe.ts';
+import { testbedUnavailableReason } from '../../src/testbed/topology.ts';
+import { NFT } from '../../src/takeover/survey.ts';
+import { join } from 'node:path';
+import { assertConverged, CLUSTER_IP, drover, manifestWorld, reached, runFlags, startDrover, type ManifestWorld } from '../support/faults.ts';
+import { until } from '../support/wait.ts';
+import { IPTABLES_TO_NFTABLES_PLAN } from '../support/takeover.ts';
+
+const unavailable = await testbedUnavailableReason();
+
+const NODE_PORT = 30080;
+
+/** Service web: ClusterIP CLUSTER_IP:80 and NodePort 30080, endpoints `ips`:8080. */
+const web = (ips: readonly string[]) =>
+  `apiVersion: v1\nkind: Service\nmetadata: {name: web, namespace: nsd}\nspec: {type: NodePort, clusterIP: ${CLUSTER_IP}, ports: [{name: http, port: 80, nodePort: ${NODE_PORT}, protocol: TCP}]}\n---\n` +
+  `apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {name: web-1, namespace: nsd, labels: {kubernetes.io/service-name: web}}\naddressType: IPv4\nports: [{name: http, port: 8080, protocol: TCP}]\nendpoints:\n${ips.map((i) => `  - {addresses: [${i}], conditions: {ready: true}}\n`).join('')}`;
+
+const common = ['--iptables-backend', 'nft', '--service-cidr', '172.30.0.0/16', '--cluster-cidr', '10.180.0.0/16'];
+
+/** The flags of every command of a case: the source, the node namespace, the common flags. */
+const flags = (w: ManifestWorld) => ['--source', w.source, '--netns', w.topo.node, ...common];
+
+/** The node's iptables-nft nat and filter tables, and its whole nftables ruleset. */
+async function kernelState(w: ManifestWorld): Promise<{ iptables: string; nft: string }> {
+  const nat = await run('iptables-nft-save', ['-t', 'nat'], { netns: w.topo.node });
+  const filter = await run('iptables-nft-save', ['-t', 'filter'], { netns: w.topo.node });
+  const nft = await run(NFT, ['-s', 'list', 'ruleset'], { netns: w.topo.node });
+  // iptables-save's header and trailer carry the time.
+  const strip = (s: string) => s.split('\n').filter((l) => !l.startsWith('#')).join('\n');
+  return { iptables: strip(nat.stdout) + strip(filter.stdout), nft: nft.stdout };
+}
+
+/** Whether the node holds kube-proxy's iptables layout (nat KUBE-NODEPORTS) and table ip drover. */
+async function holds(w: ManifestWorld): Promise<{ iptables: boolean; nftables: boolean }> {
+  const s = await kernelState(w);
+  return { iptables: /^:KUBE-NODEPORTS /m.test(s.iptables), nftables: /^table ip drover /m.test(s.nft) };
+}
+
+/** Program `mode` once with `drover sync --once`. */
+async function program(t: ExecutionContext, w: ManifestWorld, mode: string): Promise<void> {
+  const r = await drover(['sync', '--once', '--mode', mode, ...flags(w)]);
+  t.is(r.code, 0, r.stderr);
+}
+
+/** The lines of `stderr` that are not JSON log lines: what drover says to the user. */
+const said = (stderr: string) => stderr.split('\n').filter((l) => l !== '' && !l.startsWith('{'));
+
+if (unavailable) {
+  test.skip(`takeover tests skipped: ${unavailable}`, () => {});
+} else {
+  for (const [from, to] of [
+    ['iptables', 'nftables'],
+    ['nftables', 'iptables'],
+  ] as const) {
+    test.serial(`${from} → ${to} with traffic to a ClusterIP and a NodePort: none failed, none lost, only ${to} mode's state left, diff clean`, async (t) => {
+      const w = await manifestWorld(t, web(['10.180.0.1', '10.180.0.2']));
+      await program(t, w, from);
+      t.is(await reached(w), 'b1,b2');
+      t.deepEqual(await holds(w), { iptables: from === 'iptables', nftables: from === 'nftables' });
+      const opts = { held: 4, intervalMs: 50, timeoutMs: 3000, heldTimeoutMs: 5000 };
+      const loads = [await startTraffic(w.topo, { host: CLUSTER_IP, port: 80, ...opts }), await startTraffic(w.topo, { host: w.topo.nodeIp, port: NODE_PORT, ...opts })];
+      t.teardown(() => Promise.all(loads.map((l) => l.stop().then(() => {}, () => {}))).then(() => {}));
+      // Traffic before, during and after the takeover.
+      await new Promise((r) => setTimeout(r, 500));
+      const r = await drover(['takeover', '--mode', to, ...flags(w)]);
+      await new Promise((r) => setTimeout(r, 1000));
+      const [cluster, node] = (await Promise.all(loads.map((l) => l.stop()))) as [TrafficSummary, TrafficSummary];
+      const ms = /done in ([0-9]+) ms/.exec(r.stdout)?.[1];
+      for (const [what, s] of [['ClusterIP', cluster], ['NodePort', node]] as const) {
+        t.log(`takeover ${from} → ${to}, ${what}: attempted ${s.attempted}, failed ${s.failed}, lost ${s.lost} (held ${s.held}, ${s.heldRequests} requests on them); old state gone ${ms} ms after the start`);
+        t.true(s.attempted > 10 && s.heldRequests > 0, `${what}: traffic ran`);
+        t.is(s.failed, 0, `${what}: ${JSON.stringify(s.errors)}`);
+        t.is(s.lost, 0, `${what}: ${JSON.stringify(s.lostErrors)}`);
+      }
+      t.is(r.code, 0, r.stdout + r.stderr);
+      t.regex(r.stdout, /checked 2 frontends|checked [0-9]+ frontends: the same endpoints/);
+      t.regex(r.stdout, new RegExp(`only ${to} mode's state is left`));
+      t.deepEqual(await holds(w), { iptables: to === 'iptables', nftables: to === 'nftables' }, 'the old state is gone, read back');
+      t.is(await reached(w), 'b1,b2');
+      await assertConverged(t, ['diff', '--mode', to, ...flags(w)]);
+    });
+  }
+
+  test.serial('drover run --mode nftables --takeover on iptables state: the same takeover after its first full sync, with traffic; none failed, none lost', async (t) => {
+    const w = await manifestWorld(t, web(['10.180.0.1', '10.180.0.2']));
+    await program(t, w, 'iptables');
+    const opts = { held: 4, intervalMs: 50, timeoutMs: 3000, heldTimeoutMs: 5000 };
+    const loads = [await startTraffic(w.topo, { host: CLUSTER_IP, port: 80, ...opts }), await startTraffic(w.topo, { host: w.topo.nodeIp, port: NODE_PORT, ...opts })];
+    t.teardown(() => Promise.all(loads.map((l) => l.stop().then(() => {}, () => {}))).then(() => {}));
+    const d = startDrover(['--mode', 'nftables', '--takeover', ...flags(w), '--state-dir', join(w.scratch, 'state'), ...runFlags(w)]);
+    t.teardown(() => d.kill());
+    const said = () => d.lines(/^takeover$/).map((l) => String(l.line));
+    await until('the takeover done', async () => said().some((l) => l.startsWith('done in')) || !d.alive, 60_000);
+    await new Promise((r) => setTimeout(r, 1000));
+    const [cluster, node] = (await Promise.all(loads.map((l) => l.stop()))) as [TrafficSummary, TrafficSummary];
+    for (const [what, s] of [['ClusterIP', cluster], ['NodePort', node]] as const) {
+      t.log(`run --takeover iptables → nftables, ${what}: attempted ${s.attempted}, failed ${s.failed}, lost ${s.lost}; ${said().at(-1)}`);
+      t.true(s.attempted > 10 && s.heldRequests > 0, `${what}: traffic ran`);
+      t.is(s.failed, 0, `${what}: ${JSON.stringify(s.errors)}`);
+      t.is(s.lost, 0, `${what}: ${JSON.stringify(s.lostErrors)}`);
+    }
+    t.regex(said().at(-1) ?? '', /^done in [0-9]+ ms: only nftables mode's state is left$/, d.logs());
+    t.deepEqual(await holds(w), { iptables: false, nftables: true }, 'the old state is gone, read back');
+    t.true(d.alive, 'run goes on serving');
+    await d.stop();
+    await assertConverged(t, ['diff', '--mode', 'nftables', ...flags(w)]);
+  });
+
+  test.serial("kube-proxy's nftables table is refused in one line without --force, and deleted with it", async (t) => {
+    const w = await manifestWorld(t, web(['10.180.0.1', '10.180.0.2']));
+    await program(t, w, 'iptables');
+    await run(NFT, ['add', 'table', 'ip', 'kube-proxy'], { netns: w.topo.node });
+    const before = await kernelState(w);
+    const refused = await drover(['takeover', '--mode', 'nftables', ...flags(w)]);
+    t.is(refused.code, 1);
+    t.deepEqual(said(refused.stderr), [
+      "drover: table ip kube-proxy of kube-proxy's nftables mode: drover cannot evaluate it to check that it sends each frontend where drover does; give --force to remove it unchecked; nothing was changed",
+    ]);
+    t.deepEqual(await kernelState(w), before);
+    const forced = await drover(['takeover', '--force', '--mode', 'nftables', ...flags(w)]);
+    t.is(forced.code, 0, forced.stdout + forced.stderr);
+    t.regex(forced.stdout, /^removed table ip kube-proxy \(unchecked: --force\)$/m);
+    const after = await kernelState(w);
+    t.false(/^table ip kube-proxy /m.test(after.nft), after.nft);
+    t.deepEqual(await holds(w), { iptables: false, nftables: true });
+  });
+
+  test.serial('a frontend the old state sends elsewhere stops the takeover before anything is removed, naming it and both endpoint sets', async (t) => {
+    const w = await manifestWorld(t, web(['10.180.0.1', '10.180.0.2']));
+    await program(t, w, 'iptables');
+    // The source now says web has one endpoint, b3: iptables mode's rules still send it to b1 and b2.
+    await writeFile(w.file, web(['10.180.0.3']));
+    const r = await drover(['takeover', '--mode', 'nftables', ...flags(w)]);
+    t.is(r.code, 1, r.stdout);
+    const lines = said(r.stderr);
+    t.regex(lines[0]!, /^drover: [0-9]+ of [0-9]+ frontends go elsewhere in iptables mode than in nftables mode; nothing was removed/);
+    t.true(lines.includes(`  TCP ${CLUSTER_IP}:80 (nsd/web:http ClusterIP): iptables mode 10.180.0.1:8080 10.180.0.2:8080, nftables mode 10.180.0.3:8080`), lines.join('\n'));
+    t.true(lines.some((l) => l.startsWith(`  TCP ${w.topo.nodeIp}:${NODE_PORT} (nsd/web:http NodePort): iptables mode 10.180.0.1:8080 10.180.0.2:8080, nftables mode`)), lines.join('\n'));
+    t.deepEqual(await holds(w), { iptables: true, nftables: true }, "iptables mode's state is still there, beside nftables mode's");
+  });
+
+  test.serial("a listener on kube-proxy's healthz port refuses the takeover in one line; nothing changes", async (t) => {
+    const w = await manifestWorld(t, web(['10.180.0.1', '10.180.0.2']));
+    await program(t, w, 'iptables');
+    const before = await kernelState(w);
+    const server = spawn('ip', ['netns', 'exec', w.topo.node, 'python3', '-m', 'http.server', '10256', '--bind', '127.0.0.1'], { stdio: 'ignore' });
+    const exited = new Promise((r) => server.once('exit', r));
+    t.teardown(async () => {
+      server.kill('SIGKILL');
+      await exited;
+    });
+    await until('the healthz listener', async () => (await runCommand('bash', ['-c', 'exec 3<>/dev/tcp/127.0.0.1/10256'], { netns: w.topo.node })).code === 0, 15_000);
+    const r = await drover(['takeover', '--mode', 'nftables', ...flags(w)]);
+    t.is(r.code, 1);
+    t.deepEqual(said(r.stderr), ["drover: something answers on kube-proxy's healthz port 127.0.0.1:10256 in this network namespace; stop kube-proxy first; nothing was changed"]);
+    t.deepEqual(await kernelState(w), before);
+  });
+
+  test.serial('a process named kube-proxy in the namespace refuses the takeover in one line naming its PID; one outside it does not', async (t) => {
+    const w = await manifestWorld(t, web(['10.180.0.1', '10.180.0.2']));
+    await program(t, w, 'iptables');
+    // A stand-in: sleep under the name kube-proxy (/proc/PID/comm), first outside the node namespace, then inside it.
+    const bin = join(w.scratch, 'kube-proxy');
+    await copyFile('/bin/sleep', bin);
+    await chmod(bin, 0o755);
+    const outside = spawn(bin, ['60'], { stdio: 'ignore' });
+    const outsideExited = new Promise((r) => outside.once('exit', r));
+    t.teardown(async () => {
+      outside.kill('SIGKILL');
+      await outsideExited;
+    });
+    const dry = await drover(['takeover', '--dry-run', '--mode', 'nftables', ...flags(w)]);
+    t.is(dry.code, 0, dry.stderr);
+    const inside = spawn('ip', ['netns', 'exec', w.topo.node, bin, '60'], { stdio: 'ignore' });
+    const insideExited = new Promise((r) => inside.once('exit', r));
+    t.teardown(async () => {
+      inside.kill('SIGKILL');
+      await insideExited;
+    });
+    // ip netns exec execs the command: the child's PID is the stand-in's once it runs.
+    await until('the stand-in runs', async () => (await readFile(`/proc/${inside.pid}/comm`, 'utf8').catch(() => '')).trim() === 'kube-proxy', 15_000);
+    const before = await kernelState(w);
+    const r = await drover(['takeover', '--mode', 'nftables', ...flags(w)]);
+    t.is(r.code, 1);
+    t.deepEqual(said(r.stderr), [`drover: kube-proxy is running in this network namespace (PID ${inside.pid}); stop it first; nothing was changed`]);
+    t.deepEqual(await kernelState(w), before);
+  });
+
+  test.serial('a dry run prints what is there and the plan, and changes nothing', async (t) => {
+    const w = await manifestWorld(t, web(['10.180.0.1', '10.180.0.2']));
+    await program(t, w, 'iptables');
+    const before = await kernelState(w);
+    const r = await drover(['takeover', '--dry-run', '--mode', 'nftables', ...flags(w)]);
+    t.is(r.code, 0, r.stderr);
+    t.is(r.stdout, `${IPTABLES_TO_NFTABLES_PLAN}dry run: nothing was changed\n`);
+    t.deepEqual(await kernelState(w), before);
+  });
+}
