@@ -6,7 +6,10 @@
  * by the CLI inside the namespace. The trace of the IPv6 ClusterIP and of
  * the NodePort on the node's IPv6 address is checked against real
  * connections (which backends answer, which client address they see); the
- * diff against an ip6tables rule deleted by hand.
+ * diff against an ip6tables rule deleted by hand (its output lists that rule
+ * and nothing else, so no other difference was there after the sync; a
+ * separate "no differences" diff is in test/unit/inspect-ipvs-ipv6.test.ts,
+ * over fakes, and each `drover` command costs most of a minute in the guest).
  */
 import test from 'ava';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
@@ -60,11 +63,6 @@ if (await registerIpvsTests('IPVS IPv6 inspect tests')) {
   test.after.always(async () => {
     await topo?.destroy();
     if (dir) await rm(dir, { recursive: true, force: true });
-  });
-
-  test.serial('diff --mode ipvs after a sync of an IPv6 Service: no differences (ip6tables rules included), exit 0', async (t) => {
-    const diff = await drover(topo.node, ['diff', '--source', dir, ...FLAGS]);
-    t.deepEqual([diff.code, diff.stdout, diff.stderr], [0, 'no differences\n', '']);
   });
 
   const cases = [
