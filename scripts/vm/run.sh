@@ -5,10 +5,11 @@
 # the guest) and the command started in it. Its stdout and stderr both stream
 # to this script's stdout; this script exits with the command's exit code.
 #
-#   scripts/vm/run.sh [--timeout SECONDS] [--verbose] -- COMMAND [ARG...]
+#   scripts/vm/run.sh [--timeout SECONDS] [--verbose] [--copy DIR:PATH]... -- COMMAND [ARG...]
 #
 #   --timeout SECONDS  kill the VM after this long (default $DROVER_VM_TIMEOUT or 900); exit 124
 #   --verbose          print boot and run timings on stderr (or DROVER_VM_VERBOSE=1)
+#   --copy DIR:PATH    a throw-away copy of host folder DIR at absolute PATH in the guest (on a disk)
 #
 # Environment: DROVER_VM_TIMEOUT, DROVER_VM_DIR (guest cache), DROVER_VM_MODULES
 # (modules loaded at boot, space-separated), DROVER_VM_APPEND (extra kernel
@@ -31,12 +32,15 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 TIMEOUT="${DROVER_VM_TIMEOUT:-900}"
 MEMORY="${DROVER_VM_MEMORY:-1024}"
 VERBOSE="${DROVER_VM_VERBOSE:-0}"
-usage() { sed -n '7,11p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+COPIES=()
+usage() { sed -n '7,12p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --timeout) [ $# -ge 2 ] || usage; TIMEOUT="$2"; shift 2 ;;
     --timeout=*) TIMEOUT="${1#*=}"; shift ;;
     --verbose|-v) VERBOSE=1; shift ;;
+    --copy) [ $# -ge 2 ] || usage; COPIES+=("$2"); shift 2 ;;
+    --copy=*) COPIES+=("${1#*=}"); shift ;;
     --) shift; break ;;
     -h|--help) usage ;;
     *) echo "run.sh: unexpected argument '$1' (the command goes after --)" >&2; usage ;;
@@ -44,6 +48,9 @@ while [ $# -gt 0 ]; do
 done
 [ $# -gt 0 ] || { echo "run.sh: no command given" >&2; usage; }
 [[ "$TIMEOUT" =~ ^[0-9]+$ ]] && [ "$TIMEOUT" -gt 0 ] || { echo "run.sh: --timeout needs a positive number of seconds" >&2; exit 2; }
+for c in "${COPIES[@]}"; do
+  [[ "$c" == *:/* ]] && [ -d "${c%%:*}" ] || { echo "run.sh: --copy needs DIR:/ABSOLUTE/PATH with an existing DIR, not '$c'" >&2; exit 2; }
+done
 [[ "$MEMORY" =~ ^[0-9]+$ ]] && [ "$MEMORY" -ge 256 ] || { echo "run.sh: DROVER_VM_MEMORY needs a number of MiB, at least 256" >&2; exit 2; }
 
 T0=$(date +%s.%N)
@@ -69,6 +76,17 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# An ext4 image of host folder $1, labelled $2, in file $3, sized with room
+# to spare (writes in the guest are thrown away with it).
+make_image() {
+  local mb inodes
+  mb=$(( $(du -sm "$1/" | cut -f1) * 13 / 10 + 64 ))
+  inodes=$(( $(find "$1/" | wc -l) * 12 / 10 + 1024 ))
+  mkfs.ext4 -q -F -L "$2" -N "$inodes" -d "$1/" "$3" "${mb}M" >"$WORKDIR/mkfs.log" 2>&1 \
+    || { cat "$WORKDIR/mkfs.log" >&2; return 1; }
+  [ "$VERBOSE" = 0 ] || vm_log "image $2 of $1 (${mb} MB) made at +$(elapsed)s"
+}
+
 # node_modules goes in as a throw-away ext4 disk, mounted over the 9p share's
 # node_modules: under TCG, 9p reads run at a few MB/s and node's module loading
 # (many small files, many stats) over 9p took ~4x longer than from a disk.
@@ -77,15 +95,20 @@ trap cleanup EXIT
 EXTRA_DRIVES=()
 NM_IMAGE=0
 if [ "${DROVER_VM_NODE_MODULES:-image}" = image ] && [ -d "$REPO_ROOT/node_modules" ]; then
-  nm_mb=$(( $(du -sm "$REPO_ROOT/node_modules" | cut -f1) * 13 / 10 + 64 ))
-  nm_inodes=$(( $(find "$REPO_ROOT/node_modules" | wc -l) * 12 / 10 + 1024 ))
-  mkfs.ext4 -q -F -L drover-nm -N "$nm_inodes" -d "$REPO_ROOT/node_modules" \
-      "$WORKDIR/node_modules.ext4" "${nm_mb}M" >"$WORKDIR/mkfs.log" 2>&1 \
-    || { cat "$WORKDIR/mkfs.log" >&2; vm_die "cannot make the node_modules image (set DROVER_VM_NODE_MODULES=share to skip it)"; }
+  make_image "$REPO_ROOT/node_modules" drover-nm "$WORKDIR/node_modules.ext4" \
+    || vm_die "cannot make the node_modules image (set DROVER_VM_NODE_MODULES=share to skip it)"
   EXTRA_DRIVES=(-drive "file=$WORKDIR/node_modules.ext4,format=raw,if=virtio,cache=unsafe")
   NM_IMAGE=1
-  [ "$VERBOSE" = 0 ] || vm_log "node_modules image (${nm_mb} MB) made at +$(elapsed)s"
 fi
+# --copy folders: one disk each, labelled drover-c1, drover-c2, ...
+COPY_MOUNTS=""
+i=0
+for c in "${COPIES[@]}"; do
+  i=$((i + 1))
+  make_image "${c%%:*}" "drover-c$i" "$WORKDIR/copy$i.ext4" || vm_die "cannot make the image of ${c%%:*}"
+  EXTRA_DRIVES+=(-drive "file=$WORKDIR/copy$i.ext4,format=raw,if=virtio,cache=unsafe")
+  COPY_MOUNTS+="drover-c$i=${c#*:} "
+done
 
 cp "$VM_SCRIPTS/guest/stage2.sh" "$JOB/stage2.sh"
 {
@@ -93,6 +116,7 @@ cp "$VM_SCRIPTS/guest/stage2.sh" "$JOB/stage2.sh"
   printf 'VERBOSE=%q\n' "$VERBOSE"
   printf 'CACHE=%q\n' "${DROVER_VM_9P_CACHE:-none}"
   printf 'NM_IMAGE=%q\n' "$NM_IMAGE"
+  printf 'COPY_MOUNTS=%q\n' "$COPY_MOUNTS"
   [ -z "${DROVER_VM_MODULES+set}" ] || printf 'MODULES=%q\n' "$DROVER_VM_MODULES"
   while IFS= read -r name; do
     case "$name" in DROVER_VM_*|DROVER_IN_GUEST|DROVER_REPO) continue ;; esac

@@ -16,7 +16,9 @@
  * Type errors are `npm test`'s `tsc --noEmit`'s job, not this build's.
  *
  * `DROVER_TEST_ENTRY=src` spawns the checkout's bin/drover.js on the
- * TypeScript sources instead (through tsx).
+ * TypeScript sources instead (through tsx). Where the tests themselves run
+ * compiled (the IPVS guest's tree, scripts/vm/build-js.sh, has `dist -> src`
+ * already compiled), that tree's bin/drover.js is spawned as it is.
  */
 import { createHash } from 'node:crypto';
 import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
@@ -130,5 +132,9 @@ async function compiledDrover(): Promise<string> {
   return bin;
 }
 
-/** bin/drover.js to spawn (`node DROVER args…`): the shared compiled build, or with DROVER_TEST_ENTRY=src the checkout's, on the sources. */
-export const DROVER: string = process.env.DROVER_TEST_ENTRY === 'src' ? join(ROOT, 'bin/drover.js') : await compiledDrover();
+/** True when this module runs compiled (a tree built by scripts/vm/build-js.sh), whose bin/drover.js already starts compiled code. */
+const runsCompiled = import.meta.url.endsWith('.js');
+
+/** bin/drover.js to spawn (`node DROVER args…`): the shared compiled build, or with DROVER_TEST_ENTRY=src (or when the tests run compiled) the checkout's. */
+export const DROVER: string =
+  process.env.DROVER_TEST_ENTRY === 'src' || runsCompiled ? join(ROOT, 'bin/drover.js') : await compiledDrover();

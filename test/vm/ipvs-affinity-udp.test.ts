@@ -9,9 +9,9 @@
  * IPVS keeps a persistence template per virtual server while connections it
  * controls live, and a closed TCP connection stays in IPVS's TIME_WAIT for
  * 2 minutes (a fixed timeout), so "after the timeout the client may move"
- * is shown with UDP, whose IPVS connection timeout that test sets to 1 s in
- * the node's namespace (`ipvsadm --set 0 0 1`; ipvsadm(8)) and puts back to
- * 300 s after it. The UDP change tests run with the default timeout, so
+ * is shown with UDP, whose IPVS connection timeout that test sets in the
+ * node's namespace (`ipvsadm --set 0 0 N`; ipvsadm(8)): 15 s while the
+ * client must keep its endpoint, 1 s once it may move, 300 s after it. The UDP change tests run with the default timeout, so
  * IPVS's own connection entry does not expire before the change.
  */
 import test from 'ava';
@@ -20,7 +20,7 @@ import type { Topology } from '../../src/testbed/topology.ts';
 import { ipv4Frontends, type NodeInfo, type ServicePort } from '../../src/model/types.ts';
 import { ep, sp } from '../support/snapshots.ts';
 import { Driver } from './support/driver-client.ts';
-import { createIpvsTopology, registerIpvsTests } from './support/env.ts';
+import { createIpvsTopology, registerIpvsTests, until } from './support/env.ts';
 
 const UDP_PORT = 5353;
 const BACKENDS = ['b1', 'b2', 'b3'].map((name, i) => ({ name, ip: `10.244.1.${i + 2}`, ports: [8080], udpPorts: [UDP_PORT] }));
@@ -71,15 +71,20 @@ if (await registerIpvsTests('IPVS affinity and UDP tests')) {
       t.true(r.ok, JSON.stringify(r));
       return (r as { reply?: { backend?: string } }).reply?.backend ?? '?';
     };
-    // IPVS's UDP connection timeout, 300 s by default, to 1 s for this test (0 leaves the TCP ones as they are).
-    await topo.exec(topo.node, 'ipvsadm', ['--set', '0', '0', '1']);
+    // IPVS's UDP connection timeout, 300 s by default: 15 s while the client sends from new source ports, so that the
+    // connections, and with them the template, live through the seconds a busy emulated guest may take between two
+    // datagrams; then 1 s, so that the template (2 s) expires soon after the last connection (0 leaves the TCP ones as they are).
+    await topo.exec(topo.node, 'ipvsadm', ['--set', '0', '0', '15']);
     t.teardown(() => topo.exec(topo.node, 'ipvsadm', ['--set', '0', '0', '300']).then(() => undefined));
     const first = await backendOf(41000);
     for (let i = 1; i <= 4; i++) t.is(await backendOf(41000 + i), first, `source port ${41000 + i}: the same endpoint`);
-    // Rounds after the template (2 s) and the UDP connections (1 s) have expired; 8 rounds on one of 3 endpoints has odds 1 in 2187.
+    await topo.exec(topo.node, 'ipvsadm', ['--set', '0', '0', '1']);
+    // IPVS's entries of the virtual server: the client's connections and its persistence template.
+    const entries = async () => (await topo.exec(topo.node, 'ipvsadm', ['-Lnc'])).stdout.split('\n').filter((l) => l.includes(' 10.96.0.54:53 '));
+    // Rounds each after the template has expired; 8 rounds on one of 3 endpoints has odds 1 in 2187.
     const seen = new Set([first]);
     for (let round = 0; round < 8 && seen.size < 2; round++) {
-      await new Promise((r) => setTimeout(r, 4000));
+      await until('the UDP connections and the persistence template to expire', async () => (await entries()).length === 0, 120_000, 1000);
       seen.add(await backendOf(41100 + round));
     }
     t.true(seen.size >= 2, `after the timeout the client moved: ${[...seen].join(', ')}`);

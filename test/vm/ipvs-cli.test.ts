@@ -4,10 +4,13 @@
  * (`ip netns exec NS node bin/drover.js ...`, since netlink sockets act in
  * the namespace of their process), on Kubernetes manifests in a folder.
  * The kernel is read back with ipvsadm, ip, ipset and iptables-save.
+ * The periodic drift check of `drover run --mode ipvs` on the real kernel
+ * (nothing found after drover's own syncs; a real server deleted by hand
+ * repaired) is in ipvs-faults.test.ts, under traffic.
  */
 import test from 'ava';
 import { spawn } from 'node:child_process';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { run } from '../../src/testbed/exec.ts';
@@ -158,19 +161,6 @@ if (await registerIpvsTests('IPVS CLI tests')) {
           ]) {
             t.regex(status.stdout, line);
           }
-
-          // The periodic drift check on the real kernel: checks that find nothing read nothing back;
-          // a real server deleted by hand is noticed and repaired by a full sync.
-          const fullSyncs = () => logLines(stderr).filter((l) => l.msg === 'full sync done').length;
-          const lastSyncAt = async () => (JSON.parse(await readFile(join(statusDir, 'status.json'), 'utf8')) as { lastSync: { at: string } }).lastSync.at;
-          const afterPartial = await lastSyncAt();
-          // Each sync, the periodic ones too, rewrites the status file.
-          await until('a periodic drift check', async () => (await lastSyncAt()) !== afterPartial, 120_000, 500);
-          t.is(fullSyncs(), 1, `no drift, so no full sync after the first:\n${stderr.slice(-3000)}`);
-          t.notRegex(stderr, /the kernel may have changed behind drover/);
-          await run('ipvsadm', ['-d', '-t', '10.96.0.10:80', '-r', '10.244.1.2:80'], { netns });
-          await until('the drift check to repair a real server deleted by hand', async () => (await ipvsadmState(netns)).includes('-> 10.244.1.2:80 Masq 1'), 180_000, 1000);
-          t.regex(stderr, /"reason":"1 of 1 real servers of TCP\/10\.96\.0\.10:80 are gone from the kernel","msg":"the kernel may have changed behind drover: full sync"/);
         } finally {
           child.kill('SIGTERM');
         }

@@ -3,8 +3,13 @@
  * guest (src/testbed topology): IPVS in the node namespace, driven by
  * driver.ts running inside it; clients connect to ClusterIPs and the echo
  * servers say which backend answered and which source address they saw.
+ * The hairpin case is also traced over the live state (`drover trace --mode
+ * ipvs` through the driver): the trace must name the real servers the
+ * connections reach and which of them see the node's address.
  */
 import test from 'ava';
+import { formatTrace } from '../../src/inspect/trace-format.ts';
+import { ipvsTraceFormat } from '../../src/modes/ipvs/trace.ts';
 import { holdConnection, connectOnce, probe } from '../../src/testbed/probe.ts';
 import type { Topology } from '../../src/testbed/topology.ts';
 import type { ServicePort } from '../../src/model/types.ts';
@@ -88,6 +93,18 @@ if (await registerIpvsTests('IPVS data-path tests')) {
     t.is(s.counts.b1, 3, 'round robin lands on b1 itself too');
     t.deepEqual(s.clientsSeen.b1, [topo.gateway], 'b1 sees the node, not itself');
     t.deepEqual(s.clientsSeen.b2, [b1.ip], 'b2 sees b1 (pod-to-pod is not masqueraded)');
+    // `drover trace --mode ipvs` over the live state names exactly the real servers reached, and which of them see the node.
+    const traced = await driver.trace({ src: b1.ip, dst: '10.96.0.10', dport: 80, proto: 'tcp' });
+    t.log(`\n${formatTrace(traced, ipvsTraceFormat)}`);
+    const dnat = traced.outcomes.flatMap((o) => (o.verdict.kind === 'dnat' ? [{ ip: o.verdict.ip, port: o.verdict.port, masqueraded: o.masqueraded }] : []));
+    t.deepEqual(
+      dnat.map((o) => `${o.ip}:${o.port}`).sort(),
+      Object.keys(s.counts).map((n) => `${ipOf(n)}:8080`).sort(),
+    );
+    for (const o of dnat) {
+      const name = BACKENDS.find((b) => b.ip === o.ip)!.name;
+      t.deepEqual(s.clientsSeen[name], [o.masqueraded ? topo.gateway : b1.ip], `${name}: masquerade verdict ${o.masqueraded}`);
+    }
   });
 
   test.serial('connections from the node itself are load-balanced too', async (t) => {

@@ -4,7 +4,8 @@
  * by hand, and real TCP traffic runs through the ClusterIP from a client
  * namespace the whole time (test/support/faults.ts: long-lived connections
  * and new ones, counted as attempted, failed and lost). The periodic drift
- * check must notice and repair it by itself; afterwards the kernel holds
+ * check must notice and repair it by itself (and, before the fault, find
+ * nothing to repair after drover's own sync); afterwards the kernel holds
  * what a fresh sync would write (`drover diff` exits 0 with "no
  * differences") and new connections reach every endpoint again.
  *
@@ -15,7 +16,7 @@
  * every other real server must all survive.
  */
 import test from 'ava';
-import { mkdir, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { run } from '../../src/testbed/exec.ts';
 import { CLUSTER_IP, drover, faultLine, faultWorld, reached, runFlags, startDrover, synced, traffic } from '../support/faults.ts';
@@ -62,6 +63,21 @@ if (await registerIpvsTests('IPVS fault tests')) {
     });
     const servers = BACKENDS.map((ip) => `-> ${ip}:8080 Masq 1`);
     t.deepEqual(await ipvsadmState(w.topo.node), [`TCP ${CLUSTER_IP}:80 rr`, ...servers]);
+
+    // The periodic drift check on the real kernel finds nothing after drover's own sync: no second full sync.
+    // Each sync, the periodic checks too, rewrites the status file.
+    const lastSyncAt = async () => {
+      try {
+        return (JSON.parse(await readFile(join(w.scratch, 'status.json'), 'utf8')) as { lastSync?: { at: string } }).lastSync?.at;
+      } catch {
+        return undefined; // not written yet, or caught mid-write
+      }
+    };
+    let afterFirst: string | undefined;
+    await until('the status file of the first sync', async () => (afterFirst = await lastSyncAt()) !== undefined, 60_000, 250);
+    await until('a periodic drift check', async () => ![undefined, afterFirst].includes(await lastSyncAt()), 120_000, 250);
+    t.is(d.lines(/^full sync done/).length, 1, `no drift, so no full sync after the first:\n${d.logs().slice(-3000)}`);
+    t.deepEqual(d.lines(/the kernel may have changed behind drover/), []);
 
     // Two long-lived connections over three real servers: at least one carries none.
     const load = await traffic(t, w, { held: 2, timeoutMs: 5000, heldTimeoutMs: 10_000 });

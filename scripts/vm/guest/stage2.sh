@@ -1,7 +1,8 @@
 #!/bin/bash
 # drover VM, stage 2: PID 1 in the Debian root, started by the initramfs from
 # the job share (/run/job), which run.sh fills for every boot with:
-#   config   shell assignments: HOST_REPO, VERBOSE, exported pass-through env
+#   config   shell assignments: HOST_REPO, VERBOSE, CACHE, NM_IMAGE, COPY_MOUNTS
+#            ("LABEL=PATH ..." disks to mount), exported pass-through env
 #   job.sh   `exec COMMAND...`, quoted
 # It prepares the system (mounts, lo, IPVS and friends), mounts the repository
 # share (tag "repo") at HOST_REPO (or /repo when that path is unusable in the
@@ -62,11 +63,28 @@ if [ "${NM_IMAGE:-0}" = 1 ]; then
     nm_dev="$(blkid -L drover-nm 2>/dev/null)" && break
     sleep 0.05
   done
-  mkdir -p "$GUEST_REPO/node_modules"
-  if [ -z "$nm_dev" ] || ! mount -t ext4 -o noatime "$nm_dev" "$GUEST_REPO/node_modules"; then
+  # a git worktree's node_modules may be a link to another checkout's: mount
+  # the disk where the link points (a path of the guest's own root, or the share)
+  nm_at="$GUEST_REPO/node_modules"
+  [ ! -L "$nm_at" ] || nm_at="$(readlink -m "$nm_at")"
+  mkdir -p "$nm_at"
+  if [ -z "$nm_dev" ] || ! mount -t ext4 -o noatime "$nm_dev" "$nm_at"; then
     note "cannot mount the node_modules disk; using node_modules over 9p"
   fi
 fi
+# run.sh --copy folders, each on the disk with its label
+for m in ${COPY_MOUNTS:-}; do
+  dev=""
+  for _ in $(seq 100); do
+    dev="$(blkid -L "${m%%=*}" 2>/dev/null)" && break
+    sleep 0.05
+  done
+  mkdir -p "${m#*=}"
+  if [ -z "$dev" ] || ! mount -t ext4 -o noatime "$dev" "${m#*=}"; then
+    note "cannot mount the copy ${m%%=*} at ${m#*=}"
+    finish 125
+  fi
+done
 export DROVER_IN_GUEST=1 DROVER_REPO="$GUEST_REPO"
 
 [ "$VERBOSE" = 0 ] || note "ready at uptime $(cut -d' ' -f1 /proc/uptime)s; running in $GUEST_REPO: $(tail -n1 /run/job/job.sh)"

@@ -11,7 +11,7 @@ import { run, type RunResult } from '../../../src/testbed/exec.ts';
 const ROOT = fileURLToPath(new URL('../../..', import.meta.url));
 /** bin/drover.js of this checkout. */
 export const DROVER = join(ROOT, 'bin/drover.js');
-/** Bound on one drover command: node + tsx start in the emulated guest takes about a minute. */
+/** Bound on one drover command: in the emulated guest a start alone takes seconds to tens of seconds, a sync most of a minute. */
 export const START_MS = 300_000;
 
 /** Run `drover ARGS` inside `netns`; never throws on a non-zero exit code. */

@@ -5,12 +5,10 @@
  */
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { createInterface } from 'node:readline';
-import { fileURLToPath } from 'node:url';
 import type { NodeInfo, ServicePort } from '../../../src/model/types.ts';
 import type { Packet, TraceResult } from '../../../src/inspect/trace.ts';
+import { moduleArgv } from '../../../src/util/node-module.ts';
 import type { OpenRequest } from './driver.ts';
-
-const DRIVER = fileURLToPath(new URL('./driver.ts', import.meta.url));
 
 /** A running driver. */
 export class Driver {
@@ -29,7 +27,8 @@ export class Driver {
    * @param timeoutMs bound on the start (default 5 min: the guest is slow)
    */
   static async start(netns: string, timeoutMs = 300_000): Promise<Driver> {
-    const child = spawn('ip', ['netns', 'exec', netns, process.execPath, '--import', 'tsx', DRIVER], {
+    // driver.ts through tsx from the sources, driver.js where the tests run compiled (scripts/vm/build-js.sh)
+    const child = spawn('ip', ['netns', 'exec', netns, ...moduleArgv(import.meta.url, 'driver')], {
       stdio: ['pipe', 'pipe', 'pipe'],
       env: { ...process.env },
     });

@@ -3,8 +3,8 @@
  * for the VM tests and the IPVS measurement: netlink sockets act in the
  * namespace of the process that opens them, so the test process (in the root
  * namespace) cannot hold them. Start it with
- * `ip netns exec NS node --import tsx test/vm/support/driver.ts` (see
- * driver-client.ts); it reads one JSON request per line on stdin and answers
+ * `ip netns exec NS node --import tsx test/vm/support/driver.ts`, or
+ * driver.js where the tests run compiled (see driver-client.ts); it reads one JSON request per line on stdin and answers
  * one JSON line per request on stdout: `{ id, result }` or `{ id, error }`.
  *
  * Requests (`cmd`):
