@@ -28,6 +28,11 @@ import { rcodeOf } from './cache.ts';
 import type { Zone, QuestionType } from './zone.ts';
 import type { Logger } from '../util/log.ts';
 
+/** Bytes of answers waiting for a TCP client to read them before drover stops reading that client's questions (backpressure). */
+export const TCP_PENDING_PAUSE = 64 * 1024;
+/** Bytes of answers waiting for a TCP client past which its connection is closed. */
+export const TCP_PENDING_LIMIT = 1024 * 1024;
+
 /** The counters `drover status` and the metrics show. */
 export interface DnsStats {
   /** Messages received that decoded as queries. */
@@ -125,6 +130,13 @@ export class DnsServer {
     this.tcp = tcp;
   }
 
+  /** Bytes of answers written to TCP clients that they have not read yet, over every connection. */
+  pendingTcpBytes(): number {
+    let n = 0;
+    for (const s of this.sockets) n += s.writableLength;
+    return n;
+  }
+
   /** Stop listening and close every TCP connection. */
   async close(): Promise<void> {
     for (const s of this.sockets) s.destroy();
@@ -154,10 +166,18 @@ export class DnsServer {
         const msg = buffered.subarray(2, 2 + length);
         buffered = buffered.subarray(2 + length);
         this.handle(msg, client, 'tcp', (out) => {
-          if (!socket.destroyed) socket.write(Buffer.concat([lengthPrefix(out.length), out]));
+          if (socket.destroyed) return;
+          socket.write(Buffer.concat([lengthPrefix(out.length), out]));
+          // A client that sends without reading its answers: past the hard
+          // cap (answers to forwarded questions keep arriving) it is cut off.
+          if (socket.writableLength > TCP_PENDING_LIMIT) socket.destroy();
         });
       }
+      // Stop reading while the answers already written wait for the
+      // client to read them; go on once they have drained.
+      if (socket.writableLength > TCP_PENDING_PAUSE) socket.pause();
     });
+    socket.on('drain', () => socket.resume());
     socket.on('error', () => socket.destroy());
     socket.on('close', () => {
       this.sockets.delete(socket);

@@ -1,13 +1,16 @@
 import test from 'ava';
 import { createSocket } from 'node:dgram';
+import { once } from 'node:events';
+import { connect } from 'node:net';
 import * as dns from 'dns-packet';
-import { DnsServer } from '../../src/dns/server.ts';
+import { DnsServer, TCP_PENDING_LIMIT } from '../../src/dns/server.ts';
 import { Forwarder } from '../../src/dns/forward.ts';
 import { Zone } from '../../src/dns/zone.ts';
 import { ServiceDnsView } from '../../src/dns/view.ts';
 import { headlessRecords } from '../../src/dns/records.ts';
 import { snap, sp } from '../support/snapshots.ts';
 import { ask, askRaw, datas, rcode } from '../support/dns-client.ts';
+import { until } from '../support/wait.ts';
 
 /** A node server for cluster.local with web → 10.96.0.10, forwarding to `upstream` when given. */
 async function nodeServer(t: import('ava').ExecutionContext, forwarder?: Forwarder, extra: Partial<ConstructorParameters<typeof DnsServer>[0]> = {}): Promise<DnsServer> {
@@ -150,4 +153,36 @@ test('a dead upstream gives SERVFAIL after its timeout and never delays cluster 
   t.is(rcode(await other), 'SERVFAIL');
   t.is(server.stats.forwardFailures, 3);
   t.is(server.stats.dropped, 2);
+});
+
+test('a TCP client that sends questions without reading the answers is not read further: drover holds a bounded backlog, and others are still answered', async (t) => {
+  const server = await nodeServer(t);
+  const query = dns.encode({ type: 'query', id: 1, flags: dns.RECURSION_DESIRED, questions: [{ type: 'A', name: 'nope.default.svc.cluster.local' }] });
+  const framed = Buffer.concat([Buffer.from([query.length >> 8, query.length & 0xff]), query]);
+  const batch = Buffer.concat(Array.from({ length: 1000 }, () => framed));
+  const socket = connect({ host: '127.0.0.1', port: server.port });
+  t.teardown(() => socket.destroy());
+  await once(socket, 'connect');
+  socket.pause();
+  // 40 MB of questions (many times what the kernel's socket buffers hold), never reading an answer.
+  for (let i = 0; i < 40; i++) socket.write(Buffer.concat(Array.from({ length: 20 }, () => batch)));
+  // The server stops reading: part of what the client wrote stays unsent, and stays so. (A server that
+  // read on would take it all in, holding the answers itself.)
+  let last = -1;
+  await until(
+    'the client to be held back',
+    async () => {
+      const now = socket.writableLength;
+      const held = now > 0 && now === last;
+      last = now;
+      return held;
+    },
+    30_000,
+    500,
+  );
+  t.false(socket.destroyed);
+  // What drover holds for the client is bounded: at most the pause mark and the answers to one chunk read.
+  await new Promise((r) => setTimeout(r, 1000));
+  t.true(server.pendingTcpBytes() <= TCP_PENDING_LIMIT, `${server.pendingTcpBytes()} bytes of answers held`);
+  t.deepEqual(datas(await ask('web.default.svc.cluster.local', 'A', { port: server.port, tcp: true })), ['10.96.0.10'], 'another client is answered');
 });
