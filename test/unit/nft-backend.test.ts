@@ -8,7 +8,7 @@
 import test from 'ava';
 import fc from 'fast-check';
 import { NftablesBackend, planFullSync, type ElementWriter } from '../../src/modes/nftables/backend.ts';
-import { NftBatchTooLargeError } from '../../src/kernel/nftables/client.ts';
+import { NftBatchTooLargeError, NftRequestError } from '../../src/kernel/nftables/client.ts';
 import { TableModel } from '../../src/modes/nftables/model.ts';
 import { FakeNft } from '../../src/modes/nftables/fake.ts';
 import type { ElementOp } from '../../src/modes/nftables/model.ts';
@@ -266,4 +266,29 @@ test('a first sync whose elements do not fit one netlink batch goes in several, 
   t.true(sizes.at(-1)! <= 256);
   t.is(fresh.transactions, 1 + sizes.length);
   t.deepEqual(await fake.list(), await whole.list());
+});
+
+test('a netlink read of the structure that fails is logged and the full sync reads the table with nft instead, and repairs it', async (t) => {
+  const fake = new FakeNft();
+  const inner = fake.writer();
+  const warnings: string[] = [];
+  const logger = { ...silentLogger(), warn: (_o: unknown, msg?: string) => void warnings.push(String(msg)) } as unknown as ReturnType<typeof silentLogger>;
+  let failing = false;
+  const elements: ElementWriter = {
+    ...inner,
+    structure: async () => {
+      if (failing) throw new NftRequestError('structure', undefined, 'EINTR', 4);
+      return undefined;
+    },
+  };
+  const b = new NftablesBackend({ nft: fake, elements, render: RENDER, frontends: { nodePortIPs: NODE_IPS }, logger });
+  const web = sp('default/web:http', '10.96.0.10', 80, POOL.slice(0, 2).map((ip) => ep(`${ip}:8080`)));
+  await b.sync(snap(web), FULL);
+  failing = true;
+  // Drift: an element deleted by hand.
+  await fake.writer().commit([{ op: 'delete', set: 'service-ips', key: '10.96.0.10 . tcp . 80' }]);
+  const r = await b.sync(snap(web), FULL);
+  t.true(r.written['set entry'] === 1, JSON.stringify(r.written));
+  t.true((await fake.list()).sets.get('service-ips')!.elements.has('10.96.0.10 . tcp . 80'));
+  t.deepEqual(warnings, ['reading table ip drover over netlink failed; reading it with nft -j instead']);
 });

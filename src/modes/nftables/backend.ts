@@ -34,7 +34,8 @@ import type { NftExec } from './exec.ts';
 import type { LiveSet, LiveTable } from './live.ts';
 import { AFFINITY_MAP, FIREWALL_ALLOW, HAIRPIN, MEMBERSHIP_SETS, countOfSet, tableRef, timeoutOfSet, type Layout } from './layout.ts';
 import { elementLines } from './script.ts';
-import { NftBatchTooLargeError } from '../../kernel/nftables/client.ts';
+import { NftBatchTooLargeError, NftRequestError } from '../../kernel/nftables/client.ts';
+import { NftDecodeError } from '../../kernel/nftables/errors.ts';
 import { TableModel, type ElementOp } from './model.ts';
 import { isEmptyStructure, layoutAfter, orderOps, planFrontend, planHairpin, planStructure, type StructurePlan } from './plan.ts';
 import { transactionScript } from './script.ts';
@@ -42,6 +43,25 @@ import { netlinkRulesOf } from './affinity-rule.ts';
 import { commitInBatches, fillOrder } from './batches.ts';
 import type { NftablesSyncDetail } from './sync-detail.ts';
 import { collectWhenGrown, SYNC_GROWTH_BOUND } from '../../util/gc.ts';
+
+/**
+ * The structure of drover's table (its sets without elements): from the
+ * element writer's netlink dumps, or with `nft -j -t` when the writer reads
+ * none, or when its read fails (the kernel refused a dump, the ruleset kept
+ * changing under it, or it holds something the decoder does not know: a
+ * hand-added verdict map, say), so that a full sync can still repair the
+ * table. The failure is logged, naming the table.
+ */
+export async function liveStructure(elements: ElementWriter | undefined, nft: NftExec, logger: Logger, table: string): Promise<LiveTable> {
+  try {
+    const live = await elements?.structure?.();
+    if (live !== undefined) return live;
+  } catch (err) {
+    if (!(err instanceof NftRequestError || err instanceof NftDecodeError)) throw err;
+    logger.warn({ table, err: (err as Error).message }, `reading table ${table} over netlink failed; reading it with nft -j instead`);
+  }
+  return nft.list({ terse: true });
+}
 
 /** Writes element operations as one kernel transaction (nf_tables netlink). */
 export interface ElementWriter {
@@ -352,7 +372,7 @@ export class NftablesBackend implements Backend {
   private async readLive(): Promise<LiveTable> {
     const reader = this.opts.elements;
     if (!reader?.read) return this.opts.nft.list();
-    const live = (await reader.structure?.()) ?? (await this.opts.nft.list({ terse: true }));
+    const live = await liveStructure(reader, this.opts.nft, this.opts.logger, tableRef(this.frontends.family));
     const sets = new Map<string, LiveSet>();
     for (const [name, set] of live.sets) {
       const elements = (await reader.read(name)) ?? (await this.opts.nft.listSet(name, set.mapType !== undefined ? 'map' : 'set'))?.elements ?? new Map();

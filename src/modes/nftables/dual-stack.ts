@@ -23,7 +23,7 @@ import type { Logger } from '../../util/log.ts';
 import type { RenderOptions } from '../../config/render.ts';
 import { DualStackBackend } from '../shared/dual-stack.ts';
 import type { ModeSyncDetail } from '../../proxier/backend.ts';
-import { NftablesBackend, planFullSync, type NftablesBackendOptions } from './backend.ts';
+import { liveStructure, NftablesBackend, planFullSync, type NftablesBackendOptions } from './backend.ts';
 import { conflictText } from './desired.ts';
 import { tableRef } from './layout.ts';
 import { TableModel } from './model.ts';
@@ -53,7 +53,7 @@ export class DualStackNftablesBackend extends DualStackBackend {
       backends,
       logger: opts.logger,
       // Over netlink with the IPv6 element writer, else with nft -j -t.
-      ipv6HasState: async () => ((await opts.IPv6.elements?.structure?.()) ?? (await opts.IPv6.nft.list({ terse: true }))).exists,
+      ipv6HasState: async () => (await liveStructure(opts.IPv6.elements, opts.IPv6.nft, opts.logger, tableRef('IPv6'))).exists,
       mergeDetail: mergeNftDetail,
       afterSync: async (synced) => {
         if (synced.length < 2) return;
