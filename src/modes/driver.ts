@@ -138,6 +138,12 @@ export interface ModeSurvey {
    * servers: not read"); such state is never taken as absent.
    */
   readonly unread: readonly string[];
+  /**
+   * Parts of the mode's state found where its cleanup does not reach, one
+   * line each (e.g. kube-proxy's layout in the iptables variant drover does
+   * not use here); a takeover refuses while any is there.
+   */
+  readonly elsewhere?: readonly string[];
 }
 
 /** One proxy mode, as the commands see it. */

@@ -37,6 +37,13 @@ export function planTakeover(survey: NodeSurvey, target: string, force: boolean)
   const base = { target, adopt: own?.found ?? [], remove, deleteTables };
   const ipvs = [own, ...remove].find((m) => m !== undefined && NOT_BUILT.has(m.mode) && (m.mode === target || m.found.length > 0));
   if (ipvs !== undefined) return { ...base, refusal: `a takeover ${ipvs.mode === target ? 'to' : 'from'} ${ipvs.title} mode is not built yet; nothing was changed` };
+  const apart = survey.modes.find((m) => (m.elsewhere ?? []).length > 0);
+  if (apart !== undefined) {
+    return {
+      ...base,
+      refusal: `${apart.title} mode's layout is also in ${apart.elsewhere!.join('; ')}, which drover neither checks nor removes here: its hooks would keep sending connections where they sent them; remove it with that iptables variant's cleanup (drover cleanup --mode ${apart.mode} --iptables-backend <variant>) first; nothing was changed`,
+    };
+  }
   if (survey.kubeProxyTables.length > 0 && !force) {
     return {
       ...base,
@@ -52,6 +59,7 @@ export function formatSurvey(survey: NodeSurvey): string {
   for (const m of survey.modes) {
     text += `  ${m.title} mode: ${m.found.length === 0 ? 'nothing' : m.found.join('; ')}\n`;
     for (const u of m.unread) text += `    not read: ${u}\n`;
+    for (const e of m.elsewhere ?? []) text += `    also, in the other iptables variant: ${e}\n`;
   }
   text += `  kube-proxy nftables mode: ${survey.kubeProxyTables.length === 0 ? 'nothing' : survey.kubeProxyTables.map((t) => `table ${t}`).join('; ')}\n`;
   return text;

@@ -53,6 +53,17 @@ test('IPVS state, or IPVS mode as the target, is refused: not built yet', (t) =>
   t.true(formatPlan(planTakeover(survey({ ipvs: ['link kube-ipvs0'] }), 'iptables', false), title).endsWith('refused: a takeover from IPVS mode is not built yet; nothing was changed\n'));
 });
 
+test('a layout in the iptables variant drover does not use here is printed, and refuses the takeover: its hooks stay live', (t) => {
+  const base = survey({ iptables: ['iptables-nft IPv4: 13 chains, 15 hook rules'] });
+  const s: NodeSurvey = { ...base, modes: base.modes.map((m) => (m.mode === 'iptables' ? { ...m, elsewhere: ['iptables-legacy IPv4: 9 chains, 4 hook rules'] } : m)) };
+  const plan = planTakeover(s, 'nftables', false);
+  t.is(
+    plan.refusal,
+    "iptables mode's layout is also in iptables-legacy IPv4: 9 chains, 4 hook rules, which drover neither checks nor removes here: its hooks would keep sending connections where they sent them; remove it with that iptables variant's cleanup (drover cleanup --mode iptables --iptables-backend <variant>) first; nothing was changed",
+  );
+  t.true(formatSurvey(s).includes('  iptables mode: iptables-nft IPv4: 13 chains, 15 hook rules\n    also, in the other iptables variant: iptables-legacy IPv4: 9 chains, 4 hook rules\n'));
+});
+
 test("kube-proxy's nftables tables are refused without --force, and deleted unchecked with it", (t) => {
   const s = survey({}, ['ip kube-proxy', 'ip6 kube-proxy']);
   t.is(

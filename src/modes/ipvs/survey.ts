@@ -36,7 +36,7 @@ function isIpvsMarker(table: TableName, chain: string): boolean {
  */
 export async function ipvsSurvey(opts: ModeOptions): Promise<ModeSurvey> {
   const netns = opts.netns !== undefined ? { netns: opts.netns } : {};
-  const { found, unread } = await surveyLayout(opts, (family) => ipvsStaticRules({ masqueradeAll: false }, undefined, family), isIpvsMarker, ' (IPVS layout)');
+  const { found, unread, elsewhere } = await surveyLayout(opts, (family) => ipvsStaticRules({ masqueradeAll: false }, undefined, family), isIpvsMarker, ' (IPVS layout)');
   unread.unshift('IPVS virtual servers: not read by the survey');
   const link = await runCommand('ip', ['-o', 'link', 'show', 'dev', DUMMY_INTERFACE], netns);
   if (link.code === 0) found.push(`link ${DUMMY_INTERFACE}`);
@@ -48,5 +48,5 @@ export async function ipvsSurvey(opts: ModeOptions): Promise<ModeSurvey> {
     const ours = (['IPv4', 'IPv6'] as IPFamily[]).flatMap((f) => IPVS_SETS.map((s) => familySetName(s.name, f))).filter((n) => names.has(n));
     if (ours.length > 0) found.push(`ipsets ${ours.join(', ')}`);
   }
-  return { found, unread };
+  return { found, unread, elsewhere };
 }

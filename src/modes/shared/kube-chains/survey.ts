@@ -11,6 +11,7 @@ import { cleanupPlan } from './ruleset.ts';
 import type { StaticRuleset } from './static.ts';
 import type { KernelOptions } from '../../../config/kernel.ts';
 import { readTables } from '../../../kernel/iptables/live.ts';
+import { SystemIptables } from '../../../kernel/iptables/exec.ts';
 import { IP_FAMILIES } from '../../../model/family.ts';
 import type { IPFamily } from '../../../model/types.ts';
 import { createLogger } from '../../../util/log.ts';
@@ -38,33 +39,40 @@ export function layoutSurveyLine(label: string, statics: StaticRuleset, dump: Pa
 /**
  * A mode's survey of its iptables rules in the namespace of `opts.netns`:
  * for each family, {@link layoutSurveyLine} over the live filter and nat
- * tables, in the variant `run` would use (`--iptables-backend`, or the
- * detected one), labelled "iptables-VARIANT FAMILY" and `suffix`. An IPv6
- * family ip6tables cannot read (a kernel without IPv6) is reported unread.
+ * tables, labelled "iptables-VARIANT FAMILY" and `suffix`: first in the
+ * variant `run` would use (`--iptables-backend`, or the detected one), then
+ * in the other one (`elsewhere`), because rules a kube-proxy left in the
+ * other variant stay hooked in and are not what this mode's cleanup removes. A table
+ * that cannot be read (a kernel without IPv6, a variant not installed) is
+ * reported unread; only the IPv4 tables of the variant in use must read.
  * @param staticsOf the mode's static rules of a family.
- * @throws UsageError when not root or the namespace does not exist; CommandError when iptables-save fails for IPv4.
+ * @throws UsageError when not root or the namespace does not exist; CommandError when iptables-save fails for IPv4 in the variant in use.
  */
 export async function surveyLayout(
   opts: KernelOptions,
   staticsOf: (family: IPFamily) => StaticRuleset | Promise<StaticRuleset>,
   isMarker: MarkerChain,
   suffix = '',
-): Promise<{ found: string[]; unread: string[] }> {
+): Promise<{ found: string[]; unread: string[]; elsewhere: string[] }> {
   const logger = createLogger(opts.logLevel);
   const found: string[] = [];
   const unread: string[] = [];
-  for (const family of IP_FAMILIES) {
-    const exec = await createIptablesExec(opts, logger, family);
-    let dump: ParsedDump;
-    try {
-      dump = await readTables(exec);
-    } catch (err) {
-      if (family === 'IPv4') throw err;
-      unread.push(`iptables-${exec.variant} IPv6: ${(err as Error).message}`);
-      continue;
+  const elsewhere: string[] = [];
+  const inUse = (await createIptablesExec(opts, logger)).variant;
+  for (const variant of [inUse, inUse === 'nft' ? 'legacy' : 'nft'] as const) {
+    for (const family of IP_FAMILIES) {
+      const exec = new SystemIptables({ variant, family, ...(opts.netns !== undefined ? { netns: opts.netns } : {}) });
+      let dump: ParsedDump;
+      try {
+        dump = await readTables(exec);
+      } catch (err) {
+        if (family === 'IPv4' && variant === inUse) throw err;
+        unread.push(`iptables-${variant} ${family}: ${(err as Error).message}`);
+        continue;
+      }
+      const line = layoutSurveyLine(`iptables-${variant} ${family}${suffix}`, await staticsOf(family), dump, isMarker);
+      if (line !== undefined) (variant === inUse ? found : elsewhere).push(line);
     }
-    const line = layoutSurveyLine(`iptables-${exec.variant} ${family}${suffix}`, await staticsOf(family), dump, isMarker);
-    if (line !== undefined) found.push(line);
   }
-  return { found, unread };
+  return { found, unread, elsewhere };
 }
