@@ -132,7 +132,18 @@ export async function programDnsDataplane(ep: DnsEndpoint, how: { readonly nftab
 export async function removeDnsDataplane(netns?: string): Promise<{ chains: number; rules: number; tables: number }> {
   const out = { chains: 0, rules: 0, tables: 0 };
   const runCommand: typeof runIn = (cmd, args) => runIn(cmd, args, netns !== undefined ? { netns } : {});
+  // The legacy tables this namespace has loaded (/proc/net/ip_tables_names): asking a legacy tool about a table
+  // that is not loaded would load it, and leave legacy tables in a namespace that had none.
+  const legacyTables = async (file: string): Promise<string[]> => {
+    const res = await runCommand('cat', [file]).catch(() => undefined);
+    return res?.code === 0 ? res.stdout.split('\n') : [];
+  };
+  const loaded: Readonly<Record<string, string[]>> = {
+    'iptables-legacy': await legacyTables('/proc/net/ip_tables_names'),
+    'ip6tables-legacy': await legacyTables('/proc/net/ip6_tables_names'),
+  };
   for (const cmd of ['iptables-nft', 'iptables-legacy', 'ip6tables-nft', 'ip6tables-legacy']) {
+    if (loaded[cmd] !== undefined && !loaded[cmd]!.includes('raw') && !loaded[cmd]!.includes('filter')) continue;
     const there = await runCommand(cmd, ['-w', '5', '-t', 'raw', '-S', DNS_CHAIN]).catch(() => undefined);
     const thereToo = there?.code === 0 ? there : await runCommand(cmd, ['-w', '5', '-t', 'filter', '-S', DNS_CHAIN]).catch(() => undefined);
     if (thereToo?.code !== 0) continue;

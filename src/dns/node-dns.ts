@@ -50,7 +50,9 @@ async function addAddress(address: string, given: LinkManager | undefined, logge
     try {
       index = (await links.ensureDummy(DNS_LINK)).index;
     } catch (err) {
-      // A kernel without the dummy driver (CONFIG_DUMMY): the loopback link holds a local address just as well.
+      // A kernel without the dummy driver (CONFIG_DUMMY; rtnl_newlink answers EOPNOTSUPP, ENOTSUP to Node, for an unknown kind):
+      // the loopback link holds a local address just as well. Any other failure is one.
+      if (!/\b(EOPNOTSUPP|ENOTSUP)\b|not supported/i.test((err as Error).message)) throw err;
       index = await links.find('lo');
       if (index === undefined) throw err;
       logger.warn({ dnsAddress: address, err: (err as Error).message }, `DNS: no dummy link ${DNS_LINK}; the address goes on lo`);

@@ -8,7 +8,8 @@
  * `web`, by name, that reaches the Service's backend. A Service file added
  * and one removed are answered after the sync that programmed them.
  */
-import { mkdir, mkdtemp, readFile, rm, unlink, writeFile } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
+import { mkdir, mkdtemp, readFile, rm, rmdir, unlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import test from 'ava';
@@ -43,10 +44,13 @@ if (unavailable) {
     let topo: Topology | undefined;
     let drover: RunningDrover | undefined;
     let netnsEtc: string | undefined;
+    // ip-netns(8)'s per-namespace /etc: made for the client, and removed with it (the folder too, when this test made it).
+    const madeEtcNetns = !existsSync('/etc/netns');
     t.teardown(async () => {
       await drover?.kill();
       await topo?.destroy();
       if (netnsEtc !== undefined) await rm(netnsEtc, { recursive: true, force: true });
+      if (madeEtcNetns) await rmdir('/etc/netns').catch(() => undefined);
       await rm(dir, { recursive: true, force: true });
     });
     topo = await createTopology({ backends: [{ name: 'web-1', ip: '10.244.1.2', ports: [8080] }] });
