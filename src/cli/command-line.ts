@@ -84,10 +84,14 @@ const takesValue = (opt: Option): boolean => opt.required || opt.optional;
  * A switch set as pflag writes it: `flag` when on; when off, its negation
  * `--no-NAME` where the command has one (so that `--masquerade-all=false`
  * turns off what `--config` turned on), else nothing (off is the default).
+ * `--no-NAME=true` is `--no-NAME`, and `--no-NAME=false` is `--NAME`.
  */
 function switchArgs(cmd: Command, flag: string, on: boolean): string[] {
-  if (on) return [flag];
-  const negation = `--no-${flag.replace(/^--/, '')}`;
+  // A negation given a value (`--no-masquerade-all=false`) is the switch itself, turned the other way.
+  const negated = flag.startsWith('--no-');
+  const positive = negated ? `--${flag.slice('--no-'.length)}` : flag;
+  const negation = `--no-${positive.replace(/^--/, '')}`;
+  if (on !== negated) return cmd.options.some((o) => o.long === positive) ? [positive] : [];
   return cmd.options.some((o) => o.long === negation) ? [negation] : [];
 }
 

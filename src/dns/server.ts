@@ -206,12 +206,14 @@ export class DnsServer {
     this.stats.queries++;
     const opt = query.additionals?.find((a) => a.type === 'OPT') as { udpPayloadSize?: number } | undefined;
     const limit = transport === 'tcp' ? 65535 : Math.min(MAX_UDP_ANSWER, Math.max(512, opt?.udpPayloadSize ?? 512));
-    const reply = (rcode: string, body: Partial<Packet> = {}, authoritative = false) => {
+    const reply = (asked: string, body: Partial<Packet> = {}, authoritative = false) => {
+      // An rcode drover has no number for (an upstream's YXDOMAIN, say) goes out, and is counted, as SERVFAIL.
+      const rcode = RCODES[asked] !== undefined ? asked : 'SERVFAIL';
       const flags = (query.flags ?? 0) & dns.RECURSION_DESIRED;
       const packet: Packet = {
         type: 'response',
         id: query.id ?? 0,
-        flags: flags | dns.RECURSION_AVAILABLE | (authoritative ? dns.AUTHORITATIVE_ANSWER : 0) | (RCODES[rcode] ?? RCODES.SERVFAIL!),
+        flags: flags | dns.RECURSION_AVAILABLE | (authoritative ? dns.AUTHORITATIVE_ANSWER : 0) | RCODES[rcode]!,
         questions: query.questions ?? [],
         answers: body.answers ?? [],
         authorities: body.authorities ?? [],

@@ -120,6 +120,8 @@ test("a switch the configuration file turns on is turned off by kube-proxy's --n
   const own = await started(['--config', FULL, '--proxy-mode', 'iptables', '--config-unsupported=warn', '--no-masquerade-all', '--no-nodeport-localhost', '--no-conntrack-tcp-be-liberal']);
   t.like(own.opts, { masqueradeAll: false, nodeportLocalhost: false, conntrackTcpBeLiberal: false });
   t.like((await started(['run', '--source', 'examples', '--masquerade-all=false'])).opts, { masqueradeAll: false });
+  t.like((await started(['run', '--source', 'examples', '--no-masquerade-all=false'])).opts, { masqueradeAll: true });
+  t.like((await started(['--config', FULL, '--proxy-mode', 'iptables', '--config-unsupported=warn', '--no-masquerade-all=true'])).opts, { masqueradeAll: false });
 });
 
 test("kube-proxy's flags drover cannot honour are refused in one line, or warned about with --config-unsupported=warn", async (t) => {
