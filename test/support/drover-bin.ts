@@ -5,8 +5,8 @@
  * (compiled) one does instead of transpiling src/ through tsx again (about
  * half the CPU of every spawn).
  *
- * The copy lives in `$TMPDIR/drover-test-build/HASH/` (HASH: sha256 of every
- * file under src/, bin/drover.js and tsconfig.json): `dist/` is src/ with
+ * The copy lives in `$TMPDIR/drover-test-build/HASH/` (HASH: sha256 of the
+ * checkout's path and of every file under src/, bin/drover.js and tsconfig.json): `dist/` is src/ with
  * each .ts file transpiled alone (TypeScript's transpileModule, the same
  * per-file view tsx takes; relative `.ts` imports rewritten to `.js`, as
  * tsconfig.build.json does) and every other file copied; `bin/drover.js` is
@@ -43,9 +43,15 @@ function files(dir: string): string[] {
   return found.sort();
 }
 
-/** sha256 (hex, first 16 characters) of the paths and contents the build depends on. */
+/**
+ * sha256 (hex, first 16 characters) of the paths and contents the build
+ * depends on, and of the checkout itself: its links lead into the checkout
+ * (node_modules/, rules/, package.json), so another checkout of the same
+ * sources, or one removed since, must not reuse it.
+ */
 function sourceHash(sources: readonly string[]): string {
   const h = createHash('sha256');
+  h.update(`${ROOT}\0`);
   for (const f of sources) h.update(`src/${f}\0`).update(readFileSync(join(SRC, f))).update('\0');
   for (const f of ['bin/drover.js', 'tsconfig.json']) h.update(`${f}\0`).update(readFileSync(join(ROOT, f))).update('\0');
   return h.digest('hex').slice(0, 16);
