@@ -8,7 +8,6 @@ import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { createWriteStream, type WriteStream } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { createInterface } from 'node:readline';
-import { endChild } from '../../../src/bench/child.ts';
 import { parseProcMemory, type ProcMemory } from '../../../src/bench/drover-process.ts';
 import { parseProcCpu, type ProcCpu } from './proc-stat.ts';
 
@@ -114,60 +113,3 @@ export class ProxyProcess {
   }
 }
 
-/** An answer of a {@link LineChild}. */
-export type LineAnswer = Record<string, unknown> & { id: number; ok: boolean };
-
-/**
- * A helper process inside a namespace that reads one JSON command per line
- * and answers one JSON line with the same `id` (churn-prober.mjs).
- */
-export class LineChild {
-  private nextId = 1;
-  private stderr = '';
-  private gone: Error | undefined;
-  private readonly waiting = new Map<number, { resolve: (a: LineAnswer) => void; reject: (e: Error) => void }>();
-
-  private constructor(private readonly child: ChildProcessWithoutNullStreams) {
-    child.stderr.setEncoding('utf8').on('data', (d: string) => (this.stderr = (this.stderr + d).slice(-2000)));
-    createInterface({ input: child.stdout }).on('line', (line) => {
-      const a = JSON.parse(line) as LineAnswer;
-      const w = this.waiting.get(a.id);
-      this.waiting.delete(a.id);
-      w?.resolve(a);
-    });
-    child.on('close', (code, signal) => {
-      this.gone = new Error(`helper exited (${signal ?? code}): ${this.stderr.trim()}`);
-      for (const w of this.waiting.values()) w.reject(this.gone);
-      this.waiting.clear();
-    });
-  }
-
-  /**
-   * Start `argv` in `netns` and wait for its answer to a ping.
-   * @throws Error when it does not start or answer.
-   */
-  static async start(netns: string, argv: readonly string[]): Promise<LineChild> {
-    const child = spawn('ip', ['netns', 'exec', netns, ...argv], { stdio: ['pipe', 'pipe', 'pipe'] });
-    const c = new LineChild(child);
-    await new Promise<void>((resolve, reject) => {
-      child.once('error', reject);
-      c.send({ op: 'ping' }).then(() => resolve(), reject);
-    });
-    return c;
-  }
-
-  /** Send one command; resolves with its answer. @throws Error when the helper has exited. */
-  send(cmd: Record<string, unknown>): Promise<LineAnswer> {
-    if (this.gone) return Promise.reject(this.gone);
-    const id = this.nextId++;
-    return new Promise((resolve, reject) => {
-      this.waiting.set(id, { resolve, reject });
-      this.child.stdin.write(`${JSON.stringify({ id, ...cmd })}\n`);
-    });
-  }
-
-  /** Close its stdin and wait for it to exit (SIGKILL after 2 s). */
-  close(): Promise<void> {
-    return endChild(this.child, this.gone !== undefined);
-  }
-}

@@ -46,7 +46,8 @@ import type { Peers } from '../../../test/cluster/support/peers.ts';
 import { pool } from '../pool.ts';
 import { serveApiSocket, startForwarder } from './api-bridge.ts';
 import { kubeProxyConfig } from './kube-proxy-config.ts';
-import { LineChild, ProxyProcess } from './processes.ts';
+import { ProxyProcess } from './processes.ts';
+import { LineChild } from '../../../src/bench/line-child.ts';
 
 /** One proxy the bench runs. */
 export interface ProxySpec {
