@@ -8,6 +8,7 @@
 import { runCommand } from '../kernel/exec.ts';
 import type { ModeOptions, ModeSurvey } from '../modes/driver.ts';
 import { allModes } from '../modes/registry.ts';
+import { NFT } from '../modes/nftables/exec.ts';
 
 /** One mode's part of a {@link NodeSurvey}. */
 export interface ModeFinding extends ModeSurvey {
@@ -25,8 +26,6 @@ export interface NodeSurvey {
   readonly kubeProxyTables: readonly string[];
 }
 
-/** nft by its full path, as nftables mode runs it (Debian's nftables package): a bare `nft` on PATH may be another program (npm's node-file-trace). */
-export const NFT = '/usr/sbin/nft';
 
 /** kube-proxy's nftables table name, in both families. */
 export const KUBE_PROXY_TABLES: readonly string[] = ['ip kube-proxy', 'ip6 kube-proxy'];

@@ -23,7 +23,8 @@ import type { CleanupResult, ObjectCounts, SyncResult } from '../proxier/backend
 import type { Logger } from '../util/log.ts';
 import { kubeProxyAlive } from './kube-proxy.ts';
 import { formatPlan, formatSurvey, planTakeover, type TakeoverPlan } from './plan.ts';
-import { NFT, surveyNode } from './survey.ts';
+import { NFT } from '../modes/nftables/exec.ts';
+import { surveyNode } from './survey.ts';
 import { compareFrontends, formatDifferences, frontendsToCheck, type CheckedFrontend } from './verify.ts';
 
 /** What {@link takeover} needs. */

@@ -17,7 +17,7 @@ import { chmod, copyFile, readFile, writeFile } from 'node:fs/promises';
 import { run, runCommand } from '../../src/kernel/exec.ts';
 import { startTraffic, type TrafficSummary } from '../../src/testbed/probe.ts';
 import { testbedUnavailableReason } from '../../src/testbed/topology.ts';
-import { NFT } from '../../src/takeover/survey.ts';
+import { NFT } from '../../src/modes/nftables/exec.ts';
 import { join } from 'node:path';
 import { assertConverged, CLUSTER_IP, drover, manifestWorld, reached, runFlags, startDrover, type ManifestWorld } from '../support/faults.ts';
 import { until } from '../support/wait.ts';

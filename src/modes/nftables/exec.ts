@@ -16,7 +16,7 @@ import { nftFamily, type NftTable } from './layout.ts';
 import { NftNetlinkClient } from '../../kernel/nftables/client.ts';
 import { NO_TABLE, parseNftJson, type LiveSet, type LiveTable } from './live.ts';
 
-/** Where nft is installed by Debian's nftables package. */
+/** Where nft is installed by Debian's nftables package; always run by this path: under npm, a bare `nft` on PATH is another program (node-file-trace, in node_modules/.bin). */
 export const NFT = '/usr/sbin/nft';
 
 /** What nftables mode asks of nft. */
