@@ -4,6 +4,7 @@
  * docs/ pages free of broken relative links.
  */
 import test from 'ava';
+import { statSync } from 'node:fs';
 import { mkdtemp, mkdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -56,4 +57,9 @@ test("the repository's README.md and docs/ pages have no broken relative link", 
   const { broken, checked } = checkDocLinks(fileURLToPath(new URL('../..', import.meta.url)));
   t.true(checked > 100, `${checked} links checked`);
   t.deepEqual(broken.map((b) => `${b.file}:${b.line}: ${b.target}: ${b.reason}`), []);
+});
+
+test("the repository's README.md stays a short front door: at most 15,000 bytes, the depth in docs/", (t) => {
+  const size = statSync(fileURLToPath(new URL('../../README.md', import.meta.url))).size;
+  t.true(size <= 15_000, `README.md is ${size} bytes`);
 });
