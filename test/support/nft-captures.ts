@@ -4,7 +4,9 @@
  * order, host byte order in the headers as on the machine that took them.
  */
 import { readFileSync } from 'node:fs';
-import type { NlMessage } from '../../src/kernel/nftables/codec.ts';
+import { nftType, parseMessages, type NlMessage } from '../../src/kernel/nftables/codec.ts';
+import { NFT_MSG } from '../../src/kernel/nftables/constants.ts';
+import { parseAttrs, type NlAttr } from '../../src/kernel/netlink/nlattr.ts';
 
 /** The datagrams of capture `name` (without `.hex`), in order. */
 export function capture(name: string): { dir: 'send' | 'recv'; bytes: Buffer }[] {
@@ -27,4 +29,41 @@ export function messageBytes(m: NlMessage): Buffer {
   b.writeUInt32LE(m.pid, 12);
   m.payload.copy(b, 16);
   return b;
+}
+
+/** The NFT_MSG_NEWRULE messages nft sent in capture `name`, in order. */
+export function sentNewRules(name: string): NlMessage[] {
+  return capture(name)
+    .filter((d) => d.dir === 'send')
+    .flatMap((d) => parseMessages(d.bytes))
+    .filter((m) => m.type === nftType(NFT_MSG.NEWRULE));
+}
+
+/** NFTA_LOOKUP_SET_ID and NFTA_DYNSET_SET_ID: nft names a set both ways; drover by name only. */
+const SET_IDS: Readonly<Record<string, number>> = { lookup: 4, dynset: 2 };
+
+/** A rule's expressions as {@link ruleShape} gives them: each its name, then its attributes as `type=hex`. */
+export type ExprShape = string[];
+
+/**
+ * A NEWRULE's attributes as comparable text: each top-level attribute as
+ * hex under `attr N`, the expressions (`exprs`) each as its name and its
+ * attributes (hex, nested data as hex), the set ids left out.
+ */
+export function ruleShape(payload: Buffer): { exprs?: ExprShape[]; [attr: string]: unknown } {
+  const attrs = parseAttrs(payload.subarray(4));
+  const hex = (a: NlAttr) => a.data.toString('hex');
+  const out: { exprs?: ExprShape[]; [attr: string]: unknown } = {};
+  for (const a of attrs) {
+    if (a.type !== 4) {
+      out[`attr ${a.type}`] = hex(a);
+      continue;
+    }
+    out.exprs = parseAttrs(a.data).map((el) => {
+      const [name, data] = parseAttrs(el.data);
+      const kind = name!.data.toString('ascii').replace(/\0+$/, '');
+      return [kind, ...parseAttrs(data!.data).filter((x) => x.type !== SET_IDS[kind]).map((x) => `${x.type}=${hex(x)}`)];
+    });
+  }
+  return out;
 }

@@ -204,6 +204,7 @@ export const NFT_VERDICT_CODES: ReadonlyMap<number, string> = new Map([
 export const NFTA_RULE = {
   TABLE: 1,
   CHAIN: 2,
+  /** __be64: the rule a NEWRULE with NLM_F_REPLACE replaces, in place. */
   HANDLE: 3,
   /** Nested: NFTA_LIST_ELEM entries, each an expression (NFTA_EXPR). */
   EXPRESSIONS: 4,
@@ -241,8 +242,16 @@ export const NFTA_BITWISE = { SREG: 1, DREG: 2, LEN: 3, MASK: 4, XOR: 5 } as con
 export const NFTA_CMP = { SREG: 1, OP: 2, DATA: 3 } as const;
 export const NFT_CMP = { EQ: 0, NEQ: 1 } as const;
 
-/** enum nft_lookup_attributes. */
-export const NFTA_LOOKUP = { SET: 1, SREG: 2 } as const;
+/** enum nft_lookup_attributes (DREG: where a map lookup writes the element's data). */
+export const NFTA_LOOKUP = { SET: 1, SREG: 2, DREG: 3 } as const;
+
+/** enum nft_ng_attributes / nft_ng_types: a number generator's register, modulus, type and offset; NFT_NG_RANDOM. */
+export const NFTA_NG = { DREG: 1, MODULUS: 2, TYPE: 3, OFFSET: 4 } as const;
+export const NFT_NG_RANDOM = 1;
+
+/** enum nft_nat_attributes / nft_nat_types: NAT type, family, and the registers of the address and port range starts; NFT_NAT_DNAT. */
+export const NFTA_NAT = { TYPE: 1, FAMILY: 2, REG_ADDR_MIN: 3, REG_ADDR_MAX: 4, REG_PROTO_MIN: 5, REG_PROTO_MAX: 6, FLAGS: 7 } as const;
+export const NFT_NAT_DNAT = 1;
 
 /** enum nft_dynset_attributes / nft_dynset_ops. */
 export const NFTA_DYNSET = { SET_NAME: 1, OP: 3, SREG_KEY: 4, SREG_DATA: 5, TIMEOUT: 6 } as const;

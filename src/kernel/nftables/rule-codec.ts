@@ -1,23 +1,28 @@
 /**
  * Rules over nf_tables netlink: an NFT_MSG_NEWRULE batch for rules given as
- * the kernel's own expressions (register loads, comparisons, set lookups, a
- * dynamic set update), for the few rules nft itself cannot compile (see
- * affinity-rule.ts). Pure functions, no I/O; the client (client.ts
- * addRules) sends the batch.
+ * the kernel's own expressions (register loads, comparisons, set and map
+ * lookups, a dynamic set update, a random number, a DNAT), for the few
+ * rules nft itself cannot compile or compiles with a dependency drover does
+ * not want (see the modes' affinity-rule.ts and pick-rule.ts). Pure
+ * functions, no I/O; the client (client.ts addRules) sends the batch.
  *
  * Encoding (<linux/netfilter/nf_tables.h>, as libnftnl's
  * nftnl_rule_nlmsg_build_payload and the expression builders write it):
  * - NFT_MSG_NEWRULE with NLM_F_REQUEST | NLM_F_CREATE | NLM_F_APPEND |
- *   NLM_F_ACK (the rule goes to the end of its chain), nfgen_family the
+ *   NLM_F_ACK (the rule goes to the end of its chain), or, for a rule that
+ *   replaces another (`handle`), NLM_F_REQUEST | NLM_F_REPLACE | NLM_F_ACK
+ *   and NFTA_RULE_HANDLE (__be64): the kernel puts the new rule where the
+ *   old one was and deletes it, in the same transaction (nf_tables_api.c
+ *   nf_tables_newrule; ENOENT when there is no such rule); nfgen_family the
  *   table's (NFPROTO_IPV4 / NFPROTO_IPV6);
- * - NFTA_RULE_TABLE, NFTA_RULE_CHAIN (strings), NFTA_RULE_EXPRESSIONS
+ * - NFTA_RULE_TABLE, NFTA_RULE_CHAIN (strings), [NFTA_RULE_HANDLE], NFTA_RULE_EXPRESSIONS
  *   (nested NFTA_LIST_ELEM entries, each NFTA_EXPR_NAME and nested
  *   NFTA_EXPR_DATA), NFTA_RULE_USERDATA (the comment as libnftnl's TLV:
  *   type NFTNL_UDATA_RULE_COMMENT, a length byte, the text and its NUL;
  *   `nft list` prints it as `comment "…"`); each expression's attributes
  *   in libnftnl's order, so that a rule nft could write too comes out
  *   byte for byte as nft's but for the set ids nft adds
- *   (test/fixtures/nftables/rule-affinity.hex);
+ *   (test/fixtures/nftables/rule-affinity.hex, rule-pick.hex);
  * - every u32 attribute big endian (the kernel reads them with ntohl), a
  *   register as its enum nft_registers number (NFT_REG_1..4 for 16-byte
  *   registers, NFT_REG32_00..15 = 8..23 for 4-byte ones; one that starts a
@@ -45,12 +50,16 @@ import {
   NFTA_LIST_ELEM,
   NFTA_LOOKUP,
   NFTA_META,
+  NFTA_NAT,
+  NFTA_NG,
   NFTA_PAYLOAD,
   NFTA_RULE,
   NFTNL_UDATA_RULE_COMMENT,
   NFT_CMP,
   NFT_DYNSET_OP_UPDATE,
   NFT_MSG,
+  NFT_NAT_DNAT,
+  NFT_NG_RANDOM,
   NFT_REG,
   NLM_F,
 } from './constants.ts';
@@ -74,16 +83,29 @@ export type RuleExpr =
   | { readonly kind: 'bitwise'; readonly reg: NftRegister; readonly mask: Uint8Array }
   /** nft_cmp: the rule stops unless `reg` compares to `data` (its first `data.length` bytes). */
   | { readonly kind: 'cmp'; readonly reg: NftRegister; readonly op: 'eq' | 'neq'; readonly data: Uint8Array }
-  /** nft_lookup: the rule stops unless set `set` holds the key that starts at `sreg`. */
-  | { readonly kind: 'lookup'; readonly set: string; readonly sreg: NftRegister }
+  /**
+   * nft_lookup: the rule stops unless set `set` holds the key that starts at `sreg`; with `dreg`, `set` is a map and
+   * the element's data is loaded from `dreg` on (the kernel checks the data's length against the registers left).
+   */
+  | { readonly kind: 'lookup'; readonly set: string; readonly sreg: NftRegister; readonly dreg?: NftRegister }
+  /** nft_numgen: load a random u32 in [0, `modulus`) into `dreg` (NFT_NG_RANDOM, offset 0, as nft's `numgen random mod N`). */
+  | { readonly kind: 'numgen'; readonly dreg: NftRegister; readonly modulus: number }
+  /**
+   * nft_nat: DNAT to the address that starts at `regAddr` (4 bytes for family `ip`, 16 for `ip6`) and the port
+   * (2 bytes, network order) at `regProto`, as nft's `dnat ip to … map @m` with an address and port value: no flags
+   * (the kernel sets NF_NAT_RANGE_MAP_IPS and NF_NAT_RANGE_PROTO_SPECIFIED from the registers given).
+   */
+  | { readonly kind: 'nat'; readonly family: NftFamily; readonly regAddr: NftRegister; readonly regProto: NftRegister }
   /** nft_dynset: add the key at `sregKey` to map `set` with the data at `sregData`, or refresh its timeout (`update`). */
   | { readonly kind: 'dynset'; readonly set: string; readonly sregKey: NftRegister; readonly sregData: NftRegister; readonly timeoutMs: number };
 
-/** A rule to append to a chain. */
+/** A rule to append to a chain, or with `handle` to put in place of that rule of the chain. */
 export interface RuleAdd {
   readonly family: NftFamily;
   readonly table: string;
   readonly chain: string;
+  /** The handle of the rule of `chain` this one replaces (a positive integer below 2^53); absent: append. */
+  readonly handle?: number;
   readonly exprs: readonly RuleExpr[];
   /** Its comment: printable ASCII, 1-253 characters ({@link MAX_COMMENT}). */
   readonly comment: string;
@@ -168,7 +190,15 @@ function checkExpr(e: RuleExpr, path: string): void {
       return checkRegister(e.reg, e.data.length, `${path}.reg`);
     case 'lookup':
       checkName(e.set, `${path}.set`);
+      if (e.dreg !== undefined) checkRegister(e.dreg, 1, `${path}.dreg`);
       return checkRegister(e.sreg, 1, `${path}.sreg`);
+    case 'numgen':
+      if (!Number.isInteger(e.modulus) || e.modulus < 1 || e.modulus > 0xffffffff) throw new NftValidationError(`${path}.modulus`, `${e.modulus} is not 1-4294967295`);
+      return checkRegister(e.dreg, 4, `${path}.dreg`);
+    case 'nat':
+      familyNumber(e.family, `${path}.family`);
+      checkRegister(e.regAddr, e.family === 'ip6' ? 16 : 4, `${path}.regAddr`);
+      return checkRegister(e.regProto, 2, `${path}.regProto`);
     case 'dynset':
       checkName(e.set, `${path}.set`);
       checkRegister(e.sregKey, 1, `${path}.sregKey`);
@@ -207,7 +237,15 @@ function writeExpr(list: AttrWriter, e: RuleExpr): void {
           data(d, NFTA_CMP.DATA, e.data);
           return;
         case 'lookup':
-          d.put(NFTA_LOOKUP.SREG, reg(e.sreg)).string(NFTA_LOOKUP.SET, e.set);
+          d.put(NFTA_LOOKUP.SREG, reg(e.sreg));
+          if (e.dreg !== undefined) d.put(NFTA_LOOKUP.DREG, reg(e.dreg));
+          d.string(NFTA_LOOKUP.SET, e.set);
+          return;
+        case 'numgen':
+          d.put(NFTA_NG.DREG, reg(e.dreg)).put(NFTA_NG.MODULUS, u32(e.modulus)).put(NFTA_NG.TYPE, u32(NFT_NG_RANDOM)).put(NFTA_NG.OFFSET, u32(0));
+          return;
+        case 'nat':
+          d.put(NFTA_NAT.TYPE, u32(NFT_NAT_DNAT)).put(NFTA_NAT.FAMILY, u32(familyNumber(e.family, 'nat.family'))).put(NFTA_NAT.REG_ADDR_MIN, reg(e.regAddr)).put(NFTA_NAT.REG_PROTO_MIN, reg(e.regProto));
           return;
         case 'dynset': {
           const timeout = Buffer.alloc(8);
@@ -235,18 +273,25 @@ export function commentUserdata(comment: string, path = 'comment'): Buffer {
   return Buffer.concat([Buffer.from([NFTNL_UDATA_RULE_COMMENT, comment.length + 1]), Buffer.from(`${comment}\0`, 'ascii')]);
 }
 
-/** The NFT_MSG_NEWRULE message of `r` with sequence number `seq`. @throws NftValidationError */
+/** The NFT_MSG_NEWRULE message of `r` with sequence number `seq`: appending, or replacing rule `r.handle`. @throws NftValidationError */
 export function encodeNewRule(r: RuleAdd, seq: number, path = 'rule'): Buffer {
   const family = familyNumber(r.family, `${path}.family`);
   checkName(r.table, `${path}.table`);
   checkName(r.chain, `${path}.chain`);
+  if (r.handle !== undefined && (!Number.isSafeInteger(r.handle) || r.handle < 1)) throw new NftValidationError(`${path}.handle`, `${r.handle} is not a rule handle`);
   const userdata = commentUserdata(r.comment, `${path}.comment`);
   if (!Array.isArray(r.exprs) || r.exprs.length === 0) throw new NftValidationError(`${path}.exprs`, 'is not a non-empty array');
   r.exprs.forEach((e, i) => checkExpr(e, `${path}.exprs[${i}]`));
   const w = new AttrWriter().string(NFTA_RULE.TABLE, r.table).string(NFTA_RULE.CHAIN, r.chain);
+  if (r.handle !== undefined) {
+    const handle = Buffer.alloc(8);
+    handle.writeBigUInt64BE(BigInt(r.handle), 0);
+    w.put(NFTA_RULE.HANDLE, handle);
+  }
   w.nest(NFTA_RULE.EXPRESSIONS, (list) => r.exprs.forEach((e) => writeExpr(list, e)));
   w.put(NFTA_RULE.USERDATA, userdata);
-  return message(nftType(NFT_MSG.NEWRULE), NLM_F.REQUEST | NLM_F.CREATE | NLM_F.APPEND | NLM_F.ACK, seq, family, 0, w.toBuffer());
+  const flags = r.handle !== undefined ? NLM_F.REQUEST | NLM_F.REPLACE | NLM_F.ACK : NLM_F.REQUEST | NLM_F.CREATE | NLM_F.APPEND | NLM_F.ACK;
+  return message(nftType(NFT_MSG.NEWRULE), flags, seq, family, 0, w.toBuffer());
 }
 
 /**
