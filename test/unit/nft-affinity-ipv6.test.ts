@@ -12,22 +12,21 @@
  */
 import test from 'ava';
 import { endianness } from 'node:os';
-import { readFileSync } from 'node:fs';
 import { familyView } from '../../src/model/family.ts';
 import type { Snapshot } from '../../src/model/types.ts';
-import { affinityRecordExprs, netlinkRuleAdd, netlinkRulesOf } from '../../src/modes/nftables/affinity-rule.ts';
+import { affinityRecordExprs } from '../../src/modes/nftables/affinity-rule.ts';
+import { netlinkRuleAdd, netlinkRulesOf } from '../../src/modes/nftables/netlink-rules.ts';
 import { modelAfterWrite, NftablesBackend, planFullSync } from '../../src/modes/nftables/backend.ts';
 import { FakeNft } from '../../src/modes/nftables/fake.ts';
 import { affinityRecordRules, chains } from '../../src/modes/nftables/layout.ts';
 import { TableModel } from '../../src/modes/nftables/model.ts';
-import { parseMessages, nftType, NftValidationError } from '../../src/kernel/nftables/codec.ts';
-import { NFT_MSG } from '../../src/kernel/nftables/constants.ts';
+import { parseMessages, NftValidationError } from '../../src/kernel/nftables/codec.ts';
 import { commentUserdata, encodeNewRule, encodeRuleBatch, MAX_COMMENT } from '../../src/kernel/nftables/rule-codec.ts';
 import { orderOps } from '../../src/modes/nftables/plan.ts';
 import { NETLINK_RULE_NOTE, transactionScript } from '../../src/modes/nftables/script.ts';
 import { nftTraceContext, nftTraceFormatOf } from '../../src/modes/nftables/trace.ts';
 import { parseRuleRequest } from '../../src/modes/nftables/rule-helper.ts';
-import { parseAttrs, type NlAttr } from '../../src/kernel/netlink/nlattr.ts';
+import { ruleShape, sentNewRules } from '../support/nft-captures.ts';
 import { trace } from '../../src/inspect/trace.ts';
 import { formatTrace } from '../../src/inspect/trace-format.ts';
 import { silentLogger } from '../../src/util/log.ts';
@@ -39,40 +38,9 @@ const FULL = { full: true, changed: new Set<string>() };
 
 /** nft's NEWRULE of the IPv4 rule "tcp affinity of 3 s", from the capture. */
 function nftNewRule() {
-  const sent = readFileSync(new URL('../fixtures/nftables/rule-affinity.hex', import.meta.url), 'utf8')
-    .trim()
-    .split('\n')
-    .filter((l) => l.startsWith('send '))
-    .flatMap((l) => parseMessages(Buffer.from(l.slice(5), 'hex')));
-  const rules = sent.filter((m) => m.type === nftType(NFT_MSG.NEWRULE));
+  const rules = sentNewRules('rule-affinity');
   if (rules.length !== 1) throw new Error(`${rules.length} NEWRULE messages in the capture`);
   return rules[0]!;
-}
-
-/** NFTA_LOOKUP_SET_ID and NFTA_DYNSET_SET_ID: nft names the set both ways; drover by name only. */
-const SET_IDS: Readonly<Record<string, number>> = { lookup: 4, dynset: 2 };
-
-/**
- * A rule's attributes as comparable text: each top-level attribute as hex,
- * the expressions each as its name and its attributes (hex, nested data
- * as hex), the set ids left out.
- */
-function ruleShape(payload: Buffer): Record<string, unknown> {
-  const attrs = parseAttrs(payload.subarray(4));
-  const hex = (a: NlAttr) => a.data.toString('hex');
-  const out: Record<string, unknown> = {};
-  for (const a of attrs) {
-    if (a.type !== 4) {
-      out[`attr ${a.type}`] = hex(a);
-      continue;
-    }
-    out.exprs = parseAttrs(a.data).map((el) => {
-      const [name, data] = parseAttrs(el.data);
-      const kind = name!.data.toString('ascii').replace(/\0+$/, '');
-      return [kind, ...parseAttrs(data!.data).filter((x) => x.type !== SET_IDS[kind]).map((x) => `${x.type}=${hex(x)}`)];
-    });
-  }
-  return out;
 }
 
 test('the netlink rule encoder writes the IPv4 affinity record rule exactly as nft 1.0.6 does (but the set ids)', (t) => {
@@ -155,14 +123,16 @@ test('the IPv6 scripts leave the record rules out, and the backend appends them 
   await backend.sync(snapshot, FULL);
   t.false(nft.scripts[0]!.split('\n').some((l) => /^\s*[^#\s].*update @affinity \{ ip6 saddr/.test(l)), 'no record rule as nft text');
   t.is(nft.scripts[0]!.split('\n').filter((l) => l.trim().startsWith(NETLINK_RULE_NOTE)).length, 6);
-  t.deepEqual(nft.netlinkRules, ['affinity-prerouting', 'affinity-output'].flatMap((c) => ['tcp', 'udp', 'sctp'].map((p) => `${c}: ${p} affinity of 600 s`)));
+  // The pick rules go over netlink too (pick-rule.ts); here only the record rules are looked at.
+  const recordRules = () => nft.netlinkRules.filter((r) => r.includes(' affinity of '));
+  t.deepEqual(recordRules(), ['affinity-prerouting', 'affinity-output'].flatMap((c) => ['tcp', 'udp', 'sctp'].map((p) => `${c}: ${p} affinity of 600 s`)));
   const live = await nft.list();
   t.deepEqual(live.chains.get('affinity-output')!.comments, ['tcp affinity of 600 s', 'udp affinity of 600 s', 'sctp affinity of 600 s']);
   t.deepEqual([...live.sets.get('affinity-600')!.elements.keys()].sort(), ['2001:db8:40::1 . tcp . 443', '2001:db8:51::40 . tcp . 443', 'fd00:1::1 . tcp . 30443', 'fd00:96::40 . tcp . 443']);
 
   // A restart adopts the table: a second full sync writes nothing, over nft or netlink.
   const again = await new NftablesBackend({ nft, elements: nft.writer(), render: V6.render, frontends: { nodePortIPs: V6.nodePortIPs, family: 'IPv6' }, logger: silentLogger() }).sync(snapshot, FULL);
-  t.deepEqual([again.transactions, nft.netlinkRules.length], [0, 6]);
+  t.deepEqual([again.transactions, recordRules().length], [0, 6]);
 
   // A timeout change in a partial sync: set affinity-2, both chains written again with the rules of both timeouts (600 s kept until a full sync).
   const changed = withTimeout(snapshot, 2);
@@ -170,7 +140,7 @@ test('the IPv6 scripts leave the record rules out, and the backend appends them 
   const partial = await backend.sync(changed, { full: false, changed: lbKeys });
   t.true(isNftablesDetail(partial.detail) && partial.detail.structural);
   t.deepEqual(
-    nft.netlinkRules.slice(6),
+    recordRules().slice(6),
     ['affinity-prerouting', 'affinity-output'].flatMap((c) => [2, 600].flatMap((s) => ['tcp', 'udp', 'sctp'].map((p) => `${c}: ${p} affinity of ${s} s`))),
   );
   const after = await nft.list();
@@ -197,7 +167,8 @@ test('a failed netlink rule transaction fails the sync, and the next full sync w
   await t.throwsAsync(backend.sync(snapshot, FULL), { message: /ENOENT/ });
   t.deepEqual((await nft.list()).chains.get('affinity-prerouting')!.comments, [], 'the script wrote the chain without them');
   const r = await backend.sync(snapshot, FULL);
-  t.is(r.written.chain, 2);
+  // The two affinity chains, and pick and external-local, whose rules still have the script's TCP-only comments.
+  t.is(r.written.chain, 4);
   t.deepEqual((await nft.list()).chains.get('affinity-prerouting')!.comments, ['tcp affinity of 600 s', 'udp affinity of 600 s', 'sctp affinity of 600 s']);
 });
 
@@ -209,7 +180,7 @@ test('the fake nft refuses the IPv6 record rule as nft text, as nft 1.0.6 aborts
   const empty = new TableModel();
   const plan = planFullSync(empty, { services: new Map() }, V6.render, { nodePortIPs: [], family: 'IPv6' }, false);
   await t.throwsAsync(nft.run(transactionScript(plan.structure, { sets: plan.want.sets, chains: asText }, empty, [], 'IPv6')), { message: /Assertion `dreg < ctx->reg_low' failed/ });
-  t.deepEqual(netlinkRulesOf(want).map((r) => r.rule.comment), ['tcp affinity of 5 s', 'udp affinity of 5 s', 'sctp affinity of 5 s', 'tcp affinity of 5 s', 'udp affinity of 5 s', 'sctp affinity of 5 s']);
+  t.deepEqual(netlinkRulesOf(want).filter((r) => r.rule.netlink?.kind === 'affinity-record').map((r) => r.rule.comment), ['tcp affinity of 5 s', 'udp affinity of 5 s', 'sctp affinity of 5 s', 'tcp affinity of 5 s', 'udp affinity of 5 s', 'sctp affinity of 5 s']);
 });
 
 test('trace of an IPv6 connection with affinity: the record rule notes the entry; an entry sends the client to its endpoint', async (t) => {

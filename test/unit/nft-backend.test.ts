@@ -216,7 +216,9 @@ test('a first sync from empty: the structure and the interval set by one nft -f,
   const sets = log[0]!.map((o) => o.set);
   t.deepEqual([...new Set(sets)], ['endpoints', 'hairpin', 'endpoint-count-2', 'cluster-ips', 'external-ips', 'firewall', 'service-ips'], 'slot maps first, service-ips last');
   t.true(log[0]!.every((o) => o.op === 'add'));
-  t.is(r.transactions, 2);
+  // The script, the pick rules put in place of its TCP-only ones over netlink (pick-rule.ts), the element batch.
+  t.is(r.transactions, 3);
+  t.deepEqual(fake.netlinkRules, ['pick: one of 2 endpoints, any protocol']);
   t.deepEqual(r.detail, { mode: 'nftables', via: 'nft+netlink', structural: true });
   // The same table as one nft -f of everything (no element writer) makes.
   const whole = new FakeNft();
@@ -264,7 +266,7 @@ test('a first sync whose elements do not fit one netlink batch goes in several, 
   t.is(sizes.reduce((a, n) => a + n, 0), netlinkElements);
   t.deepEqual(sizes.slice(0, -1), Array.from({ length: sizes.length - 1 }, () => 256));
   t.true(sizes.at(-1)! <= 256);
-  t.is(fresh.transactions, 1 + sizes.length);
+  t.is(fresh.transactions, 2 + sizes.length, 'the script, the pick rules over netlink, the element batches');
   t.deepEqual(await fake.list(), await whole.list());
 });
 

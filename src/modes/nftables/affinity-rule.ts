@@ -32,10 +32,10 @@
  */
 import { endianness } from 'node:os';
 import type { IPFamily } from '../../model/types.ts';
-import { AFFINITY_MAP, affinitySetName, nftFamily, type ChainDecl, type RuleDecl } from './layout.ts';
+import { AFFINITY_MAP, affinitySetName } from './layout.ts';
 import { UnsafeElementError, type NftProtocol } from './elements.ts';
 import { IP_CT_DIR_ORIGINAL, NFT_CT, NFT_META, NFT_PAYLOAD, NFT_REG } from '../../kernel/nftables/constants.ts';
-import type { RuleAdd, RuleExpr } from '../../kernel/nftables/rule-codec.ts';
+import type { RuleExpr } from '../../kernel/nftables/rule-codec.ts';
 
 /** IANA protocol numbers (/etc/protocols). */
 const PROTOCOL_NUMBERS: Readonly<Record<NftProtocol, number>> = { tcp: 6, udp: 17, sctp: 132 };
@@ -96,27 +96,4 @@ export function affinityRecordExprs(family: IPFamily, proto: NftProtocol, second
     { kind: 'payload', base: NFT_PAYLOAD.TRANSPORT_HEADER, offset: 2, len: 2, dreg: reg32(value + addrRegs) },
     { kind: 'dynset', set: AFFINITY_MAP, sregKey: reg32(key), sregData: reg32(value), timeoutMs: seconds * 1000 },
   ];
-}
-
-/** A rule of the layout that goes over netlink, with its chain. */
-export interface NetlinkRuleOf {
-  readonly chain: string;
-  readonly rule: RuleDecl;
-}
-
-/** The rules of `chains` that nft cannot write (RuleDecl `netlink`), in chain and rule order. */
-export function netlinkRulesOf(chains: readonly ChainDecl[]): NetlinkRuleOf[] {
-  return chains.flatMap((c) => c.rules.filter((r) => r.netlink !== undefined).map((rule) => ({ chain: c.name, rule })));
-}
-
-/**
- * The NEWRULE of rule `rule` (one with `netlink`) of chain `chain` of
- * drover's table of `family`: its expressions and its comment.
- * @throws UnsafeElementError for a rule without `netlink`, or a bad timeout or protocol in it.
- */
-export function netlinkRuleAdd(family: IPFamily, { chain, rule }: NetlinkRuleOf): RuleAdd {
-  const spec = rule.netlink;
-  if (spec?.kind !== 'affinity-record') throw new UnsafeElementError('netlink rule', rule.comment);
-  const table = nftFamily(family).table;
-  return { family: table.family, table: table.name, chain, exprs: affinityRecordExprs(family, spec.proto, spec.seconds), comment: rule.comment };
 }

@@ -39,7 +39,7 @@ import { NftDecodeError } from '../../kernel/nftables/errors.ts';
 import { TableModel, type ElementOp } from './model.ts';
 import { isEmptyStructure, layoutAfter, orderOps, planFrontend, planHairpin, planStructure, type StructurePlan } from './plan.ts';
 import { transactionScript } from './script.ts';
-import { netlinkRulesOf } from './affinity-rule.ts';
+import { netlinkRulesOf } from './netlink-rules.ts';
 import { commitInBatches, fillOrder } from './batches.ts';
 import type { NftablesSyncDetail } from './sync-detail.ts';
 import { collectWhenGrown, SYNC_GROWTH_BOUND } from '../../util/gc.ts';
@@ -434,9 +434,11 @@ export class NftablesBackend implements Backend {
     await running;
     let bytes = Buffer.byteLength(script);
     let transactions = 1;
-    // The rules nft cannot write (the IPv6 affinity record rules) follow in a netlink transaction of their own: until
-    // it commits their chains lack them (no new affinity entries for a moment); when it fails the sync fails, and the
-    // next full sync finds those chains short of rules and writes them again.
+    // The rules nft cannot write as meant follow in a netlink transaction of their own (netlink-rules.ts): the IPv6
+    // affinity record rules appended (until it commits no new IPv6 affinity entries), the pick rules put in place of
+    // the script's TCP-only ones (until it commits new UDP and SCTP flows through a chain just written are not
+    // DNATed). When it fails the sync fails, and the next full sync finds those chains' comments other than the
+    // layout's and writes them again.
     const extra = netlinkRulesOf(structure.rebuild ? want.chains : structure.writeChains);
     if (extra.length > 0) {
       const added = await this.opts.nft.addRules(extra);

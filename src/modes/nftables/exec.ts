@@ -2,16 +2,16 @@
  * The `nft` command of nftables mode (nft(8)): one script as one
  * transaction (`nft -f -`), and the JSON listing of drover's table. Always
  * called by its absolute path, optionally inside a named network namespace
- * (`ip netns exec`). Besides, the few rules nft cannot compile (the IPv6
- * affinity record rules, affinity-rule.ts) go over nf_tables netlink in
- * the same namespace: from this process, or from a helper process started
- * there (rule-helper.ts), since a netlink socket acts in the namespace of
- * the process that opens it.
+ * (`ip netns exec`). Besides, the few rules nft cannot write as drover
+ * means them (the IPv6 affinity record rules and the pick rules:
+ * netlink-rules.ts) go over nf_tables netlink in the same namespace: from
+ * this process, or from a helper process started there (rule-helper.ts),
+ * since a netlink socket acts in the namespace of the process that opens it.
  */
 import type { IPFamily } from '../../model/types.ts';
 import { moduleArgv } from '../../util/node-module.ts';
 import { CommandError, runCommand } from '../../kernel/exec.ts';
-import { netlinkRuleAdd, type NetlinkRuleOf } from './affinity-rule.ts';
+import { netlinkRuleAdd, writeNetlinkRules, type NetlinkRuleOf } from './netlink-rules.ts';
 import { nftFamily, type NftTable } from './layout.ts';
 import { NftNetlinkClient } from '../../kernel/nftables/client.ts';
 import { NO_TABLE, parseNftJson, type LiveSet, type LiveTable } from './live.ts';
@@ -37,12 +37,14 @@ export interface NftExec {
    */
   listSet(name: string, kind: 'set' | 'map'): Promise<LiveSet | undefined>;
   /**
-   * Append `rules` (layout.ts RuleDecl with `netlink`: rules nft cannot
-   * compile) to their chains of drover's table, in order, as one
-   * nf_tables netlink transaction (all of them or none) when they fit one
-   * batch, else in consecutive batches (NftNetlinkClient.addRules).
+   * Write `rules` (layout.ts RuleDecl with `netlink`) to their chains of
+   * drover's table, in order: an affinity record rule appended, a pick
+   * rule in place of the rule with its `replaces` comment (netlink-rules.ts);
+   * as one nf_tables netlink transaction (all of them or none) when they
+   * fit one batch, else in consecutive batches (NftNetlinkClient.addRules).
    * @returns the bytes sent and the transactions committed.
-   * @throws NftRequestError or CommandError naming the rule the kernel refused; UnsafeElementError for a rule without `netlink`.
+   * @throws NftRequestError or CommandError naming the rule the kernel refused; ReplacedRuleError (or CommandError
+   *   from the helper) when a rule to replace is not there; UnsafeElementError for a rule without `netlink`.
    */
   addRules(rules: readonly NetlinkRuleOf[]): Promise<RulesAdded>;
 }
@@ -85,11 +87,11 @@ export class SystemNft implements NftExec {
     if (rules.length === 0) return { bytes: 0, transactions: 0 };
     const family = this.opts.family ?? 'IPv4';
     // Encoded here first, so that a bad rule fails before any process starts.
-    const adds = rules.map((r) => netlinkRuleAdd(family, r));
+    for (const r of rules) netlinkRuleAdd(family, r);
     if (this.opts.netns === undefined) {
       const client = await NftNetlinkClient.open();
       try {
-        const { bytes, transactions } = await client.addRules(adds);
+        const { bytes, transactions } = await writeNetlinkRules(client, family, rules);
         return { bytes, transactions };
       } finally {
         client.close();

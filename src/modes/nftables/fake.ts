@@ -9,7 +9,7 @@
 import { CommandError } from '../../kernel/exec.ts';
 import type { ElementWriter } from './backend.ts';
 import type { NftExec, RulesAdded } from './exec.ts';
-import type { NetlinkRuleOf } from './affinity-rule.ts';
+import type { NetlinkRuleOf } from './netlink-rules.ts';
 import type { IPFamily } from '../../model/types.ts';
 import { tableRef } from './layout.ts';
 import type { LiveChain, LiveSet, LiveTable } from './live.ts';
@@ -98,10 +98,14 @@ export class FakeNft implements NftExec {
     this.elementCommits++;
   }
 
-  /** Rules appended over netlink, in order, each as `chain: comment`. */
+  /** Rules written over netlink, in order, each as `chain: comment`. */
   readonly netlinkRules: string[] = [];
 
-  /** Append rules as the netlink transaction of SystemNft.addRules would: all or none. @throws CommandError for a missing chain. */
+  /**
+   * Write rules as the netlink transaction of SystemNft.addRules would, all or none: a pick rule in place of the one
+   * rule with its `replaces` comment, any other appended.
+   * @throws CommandError for a missing chain, or a rule to replace that is missing or not unique.
+   */
   async addRules(rules: readonly NetlinkRuleOf[]): Promise<RulesAdded> {
     if (rules.length === 0) return { bytes: 0, transactions: 0 };
     if (this.failNext !== undefined) {
@@ -114,7 +118,14 @@ export class FakeNft implements NftExec {
       if (!r.rule.netlink) throw new CommandError('netlink', 1, `not a netlink rule: ${r.rule.comment}`);
       const c = work?.chains.get(r.chain);
       if (!c) throw new CommandError('netlink', 1, `No such file or directory: chain ${r.chain}`);
-      c.comments.push(r.rule.comment);
+      const spec = r.rule.netlink;
+      if (spec.kind !== 'pick') {
+        c.comments.push(r.rule.comment);
+        continue;
+      }
+      const at = c.comments.indexOf(spec.replaces);
+      if (at < 0 || c.comments.lastIndexOf(spec.replaces) !== at) throw new CommandError('netlink', 1, `no single rule "${spec.replaces}" to replace in chain ${r.chain}`);
+      c.comments[at] = r.rule.comment;
     }
     this.table = work;
     this.elementCommits++;

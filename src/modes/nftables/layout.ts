@@ -171,20 +171,41 @@ export interface SetDecl {
 /**
  * A rule that nft cannot compile, written over nf_tables netlink instead
  * (affinity-rule.ts): the IPv6 table's ClientIP affinity record rule of
- * protocol `proto` and timeout `seconds`.
+ * protocol `proto` and timeout `seconds`. Appended to its chain after the
+ * script that writes the chain.
  */
-export interface NetlinkRuleSpec {
+export interface AffinityRecordSpec {
   readonly kind: 'affinity-record';
   readonly proto: 'tcp' | 'udp' | 'sctp';
   readonly seconds: number;
 }
 
 /**
+ * A rule that nft compiles only with a dependency drover does not want
+ * (pick-rule.ts): the rule that picks one of `count` endpoints of
+ * selection `selection`, for every protocol. The script writes it as nft
+ * text (TCP only) with comment `replaces`, and drover then replaces that
+ * rule, in place, over netlink.
+ */
+export interface PickRuleSpec {
+  readonly kind: 'pick';
+  readonly selection: Selection['name'];
+  readonly count: number;
+  /** The comment of the rule the script writes and the netlink rule replaces. */
+  readonly replaces: string;
+}
+
+/** A rule written over nf_tables netlink (netlink-rules.ts). */
+export type NetlinkRuleSpec = AffinityRecordSpec | PickRuleSpec;
+
+/**
  * One rule of a chain: its text (without the comment) and its comment,
- * which names it. With `netlink`, nft cannot write the rule: scripts leave
- * it out (script.ts, as a `#` line) and it is appended to its chain over
- * netlink after the script (backend.ts); `text` is still how nft lists it
- * and how `drover trace` evaluates it.
+ * which names it. With `netlink`, nft cannot write the rule as it is meant:
+ * an affinity record rule is left out of scripts (script.ts, as a `#` line)
+ * and appended to its chain over netlink after the script; a pick rule is
+ * written by the script with its `replaces` comment and replaced over
+ * netlink after it (backend.ts). `text` is still how `drover trace`
+ * evaluates it.
  */
 export interface RuleDecl {
   readonly text: string;
@@ -281,14 +302,20 @@ export function affinitySet(seconds: number, family: IPFamily = 'IPv4'): SetDecl
   return frontendSet(affinitySetName(seconds), `frontends with ClientIP affinity of ${seconds} s`, nftFamily(family));
 }
 
-/** The rule that picks one of `n` endpoints of selection `sel`, in the table of `family` (default IPv4). */
+/**
+ * The rule that picks one of `n` endpoints of selection `sel`, any protocol, in the table of `family` (default IPv4).
+ * Written over netlink (`netlink`, pick-rule.ts): nft compiles its text for TCP only. Its comment ends in ", any
+ * protocol"; the script's TCP-only rule, and an earlier drover's, have the comment without it.
+ */
 export function countRule(sel: Selection, n: number, family: IPFamily = 'IPv4'): RuleDecl {
   const fam = nftFamily(family);
   const F = frontendMatch(fam);
   const whose = sel === LOCAL ? 'local ' : '';
+  const tcpOnly = `one of ${n} ${whose}endpoint${n === 1 ? '' : 's'}`;
   return {
     text: `${F} @${countSetName(sel, n)} dnat ${fam.l3} to ${F} . numgen random mod ${n} map @${sel.map}`,
-    comment: `one of ${n} ${whose}endpoint${n === 1 ? '' : 's'}`,
+    comment: `${tcpOnly}, any protocol`,
+    netlink: { kind: 'pick', selection: sel.name, count: n, replaces: tcpOnly },
   };
 }
 

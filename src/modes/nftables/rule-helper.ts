@@ -1,6 +1,8 @@
 /**
- * The helper process that appends rules nft cannot compile to drover's
- * table over nf_tables netlink, in the network namespace it runs in
+ * The helper process that writes the rules nft cannot write as drover
+ * means them (netlink-rules.ts: appended, or in place of the TCP-only
+ * pick rule) to drover's table over nf_tables netlink, in the network
+ * namespace it runs in
  * (exec.ts SystemNft.addRules starts it with `ip netns exec`, since a
  * netlink socket acts in the namespace of the process that opens it).
  *
@@ -12,7 +14,7 @@
  */
 import { fileURLToPath } from 'node:url';
 import type { IPFamily } from '../../model/types.ts';
-import { netlinkRuleAdd, type NetlinkRuleOf } from './affinity-rule.ts';
+import { netlinkRuleAdd, writeNetlinkRules, type NetlinkRuleOf } from './netlink-rules.ts';
 import type { NetlinkRuleSpec } from './layout.ts';
 import { NftNetlinkClient } from '../../kernel/nftables/client.ts';
 
@@ -20,6 +22,18 @@ import { NftNetlinkClient } from '../../kernel/nftables/client.ts';
 export interface RuleRequest {
   readonly family: IPFamily;
   readonly rules: readonly { readonly chain: string; readonly comment: string; readonly netlink: NetlinkRuleSpec }[];
+}
+
+/** A rule's `netlink` part, checked field by field. @throws Error naming what is not valid. */
+function parseSpec(value: unknown, path: string): NetlinkRuleSpec {
+  const n = value as Record<string, unknown> | undefined;
+  if (n?.kind === 'affinity-record' && (n.proto === 'tcp' || n.proto === 'udp' || n.proto === 'sctp') && typeof n.seconds === 'number') {
+    return { kind: 'affinity-record', proto: n.proto, seconds: n.seconds };
+  }
+  if (n?.kind === 'pick' && (n.selection === 'main' || n.selection === 'local') && typeof n.count === 'number' && typeof n.replaces === 'string') {
+    return { kind: 'pick', selection: n.selection, count: n.count, replaces: n.replaces };
+  }
+  throw new Error(`${path}: netlink ${JSON.stringify(n)} is not an affinity record rule or a pick rule`);
 }
 
 /**
@@ -33,11 +47,7 @@ export function parseRuleRequest(text: string): { readonly family: IPFamily; rea
   const rules = r.rules.map((x: Record<string, unknown>, i: number): NetlinkRuleOf => {
     if (typeof x.chain !== 'string' || !/^[a-z0-9-]{1,64}$/.test(x.chain)) throw new Error(`rules[${i}]: chain ${JSON.stringify(x.chain)} is not a chain name of drover's`);
     if (typeof x.comment !== 'string') throw new Error(`rules[${i}]: comment is not a string`);
-    const n = x.netlink as Record<string, unknown> | undefined;
-    if (n?.kind !== 'affinity-record' || (n.proto !== 'tcp' && n.proto !== 'udp' && n.proto !== 'sctp') || typeof n.seconds !== 'number') {
-      throw new Error(`rules[${i}]: netlink ${JSON.stringify(n)} is not an affinity record rule`);
-    }
-    return { chain: x.chain, rule: { text: '', comment: x.comment, netlink: { kind: 'affinity-record', proto: n.proto, seconds: n.seconds } } };
+    return { chain: x.chain, rule: { text: '', comment: x.comment, netlink: parseSpec(x.netlink, `rules[${i}]`) } };
   });
   return { family: r.family, rules };
 }
@@ -47,10 +57,10 @@ async function main(): Promise<void> {
   for await (const chunk of process.stdin) input += String(chunk);
   const { family, rules } = parseRuleRequest(input);
   // Encodes (and so validates) every rule before the socket is opened.
-  const adds = rules.map((r) => netlinkRuleAdd(family, r));
+  for (const r of rules) netlinkRuleAdd(family, r);
   const client = await NftNetlinkClient.open();
   try {
-    const done = await client.addRules(adds);
+    const done = await writeNetlinkRules(client, family, rules);
     process.stdout.write(`${JSON.stringify(done)}\n`);
   } finally {
     client.close();

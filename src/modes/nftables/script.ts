@@ -18,14 +18,19 @@ function setBlock(s: SetDecl, indent: string): string[] {
 /** What a script says of a rule nft cannot write (layout.ts RuleDecl `netlink`): a comment line, as it follows the script over netlink. */
 export const NETLINK_RULE_NOTE = '# appended over netlink (nft 1.0.6 cannot compile it):';
 
-/** A rule as a script line: its text, or for one that goes over netlink a comment line (nft reads it as nothing). */
-function ruleLine(r: RuleDecl, line: string): string {
-  return r.netlink ? `${NETLINK_RULE_NOTE} ${line}` : line;
+/**
+ * A rule as a script line, `prefix` (`add rule … `, or nothing inside a chain block) before it: its text and comment;
+ * for an affinity record rule (appended over netlink) a comment line, which nft reads as nothing; for a pick rule its
+ * TCP-only text with the comment `replaces`, the rule the netlink rule replaces once the script went through.
+ */
+function ruleLine(r: RuleDecl, prefix: string): string {
+  if (r.netlink?.kind === 'pick') return `${prefix}${ruleText({ text: r.text, comment: r.netlink.replaces })}`;
+  return r.netlink ? `${NETLINK_RULE_NOTE} ${prefix}${ruleText(r)}` : `${prefix}${ruleText(r)}`;
 }
 
 function chainBlock(c: ChainDecl, indent: string): string[] {
   const header = chainHeader(c);
-  return [`${indent}chain ${c.name} {`, ...(header ? [`${indent}\t${header}`] : []), ...c.rules.map((r) => `${indent}\t${ruleLine(r, ruleText(r))}`), `${indent}}`];
+  return [`${indent}chain ${c.name} {`, ...(header ? [`${indent}\t${header}`] : []), ...c.rules.map((r) => `${indent}\t${ruleLine(r, '')}`), `${indent}}`];
 }
 
 /** Most elements on one `add element` line. */
@@ -59,8 +64,9 @@ export function tableBlock(l: Layout, family: IPFamily = 'IPv4'): string[] {
  * table `model` describes) around the element operations `ops` (ordered:
  * deletes, then adds). A rebuild deletes the table first when it exists
  * (`ops` must then be planned from an empty table). Rules nft cannot
- * write (RuleDecl `netlink`) are comment lines here: the caller appends
- * them over netlink once the script went through (backend.ts).
+ * write as meant (RuleDecl `netlink`) are comment lines here, or for pick
+ * rules their TCP-only form: the caller appends or puts them in place over
+ * netlink once the script went through (backend.ts).
  */
 export function transactionScript(plan: StructurePlan, want: Layout, model: TableModel, ops: readonly ElementOp[], family: IPFamily = 'IPv4'): string {
   const T = tableRef(family);
@@ -80,7 +86,7 @@ export function transactionScript(plan: StructurePlan, want: Layout, model: Tabl
   }
   for (const name of plan.deleteChains) lines.push(`flush chain ${T} ${name}`);
   lines.push(...elementLines(ops, family));
-  for (const c of plan.writeChains) for (const r of c.rules) lines.push(ruleLine(r, `add rule ${T} ${c.name} ${ruleText(r)}`));
+  for (const c of plan.writeChains) for (const r of c.rules) lines.push(ruleLine(r, `add rule ${T} ${c.name} `));
   for (const name of plan.deleteChains) lines.push(`delete chain ${T} ${name}`);
   for (const name of plan.deleteSets) lines.push(`delete ${model.types.get(name)?.mapType !== undefined ? 'map' : 'set'} ${T} ${name}`);
   return lines.length === 0 ? '' : `${lines.join('\n')}\n`;
