@@ -125,7 +125,7 @@ test("the kernel's path of a ClusterIP probe: the rules by place and comment, DN
   const path = kernelPath(events('clusterip'), FIXTURE_TAG, probe('clusterip'), RULES)!;
   t.deepEqual(
     path.steps.filter((s) => s.kind === 'rule').map((s) => `${s.chain} ${s.line} ${s.verdict} ${s.comment}`),
-    ['nat-prerouting 1 jump services services', 'services 6 goto pick every endpoint', 'pick 4 accept one of 3 endpoints', 'filter-forward 2 jump endpoints-check frontends without endpoints', 'nat-postrouting 1 jump masquerading masquerade', 'masquerading 2 return not marked for masquerade'],
+    ['nat-prerouting 1 jump services services', 'services 6 goto pick every endpoint', 'pick 4 accept one of 3 endpoints, any protocol', 'filter-forward 2 jump endpoints-check frontends without endpoints', 'nat-postrouting 1 jump masquerading masquerade', 'masquerading 2 return not marked for masquerade'],
   );
   t.is(path.verdict.kind, 'dnat');
   const v = path.verdict as { ip: string; port: number };

@@ -84,7 +84,7 @@ test('from the node itself: filter-output (priority -110) rejects a frontend wit
 });
 
 test('a chain that is not the layout is said in the note; the rules still run by their comments', (t) => {
-  const table = withComments('pick', (c) => c.filter((x) => x !== 'one of 3 endpoints'));
+  const table = withComments('pick', (c) => c.filter((x) => x !== 'one of 3 endpoints, any protocol'));
   const { note } = nftTraceContext(table, LOCAL);
   t.is(note, "drover: table ip drover is not drover's layout for the endpoint counts and affinity timeouts its sets show (chains missing or with other rules: pick): rules are evaluated by their comments and the answer may be wrong\n");
   t.deepEqual(summary(outcomesOf(table, '10.244.9.2', '10.96.0.10', 80)), [['untouched', '1.0000', false]]);
@@ -123,7 +123,7 @@ ip drover nat-prerouting
 ip drover services
   rule 5  ip daddr . meta l4proto . th dport @external-local goto external-local comment "externalTrafficPolicy Local"
 ip drover external-local
-  rule 5  ip daddr . meta l4proto . th dport @local-endpoint-count-1 dnat ip to ip daddr . meta l4proto . th dport . numgen random mod 1 map @local-endpoints comment "one of 1 local endpoint"   [slot 0 of 1]
+  rule 5  ip daddr . meta l4proto . th dport @local-endpoint-count-1 dnat ip to ip daddr . meta l4proto . th dport . numgen random mod 1 map @local-endpoints comment "one of 1 local endpoint, any protocol"   [slot 0 of 1]
 ip drover filter-forward
   rule 2  ct state new jump endpoints-check comment "frontends without endpoints"
 ip drover nat-postrouting
