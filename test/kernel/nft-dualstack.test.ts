@@ -212,7 +212,7 @@ if (unavailable) {
       t.is(r.code, 0, `${dst}: ${r.stdout}\n${r.stderr}`);
       const kernel = r.stdout.slice(r.stdout.indexOf('\nkernel: ') + 1);
       t.regex(kernel, new RegExp(`^kernel: one tcp probe \\[fd00:100::2\\]:\\d+ -> \\${dst.replace(/\]/, '\\]')}, sent from namespace ${outside.netns} \\(connected\\)`));
-      t.regex(kernel, /\nip6 drover pick\n {2}rule \d+ +handle \d+ +accept {2}comment "one of 2 endpoints"\n/);
+      t.regex(kernel, /\nip6 drover pick\n {2}rule \d+ +handle \d+ +accept {2}comment "one of 2 endpoints, any protocol"\n/);
       const endpoint = /\nkernel verdict: DNAT to (\S+), masqueraded\n/.exec(kernel)?.[1];
       t.true(endpoint !== undefined && endpoints.includes(endpoint), `${dst}: the kernel DNATs to an IPv6 endpoint: ${endpoint}`);
       t.regex(kernel, /\nMATCH: the kernel took the evaluator's branch: DNAT to \S+, masqueraded \(50\.00% of new connections\)\n$/);

@@ -69,7 +69,7 @@ if (unavailable) {
     const r = await drover('trace', '--src', pod.ip, '--dst', '10.96.0.10:80', '--kernel', '--probe-from', pod.netns);
     const kernel = await matched(t, r, before);
     t.regex(kernel, new RegExp(`^kernel: one tcp probe ${pod.ip.replace(/\./g, '\\.')}:\\d+ -> 10\\.96\\.0\\.10:80, sent from namespace ${pod.netns} \\(connected\\)`));
-    t.regex(kernel, /\nip drover pick\n {2}rule 4 +handle \d+ +accept {2}comment "one of 3 endpoints"\n/);
+    t.regex(kernel, /\nip drover pick\n {2}rule 4 +handle \d+ +accept {2}comment "one of 3 endpoints, any protocol"\n/);
     const endpoint = /\nkernel verdict: DNAT to (\S+), not masqueraded\n/.exec(kernel)?.[1];
     t.true(endpoint !== undefined && ENDPOINTS.includes(endpoint), `kernel verdict names an endpoint: ${endpoint}`);
     t.regex(kernel, new RegExp(`\\nMATCH: the kernel took the evaluator's branch: DNAT to ${endpoint!.replace(/\./g, '\\.')}, not masqueraded \\(33\\.33% of new connections\\)\\n$`));

@@ -162,7 +162,7 @@ if (unavailable) {
     t.deepEqual(r.detail, { mode: 'nftables', via: 'nft', structural: true });
     const live = await nft.list();
     t.true(live.sets.has('endpoint-count-6'));
-    t.true(live.chains.get('pick')!.comments.includes('one of 6 endpoints'));
+    t.true(live.chains.get('pick')!.comments.includes('one of 6 endpoints, any protocol'));
     await b.sync(STATE, { full: false, changed: new Set(['default/web:http']) });
     const full = await b.sync(STATE, FULL);
     t.is(full.deleted.set, 1, 'the next full sync deletes the unused count set');
