@@ -292,14 +292,15 @@ export class NftNetlinkClient {
   }
 
   /**
-   * Append `rules` to their chains (NFT_MSG_NEWRULE, rule-codec.ts) and
+   * Append `rules` to their chains, or put each one with a `handle` in
+   * place of that rule (NFT_MSG_NEWRULE, rule-codec.ts), and
    * wait until the kernel has answered every message: as one atomic batch
    * when it and its worst-case answers fit the socket's buffers, else split in halves, each its
    * own batch, in order (a batch is all or nothing; the batches together
    * are not: one that fails leaves the batches before it applied). For the
-   * rules nft cannot compile (affinity-rule.ts), appended right after the
-   * `nft -f` that wrote their chains, which must not be left short of
-   * rules because they would not fit one batch.
+   * rules nft cannot write as drover means them (the modes' netlink-rules.ts),
+   * written right after the `nft -f` that wrote their chains, which must not
+   * be left short of rules because they would not fit one batch.
    * @returns the rules and bytes sent, and the batches (transactions) committed.
    * @throws NftValidationError (nothing sent) for bad input.
    * @throws NftBatchTooLargeError (nothing sent of it) when a single rule does not fit.
