@@ -575,10 +575,10 @@ function parseEndpointSlice(head: Head, raw: Record<string, unknown>, schemasOnl
 }
 
 /**
- * The `hostname` of the raw endpoint or endpoint address `raw` (only DNS
- * names endpoints by it, dns-names.ts readHostname), or undefined when it
- * has none; a bad one is a warning naming the field at `path`, and the
- * endpoint is then named by its address.
+ * The `hostname` of the raw endpoint, endpoint address or Pod spec `raw`
+ * (only DNS names endpoints by it, dns-names.ts readHostname), or undefined
+ * when it has none; a bad one is a warning naming the field at `path`, and
+ * the endpoint is then named by its address.
  */
 function endpointHostname(head: Head, raw: unknown, path: ReadonlyArray<string | number>, warnings: ManifestError[]): string | undefined {
   if (!isRecord(raw) || !('hostname' in raw)) return undefined;
@@ -699,8 +699,9 @@ function pod(
   source: 'kubernetes' | 'shepherd',
   meta: { namespace: string; name: string; labels: ReadonlyMap<string, string> },
   facts: { ips: ReadonlyArray<readonly [string, string]>; phase: string | undefined; ready: boolean; terminating: boolean; nodeName: string | undefined; ports: ContainerPort[] },
+  dnsName: { hostname?: string; subdomain?: string } = {},
+  warnings: ManifestError[] = [],
 ): ParseResult {
-  const warnings: ManifestError[] = [];
   const ip = podIPs(head, facts.ips, warnings);
   if ('problem' in ip) return error(head, ip.field, ip.problem);
   const parsed: ParsedPod = withBase(head, source, meta.namespace, meta.name, {
@@ -713,6 +714,7 @@ function pod(
     terminating: facts.terminating,
     ...(facts.nodeName !== undefined ? { nodeName: facts.nodeName } : {}),
     ports: facts.ports,
+    ...dnsName,
   });
   return ok(parsed, warnings);
 }
@@ -721,6 +723,8 @@ function pod(
  * core/v1 Pod: ready when its `Ready` condition's status is "True"
  * (podutil IsPodReady), terminating when `deletionTimestamp` is set; its
  * IPs are `status.podIPs[].ip`, or `status.podIP` when that list is empty.
+ * `spec.hostname` and `spec.subdomain`, which only DNS reads, are read from
+ * `raw` as DNS-1123 labels (a bad one is a warning, and left out).
  */
 function parseK8sPod(head: Head, raw: unknown): ParseResult {
   const r = parseWith(k8sPodSchema, raw);
@@ -734,14 +738,25 @@ function parseK8sPod(head: Head, raw: unknown): ParseResult {
         ? [['status.podIP', status.podIP] as const]
         : [];
   const containers = [...(spec?.containers ?? []), ...(spec?.initContainers ?? []).filter((c) => c.restartPolicy === 'Always')];
-  return pod(head, 'kubernetes', metadata, {
-    ips,
-    phase: status?.phase,
-    ready: (status?.conditions ?? []).some((c) => c.type === 'Ready' && c.status === 'True'),
-    terminating: metadata.deletionTimestamp !== undefined,
-    nodeName: spec?.nodeName,
-    ports: containers.flatMap((c) => c.ports.map((p) => ({ name: p.name, port: p.containerPort, protocol: p.protocol }))),
-  });
+  const warnings: ManifestError[] = [];
+  const rawSpec = isRecord(raw) && isRecord(raw.spec) ? raw.spec : undefined;
+  const hostname = endpointHostname(head, rawSpec, ['spec', 'hostname'], warnings);
+  const subdomain = rawSpec !== undefined && 'subdomain' in rawSpec ? endpointHostname(head, { hostname: rawSpec.subdomain }, ['spec', 'subdomain'], warnings) : undefined;
+  return pod(
+    head,
+    'kubernetes',
+    metadata,
+    {
+      ips,
+      phase: status?.phase,
+      ready: (status?.conditions ?? []).some((c) => c.type === 'Ready' && c.status === 'True'),
+      terminating: metadata.deletionTimestamp !== undefined,
+      nodeName: spec?.nodeName,
+      ports: containers.flatMap((c) => c.ports.map((p) => ({ name: p.name, port: p.containerPort, protocol: p.protocol }))),
+    },
+    { ...(hostname !== undefined ? { hostname } : {}), ...(subdomain !== undefined ? { subdomain } : {}) },
+    warnings,
+  );
 }
 
 /**

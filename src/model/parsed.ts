@@ -197,6 +197,10 @@ export interface ParsedPod extends ParsedBase {
   readonly nodeName?: string;
   /** Container ports in manifest order, then those of sidecar init containers (`restartPolicy: Always`), as FindPort looks them up. */
   readonly ports: readonly ContainerPort[];
+  /** `spec.hostname` (a DNS-1123 label), Kubernetes Pods only: the endpoint's hostname when `subdomain` names the Service (pods.ts). */
+  readonly hostname?: string;
+  /** `spec.subdomain` (a DNS-1123 label), Kubernetes Pods only. */
+  readonly subdomain?: string;
 }
 
 /** Any parsed object. */

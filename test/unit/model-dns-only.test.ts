@@ -18,11 +18,11 @@ const slice = (name: string, svc: string, endpoints: unknown[], ports: unknown[]
   endpoints,
   ports,
 });
-const pod = (name: string, ip: string, ready: boolean) => ({
+const pod = (name: string, ip: string, ready: boolean, dns: { hostname?: unknown; subdomain?: unknown } = {}) => ({
   apiVersion: 'v1',
   kind: 'Pod',
   metadata: { name, namespace: 'default', labels: { app: 'cache' } },
-  spec: { containers: [{ name: 'c', ports: [{ name: 'redis', containerPort: 6379 }] }] },
+  spec: { ...dns, containers: [{ name: 'c', ports: [{ name: 'redis', containerPort: 6379 }] }] },
   status: { podIP: ip, conditions: [{ type: 'Ready', status: ready ? 'True' : 'False' }] },
 });
 
@@ -76,21 +76,28 @@ test('a snapshot without such Services has no dnsOnly part; an unchanged one kee
   t.not(buildSnapshot(changed, { serviceCIDR: '10.96.0.0/12', memo, previous: again }).snapshot.dnsOnly!.get('default/db'), first.dnsOnly!.get('default/db'));
 });
 
-test('a headless Service with a selector takes its endpoints from the Pods, ready as the EndpointSlice controller says', (t) => {
-  const { objects } = parsed([
+test('a headless Service with a selector takes its endpoints from the Pods: ready, and named by spec.hostname when spec.subdomain is the Service', (t) => {
+  const { objects, warnings } = parsed([
     service('cache', { clusterIP: 'None', selector: { app: 'cache' }, ports: [{ name: 'redis', port: 6379, targetPort: 'redis' }] }),
-    pod('cache-0', '10.244.3.2', true),
-    pod('cache-1', '10.244.3.3', false),
+    pod('cache-0', '10.244.3.2', true, { hostname: 'cache-0', subdomain: 'cache' }),
+    pod('cache-1', '10.244.3.3', false, { hostname: 'cache-1', subdomain: 'cache' }),
+    pod('cache-2', '10.244.3.4', true, { hostname: 'cache-2', subdomain: 'other' }),
+    pod('cache-3', '10.244.3.5', true, { hostname: 'Cache_3', subdomain: 'cache' }),
+  ]);
+  t.deepEqual(warnings, [
+    'in.yaml: Pod default/cache-3: spec.hostname: "Cache_3" is not a valid DNS-1123 label (lower-case alphanumerics and \'-\', alphanumeric at both ends, at most 63 characters); hostname ignored (DNS names the endpoint by its address)',
   ]);
   const { snapshot } = buildSnapshot(objects, { serviceCIDR: '10.96.0.0/12' });
   t.deepEqual(renderAll(snapshot), []);
   const cache = snapshot.dnsOnly!.get('default/cache');
   if (cache?.kind !== 'headless') return t.fail('cache is not headless');
   t.deepEqual(
-    cache.groups.map((g) => [g.ports.map((p) => `${p.name}:${p.port}`), g.addresses.map((a) => [a.ip, a.ready])]),
+    cache.groups.map((g) => [g.ports.map((p) => `${p.name}:${p.port}`), g.addresses.map((a) => [a.ip, a.ready]), g.hostnames]),
     [
-      [['redis:6379'], [['10.244.3.2', true]]],
-      [['redis:6379'], [['10.244.3.3', false]]],
+      [['redis:6379'], [['10.244.3.2', true]], new Map([['10.244.3.2', 'cache-0']])],
+      [['redis:6379'], [['10.244.3.3', false]], new Map([['10.244.3.3', 'cache-1']])],
+      [['redis:6379'], [['10.244.3.4', true]], undefined],
+      [['redis:6379'], [['10.244.3.5', true]], undefined],
     ],
   );
 });
