@@ -12,6 +12,7 @@ import { join } from 'node:path';
 import type { Backend, ChangeSet, SyncResult } from '../../src/proxier/backend.ts';
 import { Proxier } from '../../src/proxier/proxier.ts';
 import { loadKubeConfig } from '../../src/sources/kubernetes/config.ts';
+import { createKubernetesSource } from '../../src/sources/kubernetes/create.ts';
 import { DNS_SLICE_SELECTOR, KubernetesSource, LABEL_SELECTOR } from '../../src/sources/kubernetes/source.ts';
 import { silentLogger, type Logger } from '../../src/util/log.ts';
 import { FakeKubeApi, kubeconfigFor } from '../support/kube-api.ts';
@@ -297,6 +298,23 @@ test.serial('for the node DNS, the slices of headless Services are received too,
   const after = await src.load();
   t.deepEqual([...after.changed!], []);
   t.deepEqual(addresses(after.snapshot), [['10.244.2.3', true]]);
+});
+
+test.serial('the source the flags make selects the slices of headless Services with --dns-address, and not without', async (t) => {
+  for (const [dnsAddress, selector] of [['169.254.20.10', DNS_SLICE_SELECTOR], [undefined, LABEL_SELECTOR]] as const) {
+    const api = await world();
+    const kubeconfig = join(dir, `kubeconfig-flags-${n++}`);
+    await writeFile(kubeconfig, kubeconfigFor(api.url));
+    const flags = { kubeconfig, hostnameOverride: 'node-a', serviceCidr: '10.96.0.0/12', ...(dnsAddress !== undefined ? { dnsAddress } : {}) };
+    const src = createKubernetesSource(flags as Parameters<typeof createKubernetesSource>[0], silentLogger());
+    try {
+      await src.load();
+      t.is(api.lists(SLICES)[0]!.query.labelSelector, selector);
+    } finally {
+      await src.close();
+      await api.close();
+    }
+  }
 });
 
 test.serial('a bad object is skipped with one error naming it, the rest is served, and the read is incomplete; a later valid version clears it', async (t) => {
