@@ -9,9 +9,9 @@
  * - a headless Service ({@link headlessRecords}): one `A`/`AAAA` per ready
  *   endpoint at `<svc>.<ns>.svc.<zone>` and at `<hostname>.<svc>.<ns>.svc.<zone>`
  *   (§2.4.1), `SRV` per named port and ready endpoint targeting that
- *   hostname (§2.4.2), `PTR` for each ready endpoint with a hostname (§2.4.3);
- *   an endpoint without a hostname is named by its address with dashes
- *   (`10-244-1-2`), as CoreDNS names it, for its SRV target;
+ *   name (§2.4.2), `PTR` for each ready endpoint to that name (§2.4.3);
+ *   an endpoint without a `hostname` is named by its address with dashes
+ *   (`10-244-1-2`), the system-assigned _hostname_ of §2.1 as CoreDNS makes it;
  * - an ExternalName Service ({@link externalNameRecords}): `CNAME` (§2.5).
  *
  * Record names are lower-case, without the trailing dot. TTLs are the
@@ -19,7 +19,7 @@
  */
 import type { Answer } from 'dns-packet';
 import { parseIP } from '../model/addr.ts';
-import type { Protocol, ServicePort } from '../model/types.ts';
+import type { HeadlessService, Protocol, ServicePort } from '../model/types.ts';
 
 /** A record in dns-packet's shape (any but EDNS's OPT pseudo-record); the zone sets TTL and class when it answers. */
 export type ZoneRecord = Exclude<Answer, { type: 'OPT' }>;
@@ -65,11 +65,13 @@ function srvName(portName: string, protocol: Protocol, service: string): string 
  * `clusterIP`): the Service's address record, the PTR of the ClusterIP, and
  * the SRV of the port when it is named. Two ports of one Service give the
  * same address and PTR records; the zone keeps one of each.
- * A Service whose namespace or name is not a DNS-1123 label has none.
+ * A Service whose namespace or name is not a DNS-1123 label, or whose name
+ * is longer than 253 characters, has none.
  */
 export function servicePortRecords(sp: ServicePort, zone: string): ZoneRecord[] {
   if (!isLabel(sp.namespace) || !isLabel(sp.name)) return [];
   const name = serviceName(sp.namespace, sp.name, zone);
+  if (!fits(name)) return [];
   const out: ZoneRecord[] = [addressRecord(name, sp.clusterIP), { name: reverseName(sp.clusterIP), type: 'PTR', data: name }];
   if (sp.portName !== '' && isLabel(sp.portName)) {
     out.push({ name: srvName(sp.portName, sp.protocol, name), type: 'SRV', data: { priority: 0, weight: 100, port: sp.port, target: name } });
@@ -77,56 +79,80 @@ export function servicePortRecords(sp: ServicePort, zone: string): ZoneRecord[] 
   return out;
 }
 
-/** One port of a headless Service: its name ("" when unnamed), protocol and endpoint port. */
-export interface HeadlessPort {
-  readonly name: string;
-  readonly protocol: Protocol;
-  /** The endpoints' port, 1-65535 (an SRV record's port). */
-  readonly port: number;
-}
-
-/** One endpoint address of a headless Service. */
-export interface HeadlessEndpoint {
-  /** Canonical IPv4 or IPv6 text. */
-  readonly ip: string;
-  /** The endpoint's Ready condition: only ready endpoints are published (specification §2.4.1). */
-  readonly ready: boolean;
-  /** The endpoint's `hostname` (a Pod's `spec.hostname` with a matching `spec.subdomain`), when it has one. */
-  readonly hostname?: string;
-}
-
-/** A headless Service (`clusterIP: None`): its name, named ports and endpoints. */
-export interface HeadlessService {
-  readonly namespace: string;
-  readonly name: string;
-  readonly ports: readonly HeadlessPort[];
-  readonly endpoints: readonly HeadlessEndpoint[];
+/** Whether `name` (without the trailing dot) fits a domain name: at most 253 characters, 255 octets on the wire (RFC 1035 §2.3.4). */
+function fits(name: string): boolean {
+  return name.length <= 253;
 }
 
 /**
- * The records of a headless Service (see the module comment). With no
- * ready endpoint it has none, so its name is NXDOMAIN (specification
- * §2.4.1). SRV weights are 100 divided among the targets of a port, as
- * CoreDNS gives them.
+ * The _hostname_ of a headless Service's endpoint (specification §2.1):
+ * its `hostname` when it has one, else a name made of its address, dots or
+ * colons turned to dashes (`10-244-1-2`, `fd00-10--5`), as CoreDNS's
+ * kubernetes plugin names it; undefined when that is not a DNS-1123 label
+ * (an IPv6 address that starts or ends with `::`).
+ */
+function endpointLabel(ip: string, hostname: string | undefined): string | undefined {
+  if (hostname !== undefined && isLabel(hostname)) return hostname;
+  const made = ip.replaceAll(/[.:]/g, '-');
+  return isLabel(made) ? made : undefined;
+}
+
+/**
+ * The records of a headless Service (specification §2.4): for each ready
+ * endpoint address, an `A`/`AAAA` at `<svc>.<ns>.svc.<zone>` and at its
+ * per-endpoint name `<hostname>.<svc>.<ns>.svc.<zone>` (see
+ * {@link endpointLabel}), and a `PTR` from the address to that name; for
+ * each named port of an endpoint group and each of the group's ready
+ * endpoints, an `SRV` at `_<port>._<proto>.<svc>.<ns>.svc.<zone>` to the
+ * per-endpoint name with the endpoint's port. With no ready endpoint there
+ * is no record, so the name is NXDOMAIN (§2.4.1). SRV weights are 100
+ * divided among the targets of a name, as CoreDNS gives them. A name
+ * longer than 253 characters is left out.
  */
 export function headlessRecords(svc: HeadlessService, zone: string): ZoneRecord[] {
   if (!isLabel(svc.namespace) || !isLabel(svc.name)) return [];
   const name = serviceName(svc.namespace, svc.name, zone);
-  const ready = [...new Map(svc.endpoints.filter((e) => e.ready && parseIP(e.ip) !== undefined).map((e) => [e.ip, e])).values()];
+  if (!fits(name)) return [];
   const out: ZoneRecord[] = [];
-  const targets: string[] = [];
-  for (const e of ready) {
-    out.push(addressRecord(name, e.ip));
-    const host = e.hostname !== undefined && isLabel(e.hostname) ? e.hostname : undefined;
-    const target = `${host ?? e.ip.replaceAll(/[.:]/g, '-')}.${name}`;
-    targets.push(target);
-    out.push(addressRecord(target, e.ip));
-    if (host !== undefined) out.push({ name: reverseName(e.ip), type: 'PTR', data: target });
+  const seen = new Set<string>();
+  const add = (r: ZoneRecord) => {
+    const key = `${r.name} ${r.type} ${JSON.stringify(r.data)}`;
+    if (!seen.has(key)) {
+      seen.add(key);
+      out.push(r);
+    }
+  };
+  const srv: Array<{ name: string; port: number; target: string }> = [];
+  for (const group of svc.groups) {
+    const targets: string[] = [];
+    for (const a of group.addresses) {
+      if (!a.ready || parseIP(a.ip) === undefined) continue;
+      add(addressRecord(name, a.ip));
+      const label = endpointLabel(a.ip, group.hostnames?.get(a.ip));
+      const target = label === undefined ? undefined : `${label}.${name}`;
+      if (target === undefined || !fits(target)) continue;
+      add(addressRecord(target, a.ip));
+      add({ name: reverseName(a.ip), type: 'PTR', data: target });
+      targets.push(target);
+    }
+    for (const p of group.ports) {
+      if (p.name === '' || !isLabel(p.name)) continue;
+      const owner = srvName(p.name, p.protocol, name);
+      if (fits(owner)) for (const target of targets) srv.push({ name: owner, port: p.port, target });
+    }
   }
-  const weight = targets.length > 0 ? Math.max(1, Math.floor(100 / targets.length)) : 0;
-  for (const p of svc.ports) {
-    if (p.name === '' || !isLabel(p.name)) continue;
-    for (const target of targets) out.push({ name: srvName(p.name, p.protocol, name), type: 'SRV', data: { priority: 0, weight, port: p.port, target } });
+  const perName = new Map<string, number>();
+  const seenSrv = new Set<string>();
+  const unique = srv.filter((r) => {
+    const key = `${r.name} ${r.port} ${r.target}`;
+    if (seenSrv.has(key)) return false;
+    seenSrv.add(key);
+    perName.set(r.name, (perName.get(r.name) ?? 0) + 1);
+    return true;
+  });
+  for (const r of unique) {
+    const weight = Math.max(1, Math.floor(100 / perName.get(r.name)!));
+    out.push({ name: r.name, type: 'SRV', data: { priority: 0, weight, port: r.port, target: r.target } });
   }
   return out;
 }
@@ -134,10 +160,12 @@ export function headlessRecords(svc: HeadlessService, zone: string): ZoneRecord[
 /**
  * The record of an ExternalName Service: a CNAME from its name to
  * `externalName` (lower-cased, without a trailing dot; specification §2.5).
- * None when `externalName` is not a domain name of labels of 1-63 characters.
+ * None when `externalName` is not a domain name of labels of 1-63
+ * characters, or either name is longer than 253 characters (the model has
+ * already refused a bad `externalName` with a warning, model/dns-names.ts).
  */
 export function externalNameRecords(namespace: string, name: string, externalName: string, zone: string): ZoneRecord[] {
   const target = externalName.toLowerCase().replace(/\.$/, '');
-  if (!isLabel(namespace) || !isLabel(name) || target.length > 253 || !target.split('.').every((l) => /^[a-z0-9_]([-a-z0-9_]{0,61}[a-z0-9_])?$/.test(l))) return [];
+  if (!isLabel(namespace) || !isLabel(name) || !fits(serviceName(namespace, name, zone)) || !fits(target) || !target.split('.').every((l) => /^[a-z0-9_]([-a-z0-9_]{0,61}[a-z0-9_])?$/.test(l))) return [];
   return [{ name: serviceName(namespace, name, zone), type: 'CNAME', data: target }];
 }

@@ -8,11 +8,17 @@
  * differ, so neither costs a rebuild of the zone.
  *
  * Each service port of each family view is one zone owner: `4 <key>` and
- * `6 <key>`.
+ * `6 <key>`. Each Service only DNS serves (Snapshot.dnsOnly: headless and
+ * ExternalName Services) is one more, `dns <namespace/name>`, compared by
+ * identity at every sync (the model keeps the object of an unchanged one,
+ * model/normalise.ts), which costs a lookup per such Service.
  */
-import type { ServicePort, Snapshot } from '../model/types.ts';
-import { servicePortRecords } from './records.ts';
+import type { DnsOnlyService, ServicePort, Snapshot } from '../model/types.ts';
+import { externalNameRecords, headlessRecords, servicePortRecords } from './records.ts';
 import type { Zone } from './zone.ts';
+
+/** No DNS-only Service. */
+const NO_DNS_ONLY: ReadonlyMap<string, DnsOnlyService> = new Map();
 
 /** The owner name of a service port of one family view. */
 function ownerOf(family: 4 | 6, key: string): string {
@@ -23,6 +29,8 @@ function ownerOf(family: 4 | 6, key: string): string {
 export class ServiceDnsView {
   /** Owner → the ServicePort its records were made from. */
   private readonly from = new Map<string, ServicePort>();
+  /** "namespace/name" → the DNS-only Service its records were made from. */
+  private readonly dnsFrom = new Map<string, DnsOnlyService>();
 
   constructor(readonly zone: Zone) {}
 
@@ -37,7 +45,7 @@ export class ServiceDnsView {
    */
   apply(snapshot: Snapshot, changed?: ReadonlySet<string>, keepMissing = false): number {
     const views: Array<[4 | 6, ReadonlyMap<string, ServicePort>]> = [[4, snapshot.services], [6, snapshot.ipv6Services ?? new Map()]];
-    let touched = 0;
+    let touched = this.applyDnsOnly(snapshot.dnsOnly ?? NO_DNS_ONLY, keepMissing);
     if (changed !== undefined) {
       for (const key of changed) {
         for (const [family, ports] of views) if (!keepMissing || ports.has(key)) touched += this.update(ownerOf(family, key), ports.get(key));
@@ -49,6 +57,26 @@ export class ServiceDnsView {
     for (const owner of [...this.from.keys()]) {
       const [family, key] = [owner[0] === '6' ? views[1]![1] : views[0]![1], owner.slice(2)];
       if (!family.has(key)) touched += this.update(owner, undefined);
+    }
+    return touched;
+  }
+
+  /** Bring the DNS-only Services' owners to `services` (those missing kept when `keepMissing`); how many changed. */
+  private applyDnsOnly(services: ReadonlyMap<string, DnsOnlyService>, keepMissing: boolean): number {
+    let touched = 0;
+    for (const [key, svc] of services) {
+      if (this.dnsFrom.get(key) === svc) continue;
+      this.dnsFrom.set(key, svc);
+      const records = svc.kind === 'headless' ? headlessRecords(svc, this.zone.domain) : externalNameRecords(svc.namespace, svc.name, svc.externalName, this.zone.domain);
+      this.zone.set(`dns ${key}`, records);
+      touched++;
+    }
+    if (keepMissing || this.dnsFrom.size === services.size) return touched;
+    for (const key of [...this.dnsFrom.keys()]) {
+      if (services.has(key)) continue;
+      this.dnsFrom.delete(key);
+      this.zone.delete(`dns ${key}`);
+      touched++;
     }
     return touched;
   }

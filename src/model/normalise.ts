@@ -48,7 +48,7 @@ import { displayFile, ManifestError, objectError } from './errors.ts';
 import { compareStrings } from './order.ts';
 import type { EndpointGroup, ParsedEndpoints, ParsedEndpointSlice, ParsedNode, ParsedObject, ParsedPod, ParsedService, ParsedServicePort } from './parsed.ts';
 import { indexPods, nodeZones, podEndpointGroups, selectedPods, type PodIndex } from './pods.ts';
-import type { NodeInfo, ServicePort, ServiceType, Snapshot } from './types.ts';
+import type { DnsOnlyService, NodeInfo, ServicePort, ServiceType, Snapshot } from './types.ts';
 import { ipFamilyOf } from './validate.ts';
 
 /** Options of {@link buildSnapshot}. */
@@ -93,6 +93,8 @@ export class BuildMemo {
   private readonly byService = new WeakMap<ParsedService, Built>();
   /** The same for the IPv6 view of each Service (family.ts). */
   private readonly byService6 = new WeakMap<ParsedService, Built>();
+  /** The DNS-only Service made of each headless or ExternalName Service, with the groups it was made from ({@link memoDnsOnly}). */
+  readonly dnsOnly = new WeakMap<ParsedService, { readonly groups: readonly EndpointGroup[]; readonly value: DnsOnlyService }>();
 
   /** The service ports built for `svc` at `ip` (of either family: one memo each) from `groups`, reused or made by `make`. */
   portsOf(svc: ParsedService, ip: string, groups: readonly EndpointGroup[], make: () => ServicePort[]): readonly ServicePort[] {
@@ -103,6 +105,20 @@ export class BuildMemo {
     store.set(svc, { ip, groups, ports });
     return ports;
   }
+}
+
+/**
+ * The DNS-only Service (types.ts DnsOnlyService) an earlier build made of
+ * `svc` with the same endpoint `groups` (the same objects, in order), or
+ * the one `make` makes now: an unchanged headless or ExternalName Service
+ * keeps its object, so src/dns compares by identity.
+ */
+function memoDnsOnly(memo: BuildMemo, svc: ParsedService, groups: readonly EndpointGroup[], make: () => DnsOnlyService): DnsOnlyService {
+  const seen = memo.dnsOnly.get(svc);
+  if (seen !== undefined && seen.groups.length === groups.length && seen.groups.every((g, i) => g === groups[i])) return seen.value;
+  const value = make();
+  memo.dnsOnly.set(svc, { groups, value });
+  return value;
 }
 
 /** What {@link BuildMemo} keeps of one Service in one family. */
@@ -223,12 +239,44 @@ export function buildSnapshot(objects: readonly ParsedObject[], opts: BuildOptio
     .filter((r) => r.svc.clusterIPs.length === 0)
     .map((r) => Object.freeze({ key: r.key, clusterIP: r.ip! }))
     .sort((a, b) => compareStrings(a.key, b.key));
+  const dnsOnly = dnsOnlyServices(keyed, slices, legacy, pods, zones, memo);
   const snapshot: Snapshot = Object.freeze({
     services: byPortKey(ports),
     ...(ports6.length > 0 ? { ipv6Services: byPortKey(ports6) } : {}),
     ...(node !== undefined ? { node } : {}),
+    ...(dnsOnly.size > 0 ? { dnsOnly } : {}),
   });
   return { snapshot, errors, warnings, refusals, allocations, notes: notes.sort(compareStrings) };
+}
+
+/**
+ * The Services only DNS serves (Snapshot.dnsOnly), by "namespace/name" in
+ * the order of `keyed`: each ExternalName Service with a valid name, and
+ * each headless Service with the endpoint groups {@link endpointGroups}
+ * gives it for its own ports (parse.ts keeps them in `dnsOnly`). Their
+ * endpoint-port warnings and notes are not reported: the proxy never uses
+ * these endpoints. Reused from `memo` when unchanged.
+ */
+function dnsOnlyServices(
+  keyed: ReadonlyArray<{ readonly svc: ParsedService; readonly key: string }>,
+  slices: ReadonlyMap<string, readonly ParsedEndpointSlice[]>,
+  legacy: ReadonlyMap<string, readonly ParsedEndpoints[]>,
+  pods: PodIndex,
+  zones: ReadonlyMap<string, string>,
+  memo: BuildMemo,
+): Map<string, DnsOnlyService> {
+  const out = new Map<string, DnsOnlyService>();
+  for (const { svc, key } of keyed) {
+    const dns = svc.dnsOnly;
+    if (dns === undefined) continue;
+    if (dns.kind === 'externalName') {
+      out.set(key, memoDnsOnly(memo, svc, NONE, () => Object.freeze({ kind: 'externalName', namespace: svc.namespace, name: svc.name, externalName: dns.externalName })));
+      continue;
+    }
+    const groups = endpointGroups({ ...svc, ports: dns.ports }, key, slices, legacy, pods, zones, [], []);
+    out.set(key, memoDnsOnly(memo, svc, groups, () => Object.freeze({ kind: 'headless', namespace: svc.namespace, name: svc.name, groups })));
+  }
+  return out;
 }
 
 /** A Service that passed allocation, with its IPv4 (`ip`) and IPv6 (`ip6`) ClusterIPs: at least one of them. */

@@ -52,9 +52,11 @@ import type {
   ParsedNode,
   ParsedObject,
   ParsedPod,
+  ParsedDnsOnly,
   ParsedService,
   ParsedServicePort,
 } from './parsed.ts';
+import { readExternalName, readHostname } from './dns-names.ts';
 import { readCommonService } from './fast-service.ts';
 import { readCommonSlice } from './fast-slice.ts';
 import { formatPath, isRecord, parseWith } from './schema.ts';
@@ -298,6 +300,7 @@ function parseK8sService(head: Head, raw: Record<string, unknown>, schemasOnly: 
     : spec.clusterIP === 'None' ? 'headless (clusterIP: None, not proxied)'
     : spec.clusterIP === '' ? 'without a ClusterIP (not yet allocated by the API server; kube-proxy skips it too)'
     : undefined);
+  const dnsOnly = dnsOnlyOf(head, raw, spec, warnings);
   const ports: ParsedServicePort[] = unproxiedReason
     ? []
     : spec.ports.map((p, index) => ({
@@ -320,6 +323,7 @@ function parseK8sService(head: Head, raw: Record<string, unknown>, schemasOnly: 
     clusterIPs,
     ports,
     ...(unproxiedReason && spec.ports.length > 0 ? { unproxiedReason } : {}),
+    ...(dnsOnly !== undefined ? { dnsOnly } : {}),
     externalIPs,
     loadBalancerIngress: ingress,
     loadBalancerSourceRanges: sourceRanges(head, spec.loadBalancerSourceRanges, warnings),
@@ -335,6 +339,30 @@ function parseK8sService(head: Head, raw: Record<string, unknown>, schemasOnly: 
     ...createdAt(head, raw, 'creationTimestamp', warnings),
   });
   return ok(svc, warnings);
+}
+
+/**
+ * What DNS alone serves of a Service (parsed.ts ParsedDnsOnly): for type
+ * ExternalName its `spec.externalName` (read from `raw`, dns-names.ts
+ * readExternalName; a bad one is a warning naming the field, and the
+ * Service gets no DNS name), for a headless Service (`clusterIP: None`)
+ * its ports; undefined for any other Service. Kubernetes DNS specification
+ * schema 1.1.0 §2.4, §2.5.
+ */
+function dnsOnlyOf(
+  head: Head,
+  raw: Record<string, unknown>,
+  spec: { type: string; clusterIP: string; ports: ReadonlyArray<{ name: string; port: number; protocol: ParsedServicePort['protocol']; targetPort?: number | string | undefined }> },
+  warnings: ManifestError[],
+): ParsedDnsOnly | undefined {
+  if (spec.type === 'ExternalName') {
+    const r = readExternalName(isRecord(raw.spec) ? raw.spec.externalName : undefined);
+    if ('name' in r) return { kind: 'externalName', externalName: r.name };
+    warnings.push(manifestError(head, 'spec.externalName', `${r.problem}; the Service gets no DNS name`));
+    return undefined;
+  }
+  if (spec.clusterIP !== 'None') return undefined;
+  return { kind: 'headless', ports: spec.ports.map((p, index) => ({ index, name: p.name, port: p.port, protocol: p.protocol, targetPort: p.targetPort ?? p.port })) };
 }
 
 /**
@@ -521,6 +549,8 @@ function parseEndpointSlice(head: Head, raw: Record<string, unknown>, schemasOnl
     }
   });
   const addresses: EndpointAddress[] = [];
+  const rawEndpoints = Array.isArray(raw.endpoints) ? (raw.endpoints as unknown[]) : [];
+  let hostnames: Map<string, string> | undefined;
   const path: Array<string | number> = ['endpoints', 0, 'addresses', 0]; // reused: one list for every address
   for (let i = 0; i < endpoints.length; i++) {
     const e = endpoints[i]!;
@@ -531,14 +561,33 @@ function parseEndpointSlice(head: Head, raw: Record<string, unknown>, schemasOnl
       const ip = readEndpointIP(head, path, e.addresses[j]!, addressType, j === 0 ? 'endpoint ignored' : 'address ignored', warnings);
       if (j === 0) first = ip;
     }
-    if (first !== undefined) addresses.push(address(first, e.conditions, e.nodeName, e.zone, e.hints));
+    if (first === undefined) continue;
+    addresses.push(address(first, e.conditions, e.nodeName, e.zone, e.hints));
+    const hostname = endpointHostname(head, rawEndpoints[i], ['endpoints', i, 'hostname'], warnings);
+    if (hostname !== undefined) (hostnames ??= new Map()).set(first, hostname);
   }
   const slice: ParsedEndpointSlice = withBase(head, 'kubernetes', metadata.namespace, metadata.name, {
     kind: 'EndpointSlice',
     serviceName: metadata.labels[SERVICE_NAME_LABEL],
-    groups: [{ ports: groupPorts, addresses }],
+    groups: [hostnames !== undefined ? { ports: groupPorts, addresses, hostnames } : { ports: groupPorts, addresses }],
   });
   return ok(slice, warnings);
+}
+
+/**
+ * The `hostname` of the raw endpoint, endpoint address or Pod spec `raw`
+ * (only DNS names endpoints by it, dns-names.ts readHostname), or undefined
+ * when it has none; a bad one is a warning naming the field at `path`, and
+ * the endpoint is then named by its address.
+ */
+function endpointHostname(head: Head, raw: unknown, path: ReadonlyArray<string | number>, warnings: ManifestError[]): string | undefined {
+  if (!isRecord(raw) || !('hostname' in raw)) return undefined;
+  const r = readHostname(raw.hostname);
+  if ('problem' in r) {
+    warnings.push(manifestError(head, formatPath(path), `${r.problem}; hostname ignored (DNS names the endpoint by its address)`));
+    return undefined;
+  }
+  return r.hostname;
 }
 
 /**
@@ -552,18 +601,25 @@ function parseEndpoints(head: Head, raw: unknown): ParseResult {
   if (!r.ok) return error(head, r.field, r.detail);
   const { metadata, subsets } = r.data;
   const warnings: ManifestError[] = [];
-  const read = (i: number, key: 'addresses' | 'notReadyAddresses', c: typeof READY | typeof NOT_READY) =>
+  const rawSubsets = isRecord(raw) && Array.isArray(raw.subsets) ? (raw.subsets as unknown[]) : [];
+  const read = (i: number, key: 'addresses' | 'notReadyAddresses', c: typeof READY | typeof NOT_READY, hostnames: Map<string, string>) =>
     subsets[i]![key].flatMap((a, j) => {
       const ip = readEndpointIP(head, ['subsets', i, key, j, 'ip'], a.ip, a.ip.includes(':') ? 'IPv6' : 'IPv4', 'endpoint ignored', warnings);
-      return ip === undefined ? [] : [address(ip, c, a.nodeName)];
+      if (ip === undefined) return [];
+      const list = isRecord(rawSubsets[i]) ? rawSubsets[i][key] : undefined;
+      const hostname = endpointHostname(head, Array.isArray(list) ? list[j] : undefined, ['subsets', i, key, j, 'hostname'], warnings);
+      if (hostname !== undefined) hostnames.set(ip, hostname);
+      return [address(ip, c, a.nodeName)];
     });
   const eps: ParsedEndpoints = withBase(head, 'kubernetes', metadata.namespace, metadata.name, {
     kind: 'Endpoints',
     serviceName: metadata.name,
-    groups: subsets.map((s, i) => ({
-      ports: s.ports.map((p) => ({ name: p.name, port: p.port, protocol: p.protocol })),
-      addresses: [...read(i, 'addresses', READY), ...read(i, 'notReadyAddresses', NOT_READY)],
-    })),
+    groups: subsets.map((s, i) => {
+      const hostnames = new Map<string, string>();
+      const ports = s.ports.map((p) => ({ name: p.name, port: p.port, protocol: p.protocol }));
+      const addresses = [...read(i, 'addresses', READY, hostnames), ...read(i, 'notReadyAddresses', NOT_READY, hostnames)];
+      return hostnames.size > 0 ? { ports, addresses, hostnames } : { ports, addresses };
+    }),
   });
   return ok(eps, warnings);
 }
@@ -643,8 +699,9 @@ function pod(
   source: 'kubernetes' | 'shepherd',
   meta: { namespace: string; name: string; labels: ReadonlyMap<string, string> },
   facts: { ips: ReadonlyArray<readonly [string, string]>; phase: string | undefined; ready: boolean; terminating: boolean; nodeName: string | undefined; ports: ContainerPort[] },
+  dnsName: { hostname?: string; subdomain?: string } = {},
+  warnings: ManifestError[] = [],
 ): ParseResult {
-  const warnings: ManifestError[] = [];
   const ip = podIPs(head, facts.ips, warnings);
   if ('problem' in ip) return error(head, ip.field, ip.problem);
   const parsed: ParsedPod = withBase(head, source, meta.namespace, meta.name, {
@@ -657,6 +714,7 @@ function pod(
     terminating: facts.terminating,
     ...(facts.nodeName !== undefined ? { nodeName: facts.nodeName } : {}),
     ports: facts.ports,
+    ...dnsName,
   });
   return ok(parsed, warnings);
 }
@@ -665,6 +723,8 @@ function pod(
  * core/v1 Pod: ready when its `Ready` condition's status is "True"
  * (podutil IsPodReady), terminating when `deletionTimestamp` is set; its
  * IPs are `status.podIPs[].ip`, or `status.podIP` when that list is empty.
+ * `spec.hostname` and `spec.subdomain`, which only DNS reads, are read from
+ * `raw` as DNS-1123 labels (a bad one is a warning, and left out).
  */
 function parseK8sPod(head: Head, raw: unknown): ParseResult {
   const r = parseWith(k8sPodSchema, raw);
@@ -678,14 +738,25 @@ function parseK8sPod(head: Head, raw: unknown): ParseResult {
         ? [['status.podIP', status.podIP] as const]
         : [];
   const containers = [...(spec?.containers ?? []), ...(spec?.initContainers ?? []).filter((c) => c.restartPolicy === 'Always')];
-  return pod(head, 'kubernetes', metadata, {
-    ips,
-    phase: status?.phase,
-    ready: (status?.conditions ?? []).some((c) => c.type === 'Ready' && c.status === 'True'),
-    terminating: metadata.deletionTimestamp !== undefined,
-    nodeName: spec?.nodeName,
-    ports: containers.flatMap((c) => c.ports.map((p) => ({ name: p.name, port: p.containerPort, protocol: p.protocol }))),
-  });
+  const warnings: ManifestError[] = [];
+  const rawSpec = isRecord(raw) && isRecord(raw.spec) ? raw.spec : undefined;
+  const hostname = endpointHostname(head, rawSpec, ['spec', 'hostname'], warnings);
+  const subdomain = rawSpec !== undefined && 'subdomain' in rawSpec ? endpointHostname(head, { hostname: rawSpec.subdomain }, ['spec', 'subdomain'], warnings) : undefined;
+  return pod(
+    head,
+    'kubernetes',
+    metadata,
+    {
+      ips,
+      phase: status?.phase,
+      ready: (status?.conditions ?? []).some((c) => c.type === 'Ready' && c.status === 'True'),
+      terminating: metadata.deletionTimestamp !== undefined,
+      nodeName: spec?.nodeName,
+      ports: containers.flatMap((c) => c.ports.map((p) => ({ name: p.name, port: p.containerPort, protocol: p.protocol }))),
+    },
+    { ...(hostname !== undefined ? { hostname } : {}), ...(subdomain !== undefined ? { subdomain } : {}) },
+    warnings,
+  );
 }
 
 /**

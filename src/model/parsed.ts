@@ -36,6 +36,12 @@ export interface EndpointGroupPort {
 export interface EndpointGroup {
   readonly ports: readonly EndpointGroupPort[];
   readonly addresses: readonly EndpointAddress[];
+  /**
+   * Address → the endpoint's `hostname` (a DNS-1123 label), for the
+   * endpoints that have one; absent when none has. Only DNS reads it
+   * (a headless Service's per-endpoint names, dns-names.ts).
+   */
+  readonly hostnames?: ReadonlyMap<string, string>;
 }
 
 /** One validated Service port. `index` is its position in `spec.ports` (for error messages). */
@@ -91,6 +97,12 @@ export interface ParsedService extends ParsedBase {
   readonly ports: readonly ParsedServicePort[];
   /** Why the service has no proxied ports despite declaring some (headless, ExternalName), for debug logs. */
   readonly unproxiedReason?: string;
+  /**
+   * What DNS alone serves of a headless or an ExternalName Service (never
+   * proxied: `ports` is empty); absent for every other Service, and for an
+   * ExternalName Service whose `spec.externalName` is not a valid name.
+   */
+  readonly dnsOnly?: ParsedDnsOnly;
   readonly sessionAffinity: SessionAffinity | null;
   readonly internalTrafficPolicy: TrafficPolicy;
   readonly externalTrafficPolicy: TrafficPolicy;
@@ -111,6 +123,15 @@ export interface ParsedService extends ParsedBase {
    */
   readonly createdAt?: number;
 }
+
+/**
+ * The DNS-only part of a Service (dns-names.ts): a headless Service's
+ * ports, which name its SRV records and pick its Pods' ports; or an
+ * ExternalName Service's validated `spec.externalName`.
+ */
+export type ParsedDnsOnly =
+  | { readonly kind: 'headless'; readonly ports: readonly ParsedServicePort[] }
+  | { readonly kind: 'externalName'; readonly externalName: string };
 
 /** A discovery.k8s.io/v1 EndpointSlice (IPv4 or IPv6; each address of its addressType), for Service `serviceName` in the same namespace. */
 export interface ParsedEndpointSlice extends ParsedBase {
@@ -176,6 +197,10 @@ export interface ParsedPod extends ParsedBase {
   readonly nodeName?: string;
   /** Container ports in manifest order, then those of sidecar init containers (`restartPolicy: Always`), as FindPort looks them up. */
   readonly ports: readonly ContainerPort[];
+  /** `spec.hostname` (a DNS-1123 label), Kubernetes Pods only: the endpoint's hostname when `subdomain` names the Service (pods.ts). */
+  readonly hostname?: string;
+  /** `spec.subdomain` (a DNS-1123 label), Kubernetes Pods only. */
+  readonly subdomain?: string;
 }
 
 /** Any parsed object. */

@@ -74,7 +74,9 @@ function findPort(pod: ParsedPod, p: ParsedServicePort): number | undefined {
  * from `pods` (already selected, see {@link selectedPods}): one group per
  * Pod that gives an endpoint, with the ports it serves (named after the
  * service ports) and its address of each family (its IPv4 and IPv6 Pod
- * IPs, as the controller writes one slice per family). `zones` are the Node zones
+ * IPs, as the controller writes one slice per family), and its hostname
+ * when it has `spec.hostname` and its `spec.subdomain` is the Service's
+ * name (for DNS, EndpointGroup.hostnames). `zones` are the Node zones
  * ({@link nodeZones}). Linear in Pods × service ports.
  */
 export function podEndpointGroups(svc: ParsedService, pods: readonly ParsedPod[], zones: ReadonlyMap<string, string>): EndpointGroup[] {
@@ -105,7 +107,9 @@ export function podEndpointGroups(svc: ParsedService, pods: readonly ParsedPod[]
             },
           ],
     );
-    groups.push({ ports, addresses });
+    // The controller's endpoint hostname: the Pod's spec.hostname when its spec.subdomain is the Service's name (endpointslice utils podToEndpoint).
+    if (pod.hostname !== undefined && pod.subdomain === svc.name) groups.push({ ports, addresses, hostnames: new Map(addresses.map((a) => [a.ip, pod.hostname!])) });
+    else groups.push({ ports, addresses });
   }
   return groups;
 }

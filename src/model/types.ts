@@ -222,7 +222,49 @@ export interface Snapshot {
   readonly ipv6Services?: ReadonlyMap<string, ServicePort>;
   /** This node; undefined when the source describes none (then no endpoint is local and zone hints are ignored). */
   readonly node?: NodeInfo;
+  /**
+   * The Services only DNS serves (headless and ExternalName ones), by
+   * "namespace/name", sorted; absent when there are none. No mode reads
+   * it: they are never proxied. src/dns gives them names.
+   */
+  readonly dnsOnly?: ReadonlyMap<string, DnsOnlyService>;
 }
+
+/**
+ * One endpoint group of a headless Service (model/parsed.ts EndpointGroup
+ * has this shape): the ports its endpoints serve, their addresses with the
+ * Ready condition, and the `hostname` of those that have one (address →
+ * a DNS-1123 label, model/dns-names.ts readHostname).
+ */
+export interface DnsEndpointGroup {
+  readonly ports: ReadonlyArray<{ readonly name: string; readonly port: number; readonly protocol: Protocol }>;
+  readonly addresses: ReadonlyArray<{ readonly ip: string; readonly ready: boolean }>;
+  readonly hostnames?: ReadonlyMap<string, string>;
+}
+
+/**
+ * A headless Service (`clusterIP: None`): its endpoint groups of both
+ * families (its EndpointSlices, else its Endpoints subsets, else those of
+ * the Pods its selector picks), for the names of the Kubernetes DNS
+ * specification (schema 1.1.0) §2.4.
+ */
+export interface HeadlessService {
+  readonly kind: 'headless';
+  readonly namespace: string;
+  readonly name: string;
+  readonly groups: readonly DnsEndpointGroup[];
+}
+
+/** An ExternalName Service: `externalName` is a DNS-1123 subdomain, lower case, without a trailing dot (specification §2.5). */
+export interface ExternalNameService {
+  readonly kind: 'externalName';
+  readonly namespace: string;
+  readonly name: string;
+  readonly externalName: string;
+}
+
+/** A Service only DNS serves (Snapshot.dnsOnly). */
+export type DnsOnlyService = HeadlessService | ExternalNameService;
 
 /** An empty snapshot, the state before the first source read. */
 export const EMPTY_SNAPSHOT: Snapshot = { services: new Map() };

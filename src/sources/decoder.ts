@@ -442,6 +442,7 @@ export class Decoder {
       services,
       ...(ipv6Services !== undefined ? { ipv6Services } : {}),
       ...(before.node !== undefined ? { node: before.node } : {}),
+      ...(before.dnsOnly !== undefined ? { dnsOnly: before.dnsOnly } : {}),
     });
     this.snapshot = snapshot;
     this.lastBuild = { ...last, warnings };

@@ -20,8 +20,12 @@ import type { Source } from './source.ts';
  */
 export const KUBERNETES_SOURCE = 'kubernetes';
 
-/** What a source needs beyond the render options: `--poll-interval` (ms) for the sources that poll. */
-export type SourceOptions = RenderCliOptions & { readonly pollInterval?: number };
+/**
+ * What a source needs beyond the render options: `--poll-interval` (ms) for
+ * the sources that poll; `--dns-address`, with which the Kubernetes source
+ * also receives what only DNS needs.
+ */
+export type SourceOptions = RenderCliOptions & { readonly pollInterval?: number; readonly dnsAddress?: string };
 
 /** What {@link createSource} hands each kind of source. */
 interface SourceContext {

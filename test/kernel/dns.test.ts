@@ -2,7 +2,8 @@
  * The node's Service DNS end to end: `drover run --dns-address` inside the
  * node namespace of a testbed, on a folder of manifests; `dig` from a client
  * namespace asks for every record kind the sources give (A, SRV, PTR,
- * dns-version TXT), NXDOMAIN and NODATA, over UDP and TCP, in any case; then
+ * dns-version TXT, a headless Service's records, an ExternalName Service's
+ * CNAME), NXDOMAIN and NODATA, over UDP and TCP, in any case; then
  * the path a program takes: the client's /etc/netns/NAME/resolv.conf with
  * the cluster search list, `getent hosts web`, and a real connection to
  * `web`, by name, that reaches the Service's backend. A Service file added
@@ -35,6 +36,29 @@ function service(ns: string, name: string, clusterIP: string, ports: Array<{ nam
   return `${JSON.stringify(svc)}\n---\n${JSON.stringify(slice)}\n`;
 }
 
+/**
+ * The headless Service default/peers (named port gossip, 7000/TCP): peer-0 at
+ * 10.244.5.1 and 10.244.5.2 without a hostname ready, peer-2 at 10.244.5.3
+ * not ready; and the ExternalName Service default/docs → docs.example.com.
+ */
+function dnsOnlyServices(): string {
+  const peers = { apiVersion: 'v1', kind: 'Service', metadata: { name: 'peers', namespace: 'default' }, spec: { clusterIP: 'None', ports: [{ name: 'gossip', port: 7000 }] } };
+  const slice = {
+    apiVersion: 'discovery.k8s.io/v1',
+    kind: 'EndpointSlice',
+    metadata: { name: 'peers-1', namespace: 'default', labels: { 'kubernetes.io/service-name': 'peers', 'service.kubernetes.io/headless': '' } },
+    addressType: 'IPv4',
+    endpoints: [
+      { addresses: ['10.244.5.1'], hostname: 'peer-0', conditions: { ready: true } },
+      { addresses: ['10.244.5.2'], conditions: { ready: true } },
+      { addresses: ['10.244.5.3'], hostname: 'peer-2', conditions: { ready: false } },
+    ],
+    ports: [{ name: 'gossip', port: 7000, protocol: 'TCP' }],
+  };
+  const docs = { apiVersion: 'v1', kind: 'Service', metadata: { name: 'docs', namespace: 'default' }, spec: { type: 'ExternalName', externalName: 'docs.example.com' } };
+  return [peers, slice, docs].map((o) => JSON.stringify(o)).join('\n---\n');
+}
+
 if (unavailable) {
   test.skip(`DNS tests skipped: ${unavailable}`, () => {});
 } else {
@@ -58,6 +82,7 @@ if (unavailable) {
     await mkdir(source);
     await writeFile(join(source, 'web.json'), service('default', 'web', '10.96.0.50', [{ name: 'http', port: 80, targetPort: 8080 }, { name: 'dns', port: 53, targetPort: 53, protocol: 'UDP' }], '10.244.1.2'));
     await writeFile(join(source, 'db.json'), service('shop', 'db', '10.96.0.60', [{ name: '', port: 5432, targetPort: 5432 }], '10.244.1.2'));
+    await writeFile(join(source, 'dns-only.json'), dnsOnlyServices());
     drover = startDrover(
       ['--source', source, '--cluster-cidr', '10.244.0.0/16', '--dns-address', DNS, '--dns-upstream', '127.0.0.1:9', '--dns-ttl', '7',
         '--status-file', join(dir, 'status.json'), '--state-dir', join(dir, 'state'), '--metrics-bind-address', '', '--healthz-bind-address', '', '--log-level', 'debug'],
@@ -84,6 +109,19 @@ if (unavailable) {
     t.regex(nodata, /ANSWER: 0, AUTHORITY: 1/);
     t.regex(nodata, /flags: qr aa rd ra/);
     t.is(await status('default.svc.cluster.local', 'A'), 'NOERROR');
+
+    // The headless Service: its ready endpoints, their own names, SRV to them, PTR from them; the ExternalName Service: a CNAME.
+    t.deepEqual(await short('peers.default.svc.cluster.local', 'A'), ['10.244.5.1', '10.244.5.2']);
+    t.deepEqual(await short('peer-0.peers.default.svc.cluster.local', 'A'), ['10.244.5.1']);
+    t.deepEqual(await short('10-244-5-2.peers.default.svc.cluster.local', 'A'), ['10.244.5.2']);
+    t.is(await status('peer-2.peers.default.svc.cluster.local', 'A'), 'NXDOMAIN');
+    t.deepEqual(await short('_gossip._tcp.peers.default.svc.cluster.local', 'SRV'), ['0 50 7000 peer-0.peers.default.svc.cluster.local.', '0 50 7000 10-244-5-2.peers.default.svc.cluster.local.']);
+    t.deepEqual(await short('-x', '10.244.5.1'), ['peer-0.peers.default.svc.cluster.local.']);
+    t.deepEqual(await short('-x', '10.244.5.2'), ['10-244-5-2.peers.default.svc.cluster.local.']);
+    const cname = await dig(['docs.default.svc.cluster.local', 'A', '+noall', '+answer']);
+    t.deepEqual(cname.trim().split('\n').map((l) => l.split(/\s+/).join(' ')), ['docs.default.svc.cluster.local. 7 IN CNAME docs.example.com.']);
+    // Neither is programmed: no rule names them.
+    t.notRegex((await topo.exec(topo.node, 'iptables-save', ['-t', 'nat'])).stdout, /default\/(peers|docs)/);
 
     // The program path: the search list of a Pod in namespace default, getent, and a connection by name.
     netnsEtc = join('/etc/netns', client.netns);

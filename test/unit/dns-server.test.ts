@@ -30,7 +30,7 @@ async function upstreamServer(t: import('ava').ExecutionContext): Promise<DnsSer
   const zone = new Zone({ domain: 'example.com', ttl: 60 });
   zone.set('www', [{ name: 'www.example.com', type: 'A', data: '192.0.2.1' }]);
   const endpoints = Array.from({ length: 120 }, (_, i) => ({ ip: `192.0.2.${i + 2}`, ready: true }));
-  zone.set('big', headlessRecords({ namespace: 'x', name: 'big', ports: [], endpoints }, 'example.com').filter((r) => r.name === 'big.x.svc.example.com').map((r) => ({ ...r, name: 'big.example.com' })));
+  zone.set('big', headlessRecords({ kind: 'headless', namespace: 'x', name: 'big', groups: [{ ports: [], addresses: endpoints }] }, 'example.com').filter((r) => r.name === 'big.x.svc.example.com').map((r) => ({ ...r, name: 'big.example.com' })));
   const server = new DnsServer({ address: '127.0.0.1', port: 0, zone });
   await server.listen();
   t.teardown(() => server.close());

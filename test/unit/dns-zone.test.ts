@@ -3,6 +3,7 @@ import { Zone } from '../../src/dns/zone.ts';
 import { ServiceDnsView } from '../../src/dns/view.ts';
 import { externalNameRecords, headlessRecords, reverseName, servicePortRecords } from '../../src/dns/records.ts';
 import { dualSnap, ep, snap, sp } from '../support/snapshots.ts';
+import type { DnsOnlyService, HeadlessService } from '../../src/model/types.ts';
 
 const SOA = {
   name: 'cluster.local',
@@ -95,32 +96,84 @@ test('dual-stack: AAAA from the IPv6 view, PTR in ip6.arpa', (t) => {
   t.deepEqual(zone.answer(ptr.toUpperCase(), 'PTR')?.answers.map((a) => a.data), ['web.default.svc.cluster.local']);
 });
 
-test('a headless Service: A per ready endpoint, hostname records, SRV to them, PTR for endpoints with a hostname; NXDOMAIN with none ready', (t) => {
+/** A headless Service: db-0 (hostname) and 10.244.1.3 (none) ready, db-2 not ready; a named and an unnamed port. */
+const DB: HeadlessService = {
+  kind: 'headless',
+  namespace: 'default',
+  name: 'db',
+  groups: [
+    {
+      ports: [{ name: 'pg', protocol: 'TCP', port: 5432 }, { name: '', protocol: 'TCP', port: 9 }],
+      addresses: [
+        { ip: '10.244.1.2', ready: true },
+        { ip: '10.244.1.3', ready: true },
+        { ip: '10.244.1.4', ready: false },
+      ],
+      hostnames: new Map([['10.244.1.2', 'db-0'], ['10.244.1.4', 'db-2']]),
+    },
+  ],
+};
+
+test('a headless Service: A per ready endpoint, per-endpoint names, SRV to them, PTR for each ready endpoint; NXDOMAIN with none ready', (t) => {
   const zone = new Zone({ domain: 'cluster.local', ttl: 5 });
-  const svc = {
-    namespace: 'default',
-    name: 'db',
-    ports: [{ name: 'pg', protocol: 'TCP' as const, port: 5432 }, { name: '', protocol: 'TCP' as const, port: 9 }],
-    endpoints: [
-      { ip: '10.244.1.2', ready: true, hostname: 'db-0' },
-      { ip: '10.244.1.3', ready: true },
-      { ip: '10.244.1.4', ready: false, hostname: 'db-2' },
-    ],
-  };
-  zone.set('headless default/db', headlessRecords(svc, zone.domain));
-  t.deepEqual(zone.answer('db.default.svc.cluster.local', 'A')?.answers.map((a) => a.data), ['10.244.1.2', '10.244.1.3']);
+  zone.set('dns default/db', headlessRecords(DB, zone.domain));
+  t.deepEqual(zone.answer('db.default.svc.cluster.local', 'A')?.answers, [
+    { name: 'db.default.svc.cluster.local', type: 'A', class: 'IN', ttl: 5, data: '10.244.1.2' },
+    { name: 'db.default.svc.cluster.local', type: 'A', class: 'IN', ttl: 5, data: '10.244.1.3' },
+  ]);
   t.deepEqual(zone.answer('db-0.db.default.svc.cluster.local', 'A')?.answers.map((a) => a.data), ['10.244.1.2']);
   t.deepEqual(zone.answer('10-244-1-3.db.default.svc.cluster.local', 'A')?.answers.map((a) => a.data), ['10.244.1.3']);
   t.deepEqual(zone.answer('db-2.db.default.svc.cluster.local', 'A'), NXDOMAIN);
+  t.deepEqual(zone.answer('10-244-1-2.db.default.svc.cluster.local', 'A'), NXDOMAIN);
   t.deepEqual(zone.answer('_pg._tcp.db.default.svc.cluster.local', 'SRV')?.answers.map((a) => a.data), [
     { priority: 0, weight: 50, port: 5432, target: 'db-0.db.default.svc.cluster.local' },
     { priority: 0, weight: 50, port: 5432, target: '10-244-1-3.db.default.svc.cluster.local' },
   ]);
   t.deepEqual(zone.answer('2.1.244.10.in-addr.arpa', 'PTR')?.answers.map((a) => a.data), ['db-0.db.default.svc.cluster.local']);
-  t.is(zone.answer('3.1.244.10.in-addr.arpa', 'PTR'), undefined);
-  zone.set('headless default/db', headlessRecords({ ...svc, endpoints: svc.endpoints.map((e) => ({ ...e, ready: false })) }, zone.domain));
+  t.deepEqual(zone.answer('3.1.244.10.in-addr.arpa', 'PTR')?.answers.map((a) => a.data), ['10-244-1-3.db.default.svc.cluster.local']);
+  t.is(zone.answer('4.1.244.10.in-addr.arpa', 'PTR'), undefined);
+  const none = { ...DB, groups: DB.groups.map((g) => ({ ...g, addresses: g.addresses.map((a) => ({ ...a, ready: false })) })) };
+  t.deepEqual(headlessRecords(none, zone.domain), []);
+  zone.set('dns default/db', headlessRecords(none, zone.domain));
   t.deepEqual(zone.answer('db.default.svc.cluster.local', 'A'), NXDOMAIN);
   t.deepEqual(zone.answer('default.svc.cluster.local', 'A'), NXDOMAIN);
+});
+
+test('a dual-stack headless Service: a hostname names both families, each slice its own ports; IPv6 addresses named with dashes', (t) => {
+  const svc: HeadlessService = {
+    kind: 'headless',
+    namespace: 'shop',
+    name: 'kv',
+    groups: [
+      { ports: [{ name: 'kv', protocol: 'UDP', port: 7000 }], addresses: [{ ip: '10.244.2.5', ready: true }], hostnames: new Map([['10.244.2.5', 'kv-0']]) },
+      {
+        ports: [{ name: 'kv', protocol: 'UDP', port: 7000 }],
+        addresses: [{ ip: 'fd00:10::5', ready: true }, { ip: 'fd00:10::6', ready: true }, { ip: '::7', ready: true }],
+        hostnames: new Map([['fd00:10::5', 'kv-0']]),
+      },
+    ],
+  };
+  const zone = new Zone({ domain: 'cluster.local', ttl: 5 });
+  zone.set('dns shop/kv', headlessRecords(svc, zone.domain));
+  t.deepEqual(zone.answer('kv-0.kv.shop.svc.cluster.local', 'ANY')?.answers.map((a) => [a.type, a.data]), [['A', '10.244.2.5'], ['AAAA', 'fd00:10::5']]);
+  t.deepEqual(zone.answer('kv.shop.svc.cluster.local', 'AAAA')?.answers.map((a) => a.data), ['fd00:10::5', 'fd00:10::6', '::7']);
+  t.deepEqual(zone.answer('fd00-10--6.kv.shop.svc.cluster.local', 'AAAA')?.answers.map((a) => a.data), ['fd00:10::6']);
+  // "::7" with dashes is not a DNS label: the address is only at the Service's name.
+  t.deepEqual(zone.answer('_kv._udp.kv.shop.svc.cluster.local', 'SRV')?.answers.map((a) => a.data), [
+    { priority: 0, weight: 50, port: 7000, target: 'kv-0.kv.shop.svc.cluster.local' },
+    { priority: 0, weight: 50, port: 7000, target: 'fd00-10--6.kv.shop.svc.cluster.local' },
+  ]);
+  t.deepEqual(zone.answer(reverseName('fd00:10::6'), 'PTR')?.answers.map((a) => a.data), ['fd00-10--6.kv.shop.svc.cluster.local']);
+});
+
+test('a name longer than 253 characters gets no record', (t) => {
+  const zone = `${'z'.repeat(60)}.${'y'.repeat(60)}.${'x'.repeat(60)}`;
+  const long = 'l'.repeat(63);
+  t.deepEqual(servicePortRecords(sp(`${long}/${long}`, '10.96.0.10', 80, []), zone), []);
+  const svc: HeadlessService = { kind: 'headless', namespace: 'ns', name: long, groups: [{ ports: [], addresses: [{ ip: '10.244.1.2', ready: true }], hostnames: new Map([['10.244.1.2', long]]) }] };
+  // The Service's own name just fits (253 characters); the per-endpoint name (317) does not.
+  t.deepEqual(headlessRecords(svc, zone).map((r) => [r.name.length, r.type]), [[253, 'A']]);
+  t.deepEqual(externalNameRecords('ns', long, `${long}.${long}.${long}.${long}`, 'cluster.local'), []);
 });
 
 test('an ExternalName Service: a CNAME, followed inside the zone', (t) => {
@@ -182,4 +235,29 @@ test('while the source is read in part, the names of the service ports it does n
   // Whole again: it goes.
   t.is(view.apply(snap(web)), 1);
   t.is(zone.answer('db.shop.svc.cluster.local', 'A')?.rcode, 'NXDOMAIN');
+});
+
+test('the view gives names to the Services only DNS serves, replaces a changed one by identity, and removes a deleted one', (t) => {
+  const zone = new Zone({ domain: 'cluster.local', ttl: 5 });
+  const view = new ServiceDnsView(zone);
+  const web = sp('default/web:http', '10.96.0.10', 80, []);
+  const alias: DnsOnlyService = { kind: 'externalName', namespace: 'default', name: 'alias', externalName: 'web.default.svc.cluster.local' };
+  const withDns = (...dns: DnsOnlyService[]) => ({ ...snap(web), dnsOnly: new Map(dns.map((d) => [`${d.namespace}/${d.name}`, d])) });
+  t.is(view.apply(withDns(DB, alias)), 3);
+  t.deepEqual(zone.answer('alias.default.svc.cluster.local', 'A')?.answers.map((a) => [a.type, a.data]), [['CNAME', 'web.default.svc.cluster.local'], ['A', '10.96.0.10']]);
+  t.deepEqual(zone.answer('db.default.svc.cluster.local', 'A')?.answers.map((a) => a.data), ['10.244.1.2', '10.244.1.3']);
+  // A partial sync that changed no service port still brings the DNS-only Services: the same objects cost nothing.
+  t.is(view.apply(withDns(DB, alias), new Set()), 0);
+  const fewer: HeadlessService = { ...DB, groups: [{ ...DB.groups[0]!, addresses: [{ ip: '10.244.1.3', ready: true }] }] };
+  t.is(view.apply(withDns(fewer, alias), new Set()), 1);
+  t.deepEqual(zone.answer('db.default.svc.cluster.local', 'A')?.answers.map((a) => a.data), ['10.244.1.3']);
+  t.is(zone.answer('2.1.244.10.in-addr.arpa', 'PTR'), undefined);
+  // The source read in part keeps a missing one; whole again, it goes.
+  t.is(view.apply(withDns(fewer), undefined, true), 0);
+  t.is(zone.answer('alias.default.svc.cluster.local', 'CNAME')?.answers.length, 1);
+  t.is(view.apply(withDns(fewer)), 1);
+  t.deepEqual(zone.answer('alias.default.svc.cluster.local', 'CNAME'), NXDOMAIN);
+  t.is(view.apply(snap(web), new Set()), 1);
+  t.deepEqual(zone.answer('db.default.svc.cluster.local', 'A'), NXDOMAIN);
+  t.is(zone.size, 1);
 });

@@ -12,7 +12,8 @@ import { join } from 'node:path';
 import type { Backend, ChangeSet, SyncResult } from '../../src/proxier/backend.ts';
 import { Proxier } from '../../src/proxier/proxier.ts';
 import { loadKubeConfig } from '../../src/sources/kubernetes/config.ts';
-import { KubernetesSource, LABEL_SELECTOR } from '../../src/sources/kubernetes/source.ts';
+import { createKubernetesSource } from '../../src/sources/kubernetes/create.ts';
+import { DNS_SLICE_SELECTOR, KubernetesSource, LABEL_SELECTOR } from '../../src/sources/kubernetes/source.ts';
 import { silentLogger, type Logger } from '../../src/util/log.ts';
 import { FakeKubeApi, kubeconfigFor } from '../support/kube-api.ts';
 import { node, service, slice } from '../support/kube-objects.ts';
@@ -32,7 +33,7 @@ test.after.always(async () => {
 
 let n = 0;
 /** A source for `server` (a kubeconfig file is written for it), restarting informers after 100 ms. */
-async function sourceFor(server: string, extra: { listTimeoutMs?: number; logger?: Logger; backoff?: { initialMs: number; maxMs: number } } = {}): Promise<KubernetesSource> {
+async function sourceFor(server: string, extra: { listTimeoutMs?: number; logger?: Logger; backoff?: { initialMs: number; maxMs: number }; headlessEndpoints?: boolean } = {}): Promise<KubernetesSource> {
   const file = join(dir, `kubeconfig-${n++}`);
   await writeFile(file, kubeconfigFor(server));
   const { config } = loadKubeConfig({ kubeconfig: file });
@@ -269,6 +270,51 @@ test.serial('Services of another proxy and the slices of headless Services are n
   const after = await src.load();
   t.deepEqual([...after.changed!], ['default/web:http']);
   t.deepEqual([...after.snapshot.services.keys()], ['default/api:http']);
+});
+
+test.serial('for the node DNS, the slices of headless Services are received too, and reach only the DNS-only part of the snapshot', async (t) => {
+  const api = await world();
+  api.apply(service('hl', 'None'));
+  api.apply(slice('hl-1', 'hl', ['10.244.2.2', '10.244.2.3'], { labels: { 'service.kubernetes.io/headless': '' }, notReady: ['10.244.2.3'] }));
+  api.apply(service('other', '10.96.0.20', { labels: { 'service.kubernetes.io/service-proxy-name': 'other-proxy' } }));
+  api.apply(slice('other-1', 'other', ['10.244.2.1'], { labels: { 'service.kubernetes.io/service-proxy-name': 'other-proxy' } }));
+  const src = await sourceOn(t, api, { headlessEndpoints: true });
+  const seen = notifications(src);
+  const r = await src.load();
+  t.is(api.lists(SLICES)[0]!.query.labelSelector, DNS_SLICE_SELECTOR);
+  t.is(DNS_SLICE_SELECTOR, '!service.kubernetes.io/service-proxy-name');
+  t.is(api.lists(SERVICES)[0]!.query.labelSelector, LABEL_SELECTOR);
+  t.deepEqual([...r.snapshot.services.keys()].sort(), ['default/api:http', 'default/web:http']);
+  const addresses = (snapshot: typeof r.snapshot) => {
+    const hl = snapshot.dnsOnly?.get('default/hl');
+    return hl?.kind === 'headless' ? hl.groups.flatMap((g) => g.addresses.map((a) => [a.ip, a.ready])) : hl;
+  };
+  t.deepEqual(addresses(r.snapshot), [['10.244.2.2', true], ['10.244.2.3', false]]);
+  // A change of the headless slice alone changes no service port.
+  await until('three watches', () => api.openWatches === 3);
+  const mark = seen.count;
+  api.apply(slice('hl-1', 'hl', ['10.244.2.3'], { labels: { 'service.kubernetes.io/headless': '' } }));
+  await notifiedSince(seen, mark);
+  const after = await src.load();
+  t.deepEqual([...after.changed!], []);
+  t.deepEqual(addresses(after.snapshot), [['10.244.2.3', true]]);
+});
+
+test.serial('the source the flags make selects the slices of headless Services with --dns-address, and not without', async (t) => {
+  for (const [dnsAddress, selector] of [['169.254.20.10', DNS_SLICE_SELECTOR], [undefined, LABEL_SELECTOR]] as const) {
+    const api = await world();
+    const kubeconfig = join(dir, `kubeconfig-flags-${n++}`);
+    await writeFile(kubeconfig, kubeconfigFor(api.url));
+    const flags = { kubeconfig, hostnameOverride: 'node-a', serviceCidr: '10.96.0.0/12', ...(dnsAddress !== undefined ? { dnsAddress } : {}) };
+    const src = createKubernetesSource(flags as Parameters<typeof createKubernetesSource>[0], silentLogger());
+    try {
+      await src.load();
+      t.is(api.lists(SLICES)[0]!.query.labelSelector, selector);
+    } finally {
+      await src.close();
+      await api.close();
+    }
+  }
 });
 
 test.serial('a bad object is skipped with one error naming it, the rest is served, and the read is incomplete; a later valid version clears it', async (t) => {

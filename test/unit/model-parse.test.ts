@@ -199,6 +199,8 @@ test('legacy Endpoints: addresses ready, notReadyAddresses not', (t) => {
           { ip: '10.244.0.5', ready: true, serving: true, terminating: false, nodeName: 'n1' },
           { ip: '10.244.0.6', ready: false, serving: false, terminating: false },
         ],
+        // Only DNS reads an address's hostname (a headless Service's per-endpoint names).
+        hostnames: new Map([['10.244.0.5', 'h']]),
       },
     ],
   });

@@ -6,7 +6,10 @@
  * `!service.kubernetes.io/headless,!service.kubernetes.io/service-proxy-name`
  * (objects of another service proxy, and the endpoints of headless
  * Services, are not drover's), and this node's own Node
- * (`metadata.name=<node name>`), whose labels give its zone.
+ * (`metadata.name=<node name>`), whose labels give its zone. With
+ * `headlessEndpoints` (`run --dns-address`) the EndpointSlices of headless
+ * Services are listed and watched too ({@link DNS_SLICE_SELECTOR}), for
+ * their DNS names only (model/types.ts Snapshot.dnsOnly): no mode sees them.
  *
  * It is a transport over decoder.ts, like the file source: each object is
  * validated on arrival (parse.ts, with the model's schemas) and held under
@@ -52,6 +55,11 @@ import { describeError, RESOURCES, ResourceInformer, type Backoff, type KubeObje
 
 /** kube-proxy's label selector of the Service and EndpointSlice informers. */
 export const LABEL_SELECTOR = `!${HEADLESS_LABEL},!${SERVICE_PROXY_NAME_LABEL}`;
+/**
+ * The EndpointSlice informer's label selector when the node DNS serves
+ * headless Services: {@link LABEL_SELECTOR} without `!service.kubernetes.io/headless`.
+ */
+export const DNS_SLICE_SELECTOR = `!${SERVICE_PROXY_NAME_LABEL}`;
 /** The EndpointSlice annotation with the time of the change that caused the slice's last update (RFC 3339). */
 export const LAST_CHANGE_TRIGGER_TIME = 'endpoints.kubernetes.io/last-change-trigger-time';
 /** What error messages name as the origin of an API object. */
@@ -73,6 +81,11 @@ export interface KubernetesSourceOptions {
   readonly listTimeoutMs?: number | undefined;
   /** Backoff of informer restarts (informer.ts DEFAULT_BACKOFF). */
   readonly backoff?: Backoff;
+  /**
+   * Receive the EndpointSlices of headless Services too ({@link DNS_SLICE_SELECTOR}),
+   * for the node DNS's names of headless Services (`run --dns-address`); default false, as kube-proxy.
+   */
+  readonly headlessEndpoints?: boolean;
   /** Milliseconds since the epoch, for tests. */
   readonly now?: () => number;
 }
@@ -140,7 +153,7 @@ export class KubernetesSource {
       );
     this.informers = [
       informer('Service', { labelSelector: LABEL_SELECTOR }),
-      informer('EndpointSlice', { labelSelector: LABEL_SELECTOR }),
+      informer('EndpointSlice', { labelSelector: opts.headlessEndpoints === true ? DNS_SLICE_SELECTOR : LABEL_SELECTOR }),
       informer('Node', { fieldSelector: `metadata.name=${opts.nodeName}` }),
     ];
   }
@@ -315,9 +328,14 @@ export class KubernetesSource {
     }
   }
 
-  /** Whether drover serves `o`: kube-proxy's label selector, and only this node's Node (also checked here, whatever the server filtered). */
+  /**
+   * Whether drover serves `o`: the informers' label selectors, and only this
+   * node's Node (also checked here, whatever the server filtered). With
+   * `headlessEndpoints`, an EndpointSlice labelled headless is served (to DNS alone).
+   */
   private isOurs(o: KubeObject): boolean {
     if (o.kind === 'Node') return o.metadata.name === this.opts.nodeName;
+    if (o.kind === 'EndpointSlice' && this.opts.headlessEndpoints === true) return o.metadata.labels?.[SERVICE_PROXY_NAME_LABEL] === undefined;
     return notOursReason(o.metadata.labels) === undefined;
   }
 
