@@ -51,7 +51,8 @@ export function cleanupCommand(): Command {
     .addOption(new Option('--force', 'clean up even while drover run serves this network namespace (it programs its rules again at its next full sync)').default(false))
     .action(async (opts: KernelOptions & { force: boolean }) => {
       const logger = createLogger(opts.logLevel);
-      const backend = await createBackend(opts, { masqueradeAll: false }, logger);
+      // No section of any mode: cleanup takes none of their flags, and each mode removes whatever it may have written.
+      const backend = await createBackend({ kernel: opts, render: {}, modes: {} }, { masqueradeAll: false }, logger);
       await lockNamespace('cleanup', opts, logger, { force: opts.force, close: backend });
       let result;
       try {

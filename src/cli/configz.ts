@@ -6,88 +6,93 @@
  * flags and the configuration file together, under the field names of
  * kube-proxy's `kubeproxy.config.k8s.io/v1alpha1` and with Go's duration
  * text ("30s", "1m0s"). Only the fields drover has are shown; a field
- * kube-proxy has and drover does not is absent, not guessed.
+ * kube-proxy has and drover does not is absent, not guessed. It reads the
+ * ProxyConfig `run` was built from; a mode's own settings are found through
+ * the flags the mode declares, so this file names none of them.
  */
 import type { BindAddress } from '../model/addr.ts';
-import type { IPPrefix } from '../model/addr.ts';
+import { modeSection, type ModeSection, type ProxyConfig, type SyncPeriods } from '../config/proxy-config.ts';
+import type { ModeDriver } from '../modes/driver.ts';
+import { modeDriver } from '../modes/registry.ts';
+import { FIELDS } from './kube-proxy-fields.ts';
 
 /** The group name kube-proxy registers its configuration under (pkg/proxy/apis/config GroupName). */
 export const CONFIGZ_GROUP = 'kubeproxy.config.k8s.io';
 
-/** The options of `run` that /configz shows (commander's names; a mode's own flags ride along unnamed). */
-export interface ConfigzOptions {
-  readonly mode: string;
-  readonly clusterCidr?: string;
-  readonly hostnameOverride?: string;
-  readonly kubeconfig?: string;
-  /** Off: null, or "" as commander leaves it. */
-  readonly metricsBindAddress: BindAddress | null | '';
-  readonly healthzBindAddress: BindAddress | null | '';
-  readonly nodeportAddresses?: readonly IPPrefix[];
-  readonly masqueradeAll: boolean;
-  /** ms */
-  readonly syncPeriod: number;
-  /** ms */
-  readonly minSyncPeriod: number;
-  readonly nodeportLocalhost?: boolean;
-  /** IPVS mode's `--ipvs-scheduler`. */
-  readonly ipvsScheduler?: string;
-  /** `--detect-local-mode`; absent: ClusterCIDR. */
-  readonly detectLocalMode?: string;
-  /** `--bind-address`: the node's primary IPs given. */
-  readonly bindAddress?: readonly string[];
-  /** `--conntrack-tcp-be-liberal`. */
-  readonly conntrackTcpBeLiberal?: boolean;
-  /** The `--conntrack-*` settings (0: the kernel's left alone); the timeouts in ms. */
-  readonly conntrackMaxPerCore?: number;
-  readonly conntrackMin?: number;
-  readonly conntrackTcpTimeoutEstablished?: number;
-  readonly conntrackTcpTimeoutCloseWait?: number;
-  readonly conntrackUdpTimeout?: number;
-  readonly conntrackUdpTimeoutStream?: number;
-}
+/** The configuration of `run` that /configz shows: its ProxyConfig, with the sync periods and the servers it always has. */
+export type ConfigzConfig = Pick<ProxyConfig, 'kernel' | 'render' | 'conntrack' | 'modes'> & {
+  readonly sync: SyncPeriods;
+  /** A server off: null, or "" as commander leaves it. */
+  readonly server: { readonly metricsBindAddress: BindAddress | null | ''; readonly healthzBindAddress: BindAddress | null | '' };
+};
 
 /**
- * `opts` as a KubeProxyConfiguration under {@link CONFIGZ_GROUP}: `mode`,
+ * `config` as a KubeProxyConfiguration under {@link CONFIGZ_GROUP}: `mode`,
  * `clusterCIDR`, `hostnameOverride`, `clientConnection.kubeconfig`, the
  * two bind addresses ("" when off), `bindAddress`, `detectLocalMode`,
  * `nodePortAddresses`, the sync periods at the top level and in the mode's
  * section, `masqueradeAll` in the section kube-proxy reads it from for the
  * mode (`iptables` for the iptables and IPVS modes, `nftables` for
- * nftables), `iptables.localhostNodePorts` (iptables mode),
- * `ipvs.scheduler` (IPVS mode) and `conntrack` (kube-proxy's
- * KubeProxyConntrackConfiguration: 0 leaves the kernel's value alone).
+ * nftables), the fields of the mode's own settings ({@link modeFields}:
+ * `iptables.localhostNodePorts` in iptables mode, `ipvs.scheduler` in IPVS
+ * mode) and `conntrack` (kube-proxy's KubeProxyConntrackConfiguration: 0
+ * leaves the kernel's value alone).
  */
-export function configz(opts: ConfigzOptions): Record<string, unknown> {
-  const periods = { syncPeriod: goDuration(opts.syncPeriod), minSyncPeriod: goDuration(opts.minSyncPeriod) };
-  const iptables: Record<string, unknown> = opts.mode === 'nftables' ? {} : { masqueradeAll: opts.masqueradeAll };
-  if (opts.mode === 'iptables') Object.assign(iptables, { localhostNodePorts: opts.nodeportLocalhost === true }, periods);
-  const config: Record<string, unknown> = {
-    mode: opts.mode,
-    bindAddress: opts.bindAddress?.join(',') ?? '',
-    detectLocalMode: opts.detectLocalMode ?? 'ClusterCIDR',
-    clusterCIDR: opts.clusterCidr ?? '',
-    hostnameOverride: opts.hostnameOverride ?? '',
-    clientConnection: { kubeconfig: opts.kubeconfig ?? '' },
-    metricsBindAddress: bindText(opts.metricsBindAddress),
-    healthzBindAddress: bindText(opts.healthzBindAddress),
-    nodePortAddresses: opts.nodeportAddresses?.map((p) => p.text) ?? null,
+export function configz(config: ConfigzConfig): Record<string, unknown> {
+  const { kernel, render, sync, conntrack } = config;
+  const { mode } = kernel;
+  const periods = { syncPeriod: goDuration(sync.syncPeriod), minSyncPeriod: goDuration(sync.minSyncPeriod) };
+  const own = modeFields(modeDriver(mode), modeSection(config.modes, mode));
+  const iptables: Record<string, unknown> = mode === 'nftables' ? {} : { masqueradeAll: render.masqueradeAll };
+  if (mode === 'iptables') Object.assign(iptables, own.iptables, periods);
+  const out: Record<string, unknown> = {
+    mode,
+    bindAddress: render.bindAddress?.join(',') ?? '',
+    detectLocalMode: render.detectLocalMode ?? 'ClusterCIDR',
+    clusterCIDR: render.clusterCidr ?? '',
+    hostnameOverride: render.hostnameOverride ?? '',
+    clientConnection: { kubeconfig: render.kubeconfig ?? '' },
+    metricsBindAddress: bindText(config.server.metricsBindAddress),
+    healthzBindAddress: bindText(config.server.healthzBindAddress),
+    nodePortAddresses: render.nodeportAddresses?.map((p) => p.text) ?? null,
     ...periods,
     iptables,
     conntrack: {
-      maxPerCore: opts.conntrackMaxPerCore ?? 0,
-      min: opts.conntrackMin ?? 0,
-      tcpEstablishedTimeout: goDuration(opts.conntrackTcpTimeoutEstablished ?? 0),
-      tcpCloseWaitTimeout: goDuration(opts.conntrackTcpTimeoutCloseWait ?? 0),
-      tcpBeLiberal: opts.conntrackTcpBeLiberal === true,
-      udpTimeout: goDuration(opts.conntrackUdpTimeout ?? 0),
-      udpStreamTimeout: goDuration(opts.conntrackUdpTimeoutStream ?? 0),
+      maxPerCore: conntrack.conntrackMaxPerCore ?? 0,
+      min: conntrack.conntrackMin ?? 0,
+      tcpEstablishedTimeout: goDuration(conntrack.conntrackTcpTimeoutEstablished ?? 0),
+      tcpCloseWaitTimeout: goDuration(conntrack.conntrackTcpTimeoutCloseWait ?? 0),
+      tcpBeLiberal: render.conntrackTcpBeLiberal === true,
+      udpTimeout: goDuration(conntrack.conntrackUdpTimeout ?? 0),
+      udpStreamTimeout: goDuration(conntrack.conntrackUdpTimeoutStream ?? 0),
     },
   };
-  if (opts.mode === 'ipvs') config.ipvs = { ...(opts.ipvsScheduler !== undefined ? { scheduler: opts.ipvsScheduler } : {}), ...periods };
-  else if (opts.mode === 'nftables') config.nftables = { masqueradeAll: opts.masqueradeAll, ...periods };
-  else if (opts.mode !== 'iptables') config[opts.mode] = periods;
-  return { [CONFIGZ_GROUP]: config };
+  if (mode === 'nftables') out.nftables = { masqueradeAll: render.masqueradeAll, ...own.nftables, ...periods };
+  else if (mode !== 'iptables') out[mode] = { ...own[mode], ...periods };
+  return { [CONFIGZ_GROUP]: out };
+}
+
+/**
+ * The fields of kube-proxy's configuration file that hold mode `mode`'s own
+ * settings, by section and key, with their values in `section`: each field
+ * of kube-proxy-fields.ts that becomes a flag the mode declares
+ * (ModeDriver.options) and that kube-proxy reads in that mode. A switch not
+ * in `section` is false; another setting not in it is left out. The value
+ * is shown as the mode's section holds it (the flag's parsed value).
+ */
+export function modeFields(mode: Pick<ModeDriver, 'name' | 'options'>, section: ModeSection | undefined): Record<string, Record<string, unknown>> {
+  const own = new Map(mode.options.sync().map((o) => [o.long, o]));
+  const out: Record<string, Record<string, unknown>> = {};
+  for (const [path, { rule }] of Object.entries(FIELDS)) {
+    const option = rule.use === 'flag' && (rule.modes === undefined || rule.modes.includes(mode.name)) ? own.get(rule.flag) : undefined;
+    if (option === undefined) continue;
+    const value = section?.[option.attributeName()];
+    const isSwitch = !option.required && !option.optional;
+    if (!isSwitch && value === undefined) continue;
+    const dot = path.lastIndexOf('.');
+    (out[path.slice(0, dot)] ??= {})[path.slice(dot + 1)] = isSwitch ? value === true : value;
+  }
+  return out;
 }
 
 /**

@@ -9,13 +9,14 @@
  * source that could not be read whole (exit.ts).
  */
 import { Command } from 'commander';
-import { modeDriver } from '../modes/registry.ts';
+import { allModes, modeDriver } from '../modes/registry.ts';
 import { EXIT, markPartial } from './exit.ts';
 import { inspectKernelOptions, listTimeoutOption, renderOptions } from './options.ts';
 import type { KernelOptions } from '../config/kernel.ts';
 import type { RenderCliOptions } from '../config/render-cli.ts';
 import { needsNode, withNodeSettings } from './node-settings.ts';
 import { compareOptions, loadSource, modeHelp, refuseForeignSwitches } from './setup.ts';
+import { modeSections } from './proxy-config.ts';
 
 /** The `diff` command. */
 export function diffCommand(): Command {
@@ -27,7 +28,7 @@ export function diffCommand(): Command {
     )
     .action(async (opts: KernelOptions & RenderCliOptions) => {
       try {
-        refuseForeignSwitches(opts);
+        refuseForeignSwitches(opts.mode, modeSections(opts, allModes()));
         // The Node's settings (NodeCIDR, primary) take one more read of the source.
         const settled = needsNode(opts) ? withNodeSettings(opts, (await loadSource(opts)).snapshot.node) : opts;
         const drift = await modeDriver(opts.mode).diff(settled);

@@ -1,14 +1,22 @@
 /**
- * The parsed options of `run` and `sync` (commander's flat object, the
- * configuration file's values already applied as flag defaults by
- * config-file.ts) gathered into the typed ProxyConfig of config/proxy-config.ts.
+ * The parsed options of `run`, `sync` and `takeover` (commander's flat
+ * object, the configuration file's values already applied as flag defaults
+ * by config-file.ts) gathered, once, into the typed ProxyConfig of
+ * config/proxy-config.ts, and checked. The commands hand that object (or
+ * its sections) to everything below cli/, never the flat options.
  */
+import type { Command } from 'commander';
+import { relative, resolve } from 'node:path';
+import type { DnsCliOptions } from '../config/dns.ts';
 import type { KernelOptions } from '../config/kernel.ts';
 import type { ModeSection, ProxyConfig } from '../config/proxy-config.ts';
 import type { RenderCliOptions } from '../config/render-cli.ts';
-import type { ServerCliOptions } from '../config/server.ts';
-import type { ConntrackCliOptions, SyncCliOptions } from '../config/sync.ts';
+import type { ConntrackCliOptions } from '../config/sync.ts';
+import { UsageError } from '../errors.ts';
 import type { ModeDriver } from '../modes/driver.ts';
+import { allModes } from '../modes/registry.ts';
+import { sourceKind, type SourceOptions } from '../sources/select.ts';
+import { checkSyncPeriods } from './options.ts';
 
 const KERNEL_KEYS = ['mode', 'iptablesBackend', 'netns', 'logLevel', 'verbosity', 'logFormat'] as const satisfies readonly (keyof KernelOptions)[];
 const RENDER_KEYS = [
@@ -25,6 +33,7 @@ const RENDER_KEYS = [
   'bindAddress',
   'master',
   'fileFollowExternalLinks',
+  'pollInterval',
   'fileSettle',
   'serviceNodePortRange',
   'conntrackTcpBeLiberal',
@@ -37,6 +46,7 @@ const CONNTRACK_KEYS = [
   'conntrackUdpTimeout',
   'conntrackUdpTimeoutStream',
 ] as const satisfies readonly (keyof ConntrackCliOptions)[];
+const DNS_KEYS = ['dnsAddress', 'dnsPort', 'clusterDomain', 'dnsTtl', 'dnsUpstream'] as const satisfies readonly (keyof DnsCliOptions)[];
 
 /** The entries of `opts` named in `keys` that are set (not undefined). */
 function pick<T>(opts: Readonly<Record<string, unknown>>, keys: readonly string[]): T {
@@ -44,24 +54,77 @@ function pick<T>(opts: Readonly<Record<string, unknown>>, keys: readonly string[
 }
 
 /**
- * `opts`, the parsed options of `run` or `sync`, as a ProxyConfig: the
- * kernel, render, sync-period, conntrack and (for `run`) server settings,
- * and for each mode of `modes` the flags it declares (its `sync` options),
- * by their camelCase names, under its name. Pure.
+ * `opts`, the parsed options of `run`, `sync` or `takeover`, as a
+ * ProxyConfig: the kernel, render (source settings included), conntrack,
+ * and, when the command has their flags, the sync-period (`run`), server
+ * (`run`) and DNS (`run`) settings; and for each mode of `modes` the flags
+ * it declares (its `sync` options), by their camelCase names, under its
+ * name. Pure.
  */
-export function proxyConfig(
-  opts: SyncCliOptions & Partial<ServerCliOptions> & Readonly<Record<string, unknown>>,
-  modes: ReadonlyArray<Pick<ModeDriver, 'name' | 'options'>>,
-): ProxyConfig {
-  const sections: Record<string, ModeSection> = {};
-  for (const m of modes) sections[m.name] = pick<ModeSection>(opts, m.options.sync().map((o) => o.attributeName()));
+export function proxyConfig(opts: Readonly<Record<string, unknown>>, modes: ReadonlyArray<Pick<ModeDriver, 'name' | 'options'>>): ProxyConfig {
+  const periods = typeof opts.minSyncPeriod === 'number' && typeof opts.syncPeriod === 'number';
   const server = opts.metricsBindAddress !== undefined && opts.healthzBindAddress !== undefined;
   return {
     kernel: pick<KernelOptions>(opts, KERNEL_KEYS),
     render: pick<RenderCliOptions>(opts, RENDER_KEYS),
-    sync: { minSyncPeriod: opts.minSyncPeriod, syncPeriod: opts.syncPeriod, ...(opts.fullSyncPeriod !== undefined ? { fullSyncPeriod: opts.fullSyncPeriod } : {}) },
+    ...(periods ? { sync: pick<NonNullable<ProxyConfig['sync']>>(opts, ['minSyncPeriod', 'syncPeriod', 'fullSyncPeriod']) } : {}),
     conntrack: pick<Partial<ConntrackCliOptions>>(opts, CONNTRACK_KEYS),
-    ...(server ? { server: { metricsBindAddress: opts.metricsBindAddress!, healthzBindAddress: opts.healthzBindAddress! } } : {}),
-    modes: sections,
+    ...(server ? { server: pick<NonNullable<ProxyConfig['server']>>(opts, ['metricsBindAddress', 'healthzBindAddress']) } : {}),
+    ...(opts.dnsPort !== undefined ? { dns: pick<DnsCliOptions>(opts, DNS_KEYS) } : {}),
+    modes: modeSections(opts, modes),
   };
+}
+
+/**
+ * The modes' sections of `opts`, the parsed options of a command: for each
+ * mode of `modes`, the flags it declares for `run` and `sync` (which cover
+ * those of `render` and `diff`) that `opts` has, by their camelCase names,
+ * under the mode's name. Pure.
+ */
+export function modeSections(opts: Readonly<Record<string, unknown>>, modes: ReadonlyArray<Pick<ModeDriver, 'name' | 'options'>>): ProxyConfig['modes'] {
+  const sections: Record<string, ModeSection> = {};
+  for (const m of modes) sections[m.name] = pick<ModeSection>(opts, m.options.sync().map((o) => o.attributeName()));
+  return sections;
+}
+
+/** What the source of `config` is made from (sources/select.ts createSource): the render section and, with a DNS server, its address. */
+export function sourceOptions(config: Pick<ProxyConfig, 'render' | 'dns'>): SourceOptions {
+  const dnsAddress = config.dns?.dnsAddress;
+  return dnsAddress !== undefined ? { ...config.render, dnsAddress } : config.render;
+}
+
+/** The ProxyConfig of `cmd` (`run`, `sync` or `takeover`) once commander has parsed its flags: {@link proxyConfig} of its options, for every mode of the registry. */
+export function commandProxyConfig(cmd: Command): ProxyConfig {
+  return proxyConfig(cmd.opts(), allModes());
+}
+
+/** What {@link checkProxyConfig} needs besides the configuration. */
+export interface ConfigCheck {
+  /** How to name a flag in an error (config-file.ts settingName: the file's field when the value came from there); default: the flag. */
+  readonly name?: (flag: string) => string;
+  /** `run`'s `--status-file`: like `--state-dir`, it must not be inside a watched manifest folder. */
+  readonly statusFile?: string;
+}
+
+/**
+ * Check `config` as a whole, before anything is read or touched, in this
+ * order: `--dns-address` with `--netns`; with `statusFile` (`run`), the
+ * status file and the state folder outside a manifest `--source` (each
+ * write would be a source change, and each change a sync); the sync periods
+ * together (options.ts checkSyncPeriods).
+ * @throws UsageError for the first two; Error naming the flag or the field for the periods.
+ */
+export function checkProxyConfig(config: ProxyConfig, check: ConfigCheck = {}): void {
+  const { kernel, render } = config;
+  if (config.dns?.dnsAddress !== undefined && kernel.netns !== undefined) {
+    throw new UsageError(`--dns-address ${config.dns.dnsAddress} with --netns ${kernel.netns}: the DNS server listens in drover's own network namespace; run drover inside ${kernel.netns} (ip netns exec ${kernel.netns} drover run …) instead of --netns`);
+  }
+  if (check.statusFile !== undefined && sourceKind(render.source) === 'file') {
+    for (const [flag, path] of [['--status-file', check.statusFile], ['--state-dir', render.stateDir]] as const) {
+      if (path !== undefined && !relative(resolve(render.source), resolve(path)).startsWith('..')) {
+        throw new UsageError(`${flag} ${path} is inside --source ${render.source}; put it elsewhere`);
+      }
+    }
+  }
+  if (config.sync !== undefined) checkSyncPeriods(config.sync, check.name);
 }

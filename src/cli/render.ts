@@ -8,12 +8,13 @@
 import { Command } from 'commander';
 import { internalEndpoints } from '../model/policy.ts';
 import type { Endpoint, Snapshot } from '../model/types.ts';
-import { modeDriver } from '../modes/registry.ts';
+import { allModes, modeDriver } from '../modes/registry.ts';
 import { EXIT, markPartial } from './exit.ts';
 import { listTimeoutOption, modeOption, renderOptions } from './options.ts';
 import type { RenderCliOptions } from '../config/render-cli.ts';
 import { withNodeSettings } from './node-settings.ts';
 import { compareOptions, loadSource, modeHelp, refuseForeignSwitches } from './setup.ts';
+import { modeSections } from './proxy-config.ts';
 
 /**
  * The `#` header lines: one per service port (key, ClusterIP:port/protocol,
@@ -46,7 +47,7 @@ export function renderCommand(): Command {
     )
     .addOption(modeOption())
     .action(async (opts: RenderCliOptions & { mode: string }) => {
-      refuseForeignSwitches(opts);
+      refuseForeignSwitches(opts.mode, modeSections(opts, allModes()));
       const loaded = await loadSource(opts);
       for (const p of loaded.problems) process.stderr.write(`drover: ${p}\n`);
       const rendered = await modeDriver(opts.mode).render(loaded.snapshot, withNodeSettings(opts, loaded.snapshot.node), serviceSummary(loaded.snapshot));

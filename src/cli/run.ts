@@ -5,7 +5,7 @@
  * externalTrafficPolicy Local (server/daemon.ts).
  */
 import { Command, Option } from 'commander';
-import { relative, resolve } from 'node:path';
+import { resolve } from 'node:path';
 import { SystemConntrack } from '../conntrack/exec.ts';
 import { Proxier } from '../proxier/proxier.ts';
 import { collectAfterSyncs } from '../proxier/collect-after-sync.ts';
@@ -15,15 +15,13 @@ import { startServers } from '../server/daemon.ts';
 import { healthCheckAddresses as healthCheckAddressesFor } from '../server/node-addresses.ts';
 import { configOptions, settingName } from './config-file.ts';
 import { configz } from './configz.ts';
-import { checkSyncPeriods, fileSettleOption, conntrackOptions, fullSyncPeriodOption, kernelOptions, pollIntervalOption, renderOptions, serverOptions, syncPeriodOptions } from './options.ts';
-import type { ServerCliOptions } from '../config/server.ts';
-import type { SyncCliOptions } from '../config/sync.ts';
+import { checkProxyConfig, commandProxyConfig, sourceOptions } from './proxy-config.ts';
+import { DEFAULT_STATE_DIR } from '../sources/allocation-state.ts';
+import { fileSettleOption, conntrackOptions, fullSyncPeriodOption, kernelOptions, pollIntervalOption, renderOptions, serverOptions, syncPeriodOptions } from './options.ts';
 import { modeDriver } from '../modes/registry.ts';
 import { guardNodeSettings, needsNode, nodeSettings } from './node-settings.ts';
 import { applyConntrackOptions, createSource, createSyncBackend, lockNamespace, sourceKind, statusFileOption, syncLogFieldsOf, syncModeOptions } from './setup.ts';
-import { UsageError } from '../errors.ts';
 import { dnsOptions } from './dns-options.ts';
-import type { DnsCliOptions } from '../config/dns.ts';
 import { startNodeDns, type NodeDns } from '../dns/node-dns.ts';
 import { registerDnsMetrics } from '../dns/metrics.ts';
 import { completeTakeover, prepareTakeover } from '../takeover/takeover.ts';
@@ -40,65 +38,62 @@ function takeoverLog(logger: Logger): (text: string) => void {
 export function runCommand(): Command {
   const cmd = new Command('run')
     .description('watch the source and keep the kernel in sync with it (the service proxy)')
-    .action(async (given: SyncCliOptions & ServerCliOptions & DnsCliOptions & { statusFile: string; pollInterval: number; stateDir: string; takeover: boolean }) => {
-      let opts = given;
-      if (opts.dnsAddress !== undefined && opts.netns !== undefined) {
-        throw new UsageError(`--dns-address ${opts.dnsAddress} with --netns ${opts.netns}: the DNS server listens in drover's own network namespace; run drover inside ${opts.netns} (ip netns exec ${opts.netns} drover run …) instead of --netns`);
-      }
-      const statusFile = resolve(opts.statusFile);
-      const fromFiles = sourceKind(opts.source) === 'file';
-      for (const [flag, path] of [['--status-file', opts.statusFile], ['--state-dir', opts.stateDir]] as const) {
-        if (fromFiles && !relative(resolve(opts.source), resolve(path)).startsWith('..')) {
-          // Each write would be a source change, and each change a sync.
-          throw new UsageError(`${flag} ${path} is inside --source ${opts.source}; put it elsewhere`);
-        }
-      }
-      checkSyncPeriods(opts, (flag) => settingName(cmd, flag));
-      const logger = createLogger(opts.logLevel);
+    .action(async (given: { statusFile: string; takeover: boolean }) => {
+      let config = commandProxyConfig(cmd);
+      checkProxyConfig(config, { name: (flag) => settingName(cmd, flag), statusFile: given.statusFile });
+      const { kernel, sync, server } = config;
+      if (sync === undefined || server === undefined) throw new Error('unreachable: run without its sync periods or servers');
+      const statusFile = resolve(given.statusFile);
+      const fromFiles = sourceKind(config.render.source) === 'file';
+      const logger = createLogger(kernel.logLevel);
       // SIGHUP's default action ends the process: catch it from the start (the first sync, whenever it comes, is full anyway).
       let onHangup = () => logger.info({ signal: 'SIGHUP' }, 'full resync requested before the first sync, which is full anyway');
       const hangup = () => onHangup();
       process.on('SIGHUP', hangup);
       // With settings from the Node (NodeCIDR, primary), the source is read first: the rules depend on it.
-      const fromNode = needsNode(opts);
-      let backend = fromNode ? undefined : await createSyncBackend(opts, logger);
+      const fromNode = needsNode(config.render);
+      let backend = fromNode ? undefined : await createSyncBackend(config, logger);
       // Held until the process exits; taken before the source is read, so that a refused second run writes no state either.
-      await lockNamespace('run', opts, logger, { close: backend });
-      let source = await createSource(opts, logger, { persist: true });
+      await lockNamespace('run', kernel, logger, { close: backend });
+      let source = await createSource(sourceOptions(config), logger, { persist: true });
       // A missing --source path fails here, before the loop starts; a server
       // that does not answer yet is waited for (nothing is synced until it does).
       if (fromFiles && !fromNode) await source.load();
       let stopNow = (why: string) => logger.error(why);
       if (fromNode) {
-        const settings = nodeSettings(opts, (await source.load()).snapshot.node);
+        const asked = config.render;
+        const settings = nodeSettings(asked, (await source.load()).snapshot.node);
         logger.info({ ...settings, nodeportAddresses: settings.nodeportAddresses?.map((c) => c.text) }, 'settings read from the Node');
-        opts = { ...opts, ...settings };
-        source = guardNodeSettings(source, opts, settings, (why) => stopNow(why));
-        backend = await createSyncBackend(opts, logger);
+        config = { ...config, render: { ...asked, ...settings } };
+        source = guardNodeSettings(source, asked, settings, (why) => stopNow(why));
+        backend = await createSyncBackend(config, logger);
       }
       if (backend === undefined) throw new Error('unreachable: no backend');
-      await applyConntrackOptions(opts, logger);
+      const { render } = config;
+      await applyConntrackOptions(config, logger);
       // Before the servers start: drover's own health server would answer on kube-proxy's healthz port.
-      const takeoverPlan = opts.takeover ? await prepareTakeover(opts, false, takeoverLog(logger)) : undefined;
+      const takeoverPlan = given.takeover ? await prepareTakeover(config, false, takeoverLog(logger)) : undefined;
+      const mode = modeDriver(kernel.mode);
+      const { render: modeRender, ...modeInfo } = mode.runInfo(config.modes);
       const status = new StatusFileWriter(
         statusFile,
         {
           pid: process.pid,
           mode: backend.mode,
-          iptablesBackend: opts.iptablesBackend,
-          netns: opts.netns ?? null,
-          source: fromFiles ? resolve(opts.source) : opts.source,
-          stateDir: resolve(opts.stateDir),
+          iptablesBackend: kernel.iptablesBackend,
+          netns: kernel.netns ?? null,
+          source: fromFiles ? resolve(render.source) : render.source,
+          stateDir: resolve(render.stateDir ?? DEFAULT_STATE_DIR),
           render: {
-            clusterCidr: opts.clusterCidr ?? null,
-            masqueradeAll: opts.masqueradeAll,
-            serviceCidr: opts.serviceCidr,
-            ...(opts.nodeportAddresses?.length ? { nodePortAddresses: opts.nodeportAddresses.map((c) => c.text) } : {}),
-            ...((opts as { nodeportLocalhost?: boolean }).nodeportLocalhost === true ? { nodePortLocalhost: true } : {}),
-            ...(opts.conntrackTcpBeLiberal === true ? { conntrackTcpBeLiberal: true } : {}),
+            clusterCidr: render.clusterCidr ?? null,
+            masqueradeAll: render.masqueradeAll,
+            serviceCidr: render.serviceCidr,
+            ...(render.nodeportAddresses?.length ? { nodePortAddresses: render.nodeportAddresses.map((c) => c.text) } : {}),
+            ...modeRender,
+            ...(render.conntrackTcpBeLiberal === true ? { conntrackTcpBeLiberal: true } : {}),
           },
           ipvs: null,
-          ...modeDriver(opts.mode).runInfo(opts),
+          ...modeInfo,
         },
         logger,
       );
@@ -106,11 +101,11 @@ export function runCommand(): Command {
         source,
         backend,
         logger,
-        minSyncPeriodMs: opts.minSyncPeriod,
-        syncPeriodMs: opts.syncPeriod,
-        ...(opts.fullSyncPeriod !== undefined ? { fullSyncPeriodMs: opts.fullSyncPeriod } : {}),
-        conntrack: new SystemConntrack(opts.netns),
-        ...syncLogFieldsOf(opts.mode),
+        minSyncPeriodMs: sync.minSyncPeriod,
+        syncPeriodMs: sync.syncPeriod,
+        ...(sync.fullSyncPeriod !== undefined ? { fullSyncPeriodMs: sync.fullSyncPeriod } : {}),
+        conntrack: new SystemConntrack(kernel.netns),
+        ...syncLogFieldsOf(kernel.mode),
       });
       status.listen(proxier);
       if (takeoverPlan !== undefined) {
@@ -120,37 +115,41 @@ export function runCommand(): Command {
           if (!last.full || last.result === undefined || last.snapshot === undefined || last.incomplete.length > 0) return;
           off();
           const write = takeoverLog(logger);
-          void completeTakeover({ opts, plan: takeoverPlan, snapshot: last.snapshot, logger, write, start }).catch((err: Error) =>
+          void completeTakeover({ config, plan: takeoverPlan, snapshot: last.snapshot, logger, write, start }).catch((err: Error) =>
             logger.error({ err: err.message }, 'takeover stopped; the old state is left in place beside this mode\'s'),
           );
         });
       }
-      const healthCheckAddresses = healthCheckAddressesFor(opts.nodeportAddresses);
+      const healthCheckAddresses = healthCheckAddressesFor(render.nodeportAddresses);
       if (healthCheckAddresses.length === 0) {
-        logger.warn({ nodeportAddresses: opts.nodeportAddresses?.map((c) => c.text) }, 'no IPv4 address of this node is in --nodeport-addresses: no Service health check is served');
+        logger.warn({ nodeportAddresses: render.nodeportAddresses?.map((c) => c.text) }, 'no IPv4 address of this node is in --nodeport-addresses: no Service health check is served');
       }
       // A sync leaves garbage behind (a full one, the size of the whole ruleset), which V8 would keep until it needs room.
       const stopCollecting = collectAfterSyncs(proxier);
       // Before the first sync, so that the zone takes it.
-      const dns: NodeDns | undefined = opts.dnsAddress !== undefined ? await startNodeDns(proxier, { ...opts, dnsAddress: opts.dnsAddress, dataplane: { nftables: opts.mode === 'nftables', iptables: opts.iptablesBackend } }, logger) : undefined;
+      const dnsAddress = config.dns?.dnsAddress;
+      const dns: NodeDns | undefined =
+        config.dns !== undefined && dnsAddress !== undefined
+          ? await startNodeDns(proxier, { ...config.dns, dnsAddress, dataplane: { nftables: kernel.mode === 'nftables', iptables: kernel.iptablesBackend } }, logger)
+          : undefined;
       const servers = await startServers(proxier, {
-        metrics: opts.metricsBindAddress,
-        healthz: opts.healthzBindAddress,
+        metrics: server.metricsBindAddress,
+        healthz: server.healthzBindAddress,
         proxyMode: backend.mode,
         healthCheckAddresses,
-        syncPeriodMs: opts.syncPeriod,
-        modeMetrics: modeDriver(opts.mode).metrics,
-        ...(opts.netns ? { netns: opts.netns } : {}),
-        configz: configz(opts),
+        syncPeriodMs: sync.syncPeriod,
+        modeMetrics: mode.metrics,
+        ...(kernel.netns ? { netns: kernel.netns } : {}),
+        configz: configz({ ...config, sync, server }),
         logger,
       });
       let refreshStatus: NodeJS.Timeout | undefined;
-      if (dns !== undefined) {
+      if (dns !== undefined && dnsAddress !== undefined) {
         registerDnsMetrics(servers.metrics.registry, dns.server.stats);
         const { stats } = dns.server;
         status.withDns(() => ({
           at: new Date().toISOString(),
-          address: opts.dnsAddress!,
+          address: dnsAddress,
           port: dns.server.port,
           zone: dns.zone.domain,
           queries: stats.queries,
@@ -164,7 +163,7 @@ export function runCommand(): Command {
         refreshStatus = setInterval(() => status.refresh(), 10_000).unref();
       }
       logger.info(
-        { source: opts.source, minSyncPeriodMs: opts.minSyncPeriod, syncPeriodMs: opts.syncPeriod, ...(fromFiles ? {} : { pollIntervalMs: opts.pollInterval }) },
+        { source: render.source, minSyncPeriodMs: sync.minSyncPeriod, syncPeriodMs: sync.syncPeriod, ...(fromFiles ? {} : { pollIntervalMs: render.pollInterval }) },
         'drover started',
       );
       await proxier.start();

@@ -7,7 +7,8 @@
 import { Option } from 'commander';
 import { DroverError, UsageError } from '../errors.ts';
 import { DEFAULT_STATUS_FILE } from '../inspect/status.ts';
-import type { ModeDriver, ModeOptions } from '../modes/driver.ts';
+import type { BackendConfig, ModeDriver } from '../modes/driver.ts';
+import { modeSection, type ProxyConfig } from '../config/proxy-config.ts';
 import type { RenderOptions } from '../config/render.ts';
 import { allModes, modeDriver } from '../modes/registry.ts';
 import { renderConfig } from '../modes/shared/render-config.ts';
@@ -17,30 +18,27 @@ import { sourceKind } from '../sources/select.ts';
 import type { Logger } from '../util/log.ts';
 import { acquireInstanceLock, InstanceLockedError, type InstanceLock } from '../util/instance-lock.ts';
 import { renderOptions } from './options.ts';
-import type { ConntrackCliOptions } from '../config/sync.ts';
-import type { RenderCliOptions } from '../config/render-cli.ts';
 import { applyConntrackSettings, conntrackSysctls, type ConntrackSettings } from '../conntrack/sysctls.ts';
 import { namespaceSysctls } from '../modes/shared/sysctls.ts';
 
 export { createSource, loadSource, renderConfig, sourceKind, type LoadedSource };
 
-/** What createBackend reads: the kernel options, the mode's own (defaults when absent, e.g. for cleanup) and `--service-cidr`. */
-export type BackendCliOptions = ModeOptions & { readonly serviceCidr?: string };
-
 /**
- * The backend of the commands that sync (`run`, `sync`): {@link createBackend}
- * with the render options of the flags. Warns, as kube-proxy does, when the
- * rules will masquerade nothing but hairpin traffic because neither
- * `--cluster-cidr` nor `--masquerade-all` is set. (`cleanup` renders nothing,
- * so it calls createBackend itself and gets no such warning.)
- * @throws UsageError as createBackend does; Error for a `--nodeport-addresses primary` not yet resolved (node-settings.ts).
+ * The backend of the commands that sync (`run`, `sync`, `takeover`):
+ * {@link createBackend} with the render options of `config`. Warns, as
+ * kube-proxy does, when the rules will masquerade nothing but hairpin
+ * traffic because neither `--cluster-cidr` nor `--masquerade-all` is set.
+ * (`cleanup` renders nothing, so it calls createBackend itself and gets no
+ * such warning.)
+ * @throws UsageError as createBackend does, and for a switch of another mode (refuseForeignSwitches);
+ *   Error for a `--nodeport-addresses primary` not yet resolved (node-settings.ts).
  */
-export async function createSyncBackend(opts: BackendCliOptions & RenderCliOptions & Partial<ConntrackCliOptions>, logger: Logger): Promise<Backend> {
-  refuseForeignSwitches(opts);
+export async function createSyncBackend(config: ProxyConfig, logger: Logger): Promise<Backend> {
+  refuseForeignSwitches(config.kernel.mode, config.modes);
   // node-settings.ts replaces it with the Node's primary IPs; left as it is, it would mean every address.
-  if (opts.nodeportAddresses?.primary === true) throw new Error('--nodeport-addresses primary was not resolved from the Node');
-  const render = renderConfig(opts);
-  const backend = await createBackend(opts, render, logger);
+  if (config.render.nodeportAddresses?.primary === true) throw new Error('--nodeport-addresses primary was not resolved from the Node');
+  const render = renderConfig(config.render);
+  const backend = await createBackend(config, render, logger);
   if (render.clusterCIDR === undefined && !render.masqueradeAll) {
     logger.warn('neither --cluster-cidr nor --masquerade-all is set: traffic to ClusterIPs is not masqueraded (only hairpin traffic is)');
   }
@@ -57,18 +55,19 @@ export async function createSyncBackend(opts: BackendCliOptions & RenderCliOptio
  * then leave out the INVALID drop, drover follows its setting.
  * @throws Error naming a sysctl that cannot be set.
  */
-export async function applyConntrackOptions(opts: Partial<ConntrackCliOptions> & RenderCliOptions & { readonly netns?: string }, logger: Logger): Promise<void> {
+export async function applyConntrackOptions(config: Pick<ProxyConfig, 'conntrack' | 'render' | 'kernel'>, logger: Logger): Promise<void> {
+  const { conntrack, kernel } = config;
   const settings: ConntrackSettings = {
-    maxPerCore: opts.conntrackMaxPerCore ?? 0,
-    min: opts.conntrackMin ?? 0,
-    tcpEstablishedTimeout: (opts.conntrackTcpTimeoutEstablished ?? 0) / 1000,
-    tcpCloseWaitTimeout: (opts.conntrackTcpTimeoutCloseWait ?? 0) / 1000,
-    udpTimeout: (opts.conntrackUdpTimeout ?? 0) / 1000,
-    udpStreamTimeout: (opts.conntrackUdpTimeoutStream ?? 0) / 1000,
-    tcpBeLiberal: opts.conntrackTcpBeLiberal === true,
+    maxPerCore: conntrack.conntrackMaxPerCore ?? 0,
+    min: conntrack.conntrackMin ?? 0,
+    tcpEstablishedTimeout: (conntrack.conntrackTcpTimeoutEstablished ?? 0) / 1000,
+    tcpCloseWaitTimeout: (conntrack.conntrackTcpTimeoutCloseWait ?? 0) / 1000,
+    udpTimeout: (conntrack.conntrackUdpTimeout ?? 0) / 1000,
+    udpStreamTimeout: (conntrack.conntrackUdpTimeoutStream ?? 0) / 1000,
+    tcpBeLiberal: config.render.conntrackTcpBeLiberal === true,
   };
-  const sysctls = namespaceSysctls(opts.netns);
-  if (conntrackSysctls(settings, 1).length > 0) await applyConntrackSettings(settings, { sysctls, ...(opts.netns !== undefined ? { netns: opts.netns } : {}) }, logger);
+  const sysctls = namespaceSysctls(kernel.netns);
+  if (conntrackSysctls(settings, 1).length > 0) await applyConntrackSettings(settings, { sysctls, ...(kernel.netns !== undefined ? { netns: kernel.netns } : {}) }, logger);
   if (!settings.tcpBeLiberal && (await sysctls.read(TCP_BE_LIBERAL).catch(() => undefined)) === '1') {
     logger.warn({ sysctl: TCP_BE_LIBERAL }, 'nf_conntrack_tcp_be_liberal is 1 but --conntrack-tcp-be-liberal (conntrack.tcpBeLiberal) is not set: the drop of conntrack-INVALID packets is written anyway');
   }
@@ -79,26 +78,27 @@ const TCP_BE_LIBERAL = 'net.netfilter.nf_conntrack_tcp_be_liberal';
 
 /**
  * Refuse a switch that only another mode takes (ModeDriver.exclusiveSwitches),
- * e.g. `--nodeport-localhost` with `--mode nftables`.
+ * e.g. `--nodeport-localhost` with `--mode nftables`: a switch turned on in
+ * the section of a mode other than `mode`.
  * @throws UsageError naming the flag, the mode it is for and the mode in use.
  */
-export function refuseForeignSwitches(opts: { readonly mode: string }): void {
-  const mode = modeDriver(opts.mode);
+export function refuseForeignSwitches(mode: string, modes: ProxyConfig['modes']): void {
+  const driver = modeDriver(mode);
   for (const other of allModes()) {
-    if (other === mode) continue;
+    if (other === driver) continue;
     for (const [flag, what] of Object.entries(other.exclusiveSwitches ?? {})) {
       const attribute = flag.replace(/^--/, '').replace(/-([a-z])/g, (_, c: string) => c.toUpperCase());
-      if ((opts as Readonly<Record<string, unknown>>)[attribute] === true) throw new UsageError(`${flag} is for --mode ${other.name} only: ${mode.title} mode has no ${what}`);
+      if (modeSection(modes, other.name)?.[attribute] === true) throw new UsageError(`${flag} is for --mode ${other.name} only: ${driver.title} mode has no ${what}`);
     }
   }
 }
 
 /**
- * The backend for `opts.mode` (modes/registry.ts); `render` only matters to syncs.
+ * The backend for `config.kernel.mode` (modes/registry.ts); `render` only matters to syncs.
  * @throws UsageError when the mode cannot run here (the driver's createBackend).
  */
-export async function createBackend(opts: BackendCliOptions, render: RenderOptions, logger: Logger): Promise<Backend> {
-  return modeDriver(opts.mode).createBackend(opts, render, logger);
+export async function createBackend(config: BackendConfig, render: RenderOptions, logger: Logger): Promise<Backend> {
+  return modeDriver(config.kernel.mode).createBackend(config, render, logger);
 }
 
 /** The Proxier option that adds mode `mode`'s own fields to its "sync done" log line (ModeDriver.syncLogFields); none when the mode adds nothing. */

@@ -10,12 +10,9 @@ import { TakeoverRefusedError } from '../errors.ts';
 import type { Backend } from '../proxier/backend.ts';
 import { takeover } from '../takeover/takeover.ts';
 import { createLogger } from '../util/log.ts';
-import type { RenderCliOptions } from '../config/render-cli.ts';
-import type { KernelOptions } from '../config/kernel.ts';
 import { kernelOptions, listTimeoutOption, renderOptions } from './options.ts';
 import { createSyncBackend, loadSource, lockNamespace, syncModeOptions } from './setup.ts';
-
-type TakeoverCliOptions = KernelOptions & RenderCliOptions & Readonly<Record<string, unknown>> & { dryRun: boolean; force: boolean };
+import { commandProxyConfig } from './proxy-config.ts';
 
 /** The `takeover` command. */
 export function takeoverCommand(): Command {
@@ -28,23 +25,24 @@ export function takeoverCommand(): Command {
     )
     .addOption(new Option('--dry-run', 'print what is there and the plan; change nothing').default(false))
     .addOption(new Option('--force', "also delete kube-proxy's nftables tables (table ip/ip6 kube-proxy), which drover cannot check").default(false))
-    .action(async (opts: TakeoverCliOptions) => {
-      const logger = createLogger(opts.logLevel);
-      const { snapshot, problems, incomplete } = await loadSource(opts);
+    .action(async (opts: { dryRun: boolean; force: boolean }) => {
+      const config = commandProxyConfig(cmd);
+      const logger = createLogger(config.kernel.logLevel);
+      const { snapshot, problems, incomplete } = await loadSource(config.render);
       for (const p of problems) process.stderr.write(`drover: ${p}\n`);
       if (incomplete.length > 0) throw new TakeoverRefusedError(`the source could not be read whole (${incomplete.join('; ')}): a takeover removes state, so it needs all of it; nothing was changed`);
       let backend: Backend | undefined;
-      if (!opts.dryRun) await lockNamespace('takeover', opts, logger);
+      if (!opts.dryRun) await lockNamespace('takeover', config.kernel, logger);
       try {
         const report = await takeover({
-          opts,
+          config,
           snapshot,
           force: opts.force,
           dryRun: opts.dryRun,
           logger,
           write: (text) => process.stdout.write(text),
           program: async () => {
-            backend = await createSyncBackend(opts, logger);
+            backend = await createSyncBackend(config, logger);
             return backend.sync(snapshot, { full: true, changed: new Set() });
           },
         });

@@ -32,6 +32,8 @@ export type RenderCliOptions = {
   readonly master?: string;
   /** `--file-follow-external-links`: a manifest folder's symlinks may lead out of it (sources/links.ts). */
   readonly fileFollowExternalLinks?: boolean;
+  /** `--poll-interval` of `run`, ms: time between two reads of a source that cannot be watched (sources/shepherd.ts). */
+  readonly pollInterval?: number;
   /** `--file-settle` of `run`, ms: how long a manifest file written in place must be unchanged before it is applied (sources/file.ts). */
   readonly fileSettle?: number;
   /** `--service-node-port-range`: the NodePorts a Service may have (model/claims.ts); absent: 30000-32767, and with the Kubernetes source every port (sources/kubernetes/create.ts). */

@@ -6,15 +6,20 @@
  * this interface, in the mode's own folder; the commands in src/cli/ ask the
  * registry for the driver of `--mode` and never name a mode themselves.
  *
- * Options reach a driver as the whole parsed option object of the command
- * (commander's camelCase names). Each driver reads the flags it declared in
- * {@link ModeDriver.options} and ignores the rest.
+ * The hooks of `run` and `sync` ({@link ModeDriver.createBackend},
+ * {@link ModeDriver.runInfo}) take the configuration (config/proxy-config.ts
+ * ProxyConfig, or the part of it they read): each driver reads its own
+ * section, `modes[its name]`, holding the flags it declared in
+ * {@link ModeDriver.options}, and no other mode's. The inspection commands'
+ * hooks take the parsed option object of the command (commander's camelCase
+ * names), of which each driver reads the flags it declared.
  */
 import type { ModeMetricsFactory } from '../server/metrics.ts';
 import type { Option } from 'commander';
 import type { KernelOptions } from '../config/kernel.ts';
 import type { RenderCliOptions } from '../config/render-cli.ts';
-import type { RuleCounts, StatusRecord } from '../inspect/status.ts';
+import type { ProxyConfig } from '../config/proxy-config.ts';
+import type { RuleCounts, RunInfo, StatusRecord } from '../inspect/status.ts';
 import type { TraceContext, TraceResult } from '../inspect/trace.ts';
 import type { TraceFormat } from '../inspect/trace-format.ts';
 import type { IPFamily, Snapshot } from '../model/types.ts';
@@ -24,6 +29,20 @@ import type { Backend, ModeSyncDetail } from '../proxier/backend.ts';
 
 /** The options object of a command, as a driver sees it: the shared flags plus whatever the mode declared. */
 export type ModeOptions = KernelOptions & Readonly<Record<string, unknown>>;
+
+/**
+ * What a mode's backend is made from: the kernel section, the render
+ * settings a backend reads, and the modes' sections, of which the mode
+ * reads its own. A ProxyConfig is one; `cleanup` and `takeover`'s removal
+ * of the old mode's state pass no section for the mode (none of its flags
+ * was given), and the mode then removes whatever it may have written.
+ */
+export interface BackendConfig {
+  readonly kernel: KernelOptions;
+  /** `--nodeport-addresses`, `--cluster-cidr` (for the IPv6 family's rules), `--service-cidr`; none for cleanup. */
+  readonly render: Pick<RenderCliOptions, 'nodeportAddresses' | 'clusterCidr'> & { readonly serviceCidr?: string };
+  readonly modes: ProxyConfig['modes'];
+}
 
 /** Options of a command that reads a source as well as the kernel. */
 export type SourceModeOptions = ModeOptions & RenderCliOptions;
@@ -146,6 +165,13 @@ export interface ModeSurvey {
   readonly elsewhere?: readonly string[];
 }
 
+/**
+ * A mode's part of the status file `run` writes (inspect/status.ts
+ * RunInfo): fields of its own (e.g. `ipvs`), and `render`, settings of the
+ * mode's own that go beside the render settings (e.g. `nodePortLocalhost`).
+ */
+export type ModeRunInfo = Partial<Omit<RunInfo, 'render'>> & { readonly render?: Partial<RunInfo['render']> };
+
 /** One proxy mode, as the commands see it. */
 export interface ModeDriver {
   /** The value of `--mode`, e.g. "iptables". */
@@ -178,12 +204,13 @@ export interface ModeDriver {
     readonly cleanup: string;
   };
   /**
-   * The backend of `run`, `sync` and `cleanup`.
+   * The backend of `run`, `sync`, `takeover` and `cleanup`, from `config`
+   * (the mode's own settings: its section of `config.modes`).
    * @throws UsageError (errors.ts) when the mode cannot run here: no root, no kernel support, an option it refuses.
    */
-  createBackend(opts: ModeOptions, render: RenderOptions, logger: Logger): Promise<Backend>;
-  /** Extra fields of the status file `run` writes (see inspect/status.ts RunInfo). */
-  runInfo(opts: ModeOptions): Readonly<Record<string, unknown>>;
+  createBackend(config: BackendConfig, render: RenderOptions, logger: Logger): Promise<Backend>;
+  /** The mode's part of the status file `run` writes, from its section of `modes` (see {@link ModeRunInfo}). */
+  runInfo(modes: ProxyConfig['modes']): ModeRunInfo;
   /** The mode's options that `run` recorded in the status file, as command options (for `status`' drift). */
   recordedOptions(record: StatusRecord): Readonly<Record<string, unknown>>;
   /**

@@ -4,6 +4,7 @@
  * scheme (`shepherd+http://HOST:PORT`, `shepherd+https://HOST:PORT`) names
  * that source; anything else is a manifest file or folder.
  */
+import type { DnsCliOptions } from '../config/dns.ts';
 import type { RenderCliOptions } from '../config/render-cli.ts';
 import type { Logger } from '../util/log.ts';
 import { AllocationStateFile, DEFAULT_STATE_DIR } from './allocation-state.ts';
@@ -21,11 +22,12 @@ import type { Source } from './source.ts';
 export const KUBERNETES_SOURCE = 'kubernetes';
 
 /**
- * What a source needs beyond the render options: `--poll-interval` (ms) for
- * the sources that poll; `--dns-address`, with which the Kubernetes source
- * also receives what only DNS needs.
+ * What a source is made from: the source settings of the render section
+ * (`--poll-interval` among them, for the sources that poll), and
+ * `--dns-address` of the DNS section, with which the Kubernetes source also
+ * receives what only DNS needs.
  */
-export type SourceOptions = RenderCliOptions & { readonly pollInterval?: number; readonly dnsAddress?: string };
+export type SourceOptions = RenderCliOptions & Pick<DnsCliOptions, 'dnsAddress'>;
 
 /** What {@link createSource} hands each kind of source. */
 interface SourceContext {

@@ -15,7 +15,8 @@
 import { TakeoverRefusedError } from '../errors.ts';
 import { localAddresses } from '../kernel/iptables/live.ts';
 import type { TraceContext } from '../inspect/trace.ts';
-import type { ModeOptions } from '../modes/driver.ts';
+import type { BackendConfig, ModeOptions } from '../modes/driver.ts';
+import type { ProxyConfig } from '../config/proxy-config.ts';
 import { modeDriver } from '../modes/registry.ts';
 import type { IPFamily, Snapshot } from '../model/types.ts';
 import { runCommand } from '../kernel/exec.ts';
@@ -27,10 +28,12 @@ import { NFT } from '../modes/nftables/exec.ts';
 import { surveyNode } from './survey.ts';
 import { compareFrontends, formatDifferences, frontendsToCheck, type CheckedFrontend } from './verify.ts';
 
+/** The part of the configuration a takeover reads: the kernel section, whose `mode` is the mode to move to. */
+export type TakeoverConfig = Pick<ProxyConfig, 'kernel'>;
+
 /** What {@link takeover} needs. */
 export interface TakeoverInput {
-  /** The command's kernel options; `mode` is the mode to move to. */
-  readonly opts: ModeOptions;
+  readonly config: TakeoverConfig;
   /** The desired state, read whole from the source. */
   readonly snapshot: Snapshot;
   /** Delete kube-proxy's nftables tables, which cannot be checked. */
@@ -99,30 +102,37 @@ async function traceContexts(mode: string, opts: ModeOptions, frontends: readonl
   return out;
 }
 
-/** The kernel options of `opts` for another mode's cleanup: none of the target mode's own flags. */
-function cleanupOptions(opts: ModeOptions, mode: string): ModeOptions {
-  return { mode, iptablesBackend: opts.iptablesBackend, logLevel: opts.logLevel, logFormat: opts.logFormat, ...(opts.netns !== undefined ? { netns: opts.netns } : {}) };
+/** The kernel options of `config` for mode `mode`'s trace and survey. */
+function kernelOf(config: TakeoverConfig, mode: string): ModeOptions {
+  const { kernel } = config;
+  return { mode, iptablesBackend: kernel.iptablesBackend, logLevel: kernel.logLevel, logFormat: kernel.logFormat, ...(kernel.netns !== undefined ? { netns: kernel.netns } : {}) };
+}
+
+/** The backend configuration of another mode's cleanup: its kernel options, and no section of any mode (none of the target mode's own flags). */
+function cleanupConfig(config: TakeoverConfig, mode: string): BackendConfig {
+  return { kernel: kernelOf(config, mode), render: {}, modes: {} };
 }
 
 /**
- * Steps 1 and 2 of a takeover to mode `opts.mode`: refuse while kube-proxy
- * runs, survey the namespace, and write the survey and the plan to `write`.
- * Changes nothing.
+ * Steps 1 and 2 of a takeover to mode `config.kernel.mode`: refuse while
+ * kube-proxy runs, survey the namespace, and write the survey and the plan
+ * to `write`. Changes nothing.
  * @throws TakeoverRefusedError when kube-proxy runs or the plan is refused (one line).
  */
-export async function prepareTakeover(opts: ModeOptions, force: boolean, write: (text: string) => void): Promise<TakeoverPlan> {
-  const alive = await kubeProxyAlive(opts.netns);
+export async function prepareTakeover(config: TakeoverConfig, force: boolean, write: (text: string) => void): Promise<TakeoverPlan> {
+  const { kernel } = config;
+  const alive = await kubeProxyAlive(kernel.netns);
   if (alive !== undefined) throw new TakeoverRefusedError(`${alive}; nothing was changed`);
-  const survey = await surveyNode(opts);
-  const plan = planTakeover(survey, modeDriver(opts.mode).name, force);
+  const survey = await surveyNode(kernelOf(config, kernel.mode));
+  const plan = planTakeover(survey, modeDriver(kernel.mode).name, force);
   write(formatSurvey(survey) + formatPlan(plan, (m) => modeDriver(m).title));
   if (plan.refusal !== undefined) throw new TakeoverRefusedError(plan.refusal);
   return plan;
 }
 
-/** What {@link completeTakeover} needs: the plan, and the desired state mode `opts.mode` now holds. */
+/** What {@link completeTakeover} needs: the plan, and the desired state mode `config.kernel.mode` now holds. */
 export interface CompleteInput {
-  readonly opts: ModeOptions;
+  readonly config: TakeoverConfig;
   readonly plan: TakeoverPlan;
   /** The snapshot the full sync of the target mode programmed, read whole. */
   readonly snapshot: Snapshot;
@@ -134,7 +144,7 @@ export interface CompleteInput {
 }
 
 /**
- * Steps 4 to 6, once mode `opts.mode` holds `snapshot`: check every
+ * Steps 4 to 6, once mode `config.kernel.mode` holds `snapshot`: check every
  * frontend, remove the old state, survey again and report (see the
  * module comment).
  * @throws TakeoverRefusedError, before anything is removed, naming each
@@ -143,15 +153,16 @@ export interface CompleteInput {
  *   programmed beside the rest).
  */
 export async function completeTakeover(input: CompleteInput): Promise<TakeoverReport> {
-  const { opts, plan, write } = input;
+  const { config, plan, write } = input;
+  const { netns } = config.kernel;
   const now = input.now ?? Date.now;
-  const target = modeDriver(opts.mode);
+  const target = modeDriver(config.kernel.mode);
   let checked = 0;
   if (plan.remove.length > 0) {
-    const frontends = frontendsToCheck(input.snapshot, await nodeIPs(opts.netns));
-    const current = await traceContexts(target.name, opts, frontends);
+    const frontends = frontendsToCheck(input.snapshot, await nodeIPs(netns));
+    const current = await traceContexts(target.name, kernelOf(config, target.name), frontends);
     for (const old of plan.remove) {
-      const diffs = compareFrontends(frontends, await traceContexts(old.mode, cleanupOptions(opts, old.mode), frontends), current);
+      const diffs = compareFrontends(frontends, await traceContexts(old.mode, kernelOf(config, old.mode), frontends), current);
       if (diffs.length > 0) {
         throw new TakeoverRefusedError(
           `${diffs.length} of ${frontends.length} frontends go elsewhere in ${old.title} mode than in ${target.title} mode; nothing was removed (both are programmed now):\n` +
@@ -166,7 +177,7 @@ export async function completeTakeover(input: CompleteInput): Promise<TakeoverRe
   const removed = [];
   for (const old of plan.remove) {
     const driver = modeDriver(old.mode);
-    const backend = await driver.createBackend(cleanupOptions(opts, old.mode), { masqueradeAll: false }, input.logger);
+    const backend = await driver.createBackend(cleanupConfig(config, old.mode), { masqueradeAll: false }, input.logger);
     try {
       const result = await backend.cleanup();
       removed.push({ mode: old.mode, result });
@@ -176,13 +187,13 @@ export async function completeTakeover(input: CompleteInput): Promise<TakeoverRe
     }
   }
   for (const table of plan.deleteTables) {
-    const res = await runCommand(NFT, ['delete', 'table', ...table.split(' ')], opts.netns !== undefined ? { netns: opts.netns } : {});
+    const res = await runCommand(NFT, ['delete', 'table', ...table.split(' ')], netns !== undefined ? { netns } : {});
     if (res.code !== 0) throw new Error(`nft delete table ${table} failed: ${res.stderr.trim()}`);
     write(`removed table ${table} (unchecked: --force)\n`);
   }
   const ms = now() - input.start;
 
-  const after = await surveyNode(opts);
+  const after = await surveyNode(kernelOf(config, target.name));
   const remaining = [
     ...after.modes.filter((m) => plan.remove.some((r) => r.mode === m.mode) && m.found.length > 0).map((m) => `${m.title} mode: ${m.found.join('; ')}`),
     ...after.kubeProxyTables.filter((t) => plan.deleteTables.includes(t)).map((t) => `table ${t}`),
@@ -192,22 +203,22 @@ export async function completeTakeover(input: CompleteInput): Promise<TakeoverRe
 }
 
 /**
- * Move the namespace of `input.opts.netns` to mode `input.opts.mode`, as
+ * Move the namespace of `input.config.kernel.netns` to mode `input.config.kernel.mode`, as
  * the module comment says: {@link prepareTakeover}, then (unless a dry
  * run) `input.program`, then {@link completeTakeover}. The survey, the plan
  * and the report are written to `input.write` as they come.
  * @throws as prepareTakeover and completeTakeover; whatever the sync throws.
  */
 export async function takeover(input: TakeoverInput): Promise<TakeoverReport> {
-  const { opts, write } = input;
+  const { config, write } = input;
   const now = input.now ?? Date.now;
-  const plan = await prepareTakeover(opts, input.force, write);
+  const plan = await prepareTakeover(config, input.force, write);
   if (input.dryRun) {
     write('dry run: nothing was changed\n');
     return { plan, checked: 0, removed: [], remaining: [], ms: 0 };
   }
   const start = now();
   const synced = await input.program();
-  write(`synced ${modeDriver(opts.mode).title} mode: ${synced.services} service ports, ${synced.endpoints} endpoints, in ${synced.totalMs.toFixed(1)} ms\n`);
-  return completeTakeover({ opts, plan, snapshot: input.snapshot, logger: input.logger, write, start, now });
+  write(`synced ${modeDriver(config.kernel.mode).title} mode: ${synced.services} service ports, ${synced.endpoints} endpoints, in ${synced.totalMs.toFixed(1)} ms\n`);
+  return completeTakeover({ config, plan, snapshot: input.snapshot, logger: input.logger, write, start, now });
 }

@@ -170,10 +170,10 @@ test('route_localnet: set to 1 with the prior value recorded once; put back only
 });
 
 test('the flag in another mode is a usage error naming the flag and the mode', (t) => {
-  t.notThrows(() => refuseForeignSwitches({ mode: 'iptables', nodeportLocalhost: true } as { mode: string }));
-  t.notThrows(() => refuseForeignSwitches({ mode: 'nftables', nodeportLocalhost: false } as { mode: string }));
+  t.notThrows(() => refuseForeignSwitches('iptables', { iptables: { nodeportLocalhost: true } }));
+  t.notThrows(() => refuseForeignSwitches('nftables', { iptables: { nodeportLocalhost: false } }));
   for (const [mode, title] of [['nftables', 'nftables'], ['ipvs', 'IPVS']] as const) {
-    t.throws(() => refuseForeignSwitches({ mode, nodeportLocalhost: true } as { mode: string }), {
+    t.throws(() => refuseForeignSwitches(mode, { iptables: { nodeportLocalhost: true } }), {
       message: `--nodeport-localhost is for --mode iptables only: ${title} mode has no NodePorts on 127.0.0.1`,
     });
   }

@@ -300,25 +300,30 @@ test('metrics: nftables mode counts sync failures and clean-up failures per ip_f
 test("the metrics server answers /healthz with kube-proxy's `ok` and /configz with the effective configuration", async (t) => {
   const w = world();
   const config = configz({
-    mode: 'iptables',
-    clusterCidr: '10.244.0.0/16',
-    hostnameOverride: 'node-a',
-    kubeconfig: '/var/lib/kube-proxy/kubeconfig.conf',
-    metricsBindAddress: parseBindAddress('127.0.0.1:10249')!,
-    healthzBindAddress: parseBindAddress('[::]:10256')!,
-    nodeportAddresses: [],
-    masqueradeAll: false,
-    syncPeriod: 90_000,
-    minSyncPeriod: 1000,
-    detectLocalMode: 'NodeCIDR',
-    bindAddress: ['192.168.1.10'],
-    conntrackTcpBeLiberal: true,
-    conntrackMaxPerCore: 32768,
-    conntrackMin: 131072,
-    conntrackTcpTimeoutEstablished: 86_400_000,
-    conntrackTcpTimeoutCloseWait: 3_600_000,
-    conntrackUdpTimeout: 0,
-    conntrackUdpTimeoutStream: 0,
+    kernel: { mode: 'iptables', iptablesBackend: 'auto', logLevel: 'info', logFormat: 'json' },
+    render: {
+      source: 'kubernetes',
+      serviceCidr: '10.96.0.0/12',
+      clusterCidr: '10.244.0.0/16',
+      hostnameOverride: 'node-a',
+      kubeconfig: '/var/lib/kube-proxy/kubeconfig.conf',
+      nodeportAddresses: [],
+      masqueradeAll: false,
+      detectLocalMode: 'NodeCIDR',
+      bindAddress: ['192.168.1.10'],
+      conntrackTcpBeLiberal: true,
+    },
+    server: { metricsBindAddress: parseBindAddress('127.0.0.1:10249')!, healthzBindAddress: parseBindAddress('[::]:10256')! },
+    sync: { syncPeriod: 90_000, minSyncPeriod: 1000 },
+    conntrack: {
+      conntrackMaxPerCore: 32768,
+      conntrackMin: 131072,
+      conntrackTcpTimeoutEstablished: 86_400_000,
+      conntrackTcpTimeoutCloseWait: 3_600_000,
+      conntrackUdpTimeout: 0,
+      conntrackUdpTimeoutStream: 0,
+    },
+    modes: { iptables: {} },
   });
   const servers = await startServers(w.proxier, { proxyMode: 'iptables', healthCheckAddresses: [], metrics: LOOPBACK, healthz: null, syncPeriodMs: 30_000, configz: config, logger: silentLogger() });
   t.teardown(() => servers.close());
@@ -351,7 +356,14 @@ test("the metrics server answers /healthz with kube-proxy's `ok` and /configz wi
   });
   t.is((await get('/nosuch')).status, 404);
   // A server turned off with `--metrics-bind-address ""`: commander leaves "" as the value.
-  const off = configz({ mode: 'nftables', metricsBindAddress: '', healthzBindAddress: null, masqueradeAll: true, syncPeriod: 30_000, minSyncPeriod: 0 });
+  const off = configz({
+    kernel: { mode: 'nftables', iptablesBackend: 'auto', logLevel: 'info', logFormat: 'json' },
+    render: { source: 'kubernetes', serviceCidr: '10.96.0.0/12', masqueradeAll: true },
+    server: { metricsBindAddress: '', healthzBindAddress: null },
+    sync: { syncPeriod: 30_000, minSyncPeriod: 0 },
+    conntrack: {},
+    modes: {},
+  });
   t.deepEqual(off['kubeproxy.config.k8s.io'], {
     mode: 'nftables',
     bindAddress: '',

@@ -32,6 +32,7 @@ import type { Logger } from '../../util/log.ts';
 import { ensureCounters, namespaceNfacct, presentCounters, withCountedInvalidDrop } from './nfacct.ts';
 import { LOCALHOST_NODEPORTS_ACCEPTED, type KubeProxyCounter } from './nfacct-names.ts';
 import { surveyLayout } from '../shared/kube-chains/survey.ts';
+import { IPTABLES_MODE, iptablesSection } from './section.ts';
 import { isServiceChain } from '../shared/kube-chains/names.ts';
 
 /**
@@ -97,7 +98,7 @@ async function startCounters(netns: string | undefined, logger: Logger): Promise
 
 /** The driver of `--mode iptables`. */
 export const iptablesMode: ModeDriver = {
-  name: 'iptables',
+  name: IPTABLES_MODE,
   title: 'iptables',
   options: { sync: () => [nodePortLocalhostOption(), noNodePortLocalhostOption()], compare: () => [nodePortLocalhostOption(), noNodePortLocalhostOption()] },
   exclusiveSwitches: { '--nodeport-localhost': 'NodePorts on 127.0.0.1' },
@@ -114,31 +115,33 @@ export const iptablesMode: ModeDriver = {
     cleanup: '',
   },
 
-  async createBackend(opts, render, logger) {
-    const exec = await createDualStackExec(opts, logger);
-    logger.info({ mode: opts.mode, iptables: exec.IPv4.variant, netns: opts.netns }, 'using iptables-%s', exec.IPv4.variant);
-    const cidrs = opts.nodeportAddresses as RenderCliOptions['nodeportAddresses'];
+  async createBackend(config, render, logger) {
+    const { kernel } = config;
+    const section = iptablesSection(config.modes);
+    const exec = await createDualStackExec(kernel, logger);
+    logger.info({ mode: kernel.mode, iptables: exec.IPv4.variant, netns: kernel.netns }, 'using iptables-%s', exec.IPv4.variant);
+    const cidrs = config.render.nodeportAddresses;
     // cleanup has no --nodeport-localhost: it takes KUBE-FIREWALL too when drover's jumps to it are there (localhost.ts
     // hasLocalnetFirewallJump): a KUBE-FIREWALL of kubelet's or kube-proxy's alone is not drover's to remove.
-    const cleanupFirewall = opts.nodeportLocalhost === undefined && hasLocalnetFirewallJump(await exec.IPv4.save('filter'));
-    const localhost = localhostNodePortsOn(opts.nodeportLocalhost === true, cidrs);
-    if (opts.nodeportLocalhost === true) {
+    const cleanupFirewall = section === undefined && hasLocalnetFirewallJump(await exec.IPv4.save('filter'));
+    const localhost = localhostNodePortsOn(section?.nodeportLocalhost === true, cidrs);
+    if (section?.nodeportLocalhost === true) {
       logger.info({ on: localhost }, localhost ? 'NodePorts on 127.0.0.1 (IPv4 only: there are none for IPv6)' : '--nodeport-localhost does nothing: --nodeport-addresses holds no part of 127.0.0.0/8');
     }
     // kube-proxy's nfacct counters, ensured once at start (nfacct.ts); cleanup creates none.
-    const counters = opts.nodeportLocalhost === undefined ? new Set<KubeProxyCounter>() : await startCounters(opts.netns, logger);
-    const statics = withCountedInvalidDrop(withInvalidDrop(cleanupFirewall ? loadStaticRules(undefined, true) : await iptablesStatics(cidrs, opts.netns, logger, localhost), render.tcpBeLiberal), counters);
-    const statics6 = withCountedInvalidDrop(withInvalidDrop(await iptablesStatics6(cidrs, opts.netns, logger), render.tcpBeLiberal), counters);
+    const counters = section === undefined ? new Set<KubeProxyCounter>() : await startCounters(kernel.netns, logger);
+    const statics = withCountedInvalidDrop(withInvalidDrop(cleanupFirewall ? loadStaticRules(undefined, true) : await iptablesStatics(cidrs, kernel.netns, logger, localhost), render.tcpBeLiberal), counters);
+    const statics6 = withCountedInvalidDrop(withInvalidDrop(await iptablesStatics6(cidrs, kernel.netns, logger), render.tcpBeLiberal), counters);
     const render4 = localhost && counters.has(LOCALHOST_NODEPORTS_ACCEPTED) ? { ...render, countLocalhostNodePorts: true } : render;
     const backend = new DualStackIptablesBackend({
       IPv4: { exec: exec.IPv4, render: render4, statics },
-      IPv6: { exec: exec.IPv6, render: ipv6RenderOptions(render, typeof opts.clusterCidr === 'string' ? opts.clusterCidr : undefined), statics: statics6 },
+      IPv6: { exec: exec.IPv6, render: ipv6RenderOptions(render, config.render.clusterCidr), statics: statics6 },
       logger,
     });
-    return new RouteLocalnetBackend(backend, { netns: opts.netns, sysctls: namespaceSysctls(opts.netns) }, localhost, logger);
+    return new RouteLocalnetBackend(backend, { netns: kernel.netns, sysctls: namespaceSysctls(kernel.netns) }, localhost, logger);
   },
 
-  runInfo: () => ({}),
+  runInfo: (modes) => (iptablesSection(modes)?.nodeportLocalhost === true ? { render: { nodePortLocalhost: true } } : {}),
   recordedOptions: (record) => ({ nodeportLocalhost: record.render.nodePortLocalhost === true }),
 
   async render(snapshot, opts, header) {

@@ -26,7 +26,7 @@ import { nodeAddresses } from './node-ips.ts';
 import { CLUSTER_IP_SET, familySetName, LOOP_BACK_SET } from './ipset.ts';
 import { DUMMY_INTERFACE } from '../../kernel/rtnetlink/link.ts';
 import { ipvsCounts, unsupportedNote, type IpvsCounts } from './live.ts';
-import { ipvsOptions, ipvsSchedulerOption } from './options.ts';
+import { DEFAULT_IPVS_SCHEDULER, IPVS_MODE, ipvsOptions, ipvsSchedulerOption, ipvsSection } from './options.ts';
 import { renderIpvs } from './render.ts';
 import { ipvsStaticRules } from './rules.ts';
 import { ipvsTraceContext, ipvsTraceFormat } from './trace.ts';
@@ -89,12 +89,12 @@ export function renderIpvsFamilies(
 
 /** The scheduler option of a command, as `run` has it by default. */
 function scheduler(opts: Readonly<Record<string, unknown>>): string {
-  return typeof opts.ipvsScheduler === 'string' ? opts.ipvsScheduler : 'rr';
+  return typeof opts.ipvsScheduler === 'string' ? opts.ipvsScheduler : DEFAULT_IPVS_SCHEDULER;
 }
 
 /** The driver of `--mode ipvs`. */
 export const ipvsMode: ModeDriver = {
-  name: 'ipvs',
+  name: IPVS_MODE,
   title: 'IPVS',
   options: { sync: () => ipvsOptions(), compare: () => [ipvsSchedulerOption()] },
   help: {
@@ -114,8 +114,8 @@ export const ipvsMode: ModeDriver = {
 
   createBackend: (opts, render, logger) => createIpvsBackend(opts, render, logger),
 
-  runInfo: (opts) => ({ ipvs: { scheduler: scheduler(opts) } }),
-  recordedOptions: (record) => ({ ipvsScheduler: record.ipvs?.scheduler ?? 'rr' }),
+  runInfo: (modes) => ({ ipvs: { scheduler: ipvsSection(modes).ipvsScheduler } }),
+  recordedOptions: (record) => ({ ipvsScheduler: record.ipvs?.scheduler ?? DEFAULT_IPVS_SCHEDULER }),
 
   render(snapshot, opts, header) {
     return renderIpvsFamilies(snapshot, opts, header, (family) => nodeAddresses(undefined, undefined, family));

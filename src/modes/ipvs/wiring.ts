@@ -12,15 +12,14 @@ import type { Logger } from '../../util/log.ts';
 import { SystemIptables } from '../../kernel/iptables/exec.ts';
 import { createIptablesExec } from '../shared/iptables-wiring.ts';
 import { ipv6RenderOptions, type RenderOptions } from '../../config/render.ts';
-import type { ModeOptions } from '../driver.ts';
-import type { IPPrefix } from '../../model/addr.ts';
+import type { BackendConfig } from '../driver.ts';
 import { DualStackIpvsBackend } from './dual-stack.ts';
 import { nodeAddresses } from './node-ips.ts';
 import { SystemIpset } from './ipset.ts';
 import { RtnlLinkManager } from '../../kernel/rtnetlink/link.ts';
 import type { IpvsInspectIO } from './live.ts';
 import { IpvsClient, IpvsUnavailableError } from '../../kernel/ipvs/client.ts';
-import type { IpvsCliOptions } from './options.ts';
+import { ipvsSection } from './options.ts';
 import { ProcSysctls } from './sysctl.ts';
 
 /**
@@ -35,13 +34,12 @@ import { ProcSysctls } from './sysctl.ts';
  * on the node's own addresses.
  * @throws UsageError (one line) for each of them.
  */
-export async function createIpvsBackend(opts: ModeOptions & Partial<IpvsCliOptions> & { readonly serviceCidr?: string }, render: RenderOptions, logger: Logger): Promise<DualStackIpvsBackend> {
-  const { ipvs, iptables } = await openIpvsMode(opts, logger);
-  const scheduler = opts.ipvsScheduler ?? 'rr';
-  const gracefulPeriodMs = opts.ipvsGracefulPeriod ?? 900_000;
-  const serviceCIDR = opts.serviceCidr ?? DEFAULT_SERVICE_CIDR;
+export async function createIpvsBackend(config: BackendConfig, render: RenderOptions, logger: Logger): Promise<DualStackIpvsBackend> {
+  const { ipvs, iptables } = await openIpvsMode(config.kernel, logger);
+  const { ipvsScheduler: scheduler, ipvsGracefulPeriod: gracefulPeriodMs } = ipvsSection(config.modes);
+  const serviceCIDR = config.render.serviceCidr ?? DEFAULT_SERVICE_CIDR;
   // Read once, as kube-proxy reads the node's addresses for NodePorts (node-ips.ts).
-  const cidrs = opts.nodeportAddresses as readonly IPPrefix[] | undefined;
+  const cidrs = config.render.nodeportAddresses;
   const addresses = nodeAddresses(cidrs);
   const addresses6 = nodeAddresses(cidrs, undefined, 'IPv6');
   logger.info(
@@ -61,7 +59,7 @@ export async function createIpvsBackend(opts: ModeOptions & Partial<IpvsCliOptio
       gracefulPeriodMs,
     },
     IPv4: { iptables, render, serviceCIDR, nodeAddresses: addresses },
-    IPv6: { iptables: iptables6, render: ipv6RenderOptions(render, typeof opts.clusterCidr === 'string' ? opts.clusterCidr : undefined), nodeAddresses: addresses6 },
+    IPv6: { iptables: iptables6, render: ipv6RenderOptions(render, config.render.clusterCidr), nodeAddresses: addresses6 },
     logger,
   });
 }

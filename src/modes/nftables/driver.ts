@@ -18,7 +18,7 @@ import type { RenderCliOptions } from '../../config/render-cli.ts';
 import { loadSource } from '../../sources/load.ts';
 import { renderConfig } from '../shared/render-config.ts';
 import { driftOf } from '../shared/drift.ts';
-import type { ModeDriver, ModeOptions } from '../driver.ts';
+import type { ModeDriver } from '../driver.ts';
 import type { Logger } from '../../util/log.ts';
 import { planFullSync } from './backend.ts';
 import { DualStackNftablesBackend, renderFamilies } from './dual-stack.ts';
@@ -132,21 +132,22 @@ export const nftablesMode: ModeDriver = {
     cleanup: ' (with --mode nftables: deletes table ip drover and table ip6 drover, nothing else)',
   },
 
-  async createBackend(opts: ModeOptions, render, logger: Logger) {
+  async createBackend(config, render, logger: Logger) {
+    const { kernel } = config;
     const part = async (family: IPFamily) => {
-      const elements = await openElementWriter(opts, logger, family);
+      const elements = await openElementWriter(kernel, logger, family);
       // Read once, as IPVS mode reads them (node-ports.ts).
-      const nodePortIPs = await nodePortIPsOf(family, opts.nodeportAddresses as RenderCliOptions['nodeportAddresses'], opts.netns, logger);
-      return { nft: nftFor(opts, family), ...(elements ? { elements } : {}), frontends: { nodePortIPs, family } };
+      const nodePortIPs = await nodePortIPsOf(family, config.render.nodeportAddresses, kernel.netns, logger);
+      return { nft: nftFor(kernel, family), ...(elements ? { elements } : {}), frontends: { nodePortIPs, family } };
     };
     const [v4, v6] = [await part('IPv4'), await part('IPv6')];
     logger.info(
-      { mode: 'nftables', netns: opts.netns, elements: v4.elements ? 'netlink' : 'nft', nodePortAddresses: v4.frontends.nodePortIPs, ipv6NodePortAddresses: v6.frontends.nodePortIPs },
+      { mode: 'nftables', netns: kernel.netns, elements: v4.elements ? 'netlink' : 'nft', nodePortAddresses: v4.frontends.nodePortIPs, ipv6NodePortAddresses: v6.frontends.nodePortIPs },
       'using nftables mode (table ip drover, and table ip6 drover for IPv6 Services)',
     );
     return new DualStackNftablesBackend({
       IPv4: { ...v4, render },
-      IPv6: { ...v6, render: ipv6RenderOptions(render, typeof opts.clusterCidr === 'string' ? opts.clusterCidr : undefined) },
+      IPv6: { ...v6, render: ipv6RenderOptions(render, config.render.clusterCidr) },
       logger,
     });
   },
