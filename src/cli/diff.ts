@@ -16,7 +16,7 @@ import type { KernelOptions } from '../config/kernel.ts';
 import type { RenderCliOptions } from '../config/render-cli.ts';
 import { needsNode, withNodeSettings } from './node-settings.ts';
 import { compareOptions, loadSource, modeHelp, refuseForeignSwitches } from './setup.ts';
-import { modeSections } from './proxy-config.ts';
+import { kernelSection, modeSections, renderSection } from './proxy-config.ts';
 
 /** The `diff` command. */
 export function diffCommand(): Command {
@@ -28,10 +28,12 @@ export function diffCommand(): Command {
     )
     .action(async (opts: KernelOptions & RenderCliOptions) => {
       try {
-        refuseForeignSwitches(opts.mode, modeSections(opts, allModes()));
+        const modes = modeSections(opts, allModes());
+        refuseForeignSwitches(opts.mode, modes);
+        const render = renderSection(opts);
         // The Node's settings (NodeCIDR, primary) take one more read of the source.
-        const settled = needsNode(opts) ? withNodeSettings(opts, (await loadSource(opts)).snapshot.node) : opts;
-        const drift = await modeDriver(opts.mode).diff(settled);
+        const settled = needsNode(render) ? withNodeSettings(render, (await loadSource(render)).snapshot.node) : render;
+        const drift = await modeDriver(opts.mode).diff({ kernel: kernelSection(opts), render: settled, modes });
         for (const p of drift.problems) process.stderr.write(`drover: ${p}\n`);
         process.stdout.write(drift.text);
         process.exitCode = drift.differs ? EXIT.failed : EXIT.ok;

@@ -65,14 +65,24 @@ export function proxyConfig(opts: Readonly<Record<string, unknown>>, modes: Read
   const periods = typeof opts.minSyncPeriod === 'number' && typeof opts.syncPeriod === 'number';
   const server = opts.metricsBindAddress !== undefined && opts.healthzBindAddress !== undefined;
   return {
-    kernel: pick<KernelOptions>(opts, KERNEL_KEYS),
-    render: pick<RenderCliOptions>(opts, RENDER_KEYS),
+    kernel: kernelSection(opts),
+    render: renderSection(opts),
     ...(periods ? { sync: pick<NonNullable<ProxyConfig['sync']>>(opts, ['minSyncPeriod', 'syncPeriod', 'fullSyncPeriod']) } : {}),
     conntrack: pick<Partial<ConntrackCliOptions>>(opts, CONNTRACK_KEYS),
     ...(server ? { server: pick<NonNullable<ProxyConfig['server']>>(opts, ['metricsBindAddress', 'healthzBindAddress']) } : {}),
     ...(opts.dnsPort !== undefined ? { dns: pick<DnsCliOptions>(opts, DNS_KEYS) } : {}),
     modes: modeSections(opts, modes),
   };
+}
+
+/** The kernel section of `opts`, the parsed options of a command that has the kernel flags: those of them that are set. Pure. */
+export function kernelSection(opts: Readonly<Record<string, unknown>>): KernelOptions {
+  return pick<KernelOptions>(opts, KERNEL_KEYS);
+}
+
+/** The render section of `opts`, the parsed options of a command that reads a source: the source and render settings that are set. Pure. */
+export function renderSection(opts: Readonly<Record<string, unknown>>): RenderCliOptions {
+  return pick<RenderCliOptions>(opts, RENDER_KEYS);
 }
 
 /**

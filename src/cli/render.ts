@@ -14,7 +14,7 @@ import { listTimeoutOption, modeOption, renderOptions } from './options.ts';
 import type { RenderCliOptions } from '../config/render-cli.ts';
 import { withNodeSettings } from './node-settings.ts';
 import { compareOptions, loadSource, modeHelp, refuseForeignSwitches } from './setup.ts';
-import { modeSections } from './proxy-config.ts';
+import { modeSections, renderSection } from './proxy-config.ts';
 
 /**
  * The `#` header lines: one per service port (key, ClusterIP:port/protocol,
@@ -47,10 +47,12 @@ export function renderCommand(): Command {
     )
     .addOption(modeOption())
     .action(async (opts: RenderCliOptions & { mode: string }) => {
-      refuseForeignSwitches(opts.mode, modeSections(opts, allModes()));
-      const loaded = await loadSource(opts);
+      const modes = modeSections(opts, allModes());
+      refuseForeignSwitches(opts.mode, modes);
+      const render = renderSection(opts);
+      const loaded = await loadSource(render);
       for (const p of loaded.problems) process.stderr.write(`drover: ${p}\n`);
-      const rendered = await modeDriver(opts.mode).render(loaded.snapshot, withNodeSettings(opts, loaded.snapshot.node), serviceSummary(loaded.snapshot));
+      const rendered = await modeDriver(opts.mode).render(loaded.snapshot, { render: withNodeSettings(render, loaded.snapshot.node), modes }, serviceSummary(loaded.snapshot));
       for (const line of rendered.leftOut) process.stderr.write(`drover: ${line}\n`);
       if (rendered.leftOut.length > 0) process.exitCode = EXIT.partial;
       process.stdout.write(rendered.text);

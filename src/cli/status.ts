@@ -69,7 +69,7 @@ export function statusCommand(): Command {
         iptablesBackend: fromCli('iptablesBackend') ? opts.iptablesBackend : record.iptablesBackend,
       };
       const driver = modeDriver(mode);
-      const kernel = await driver.status(kernelOpts, { ...recordedRenderOptions(record), ...driver.recordedOptions(record) });
+      const kernel = await driver.status(kernelOpts, { render: recordedRenderOptions(record), modes: { [mode]: driver.recordedSection(record) } });
       process.stdout.write(
         formatStatus({ file: opts.statusFile, record, running: isRunning(record.pid), rules: kernel.rules, drift: kernel.drift, modeLines: kernel.lines, now: Date.now() }),
       );

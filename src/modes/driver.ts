@@ -6,19 +6,20 @@
  * this interface, in the mode's own folder; the commands in src/cli/ ask the
  * registry for the driver of `--mode` and never name a mode themselves.
  *
- * The hooks of `run` and `sync` ({@link ModeDriver.createBackend},
- * {@link ModeDriver.runInfo}) take the configuration (config/proxy-config.ts
+ * The hooks that program the kernel or compare it with desired state
+ * ({@link ModeDriver.createBackend}, {@link ModeDriver.runInfo},
+ * {@link ModeDriver.render}, {@link ModeDriver.diff},
+ * {@link ModeDriver.status}) take the configuration (config/proxy-config.ts
  * ProxyConfig, or the part of it they read): each driver reads its own
  * section, `modes[its name]`, holding the flags it declared in
- * {@link ModeDriver.options}, and no other mode's. The inspection commands'
- * hooks take the parsed option object of the command (commander's camelCase
- * names), of which each driver reads the flags it declared.
+ * {@link ModeDriver.options}, and no other mode's. The hooks that only read
+ * the kernel (`chains`, `trace`, `survey`) take its kernel options.
  */
 import type { ModeMetricsFactory } from '../server/metrics.ts';
 import type { Option } from 'commander';
 import type { KernelOptions } from '../config/kernel.ts';
 import type { RenderCliOptions } from '../config/render-cli.ts';
-import type { ProxyConfig } from '../config/proxy-config.ts';
+import type { ModeSection, ProxyConfig } from '../config/proxy-config.ts';
 import type { RuleCounts, RunInfo, StatusRecord } from '../inspect/status.ts';
 import type { TraceContext, TraceResult } from '../inspect/trace.ts';
 import type { TraceFormat } from '../inspect/trace-format.ts';
@@ -44,8 +45,12 @@ export interface BackendConfig {
   readonly modes: ProxyConfig['modes'];
 }
 
-/** Options of a command that reads a source as well as the kernel. */
-export type SourceModeOptions = ModeOptions & RenderCliOptions;
+/**
+ * What the rules should be, as `render`, `diff` and `status` compare the
+ * kernel with them: the source and render settings and the modes' sections
+ * (ProxyConfig's), of which the mode reads its own.
+ */
+export type DesiredConfig = Pick<ProxyConfig, 'render' | 'modes'>;
 
 /** `chains`' own flags: `--json`, and its optional source with the flags that decide what the source serves. */
 export type ChainsSourceOptions = { readonly json: boolean; readonly source?: string } & Pick<RenderCliOptions, 'serviceCidr' | 'serviceNodePortRange'>;
@@ -211,14 +216,14 @@ export interface ModeDriver {
   createBackend(config: BackendConfig, render: RenderOptions, logger: Logger): Promise<Backend>;
   /** The mode's part of the status file `run` writes, from its section of `modes` (see {@link ModeRunInfo}). */
   runInfo(modes: ProxyConfig['modes']): ModeRunInfo;
-  /** The mode's options that `run` recorded in the status file, as command options (for `status`' drift). */
-  recordedOptions(record: StatusRecord): Readonly<Record<string, unknown>>;
+  /** The mode's section as `run` recorded it in the status file (for `status`' drift). */
+  recordedSection(record: StatusRecord): ModeSection;
   /**
    * What a full sync writes onto an empty node, for `render`; pure but for
    * reading this host's addresses when `--nodeport-addresses` asks.
    * @param header comment lines to print first.
    */
-  render(snapshot: Snapshot, opts: RenderCliOptions & Readonly<Record<string, unknown>>, header: readonly string[]): RenderedMode | Promise<RenderedMode>;
+  render(snapshot: Snapshot, config: DesiredConfig, header: readonly string[]): RenderedMode | Promise<RenderedMode>;
   /**
    * `chains`: the live state of the selected service ports, as text or JSON.
    * @throws UnknownServiceError (modes/iptables/chains.ts) for a selector that matches nothing.
@@ -234,7 +239,7 @@ export interface ModeDriver {
    */
   kernelTrace?(opts: KernelTraceOptions, evaluated: TraceResult): Promise<ModeKernelTrace>;
   /** `diff`: the live kernel against the source. @throws Error for an unreadable source or kernel. */
-  diff(opts: SourceModeOptions): Promise<ModeDrift>;
+  diff(config: DesiredConfig & Pick<ProxyConfig, 'kernel'>): Promise<ModeDrift>;
   /**
    * `takeover`: the mode's own state in the namespace of `opts.netns` (or
    * drover's own), found by what the mode's `cleanup` would remove, so that
@@ -242,8 +247,8 @@ export interface ModeDriver {
    * @throws UsageError when not root or the namespace does not exist; Error when the kernel cannot be read.
    */
   survey(opts: ModeOptions): Promise<ModeSurvey>;
-  /** `status`: the mode's live state and drift from the recorded source (`recorded`: the source and render flags `run` used). */
-  status(opts: ModeOptions, recorded: RenderCliOptions & Readonly<Record<string, unknown>>): Promise<ModeStatus>;
+  /** `status`: the mode's live state and drift from the recorded source (`recorded`: the source and render settings and the mode's section `run` used). */
+  status(opts: ModeOptions, recorded: DesiredConfig): Promise<ModeStatus>;
   /**
    * The mode on in-memory fakes of its kernel interfaces, with an empty
    * node; for tests. Loads the fakes on first use only.

@@ -12,7 +12,7 @@ const SNAPSHOT = dualSnap([sp('default/web:http', '10.96.0.10', 80, [ep('10.244.
 /** What `drover render --mode MODE` prints, with or without --conntrack-tcp-be-liberal. */
 async function rendered(mode: string, liberal: boolean): Promise<string> {
   const opts = { source: 'unused', masqueradeAll: false, serviceCidr: '10.96.0.0/12', clusterCidr: '10.244.0.0/16,fd00:244::/48', ...(liberal ? { conntrackTcpBeLiberal: true } : {}) };
-  return (await modeDriver(mode).render(SNAPSHOT, opts, [])).text;
+  return (await modeDriver(mode).render(SNAPSHOT, { render: opts, modes: {} }, [])).text;
 }
 
 /** The KUBE-FORWARD rules of the output, in order (both families' rulesets). */

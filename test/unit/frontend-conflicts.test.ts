@@ -135,7 +135,7 @@ for (const mode of allModes()) {
   }
 
   test(`${mode.name} mode: render lists the same refusals and leaves out the service port whose ClusterIP is taken`, async (t) => {
-    const rendered = await mode.render(STATE, { source: 'test', ...RENDER } as never, []);
+    const rendered = await mode.render(STATE, { render: { source: 'test', masqueradeAll: false, clusterCidr: RENDER.clusterCIDR, serviceCidr: '10.96.0.0/12' }, modes: {} }, []);
     t.deepEqual(rendered.leftOut, WARNINGS);
     t.false(rendered.text.includes('10.244.1.2'), 'the endpoint of default/b is not written');
     t.true(rendered.text.includes('10.244.1.1'));

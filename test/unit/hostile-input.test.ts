@@ -65,7 +65,7 @@ import { trace } from '../../src/inspect/trace.ts';
 
 const SERVICE_CIDR = '10.96.0.0/12';
 /** `render`'s options; the cluster CIDR is the one of the IPVS fakes (ipvs-world.ts). */
-const OPTS = { source: 'hostile', masqueradeAll: false, clusterCidr: '10.244.0.0/16', serviceCidr: SERVICE_CIDR };
+const OPTS = { render: { source: 'hostile', masqueradeAll: false, clusterCidr: '10.244.0.0/16', serviceCidr: SERVICE_CIDR }, modes: {} };
 const SEED = Number(process.env.FC_SEED ?? 20261201);
 const RUNS = 200;
 
@@ -233,7 +233,7 @@ function conntrackProblems(before: Snapshot, after: Snapshot, changed: ReadonlyS
 async function syncProblems(a: Snapshot, b: Snapshot, changed: ReadonlySet<string>, keys: ReadonlySet<string>): Promise<string[]> {
   const out: string[] = [];
   for (const mode of allModes()) {
-    const fake = await mode.fake({ render: renderConfig(OPTS), nodeAddresses: ['192.168.100.1'], serviceCIDR: SERVICE_CIDR });
+    const fake = await mode.fake({ render: renderConfig(OPTS.render), nodeAddresses: ['192.168.100.1'], serviceCIDR: SERVICE_CIDR });
     await fake.backend.sync(a, { full: true, changed: new Set() });
     await fake.backend.sync(b, { full: false, changed });
     out.push(...anyModeProblems(fake.written(), keys, STATIC_COMMENTS, NFT_STATIC_COMMENTS).map((p) => `${mode.name} mode: ${p}`));

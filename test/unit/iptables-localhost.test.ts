@@ -191,8 +191,8 @@ test('IPv6 has no localhost NodePorts: render with the flag changes the IPv4 rul
   const { snapshot } = await buildFrom(['test/fixtures/dualstack/services.yaml']);
   const opts = { source: 'x', masqueradeAll: false, serviceCidr: '10.96.0.0/12', clusterCidr: '10.244.0.0/16,fd00:10:244::/56' };
   const split = (text: string) => text.split('# drover render: ip6tables-restore --noflush input');
-  const [v4off, v6off] = split((await iptablesMode.render(snapshot, { ...opts, nodeportLocalhost: false }, [])).text);
-  const [v4on, v6on] = split((await iptablesMode.render(snapshot, { ...opts, nodeportLocalhost: true }, [])).text);
+  const [v4off, v6off] = split((await iptablesMode.render(snapshot, { render: opts, modes: { iptables: { nodeportLocalhost: false }, nftables: { nodeportLocalhost: true } } }, [])).text);
+  const [v4on, v6on] = split((await iptablesMode.render(snapshot, { render: opts, modes: { iptables: { nodeportLocalhost: true } } }, [])).text);
   t.truthy(v6on);
   t.is(v6on, v6off);
   t.true(v6on!.includes('-I PREROUTING 1 ! -d ::1/128 -m comment --comment "kubernetes service nodeports"'));

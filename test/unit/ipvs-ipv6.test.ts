@@ -75,7 +75,7 @@ test('node addresses of IPv6: global ones get NodePorts; loopback and link-local
 });
 
 test('render --mode ipvs of a dual-stack source: the IPv4 view, then the IPv6 one with its sysctl, KUBE-6- sets of family inet6, ip6tables rules, /128 addresses and [address]:port servers', (t) => {
-  const { text, leftOut } = renderIpvsFamilies(dual(), { masqueradeAll: false, clusterCidr: '10.244.0.0/16,fd00:10:244::/56' }, [], (f) => (f === 'IPv6' ? NODE6 : NODE4));
+  const { text, leftOut } = renderIpvsFamilies(dual(), { render: { masqueradeAll: false, clusterCidr: '10.244.0.0/16,fd00:10:244::/56' }, modes: {} }, [], (f) => (f === 'IPv6' ? NODE6 : NODE4));
   t.deepEqual(leftOut, []);
   const at = text.indexOf('# the IPv6 view of the source');
   t.true(at > 0);
@@ -115,7 +115,7 @@ test('render --mode ipvs of a dual-stack source: the IPv4 view, then the IPv6 on
     ].join('\n'),
   );
   // An IPv4-only source renders no IPv6 part.
-  t.false(renderIpvsFamilies(dualSnap([web4], []), { masqueradeAll: false }, [], () => NODE4).text.includes('IPv6 view'));
+  t.false(renderIpvsFamilies(dualSnap([web4], []), { render: { masqueradeAll: false }, modes: {} }, [], () => NODE4).text.includes('IPv6 view'));
 });
 
 test('the IPv6 rules refuse an IPv4 cluster CIDR, and the IPv4 rules an IPv6 one', (t) => {

@@ -181,7 +181,7 @@ test('every mode renders what the model decided: the same bytes in every arrival
     svc('default', 'ssh', '10.96.0.30', { type: 'NodePort', ports: [{ name: 'http', port: 80 }] }),
     slice('aaa', 'later', '10.244.2.2'),
   ];
-  const opts = { source: 'test', masqueradeAll: false, clusterCidr: '10.244.0.0/16', serviceCidr: '10.96.0.0/12' } as never;
+  const opts = { render: { source: 'test', masqueradeAll: false, clusterCidr: '10.244.0.0/16', serviceCidr: '10.96.0.0/12' }, modes: {} };
   const build = (objs: readonly ParsedObject[], o: Partial<BuildOptions> = {}) => buildSnapshot(objs, { ...CIDR, ...o }).snapshot;
   const orders = [objects, [...objects].reverse(), [...objects.slice(3), ...objects.slice(0, 3)]];
   for (const mode of allModes()) {

@@ -70,7 +70,7 @@ test('render names the service port refused, the frontend and the service port t
   const a = nodePortSP('default/a:http', '10.96.0.10', 30080, '10.244.1.2:8080');
   const c = nodePortSP('default/c:http', '10.96.0.12', 30080, '10.244.1.3:8080');
   const d = sp('default/d:http', '10.96.0.13', 80, [ep('10.244.1.4:8080')], { frontends: { ...ipv4Frontends('10.96.0.13'), externalIPs: [{ family: 'IPv4', ip: '10.96.0.10' }] } });
-  const out = await modeDriver('nftables').render(snap(a, c, d), { source: 't', masqueradeAll: false } as never, []);
+  const out = await modeDriver('nftables').render(snap(a, c, d), { render: { source: 't', masqueradeAll: false, serviceCidr: '10.96.0.0/12' }, modes: {} }, []);
   t.deepEqual(out.leftOut, [
     'service port default/c:http: NodePort *:30080/TCP belongs to service port default/a:http; not served there',
     'service port default/d:http: external IP 10.96.0.10:80/TCP belongs to service port default/a:http; not served there',

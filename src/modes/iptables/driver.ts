@@ -7,12 +7,11 @@ import { iptablesTraceContext } from '../shared/kube-chains/trace.ts';
 import { createLogger } from '../../util/log.ts';
 import { loadSource } from '../../sources/load.ts';
 import { renderConfig } from '../shared/render-config.ts';
-import type { ModeDriver, ModeOptions } from '../driver.ts';
+import type { DesiredConfig, ModeDriver, ModeOptions } from '../driver.ts';
 import { formatChains, selectServicePorts, serviceChains, withPods } from '../shared/kube-chains/chains.ts';
 import { endpointPods } from '../../model/pods.ts';
 import { driftItems, formatDrift, ipv6DriftItem, type DriftItem } from '../shared/kube-chains/diff.ts';
 import type { ParsedDump, TableName } from '../../kernel/iptables/parse.ts';
-import type { RenderCliOptions } from '../../config/render-cli.ts';
 import { driftOf } from '../shared/drift.ts';
 import { localAddresses, readTables } from '../../kernel/iptables/live.ts';
 import { ip6tablesStatusLines, ownedRuleCounts } from '../shared/kube-chains/ruleset.ts';
@@ -44,28 +43,36 @@ function isIptablesMarker(table: TableName, chain: string): boolean {
   return table === 'nat' && (chain === 'KUBE-NODEPORTS' || isServiceChain(chain));
 }
 
+/** Whether `modes` turn on NodePorts on 127.0.0.1 (`--nodeport-localhost`, iptables mode's own section). */
+function nodePortLocalhost(modes: DesiredConfig['modes']): boolean {
+  return iptablesSection(modes)?.nodeportLocalhost === true;
+}
+
 /**
- * What the next full sync would write for the source of `opts` against
- * `kernel` (diff.ts driftItems, keeping what an incomplete source keeps),
- * and what of the source was skipped.
+ * What the next full sync would write for the source of `config` against
+ * `kernel` in namespace `netns` (diff.ts driftItems, keeping what an
+ * incomplete source keeps), and what of the source was skipped.
  * @throws Error when the source path is missing.
  */
 async function sourceDrift(
-  opts: RenderCliOptions & { readonly netns?: string; readonly nodeportLocalhost?: unknown },
+  config: DesiredConfig,
+  netns: string | undefined,
   kernel: ParsedDump,
   kernel6?: ParsedDump,
 ): Promise<{ items: DriftItem[]; problems: readonly string[]; incomplete: readonly string[] }> {
+  const opts = config.render;
+  const localhost = nodePortLocalhost(config.modes);
   const { snapshot, problems, incomplete } = await loadSource(opts);
   const liberal = opts.conntrackTcpBeLiberal;
   // The counters a running drover created at start (nfacct.ts): its rules name them.
-  const counters = await presentCounters(namespaceNfacct(opts.netns));
-  const statics = withCountedInvalidDrop(withInvalidDrop(await iptablesStatics(opts.nodeportAddresses, opts.netns, undefined, opts.nodeportLocalhost === true), liberal), counters);
-  const countLocalhost = counters.has(LOCALHOST_NODEPORTS_ACCEPTED) && localhostNodePortsOn(opts.nodeportLocalhost === true, opts.nodeportAddresses);
+  const counters = await presentCounters(namespaceNfacct(netns));
+  const statics = withCountedInvalidDrop(withInvalidDrop(await iptablesStatics(opts.nodeportAddresses, netns, undefined, localhost), liberal), counters);
+  const countLocalhost = counters.has(LOCALHOST_NODEPORTS_ACCEPTED) && localhostNodePortsOn(localhost, opts.nodeportAddresses);
   const items = driftItems(statics, renderSnapshot(familyView(snapshot, 'IPv4'), { ...renderConfig(opts), ...(countLocalhost ? { countLocalhostNodePorts: true } : {}) }), kernel, { incomplete: incomplete.length > 0 });
   // The IPv6 tables: compared when the source has IPv6 service ports or the kernel has drover's IPv6 chains (dual-stack.ts).
   const v6 = familyView(snapshot, 'IPv6');
   if (kernel6 !== undefined && (v6.services.size > 0 || kernel6.get('nat')?.has('KUBE-SERVICES'))) {
-    const statics6 = withCountedInvalidDrop(withInvalidDrop(await iptablesStatics6(opts.nodeportAddresses, opts.netns), liberal), counters);
+    const statics6 = withCountedInvalidDrop(withInvalidDrop(await iptablesStatics6(opts.nodeportAddresses, netns), liberal), counters);
     const items6 = driftItems(statics6, renderSnapshot(v6, renderConfig(opts, 'IPv6')), kernel6, { incomplete: incomplete.length > 0 });
     for (const item of items6) items.push(ipv6DriftItem(item));
   }
@@ -142,11 +149,12 @@ export const iptablesMode: ModeDriver = {
   },
 
   runInfo: (modes) => (iptablesSection(modes)?.nodeportLocalhost === true ? { render: { nodePortLocalhost: true } } : {}),
-  recordedOptions: (record) => ({ nodeportLocalhost: record.render.nodePortLocalhost === true }),
+  recordedSection: (record) => ({ nodeportLocalhost: record.render.nodePortLocalhost === true }),
 
-  async render(snapshot, opts, header) {
+  async render(snapshot, config, header) {
+    const opts = config.render;
     const liberal = opts.conntrackTcpBeLiberal;
-    const statics = withInvalidDrop(await iptablesStatics(opts.nodeportAddresses, undefined, undefined, opts.nodeportLocalhost === true), liberal);
+    const statics = withInvalidDrop(await iptablesStatics(opts.nodeportAddresses, undefined, undefined, nodePortLocalhost(config.modes)), liberal);
     let text = renderRestore(familyView(snapshot, 'IPv4'), renderConfig(opts), ['drover render: iptables-restore --noflush input', ...header], statics);
     // The IPv6 ruleset follows when the source has IPv6 service ports (dual-stack.ts).
     const v6 = familyView(snapshot, 'IPv6');
@@ -187,18 +195,20 @@ export const iptablesMode: ModeDriver = {
     return { ctx: iptablesTraceContext(dump, local), where: `line numbers are those of ${save} -t TABLE, iptables-${exec.variant}`, note: '' };
   },
 
-  async diff(opts) {
-    const { items, problems, incomplete } = await sourceDrift(opts, await readKernel(opts, createLogger(opts.logLevel)), await readKernel6(opts));
+  async diff(config) {
+    const { kernel } = config;
+    const { items, problems, incomplete } = await sourceDrift(config, kernel.netns, await readKernel(kernel, createLogger(kernel.logLevel)), await readKernel6(kernel));
     return { text: formatDrift(items), differs: items.length > 0, problems, incomplete };
   },
 
   async status(opts, recorded) {
     const kernel = await readKernel(opts, createLogger(opts.logLevel));
     const kernel6 = await readKernel6(opts);
-    const drift = await driftOf(async () => (await sourceDrift({ ...recorded, ...(opts.netns ? { netns: opts.netns } : {}) }, kernel, kernel6)).items.length);
-    const liberal = recorded.conntrackTcpBeLiberal;
-    const rules = ownedRuleCounts(withInvalidDrop(await iptablesStatics(recorded.nodeportAddresses, opts.netns, undefined, recorded.nodeportLocalhost === true), liberal), kernel);
-    const lines = kernel6 === undefined ? [] : ip6tablesStatusLines(ownedRuleCounts(withInvalidDrop(await iptablesStatics6(recorded.nodeportAddresses, opts.netns), liberal), kernel6));
+    const drift = await driftOf(async () => (await sourceDrift(recorded, opts.netns, kernel, kernel6)).items.length);
+    const { render } = recorded;
+    const liberal = render.conntrackTcpBeLiberal;
+    const rules = ownedRuleCounts(withInvalidDrop(await iptablesStatics(render.nodeportAddresses, opts.netns, undefined, nodePortLocalhost(recorded.modes)), liberal), kernel);
+    const lines = kernel6 === undefined ? [] : ip6tablesStatusLines(ownedRuleCounts(withInvalidDrop(await iptablesStatics6(render.nodeportAddresses, opts.netns), liberal), kernel6));
     return { rules, drift, lines };
   },
 

@@ -14,7 +14,7 @@ import { createLogger } from '../../util/log.ts';
 import { localAddresses } from '../../kernel/iptables/live.ts';
 import { ip6tablesStatusLines, ownedRuleCounts } from '../shared/kube-chains/ruleset.ts';
 import { selectServicePorts, UnknownServiceError } from '../shared/kube-chains/chains.ts';
-import type { ModeDriver } from '../driver.ts';
+import type { DesiredConfig, ModeDriver } from '../driver.ts';
 import { driftOf } from '../shared/drift.ts';
 import { desiredIpvsState } from './assemble.ts';
 import { refusalText, settleView } from '../../model/frontend-index.ts';
@@ -66,12 +66,13 @@ export function ipvsStatusLines(c: IpvsCounts): Array<[string, string]> {
  */
 export function renderIpvsFamilies(
   snapshot: Snapshot,
-  opts: Readonly<Record<string, unknown>> & Pick<RenderCliOptions, 'clusterCidr' | 'masqueradeAll'>,
+  config: { readonly render: Pick<RenderCliOptions, 'clusterCidr' | 'masqueradeAll' | 'conntrackTcpBeLiberal'>; readonly modes: DesiredConfig['modes'] },
   header: readonly string[],
   addresses: (family: IPFamily) => NodeAddresses,
 ): { text: string; leftOut: string[] } {
   let text = '';
   const leftOut: string[] = [];
+  const scheduler = ipvsSection(config.modes).ipvsScheduler;
   for (const family of IP_FAMILIES) {
     const view = familyView(snapshot, family);
     if (family === 'IPv6' && view.services.size === 0) continue;
@@ -79,17 +80,17 @@ export function renderIpvsFamilies(
     const refused = settleView(view, family).refusals;
     leftOut.push(...refused.map((r) => refusalText(r, family)));
     const named = new Set(refused.map((r) => r.servicePort));
-    const desired = desiredIpvsState(view, { scheduler: scheduler(opts), nodeAddresses: addresses(family) }, family);
+    const desired = desiredIpvsState(view, { scheduler, nodeAddresses: addresses(family) }, family);
     const head = family === 'IPv4' ? ['drover render --mode ipvs: what a full sync writes onto an empty node', ...header] : ['the IPv6 view of the source (kube-ipvs0 is shared; sets, rules and virtual servers are the IPv6 family\'s)'];
-    text += renderIpvs(desired, ipvsStaticRules(renderConfig(opts, family), undefined, family), head, family);
+    text += renderIpvs(desired, ipvsStaticRules(renderConfig(config.render, family), undefined, family), head, family);
     leftOut.push(...desired.conflicts.filter((c) => !named.has(c)).map((c) => `service port ${c}${family === 'IPv6' ? ' (IPv6)' : ''}: one of its addresses:port/protocol (ClusterIP, external IP, LoadBalancer IP or NodePort) belongs to another service port; left out there`));
   }
   return { text, leftOut };
 }
 
-/** The scheduler option of a command, as `run` has it by default. */
-function scheduler(opts: Readonly<Record<string, unknown>>): string {
-  return typeof opts.ipvsScheduler === 'string' ? opts.ipvsScheduler : DEFAULT_IPVS_SCHEDULER;
+/** The settings of `config` a drift from the source is computed with: the render settings and IPVS mode's scheduler from its section. */
+function driftOptions(config: DesiredConfig): RenderCliOptions & { ipvsScheduler: string } {
+  return { ...config.render, ipvsScheduler: ipvsSection(config.modes).ipvsScheduler };
 }
 
 /** The driver of `--mode ipvs`. */
@@ -115,10 +116,10 @@ export const ipvsMode: ModeDriver = {
   createBackend: (opts, render, logger) => createIpvsBackend(opts, render, logger),
 
   runInfo: (modes) => ({ ipvs: { scheduler: ipvsSection(modes).ipvsScheduler } }),
-  recordedOptions: (record) => ({ ipvsScheduler: record.ipvs?.scheduler ?? DEFAULT_IPVS_SCHEDULER }),
+  recordedSection: (record) => ({ ipvsScheduler: record.ipvs?.scheduler ?? DEFAULT_IPVS_SCHEDULER }),
 
-  render(snapshot, opts, header) {
-    return renderIpvsFamilies(snapshot, opts, header, (family) => nodeAddresses(undefined, undefined, family));
+  render(snapshot, config, header) {
+    return renderIpvsFamilies(snapshot, config, header, (family) => nodeAddresses(undefined, undefined, family));
   },
 
   async chains(selector, opts) {
@@ -168,9 +169,9 @@ export const ipvsMode: ModeDriver = {
     };
   },
 
-  async diff(opts) {
-    const live = await readIpvsKernel(opts, true);
-    const { drift, problems, incomplete } = await ipvsDriftFromSource({ ...opts, ipvsScheduler: scheduler(opts) }, live);
+  async diff(config) {
+    const live = await readIpvsKernel(config.kernel, true);
+    const { drift, problems, incomplete } = await ipvsDriftFromSource(driftOptions(config), live);
     return { text: formatIpvsDrift(drift), differs: ipvsDriftCount(drift) > 0, problems, incomplete };
   },
 
@@ -178,9 +179,9 @@ export const ipvsMode: ModeDriver = {
 
   async status(opts, recorded) {
     const live = await readIpvsKernel(opts, true);
-    const drift = await driftOf(async () => ipvsDriftCount((await ipvsDriftFromSource({ ...recorded, ipvsScheduler: scheduler(recorded) }, live)).drift));
-    const rules6 = ip6tablesStatusLines(ownedRuleCounts(ipvsStaticRules(renderConfig(recorded, 'IPv6'), undefined, 'IPv6'), live.tables6));
-    return { rules: ownedRuleCounts(ipvsStaticRules(renderConfig(recorded)), live.tables), drift, lines: [...ipvsStatusLines(ipvsCounts(live)), ...rules6] };
+    const drift = await driftOf(async () => ipvsDriftCount((await ipvsDriftFromSource(driftOptions(recorded), live)).drift));
+    const rules6 = ip6tablesStatusLines(ownedRuleCounts(ipvsStaticRules(renderConfig(recorded.render, 'IPv6'), undefined, 'IPv6'), live.tables6));
+    return { rules: ownedRuleCounts(ipvsStaticRules(renderConfig(recorded.render)), live.tables), drift, lines: [...ipvsStatusLines(ipvsCounts(live)), ...rules6] };
   },
 
   async fake(opts) {

@@ -97,12 +97,12 @@ function statusLines(live: LiveTable, family: IPFamily = 'IPv4'): Array<[string,
   ];
 }
 
-/** What the next full sync of each family would write for the source of `opts` against the live tables: IPv4's, then IPv6's when {@link familiesOf} covers it. */
-async function sourceDrift(opts: RenderCliOptions & { readonly netns?: string }, live: Record<IPFamily, LiveTable>) {
+/** What the next full sync of each family would write for the source of `opts` against the live tables of namespace `netns`: IPv4's, then IPv6's when {@link familiesOf} covers it. */
+async function sourceDrift(opts: RenderCliOptions, netns: string | undefined, live: Record<IPFamily, LiveTable>) {
   const { snapshot, problems, incomplete } = await loadSource(opts);
   const plans = [];
   for (const family of familiesOf(snapshot, live.IPv6)) {
-    const nodePortIPs = await nodePortIPsOf(family, opts.nodeportAddresses, opts.netns);
+    const nodePortIPs = await nodePortIPsOf(family, opts.nodeportAddresses, netns);
     const model = TableModel.fromLive(live[family]);
     const plan = planFullSync(model, familyView(snapshot, family), renderConfig(opts, family), { nodePortIPs, family }, incomplete.length > 0);
     plans.push({ family, plan, model });
@@ -153,9 +153,10 @@ export const nftablesMode: ModeDriver = {
   },
 
   runInfo: () => ({}),
-  recordedOptions: () => ({}),
+  recordedSection: () => ({}),
 
-  async render(snapshot, opts, header) {
+  async render(snapshot, config, header) {
+    const opts = config.render;
     const lines = ['drover render --mode nftables: what a full sync writes onto an empty node (nft -f input)', ...header];
     // NodePorts on this host's addresses, as a sync here would program them; the IPv6 table follows for IPv6 service ports.
     const part = async (family: IPFamily) => ({ render: renderConfig(opts, family), nodePortIPs: await nodePortIPsOf(family, opts.nodeportAddresses, undefined) });
@@ -208,9 +209,9 @@ export const nftablesMode: ModeDriver = {
     return { text: r.text, match: r.comparison.match, json: { probe: r.sent, path: r.path, comparison: r.comparison } };
   },
 
-  async diff(opts) {
-    const live = await listBoth(opts);
-    const { plans, problems, incomplete } = await sourceDrift(opts, live);
+  async diff(config) {
+    const live = await listBoth(config.kernel);
+    const { plans, problems, incomplete } = await sourceDrift(config.render, config.kernel.netns, live);
     // With the IPv6 table, each table's differences under its name.
     const text = plans.map((p) => (plans.length > 1 ? `table ${tableRef(p.family)}:\n` : '') + formatNftDrift(p.plan, p.model, p.family)).join('');
     return { text, differs: plans.some((p) => nftDriftCount(p.plan) > 0), problems, incomplete };
@@ -218,7 +219,7 @@ export const nftablesMode: ModeDriver = {
 
   async status(opts, recorded) {
     const live = await listBoth(opts);
-    const drift = await driftOf(async () => (await sourceDrift({ ...recorded, ...(opts.netns ? { netns: opts.netns } : {}) }, live)).plans.reduce((n, p) => n + nftDriftCount(p.plan), 0));
+    const drift = await driftOf(async () => (await sourceDrift(recorded.render, opts.netns, live)).plans.reduce((n, p) => n + nftDriftCount(p.plan), 0));
     const rules = ruleCounts(live.IPv4);
     const lines = statusLines(live.IPv4);
     if (live.IPv6.exists) {
