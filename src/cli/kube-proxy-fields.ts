@@ -13,7 +13,11 @@
  * apply as kube-proxy's v1alpha1 conversion applies them
  * (pkg/proxy/apis/config/v1alpha1/conversion.go): the sync periods of the
  * mode in use, `nftables.masqueradeAll` in nftables mode and
- * `iptables.masqueradeAll` in the others.
+ * `iptables.masqueradeAll` in the others. Those fill settings of every mode
+ * (config/proxy-config.ts); a mode's own settings are the fields whose
+ * flags the mode declares (ModeDriver.options), such as
+ * `iptables.localhostNodePorts` and `ipvs.scheduler`, and land in that
+ * mode's section of the configuration.
  */
 
 /** How a field's value becomes a flag's text (a boolean for a switch). @throws Error for a value of the wrong shape. */

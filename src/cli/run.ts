@@ -130,7 +130,7 @@ export function runCommand(): Command {
       const dnsAddress = config.dns?.dnsAddress;
       const dns: NodeDns | undefined =
         config.dns !== undefined && dnsAddress !== undefined
-          ? await startNodeDns(proxier, { ...config.dns, dnsAddress, dataplane: { nftables: kernel.mode === 'nftables', iptables: kernel.iptablesBackend } }, logger)
+          ? await startNodeDns(proxier, { ...config.dns, dnsAddress, dataplane: { nftables: mode.filter === 'nftables', iptables: kernel.iptablesBackend } }, logger)
           : undefined;
       const servers = await startServers(proxier, {
         metrics: server.metricsBindAddress,

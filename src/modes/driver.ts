@@ -183,6 +183,12 @@ export interface ModeDriver {
   readonly name: string;
   /** How prose names it: "iptables", "IPVS" (as in "IPVS mode"). */
   readonly title: string;
+  /**
+   * Where the mode's packet-filter rules live: in iptables' tables, or in
+   * nftables tables of its own. The node DNS of `run --dns-address` writes
+   * its own rules the same way (dns/dataplane.ts).
+   */
+  readonly filter: 'iptables' | 'nftables';
   /** The flags the mode adds to the commands (e.g. a scheduler); the same Option may serve several commands. */
   readonly options: {
     /** Of `run` and `sync`. */

@@ -107,6 +107,7 @@ async function startCounters(netns: string | undefined, logger: Logger): Promise
 export const iptablesMode: ModeDriver = {
   name: IPTABLES_MODE,
   title: 'iptables',
+  filter: 'iptables',
   options: { sync: () => [nodePortLocalhostOption(), noNodePortLocalhostOption()], compare: () => [nodePortLocalhostOption(), noNodePortLocalhostOption()] },
   exclusiveSwitches: { '--nodeport-localhost': 'NodePorts on 127.0.0.1' },
   metrics: iptablesMetrics,

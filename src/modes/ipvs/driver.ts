@@ -97,6 +97,7 @@ function driftOptions(config: DesiredConfig): RenderCliOptions & { ipvsScheduler
 export const ipvsMode: ModeDriver = {
   name: IPVS_MODE,
   title: 'IPVS',
+  filter: 'iptables',
   options: { sync: () => ipvsOptions(), compare: () => [ipvsSchedulerOption()] },
   help: {
     render: ', or with --mode ipvs also ipsets, kube-ipvs0 and virtual servers',

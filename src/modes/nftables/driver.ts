@@ -114,6 +114,7 @@ async function sourceDrift(opts: RenderCliOptions, netns: string | undefined, li
 export const nftablesMode: ModeDriver = {
   name: 'nftables',
   title: 'nftables',
+  filter: 'nftables',
   options: { sync: () => [], compare: () => [] },
   metrics: nftablesMetrics,
   syncLogFields: nftablesSyncLogFields,
