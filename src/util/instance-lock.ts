@@ -28,6 +28,7 @@
  * racing process took it meanwhile) is put back.
  */
 import { readFileSync, readlinkSync, rmSync } from 'node:fs';
+import { randomUUID } from 'node:crypto';
 import { link, mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { DroverError } from '../errors.ts';
@@ -122,7 +123,8 @@ export async function acquireInstanceLock(req: LockRequest): Promise<InstanceLoc
   };
   const text = `${JSON.stringify(me)}\n`;
   await mkdir(dir, { recursive: true });
-  const tmp = `${path}.${process.pid}.tmp`;
+  // Unique per call, not only per process: two takers in one process must not share (and remove) one file.
+  const tmp = `${path}.${process.pid}.${randomUUID()}.tmp`;
   await writeFile(tmp, text);
   let replaced: LockHolder | undefined;
   try {
@@ -178,7 +180,7 @@ function heldLock(path: string, text: string, replaced: LockHolder | undefined):
  * @returns whether the stale lock was removed.
  */
 async function removeStale(path: string, staleText: string): Promise<boolean> {
-  const aside = `${path}.${process.pid}.stale`;
+  const aside = `${path}.${process.pid}.${randomUUID()}.stale`;
   try {
     await rename(path, aside);
   } catch (err) {
