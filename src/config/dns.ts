@@ -27,4 +27,15 @@ export type DnsCliOptions = {
   readonly dnsTtl: number;
   /** `--dns-upstream`: where other names are forwarded; absent: the `nameserver`s of /etc/resolv.conf. */
   readonly dnsUpstream?: readonly Upstream[];
+  /**
+   * `--dns-intercept-cluster-dns`: also answer queries sent to the cluster
+   * DNS Service's ClusterIP, port 53 (as NodeLocal DNSCache does with its
+   * second `-localip`); needs `dnsAddress`.
+   */
+  readonly dnsInterceptClusterDns?: boolean;
+  /** `--cluster-dns`: the ClusterIP to intercept; absent: the ClusterIP of {@link CLUSTER_DNS_SERVICE} of dnsAddress's family. */
+  readonly clusterDns?: string;
 };
+
+/** The Service whose ClusterIP is the cluster DNS by default: kube-dns, the name CoreDNS's Service keeps in kubeadm and most installers. */
+export const CLUSTER_DNS_SERVICE = { namespace: 'kube-system', name: 'kube-dns' } as const;
