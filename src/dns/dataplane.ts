@@ -15,6 +15,17 @@
  *   at the raw priority (-300) with `notrack`, and at the filter priority
  *   with `accept`, beside the mode's own `ip drover` / `ip6 drover`.
  *
+ * With `--dns-intercept-cluster-dns`, the same rules are written for the
+ * cluster DNS ClusterIP, port 53 ({@link DnsEndpoint.intercept}), as
+ * NodeLocal DNSCache writes them for each address of its `-localip`:
+ * an untracked packet never reaches a nat chain (iptables-extensions(8),
+ * NOTRACK/CT; nft(8): `notrack`, and nat chains see only a connection's
+ * first packet), so the mode's DNAT of that ClusterIP is bypassed in the
+ * iptables mode (KUBE-SERVICES in nat) and the nftables mode (nat chains at
+ * priority -100, after these at -300), and the packet goes to the address
+ * bound locally. IPVS mode is not covered: IPVS takes a virtual server's
+ * packets at LOCAL_IN whether they are tracked or not (run refuses it).
+ *
  * Nothing is written unless `--dns-address` is set; {@link removeDnsDataplane}
  * (`drover cleanup`) removes both forms.
  */
@@ -22,6 +33,7 @@ import { runCommand, runCommand as runIn } from '../kernel/exec.ts';
 import { detectVariant, type IptablesVariant } from '../kernel/iptables/exec.ts';
 import { parseIP } from '../model/addr.ts';
 import { NFT } from '../modes/nftables/exec.ts';
+import { INTERCEPT_PORT } from './intercept.ts';
 
 /** drover's chain for the DNS address, in the raw and filter tables. */
 export const DNS_CHAIN = 'DROVER-DNS';
@@ -36,6 +48,8 @@ export interface DnsEndpoint {
   readonly address: string;
   /** UDP and TCP port, 1-65535. */
   readonly port: number;
+  /** `--dns-intercept-cluster-dns`: the cluster DNS ClusterIP, of the address's family, whose port 53 is served too. */
+  readonly intercept?: string;
 }
 
 /** The built-in chains that jump to {@link DNS_CHAIN}, by table. */
@@ -46,11 +60,20 @@ export const HOOKS: ReadonlyArray<readonly ['raw' | 'filter', string]> = [
   ['filter', 'OUTPUT'],
 ];
 
-/** @throws TypeError when the address or port is not valid (nothing unchecked reaches a command line). */
-function checked(ep: DnsEndpoint): { ip: string; bits: number; port: number } {
+/**
+ * The address and port pairs of `ep` the rules match: the DNS address, and
+ * the intercepted ClusterIP on port 53.
+ * @throws TypeError when an address or the port is not valid, or the two
+ * addresses are of different families (nothing unchecked reaches a command line).
+ */
+function checked(ep: DnsEndpoint): { bits: number; pairs: Array<{ ip: string; port: number }> } {
   const ip = parseIP(ep.address);
-  if (ip === undefined || !Number.isInteger(ep.port) || ep.port < 1 || ep.port > 65535) throw new TypeError(`DNS endpoint ${JSON.stringify(ep)}: not an IP address and a port of 1-65535`);
-  return { ip: ip.text, bits: ip.family === 4 ? 32 : 128, port: ep.port };
+  const also = ep.intercept !== undefined ? parseIP(ep.intercept) : undefined;
+  if (ip === undefined || !Number.isInteger(ep.port) || ep.port < 1 || ep.port > 65535 || (ep.intercept !== undefined && (also === undefined || also.family !== ip.family || also.text === ip.text))) {
+    throw new TypeError(`DNS endpoint ${JSON.stringify(ep)}: not an IP address and a port of 1-65535 (and another address of its family to intercept)`);
+  }
+  const pairs = [{ ip: ip.text, port: ep.port }, ...(also !== undefined ? [{ ip: also.text, port: INTERCEPT_PORT }] : [])];
+  return { bits: ip.family === 4 ? 32 : 128, pairs };
 }
 
 /**
@@ -59,23 +82,24 @@ function checked(ep: DnsEndpoint): { ip: string; bits: number; port: number } {
  * line flushes the chain, so the payload always leaves exactly these rules.
  */
 export function iptablesPayload(ep: DnsEndpoint): string {
-  const { ip, bits, port } = checked(ep);
+  const { bits, pairs } = checked(ep);
   const rules = (verdict: string) =>
-    ['udp', 'tcp'].flatMap((p) => [`-A ${DNS_CHAIN} -d ${ip}/${bits} -p ${p} -m ${p} --dport ${port} -j ${verdict}`, `-A ${DNS_CHAIN} -s ${ip}/${bits} -p ${p} -m ${p} --sport ${port} -j ${verdict}`]);
+    pairs.flatMap(({ ip, port }) =>
+      ['udp', 'tcp'].flatMap((p) => [`-A ${DNS_CHAIN} -d ${ip}/${bits} -p ${p} -m ${p} --dport ${port} -j ${verdict}`, `-A ${DNS_CHAIN} -s ${ip}/${bits} -p ${p} -m ${p} --sport ${port} -j ${verdict}`]),
+    );
   return ['*raw', `:${DNS_CHAIN} - [0:0]`, ...rules('NOTRACK'), 'COMMIT', '*filter', `:${DNS_CHAIN} - [0:0]`, ...rules('ACCEPT'), 'COMMIT', ''].join('\n');
 }
 
 /** The `nft -f` text of {@link DNS_TABLE}: created, emptied and written whole in one transaction. */
 export function nftRuleset(ep: DnsEndpoint): string {
-  const { ip, bits, port } = checked(ep);
+  const { bits, pairs } = checked(ep);
   const fam = bits === 32 ? 'ip' : 'ip6';
-  const match = (verdict: string, dir: 'to' | 'from') =>
+  const match = (verdict: string, dir: 'to' | 'from', ip: string, port: number) =>
     ['udp', 'tcp'].map((p) => `    ${fam} ${dir === 'to' ? 'daddr' : 'saddr'} ${ip} ${p} ${dir === 'to' ? 'dport' : 'sport'} ${port} ${verdict}`);
   const chain = (name: string, hook: string, priority: string, verdict: string) => [
     `  chain ${name} {`,
     `    type filter hook ${hook} priority ${priority}; policy accept;`,
-    ...match(verdict, 'to'),
-    ...match(verdict, 'from'),
+    ...pairs.flatMap(({ ip, port }) => [...match(verdict, 'to', ip, port), ...match(verdict, 'from', ip, port)]),
     '  }',
   ];
   return [
