@@ -1,7 +1,7 @@
 /**
  * The flags of `run`'s Service DNS server (src/dns/, config/dns.ts):
  * `--dns-address`, `--dns-port`, `--cluster-domain`, `--dns-ttl`,
- * `--dns-upstream`. Each value is checked here, one clear line naming the
+ * `--dns-upstream`, `--dns-intercept-cluster-dns`, `--cluster-dns`. Each value is checked here, one clear line naming the
  * flag and the value.
  */
 import { InvalidArgumentError, Option } from 'commander';
@@ -54,5 +54,7 @@ export function dnsOptions(): Option[] {
     new Option('--cluster-domain <domain>', 'with --dns-address: the zone answered from the Services, <svc>.<ns>.svc.<domain>').default(DEFAULT_CLUSTER_DOMAIN).argParser(clusterDomainArg),
     new Option('--dns-ttl <seconds>', 'with --dns-address: TTL of the Service records and of their denials').default(DEFAULT_DNS_TTL).argParser(integerArg('a TTL in seconds', 0, 2147483647)),
     new Option('--dns-upstream <ip[:port],...>', "with --dns-address: where names outside the cluster domain are forwarded (default: the nameservers of /etc/resolv.conf)").argParser(upstreamsArg),
+    new Option('--dns-intercept-cluster-dns', "with --dns-address: also answer DNS queries sent to the cluster DNS Service's ClusterIP, port 53, on this node instead of DNATing them to its Pods (as NodeLocal DNSCache does); not in IPVS mode"),
+    new Option('--cluster-dns <ip>', 'with --dns-intercept-cluster-dns: the ClusterIP to intercept, as the kubelet\'s --cluster-dns names it (default: the ClusterIP of the Service kube-system/kube-dns)').argParser(dnsAddressArg),
   ];
 }

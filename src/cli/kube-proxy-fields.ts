@@ -206,6 +206,8 @@ export const FIELDS: Readonly<Record<string, FieldRule>> = {
   'drover.dns.clusterDomain': { rule: { use: 'flag', flag: '--cluster-domain', text: str } },
   'drover.dns.ttl': { rule: { use: 'flag', flag: '--dns-ttl', text: int } },
   'drover.dns.upstreams': { rule: { use: 'flag', flag: '--dns-upstream', text: list }, whole: true },
+  'drover.dns.interceptClusterDns': { rule: { use: 'flag', flag: '--dns-intercept-cluster-dns', text: bool } },
+  'drover.dns.clusterDns': { rule: { use: 'flag', flag: '--cluster-dns', text: str } },
 };
 
 /** The sections: every proper prefix of a field's path. */

@@ -46,7 +46,7 @@ const CONNTRACK_KEYS = [
   'conntrackUdpTimeout',
   'conntrackUdpTimeoutStream',
 ] as const satisfies readonly (keyof ConntrackCliOptions)[];
-const DNS_KEYS = ['dnsAddress', 'dnsPort', 'clusterDomain', 'dnsTtl', 'dnsUpstream'] as const satisfies readonly (keyof DnsCliOptions)[];
+const DNS_KEYS = ['dnsAddress', 'dnsPort', 'clusterDomain', 'dnsTtl', 'dnsUpstream', 'dnsInterceptClusterDns', 'clusterDns'] as const satisfies readonly (keyof DnsCliOptions)[];
 
 /** The entries of `opts` named in `keys` that are set (not undefined). */
 function pick<T>(opts: Readonly<Record<string, unknown>>, keys: readonly string[]): T {
@@ -108,6 +108,24 @@ export function commandProxyConfig(cmd: Command): ProxyConfig {
   return proxyConfig(cmd.opts(), allModes());
 }
 
+/**
+ * `--dns-intercept-cluster-dns` needs `--dns-address` and is refused in IPVS
+ * mode: IPVS takes a virtual server's packets at LOCAL_IN whether conntrack
+ * tracks them or not, so the ClusterIP's queries would still go to the
+ * Pods (NodeLocal DNSCache, for the same reason, listens only on its
+ * link-local address with kube-proxy in IPVS mode: kubernetes.io, "Using
+ * NodeLocal DNSCache in Kubernetes Clusters"). `--cluster-dns` needs the flag.
+ * @throws UsageError naming the flag.
+ */
+function checkInterceptFlags(dns: DnsCliOptions, mode: string | undefined): void {
+  if (dns.clusterDns !== undefined && dns.dnsInterceptClusterDns !== true) throw new UsageError(`--cluster-dns ${dns.clusterDns} is only used with --dns-intercept-cluster-dns`);
+  if (dns.dnsInterceptClusterDns !== true) return;
+  if (dns.dnsAddress === undefined) throw new UsageError('--dns-intercept-cluster-dns needs --dns-address: the queries are answered by the node DNS');
+  if (mode === 'ipvs') {
+    throw new UsageError("--dns-intercept-cluster-dns does not work in IPVS mode: IPVS sends the ClusterIP's queries to the Pods whether conntrack tracks them or not; point the Pods at --dns-address instead (the kubelet's --cluster-dns)");
+  }
+}
+
 /** What {@link checkProxyConfig} needs besides the configuration. */
 export interface ConfigCheck {
   /** How to name a flag in an error (config-file.ts settingName: the file's field when the value came from there); default: the flag. */
@@ -118,17 +136,19 @@ export interface ConfigCheck {
 
 /**
  * Check `config` as a whole, before anything is read or touched, in this
- * order: `--dns-address` with `--netns`; with `statusFile` (`run`), the
+ * order: `--dns-address` with `--netns`; `--dns-intercept-cluster-dns` without
+ * `--dns-address` or in IPVS mode, `--cluster-dns` without it; with `statusFile` (`run`), the
  * status file and the state folder outside a manifest `--source` (each
  * write would be a source change, and each change a sync); the sync periods
  * together (options.ts checkSyncPeriods).
- * @throws UsageError for the first two; Error naming the flag or the field for the periods.
+ * @throws UsageError for all but the periods; Error naming the flag or the field for the periods.
  */
 export function checkProxyConfig(config: ProxyConfig, check: ConfigCheck = {}): void {
   const { kernel, render } = config;
   if (config.dns?.dnsAddress !== undefined && kernel.netns !== undefined) {
     throw new UsageError(`--dns-address ${config.dns.dnsAddress} with --netns ${kernel.netns}: the DNS server listens in drover's own network namespace; run drover inside ${kernel.netns} (ip netns exec ${kernel.netns} drover run …) instead of --netns`);
   }
+  if (config.dns !== undefined) checkInterceptFlags(config.dns, kernel.mode);
   if (check.statusFile !== undefined && sourceKind(render.source) === 'file') {
     for (const [flag, path] of [['--status-file', check.statusFile], ['--state-dir', render.stateDir]] as const) {
       if (path !== undefined && !relative(resolve(render.source), resolve(path)).startsWith('..')) {

@@ -22,7 +22,8 @@ import { modeDriver } from '../modes/registry.ts';
 import { guardNodeSettings, needsNode, nodeSettings } from './node-settings.ts';
 import { applyConntrackOptions, createSource, createSyncBackend, lockNamespace, sourceKind, statusFileOption, syncLogFieldsOf, syncModeOptions } from './setup.ts';
 import { dnsOptions } from './dns-options.ts';
-import { startNodeDns, type NodeDns } from '../dns/node-dns.ts';
+import { removeInterceptLeftover, startNodeDns, type NodeDns } from '../dns/node-dns.ts';
+import { interceptedAddress } from '../dns/intercept.ts';
 import { registerDnsMetrics } from '../dns/metrics.ts';
 import { completeTakeover, prepareTakeover } from '../takeover/takeover.ts';
 import type { Logger } from '../util/log.ts';
@@ -32,6 +33,16 @@ function takeoverLog(logger: Logger): (text: string) => void {
   return (text) => {
     for (const line of text.trimEnd().split('\n')) logger.info({ line }, 'takeover');
   };
+}
+
+/** Without `--dns-address`: remove an earlier run's cluster DNS interception, which nothing would answer now (node-dns.ts removeInterceptLeftover). */
+async function removeLeftoverIntercept(logger: Logger): Promise<void> {
+  try {
+    const removed = await removeInterceptLeftover();
+    if (removed !== undefined) logger.warn(removed, 'DNS: no --dns-address, so the cluster DNS interception and node DNS rules of an earlier run are removed');
+  } catch (err) {
+    logger.warn({ err: (err as Error).message }, 'DNS: could not look for an earlier run\'s cluster DNS interception');
+  }
 }
 
 /** The `run` command. */
@@ -58,11 +69,18 @@ export function runCommand(): Command {
       let source = await createSource(sourceOptions(config), logger, { persist: true });
       // A missing --source path fails here, before the loop starts; a server
       // that does not answer yet is waited for (nothing is synced until it does).
-      if (fromFiles && !fromNode) await source.load();
+      // --dns-intercept-cluster-dns also needs the first read: the cluster DNS ClusterIP is checked against it (dns/intercept.ts).
+      const dns0 = config.dns;
+      const interceptOf = (read: { readonly snapshot: Parameters<typeof interceptedAddress>[0] }) =>
+        dns0?.dnsInterceptClusterDns === true && dns0.dnsAddress !== undefined ? interceptedAddress(read.snapshot, { ...dns0, dnsAddress: dns0.dnsAddress }) : undefined;
+      const firstLoad = !fromNode && (fromFiles || dns0?.dnsInterceptClusterDns === true) ? await source.load() : undefined;
+      let intercept = firstLoad !== undefined ? interceptOf(firstLoad) : undefined;
       let stopNow = (why: string) => logger.error(why);
       if (fromNode) {
         const asked = config.render;
-        const settings = nodeSettings(asked, (await source.load()).snapshot.node);
+        const read = await source.load();
+        intercept = interceptOf(read);
+        const settings = nodeSettings(asked, read.snapshot.node);
         logger.info({ ...settings, nodeportAddresses: settings.nodeportAddresses?.map((c) => c.text) }, 'settings read from the Node');
         config = { ...config, render: { ...asked, ...settings } };
         source = guardNodeSettings(source, asked, settings, (why) => stopNow(why));
@@ -130,8 +148,9 @@ export function runCommand(): Command {
       const dnsAddress = config.dns?.dnsAddress;
       const dns: NodeDns | undefined =
         config.dns !== undefined && dnsAddress !== undefined
-          ? await startNodeDns(proxier, { ...config.dns, dnsAddress, dataplane: { nftables: mode.filter === 'nftables', iptables: kernel.iptablesBackend } }, logger)
+          ? await startNodeDns(proxier, { ...config.dns, dnsAddress, dataplane: { nftables: mode.filter === 'nftables', iptables: kernel.iptablesBackend }, ...(intercept !== undefined ? { intercept } : {}) }, logger)
           : undefined;
+      if (dnsAddress === undefined && kernel.netns === undefined) await removeLeftoverIntercept(logger);
       const servers = await startServers(proxier, {
         metrics: server.metricsBindAddress,
         healthz: server.healthzBindAddress,

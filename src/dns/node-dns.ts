@@ -5,6 +5,13 @@
  * updated in the proxier's `sync` event, right after the kernel was
  * written), and the server (server.ts) on UDP and TCP of the address.
  *
+ * With `--dns-intercept-cluster-dns` the cluster DNS ClusterIP
+ * (intercept.ts) is bound on a second dummy link, {@link INTERCEPT_LINK}, a
+ * second server answers on it, port 53, and the dataplane bypasses
+ * conntrack for it too, as NodeLocal DNSCache binds the kube-dns ClusterIP on
+ * `nodelocaldns`. The link of its own marks the interception: a run
+ * without the flag deletes it, after the rules no longer name the address.
+ *
  * It runs in drover's own network namespace: a socket cannot be bound in
  * another one from Node, so `run` refuses `--dns-address` with `--netns`
  * (run drover inside the namespace with `ip netns exec` instead).
@@ -12,7 +19,7 @@
 import { networkInterfaces } from 'node:os';
 import type { DnsCliOptions } from '../config/dns.ts';
 import type { LinkManager } from '../kernel/rtnetlink/link.ts';
-import { RtnlLinkManager } from '../kernel/rtnetlink/link.ts';
+import { planAddresses, RtnlLinkManager } from '../kernel/rtnetlink/link.ts';
 import type { Proxier } from '../proxier/proxier.ts';
 import type { Logger } from '../util/log.ts';
 import { Forwarder, resolvConfUpstreams } from './forward.ts';
@@ -21,13 +28,19 @@ import { ServiceDnsView } from './view.ts';
 import { Zone } from './zone.ts';
 import { programDnsDataplane, removeDnsDataplane } from './dataplane.ts';
 import type { IptablesVariant } from '../kernel/iptables/exec.ts';
+import { INTERCEPT_PORT } from './intercept.ts';
 
 /** The dummy link that holds the DNS address (NodeLocal DNSCache's is `nodelocaldns`). */
 export const DNS_LINK = 'drover-dns0';
 
+/** The dummy link that holds the intercepted cluster DNS ClusterIP (`--dns-intercept-cluster-dns`), and only it. */
+export const INTERCEPT_LINK = 'drover-cdns0';
+
 /** The running DNS of a node. */
 export interface NodeDns {
   readonly server: DnsServer;
+  /** The server on the intercepted ClusterIP, port 53, sharing the zone, the forwarder and `server.stats`. */
+  readonly interceptServer?: DnsServer;
   readonly zone: Zone;
   /** Where other names go (empty: none found; they are answered SERVFAIL). */
   readonly upstreams: readonly { ip: string; port: number }[];
@@ -37,15 +50,55 @@ export interface NodeDns {
   close(): Promise<void>;
 }
 
+/** The interfaces of this namespace that have `address`. */
+function interfacesWith(address: string): string[] {
+  return Object.entries(networkInterfaces()).filter(([, list]) => list?.some((i) => i.address === address)).map(([name]) => name);
+}
+
 /** Whether `address` is already an address of an interface of this namespace. */
 function isLocalAddress(address: string): boolean {
-  return Object.values(networkInterfaces()).some((list) => list?.some((i) => i.address === address));
+  return interfacesWith(address).length > 0;
+}
+
+/** Run `fn` with `given`, or with a link manager of its own, closed after. */
+async function withLinks<T>(given: LinkManager | undefined, fn: (links: LinkManager) => Promise<T>): Promise<T> {
+  const links = given ?? new RtnlLinkManager();
+  try {
+    return await fn(links);
+  } finally {
+    if (given === undefined) (links as RtnlLinkManager).close();
+  }
+}
+
+/**
+ * Make {@link INTERCEPT_LINK} hold `address` and nothing else (created when
+ * missing; no fallback to `lo`, which cleanup could not tell from the node's own).
+ * @throws Error when another interface has the address (NodeLocal DNSCache's
+ * `nodelocaldns`, IPVS mode's `kube-ipvs0`): two programs would answer for it.
+ */
+async function bindIntercepted(address: string, links: LinkManager): Promise<void> {
+  const others = interfacesWith(address).filter((name) => name !== INTERCEPT_LINK);
+  if (others.length > 0) {
+    throw new Error(`--dns-intercept-cluster-dns: ${address} is already an address of ${others.join(', ')} (NodeLocal DNSCache's nodelocaldns, or kube-ipvs0 of IPVS mode?); stop what put it there, or run without the flag`);
+  }
+  const { index } = await links.ensureDummy(INTERCEPT_LINK);
+  const v6 = address.includes(':');
+  const current = [...(await links.addresses(index, 'IPv4')), ...(await links.addresses(index, 'IPv6'))];
+  const plan = planAddresses([address], current, v6 ? 128 : 32);
+  for (const a of plan.add) await links.addAddress(index, a);
+  for (const a of plan.remove) await links.delAddress(index, a);
+}
+
+/** Delete {@link INTERCEPT_LINK}, and with it the address it holds. @returns whether it was there. */
+async function unbindIntercepted(links: LinkManager): Promise<boolean> {
+  const index = await links.find(INTERCEPT_LINK);
+  if (index !== undefined) await links.deleteLink(index);
+  return index !== undefined;
 }
 
 /** Add `address` to {@link DNS_LINK}, created when missing, or to `lo` where the kernel has no dummy driver. */
 async function addAddress(address: string, given: LinkManager | undefined, logger: Logger): Promise<void> {
-  const links = given ?? new RtnlLinkManager();
-  try {
+  await withLinks(given, async (links) => {
     let index: number | undefined;
     try {
       index = (await links.ensureDummy(DNS_LINK)).index;
@@ -58,27 +111,34 @@ async function addAddress(address: string, given: LinkManager | undefined, logge
       logger.warn({ dnsAddress: address, err: (err as Error).message }, `DNS: no dummy link ${DNS_LINK}; the address goes on lo`);
     }
     await links.addAddress(index, address);
-  } finally {
-    if (given === undefined) (links as RtnlLinkManager).close();
-  }
+  });
 }
 
 /**
  * Put `opts.dnsAddress` on {@link DNS_LINK} (unless an interface already
- * has it), bypass conntrack for it and accept its traffic (dataplane.ts:
- * `opts.dataplane` says nftables or which iptables variant), start the server on it, and keep the zone equal to every
- * successful sync of `proxier` from now on.
+ * has it) and `opts.intercept` on {@link INTERCEPT_LINK}, start the server on
+ * each (the intercepted ClusterIP on port 53), then bypass conntrack for
+ * them and accept their traffic (dataplane.ts: `opts.dataplane` says
+ * nftables or which iptables variant), and keep the zone equal to every
+ * successful sync of `proxier` from now on. Without `opts.intercept`, an
+ * earlier run's {@link INTERCEPT_LINK} is deleted once the rules are rewritten.
  * @throws the link's or the bind's error, naming the address.
  */
 export async function startNodeDns(
   proxier: Pick<Proxier, 'on'>,
-  opts: DnsCliOptions & { readonly dnsAddress: string; readonly dataplane: { readonly nftables: boolean; readonly iptables: 'auto' | IptablesVariant } },
+  opts: DnsCliOptions & {
+    readonly dnsAddress: string;
+    readonly dataplane: { readonly nftables: boolean; readonly iptables: 'auto' | IptablesVariant };
+    /** The cluster DNS ClusterIP to answer on too (intercept.ts interceptedAddress); absent: none, and an earlier run's is removed. */
+    readonly intercept?: string;
+  },
   logger: Logger,
   links?: LinkManager,
 ): Promise<NodeDns> {
   const address = opts.dnsAddress;
+  const { intercept } = opts;
   if (!isLocalAddress(address)) await addAddress(address, links, logger);
-  await programDnsDataplane({ address, port: opts.dnsPort }, opts.dataplane);
+  if (intercept !== undefined) await withLinks(links, (l) => bindIntercepted(intercept, l));
   const zone = new Zone({ domain: opts.clusterDomain, ttl: opts.dnsTtl });
   const view = new ServiceDnsView(zone);
   let updatedAt = 0;
@@ -87,42 +147,69 @@ export async function startNodeDns(
     view.apply(last.snapshot, last.full ? undefined : last.changed, last.incomplete.length > 0);
     updatedAt = Date.now();
   });
-  const upstreams = opts.dnsUpstream ?? resolvConfUpstreams('/etc/resolv.conf', [address]);
+  // Neither the DNS address nor the intercepted ClusterIP may be an upstream: forwarding there would reach drover again.
+  const upstreams = opts.dnsUpstream ?? resolvConfUpstreams('/etc/resolv.conf', [address, ...(intercept !== undefined ? [intercept] : [])]);
   if (upstreams.length === 0) logger.warn({ dnsAddress: address }, 'DNS: no upstream server (none in /etc/resolv.conf, no --dns-upstream): names outside the cluster domain get SERVFAIL');
-  const server = new DnsServer({ address, port: opts.dnsPort, zone, forwarder: new Forwarder({ upstreams }), logger });
+  const forwarder = new Forwarder({ upstreams });
+  const server = new DnsServer({ address, port: opts.dnsPort, zone, forwarder, logger });
+  const interceptServer = intercept !== undefined ? new DnsServer({ address: intercept, port: INTERCEPT_PORT, zone, forwarder, logger, stats: server.stats }) : undefined;
+  const close = async () => {
+    stop();
+    await Promise.all([server.close(), interceptServer?.close()]);
+  };
   try {
     await server.listen();
+    await interceptServer?.listen();
+    // After the servers listen: an untracked query to the intercepted ClusterIP must find its socket.
+    await programDnsDataplane({ address, port: opts.dnsPort, ...(intercept !== undefined ? { intercept } : {}) }, opts.dataplane);
+    // After the rules no longer name it: an earlier run's intercepted address.
+    if (intercept === undefined && (await withLinks(links, unbindIntercepted))) logger.info({ link: INTERCEPT_LINK }, 'DNS: the cluster DNS ClusterIP is no longer intercepted; its link is deleted');
   } catch (err) {
-    stop();
+    await close();
     throw err;
   }
-  logger.info({ dnsAddress: address, dnsPort: server.port, clusterDomain: zone.domain, ttl: zone.ttl, upstreams: upstreams.map((u) => `${u.ip}:${u.port}`) }, 'DNS server listening');
+  logger.info(
+    { dnsAddress: address, dnsPort: server.port, ...(intercept !== undefined ? { interceptedClusterDns: `${intercept}:${INTERCEPT_PORT}` } : {}), clusterDomain: zone.domain, ttl: zone.ttl, upstreams: upstreams.map((u) => `${u.ip}:${u.port}`) },
+    'DNS server listening',
+  );
   return {
     server,
+    ...(interceptServer !== undefined ? { interceptServer } : {}),
     zone,
     upstreams,
     updatedAt: () => updatedAt,
-    close: async () => {
-      stop();
-      await server.close();
-    },
+    close,
   };
 }
 
 /**
+ * For `run` without `--dns-address`: when an earlier run intercepted the
+ * cluster DNS ClusterIP ({@link INTERCEPT_LINK} is there), remove the whole
+ * node DNS ({@link removeNodeDns}), since its rules would keep the ClusterIP's
+ * DNS queries from the mode's DNAT with nothing to answer them. Nothing
+ * else is touched when the link is not there.
+ * @returns what was removed, or undefined when there was no such link.
+ */
+export async function removeInterceptLeftover(given?: LinkManager): Promise<Awaited<ReturnType<typeof removeNodeDns>> | undefined> {
+  return withLinks(given, async (links) => ((await links.find(INTERCEPT_LINK)) !== undefined ? removeNodeDns(links) : undefined));
+}
+
+/**
  * Remove what `run --dns-address` added to this network namespace: the
- * dataplane (dataplane.ts removeDnsDataplane) and the link {@link DNS_LINK}.
+ * dataplane (dataplane.ts removeDnsDataplane) and the links {@link DNS_LINK}
+ * and {@link INTERCEPT_LINK}.
  * An address put on `lo` instead (no dummy driver) stays.
  * @returns what was removed, by kind.
  */
 export async function removeNodeDns(given?: LinkManager): Promise<{ chains: number; rules: number; tables: number; links: number }> {
   const removed = await removeDnsDataplane();
-  const links = given ?? new RtnlLinkManager();
-  try {
-    const index = await links.find(DNS_LINK);
-    if (index !== undefined) await links.deleteLink(index);
-    return { ...removed, links: index !== undefined ? 1 : 0 };
-  } finally {
-    if (given === undefined) (links as RtnlLinkManager).close();
-  }
+  return withLinks(given, async (links) => {
+    let count = 0;
+    for (const name of [DNS_LINK, INTERCEPT_LINK]) {
+      const index = await links.find(name);
+      if (index !== undefined) await links.deleteLink(index);
+      if (index !== undefined) count++;
+    }
+    return { ...removed, links: count };
+  });
 }

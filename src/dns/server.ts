@@ -66,6 +66,8 @@ export interface DnsServerOptions {
   readonly perClientTcpConnections?: number;
   /** A TCP connection idle this long is closed, ms (default 10,000; RFC 7766 §6.2.3). */
   readonly tcpIdleMs?: number;
+  /** Counters to add to, shared with another server of the same node DNS (default: its own). */
+  readonly stats?: DnsStats;
 }
 
 /** The most a UDP answer is allowed to be, whatever EDNS size a client offers (DNS flag day 2020). */
@@ -79,14 +81,16 @@ const RCODES: Record<string, number> = { NOERROR: 0, FORMERR: 1, SERVFAIL: 2, NX
 
 /** See the module comment. */
 export class DnsServer {
-  readonly stats: DnsStats = { queries: 0, answers: {}, zone: 0, cacheHits: 0, forwardFailures: 0, dropped: 0 };
+  readonly stats: DnsStats;
   private udp: UdpSocket | undefined;
   private tcp: Server | undefined;
   private readonly forwarding = new Map<string, number>();
   private readonly tcpByClient = new Map<string, number>();
   private readonly sockets = new Set<Socket>();
 
-  constructor(private readonly opts: DnsServerOptions) {}
+  constructor(private readonly opts: DnsServerOptions) {
+    this.stats = opts.stats ?? { queries: 0, answers: {}, zone: 0, cacheHits: 0, forwardFailures: 0, dropped: 0 };
+  }
 
   /** The UDP port listened on (the TCP port is the same). */
   get port(): number {

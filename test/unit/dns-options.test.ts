@@ -23,6 +23,14 @@ test('the DNS flags: off by default, and their defaults', (t) => {
     dnsTtl: 30,
     dnsUpstream: [{ ip: '192.0.2.1', port: 53 }, { ip: '2001:db8::1', port: 5353 }],
   });
+  t.deepEqual(parse(['--dns-address', '169.254.20.10', '--dns-intercept-cluster-dns', '--cluster-dns', '10.96.0.10']), {
+    dnsAddress: '169.254.20.10',
+    dnsPort: 53,
+    clusterDomain: 'cluster.local',
+    dnsTtl: 5,
+    dnsInterceptClusterDns: true,
+    clusterDns: '10.96.0.10',
+  });
 });
 
 test('a bad DNS flag value is one line naming the flag and the value', (t) => {
@@ -32,5 +40,6 @@ test('a bad DNS flag value is one line naming the flag and the value', (t) => {
   t.regex(parse(['--dns-port', '0']) as string, /'--dns-port <port>' argument '0' is invalid\. "0" is not a port, an integer of 1-65535/);
   t.regex(parse(['--dns-ttl', '-1']) as string, /'--dns-ttl <seconds>' argument '-1' is invalid/);
   t.regex(parse(['--cluster-domain', 'bad_domain']) as string, /"bad_domain" is not a domain name of DNS-1123 labels/);
+  t.is(parse(['--cluster-dns', '10.96.0.']), "error: option '--cluster-dns <ip>' argument '10.96.0.' is invalid. \"10.96.0.\" is not an IPv4 or IPv6 address");
   t.regex(parse(['--dns-upstream', '192.0.2.1,dns.example']) as string, /upstream DNS server "dns\.example" is not IP, IP:PORT or \[IPv6\]:PORT/);
 });
