@@ -48,8 +48,13 @@ export interface LinkManager {
   ensureDummy(name: string): Promise<{ index: number; created: boolean }>;
   /** The addresses of `family` (default IPv4) of link `index`. */
   addresses(index: number, family?: IPFamily): Promise<InterfaceAddress[]>;
-  /** Add `address`/32 (an IPv6 one as /128, nodad) to link `index`; an address already there is not an error. */
-  addAddress(index: number, address: string): Promise<void>;
+  /**
+   * Add `address`/32 (an IPv6 one as /128, nodad) to link `index`; an address already there is not an error.
+   * `label`: the IPv4 address's label (IFA_LABEL, ip-address(8) `label`), at most 15 characters; default: the link's name.
+   */
+  addAddress(index: number, address: string, label?: string): Promise<void>;
+  /** The IPv4 addresses labelled `label` (IFA_LABEL), of any link, with the link's index. */
+  labelled?(label: string): Promise<Array<InterfaceAddress & { readonly index: number }>>;
   /** Remove `address`/`prefixLength` from link `index`; an address already gone is not an error. */
   delAddress(index: number, addr: InterfaceAddress): Promise<void>;
   /** Delete link `index`. */
@@ -142,19 +147,27 @@ export class RtnlLinkManager implements LinkManager {
     return out;
   }
 
-  async addAddress(index: number, address: string): Promise<void> {
+  async addAddress(index: number, address: string, label?: string): Promise<void> {
     const { af, bytes: raw } = parseIPAddress(address, 'kube-ipvs0 address');
     const v6 = af === AF_INET6;
     const prefixlen = v6 ? 128 : 32;
+    if (label !== undefined && (v6 || !/^[A-Za-z0-9][A-Za-z0-9_.:-]{0,14}$/.test(label))) throw new Error(`refusing ${JSON.stringify(label)} as the label of ${address}`);
     try {
       await this.sock.newAddress(
         { family: af, prefixlen, index: checkIndex(index), ...(v6 ? { flags: { nodad: true } } : {}) },
-        { local: raw, address: raw },
+        { local: raw, address: raw, ...(label !== undefined ? { label } : {}) },
         { flags: FlagsNew.CREATE | FlagsNew.EXCL, timeout: this.timeoutMs },
       );
     } catch (err) {
       if (!isExists(err)) throw linkError(`add ${address}/${prefixlen} to link ${index}`, err);
     }
+  }
+
+  async labelled(label: string): Promise<Array<InterfaceAddress & { readonly index: number }>> {
+    const msgs = await this.sock.getAddresses(undefined, undefined, { timeout: this.timeoutMs });
+    return msgs
+      .filter((m) => m.data.family === AF_INET && m.attrs.label === label && (m.attrs.local ?? m.attrs.address)?.length === 4)
+      .map((m) => ({ index: m.data.index!, address: ipFromBytes((m.attrs.local ?? m.attrs.address)!).text, prefixLength: m.data.prefixlen ?? 32 }));
   }
 
   async delAddress(index: number, addr: InterfaceAddress): Promise<void> {
