@@ -62,12 +62,13 @@ export function cleanupCommand(): Command {
         await backend.close?.();
       }
       process.stdout.write(cleanupSummary(result));
-      // The node DNS's chains, table and link (run refuses --dns-address with --netns, so there are none in another namespace).
+      // The node DNS's chains, table, links and intercepted address (run refuses --dns-address with --netns, so there are none in another namespace).
       if (opts.netns === undefined) {
         const dns = await removeNodeDns();
         if (dns.chains + dns.rules + dns.tables + dns.links > 0) {
           process.stdout.write(`removed the node DNS dataplane: ${dns.chains} chains, ${dns.rules} hook rules, ${dns.tables} nftables tables, ${dns.links} links\n`);
         }
+        if (dns.addresses > 0) process.stdout.write(`removed the intercepted cluster DNS address from lo: ${dns.addresses}\n`);
       }
       for (const kept of result.kept) process.stderr.write(keptChainLines(kept));
       markPartial(result.kept);

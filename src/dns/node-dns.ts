@@ -35,6 +35,8 @@ export const DNS_LINK = 'drover-dns0';
 
 /** The dummy link that holds the intercepted cluster DNS ClusterIP (`--dns-intercept-cluster-dns`), and only it. */
 export const INTERCEPT_LINK = 'drover-cdns0';
+/** The label of the intercepted ClusterIP when it is on `lo` (a kernel without the dummy driver). */
+export const INTERCEPT_LABEL = 'lo:drover-cdns';
 
 /** The running DNS of a node. */
 export interface NodeDns {
@@ -70,42 +72,60 @@ async function withLinks<T>(given: LinkManager | undefined, fn: (links: LinkMana
   }
 }
 
+/** Whether `err` says the kernel has no dummy link driver (CONFIG_DUMMY; rtnl_newlink answers EOPNOTSUPP, ENOTSUP to Node, for an unknown kind). */
+function noDummyDriver(err: unknown): boolean {
+  return /\b(EOPNOTSUPP|ENOTSUP)\b|not supported/i.test((err as Error).message);
+}
+
 /**
  * Make {@link INTERCEPT_LINK} hold `address` and nothing else (created when
- * missing; no fallback to `lo`, which cleanup could not tell from the node's own).
+ * missing). On a kernel without the dummy driver the address goes on `lo`,
+ * labelled {@link INTERCEPT_LABEL} so that a later run and cleanup can tell
+ * it from the node's own (IPv4 only: IPv6 addresses have no label).
  * @throws Error when another interface has the address (NodeLocal DNSCache's
  * `nodelocaldns`, IPVS mode's `kube-ipvs0`): two programs would answer for it.
  */
-async function bindIntercepted(address: string, links: LinkManager): Promise<void> {
-  const others = interfacesWith(address).filter((name) => name !== INTERCEPT_LINK);
+async function bindIntercepted(address: string, links: LinkManager, logger: Logger): Promise<void> {
+  const others = interfacesWith(address).filter((name) => name !== INTERCEPT_LINK && name !== INTERCEPT_LABEL);
   if (others.length > 0) {
     throw new Error(`--dns-intercept-cluster-dns: ${address} is already an address of ${others.join(', ')} (NodeLocal DNSCache's nodelocaldns, or kube-ipvs0 of IPVS mode?); stop what put it there, or run without the flag`);
   }
-  const { index } = await links.ensureDummy(INTERCEPT_LINK);
   const v6 = address.includes(':');
+  let index: number;
+  try {
+    index = (await links.ensureDummy(INTERCEPT_LINK)).index;
+  } catch (err) {
+    if (!noDummyDriver(err) || v6) throw err;
+    const lo = await links.find('lo');
+    if (lo === undefined) throw err;
+    logger.warn({ interceptedClusterDns: address }, `DNS: no dummy link ${INTERCEPT_LINK}; the cluster DNS ClusterIP goes on lo, labelled ${INTERCEPT_LABEL}`);
+    await links.addAddress(lo, address, INTERCEPT_LABEL);
+    for (const a of (await links.labelled?.(INTERCEPT_LABEL)) ?? []) if (a.address !== address) await links.delAddress(a.index, a);
+    return;
+  }
   const current = [...(await links.addresses(index, 'IPv4')), ...(await links.addresses(index, 'IPv6'))];
   const plan = planAddresses([address], current, v6 ? 128 : 32);
   for (const a of plan.add) await links.addAddress(index, a);
   for (const a of plan.remove) await links.delAddress(index, a);
 }
 
-/** Delete {@link INTERCEPT_LINK}, and with it the address it holds. @returns whether it was there. */
-async function unbindIntercepted(links: LinkManager): Promise<boolean> {
+/** Delete {@link INTERCEPT_LINK}, and the addresses labelled {@link INTERCEPT_LABEL}. @returns how many links and labelled addresses were removed. */
+async function unbindIntercepted(links: LinkManager): Promise<{ links: number; addresses: number }> {
   const index = await links.find(INTERCEPT_LINK);
   if (index !== undefined) await links.deleteLink(index);
-  return index !== undefined;
+  const labelled = (await links.labelled?.(INTERCEPT_LABEL)) ?? [];
+  for (const a of labelled) await links.delAddress(a.index, a);
+  return { links: index !== undefined ? 1 : 0, addresses: labelled.length };
 }
 
-/** Add `address` to {@link DNS_LINK}, created when missing, or to `lo` where the kernel has no dummy driver. */
 async function addAddress(address: string, given: LinkManager | undefined, logger: Logger): Promise<void> {
   await withLinks(given, async (links) => {
     let index: number | undefined;
     try {
       index = (await links.ensureDummy(DNS_LINK)).index;
     } catch (err) {
-      // A kernel without the dummy driver (CONFIG_DUMMY; rtnl_newlink answers EOPNOTSUPP, ENOTSUP to Node, for an unknown kind):
-      // the loopback link holds a local address just as well. Any other failure is one.
-      if (!/\b(EOPNOTSUPP|ENOTSUP)\b|not supported/i.test((err as Error).message)) throw err;
+      // A kernel without the dummy driver: the loopback link holds a local address just as well. Any other failure is one.
+      if (!noDummyDriver(err)) throw err;
       index = await links.find('lo');
       if (index === undefined) throw err;
       logger.warn({ dnsAddress: address, err: (err as Error).message }, `DNS: no dummy link ${DNS_LINK}; the address goes on lo`);
@@ -138,7 +158,7 @@ export async function startNodeDns(
   const address = opts.dnsAddress;
   const { intercept } = opts;
   if (!isLocalAddress(address)) await addAddress(address, links, logger);
-  if (intercept !== undefined) await withLinks(links, (l) => bindIntercepted(intercept, l));
+  if (intercept !== undefined) await withLinks(links, (l) => bindIntercepted(intercept, l, logger));
   const zone = new Zone({ domain: opts.clusterDomain, ttl: opts.dnsTtl });
   const view = new ServiceDnsView(zone);
   let updatedAt = 0;
@@ -163,7 +183,8 @@ export async function startNodeDns(
     // After the servers listen: an untracked query to the intercepted ClusterIP must find its socket.
     await programDnsDataplane({ address, port: opts.dnsPort, ...(intercept !== undefined ? { intercept } : {}) }, opts.dataplane);
     // After the rules no longer name it: an earlier run's intercepted address.
-    if (intercept === undefined && (await withLinks(links, unbindIntercepted))) logger.info({ link: INTERCEPT_LINK }, 'DNS: the cluster DNS ClusterIP is no longer intercepted; its link is deleted');
+    const unbound = intercept === undefined ? await withLinks(links, unbindIntercepted) : undefined;
+    if (unbound !== undefined && unbound.links + unbound.addresses > 0) logger.info({ link: INTERCEPT_LINK }, 'DNS: the cluster DNS ClusterIP is no longer intercepted; its address is removed');
   } catch (err) {
     await close();
     throw err;
@@ -191,25 +212,26 @@ export async function startNodeDns(
  * @returns what was removed, or undefined when there was no such link.
  */
 export async function removeInterceptLeftover(given?: LinkManager): Promise<Awaited<ReturnType<typeof removeNodeDns>> | undefined> {
-  return withLinks(given, async (links) => ((await links.find(INTERCEPT_LINK)) !== undefined ? removeNodeDns(links) : undefined));
+  return withLinks(given, async (links) => {
+    const there = (await links.find(INTERCEPT_LINK)) !== undefined || ((await links.labelled?.(INTERCEPT_LABEL)) ?? []).length > 0;
+    return there ? removeNodeDns(links) : undefined;
+  });
 }
 
 /**
  * Remove what `run --dns-address` added to this network namespace: the
- * dataplane (dataplane.ts removeDnsDataplane) and the links {@link DNS_LINK}
- * and {@link INTERCEPT_LINK}.
- * An address put on `lo` instead (no dummy driver) stays.
- * @returns what was removed, by kind.
+ * dataplane (dataplane.ts removeDnsDataplane), the link {@link DNS_LINK},
+ * and the intercepted ClusterIP ({@link INTERCEPT_LINK}, or the `lo`
+ * addresses labelled {@link INTERCEPT_LABEL}).
+ * The DNS address put on `lo` instead (no dummy driver) stays.
+ * @returns what was removed, by kind (`addresses`: the labelled ones on `lo`).
  */
-export async function removeNodeDns(given?: LinkManager): Promise<{ chains: number; rules: number; tables: number; links: number }> {
+export async function removeNodeDns(given?: LinkManager): Promise<{ chains: number; rules: number; tables: number; links: number; addresses: number }> {
   const removed = await removeDnsDataplane();
   return withLinks(given, async (links) => {
-    let count = 0;
-    for (const name of [DNS_LINK, INTERCEPT_LINK]) {
-      const index = await links.find(name);
-      if (index !== undefined) await links.deleteLink(index);
-      if (index !== undefined) count++;
-    }
-    return { ...removed, links: count };
+    const index = await links.find(DNS_LINK);
+    if (index !== undefined) await links.deleteLink(index);
+    const unbound = await unbindIntercepted(links);
+    return { ...removed, links: (index !== undefined ? 1 : 0) + unbound.links, addresses: unbound.addresses };
   });
 }
