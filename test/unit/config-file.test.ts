@@ -205,3 +205,12 @@ test('conntrack.*: each field sets its kube-proxy flag (durations in ms, whole s
   await t.throwsAsync(effective(`${HEAD}conntrack:\n  maxPerCore: -1\n`), { message: /: conntrack\.maxPerCore: "-1" is not a whole number of connections$/ });
   await t.throwsAsync(effective(`${HEAD}conntrack:\n  udpTimeout: 1500ms\n`), { message: /: conntrack\.udpTimeout: "1500ms" is not a whole number of seconds/ });
 });
+
+test("drover's own section: drover.dns.interceptClusterDns and drover.dns.clusterDns become --dns-intercept-cluster-dns and --cluster-dns; a bad value names the field", async (t) => {
+  t.like(await effective(`${HEAD}drover:\n  dns:\n    address: 169.254.20.10\n    interceptClusterDns: true\n    clusterDns: 10.96.0.10\n`), {
+    opts: { dnsAddress: '169.254.20.10', dnsInterceptClusterDns: true, clusterDns: '10.96.0.10' },
+    warnings: [],
+  });
+  t.regex(await refused(`${HEAD}drover:\n  dns:\n    interceptClusterDns: "yes"\n`), /^--config F: drover\.dns\.interceptClusterDns: expected true or false, got "yes"$/);
+  t.regex(await refused(`${HEAD}drover:\n  dns:\n    clusterDns: 10.96.0\n`), /drover\.dns\.clusterDns.*"10\.96\.0" is not an IPv4 or IPv6 address/);
+});
