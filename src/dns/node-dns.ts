@@ -85,7 +85,7 @@ function noDummyDriver(err: unknown): boolean {
  * @throws Error when another interface has the address (NodeLocal DNSCache's
  * `nodelocaldns`, IPVS mode's `kube-ipvs0`): two programs would answer for it.
  */
-async function bindIntercepted(address: string, links: LinkManager, logger: Logger): Promise<void> {
+export async function bindIntercepted(address: string, links: LinkManager, logger: Logger): Promise<void> {
   const others = interfacesWith(address).filter((name) => name !== INTERCEPT_LINK && name !== INTERCEPT_LABEL);
   if (others.length > 0) {
     throw new Error(`--dns-intercept-cluster-dns: ${address} is already an address of ${others.join(', ')} (NodeLocal DNSCache's nodelocaldns, or kube-ipvs0 of IPVS mode?); stop what put it there, or run without the flag`);
@@ -110,7 +110,7 @@ async function bindIntercepted(address: string, links: LinkManager, logger: Logg
 }
 
 /** Delete {@link INTERCEPT_LINK}, and the addresses labelled {@link INTERCEPT_LABEL}. @returns how many links and labelled addresses were removed. */
-async function unbindIntercepted(links: LinkManager): Promise<{ links: number; addresses: number }> {
+export async function unbindIntercepted(links: LinkManager): Promise<{ links: number; addresses: number }> {
   const index = await links.find(INTERCEPT_LINK);
   if (index !== undefined) await links.deleteLink(index);
   const labelled = (await links.labelled?.(INTERCEPT_LABEL)) ?? [];

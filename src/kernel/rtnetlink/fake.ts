@@ -9,6 +9,12 @@ import type { InterfaceAddress, LinkManager } from './link.ts';
 
 /** In-memory links and addresses (LinkManager). */
 export class FakeLinks implements LinkManager {
+  /** IPv4 address labels (IFA_LABEL), by "index address". */
+  private readonly labels = new Map<string, string>();
+
+  /** `noDummy`: answer ensureDummy as a kernel without the dummy driver does (ENOTSUP). */
+  constructor(private readonly opts: { readonly noDummy?: boolean } = {}) {}
+
   /** Every modifying call, in order: "add 10.96.0.10/32", "del 10.96.0.99/32", "create kube-ipvs0". */
   readonly log: string[] = [];
   /** Number of addresses() calls (address dumps). */
@@ -25,6 +31,7 @@ export class FakeLinks implements LinkManager {
   async ensureDummy(name: string): Promise<{ index: number; created: boolean }> {
     const l = this.links.get(name);
     if (l) return { index: l.index, created: false };
+    if (this.opts.noDummy === true) throw new Error(`rtnetlink: create dummy link ${name} failed: ENOTSUP`);
     const index = this.nextIndex++;
     this.links.set(name, { index, kind: 'dummy', addresses: [] });
     this.log.push(`create ${name}`);
@@ -36,17 +43,25 @@ export class FakeLinks implements LinkManager {
     return this.byIndex(index).addresses.filter((a) => a.address.includes(':') === (family === 'IPv6'));
   }
 
-  async addAddress(index: number, address: string): Promise<void> {
+  async addAddress(index: number, address: string, label?: string): Promise<void> {
     const full = parseIPAddress(address, 'address').af === AF_INET6 ? 128 : 32;
     const l = this.byIndex(index);
-    if (!l.addresses.some((a) => a.address === address && a.prefixLength === full)) l.addresses.push({ address, prefixLength: full });
-    this.log.push(`add ${address}/${full}`);
+    if (!l.addresses.some((a) => a.address === address && a.prefixLength === full)) {
+      l.addresses.push({ address, prefixLength: full });
+      if (label !== undefined) this.labels.set(`${index} ${address}`, label);
+    }
+    this.log.push(`add ${address}/${full}${label !== undefined ? ` label ${label}` : ''}`);
+  }
+
+  async labelled(label: string): Promise<Array<InterfaceAddress & { readonly index: number }>> {
+    return [...this.links.values()].flatMap((l) => l.addresses.filter((a) => this.labels.get(`${l.index} ${a.address}`) === label).map((a) => ({ ...a, index: l.index })));
   }
 
   async delAddress(index: number, addr: InterfaceAddress): Promise<void> {
     parseIPAddress(addr.address, 'address');
     const l = this.byIndex(index);
     l.addresses = l.addresses.filter((a) => !(a.address === addr.address && a.prefixLength === addr.prefixLength));
+    this.labels.delete(`${index} ${addr.address}`);
     this.log.push(`del ${addr.address}/${addr.prefixLength}`);
   }
 
