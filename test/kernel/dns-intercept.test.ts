@@ -140,7 +140,7 @@ if (unavailable) {
     await drover.stop();
   });
 
-  test('--dns-intercept-cluster-dns is refused in IPVS mode and without --dns-address, in one line, before anything is written', async (t) => {
+  test('--dns-intercept-cluster-dns is refused in IPVS mode, without --dns-address, and without kube-dns in the source, in one line, before the address or a rule is written', async (t) => {
     // In a namespace of its own, as drover run would be if it did not refuse.
     await withNetns(async (netns) => {
       const once = (args: string[]) => droverOnce(['run', '--source', '/nonexistent', ...args], { netns });
@@ -152,7 +152,19 @@ if (unavailable) {
       );
       t.is((await once(['--dns-intercept-cluster-dns'])).stderr, 'drover: --dns-intercept-cluster-dns needs --dns-address: the queries are answered by the node DNS\n');
       t.is((await once(['--cluster-dns', CLUSTER_DNS])).stderr, `drover: --cluster-dns ${CLUSTER_DNS} is only used with --dns-intercept-cluster-dns\n`);
+      // A source without kube-system/kube-dns: refused after the first read, before the DNS address or any rule is written.
+      const dir = await mkdtemp(join(tmpdir(), 'drover-dns-intercept-'));
+      try {
+        await writeFile(join(dir, 'web.json'), JSON.stringify({ apiVersion: 'v1', kind: 'Service', metadata: { name: 'web', namespace: 'default' }, spec: { clusterIP: '10.96.0.50', ports: [{ port: 80 }] } }));
+        const flags = ['--state-dir', join(dir, 'state'), '--status-file', join(dir, 'status.json'), '--metrics-bind-address', '', '--healthz-bind-address', '', '--dns-address', DNS, '--dns-intercept-cluster-dns'];
+        const none = await droverOnce(['run', '--source', join(dir, 'web.json'), ...flags], { netns });
+        t.is(none.code, 1);
+        t.deepEqual(none.stderr.split('\n').filter((l) => l.startsWith('drover: ')), ['drover: --dns-intercept-cluster-dns: the source has no Service kube-system/kube-dns with an IPv4 ClusterIP; name the cluster DNS ClusterIP with --cluster-dns']);
+      } finally {
+        await rm(dir, { recursive: true, force: true });
+      }
       t.is((await run('ip', ['-o', 'link'], { netns })).stdout.split('\n').filter((l) => l !== '').length, 1, 'only lo');
+      t.is((await run(NFT, ['list', 'tables'], { netns })).stdout.trim(), '', 'no table');
     });
   });
 }
