@@ -109,6 +109,11 @@ export async function bindIntercepted(address: string, links: LinkManager, logge
   for (const a of plan.remove) await links.delAddress(index, a);
 }
 
+/** Whether an intercepted ClusterIP is bound: {@link INTERCEPT_LINK} is there, or an address labelled {@link INTERCEPT_LABEL}. */
+async function interceptBound(links: LinkManager): Promise<boolean> {
+  return (await links.find(INTERCEPT_LINK)) !== undefined || ((await links.labelled?.(INTERCEPT_LABEL)) ?? []).length > 0;
+}
+
 /** Delete {@link INTERCEPT_LINK}, and the addresses labelled {@link INTERCEPT_LABEL}. @returns how many links and labelled addresses were removed. */
 export async function unbindIntercepted(links: LinkManager): Promise<{ links: number; addresses: number }> {
   const index = await links.find(INTERCEPT_LINK);
@@ -181,10 +186,16 @@ export async function startNodeDns(
     await server.listen();
     await interceptServer?.listen();
     // After the servers listen: an untracked query to the intercepted ClusterIP must find its socket.
-    await programDnsDataplane({ address, port: opts.dnsPort, ...(intercept !== undefined ? { intercept } : {}) }, opts.dataplane);
-    // After the rules no longer name it: an earlier run's intercepted address.
-    const unbound = intercept === undefined ? await withLinks(links, unbindIntercepted) : undefined;
-    if (unbound !== undefined && unbound.links + unbound.addresses > 0) logger.info({ link: INTERCEPT_LINK }, 'DNS: the cluster DNS ClusterIP is no longer intercepted; its address is removed');
+    const ep = { address, port: opts.dnsPort, ...(intercept !== undefined ? { intercept } : {}) };
+    await programDnsDataplane(ep, opts.dataplane);
+    if (intercept === undefined && (await withLinks(links, interceptBound))) {
+      // An earlier run intercepted, perhaps in another mode, whose form of the rules would still
+      // bypass the ClusterIP's DNAT: both forms go, this one is written again, then the address goes.
+      await removeDnsDataplane();
+      await programDnsDataplane(ep, opts.dataplane);
+      await withLinks(links, unbindIntercepted);
+      logger.info({ link: INTERCEPT_LINK }, 'DNS: the cluster DNS ClusterIP is no longer intercepted; its rules and address are removed');
+    }
   } catch (err) {
     await close();
     throw err;
@@ -213,8 +224,7 @@ export async function startNodeDns(
  */
 export async function removeInterceptLeftover(given?: LinkManager): Promise<Awaited<ReturnType<typeof removeNodeDns>> | undefined> {
   return withLinks(given, async (links) => {
-    const there = (await links.find(INTERCEPT_LINK)) !== undefined || ((await links.labelled?.(INTERCEPT_LABEL)) ?? []).length > 0;
-    return there ? removeNodeDns(links) : undefined;
+    return (await interceptBound(links)) ? removeNodeDns(links) : undefined;
   });
 }
 

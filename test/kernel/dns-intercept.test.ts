@@ -116,6 +116,7 @@ if (unavailable) {
     await until('iptables: restarted without the flag', async () => (await short(DNS, 'web.default.svc.cluster.local')).includes('10.96.0.50') || !drover!.alive, 30_000, 200);
     t.true(drover.alive, drover.logs());
     await released('iptables, restarted without the flag', () => sh('iptables-save', '-t', 'raw'));
+    t.regex(await sh('iptables-save', '-t', 'raw'), /^-A DROVER-DNS -d 169\.254\.20\.10\/32 -p udp -m udp --dport 53 -j NOTRACK$/m, 'the address keeps its rules');
     await drover.stop();
     const cleanup = await topo.exec(node, process.execPath, [DROVER, 'cleanup']);
     t.regex(cleanup.stdout, /^removed the node DNS dataplane: 2 chains, 4 hook rules, 0 nftables tables, [01] links$/m);
