@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Compile this checkout once, on the host, into a tree the guest runs as plain
-# JavaScript: under TCG emulation, tsx transpiling src/ in every process (each
-# ava worker, each `drover` command, each helper) cost most of a minute per
-# process start.
+# The tree the guest runs as plain JavaScript, compiled once on the host by
+# scripts/build-js.sh: under TCG emulation, tsx transpiling src/ in every
+# process (each ava worker, each `drover` command, each helper) cost most of a
+# minute per process start.
 #
 #   scripts/vm/build-js.sh OUT_DIR
 #
@@ -21,13 +21,9 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 OUT="${1:?usage: build-js.sh OUT_DIR}"
 [ ! -e "$OUT" ] || vm_die "build-js.sh: $OUT already exists"
-mkdir -p "$OUT"
-"$REPO_ROOT/node_modules/.bin/tsc" -p "$VM_SCRIPTS/tsconfig.guest.json" --outDir "$OUT" \
+bash "$REPO_ROOT/scripts/build-js.sh" "$VM_SCRIPTS/tsconfig.guest.json" "$OUT" src test/vm test/support test/fixtures \
   || vm_die "build-js.sh: tsc could not compile the sources"
-# What tsc does not emit: .mjs helpers started by path, fixtures read by path.
-tar -C "$REPO_ROOT" -cf - --exclude='*.ts' src test/vm test/support test/fixtures | tar -C "$OUT" -xf -
-cp -r "$REPO_ROOT/bin" "$REPO_ROOT/rules" "$OUT/"
-ln -s src "$OUT/dist"
+cp -r "$REPO_ROOT/rules" "$OUT/"
 node -e '
   const fs = require("node:fs");
   const pkg = JSON.parse(fs.readFileSync(process.argv[1], "utf8"));
