@@ -7,7 +7,6 @@
  */
 import test from 'ava';
 import { spawn } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
 import type { SyncResult } from '../../src/proxier/backend.ts';
 import { NftablesBackend } from '../../src/modes/nftables/backend.ts';
 import { SystemNft } from '../../src/modes/nftables/exec.ts';
@@ -17,6 +16,7 @@ import { silentLogger } from '../../src/util/log.ts';
 import { BACKENDS, CLIENTS, CLUSTER_CIDR, LB_IP, NODE_IP } from '../support/packet-flow.ts';
 import { bigState, SYNTHETIC } from '../support/nft-first-sync.ts';
 import { run } from '../../src/kernel/exec.ts';
+import { moduleArgv } from '../../src/util/node-module.ts';
 
 const unavailable = await testbedUnavailableReason();
 
@@ -33,8 +33,7 @@ if (unavailable) {
   });
 
   test.serial(`a first sync from empty of ${SYNTHETIC} extra service ports: nft -f for the structure, netlink batches for the elements; the kernel holds what a full sync wants, and traffic flows`, async (t) => {
-    const script = fileURLToPath(new URL('../support/nft-first-sync.ts', import.meta.url));
-    const r = await run('ip', ['netns', 'exec', topo.node, process.execPath, '--import', 'tsx', script, NODE_IP], { allowFail: true, timeoutMs: 120_000 });
+    const r = await run('ip', ['netns', 'exec', topo.node, ...moduleArgv(import.meta.url, '../support/nft-first-sync'), NODE_IP], { allowFail: true, timeoutMs: 120_000 });
     t.is(r.code, 0, r.stderr);
     const result = JSON.parse(r.stdout) as Pick<SyncResult, 'written' | 'deleted' | 'transactions' | 'detail'>;
     t.deepEqual(result.detail, { mode: 'nftables', via: 'nft+netlink', structural: true });

@@ -13,16 +13,18 @@ import { run } from '../../src/kernel/exec.ts';
 import { withNetns } from '../../src/testbed/netns.ts';
 import { testbedUnavailableReason } from '../../src/testbed/topology.ts';
 import type { Op, OpElement, OpResult } from '../support/nft-netlink-ops.ts';
+import { moduleArgv } from '../../src/util/node-module.ts';
 
 const NFT = '/usr/sbin/nft';
-const SCRIPT = fileURLToPath(new URL('../support/nft-netlink-ops.ts', import.meta.url));
+/** node and test/support/nft-netlink-ops as this test runs: compiled, or the .ts through tsx. */
+const [NODE, ...SCRIPT] = moduleArgv(import.meta.url, '../support/nft-netlink-ops');
 const SETUP = fileURLToPath(new URL('../fixtures/nftables/setup.nft', import.meta.url));
 
 const unavailable = (await testbedUnavailableReason()) ?? (existsSync(NFT) ? undefined : `${NFT} is not installed`);
 
 /** Run the client's `ops` inside `netns`; one result per op. */
 async function client(netns: string, ops: Op[]): Promise<OpResult[]> {
-  const r = await run(process.execPath, ['--import', 'tsx', SCRIPT], { netns, input: JSON.stringify(ops), timeoutMs: 60_000 });
+  const r = await run(NODE!, SCRIPT, { netns, input: JSON.stringify(ops), timeoutMs: 60_000 });
   return JSON.parse(r.stdout) as OpResult[];
 }
 

@@ -30,9 +30,11 @@ import { silentLogger } from '../../src/util/log.ts';
 import { CLUSTER_CIDR, NODE_IP, STATE } from '../support/packet-flow.ts';
 import { CLUSTER_CIDR6, NODE_IP6, STATE6 } from '../support/packet-flow6.ts';
 import { STICKY, structureJson, type AffinityRun, type StructureJson, type StructureRead } from '../support/nft-structure-read.ts';
+import { moduleArgv } from '../../src/util/node-module.ts';
 
 const NFT = '/usr/sbin/nft';
-const SCRIPT = fileURLToPath(new URL('../support/nft-structure-read.ts', import.meta.url));
+/** node and test/support/nft-structure-read as this test runs: compiled, or the .ts through tsx. */
+const SCRIPT = moduleArgv(import.meta.url, '../support/nft-structure-read');
 const unavailable = (await testbedUnavailableReason()) ?? (existsSync(NFT) ? undefined : `${NFT} is not installed`);
 
 /**
@@ -66,7 +68,7 @@ const CASES: readonly Case[] = [
 
 /** The structure read over netlink inside `netns`. */
 async function readByNetlink(netns: string, family: IPFamily): Promise<StructureRead> {
-  const r = await run('ip', ['netns', 'exec', netns, process.execPath, '--import', 'tsx', SCRIPT, 'read', family], { timeoutMs: 60_000 });
+  const r = await run('ip', ['netns', 'exec', netns, ...SCRIPT, 'read', family], { timeoutMs: 60_000 });
   return JSON.parse(r.stdout) as StructureRead;
 }
 
@@ -168,7 +170,7 @@ if (unavailable) {
     await withNetns(async (netns) => {
       await writeTable(netns, c);
       const resync = async (): Promise<{ written: Record<string, number>; deleted: Record<string, number>; transactions: number; detail: unknown }> => {
-        const r = await run('ip', ['netns', 'exec', netns, process.execPath, '--import', 'tsx', SCRIPT, 'resync', c.family, c.nodeIP], { timeoutMs: 60_000 });
+        const r = await run('ip', ['netns', 'exec', netns, ...SCRIPT, 'resync', c.family, c.nodeIP], { timeoutMs: 60_000 });
         return JSON.parse(r.stdout) as { written: Record<string, number>; deleted: Record<string, number>; transactions: number; detail: unknown };
       };
       const before = await new SystemNft({ netns }).list();
@@ -198,7 +200,7 @@ if (!unavailable) {
   test.serial("IPv4: after a partial sync that removes an endpoint, the affinity entries that point to it are found by reading the map over netlink, and deleted", async (t) => {
     const c = CASES[0]!;
     await withNetns(async (netns) => {
-      const r = await run('ip', ['netns', 'exec', netns, process.execPath, '--import', 'tsx', SCRIPT, 'affinity', c.family, c.nodeIP], { timeoutMs: 60_000 });
+      const r = await run('ip', ['netns', 'exec', netns, ...SCRIPT, 'affinity', c.family, c.nodeIP], { timeoutMs: 60_000 });
       const out = JSON.parse(r.stdout) as AffinityRun;
       t.false(out.cleanupFailed);
       t.deepEqual(out.left, [`192.168.100.3 . ${STICKY.frontend} : ${STICKY.b2} . 8080`], "b1's entry is gone, b2's stays");
@@ -217,7 +219,7 @@ if (!unavailable) {
       return listed(netns);
     });
     const byDrover = await withNetns(async (netns) => {
-      const r = await run('ip', ['netns', 'exec', netns, process.execPath, '--import', 'tsx', fileURLToPath(new URL('../support/nft-objects-write.ts', import.meta.url))], { timeoutMs: 60_000 });
+      const r = await run('ip', ['netns', 'exec', netns, ...moduleArgv(import.meta.url, '../support/nft-objects-write')], { timeoutMs: 60_000 });
       t.deepEqual(JSON.parse(r.stdout), [0, 0, 0, 0], 'every message ACKed');
       return listed(netns);
     });

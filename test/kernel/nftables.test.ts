@@ -25,6 +25,7 @@ import { trace } from '../../src/inspect/trace.ts';
 import { localAddresses } from '../../src/kernel/iptables/live.ts';
 import { nftTraceContext } from '../../src/modes/nftables/trace.ts';
 import { DROVER } from '../support/drover-bin.ts';
+import { moduleArgv } from '../../src/util/node-module.ts';
 
 const unavailable = await testbedUnavailableReason();
 const FULL = { full: true, changed: new Set<string>() };
@@ -207,7 +208,7 @@ if (unavailable) {
   });
 
   test.serial('over nf_tables netlink: an endpoint removed and put back are element-only transactions, and traffic follows', async (t) => {
-    const child = spawn('ip', ['netns', 'exec', topo.node, process.execPath, '--import', 'tsx', fileURLToPath(new URL('../support/nft-netlink-syncs.ts', import.meta.url)), NODE_IP], { stdio: ['pipe', 'pipe', 'inherit'] });
+    const child = spawn('ip', ['netns', 'exec', topo.node, ...moduleArgv(import.meta.url, '../support/nft-netlink-syncs'), NODE_IP], { stdio: ['pipe', 'pipe', 'inherit'] });
     const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
     let out = '';
     child.stdout.on('data', (b: Buffer) => (out += b.toString('utf8')));

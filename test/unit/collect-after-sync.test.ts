@@ -1,10 +1,12 @@
 import test from 'ava';
 import FakeTimers from '@sinonjs/fake-timers';
 import { execFileSync } from 'node:child_process';
+import { pathToFileURL } from 'node:url';
 import { collectAfterSyncs, leavesGarbage } from '../../src/proxier/collect-after-sync.ts';
 import type { LastSync, SyncListener } from '../../src/proxier/proxier.ts';
 import type { SyncResult } from '../../src/proxier/backend.ts';
 import { collectGarbage, collectWhenGrown, heapGrownBy } from '../../src/util/gc.ts';
+import { moduleArgv } from '../../src/util/node-module.ts';
 
 /** A proxier stand-in whose sync listeners the test calls. */
 function fakeProxier() {
@@ -145,10 +147,12 @@ test('heapGrownBy: true by more than the bound since the last collection, false 
 
 test('collectWhenGrown\'s first call in a process sets the baseline and does not collect (a small first sync blocks on no collection)', (t) => {
   // A fresh process: the module keeps its baseline for the life of the process.
-  const script = `import { collectWhenGrown } from ${JSON.stringify(new URL('../../src/util/gc.ts', import.meta.url).href)};
+  const [node, ...loader] = moduleArgv(import.meta.url, '../../src/util/gc');
+  const gc = loader.pop()!;
+  const script = `import { collectWhenGrown } from ${JSON.stringify(pathToFileURL(gc).href)};
     const first = collectWhenGrown(1024 * 1024 * 1024);
     const second = collectWhenGrown(1024 * 1024 * 1024);
     console.log(JSON.stringify([first, second]));`;
-  const out = execFileSync(process.execPath, ['--import=tsx', '--input-type=module', '-e', script], { encoding: 'utf8' });
+  const out = execFileSync(node!, [...loader, '--input-type=module', '-e', script], { encoding: 'utf8' });
   t.deepEqual(JSON.parse(out), [false, false]);
 });

@@ -6,8 +6,11 @@ import { rewriteKubeProxyFlags } from '../../src/cli/command-line.ts';
 import { applyLogOptions } from '../../src/cli/log-options.ts';
 import { kernelOptions } from '../../src/cli/options.ts';
 import { klogLine, levelForVerbosity, moreVerbose } from '../../src/util/log.ts';
+import { moduleArgv } from '../../src/util/node-module.ts';
 
-const LOG = new URL('../../src/util/log.ts', import.meta.url).pathname;
+/** node, its loader arguments and src/util/log as this test runs: compiled, or the .ts through tsx. */
+const [NODE, ...LOADER] = moduleArgv(import.meta.url, '../../src/util/log');
+const LOG = LOADER.pop()!;
 
 /** What createLogger(level, format) writes on stderr for an info line with fields, a debug line and a warning, in a process of its own. */
 function logged(level: string, format?: string): string {
@@ -16,7 +19,7 @@ const log = createLogger(${JSON.stringify(level)}${format ? `, ${JSON.stringify(
 log.info({ mode: 'iptables', full: true, services: 3, written: { chain: 2 }, err: 'said "no"' }, 'full sync done');
 log.debug('quiet');
 log.warn('careful');`;
-  const r = spawnSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', code], { encoding: 'utf8', timeout: 60_000 });
+  const r = spawnSync(NODE!, [...LOADER, '--input-type=module', '-e', code], { encoding: 'utf8', timeout: 60_000 });
   if (r.status !== 0) throw new Error(r.stderr);
   return r.stderr;
 }
