@@ -1,5 +1,11 @@
 /**
- * The `drover` command the tests spawn: bin/drover.js over a compiled copy
+ * The `drover` command the tests spawn. Where the tests run compiled
+ * (`npm test`'s tree, scripts/test.sh, and the IPVS guest's,
+ * scripts/vm/build-js.sh: both built by scripts/build-js.sh, with
+ * `dist -> src` compiled), it is that tree's bin/drover.js, as it is.
+ *
+ * Where a test file runs from the sources (`npx ava test/unit/foo.test.ts`),
+ * it is bin/drover.js over a compiled copy
  * of this checkout's src/, built once per state of the sources and shared by
  * every test process, so that each spawned CLI starts as the installed
  * (compiled) one does instead of transpiling src/ through tsx again (about
@@ -13,12 +19,10 @@
  * a copy; `package.json`, `rules/` and `node_modules/` are links to the
  * checkout's, so that paths modules resolve against `import.meta.url`
  * (rules/, package.json, bin/drover.js, dist/…/*.mjs) resolve as in a build.
- * Type errors are `npm test`'s `tsc --noEmit`'s job, not this build's.
+ * Type errors are `npm test`'s tsc's job, not this build's.
  *
  * `DROVER_TEST_ENTRY=src` spawns the checkout's bin/drover.js on the
- * TypeScript sources instead (through tsx). Where the tests themselves run
- * compiled (the IPVS guest's tree, scripts/vm/build-js.sh, has `dist -> src`
- * already compiled), that tree's bin/drover.js is spawned as it is.
+ * TypeScript sources instead (through tsx).
  */
 import { createHash } from 'node:crypto';
 import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
@@ -138,7 +142,7 @@ async function compiledDrover(): Promise<string> {
   return bin;
 }
 
-/** True when this module runs compiled (a tree built by scripts/vm/build-js.sh), whose bin/drover.js already starts compiled code. */
+/** True when this module runs compiled (a tree built by scripts/build-js.sh), whose bin/drover.js already starts compiled code. */
 const runsCompiled = import.meta.url.endsWith('.js');
 
 /** bin/drover.js to spawn (`node DROVER args…`): the shared compiled build, or with DROVER_TEST_ENTRY=src (or when the tests run compiled) the checkout's. */

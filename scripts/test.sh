@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# `npm test`: one tsc run type-checks the checkout and compiles it
+# (tsconfig.test.json, through scripts/build-js.sh) into a test tree, then ava
+# runs the compiled tests there with plain Node.js (ava.compiled.config.mjs):
+# no process of the run loads tsx.
+#
+#   bash scripts/test.sh [AVA ARGS...]     # npm test [-- AVA ARGS...]
+#
+# A test file may be named by its path in the checkout (test/unit/foo.test.ts);
+# it runs compiled. The tree, $TMPDIR/drover-test-tree/KEY/ (KEY hashes the
+# checkout's path), is built anew on every run and kept after it:
+#   a copy of the checkout   every top-level file and folder of the checkout
+#                            but those .gitignore leaves out
+#                            (src/, test/, docs/, examples/, package.json, ...),
+#                            and beside each .ts file the .js tsc compiled from it
+#   bin/, dist -> src        bin/drover.js starts the compiled CLI (the `drover`
+#                            the tests spawn, test/support/drover-bin.ts)
+#   node_modules             a link to the checkout's
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
+TREE="${TMPDIR:-/tmp}/drover-test-tree/$(printf '%s' "$ROOT" | sha256sum | cut -c1-16)"
+rm -rf "$TREE"
+mkdir -p "$(dirname "$TREE")"
+# Copies, not links: a test may copy a folder (examples/) or start a script
+# that finds its neighbours by its own path. bin/ is the build's.
+mapfile -t top < <(git -C "$ROOT" ls-files --cached --others --exclude-standard | cut -d/ -f1 | sort -u | grep -vx bin)
+[ "${#top[@]}" -gt 0 ] || { echo "test.sh: git ls-files lists nothing in $ROOT" >&2; exit 1; }
+bash "$ROOT/scripts/build-js.sh" --sources "$ROOT/tsconfig.test.json" "$TREE" "${top[@]}"
+ln -s "$ROOT/node_modules" "$TREE/node_modules"
+args=()
+for a in "$@"; do
+  [[ "$a" == *.ts && -e "$ROOT/$a" ]] && a="${a%.ts}.js"
+  args+=("$a")
+done
+cd "$TREE"
+exec node_modules/.bin/ava --config ava.compiled.config.mjs "${args[@]}"
