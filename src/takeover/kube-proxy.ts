@@ -35,9 +35,15 @@ export async function kubeProxyProcesses(netns?: string): Promise<number[]> {
   return found;
 }
 
-/** True when something accepts a TCP connection on 127.0.0.1:`port` inside `netns` (bash's /dev/tcp, 2 s bound). */
+/**
+ * True when something accepts a TCP connection on 127.0.0.1:`port` inside
+ * `netns` (bash's /dev/tcp). A connection to 127.0.0.1 is accepted or
+ * refused at once; the 15 s bound is for starting `ip netns exec` and bash
+ * on a busy node, where 2 s were not always enough and a listener went
+ * unseen.
+ */
 export async function portAnswers(port: number, netns?: string): Promise<boolean> {
-  const res = await runCommand('bash', ['-c', `exec 3<>/dev/tcp/127.0.0.1/${port}`], { ...(netns !== undefined ? { netns } : {}), timeoutMs: 2000 });
+  const res = await runCommand('bash', ['-c', `exec 3<>/dev/tcp/127.0.0.1/${port}`], { ...(netns !== undefined ? { netns } : {}), timeoutMs: 15_000 });
   return res.code === 0;
 }
 
