@@ -59,11 +59,11 @@ if (unavailable) {
       t.true(samples.every((s) => s.mode === 'iptables' && s.variant === 'nft' && s.services === 100 && s.endpoints === 10));
       // The data path is polled once the agent returned: never earlier than it, for the same change. The kernel clock is
       // iptables-nft's commit, announced inside the agent's transaction: not after the agent returned (by more than the
-      // listener's reading).
+      // listener's reading, which a busy machine can hold back for hundreds of milliseconds).
       for (const s of samples.filter((x) => x.method === 'drover' && (x.clock === 'kernel' || x.clock === 'datapath'))) {
         const agent = samples.find((x) => x.method === 'drover' && x.clock === 'agent' && x.kind === s.kind && x.iteration === s.iteration)!;
         if (s.clock === 'datapath') t.true(s.ms >= agent.ms, `${s.kind} #${s.iteration} ${s.clock}`);
-        else t.true(s.kernelMethod === 'notification' && s.ms <= agent.ms + 100, `${s.kind} #${s.iteration} kernel ${s.ms} ms, agent ${agent.ms} ms`);
+        else t.true(s.kernelMethod === 'notification' && s.ms <= agent.ms + 1000, `${s.kind} #${s.iteration} kernel ${s.ms} ms, agent ${agent.ms} ms`);
       }
       t.true(samples.filter((s) => s.clock === 'datapath' && s.kind === 'endpoint-removed').every((s) => s.tries! >= 10), 'ten connections in a row on the survivor');
 
@@ -119,8 +119,9 @@ if (unavailable) {
         t.true(samples.every((s) => s.mode === 'nftables' && s.variant === 'netlink' && s.services === 100));
         t.true(samples.filter((s) => s.method === 'raw' || (s.method === 'drover' && s.clock === 'agent' && s.kind !== 'endpoint-removed')).every((s) => s.bytes! > 0));
         const runJson = JSON.parse(await readFile(join(out, 'run.json'), 'utf8')) as { runs: SizeRun[] };
-        // From empty: the structure by nft -f, then the elements of 100 service ports over netlink, in one batch.
-        t.like(runJson.runs[0], { mode: 'nftables', variant: 'netlink', consistent: true, fullSyncTransactions: 2 });
+        // From empty: the structure by nft -f, the pick rules put in place of nft's TCP-only ones over netlink
+        // (netlink-rules.ts), then the elements of 100 service ports over netlink, in one batch.
+        t.like(runJson.runs[0], { mode: 'nftables', variant: 'netlink', consistent: true, fullSyncTransactions: 3 });
         const summary = await readFile(join(out, 'summary.md'), 'utf8');
         t.regex(summary, /\*\*kube-proxy-style\*\*: what kube-proxy's nftables proxier/);
         t.regex(summary, /^- The same ruleset written into empty tables by one transaction of the mode's tool \(full sync baseline\): [\d.]+ ms; drover's full sync over it: [\d.]+\.$/m);
