@@ -15,10 +15,11 @@
  *                         exchanging requests, and a new connection per interval;
  *                         READY once the long-lived ones are up, a TrafficSummary
  *                         JSON line when stdin closes.
- *   probe-cli.mjs udp HOST PORT SOURCE_PORT TIMEOUT_MS
- *                         one datagram from SOURCE_PORT to HOST:PORT; prints the
- *                         RequestResult of the first datagram answered (an
- *                         EchoReply), or ETIMEDOUT after TIMEOUT_MS.
+ *   probe-cli.mjs udp HOST PORT SOURCE_PORTS TIMEOUT_MS
+ *                         one datagram from each of SOURCE_PORTS (comma-separated),
+ *                         one after the other, to HOST:PORT; prints one line per
+ *                         port, in order: the RequestResult of the first datagram
+ *                         answered (an EchoReply), or ETIMEDOUT after TIMEOUT_MS.
  */
 import { createSocket } from 'node:dgram';
 import { request } from 'node:http';
@@ -244,9 +245,9 @@ async function main() {
   } else if (mode === 'traffic' && host) {
     await traffic(JSON.parse(host));
   } else if (mode === 'udp' && host && port && sourcePort && udpTimeoutMs) {
-    process.stdout.write(JSON.stringify(await udpOnce(host, Number(port), Number(sourcePort), Number(udpTimeoutMs))) + '\n');
+    for (const p of sourcePort.split(',')) process.stdout.write(JSON.stringify(await udpOnce(host, Number(port), Number(p), Number(udpTimeoutMs))) + '\n');
   } else {
-    throw new Error('usage: probe-cli probe < request.json | probe-cli hold HOST PORT TIMEOUT_MS | probe-cli traffic REQUEST_JSON | probe-cli udp HOST PORT SOURCE_PORT TIMEOUT_MS');
+    throw new Error('usage: probe-cli probe < request.json | probe-cli hold HOST PORT TIMEOUT_MS | probe-cli traffic REQUEST_JSON | probe-cli udp HOST PORT SOURCE_PORTS TIMEOUT_MS');
   }
 }
 

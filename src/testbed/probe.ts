@@ -64,10 +64,29 @@ export interface UdpOptions extends Omit<ProbeOptions, 'count'> {
  * within `timeoutMs`.
  */
 export async function udpOnce(topology: Topology, opts: UdpOptions): Promise<RequestResult> {
+  const { sourcePort, ...rest } = opts;
+  const [result] = await udpEach(topology, { ...rest, sourcePorts: [sourcePort] });
+  if (!result) throw new Error('udp: no result');
+  return result;
+}
+
+/** Options of {@link udpEach}. */
+export interface UdpEachOptions extends Omit<ProbeOptions, 'count'> {
+  /** The client's source ports, 1-65535, one datagram from each, in this order (a port may repeat: the same UDP flow again). */
+  sourcePorts: readonly number[];
+}
+
+/**
+ * {@link udpOnce} for each of `opts.sourcePorts` in turn, from ONE helper
+ * process: the datagrams go out milliseconds apart, where a helper per
+ * datagram costs a Node start between two of them (seconds in the emulated
+ * IPVS guest). The results are in the order of the ports.
+ */
+export async function udpEach(topology: Topology, opts: UdpEachOptions): Promise<RequestResult[]> {
   const timeoutMs = opts.timeoutMs ?? 2000;
-  const [node, ...args] = helperArgv('probe-cli.mjs', ['udp', opts.host, String(opts.port), String(opts.sourcePort), String(timeoutMs)]) as [string, ...string[]];
-  const res = await run(node, args, { netns: opts.from ?? topology.client().netns, timeoutMs: HELPER_START_MS + timeoutMs });
-  return JSON.parse(res.stdout) as RequestResult;
+  const [node, ...args] = helperArgv('probe-cli.mjs', ['udp', opts.host, String(opts.port), opts.sourcePorts.join(','), String(timeoutMs)]) as [string, ...string[]];
+  const res = await run(node, args, { netns: opts.from ?? topology.client().netns, timeoutMs: HELPER_START_MS + opts.sourcePorts.length * timeoutMs });
+  return res.stdout.trimEnd().split('\n').map((l) => JSON.parse(l) as RequestResult);
 }
 
 /** A single TCP connection kept open; see {@link holdConnection}. */

@@ -7,7 +7,7 @@
  * "skipped: <reason>" rather than a silent pass.
  */
 import test from 'ava';
-import { connectOnce, probe, startTraffic } from '../../src/testbed/probe.ts';
+import { connectOnce, probe, startTraffic, udpEach, udpOnce } from '../../src/testbed/probe.ts';
 import { run } from '../../src/kernel/exec.ts';
 import { createTopology, testbedUnavailableReason } from '../../src/testbed/topology.ts';
 
@@ -76,6 +76,19 @@ if (unavailable) {
       t.deepEqual([s.heldBackends, s.lostBackends], [{ b1: 3 }, { b1: 3 }]);
       t.true(s.failed > 0 && s.failed < s.attempted, JSON.stringify(s));
       t.is(s.backends.b1, s.attempted - s.failed);
+    } finally {
+      await topo.destroy();
+    }
+  });
+
+  test('UDP: one helper sends a datagram from each source port in turn, each answered from that port; a port nothing listens on times out', async (t) => {
+    const topo = await createTopology({ backends: [{ name: 'b1', ip: '10.244.1.2', ports: [9090], udpPorts: [5353] }] });
+    try {
+      const ports = [41000, 41001, 41001, 41002];
+      const results = await udpEach(topo, { host: '10.244.1.2', port: 5353, sourcePorts: ports, timeoutMs: 3000 });
+      t.is(results.length, ports.length);
+      results.forEach((r, i) => t.like(r, { ok: true, reply: { backend: 'b1', ip: '10.244.1.2', port: 5353, client: topo.client().ip, clientPort: ports[i] } }, `datagram ${i}`));
+      t.deepEqual(await udpOnce(topo, { host: '10.244.1.2', port: 5354, sourcePort: 41003, timeoutMs: 500 }), { ok: false, code: 'ETIMEDOUT' });
     } finally {
       await topo.destroy();
     }

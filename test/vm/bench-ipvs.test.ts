@@ -25,19 +25,19 @@ if (await registerIpvsTests('IPVS bench')) {
     t.timeout(1_500_000);
     const out = await mkdtemp(join(tmpdir(), 'drover-bench-ipvs-'));
     try {
-      const args = ['bench', '--modes', 'ipvs', '--services', '50', '--endpoints', '4', '--changes', '1', '--out', out];
+      const args = ['bench', '--modes', 'ipvs', '--services', '10', '--endpoints', '4', '--changes', '1', '--out', out];
       const res = await run(process.execPath, [DROVER, ...args], { allowFail: true, timeoutMs: 1_400_000 });
       t.is(res.code, 0, res.stderr);
       for (const f of ['samples.jsonl', 'summary.md', 'run.json', 'latency-ipvs-nft.svg', 'distributions-ipvs-nft.svg']) await t.notThrowsAsync(access(join(out, f)), f);
 
       const samples = await readSamples(out);
       assertSampleCounts(t, samples, 1);
-      t.true(samples.every((s) => s.mode === 'ipvs' && s.variant === 'nft' && s.services === 50));
+      t.true(samples.every((s) => s.mode === 'ipvs' && s.variant === 'nft' && s.services === 10));
 
       const report = JSON.parse(await readFile(join(out, 'run.json'), 'utf8')) as { runs: SizeRun[]; environment: { guest: boolean } };
       t.deepEqual(
         report.runs.map((r) => [r.mode, r.services, r.consistent]),
-        [['ipvs', 50, true]],
+        [['ipvs', 10, true]],
         'after the run, a full sync of the starting state found nothing to repair',
       );
       t.true(report.runs[0]!.resyncMs! > 0, 'the final full sync is timed');
@@ -45,7 +45,7 @@ if (await registerIpvsTests('IPVS bench')) {
       const md = await readFile(join(out, 'summary.md'), 'utf8');
       t.true(md.includes('\n> **Ratios only.** This run was made in an emulated guest'));
       for (const change of ['endpoint removed', 'endpoint added', 'service added', 'service removed']) {
-        t.regex(md, new RegExp(`^\\| ipvs \\(nft\\) \\| 50 \\| ${change} \\|( [\\d.]+ \\|)+$`, 'm'), change);
+        t.regex(md, new RegExp(`^\\| ipvs \\(nft\\) \\| 10 \\| ${change} \\|( [\\d.]+ \\|)+$`, 'm'), change);
       }
       const svg = await readFile(join(out, 'latency-ipvs-nft.svg'), 'utf8');
       t.true(svg.startsWith('<svg') && svg.includes('>drover: agent</text>'));

@@ -15,7 +15,7 @@ import type { Topology } from '../../src/testbed/topology.ts';
 import type { ServicePort } from '../../src/model/types.ts';
 import { ep, sp } from '../support/snapshots.ts';
 import { Driver } from './support/driver-client.ts';
-import { createIpvsTopology, ipvsadmState, realServerConns, registerIpvsTests, until } from './support/env.ts';
+import { createIpvsTopology, ipvsadmState, PROBE_TIMEOUT_MS, realServerConns, registerIpvsTests, until } from './support/env.ts';
 
 const BACKENDS = [
   { name: 'b1', ip: '10.244.1.2', ports: [8080, 9100] },
@@ -70,25 +70,25 @@ if (await registerIpvsTests('IPVS data-path tests')) {
   });
 
   test.serial('connections to a ClusterIP reach every endpoint, round robin, on each port of a multi-port service', async (t) => {
-    const s = await probe(topo, { from: topo.client('inside').netns, host: '10.96.0.10', port: 80, count: 30 });
+    const s = await probe(topo, { from: topo.client('inside').netns, host: '10.96.0.10', port: 80, count: 30, timeoutMs: PROBE_TIMEOUT_MS });
     t.deepEqual(s.errors, {});
     t.deepEqual(s.counts, { b1: 10, b2: 10, b3: 10 });
-    const m = await probe(topo, { from: topo.client('inside').netns, host: '10.96.0.10', port: 9100, count: 20 });
+    const m = await probe(topo, { from: topo.client('inside').netns, host: '10.96.0.10', port: 9100, count: 20, timeoutMs: PROBE_TIMEOUT_MS });
     t.deepEqual(m.counts, { b1: 10, b2: 10 });
     t.true(m.results.every((r) => r.ok && r.reply.port === 9100));
   });
 
   test.serial('traffic from outside the cluster CIDR is masqueraded; from inside it keeps its source', async (t) => {
-    const outside = await probe(topo, { from: topo.client('outside').netns, host: '10.96.0.10', port: 80, count: 9 });
+    const outside = await probe(topo, { from: topo.client('outside').netns, host: '10.96.0.10', port: 80, count: 9, timeoutMs: PROBE_TIMEOUT_MS });
     t.deepEqual(outside.errors, {});
     t.deepEqual([...new Set(Object.values(outside.clientsSeen).flat())], [topo.gateway]);
-    const inside = await probe(topo, { from: topo.client('inside').netns, host: '10.96.0.10', port: 80, count: 9 });
+    const inside = await probe(topo, { from: topo.client('inside').netns, host: '10.96.0.10', port: 80, count: 9, timeoutMs: PROBE_TIMEOUT_MS });
     t.deepEqual([...new Set(Object.values(inside.clientsSeen).flat())], ['10.244.9.2']);
   });
 
   test.serial('hairpin: an endpoint reaching itself through its service is masqueraded', async (t) => {
     const b1 = topo.backend('b1');
-    const s = await probe(topo, { from: b1.netns, host: '10.96.0.10', port: 80, count: 9 });
+    const s = await probe(topo, { from: b1.netns, host: '10.96.0.10', port: 80, count: 9, timeoutMs: PROBE_TIMEOUT_MS });
     t.deepEqual(s.errors, {}, 'every hairpin connection completes');
     t.is(s.counts.b1, 3, 'round robin lands on b1 itself too');
     t.deepEqual(s.clientsSeen.b1, [topo.gateway], 'b1 sees the node, not itself');
@@ -108,7 +108,7 @@ if (await registerIpvsTests('IPVS data-path tests')) {
   });
 
   test.serial('connections from the node itself are load-balanced too', async (t) => {
-    const s = await probe(topo, { from: topo.node, host: '10.96.0.10', port: 80, count: 9 });
+    const s = await probe(topo, { from: topo.node, host: '10.96.0.10', port: 80, count: 9, timeoutMs: PROBE_TIMEOUT_MS });
     t.deepEqual(s.errors, {});
     t.deepEqual(s.counts, { b1: 3, b2: 3, b3: 3 });
   });
@@ -124,12 +124,12 @@ if (await registerIpvsTests('IPVS data-path tests')) {
   test.serial('a removed endpoint without connections is deleted at once', async (t) => {
     await apply([web(['b1', 'b2', 'b3']), metrics, empty, quiet(['b3'])], ['default/quiet:http']);
     t.is(await realServerConns(topo.node, '10.96.0.12:80', '10.244.1.5:8080'), undefined);
-    const s = await probe(topo, { from: topo.client('inside').netns, host: '10.96.0.12', port: 80, count: 4 });
+    const s = await probe(topo, { from: topo.client('inside').netns, host: '10.96.0.12', port: 80, count: 4, timeoutMs: PROBE_TIMEOUT_MS });
     t.deepEqual(s.counts, { b3: 4 });
   });
 
   test.serial('graceful termination: an open connection to a removed endpoint keeps working; new ones never reach it', async (t) => {
-    const held = await holdConnection(topo, { from: topo.client('inside').netns, host: '10.96.0.10', port: 80 });
+    const held = await holdConnection(topo, { from: topo.client('inside').netns, host: '10.96.0.10', port: 80, timeoutMs: PROBE_TIMEOUT_MS });
     try {
       t.true(held.first.ok);
       const gone = held.first.ok ? held.first.reply.backend : 'b1';
@@ -140,7 +140,7 @@ if (await registerIpvsTests('IPVS data-path tests')) {
       t.like(quiesced, { weight: 0 }, 'the real server stays, at weight 0');
       t.true((quiesced?.active ?? 0) >= 1, 'with its open connection counted');
 
-      const s = await probe(topo, { from: topo.client('inside').netns, host: '10.96.0.10', port: 80, count: 20 });
+      const s = await probe(topo, { from: topo.client('inside').netns, host: '10.96.0.10', port: 80, count: 20, timeoutMs: PROBE_TIMEOUT_MS });
       t.deepEqual(s.errors, {});
       t.deepEqual(Object.keys(s.counts).sort(), rest, `no new connection reaches ${gone}`);
 
@@ -167,7 +167,7 @@ if (await registerIpvsTests('IPVS data-path tests')) {
   });
 
   test.serial('an endpoint that comes back while draining is restored to weight 1', async (t) => {
-    const held = await holdConnection(topo, { from: topo.client('inside').netns, host: '10.96.0.10', port: 80 });
+    const held = await holdConnection(topo, { from: topo.client('inside').netns, host: '10.96.0.10', port: 80, timeoutMs: PROBE_TIMEOUT_MS });
     try {
       const back = held.first.ok ? held.first.reply.backend : 'b1';
       const others = ['b1', 'b2', 'b3'].filter((n) => n !== back);
@@ -176,7 +176,7 @@ if (await registerIpvsTests('IPVS data-path tests')) {
       await apply([web(['b1', 'b2', 'b3']), metrics, empty, quiet(['b3'])], ['default/web:http']);
       t.like(await realServerConns(topo.node, '10.96.0.10:80', `${ipOf(back)}:8080`), { weight: 1 });
       t.deepEqual(await driver.request('pending'), []);
-      const s = await probe(topo, { from: topo.client('inside').netns, host: '10.96.0.10', port: 80, count: 9 });
+      const s = await probe(topo, { from: topo.client('inside').netns, host: '10.96.0.10', port: 80, count: 9, timeoutMs: PROBE_TIMEOUT_MS });
       t.deepEqual(s.counts, { b1: 3, b2: 3, b3: 3 });
     } finally {
       await held.close();

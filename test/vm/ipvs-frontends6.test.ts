@@ -15,7 +15,7 @@
  * answer: which backend, and which client address it saw.
  */
 import test from 'ava';
-import { connectOnce, probe, udpOnce } from '../../src/testbed/probe.ts';
+import { connectOnce, probe, udpEach, udpOnce } from '../../src/testbed/probe.ts';
 import type { Topology } from '../../src/testbed/topology.ts';
 import type { Frontends, NodeInfo, ServicePort } from '../../src/model/types.ts';
 import { ep, sp } from '../support/snapshots.ts';
@@ -158,8 +158,7 @@ if (await registerIpvsTests('IPVS IPv6 frontends tests')) {
 
   test.serial('UDP on the IPv6 NodePort: a client that keeps its source port reaches the new endpoint after a change (its stale conntrack entry deleted)', async (t) => {
     const flow = { from: topo.client('outside').netns, host: NODE_IP6, port: 30053, sourcePort: 40053, timeoutMs: 3000 };
-    for (let i = 0; i < 2; i++) {
-      const r = await udpOnce(topo, flow);
+    for (const r of await udpEach(topo, { ...flow, sourcePorts: [flow.sourcePort, flow.sourcePort] })) {
       t.like(r, { ok: true, reply: { backend: 'b1', ip: 'fd00:244:1::2' } }, JSON.stringify(r));
     }
     // The node's IPv6 UDP conntrack entries to the NodePort; without the deletion the flow would stay on b1, gone from the Service.

@@ -20,7 +20,8 @@
  * - `checkGraceful`, `pending`: the graceful-termination check and list;
  * - `dump`: every virtual server with its destinations, through a fresh IpvsClient;
  * - `bulk`: `services` virtual servers with `dests` destinations each, all
- *   commands sent at once through one IpvsClient (its bounded pipeline);
+ *   commands sent at once through one IpvsClient (its bounded pipeline), and
+ *   the socket's receive buffer (SO_RCVBUF in force, bytes);
  * - `trace`: `drover trace --mode ipvs` of `packet` (IPv4) over the live
  *   state of the namespace (src/modes/ipvs/trace.ts ipvsTraceContext);
  * - `close`: stop the backend's timer and close the sockets.
@@ -197,7 +198,7 @@ async function handle(req: Record<string, unknown>): Promise<unknown> {
         const dump = await c.dumpServices();
         let dests = 0;
         for (const s of dump.entries) if (s.address.startsWith('10.100.')) dests += (await c.dumpDests(s)).entries.length;
-        return { commands: nServices * (1 + nDests), ms, failures, services: dump.entries.filter((s) => s.address.startsWith('10.100.')).length, dests };
+        return { commands: nServices * (1 + nDests), ms, failures, services: dump.entries.filter((s) => s.address.startsWith('10.100.')).length, dests, recvBufferBytes: c.recvBufferBytes };
       } finally {
         c.close();
       }

@@ -45,6 +45,15 @@ export async function registerIpvsTests(what: string): Promise<boolean> {
   return false;
 }
 
+/**
+ * Deadline of one probe connection (connect and reply) where a test needs
+ * every connection answered: on a busy host the emulated guest can hold one
+ * for more than the testbed's default 2 s (seen: one ETIMEDOUT in 30 round
+ * robin connections at load average 24). A dropped connection still fails,
+ * only later.
+ */
+export const PROBE_TIMEOUT_MS = 10_000;
+
 /** Wait until `check` resolves true, polling every `everyMs`; throws naming `what` after `timeoutMs`. */
 export async function until(what: string, check: () => Promise<boolean>, timeoutMs: number, everyMs = 500): Promise<void> {
   const deadline = Date.now() + timeoutMs;
