@@ -14,7 +14,7 @@ import { EXIT, markPartial } from './exit.ts';
 import { kernelOptions } from './options.ts';
 import type { KernelOptions } from '../config/kernel.ts';
 import { createBackend, lockNamespace, modeHelp } from './setup.ts';
-import { removeNodeDns } from '../dns/node-dns.ts';
+import { nodeDnsStateIn, removeNodeDns } from '../dns/node-dns.ts';
 
 /**
  * The stderr lines for a chain cleanup emptied but could not delete: one per
@@ -62,7 +62,12 @@ export function cleanupCommand(): Command {
         await backend.close?.();
       }
       process.stdout.write(cleanupSummary(result));
-      // The node DNS's chains, table, links and intercepted address (run refuses --dns-address with --netns, so there are none in another namespace).
+      // The node DNS's chains, table, links and intercepted address: only in drover's own namespace (run refuses
+      // --dns-address with --netns; a run started with `ip netns exec` is cleaned up the same way, and named here).
+      if (opts.netns !== undefined) {
+        const left = await nodeDnsStateIn(opts.netns);
+        if (left.length > 0) process.stderr.write(`drover: network namespace ${opts.netns} holds node DNS state (${left.join(', ')}) that --netns cannot remove: run \`ip netns exec ${opts.netns} drover cleanup\`\n`);
+      }
       if (opts.netns === undefined) {
         const dns = await removeNodeDns();
         if (dns.chains + dns.rules + dns.tables + dns.links > 0) {

@@ -22,7 +22,7 @@ import { modeDriver } from '../modes/registry.ts';
 import { guardNodeSettings, needsNode, nodeSettings } from './node-settings.ts';
 import { applyConntrackOptions, createSource, createSyncBackend, lockNamespace, sourceKind, statusFileOption, syncLogFieldsOf, syncModeOptions } from './setup.ts';
 import { dnsOptions } from './dns-options.ts';
-import { removeInterceptLeftover, startNodeDns, type NodeDns } from '../dns/node-dns.ts';
+import { nodeDnsStateIn, removeInterceptLeftover, startNodeDns, type NodeDns } from '../dns/node-dns.ts';
 import { interceptedAddress } from '../dns/intercept.ts';
 import { registerDnsMetrics } from '../dns/metrics.ts';
 import { completeTakeover, prepareTakeover } from '../takeover/takeover.ts';
@@ -151,6 +151,10 @@ export function runCommand(): Command {
           ? await startNodeDns(proxier, { ...config.dns, dnsAddress, dataplane: { nftables: mode.filter === 'nftables', iptables: kernel.iptablesBackend }, ...(intercept !== undefined ? { intercept } : {}) }, logger)
           : undefined;
       if (dnsAddress === undefined && kernel.netns === undefined) await removeLeftoverIntercept(logger);
+      if (kernel.netns !== undefined) {
+        const left = await nodeDnsStateIn(kernel.netns);
+        if (left.length > 0) logger.warn({ netns: kernel.netns, left }, `network namespace ${kernel.netns} holds node DNS state that --netns cannot remove; its rules may still send DNS queries to a server no longer there: run \`ip netns exec ${kernel.netns} drover cleanup\``);
+      }
       const servers = await startServers(proxier, {
         metrics: server.metricsBindAddress,
         healthz: server.healthzBindAddress,

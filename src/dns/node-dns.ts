@@ -17,6 +17,7 @@
  * (run drover inside the namespace with `ip netns exec` instead).
  */
 import { networkInterfaces } from 'node:os';
+import { runCommand } from '../kernel/exec.ts';
 import type { DnsCliOptions } from '../config/dns.ts';
 import type { LinkManager } from '../kernel/rtnetlink/link.ts';
 import { planAddresses, RtnlLinkManager } from '../kernel/rtnetlink/link.ts';
@@ -244,4 +245,21 @@ export async function removeNodeDns(given?: LinkManager): Promise<{ chains: numb
     const unbound = await unbindIntercepted(links);
     return { ...removed, links: (index !== undefined ? 1 : 0) + unbound.links, addresses: unbound.addresses };
   });
+}
+
+/**
+ * The node DNS's links and labelled address found in network namespace
+ * `netns` (`ip -n NETNS -o link show`, `ip -n NETNS -o addr show dev lo`):
+ * what `drover run --dns-address` left there when it was started inside the
+ * namespace (`ip netns exec NETNS drover run …`). `run` and `cleanup` with
+ * `--netns` cannot remove them (Node cannot bind a socket or open an
+ * rtnetlink socket in another namespace), so they name them instead.
+ * An empty list when there are none or `ip` cannot tell.
+ */
+export async function nodeDnsStateIn(netns: string): Promise<string[]> {
+  const links = await runCommand('ip', ['-n', netns, '-o', 'link', 'show']);
+  const found = links.code === 0 ? [DNS_LINK, INTERCEPT_LINK].filter((name) => new RegExp(`^\\d+: ${name}[:@]`, 'm').test(links.stdout)) : [];
+  const lo = await runCommand('ip', ['-n', netns, '-o', 'addr', 'show', 'dev', 'lo']);
+  if (lo.code === 0 && lo.stdout.includes(INTERCEPT_LABEL)) found.push(`the address labelled ${INTERCEPT_LABEL}`);
+  return found;
 }

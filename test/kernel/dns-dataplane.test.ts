@@ -5,6 +5,8 @@
  */
 import test from 'ava';
 import { programDnsDataplane, removeDnsDataplane } from '../../src/dns/dataplane.ts';
+import { nodeDnsStateIn } from '../../src/dns/node-dns.ts';
+import { DROVER } from '../support/drover-bin.ts';
 import { withNetns } from '../../src/testbed/netns.ts';
 import { run } from '../../src/kernel/exec.ts';
 import { NFT } from '../../src/modes/nftables/exec.ts';
@@ -47,6 +49,19 @@ if (unavailable) {
       t.regex(table, /type filter hook prerouting priority raw; policy accept;\n\s+ip daddr 169\.254\.20\.10 udp dport 53 notrack/);
       t.deepEqual(await removeDnsDataplane(netns), { chains: 0, rules: 0, tables: 1 });
       t.is((await run(NFT, ['list', 'tables'], { netns })).stdout.trim(), '');
+    });
+  });
+
+  test("another namespace's node DNS links and labelled address are named, by cleanup --netns too, which cannot remove them", async (t) => {
+    await withNetns(async (netns) => {
+      t.deepEqual(await nodeDnsStateIn(netns), []);
+      // The host kernel has no dummy driver: a veth stands in for the link of that name.
+      await run('ip', ['-n', netns, 'link', 'add', 'drover-dns0', 'type', 'veth', 'peer', 'name', 'drv-peer0']);
+      await run('ip', ['-n', netns, 'addr', 'add', '192.0.2.10/32', 'dev', 'lo', 'label', 'lo:drover-cdns']);
+      t.deepEqual(await nodeDnsStateIn(netns), ['drover-dns0', 'the address labelled lo:drover-cdns']);
+      const res = await run(process.execPath, [DROVER, 'cleanup', '--netns', netns], { allowFail: true, timeoutMs: 60_000 });
+      t.is(res.code, 0, res.stderr);
+      t.regex(res.stderr, new RegExp(`^drover: network namespace ${netns} holds node DNS state \\(drover-dns0, the address labelled lo:drover-cdns\\) that --netns cannot remove: run \`ip netns exec ${netns} drover cleanup\`$`, 'm'));
     });
   });
 }
