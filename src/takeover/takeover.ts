@@ -104,8 +104,7 @@ async function traceContexts(mode: string, opts: ModeOptions, frontends: readonl
 
 /** The kernel options of `config` for mode `mode`'s trace and survey. */
 function kernelOf(config: TakeoverConfig, mode: string): ModeOptions {
-  const { kernel } = config;
-  return { mode, iptablesBackend: kernel.iptablesBackend, logLevel: kernel.logLevel, logFormat: kernel.logFormat, ...(kernel.netns !== undefined ? { netns: kernel.netns } : {}) };
+  return { ...config.kernel, mode };
 }
 
 /** The backend configuration of another mode's cleanup: its kernel options, and no section of any mode (none of the target mode's own flags). */
