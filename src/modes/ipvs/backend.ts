@@ -66,7 +66,8 @@ import { cleanupPlan } from '../shared/kube-chains/ruleset.ts';
 import type { StaticRuleset } from '../shared/kube-chains/static.ts';
 import type { VirtualServerKey } from '../../kernel/ipvs/codec.ts';
 import { DesiredIndex, type DesiredDelta } from './assemble.ts';
-import { cidrContains, isCanonicalIPv4CIDR, parseCIDR } from '../../model/addr.ts';
+import { isCanonicalIPv4CIDR, parseCIDR } from '../../model/addr.ts';
+import { inLayout } from './owned.ts';
 import { NO_NODE_ADDRESSES, type NodeAddresses } from './frontends.ts';
 import { desiredServicePort, virtualServerKey, type DesiredIpvsState, type DesiredVirtualServer } from './desired.ts';
 import { addressDrift, checkWindow, realServerChecks, realServerDrift, virtualServerDrift } from './drift.ts';
@@ -198,8 +199,7 @@ export class IpvsBackend implements Backend {
    * (NodePorts, external IPs the host has).
    */
   private owns(vs: VirtualServerKey, bound: ReadonlySet<string>): boolean {
-    const cidr = this.opts.serviceCIDR;
-    return (cidr !== undefined && cidrContains(cidr, vs.address)) || bound.has(vs.address) || this.hostAddresses.has(vs.address);
+    return inLayout(vs.address, { serviceCIDR: this.opts.serviceCIDR, bound, host: this.hostAddresses });
   }
 
   /** Real servers in graceful termination, sorted by key. */

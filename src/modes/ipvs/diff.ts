@@ -31,7 +31,8 @@ import { ipvsSysctls } from './sysctl.ts';
 import { TABLES } from '../../kernel/iptables/parse.ts';
 import { driftItems, formatDrift, ipv6DriftItem, type DriftItem } from '../shared/kube-chains/diff.ts';
 import { boundAddresses, virtualServerLabel, type IpvsLive } from './live.ts';
-import { cidrContains, joinHostPort, uint32ToIPv4 } from '../../model/addr.ts';
+import { joinHostPort, uint32ToIPv4 } from '../../model/addr.ts';
+import { inLayout } from './owned.ts';
 
 /** What kind of IPVS-mode difference an item is. */
 export type IpvsDriftKind =
@@ -135,8 +136,8 @@ export function ipvsDrift(desired: DesiredIpvsState, live: IpvsLive, opts: IpvsD
   const full = hostPrefixLength(family);
   const bound = boundAddresses(live, family);
   const host = new Set(opts.hostAddresses ?? []);
-  const cidr = opts.serviceCIDR;
-  const owned = (vs: VirtualServerKey) => (cidr !== undefined && cidrContains(cidr, vs.address)) || bound.has(vs.address) || host.has(vs.address);
+  const scope = { serviceCIDR: opts.serviceCIDR, bound, host };
+  const owned = (vs: VirtualServerKey) => inLayout(vs.address, scope);
   const virtualServers = new Map([...live.virtualServers].filter(([, v]) => v.entry.address.includes(':') === (family === 'IPv6')));
   const targets = fullSyncTargets(desired, virtualServers, owned, opts.incomplete === true, bound, host);
   const sets = planIpsetRestore(targets.sets, live.sets, family);
