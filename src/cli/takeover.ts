@@ -8,11 +8,14 @@
 import { Command, Option } from 'commander';
 import { TakeoverRefusedError } from '../errors.ts';
 import type { Backend } from '../proxier/backend.ts';
-import { takeover } from '../takeover/takeover.ts';
+import { DEFAULT_DRAIN_MS, takeover } from '../takeover/takeover.ts';
 import { createLogger } from '../util/log.ts';
-import { kernelOptions, listTimeoutOption, renderOptions } from './options.ts';
+import { kernelOptions, listTimeoutOption, parseDuration, renderOptions } from './options.ts';
 import { createSyncBackend, loadSource, lockNamespace, syncModeOptions } from './setup.ts';
 import { commandProxyConfig } from './proxy-config.ts';
+
+/** takeover's own options, beside those ProxyConfig gathers. */
+type TakeoverCliOptions = { dryRun: boolean; force: boolean; drainTimeout: number };
 
 /** The `takeover` command. */
 export function takeoverCommand(): Command {
@@ -20,12 +23,18 @@ export function takeoverCommand(): Command {
     .description(
       'move this node to --mode with traffic running: find the proxy state there (kube-proxy\'s iptables layout, drover\'s state of another mode), ' +
         'program --mode beside it with one full sync, check that every frontend of the source goes to the same endpoints through both, then remove the old state with its own cleanup' +
-        '. Refused while kube-proxy runs in the namespace, before anything is removed when a frontend differs, and for IPVS mode (not built yet). ' +
+        '. From IPVS mode, its virtual servers stay until the connections IPVS holds end, at most --drain-timeout. ' +
+        'Refused while kube-proxy runs in the namespace, before anything is removed when a frontend differs, and to IPVS mode or from it to iptables mode (not built yet). ' +
         'Exit 0 when only --mode\'s state is left, 1 otherwise',
     )
     .addOption(new Option('--dry-run', 'print what is there and the plan; change nothing').default(false))
+    .addOption(
+      new Option('--drain-timeout <duration>', "from IPVS mode: how long to wait for the connections IPVS itself holds to end before its virtual servers are deleted, which cuts those still open (Go duration)")
+        .default(DEFAULT_DRAIN_MS, '30s')
+        .argParser(parseDuration),
+    )
     .addOption(new Option('--force', "also delete kube-proxy's nftables tables (table ip/ip6 kube-proxy), which drover cannot check").default(false))
-    .action(async (opts: { dryRun: boolean; force: boolean }) => {
+    .action(async (opts: TakeoverCliOptions) => {
       const config = commandProxyConfig(cmd);
       const logger = createLogger(config.kernel.logLevel);
       const { snapshot, problems, incomplete } = await loadSource(config.render);
@@ -39,6 +48,7 @@ export function takeoverCommand(): Command {
           snapshot,
           force: opts.force,
           dryRun: opts.dryRun,
+          drainMs: opts.drainTimeout,
           logger,
           write: (text) => process.stdout.write(text),
           program: async () => {

@@ -13,7 +13,9 @@
  * ProxyConfig, or the part of it they read): each driver reads its own
  * section, `modes[its name]`, holding the flags it declared in
  * {@link ModeDriver.options}, and no other mode's. The hooks that only read
- * the kernel (`chains`, `trace`, `survey`) take its kernel options.
+ * the kernel (`chains`, `trace`, `survey`) take its kernel options (the
+ * survey also the render section's `serviceCidr`, as the cleanup it
+ * foresees).
  */
 import type { ModeMetricsFactory } from '../server/metrics.ts';
 import type { Option } from 'commander';
@@ -168,6 +170,27 @@ export interface ModeSurvey {
    * not use here); a takeover refuses while any is there.
    */
   readonly elsewhere?: readonly string[];
+  /**
+   * State like the mode's that is another program's, one line each (e.g.
+   * a virtual server outside IPVS mode's layout): its cleanup leaves it.
+   */
+  readonly ignored?: readonly string[];
+  /**
+   * Why this state cannot be checked and removed from here, one line (e.g.
+   * virtual servers that cannot be read with `--netns`); a takeover away
+   * from the mode refuses while it is set and the mode's state is there.
+   */
+  readonly cannotRemove?: string;
+}
+
+/** What {@link ModeDriver.drain} waited for. */
+export interface DrainReport {
+  /** Connections that only the mode's own state carried when the wait began. */
+  readonly connections: number;
+  /** Those still open when the wait ended (0: drained); its cleanup cuts them. */
+  readonly left: number;
+  /** How long it waited, ms. */
+  readonly ms: number;
 }
 
 /**
@@ -250,9 +273,21 @@ export interface ModeDriver {
    * `takeover`: the mode's own state in the namespace of `opts.netns` (or
    * drover's own), found by what the mode's `cleanup` would remove, so that
    * state of kube-proxy's in the same layout counts as the mode's.
+   * `render`: the render settings its cleanup would be given (IPVS mode
+   * reads `serviceCidr`, which decides which virtual servers are its own).
    * @throws UsageError when not root or the namespace does not exist; Error when the kernel cannot be read.
    */
-  survey(opts: ModeOptions): Promise<ModeSurvey>;
+  survey(opts: ModeOptions, render?: BackendConfig['render']): Promise<ModeSurvey>;
+  /**
+   * `takeover`, after the check and before this mode's cleanup removes its
+   * state: wait, at most `boundMs`, until the connections that only this
+   * mode's state carries have ended. `config` is that of the cleanup that
+   * follows (no section of the mode; the render section's `serviceCidr`).
+   * Absent in a mode whose established connections outlive its rules
+   * (their conntrack entry holds the NAT).
+   * @throws Error when the kernel cannot be read.
+   */
+  drain?(config: BackendConfig, boundMs: number): Promise<DrainReport>;
   /** `status`: the mode's live state and drift from the recorded source (`recorded`: the source and render settings and the mode's section `run` used). */
   status(opts: ModeOptions, recorded: DesiredConfig): Promise<ModeStatus>;
   /**

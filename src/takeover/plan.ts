@@ -20,23 +20,41 @@ export interface TakeoverPlan {
   readonly refusal?: string;
 }
 
-/** Modes whose takeover is not built: their state cannot yet be checked and removed with traffic kept. */
-const NOT_BUILT = new Set(['ipvs']);
+/**
+ * The takeovers that are not built, as (from, to) mode pairs; `*` stands
+ * for any mode. To IPVS mode: not built. From IPVS mode to iptables mode:
+ * the two layouts share nat chains (KUBE-SERVICES, KUBE-POSTROUTING,
+ * KUBE-MARK-MASQ…), so each one's full sync and cleanup would rewrite or
+ * remove the other's.
+ */
+const NOT_BUILT: ReadonlyArray<readonly [string, string, string]> = [
+  ['*', 'ipvs', 'a takeover to IPVS mode is not built yet'],
+  ['ipvs', 'iptables', "a takeover from IPVS mode to iptables mode is not built yet (their layouts share nat chains, such as KUBE-SERVICES, so IPVS mode's cleanup would remove iptables mode's); move to nftables mode"],
+];
+
+/** Why moving from `from` to `target` is not built, or undefined when it is. */
+function notBuilt(from: string, target: string): string | undefined {
+  return NOT_BUILT.find(([f, t]) => (f === '*' || f === from) && t === target)?.[2];
+}
 
 /**
  * The plan of `takeover --mode target` for `survey`. Refused: when IPVS
- * mode is the target or its state is there (IPVS takeovers are not built),
- * and, without `force`, when kube-proxy's nftables tables are there
- * (drover cannot evaluate them, so cannot check that they send each
- * frontend where drover's state does).
+ * mode is the target, or its state is there and the target is iptables
+ * mode (not built); when a mode to remove says its state cannot be
+ * checked and removed from here (ModeSurvey.cannotRemove); and, without
+ * `force`, when kube-proxy's nftables tables are there (drover cannot
+ * evaluate them, so cannot check that they send each frontend where
+ * drover's state does).
  */
 export function planTakeover(survey: NodeSurvey, target: string, force: boolean): TakeoverPlan {
   const own = survey.modes.find((m) => m.mode === target);
   const remove = survey.modes.filter((m) => m.mode !== target && m.found.length > 0);
   const deleteTables = force ? survey.kubeProxyTables : [];
   const base = { target, adopt: own?.found ?? [], remove, deleteTables };
-  const ipvs = [own, ...remove].find((m) => m !== undefined && NOT_BUILT.has(m.mode) && (m.mode === target || m.found.length > 0));
-  if (ipvs !== undefined) return { ...base, refusal: `a takeover ${ipvs.mode === target ? 'to' : 'from'} ${ipvs.title} mode is not built yet; nothing was changed` };
+  const refused = [undefined, ...remove.map((m) => m.mode)].map((from) => notBuilt(from ?? '*', target)).find((r) => r !== undefined);
+  if (refused !== undefined) return { ...base, refusal: `${refused}; nothing was changed` };
+  const unreadable = remove.find((m) => m.cannotRemove !== undefined);
+  if (unreadable !== undefined) return { ...base, refusal: `${unreadable.title} mode's state cannot be checked and removed from here: ${unreadable.cannotRemove}; nothing was changed` };
   const apart = survey.modes.find((m) => (m.elsewhere ?? []).length > 0);
   if (apart !== undefined) {
     return {
@@ -60,6 +78,7 @@ export function formatSurvey(survey: NodeSurvey): string {
     text += `  ${m.title} mode: ${m.found.length === 0 ? 'nothing' : m.found.join('; ')}\n`;
     for (const u of m.unread) text += `    not read: ${u}\n`;
     for (const e of m.elsewhere ?? []) text += `    also, in the other iptables variant: ${e}\n`;
+    for (const i of m.ignored ?? []) text += `    ${i}\n`;
   }
   text += `  kube-proxy nftables mode: ${survey.kubeProxyTables.length === 0 ? 'nothing' : survey.kubeProxyTables.map((t) => `table ${t}`).join('; ')}\n`;
   return text;

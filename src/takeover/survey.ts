@@ -6,7 +6,7 @@
  * `table ip6 kube-proxy`: pkg/proxy/nftables/proxier.go kubeProxyTable).
  */
 import { runCommand } from '../kernel/exec.ts';
-import type { ModeOptions, ModeSurvey } from '../modes/driver.ts';
+import type { BackendConfig, ModeOptions, ModeSurvey } from '../modes/driver.ts';
 import { allModes } from '../modes/registry.ts';
 import { NFT } from '../modes/nftables/exec.ts';
 
@@ -41,13 +41,14 @@ export function kubeProxyTablesIn(listing: string): string[] {
 
 /**
  * Survey the namespace of `opts.netns` (drover's own without it): every
- * mode's driver, then `nft list tables` for kube-proxy's.
+ * mode's driver (given `render`, the render settings of the modes'
+ * cleanup), then `nft list tables` for kube-proxy's.
  * @throws what a driver's survey throws (UsageError when not root or the
  *   namespace does not exist); CommandError when nft cannot list the tables.
  */
-export async function surveyNode(opts: ModeOptions): Promise<NodeSurvey> {
+export async function surveyNode(opts: ModeOptions, render: BackendConfig['render'] = {}): Promise<NodeSurvey> {
   const modes: ModeFinding[] = [];
-  for (const driver of allModes()) modes.push({ mode: driver.name, title: driver.title, ...(await driver.survey(opts)) });
+  for (const driver of allModes()) modes.push({ mode: driver.name, title: driver.title, ...(await driver.survey(opts, render)) });
   const listed = await runCommand(NFT, ['list', 'tables'], opts.netns !== undefined ? { netns: opts.netns } : {});
   if (listed.code !== 0) throw new Error(`nft list tables failed: ${listed.stderr.trim()}`);
   return { modes, kubeProxyTables: kubeProxyTablesIn(listed.stdout) };

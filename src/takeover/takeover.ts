@@ -6,17 +6,21 @@
  * with one full sync beside the old state (the caller's `program`); check
  * that every frontend of the desired state goes to the same endpoints
  * through the old state as through M's (verify.ts), and stop before
- * removing anything when one does not; remove the old state with the old
- * mode's own cleanup (only what that mode owns); survey again and report.
+ * removing anything when one does not; let an old mode whose own state
+ * carries connections wait for them to end, within a bound (IPVS mode:
+ * ModeDriver.drain); remove the old state with the old mode's own cleanup
+ * (only what that mode owns); survey again and report.
  * Connections already established keep their conntrack entries, whose NAT
- * does not depend on the rules that made it; new ones find M's rules in
- * place before the old ones go, so none meets an empty node.
+ * does not depend on the rules that made it (IPVS's connections excepted:
+ * hence the drain); new ones find M's rules in place before the old ones
+ * go, so none meets an empty node.
  */
 import { TakeoverRefusedError } from '../errors.ts';
 import { localAddresses } from '../kernel/iptables/live.ts';
 import type { TraceContext } from '../inspect/trace.ts';
-import type { BackendConfig, ModeOptions } from '../modes/driver.ts';
+import type { BackendConfig, DrainReport, ModeOptions } from '../modes/driver.ts';
 import type { ProxyConfig } from '../config/proxy-config.ts';
+import type { RenderCliOptions } from '../config/render-cli.ts';
 import { modeDriver } from '../modes/registry.ts';
 import type { IPFamily, Snapshot } from '../model/types.ts';
 import { runCommand } from '../kernel/exec.ts';
@@ -28,8 +32,12 @@ import { NFT } from '../modes/nftables/exec.ts';
 import { surveyNode } from './survey.ts';
 import { compareFrontends, formatDifferences, frontendsToCheck, type CheckedFrontend } from './verify.ts';
 
-/** The part of the configuration a takeover reads: the kernel section, whose `mode` is the mode to move to. */
-export type TakeoverConfig = Pick<ProxyConfig, 'kernel'>;
+/**
+ * The part of the configuration a takeover reads: the kernel section, whose
+ * `mode` is the mode to move to, and the render section's service CIDR,
+ * which the old modes' survey and cleanup read (default: IPVS mode's).
+ */
+export type TakeoverConfig = Pick<ProxyConfig, 'kernel'> & { readonly render?: Partial<Pick<RenderCliOptions, 'serviceCidr'>> };
 
 /** What {@link takeover} needs. */
 export interface TakeoverInput {
@@ -47,7 +55,12 @@ export interface TakeoverInput {
   readonly write: (text: string) => void;
   /** The clock, ms; default Date.now. */
   readonly now?: () => number;
+  /** How long an old mode may wait for its own connections to end before its cleanup (ModeDriver.drain), ms; default {@link DEFAULT_DRAIN_MS}. */
+  readonly drainMs?: number;
 }
+
+/** The default bound of the wait for an old mode's own connections ({@link TakeoverInput.drainMs}): 30 s. */
+export const DEFAULT_DRAIN_MS = 30_000;
 
 /** What {@link takeover} did. */
 export interface TakeoverReport {
@@ -56,6 +69,8 @@ export interface TakeoverReport {
   readonly checked: number;
   /** Each old mode's cleanup, in the plan's order. */
   readonly removed: ReadonlyArray<{ readonly mode: string; readonly result: CleanupResult }>;
+  /** Each old mode's wait for its own connections (modes with ModeDriver.drain only). */
+  readonly drained: ReadonlyArray<{ readonly mode: string; readonly report: DrainReport }>;
   /** What the survey after the removal still finds of the old modes, one line each; empty when all is gone. */
   readonly remaining: readonly string[];
   /** From the start of the full sync until the old state was gone, ms; 0 for a dry run. */
@@ -80,6 +95,16 @@ export function countsText(counts: ObjectCounts): string {
     .filter(([, n]) => (n ?? 0) > 0)
     .map(([kind, n]) => `${n} ${(KIND_NAMES[kind] ?? [kind, kind])[n === 1 ? 0 : 1]}`);
   return parts.length > 0 ? parts.join(', ') : 'nothing';
+}
+
+/**
+ * The line of an old mode's wait for its own connections: "IPVS mode's 8
+ * active connections ended in 2100 ms", or how many are cut. Pure.
+ */
+export function drainText(title: string, r: DrainReport): string {
+  if (r.connections === 0) return `${title} mode carried no active connection of its own\n`;
+  if (r.left === 0) return `${title} mode's ${r.connections} active connections ended in ${r.ms} ms\n`;
+  return `${title} mode still carried ${r.left} of ${r.connections} active connections after ${r.ms} ms (the bound): removing its state cuts them\n`;
 }
 
 /** The node's addresses where NodePorts are checked: IPv4 ones but loopback, and global IPv6 ones (none when they cannot be read). */
@@ -107,9 +132,19 @@ function kernelOf(config: TakeoverConfig, mode: string): ModeOptions {
   return { ...config.kernel, mode };
 }
 
-/** The backend configuration of another mode's cleanup: its kernel options, and no section of any mode (none of the target mode's own flags). */
+/**
+ * The render settings of another mode's cleanup (and of the survey, which
+ * finds what the cleanup would remove): only the service CIDR, which tells
+ * which virtual servers are IPVS mode's (modes/ipvs/owned.ts).
+ */
+function cleanupRender(config: TakeoverConfig): BackendConfig['render'] {
+  const cidr = config.render?.serviceCidr;
+  return cidr !== undefined ? { serviceCidr: cidr } : {};
+}
+
+/** The backend configuration of another mode's cleanup (and drain): its kernel options, the service CIDR, and no section of any mode (none of the target mode's own flags). */
 function cleanupConfig(config: TakeoverConfig, mode: string): BackendConfig {
-  return { kernel: kernelOf(config, mode), render: {}, modes: {} };
+  return { kernel: kernelOf(config, mode), render: cleanupRender(config), modes: {} };
 }
 
 /**
@@ -122,7 +157,7 @@ export async function prepareTakeover(config: TakeoverConfig, force: boolean, wr
   const { kernel } = config;
   const alive = await kubeProxyAlive(kernel.netns);
   if (alive !== undefined) throw new TakeoverRefusedError(`${alive}; nothing was changed`);
-  const survey = await surveyNode(kernelOf(config, kernel.mode));
+  const survey = await surveyNode(kernelOf(config, kernel.mode), cleanupRender(config));
   const plan = planTakeover(survey, modeDriver(kernel.mode).name, force);
   write(formatSurvey(survey) + formatPlan(plan, (m) => modeDriver(m).title));
   if (plan.refusal !== undefined) throw new TakeoverRefusedError(plan.refusal);
@@ -140,6 +175,8 @@ export interface CompleteInput {
   /** When the target mode's full sync started (ms, on `now`'s clock). */
   readonly start: number;
   readonly now?: () => number;
+  /** As {@link TakeoverInput.drainMs}. */
+  readonly drainMs?: number;
 }
 
 /**
@@ -173,6 +210,15 @@ export async function completeTakeover(input: CompleteInput): Promise<TakeoverRe
     write(`checked ${checked} frontends: the same endpoints in ${[...plan.remove.map((m) => m.title), target.title].map((t) => `${t} mode`).join(' and ')}\n`);
   }
 
+  const drained: Array<{ mode: string; report: DrainReport }> = [];
+  for (const old of plan.remove) {
+    const driver = modeDriver(old.mode);
+    if (driver.drain === undefined) continue;
+    const report = await driver.drain(cleanupConfig(config, old.mode), input.drainMs ?? DEFAULT_DRAIN_MS);
+    drained.push({ mode: old.mode, report });
+    write(drainText(driver.title, report));
+  }
+
   const removed = [];
   for (const old of plan.remove) {
     const driver = modeDriver(old.mode);
@@ -192,13 +238,13 @@ export async function completeTakeover(input: CompleteInput): Promise<TakeoverRe
   }
   const ms = now() - input.start;
 
-  const after = await surveyNode(kernelOf(config, target.name));
+  const after = await surveyNode(kernelOf(config, target.name), cleanupRender(config));
   const remaining = [
     ...after.modes.filter((m) => plan.remove.some((r) => r.mode === m.mode) && m.found.length > 0).map((m) => `${m.title} mode: ${m.found.join('; ')}`),
     ...after.kubeProxyTables.filter((t) => plan.deleteTables.includes(t)).map((t) => `table ${t}`),
   ];
   write(remaining.length === 0 ? `done in ${ms} ms: only ${target.title} mode's state is left\n` : `done in ${ms} ms, but still there: ${remaining.join('; ')}\n`);
-  return { plan, checked, removed, remaining, ms };
+  return { plan, checked, removed, drained, remaining, ms };
 }
 
 /**
@@ -214,10 +260,10 @@ export async function takeover(input: TakeoverInput): Promise<TakeoverReport> {
   const plan = await prepareTakeover(config, input.force, write);
   if (input.dryRun) {
     write('dry run: nothing was changed\n');
-    return { plan, checked: 0, removed: [], remaining: [], ms: 0 };
+    return { plan, checked: 0, removed: [], drained: [], remaining: [], ms: 0 };
   }
   const start = now();
   const synced = await input.program();
   write(`synced ${modeDriver(config.kernel.mode).title} mode: ${synced.services} service ports, ${synced.endpoints} endpoints, in ${synced.totalMs.toFixed(1)} ms\n`);
-  return completeTakeover({ config, plan, snapshot: input.snapshot, logger: input.logger, write, start, now });
+  return completeTakeover({ config, plan, snapshot: input.snapshot, logger: input.logger, write, start, now, ...(input.drainMs !== undefined ? { drainMs: input.drainMs } : {}) });
 }

@@ -8,7 +8,7 @@ export const IPTABLES_TO_NFTABLES_PLAN =
   'found:\n' +
   '  iptables mode: iptables-nft IPv4: 13 chains, 15 hook rules\n' +
   '  IPVS mode: nothing\n' +
-  '    not read: IPVS virtual servers: not read by the survey\n' +
+  "    not read: IPVS virtual servers: not read with --netns (netlink reads drover's own network namespace)\n" +
   '  nftables mode: nothing\n' +
   '  kube-proxy nftables mode: nothing\n' +
   'plan:\n' +

@@ -32,6 +32,7 @@ import { ipvsStaticRules } from './rules.ts';
 import { ipvsTraceContext, ipvsTraceFormat } from './trace.ts';
 import { createIpvsBackend } from './wiring.ts';
 import { ipvsSurvey } from './survey.ts';
+import { drainIpvs } from './handover.ts';
 
 /** "1 entry", "2 entries". */
 function count(n: number, one: string, many: string): string {
@@ -177,6 +178,7 @@ export const ipvsMode: ModeDriver = {
   },
 
   survey: ipvsSurvey,
+  drain: drainIpvs,
 
   async status(opts, recorded) {
     const live = await readIpvsKernel(opts, true);

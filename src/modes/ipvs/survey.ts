@@ -3,18 +3,20 @@
  * ModeDriver.survey): the iptables chains only kube-proxy's IPVS layout has
  * (pkg/proxy/ipvs/proxier.go: KUBE-NODE-PORT, KUBE-LOAD-BALANCER,
  * KUBE-IPVS-FILTER, KUBE-IPVS-OUT-FILTER, KUBE-SOURCE-RANGES-FIREWALL), the
- * dummy link kube-ipvs0 and IPVS mode's ipsets. It reads no virtual server:
- * that needs IPVS in the kernel, and takes the whole process into the
- * namespace (wiring.ts); the survey says so in its `unread`.
+ * dummy link kube-ipvs0, IPVS mode's ipsets, and the layout's virtual
+ * servers (handover.ts). Those are read over netlink in this process's own
+ * namespace only (wiring.ts): with `--netns`, the survey says so in its
+ * `unread`.
  */
 import { runCommand } from '../../kernel/exec.ts';
 import type { TableName } from '../../kernel/iptables/parse.ts';
 import { DUMMY_INTERFACE } from '../../kernel/rtnetlink/link.ts';
 import type { IPFamily } from '../../model/types.ts';
-import type { ModeOptions, ModeSurvey } from '../driver.ts';
+import type { BackendConfig, ModeOptions, ModeSurvey } from '../driver.ts';
 import { surveyLayout } from '../shared/kube-chains/survey.ts';
 import { familySetName, IPVS_SETS } from './ipset.ts';
 import { ipvsStaticRules } from './rules.ts';
+import { surveyVirtualServers } from './handover.ts';
 
 /** The chains only IPVS mode's layout has, per table. */
 const IPVS_ONLY: Readonly<Record<TableName, readonly string[]>> = {
@@ -30,14 +32,17 @@ function isIpvsMarker(table: TableName, chain: string): boolean {
 /**
  * IPVS mode's state in the namespace of `opts.netns`: its chains (per
  * family, counted as cleanup removes them), kube-ipvs0 when the link exists,
- * and those of IPVS mode's ipsets that exist (`ipset list -n`; unread when
- * ipset fails).
+ * those of IPVS mode's ipsets that exist (`ipset list -n`; unread when
+ * ipset fails), and the layout's virtual servers (handover.ts: unread with
+ * `--netns`; those outside the layout in `ignored`; `render.serviceCidr` as
+ * cleanup's).
  * @throws UsageError when not root or the namespace does not exist; CommandError when iptables-save fails for IPv4.
  */
-export async function ipvsSurvey(opts: ModeOptions): Promise<ModeSurvey> {
+export async function ipvsSurvey(opts: ModeOptions, render: BackendConfig['render'] = {}): Promise<ModeSurvey> {
   const netns = opts.netns !== undefined ? { netns: opts.netns } : {};
   const { found, unread, elsewhere } = await surveyLayout(opts, (family) => ipvsStaticRules({ masqueradeAll: false }, undefined, family), isIpvsMarker, ' (IPVS layout)');
-  unread.unshift('IPVS virtual servers: not read by the survey');
+  const servers = await surveyVirtualServers(opts, render);
+  unread.unshift(...servers.unread);
   const link = await runCommand('ip', ['-o', 'link', 'show', 'dev', DUMMY_INTERFACE], netns);
   if (link.code === 0) found.push(`link ${DUMMY_INTERFACE}`);
   const sets = await runCommand('ipset', ['list', '-n'], netns);
@@ -48,5 +53,6 @@ export async function ipvsSurvey(opts: ModeOptions): Promise<ModeSurvey> {
     const ours = (['IPv4', 'IPv6'] as IPFamily[]).flatMap((f) => IPVS_SETS.map((s) => familySetName(s.name, f))).filter((n) => names.has(n));
     if (ours.length > 0) found.push(`ipsets ${ours.join(', ')}`);
   }
-  return { found, unread, elsewhere };
+  found.push(...servers.found);
+  return { found, unread, elsewhere, ignored: servers.ignored, ...(servers.cannotRemove !== undefined ? { cannotRemove: servers.cannotRemove } : {}) };
 }
