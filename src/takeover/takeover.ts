@@ -17,6 +17,7 @@
  */
 import { TakeoverRefusedError } from '../errors.ts';
 import { localAddresses } from '../kernel/iptables/live.ts';
+import { DUMMY_INTERFACE } from '../kernel/rtnetlink/link.ts';
 import type { TraceContext } from '../inspect/trace.ts';
 import type { BackendConfig, DrainReport, ModeOptions } from '../modes/driver.ts';
 import type { ProxyConfig } from '../config/proxy-config.ts';
@@ -107,10 +108,17 @@ export function drainText(title: string, r: DrainReport): string {
   return `${title} mode still carried ${r.left} of ${r.connections} active connections after ${r.ms} ms (the bound): removing its state cuts them\n`;
 }
 
-/** The node's addresses where NodePorts are checked: IPv4 ones but loopback, and global IPv6 ones (none when they cannot be read). */
+/**
+ * The node's addresses where NodePorts are checked: IPv4 ones but loopback,
+ * and global IPv6 ones (none when they cannot be read); not those bound to
+ * kube-ipvs0, which are Services' addresses (kube-proxy's IPVS mode serves
+ * no NodePort there, and the link goes with IPVS mode's state).
+ */
 async function nodeIPs(netns: string | undefined): Promise<Record<IPFamily, string[]>> {
-  const v4 = [...(await localAddresses(netns, 'IPv4'))].filter((a) => !a.startsWith('127.'));
-  const v6 = [...(await localAddresses(netns, 'IPv6').catch(() => new Set<string>()))];
+  const services = async (family: IPFamily) => localAddresses(netns, family, DUMMY_INTERFACE).catch(() => new Set<string>());
+  const [bound4, bound6] = await Promise.all([services('IPv4'), services('IPv6')]);
+  const v4 = [...(await localAddresses(netns, 'IPv4'))].filter((a) => !a.startsWith('127.') && !bound4.has(a));
+  const v6 = [...(await localAddresses(netns, 'IPv6').catch(() => new Set<string>()))].filter((a) => !bound6.has(a));
   return { IPv4: v4, IPv6: v6 };
 }
 
