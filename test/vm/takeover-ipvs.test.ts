@@ -1,0 +1,113 @@
+/**
+ * `drover takeover --mode nftables` on a node that IPVS mode programmed
+ * (kube-proxy's IPVS layout, which drover's IPVS mode writes exactly), with
+ * traffic running, in the test guest: drover runs inside the node namespace
+ * (`ip netns exec`: IPVS is read and written over netlink in its own
+ * namespace). A client holds 4 long-lived TCP connections to a ClusterIP
+ * and 4 to a NodePort, each making a request every 50 ms, and opens a new
+ * connection every 50 ms to each. The long-lived connections live in IPVS's
+ * own connection table, so the takeover keeps the virtual servers until they
+ * end: once it has checked every frontend, the client goes on for a while,
+ * then closes them, and new connections go on until after the takeover.
+ * No new connection may fail, no long-lived one may break; afterwards only
+ * nftables mode's state is left (read back: no IPVS chain, set, link or
+ * virtual server of the layout), a virtual server outside the layout is
+ * still there, and `drover diff` is clean.
+ */
+import test from 'ava';
+import { spawn } from 'node:child_process';
+import { mkdir, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { run } from '../../src/testbed/exec.ts';
+import { startTraffic, type Traffic, type TrafficSummary } from '../../src/testbed/probe.ts';
+import { CLUSTER_IP, faultWorld, reached } from '../support/faults.ts';
+import { DROVER, drover } from './support/cli.ts';
+import { ipvsadmState, registerIpvsTests, until } from './support/env.ts';
+
+const NODE_PORT = 30080;
+const MANIFESTS =
+  `apiVersion: v1\nkind: Service\nmetadata: {name: web, namespace: nsd}\nspec: {type: NodePort, clusterIP: ${CLUSTER_IP}, ports: [{name: http, port: 80, nodePort: ${NODE_PORT}, protocol: TCP}]}\n---\n` +
+  `apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {name: web-1, namespace: nsd, labels: {kubernetes.io/service-name: web}}\naddressType: IPv4\n` +
+  `ports: [{name: http, port: 8080, protocol: TCP}]\nendpoints:\n  - {addresses: [10.180.0.1], conditions: {ready: true}}\n  - {addresses: [10.180.0.2], conditions: {ready: true}}\n`;
+/** A virtual server of another program: not on kube-ipvs0, not the node's, outside the service CIDR. */
+const FOREIGN = '192.168.50.1:80';
+/** The emulated guest is ~25 times slower than the host: generous deadlines, never tight ones. */
+const TRAFFIC = { intervalMs: 50, timeoutMs: 5000, heldTimeoutMs: 10_000 };
+
+/** What the node holds of each mode, read back from the kernel. */
+async function holds(netns: string): Promise<{ ipvsChains: string[]; ipvsSets: string[]; link: boolean; virtualServers: string[]; nftables: boolean }> {
+  const save = (await run('iptables-nft-save', [], { netns })).stdout;
+  const sets = (await run('ipset', ['list', '-n'], { netns })).stdout.split('\n').filter((n) => n.startsWith('KUBE-'));
+  const link = await run('ip', ['link', 'show', 'dev', 'kube-ipvs0'], { netns, allowFail: true });
+  const nft = (await run('nft', ['list', 'tables'], { netns })).stdout;
+  return {
+    ipvsChains: [...save.matchAll(/^:(KUBE-[A-Z0-9-]+) /gm)].map((m) => m[1]!),
+    ipvsSets: sets,
+    link: link.code === 0,
+    virtualServers: (await ipvsadmState(netns)).filter((l) => !l.startsWith('->')),
+    nftables: /^table ip drover$/m.test(nft),
+  };
+}
+
+if (await registerIpvsTests('IPVS takeover tests')) {
+  test.serial('IPVS → nftables with traffic to a ClusterIP and a NodePort: none failed, none lost, only nftables mode left, a foreign virtual server kept, diff clean', async (t) => {
+    const w = await faultWorld(t, { readyTimeoutMs: 120_000 });
+    const node = w.topo.node;
+    const source = join(w.scratch, 'manifests');
+    await mkdir(source);
+    await writeFile(join(source, 'web.yaml'), MANIFESTS);
+    const flags = ['--source', source, '--service-cidr', '172.30.0.0/16', '--cluster-cidr', '10.180.0.0/16', '--iptables-backend', 'nft'];
+    const synced = await drover(node, ['sync', '--once', '--mode', 'ipvs', ...flags]);
+    t.is(synced.code, 0, synced.stderr);
+    await run('ipvsadm', ['-A', '-t', FOREIGN, '-s', 'rr'], { netns: node });
+    t.is(await reached(w), 'b1,b2');
+
+    const start = (host: string, port: number, held: number) => startTraffic(w.topo, { host, port, held, ...TRAFFIC });
+    const stopAll = (loads: Traffic[]) => Promise.all(loads.map((l) => l.stop())) as Promise<TrafficSummary[]>;
+    const heldLoads = [await start(CLUSTER_IP, 80, 4), await start(w.topo.nodeIp, NODE_PORT, 4)];
+    t.teardown(() => stopAll(heldLoads).then(() => {}, () => {}));
+
+    const child = spawn('ip', ['netns', 'exec', node, process.execPath, DROVER, 'takeover', '--mode', 'nftables', '--drain-timeout', '10m', ...flags], { stdio: ['ignore', 'pipe', 'pipe'] });
+    t.teardown(() => void child.kill('SIGKILL'));
+    const said: string[] = [];
+    let stderr = '';
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    createInterface({ input: child.stdout }).on('line', (l) => said.push(l));
+    const exited = new Promise<number | null>((resolve) => child.on('close', resolve));
+
+    // Checked: nftables mode takes new connections now, and the takeover waits for IPVS's own ones.
+    await until('the takeover to check every frontend', async () => said.some((l) => l.startsWith('checked ')) || child.exitCode !== null, 300_000, 250);
+    t.true(said.some((l) => l.startsWith('checked 2 frontends')), said.join('\n') + stderr);
+    const newLoads = [await start(CLUSTER_IP, 80, 0), await start(w.topo.nodeIp, NODE_PORT, 0)];
+    t.teardown(() => stopAll(newLoads).then(() => {}, () => {}));
+    // The long-lived connections keep going through IPVS beside nftables mode (its counters move), then end.
+    const rounds = async () => (await run('ipvsadm', ['-Ln', '--stats'], { netns: node })).stdout;
+    const before = await rounds();
+    await until('the long-lived connections to go on beside nftables mode', async () => (await rounds()) !== before, 60_000, 500);
+    await new Promise((r) => setTimeout(r, 2000));
+    const [heldCluster, heldNode] = await stopAll(heldLoads);
+    const code = await Promise.race([exited, new Promise<'late'>((r) => setTimeout(() => r('late'), 300_000))]);
+    await new Promise((r) => setTimeout(r, 1000));
+    const [newCluster, newNode] = await stopAll(newLoads);
+
+    const done = said.find((l) => l.startsWith('done in')) ?? '';
+    const drained = said.find((l) => l.startsWith("IPVS mode's")) ?? '';
+    for (const [what, held, fresh] of [['ClusterIP', heldCluster!, newCluster!], ['NodePort', heldNode!, newNode!]] as const) {
+      t.log(
+        `takeover IPVS → nftables, ${what}: new connections attempted ${held.attempted + fresh.attempted}, failed ${held.failed + fresh.failed}; ` +
+          `long-lived lost ${held.lost} of ${held.held} (${held.heldRequests} requests on them); ${done}; ${drained}`,
+      );
+      t.true(held.attempted > 10 && fresh.attempted > 10 && held.heldRequests > 0, `${what}: traffic ran`);
+      t.is(held.failed + fresh.failed, 0, `${what}: ${JSON.stringify([held.errors, fresh.errors])}`);
+      t.is(held.lost, 0, `${what}: ${JSON.stringify(held.lostErrors)}`);
+    }
+    t.is(code, 0, said.join('\n') + stderr);
+    t.regex(drained, /^IPVS mode's 8 active connections ended in [0-9]+ ms$/, said.join('\n'));
+    t.regex(done, /^done in [0-9]+ ms: only nftables mode's state is left$/, said.join('\n'));
+    t.deepEqual(await holds(node), { ipvsChains: [], ipvsSets: [], link: false, virtualServers: [`TCP ${FOREIGN} rr`], nftables: true }, 'read back');
+    t.is(await reached(w), 'b1,b2');
+    const diff = await drover(node, ['diff', '--mode', 'nftables', ...flags]);
+    t.deepEqual([diff.code, diff.stdout], [0, 'no differences\n'], diff.stderr);
+  });
+}
