@@ -68,7 +68,7 @@ if (await registerIpvsTests('IPVS takeover tests')) {
     const heldLoads = [await start(CLUSTER_IP, 80, 4), await start(w.topo.nodeIp, NODE_PORT, 4)];
     t.teardown(() => stopAll(heldLoads).then(() => {}, () => {}));
 
-    const child = spawn('ip', ['netns', 'exec', node, process.execPath, DROVER, 'takeover', '--mode', 'nftables', '--drain-timeout', '10m', ...flags], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn('ip', ['netns', 'exec', node, process.execPath, DROVER, 'takeover', '--mode', 'nftables', '--drain-timeout', '3m', ...flags], { stdio: ['ignore', 'pipe', 'pipe'] });
     t.teardown(() => void child.kill('SIGKILL'));
     const said: string[] = [];
     let stderr = '';
@@ -78,7 +78,8 @@ if (await registerIpvsTests('IPVS takeover tests')) {
 
     // Checked: nftables mode takes new connections now, and the takeover waits for IPVS's own ones.
     await until('the takeover to check every frontend', async () => said.some((l) => l.startsWith('checked ')) || child.exitCode !== null, 300_000, 250);
-    t.true(said.some((l) => l.startsWith('checked 2 frontends')), said.join('\n') + stderr);
+    // The ClusterIP, and the NodePort on each of the node's addresses.
+    t.true(said.some((l) => /^checked [2-9] frontends: the same endpoints in IPVS mode and nftables mode$/.test(l)), said.join('\n') + stderr);
     const newLoads = [await start(CLUSTER_IP, 80, 0), await start(w.topo.nodeIp, NODE_PORT, 0)];
     t.teardown(() => stopAll(newLoads).then(() => {}, () => {}));
     // The long-lived connections keep going through IPVS beside nftables mode (its counters move), then end.
@@ -103,7 +104,9 @@ if (await registerIpvsTests('IPVS takeover tests')) {
       t.is(held.lost, 0, `${what}: ${JSON.stringify(held.lostErrors)}`);
     }
     t.is(code, 0, said.join('\n') + stderr);
-    t.regex(drained, /^IPVS mode's 8 active connections ended in [0-9]+ ms$/, said.join('\n'));
+    // The 8 long-lived connections at least (a new one may be in flight through IPVS as the wait starts).
+    t.true(Number(/^IPVS mode's ([0-9]+) active connections ended in [0-9]+ ms$/.exec(drained)?.[1]) >= 8, said.join('\n'));
+    t.log(said.join('\n'));
     t.regex(done, /^done in [0-9]+ ms: only nftables mode's state is left$/, said.join('\n'));
     t.deepEqual(await holds(node), { ipvsChains: [], ipvsSets: [], link: false, virtualServers: [`TCP ${FOREIGN} rr`], nftables: true }, 'read back');
     t.is(await reached(w), 'b1,b2');
