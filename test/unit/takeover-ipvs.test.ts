@@ -12,12 +12,11 @@ import test from 'ava';
 import { FakeIpvs } from '../../src/kernel/ipvs/fake.ts';
 import { activeConnections, layoutServers, waitForDrain } from '../../src/modes/ipvs/handover.ts';
 import { modeDriver } from '../../src/modes/registry.ts';
-import { ipv4Frontends, type Snapshot } from '../../src/model/types.ts';
 import { formatPlan, formatSurvey, planTakeover } from '../../src/takeover/plan.ts';
 import type { NodeSurvey } from '../../src/takeover/survey.ts';
 import { drainText } from '../../src/takeover/takeover.ts';
 import { compareFrontends, formatDifferences, frontendsToCheck } from '../../src/takeover/verify.ts';
-import { ep, snap, sp } from '../support/snapshots.ts';
+import { NODE, traced, web } from '../support/takeover.ts';
 
 const title = (m: string) => modeDriver(m).title;
 
@@ -75,18 +74,6 @@ test('IPVS state whose virtual servers could not be read (--netns) refuses the t
   t.is(planTakeover(none, 'nftables', false).refusal, undefined);
 });
 
-const NODE = { IPv4: ['192.168.100.1'], IPv6: [] };
-
-/** `snapshot` fully synced into mode `mode`'s fakes, and the trace context of what they hold. */
-async function traced(mode: string, snapshot: Snapshot) {
-  const fake = await modeDriver(mode).fake({ render: { clusterCIDR: '10.244.0.0/16', masqueradeAll: false }, nodeAddresses: NODE.IPv4, serviceCIDR: '172.30.0.0/16' });
-  await fake.backend.sync(snapshot, { full: true, changed: new Set() });
-  return fake.trace();
-}
-
-const web = (endpoints: string[]) =>
-  snap(sp('nsd/web:http', '172.30.0.50', 80, endpoints.map((e) => ep(e)), { type: 'NodePort', frontends: ipv4Frontends('172.30.0.50', 30080) }));
-
 test('the check: IPVS and nftables mode programmed from one snapshot agree on every frontend; a frontend whose endpoints differ is named with both sets', async (t) => {
   const state = web(['10.180.0.1:8080', '10.180.0.2:8080']);
   const frontends = frontendsToCheck(state, NODE);
@@ -134,6 +121,6 @@ test('the drain ends at its bound with the connections still open, and says it c
   const report = await waitForDrain(async () => 2, 1000, 300, { now: () => clock, sleep: async (ms) => void (clock += ms) });
   t.deepEqual(report, { connections: 2, left: 2, ms: 1000 });
   t.is(drainText('IPVS', report), 'IPVS mode still carried 2 of 2 active connections after 1000 ms (the bound): removing its state cuts them\n');
-  t.deepEqual(await waitForDrain(async () => 0, 1000), { connections: 0, left: 0, ms: 0 });
+  t.deepEqual(await waitForDrain(async () => 0, 1000, 300, { now: () => clock, sleep: async () => t.fail('no wait when nothing is open') }), { connections: 0, left: 0, ms: 0 });
   t.is(drainText('IPVS', { connections: 0, left: 0, ms: 0 }), 'IPVS mode carried no active connection of its own\n');
 });

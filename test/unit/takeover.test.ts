@@ -9,13 +9,11 @@
  */
 import test from 'ava';
 import { modeDriver } from '../../src/modes/registry.ts';
-import { ipv4Frontends, type Snapshot } from '../../src/model/types.ts';
 import { formatPlan, formatSurvey, planTakeover } from '../../src/takeover/plan.ts';
 import { kubeProxyTablesIn, type NodeSurvey } from '../../src/takeover/survey.ts';
 import { countsText } from '../../src/takeover/takeover.ts';
 import { compareFrontends, formatDifferences, frontendsToCheck } from '../../src/takeover/verify.ts';
-import { ep, snap, sp } from '../support/snapshots.ts';
-import { IPTABLES_TO_NFTABLES_PLAN } from '../support/takeover.ts';
+import { IPTABLES_TO_NFTABLES_PLAN, NODE, traced, web } from '../support/takeover.ts';
 
 const title = (m: string) => modeDriver(m).title;
 
@@ -88,18 +86,6 @@ test('the report counts a cleanup by kind, in words', (t) => {
   t.is(countsText({ chain: 1, rule: 1, set: 0 }), '1 chain, 1 hook rule');
   t.is(countsText({ chain: 0 }), 'nothing');
 });
-
-const NODE = { IPv4: ['192.168.100.1'], IPv6: [] };
-
-/** `snapshot` fully synced into mode `mode`'s fakes, and the trace context of what they hold. */
-async function traced(mode: string, snapshot: Snapshot) {
-  const fake = await modeDriver(mode).fake({ render: { clusterCIDR: '10.244.0.0/16', masqueradeAll: false }, nodeAddresses: NODE.IPv4 });
-  await fake.backend.sync(snapshot, { full: true, changed: new Set() });
-  return fake.trace();
-}
-
-const web = (endpoints: string[]) =>
-  snap(sp('nsd/web:http', '172.30.0.50', 80, endpoints.map((e) => ep(e)), { type: 'NodePort', frontends: ipv4Frontends('172.30.0.50', 30080) }));
 
 test('the check finds no difference between iptables and nftables mode programmed from one snapshot, and names a changed frontend with both endpoint sets', async (t) => {
   const state = web(['10.180.0.1:8080', '10.180.0.2:8080']);
