@@ -77,7 +77,9 @@ if (await registerIpvsTests('IPVS takeover tests')) {
     const exited = new Promise<number | null>((resolve) => child.on('close', resolve));
 
     // Checked: nftables mode takes new connections now, and the takeover waits for IPVS's own ones.
-    await until('the takeover to check every frontend', async () => said.some((l) => l.startsWith('checked ')) || child.exitCode !== null, 300_000, 250);
+    await until('the takeover to check every frontend', async () => said.some((l) => l.startsWith('checked ')) || child.exitCode !== null, 600_000, 250).catch((e: Error) => {
+      throw new Error(`${e.message}; takeover said:\n${said.join('\n')}\n${stderr.slice(-3000)}`);
+    });
     // The ClusterIP, and the NodePort on each of the node's addresses.
     t.true(said.some((l) => /^checked [2-9] frontends: the same endpoints in IPVS mode and nftables mode$/.test(l)), said.join('\n') + stderr);
     const newLoads = [await start(CLUSTER_IP, 80, 0), await start(w.topo.nodeIp, NODE_PORT, 0)];
