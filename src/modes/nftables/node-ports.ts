@@ -4,12 +4,17 @@
  * `--nodeport-addresses` those in its CIDRs of the family (iptables mode's
  * choice, iptables/node-ports.ts nodePortIPs), read once when the backend
  * starts, with `ip -4 -o addr show` (`ip -6 … scope global`) in the
- * namespace drover programs.
+ * namespace drover programs. Never those on kube-ipvs0: they are the
+ * Services' addresses IPVS mode binds there, not the node's (kube-proxy's
+ * IPVS proxier leaves them out the same way), and they go with IPVS mode's
+ * state when a takeover moves the node to nftables mode.
  */
 import { cidrContains, compareAddresses, type IPPrefix } from '../../model/addr.ts';
 import type { IPFamily } from '../../model/types.ts';
 import type { Logger } from '../../util/log.ts';
 import { readNodePortIPs } from '../shared/kube-chains/node-ports.ts';
+import { localAddresses } from '../../kernel/iptables/live.ts';
+import { DUMMY_INTERFACE } from '../../kernel/rtnetlink/link.ts';
 
 /**
  * The NodePort addresses of `family` (default IPv4) of namespace `netns` (undefined: this process's) for `cidrs`, sorted.
@@ -17,5 +22,8 @@ import { readNodePortIPs } from '../shared/kube-chains/node-ports.ts';
  */
 export async function nftNodePortIPs(cidrs: readonly IPPrefix[] | undefined, netns: string | undefined, logger?: Logger, family: IPFamily = 'IPv4'): Promise<string[]> {
   const { ips, local } = await readNodePortIPs(cidrs, netns, logger, family);
-  return ips !== undefined ? [...ips] : [...local].filter((ip) => ip !== '::1' && !cidrContains('127.0.0.0/8', ip)).sort(compareAddresses);
+  // No kube-ipvs0 (the usual case): `ip` fails, and no address is left out.
+  const services = await localAddresses(netns, family, DUMMY_INTERFACE).catch(() => new Set<string>());
+  const picked = ips !== undefined ? [...ips] : [...local].filter((ip) => ip !== '::1' && !cidrContains('127.0.0.0/8', ip)).sort(compareAddresses);
+  return picked.filter((ip) => !services.has(ip));
 }
