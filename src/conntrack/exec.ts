@@ -25,10 +25,18 @@ export interface ConntrackExec {
  * pkg/proxy/conntrack filters on ConntrackReplySrcIP): conntrack-tools'
  * `--dst-nat` filter compares IPv4 addresses only and, with `-f ipv6`,
  * matches every entry (seen with conntrack-tools 1.4.7).
+ *
+ * A flow with `notNATed` keeps only the entries that were not DNATed
+ * (conntrack(8) reply-tuple filters): for an address, those whose reply
+ * comes from that same address (`--reply-src`: a DNATed entry's reply
+ * comes from its endpoint); for a NodePort (no address), those whose
+ * reply comes from that same port (`--reply-port-src`).
  * @throws Error when an address of the flow is not of the flow's family (nothing unvalidated reaches the command line).
  */
 export function conntrackDeleteArgs(flow: StaleFlow): string[] {
   const family = flow.family === 'IPv6' ? 6 : 4;
+  if (!Number.isInteger(flow.port) || flow.port < 1 || flow.port > 65535) throw new Error(`stale UDP flow: port ${JSON.stringify(flow.port)} is not a port number`);
+  if (flow.notNATed && flow.endpointIP !== undefined) throw new Error('stale UDP flow: an entry not DNATed has no endpoint');
   for (const [field, ip] of [['ip', flow.ip], ['endpointIP', flow.endpointIP]] as const) {
     if (ip !== undefined && parseIP(ip)?.family !== family) throw new Error(`stale UDP flow: ${field} ${JSON.stringify(ip)} is not an IPv${family} address`);
   }
@@ -41,6 +49,7 @@ export function conntrackDeleteArgs(flow: StaleFlow): string[] {
     '--orig-port-dst',
     String(flow.port),
     ...(flow.endpointIP ? [family === 6 ? '--reply-src' : '--dst-nat', flow.endpointIP] : []),
+    ...(flow.notNATed ? (flow.ip ? ['--reply-src', flow.ip] : ['--reply-port-src', String(flow.port)]) : []),
   ];
 }
 

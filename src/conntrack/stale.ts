@@ -31,14 +31,16 @@ import { familyView, IP_FAMILIES } from '../model/family.ts';
 /**
  * One `conntrack -D` filter: UDP entries to `ip:port` (to `port` on any
  * address when `ip` is absent: a NodePort), only those NATed to
- * `endpointIP` when given; IPv6 entries when `family` is 'IPv6', IPv4
- * ones when it is absent.
+ * `endpointIP` when given, only those that were not DNATed at all when
+ * `notNATed` (exec.ts conntrackDeleteArgs); IPv6 entries when `family` is
+ * 'IPv6', IPv4 ones when it is absent.
  */
 export interface StaleFlow {
   readonly family?: 'IPv6';
   readonly ip?: string;
   readonly port: number;
   readonly endpointIP?: string;
+  readonly notNATed?: true;
 }
 
 /** Each UDP frontend of `sp` on `node` ("ip:port", or "*:nodePort") with the endpoints its traffic reaches, as "ip:port". */
@@ -95,5 +97,44 @@ function staleOfFamily(before: Snapshot, after: Snapshot, family: IPFamily, keys
     }
   }
   const order = (f: StaleFlow) => `${f.ip ?? '*'}:${f.port} ${f.endpointIP ?? ''}`;
+  return [...out.values()].sort((a, b) => (order(a) < order(b) ? -1 : 1));
+}
+
+/**
+ * The UDP entries a sync may have left without NAT, for each family of
+ * `families` (IPv4 first): per UDP frontend of the snapshot that has an
+ * endpoint to send to, the entries to it that were not DNATed. A backend
+ * says when its write let new UDP flows through its nat rules untranslated
+ * for a moment (SyncResult.udpNotNATed); the kernel still committed a
+ * conntrack entry for each (a packet that no nat rule translates is
+ * confirmed with no NAT), and later datagrams of such a flow (same
+ * 5-tuple) follow that entry and never pass the nat rules again, as long
+ * as they come before it times out (nf_conntrack_udp_timeout, 30 s).
+ * Deleting those entries lets the flow's next datagram be translated, as
+ * kube-proxy's pkg/proxy/conntrack deletes the entries of a UDP frontend
+ * that had no endpoint once it gets one.
+ *
+ * A ClusterIP, external or LoadBalancer frontend's filter is its address
+ * and port, with the reply from that same address (conntrack(8)
+ * `--reply-src`); a NodePort's is its port on any address with the reply
+ * from that same port (`--reply-port-src`): the addresses NodePorts are
+ * served on are a mode's (and may be every local one), while the port is
+ * the Service's. A DNATed entry of a NodePort whose endpoints listen on
+ * the NodePort itself (targetPort == nodePort) matches too and is deleted:
+ * its flow picks an endpoint again. Sorted, deduplicated.
+ */
+export function notNATedUDPFlows(snapshot: Snapshot, families: readonly IPFamily[] = IP_FAMILIES): StaleFlow[] {
+  const out = new Map<string, StaleFlow>();
+  for (const family of IP_FAMILIES) {
+    if (!families.includes(family)) continue;
+    const view = familyView(snapshot, family);
+    const tag = family === 'IPv6' ? { family } : {};
+    for (const sp of view.services.values()) {
+      for (const [where, fe] of udpFrontends(sp, view.node, family)) {
+        if (fe.endpoints.length > 0) out.set(`${family} ${where}`, { ...tag, ...(fe.ip ? { ip: fe.ip } : {}), port: fe.port, notNATed: true });
+      }
+    }
+  }
+  const order = (f: StaleFlow) => `${f.family ?? 'IPv4'} ${f.ip ?? '*'}:${f.port}`;
   return [...out.values()].sort((a, b) => (order(a) < order(b) ? -1 : 1));
 }

@@ -108,6 +108,16 @@ export interface SyncResult {
   /** The mode's own account of the sync, if it has one. */
   readonly detail?: ModeSyncDetail;
   /**
+   * Present (true) when, while the sync wrote, new UDP flows to the
+   * snapshot's frontends may have gone through the nat rules without being
+   * DNATed (a rule that translates them was briefly missing or wrong): the
+   * kernel keeps a conntrack entry without NAT for each, which later
+   * datagrams of the flow would follow. The proxier then deletes the UDP
+   * entries of the snapshot's frontends of this result's family that were
+   * not DNATed (conntrack/stale.ts notNATedUDPFlows), first sync included.
+   */
+  readonly udpNotNATed?: true;
+  /**
    * Each IP family's own result, for a backend that syncs both families
    * (shared/dual-stack.ts): the families synced, each with what its
    * backend reported. Absent: the whole result is the IPv4 family's.

@@ -36,9 +36,9 @@ import type { NodeInfo, ServicePort, Snapshot } from '../model/types.ts';
 import type { Logger } from '../util/log.ts';
 import type { ConntrackExec } from '../conntrack/exec.ts';
 import type { SnapshotSource, SourceRead } from '../sources/source.ts';
-import { staleUDPFlows } from '../conntrack/stale.ts';
+import { notNATedUDPFlows, staleUDPFlows } from '../conntrack/stale.ts';
 import { changedServicePorts, countChanges, type ChangeCounts } from './changes.ts';
-import { allPortKeys, portsOfKey } from '../model/family.ts';
+import { allPortKeys, IP_FAMILIES, portsOfKey } from '../model/family.ts';
 import { BoundedFrequencyRunner } from './runner.ts';
 import { ReadBackTimeoutError } from '../errors.ts';
 
@@ -260,6 +260,7 @@ export class Proxier {
       if (!partial) this.deletionsHeld = false;
       else if (full || held.length > 0) this.deletionsHeld = true;
       await this.cleanConntrack(this.lastGood, snapshot, partial, touched);
+      await this.cleanNotNATed(result, snapshot);
       this.lastGood = snapshot;
       const triggerTimes = this.triggers;
       this.triggers = new Map();
@@ -417,6 +418,30 @@ export class Proxier {
         this.opts.logger.info({ ...flow, deleted }, 'deleted stale UDP conntrack entries');
       } catch (err) {
         this.opts.logger.warn({ ...flow, err: (err as Error).message }, 'could not delete stale UDP conntrack entries');
+      }
+    }
+  }
+
+  /**
+   * Delete the UDP conntrack entries of the snapshot's frontends that were
+   * not DNATed, in each IP family whose result says its write may have let
+   * new UDP flows through untranslated (SyncResult.udpNotNATed): the
+   * kernel keeps such a flow on its entry without NAT for as long as
+   * datagrams keep coming (conntrack/stale.ts notNATedUDPFlows). On the
+   * first sync too: entries without NAT to a frontend with endpoints are
+   * never a flow that works. Failures are logged, as cleanConntrack's.
+   */
+  private async cleanNotNATed(result: SyncResult, snapshot: Snapshot): Promise<void> {
+    if (!this.opts.conntrack) return;
+    // Each family's own result; without them, the whole result is the IPv4 family's (SyncResult.families).
+    const families = result.families ? IP_FAMILIES.filter((f) => result.families![f]?.udpNotNATed) : result.udpNotNATed ? ['IPv4' as const] : [];
+    if (families.length === 0) return;
+    for (const flow of notNATedUDPFlows(snapshot, families)) {
+      try {
+        const deleted = await this.opts.conntrack.deleteUDP(flow);
+        this.opts.logger.info({ ...flow, deleted }, 'deleted UDP conntrack entries that were not DNATed');
+      } catch (err) {
+        this.opts.logger.warn({ ...flow, err: (err as Error).message }, 'could not delete UDP conntrack entries that were not DNATed');
       }
     }
   }

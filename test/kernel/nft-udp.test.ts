@@ -8,13 +8,17 @@
  * chains hold the count rules without that dependency and before
  * `external-local`'s final drop, also after a partial sync adds an endpoint
  * count; and a table whose pick rule an earlier drover wrote (TCP only,
- * UDP not DNATed) is mended by a full sync.
+ * UDP not DNATed) is mended by a full sync, which says so, and a client
+ * that kept its source port through the window reaches a backend once the
+ * entries not DNATed are deleted (conntrack/stale.ts notNATedUDPFlows).
  */
 import test from 'ava';
 import type { Frontends, NodeInfo, ServicePort, Snapshot } from '../../src/model/types.ts';
 import { ipv4Frontends } from '../../src/model/types.ts';
 import { DualStackNftablesBackend } from '../../src/modes/nftables/dual-stack.ts';
 import { SystemNft } from '../../src/modes/nftables/exec.ts';
+import { SystemConntrack } from '../../src/conntrack/exec.ts';
+import { notNATedUDPFlows } from '../../src/conntrack/stale.ts';
 import { probe, udpOnce } from '../../src/testbed/probe.ts';
 import { createTopology, testbedUnavailableReason, type Topology } from '../../src/testbed/topology.ts';
 import { silentLogger } from '../../src/util/log.ts';
@@ -92,6 +96,18 @@ if (unavailable) {
     };
   }
 
+  /** The reply sources of the node's UDP conntrack entries from source port `sport` to the ClusterIP 10.96.0.53:53 (conntrack -L). */
+  async function udpEntries(sport: number): Promise<string[]> {
+    const res = await topo.exec(topo.node, 'conntrack', ['-L', '-p', 'udp', '--orig-dst', '10.96.0.53', '--orig-port-dst', '53', '--orig-port-src', String(sport)], { allowFail: true });
+    return res.stdout
+      .split('\n')
+      .flatMap((l) => {
+        const m = /src=\S+ dst=\S+ sport=\d+ dport=\d+ .*?src=(\S+) dst=/.exec(l);
+        return m ? [m[1]!] : [];
+      })
+      .sort();
+  }
+
   test.before(async () => {
     topo = await createTopology({ backends: BACKENDS, clients: [{ name: 'outside', ip: OUTSIDE, ip6: 'fd00:100::2' }] });
     backend = new DualStackNftablesBackend({
@@ -157,11 +173,26 @@ if (unavailable) {
     t.deepEqual(await chainRules('ip', 'pick'), { comments: ['the endpoint of a client with affinity', 'one of 2 endpoints'], tcpOnly: true });
     const broken = await udpBackends('10.96.0.53', 53, { rounds: 1, perRound: 2, timeoutMs: 1500 });
     t.deepEqual([broken.backends, broken.failed.length], [[], 2], 'the old rule does not DNAT UDP');
+    // A client that keeps its source port (statsd, syslog): its first datagram gets an entry without NAT.
+    const fixed = { from: topo.client().netns, host: '10.96.0.53', port: 53, sourcePort: 45053 };
+    const lost = await udpOnce(topo, { ...fixed, timeoutMs: 1500 });
+    t.false(lost.ok, 'not answered');
+    t.deepEqual(await udpEntries(45053), ['10.96.0.53'], 'its entry exists, replied from the ClusterIP itself: not DNATed');
     const tcp = await probe(topo, { from: topo.client().netns, host: '10.96.0.80', port: 80, count: 3 });
     t.deepEqual(tcp.errors, {}, 'TCP it does');
     const r = await backend.sync(world(), FULL);
     t.true(r.written.chain! >= 1);
     t.deepEqual(await chainRules('ip', 'pick'), { comments: ['the endpoint of a client with affinity', 'one of 2 endpoints, any protocol'], tcpOnly: false });
+    t.deepEqual([r.udpNotNATed, r.families?.IPv4?.udpNotNATed], [true, true], 'the sync says its write replaced pick rules');
+    // As the proxier does after such a sync (proxier.ts cleanNotNATed).
+    const conntrack = new SystemConntrack(topo.node);
+    const families = (['IPv4', 'IPv6'] as const).filter((f) => r.families?.[f]?.udpNotNATed);
+    let deleted = 0;
+    for (const flow of notNATedUDPFlows(world(), families)) deleted += await conntrack.deleteUDP(flow);
+    t.true(deleted >= 1, `${deleted} entries not DNATed deleted`);
+    const kept = await udpOnce(topo, { ...fixed, timeoutMs: 3000 });
+    t.true(kept.ok && ['b1', 'b2'].includes(kept.reply.backend), `the same flow reaches a backend now: ${JSON.stringify(kept)}`);
+    t.notDeepEqual(await udpEntries(45053), ['10.96.0.53'], 'its entry is DNATed');
     t.deepEqual((await udpBackends('10.96.0.53', 53)).backends, ['b1', 'b2']);
     const again = await backend.sync(world(), FULL);
     t.deepEqual([again.written, again.transactions], [{ 'set entry': 0, set: 0, chain: 0 }, 0], 'then a full sync finds nothing to write');

@@ -1,6 +1,6 @@
 import test from 'ava';
 import { conntrackDeleteArgs } from '../../src/conntrack/exec.ts';
-import { staleUDPFlows } from '../../src/conntrack/stale.ts';
+import { notNATedUDPFlows, staleUDPFlows } from '../../src/conntrack/stale.ts';
 import { changedServicePorts } from '../../src/proxier/changes.ts';
 import { dualSnap, ep, snap, sp } from '../support/snapshots.ts';
 import { ipv4Frontends } from '../../src/model/types.ts';
@@ -141,4 +141,30 @@ test('conntrack -D arguments of an IPv6 flow: -f ipv6, the endpoint as the reply
   t.throws(() => conntrackDeleteArgs({ family: 'IPv6', ip: 'fd00:96::10', port: 53, endpointIP: '10.244.1.2 -j' }), {
     message: 'stale UDP flow: endpointIP "10.244.1.2 -j" is not an IPv6 address',
   });
+});
+
+test('entries not DNATed: every UDP frontend with an endpoint, of the families asked, the reply from the frontend itself; TCP and endpoint-less frontends left alone', (t) => {
+  const both = dual(['10.244.1.2:53'], ['[fd00:244:1::2]:53']);
+  const withTcp = { ...both, services: new Map([...both.services, ['default/web:http', web(['10.244.1.5:8080'])], ['ns/empty:dns', sp('ns/empty:dns', '10.96.0.30', 53, [], { protocol: 'UDP' })]]) };
+  t.deepEqual(notNATedUDPFlows(withTcp), [
+    { port: 30053, notNATed: true },
+    { ip: '10.96.0.10', port: 53, notNATed: true },
+    { family: 'IPv6', port: 30053, notNATed: true },
+    { family: 'IPv6', ip: '2001:db8::10', port: 53, notNATed: true },
+    { family: 'IPv6', ip: 'fd00:96::10', port: 53, notNATed: true },
+  ]);
+  t.deepEqual(notNATedUDPFlows(withTcp, ['IPv6']), notNATedUDPFlows(withTcp).filter((f) => f.family === 'IPv6'));
+  t.deepEqual(notNATedUDPFlows(withTcp, []), []);
+});
+
+test('conntrack -D arguments of entries not DNATed: an address\'s reply from that address, a NodePort\'s from that port; a bad port or an endpoint with them is refused', (t) => {
+  t.deepEqual(conntrackDeleteArgs({ ip: '10.96.0.10', port: 53, notNATed: true }), ['-D', '-p', 'udp', '--orig-dst', '10.96.0.10', '--orig-port-dst', '53', '--reply-src', '10.96.0.10']);
+  t.deepEqual(conntrackDeleteArgs({ port: 30053, notNATed: true }), ['-D', '-p', 'udp', '--orig-port-dst', '30053', '--reply-port-src', '30053']);
+  t.deepEqual(conntrackDeleteArgs({ family: 'IPv6', ip: 'fd00:96::10', port: 53, notNATed: true }), [
+    '-D', '-f', 'ipv6', '-p', 'udp', '--orig-dst', 'fd00:96::10', '--orig-port-dst', '53', '--reply-src', 'fd00:96::10',
+  ]);
+  t.deepEqual(conntrackDeleteArgs({ family: 'IPv6', port: 30053, notNATed: true }), ['-D', '-f', 'ipv6', '-p', 'udp', '--orig-port-dst', '30053', '--reply-port-src', '30053']);
+  t.throws(() => conntrackDeleteArgs({ ip: '10.96.0.10 -x', port: 53, notNATed: true }), { message: 'stale UDP flow: ip "10.96.0.10 -x" is not an IPv4 address' });
+  t.throws(() => conntrackDeleteArgs({ port: 0, notNATed: true }), { message: 'stale UDP flow: port 0 is not a port number' });
+  t.throws(() => conntrackDeleteArgs({ ip: '10.96.0.10', port: 53, endpointIP: '10.244.1.2', notNATed: true }), { message: 'stale UDP flow: an entry not DNATed has no endpoint' });
 });

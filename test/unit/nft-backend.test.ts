@@ -294,3 +294,19 @@ test('a netlink read of the structure that fails is logged and the full sync rea
   t.true((await fake.list()).sets.get('service-ips')!.elements.has('10.96.0.10 . tcp . 80'));
   t.deepEqual(warnings, ['reading table ip drover over netlink failed; reading it with nft -j instead']);
 });
+
+test('a sync whose write replaces pick rules says UDP entries may be left without NAT; one that writes elements alone, or nothing, does not', async (t) => {
+  const fake = new FakeNft();
+  const b = backendOf(fake, []);
+  const web = (n: number) => sp('default/web:http', '10.96.0.10', 80, POOL.slice(0, n).map((ip) => ep(`${ip}:8080`)));
+  const first = await b.sync(snap(web(2)), FULL);
+  t.true(first.udpNotNATed, 'a first sync from empty writes the pick chain');
+  const grown = await b.sync(snap(web(3)), { full: false, changed: new Set(['default/web:http']) });
+  t.true(grown.udpNotNATed, 'a new endpoint count rewrites the pick chain');
+  const back = await b.sync(snap(web(2)), { full: false, changed: new Set(['default/web:http']) });
+  t.deepEqual([back.detail && isNftablesDetail(back.detail) ? back.detail.via : undefined, back.udpNotNATed], ['netlink', undefined], 'elements alone');
+  const pruned = await b.sync(snap(web(2)), FULL);
+  t.deepEqual([pruned.written.chain, pruned.udpNotNATed], [1, true], 'a full sync that drops the count-3 rule rewrites the pick chain');
+  const idle = await b.sync(snap(web(2)), FULL);
+  t.deepEqual([idle.transactions, idle.udpNotNATed], [0, undefined], 'a full sync with nothing to write');
+});

@@ -1,11 +1,14 @@
 /** The proxier's rule for an incomplete source: add and update, delete nothing, until the source is whole again. */
 import test from 'ava';
 import { pino } from 'pino';
-import type { Backend } from '../../src/proxier/backend.ts';
+import type { Backend, SyncResult } from '../../src/proxier/backend.ts';
+import type { ConntrackExec } from '../../src/conntrack/exec.ts';
+import type { StaleFlow } from '../../src/conntrack/stale.ts';
+import type { Frontends } from '../../src/model/types.ts';
 import { Proxier, type LastSync } from '../../src/proxier/proxier.ts';
 import type { SourceRead } from '../../src/sources/source.ts';
 import { silentLogger } from '../../src/util/log.ts';
-import { ep, snap, sp } from '../support/snapshots.ts';
+import { dualSnap, ep, snap, sp } from '../support/snapshots.ts';
 import { RecordingBackend } from '../support/recording-backend.ts';
 
 const a = (eps: string[]) => sp('ns/a:http', '172.30.0.1', 80, eps.map((e) => ep(e)));
@@ -211,4 +214,24 @@ test('the source is told which reads are for a full sync, so that a watching fil
   await proxier.syncOnce({ full: true });
   t.deepEqual(asked, [true, false, true]);
   t.deepEqual(backend.calls.map((c) => c.full), [true, false, true]);
+});
+
+test('UDP entries not DNATed are deleted after a sync whose result says its write may have left them, first sync included, in the families it names; otherwise not', async (t) => {
+  const EMPTY: SyncResult = { full: true, services: 0, endpoints: 0, written: {}, deleted: {}, bytes: 0, transactions: 0, readMs: 0, applyMs: 0, totalMs: 0 };
+  const v6: Frontends = { clusterIPs: [{ family: 'IPv6', ip: 'fd00:30::53' }], externalIPs: [], loadBalancerIngress: [], loadBalancerSourceRanges: [] };
+  const udp = sp('ns/dns:dns', '172.30.0.53', 53, [ep('10.180.0.9:53')], { protocol: 'UDP' });
+  const udp6 = sp('ns/dns:dns', 'fd00:30::53', 53, [ep('[fd00:180::9]:53')], { protocol: 'UDP', frontends: v6 });
+  const deleted: StaleFlow[] = [];
+  const conntrack: ConntrackExec = { deleteUDP: async (flow) => (deleted.push(flow), 2) };
+  const results: Array<Partial<SyncResult>> = [{ udpNotNATed: true }, {}, { families: { IPv4: EMPTY, IPv6: { ...EMPTY, udpNotNATed: true } } }];
+  let n = 0;
+  const backend: Backend = { mode: 'iptables', sync: async (_s, c) => ({ ...EMPTY, full: c.full, ...results[n++] }), cleanup: async () => ({ removed: {}, kept: [] }) };
+  const source = { load: async () => ({ snapshot: dualSnap([udp, b], [udp6]) }), watch: () => {}, close: () => {} };
+  const proxier = new Proxier({ source, backend, conntrack, logger: silentLogger(), minSyncPeriodMs: 0, syncPeriodMs: 3_600_000 });
+  await proxier.syncOnce();
+  t.deepEqual(deleted, [{ ip: '172.30.0.53', port: 53, notNATed: true }], 'the first sync, a result of IPv4 alone: its UDP frontend, not the TCP one');
+  await proxier.syncOnce();
+  t.is(deleted.length, 1, 'a result without it: nothing deleted');
+  await proxier.syncOnce();
+  t.deepEqual(deleted.slice(1), [{ family: 'IPv6', ip: 'fd00:30::53', port: 53, notNATed: true }], 'only the IPv6 family said so');
 });

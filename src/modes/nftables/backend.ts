@@ -273,7 +273,7 @@ export class NftablesBackend implements Backend {
       }
 
       ops = orderOps(ops);
-      const { bytes, transactions, applyMs, via } = await this.write(structure, want, model, ops, full);
+      const { bytes, transactions, applyMs, via, picksReplaced } = await this.write(structure, want, model, ops, full);
       this.model = modelAfterWrite(model, structure, want, ops);
       let cleaned: AffinityCleanup;
       if (nextApplied) {
@@ -301,6 +301,8 @@ export class NftablesBackend implements Backend {
         applyMs,
         totalMs: performance.now() - start,
         detail,
+        // Between the script and the netlink transaction the rewritten chain's pick rules DNATed TCP only (pick-rule.ts).
+        ...(picksReplaced ? { udpNotNATed: true as const } : {}),
       };
     } catch (err) {
       this.model = null;
@@ -403,9 +405,16 @@ export class NftablesBackend implements Backend {
    * parses no more than the structure. With `full` (a full sync, whose read-back and plan are garbage by now), the
    * heap's growth is collected as the transaction goes out (util/gc.ts collectWhenGrown); never on a partial sync,
    * whose clock a full collection of a large heap would dominate.
-   * @returns the bytes sent, the transactions committed, the time and how.
+   * @returns the bytes sent, the transactions committed, the time and how; `picksReplaced` when pick rules the
+   *   script wrote TCP-only were replaced over netlink (new UDP and SCTP flows were not DNATed in between).
    */
-  private async write(structure: StructurePlan, want: Layout, model: TableModel, ops: readonly ElementOp[], full: boolean): Promise<{ bytes: number; transactions: number; applyMs: number; via: NftablesSyncDetail['via'] }> {
+  private async write(
+    structure: StructurePlan,
+    want: Layout,
+    model: TableModel,
+    ops: readonly ElementOp[],
+    full: boolean,
+  ): Promise<{ bytes: number; transactions: number; applyMs: number; via: NftablesSyncDetail['via']; picksReplaced?: boolean }> {
     const t0 = performance.now();
     const writer = this.opts.elements;
     if (isEmptyStructure(structure)) {
@@ -452,7 +461,8 @@ export class NftablesBackend implements Backend {
       transactions += filled.transactions;
       this.opts.logger.debug({ elements: byNetlink.length, batches: filled.transactions, batchOps: filled.batchOps }, 'table filled over netlink');
     }
-    return { bytes, transactions, applyMs: performance.now() - t0, via: byNetlink.length > 0 ? 'nft+netlink' : 'nft' };
+    const picksReplaced = extra.some((r) => r.rule.netlink?.kind === 'pick');
+    return { bytes, transactions, applyMs: performance.now() - t0, via: byNetlink.length > 0 ? 'nft+netlink' : 'nft', picksReplaced };
   }
 
   /** Take `next` as every service port's frontends (a full sync); rebuilds the owner and hairpin indexes. Costs O(service ports). */

@@ -218,5 +218,6 @@ function mergeResults(results: readonly SyncResult[], snapshot: Snapshot, mergeD
     applyMs: a.applyMs + b.applyMs,
     totalMs: a.totalMs + b.totalMs,
     ...(detail !== undefined ? { detail } : {}),
+    ...(a.udpNotNATed || b.udpNotNATed ? { udpNotNATed: true } : {}),
   };
 }
