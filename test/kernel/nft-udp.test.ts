@@ -74,7 +74,7 @@ if (unavailable) {
     const clients = new Set<string>();
     const failed: string[] = [];
     for (let round = 0; round < (opts.rounds ?? 8) && backends.size < 2 && failed.length === 0; round++) {
-      const sent = Array.from({ length: opts.perRound ?? 4 }, () => udpOnce(topo, { from: topo.client().netns, host, port, sourcePort: sourcePort++, timeoutMs: opts.timeoutMs ?? 3000 }));
+      const sent = Array.from({ length: opts.perRound ?? 4 }, () => udpOnce(topo, { from: topo.client().netns, host, port, sourcePort: sourcePort++, timeoutMs: opts.timeoutMs ?? 10_000 }));
       for (const r of await Promise.all(sent)) {
         if (!r.ok) failed.push(r.code);
         else {
