@@ -23,11 +23,11 @@ import { spawn } from 'node:child_process';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
-import { run } from '../../src/testbed/exec.ts';
-import { startTraffic, type Traffic, type TrafficSummary } from '../../src/testbed/probe.ts';
-import { CLUSTER_IP, faultWorld, reached } from '../support/faults.ts';
-import { DROVER, drover } from './support/cli.ts';
-import { ipvsadmState, registerIpvsTests, until } from './support/env.ts';
+import { run } from '../../../src/testbed/exec.ts';
+import { startTraffic, type Traffic, type TrafficSummary } from '../../../src/testbed/probe.ts';
+import { CLUSTER_IP, faultWorld, reached } from '../../support/faults.ts';
+import { DROVER, drover } from '../support/cli.ts';
+import { ipvsadmState, registerIpvsTests, until } from '../support/env.ts';
 
 const NODE_PORT = 30080;
 const MANIFESTS =
