@@ -157,7 +157,7 @@ export function runCommand(): Command {
         proxyMode: backend.mode,
         healthCheckAddresses,
         syncPeriodMs: sync.syncPeriod,
-        modeMetrics: mode.metrics,
+        ...(mode.metrics !== undefined ? { modeMetrics: await mode.metrics() } : {}),
         ...(kernel.netns ? { netns: kernel.netns } : {}),
         configz: configz({ ...config, sync, server }),
         logger,
