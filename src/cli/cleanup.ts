@@ -14,7 +14,6 @@ import { EXIT, markPartial } from './exit.ts';
 import { kernelOptions } from './options.ts';
 import type { KernelOptions } from '../config/kernel.ts';
 import { createBackend, lockNamespace, modeHelp } from './setup.ts';
-import { removeNodeDns } from '../dns/node-dns.ts';
 
 /**
  * The stderr lines for a chain cleanup emptied but could not delete: one per
@@ -64,6 +63,7 @@ export function cleanupCommand(): Command {
       process.stdout.write(cleanupSummary(result));
       // The node DNS's chains, table, links and intercepted address (run refuses --dns-address with --netns, so there are none in another namespace).
       if (opts.netns === undefined) {
+        const { removeNodeDns } = await import('../dns/node-dns.ts');
         const dns = await removeNodeDns();
         if (dns.chains + dns.rules + dns.tables + dns.links > 0) {
           process.stdout.write(`removed the node DNS dataplane: ${dns.chains} chains, ${dns.rules} hook rules, ${dns.tables} nftables tables, ${dns.links} links\n`);

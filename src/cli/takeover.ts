@@ -8,7 +8,6 @@
 import { Command, Option } from 'commander';
 import { TakeoverRefusedError } from '../errors.ts';
 import type { Backend } from '../proxier/backend.ts';
-import { takeover } from '../takeover/takeover.ts';
 import { createLogger } from '../util/log.ts';
 import { kernelOptions, listTimeoutOption, renderOptions } from './options.ts';
 import { createSyncBackend, loadSource, lockNamespace, syncModeOptions } from './setup.ts';
@@ -34,6 +33,7 @@ export function takeoverCommand(): Command {
       let backend: Backend | undefined;
       if (!opts.dryRun) await lockNamespace('takeover', config.kernel, logger);
       try {
+        const { takeover } = await import('../takeover/takeover.ts');
         const report = await takeover({
           config,
           snapshot,
