@@ -8,7 +8,7 @@ import { Command, Option } from 'commander';
 import { resolve } from 'node:path';
 import { configOptions, settingName } from './config-file.ts';
 import { checkProxyConfig, commandProxyConfig, sourceOptions } from './proxy-config.ts';
-import { DEFAULT_STATE_DIR } from '../sources/allocation-state.ts';
+import { DEFAULT_STATE_DIR } from '../sources/defaults.ts';
 import { fileSettleOption, conntrackOptions, fullSyncPeriodOption, kernelOptions, pollIntervalOption, renderOptions, serverOptions, syncPeriodOptions } from './options.ts';
 import { modeDriver } from '../modes/registry.ts';
 import { guardNodeSettings, needsNode, nodeSettings } from './node-settings.ts';
