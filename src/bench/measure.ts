@@ -16,9 +16,9 @@ import { benchSnapshot, clockServicePort, type RealEndpoint } from './synth.ts';
 import { KernelEvents } from './kernel-events.ts';
 import type { BenchSettings, ChangeKind, Clock, DroverRunFacts, KernelMethod, Method, Sample, SizeRun } from './types.ts';
 import { msSince, nowNs, round3 } from './timing.ts';
+import { CLOCK_SERVICES } from './types.ts';
 
-/** Clock services (real endpoints) in every size. */
-export const CLOCK_SERVICES = 4;
+export { CLOCK_SERVICES };
 
 /** The namespaces of a testbed that measuring needs, by name (serialisable for a worker). */
 export interface TestbedView {

@@ -4,6 +4,9 @@
  */
 import type { ProxyMode } from '../proxier/backend.ts';
 
+/** Clock services (real endpoints) in every size. */
+export const CLOCK_SERVICES = 4;
+
 /** What was changed: the first full sync from empty tables, or one single change. */
 export type ChangeKind = 'full-sync' | 'endpoint-removed' | 'endpoint-added' | 'service-added' | 'service-removed';
 

@@ -7,15 +7,8 @@ import { Command, InvalidArgumentError, Option } from 'commander';
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { defaultMode, modeNames } from '../modes/registry.ts';
-import { modeBench } from '../bench/modes/registry.ts';
 import type { ProxyMode } from '../proxier/backend.ts';
-import { detectEnvironment } from '../bench/environment.ts';
-import { progressSink } from '../bench/progress.ts';
-import { mergeResults, readResult } from '../bench/merge.ts';
-import { droverRunTable, modeComparisons, modePairs, modeTable, overviewTable, pairTitle, ratioRows, statRows } from '../bench/report.ts';
-import type { BenchResult } from '../bench/types.ts';
-import { CLOCK_SERVICES, runBench } from '../bench/run.ts';
-import { testbedUnavailableReason } from '../testbed/topology.ts';
+import { CLOCK_SERVICES, type BenchResult } from '../bench/types.ts';
 import { parseDuration } from './options.ts';
 import { UsageError } from '../errors.ts';
 
@@ -143,10 +136,19 @@ export function benchCommand(): Command {
     )
     .action(async (opts: BenchCliOptions) => {
       if (opts.from) {
+        const { mergeResults, readResult } = await import('../bench/merge.ts');
         const results = await Promise.all(opts.from.map((dir) => readResult(resolve(dir))));
         await report(mergeResults(results), opts.out);
         return;
       }
+      // Loaded here, not at start: only bench uses them.
+      const [{ testbedUnavailableReason }, { modeBench }, { detectEnvironment }, { progressSink }, { runBench }] = await Promise.all([
+        import('../testbed/topology.ts'),
+        import('../bench/modes/registry.ts'),
+        import('../bench/environment.ts'),
+        import('../bench/progress.ts'),
+        import('../bench/run.ts'),
+      ]);
       const unavailable = await testbedUnavailableReason();
       if (unavailable) throw new UsageError(`bench ${unavailable}`);
       for (const mode of opts.modes) {
@@ -201,6 +203,7 @@ async function report(result: BenchResult, dir: string): Promise<void> {
   const out = resolve(dir);
   // Loaded here: the charting libraries would slow down every other command's start.
   const { writeReport } = await import('../bench/output.ts');
+  const { droverRunTable, modeComparisons, modePairs, modeTable, overviewTable, pairTitle, ratioRows, statRows } = await import('../bench/report.ts');
   const files = await writeReport(out, result);
   const rows = statRows(result.runs, result.samples);
   const pairs = modePairs(modeComparisons(rows));

@@ -14,7 +14,6 @@ import { EXIT, markPartial } from './exit.ts';
 import { kernelOptions } from './options.ts';
 import type { KernelOptions } from '../config/kernel.ts';
 import { createBackend, lockNamespace, modeHelp } from './setup.ts';
-import { nodeDnsStateIn, removeNodeDns } from '../dns/node-dns.ts';
 
 /**
  * The stderr lines for a chain cleanup emptied but could not delete: one per
@@ -65,10 +64,12 @@ export function cleanupCommand(): Command {
       // The node DNS's chains, table, links and intercepted address: only in drover's own namespace (run refuses
       // --dns-address with --netns; a run started with `ip netns exec` is cleaned up the same way, and named here).
       if (opts.netns !== undefined) {
+        const { nodeDnsStateIn } = await import('../dns/node-dns.ts');
         const left = await nodeDnsStateIn(opts.netns);
         if (left.length > 0) process.stderr.write(`drover: network namespace ${opts.netns} holds node DNS state (${left.join(', ')}) that --netns cannot remove: run \`ip netns exec ${opts.netns} drover cleanup\`\n`);
       }
       if (opts.netns === undefined) {
+        const { removeNodeDns } = await import('../dns/node-dns.ts');
         const dns = await removeNodeDns();
         if (dns.chains + dns.rules + dns.tables + dns.links > 0) {
           process.stdout.write(`removed the node DNS dataplane: ${dns.chains} chains, ${dns.rules} hook rules, ${dns.tables} nftables tables, ${dns.links} links\n`);

@@ -6,8 +6,7 @@
  */
 import { InvalidArgumentError, Option } from 'commander';
 import { parseIP } from '../model/addr.ts';
-import { DEFAULT_CLUSTER_DOMAIN, DEFAULT_DNS_TTL, type Upstream } from '../config/dns.ts';
-import { parseUpstream } from '../dns/forward.ts';
+import { DEFAULT_CLUSTER_DOMAIN, DEFAULT_DNS_TTL, parseUpstream, type Upstream } from '../config/dns.ts';
 import { UsageError } from '../errors.ts';
 
 /** `--dns-address`: one IPv4 or IPv6 unicast address, canonical. */

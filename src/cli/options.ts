@@ -11,9 +11,7 @@ import { parseCIDR } from '../model/validate.ts';
 import { MAX_DURATION_MS, parseDurationMs } from '../util/duration.ts';
 import { LOG_FORMATS, LOG_LEVELS, type LogFormat, type LogLevel } from '../util/log.ts';
 import { defaultMode, modeNames } from '../modes/registry.ts';
-import { ALLOCATION_FILE, DEFAULT_STATE_DIR } from '../sources/allocation-state.ts';
-import { DEFAULT_POLL_INTERVAL_MS } from '../sources/shepherd.ts';
-import { DEFAULT_FILE_SETTLE_MS } from '../sources/file.ts';
+import { ALLOCATION_FILE, DEFAULT_FILE_SETTLE_MS, DEFAULT_POLL_INTERVAL_MS, DEFAULT_STATE_DIR } from '../sources/defaults.ts';
 import { DETECT_LOCAL_MODES, NODEPORT_PRIMARY, type NodePortAddresses } from '../config/render-cli.ts';
 import { DEFAULT_HEALTHZ_BIND_ADDRESS, DEFAULT_METRICS_BIND_ADDRESS } from '../config/server.ts';
 

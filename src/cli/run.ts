@@ -6,27 +6,17 @@
  */
 import { Command, Option } from 'commander';
 import { resolve } from 'node:path';
-import { SystemConntrack } from '../conntrack/exec.ts';
-import { Proxier } from '../proxier/proxier.ts';
-import { collectAfterSyncs } from '../proxier/collect-after-sync.ts';
-import { StatusFileWriter } from '../proxier/status-file.ts';
-import { createLogger } from '../util/log.ts';
-import { startServers } from '../server/daemon.ts';
-import { healthCheckAddresses as healthCheckAddressesFor } from '../server/node-addresses.ts';
 import { configOptions, settingName } from './config-file.ts';
-import { configz } from './configz.ts';
 import { checkProxyConfig, commandProxyConfig, sourceOptions } from './proxy-config.ts';
-import { DEFAULT_STATE_DIR } from '../sources/allocation-state.ts';
+import { DEFAULT_STATE_DIR } from '../sources/defaults.ts';
 import { fileSettleOption, conntrackOptions, fullSyncPeriodOption, kernelOptions, pollIntervalOption, renderOptions, serverOptions, syncPeriodOptions } from './options.ts';
 import { modeDriver } from '../modes/registry.ts';
 import { guardNodeSettings, needsNode, nodeSettings } from './node-settings.ts';
 import { applyConntrackOptions, createSource, createSyncBackend, lockNamespace, sourceKind, statusFileOption, syncLogFieldsOf, syncModeOptions } from './setup.ts';
 import { dnsOptions } from './dns-options.ts';
-import { nodeDnsStateIn, removeInterceptLeftover, startNodeDns, type NodeDns } from '../dns/node-dns.ts';
-import { interceptedAddress } from '../dns/intercept.ts';
-import { registerDnsMetrics } from '../dns/metrics.ts';
-import { completeTakeover, prepareTakeover } from '../takeover/takeover.ts';
 import type { Logger } from '../util/log.ts';
+import { interceptedAddress } from '../dns/intercept.ts';
+import type { NodeDns } from '../dns/node-dns.ts';
 
 /** How `run --takeover` tells what `drover takeover` prints: one log line per line of text, `{"line": "…", "msg": "takeover"}`. */
 function takeoverLog(logger: Logger): (text: string) => void {
@@ -38,6 +28,7 @@ function takeoverLog(logger: Logger): (text: string) => void {
 /** Without `--dns-address`: remove an earlier run's cluster DNS interception, which nothing would answer now (node-dns.ts removeInterceptLeftover). */
 async function removeLeftoverIntercept(logger: Logger): Promise<void> {
   try {
+    const { removeInterceptLeftover } = await import('../dns/node-dns.ts');
     const removed = await removeInterceptLeftover();
     if (removed !== undefined) logger.warn(removed, 'DNS: no --dns-address, so the cluster DNS interception and node DNS rules of an earlier run are removed');
   } catch (err) {
@@ -50,6 +41,17 @@ export function runCommand(): Command {
   const cmd = new Command('run')
     .description('watch the source and keep the kernel in sync with it (the service proxy)')
     .action(async (given: { statusFile: string; takeover: boolean }) => {
+      // What the loop needs, loaded when it runs: the other commands start without it.
+      const [{ SystemConntrack }, { Proxier }, { collectAfterSyncs }, { StatusFileWriter }, { createLogger }, { startServers }, { healthCheckAddresses: healthCheckAddressesFor }, { configz }] = await Promise.all([
+        import('../conntrack/exec.ts'),
+        import('../proxier/proxier.ts'),
+        import('../proxier/collect-after-sync.ts'),
+        import('../proxier/status-file.ts'),
+        import('../util/log.ts'),
+        import('../server/daemon.ts'),
+        import('../server/node-addresses.ts'),
+        import('./configz.ts'),
+      ]);
       let config = commandProxyConfig(cmd);
       checkProxyConfig(config, { name: (flag) => settingName(cmd, flag), statusFile: given.statusFile });
       const { kernel, sync, server } = config;
@@ -90,7 +92,8 @@ export function runCommand(): Command {
       const { render } = config;
       await applyConntrackOptions(config, logger);
       // Before the servers start: drover's own health server would answer on kube-proxy's healthz port.
-      const takeoverPlan = given.takeover ? await prepareTakeover(config, false, takeoverLog(logger)) : undefined;
+      const takeoverModule = given.takeover ? await import('../takeover/takeover.ts') : undefined;
+      const takeoverPlan = takeoverModule !== undefined ? await takeoverModule.prepareTakeover(config, false, takeoverLog(logger)) : undefined;
       const mode = modeDriver(kernel.mode);
       const { render: modeRender, ...modeInfo } = mode.runInfo(config.modes);
       const status = new StatusFileWriter(
@@ -126,14 +129,14 @@ export function runCommand(): Command {
         ...syncLogFieldsOf(kernel.mode),
       });
       status.listen(proxier);
-      if (takeoverPlan !== undefined) {
+      if (takeoverModule !== undefined && takeoverPlan !== undefined) {
         // The rest of the takeover after the first full sync of a source read whole: check, then remove the old state.
         const start = Date.now();
         const off = proxier.on('sync', (last) => {
           if (!last.full || last.result === undefined || last.snapshot === undefined || last.incomplete.length > 0) return;
           off();
           const write = takeoverLog(logger);
-          void completeTakeover({ config, plan: takeoverPlan, snapshot: last.snapshot, logger, write, start }).catch((err: Error) =>
+          void takeoverModule.completeTakeover({ config, plan: takeoverPlan, snapshot: last.snapshot, logger, write, start }).catch((err: Error) =>
             logger.error({ err: err.message }, 'takeover stopped; the old state is left in place beside this mode\'s'),
           );
         });
@@ -148,11 +151,11 @@ export function runCommand(): Command {
       const dnsAddress = config.dns?.dnsAddress;
       const dns: NodeDns | undefined =
         config.dns !== undefined && dnsAddress !== undefined
-          ? await startNodeDns(proxier, { ...config.dns, dnsAddress, dataplane: { nftables: mode.filter === 'nftables', iptables: kernel.iptablesBackend }, ...(intercept !== undefined ? { intercept } : {}) }, logger)
+          ? await (await import('../dns/node-dns.ts')).startNodeDns(proxier, { ...config.dns, dnsAddress, dataplane: { nftables: mode.filter === 'nftables', iptables: kernel.iptablesBackend }, ...(intercept !== undefined ? { intercept } : {}) }, logger)
           : undefined;
       if (dnsAddress === undefined && kernel.netns === undefined) await removeLeftoverIntercept(logger);
       if (kernel.netns !== undefined) {
-        const left = await nodeDnsStateIn(kernel.netns);
+        const left = await (await import('../dns/node-dns.ts')).nodeDnsStateIn(kernel.netns);
         if (left.length > 0) logger.warn({ netns: kernel.netns, left }, `network namespace ${kernel.netns} holds node DNS state that --netns cannot remove; its rules may still send DNS queries to a server no longer there: run \`ip netns exec ${kernel.netns} drover cleanup\``);
       }
       const servers = await startServers(proxier, {
@@ -161,13 +164,14 @@ export function runCommand(): Command {
         proxyMode: backend.mode,
         healthCheckAddresses,
         syncPeriodMs: sync.syncPeriod,
-        modeMetrics: mode.metrics,
+        ...(mode.metrics !== undefined ? { modeMetrics: await mode.metrics() } : {}),
         ...(kernel.netns ? { netns: kernel.netns } : {}),
         configz: configz({ ...config, sync, server }),
         logger,
       });
       let refreshStatus: NodeJS.Timeout | undefined;
       if (dns !== undefined && dnsAddress !== undefined) {
+        const { registerDnsMetrics } = await import('../dns/metrics.ts');
         registerDnsMetrics(servers.metrics.registry, dns.server.stats);
         const { stats } = dns.server;
         status.withDns(() => ({

@@ -6,7 +6,7 @@
  */
 import { Option } from 'commander';
 import { DroverError, UsageError } from '../errors.ts';
-import { DEFAULT_STATUS_FILE } from '../inspect/status.ts';
+import { DEFAULT_STATUS_FILE } from '../inspect/status-path.ts';
 import type { BackendConfig, ModeDriver } from '../modes/driver.ts';
 import { modeSection, type ProxyConfig } from '../config/proxy-config.ts';
 import type { RenderOptions } from '../config/render.ts';

@@ -9,7 +9,7 @@
  * the exit code (use `drover diff` for that).
  */
 import { Command } from 'commander';
-import { formatStatus, NotRunError, readStatusFile, type StatusRecord } from '../inspect/status.ts';
+import type { StatusRecord } from '../inspect/status.ts';
 import { modeDriver, modeNames } from '../modes/registry.ts';
 import { inspectKernelOptions, nodePortAddressesArg } from './options.ts';
 import type { KernelOptions } from '../config/kernel.ts';
@@ -49,6 +49,7 @@ export function statusCommand(): Command {
     )
     .addOption(statusFileOption())
     .action(async function (this: Command, opts: KernelOptions & { statusFile: string }) {
+      const { formatStatus, NotRunError, readStatusFile } = await import('../inspect/status.ts');
       let record: StatusRecord;
       try {
         record = await readStatusFile(opts.statusFile);

@@ -2,7 +2,6 @@
 import { configOptions, settingName } from './config-file.ts';
 import { checkProxyConfig, commandProxyConfig } from './proxy-config.ts';
 import { Command, Option } from 'commander';
-import { Proxier } from '../proxier/proxier.ts';
 import { createLogger } from '../util/log.ts';
 import { conntrackOptions, kernelOptions, listTimeoutOption, renderOptions } from './options.ts';
 import { markPartial } from './exit.ts';
@@ -33,6 +32,7 @@ export function syncCommand(): Command {
         await source.close();
         throw err;
       }
+      const { Proxier } = await import('../proxier/proxier.ts');
       const proxier = new Proxier({ source, backend, logger, minSyncPeriodMs: 0, syncPeriodMs: 0, ...syncLogFieldsOf(kernel.mode) });
       try {
         await proxier.syncOnce({ full: true });

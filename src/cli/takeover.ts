@@ -8,7 +8,7 @@
 import { Command, Option } from 'commander';
 import { TakeoverRefusedError } from '../errors.ts';
 import type { Backend } from '../proxier/backend.ts';
-import { DEFAULT_DRAIN_MS, takeover } from '../takeover/takeover.ts';
+import { DEFAULT_DRAIN_MS } from '../takeover/defaults.ts';
 import { createLogger } from '../util/log.ts';
 import { kernelOptions, listTimeoutOption, parseDuration, renderOptions } from './options.ts';
 import { createSyncBackend, loadSource, lockNamespace, syncModeOptions } from './setup.ts';
@@ -43,6 +43,7 @@ export function takeoverCommand(): Command {
       let backend: Backend | undefined;
       if (!opts.dryRun) await lockNamespace('takeover', config.kernel, logger);
       try {
+        const { takeover } = await import('../takeover/takeover.ts');
         const report = await takeover({
           config,
           snapshot,

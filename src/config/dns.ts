@@ -2,6 +2,8 @@
  * The settings of the node's Service DNS server (`drover run --dns-address`;
  * src/dns/). Off unless `dnsAddress` is set.
  */
+import { parseIP } from '../model/addr.ts';
+import { UsageError } from '../errors.ts';
 
 /** The cluster domain kube-proxy's and the kubelet's defaults name (`--cluster-domain`). */
 export const DEFAULT_CLUSTER_DOMAIN = 'cluster.local';
@@ -13,6 +15,20 @@ export const DEFAULT_DNS_TTL = 5;
 export interface Upstream {
   readonly ip: string;
   readonly port: number;
+}
+
+/**
+ * An upstream from text: "IP", "IP:PORT" or "[IPv6]:PORT" (port default 53).
+ * @throws UsageError naming `origin` when the text is not one.
+ */
+export function parseUpstream(text: string, origin: string): Upstream {
+  const m = /^\[([^\]]+)\]:(\d+)$/.exec(text) ?? /^([^:]+):(\d+)$/.exec(text);
+  const [host, port] = m ? [m[1]!, Number(m[2])] : [text, 53];
+  const ip = parseIP(host);
+  if (ip === undefined || !Number.isInteger(port) || port < 1 || port > 65535) {
+    throw new UsageError(`${origin}: upstream DNS server ${JSON.stringify(text)} is not IP, IP:PORT or [IPv6]:PORT with a port of 1-65535`);
+  }
+  return { ip: ip.text, port };
 }
 
 /** Options of `run`'s DNS server. */

@@ -16,8 +16,9 @@ import * as dns from 'dns-packet';
 import type { Packet, Question } from 'dns-packet';
 import { parseIP, joinHostPort } from '../model/addr.ts';
 import { AnswerCache } from './cache.ts';
-import { UsageError } from '../errors.ts';
-import type { Upstream } from '../config/dns.ts';
+import { parseUpstream, type Upstream } from '../config/dns.ts';
+
+export { parseUpstream };
 
 export type { Upstream };
 
@@ -41,20 +42,6 @@ export type Forwarded =
 /** The cache and in-flight key of a question: its name lower-case, its type and class. */
 function questionKey(q: Question): string {
   return `${q.name.toLowerCase()} ${q.type} ${q.class ?? 'IN'}`;
-}
-
-/**
- * An upstream from text: "IP", "IP:PORT" or "[IPv6]:PORT" (port default 53).
- * @throws UsageError naming `origin` when the text is not one.
- */
-export function parseUpstream(text: string, origin: string): Upstream {
-  const m = /^\[([^\]]+)\]:(\d+)$/.exec(text) ?? /^([^:]+):(\d+)$/.exec(text);
-  const [host, port] = m ? [m[1]!, Number(m[2])] : [text, 53];
-  const ip = parseIP(host);
-  if (ip === undefined || !Number.isInteger(port) || port < 1 || port > 65535) {
-    throw new UsageError(`${origin}: upstream DNS server ${JSON.stringify(text)} is not IP, IP:PORT or [IPv6]:PORT with a port of 1-65535`);
-  }
-  return { ip: ip.text, port };
 }
 
 /**

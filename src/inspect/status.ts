@@ -24,9 +24,9 @@ import { readFile } from 'node:fs/promises';
 import { z } from 'zod';
 import { parseWith } from '../model/schema.ts';
 import { DroverError } from '../errors.ts';
+import { DEFAULT_STATUS_FILE } from './status-path.ts';
 
-/** Where `drover run` writes, and `drover status` reads, the status file by default. */
-export const DEFAULT_STATUS_FILE = '/run/drover/status.json';
+export { DEFAULT_STATUS_FILE };
 
 const syncSchema = z.object({
   /** When the attempt ended, ISO 8601. */

@@ -300,6 +300,37 @@ export interface ModeDriver {
    * a sync (SyncResult.detail, proxier/backend.ts); absent: nothing.
    */
   readonly syncLogFields?: (detail: ModeSyncDetail | undefined) => Readonly<Record<string, unknown>>;
-  /** The mode's own Prometheus metrics for `drover run` (server/metrics.ts); absent when it has none. */
-  readonly metrics?: ModeMetricsFactory;
+  /**
+   * The mode's own Prometheus metrics for `drover run` (server/metrics.ts);
+   * absent when it has none. Loaded when asked for: only `run` serves metrics.
+   */
+  readonly metrics?: () => Promise<ModeMetricsFactory>;
+}
+
+/**
+ * What a driver does with rules, sources and the kernel: the methods whose
+ * modules (backends, kernel clients, renderers) a driver loads when one is
+ * first called, so that a command loads only what it uses.
+ */
+export type ModeOperations = Pick<ModeDriver, 'createBackend' | 'render' | 'chains' | 'trace' | 'kernelTrace' | 'diff' | 'survey' | 'drain' | 'status' | 'fake'>;
+
+/**
+ * Operations that load `load` (once) when one is first called and then run
+ * its own; `kernelTrace` is there only when `withKernelTrace` is, `drain` only when `withDrain` is.
+ */
+export function operationsOnUse(load: () => Promise<ModeOperations>, withKernelTrace = false, withDrain = false): ModeOperations {
+  let loaded: Promise<ModeOperations> | undefined;
+  const ops = () => (loaded ??= load());
+  return {
+    createBackend: async (config, render, logger) => (await ops()).createBackend(config, render, logger),
+    render: async (snapshot, config, header) => (await ops()).render(snapshot, config, header),
+    chains: async (selector, opts) => (await ops()).chains(selector, opts),
+    trace: async (opts) => (await ops()).trace(opts),
+    ...(withKernelTrace ? { kernelTrace: async (opts: KernelTraceOptions, evaluated: TraceResult) => (await ops()).kernelTrace!(opts, evaluated) } : {}),
+    diff: async (config) => (await ops()).diff(config),
+    survey: async (opts, render) => (await ops()).survey(opts, render),
+    ...(withDrain ? { drain: async (config: BackendConfig, boundMs: number) => (await ops()).drain!(config, boundMs) } : {}),
+    status: async (opts, recorded) => (await ops()).status(opts, recorded),
+    fake: async (opts) => (await ops()).fake(opts),
+  };
 }

@@ -29,11 +29,9 @@ import { writeFileAtomic } from '../util/atomic-file.ts';
 import type { Logger } from '../util/log.ts';
 import type { AllocationMemory } from './decoder.ts';
 
-/** Where drover keeps state across restarts by default (`--state-dir`). */
-export const DEFAULT_STATE_DIR = '/var/lib/drover';
+import { ALLOCATION_FILE, DEFAULT_STATE_DIR } from './defaults.ts';
 
-/** The allocation state file's name inside the state folder. */
-export const ALLOCATION_FILE = 'allocations.json';
+export { ALLOCATION_FILE, DEFAULT_STATE_DIR };
 
 const stateSchema = z.object({
   version: z.literal(1),

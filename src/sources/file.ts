@@ -69,12 +69,12 @@ import { anySkippedLink, skippedLinkWarning, type SkippedLink } from './links.ts
 import { isUnsettled, ManifestCache, readManifests, rereadManifestFiles, type SettleOptions, type Unsettled } from './manifests.ts';
 import { RereadSchedule } from './reread.ts';
 import { ManifestWatcher, type WatchedChanges } from './watch.ts';
+import { DEFAULT_FILE_SETTLE_MS } from './defaults.ts';
 
 /** How long after a load a file that did not parse while being written is read again, in milliseconds. */
 export const REREAD_MS = 250;
 
-/** Default settle time (`--file-settle`): how long a file written in place must be unchanged before it is read, in milliseconds. */
-export const DEFAULT_FILE_SETTLE_MS = 200;
+export { DEFAULT_FILE_SETTLE_MS };
 
 /** How long a file that reads as fewer objects than it held keeps serving what it held, after its last change, in milliseconds. */
 export const SHRINK_HOLD_MS = 10_000;

@@ -7,11 +7,9 @@
 import type { DnsCliOptions } from '../config/dns.ts';
 import type { RenderCliOptions } from '../config/render-cli.ts';
 import type { Logger } from '../util/log.ts';
-import { AllocationStateFile, DEFAULT_STATE_DIR } from './allocation-state.ts';
+import { DEFAULT_STATE_DIR } from './defaults.ts';
 import type { AllocationMemory } from './decoder.ts';
-import { FileSource } from './file.ts';
 import { SHEPHERD_SCHEME, shepherdBaseURL } from './shepherd-api.ts';
-import { ShepherdSource } from './shepherd.ts';
 import type { Source } from './source.ts';
 
 /**
@@ -53,8 +51,8 @@ const SOURCE_KINDS: readonly SourceKind[] = [
   {
     name: 'shepherd',
     matches: (value) => value.toLowerCase().startsWith(SHEPHERD_SCHEME),
-    create: (opts, ctx) =>
-      new ShepherdSource({
+    create: async (opts, ctx) =>
+      new (await import('./shepherd.ts')).ShepherdSource({
         baseURL: shepherdBaseURL(opts.source),
         serviceCIDR: opts.serviceCidr,
         nodePortRange: opts.serviceNodePortRange,
@@ -67,8 +65,8 @@ const SOURCE_KINDS: readonly SourceKind[] = [
   {
     name: 'file',
     matches: () => true,
-    create: (opts, ctx) =>
-      new FileSource(opts.source, {
+    create: async (opts, ctx) =>
+      new (await import('./file.ts')).FileSource(opts.source, {
         serviceCIDR: opts.serviceCidr,
         nodePortRange: opts.serviceNodePortRange,
         logger: ctx.logger,
@@ -92,6 +90,8 @@ export function sourceKind(value: string): SourceKind['name'] {
  * @throws Error when the service CIDR or a source URL is invalid.
  */
 export async function createSource(opts: SourceOptions, logger: Logger, { persist }: { persist: boolean }): Promise<Source> {
+  // Each source's modules (and the state file's) are loaded here, when one is made: a command that makes none starts without them.
+  const { AllocationStateFile } = await import('./allocation-state.ts');
   const allocations = AllocationStateFile.open(opts.stateDir ?? DEFAULT_STATE_DIR, { logger, writable: persist });
   return await SOURCE_KINDS.find((k) => k.matches(opts.source))!.create(opts, { logger, allocations });
 }

@@ -45,9 +45,9 @@ import { fileChanges } from './file.ts';
 import { KEEP_NOTE } from './last-good.ts';
 import { checkShepherdToken, readShepherd, ShepherdApiError, type NamespaceRead, type ShepherdRead } from './shepherd-api.ts';
 import type { SourceLoad } from './source.ts';
+import { DEFAULT_POLL_INTERVAL_MS } from './defaults.ts';
 
-/** Default time between two polls, ms (Shepherd's service controller period). */
-export const DEFAULT_POLL_INTERVAL_MS = 5000;
+export { DEFAULT_POLL_INTERVAL_MS };
 
 /** Default longest wait for one answer of the server, ms. */
 export const DEFAULT_REQUEST_TIMEOUT_MS = 10_000;

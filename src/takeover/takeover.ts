@@ -16,6 +16,7 @@
  * go, so none meets an empty node.
  */
 import { TakeoverRefusedError } from '../errors.ts';
+import { DEFAULT_DRAIN_MS } from './defaults.ts';
 import { localAddresses } from '../kernel/iptables/live.ts';
 import { DUMMY_INTERFACE } from '../kernel/rtnetlink/link.ts';
 import type { TraceContext } from '../inspect/trace.ts';
@@ -60,8 +61,6 @@ export interface TakeoverInput {
   readonly drainMs?: number;
 }
 
-/** The default bound of the wait for an old mode's own connections ({@link TakeoverInput.drainMs}): 30 s. */
-export const DEFAULT_DRAIN_MS = 30_000;
 
 /** What {@link takeover} did. */
 export interface TakeoverReport {

@@ -10,7 +10,7 @@ import { ipvsStaticRules } from '../../src/modes/ipvs/rules.ts';
 import { selectServicePorts, UnknownServiceError } from '../../src/modes/shared/kube-chains/chains.ts';
 import { formatIpvsChains, ipvsServicePortViews } from '../../src/modes/ipvs/chains.ts';
 import { formatIpvsDrift, ipvsDrift, ipvsDriftCount } from '../../src/modes/ipvs/diff.ts';
-import { ipvsStatusLines } from '../../src/modes/ipvs/driver.ts';
+import { ipvsStatusLines } from '../../src/modes/ipvs/operations.ts';
 import { ipvsCounts, readIpvsLive, unsupportedNote, type IpvsLive } from '../../src/modes/ipvs/live.ts';
 import { ipvsSchedule } from '../../src/modes/ipvs/schedule.ts';
 import { formatStatus, type StatusRecord } from '../../src/inspect/status.ts';

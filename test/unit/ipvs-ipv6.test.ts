@@ -6,7 +6,7 @@
  */
 import test from 'ava';
 import { desiredIpvsState } from '../../src/modes/ipvs/assemble.ts';
-import { renderIpvsFamilies } from '../../src/modes/ipvs/driver.ts';
+import { renderIpvsFamilies } from '../../src/modes/ipvs/operations.ts';
 import { DualStackIpvsBackend } from '../../src/modes/ipvs/dual-stack.ts';
 import { IpvsCleanupError } from '../../src/modes/ipvs/backend.ts';
 import { FakeIptables } from '../../src/kernel/iptables/fake.ts';
@@ -20,7 +20,7 @@ import { dualSnap, ep, sp } from '../support/snapshots.ts';
 import { World } from '../support/ipvs-world.ts';
 import { readIpvsLive, ipvsCounts } from '../../src/modes/ipvs/live.ts';
 import { formatIpvsChains, ipvsServicePortViews } from '../../src/modes/ipvs/chains.ts';
-import { ipvsStatusLines } from '../../src/modes/ipvs/driver.ts';
+import { ipvsStatusLines } from '../../src/modes/ipvs/operations.ts';
 import { endpointPods } from '../../src/model/pods.ts';
 import { formatIpvsDrift, ipv6DriftWanted, ipvsDrift } from '../../src/modes/ipvs/diff.ts';
 
