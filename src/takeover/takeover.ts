@@ -104,7 +104,7 @@ export function countsText(counts: ObjectCounts): string {
 export function drainText(title: string, r: DrainReport): string {
   if (r.connections === 0) return `${title} mode carried no active connection of its own\n`;
   if (r.left === 0) return `${title} mode's ${r.connections} active connections ended in ${r.ms} ms\n`;
-  return `${title} mode still carried ${r.left} of ${r.connections} active connections after ${r.ms} ms (the bound): removing its state cuts them\n`;
+  return `${title} mode still counted ${r.left} active connections after ${r.ms} ms, the bound (${r.connections} when the wait began): removing its state cuts those still open\n`;
 }
 
 /**

@@ -120,7 +120,7 @@ test('the drain ends at its bound with the connections still open, and says it c
   let clock = 0;
   const report = await waitForDrain(async () => 2, 1000, 300, { now: () => clock, sleep: async (ms) => void (clock += ms) });
   t.deepEqual(report, { connections: 2, left: 2, ms: 1000 });
-  t.is(drainText('IPVS', report), 'IPVS mode still carried 2 of 2 active connections after 1000 ms (the bound): removing its state cuts them\n');
+  t.is(drainText('IPVS', report), 'IPVS mode still counted 2 active connections after 1000 ms, the bound (2 when the wait began): removing its state cuts those still open\n');
   t.deepEqual(await waitForDrain(async () => 0, 1000, 300, { now: () => clock, sleep: async () => t.fail('no wait when nothing is open') }), { connections: 0, left: 0, ms: 0 });
   t.is(drainText('IPVS', { connections: 0, left: 0, ms: 0 }), 'IPVS mode carried no active connection of its own\n');
 });
