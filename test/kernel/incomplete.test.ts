@@ -7,6 +7,7 @@
  */
 import test from 'ava';
 import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -96,6 +97,8 @@ if (unavailable) {
       await until('the first sync', async () => logs.includes('full sync done; deletions held: the source is incomplete'), 30_000);
       t.is(await save(), programmed, 'the rules are unchanged after a restart');
       t.deepEqual(await reach(), SERVING);
+      // The status file is written after the sync's log line, on its own queue: wait for it.
+      await until('the status file', async () => existsSync(status), 30_000);
       const shown = await run(process.execPath, [DROVER, 'status', '--status-file', status, '--netns', topo.node, '--iptables-backend', 'nft'], { allowFail: true, timeoutMs: 60_000 });
       t.regex(shown.stdout, /^source read: incomplete: 1 part could not be read; no service port is deleted until it is whole$/m);
       t.regex(shown.stdout, /^ {2}missing: {3}.*f\.yaml:\d+:\d+: document #3 .*document skipped$/m);

@@ -70,7 +70,10 @@ if (unavailable) {
     const first = startDrover([...flags, '--netns', w.topo.node, ...runFlags(w)]);
     t.teardown(() => first.kill());
     await synced(first, 1);
-    const pid = (JSON.parse(await readFile(join(w.scratch, 'status.json'), 'utf8')) as { pid: number }).pid;
+    // The status file is written after the sync's log line, on its own queue: wait for it.
+    const statusFile = join(w.scratch, 'status.json');
+    await until('the first run\'s status file', async () => existsSync(statusFile), 30_000);
+    const pid = (JSON.parse(await readFile(statusFile, 'utf8')) as { pid: number }).pid;
     t.like(JSON.parse(await readFile(await lockFile(w), 'utf8')), { pid, command: 'run', mode: 'iptables', netns: w.topo.node });
     t.is(await reached(w), 'b1,b2');
     const load = await traffic(t, w);
