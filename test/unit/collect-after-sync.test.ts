@@ -114,7 +114,7 @@ test('under a stream of syncs closer than the quiet time, a collection comes rig
   t.deepEqual(collected, [2700, 6300, 9100], 'the last burst, once quiet');
 });
 
-test('under a stream of syncs that leave little garbage (the heap has not grown by the bound), the longest wait does not force a collection: it comes once quiet', (t) => {
+test('partial syncs that leave little garbage (the heap has not grown by the bound) never force a collection, in a stream or once quiet; one past the bound is collected once quiet', (t) => {
   const clock = FakeTimers.install({ toFake: ['setTimeout', 'clearTimeout', 'Date', 'performance'] });
   t.teardown(() => clock.uninstall());
   const proxier = fakeProxier();
@@ -125,12 +125,29 @@ test('under a stream of syncs that leave little garbage (the heap has not grown 
     proxier.sync(sync(false, 1)); // at 0, 900, 1800, 2700, 3600
     clock.tick(900);
   }
+  clock.tick(5000);
   t.deepEqual(collected, [], 'no collection while the heap has not grown');
   grown = true;
-  proxier.sync(sync(false, 1)); // at 4500: past the longest wait, and grown
+  proxier.sync(sync(false, 1)); // at 9500, grown
+  clock.tick(999);
   t.deepEqual(collected, []);
-  clock.tick(0);
-  t.deepEqual(collected, [4500]);
+  clock.tick(1);
+  t.deepEqual(collected, [10500]);
+});
+
+test('a partial sync that leaves little garbage postpones a pending collection of a full sync, so that it does not fall in a burst', (t) => {
+  const clock = FakeTimers.install({ toFake: ['setTimeout', 'clearTimeout', 'Date', 'performance'] });
+  t.teardown(() => clock.uninstall());
+  const proxier = fakeProxier();
+  const collected: number[] = [];
+  collectAfterSyncs(proxier, 1000, () => collected.push(Date.now()), 2000, undefined, () => false);
+  proxier.sync(sync(true, 3)); // at 0
+  clock.tick(800);
+  proxier.sync(sync(false, 1)); // at 800
+  clock.tick(999);
+  t.deepEqual(collected, []);
+  clock.tick(1);
+  t.deepEqual(collected, [1800]);
 });
 
 test('heapGrownBy: true by more than the bound since the last collection, false after one', (t) => {
