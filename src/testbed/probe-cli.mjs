@@ -74,8 +74,12 @@ function once(host, port, timeoutMs) {
 /** @param {ProbeRequest} input @returns {Promise<ProbeSummary>} */
 async function probe(input) {
   /** @type {ProbeSummary} */
-  const summary = { counts: {}, errors: {}, clientsSeen: {}, results: [] };
+  const summary = { counts: {}, errors: {}, clientsSeen: {}, results: [], firstSentMs: 0, lastSentMs: 0, longestGapMs: 0 };
   for (let i = 0; i < input.count; i++) {
+    const sent = Date.now();
+    if (i === 0) summary.firstSentMs = sent;
+    else summary.longestGapMs = Math.max(summary.longestGapMs, sent - summary.lastSentMs);
+    summary.lastSentMs = sent;
     const r = await once(input.host, input.port, input.timeoutMs);
     summary.results.push(r);
     if (r.ok) {

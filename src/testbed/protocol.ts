@@ -40,6 +40,12 @@ export interface ProbeSummary {
   clientsSeen: Record<string, string[]>;
   /** Every request's outcome, in order. */
   results: RequestResult[];
+  /** When the first request was started, ms since the epoch (the machine's clock, shared by every namespace); 0 for no request. */
+  firstSentMs: number;
+  /** When the last request was started, ms since the epoch; 0 for no request. */
+  lastSentMs: number;
+  /** The longest time between the starts of two requests in a row, ms (0 for fewer than two). */
+  longestGapMs: number;
 }
 
 /** Input of `probe-cli.mjs traffic` (JSON in its argument). */
