@@ -6,6 +6,7 @@
  */
 import test from 'ava';
 import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -52,7 +53,10 @@ if (unavailable) {
       try {
         await until('the first sync', async () => (await save()).includes('10.244.2.3:8080'), 30_000);
         t.true((await save()).includes('shop/api cluster IP'));
-        const allocated = JSON.parse(await readFile(join(dir, 'state', 'allocations.json'), 'utf8')) as { allocations: Record<string, string> };
+        // The allocation state file is written on its own queue, beside the sync (not before it): wait for it.
+        const allocations = join(dir, 'state', 'allocations.json');
+        await until('the allocation state file', async () => existsSync(allocations), 30_000);
+        const allocated = JSON.parse(await readFile(allocations, 'utf8')) as { allocations: Record<string, string> };
         t.deepEqual(Object.keys(allocated.allocations), ['default/web', 'shop/api']);
         t.true((await save()).includes(`-d ${allocated.allocations['default/web']}/32`));
 
