@@ -28,7 +28,7 @@ import type { Topology } from '../../src/testbed/topology.ts';
 import { ipv4Frontends, type NodeInfo, type ServicePort } from '../../src/model/types.ts';
 import { ep, sp } from '../support/snapshots.ts';
 import { Driver } from './support/driver-client.ts';
-import { createIpvsTopology, registerIpvsTests, until } from './support/env.ts';
+import { createIpvsTopology, PROBE_TIMEOUT_MS, registerIpvsTests, until } from './support/env.ts';
 
 const UDP_PORT = 5353;
 const BACKENDS = ['b1', 'b2', 'b3'].map((name, i) => ({ name, ip: `10.244.1.${i + 2}`, ports: [8080], udpPorts: [UDP_PORT] }));
@@ -62,7 +62,7 @@ if (await registerIpvsTests('IPVS affinity and UDP tests')) {
   test.serial('ClientIP affinity: a client keeps its endpoint through the NodePort and through the ClusterIP, persistence with the affinity timeout', async (t) => {
     const from = topo.client('outside').netns;
     for (const [host, port] of [[topo.nodeIp, 30084], ['10.96.0.14', 80]] as const) {
-      const s = await probe(topo, { from, host, port, count: 15 });
+      const s = await probe(topo, { from, host, port, count: 15, timeoutMs: PROBE_TIMEOUT_MS });
       t.log(`${host}:${port}`, JSON.stringify(s.counts));
       t.deepEqual(s.errors, {}, `${host}:${port}`);
       t.is(Object.keys(s.counts).length, 1, `${host}:${port}: one endpoint for one client`);
@@ -76,7 +76,7 @@ if (await registerIpvsTests('IPVS affinity and UDP tests')) {
     const from = topo.client('outside').netns;
     /** The backend that answered a datagram from each of `sourcePorts`, all sent from one helper process. */
     const backendsOf = async (sourcePorts: number[]): Promise<string[]> => {
-      const results = await udpEach(topo, { from, host: '10.96.0.54', port: 53, sourcePorts, timeoutMs: 3000 });
+      const results = await udpEach(topo, { from, host: '10.96.0.54', port: 53, sourcePorts, timeoutMs: PROBE_TIMEOUT_MS });
       for (const r of results) t.true(r.ok, JSON.stringify(r));
       return results.map((r) => (r as { reply?: { backend?: string } }).reply?.backend ?? '?');
     };
@@ -110,7 +110,7 @@ if (await registerIpvsTests('IPVS affinity and UDP tests')) {
     ['NodePort', '192.168.100.1', 30053, 43053],
   ] as const) {
     test.serial(`UDP at the ${what}: a client that keeps its source port reaches the new endpoint after a change (its stale conntrack entry deleted)`, async (t) => {
-      const to = { from: topo.client('outside').netns, host, port, timeoutMs: 3000 };
+      const to = { from: topo.client('outside').netns, host, port, timeoutMs: PROBE_TIMEOUT_MS };
       await driver.sync(services('10.244.1.2'), { full: false, changed: ['default/dns:dns'] }, NODE);
       for (const r of await udpEach(topo, { ...to, sourcePorts: [sourcePort, sourcePort] })) t.like(r, { ok: true, reply: { backend: 'b1' } });
       const entries = async () => (await topo.exec(topo.node, 'conntrack', ['-L', '-p', 'udp', '--orig-port-src', String(sourcePort)], { allowFail: true })).stdout.trim();

@@ -20,7 +20,7 @@ import { ipv4Frontends, type NodeInfo, type ServicePort } from '../../src/model/
 import type { NodeAddresses } from '../../src/modes/ipvs/frontends.ts';
 import { ep, sp } from '../support/snapshots.ts';
 import { Driver } from './support/driver-client.ts';
-import { clientsSeen as seen, createIpvsTopology, ipvsadmState, realServerConns, registerIpvsTests } from './support/env.ts';
+import { clientsSeen as seen, createIpvsTopology, ipvsadmState, PROBE_TIMEOUT_MS, realServerConns, registerIpvsTests } from './support/env.ts';
 import { run } from '../../src/testbed/exec.ts';
 import { helperArgv } from '../../src/testbed/topology.ts';
 
@@ -164,14 +164,14 @@ if (await registerIpvsTests('IPVS frontends tests')) {
   });
 
   test.serial('a NodePort on the node address reaches every endpoint, masqueraded', async (t) => {
-    const s = await probe(topo, { from: topo.client('outside').netns, host: topo.nodeIp, port: 30080, count: 10 });
+    const s = await probe(topo, { from: topo.client('outside').netns, host: topo.nodeIp, port: 30080, count: 10, timeoutMs: PROBE_TIMEOUT_MS });
     t.deepEqual(s.errors, {});
     t.deepEqual(s.counts, { b1: 5, b2: 5 });
     t.deepEqual(seen(s), [topo.gateway], 'the endpoints see the node (KUBE-NODE-PORT-TCP marks it for masquerade)');
   });
 
   test.serial('an external IP reaches every endpoint, masqueraded', async (t) => {
-    const s = await probe(topo, { from: topo.client('outside').netns, host: '203.0.113.10', port: 80, count: 10 });
+    const s = await probe(topo, { from: topo.client('outside').netns, host: '203.0.113.10', port: 80, count: 10, timeoutMs: PROBE_TIMEOUT_MS });
     t.deepEqual(s.errors, {});
     t.deepEqual(s.counts, { b1: 5, b2: 5 });
     t.deepEqual(seen(s), [topo.gateway]);
@@ -179,12 +179,12 @@ if (await registerIpvsTests('IPVS frontends tests')) {
 
   test.serial('externalTrafficPolicy Local: NodePort and external IP reach only the local endpoint and keep the client address; the ClusterIP keeps both', async (t) => {
     for (const [host, port] of [[topo.nodeIp, 30081], ['203.0.113.11', 80]] as const) {
-      const s = await probe(topo, { from: topo.client('outside').netns, host, port, count: 6 });
+      const s = await probe(topo, { from: topo.client('outside').netns, host, port, count: 6, timeoutMs: PROBE_TIMEOUT_MS });
       t.deepEqual(s.errors, {}, `${host}:${port}`);
       t.deepEqual(s.counts, { b1: 6 }, `${host}:${port}`);
       t.deepEqual(seen(s), ['192.168.100.2'], `${host}:${port}: not masqueraded`);
     }
-    const c = await probe(topo, { from: topo.client('inside').netns, host: '10.96.1.12', port: 80, count: 6 });
+    const c = await probe(topo, { from: topo.client('inside').netns, host: '10.96.1.12', port: 80, count: 6, timeoutMs: PROBE_TIMEOUT_MS });
     t.deepEqual(c.counts, { b1: 3, b2: 3 });
   });
 
@@ -202,7 +202,7 @@ if (await registerIpvsTests('IPVS frontends tests')) {
   test.serial("externalTrafficPolicy Local without a local endpoint: this node's pods and the node itself reach the other node's endpoint through the NodePort and the external IP", async (t) => {
     for (const from of [topo.client('inside').netns, topo.node]) {
       for (const [host, port] of [[topo.nodeIp, 30082], ['203.0.113.12', 80]] as const) {
-        const s = await probe(topo, { from, host, port, count: 2, timeoutMs: 4000 });
+        const s = await probe(topo, { from, host, port, count: 2, timeoutMs: PROBE_TIMEOUT_MS });
         t.log(from === topo.node ? 'node' : 'pod', `${host}:${port}`, JSON.stringify(s.counts), JSON.stringify(s.errors), JSON.stringify(seen(s)));
         t.deepEqual(s.errors, {}, `${from} -> ${host}:${port}`);
         t.deepEqual(s.counts, { b2: 2 }, `${from} -> ${host}:${port}`);
@@ -225,20 +225,20 @@ if (await registerIpvsTests('IPVS frontends tests')) {
   });
 
   test.serial("KUBE-IPVS-FILTER: a ClusterIP does not expose the node's own listening ports", async (t) => {
-    const direct = await connectOnce(topo, { from: topo.client('inside').netns, host: topo.nodeIp, port: NODE_OWN_PORT, timeoutMs: 3000 });
+    const direct = await connectOnce(topo, { from: topo.client('inside').netns, host: topo.nodeIp, port: NODE_OWN_PORT, timeoutMs: PROBE_TIMEOUT_MS });
     t.true(direct.ok, `the node's own server answers on its address: ${JSON.stringify(direct)}`);
     for (const host of ['10.96.1.10', '203.0.113.10']) {
       const viaVip = await connectOnce(topo, { from: topo.client('inside').netns, host, port: NODE_OWN_PORT, timeoutMs: 3000 });
       t.deepEqual(viaVip, { ok: false, code: 'ECONNREFUSED' }, `${host}:${NODE_OWN_PORT} is rejected`);
     }
-    const service = await connectOnce(topo, { from: topo.client('inside').netns, host: '10.96.1.10', port: 80, timeoutMs: 3000 });
+    const service = await connectOnce(topo, { from: topo.client('inside').netns, host: '10.96.1.10', port: 80, timeoutMs: PROBE_TIMEOUT_MS });
     t.true(service.ok, 'the virtual server itself is not filtered');
   });
 
   test.serial('the health-check NodePort is accepted in filter KUBE-NODE-PORT when INPUT drops everything else', async (t) => {
     await run('iptables', ['-P', 'INPUT', 'DROP'], { netns: topo.node });
     try {
-      const hc = await connectOnce(topo, { from: topo.client('outside').netns, host: topo.nodeIp, port: HEALTH_PORT, timeoutMs: 3000 });
+      const hc = await connectOnce(topo, { from: topo.client('outside').netns, host: topo.nodeIp, port: HEALTH_PORT, timeoutMs: PROBE_TIMEOUT_MS });
       t.true(hc.ok, `health-check NodePort: ${JSON.stringify(hc)}`);
       const other = await connectOnce(topo, { from: topo.client('outside').netns, host: topo.nodeIp, port: NODE_OWN_PORT, timeoutMs: 2000 });
       t.false(other.ok, 'another port of the node is dropped by the policy');
@@ -248,7 +248,7 @@ if (await registerIpvsTests('IPVS frontends tests')) {
   });
 
   test.serial('a LoadBalancer IP with source ranges: a client in the range gets through; one outside it is dropped', async (t) => {
-    const inside = await probe(topo, { from: topo.client('inside').netns, host: '198.51.100.10', port: 80, count: 4 });
+    const inside = await probe(topo, { from: topo.client('inside').netns, host: '198.51.100.10', port: 80, count: 4, timeoutMs: PROBE_TIMEOUT_MS });
     t.deepEqual(inside.errors, {});
     t.deepEqual(inside.counts, { b1: 2, b2: 2 });
     const outside = await connectOnce(topo, { from: topo.client('outside').netns, host: '198.51.100.10', port: 80, timeoutMs: 2000 });
@@ -262,11 +262,11 @@ if (await registerIpvsTests('IPVS frontends tests')) {
     t.log(JSON.stringify(fromNode));
     t.false(fromNode.ok);
     t.not((fromNode as { code?: string }).code, 'ECONNREFUSED', 'dropped (a timeout), not refused');
-    const allowed = await probe(topo, { from: topo.node, host: '198.51.100.11', port: 80, count: 4, timeoutMs: 4000 });
+    const allowed = await probe(topo, { from: topo.node, host: '198.51.100.11', port: 80, count: 4, timeoutMs: PROBE_TIMEOUT_MS });
     t.deepEqual(allowed.errors, {});
     t.deepEqual(allowed.counts, { b1: 2, b2: 2 });
     // The same range lets the outside client (192.168.100.2) in; the first one's does not.
-    const client = await probe(topo, { from: topo.client('outside').netns, host: '198.51.100.11', port: 80, count: 2 });
+    const client = await probe(topo, { from: topo.client('outside').netns, host: '198.51.100.11', port: 80, count: 2, timeoutMs: PROBE_TIMEOUT_MS });
     t.deepEqual(client.errors, {});
   });
 
@@ -310,7 +310,7 @@ if (await registerIpvsTests('IPVS frontends tests')) {
   test.serial('internalTrafficPolicy Local losing its local endpoint: an open connection to it keeps working while new ones are dropped', async (t) => {
     const drain = (nodeName: string) => sp('default/drain:http', '10.96.1.19', 80, [ep('10.244.1.2:8080', { nodeName })], { internalTrafficPolicy: 'Local' });
     await driver.sync([drain('node1')], { full: false, changed: ['default/drain:http'] }, NODE);
-    const held = await holdConnection(topo, { from: topo.client('inside').netns, host: '10.96.1.19', port: 80 });
+    const held = await holdConnection(topo, { from: topo.client('inside').netns, host: '10.96.1.19', port: 80, timeoutMs: PROBE_TIMEOUT_MS });
     try {
       t.like(held.first, { ok: true, reply: { backend: 'b1' } });
       // b1 is now on another node: the ClusterIP is withheld, its real server drains.

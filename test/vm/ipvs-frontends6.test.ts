@@ -20,7 +20,7 @@ import type { Topology } from '../../src/testbed/topology.ts';
 import type { Frontends, NodeInfo, ServicePort } from '../../src/model/types.ts';
 import { ep, sp } from '../support/snapshots.ts';
 import { Driver } from './support/driver-client.ts';
-import { assertDropped, clientsSeen, createIpvsTopology, registerIpvsTests } from './support/env.ts';
+import { assertDropped, clientsSeen, createIpvsTopology, PROBE_TIMEOUT_MS, registerIpvsTests } from './support/env.ts';
 
 const UDP_PORT = 5353;
 const BACKENDS = [
@@ -104,7 +104,7 @@ if (await registerIpvsTests('IPVS IPv6 frontends tests')) {
     t.true(bound.includes('2001:db8:203::10/128'), 'the external IP is bound on kube-ipvs0');
     t.false(bound.includes(`${NODE_IP6}/128`), 'the node address is not bound on kube-ipvs0');
     for (const host of ['2001:db8:203::10', NODE_IP6]) {
-      const s = await probe(topo, { from: topo.client('outside').netns, host, port: 80, count: 10 });
+      const s = await probe(topo, { from: topo.client('outside').netns, host, port: 80, count: 10, timeoutMs: PROBE_TIMEOUT_MS });
       t.deepEqual(s.errors, {}, host);
       t.deepEqual(s.counts, { b1: 5, b2: 5 }, host);
       t.deepEqual(clientsSeen(s), [topo.ipv6.gateway], `${host}: the endpoints see the node (masquerade)`);
@@ -112,7 +112,7 @@ if (await registerIpvsTests('IPVS IPv6 frontends tests')) {
   });
 
   test.serial('an IPv6 LoadBalancer IP with IPv6 source ranges: a client in the range reaches the endpoints; one outside it is dropped', async (t) => {
-    const inside = await probe(topo, { from: topo.client('inside').netns, host: '2001:db8:51::10', port: 80, count: 4 });
+    const inside = await probe(topo, { from: topo.client('inside').netns, host: '2001:db8:51::10', port: 80, count: 4, timeoutMs: PROBE_TIMEOUT_MS });
     t.deepEqual(inside.errors, {});
     t.deepEqual(inside.counts, { b1: 2, b2: 2 });
     const outside = await connectOnce(topo, { from: topo.client('outside').netns, host: '2001:db8:51::10', port: 80, timeoutMs: 2000 });
@@ -121,12 +121,12 @@ if (await registerIpvsTests('IPVS IPv6 frontends tests')) {
 
   test.serial('externalTrafficPolicy Local: the IPv6 NodePort and external IP reach only the local endpoint and keep the client address; the ClusterIP keeps both', async (t) => {
     for (const [host, port] of [[NODE_IP6, 30081], ['2001:db8:203::11', 80]] as const) {
-      const s = await probe(topo, { from: topo.client('outside').netns, host, port, count: 6 });
+      const s = await probe(topo, { from: topo.client('outside').netns, host, port, count: 6, timeoutMs: PROBE_TIMEOUT_MS });
       t.deepEqual(s.errors, {}, `[${host}]:${port}`);
       t.deepEqual(s.counts, { b1: 6 }, `[${host}]:${port}`);
       t.deepEqual(clientsSeen(s), [OUTSIDE6], `[${host}]:${port}: not masqueraded`);
     }
-    const c = await probe(topo, { from: topo.client('inside').netns, host: 'fd00:96::12', port: 80, count: 6 });
+    const c = await probe(topo, { from: topo.client('inside').netns, host: 'fd00:96::12', port: 80, count: 6, timeoutMs: PROBE_TIMEOUT_MS });
     t.deepEqual(c.errors, {});
     t.deepEqual(c.counts, { b1: 3, b2: 3 });
   });
@@ -143,7 +143,7 @@ if (await registerIpvsTests('IPVS IPv6 frontends tests')) {
   test.serial("externalTrafficPolicy Local without a local endpoint: this node's pods (IPv6 cluster CIDR) and the node itself reach the other node's endpoint", async (t) => {
     for (const from of [topo.client('inside').netns, topo.node]) {
       for (const [host, port] of [[NODE_IP6, 30082], ['2001:db8:203::12', 80]] as const) {
-        const s = await probe(topo, { from, host, port, count: 2, timeoutMs: 4000 });
+        const s = await probe(topo, { from, host, port, count: 2, timeoutMs: PROBE_TIMEOUT_MS });
         const who = from === topo.node ? 'node' : 'pod';
         t.log(who, `[${host}]:${port}`, JSON.stringify(s.counts), JSON.stringify(s.errors), JSON.stringify(clientsSeen(s)));
         t.deepEqual(s.errors, {}, `${who} -> [${host}]:${port}`);
@@ -157,7 +157,7 @@ if (await registerIpvsTests('IPVS IPv6 frontends tests')) {
   });
 
   test.serial('UDP on the IPv6 NodePort: a client that keeps its source port reaches the new endpoint after a change (its stale conntrack entry deleted)', async (t) => {
-    const flow = { from: topo.client('outside').netns, host: NODE_IP6, port: 30053, sourcePort: 40053, timeoutMs: 3000 };
+    const flow = { from: topo.client('outside').netns, host: NODE_IP6, port: 30053, sourcePort: 40053, timeoutMs: PROBE_TIMEOUT_MS };
     for (const r of await udpEach(topo, { ...flow, sourcePorts: [flow.sourcePort, flow.sourcePort] })) {
       t.like(r, { ok: true, reply: { backend: 'b1', ip: 'fd00:244:1::2' } }, JSON.stringify(r));
     }

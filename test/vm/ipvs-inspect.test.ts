@@ -35,7 +35,7 @@ import type { TraceResult } from '../../src/inspect/trace.ts';
 import { holdConnection, probe } from '../../src/testbed/probe.ts';
 import type { Topology } from '../../src/testbed/topology.ts';
 import { drover, list, service, slice } from './support/cli.ts';
-import { createIpvsTopology, registerIpvsTests } from './support/env.ts';
+import { createIpvsTopology, PROBE_TIMEOUT_MS, registerIpvsTests } from './support/env.ts';
 
 const BACKENDS = [
   { name: 'b1', ip: '10.244.1.2', ip6: 'fd00:244:1::2', ports: [8080] },
@@ -85,7 +85,7 @@ if (await registerIpvsTests('IPVS inspect tests')) {
 
   test.serial('chains --mode ipvs shows each virtual server with its real servers, connection counters, kube-ipvs0 and ipset entries', async (t) => {
     // An open connection: its real server counts it as active while chains reads the kernel.
-    const held = await holdConnection(topo, { from: topo.client('inside').netns, host: '10.96.0.10', port: 80 });
+    const held = await holdConnection(topo, { from: topo.client('inside').netns, host: '10.96.0.10', port: 80, timeoutMs: PROBE_TIMEOUT_MS });
     let res: Awaited<ReturnType<typeof drover>>;
     let busy: string;
     try {
@@ -135,7 +135,7 @@ if (await registerIpvsTests('IPVS inspect tests')) {
     t.log(`\n${formatTrace(result, ipvsTraceFormat)}`);
     t.deepEqual(result.packet, { src: client.ip6!, dst: CLUSTER_IP6, dport: 80, proto: 'tcp' });
     t.is(result.origin, 'outside');
-    const real = await probe(topo, { from: client.netns, host: CLUSTER_IP6, port: 80, count: 20, timeoutMs: 2000 });
+    const real = await probe(topo, { from: client.netns, host: CLUSTER_IP6, port: 80, count: 20, timeoutMs: PROBE_TIMEOUT_MS });
     t.deepEqual(real.errors, {});
     const reached = Object.keys(real.counts).map((n) => `[${BACKENDS6.find((b) => b.name === n)!.ip6}]:8080`).sort();
     const traced = result.outcomes.flatMap((o) => (o.verdict.kind === 'dnat' ? [`[${o.verdict.ip}]:${o.verdict.port}`] : [])).sort();

@@ -14,7 +14,7 @@ import type { Topology } from '../../src/testbed/topology.ts';
 import type { ServicePort } from '../../src/model/types.ts';
 import { ep, sp } from '../support/snapshots.ts';
 import { Driver } from './support/driver-client.ts';
-import { createIpvsTopology, registerIpvsTests } from './support/env.ts';
+import { createIpvsTopology, PROBE_TIMEOUT_MS, registerIpvsTests } from './support/env.ts';
 
 const BACKENDS = [
   { name: 'b1', ip: '10.244.1.2', ip6: 'fd00:244:1::2', ports: [8080] },
@@ -92,27 +92,27 @@ if (await registerIpvsTests('IPVS IPv6 and dual-stack tests')) {
   });
 
   test.serial('IPv6 connections to an IPv6 ClusterIP reach the IPv6 backends, masqueraded from outside the cluster', async (t) => {
-    const s = await probe(topo, { from: topo.client('outside').netns, host: 'fd00:96::10', port: 80, count: 20 });
+    const s = await probe(topo, { from: topo.client('outside').netns, host: 'fd00:96::10', port: 80, count: 20, timeoutMs: PROBE_TIMEOUT_MS });
     t.deepEqual(s.errors, {});
     t.deepEqual(s.counts, { b1: 10, b2: 10 });
     t.true(s.results.every((r) => r.ok && r.reply.ip.includes(':')));
     t.deepEqual([...new Set(Object.values(s.clientsSeen).flat())], [topo.ipv6.gateway]);
-    const one = await probe(topo, { from: topo.client('outside').netns, host: 'fd00:96::20', port: 80, count: 4 });
+    const one = await probe(topo, { from: topo.client('outside').netns, host: 'fd00:96::20', port: 80, count: 4, timeoutMs: PROBE_TIMEOUT_MS });
     t.deepEqual(one.counts, { b1: 4 });
   });
 
   test.serial('a NodePort on the node\'s IPv6 address reaches the IPv6 backends', async (t) => {
-    const s = await probe(topo, { from: topo.client('outside').netns, host: topo.ipv6.nodeIp, port: 30080, count: 20 });
+    const s = await probe(topo, { from: topo.client('outside').netns, host: topo.ipv6.nodeIp, port: 30080, count: 20, timeoutMs: PROBE_TIMEOUT_MS });
     t.deepEqual(s.errors, {});
     t.deepEqual(s.counts, { b1: 10, b2: 10 });
   });
 
   test.serial('a dual-stack Service is reached on both families', async (t) => {
-    const v4 = await probe(topo, { from: topo.client('outside').netns, host: '10.96.0.10', port: 80, count: 10 });
+    const v4 = await probe(topo, { from: topo.client('outside').netns, host: '10.96.0.10', port: 80, count: 10, timeoutMs: PROBE_TIMEOUT_MS });
     t.deepEqual(v4.errors, {});
     t.deepEqual(v4.counts, { b1: 5, b2: 5 });
     t.true(v4.results.every((r) => r.ok && !r.reply.ip.includes(':')));
-    const v6 = await probe(topo, { from: topo.client('outside').netns, host: 'fd00:96::10', port: 80, count: 10 });
+    const v6 = await probe(topo, { from: topo.client('outside').netns, host: 'fd00:96::10', port: 80, count: 10, timeoutMs: PROBE_TIMEOUT_MS });
     t.deepEqual(v6.counts, { b1: 5, b2: 5 });
   });
 
