@@ -79,12 +79,18 @@ let driver: Driver;
 let addresses: NodeAddresses;
 let nodeServer: ChildProcess | undefined;
 
-/** Start an echo server (src/testbed/echo-server.mjs) on every address of the node namespace, at HEALTH_PORT and NODE_OWN_PORT. */
+/** How long the node's echo server may take to listen: a Node.js start, seconds under emulation, as the topology's own servers (createIpvsTopology). */
+const NODE_SERVER_READY_MS = 120_000;
+
+/** Start an echo server (src/testbed/echo-server.mjs) on every address of the node namespace, at HEALTH_PORT and NODE_OWN_PORT; killed when it does not listen in time. */
 function startNodeServer(): Promise<ChildProcess> {
   const child = spawn('ip', ['netns', 'exec', topo.node, ...helperArgv('echo-server.mjs', ['--name', 'node', '--ip', '0.0.0.0', '--ports', `${HEALTH_PORT},${NODE_OWN_PORT}`])], { stdio: ['pipe', 'pipe', 'pipe'] });
   return new Promise((resolve, reject) => {
     let out = '';
-    const timer = setTimeout(() => reject(new Error('echo server in the node namespace: not listening after 15 s')), 15_000);
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`echo server in the node namespace: not listening after ${NODE_SERVER_READY_MS / 1000} s`));
+    }, NODE_SERVER_READY_MS);
     child.stdout!.setEncoding('utf8').on('data', (d: string) => {
       out += d;
       if (out.includes('READY\n')) {
