@@ -30,8 +30,15 @@ const MANIFESTS =
 /** The guest is emulated: a start of drover and its first full sync take minutes there. */
 const START_MS = 300_000;
 
-/** Real servers of the ClusterIP with an ESTABLISHED connection in both of two reads of `ipvsadm -Lnc`, 1 s apart (the long-lived ones). */
-async function heldRealServers(netns: string): Promise<Set<string>> {
+/**
+ * Real servers of the ClusterIP that carry the `held` long-lived connections:
+ * `ipvsadm -Lnc` is read every second, keeping only the connections
+ * ESTABLISHED in every read so far, until no more than `held` are left. A
+ * new connection of the traffic can stay ESTABLISHED for seconds under
+ * emulation, so two reads a fixed time apart may still both show one.
+ * @throws Error when more than `held` are left after `timeoutMs`
+ */
+async function heldRealServers(netns: string, held: number, timeoutMs = 120_000): Promise<Set<string>> {
   const read = async () => {
     const out = (await run('ipvsadm', ['-Lnc'], { netns })).stdout;
     return new Set(
@@ -42,10 +49,14 @@ async function heldRealServers(netns: string): Promise<Set<string>> {
         .map((w) => `${w[3]} ${w[5]}`),
     );
   };
-  const first = await read();
-  await new Promise((r) => setTimeout(r, 1000));
-  const second = await read();
-  return new Set([...first].filter((c) => second.has(c)).map((c) => c.split(' ')[1]!.replace(/:8080$/, '')));
+  let still = await read();
+  await until(`no more than ${held} connections ESTABLISHED in every read`, async () => {
+    await new Promise((r) => setTimeout(r, 1000));
+    const now = await read();
+    still = new Set([...still].filter((c) => now.has(c)));
+    return still.size <= held;
+  }, timeoutMs, 0);
+  return new Set([...still].map((c) => c.split(' ')[1]!.replace(/:8080$/, '')));
 }
 
 if (await registerIpvsTests('IPVS fault tests')) {
@@ -81,7 +92,7 @@ if (await registerIpvsTests('IPVS fault tests')) {
 
     // Two long-lived connections over three real servers: at least one carries none.
     const load = await traffic(t, w, { held: 2, timeoutMs: 5000, heldTimeoutMs: 10_000 });
-    const held = await heldRealServers(w.topo.node);
+    const held = await heldRealServers(w.topo.node, 2);
     t.true(held.size >= 1, 'the long-lived connections are seen in the kernel');
     const victim = BACKENDS.find((ip) => !held.has(ip))!;
     const fullBefore = d.lines(/^full sync done/).length;
