@@ -68,10 +68,11 @@ interface Watcher {
   readonly bookmarks: boolean;
 }
 
-/** One request the double received: its path and query. */
+/** One request the double received: its path and query, and when it came in (ms since the epoch). */
 export interface SeenRequest {
   readonly path: string;
   readonly query: Readonly<Record<string, string>>;
+  readonly at: number;
 }
 
 const key = (o: ApiObject) => `${o.metadata.namespace ?? ''}/${o.metadata.name}`;
@@ -239,7 +240,7 @@ export class FakeKubeApi {
   private handle(req: IncomingMessage, res: ServerResponse): void {
     const url = new URL(req.url ?? '/', 'http://double');
     const query = Object.fromEntries(url.searchParams);
-    this.requests.push({ path: url.pathname, query });
+    this.requests.push({ path: url.pathname, query, at: Date.now() });
     const route = ROUTES[url.pathname];
     if (req.method !== 'GET' || !route) {
       res.writeHead(404, { 'Content-Type': 'application/json' }).end(JSON.stringify(status(404, 'NotFound', `the double serves no ${url.pathname}`)));
