@@ -177,10 +177,11 @@ if (unavailable) {
     const w = await manifestWorld(t, web(['10.180.0.1', '10.180.0.2']));
     await program(t, w, 'iptables');
     // A stand-in: sleep under the name kube-proxy (/proc/PID/comm), first outside the node namespace, then inside it.
+    // Each sleeps until the test kills it, however long the drover commands beside it take.
     const bin = join(w.scratch, 'kube-proxy');
     await copyFile('/bin/sleep', bin);
     await chmod(bin, 0o755);
-    const outside = spawn(bin, ['60'], { stdio: 'ignore' });
+    const outside = spawn(bin, ['infinity'], { stdio: 'ignore' });
     const outsideExited = new Promise((r) => outside.once('exit', r));
     t.teardown(async () => {
       outside.kill('SIGKILL');
@@ -188,7 +189,7 @@ if (unavailable) {
     });
     const dry = await drover(['takeover', '--dry-run', '--mode', 'nftables', ...flags(w)]);
     t.is(dry.code, 0, dry.stderr);
-    const inside = spawn('ip', ['netns', 'exec', w.topo.node, bin, '60'], { stdio: 'ignore' });
+    const inside = spawn('ip', ['netns', 'exec', w.topo.node, bin, 'infinity'], { stdio: 'ignore' });
     const insideExited = new Promise((r) => inside.once('exit', r));
     t.teardown(async () => {
       inside.kill('SIGKILL');
