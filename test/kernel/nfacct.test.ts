@@ -124,7 +124,13 @@ async function countersEndToEnd(t: ExecutionContext, variant: 'nft' | 'legacy'):
     await until('the INVALID drop to count both segments', async () => (await nfacct.get('ct_state_invalid_dropped_pkts')).packets >= 2, 30_000);
     t.like(await nfacct.get('ct_state_invalid_dropped_pkts'), { packets: 2, bytes: 2 * 40 });
 
-    const after = await scrape();
+    // One read of the counters serves the scrapes of the next second (nfacct-metrics.ts): on a quick machine the one
+    // above can still be served here. Wait for a scrape that reads the counters again.
+    let after = '';
+    await until('a scrape that reads the counters again', async () => {
+      after = await scrape();
+      return (metric(after, 'ct_state_invalid_dropped_packets_total') ?? 0) > 0;
+    }, 30_000);
     t.is(metric(after, 'ct_state_invalid_dropped_packets_total'), 2);
     t.is(metric(after, 'localhost_nodeports_accepted_packets_total'), 3);
     t.false(logs.includes('cannot create the nfacct counter'), logs);
