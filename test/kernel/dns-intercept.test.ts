@@ -70,7 +70,8 @@ if (unavailable) {
     await writeFile(join(source, 'services.json'), manifests());
     const start = (extra: string[]) =>
       startDrover(['--source', source, '--cluster-cidr', '10.244.0.0/16', '--dns-upstream', '127.0.0.1:9', '--status-file', join(dir, 'status.json'), '--state-dir', join(dir, 'state'), '--metrics-bind-address', '', '--healthz-bind-address', '', ...extra], { netns: node });
-    const dig = async (server: string, ...args: string[]) => (await topo!.exec(client, 'dig', [`@${server}`, '+time=1', '+tries=1', ...args], { allowFail: true })).stdout;
+    // One try, answered within 5 s: drover's event loop may be busy for a moment (the collection after a sync) on a loaded machine.
+    const dig = async (server: string, ...args: string[]) => (await topo!.exec(client, 'dig', [`@${server}`, '+time=5', '+tries=1', ...args], { allowFail: true })).stdout;
     const short = async (server: string, ...args: string[]) => (await dig(server, '+short', ...args)).trim().split('\n').filter((l) => l !== '');
     const sh = async (cmd: string, ...args: string[]) => {
       const res = await topo!.exec(node, cmd, args, { allowFail: true });

@@ -88,7 +88,8 @@ if (unavailable) {
         '--status-file', join(dir, 'status.json'), '--state-dir', join(dir, 'state'), '--metrics-bind-address', '', '--healthz-bind-address', '', '--log-level', 'debug'],
       { netns: topo.node },
     );
-    const dig = async (args: string[]) => (await topo!.exec(client.netns, 'dig', [`@${DNS}`, '+time=2', '+tries=1', ...args], { allowFail: true })).stdout;
+    // One try, answered within 5 s: drover's event loop may be busy for a moment (the collection after a sync) on a loaded machine.
+    const dig = async (args: string[]) => (await topo!.exec(client.netns, 'dig', [`@${DNS}`, '+time=5', '+tries=1', ...args], { allowFail: true })).stdout;
     const short = async (...args: string[]) => (await dig(['+short', ...args])).trim().split('\n').filter((l) => l !== '');
     const status = async (...args: string[]) => /status: (\w+)/.exec(await dig(args))?.[1];
     await until('drover answers web over DNS', async () => (await short('web.default.svc.cluster.local')).includes('10.96.0.50') || !drover!.alive, 60_000, 200);
