@@ -172,18 +172,20 @@ if (unavailable) {
     const rules = await topo.exec(topo.node, '/usr/sbin/nft', ['list', 'chain', 'ip6', 'drover', 'affinity-prerouting']);
     t.regex(rules.stdout, /@affinity-10 update @affinity \{ ip6 saddr \. ct original ip6 daddr \. meta l4proto \. ct original proto-dst timeout 10s : ip6 daddr \. tcp dport \} comment "tcp affinity of 10 s"/);
     const from = topo.client('outside').netns;
+    // The kernel's entries (client . frontend -> the endpoint that answered), each read right after its frontend's
+    // connections: the next probe is a process of its own, whose start can take longer than the timeout.
     const viaClusterIP = await probe(topo, { from, host: 'fd00:96::10', port: 80, count: 20 });
+    const clusterIPEntry = (await affinityEntries()).get(`fd00:100::2 . fd00:96::10 . tcp . 80`);
     t.deepEqual(viaClusterIP.errors, {});
     t.is(Object.keys(viaClusterIP.counts).length, 1, `one endpoint for all 20 connections: ${JSON.stringify(viaClusterIP.counts)}`);
     const viaNodePort = await probe(topo, { from, host: topo.ipv6.nodeIp, port: 30080, count: 20 });
+    const nodePortEntry = (await affinityEntries()).get(`fd00:100::2 . ${topo.ipv6.nodeIp} . tcp . 30080`);
     t.deepEqual(viaNodePort.errors, {});
     t.is(Object.keys(viaNodePort.counts).length, 1, `one endpoint for all 20 connections: ${JSON.stringify(viaNodePort.counts)}`);
-    // The kernel's entries: client . frontend -> the endpoint that answered.
-    const entries = await affinityEntries();
     const endpointOf = (counts: Record<string, number>) => `${topo.backend(Object.keys(counts)[0]!).ip6} . 8080`;
-    t.is(entries.get(`fd00:100::2 . fd00:96::10 . tcp . 80`)?.endpoint, endpointOf(viaClusterIP.counts));
-    t.is(entries.get(`fd00:100::2 . ${topo.ipv6.nodeIp} . tcp . 30080`)?.endpoint, endpointOf(viaNodePort.counts));
-    t.is(entries.get(`fd00:100::2 . fd00:96::10 . tcp . 80`)?.timeout, 10);
+    t.is(clusterIPEntry?.endpoint, endpointOf(viaClusterIP.counts));
+    t.is(nodePortEntry?.endpoint, endpointOf(viaNodePort.counts));
+    t.is(clusterIPEntry?.timeout, 10);
     // No new connection for longer than the timeout: the entries expire, so the next connection draws its endpoint again.
     await until('the affinity entries to expire', async () => (await affinityEntries()).size === 0, 60_000, 250);
     t.deepEqual([...(await affinityEntries()).keys()], [], 'the affinity entries expired');
