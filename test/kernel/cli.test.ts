@@ -173,17 +173,17 @@ if (unavailable) {
         let logs = '';
         child.stderr.on('data', (b: Buffer) => (logs += b.toString()));
         try {
-          await until('the first sync', async () => (await save()).includes('10.244.2.4:8080'), 20_000);
+          await until('the first sync', async () => (await save()).includes('10.244.2.4:8080'), 60_000);
           t.true((await save()).includes('default/linkding:http cluster IP'));
           const file = join(dir, 'shepherd.json');
           const manifest = JSON.parse(await readFile(file, 'utf8')) as { status: { endpoints: string[] } };
           manifest.status.endpoints = manifest.status.endpoints.filter((e) => e !== '10.244.2.4:8080');
           const edited = Date.now();
           await writeFile(file, JSON.stringify(manifest));
-          await until('the edit to reach the kernel', async () => !(await save()).includes('10.244.2.4:8080'), 10_000);
+          await until('the edit to reach the kernel', async () => !(await save()).includes('10.244.2.4:8080'), 30_000);
           t.log(`edit reached the kernel after ${Date.now() - edited} ms`);
           // The log line comes after the kernel write (and the conntrack cleanup): wait for it too.
-          await until('the partial sync log line', async () => logs.includes('"msg":"partial sync done"'), 10_000);
+          await until('the partial sync log line', async () => logs.includes('"msg":"partial sync done"'), 30_000);
           t.regex(logs, /"changed":\["default\/web-service:http"\]/);
           t.regex(logs, /allocated ClusterIP 10\.\d+\.\d+\.\d+ to default\/web-service/);
         } finally {
@@ -232,7 +232,7 @@ if (unavailable) {
         child.stderr!.on('data', (b: Buffer) => (logs += b.toString()));
         try {
           // The metrics count a sync after its kernel write: wait for the count, not for the rules.
-          await until('the first sync', async () => fullSyncs(await get('http://127.0.0.1:10249/metrics')) >= 1, 20_000);
+          await until('the first sync', async () => fullSyncs(await get('http://127.0.0.1:10249/metrics')) >= 1, 60_000);
           t.true((await save()).includes('10.244.2.4:8080'));
           t.true((await get('http://127.0.0.1:10256/healthz')).endsWith('\n200'));
           await fn({ netns, dir, child, logs: () => logs, save, get });
@@ -276,7 +276,7 @@ if (unavailable) {
       await run('iptables-nft', ['-t', 'nat', '-F', svc], { netns });
       t.false((await save()).includes(`-A ${svc} `));
       child.kill('SIGHUP');
-      await until('the resync to repair the chain', async () => (await save()).includes(`-A ${svc} `), 10_000);
+      await until('the resync to repair the chain', async () => (await save()).includes(`-A ${svc} `), 30_000);
       t.regex(logs(), /"msg":"full resync requested"/);
       await until('the second full sync to be counted', async () => fullSyncs(await get('http://127.0.0.1:10249/metrics')) === 2, 30_000);
     });
@@ -308,15 +308,15 @@ if (unavailable) {
           .join('\n---\n');
       const body = (n: number, status: number) => `{\n\t"service": {\n\t\t"namespace": "shop",\n\t\t"name": "web"\n\t},\n\t"localEndpoints": ${n},\n\t"serviceProxyHealthy": true\n}\n${status}`;
       await writeFile(file, manifests([{ addresses: ['10.244.9.1'], nodeName: 'node-a' }, { addresses: ['10.244.9.2'], nodeName: 'node-b' }]));
-      await until('the health check to answer 200', async () => (await get('http://127.0.0.1:32001/healthz')) === body(1, 200), 10_000);
+      await until('the health check to answer 200', async () => (await get('http://127.0.0.1:32001/healthz')) === body(1, 200), 30_000);
       t.regex(logs(), /"msg":"serving the health check of Service shop\/web on port 32001"/);
       t.regex(logs(), /"address":"127\.0\.0\.1"/);
 
       await writeFile(file, manifests([{ addresses: ['10.244.9.2'], nodeName: 'node-b' }]));
-      await until('the health check to answer 503', async () => (await get('http://127.0.0.1:32001/')) === body(0, 503), 10_000);
+      await until('the health check to answer 503', async () => (await get('http://127.0.0.1:32001/')) === body(0, 503), 30_000);
 
       await rm(file);
-      await until('the health check to close', async () => (await get('http://127.0.0.1:32001/')).endsWith('\n000'), 10_000);
+      await until('the health check to close', async () => (await get('http://127.0.0.1:32001/')).endsWith('\n000'), 30_000);
     });
   });
 

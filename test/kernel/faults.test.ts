@@ -145,9 +145,9 @@ if (unavailable) {
     // One transaction, so that no repair comes between the two.
     await run(NFT, ['-f', '-'], { netns: w.topo.node, input: `flush chain ip nat ${svc}\ndelete chain ip nat ${sep}\n` });
     const broken = Date.now();
-    await until('the repair', async () => d.lines(/^full sync done/).length > before, 10_000);
+    await until('the repair', async () => d.lines(/^full sync done/).length > before, 30_000);
     t.log(`repaired ${Date.now() - broken} ms after the chains were changed`);
-    await until('b1 and b2 served', async () => (await reached(w)) === 'b1,b2', 10_000);
+    await until('b1 and b2 served', async () => (await reached(w)) === 'b1,b2', 30_000);
     await finish(t, 'chain flushed and chain deleted by hand', load);
     t.regex(JSON.stringify(d.lines(/full sync$/)), /nf_tables generation/);
     await assertConverged(t, ['diff', ...kernelFlags(w, 'nft')]);
@@ -168,7 +168,7 @@ if (unavailable) {
     t.regex(handles, /# handle \d+/);
     await faults.stallNext();
     await writeFile(w.file, AFTER);
-    await until('the sync under way', async () => existsSync(join(w.scratch, 'faults', 'stalled')), 15_000);
+    await until('the sync under way', async () => existsSync(join(w.scratch, 'faults', 'stalled')), 30_000);
     await first.kill();
     t.false(first.alive);
     await new Promise((r) => setTimeout(r, 1000));
@@ -177,7 +177,7 @@ if (unavailable) {
     const second = startDrover([...kernelFlags(w, 'nft'), ...runFlags(w)], { env: faults.env });
     t.teardown(() => second.stop());
     await synced(second, 1);
-    await until('b3 served', async () => (await reached(w)) === 'b1,b2,b3', 15_000);
+    await until('b3 served', async () => (await reached(w)) === 'b1,b2,b3', 30_000);
     const s = await finish(t, 'SIGKILL mid-sync, restart', load);
     t.is(s.failed, 0, JSON.stringify(s.errors));
     t.is(await kept(), handles, 'the unchanged rules were not rewritten');
@@ -190,12 +190,12 @@ if (unavailable) {
     const strip = (s: string) => s.split('\n').filter((l) => !l.startsWith('#')).map((l) => l.replace(/\[\d+:\d+\]/, '')).join('\n');
     await writeFile(w.file, Buffer.from([0x7b, 0x7b, 0x3a, 0x0a, 0xff, 0xfe, 0x00, 0x5d, 0x2d, 0x2d, 0x0a, 0x09, 0x3a, 0x3a, 0x7d]));
     // The sync on the incomplete source logs its end at debug level when it changes nothing.
-    await until('the sync on the garbage', async () => d.lines(/sync done; deletions held: the source is incomplete$/).length > 0, 15_000);
+    await until('the sync on the garbage', async () => d.lines(/sync done; deletions held: the source is incomplete$/).length > 0, 30_000);
     t.true(d.lines(/^source is incomplete/).length > 0, 'the incomplete source is logged');
     t.is(strip(await natSave(w)), strip(before), 'the rules are unchanged');
     t.is(await reached(w), 'b1,b2');
     await writeFile(w.file, AFTER);
-    await until('b3 served', async () => (await reached(w)) === 'b1,b2,b3', 15_000);
+    await until('b3 served', async () => (await reached(w)) === 'b1,b2,b3', 30_000);
     const s = await finish(t, 'source replaced by garbage, then fixed', load);
     t.is(s.failed, 0, JSON.stringify(s.errors));
     await assertConverged(t, ['diff', ...kernelFlags(w, 'nft')]);

@@ -69,16 +69,16 @@ if (unavailable) {
       await until('b1 served', async () => (await reached()) === 'b1', 30_000);
 
       api.apply(slice('web-1', 'web', ['10.180.0.2']));
-      await until('b2 served', async () => (await reached()) === 'b2', 15_000);
+      await until('b2 served', async () => (await reached()) === 'b2', 30_000);
 
       api.dropWatches();
       api.apply(slice('web-1', 'web', ['10.180.0.1', '10.180.0.2']));
-      await until('both served after the dropped watch', async () => (await reached()) === 'b1,b2', 15_000);
+      await until('both served after the dropped watch', async () => (await reached()) === 'b1,b2', 30_000);
 
       api.dropWatches();
       api.apply(slice('web-1', 'web', ['10.180.0.1']));
       api.expire();
-      await until('b1 alone after the relist', async () => (await reached()) === 'b1', 15_000);
+      await until('b1 alone after the relist', async () => (await reached()) === 'b1', 30_000);
       t.pass();
     } finally {
       child.kill('SIGTERM');

@@ -86,8 +86,11 @@ if (unavailable) {
       '--source', other, '--state-dir', join(w.scratch, 'state-2'), ...common, '--sync-period', '2s', '--min-sync-period', '200ms',
       '--status-file', join(w.scratch, 'status-2.json'), '--metrics-bind-address', '', '--healthz-bind-address', '',
     ]);
-    // Refused at once; a second run that is not refused fights the first over the rules meanwhile (several sync periods).
-    await Promise.race([second.exited, new Promise((r) => setTimeout(r, 20_000))]);
+    // Refused at once, once it has started (a Node.js start: seconds on a loaded machine); a second run that is not
+    // refused fights the first over the rules meanwhile (many sync periods).
+    let bound: NodeJS.Timeout | undefined;
+    await Promise.race([second.exited, new Promise((r) => (bound = setTimeout(r, 60_000)))]);
+    clearTimeout(bound);
     // cleanup beside the run, and traffic for a few seconds after it (a cleanup that is not refused breaks new connections).
     const refused = await drover(['cleanup', '--netns', w.topo.node, '--iptables-backend', 'nft']);
     await new Promise((r) => setTimeout(r, 3000));

@@ -63,15 +63,15 @@ if (unavailable) {
         // Polls that change nothing cause no sync. The kernel shows a sync's
         // rules before drover logs it (conntrack clean-up comes between), so
         // count from the logged line of the sync that wrote both services.
-        await until('the first sync log line', async () => /"msg":"(full|partial) sync done/.test(logs) && /"services":2[,}]/.test(logs), 10_000);
+        await until('the first sync log line', async () => /"msg":"(full|partial) sync done/.test(logs) && /"services":2[,}]/.test(logs), 30_000);
         const before = syncs();
         await new Promise((r) => setTimeout(r, 1500));
         t.is(syncs(), before, 'no sync without a change');
 
         // An endpoint goes: a partial sync of that service port alone.
         server.set('default', [web(['10.244.2.2:8080'])]);
-        await until('the removed endpoint to leave the kernel', async () => !(await save()).includes('10.244.2.3:8080'), 10_000);
-        await until('the partial sync log line', async () => /"changed":\["default\/web:http"\]/.test(logs), 10_000);
+        await until('the removed endpoint to leave the kernel', async () => !(await save()).includes('10.244.2.3:8080'), 30_000);
+        await until('the partial sync log line', async () => /"changed":\["default\/web:http"\]/.test(logs), 30_000);
 
         // The server goes away: nothing is deleted, the status file says why.
         const programmed = await save();
@@ -79,14 +79,14 @@ if (unavailable) {
         await until('the status file to name the failure', async () => {
           const record = JSON.parse(await readFile(status, 'utf8').catch(() => '{}')) as { lastSync?: { incomplete?: string[] } };
           return (record.lastSync?.incomplete ?? []).some((m) => m.includes(`${server.url}/api/v1/namespaces: `));
-        }, 10_000);
+        }, 30_000);
         t.is(await save(), programmed, 'the rules are unchanged while the server is away');
         t.regex(logs, /cannot read the Shepherd API server: .*keeping the Services last read/);
 
         // Back without shop/api: the first whole read deletes it.
         server.set('shop', []);
         await server.restart();
-        await until('shop/api to leave the kernel', async () => !(await save()).includes('shop/api cluster IP'), 10_000);
+        await until('shop/api to leave the kernel', async () => !(await save()).includes('shop/api cluster IP'), 30_000);
         t.true((await save()).includes('10.244.2.2:8080'));
       } finally {
         child.kill('SIGTERM');
