@@ -210,6 +210,10 @@ if (unavailable) {
   test.serial('over nf_tables netlink: an endpoint removed and put back are element-only transactions, and traffic follows', async (t) => {
     const child = spawn('ip', ['netns', 'exec', topo.node, ...moduleArgv(import.meta.url, '../support/nft-netlink-syncs'), NODE_IP], { stdio: ['pipe', 'pipe', 'inherit'] });
     const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
+    // It waits for "go" on stdin: a failure before that must not leave it running.
+    t.teardown(() => {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    });
     let out = '';
     child.stdout.on('data', (b: Buffer) => (out += b.toString('utf8')));
     const line = async (n: number): Promise<string> => {
