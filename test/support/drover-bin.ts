@@ -88,10 +88,36 @@ async function build(sources: readonly string[], out: string): Promise<void> {
 }
 
 /**
+ * Whether the builder holding `lock` still runs: the process named by the
+ * lock's `pid` file exists. A lock without that file yet is its builder's
+ * for two minutes after it was made (the builder writes it right after).
+ */
+function builderAlive(lock: string): boolean {
+  let pid: number;
+  try {
+    pid = Number(readFileSync(join(lock, 'pid'), 'utf8'));
+  } catch {
+    try {
+      return Date.now() - statSync(lock).mtimeMs < 120_000;
+    } catch {
+      return false;
+    }
+  }
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/**
  * The path of the shared build's bin/drover.js, building it first when this
  * state of the sources has none. One test process builds (it holds
- * `HASH.lock`, a directory); the others wait for its `done` marker, and
- * take over a lock older than two minutes (a builder that died).
+ * `HASH.lock`, a directory holding its process id); the others wait for its
+ * `done` marker, and take the lock over when its builder is gone. A build
+ * takes seconds of CPU, minutes of wall time on a loaded machine: the lock
+ * is held for as long as its builder runs, however long that is.
  * @throws Error when the build fails or does not appear within five minutes.
  */
 async function compiledDrover(): Promise<string> {
@@ -105,22 +131,19 @@ async function compiledDrover(): Promise<string> {
   const take = (): boolean => {
     try {
       mkdirSync(lock);
-      return true;
     } catch {
       return false;
     }
+    writeFileSync(join(lock, 'pid'), String(process.pid));
+    return true;
   };
   await until(
     `the test build of drover in ${dir}`,
     async () => {
       if (existsSync(join(dir, 'done'))) return true;
       if (!take()) {
-        try {
-          if (Date.now() - statSync(lock).mtimeMs < 120_000) return false;
-          rmSync(lock, { recursive: true, force: true });
-        } catch {
-          return false;
-        }
+        if (builderAlive(lock)) return false;
+        rmSync(lock, { recursive: true, force: true });
         if (!take()) return false;
       }
       const tmp = `${dir}.tmp-${process.pid}`;
