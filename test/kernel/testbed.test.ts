@@ -65,8 +65,11 @@ if (unavailable) {
   test('traffic counts new connections that fail and long-lived connections that break', async (t) => {
     const topo = await createTopology({ backends: [{ name: 'b1', ip: '10.244.1.2', ports: [9090] }] });
     try {
+      // Before the fault, some new connections must be answered for `failed < attempted` below: 2 s of rounds, so that a
+      // busy machine's slow answers cannot take all of them. A round lasts at most its 500 ms deadline, so that after the
+      // fault each long-lived connection is used again well within 1.5 s.
       const load = await startTraffic(topo, { host: '10.244.1.2', port: 9090, held: 3, intervalMs: 50, timeoutMs: 500 });
-      await new Promise((r) => setTimeout(r, 500));
+      await new Promise((r) => setTimeout(r, 2000));
       // The backend now resets every TCP segment it gets: each long-lived connection breaks, each new one fails.
       await run('iptables-nft', ['-A', 'INPUT', '-p', 'tcp', '-j', 'REJECT', '--reject-with', 'tcp-reset'], { netns: topo.backend('b1').netns });
       await new Promise((r) => setTimeout(r, 1500));
