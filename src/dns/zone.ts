@@ -67,6 +67,8 @@ export class Zone {
   private readonly owners = new Map<string, readonly string[]>();
   /** Name strictly above a record name inside the zone → how many record names are below it (RFC 8020 empty non-terminals). */
   private readonly above = new Map<string, number>();
+  /** See {@link Zone.generation}. */
+  private changes = 0;
 
   /** @throws RangeError when the TTL is not an integer of 0-2147483647 s (RFC 2181 §8) or the domain is not a domain name. */
   constructor(opts: ZoneOptions) {
@@ -77,6 +79,17 @@ export class Zone {
     }
     this.ttl = opts.ttl;
     this.set(SELF, [{ name: `dns-version.${this.domain}`, type: 'TXT', data: DNS_SCHEMA_VERSION }]);
+  }
+
+  /**
+   * A number that changes whenever the zone's records may have (every
+   * {@link Zone.set}, and every {@link Zone.delete} that removed records):
+   * an answer computed at one generation is the answer as long as the
+   * generation is the same (the server's cache of encoded answers,
+   * zone-answer-cache.ts).
+   */
+  get generation(): number {
+    return this.changes;
   }
 
   /** How many owners hold records (the zone's own `dns-version` not counted). */
@@ -91,6 +104,7 @@ export class Zone {
    * O(records of the owner before and after).
    */
   set(owner: string, records: readonly ZoneRecord[]): void {
+    this.changes++;
     this.delete(owner);
     if (records.length === 0) return;
     const byName = new Map<string, ZoneRecord[]>();
@@ -116,6 +130,7 @@ export class Zone {
   delete(owner: string): void {
     const held = this.owners.get(owner);
     if (held === undefined) return;
+    this.changes++;
     this.owners.delete(owner);
     for (const name of held) {
       const at = this.names.get(name)!;
