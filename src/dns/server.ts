@@ -26,6 +26,8 @@ import type { Forwarder } from './forward.ts';
 import { lengthPrefix } from './forward.ts';
 import { rcodeOf } from './cache.ts';
 import type { Zone, QuestionType } from './zone.ts';
+import { readSimpleQuery } from './simple-query.ts';
+import { DEFAULT_ZONE_ANSWER_CACHE_LIMITS, ZoneAnswerCache, zoneAnswerKey, type CachedAnswer, type ZoneAnswerCacheLimits } from './zone-answer-cache.ts';
 import type { Logger } from '../util/log.ts';
 
 /** Bytes of answers waiting for a TCP client to read them before drover stops reading that client's questions (backpressure). */
@@ -68,6 +70,12 @@ export interface DnsServerOptions {
   readonly tcpIdleMs?: number;
   /** Counters to add to, shared with another server of the same node DNS (default: its own). */
   readonly stats?: DnsStats;
+  /**
+   * Bounds of the cache of encoded zone answers (zone-answer-cache.ts;
+   * default 10,000 entries, 8 MiB); false: no cache, every message decoded
+   * whole and answered anew (what the cache's answers are compared with).
+   */
+  readonly zoneAnswerCache?: ZoneAnswerCacheLimits | false;
 }
 
 /** The most a UDP answer is allowed to be, whatever EDNS size a client offers (DNS flag day 2020). */
@@ -79,6 +87,41 @@ const OPT: Answer = { type: 'OPT', name: '.', udpPayloadSize: MAX_UDP_ANSWER, fl
 /** dns-packet's rcode values, by name, for a response's flags. */
 const RCODES: Record<string, number> = { NOERROR: 0, FORMERR: 1, SERVFAIL: 2, NXDOMAIN: 3, NOTIMP: 4, REFUSED: 5 };
 
+/** The smallest size limit of an answer over UDP (RFC 1035 §4.2.1). */
+const MIN_UDP_ANSWER = 512;
+
+/** The size limit of an answer: over TCP 65,535 bytes; over UDP the client's EDNS size clamped to 512-1,232 bytes, 512 without EDNS. */
+function sizeLimit(transport: 'udp' | 'tcp', opt: { udpPayloadSize?: number } | undefined): number {
+  return transport === 'tcp' ? 65535 : Math.min(MAX_UDP_ANSWER, Math.max(MIN_UDP_ANSWER, opt?.udpPayloadSize ?? MIN_UDP_ANSWER));
+}
+
+/**
+ * The response to a query of ID `id` and header flags `queryFlags`: its
+ * questions echoed, RD copied (RFC 1035 §4.1.1), RA set, AA when
+ * `authoritative`, drover's OPT when the query had one (`edns`); and the
+ * rcode it carries, by name: `asked`, or SERVFAIL for an rcode drover has
+ * no number for (an upstream's YXDOMAIN, say), which is also how it is
+ * counted.
+ */
+function response(id: number, queryFlags: number, questions: Packet['questions'] & object, asked: string, body: Partial<Packet>, authoritative: boolean, edns: boolean): [Packet, string] {
+  const rcode = RCODES[asked] !== undefined ? asked : 'SERVFAIL';
+  const packet: Packet = {
+    type: 'response',
+    id,
+    flags: (queryFlags & dns.RECURSION_DESIRED) | dns.RECURSION_AVAILABLE | (authoritative ? dns.AUTHORITATIVE_ANSWER : 0) | RCODES[rcode]!,
+    questions,
+    answers: body.answers ?? [],
+    authorities: body.authorities ?? [],
+    additionals: edns ? [OPT] : [],
+  };
+  return [packet, rcode];
+}
+
+/** `packet` encoded with TC set and no answer or authority records, for a client whose size limit the whole answer exceeds. @throws dns-packet's encoding error. */
+function encodeTruncated(packet: Packet): Buffer {
+  return dns.encode({ ...packet, flags: (packet.flags ?? 0) | dns.TRUNCATED_RESPONSE, answers: [], authorities: [] });
+}
+
 /** See the module comment. */
 export class DnsServer {
   readonly stats: DnsStats;
@@ -87,9 +130,11 @@ export class DnsServer {
   private readonly forwarding = new Map<string, number>();
   private readonly tcpByClient = new Map<string, number>();
   private readonly sockets = new Set<Socket>();
+  private readonly answers: ZoneAnswerCache | undefined;
 
   constructor(private readonly opts: DnsServerOptions) {
     this.stats = opts.stats ?? { queries: 0, answers: {}, zone: 0, cacheHits: 0, forwardFailures: 0, dropped: 0 };
+    if (opts.zoneAnswerCache !== false) this.answers = new ZoneAnswerCache(opts.zoneAnswerCache ?? DEFAULT_ZONE_ANSWER_CACHE_LIMITS);
   }
 
   /** The UDP port listened on (the TCP port is the same). */
@@ -196,6 +241,7 @@ export class DnsServer {
    * throws: an answer that cannot be encoded is dropped and counted.
    */
   handle(msg: Buffer, client: string, transport: 'udp' | 'tcp', send: (out: Buffer) => void): void {
+    if (this.answers !== undefined && this.answerFromZone(this.answers, msg, transport, send)) return;
     let query: DecodedPacket;
     try {
       query = dns.decode(msg);
@@ -209,20 +255,9 @@ export class DnsServer {
     }
     this.stats.queries++;
     const opt = query.additionals?.find((a) => a.type === 'OPT') as { udpPayloadSize?: number } | undefined;
-    const limit = transport === 'tcp' ? 65535 : Math.min(MAX_UDP_ANSWER, Math.max(512, opt?.udpPayloadSize ?? 512));
+    const limit = sizeLimit(transport, opt);
     const reply = (asked: string, body: Partial<Packet> = {}, authoritative = false) => {
-      // An rcode drover has no number for (an upstream's YXDOMAIN, say) goes out, and is counted, as SERVFAIL.
-      const rcode = RCODES[asked] !== undefined ? asked : 'SERVFAIL';
-      const flags = (query.flags ?? 0) & dns.RECURSION_DESIRED;
-      const packet: Packet = {
-        type: 'response',
-        id: query.id ?? 0,
-        flags: flags | dns.RECURSION_AVAILABLE | (authoritative ? dns.AUTHORITATIVE_ANSWER : 0) | RCODES[rcode]!,
-        questions: query.questions ?? [],
-        answers: body.answers ?? [],
-        authorities: body.authorities ?? [],
-        additionals: opt !== undefined ? [OPT] : [],
-      };
+      const [packet, rcode] = response(query.id ?? 0, query.flags ?? 0, query.questions ?? [], asked, body, authoritative, opt !== undefined);
       this.send(packet, rcode, limit, send);
     };
     const opcode = (query as { opcode?: string }).opcode;
@@ -262,14 +297,53 @@ export class DnsServer {
     });
   }
 
+  /**
+   * The common case, cheaply: a simple query (simple-query.ts) of class IN
+   * whose name is the zone's is answered from `cache`, or answered, encoded
+   * and kept there, and sent as a copy with the query's ID; the bytes are
+   * those the full path of {@link handle} sends for the same message, and
+   * the counters move the same. Anything else, and an answer that cannot be
+   * encoded, is left to the full path.
+   * @returns whether the message was answered.
+   */
+  private answerFromZone(cache: ZoneAnswerCache, msg: Buffer, transport: 'udp' | 'tcp', send: (out: Buffer) => void): boolean {
+    const query = readSimpleQuery(msg);
+    if (query === undefined) return false;
+    const q = query.question;
+    if ((q.class ?? 'IN') !== 'IN' || q.type === 'AXFR' || q.type === 'IXFR') return false;
+    const opt = query.additional?.type === 'OPT' ? (query.additional as { udpPayloadSize?: number }) : undefined;
+    const generation = this.opts.zone.generation;
+    const key = zoneAnswerKey(q, (query.flags & dns.RECURSION_DESIRED) !== 0, opt !== undefined);
+    let entry: CachedAnswer | undefined = cache.get(key, generation);
+    if (entry === undefined) {
+      const answer = this.opts.zone.answer(q.name, q.type as QuestionType);
+      if (answer === undefined) return false;
+      try {
+        const [packet, rcode] = response(0, query.flags, [q], answer.rcode, { answers: [...answer.answers], authorities: [...answer.authorities] }, true, opt !== undefined);
+        const whole = dns.encode(packet);
+        entry = { rcode, whole, truncated: whole.length > MIN_UDP_ANSWER ? encodeTruncated(packet) : undefined };
+      } catch {
+        return false;
+      }
+      cache.set(key, generation, entry);
+    }
+    this.stats.queries++;
+    this.stats.zone++;
+    const chosen = entry.whole.length > sizeLimit(transport, opt) ? entry.truncated! : entry.whole;
+    const out = Buffer.allocUnsafe(chosen.length);
+    chosen.copy(out);
+    out.writeUInt16BE(query.id, 0);
+    this.stats.answers[entry.rcode] = (this.stats.answers[entry.rcode] ?? 0) + 1;
+    send(out);
+    return true;
+  }
+
   /** Encode and send `packet`; over UDP, truncated (TC, no records) when it does not fit `limit` bytes. */
   private send(packet: Packet, rcode: string, limit: number, send: (out: Buffer) => void): void {
     let out: Buffer;
     try {
       out = dns.encode(packet);
-      if (out.length > limit) {
-        out = dns.encode({ ...packet, flags: (packet.flags ?? 0) | dns.TRUNCATED_RESPONSE, answers: [], authorities: [] });
-      }
+      if (out.length > limit) out = encodeTruncated(packet);
     } catch (err) {
       this.stats.dropped++;
       this.opts.logger?.debug({ err: (err as Error).message }, 'DNS: an answer could not be encoded');
