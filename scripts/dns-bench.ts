@@ -2,7 +2,7 @@
  * The node DNS measured (docs/dns.md#measured), in network namespaces of
  * its own (removed at the end, also on failure):
  *
- *   tsx scripts/dns-bench.ts [--services 1000] [--updates 10] [--seconds 10] [--cpu 0] [--rate 5000]
+ *   tsx scripts/dns-bench.ts [--services 1000] [--updates 10] [--seconds 10] [--cpu 0] [--rate 5000] [--server-only [--full]]
  *
  * `drover run --dns-address 169.254.20.10` (iptables mode, pinned to CPU
  * `--cpu` with taskset) serves `--services` Services from a folder of
@@ -19,6 +19,12 @@
  *    queries per second (latency below saturation); the latency percentiles
  *    come from its per-query lines (`-v`).
  *
+ * `--server-only`: instead of drover, the DNS server alone
+ * (scripts/dns-serve.ts: the same number of names, no proxier or sync loop,
+ * pinned the same way) on the same address, put on the node namespace's
+ * `lo`; only step 2 is run. `--full`: that server without its cache of
+ * encoded zone answers.
+ *
  * Prints a Markdown table. Needs root, dnsperf and iproute2.
  */
 import { spawn } from 'node:child_process';
@@ -31,7 +37,7 @@ import { createTopology, type Topology } from '../src/testbed/topology.ts';
 
 const ROOT = join(fileURLToPath(import.meta.url), '..', '..');
 const DNS = '169.254.20.10';
-const { values } = parseArgs({ options: { services: { type: 'string', default: '1000' }, updates: { type: 'string', default: '10' }, seconds: { type: 'string', default: '10' }, cpu: { type: 'string', default: '0' }, rate: { type: 'string', default: '5000' } } });
+const { values } = parseArgs({ options: { services: { type: 'string', default: '1000' }, updates: { type: 'string', default: '10' }, seconds: { type: 'string', default: '10' }, cpu: { type: 'string', default: '0' }, rate: { type: 'string', default: '5000' }, 'server-only': { type: 'boolean', default: false }, full: { type: 'boolean', default: false } } });
 const SERVICES = Number(values.services);
 const UPDATES = Number(values.updates);
 const SECONDS = Number(values.seconds);
@@ -106,38 +112,51 @@ async function main(): Promise<void> {
     for (let i = 0; i < SERVICES; i++) await writeFile(join(source, `svc-${i}.json`), manifest(i));
     await writeFile(join(dir, 'poller.mjs'), POLLER);
     const logs: Array<{ time: string; msg: string; changed?: string[] }> = [];
-    drover = spawn(
-      'ip',
-      ['netns', 'exec', topo.node, 'taskset', '-c', values.cpu!, process.execPath, join(ROOT, 'bin/drover.js'), 'run', '--source', source, '--cluster-cidr', '10.244.0.0/16',
-        '--dns-address', DNS, '--dns-upstream', '127.0.0.1:9', '--min-sync-period', '0s', '--status-file', join(dir, 'status.json'), '--state-dir', join(dir, 'state'),
-        '--metrics-bind-address', '', '--healthz-bind-address', ''],
-      { stdio: ['ignore', 'ignore', 'pipe'] },
-    );
-    let buffered = '';
-    drover.stderr!.on('data', (b: Buffer) => {
-      buffered += b.toString();
-      let nl;
-      while ((nl = buffered.indexOf('\n')) >= 0) {
-        const line = buffered.slice(0, nl);
-        buffered = buffered.slice(nl + 1);
-        try {
-          logs.push(JSON.parse(line) as (typeof logs)[number]);
-        } catch {
-          process.stderr.write(`${line}\n`);
+    if (values['server-only']) {
+      await topo.exec(topo.node, 'ip', ['addr', 'add', `${DNS}/32`, 'dev', 'lo']);
+      drover = spawn('ip', ['netns', 'exec', topo.node, 'taskset', '-c', values.cpu!, process.execPath, '--import', 'tsx', join(ROOT, 'scripts/dns-serve.ts'), '--address', DNS, '--services', String(SERVICES), ...(values.full ? ['--full'] : [])], {
+        cwd: ROOT,
+        stdio: ['ignore', 'pipe', 'inherit'],
+      });
+      let ready!: () => void;
+      const listening = new Promise<void>((r) => (ready = r));
+      drover.stdout!.on('data', (b: Buffer) => b.toString().includes('READY') && ready());
+      await Promise.race([listening, new Promise((_, reject) => setTimeout(() => reject(new Error('the DNS server did not listen within 60 s')), 60_000))]);
+    }
+    if (!values['server-only']) {
+      drover = spawn(
+        'ip',
+        ['netns', 'exec', topo.node, 'taskset', '-c', values.cpu!, process.execPath, join(ROOT, 'bin/drover.js'), 'run', '--source', source, '--cluster-cidr', '10.244.0.0/16',
+          '--dns-address', DNS, '--dns-upstream', '127.0.0.1:9', '--min-sync-period', '0s', '--status-file', join(dir, 'status.json'), '--state-dir', join(dir, 'state'),
+          '--metrics-bind-address', '', '--healthz-bind-address', ''],
+        { stdio: ['ignore', 'ignore', 'pipe'] },
+      );
+      let buffered = '';
+      drover.stderr!.on('data', (b: Buffer) => {
+        buffered += b.toString();
+        let nl;
+        while ((nl = buffered.indexOf('\n')) >= 0) {
+          const line = buffered.slice(0, nl);
+          buffered = buffered.slice(nl + 1);
+          try {
+            logs.push(JSON.parse(line) as (typeof logs)[number]);
+          } catch {
+            process.stderr.write(`${line}\n`);
+          }
         }
+      });
+      const deadline = Date.now() + 120_000;
+      while (!logs.some((l) => l.msg === 'full sync done')) {
+        if (Date.now() > deadline) throw new Error('drover did not sync within 2 minutes');
+        await new Promise((r) => setTimeout(r, 200));
       }
-    });
-    const deadline = Date.now() + 120_000;
-    while (!logs.some((l) => l.msg === 'full sync done')) {
-      if (Date.now() > deadline) throw new Error('drover did not sync within 2 minutes');
-      await new Promise((r) => setTimeout(r, 200));
     }
     const client = topo.client().netns;
 
     // 1. Name-update latency.
     const fromSource: number[] = [];
     const fromSync: number[] = [];
-    for (let u = 0; u < UPDATES; u++) {
+    for (let u = 0; u < (values['server-only'] ? 0 : UPDATES); u++) {
       const i = SERVICES + u;
       const name = `svc-${i}.bench.svc.cluster.local`;
       let ready!: () => void;
@@ -176,10 +195,14 @@ async function main(): Promise<void> {
     const ms = (x: number) => `${x.toFixed(2)} ms`;
     process.stdout.write(
       [
-        `| measure (${SERVICES} Services, drover on CPU ${values.cpu}) | p50 | p90 | max |`,
-        '|---|---|---|---|',
-        `| name-update: file renamed → first answer (${fromSource.length} updates) | ${ms(pct(fromSource, 50))} | ${ms(pct(fromSource, 90))} | ${ms(fromSource.at(-1)!)} |`,
-        `| name-update: partial sync done (log) → first answer | ${ms(pct(fromSync, 50))} | ${ms(pct(fromSync, 90))} | ${ms(fromSync.at(-1)!)} |`,
+        ...(values['server-only']
+          ? [`the DNS server alone${values.full ? ', without its answer cache' : ''} (${SERVICES} Services, on CPU ${values.cpu})`]
+          : [
+              `| measure (${SERVICES} Services, drover on CPU ${values.cpu}) | p50 | p90 | max |`,
+              '|---|---|---|---|',
+              `| name-update: file renamed → first answer (${fromSource.length} updates) | ${ms(pct(fromSource, 50))} | ${ms(pct(fromSource, 90))} | ${ms(fromSource.at(-1)!)} |`,
+              `| name-update: partial sync done (log) → first answer | ${ms(pct(fromSync, 50))} | ${ms(pct(fromSync, 90))} | ${ms(fromSync.at(-1)!)} |`,
+            ]),
         '',
         `| dnsperf, cluster names (A), UDP, ${SECONDS} s, 4 clients, 200 outstanding | answers/s | completed | lost | p50 | p99 | p99.9 |`,
         '|---|---|---|---|---|---|---|',
