@@ -17,7 +17,9 @@
  *    Service's name (UDP, 4 clients, 200 queries outstanding), twice: as
  *    fast as drover answers (answers per second), and paced at `--rate`
  *    queries per second (latency below saturation); the latency percentiles
- *    come from its per-query lines (`-v`).
+ *    come from its per-query lines (`-v`), and the server's CPU time per
+ *    answer from its /proc/PID/stat before and after each run (user and
+ *    system, 10 ms ticks).
  *
  * `--server-only`: instead of drover, the DNS server alone
  * (scripts/dns-serve.ts: the same number of names, no proxier or sync loop,
@@ -28,7 +30,7 @@
  * Prints a Markdown table. Needs root, dnsperf and iproute2.
  */
 import { spawn } from 'node:child_process';
-import { mkdtemp, rename, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -83,6 +85,13 @@ sock.bind(0, () => {
   setInterval(() => sock.send(dns.encode({ type: 'query', id: (id = (id + 1) & 0xffff), questions: [{ type: 'A', name }] }), 53, server), 1);
 });
 `;
+
+/** CPU time process `pid` has used so far, user and system, ms (proc(5): /proc/PID/stat, fields 14 and 15, in clock ticks of 10 ms). */
+async function cpuMs(pid: number): Promise<number> {
+  const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(fields[11]) + Number(fields[12])) * 10;
+}
 
 /** Run `cmd` in `netns`, resolving with its stdout, calling `onLine` for each stdout line. */
 function inNetns(netns: string, cmd: string[], onLine?: (line: string) => void): { done: Promise<string>; kill: () => void } {
@@ -180,10 +189,13 @@ async function main(): Promise<void> {
 
     // 2. dnsperf.
     await writeFile(join(dir, 'queries.txt'), Array.from({ length: SERVICES }, (_, i) => `svc-${i}.bench.svc.cluster.local A\n`).join(''));
-    /** One dnsperf run: answers per second, completed, lost, and the sorted latencies (ms) of the NOERROR answers. */
+    /** One dnsperf run: answers per second, completed, lost, the server's CPU time per answer (µs), and the sorted latencies (ms) of the NOERROR answers. */
     const dnsperf = async (extra: string[]) => {
+      const cpu0 = await cpuMs(drover!.pid!);
       const perf = await inNetns(client, ['dnsperf', '-s', DNS, '-d', join(dir, 'queries.txt'), '-l', String(SECONDS), '-c', '4', '-q', '200', '-v', ...extra]).done;
+      const cpu = (await cpuMs(drover!.pid!)) - cpu0;
       return {
+        cpuPerAnswer: (cpu * 1000) / Number(/Queries completed:\s+(\d+)/.exec(perf)?.[1]),
         qps: Number(/Queries per second:\s+([\d.]+)/.exec(perf)?.[1]),
         completed: /Queries completed:\s+(\d+)/.exec(perf)?.[1],
         lost: /Queries lost:\s+(\d+)/.exec(perf)?.[1],
@@ -204,11 +216,11 @@ async function main(): Promise<void> {
               `| name-update: partial sync done (log) → first answer | ${ms(pct(fromSync, 50))} | ${ms(pct(fromSync, 90))} | ${ms(fromSync.at(-1)!)} |`,
             ]),
         '',
-        `| dnsperf, cluster names (A), UDP, ${SECONDS} s, 4 clients, 200 outstanding | answers/s | completed | lost | p50 | p99 | p99.9 |`,
-        '|---|---|---|---|---|---|---|',
+        `| dnsperf, cluster names (A), UDP, ${SECONDS} s, 4 clients, 200 outstanding | answers/s | completed | lost | server CPU per answer | p50 | p99 | p99.9 |`,
+        '|---|---|---|---|---|---|---|---|',
         ...[['as fast as it answers', flat], [`paced at ${values.rate} queries/s`, paced]].map(([what, r]) => {
           const run = r as typeof flat;
-          return `| ${what as string} | ${Math.round(run.qps)} | ${run.completed} | ${run.lost} | ${ms(pct(run.latencies, 50))} | ${ms(pct(run.latencies, 99))} | ${ms(pct(run.latencies, 99.9))} |`;
+          return `| ${what as string} | ${Math.round(run.qps)} | ${run.completed} | ${run.lost} | ${run.cpuPerAnswer.toFixed(1)} µs | ${ms(pct(run.latencies, 50))} | ${ms(pct(run.latencies, 99))} | ${ms(pct(run.latencies, 99.9))} |`;
         }),
         '',
       ].join('\n'),
