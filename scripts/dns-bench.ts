@@ -2,7 +2,7 @@
  * The node DNS measured (docs/dns.md#measured), in network namespaces of
  * its own (removed at the end, also on failure):
  *
- *   tsx scripts/dns-bench.ts [--services 1000] [--updates 10] [--seconds 10] [--cpu 0] [--rate 5000] [--server-only [--full]]
+ *   tsx scripts/dns-bench.ts [--services 1000] [--updates 10] [--seconds 10] [--cpu 0] [--rate 5000] [--server-only [--full] [--cpu-prof DIR]]
  *
  * `drover run --dns-address 169.254.20.10` (iptables mode, pinned to CPU
  * `--cpu` with taskset) serves `--services` Services from a folder of
@@ -25,7 +25,8 @@
  * (scripts/dns-serve.ts: the same number of names, no proxier or sync loop,
  * pinned the same way) on the same address, put on the node namespace's
  * `lo`; only step 2 is run. `--full`: that server without its cache of
- * encoded zone answers.
+ * encoded zone answers. `--cpu-prof DIR`: that server under
+ * `node --cpu-prof`, its profile written to DIR when it exits.
  *
  * Prints a Markdown table. Needs root, dnsperf and iproute2.
  */
@@ -39,7 +40,7 @@ import { createTopology, type Topology } from '../src/testbed/topology.ts';
 
 const ROOT = join(fileURLToPath(import.meta.url), '..', '..');
 const DNS = '169.254.20.10';
-const { values } = parseArgs({ options: { services: { type: 'string', default: '1000' }, updates: { type: 'string', default: '10' }, seconds: { type: 'string', default: '10' }, cpu: { type: 'string', default: '0' }, rate: { type: 'string', default: '5000' }, 'server-only': { type: 'boolean', default: false }, full: { type: 'boolean', default: false } } });
+const { values } = parseArgs({ options: { services: { type: 'string', default: '1000' }, updates: { type: 'string', default: '10' }, seconds: { type: 'string', default: '10' }, cpu: { type: 'string', default: '0' }, rate: { type: 'string', default: '5000' }, 'server-only': { type: 'boolean', default: false }, full: { type: 'boolean', default: false }, 'cpu-prof': { type: 'string' } } });
 const SERVICES = Number(values.services);
 const UPDATES = Number(values.updates);
 const SECONDS = Number(values.seconds);
@@ -123,7 +124,7 @@ async function main(): Promise<void> {
     const logs: Array<{ time: string; msg: string; changed?: string[] }> = [];
     if (values['server-only']) {
       await topo.exec(topo.node, 'ip', ['addr', 'add', `${DNS}/32`, 'dev', 'lo']);
-      drover = spawn('ip', ['netns', 'exec', topo.node, 'taskset', '-c', values.cpu!, process.execPath, '--import', 'tsx', join(ROOT, 'scripts/dns-serve.ts'), '--address', DNS, '--services', String(SERVICES), ...(values.full ? ['--full'] : [])], {
+      drover = spawn('ip', ['netns', 'exec', topo.node, 'taskset', '-c', values.cpu!, process.execPath, ...(values['cpu-prof'] ? ['--cpu-prof', '--cpu-prof-dir', values['cpu-prof']] : []), '--import', 'tsx', join(ROOT, 'scripts/dns-serve.ts'), '--address', DNS, '--services', String(SERVICES), ...(values.full ? ['--full'] : [])], {
         cwd: ROOT,
         stdio: ['ignore', 'pipe', 'inherit'],
       });

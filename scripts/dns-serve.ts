@@ -4,7 +4,8 @@
  * names `svc-<i>.bench.svc.cluster.local`) served by a `DnsServer` on
  * `--address` port 53, UDP and TCP, with no proxier, source or sync loop in
  * the process; questions outside the zone are refused. Prints `READY` when
- * it listens; runs until killed.
+ * it listens; runs until killed, and exits normally on SIGTERM (so that
+ * `node --cpu-prof` writes its profile).
  *
  *   tsx scripts/dns-serve.ts --address 169.254.20.10 [--services 1000] [--full]
  *
@@ -22,4 +23,5 @@ const zone = new Zone({ domain: 'cluster.local', ttl: 5 });
 new ServiceDnsView(zone).apply(synthSnapshot(Number(values.services), 1));
 const server = new DnsServer({ address: values.address, port: 53, zone, ...(values.full ? { zoneAnswerCache: false as const } : {}) });
 await server.listen();
+process.on('SIGTERM', () => void server.close().then(() => process.exit(0)));
 process.stdout.write('READY\n');
