@@ -2,7 +2,7 @@
  * The node DNS measured (docs/dns.md#measured), in network namespaces of
  * its own (removed at the end, also on failure):
  *
- *   tsx scripts/dns-bench.ts [--services 1000] [--updates 10] [--seconds 10] [--cpu 0] [--rate 5000] [--server-only [--full] [--cpu-prof DIR]]
+ *   tsx scripts/dns-bench.ts [--services 1000] [--updates 10] [--seconds 10] [--cpu 0] [--rate 5000] [--churn MS] [--server-only [--full] [--cpu-prof DIR]]
  *
  * `drover run --dns-address 169.254.20.10` (iptables mode, pinned to CPU
  * `--cpu` with taskset) serves `--services` Services from a folder of
@@ -20,6 +20,11 @@
  *    come from its per-query lines (`-v`), and the server's CPU time per
  *    answer from its /proc/PID/stat before and after each run (user and
  *    system, 10 ms ticks).
+ *
+ * `--churn MS`: a third run, paced at `--rate`, while a new Service file
+ * is renamed into the folder every MS milliseconds, each a partial sync in
+ * drover's one thread: what syncs add to the answers' latency (the syncs
+ * done during the run and the longest, from drover's log, are printed).
  *
  * `--server-only`: instead of drover, the DNS server alone
  * (scripts/dns-serve.ts: the same number of names, no proxier or sync loop,
@@ -40,7 +45,7 @@ import { createTopology, type Topology } from '../src/testbed/topology.ts';
 
 const ROOT = join(fileURLToPath(import.meta.url), '..', '..');
 const DNS = '169.254.20.10';
-const { values } = parseArgs({ options: { services: { type: 'string', default: '1000' }, updates: { type: 'string', default: '10' }, seconds: { type: 'string', default: '10' }, cpu: { type: 'string', default: '0' }, rate: { type: 'string', default: '5000' }, 'server-only': { type: 'boolean', default: false }, full: { type: 'boolean', default: false }, 'cpu-prof': { type: 'string' } } });
+const { values } = parseArgs({ options: { services: { type: 'string', default: '1000' }, updates: { type: 'string', default: '10' }, seconds: { type: 'string', default: '10' }, cpu: { type: 'string', default: '0' }, rate: { type: 'string', default: '5000' }, 'server-only': { type: 'boolean', default: false }, full: { type: 'boolean', default: false }, 'cpu-prof': { type: 'string' }, churn: { type: 'string' } } });
 const SERVICES = Number(values.services);
 const UPDATES = Number(values.updates);
 const SECONDS = Number(values.seconds);
@@ -205,6 +210,18 @@ async function main(): Promise<void> {
     };
     const flat = await dnsperf([]);
     const paced = await dnsperf(['-Q', values.rate!]);
+    // 3. The same paced load while Services are added.
+    let churned: typeof paced | undefined;
+    const syncsBefore = logs.length;
+    if (values.churn !== undefined && !values['server-only']) {
+      let next = SERVICES + UPDATES;
+      const adding = setInterval(() => {
+        const i = next++;
+        void writeFile(join(dir, `svc-${i}.json.tmp`), manifest(i)).then(() => rename(join(dir, `svc-${i}.json.tmp`), join(source, `svc-${i}.json`)));
+      }, Number(values.churn));
+      churned = await dnsperf(['-Q', values.rate!]).finally(() => clearInterval(adding));
+    }
+    const syncs = logs.slice(syncsBefore).filter((l) => l.msg === 'partial sync done') as Array<{ durationMs?: number }>;
     const ms = (x: number) => `${x.toFixed(2)} ms`;
     process.stdout.write(
       [
@@ -219,7 +236,11 @@ async function main(): Promise<void> {
         '',
         `| dnsperf, cluster names (A), UDP, ${SECONDS} s, 4 clients, 200 outstanding | answers/s | completed | lost | server CPU per answer | p50 | p99 | p99.9 |`,
         '|---|---|---|---|---|---|---|---|',
-        ...[['as fast as it answers', flat], [`paced at ${values.rate} queries/s`, paced]].map(([what, r]) => {
+        ...[
+          ['as fast as it answers', flat],
+          [`paced at ${values.rate} queries/s`, paced],
+          ...(churned ? [[`paced at ${values.rate} queries/s, a Service added every ${values.churn} ms (${syncs.length} partial syncs, the longest ${Math.max(0, ...syncs.map((l) => l.durationMs ?? 0))} ms)`, churned]] : []),
+        ].map(([what, r]) => {
           const run = r as typeof flat;
           return `| ${what as string} | ${Math.round(run.qps)} | ${run.completed} | ${run.lost} | ${run.cpuPerAnswer.toFixed(1)} µs | ${ms(pct(run.latencies, 50))} | ${ms(pct(run.latencies, 99))} | ${ms(pct(run.latencies, 99.9))} |`;
         }),
