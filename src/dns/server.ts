@@ -17,11 +17,17 @@
  * flight (more are dropped), so a flood of names outside the zone from one
  * client cannot take the upstream capacity of the others; TCP connections
  * are bounded in all and per client, and closed after `tcpIdleMs` idle.
+ *
+ * The common query (one question, at most an EDNS record: simple-query.ts)
+ * whose name is the zone's is answered from a bounded cache of encoded
+ * answers (zone-answer-cache.ts), emptied whenever the zone changes: a copy
+ * with the query's ID, byte for byte what decoding the message and encoding
+ * the answer anew would send.
  */
 import { createSocket, type Socket as UdpSocket } from 'node:dgram';
 import { createServer, type Server, type Socket } from 'node:net';
 import * as dns from 'dns-packet';
-import type { Answer, DecodedPacket, Packet } from 'dns-packet';
+import type { Answer, DecodedPacket, Packet, Question } from 'dns-packet';
 import type { Forwarder } from './forward.ts';
 import { lengthPrefix } from './forward.ts';
 import { rcodeOf } from './cache.ts';
@@ -103,7 +109,7 @@ function sizeLimit(transport: 'udp' | 'tcp', opt: { udpPayloadSize?: number } | 
  * no number for (an upstream's YXDOMAIN, say), which is also how it is
  * counted.
  */
-function response(id: number, queryFlags: number, questions: Packet['questions'] & object, asked: string, body: Partial<Packet>, authoritative: boolean, edns: boolean): [Packet, string] {
+function response(id: number, queryFlags: number, questions: Question[], asked: string, body: Partial<Packet>, authoritative: boolean, edns: boolean): [Packet, string] {
   const rcode = RCODES[asked] !== undefined ? asked : 'SERVFAIL';
   const packet: Packet = {
     type: 'response',
