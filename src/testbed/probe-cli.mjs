@@ -6,6 +6,12 @@
  *   probe-cli.mjs probe   stdin: ProbeRequest JSON; makes `count` sequential
  *                         requests, each on a new TCP connection (no keep-alive),
  *                         prints a ProbeSummary JSON on stdout.
+ *   probe-cli.mjs serve   `probe` for every line read on stdin, each line a
+ *                         ProbeRequest JSON with an `id`; the lines are served
+ *                         at once, each as `probe` serves its request, and each
+ *                         answered, when done, by one line {id, summary}
+ *                         (or {id, error}); exits once stdin closes and every
+ *                         answer is out.
  *   probe-cli.mjs hold HOST PORT TIMEOUT_MS
  *                         opens ONE TCP connection; for every line read on stdin
  *                         sends a request on it and prints a RequestResult JSON
@@ -244,6 +250,16 @@ async function main() {
     let input = '';
     for await (const chunk of process.stdin) input += String(chunk);
     process.stdout.write(JSON.stringify(await probe(JSON.parse(input))) + '\n');
+  } else if (mode === 'serve') {
+    for await (const line of createInterface({ input: process.stdin })) {
+      if (line.trim() === '') continue;
+      /** @type {ProbeRequest & { id: number }} */
+      const { id, ...request } = JSON.parse(line);
+      probe(request).then(
+        (summary) => process.stdout.write(JSON.stringify({ id, summary }) + '\n'),
+        (err) => process.stdout.write(JSON.stringify({ id, error: err instanceof Error ? err.message : String(err) }) + '\n'),
+      );
+    }
   } else if (mode === 'hold' && host && port && timeoutMs) {
     await hold(host, Number(port), Number(timeoutMs));
   } else if (mode === 'traffic' && host) {
@@ -251,7 +267,7 @@ async function main() {
   } else if (mode === 'udp' && host && port && sourcePort && udpTimeoutMs) {
     for (const p of sourcePort.split(',')) process.stdout.write(JSON.stringify(await udpOnce(host, Number(port), Number(p), Number(udpTimeoutMs))) + '\n');
   } else {
-    throw new Error('usage: probe-cli probe < request.json | probe-cli hold HOST PORT TIMEOUT_MS | probe-cli traffic REQUEST_JSON | probe-cli udp HOST PORT SOURCE_PORTS TIMEOUT_MS');
+    throw new Error('usage: probe-cli probe < request.json | probe-cli serve | probe-cli hold HOST PORT TIMEOUT_MS | probe-cli traffic REQUEST_JSON | probe-cli udp HOST PORT SOURCE_PORTS TIMEOUT_MS');
   }
 }
 

@@ -1,11 +1,14 @@
 /**
  * Client probes: HTTP requests to echo servers from inside a namespace of a
- * topology, run by ONE helper process (probe-cli.mjs) per call.
+ * topology, run by helper processes (probe-cli.mjs): {@link probe} by one
+ * helper per namespace of the topology, kept for the next probe from there
+ * (a Node start costs more than a probe); the others by one helper per call.
  */
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
+import type { Socket } from 'node:net';
 import { createInterface } from 'node:readline';
 import { run } from '../kernel/exec.ts';
-import type { ProbeSummary, RequestResult, TrafficRequest, TrafficSummary } from './protocol.ts';
+import type { ProbeRequest, ProbeSummary, RequestResult, TrafficRequest, TrafficSummary } from './protocol.ts';
 import { helperArgv, type Topology } from './topology.ts';
 
 export type { EchoReply, ProbeSummary, RequestResult, TrafficSummary } from './protocol.ts';
@@ -34,13 +37,107 @@ export interface ProbeOptions {
 export async function probe(topology: Topology, opts: ProbeOptions): Promise<ProbeSummary> {
   const count = opts.count ?? 1;
   const timeoutMs = opts.timeoutMs ?? 2000;
+  const netns = opts.from ?? topology.client().netns;
+  const request: ProbeRequest = { host: opts.host, port: opts.port, count, timeoutMs };
+  const deadlineMs = HELPER_START_MS + count * (timeoutMs + 500);
+  // A namespace of the topology: its helper goes with it (destroy() kills what runs in its namespaces).
+  if (topology.namespaces?.includes(netns)) {
+    const first = await probeAgent(topology, netns).probe(request, deadlineMs);
+    if ('summary' in first) return first.summary;
+    // The helper had exited (this probe may have found it dying): once more, on a new one.
+    const again = await probeAgent(topology, netns).probe(request, deadlineMs);
+    if ('summary' in again) return again.summary;
+    throw new Error(again.exited);
+  }
   const [node, ...args] = helperArgv('probe-cli.mjs', ['probe']) as [string, ...string[]];
-  const res = await run(node, args, {
-    netns: opts.from ?? topology.client().netns,
-    input: JSON.stringify({ host: opts.host, port: opts.port, count, timeoutMs }),
-    timeoutMs: HELPER_START_MS + count * (timeoutMs + 500),
-  });
+  const res = await run(node, args, { netns, input: JSON.stringify(request), timeoutMs: deadlineMs });
   return JSON.parse(res.stdout) as ProbeSummary;
+}
+
+/** A `probe-cli.mjs serve` helper in one namespace: {@link probe}'s requests, answered by id. */
+interface ProbeAgent {
+  /**
+   * Send `request`: its summary, or why not when the helper exited before
+   * answering (also when it had exited already).
+   * @throws Error when no answer came within `deadlineMs` (the helper is then killed), or the helper failed the request.
+   */
+  probe(request: ProbeRequest, deadlineMs: number): Promise<{ summary: ProbeSummary } | { exited: string }>;
+}
+
+/** The probe helpers of each topology, by namespace; a helper that exits is dropped, and the next probe starts another. */
+const agents = new WeakMap<Topology, Map<string, ProbeAgent>>();
+
+/** The probe helper of `netns` in `topology`, started on first use. */
+function probeAgent(topology: Topology, netns: string): ProbeAgent {
+  let byNetns = agents.get(topology);
+  if (byNetns === undefined) agents.set(topology, (byNetns = new Map()));
+  let agent = byNetns.get(netns);
+  if (agent === undefined) {
+    const mine = byNetns;
+    agent = startProbeAgent(netns, () => {
+      if (mine.get(netns) === agent) mine.delete(netns);
+    });
+    byNetns.set(netns, agent);
+  }
+  return agent;
+}
+
+/**
+ * Start `probe-cli.mjs serve` in `netns`. It does not keep this process
+ * alive: a pending request's deadline does. `gone` is called once it exits,
+ * or once a request misses its deadline (it is then killed).
+ */
+function startProbeAgent(netns: string, gone: () => void): ProbeAgent {
+  const child: ChildProcess = spawn('ip', ['netns', 'exec', netns, ...helperArgv('probe-cli.mjs', ['serve'])], { stdio: ['pipe', 'pipe', 'pipe'] });
+  type Answer = { summary: ProbeSummary } | { exited: string };
+  const pending = new Map<number, { resolve: (a: Answer) => void; reject: (e: Error) => void }>();
+  let nextId = 0;
+  let stderr = '';
+  let exited: string | undefined;
+  const fail = (why: string): void => {
+    exited ??= `probe: the helper in ${netns} ${why}${stderr.trim() ? `; stderr: ${stderr.trim()}` : ''}`;
+    gone();
+    for (const p of pending.values()) p.resolve({ exited });
+    pending.clear();
+  };
+  child.stderr!.setEncoding('utf8').on('data', (d: string) => (stderr = (stderr + d).slice(-2000)));
+  // A write after the helper died fails here; its 'close' answers what is pending.
+  child.stdin!.on('error', () => {});
+  createInterface({ input: child.stdout! }).on('line', (line) => {
+    let answer: { id: number; summary?: ProbeSummary; error?: string };
+    try {
+      answer = JSON.parse(line) as typeof answer;
+    } catch {
+      return;
+    }
+    const p = pending.get(answer.id);
+    pending.delete(answer.id);
+    if (answer.summary !== undefined) p?.resolve({ summary: answer.summary });
+    else p?.reject(new Error(`probe: ${answer.error ?? 'no summary'}`));
+  });
+  child.on('error', (e) => fail(`failed to start: ${e.message}`));
+  child.on('close', (code, signal) => fail(`exited (${signal ?? code})`));
+  child.unref();
+  for (const s of [child.stdin, child.stdout, child.stderr]) (s as Socket | null)?.unref();
+  return {
+    probe(request, deadlineMs) {
+      if (exited !== undefined) return Promise.resolve({ exited });
+      const id = nextId++;
+      return new Promise<Answer>((resolve, reject) => {
+        const timer = setTimeout(() => {
+          pending.delete(id);
+          reject(new Error(`probe: no answer from the helper in ${netns} within ${deadlineMs} ms`));
+          gone();
+          child.kill('SIGKILL');
+        }, deadlineMs);
+        pending.set(id, {
+          resolve: (s) => (clearTimeout(timer), resolve(s)),
+          reject: (e) => (clearTimeout(timer), reject(e)),
+        });
+        child.stdin!.write(JSON.stringify({ id, ...request }) + '\n');
+      });
+    },
+  };
 }
 
 /** One request on a new connection; the echo reply or the error code. */

@@ -8,8 +8,10 @@
  * gone when read back, and `drover diff` must be clean. Then what stops a
  * takeover: a frontend the two states send elsewhere (nothing removed),
  * something on kube-proxy's healthz port (nothing changed), and a dry run
- * (nothing changed). Every test builds its own namespaces and removes
- * them, also on failure.
+ * (nothing changed). Every test that changes the node builds its own
+ * namespaces; the three refusals that must change nothing (each reads the
+ * node back before and after to show it) share one node, programmed once
+ * in iptables mode. All are removed, also on failure.
  */
 import test, { type ExecutionContext } from 'ava';
 import { spawn } from 'node:child_process';
@@ -19,7 +21,7 @@ import { startTraffic, type TrafficSummary } from '../../src/testbed/probe.ts';
 import { testbedUnavailableReason } from '../../src/testbed/topology.ts';
 import { NFT } from '../../src/modes/nftables/exec.ts';
 import { join } from 'node:path';
-import { assertConverged, CLUSTER_IP, drover, manifestWorld, reached, runFlags, startDrover, type ManifestWorld } from '../support/faults.ts';
+import { assertConverged, CLUSTER_IP, drover, manifestWorld, openManifestWorld, reached, runFlags, startDrover, type ManifestWorld, type OwnedWorld } from '../support/faults.ts';
 import { until } from '../support/wait.ts';
 import { IPTABLES_TO_NFTABLES_PLAN } from '../support/takeover.ts';
 
@@ -65,6 +67,28 @@ const said = (stderr: string) => stderr.split('\n').filter((l) => l !== '' && !l
 if (unavailable) {
   test.skip(`takeover tests skipped: ${unavailable}`, () => {});
 } else {
+  /**
+   * The node of the refusals that change nothing: web (b1, b2) programmed in
+   * iptables mode, made by the first of them to ask and removed after the
+   * last test, also on failure. Each of them shows that it changed nothing
+   * (the node read back before and after), so each starts from that state.
+   */
+  let unchanged: Promise<ManifestWorld & OwnedWorld> | undefined;
+  const unchangedWorld = (): Promise<ManifestWorld> =>
+    (unchanged ??= (async () => {
+      const w = await openManifestWorld(web(['10.180.0.1', '10.180.0.2']));
+      const r = await drover(['sync', '--once', '--mode', 'iptables', ...flags(w)]).catch((err: Error) => ({ code: null, stdout: '', stderr: err.message }));
+      if (r.code !== 0) {
+        await w.destroy();
+        throw new Error(`drover sync --once --mode iptables exited ${String(r.code)}: ${r.stderr}`);
+      }
+      return w;
+    })());
+  test.after.always(async () => {
+    const w = await unchanged?.catch(() => undefined);
+    await w?.destroy();
+  });
+
   for (const [from, to] of [
     ['iptables', 'nftables'],
     ['nftables', 'iptables'],
@@ -157,8 +181,7 @@ if (unavailable) {
   });
 
   test.serial("a listener on kube-proxy's healthz port refuses the takeover in one line; nothing changes", async (t) => {
-    const w = await manifestWorld(t, web(['10.180.0.1', '10.180.0.2']));
-    await program(t, w, 'iptables');
+    const w = await unchangedWorld();
     const before = await kernelState(w);
     const server = spawn('ip', ['netns', 'exec', w.topo.node, 'python3', '-m', 'http.server', '10256', '--bind', '127.0.0.1'], { stdio: 'ignore' });
     const exited = new Promise((r) => server.once('exit', r));
@@ -174,8 +197,7 @@ if (unavailable) {
   });
 
   test.serial('a process named kube-proxy in the namespace refuses the takeover in one line naming its PID; one outside it does not', async (t) => {
-    const w = await manifestWorld(t, web(['10.180.0.1', '10.180.0.2']));
-    await program(t, w, 'iptables');
+    const w = await unchangedWorld();
     // A stand-in: sleep under the name kube-proxy (/proc/PID/comm), first outside the node namespace, then inside it.
     // Each sleeps until the test kills it, however long the drover commands beside it take.
     const bin = join(w.scratch, 'kube-proxy');
@@ -205,8 +227,7 @@ if (unavailable) {
   });
 
   test.serial('a dry run prints what is there and the plan, and changes nothing', async (t) => {
-    const w = await manifestWorld(t, web(['10.180.0.1', '10.180.0.2']));
-    await program(t, w, 'iptables');
+    const w = await unchangedWorld();
     const before = await kernelState(w);
     const r = await drover(['takeover', '--dry-run', '--mode', 'nftables', ...flags(w)]);
     t.is(r.code, 0, r.stderr);

@@ -62,6 +62,31 @@ if (unavailable) {
     t.is(await rootState(), before, 'root namespace links/routes unchanged');
   });
 
+  test('probes from one namespace share one helper: concurrent probes get their own answers; a helper that dies is started again', async (t) => {
+    const topo = await createTopology({
+      backends: [
+        { name: 'b1', ip: '10.244.1.2', ports: [9090] },
+        { name: 'b2', ip: '10.244.2.2', ports: [9090] },
+      ],
+    });
+    const helpers = async () => (await run('ip', ['netns', 'pids', topo.client().netns])).stdout.split(/\s+/).filter(Boolean);
+    try {
+      const [one, two] = await Promise.all([probe(topo, { host: '10.244.1.2', port: 9090, count: 5 }), probe(topo, { host: '10.244.2.2', port: 9090, count: 5 })]);
+      t.deepEqual([one.counts, two.counts], [{ b1: 5 }, { b2: 5 }]);
+      t.deepEqual(await connectOnce(topo, { host: '10.244.2.2', port: 9091 }), { ok: false, code: 'ECONNREFUSED' });
+      const first = await helpers();
+      t.is(first.length, 1, 'one helper in the client namespace served the three probes');
+      process.kill(Number(first[0]), 'SIGKILL');
+      // At once: the probe may find the helper dying, or gone; either way another one answers it.
+      t.deepEqual((await probe(topo, { host: '10.244.1.2', port: 9090, count: 2 })).counts, { b1: 2 });
+      const second = await helpers();
+      t.is(second.length, 1);
+      t.not(second[0], first[0], 'a new helper');
+    } finally {
+      await topo.destroy();
+    }
+  });
+
   test('traffic counts new connections that fail and long-lived connections that break', async (t) => {
     const topo = await createTopology({ backends: [{ name: 'b1', ip: '10.244.1.2', ports: [9090] }] });
     try {

@@ -199,12 +199,19 @@ export interface FaultWorld {
   readonly scratch: string;
 }
 
+/** A world its maker removes: {@link openFaultWorld}, {@link openManifestWorld}. */
+export interface OwnedWorld {
+  /** Remove the namespaces and the scratch folder. */
+  destroy(): Promise<void>;
+}
+
 /**
- * Build a world; it is removed when the test ends, also on failure.
+ * Build a world that the caller removes with `destroy()` (for one world
+ * shared by the tests of a file: destroy it in `test.after.always`).
  * `readyTimeoutMs`: how long the backends' servers may take to start (the
  * topology's default when absent; the emulated test guest needs more).
  */
-export async function faultWorld(t: ExecutionContext, opts: { readyTimeoutMs?: number } = {}): Promise<FaultWorld> {
+export async function openFaultWorld(opts: { readyTimeoutMs?: number } = {}): Promise<FaultWorld & OwnedWorld> {
   const topo = await createTopology({
     ...opts,
     backends: [
@@ -214,12 +221,28 @@ export async function faultWorld(t: ExecutionContext, opts: { readyTimeoutMs?: n
     ],
     serviceCidr: '172.30.0.0/16',
   });
-  const scratch = await mkdtemp(join(tmpdir(), 'drover-faults-'));
-  t.teardown(async () => {
+  let scratch: string;
+  try {
+    scratch = await mkdtemp(join(tmpdir(), 'drover-faults-'));
+  } catch (err) {
+    await topo.destroy();
+    throw err;
+  }
+  const destroy = async () => {
     await topo.destroy();
     await rm(scratch, { recursive: true, force: true });
-  });
-  return { topo, scratch };
+  };
+  return { topo, scratch, destroy };
+}
+
+/**
+ * Build a world; it is removed when the test ends, also on failure.
+ * `readyTimeoutMs`: see {@link openFaultWorld}.
+ */
+export async function faultWorld(t: ExecutionContext, opts: { readyTimeoutMs?: number } = {}): Promise<FaultWorld> {
+  const { destroy, ...w } = await openFaultWorld(opts);
+  t.teardown(destroy);
+  return w;
 }
 
 /**
@@ -278,12 +301,27 @@ export interface ManifestWorld extends FaultWorld {
   readonly file: string;
 }
 
-/** {@link faultWorld} with `manifest` written to `<scratch>/manifests/web.yaml`. */
-export async function manifestWorld(t: ExecutionContext, manifest: string): Promise<ManifestWorld> {
-  const w = await faultWorld(t);
+/** `w` with `manifest` written to `<scratch>/manifests/web.yaml`. */
+async function withManifest<W extends FaultWorld>(w: W, manifest: string): Promise<W & Pick<ManifestWorld, 'source' | 'file'>> {
   const source = join(w.scratch, 'manifests');
   await mkdir(source);
   const file = join(source, 'web.yaml');
   await writeFile(file, manifest);
   return { ...w, source, file };
+}
+
+/** {@link faultWorld} with `manifest` written to `<scratch>/manifests/web.yaml`. */
+export async function manifestWorld(t: ExecutionContext, manifest: string): Promise<ManifestWorld> {
+  return withManifest(await faultWorld(t), manifest);
+}
+
+/** {@link openFaultWorld} with `manifest` written to `<scratch>/manifests/web.yaml`; the caller destroys it, also on failure. */
+export async function openManifestWorld(manifest: string): Promise<ManifestWorld & OwnedWorld> {
+  const w = await openFaultWorld();
+  try {
+    return await withManifest(w, manifest);
+  } catch (err) {
+    await w.destroy();
+    throw err;
+  }
 }
