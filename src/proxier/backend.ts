@@ -146,6 +146,15 @@ export interface Backend {
    */
   driftCheck?(): Promise<string | undefined>;
   /**
+   * Start watching the kernel's own events for changes to drover's state
+   * made by another program (nftables mode: nf_tables notifications of its
+   * tables); `repair` is then called, with a reason for the log, as soon as
+   * one is seen, and the proxier runs a full sync (read-back and repair).
+   * Called once, when the proxier starts. Without it, drift is found only
+   * by {@link driftCheck} at each sync period.
+   */
+  watchDrift?(repair: (reason: string) => void): void;
+  /**
    * Remove everything this backend created, and nothing else. A chain that
    * a rule of someone else's still jumps to cannot be deleted; it is emptied
    * and reported in the result's `kept`.

@@ -453,6 +453,13 @@ export class Proxier {
       this.queue();
     });
     this.runner.start();
+    this.opts.backend.watchDrift?.((reason) => this.repair(reason));
+  }
+
+  /** A change behind drover's back seen by the backend's watch (Backend.watchDrift): a full sync as soon as the min sync period allows. */
+  private repair(reason: string): void {
+    this.opts.logger.info({ reason }, 'the kernel changed behind drover: full sync');
+    this.resync();
   }
 
   /**

@@ -1,6 +1,6 @@
 /**
- * nftables mode's element writer for a command: nf_tables netlink in this
- * process's network namespace. A netlink socket acts in the namespace of
+ * nftables mode's element writer and notification watch for a command:
+ * nf_tables netlink in this process's network namespace. A netlink socket acts in the namespace of
  * the process that opened it, so with `--netns` elements go through
  * `nft -f` instead (inside that namespace).
  */
@@ -10,6 +10,10 @@ import type { Logger } from '../../util/log.ts';
 import type { ElementWriter } from './backend.ts';
 import { NftNetlinkClient } from '../../kernel/nftables/client.ts';
 import { NetlinkElementWriter } from './netlink-writer.ts';
+import { NFPROTO } from '../../kernel/nftables/constants.ts';
+import { openNftWatcher } from '../../kernel/nftables/watch.ts';
+import { RepairWatch } from './repair-watch.ts';
+import { nftFamily } from './layout.ts';
 
 /**
  * The element writer of the table of `family` (default IPv4) for `opts` (netlink, in this process's namespace, one
@@ -26,4 +30,15 @@ export async function openElementWriter(opts: KernelOptions, logger: Logger, fam
     logger.warn({ err: (err as Error).message }, 'cannot open an nf_tables netlink socket; writing elements with nft -f');
     return undefined;
   }
+}
+
+/**
+ * The watch of nf_tables notifications for `table ip drover` and `table ip6
+ * drover` (repair-watch.ts) in this process's namespace; its socket is
+ * opened when `drover run` starts it, with a warning when it cannot be (the
+ * drift check then compares the generation id at each sync period).
+ */
+export function repairWatch(logger: Logger): RepairWatch {
+  const tables = (['IPv4', 'IPv6'] as const).map((f) => ({ family: f === 'IPv4' ? NFPROTO.IPV4 : NFPROTO.IPV6, name: nftFamily(f).table.name }));
+  return new RepairWatch({ open: () => openNftWatcher(tables), logger });
 }

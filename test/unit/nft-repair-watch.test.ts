@@ -1,0 +1,178 @@
+import test from 'ava';
+import type { NftCommittedBatch, NftObjectChange } from '../../src/kernel/nftables/batch-scan.ts';
+import { FakeNftWatcher } from '../../src/kernel/nftables/watch.ts';
+import { DualStackNftablesBackend } from '../../src/modes/nftables/dual-stack.ts';
+import { FakeNft } from '../../src/modes/nftables/fake.ts';
+import { describe, ownWrites, RepairWatch } from '../../src/modes/nftables/repair-watch.ts';
+import { silentLogger } from '../../src/util/log.ts';
+import { buildFrom } from './model-helpers.ts';
+import { until } from '../support/wait.ts';
+
+const FULL = { full: true, changed: new Set<string>() };
+
+function batch(gen: number, changes: NftObjectChange[] = [{ kind: 'element', op: 'delete', name: 'service-ips' }], table = 'ip drover'): NftCommittedBatch {
+  return { gen, pid: 4242, name: 'nft', tables: new Map([[table, changes]]) };
+}
+
+/** A started watch over a fake watcher, with the repairs it asked for. */
+function started(debounceMs = 5) {
+  const watcher = new FakeNftWatcher();
+  const watch = new RepairWatch({ open: () => watcher, logger: silentLogger(), debounceMs });
+  const repairs: string[] = [];
+  mustStart(watch.start((r) => repairs.push(r)));
+  return { watcher, watch, repairs };
+}
+function mustStart(ok: boolean): void {
+  if (!ok) throw new Error('the watch did not start');
+}
+const settle = (ms = 40) => new Promise((r) => setTimeout(r, ms));
+
+test('another program\'s batch on drover\'s table asks for one repair, named; a full sync clears what the drift check says', async (t) => {
+  const { watcher, watch, repairs } = started();
+  watcher.emit({ type: 'batch', batch: batch(12, [{ kind: 'set', op: 'delete', name: 'service-ips' }]) });
+  t.deepEqual(repairs, [], 'debounced');
+  await until('a repair', async () => repairs.length === 1, 10_000, 5);
+  t.deepEqual(repairs, ['nft (pid 4242) committed generation 12: deleted set service-ips of ip drover']);
+  t.is(watch.drift(), repairs[0]);
+  watch.covered();
+  t.is(watch.drift(), undefined);
+  t.deepEqual(watch.counts, { repairs: 1, foreign: 1, own: 0 });
+});
+
+test('a burst of batches within the debounce is one repair', async (t) => {
+  const { watcher, watch, repairs } = started(30);
+  for (let g = 20; g < 30; g++) watcher.emit({ type: 'batch', batch: batch(g) });
+  await until('a repair', async () => repairs.length > 0, 10_000, 5);
+  await settle(80);
+  t.is(repairs.length, 1);
+  t.regex(repairs[0]!, /generation 20: deleted element service-ips of ip drover; 9 more batches$/);
+  t.is(watch.counts.foreign, 10);
+});
+
+test('drover\'s own batches, noted by the generation read after each write, ask for nothing, also when the notification comes during the write', async (t) => {
+  const { watcher, watch, repairs } = started();
+  let gen = 40;
+  // The notification arrives while the write is still in flight (its generation not yet read): held, then judged own.
+  await watch.writing(async () => {
+    gen++;
+    watcher.emit({ type: 'batch', batch: batch(gen) });
+    await settle(30);
+  }, async () => gen);
+  // And after it.
+  await watch.writing(async () => void gen++, async () => gen);
+  watcher.emit({ type: 'batch', batch: batch(gen) });
+  await settle();
+  t.deepEqual(repairs, []);
+  t.deepEqual(watch.counts, { repairs: 0, foreign: 0, own: 2 });
+  // Another program's commit during a write of drover's is repaired once the write ends.
+  await watch.writing(async () => {
+    watcher.emit({ type: 'batch', batch: batch(gen + 1) });
+    gen += 2;
+    watcher.emit({ type: 'batch', batch: batch(gen) });
+    await settle(30);
+    t.deepEqual(repairs, [], 'not judged while a write is in flight');
+  }, async () => gen);
+  await until('a repair', async () => repairs.length === 1, 10_000, 5);
+  t.regex(repairs[0]!, /generation 43:/);
+});
+
+test('a write whose generation cannot be read: its batch is taken for another program\'s and repaired (never missed)', async (t) => {
+  const { watcher, watch, repairs } = started();
+  await watch.writing(async () => undefined, async () => {
+    throw new Error('EPERM');
+  });
+  watcher.emit({ type: 'batch', batch: batch(50) });
+  await until('a repair', async () => repairs.length === 1, 10_000, 5);
+  t.pass();
+});
+
+test('lost notifications or an unreadable datagram ask for a full read-back', async (t) => {
+  const { watcher, repairs } = started();
+  watcher.emit({ type: 'overrun', detail: 'notifications were dropped: the receive buffer overflowed (ENOBUFS)' });
+  await until('a repair', async () => repairs.length === 1, 10_000, 5);
+  t.is(repairs[0], 'nf_tables notifications were lost (notifications were dropped: the receive buffer overflowed (ENOBUFS))');
+  watcher.emit({ type: 'unknown', reason: 'element message without its table name' });
+  await until('a repair', async () => repairs.length === 2, 10_000, 5);
+  t.is(repairs[1], 'an nf_tables notification could not be read (element message without its table name)');
+});
+
+test('a watcher that cannot be opened: start says so; close closes an open one and silences it', async (t) => {
+  const failing = new RepairWatch({
+    open: () => {
+      throw new Error('EPERM');
+    },
+    logger: silentLogger(),
+  });
+  t.false(failing.start(() => t.fail('no repair')));
+  const { watcher, watch, repairs } = started();
+  watch.close();
+  t.true(watcher.closed);
+  watcher.emit({ type: 'batch', batch: batch(1) });
+  await settle();
+  t.deepEqual(repairs, []);
+});
+
+test('describe names the first batch\'s changes, at most four, and the committer', (t) => {
+  const changes: NftObjectChange[] = [
+    { kind: 'table', op: 'delete' },
+    { kind: 'chain', op: 'delete', name: 'services' },
+    { kind: 'set', op: 'delete', name: 'service-ips' },
+    { kind: 'set', op: 'delete', name: 'endpoints' },
+    { kind: 'set', op: 'delete', name: 'affinity' },
+  ];
+  t.is(describe([{ gen: 9, tables: new Map([['ip6 drover', changes]]) }]), 'another program committed generation 9: deleted table of ip6 drover, deleted chain services of ip6 drover, deleted set service-ips of ip6 drover, deleted set endpoints of ip6 drover and 1 more');
+  t.is(describe([{ gen: 9, pid: 7, tables: new Map([['ip drover', [{ kind: 'rule', op: 'add', name: 'pick' }]]]) }, batch(10)]), 'pid 7 committed generation 9: added rule pick of ip drover; 1 more batch');
+});
+
+test('ownWrites: scripts, rules and element commits note their generation; reads pass through', async (t) => {
+  const nft = new FakeNft();
+  const watcher = new FakeNftWatcher();
+  const watch = new RepairWatch({ open: () => watcher, logger: silentLogger(), debounceMs: 5 });
+  const repairs: string[] = [];
+  watch.start((r) => repairs.push(r));
+  const { nft: wrapped, elements } = ownWrites(nft, { ...nft.writer(), generation: async () => nft.generationId }, watch);
+  await wrapped.run('table ip drover {\n}\nadd set ip drover service-ips { type ipv4_addr . inet_proto . inet_service; }\n');
+  await elements.commit([{ op: 'add', set: 'service-ips', key: '10.96.0.10 . tcp . 80' }]);
+  t.true((await wrapped.list()).sets.get('service-ips')!.elements.has('10.96.0.10 . tcp . 80'));
+  for (const g of [1, 2]) watcher.emit({ type: 'batch', batch: batch(g) });
+  await settle();
+  t.deepEqual([repairs, watch.counts.own], [[], 2]);
+  t.is(await elements.generation!(), 2);
+});
+
+test('dual-stack backend with a watch: the drift check reads no generation; another program\'s batch asks for a repair; a full sync covers it', async (t) => {
+  const nft = { IPv4: new FakeNft(), IPv6: new FakeNft('IPv6') };
+  let reads = 0;
+  const generation = async () => (reads++, nft.IPv4.generationId + nft.IPv6.generationId);
+  const watcher = new FakeNftWatcher();
+  const watch = new RepairWatch({ open: () => watcher, logger: silentLogger(), debounceMs: 5 });
+  const backend = new DualStackNftablesBackend({
+    IPv4: { nft: nft.IPv4, elements: { ...nft.IPv4.writer(), generation }, render: { clusterCIDR: '10.244.0.0/16', masqueradeAll: false }, frontends: { nodePortIPs: ['192.168.1.1'] } },
+    IPv6: { nft: nft.IPv6, elements: { ...nft.IPv6.writer(), generation }, render: { clusterCIDR: 'fd00:244::/48', masqueradeAll: false, family: 'IPv6' }, frontends: { nodePortIPs: ['fd00:1::1'], family: 'IPv6' } },
+    logger: silentLogger(),
+    watch,
+  });
+  const repairs: string[] = [];
+  backend.watchDrift((r) => repairs.push(r));
+  const snapshot = (await buildFrom(['test/fixtures/dualstack/services.yaml'])).snapshot;
+  await backend.sync(snapshot, FULL);
+  // Each of drover's transactions (both tables) was noted as its own: their notifications ask for nothing.
+  const own = nft.IPv4.generationId + nft.IPv6.generationId;
+  t.true(own >= 2);
+  for (let g = 1; g <= own; g++) watcher.emit({ type: 'batch', batch: batch(g) });
+  await settle();
+  t.deepEqual(repairs, []);
+  // Another program's transaction, on any table: the drift check reads nothing to answer.
+  await nft.IPv6.run('add element ip6 drover no-endpoints { fd00:96::99 . tcp . 80 }\n');
+  reads = 0;
+  t.is(await backend.driftCheck(), undefined, 'nothing seen yet');
+  t.is(reads, 0, 'no generation read');
+  watcher.emit({ type: 'batch', batch: batch(own + 1, [{ kind: 'element', op: 'add', name: 'no-endpoints' }], 'ip6 drover') });
+  await until('a repair', async () => repairs.length === 1, 10_000, 5);
+  t.regex((await backend.driftCheck()) ?? '', /added element no-endpoints of ip6 drover/);
+  await backend.sync(snapshot, FULL);
+  t.is(await backend.driftCheck(), undefined, 'the full sync covered it');
+  t.false((await nft.IPv6.list()).sets.get('no-endpoints')!.elements.has('fd00:96::99 . tcp . 80'), 'and repaired it');
+  await backend.close();
+  t.true(watcher.closed);
+});
