@@ -150,10 +150,12 @@ export interface Backend {
    * made by another program (nftables mode: nf_tables notifications of its
    * tables); `repair` is then called, with a reason for the log, as soon as
    * one is seen, and the proxier runs a full sync (read-back and repair).
-   * Called once, when the proxier starts. Without it, drift is found only
-   * by {@link driftCheck} at each sync period.
+   * Called once, when the proxier starts, before its first sync; resolves
+   * once the watch runs (or could not be started: the backend then says so
+   * and keeps to {@link driftCheck}). Without it, drift is found only by
+   * {@link driftCheck} at each sync period.
    */
-  watchDrift?(repair: (reason: string) => void): void;
+  watchDrift?(repair: (reason: string) => void): Promise<void> | void;
   /**
    * Remove everything this backend created, and nothing else. A chain that
    * a rule of someone else's still jumps to cannot be deleted; it is emptied

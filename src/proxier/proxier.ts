@@ -446,14 +446,15 @@ export class Proxier {
     }
   }
 
-  /** Start the loop: watch the source, then an immediate full sync, then on source changes and every sync period. */
+  /** Start the loop: watch the source and the kernel (Backend.watchDrift), then an immediate full sync, then on source changes, kernel changes and every sync period. */
   async start(): Promise<void> {
     await this.opts.source.watch(() => {
       this.signalled = true;
       this.queue();
     });
+    // Before the first sync: what another program changes from then on is seen.
+    await this.opts.backend.watchDrift?.((reason) => this.repair(reason));
     this.runner.start();
-    this.opts.backend.watchDrift?.((reason) => this.repair(reason));
   }
 
   /** A change behind drover's back seen by the backend's watch (Backend.watchDrift): a full sync as soon as the min sync period allows. */

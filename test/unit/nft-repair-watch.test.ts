@@ -15,20 +15,17 @@ function batch(gen: number, changes: NftObjectChange[] = [{ kind: 'element', op:
 }
 
 /** A started watch over a fake watcher, with the repairs it asked for. */
-function started(debounceMs = 5) {
+async function started(debounceMs = 5) {
   const watcher = new FakeNftWatcher();
-  const watch = new RepairWatch({ open: () => watcher, logger: silentLogger(), debounceMs });
+  const watch = new RepairWatch({ open: async () => watcher, logger: silentLogger(), debounceMs });
   const repairs: string[] = [];
-  mustStart(watch.start((r) => repairs.push(r)));
+  if (!(await watch.start((r) => repairs.push(r)))) throw new Error('the watch did not start');
   return { watcher, watch, repairs };
-}
-function mustStart(ok: boolean): void {
-  if (!ok) throw new Error('the watch did not start');
 }
 const settle = (ms = 40) => new Promise((r) => setTimeout(r, ms));
 
 test('another program\'s batch on drover\'s table asks for one repair, named; a full sync clears what the drift check says', async (t) => {
-  const { watcher, watch, repairs } = started();
+  const { watcher, watch, repairs } = await started();
   watcher.emit({ type: 'batch', batch: batch(12, [{ kind: 'set', op: 'delete', name: 'service-ips' }]) });
   t.deepEqual(repairs, [], 'debounced');
   await until('a repair', async () => repairs.length === 1, 10_000, 5);
@@ -40,7 +37,7 @@ test('another program\'s batch on drover\'s table asks for one repair, named; a 
 });
 
 test('a burst of batches within the debounce is one repair', async (t) => {
-  const { watcher, watch, repairs } = started(30);
+  const { watcher, watch, repairs } = await started(30);
   for (let g = 20; g < 30; g++) watcher.emit({ type: 'batch', batch: batch(g) });
   await until('a repair', async () => repairs.length > 0, 10_000, 5);
   await settle(80);
@@ -50,7 +47,7 @@ test('a burst of batches within the debounce is one repair', async (t) => {
 });
 
 test('drover\'s own batches, noted by the generation read after each write, ask for nothing, also when the notification comes during the write', async (t) => {
-  const { watcher, watch, repairs } = started();
+  const { watcher, watch, repairs } = await started();
   let gen = 40;
   // The notification arrives while the write is still in flight (its generation not yet read): held, then judged own.
   await watch.writing(async () => {
@@ -77,7 +74,7 @@ test('drover\'s own batches, noted by the generation read after each write, ask 
 });
 
 test('a write whose generation cannot be read: its batch is taken for another program\'s and repaired (never missed)', async (t) => {
-  const { watcher, watch, repairs } = started();
+  const { watcher, watch, repairs } = await started();
   await watch.writing(async () => undefined, async () => {
     throw new Error('EPERM');
   });
@@ -87,7 +84,7 @@ test('a write whose generation cannot be read: its batch is taken for another pr
 });
 
 test('lost notifications or an unreadable datagram ask for a full read-back', async (t) => {
-  const { watcher, repairs } = started();
+  const { watcher, repairs } = await started();
   watcher.emit({ type: 'overrun', detail: 'notifications were dropped: the receive buffer overflowed (ENOBUFS)' });
   await until('a repair', async () => repairs.length === 1, 10_000, 5);
   t.is(repairs[0], 'nf_tables notifications were lost (notifications were dropped: the receive buffer overflowed (ENOBUFS))');
@@ -98,13 +95,13 @@ test('lost notifications or an unreadable datagram ask for a full read-back', as
 
 test('a watcher that cannot be opened: start says so; close closes an open one and silences it', async (t) => {
   const failing = new RepairWatch({
-    open: () => {
+    open: async () => {
       throw new Error('EPERM');
     },
     logger: silentLogger(),
   });
-  t.false(failing.start(() => t.fail('no repair')));
-  const { watcher, watch, repairs } = started();
+  t.false(await failing.start(() => t.fail('no repair')));
+  const { watcher, watch, repairs } = await started();
   watch.close();
   t.true(watcher.closed);
   watcher.emit({ type: 'batch', batch: batch(1) });
@@ -122,14 +119,17 @@ test('describe names the first batch\'s changes, at most four, and the committer
   ];
   t.is(describe([{ gen: 9, tables: new Map([['ip6 drover', changes]]) }]), 'another program committed generation 9: deleted table of ip6 drover, deleted chain services of ip6 drover, deleted set service-ips of ip6 drover, deleted set endpoints of ip6 drover and 1 more');
   t.is(describe([{ gen: 9, pid: 7, tables: new Map([['ip drover', [{ kind: 'rule', op: 'add', name: 'pick' }]]]) }, batch(10)]), 'pid 7 committed generation 9: added rule pick of ip drover; 1 more batch');
+  // As the kernel announces a table's deletion: its rules first; named after the table and its chains.
+  const table: NftObjectChange[] = [{ kind: 'rule', op: 'delete', name: 'services' }, { kind: 'set', op: 'delete', name: 'hairpin' }, { kind: 'chain', op: 'delete', name: 'services' }, { kind: 'table', op: 'delete' }];
+  t.is(describe([{ gen: 3, name: 'nft', tables: new Map([['ip drover', table]]) }]), 'nft committed generation 3: deleted table of ip drover, deleted chain services of ip drover, deleted set hairpin of ip drover, deleted rule services of ip drover');
 });
 
 test('ownWrites: scripts, rules and element commits note their generation; reads pass through', async (t) => {
   const nft = new FakeNft();
   const watcher = new FakeNftWatcher();
-  const watch = new RepairWatch({ open: () => watcher, logger: silentLogger(), debounceMs: 5 });
+  const watch = new RepairWatch({ open: async () => watcher, logger: silentLogger(), debounceMs: 5 });
   const repairs: string[] = [];
-  watch.start((r) => repairs.push(r));
+  await watch.start((r) => repairs.push(r));
   const { nft: wrapped, elements } = ownWrites(nft, { ...nft.writer(), generation: async () => nft.generationId }, watch);
   await wrapped.run('table ip drover {\n}\nadd set ip drover service-ips { type ipv4_addr . inet_proto . inet_service; }\n');
   await elements.commit([{ op: 'add', set: 'service-ips', key: '10.96.0.10 . tcp . 80' }]);
@@ -145,7 +145,7 @@ test('dual-stack backend with a watch: the drift check reads no generation; anot
   let reads = 0;
   const generation = async () => (reads++, nft.IPv4.generationId + nft.IPv6.generationId);
   const watcher = new FakeNftWatcher();
-  const watch = new RepairWatch({ open: () => watcher, logger: silentLogger(), debounceMs: 5 });
+  const watch = new RepairWatch({ open: async () => watcher, logger: silentLogger(), debounceMs: 5 });
   const backend = new DualStackNftablesBackend({
     IPv4: { nft: nft.IPv4, elements: { ...nft.IPv4.writer(), generation }, render: { clusterCIDR: '10.244.0.0/16', masqueradeAll: false }, frontends: { nodePortIPs: ['192.168.1.1'] } },
     IPv6: { nft: nft.IPv6, elements: { ...nft.IPv6.writer(), generation }, render: { clusterCIDR: 'fd00:244::/48', masqueradeAll: false, family: 'IPv6' }, frontends: { nodePortIPs: ['fd00:1::1'], family: 'IPv6' } },
@@ -153,7 +153,7 @@ test('dual-stack backend with a watch: the drift check reads no generation; anot
     watch,
   });
   const repairs: string[] = [];
-  backend.watchDrift((r) => repairs.push(r));
+  await backend.watchDrift((r) => repairs.push(r));
   const snapshot = (await buildFrom(['test/fixtures/dualstack/services.yaml'])).snapshot;
   await backend.sync(snapshot, FULL);
   // Each of drover's transactions (both tables) was noted as its own: their notifications ask for nothing.

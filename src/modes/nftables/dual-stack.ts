@@ -91,8 +91,8 @@ export class DualStackNftablesBackend extends DualStackBackend {
   }
 
   /** With the watch: a repair as soon as another program's batch on drover's tables is seen (repair-watch.ts). */
-  watchDrift(repair: (reason: string) => void): void {
-    this.watching = this.watch?.start(repair) ?? false;
+  async watchDrift(repair: (reason: string) => void): Promise<void> {
+    this.watching = (await this.watch?.start(repair)) ?? false;
   }
 
   /** A full sync covers what the watch found before it began. */

@@ -25,7 +25,7 @@
  * noted.
  */
 import type { Logger } from '../../util/log.ts';
-import type { NftCommittedBatch } from '../../kernel/nftables/batch-scan.ts';
+import type { NftCommittedBatch, NftObjectKind } from '../../kernel/nftables/batch-scan.ts';
 import type { NftWatcher, NftWatchEvent } from '../../kernel/nftables/watch.ts';
 import type { ElementWriter } from './backend.ts';
 import type { NftExec } from './exec.ts';
@@ -41,10 +41,10 @@ const OWN_KEPT = 4096;
 export interface RepairWatchOptions {
   /**
    * Open the watcher of drover's tables (kernel/nftables/watch.ts
-   * openNftWatcher), at {@link RepairWatch.start}: only `drover run` watches.
+   * spawnNftWatcher), at {@link RepairWatch.start}: only `drover run` watches.
    * @throws when it cannot be opened.
    */
-  readonly open: () => NftWatcher;
+  readonly open: () => Promise<NftWatcher>;
   readonly logger: Logger;
   /** Debounce, ms (default {@link REPAIR_DEBOUNCE_MS}). */
   readonly debounceMs?: number;
@@ -74,16 +74,17 @@ export class RepairWatch {
    * one is needed from now on.
    * @returns false, with a warning, when the watcher cannot be opened (then nothing is watched).
    */
-  start(listener: (reason: string) => void): boolean {
+  async start(listener: (reason: string) => void): Promise<boolean> {
     if (this.closed) return false;
     try {
-      this.watcher = this.opts.open();
+      this.watcher = await this.opts.open();
     } catch (err) {
       this.opts.logger.warn({ err: (err as Error).message }, 'cannot watch nf_tables notifications; between full syncs, drift is found by comparing the generation id at each sync period');
       return false;
     }
     this.watcher.onEvent((e) => this.onEvent(e));
     this.listener = listener;
+    this.opts.logger.info('watching nf_tables notifications: another program\'s change to drover\'s tables is repaired at once');
     return true;
   }
 
@@ -133,11 +134,6 @@ export class RepairWatch {
     this.watcher?.close();
   }
 
-  /** The watcher's counts (kernel/nftables/watch.ts), once it is open. */
-  watcherStats(): ReturnType<NftWatcher['stats']> | undefined {
-    return this.watcher?.stats();
-  }
-
   private noteOwn(gen: number): void {
     this.own.add(gen);
     if (this.own.size > OWN_KEPT) this.own.delete(this.own.values().next().value!);
@@ -180,10 +176,16 @@ export class RepairWatch {
   }
 }
 
-/** What foreign batches did, for the log: the first one's changes and committer, and how many more. */
+/** The order changes are named in: the largest objects first (a table's deletion announces its rules too). */
+const KIND_ORDER: readonly NftObjectKind[] = ['table', 'chain', 'set', 'object', 'flowtable', 'rule', 'element'];
+
+/** What foreign batches did, for the log: the first one's changes (tables first, then chains, sets, …; at most four) and committer, and how many more. */
 export function describe(batches: readonly NftCommittedBatch[]): string {
   const b = batches[0]!;
-  const changes = [...b.tables].flatMap(([table, cs]) => cs.map((c) => `${c.op === 'add' ? 'added' : 'deleted'} ${c.kind}${c.name !== undefined ? ` ${c.name}` : ''} of ${table}`));
+  const changes = [...b.tables]
+    .flatMap(([table, cs]) => cs.map((c) => ({ c, table })))
+    .sort((x, y) => KIND_ORDER.indexOf(x.c.kind) - KIND_ORDER.indexOf(y.c.kind))
+    .map(({ c, table }) => `${c.op === 'add' ? 'added' : 'deleted'} ${c.kind}${c.name !== undefined ? ` ${c.name}` : ''} of ${table}`);
   const shown = changes.slice(0, 4).join(', ') + (changes.length > 4 ? ` and ${changes.length - 4} more` : '');
   const who = b.name !== undefined ? `${b.name}${b.pid !== undefined ? ` (pid ${b.pid})` : ''}` : b.pid !== undefined ? `pid ${b.pid}` : 'another program';
   const more = batches.length > 1 ? `; ${batches.length - 1} more ${batches.length === 2 ? 'batch' : 'batches'}` : '';

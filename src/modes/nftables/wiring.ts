@@ -11,7 +11,7 @@ import type { ElementWriter } from './backend.ts';
 import { NftNetlinkClient } from '../../kernel/nftables/client.ts';
 import { NetlinkElementWriter } from './netlink-writer.ts';
 import { NFPROTO } from '../../kernel/nftables/constants.ts';
-import { openNftWatcher } from '../../kernel/nftables/watch.ts';
+import { spawnNftWatcher } from '../../kernel/nftables/watch.ts';
 import { RepairWatch } from './repair-watch.ts';
 import { nftFamily } from './layout.ts';
 
@@ -34,11 +34,15 @@ export async function openElementWriter(opts: KernelOptions, logger: Logger, fam
 
 /**
  * The watch of nf_tables notifications for `table ip drover` and `table ip6
- * drover` (repair-watch.ts) in this process's namespace; its socket is
- * opened when `drover run` starts it, with a warning when it cannot be (the
- * drift check then compares the generation id at each sync period).
+ * drover` (repair-watch.ts) in this process's namespace; its process
+ * (kernel/nftables/watch-process.ts) is started when `drover run` starts the
+ * watch, with a warning when it cannot be (the drift check then compares
+ * the generation id at each sync period).
  */
 export function repairWatch(logger: Logger): RepairWatch {
   const tables = (['IPv4', 'IPv6'] as const).map((f) => ({ family: f === 'IPv4' ? NFPROTO.IPV4 : NFPROTO.IPV6, name: nftFamily(f).table.name }));
-  return new RepairWatch({ open: () => openNftWatcher(tables), logger });
+  return new RepairWatch({
+    open: () => spawnNftWatcher(tables, { onExit: (why) => logger.warn({ why }, 'the nf_tables watcher process ended; it is started again, and drover\'s tables are then read back in full') }),
+    logger,
+  });
 }
