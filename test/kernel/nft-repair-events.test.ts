@@ -18,6 +18,7 @@ import { run } from '../../src/kernel/exec.ts';
 import { testbedUnavailableReason } from '../../src/testbed/topology.ts';
 import { CLUSTER_IP, drover, finish, manifestWorld, type ManifestWorld, reached, runFlags, startDrover, synced, traffic, type RunningDrover } from '../support/faults.ts';
 import { until } from '../support/wait.ts';
+import { processTreeCpu } from '../../scripts/peers/bench/proc-stat.ts';
 
 const unavailable = await testbedUnavailableReason();
 const NFT = '/usr/sbin/nft';
@@ -62,16 +63,6 @@ async function listedLines(w: ManifestWorld): Promise<string[]> {
   return (await nft(w, ['list', 'table', 'ip', 'drover'])).split('\n').sort();
 }
 
-/** CPU time of process `pid` and the processes it started (its notification watcher) so far, user + system, ms. */
-async function cpuMs(pid: number): Promise<number> {
-  const fields = (await readFile(`/proc/${pid}/stat`, 'utf8')).split(') ')[1]!.split(' ');
-  // utime and stime are fields 14 and 15 of stat(5), in clock ticks (USER_HZ, 100 a second).
-  let ms = (Number(fields[11]) + Number(fields[12])) * 10;
-  const children = (await readFile(`/proc/${pid}/task/${pid}/children`, 'utf8').catch(() => '')).trim().split(/\s+/).filter(Boolean);
-  for (const child of children) ms += await cpuMs(Number(child));
-  return ms;
-}
-
 if (unavailable) {
   test.skip(`nftables repair-event tests skipped: ${unavailable}`, () => {});
 } else {
@@ -82,7 +73,7 @@ if (unavailable) {
     const d = await start(t, w, '1s');
     const before = await nft(w, ['list', 'table', 'ip', 'drover']);
     const fulls = d.lines(/^full sync done/).length;
-    const cpu0 = await cpuMs(d.pid);
+    const cpu0 = await processTreeCpu(d.pid);
     // One nft process reading commands: each line is a transaction of its own on table ip other.
     const other = spawn('ip', ['netns', 'exec', w.topo.node, NFT, '-i'], { stdio: ['pipe', 'ignore', 'pipe'] });
     let stderr = '';
@@ -104,7 +95,7 @@ if (unavailable) {
     other.stdin.end();
     t.is(await exited, 0, stderr);
     const seconds = (Date.now() - started) / 1000;
-    const cpu = (await cpuMs(d.pid)) - cpu0;
+    const cpu = Math.round(((await processTreeCpu(d.pid)) - cpu0) * 1000);
     const kept = (await nft(w, ['-j', 'list', 'set', 'ip', 'other', 'keep'])).match(/"10\.\d+\.\d+\.\d+"/g)?.length ?? 0;
     t.is(kept, sent, 'every commit of the other program went through');
     // The sync periods of the window have passed their drift check by then.
@@ -114,6 +105,25 @@ if (unavailable) {
     t.is(await nft(w, ['list', 'table', 'ip', 'drover']), before);
     await converged(t, w);
     t.log(`${sent} commits of table ip other in ${seconds.toFixed(1)} s: drover and its watcher process used ${cpu} ms of CPU (${((cpu / 10) / seconds).toFixed(1)} % of a core), 0 full syncs`);
+  });
+
+  test.serial('the watcher process killed: drover starts it again, reads its table back once, and repairs the next hand deletion', async (t) => {
+    const w = await manifestWorld(t, manifest);
+    const d = await start(t, w, '10m');
+    const children = (await readFile(`/proc/${d.pid}/task/${d.pid}/children`, 'utf8')).trim().split(/\s+/);
+    const watcher = [];
+    for (const pid of children) if ((await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '')).includes('watch-process')) watcher.push(Number(pid));
+    t.is(watcher.length, 1, 'one watcher process');
+    const fulls = d.lines(/^full sync done/).length;
+    process.kill(watcher[0]!, 'SIGKILL');
+    await until('a full sync', async () => d.lines(/^full sync done/).length > fulls, 30_000, 20);
+    t.is(d.lines(/^the nf_tables watcher process ended/).length, 1);
+    t.regex(String(d.lines(/^the kernel changed behind drover/)[0]?.reason), /nf_tables notifications were lost \(the watcher process ended and was started again/);
+    await nft(w, ['delete', 'element', 'ip', 'drover', 'service-ips', `{ ${CLUSTER_IP} . tcp . 80 }`]);
+    await until('a repair', async () => d.lines(/^full sync done/).length > fulls + 1, 30_000, 20);
+    t.regex(String(d.lines(/^the kernel changed behind drover/).at(-1)?.reason), /deleted element service-ips of ip drover/);
+    t.is(await reached(w), 'b1,b2');
+    await converged(t, w);
   });
 
   for (const c of [
