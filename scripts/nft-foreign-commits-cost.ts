@@ -6,12 +6,15 @@
  *
  * It writes SERVICES synthetic service ports of ENDPOINTS endpoints each as
  * a manifest folder, starts `drover run` on it (with `--sync-period 1s`, so
- * that any drift check that read the kernel would show), waits until its
+ * that any drift check that read the kernel would show, and
+ * `--min-sync-period 100ms`, the least wait of a repair), waits until its
  * syncs have settled, then lets one `/usr/sbin/nft -i` process commit an
  * element to another table, `ip other`, every EVERY_MS for SECONDS. Prints
  * the commits made, drover's CPU (its process and its watcher process)
- * over that window and the full syncs in it, the time of the first sync,
- * and whether drover's table still holds every service (`drover diff`).
+ * over that window and the full syncs in it, the time of the first sync;
+ * then deletes one element of `service-ips` by hand and prints how long
+ * after the repair's full sync was done and what it read and wrote; and
+ * whether drover's table then holds every service (`drover diff`).
  */
 import { spawn } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
@@ -33,7 +36,7 @@ inOwnNetns(import.meta.url, 'DROVER_FOREIGN_COMMITS_NETNS', 'f');
 
 const dir = await mkdtemp(join(tmpdir(), 'drv-foreign-'));
 const drover = spawn(process.execPath, [DROVER, 'run', '--mode', 'nftables', '--source', join(dir, 'manifests'), '--state-dir', join(dir, 'state'), '--cluster-cidr', '10.244.0.0/16',
-  '--sync-period', '1s', '--min-sync-period', '1s', '--metrics-bind-address', '', '--healthz-bind-address', '', '--status-file', join(dir, 'status.json')], { stdio: ['ignore', 'ignore', 'pipe'] });
+  '--sync-period', '1s', '--min-sync-period', '100ms', '--metrics-bind-address', '', '--healthz-bind-address', '', '--status-file', join(dir, 'status.json')], { stdio: ['ignore', 'ignore', 'pipe'] });
 try {
   await run('mkdir', ['-p', join(dir, 'manifests')]);
   for (const [name, text] of sourceFiles(synthSnapshot(services, endpoints).services.values(), [])) await writeFile(join(dir, 'manifests', name), text);
@@ -55,6 +58,7 @@ try {
     if (lines(/^full sync done/).length !== fulls) [fulls, quiet] = [lines(/^full sync done/).length, -1000];
   }
   const settledS = (Date.now() - started) / 1000;
+  const repairsBeforeWindow = lines(/^the kernel changed behind drover/).length;
   const cpu0 = await processTreeCpu(drover.pid!);
   const other = spawn(NFT, ['-i'], { stdio: ['pipe', 'ignore', 'inherit'] });
   const t0 = Date.now();
@@ -75,14 +79,22 @@ try {
   const cpu = (await processTreeCpu(drover.pid!)) - cpu0;
   await wait(2000);
   const after = lines(/^full sync done/).length;
+  // Then one element of drover's deleted by hand: the time until the repair's full sync is done, and what it read.
+  const service = /"concat": \["([\d.]+)", "(\w+)", (\d+)\]/.exec((await run(NFT, ['-j', 'list', 'set', 'ip', 'drover', 'service-ips'])).stdout);
+  if (service === null) throw new Error('no element in service-ips');
+  await run(NFT, ['delete', 'element', 'ip', 'drover', 'service-ips', `{ ${service[1]} . ${service[2]} . ${service[3]} }`]);
+  const deletedAt = Date.now();
+  while (lines(/^full sync done/).length === after) await wait(20);
+  const repair = lines(/^full sync done/)[after]!;
   const diff = await run(process.execPath, [DROVER, 'diff', '--mode', 'nftables', '--source', join(dir, 'manifests'), '--cluster-cidr', '10.244.0.0/16'], { allowFail: true, timeoutMs: 600_000 });
   console.log(JSON.stringify({
     services, endpoints, everyMs,
     firstSync: { totalMs: firstSync?.durationMs, readMs: firstSync?.readMs, applyMs: firstSync?.applyMs },
     watcherRestarts: lines(/^the nf_tables watcher process ended/).length,
-    repairsBeforeWindow: lines(/^the kernel changed behind drover/).length,
+    repairsBeforeWindow,
     settledAfterS: settledS,
     window: { seconds: windowS, commits, droverCpuS: Math.round(cpu * 100) / 100, percentOfCore: Math.round((cpu / windowS) * 1000) / 10, fullSyncs: after - fulls },
+    repairOfOneElement: { doneAfterMs: Date.parse(String(repair.time)) - deletedAt, readMs: repair.readMs, applyMs: repair.applyMs, written: repair.written },
     diff: diff.stdout.trim().split('\n').slice(0, 3).join(' | '),
   }, null, 1));
 } finally {

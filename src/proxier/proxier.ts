@@ -453,14 +453,19 @@ export class Proxier {
       this.queue();
     });
     // Before the first sync: what another program changes from then on is seen.
-    await this.opts.backend.watchDrift?.((reason) => this.repair(reason));
+    await this.opts.backend.watchDrift?.((reason, full) => this.repair(reason, full));
     this.runner.start();
   }
 
-  /** A change behind drover's back seen by the backend's watch (Backend.watchDrift): a full sync as soon as the min sync period allows. */
-  private repair(reason: string): void {
-    this.opts.logger.info({ reason }, 'the kernel changed behind drover: full sync');
-    this.resync();
+  /**
+   * A change behind drover's back seen by the backend's watch
+   * (Backend.watchDrift): a full sync (`full`), or a sync in which the
+   * backend repairs what it saw, as soon as the min sync period allows.
+   */
+  private repair(reason: string, full: boolean): void {
+    this.opts.logger.info({ reason }, full ? 'the kernel changed behind drover: full sync' : 'the kernel changed behind drover: repairing what changed');
+    if (full) this.resync();
+    else this.queue();
   }
 
   /**

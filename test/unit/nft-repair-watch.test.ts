@@ -19,7 +19,7 @@ async function started(debounceMs = 5) {
   const watcher = new FakeNftWatcher();
   const watch = new RepairWatch({ open: async () => watcher, logger: silentLogger(), debounceMs });
   const repairs: string[] = [];
-  if (!(await watch.start((r) => repairs.push(r)))) throw new Error('the watch did not start');
+  if (!(await watch.start((r, full) => repairs.push(`${full ? 'full' : 'elements'}: ${r}`)))) throw new Error('the watch did not start');
   return { watcher, watch, repairs };
 }
 const settle = (ms = 40) => new Promise((r) => setTimeout(r, ms));
@@ -29,21 +29,34 @@ test('another program\'s batch on drover\'s table asks for one repair, named; a 
   watcher.emit({ type: 'batch', batch: batch(12, [{ kind: 'set', op: 'delete', name: 'service-ips' }]) });
   t.deepEqual(repairs, [], 'debounced');
   await until('a repair', async () => repairs.length === 1, 10_000, 5);
-  t.deepEqual(repairs, ['nft (pid 4242) committed generation 12: deleted set service-ips of ip drover']);
-  t.is(watch.drift(), repairs[0]);
+  t.deepEqual(repairs, ['full: nft (pid 4242) committed generation 12: deleted set service-ips of ip drover']);
+  t.is(watch.drift(), 'nft (pid 4242) committed generation 12: deleted set service-ips of ip drover');
   watch.covered();
   t.is(watch.drift(), undefined);
   t.deepEqual(watch.counts, { repairs: 1, foreign: 1, own: 0 });
 });
 
-test('a burst of batches within the debounce is one repair', async (t) => {
+test('a burst of batches within the debounce is one repair; elements alone are repaired alone, named by table and set', async (t) => {
   const { watcher, watch, repairs } = await started(30);
   for (let g = 20; g < 30; g++) watcher.emit({ type: 'batch', batch: batch(g) });
   await until('a repair', async () => repairs.length > 0, 10_000, 5);
   await settle(80);
   t.is(repairs.length, 1);
-  t.regex(repairs[0]!, /generation 20: deleted element service-ips of ip drover; 9 more batches$/);
+  t.regex(repairs[0]!, /^elements: .*generation 20: deleted element service-ips of ip drover; 9 more batches$/);
   t.is(watch.counts.foreign, 10);
+  t.is(watch.drift(), undefined, 'no full sync asked for');
+  t.deepEqual(watch.takeElementRepairs(), new Map([['ip drover', new Set(['service-ips'])]]));
+  t.deepEqual(watch.takeElementRepairs(), new Map(), 'taken once');
+  // Elements and a set in one burst: a full sync.
+  watcher.emit({ type: 'batch', batch: batch(40, [{ kind: 'element', op: 'add', name: 'hairpin' }]) });
+  watcher.emit({ type: 'batch', batch: batch(41, [{ kind: 'set', op: 'delete', name: 'endpoint-count-2' }]) });
+  await until('a repair', async () => repairs.length === 2, 10_000, 5);
+  t.regex(repairs[1]!, /^full: /);
+  watch.covered();
+  t.deepEqual([watch.drift(), watch.takeElementRepairs()], [undefined, new Map()], 'a full sync covers both');
+  // A repair of elements that cannot be done alone asks for a full sync.
+  watch.escalate('the elements of hairpin could not be put back alone');
+  t.deepEqual([repairs[2], watch.drift()], ['full: the elements of hairpin could not be put back alone', 'the elements of hairpin could not be put back alone']);
 });
 
 test('drover\'s own batches, noted by the generation read after each write, ask for nothing, also when the notification comes during the write', async (t) => {
@@ -70,7 +83,7 @@ test('drover\'s own batches, noted by the generation read after each write, ask 
     t.deepEqual(repairs, [], 'not judged while a write is in flight');
   }, async () => gen);
   await until('a repair', async () => repairs.length === 1, 10_000, 5);
-  t.regex(repairs[0]!, /generation 43:/);
+  t.regex(repairs[0]!, /^elements: .*generation 43:/);
 });
 
 test('a write whose generation cannot be read: its batch is taken for another program\'s and repaired (never missed)', async (t) => {
@@ -87,10 +100,10 @@ test('lost notifications or an unreadable datagram ask for a full read-back', as
   const { watcher, repairs } = await started();
   watcher.emit({ type: 'overrun', detail: 'notifications were dropped: the receive buffer overflowed (ENOBUFS)' });
   await until('a repair', async () => repairs.length === 1, 10_000, 5);
-  t.is(repairs[0], 'nf_tables notifications were lost (notifications were dropped: the receive buffer overflowed (ENOBUFS))');
+  t.is(repairs[0], 'full: nf_tables notifications were lost (notifications were dropped: the receive buffer overflowed (ENOBUFS))');
   watcher.emit({ type: 'unknown', reason: 'element message without its table name' });
   await until('a repair', async () => repairs.length === 2, 10_000, 5);
-  t.is(repairs[1], 'an nf_tables notification could not be read (element message without its table name)');
+  t.is(repairs[1], 'full: an nf_tables notification could not be read (element message without its table name)');
 });
 
 test('a watcher that cannot be opened: start says so; close closes an open one and silences it', async (t) => {
@@ -140,7 +153,7 @@ test('ownWrites: scripts, rules and element commits note their generation; reads
   t.is(await elements.generation!(), 2);
 });
 
-test('dual-stack backend with a watch: the drift check reads no generation; another program\'s batch asks for a repair; a full sync covers it', async (t) => {
+test('dual-stack backend with a watch: the drift check reads no generation; elements another program changed are put back by the next sync, alone; what cannot be is a full sync', async (t) => {
   const nft = { IPv4: new FakeNft(), IPv6: new FakeNft('IPv6') };
   let reads = 0;
   const generation = async () => (reads++, nft.IPv4.generationId + nft.IPv6.generationId);
@@ -153,7 +166,7 @@ test('dual-stack backend with a watch: the drift check reads no generation; anot
     watch,
   });
   const repairs: string[] = [];
-  await backend.watchDrift((r) => repairs.push(r));
+  await backend.watchDrift((r, full) => repairs.push(`${full ? 'full' : 'elements'}: ${r}`));
   const snapshot = (await buildFrom(['test/fixtures/dualstack/services.yaml'])).snapshot;
   await backend.sync(snapshot, FULL);
   // Each of drover's transactions (both tables) was noted as its own: their notifications ask for nothing.
@@ -169,10 +182,28 @@ test('dual-stack backend with a watch: the drift check reads no generation; anot
   t.is(reads, 0, 'no generation read');
   watcher.emit({ type: 'batch', batch: batch(own + 1, [{ kind: 'element', op: 'add', name: 'no-endpoints' }], 'ip6 drover') });
   await until('a repair', async () => repairs.length === 1, 10_000, 5);
-  t.regex((await backend.driftCheck()) ?? '', /added element no-endpoints of ip6 drover/);
+  t.regex(repairs[0]!, /^elements: .*added element no-endpoints of ip6 drover/);
+  t.is(await backend.driftCheck(), undefined, 'no full sync');
+  // Another program also deleted an element of service-ips of ip drover.
+  const [first] = (await nft.IPv4.list()).sets.get('service-ips')!.elements.keys();
+  await nft.IPv4.run(`delete element ip drover service-ips { ${first} }\n`);
+  watcher.emit({ type: 'batch', batch: batch(own + 2, [{ kind: 'element', op: 'delete', name: 'service-ips' }]) });
+  await until('a repair', async () => repairs.length === 2, 10_000, 5);
+  const scripts = [nft.IPv4.scripts.length, nft.IPv6.scripts.length];
+  await backend.sync(snapshot, { full: false, changed: new Set() });
+  t.false((await nft.IPv6.list()).sets.get('no-endpoints')!.elements.has('fd00:96::99 . tcp . 80'), 'the added element deleted');
+  t.true((await nft.IPv4.list()).sets.get('service-ips')!.elements.has(first!), 'the deleted element put back');
+  t.deepEqual([nft.IPv4.scripts.length, nft.IPv6.scripts.length], scripts, 'over the element writer, no script');
+  t.is(repairs.length, 2, 'no full sync asked for');
+  // A set the model does not know: a full sync.
+  watcher.emit({ type: 'batch', batch: batch(own + 10, [{ kind: 'element', op: 'add', name: 'not-drovers' }]) });
+  await until('a repair', async () => repairs.length === 3, 10_000, 5);
+  await backend.sync(snapshot, { full: false, changed: new Set() });
+  t.is(repairs.length, 4);
+  t.regex(repairs[3]!, /^full: the elements of not-drovers in table ip drover could not be put back alone/);
+  t.regex((await backend.driftCheck()) ?? '', /not-drovers/);
   await backend.sync(snapshot, FULL);
   t.is(await backend.driftCheck(), undefined, 'the full sync covered it');
-  t.false((await nft.IPv6.list()).sets.get('no-endpoints')!.elements.has('fd00:96::99 . tcp . 80'), 'and repaired it');
   await backend.close();
   t.true(watcher.closed);
 });

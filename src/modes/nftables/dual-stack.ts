@@ -65,6 +65,9 @@ export class DualStackNftablesBackend extends DualStackBackend {
   private readonly watch: RepairWatch | undefined;
   /** Whether the watch runs (its socket opened at watchDrift). */
   private watching = false;
+  /** Each family's backend, for the watch's element repairs. */
+  private readonly families: Readonly<Record<IPFamily, NftablesBackend>>;
+  private readonly log: Logger;
 
   constructor(opts: DualStackNftOptions) {
     const watch = opts.watch !== undefined && opts.IPv4.elements?.generation !== undefined && opts.IPv6.elements?.generation !== undefined ? opts.watch : undefined;
@@ -88,17 +91,44 @@ export class DualStackNftablesBackend extends DualStackBackend {
       },
     });
     this.watch = watch;
+    this.families = backends;
+    this.log = opts.logger;
   }
 
   /** With the watch: a repair as soon as another program's batch on drover's tables is seen (repair-watch.ts). */
-  async watchDrift(repair: (reason: string) => void): Promise<void> {
+  async watchDrift(repair: (reason: string, full: boolean) => void): Promise<void> {
     this.watching = (await this.watch?.start(repair)) ?? false;
   }
 
-  /** A full sync covers what the watch found before it began. */
+  /**
+   * A full sync covers what the watch found before it began; any other sync
+   * first puts back the elements another program changed (repairElements),
+   * or asks for a full sync when it cannot.
+   */
   override async sync(snapshot: Snapshot, changes: ChangeSet): Promise<SyncResult> {
     if (changes.full) this.watch?.covered();
+    else await this.repairElements();
     return super.sync(snapshot, changes);
+  }
+
+  /** The watch's element repairs, table by table (see {@link sync}). */
+  private async repairElements(): Promise<void> {
+    const watch = this.watch;
+    if (watch === undefined) return;
+    for (const [table, sets] of watch.takeElementRepairs()) {
+      const family = (['IPv4', 'IPv6'] as const).find((f) => tableRef(f) === table);
+      let written: number | undefined;
+      try {
+        written = family === undefined ? undefined : await this.families[family].repairElements(sets);
+      } catch (err) {
+        this.log.warn({ table, sets: [...sets], err: (err as Error).message }, 'putting back the elements another program changed failed');
+      }
+      if (written === undefined) {
+        watch.escalate(`the elements of ${[...sets].join(', ')} in table ${table} could not be put back alone: full sync`);
+        return;
+      }
+      this.log.info({ table, sets: [...sets], elements: written }, 'put back the elements another program changed');
+    }
   }
 
   /**

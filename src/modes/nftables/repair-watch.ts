@@ -17,9 +17,15 @@
  *   one repair; lost notifications (`overrun`) or an unreadable datagram
  *   (`unknown`) ask for one too, since what changed is unknown.
  *
- * The repair is the proxier's full sync: drover's tables read back whole
- * and mended (not only what the event names). The reason is also kept,
- * until a full sync begins, for the periodic drift check
+ * When the foreign batches changed only elements of named sets, the repair
+ * is of those sets alone: the listener is asked for a sync that is not full
+ * (`full` false), during which the backend takes the sets
+ * ({@link RepairWatch.takeElementRepairs}), reads each back and writes the
+ * difference (backend.ts repairElements); when it cannot, it asks for a full
+ * one ({@link RepairWatch.escalate}). Anything else (a set, chain, rule or
+ * table added or deleted, lost notifications) is the proxier's full sync:
+ * drover's tables read back whole and mended. The reason of a full repair
+ * is also kept, until a full sync begins, for the periodic drift check
  * ({@link RepairWatch.drift}). Before {@link RepairWatch.start} (`drover
  * sync --once`, `cleanup`) nothing is watched; drover's writes are still
  * noted.
@@ -61,7 +67,9 @@ export class RepairWatch {
   private timer: NodeJS.Timeout | undefined;
   /** The last reason found and not yet covered by a full sync. */
   private reason: string | undefined;
-  private listener: ((reason: string) => void) | undefined;
+  private listener: ((reason: string, full: boolean) => void) | undefined;
+  /** Sets whose elements another program changed, per table (`ip drover`), not yet repaired. */
+  private elementRepairs = new Map<string, Set<string>>();
   private watcher: NftWatcher | undefined;
   private closed = false;
   /** Repairs asked for, foreign batches seen on drover's tables, own batches recognised. */
@@ -70,11 +78,12 @@ export class RepairWatch {
   constructor(private readonly opts: RepairWatchOptions) {}
 
   /**
-   * Open the watcher and ask `listener` for a repair (a full sync) whenever
-   * one is needed from now on.
+   * Open the watcher and ask `listener` for a repair whenever one is needed
+   * from now on: a full sync (`full`), or a sync during which the backend
+   * repairs the elements of {@link takeElementRepairs}.
    * @returns false, with a warning, when the watcher cannot be opened (then nothing is watched).
    */
-  async start(listener: (reason: string) => void): Promise<boolean> {
+  async start(listener: (reason: string, full: boolean) => void): Promise<boolean> {
     if (this.closed) return false;
     try {
       this.watcher = await this.opts.open();
@@ -99,6 +108,21 @@ export class RepairWatch {
   /** A full sync begins: what was found before it is covered by its read-back. */
   covered(): void {
     this.reason = undefined;
+    this.elementRepairs = new Map();
+  }
+
+  /** The sets whose elements another program changed, per table (`ip drover`), since the last call; they are the caller's to repair now. */
+  takeElementRepairs(): Map<string, Set<string>> {
+    const out = this.elementRepairs;
+    this.elementRepairs = new Map();
+    return out;
+  }
+
+  /** The elements could not be repaired alone (`why`): ask for a full sync. */
+  escalate(why: string): void {
+    this.reason = why;
+    this.counts.repairs++;
+    this.listener?.(why, true);
   }
 
   /**
@@ -169,10 +193,19 @@ export class RepairWatch {
     this.unknown = undefined;
     if (foreign.length === 0 && unknown === undefined) return;
     const reason = unknown ?? describe(foreign);
-    this.reason = reason;
     this.counts.repairs++;
     this.opts.logger.debug({ batches: foreign.length, generations: foreign.map((b) => b.gen) }, 'nf_tables notification: drover\'s tables changed by another program');
-    this.listener?.(reason);
+    const elementsOnly = unknown === undefined && foreign.every((b) => [...b.tables.values()].every((cs) => cs.every((c) => c.kind === 'element' && c.name !== undefined)));
+    if (elementsOnly) {
+      for (const b of foreign) {
+        for (const [table, cs] of b.tables) {
+          let sets = this.elementRepairs.get(table);
+          if (sets === undefined) this.elementRepairs.set(table, (sets = new Set()));
+          for (const c of cs) sets.add(c.name!);
+        }
+      }
+    } else this.reason = reason;
+    this.listener?.(reason, !elementsOnly);
   }
 }
 

@@ -1,8 +1,9 @@
 /**
  * nftables mode's element writer and notification watch for a command:
- * nf_tables netlink in this process's network namespace. A netlink socket acts in the namespace of
- * the process that opened it, so with `--netns` elements go through
- * `nft -f` instead (inside that namespace).
+ * nf_tables netlink in this process's network namespace. A netlink socket
+ * acts in the namespace of the process that opened it, so with `--netns`
+ * elements go through `nft -f` instead (inside that namespace), and nothing
+ * is watched.
  */
 import type { KernelOptions } from '../../config/kernel.ts';
 import type { IPFamily } from '../../model/types.ts';
