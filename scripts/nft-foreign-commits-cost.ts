@@ -13,7 +13,7 @@
  * the commits made, drover's CPU (its process and its watcher process)
  * over that window and the full syncs in it, the time of the first sync;
  * then deletes one element of `service-ips` by hand and prints how long
- * after the repair's full sync was done and what it read and wrote; and
+ * after it was put back, and how (that set alone, or a full sync); and
  * whether drover's table then holds every service (`drover diff`).
  */
 import { spawn } from 'node:child_process';
@@ -84,8 +84,13 @@ try {
   if (service === null) throw new Error('no element in service-ips');
   await run(NFT, ['delete', 'element', 'ip', 'drover', 'service-ips', `{ ${service[1]} . ${service[2]} . ${service[3]} }`]);
   const deletedAt = Date.now();
-  while (lines(/^full sync done/).length === after) await wait(20);
-  const repair = lines(/^full sync done/)[after]!;
+  // Put back alone (the line after its transaction), or by a full sync.
+  const repaired = () => [...lines(/^put back the elements another program changed/), ...lines(/^full sync done/).slice(after)];
+  for (let waited = 0; repaired().length === 0; waited += 20) {
+    if (waited > 600_000 || drover.exitCode !== null) throw new Error(`no repair: ${log.slice(-2000)}`);
+    await wait(20);
+  }
+  const repair = repaired()[0]!;
   const diff = await run(process.execPath, [DROVER, 'diff', '--mode', 'nftables', '--source', join(dir, 'manifests'), '--cluster-cidr', '10.244.0.0/16'], { allowFail: true, timeoutMs: 600_000 });
   console.log(JSON.stringify({
     services, endpoints, everyMs,
@@ -94,7 +99,7 @@ try {
     repairsBeforeWindow,
     settledAfterS: settledS,
     window: { seconds: windowS, commits, droverCpuS: Math.round(cpu * 100) / 100, percentOfCore: Math.round((cpu / windowS) * 1000) / 10, fullSyncs: after - fulls },
-    repairOfOneElement: { doneAfterMs: Date.parse(String(repair.time)) - deletedAt, readMs: repair.readMs, applyMs: repair.applyMs, written: repair.written },
+    repairOfOneElement: { doneAfterMs: Date.parse(String(repair.time)) - deletedAt, by: repair.msg, fullSyncs: lines(/^full sync done/).length - after, ...(repair.elements !== undefined ? { elements: repair.elements } : { readMs: repair.readMs, written: repair.written }) },
     diff: diff.stdout.trim().split('\n').slice(0, 3).join(' | '),
   }, null, 1));
 } finally {
