@@ -24,6 +24,7 @@ import { fileURLToPath } from 'node:url';
 import { sourceFiles } from '../src/bench/manifest-files.ts';
 import { synthSnapshot } from '../src/bench/synth.ts';
 import { run } from '../src/kernel/exec.ts';
+import { commitForeignElements } from '../src/testbed/foreign-commits.ts';
 import { processTreeCpu } from './peers/bench/proc-stat.ts';
 import { inOwnNetns } from './own-netns.ts';
 
@@ -60,22 +61,7 @@ try {
   const settledS = (Date.now() - started) / 1000;
   const repairsBeforeWindow = lines(/^the kernel changed behind drover/).length;
   const cpu0 = await processTreeCpu(drover.pid!);
-  const other = spawn(NFT, ['-i'], { stdio: ['pipe', 'ignore', 'inherit'] });
-  const t0 = Date.now();
-  let commits = 0;
-  await new Promise<void>((resolve) => {
-    const timer = setInterval(() => {
-      commits++;
-      other.stdin.write(`add element ip other keep { 10.${(commits >> 16) & 255}.${(commits >> 8) & 255}.${commits & 255} }\n`);
-      if (Date.now() - t0 >= seconds * 1000) {
-        clearInterval(timer);
-        resolve();
-      }
-    }, everyMs);
-  });
-  other.stdin.end();
-  await new Promise((r) => other.once('exit', r));
-  const windowS = (Date.now() - t0) / 1000;
+  const { commits, seconds: windowS } = await commitForeignElements({ set: 'ip other keep', everyMs, forMs: seconds * 1000 });
   const cpu = (await processTreeCpu(drover.pid!)) - cpu0;
   await wait(2000);
   const after = lines(/^full sync done/).length;

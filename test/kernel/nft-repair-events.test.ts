@@ -12,10 +12,10 @@
  * (that set read back); anything else is a full sync.
  */
 import test, { type ExecutionContext } from 'ava';
-import { spawn } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { run } from '../../src/kernel/exec.ts';
+import { commitForeignElements } from '../../src/testbed/foreign-commits.ts';
 import { testbedUnavailableReason } from '../../src/testbed/topology.ts';
 import { CLUSTER_IP, drover, finish, manifestWorld, type ManifestWorld, reached, runFlags, startDrover, synced, traffic, type RunningDrover } from '../support/faults.ts';
 import { until } from '../support/wait.ts';
@@ -76,26 +76,7 @@ if (unavailable) {
     const fulls = d.lines(/^full sync done/).length;
     const cpu0 = await processTreeCpu(d.pid);
     // One nft process reading commands: each line is a transaction of its own on table ip other.
-    const other = spawn('ip', ['netns', 'exec', w.topo.node, NFT, '-i'], { stdio: ['pipe', 'ignore', 'pipe'] });
-    let stderr = '';
-    other.stderr.on('data', (b: Buffer) => (stderr += b.toString()));
-    const exited = new Promise<number | null>((resolve) => other.once('exit', resolve));
-    t.teardown(() => void other.kill());
-    const started = Date.now();
-    let sent = 0;
-    await new Promise<void>((resolve) => {
-      const timer = setInterval(() => {
-        sent++;
-        other.stdin.write(`add element ip other keep { 10.${(sent >> 16) & 255}.${(sent >> 8) & 255}.${sent & 255} }\n`);
-        if (Date.now() - started >= 5000) {
-          clearInterval(timer);
-          resolve();
-        }
-      }, 10);
-    });
-    other.stdin.end();
-    t.is(await exited, 0, stderr);
-    const seconds = (Date.now() - started) / 1000;
+    const { commits: sent, seconds } = await commitForeignElements({ netns: w.topo.node, set: 'ip other keep', everyMs: 10, forMs: 5000 });
     const cpu = Math.round(((await processTreeCpu(d.pid)) - cpu0) * 1000);
     const kept = (await nft(w, ['-j', 'list', 'set', 'ip', 'other', 'keep'])).match(/"10\.\d+\.\d+\.\d+"/g)?.length ?? 0;
     t.is(kept, sent, 'every commit of the other program went through');
