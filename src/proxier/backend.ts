@@ -146,6 +146,19 @@ export interface Backend {
    */
   driftCheck?(): Promise<string | undefined>;
   /**
+   * Start watching the kernel's own events for changes to drover's state
+   * made by another program (nftables mode: nf_tables notifications of its
+   * tables); `repair` is then called, with a reason for the log, as soon as
+   * one is seen: with `full`, the proxier runs a full sync (read-back and
+   * repair); without, a sync that need not be full, during which the backend
+   * repairs what it saw (nftables mode: the elements of the sets named).
+   * Called once, when the proxier starts, before its first sync; resolves
+   * once the watch runs (or could not be started: the backend then says so
+   * and keeps to {@link driftCheck}). Without it, drift is found only by
+   * {@link driftCheck} at each sync period.
+   */
+  watchDrift?(repair: (reason: string, full: boolean) => void): Promise<void> | void;
+  /**
    * Remove everything this backend created, and nothing else. A chain that
    * a rule of someone else's still jumps to cannot be deleted; it is emptied
    * and reported in the result's `kept`.

@@ -446,13 +446,26 @@ export class Proxier {
     }
   }
 
-  /** Start the loop: watch the source, then an immediate full sync, then on source changes and every sync period. */
+  /** Start the loop: watch the source and the kernel (Backend.watchDrift), then an immediate full sync, then on source changes, kernel changes and every sync period. */
   async start(): Promise<void> {
     await this.opts.source.watch(() => {
       this.signalled = true;
       this.queue();
     });
+    // Before the first sync: what another program changes from then on is seen.
+    await this.opts.backend.watchDrift?.((reason, full) => this.repair(reason, full));
     this.runner.start();
+  }
+
+  /**
+   * A change behind drover's back seen by the backend's watch
+   * (Backend.watchDrift): a full sync (`full`), or a sync in which the
+   * backend repairs what it saw, as soon as the min sync period allows.
+   */
+  private repair(reason: string, full: boolean): void {
+    this.opts.logger.info({ reason }, full ? 'the kernel changed behind drover: full sync' : 'the kernel changed behind drover: repairing what changed');
+    if (full) this.resync();
+    else this.queue();
   }
 
   /**

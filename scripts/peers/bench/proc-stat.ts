@@ -28,3 +28,18 @@ export function parseProcCpu(text: string, ticksPerSecond = 100): ProcCpu {
   }
   return { self: (utime! + stime!) / ticksPerSecond, children: (cutime! + cstime!) / ticksPerSecond };
 }
+
+/**
+ * CPU seconds so far of process `pid` and of its live descendants
+ * (/proc/PID/task/PID/children, recursively), user + system: a process
+ * that keeps helper processes running (drover's nf_tables watcher) with them.
+ * A descendant that ends while it is read is left out.
+ * @throws Error when `pid` itself cannot be read.
+ */
+export async function processTreeCpu(pid: number): Promise<number> {
+  const { readFile } = await import('node:fs/promises');
+  let seconds = parseProcCpu(await readFile(`/proc/${pid}/stat`, 'utf8')).self;
+  const children = (await readFile(`/proc/${pid}/task/${pid}/children`, 'utf8').catch(() => '')).trim().split(/\s+/).filter(Boolean);
+  for (const child of children) seconds += await processTreeCpu(Number(child)).catch(() => 0);
+  return seconds;
+}

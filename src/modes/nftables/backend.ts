@@ -384,6 +384,47 @@ export class NftablesBackend implements Backend {
   }
 
   /**
+   * Put the elements of `sets` back as the last syncs left them (the model),
+   * after another program added or deleted some (repair-watch.ts): each set
+   * read over netlink and compared with the model, the difference written in
+   * one netlink transaction. The `affinity` map is skipped (its entries come
+   * from packets). Costs O(the sets' elements), not a full read-back.
+   * @returns the elements written, or undefined when this cannot be done so
+   *   (nothing known yet, a set the model or the netlink reader does not
+   *   know, the writer not taking them, or the read failed): a full sync is needed.
+   * @throws what the netlink transaction threw.
+   */
+  async repairElements(sets: ReadonlySet<string>): Promise<number | undefined> {
+    const model = this.model;
+    const writer = this.opts.elements;
+    if (model === null || writer?.read === undefined) return undefined;
+    const ops: ElementOp[] = [];
+    for (const name of sets) {
+      if (name === AFFINITY_MAP) continue;
+      if (!model.types.has(name)) return undefined;
+      let live: Map<string, string | undefined> | undefined;
+      try {
+        live = await writer.read(name);
+      } catch (err) {
+        if (!(err instanceof NftRequestError || err instanceof NftDecodeError)) throw err;
+        return undefined;
+      }
+      if (live === undefined) return undefined;
+      const want = model.elementsOf(name);
+      for (const [key, value] of want) {
+        const add: ElementOp = { op: 'add', set: name, key, ...(value !== undefined ? { value } : {}) };
+        if (!live.has(key)) ops.push(add);
+        else if (live.get(key) !== value) ops.push({ op: 'delete', set: name, key }, add);
+      }
+      for (const key of live.keys()) if (!want.has(key)) ops.push({ op: 'delete', set: name, key });
+    }
+    if (ops.length === 0) return 0;
+    if (!(writer.accepts?.(ops) ?? true)) return undefined;
+    await writer.commit(orderOps(ops));
+    return ops.length;
+  }
+
+  /**
    * The cheap drift check between full syncs: the ruleset's generation id
    * (any committed transaction in this namespace, drover's or another
    * program's, changes it) against the one after drover's last write.

@@ -14,7 +14,10 @@
  * Both tables' transactions move the namespace's one generation id, so
  * after each sync each family that synced takes the generation id as it
  * then is (NftablesBackend.acknowledgeGeneration): the cheap drift check
- * then sees only other programs' transactions.
+ * then sees only other programs' transactions. With a notification watch
+ * (repair-watch.ts) the drift check reads nothing: another program's batch
+ * on either table asks for a repair at once, and its batches on other
+ * tables cost nothing.
  */
 import { familyView } from '../../model/family.ts';
 import { refusalText, settleView } from '../../model/frontend-index.ts';
@@ -22,8 +25,9 @@ import type { IPFamily, Snapshot } from '../../model/types.ts';
 import type { Logger } from '../../util/log.ts';
 import type { RenderOptions } from '../../config/render.ts';
 import { DualStackBackend } from '../shared/dual-stack.ts';
-import type { ModeSyncDetail } from '../../proxier/backend.ts';
-import { liveStructure, NftablesBackend, planFullSync, type NftablesBackendOptions } from './backend.ts';
+import type { ChangeSet, ModeSyncDetail, SyncResult } from '../../proxier/backend.ts';
+import { liveStructure, NftablesBackend, planFullSync, type ElementWriter, type NftablesBackendOptions } from './backend.ts';
+import { ownWrites, type RepairWatch } from './repair-watch.ts';
 import { conflictText } from './desired.ts';
 import { tableRef } from './layout.ts';
 import { TableModel } from './model.ts';
@@ -39,14 +43,40 @@ export interface DualStackNftOptions {
   readonly IPv4: NftFamilyPart;
   readonly IPv6: NftFamilyPart;
   readonly logger: Logger;
+  /**
+   * The watch of both tables' nf_tables notifications (repair-watch.ts);
+   * used only when both families' element writers read the generation id.
+   * Without it, or when its socket cannot be opened, the drift check between
+   * full syncs compares the generation id.
+   */
+  readonly watch?: RepairWatch;
+}
+
+/** A family's part with its writes noted as drover's own by `watch` (repair-watch.ts ownWrites), when there is one. */
+function watched(part: NftFamilyPart, watch: RepairWatch | undefined): NftFamilyPart {
+  const elements = part.elements;
+  if (watch === undefined || elements?.generation === undefined) return part;
+  return { ...part, ...ownWrites(part.nft, elements as ElementWriter & { generation(): Promise<number> }, watch) };
 }
 
 /** nftables mode's Backend for both families (see the module comment). */
 export class DualStackNftablesBackend extends DualStackBackend {
+  /** The notification watch, when both families can tell their own writes (see {@link DualStackNftOptions.watch}). */
+  private readonly watch: RepairWatch | undefined;
+  /** Whether the watch runs (its socket opened at watchDrift). */
+  private watching = false;
+  /** Each family's backend, for the watch's element repairs. */
+  private readonly families: Readonly<Record<IPFamily, NftablesBackend>>;
+  private readonly log: Logger;
+
   constructor(opts: DualStackNftOptions) {
+    const watch = opts.watch !== undefined && opts.IPv4.elements?.generation !== undefined && opts.IPv6.elements?.generation !== undefined ? opts.watch : undefined;
+    if (opts.watch !== undefined && watch === undefined) opts.watch.close();
+    const v4 = watched(opts.IPv4, watch);
+    const v6 = watched(opts.IPv6, watch);
     const backends: Record<IPFamily, NftablesBackend> = {
-      IPv4: new NftablesBackend({ ...opts.IPv4, logger: opts.logger }),
-      IPv6: new NftablesBackend({ ...opts.IPv6, render: { ...opts.IPv6.render, family: 'IPv6' }, logger: opts.logger }),
+      IPv4: new NftablesBackend({ ...v4, logger: opts.logger }),
+      IPv6: new NftablesBackend({ ...v6, render: { ...v6.render, family: 'IPv6' }, logger: opts.logger }),
     };
     super({
       mode: 'nftables',
@@ -60,6 +90,61 @@ export class DualStackNftablesBackend extends DualStackBackend {
         for (const family of synced) await backends[family].acknowledgeGeneration();
       },
     });
+    this.watch = watch;
+    this.families = backends;
+    this.log = opts.logger;
+  }
+
+  /** With the watch: a repair as soon as another program's batch on drover's tables is seen (repair-watch.ts). */
+  async watchDrift(repair: (reason: string, full: boolean) => void): Promise<void> {
+    this.watching = (await this.watch?.start(repair)) ?? false;
+  }
+
+  /**
+   * A full sync covers what the watch found before it began; any other sync
+   * first puts back the elements another program changed (repairElements),
+   * or asks for a full sync when it cannot.
+   */
+  override async sync(snapshot: Snapshot, changes: ChangeSet): Promise<SyncResult> {
+    if (changes.full) this.watch?.covered();
+    else await this.repairElements();
+    return super.sync(snapshot, changes);
+  }
+
+  /** The watch's element repairs, table by table (see {@link sync}). */
+  private async repairElements(): Promise<void> {
+    const watch = this.watch;
+    if (watch === undefined) return;
+    for (const [table, sets] of watch.takeElementRepairs()) {
+      const family = (['IPv4', 'IPv6'] as const).find((f) => tableRef(f) === table);
+      let written: number | undefined;
+      try {
+        written = family === undefined ? undefined : await this.families[family].repairElements(sets);
+      } catch (err) {
+        this.log.warn({ table, sets: [...sets], err: (err as Error).message }, 'putting back the elements another program changed failed');
+      }
+      if (written === undefined) {
+        watch.escalate(`the elements of ${[...sets].join(', ')} in table ${table} could not be put back alone: full sync`);
+        return;
+      }
+      this.log.info({ table, sets: [...sets], elements: written }, 'put back the elements another program changed');
+    }
+  }
+
+  /**
+   * With the watch, what it found since the last full sync began (no kernel
+   * read: another program's commits to other tables cost nothing); without
+   * it, each family's generation id check (NftablesBackend.driftCheck).
+   */
+  override async driftCheck(): Promise<string | undefined> {
+    if (this.watching) return this.watch!.drift();
+    return super.driftCheck();
+  }
+
+  /** Close the watch, then both families' sockets. */
+  override async close(): Promise<void> {
+    this.watch?.close();
+    await super.close();
   }
 }
 

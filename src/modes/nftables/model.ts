@@ -70,19 +70,22 @@ export class TableModel {
    */
   toLive(): LiveTable {
     const sets = new Map<string, LiveSet>();
-    for (const [name, types] of this.types) {
-      const elements = new Map<string, string | undefined>();
-      const slotMap = this.slots.get(name);
-      if (slotMap) {
-        for (const [frontend, slots] of slotMap) slots.forEach((t, i) => t !== undefined && elements.set(slotKeyText(frontend, i), t));
-      } else if (name === AFFINITY_MAP) {
-        for (const [key, value] of this.affinity) elements.set(key, value);
-      } else {
-        for (const key of this.sets.get(name) ?? []) elements.set(key, undefined);
-      }
-      sets.set(name, { ...types, elements });
-    }
+    for (const [name, types] of this.types) sets.set(name, { ...types, elements: this.elementsOf(name) });
     return { exists: this.exists, sets, chains: new Map(this.chains) };
+  }
+
+  /** The elements of set or map `name` as a read-back gives them (key → a map element's value); empty for a set it does not know. Costs O(its elements). */
+  elementsOf(name: string): Map<string, string | undefined> {
+    const elements = new Map<string, string | undefined>();
+    const slotMap = this.slots.get(name);
+    if (slotMap) {
+      for (const [frontend, slots] of slotMap) slots.forEach((t, i) => t !== undefined && elements.set(slotKeyText(frontend, i), t));
+    } else if (name === AFFINITY_MAP) {
+      for (const [key, value] of this.affinity) elements.set(key, value);
+    } else {
+      for (const key of this.sets.get(name) ?? []) elements.set(key, undefined);
+    }
+    return elements;
   }
 
   /** The endpoint counts of selection `sel` whose set holds `frontend`. Costs O(count sets). */

@@ -38,7 +38,7 @@ import { formatNftChains, nftFrontendViews } from './chains.ts';
 import { desiredNft, type DesiredNft } from './desired.ts';
 import { selectServicePorts, UnknownServiceError } from '../shared/kube-chains/chains.ts';
 import { endpointPods } from '../../model/pods.ts';
-import { openElementWriter } from './wiring.ts';
+import { openElementWriter, repairWatch } from './wiring.ts';
 import { localAddresses } from '../../kernel/iptables/live.ts';
 
 /**
@@ -124,10 +124,13 @@ export const nftablesOperations: ModeOperations = {
       { mode: 'nftables', netns: kernel.netns, elements: v4.elements ? 'netlink' : 'nft', nodePortAddresses: v4.frontends.nodePortIPs, ipv6NodePortAddresses: v6.frontends.nodePortIPs },
       'using nftables mode (table ip drover, and table ip6 drover for IPv6 Services)',
     );
+    // With both element writers (netlink in this namespace): the notification watch, opened when `drover run` starts.
+    const watch = v4.elements?.generation && v6.elements?.generation ? repairWatch(logger) : undefined;
     return new DualStackNftablesBackend({
       IPv4: { ...v4, render },
       IPv6: { ...v6, render: ipv6RenderOptions(render, config.render.clusterCidr) },
       logger,
+      ...(watch ? { watch } : {}),
     });
   },
 
