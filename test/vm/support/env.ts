@@ -6,7 +6,7 @@
  * Inside the guest (DROVER_IN_GUEST=1) a missing piece is a failure instead.
  */
 import test, { type ExecutionContext } from 'ava';
-import { connectOnce, type ProbeSummary, type RequestResult } from '../../../src/testbed/probe.ts';
+import type { ProbeSummary, RequestResult } from '../../../src/testbed/probe.ts';
 import { IpvsClient, IpvsUnavailableError } from '../../../src/kernel/ipvs/client.ts';
 import { run } from '../../../src/testbed/exec.ts';
 import { createTopology, testbedUnavailableReason, type Topology, type TopologySpec } from '../../../src/testbed/topology.ts';
@@ -116,35 +116,6 @@ export async function createIpvsTopology(backends: TopologySpec['backends'], opt
 
 /** Distinct client addresses the backends saw in a probe, sorted. */
 export const clientsSeen = (s: ProbeSummary): string[] => [...new Set(Object.values(s.clientsSeen).flat())].sort();
-
-/**
- * The SYN segments namespace `netns` has sent again (/proc/net/netstat,
- * TcpExt TCPSynRetrans).
- * @throws Error when the kernel does not count them
- */
-export async function synRetransmits(netns: string): Promise<number> {
-  const [names, values] = (await run('cat', ['/proc/net/netstat'], { netns })).stdout
-    .split('\n')
-    .filter((l) => l.startsWith('TcpExt:'))
-    .map((l) => l.trim().split(/\s+/));
-  const i = names?.indexOf('TCPSynRetrans') ?? -1;
-  if (i < 0 || values?.[i] === undefined) throw new Error(`no TcpExt TCPSynRetrans in /proc/net/netstat of ${netns}`);
-  return Number(values[i]);
-}
-
-/**
- * Assert that a connection from namespace `from` to `host:port` is refused
- * at its first SYN: ECONNREFUSED, with no SYN sent again meanwhile. The
- * deadline is {@link PROBE_TIMEOUT_MS}, since the guest can stall longer
- * than TCP's first SYN retransmission (1 s): the unchanged count, not the
- * deadline, tells a refusal at once from one that came after a dropped SYN.
- */
-export async function assertRefusedAtOnce(t: ExecutionContext, topo: Topology, from: string, host: string, port: number, what: string): Promise<void> {
-  const before = await synRetransmits(from);
-  const r = await connectOnce(topo, { from, host, port, timeoutMs: PROBE_TIMEOUT_MS });
-  t.deepEqual(r, { ok: false, code: 'ECONNREFUSED' }, what);
-  t.is(await synRetransmits(from), before, `${what}: refused at the first SYN, not after a retransmission`);
-}
 
 /** Assert that a connection attempt was dropped (it timed out), not refused and not answered. */
 export function assertDropped(t: ExecutionContext, r: RequestResult, what: string): void {
