@@ -14,6 +14,14 @@ export interface ProbeTiming {
   readonly attemptTimeoutMs: number;
   /** Give up on the whole check after this long. */
   readonly deadlineMs: number;
+  /**
+   * Pace the connections: start one every this many ms without waiting for
+   * the ones before, and count them by send order (prober.mjs); absent or 0:
+   * one connection at a time, each after the one before has finished.
+   */
+  readonly intervalMs?: number;
+  /** With {@link intervalMs}: the most connections in flight at once [32]. */
+  readonly maxInFlight?: number;
 }
 
 /** When a check was satisfied. */

@@ -23,9 +23,21 @@
  * `at` is process.hrtime.bigint() (CLOCK_MONOTONIC, the same clock in every
  * process of the machine) taken just before the first qualifying
  * connection of the run was opened.
+ *
+ * With `"intervalMs":N` (> 0) the connections are paced instead: a new one
+ * starts every N ms without waiting for those before (at most
+ * `maxInFlight`, default 32, at once), and the run is counted by send order
+ * (send-order.mjs): `at` is the send time of the first connection of the
+ * first run of `consecutive` qualifying ones, known once every connection
+ * sent before it has finished. So a connection whose SYN was dropped, which
+ * waits out its `attemptTimeoutMs`, does not hold back the next one: the
+ * resolution is about N ms whatever the proxy does. Keep `attemptTimeoutMs`
+ * under TCP's first SYN retransmission (1 s), so that a connection sent
+ * before the change cannot qualify through its retransmitted SYN.
  */
 import { connect } from 'node:net';
 import { createInterface } from 'node:readline';
+import { SendOrder } from './send-order.mjs';
 
 /** @typedef {{ ok: true, sent: bigint, endpoint: string } | { ok: false, sent: bigint, code: string }} Attempt */
 
@@ -67,10 +79,69 @@ function attempt(host, port, timeoutMs) {
 }
 
 /**
- * @param {{ until: string, host: string, port: number, endpoint?: string, consecutive: number,
- *           attemptTimeoutMs: number, deadlineMs: number }} cmd
+ * Whether attempt `r` qualifies for `cmd`.
+ * @param {{ until: string, endpoint?: string }} cmd @param {Attempt} r
  */
+function qualifies(cmd, r) {
+  return cmd.until === 'lands' ? r.ok && r.endpoint === cmd.endpoint
+    : cmd.until === 'avoids' ? r.ok && r.endpoint !== cmd.endpoint
+    : cmd.until === 'answers' ? r.ok
+    : !r.ok;
+}
+
+/**
+ * @typedef {{ until: string, host: string, port: number, endpoint?: string, consecutive: number,
+ *             attemptTimeoutMs: number, deadlineMs: number, intervalMs?: number, maxInFlight?: number }} UntilCmd
+ */
+
+/**
+ * `until` with paced connections (see the module comment).
+ * @param {UntilCmd} cmd
+ */
+function paced(cmd) {
+  const interval = /** @type {number} */ (cmd.intervalMs);
+  const maxInFlight = Math.max(1, cmd.maxInFlight ?? 32);
+  const need = Math.max(1, cmd.consecutive);
+  const deadline = process.hrtime.bigint() + BigInt(cmd.deadlineMs) * 1_000_000n;
+  const order = new SendOrder(need);
+  /** @type {Record<string, number>} */
+  const seen = {};
+  let tries = 0;
+  return new Promise((resolve) => {
+    let over = false;
+    /** @param {Record<string, unknown>} out */
+    const end = (out) => {
+      if (over) return;
+      over = true;
+      clearInterval(ticker);
+      resolve(out);
+    };
+    const tick = () => {
+      if (over) return;
+      if (process.hrtime.bigint() >= deadline) {
+        if (order.inFlight === 0) end({ ok: false, error: `no ${need} connection(s) in a row that ${cmd.until} within ${cmd.deadlineMs} ms; seen ${JSON.stringify(seen)}`, tries });
+        return;
+      }
+      if (order.inFlight >= maxInFlight) return;
+      const sent = process.hrtime.bigint();
+      const i = order.push(sent);
+      tries++;
+      void attempt(cmd.host, cmd.port, cmd.attemptTimeoutMs).then((r) => {
+        const what = r.ok ? r.endpoint : r.code;
+        seen[what] = (seen[what] ?? 0) + 1;
+        const at = order.settle(i, qualifies(cmd, r));
+        if (at !== undefined) end({ ok: true, at: String(at), tries });
+        else if (process.hrtime.bigint() >= deadline) tick();
+      });
+    };
+    const ticker = setInterval(tick, interval);
+    tick();
+  });
+}
+
+/** @param {UntilCmd} cmd */
 async function until(cmd) {
+  if ((cmd.intervalMs ?? 0) > 0) return paced(cmd);
   const deadline = process.hrtime.bigint() + BigInt(cmd.deadlineMs) * 1_000_000n;
   const need = Math.max(1, cmd.consecutive);
   /** @type {Record<string, number>} */
@@ -83,12 +154,7 @@ async function until(cmd) {
     tries++;
     const what = r.ok ? r.endpoint : r.code;
     seen[what] = (seen[what] ?? 0) + 1;
-    const good =
-      cmd.until === 'lands' ? r.ok && r.endpoint === cmd.endpoint
-      : cmd.until === 'avoids' ? r.ok && r.endpoint !== cmd.endpoint
-      : cmd.until === 'answers' ? r.ok
-      : !r.ok;
-    if (!good) {
+    if (!qualifies(cmd, r)) {
       run = 0;
       continue;
     }
