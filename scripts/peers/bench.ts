@@ -13,7 +13,8 @@
  * from one or more runs' results. --proxies runs them in the order given. LABELs: kube-proxy-iptables,
  * kube-proxy-iptables-min0, drover-iptables, kube-proxy-nftables,
  * kube-proxy-nftables-min0, drover-nftables (and -min0 of each drover: a
- * minimum sync period of 0). SIGINT or SIGTERM ends the run at its next
+ * minimum sync period of 0); any of them with -minN instead runs it with a
+ * minimum sync period of N ms (drover-nftables-min50). SIGINT or SIGTERM ends the run at its next
  * step: everything is removed, the report keeps the proxies measured
  * before.
  */
@@ -21,7 +22,7 @@ import { readFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
 import { locatePeers } from '../../test/cluster/support/peers.ts';
 import { writePeerReport, type PeerRunMeta } from './bench/report.ts';
-import { ALL_PROXIES, proxyLabel, runPeerBench, type ProxyResult } from './bench/run.ts';
+import { ALL_PROXIES, parseProxyLabel, proxyLabel, runPeerBench, type ProxyResult } from './bench/run.ts';
 
 const { values } = parseArgs({
   options: {
@@ -57,8 +58,8 @@ if (values['report-from'] !== undefined) {
 
 const services = values.services.split(',').map((s) => whole('services', s, 20));
 const labels = values.proxies === 'all' ? ALL_PROXIES.map(proxyLabel) : values.proxies.split(',');
-const unknown = labels.filter((l) => !ALL_PROXIES.some((p) => proxyLabel(p) === l));
-if (unknown.length > 0) throw new Error(`scripts/peers/bench.ts: --proxies: unknown ${unknown.join(', ')}; known: ${ALL_PROXIES.map(proxyLabel).join(', ')}`);
+const unknown = labels.filter((l) => parseProxyLabel(l) === undefined);
+if (unknown.length > 0) throw new Error(`scripts/peers/bench.ts: --proxies: unknown ${unknown.join(', ')}; known: ${ALL_PROXIES.map(proxyLabel).join(', ')}, or -minN for another minimum sync period of N ms`);
 const peers = locatePeers();
 if (peers === undefined) {
   console.error('the real peers are not built: run scripts/peers/build.sh');
@@ -88,7 +89,7 @@ await runPeerBench({
   ...(values.logs ? { logsDir: values.logs } : {}),
   signal: abort.signal,
   // In the order asked for.
-  proxies: labels.map((l) => ALL_PROXIES.find((p) => proxyLabel(p) === l)!),
+  proxies: labels.map((l) => parseProxyLabel(l)!),
   log: (l) => console.error(`${new Date().toISOString().slice(11, 19)} ${l}`),
   onResult: async (r) => {
     done.push(r);

@@ -9,7 +9,7 @@ import { kubeProxyConfig } from '../../scripts/peers/bench/kube-proxy-config.ts'
 import { parseProcCpu } from '../../scripts/peers/bench/proc-stat.ts';
 import { systemPath } from '../../scripts/peers/bench/processes.ts';
 import { peerTables } from '../../scripts/peers/bench/report.ts';
-import { ALL_PROXIES, proxyLabel, type ProxyResult, type ProxySpec } from '../../scripts/peers/bench/run.ts';
+import { ALL_PROXIES, parseProxyLabel, proxyLabel, type ProxyResult, type ProxySpec } from '../../scripts/peers/bench/run.ts';
 
 const spec = { mode: 'nftables', node: 'kube-proxy-nftables', kubeconfig: '/tmp/x/admin.kubeconfig', clusterCIDR: '10.244.0.0/16' } as const;
 
@@ -52,6 +52,13 @@ test('a full run has kube-proxy and drover in each mode, each at its defaults an
   ]);
 });
 
+test('a label names its proxy, -minN a minimum sync period of N ms; the inverse of proxyLabel', (t) => {
+  for (const p of ALL_PROXIES) t.deepEqual(parseProxyLabel(proxyLabel(p)), p);
+  t.deepEqual(parseProxyLabel('drover-nftables-min50'), { impl: 'drover', mode: 'nftables', minSyncPeriodMs: 50 });
+  t.deepEqual(parseProxyLabel('kube-proxy-iptables-min250'), { impl: 'kube-proxy', mode: 'iptables', minSyncPeriodMs: 250 });
+  for (const bad of ['drover-ipvs', 'drover-nftables-min', 'drover-nftables-min05', 'drover-nftables-min-1', 'kube-proxy', 'drover-nftables-min50x']) t.is(parseProxyLabel(bad), undefined, bad);
+});
+
 function result(proxy: ProxySpec, latency: number, rssKb: number): ProxyResult {
   return {
     proxy,
@@ -67,12 +74,13 @@ function result(proxy: ProxySpec, latency: number, rssKb: number): ProxyResult {
     load: [2, 3],
     errors: [],
     wallS: 60,
+    apiWriteMs: [1, 2, 3, 9],
   };
 }
 
 test('the tables give each proxy its p50s and drover over kube-proxy in the same mode; a superseded churn change ranks above every timed one', (t) => {
   const md = peerTables([result({ impl: 'kube-proxy', mode: 'nftables' }, 100, 50 * 1024), result({ impl: 'drover', mode: 'nftables' }, 5, 100 * 1024)]);
-  t.regex(md, /^\| kube-proxy-nftables \| 1000 \| 200 \| 100 \| 100 \| 100 \| superseded \| superseded \| 1 \/ 0 of 10 \| 50 \/ 100 \| 4\.0 \+ 1\.0 \| 2\.0–3\.0 \|$/m);
+  t.regex(md, /^\| kube-proxy-nftables \| 1000 \| 200 \| 100 \| 100 \| 100 \| superseded \| superseded \| 1 \/ 0 of 10 \| 50 \/ 100 \| 4\.0 \+ 1\.0 \| 2\.0–3\.0 \| 2\.00 \/ 9\.00 \|$/m);
   t.regex(md, /^\| drover-nftables \/ kube-proxy-nftables \| 0\.050 \| 0\.050 \| 0\.050 \| 2\.00 \| 2\.00 \| 1\.00 \|$/m);
   t.notRegex(md, /iptables/);
 });

@@ -3,7 +3,7 @@
  * summary.md, results.json and latency.svg written to a folder
  * ({@link writePeerReport}).
  *
- * Latencies are network programming latency (API write's response → a new
+ * Latencies are network programming latency (just before the API write is sent → a new
  * connection from the proxy's client shows the change), ms, p50 unless
  * said. Ratios are drover's p50 over kube-proxy's in the same mode and size.
  * A churn change overtaken by the next change of its Service counts as
@@ -76,14 +76,14 @@ export function peerTables(results: readonly ProxyResult[]): string {
   for (const size of sizes) {
     const rows = results.filter((r) => r.services === size);
     out.push(`### ${size.toLocaleString('en-US')} Services`, '');
-    out.push('| proxy | full sync from start, ms | endpoint swapped | service added | service removed | churn p50 | churn p95 | churn max | churn superseded / failed | RSS steady / peak, MB | CPU s (own + children) | load 1 min |');
-    out.push('|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
+    out.push('| proxy | full sync from start, ms | endpoint swapped | service added | service removed | churn p50 | churn p95 | churn max | churn superseded / failed | RSS steady / peak, MB | CPU s (own + children) | load 1 min | API write p50 / p95 |');
+    out.push('|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
     for (const r of rows) {
       const c = r.churn;
       const all = c ? churnSamples(c) : [];
       const churn = all.length ? [percentile(all, 50), percentile(all, 95), percentile(all, 100)] : [undefined, undefined, undefined];
       out.push(
-        `| ${r.label} | ${ms(r.fullSyncMs)} | ${CHANGE_KINDS.map((k) => ms(p50(r.changes[k]))).join(' | ')} | ${churn.map(ms).join(' | ')} | ${c ? `${c.superseded} / ${c.failed.length} of ${c.writes}` : '–'} | ${mb(r.rssSteadyKb)} / ${mb(r.rssPeakKb)} | ${r.cpuSelfS.toFixed(1)} + ${r.cpuChildrenS.toFixed(1)} | ${r.load[0].toFixed(1)}–${r.load[1].toFixed(1)} |`,
+        `| ${r.label} | ${ms(r.fullSyncMs)} | ${CHANGE_KINDS.map((k) => ms(p50(r.changes[k]))).join(' | ')} | ${churn.map(ms).join(' | ')} | ${c ? `${c.superseded} / ${c.failed.length} of ${c.writes}` : '–'} | ${mb(r.rssSteadyKb)} / ${mb(r.rssPeakKb)} | ${r.cpuSelfS.toFixed(1)} + ${r.cpuChildrenS.toFixed(1)} | ${r.load[0].toFixed(1)}–${r.load[1].toFixed(1)} | ${r.apiWriteMs?.length ? `${ms(percentile(r.apiWriteMs, 50))} / ${ms(percentile(r.apiWriteMs, 95))}` : '–'} |`,
       );
     }
     out.push('');
@@ -141,7 +141,7 @@ export async function writePeerReport(dir: string, meta: PeerRunMeta, results: r
   const head = [
     '# kube-proxy beside drover: one run',
     '',
-    `\`tsx scripts/peers/bench.ts ${meta.command}\`, started ${meta.started}: ${meta.endpoints} endpoints per Service, ${meta.changes} single changes of each kind per proxy (${meta.gapMs} ms apart once shown), churn ${meta.churnRate} EndpointSlice changes/s for ${meta.churnSeconds} s. Latencies in ms, p50, from the API write's response until a new connection from the proxy's client shows the change. See README.md here for how to read it.`,
+    `\`tsx scripts/peers/bench.ts ${meta.command}\`, started ${meta.started}: ${meta.endpoints} endpoints per Service, ${meta.changes} single changes of each kind per proxy (${meta.gapMs} ms apart once shown), churn ${meta.churnRate} EndpointSlice changes/s for ${meta.churnSeconds} s. Latencies in ms, p50, from just before the API write is sent until a new connection from the proxy's client shows the change (probes paced every 10 ms, counted by send order); the last column is the API write's own round trip, part of every latency. See README.md here for how to read it.`,
     '',
   ];
   const text = `${head.join('\n')}\n${peerTables(results)}`;

@@ -17,17 +17,18 @@
  * - full sync: from its start until every sample Service answers;
  * - RSS (VmRSS) 8 s after that (steady), VmHWM at the end (peak), and CPU
  *   seconds of the whole run (its own and its children's, /proc/PID/stat);
- * - single changes, each timed from the API write's response until a new
- *   connection from its client shows it (src/bench/prober.mjs): an
+ * - single changes, each timed from just before the API write is sent
+ *   until a new connection from its client shows it (src/bench/prober.mjs,
+ *   paced: a connection every 10 ms, counted by send order): an
  *   endpoint swapped (until connections land on the new backend), a Service
  *   added (its EndpointSlice written first, timed from the Service's
  *   creation, until connections land on its backend), the Service removed
  *   (until 3 connections in a row fail);
  * - churn: CHURN_RATE EndpointSlice changes per second for CHURN_SECONDS,
  *   over 2 × CHURN_RATE churn Services (each changed every 2 s, its one
- *   endpoint moved to the next backend), each timed from its write's
- *   response until a connection lands on its new backend
- *   (churn-prober.mjs); a change overtaken by the next change of the same
+ *   endpoint moved to the next backend), each timed from just before its
+ *   write is sent until a connection lands on its new backend
+ *   (churn-prober.mjs, paced the same way); a change overtaken by the next change of the same
  *   Service before it showed is counted as superseded, not timed.
  */
 import { randomUUID } from 'node:crypto';
@@ -65,6 +66,14 @@ export const ALL_PROXIES: readonly ProxySpec[] = (['iptables', 'nftables'] as co
 /** A proxy's label in tables and its Node's name: `kube-proxy-iptables`, `kube-proxy-nftables-min0`, `drover-nftables`. */
 export function proxyLabel(p: ProxySpec): string {
   return `${p.impl}-${p.mode}${p.minSyncPeriodMs !== undefined ? `-min${p.minSyncPeriodMs}` : ''}`;
+}
+
+/** The proxy a label names (the inverse of {@link proxyLabel}: `drover-nftables-min50` is drover in nftables mode with a minimum sync period of 50 ms), or undefined. Pure. */
+export function parseProxyLabel(label: string): ProxySpec | undefined {
+  const m = /^(kube-proxy|drover)-(iptables|nftables)(?:-min(0|[1-9][0-9]{0,5}))?$/.exec(label);
+  if (!m) return undefined;
+  const spec = { impl: m[1] as ProxySpec['impl'], mode: m[2] as ProxySpec['mode'] };
+  return m[3] !== undefined ? { ...spec, minSyncPeriodMs: Number(m[3]) } : spec;
 }
 
 /** What {@link runPeerBench} is asked to do. */
@@ -123,6 +132,8 @@ export interface ProxyResult {
   readonly errors: readonly string[];
   /** Wall-clock time of this proxy's whole run, s. */
   readonly wallS: number;
+  /** The round trip of each timed API write (single changes and churn), ms: the part of each latency before the API server answered. */
+  readonly apiWriteMs?: number[];
 }
 
 /** How long after its write a churn change is overtaken by the next change of the same Service, ms: 2 × the rate's churn Services, each changed once per 2 s. */
@@ -139,6 +150,16 @@ const CHURN_PROBER = fileURLToPath(new URL('./churn-prober.mjs', import.meta.url
 const CLUSTER_CIDR = '10.244.0.0/16';
 const SERVICE_CIDR = '10.96.0.0/16';
 const nsOf = (ms: bigint) => Number(ms) / 1e6;
+/** Paced probes (src/bench/prober.mjs, churn-prober.mjs): a new connection every this many ms, whatever the ones before do. */
+const PROBE_INTERVAL_MS = 10;
+/** The churn prober's cap on connections per second over every pending change. */
+const CHURN_PROBE_RATE = 300;
+/**
+ * The single changes' probes: paced, each connection given 500 ms (under
+ * TCP's 1 s SYN retransmission, so that a connection sent before the change
+ * cannot land through a retransmitted SYN), at most 50 in flight.
+ */
+const PROBE_TIMING = { attemptTimeoutMs: 500, deadlineMs: 120_000, intervalMs: PROBE_INTERVAL_MS, maxInFlight: 50 } as const;
 
 /** One Service the bench wrote, with what it needs to change it. */
 interface Written {
@@ -157,6 +178,8 @@ class Cluster {
   readonly samples: Written[] = [];
   readonly clocks: Written[] = [];
   readonly churn: Written[] = [];
+  /** The round trip of each timed write since the last {@link takeRoundTrips}, ms. */
+  private roundTrips: number[] = [];
   private added = 0;
 
   constructor(
@@ -203,31 +226,43 @@ class Cluster {
     return performance.now() - t0;
   }
 
-  /** Move `w`'s one endpoint to `backend` (a PUT of its EndpointSlice with the last resourceVersion); resolves at the write's response. */
+  /** Move `w`'s one endpoint to `backend` (a PUT of its EndpointSlice with the last resourceVersion); resolves, at the write's response, with the time just before the write was sent. */
   async moveTo(w: Written, backend: string): Promise<bigint> {
     const slice = endpointSliceObject(NS, `${w.name}-abcde`, { name: w.name, uid: w.uid }, 'IPv4', [this.ep(backend)]);
     const put = { ...slice, metadata: { ...slice.metadata, resourceVersion: w.sliceVersion } };
-    const s = await this.api.must<Obj>('PUT', `/apis/discovery.k8s.io/v1/namespaces/${NS}/endpointslices/${w.name}-abcde`, put);
     const at = process.hrtime.bigint();
+    const s = await this.api.must<Obj>('PUT', `/apis/discovery.k8s.io/v1/namespaces/${NS}/endpointslices/${w.name}-abcde`, put);
+    this.roundTrips.push(nsOf(process.hrtime.bigint() - at));
     w.sliceVersion = s.metadata!.resourceVersion!;
     w.backend = backend;
     return at;
   }
 
-  /** A new Service `added-N` with endpoint b1: its EndpointSlice first, then the Service; resolves at the Service's creation. */
+  /** A new Service `added-N` with endpoint b1: its EndpointSlice first, then the Service; `at`: just before the Service's creation was sent. */
   async addService(): Promise<{ name: string; clusterIP: string; at: bigint }> {
     const name = `added-${this.added++}`;
     // Not yet owned: the Service's uid is not known before it exists (no garbage collector runs here).
     const uid = randomUUID();
     await this.api.must('POST', `/apis/discovery.k8s.io/v1/namespaces/${NS}/endpointslices`, endpointSliceObject(NS, `${name}-abcde`, { name, uid }, 'IPv4', [this.ep('b1')]));
+    const at = process.hrtime.bigint();
     const svc = await this.api.must<{ spec: { clusterIP: string } }>('POST', `/api/v1/namespaces/${NS}/services`, serviceObject(NS, name, {}));
-    return { name, clusterIP: svc.spec.clusterIP, at: process.hrtime.bigint() };
+    this.roundTrips.push(nsOf(process.hrtime.bigint() - at));
+    return { name, clusterIP: svc.spec.clusterIP, at };
   }
 
-  /** Delete Service `name`; resolves at the deletion's response. Its EndpointSlice is deleted after (untimed) by {@link dropSlice}. */
+  /** Delete Service `name`; resolves, at the deletion's response, with the time just before it was sent. Its EndpointSlice is deleted after (untimed) by {@link dropSlice}. */
   async removeService(name: string): Promise<bigint> {
+    const at = process.hrtime.bigint();
     await this.api.must('DELETE', `/api/v1/namespaces/${NS}/services/${name}`);
-    return process.hrtime.bigint();
+    this.roundTrips.push(nsOf(process.hrtime.bigint() - at));
+    return at;
+  }
+
+  /** The round trips of the timed writes since the last call, ms; starts anew. */
+  takeRoundTrips(): number[] {
+    const r = this.roundTrips;
+    this.roundTrips = [];
+    return r;
   }
 
   async dropSlice(name: string): Promise<void> {
@@ -318,15 +353,15 @@ async function measureProxy(p: ProxySpec, size: number, cluster: Cluster, opts: 
     forwarder.unref();
     const client = topo.client().netns;
     prober = await Prober.start(client);
-    churnProber = await LineChild.start(client, [process.execPath, CHURN_PROBER, '20']);
+    churnProber = await LineChild.start(client, [process.execPath, CHURN_PROBER, String(PROBE_INTERVAL_MS), String(CHURN_PROBE_RATE)]);
     const { argv, env } = await proxyArgv(p, label, opts.peers, cluster.api.state.kubeconfig, dir);
     const started = process.hrtime.bigint();
     proxy = await ProxyProcess.start(topo.node, argv, join(dir, 'proxy.log'), env);
 
-    // Full sync: every sample Service answers (polled every 20 ms, so that the probes leave the CPU to the proxy).
+    // Full sync: every sample Service answers (each probed every 50 ms: a coarser clock, so that minutes of waiting leave the CPU to the proxy).
     const answered = await Promise.all(
       cluster.samples.map(async (s) => {
-        const a = await churnProber!.send({ op: 'expect', key: s.name, host: s.clusterIP, port: 80, endpoint: '*', deadlineMs: 30 * 60_000 });
+        const a = await churnProber!.send({ op: 'expect', key: s.name, host: s.clusterIP, port: 80, endpoint: '*', deadlineMs: 30 * 60_000, intervalMs: 50 });
         if (!a.ok) throw new Error(`${label}: sample ${s.name} (${s.clusterIP}) never answered: ${String(a.error)}; proxy log:\n${proxy!.logTail}`);
         return BigInt(a.at as string);
       }),
@@ -336,7 +371,8 @@ async function measureProxy(p: ProxySpec, size: number, cluster: Cluster, opts: 
     await sleep(opts.settleMs ?? 8000);
     const rssSteadyKb = (await proxy.memory()).rssKb;
 
-    const timing = { attemptTimeoutMs: 1000, deadlineMs: 120_000 };
+    const timing = PROBE_TIMING;
+    cluster.takeRoundTrips();
     const changes: Record<ChangeKind, number[]> = { 'endpoint swapped': [], 'service added': [], 'service removed': [] };
     for (let r = 0; r < opts.changes; r++) {
       opts.signal?.throwIfAborted();
@@ -377,6 +413,7 @@ async function measureProxy(p: ProxySpec, size: number, cluster: Cluster, opts: 
       load: [load0, loadavg()[0]!],
       errors: [...proxy.errors],
       wallS: (performance.now() - wall0) / 1000,
+      apiWriteMs: cluster.takeRoundTrips(),
     };
   } finally {
     await proxy?.stop();
