@@ -10,7 +10,7 @@ import { parseBindAddress, parseCIDR as parseAnyCIDR, parseIP, type BindAddress,
 import { parseCIDR } from '../model/validate.ts';
 import { MAX_DURATION_MS, parseDurationMs } from '../util/duration.ts';
 import { LOG_FORMATS, LOG_LEVELS, type LogFormat, type LogLevel } from '../util/log.ts';
-import { defaultMode, modeNames } from '../modes/registry.ts';
+import { allModes, defaultMode, modeNames } from '../modes/registry.ts';
 import { ALLOCATION_FILE, DEFAULT_FILE_SETTLE_MS, DEFAULT_POLL_INTERVAL_MS, DEFAULT_STATE_DIR } from '../sources/defaults.ts';
 import { DETECT_LOCAL_MODES, NODEPORT_PRIMARY, type NodePortAddresses } from '../config/render-cli.ts';
 import { DEFAULT_HEALTHZ_BIND_ADDRESS, DEFAULT_METRICS_BIND_ADDRESS } from '../config/server.ts';
@@ -314,10 +314,17 @@ export function conntrackOptions(): Option[] {
   ];
 }
 
+/** The default of `--min-sync-period` per mode, as `--help` says it: "1s in iptables mode, 1s in IPVS mode, 50ms in nftables mode". */
+function minSyncPeriodDefaults(): string {
+  const text = (ms: number) => (ms % 1000 === 0 ? `${ms / 1000}s` : `${ms}ms`);
+  return allModes().map((m) => `${text(m.minSyncPeriodMs)} in ${m.title} mode`).join(', ');
+}
+
 /** --min-sync-period, --sync-period. */
 export function syncPeriodOptions(): Option[] {
   return [
-    new Option('--min-sync-period <duration>', 'least time between two syncs; a change is applied within it').default(1000, '1s').argParser(parseDuration),
+    // No commander default: the mode's (ModeDriver.minSyncPeriodMs), applied by proxy-config.ts once the mode is known.
+    new Option('--min-sync-period <duration>', `least time between two syncs; a change is applied within it (default: ${minSyncPeriodDefaults()})`).argParser(parseDuration),
     new Option(
       '--sync-period <duration>',
       'time between drift checks: each mode runs its cheap check and reads the kernel back, repairing drift, only when the check suspects drift',

@@ -61,18 +61,31 @@ function pick<T>(opts: Readonly<Record<string, unknown>>, keys: readonly string[
  * it declares (its `sync` options), by their camelCase names, under its
  * name. Pure.
  */
-export function proxyConfig(opts: Readonly<Record<string, unknown>>, modes: ReadonlyArray<Pick<ModeDriver, 'name' | 'options'>>): ProxyConfig {
-  const periods = typeof opts.minSyncPeriod === 'number' && typeof opts.syncPeriod === 'number';
+export function proxyConfig(opts: Readonly<Record<string, unknown>>, modes: ReadonlyArray<Pick<ModeDriver, 'name' | 'options' | 'minSyncPeriodMs'>>): ProxyConfig {
+  const periods = typeof opts.syncPeriod === 'number';
   const server = opts.metricsBindAddress !== undefined && opts.healthzBindAddress !== undefined;
   return {
     kernel: kernelSection(opts),
     render: renderSection(opts),
-    ...(periods ? { sync: pick<NonNullable<ProxyConfig['sync']>>(opts, ['minSyncPeriod', 'syncPeriod', 'fullSyncPeriod']) } : {}),
+    ...(periods ? { sync: { ...pick<NonNullable<ProxyConfig['sync']>>(opts, ['syncPeriod', 'fullSyncPeriod']), minSyncPeriod: minSyncPeriod(opts, modes) } } : {}),
     conntrack: pick<Partial<ConntrackCliOptions>>(opts, CONNTRACK_KEYS),
     ...(server ? { server: pick<NonNullable<ProxyConfig['server']>>(opts, ['metricsBindAddress', 'healthzBindAddress']) } : {}),
     ...(opts.dnsPort !== undefined ? { dns: pick<DnsCliOptions>(opts, DNS_KEYS) } : {}),
     modes: modeSections(opts, modes),
   };
+}
+
+/**
+ * The minimum sync period of `opts`, ms: `--min-sync-period` or the
+ * configuration file's field when either set it, else the default of the
+ * mode in use (`--mode`) among `modes`. Pure.
+ * @throws Error when neither is set and `--mode` names none of `modes` (commander refuses such a mode first).
+ */
+export function minSyncPeriod(opts: Readonly<Record<string, unknown>>, modes: ReadonlyArray<Pick<ModeDriver, 'name' | 'minSyncPeriodMs'>>): number {
+  if (typeof opts.minSyncPeriod === 'number') return opts.minSyncPeriod;
+  const mode = modes.find((m) => m.name === opts.mode);
+  if (mode === undefined) throw new Error(`unreachable: no mode ${String(opts.mode)} for the default minimum sync period`);
+  return mode.minSyncPeriodMs;
 }
 
 /** The kernel section of `opts`, the parsed options of a command that has the kernel flags: those of them that are set. Pure. */

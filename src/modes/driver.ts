@@ -212,6 +212,12 @@ export interface ModeDriver {
    * its own rules the same way (dns/dataplane.ts).
    */
   readonly filter: 'iptables' | 'nftables';
+  /**
+   * `run`'s minimum sync period in this mode when neither
+   * `--min-sync-period` nor the configuration file's field sets it, ms:
+   * chosen from what one sync costs in the mode (docs/user-guide.md).
+   */
+  readonly minSyncPeriodMs: number;
   /** The flags the mode adds to the commands (e.g. a scheduler); the same Option may serve several commands. */
   readonly options: {
     /** Of `run` and `sync`. */

@@ -5,6 +5,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { prepareCommandLine } from '../../src/cli/command-line.ts';
 import { settingName } from '../../src/cli/config-file.ts';
+import { minSyncPeriod } from '../../src/cli/proxy-config.ts';
+import { allModes } from '../../src/modes/registry.ts';
 import { checkSyncPeriods } from '../../src/cli/options.ts';
 import { buildProgram } from '../../src/cli/program.ts';
 
@@ -121,7 +123,9 @@ test("kubeadm's kube-proxy configuration is read as kube-proxy reads it: its zer
   const { readFile } = await import('node:fs/promises');
   const { opts, warnings } = await effective(await readFile(new URL('../fixtures/config/kubeadm-kube-proxy.yaml', import.meta.url), 'utf8'));
   t.deepEqual(warnings, []);
-  t.like(opts, { mode: 'iptables', clusterCidr: '10.244.0.0/16', kubeconfig: '/var/lib/kube-proxy/kubeconfig.conf', syncPeriod: 30_000, minSyncPeriod: 1000, masqueradeAll: false });
+  t.like(opts, { mode: 'iptables', clusterCidr: '10.244.0.0/16', kubeconfig: '/var/lib/kube-proxy/kubeconfig.conf', syncPeriod: 30_000, masqueradeAll: false });
+  t.is(opts.minSyncPeriod, undefined, 'its minSyncPeriod: 0s is not set');
+  t.is(minSyncPeriod(opts, allModes()), 1000, "so iptables mode's default applies");
   t.deepEqual(opts.bindAddress, [], '0.0.0.0 is no node IP');
 });
 

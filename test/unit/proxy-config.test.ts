@@ -12,6 +12,7 @@ import { syncModeOptions } from '../../src/cli/setup.ts';
 import type { ProxyConfig } from '../../src/config/proxy-config.ts';
 import { iptablesMode } from '../../src/modes/iptables/driver.ts';
 import { ipvsMode } from '../../src/modes/ipvs/driver.ts';
+import { NFTABLES_MIN_SYNC_PERIOD_MS } from '../../src/modes/nftables/driver.ts';
 import { allModes } from '../../src/modes/registry.ts';
 
 /** The options of a command with `sync`'s flags and the sync periods, as commander parses `args`. */
@@ -127,7 +128,7 @@ test("/configz shows the mode's own settings from its section alone", async (t) 
   t.deepEqual(ipvs.ipvs, { scheduler: 'sh', syncPeriod: '30s', minSyncPeriod: '1s' });
   t.deepEqual(ipvs.iptables, { masqueradeAll: false }, 'no localhostNodePorts outside iptables mode');
   const nft = await shown(['--mode', 'nftables', '--ipvs-scheduler', 'sh']);
-  t.deepEqual(nft.nftables, { masqueradeAll: false, syncPeriod: '30s', minSyncPeriod: '1s' });
+  t.deepEqual(nft.nftables, { masqueradeAll: false, syncPeriod: '30s', minSyncPeriod: '50ms' }, "nftables mode's own default");
   t.is(nft.ipvs, undefined, "IPVS mode's scheduler is not shown in nftables mode");
 });
 
@@ -147,4 +148,31 @@ test('the configuration is checked as a whole, a setting from the file named by 
   const dns = { ...config, sync: { minSyncPeriod: 0, syncPeriod: 30_000 }, kernel: { ...config.kernel, netns: 'node' }, dns: { dnsAddress: '169.254.20.10', dnsPort: 53, clusterDomain: 'cluster.local', dnsTtl: 5 } };
   t.throws(() => checkProxyConfig(dns), { message: /^--dns-address 169\.254\.20\.10 with --netns node: / });
   t.throws(() => checkProxyConfig(config, { statusFile: 'examples/status.json' }), { message: '--status-file examples/status.json is inside --source examples; put it elsewhere' });
+});
+
+test("run's minimum sync period defaults to the mode's own: 1 s in iptables and IPVS mode, nftables mode's far less", async (t) => {
+  t.is(NFTABLES_MIN_SYNC_PERIOD_MS, 50);
+  t.is((await configOf('run', [])).sync?.minSyncPeriod, 1000, 'iptables mode, the default mode');
+  t.is((await configOf('run', ['--mode', 'iptables'])).sync?.minSyncPeriod, 1000);
+  t.is((await configOf('run', ['--mode', 'ipvs'])).sync?.minSyncPeriod, 1000);
+  t.is((await configOf('run', ['--mode', 'nftables'])).sync?.minSyncPeriod, NFTABLES_MIN_SYNC_PERIOD_MS);
+  t.is((await configOf('run', ['--mode', 'nftables'], 'mode: nftables\n')).sync?.minSyncPeriod, NFTABLES_MIN_SYNC_PERIOD_MS, 'a file without the field');
+  t.is((await configOf('run', [], 'mode: nftables\n')).sync?.minSyncPeriod, NFTABLES_MIN_SYNC_PERIOD_MS, "the file's mode picks the default");
+});
+
+test('a minimum sync period given by the flag or by the file wins over the mode\'s default', async (t) => {
+  t.is((await configOf('run', ['--mode', 'nftables', '--min-sync-period', '1s'])).sync?.minSyncPeriod, 1000);
+  t.is((await configOf('run', ['--mode', 'nftables', '--min-sync-period', '0s'])).sync?.minSyncPeriod, 0, '0 is a value, not "unset"');
+  t.is((await configOf('run', ['--mode', 'iptables', '--min-sync-period', '200ms'])).sync?.minSyncPeriod, 200);
+  t.is((await configOf('run', ['--mode', 'nftables', '--nftables-min-sync-period', '2s'])).sync?.minSyncPeriod, 2000, "kube-proxy's flag");
+  t.is((await configOf('run', ['--mode', 'nftables'], 'nftables:\n  minSyncPeriod: 1s\n')).sync?.minSyncPeriod, 1000, "the file's field");
+  t.is((await configOf('run', ['--mode', 'nftables', '--min-sync-period', '300ms'], 'nftables:\n  minSyncPeriod: 1s\n')).sync?.minSyncPeriod, 300, 'the flag over the file');
+  t.is((await configOf('run', ['--mode', 'nftables'], 'iptables:\n  minSyncPeriod: 2s\n')).sync?.minSyncPeriod, NFTABLES_MIN_SYNC_PERIOD_MS, "another mode's field is not this mode's");
+  t.is((await configOf('run', ['--mode', 'ipvs'], 'ipvs:\n  minSyncPeriod: 250ms\n')).sync?.minSyncPeriod, 250);
+});
+
+test('run --help names the default of --min-sync-period in every mode', (t) => {
+  const run = buildProgram().commands.find((c) => c.name() === 'run')!;
+  const help = run.helpInformation({ error: false }).replace(/\s+/g, ' ');
+  t.regex(help, /--min-sync-period <duration> least time between two syncs; a change is applied within it \(default: 1s in iptables mode, 1s in IPVS mode, 50ms in nftables mode\)/);
 });

@@ -13,6 +13,8 @@ export const iptablesMode: ModeDriver = {
   name: IPTABLES_MODE,
   title: 'iptables',
   filter: 'iptables',
+  // kube-proxy's default: each sync is one iptables-restore of the changed chains, which costs tens to hundreds of ms at scale.
+  minSyncPeriodMs: 1000,
   options: { sync: () => [nodePortLocalhostOption(), noNodePortLocalhostOption()], compare: () => [nodePortLocalhostOption(), noNodePortLocalhostOption()] },
   exclusiveSwitches: { '--nodeport-localhost': 'NodePorts on 127.0.0.1' },
   metrics: async () => (await import('./metrics.ts')).iptablesMetrics,

@@ -14,6 +14,8 @@ export const ipvsMode: ModeDriver = {
   name: IPVS_MODE,
   title: 'IPVS',
   filter: 'iptables',
+  // kube-proxy's default: each sync is one iptables-restore of the changed chains, which costs tens to hundreds of ms at scale.
+  minSyncPeriodMs: 1000,
   options: { sync: () => ipvsOptions(), compare: () => [ipvsSchedulerOption()] },
   help: {
     render: ', or with --mode ipvs also ipsets, kube-ipvs0 and virtual servers',

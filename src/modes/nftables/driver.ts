@@ -15,11 +15,21 @@
 import { operationsOnUse, type ModeDriver } from '../driver.ts';
 import { nftablesSyncLogFields } from './sync-detail.ts';
 
+/**
+ * `run`'s default minimum sync period in nftables mode, ms. A change of
+ * Services or endpoints is a few element updates over nf_tables netlink,
+ * about 2 ms per sync at 10,000 Services, so the syncs need far less
+ * batching than kube-proxy's 1 s; the value is the one the peer bench chose
+ * (docs/peers.md, "The default minimum sync period").
+ */
+export const NFTABLES_MIN_SYNC_PERIOD_MS = 50;
+
 /** The driver of `--mode nftables`. */
 export const nftablesMode: ModeDriver = {
   name: 'nftables',
   title: 'nftables',
   filter: 'nftables',
+  minSyncPeriodMs: NFTABLES_MIN_SYNC_PERIOD_MS,
   options: { sync: () => [], compare: () => [] },
   metrics: async () => (await import('./metrics.ts')).nftablesMetrics,
   syncLogFields: nftablesSyncLogFields,
