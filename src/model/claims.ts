@@ -111,7 +111,11 @@ interface OpenTrim {
  */
 export function settleFrontends<T extends Claimant>(claimants: readonly T[], range: NodePortRange = DEFAULT_NODE_PORT_RANGE): Settled<T> {
   const precedence = (c: Claimant) => ({ createdAt: c.svc.createdAt, key: c.key });
-  const ordered = [...claimants].sort((a, b) => compareByCreation(precedence(a), precedence(b)));
+  // Each claimant's precedence made once, not at every comparison.
+  const ordered = claimants
+    .map((c) => ({ c, p: precedence(c) }))
+    .sort((a, b) => compareByCreation(a.p, b.p))
+    .map(({ c }) => c);
   const refusals: ManifestError[] = [];
   const taken = (loser: T, winner: T) => `Service ${winner.key} (${displayFile(winner.svc.file)}), ${precedenceReason(precedence(winner), precedence(loser))}`;
 
@@ -211,6 +215,7 @@ export function trimServicePorts(ports: readonly ServicePort[], svc: ParsedServi
  * once.
  */
 function externalAddresses(c: Claimant): Array<{ ip: string; field: string }> {
+  if (c.svc.externalIPs.length === 0 && c.svc.loadBalancerIngress.length === 0) return []; // most Services
   const families = new Set([...(c.ip !== undefined ? ['IPv4'] : []), ...(c.ip6 !== undefined ? ['IPv6'] : [])]);
   const out = new Map<string, string>();
   for (const e of c.svc.externalIPs) if (families.has(e.family) && !out.has(e.ip)) out.set(e.ip, 'spec.externalIPs');
