@@ -127,6 +127,8 @@ export class Decoder {
   /** Parse result of each raw object (a transport hands the same object again while it is unchanged). */
   private readonly parsed = new WeakMap<ManifestObject, ParseResult>();
   private readonly groups = new Map<GroupKey, readonly ParsedObject[]>();
+  /** The keys of `groups`, sorted by compareStrings (kept up to date by {@link Decoder.apply}, not sorted again). */
+  private readonly keys = new SortedKeys();
   /** How many places among `groups` hold each object (a transport may hand the same object to two groups, or twice to one). */
   private readonly places = new Map<ParsedObject, number>();
   /** The Services with a selector among `groups`' objects. */
@@ -212,13 +214,17 @@ export class Decoder {
     const bump = (o: ParsedObject, by: number) => delta.set(o, (delta.get(o) ?? 0) + by);
     for (const key of changes.remove) {
       for (const o of this.groups.get(key) ?? []) bump(o, -1);
-      this.groups.delete(key);
+      if (this.groups.delete(key)) this.keys.delete(key);
     }
     for (const [key, objects] of changes.upsert) {
       for (const o of this.groups.get(key) ?? []) bump(o, -1);
       for (const o of objects) bump(o, 1);
-      if (objects.length === 0) this.groups.delete(key);
-      else this.groups.set(key, objects);
+      if (objects.length === 0) {
+        if (this.groups.delete(key)) this.keys.delete(key);
+      } else {
+        if (!this.groups.has(key)) this.keys.add(key);
+        this.groups.set(key, objects);
+      }
     }
     // Objects no longer held anywhere, and objects held for the first time; a changed object held in two places (the same reference twice) is left to a whole build.
     const gone: ParsedObject[] = [];
@@ -244,8 +250,8 @@ export class Decoder {
     if (patched !== undefined) return patched;
 
     // Everything below is O(all objects).
-    const keys = [...this.groups.keys()].sort(compareStrings);
-    const objects = keys.flatMap((k) => this.groups.get(k)!);
+    const objects: ParsedObject[] = [];
+    for (const k of this.keys.sorted()) for (const o of this.groups.get(k)!) objects.push(o);
     const before = this.snapshot;
     const built = buildSnapshot(objects, {
       serviceCIDR: this.serviceCIDR,
@@ -508,4 +514,54 @@ function replaceRun<T>(list: T[], belongs: (item: T) => boolean, items: readonly
   while (end < list.length && belongs(list[end]!)) end++;
   for (let i = end; i < list.length; i++) if (belongs(list[i]!)) return undefined;
   return [...list.slice(0, at), ...items, ...list.slice(end)];
+}
+
+/**
+ * A set of group keys that stays sorted by compareStrings: adding or
+ * deleting one costs a binary search and a move of the keys after it, not a
+ * sort of them all. Many changes at once (the first apply, a relist) are
+ * sorted together instead.
+ */
+export class SortedKeys {
+  private list: string[] = [];
+  /** Keys added since the list was last sorted, not in `list` yet. */
+  private pending: string[] = [];
+
+  /** Add `key`, which must not be held. */
+  add(key: string): void {
+    this.pending.push(key);
+  }
+
+  /** Delete `key`, which must be held. */
+  delete(key: string): void {
+    const p = this.pending.indexOf(key);
+    if (p >= 0) {
+      this.pending.splice(p, 1);
+      return;
+    }
+    const at = this.search(key);
+    if (this.list[at] === key) this.list.splice(at, 1);
+  }
+
+  /** Every key held, sorted by compareStrings; valid until the next change. */
+  sorted(): readonly string[] {
+    if (this.pending.length > 0) {
+      if (this.pending.length > 8) this.list = [...this.list, ...this.pending].sort(compareStrings);
+      else for (const key of this.pending) this.list.splice(this.search(key), 0, key);
+      this.pending = [];
+    }
+    return this.list;
+  }
+
+  /** The first index of `list` whose key is not before `key`. */
+  private search(key: string): number {
+    let lo = 0;
+    let hi = this.list.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (compareStrings(this.list[mid]!, key) < 0) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo;
+  }
 }
