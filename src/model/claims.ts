@@ -184,6 +184,32 @@ export function settleFrontends<T extends Claimant>(claimants: readonly T[], ran
 }
 
 /**
+ * Every frontend `c` claims in {@link settleFrontends}, each once: its
+ * ClusterIP triples and external triples ("a " + "ip:port/PROTOCOL": a
+ * ClusterIP and an external address at the same triple clash) and its
+ * NodePorts ("n " + "nodePort/PROTOCOL"). Two Services clash over some
+ * frontend exactly when their claims meet; a Service whose claims meet no
+ * other Service's, and whose NodePorts and health check NodePort are in
+ * range ({@link claimsInRange}), is kept whole whatever its precedence.
+ */
+export function frontendClaims(c: Claimant): Set<string> {
+  const out = new Set<string>();
+  for (const ip of [c.ip, c.ip6]) if (ip !== undefined) for (const p of c.svc.ports) out.add(`a ${triple(ip, p)}`);
+  const external = externalAddresses(c);
+  for (const p of c.svc.ports) {
+    if (p.nodePort !== undefined) out.add(`n ${p.nodePort}/${p.protocol}`);
+    for (const { ip } of external) out.add(`a ${triple(ip, p)}`);
+  }
+  return out;
+}
+
+/** True when every NodePort of `svc`, and its health check NodePort, is in `range` ({@link settleFrontends} refuses the others). */
+export function claimsInRange(svc: ParsedService, range: NodePortRange = DEFAULT_NODE_PORT_RANGE): boolean {
+  const inRange = (port: number | undefined) => port === undefined || (port >= range.first && port <= range.last);
+  return svc.ports.every((p) => inRange(p.nodePort)) && inRange(svc.healthCheckNodePort);
+}
+
+/**
  * The service ports of one Service (as normalise.ts servicePorts builds
  * them, one per `svc.ports` entry, in that order) without what `trim`
  * leaves out; `ports` itself when there is nothing to leave out.

@@ -33,11 +33,16 @@
  * of them in two copies, while no Pod is held. Such a change cannot move anything across Services, so the last
  * snapshot is patched with the service ports of those Services, built as
  * buildSnapshot builds them (normalise.ts endpointGroups, servicePorts).
+ * So is a change of Kubernetes Services alone, each with a ClusterIP of
+ * its own, when the last build refused, skipped and allocated nothing and
+ * the changed Services claim no frontend another Service claims (claims.ts
+ * frontendClaims) and leave no endpoint object with a warning: such a
+ * change moves nothing across Services either (see patchServices).
  */
 import { isDeepStrictEqual } from 'node:util';
 import { parseServiceCIDR } from '../model/allocate.ts';
 import type { ManifestError } from '../model/errors.ts';
-import type { NodePortRange } from '../model/claims.ts';
+import { claimsInRange, frontendClaims, type NodePortRange } from '../model/claims.ts';
 import { BuildMemo, buildSnapshot, endpointGroups, servicePorts, type BuildResult } from '../model/normalise.ts';
 import { compareStrings } from '../model/order.ts';
 import { parseObject, type ParseResult } from '../model/parse.ts';
@@ -153,6 +158,8 @@ export class Decoder {
   private lastBuild: Omit<BuildResult, 'snapshot'> | undefined;
   /** "namespace/name" → the EndpointSlices and Endpoints among `groups`' objects that name that Service. */
   private readonly endpointObjects = new Map<string, Set<ParsedEndpointSlice | ParsedEndpoints>>();
+  /** How many Services among `groups`' objects claim each frontend (claims.ts frontendClaims; Services with a ClusterIP given only). */
+  private readonly claims = new Map<string, number>();
   /** How many Pods `groups` hold. */
   private pods = 0;
   private readonly patch: boolean;
@@ -246,7 +253,7 @@ export class Decoder {
     // At the first apply everything is new, and nothing is marked.
     const marked = this.first ? new Set<string>() : this.mark(gone, added);
 
-    const patched = this.patch && !this.first && !shared ? this.patchEndpoints(gone, added) : undefined;
+    const patched = this.patch && !this.first && !shared ? (this.patchEndpoints(gone, added) ?? this.patchServices(gone, added, marked)) : undefined;
     if (patched !== undefined) return patched;
 
     // Everything below is O(all objects).
@@ -332,6 +339,7 @@ export class Decoder {
       if (held !== o) this.copies.set(o.identity, [held, o]);
     } else if (!held.includes(o)) held.push(o);
     if (o.kind === 'Pod') this.pods++;
+    if (o.kind === 'Service') for (const c of claimsOf(o)) this.claims.set(c, (this.claims.get(c) ?? 0) + 1);
     if (o.kind === 'EndpointSlice' || o.kind === 'Endpoints') {
       const service = serviceOf(o);
       const objects = this.endpointObjects.get(service);
@@ -349,6 +357,13 @@ export class Decoder {
       if (held.length === 1) this.copies.set(o.identity, held[0]!);
     }
     if (o.kind === 'Pod') this.pods--;
+    if (o.kind === 'Service') {
+      for (const c of claimsOf(o)) {
+        const n = this.claims.get(c)! - 1;
+        if (n > 0) this.claims.set(c, n);
+        else this.claims.delete(c);
+      }
+    }
     if (o.kind === 'EndpointSlice' || o.kind === 'Endpoints') {
       const service = serviceOf(o);
       const objects = this.endpointObjects.get(service);
@@ -456,6 +471,121 @@ export class Decoder {
     return { snapshot, errors: last.errors, warnings, refusals: last.refusals, allocations: last.allocations, notes: last.notes, changed, newRefusals: [] };
   }
 
+  /**
+   * The result of a change of Services alone, patched into the last
+   * snapshot, or undefined when the change is not one of those and needs a
+   * whole build. Only a change that cannot move anything across Services
+   * is patched: the last build had no errors, refusals, allocations or
+   * notes, and no Pod is held (so every Service held was served whole,
+   * none allocated, and claims.ts found no clash); each changed Service,
+   * before and after, is a proxied Kubernetes Service with a ClusterIP of
+   * its own, one copy of it held, served by the last build (before) and
+   * claiming no frontend another Service held claims, with its NodePorts
+   * in range (after: then claims.ts keeps it whole and it takes nothing
+   * from another); and none of its endpoint objects gets a warning after
+   * the change (their warnings before are dropped). Changes nothing when
+   * it returns undefined. Costs what the changed Services hold, plus a copy
+   * of the snapshot's maps and a pass over the last warnings.
+   */
+  private patchServices(gone: readonly ParsedObject[], added: readonly ParsedObject[], marked: ReadonlySet<string>): DecodeResult | undefined {
+    const last = this.lastBuild;
+    if (last === undefined || this.pods > 0 || last.errors.length > 0 || last.refusals.length > 0 || last.allocations.length > 0 || last.notes.length > 0) return undefined;
+    const proxied = (o: ParsedObject | undefined): o is ParsedService =>
+      o?.kind === 'Service' && o.source === 'kubernetes' && o.dnsOnly === undefined && o.ports.length > 0 && o.clusterIPs.length > 0 && claimsOf(o).size > 0;
+    const services = new Set<string>();
+    for (const o of [...gone, ...added]) {
+      if (!proxied(o)) return undefined;
+      services.add(serviceOf(o));
+    }
+    // One copy of each changed identity before and after (after: the index; before: the index undone).
+    const copiesBefore = new Map<string, number>();
+    for (const o of gone) copiesBefore.set(o.identity, (copiesBefore.get(o.identity) ?? this.copiesOf(o.identity).length) + 1);
+    for (const o of added) copiesBefore.set(o.identity, (copiesBefore.get(o.identity) ?? this.copiesOf(o.identity).length) - 1);
+    for (const n of copiesBefore.values()) if (n > 1) return undefined;
+    if ([...services].some((s) => !marked.has(s))) return undefined;
+    for (const o of gone) if (o.kind !== 'Service' || !this.portsOf.has(serviceOf(o))) return undefined; // not served whole by the last build
+    const range = this.nodePortRange;
+    const before = this.snapshot;
+    const updates: ServicePort[] = [];
+    const updates6: ServicePort[] = [];
+    const dropped = new Set<string>();
+    const endpointIdentities = new Set<string>();
+    for (const service of services) {
+      const held = this.copies.get(`Service/${service}`);
+      if (Array.isArray(held)) return undefined;
+      for (const key of this.portsOf.get(service) ?? []) dropped.add(key);
+      const objects = [...(this.endpointObjects.get(service) ?? [])].sort((a, b) => compareStrings(a.name, b.name));
+      for (const o of objects) {
+        if (this.onlyCopy(o.identity) !== o) return undefined;
+        endpointIdentities.add(o.identity);
+      }
+      if (held === undefined) {
+        if (objects.length > 0) return undefined; // they become orphans: warnings a whole build places
+        continue;
+      }
+      if (!proxied(held) || !claimsInRange(held, range)) return undefined;
+      for (const c of claimsOf(held)) if (this.claims.get(c) !== 1) return undefined;
+      const slices = objects.filter((o): o is ParsedEndpointSlice => o.kind === 'EndpointSlice');
+      const legacy = objects.filter((o): o is ParsedEndpoints => o.kind === 'Endpoints');
+      const serviceWarnings: ManifestError[] = [];
+      const notes: string[] = [];
+      const groups = endpointGroups(
+        held,
+        service,
+        slices.length > 0 ? new Map([[service, slices]]) : new Map(),
+        legacy.length > 0 ? new Map([[service, legacy]]) : new Map(),
+        NO_PODS,
+        NO_ZONES,
+        serviceWarnings,
+        notes,
+      );
+      if (serviceWarnings.length > 0 || notes.length > 0) return undefined;
+      const ip6 = held.clusterIPs.find((c) => c.family === 'IPv6')?.ip;
+      if (held.clusterIP !== undefined) for (const sp of servicePorts(held, held.clusterIP, groups, this.memo)) updates.push(sp);
+      if (ip6 !== undefined) for (const sp of servicePorts(held, ip6, groups, this.memo)) updates6.push(sp);
+    }
+
+    // Each view in key order, as buildSnapshot sorts it: the kept service ports merged with the new ones.
+    const merged = (view: ReadonlyMap<string, ServicePort> | undefined, ports: ServicePort[]): Map<string, ServicePort> => {
+      ports.sort((a, b) => compareStrings(a.key, b.key));
+      const out = new Map<string, ServicePort>();
+      let i = 0;
+      for (const [key, sp] of view ?? []) {
+        if (dropped.has(key)) continue;
+        for (; i < ports.length && compareStrings(ports[i]!.key, key) < 0; i++) out.set(ports[i]!.key, ports[i]!);
+        out.set(key, sp);
+      }
+      for (; i < ports.length; i++) out.set(ports[i]!.key, ports[i]!);
+      return out;
+    };
+    const services4 = merged(before.services, updates);
+    const services6 = merged(before.ipv6Services, updates6);
+    const snapshot: Snapshot = Object.freeze({
+      services: services4,
+      ...(services6.size > 0 ? { ipv6Services: services6 } : {}),
+      ...(before.node !== undefined ? { node: before.node } : {}),
+      ...(before.dnsOnly !== undefined ? { dnsOnly: before.dnsOnly } : {}),
+    });
+    const warnings = last.warnings.some((w) => endpointIdentities.has(`${w.kind}/${w.object}`)) ? last.warnings.filter((w) => !endpointIdentities.has(`${w.kind}/${w.object}`)) : last.warnings;
+
+    // The changed services' keys, as a whole build indexes them: IPv4 ones in key order, then IPv6-only ones.
+    const changed = new Set<string>();
+    for (const service of services) {
+      const keys: string[] = [];
+      for (const sp of updates) if (`${sp.namespace}/${sp.name}` === service) keys.push(sp.key);
+      for (const sp of updates6) if (`${sp.namespace}/${sp.name}` === service && !services4.has(sp.key)) keys.push(sp.key);
+      for (const key of [...(this.portsOf.get(service) ?? []), ...keys]) {
+        if (!isDeepStrictEqual(portsOfKey(before, key), portsOfKey(snapshot, key))) changed.add(key);
+      }
+      if (keys.length > 0) this.portsOf.set(service, keys);
+      else this.portsOf.delete(service);
+    }
+    this.snapshot = snapshot;
+    this.lastBuild = { ...last, warnings };
+    this.patches++;
+    return { snapshot, errors: last.errors, warnings, refusals: last.refusals, allocations: last.allocations, notes: last.notes, changed, newRefusals: [] };
+  }
+
   /** The one object of `identity` among `groups`' objects, or undefined when there is none or more than one. */
   private onlyCopy(identity: string): ParsedObject | undefined {
     const held = this.copies.get(identity);
@@ -496,6 +626,19 @@ export class Decoder {
     this.saved = now;
     this.memory.save(now);
   }
+}
+
+/** The frontends each Service object claims (claims.ts frontendClaims), made once per object; none for a Service without a ClusterIP given or without ports. */
+const claimsMemo = new WeakMap<ParsedService, ReadonlySet<string>>();
+function claimsOf(svc: ParsedService): ReadonlySet<string> {
+  let claims = claimsMemo.get(svc);
+  if (claims === undefined) {
+    const ip6 = svc.clusterIPs.find((c) => c.family === 'IPv6')?.ip;
+    const given = svc.clusterIPs.length > 0 && svc.ports.length > 0 && (svc.clusterIP !== undefined || ip6 !== undefined);
+    claims = given ? frontendClaims({ svc, key: serviceOf(svc), ip: svc.clusterIP, ip6 }) : new Set();
+    claimsMemo.set(svc, claims);
+  }
+  return claims;
 }
 
 /** No Pods and no zones, for endpointGroups when no Pod is held. */
