@@ -44,6 +44,7 @@ import { parseServiceCIDR } from '../model/allocate.ts';
 import type { ManifestError } from '../model/errors.ts';
 import { claimsInRange, frontendClaims, type NodePortRange } from '../model/claims.ts';
 import { BuildMemo, buildSnapshot, endpointGroups, servicePorts, type BuildResult } from '../model/normalise.ts';
+import { orphanWarnings } from '../model/endpoints.ts';
 import { compareStrings } from '../model/order.ts';
 import { parseObject, type ParseResult } from '../model/parse.ts';
 import type { ManifestObject, ParsedEndpoints, ParsedEndpointSlice, ParsedObject, ParsedService } from '../model/parsed.ts';
@@ -136,6 +137,8 @@ export class Decoder {
   private readonly keys = new SortedKeys();
   /** How many places among `groups` hold each object (a transport may hand the same object to two groups, or twice to one). */
   private readonly places = new Map<ParsedObject, number>();
+  /** The group that holds each object among `groups` (the last one named, when several do). */
+  private readonly groupOf = new Map<ParsedObject, GroupKey>();
   /** The Services with a selector among `groups`' objects. */
   private readonly selectors = new SelectorIndex();
   /**
@@ -225,7 +228,10 @@ export class Decoder {
     }
     for (const [key, objects] of changes.upsert) {
       for (const o of this.groups.get(key) ?? []) bump(o, -1);
-      for (const o of objects) bump(o, 1);
+      for (const o of objects) {
+        bump(o, 1);
+        this.groupOf.set(o, key);
+      }
       if (objects.length === 0) {
         if (this.groups.delete(key)) this.keys.delete(key);
       } else {
@@ -242,7 +248,10 @@ export class Decoder {
       const after = before + by;
       if (by !== 0 && (before > 1 || after > 1)) shared = true;
       if (after > 0) this.places.set(o, after);
-      else this.places.delete(o);
+      else {
+        this.places.delete(o);
+        this.groupOf.delete(o);
+      }
       if (before > 0 && after === 0) gone.push(o);
       else if (before === 0 && after > 0) added.push(o);
     }
@@ -510,6 +519,7 @@ export class Decoder {
     const updates6: ServicePort[] = [];
     const dropped = new Set<string>();
     const endpointIdentities = new Set<string>();
+    const orphaned: Array<ParsedEndpointSlice | ParsedEndpoints> = [];
     for (const service of services) {
       const held = this.copies.get(`Service/${service}`);
       if (Array.isArray(held)) return undefined;
@@ -520,7 +530,7 @@ export class Decoder {
         endpointIdentities.add(o.identity);
       }
       if (held === undefined) {
-        if (objects.length > 0) return undefined; // they become orphans: warnings a whole build places
+        for (const o of objects) orphaned.push(o);
         continue;
       }
       if (!proxied(held) || !claimsInRange(held, range)) return undefined;
@@ -566,7 +576,12 @@ export class Decoder {
       ...(before.node !== undefined ? { node: before.node } : {}),
       ...(before.dnsOnly !== undefined ? { dnsOnly: before.dnsOnly } : {}),
     });
-    const warnings = last.warnings.some((w) => endpointIdentities.has(`${w.kind}/${w.object}`)) ? last.warnings.filter((w) => !endpointIdentities.has(`${w.kind}/${w.object}`)) : last.warnings;
+    let warnings = last.warnings.some((w) => endpointIdentities.has(`${w.kind}/${w.object}`)) ? last.warnings.filter((w) => !endpointIdentities.has(`${w.kind}/${w.object}`)) : last.warnings;
+    if (orphaned.length > 0) {
+      const placed = this.placeOrphans(warnings, orphaned);
+      if (placed === undefined) return undefined;
+      warnings = placed;
+    }
 
     // The changed services' keys, as a whole build indexes them: IPv4 ones in key order, then IPv6-only ones.
     const changed = new Set<string>();
@@ -584,6 +599,46 @@ export class Decoder {
     this.lastBuild = { ...last, warnings };
     this.patches++;
     return { snapshot, errors: last.errors, warnings, refusals: last.refusals, allocations: last.allocations, notes: last.notes, changed, newRefusals: [] };
+  }
+
+  /**
+   * `warnings` (of a build without errors) with the warnings of endpoint
+   * objects whose Service is gone (`orphaned`; `warnings` has none of
+   * theirs) placed as buildSnapshot places them: first come the warnings of every
+   * endpoint object whose Service is not held (or is a Shepherd one), in
+   * the order of the objects (EndpointSlices before Endpoints, then by
+   * group key, then by place in the group: endpoints.ts orphanWarnings);
+   * undefined when a warning's object is not found.
+   */
+  private placeOrphans(warnings: readonly ManifestError[], orphaned: readonly (ParsedEndpointSlice | ParsedEndpoints)[]): ManifestError[] | undefined {
+    type Placed = { readonly w: ManifestError; readonly o: ParsedEndpointSlice | ParsedEndpoints };
+    const at = (o: ParsedEndpointSlice | ParsedEndpoints): [number, GroupKey, number] | undefined => {
+      const group = this.groupOf.get(o);
+      const index = group === undefined ? -1 : (this.groups.get(group)?.indexOf(o) ?? -1);
+      return group === undefined || index < 0 ? undefined : [o.kind === 'EndpointSlice' ? 0 : 1, group, index];
+    };
+    const before = (a: [number, GroupKey, number], b: [number, GroupKey, number]) => a[0] - b[0] || compareStrings(a[1], b[1]) || a[2] - b[2];
+    // The run of orphan warnings that starts the list.
+    const run: Array<Placed & { readonly at: [number, GroupKey, number] }> = [];
+    for (const w of warnings) {
+      if (w.kind !== 'EndpointSlice' && w.kind !== 'Endpoints') break;
+      const o = this.onlyCopy(`${w.kind}/${w.object}`);
+      if (o?.kind !== 'EndpointSlice' && o?.kind !== 'Endpoints') return undefined;
+      const svc = this.copies.get(`Service/${serviceOf(o)}`);
+      if (Array.isArray(svc)) return undefined;
+      if (svc?.kind === 'Service' && svc.source === 'kubernetes') break; // its Service's endpoint-port warnings
+      const where = at(o);
+      if (where === undefined) return undefined;
+      run.push({ w, o, at: where });
+    }
+    const added = orphanWarnings(new Map(), orphaned);
+    for (const [i, o] of orphaned.entries()) {
+      const where = at(o);
+      if (where === undefined) return undefined;
+      const j = run.findIndex((r) => before(where, r.at) < 0);
+      run.splice(j < 0 ? run.length : j, 0, { w: added[i]!, o, at: where });
+    }
+    return [...run.map((r) => r.w), ...warnings.slice(run.length - orphaned.length)];
   }
 
   /** The one object of `identity` among `groups`' objects, or undefined when there is none or more than one. */

@@ -58,7 +58,7 @@ const service = fc
   }));
 
 const slice = fc
-  .record({ svc: fc.constantFrom(...NAMES), suffix: fc.constantFrom('x', 'y'), v6: fc.boolean(), ports: fc.constantFrom(['http'], ['http', 'dns'], ['metrics']), ip: fc.constantFrom(1, 2, 3) })
+  .record({ svc: fc.constantFrom(...NAMES, 'e'), suffix: fc.constantFrom('x', 'y'), v6: fc.boolean(), ports: fc.constantFrom(['http'], ['http', 'dns'], ['metrics']), ip: fc.constantFrom(1, 2, 3) })
   .map(({ svc, suffix, v6, ports, ip }) => ({
     apiVersion: 'discovery.k8s.io/v1',
     kind: 'EndpointSlice',
@@ -68,7 +68,7 @@ const slice = fc
     endpoints: [{ addresses: [v6 ? `fd00:244::${ip}` : `10.244.0.${ip}`] }],
   }));
 
-const endpoints = fc.record({ svc: fc.constantFrom(...NAMES), ip: fc.constantFrom(1, 2) }).map(({ svc, ip }) => ({
+const endpoints = fc.record({ svc: fc.constantFrom(...NAMES, 'e'), ip: fc.constantFrom(1, 2) }).map(({ svc, ip }) => ({
   apiVersion: 'v1',
   kind: 'Endpoints',
   metadata: { name: svc, namespace: 'default' },
@@ -86,13 +86,16 @@ const rare = fc.constantFrom(
   { kind: 'Service', metadata: { name: 'sh', namespace: 'shepherd' }, spec: { ports: [{ name: 'http', port: 80, target_port: 8080 }] }, status: { cluster_ip: '', endpoints: ['10.244.0.1:8080'] } },
 );
 
-const object: fc.Arbitrary<object> = fc.oneof({ weight: 8, arbitrary: service }, { weight: 5, arbitrary: slice }, { weight: 1, arbitrary: endpoints }, { weight: 1, arbitrary: rare });
+/** A Shepherd Service with its own address, whose EndpointSlices are ignored (with a warning that goes with the missing Services' ones). */
+const shepherd = fc.constant({ kind: 'Service', metadata: { name: 'e', namespace: 'default' }, spec: { ports: [{ name: 'http', port: 80, target_port: 8080 }] }, status: { cluster_ip: '10.96.0.50', endpoints: ['10.244.0.1:8080'] } });
+
+const object: fc.Arbitrary<object> = fc.oneof({ weight: 8, arbitrary: service }, { weight: 5, arbitrary: slice }, { weight: 1, arbitrary: endpoints }, { weight: 1, arbitrary: rare }, { weight: 1, arbitrary: shepherd });
 
 /** One change: an object upserted in its own group (the Kubernetes source's), that group removed, or a group of two objects (two copies of an identity may meet). */
 const change = fc.oneof(
   { weight: 8, arbitrary: object.map((o) => ({ kind: 'own' as const, o })) },
   { weight: 4, arbitrary: object.map((o) => ({ kind: 'remove' as const, o })) },
-  { weight: 1, arbitrary: fc.record({ group: fc.constantFrom('g0', 'g1'), objects: fc.array(object, { maxLength: 2 }) }).map((g) => ({ kind: 'group' as const, ...g })) },
+  { weight: 2, arbitrary: fc.record({ group: fc.constantFrom('g0', 'g1', 'z'), objects: fc.array(fc.oneof(slice, endpoints, object), { maxLength: 3 }) }).map((g) => ({ kind: 'group' as const, ...g })) },
 );
 
 const view = (r: DecodeResult) => ({
@@ -131,4 +134,45 @@ test('patching the last snapshot for Service changes gives what a whole build gi
     { numRuns: 400, seed: 11 },
   );
   t.true(servicePatches > 300, `only ${servicePatches} Service changes were patched`);
+});
+
+test('a Service removed patches the snapshot, its endpoint objects warned about among the others whose Service is missing, in the order a whole build gives', (t) => {
+  const svc = (name: string, ip: string) => parsed({ apiVersion: 'v1', kind: 'Service', metadata: { name, namespace: 'default' }, spec: { clusterIP: ip, ports: [{ name: 'http', port: 80 }] } });
+  const slice = (name: string, svcName: string) =>
+    parsed({
+      apiVersion: 'discovery.k8s.io/v1',
+      kind: 'EndpointSlice',
+      metadata: { name, namespace: 'default', labels: { 'kubernetes.io/service-name': svcName } },
+      addressType: 'IPv4',
+      ports: [{ name: 'http', port: 8080 }],
+      endpoints: [{ addresses: ['10.244.0.1'] }],
+    });
+  const legacy = parsed({ apiVersion: 'v1', kind: 'Endpoints', metadata: { name: 'x', namespace: 'default' }, subsets: [{ addresses: [{ ip: '10.244.0.2' }], ports: [{ name: 'http', port: 8080 }] }] });
+  const shepherd = parsed({ kind: 'Service', metadata: { name: 'e', namespace: 'default' }, spec: { ports: [{ name: 'http', port: 80, target_port: 8080 }] }, status: { cluster_ip: '10.96.0.50', endpoints: ['10.244.0.1:8080'] } });
+  const own = (...objects: ParsedObject[]): DecoderChanges => ({ upsert: objects.map((o) => [o.identity, [o]] as const), remove: [] });
+  const steps: DecoderChanges[] = [
+    {
+      upsert: [
+        ['a-file', [legacy, slice('b-x', 'b')]],
+        ['z', [slice('c-x', 'c'), slice('a-x', 'a')]],
+      ],
+      remove: [],
+    },
+    own(shepherd, slice('e-x', 'e'), svc('a', '10.96.0.10'), svc('b', '10.96.0.11'), svc('c', '10.96.0.12')),
+    { upsert: [], remove: ['Service/default/a'] },
+    { upsert: [], remove: ['Service/default/c'] },
+    own(svc('c', '10.96.0.12')),
+  ];
+  const patching = new Decoder({ serviceCIDR: '10.96.0.0/12' });
+  const whole = new Decoder({ serviceCIDR: '10.96.0.0/12', patch: false });
+  let last: DecodeResult | undefined;
+  for (const step of steps) {
+    last = patching.apply(step);
+    t.deepEqual(view(last), view(whole.apply(step)));
+  }
+  t.is(patching.patches, 3);
+  t.deepEqual(
+    last!.warnings.map((w) => w.object),
+    ['default/e-x', 'default/a-x', 'default/x'],
+  );
 });
