@@ -212,9 +212,10 @@ export class Decoder {
    * Pod among them, the Services with a selector in its namespace; for each
    * Node, every Service with a selector), plus the cross-object errors and the allocated ClusterIPs of this apply and the
    * previous one, and a pass over the changed groups; the rebuild itself is
-   * still normalise.ts's buildSnapshot over every object (cheap for the
-   * Services it can reuse, see BuildMemo), and indexing its service ports
-   * by Service.
+   * a patch of the last snapshot for the changes the module comment names
+   * (a copy of its maps), else normalise.ts's buildSnapshot over every
+   * object (cheap for the Services it can reuse, see BuildMemo), and
+   * indexing its service ports by Service.
    * Never throws (the service CIDR was checked by the constructor); every
    * problem with the objects is in `errors`.
    */
@@ -420,20 +421,7 @@ export class Decoder {
       if (svc.clusterIP === undefined && ip6 === undefined) return undefined;
       const objects = [...(this.endpointObjects.get(service) ?? [])].sort((a, b) => compareStrings(a.name, b.name));
       if (objects.some((o) => this.onlyCopy(o.identity) !== o)) return undefined;
-      const slices = objects.filter((o): o is ParsedEndpointSlice => o.kind === 'EndpointSlice');
-      const legacy = objects.filter((o): o is ParsedEndpoints => o.kind === 'Endpoints');
-      const serviceWarnings: ManifestError[] = [];
-      const notes: string[] = [];
-      const groups = endpointGroups(
-        svc,
-        service,
-        slices.length > 0 ? new Map([[service, slices]]) : new Map(),
-        legacy.length > 0 ? new Map([[service, legacy]]) : new Map(),
-        NO_PODS,
-        NO_ZONES,
-        serviceWarnings,
-        notes,
-      );
+      const { groups, warnings: serviceWarnings, notes } = groupsOf(svc, service, objects);
       if (notes.length > 0) return undefined;
       const keySet = new Set(keys);
       // Each family's service ports must be those the last build served, in that family's view.
@@ -535,20 +523,7 @@ export class Decoder {
       }
       if (!proxied(held) || !claimsInRange(held, range)) return undefined;
       for (const c of claimsOf(held)) if (this.claims.get(c) !== 1) return undefined;
-      const slices = objects.filter((o): o is ParsedEndpointSlice => o.kind === 'EndpointSlice');
-      const legacy = objects.filter((o): o is ParsedEndpoints => o.kind === 'Endpoints');
-      const serviceWarnings: ManifestError[] = [];
-      const notes: string[] = [];
-      const groups = endpointGroups(
-        held,
-        service,
-        slices.length > 0 ? new Map([[service, slices]]) : new Map(),
-        legacy.length > 0 ? new Map([[service, legacy]]) : new Map(),
-        NO_PODS,
-        NO_ZONES,
-        serviceWarnings,
-        notes,
-      );
+      const { groups, warnings: serviceWarnings, notes } = groupsOf(held, service, objects);
       if (serviceWarnings.length > 0 || notes.length > 0) return undefined;
       const ip6 = held.clusterIPs.find((c) => c.family === 'IPv6')?.ip;
       if (held.clusterIP !== undefined) for (const sp of servicePorts(held, held.clusterIP, groups, this.memo)) updates.push(sp);
@@ -699,6 +674,34 @@ function claimsOf(svc: ParsedService): ReadonlySet<string> {
 /** No Pods and no zones, for endpointGroups when no Pod is held. */
 const NO_PODS = new Map<string, never[]>();
 const NO_ZONES = new Map<string, string>();
+
+/**
+ * The endpoint groups Service `svc` ("namespace/name" `service`) takes
+ * from its endpoint `objects` (sorted by name) while no Pod is held, with
+ * the warnings and notes they bring, as buildSnapshot makes them
+ * (normalise.ts endpointGroups).
+ */
+function groupsOf(
+  svc: ParsedService,
+  service: string,
+  objects: readonly (ParsedEndpointSlice | ParsedEndpoints)[],
+): { groups: ReturnType<typeof endpointGroups>; warnings: ManifestError[]; notes: string[] } {
+  const slices = objects.filter((o): o is ParsedEndpointSlice => o.kind === 'EndpointSlice');
+  const legacy = objects.filter((o): o is ParsedEndpoints => o.kind === 'Endpoints');
+  const warnings: ManifestError[] = [];
+  const notes: string[] = [];
+  const groups = endpointGroups(
+    svc,
+    service,
+    slices.length > 0 ? new Map([[service, slices]]) : new Map(),
+    legacy.length > 0 ? new Map([[service, legacy]]) : new Map(),
+    NO_PODS,
+    NO_ZONES,
+    warnings,
+    notes,
+  );
+  return { groups, warnings, notes };
+}
 
 /**
  * `list` with its run of items matching `belongs` replaced by `items`;
