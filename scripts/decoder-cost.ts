@@ -4,14 +4,15 @@
  * object, keyed "Kind/namespace/name"; Services with their ClusterIP
  * given, each with one EndpointSlice):
  *
- *   npx tsx scripts/decoder-cost.ts [--services 10000] [--endpoints 10] [--rounds 20]
+ *   npx tsx scripts/decoder-cost.ts [--services 10000] [--endpoints 10] [--rounds 20] [--whole]
  *
  * After one apply of every object and a few warm-up rounds, it times
  * ROUNDS of each change (median, min and max of `Decoder.apply`, ms):
  * a Service added (its EndpointSlice applied just before, untimed), that
  * Service removed again, and an EndpointSlice of an existing Service
  * changed. It also says how many of the timed applies patched the last
- * snapshot instead of building a whole one. Prints a table.
+ * snapshot instead of building a whole one; with --whole the Decoder
+ * never patches (the cost of a whole build). Prints a table.
  */
 import { performance } from 'node:perf_hooks';
 import { parseObject } from '../src/model/parse.ts';
@@ -30,6 +31,8 @@ const services = flag('services', 10_000);
 const endpoints = flag('endpoints', 10);
 const rounds = flag('rounds', 20);
 const WARM_UP = 3;
+/** --whole: a Decoder that always builds the whole Snapshot. */
+const whole = process.argv.includes('--whole');
 /** The file name the Kubernetes source gives its objects (KUBERNETES_ORIGIN). */
 const ORIGIN = '<kubernetes>';
 
@@ -80,7 +83,7 @@ const keyOf = (o: ParsedObject) => o.identity;
 const upsert = (...objects: ParsedObject[]): DecoderChanges => ({ upsert: objects.map((o) => [keyOf(o), [o]] as const), remove: [] });
 const remove = (...objects: ParsedObject[]): DecoderChanges => ({ upsert: [], remove: objects.map(keyOf) });
 
-const decoder = new Decoder({ serviceCIDR: '10.96.0.0/12', nodeName: 'node-a' });
+const decoder = new Decoder({ serviceCIDR: '10.96.0.0/12', nodeName: 'node-a', ...(whole ? { patch: false } : {}) });
 const all: ParsedObject[] = [];
 for (let i = 0; i < services; i++) all.push(service(i), slice(i));
 let t0 = performance.now();
@@ -116,7 +119,7 @@ for (let r = 0; r < WARM_UP + rounds; r++) {
 
 const sorted = (xs: number[]) => [...xs].sort((a, b) => a - b);
 const ms = (x: number) => x.toFixed(1);
-console.log(`Decoder.apply at ${services} Services x ${endpoints} endpoints (first apply ${Math.round(firstApply)} ms), ${rounds} rounds after ${WARM_UP} warm-up`);
+console.log(`Decoder.apply${whole ? ' (whole builds only)' : ''} at ${services} Services x ${endpoints} endpoints (first apply ${Math.round(firstApply)} ms), ${rounds} rounds after ${WARM_UP} warm-up`);
 console.log(`loadavg ${(await import('node:fs')).readFileSync('/proc/loadavg', 'utf8').trim()}`);
 console.log('| change | median ms | min ms | max ms | patched |');
 console.log('|---|---:|---:|---:|---:|');
