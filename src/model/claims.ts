@@ -123,8 +123,7 @@ export function settleFrontends<T extends Claimant>(claimants: readonly T[], ran
   const owners = new Map<string, T>();
   const kept = new Set<T>();
   for (const c of ordered) {
-    const ips = [c.ip, c.ip6].filter((ip): ip is string => ip !== undefined);
-    const triples = ips.flatMap((ip) => c.svc.ports.map((p) => triple(ip, p))); // each made once
+    const triples = clusterTriples(c);
     const clash = triples.findIndex((t) => owners.has(t));
     if (clash >= 0) {
       const port = c.svc.ports[clash % c.svc.ports.length]!;
@@ -136,7 +135,7 @@ export function settleFrontends<T extends Claimant>(claimants: readonly T[], ran
   }
 
   // 2. The other frontends of the Services kept: port by port.
-  const clusterTriples = new Set(owners.keys());
+  const clusterOwned = new Set(owners.keys());
   const nodePorts = new Map<string, T>();
   const trims = new Map<string, OpenTrim>();
   const trimOf = (c: T): OpenTrim => {
@@ -165,7 +164,7 @@ export function settleFrontends<T extends Claimant>(claimants: readonly T[], ran
         const t = triple(ip, p);
         const owner = owners.get(t);
         if (owner !== undefined && owner !== c) {
-          const by = clusterTriples.has(t) ? `Service ${owner.key} (${displayFile(owner.svc.file)}) as its ClusterIP, which goes first` : taken(c, owner);
+          const by = clusterOwned.has(t) ? `Service ${owner.key} (${displayFile(owner.svc.file)}) as its ClusterIP, which goes first` : taken(c, owner);
           refusals.push(objectError(svc, field, `${t} (port ${p.name === '' ? p.port : p.name}) is already used by ${by}; not served at this address`));
           const open = trimOf(c);
           const at = open.addresses.get(p.index);
@@ -247,6 +246,19 @@ function externalAddresses(c: Claimant): Array<{ ip: string; field: string }> {
   for (const e of c.svc.externalIPs) if (families.has(e.family) && !out.has(e.ip)) out.set(e.ip, 'spec.externalIPs');
   for (const i of c.svc.loadBalancerIngress) if (i.ipMode === 'VIP' && families.has(i.family) && !out.has(i.ip)) out.set(i.ip, 'status.loadBalancer.ingress');
   return [...out].map(([ip, field]) => ({ ip, field }));
+}
+
+/** The ClusterIP triples of each Service at its last addresses, made once while the Service and its addresses stay the same. */
+const triplesMemo = new WeakMap<ParsedService, { readonly ip: string | undefined; readonly ip6: string | undefined; readonly triples: readonly string[] }>();
+
+/** The ClusterIP triples of `c`: each port at `ip`, then each at `ip6`. */
+function clusterTriples(c: Claimant): readonly string[] {
+  const seen = triplesMemo.get(c.svc);
+  if (seen !== undefined && seen.ip === c.ip && seen.ip6 === c.ip6) return seen.triples;
+  const ips = [c.ip, c.ip6].filter((ip): ip is string => ip !== undefined);
+  const triples = ips.flatMap((ip) => c.svc.ports.map((p) => triple(ip, p)));
+  triplesMemo.set(c.svc, { ip: c.ip, ip6: c.ip6, triples });
+  return triples;
 }
 
 /** "ip:port/PROTOCOL", the unit of address claims. */
