@@ -18,6 +18,7 @@ import { performance } from 'node:perf_hooks';
 import { parseObject } from '../src/model/parse.ts';
 import type { ParsedObject } from '../src/model/parsed.ts';
 import { Decoder, type DecoderChanges } from '../src/sources/decoder.ts';
+import { syntheticSlice } from './synthetic-slice.ts';
 
 /** The value of `--name` on the command line, or `fallback`. */
 function flag(name: string, fallback: number): number {
@@ -61,20 +62,7 @@ function service(i: number): ParsedObject {
 /** The EndpointSlice of Service `i`; `edit` (if not 0) moves its first endpoint. */
 function slice(i: number, edit = 0): ParsedObject {
   const { namespace, name } = nameOf(i);
-  const eps = [];
-  for (let e = 0; e < endpoints; e++) {
-    const k = i * endpoints + e;
-    const ip = e === 0 && edit > 0 ? `10.250.${(edit >> 8) & 255}.${edit & 255}` : `10.${128 + (k >> 16)}.${(k >> 8) & 255}.${k & 255}`;
-    eps.push({ addresses: [ip], conditions: { ready: true }, nodeName: 'node-a' });
-  }
-  return parsed({
-    apiVersion: 'discovery.k8s.io/v1',
-    kind: 'EndpointSlice',
-    metadata: { name: `${name}-abc`, namespace, labels: { 'kubernetes.io/service-name': name } },
-    addressType: 'IPv4',
-    ports: [{ name: 'http', port: 8080, protocol: 'TCP' }],
-    endpoints: eps,
-  });
+  return parsed(syntheticSlice(namespace, name, i, endpoints, edit));
 }
 
 /** The group key the Kubernetes source gives `o`. */

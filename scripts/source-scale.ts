@@ -52,6 +52,7 @@ import { FileSource } from '../src/sources/file.ts';
 import { withNetns } from '../src/testbed/netns.ts';
 import { silentLogger } from '../src/util/log.ts';
 import { FakeKubeApi, type ApiObject } from '../test/support/kube-api.ts';
+import { syntheticSlice } from './synthetic-slice.ts';
 
 const [services = 10_000, endpoints = 10, reloads = 100] = process.argv.slice(2).map(Number);
 const DROVER = fileURLToPath(new URL('../bin/drover.js', import.meta.url));
@@ -71,20 +72,7 @@ function objectsOf(i: number, edit = 0): [object, object] {
     metadata: { name, namespace },
     spec: { clusterIP: `10.96.${(i >> 8) & 255}.${i & 255}`, ports: [{ name: 'http', port: 80, targetPort: 8080, protocol: 'TCP' }] },
   };
-  const eps = [];
-  for (let e = 0; e < endpoints; e++) {
-    const k = i * endpoints + e;
-    const ip = e === 0 && edit > 0 ? `10.250.${(edit >> 8) & 255}.${edit & 255}` : `10.${128 + (k >> 16)}.${(k >> 8) & 255}.${k & 255}`;
-    eps.push({ addresses: [ip], conditions: { ready: true }, nodeName: 'node-a' });
-  }
-  const slice = {
-    apiVersion: 'discovery.k8s.io/v1',
-    kind: 'EndpointSlice',
-    metadata: { name: `${name}-abc`, namespace, labels: { 'kubernetes.io/service-name': name } },
-    addressType: 'IPv4',
-    ports: [{ name: 'http', port: 8080, protocol: 'TCP' }],
-    endpoints: eps,
-  };
+  const slice = syntheticSlice(namespace, name, i, endpoints, edit);
   return [service, slice];
 }
 
