@@ -153,6 +153,19 @@ export class DnsServer {
    * @throws the bind error (EADDRINUSE, EADDRNOTAVAIL, EACCES) with the address in its message.
    */
   async listen(): Promise<void> {
+    // Port 0 (tests) takes the UDP port the kernel gives; that number can be taken over TCP by another
+    // process already: then both are given up and another number is tried.
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.listenOnce();
+      } catch (err) {
+        if (this.opts.port !== 0 || attempt >= 10 || (err as { code?: string }).code !== 'EADDRINUSE') throw err;
+      }
+    }
+  }
+
+  /** One try of {@link listen}. @throws as listen, the TCP side's error carrying its `code`. */
+  private async listenOnce(): Promise<void> {
     const { address } = this.opts;
     const udp = createSocket({ type: address.includes(':') ? 'udp6' : 'udp4', recvBufferSize: 4 << 20 });
     await new Promise<void>((resolve, reject) => {
@@ -170,17 +183,19 @@ export class DnsServer {
       this.handle(msg, rinfo.address, 'udp', (out) => udp.send(out, rinfo.port, rinfo.address));
     });
     this.udp = udp;
+    const port = this.port;
     const tcp = createServer({ noDelay: true }, (socket) => this.accept(socket));
     tcp.maxConnections = this.opts.maxTcpConnections ?? 256;
     await new Promise<void>((resolve, reject) => {
       tcp.once('error', reject);
-      tcp.listen({ host: address, port: this.port, exclusive: true }, () => {
+      tcp.listen({ host: address, port, exclusive: true }, () => {
         tcp.off('error', reject);
         resolve();
       });
-    }).catch((err: Error) => {
+    }).catch((err: Error & { code?: string }) => {
       udp.close();
-      throw new Error(`DNS server: cannot listen on TCP ${address} port ${this.port}: ${err.message}`);
+      this.udp = undefined;
+      throw Object.assign(new Error(`DNS server: cannot listen on TCP ${address} port ${port}: ${err.message}`), { code: err.code });
     });
     this.tcp = tcp;
   }
