@@ -67,15 +67,19 @@ export class TestApiServer {
    * @throws Error with the end of its log when it exits or is not ready in time.
    */
   static async start(binary: string, opts: TestApiServerOptions = {}): Promise<TestApiServer> {
-    const dir = await mkdtemp(join(tmpdir(), 'drover-apiserver-'));
-    const s = new TestApiServer(binary, dir, opts);
-    try {
-      await s.launch();
-    } catch (err) {
-      await s.destroy();
-      throw err;
+    // The server picks free ports for etcd and itself, then binds them: another test's process can take one in
+    // between (its log then says "address already in use"). A start that lost that race is made again, anew.
+    for (let attempt = 1; ; attempt++) {
+      const dir = await mkdtemp(join(tmpdir(), 'drover-apiserver-'));
+      const s = new TestApiServer(binary, dir, opts);
+      try {
+        await s.launch();
+        return s;
+      } catch (err) {
+        await s.destroy();
+        if (attempt >= 3 || !(err as Error).message.includes('address already in use')) throw err;
+      }
     }
-    return s;
   }
 
   /** The server's state (address, admin token, kubeconfig, ...). @throws Error when it is not running. */
