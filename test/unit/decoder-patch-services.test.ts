@@ -15,6 +15,7 @@ import fc from 'fast-check';
 import { parseObject } from '../../src/model/parse.ts';
 import type { ParsedObject } from '../../src/model/parsed.ts';
 import { Decoder, type DecodeResult, type DecoderChanges } from '../../src/sources/decoder.ts';
+import { RARE_OBJECTS } from '../support/decoder-objects.ts';
 
 const NAMES = ['a', 'b', 'c', 'd'];
 
@@ -75,16 +76,7 @@ const endpoints = fc.record({ svc: fc.constantFrom(...NAMES, 'e'), ip: fc.consta
   subsets: [{ addresses: [{ ip: `10.244.1.${ip}` }], ports: [{ name: 'http', port: 8080 }] }],
 }));
 
-const rare = fc.constantFrom(
-  {
-    apiVersion: 'v1',
-    kind: 'Pod',
-    metadata: { name: 'p', namespace: 'default', labels: { app: 'a' } },
-    spec: { nodeName: 'n1', containers: [{ ports: [{ name: 'http', containerPort: 8080 }] }] },
-    status: { phase: 'Running', podIP: '10.244.0.9', conditions: [{ type: 'Ready', status: 'True' }] },
-  },
-  { kind: 'Service', metadata: { name: 'sh', namespace: 'shepherd' }, spec: { ports: [{ name: 'http', port: 80, target_port: 8080 }] }, status: { cluster_ip: '', endpoints: ['10.244.0.1:8080'] } },
-);
+const rare = fc.constantFrom(...RARE_OBJECTS);
 
 /** A Shepherd Service with its own address, whose EndpointSlices are ignored (with a warning that goes with the missing Services' ones). */
 const shepherd = fc.constant({ kind: 'Service', metadata: { name: 'e', namespace: 'default' }, spec: { ports: [{ name: 'http', port: 80, target_port: 8080 }] }, status: { cluster_ip: '10.96.0.50', endpoints: ['10.244.0.1:8080'] } });

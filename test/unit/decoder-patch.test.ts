@@ -11,6 +11,7 @@ import fc from 'fast-check';
 import { parseObject } from '../../src/model/parse.ts';
 import type { ParsedObject } from '../../src/model/parsed.ts';
 import { Decoder, type DecodeResult } from '../../src/sources/decoder.ts';
+import { RARE_OBJECTS } from '../support/decoder-objects.ts';
 
 const NAMES = ['a', 'b', 'c'];
 const IPS = ['10.244.0.1', '10.244.0.2', '10.244.0.3'];
@@ -105,16 +106,7 @@ const object: fc.Arbitrary<object> = fc.oneof(
   },
   {
     weight: 1,
-    arbitrary: fc.constantFrom(
-      {
-        apiVersion: 'v1',
-        kind: 'Pod',
-        metadata: { name: 'p', namespace: 'default', labels: { app: 'a' } },
-        spec: { nodeName: 'n1', containers: [{ ports: [{ name: 'http', containerPort: 8080 }] }] },
-        status: { phase: 'Running', podIP: '10.244.0.9', conditions: [{ type: 'Ready', status: 'True' }] },
-      },
-      { kind: 'Service', metadata: { name: 'sh', namespace: 'shepherd' }, spec: { ports: [{ name: 'http', port: 80, target_port: 8080 }] }, status: { cluster_ip: '', endpoints: ['10.244.0.1:8080'] } },
-    ),
+    arbitrary: fc.constantFrom(...RARE_OBJECTS),
   },
 );
 
