@@ -263,7 +263,7 @@ export class Decoder {
     // At the first apply everything is new, and nothing is marked.
     const marked = this.first ? new Set<string>() : this.mark(gone, added);
 
-    const patched = this.patch && !this.first && !shared ? (this.patchEndpoints(gone, added) ?? this.patchServices(gone, added, marked)) : undefined;
+    const patched = this.patch && !this.first && !shared ? (this.patchEndpoints(gone, added) ?? this.patchServices(gone, added)) : undefined;
     if (patched !== undefined) return patched;
 
     // Everything below is O(all objects).
@@ -484,7 +484,7 @@ export class Decoder {
    * it returns undefined. Costs what the changed Services hold, plus a copy
    * of the snapshot's maps and a pass over the last warnings.
    */
-  private patchServices(gone: readonly ParsedObject[], added: readonly ParsedObject[], marked: ReadonlySet<string>): DecodeResult | undefined {
+  private patchServices(gone: readonly ParsedObject[], added: readonly ParsedObject[]): DecodeResult | undefined {
     const last = this.lastBuild;
     if (last === undefined || this.pods > 0 || last.errors.length > 0 || last.refusals.length > 0 || last.allocations.length > 0 || last.notes.length > 0) return undefined;
     const proxied = (o: ParsedObject | undefined): o is ParsedService =>
@@ -499,7 +499,6 @@ export class Decoder {
     for (const o of gone) copiesBefore.set(o.identity, (copiesBefore.get(o.identity) ?? this.copiesOf(o.identity).length) + 1);
     for (const o of added) copiesBefore.set(o.identity, (copiesBefore.get(o.identity) ?? this.copiesOf(o.identity).length) - 1);
     for (const n of copiesBefore.values()) if (n > 1) return undefined;
-    if ([...services].some((s) => !marked.has(s))) return undefined;
     for (const o of gone) if (o.kind !== 'Service' || !this.portsOf.has(serviceOf(o))) return undefined; // not served whole by the last build
     const range = this.nodePortRange;
     const before = this.snapshot;
