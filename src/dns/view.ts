@@ -81,9 +81,20 @@ export class ServiceDnsView {
     return touched;
   }
 
-  /** Replace one owner's records when its service port is another object; 1 when it did. */
+  /**
+   * Replace one owner's records when its service port is another object
+   * whose records differ; 1 when it did. An endpoint change makes a new
+   * ServicePort with the same records (servicePortRecords reads no
+   * endpoint): the zone, and so its generation and the cache of encoded
+   * answers (zone-answer-cache.ts), are left alone.
+   */
   private update(owner: string, sp: ServicePort | undefined): number {
-    if (this.from.get(owner) === sp) return 0;
+    const was = this.from.get(owner);
+    if (was === sp) return 0;
+    if (was !== undefined && sp !== undefined && sameRecords(was, sp)) {
+      this.from.set(owner, sp);
+      return 0;
+    }
     if (sp === undefined) {
       this.from.delete(owner);
       this.zone.delete(owner);
@@ -93,4 +104,9 @@ export class ServiceDnsView {
     }
     return 1;
   }
+}
+
+/** Whether `a` and `b` give the same records: servicePortRecords reads these fields alone. */
+function sameRecords(a: ServicePort, b: ServicePort): boolean {
+  return a.namespace === b.namespace && a.name === b.name && a.clusterIP === b.clusterIP && a.portName === b.portName && a.protocol === b.protocol && a.port === b.port;
 }

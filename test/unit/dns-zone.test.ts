@@ -261,3 +261,16 @@ test('the view gives names to the Services only DNS serves, replaces a changed o
   t.deepEqual(zone.answer('db.default.svc.cluster.local', 'A'), NXDOMAIN);
   t.is(zone.size, 1);
 });
+
+test('an endpoint change leaves the records, and the zone\'s generation, as they are; a port change replaces them', (t) => {
+  const zone = new Zone({ domain: 'cluster.local', ttl: 5 });
+  const view = new ServiceDnsView(zone);
+  t.is(view.apply(snap(sp('default/web:http', '10.96.0.10', 80, [ep('10.244.1.2:8080')]))), 1);
+  const generation = zone.generation;
+  t.is(view.apply(snap(sp('default/web:http', '10.96.0.10', 80, [ep('10.244.1.3:8080')])), new Set(['default/web:http'])), 0);
+  t.is(zone.generation, generation, 'no record replaced');
+  t.deepEqual(zone.answer('web.default.svc.cluster.local', 'A')?.answers.map((a) => a.data), ['10.96.0.10']);
+  t.is(view.apply(snap(sp('default/web:http', '10.96.0.10', 81, [ep('10.244.1.3:8080')])), new Set(['default/web:http'])), 1);
+  t.not(zone.generation, generation);
+  t.deepEqual(zone.answer('_http._tcp.web.default.svc.cluster.local', 'SRV')?.answers.map((a) => (a.data as { port: number }).port), [81]);
+});
