@@ -4,6 +4,7 @@
  * is told in counts of kernel objects by kind, the same for every mode, plus
  * each mode's own detail, whose shape the mode declares in its folder.
  */
+import { IP_FAMILIES } from '../model/family.ts';
 import type { IPFamily, Snapshot } from '../model/types.ts';
 
 /** The proxy modes drover knows. */
@@ -123,6 +124,12 @@ export interface SyncResult {
    * backend reported. Absent: the whole result is the IPv4 family's.
    */
   readonly families?: Readonly<Partial<Record<IPFamily, SyncResult>>>;
+}
+
+/** Each family's own result of a sync, IPv4 first: `result.families`, or without them the whole result as the IPv4 family's. */
+export function resultsByFamily(result: SyncResult): Array<[IPFamily, SyncResult]> {
+  if (result.families === undefined) return [['IPv4', result]];
+  return IP_FAMILIES.flatMap((f): Array<[IPFamily, SyncResult]> => (result.families![f] ? [[f, result.families![f]]] : []));
 }
 
 /** A proxy backend: turns a Snapshot into kernel state. */

@@ -31,14 +31,14 @@
  *   listeners.
  */
 import { isDeepStrictEqual } from 'node:util';
-import type { Backend, ModeSyncDetail, SyncResult } from './backend.ts';
+import { resultsByFamily, type Backend, type ModeSyncDetail, type SyncResult } from './backend.ts';
 import type { NodeInfo, ServicePort, Snapshot } from '../model/types.ts';
 import type { Logger } from '../util/log.ts';
 import type { ConntrackExec } from '../conntrack/exec.ts';
 import type { SnapshotSource, SourceRead } from '../sources/source.ts';
-import { notNATedUDPFlows, staleUDPFlows } from '../conntrack/stale.ts';
+import { notNATedUDPFlows, staleUDPFlows, type StaleFlow } from '../conntrack/stale.ts';
 import { changedServicePorts, countChanges, type ChangeCounts } from './changes.ts';
-import { allPortKeys, IP_FAMILIES, portsOfKey } from '../model/family.ts';
+import { allPortKeys, portsOfKey } from '../model/family.ts';
 import { BoundedFrequencyRunner } from './runner.ts';
 import { ReadBackTimeoutError } from '../errors.ts';
 
@@ -412,12 +412,17 @@ export class Proxier {
     if (!this.opts.conntrack || !before) return;
     // On an incomplete read a missing service port may still be programmed: its flows are not stale.
     const from = incomplete ? listedIn(before, after, keys) : before;
-    for (const flow of staleUDPFlows(from, after, keys)) {
+    await this.deleteUDPFlows(staleUDPFlows(from, after, keys), 'stale UDP conntrack entries');
+  }
+
+  /** Delete each of `flows`' UDP conntrack entries, logging `what` was deleted, or could not be. Never throws. */
+  private async deleteUDPFlows(flows: Iterable<StaleFlow>, what: string): Promise<void> {
+    for (const flow of flows) {
       try {
-        const deleted = await this.opts.conntrack.deleteUDP(flow);
-        this.opts.logger.info({ ...flow, deleted }, 'deleted stale UDP conntrack entries');
+        const deleted = await this.opts.conntrack!.deleteUDP(flow);
+        this.opts.logger.info({ ...flow, deleted }, `deleted ${what}`);
       } catch (err) {
-        this.opts.logger.warn({ ...flow, err: (err as Error).message }, 'could not delete stale UDP conntrack entries');
+        this.opts.logger.warn({ ...flow, err: (err as Error).message }, `could not delete ${what}`);
       }
     }
   }
@@ -434,16 +439,9 @@ export class Proxier {
   private async cleanNotNATed(result: SyncResult, snapshot: Snapshot): Promise<void> {
     if (!this.opts.conntrack) return;
     // Each family's own result; without them, the whole result is the IPv4 family's (SyncResult.families).
-    const families = result.families ? IP_FAMILIES.filter((f) => result.families![f]?.udpNotNATed) : result.udpNotNATed ? ['IPv4' as const] : [];
+    const families = resultsByFamily(result).flatMap(([f, r]) => (r.udpNotNATed ? [f] : []));
     if (families.length === 0) return;
-    for (const flow of notNATedUDPFlows(snapshot, families)) {
-      try {
-        const deleted = await this.opts.conntrack.deleteUDP(flow);
-        this.opts.logger.info({ ...flow, deleted }, 'deleted UDP conntrack entries that were not DNATed');
-      } catch (err) {
-        this.opts.logger.warn({ ...flow, err: (err as Error).message }, 'could not delete UDP conntrack entries that were not DNATed');
-      }
-    }
+    await this.deleteUDPFlows(notNATedUDPFlows(snapshot, families), 'UDP conntrack entries that were not DNATed');
   }
 
   /** Start the loop: watch the source and the kernel (Backend.watchDrift), then an immediate full sync, then on source changes, kernel changes and every sync period. */

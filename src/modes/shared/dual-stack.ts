@@ -23,10 +23,11 @@
  */
 import { DroverError } from '../../errors.ts';
 import { ReadBackTimeoutError } from '../../errors.ts';
-import { allPortKeys, familyView, IP_FAMILIES } from '../../model/family.ts';
+import { allPortKeys, familyView } from '../../model/family.ts';
 import type { IPFamily, Snapshot } from '../../model/types.ts';
 import type { Logger } from '../../util/log.ts';
 import type { Backend, ChangeSet, CleanupResult, ModeSyncDetail, ObjectCounts, ProxyMode, SyncResult } from '../../proxier/backend.ts';
+export { resultsByFamily } from '../../proxier/backend.ts';
 
 /** A sync failure of one family, named. */
 export class FamilySyncError extends DroverError {
@@ -36,16 +37,6 @@ export class FamilySyncError extends DroverError {
     super(failures.map((f) => `${f.family}: ${(f.error as Error)?.message ?? String(f.error)}`).join('; '));
     this.name = 'FamilySyncError';
   }
-}
-
-/**
- * Each IP family's result of a sync, IPv4 first: {@link SyncResult.families}
- * when the backend synced by family, else the whole result as the IPv4
- * family's (a backend of one family).
- */
-export function resultsByFamily(result: SyncResult): Array<[IPFamily, SyncResult]> {
-  if (result.families === undefined) return [['IPv4', result]];
-  return IP_FAMILIES.flatMap((f): Array<[IPFamily, SyncResult]> => (result.families![f] ? [[f, result.families![f]]] : []));
 }
 
 /**
