@@ -15,6 +15,7 @@ import { modeSection, type ModeSection, type ProxyConfig, type SyncPeriods } fro
 import type { ModeDriver } from '../modes/driver.ts';
 import { modeDriver } from '../modes/registry.ts';
 import { FIELDS } from './kube-proxy-fields.ts';
+import { goDuration } from '../util/duration.ts';
 
 /** The group name kube-proxy registers its configuration under (pkg/proxy/apis/config GroupName). */
 export const CONFIGZ_GROUP = 'kubeproxy.config.k8s.io';
@@ -104,15 +105,3 @@ function bindText(bind: BindAddress | null | ''): string {
   return bind.ip.family === 6 ? `[${bind.ip.text}]:${bind.port}` : `${bind.ip.text}:${bind.port}`;
 }
 
-/**
- * A duration in whole ms as Go's time.Duration String() writes it:
- * "0s", "500ms", "30s", "1m0s", "1m30.5s", "1h0m0s".
- */
-export function goDuration(ms: number): string {
-  if (ms === 0) return '0s';
-  if (ms < 1000) return `${ms}ms`;
-  const h = Math.floor(ms / 3_600_000);
-  const m = Math.floor((ms % 3_600_000) / 60_000);
-  const s = (ms % 60_000) / 1000;
-  return `${h > 0 ? `${h}h` : ''}${h > 0 || m > 0 ? `${m}m` : ''}${s}s`;
-}

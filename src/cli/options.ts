@@ -8,7 +8,7 @@ import { DEFAULT_SERVICE_CIDR, parseServiceCIDR } from '../model/allocate.ts';
 import { DEFAULT_NODE_PORT_RANGE, formatNodePortRange, parseNodePortRange, type NodePortRange } from '../model/claims.ts';
 import { parseBindAddress, parseCIDR as parseAnyCIDR, parseIP, type BindAddress, type IPPrefix } from '../model/addr.ts';
 import { parseCIDR } from '../model/validate.ts';
-import { MAX_DURATION_MS, parseDurationMs } from '../util/duration.ts';
+import { goDuration, MAX_DURATION_MS, parseDurationMs } from '../util/duration.ts';
 import { LOG_FORMATS, LOG_LEVELS, type LogFormat, type LogLevel } from '../util/log.ts';
 import { allModes, defaultMode, modeNames } from '../modes/registry.ts';
 import { ALLOCATION_FILE, DEFAULT_FILE_SETTLE_MS, DEFAULT_POLL_INTERVAL_MS, DEFAULT_STATE_DIR } from '../sources/defaults.ts';
@@ -316,8 +316,7 @@ export function conntrackOptions(): Option[] {
 
 /** The default of `--min-sync-period` per mode, as `--help` says it: "1s in iptables mode, 1s in IPVS mode, 50ms in nftables mode". */
 function minSyncPeriodDefaults(): string {
-  const text = (ms: number) => (ms % 1000 === 0 ? `${ms / 1000}s` : `${ms}ms`);
-  return allModes().map((m) => `${text(m.minSyncPeriodMs)} in ${m.title} mode`).join(', ');
+  return allModes().map((m) => `${goDuration(m.minSyncPeriodMs)} in ${m.title} mode`).join(', ');
 }
 
 /** --min-sync-period, --sync-period. */

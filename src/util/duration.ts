@@ -154,3 +154,16 @@ export function parseDurationMs(text: string, bounds: DurationBounds = {}): numb
   }
   return ns < 0n ? -ms : ms;
 }
+
+/**
+ * A duration in whole ms as Go's time.Duration String() writes it:
+ * "0s", "500ms", "30s", "1m0s", "1m30.5s", "1h0m0s".
+ */
+export function goDuration(ms: number): string {
+  if (ms === 0) return '0s';
+  if (ms < 1000) return `${ms}ms`;
+  const h = Math.floor(ms / 3_600_000);
+  const m = Math.floor((ms % 3_600_000) / 60_000);
+  const s = (ms % 60_000) / 1000;
+  return `${h > 0 ? `${h}h` : ''}${h > 0 || m > 0 ? `${m}m` : ''}${s}s`;
+}
