@@ -6,6 +6,7 @@
  * that many commits without starting a process per commit.
  */
 import { spawn } from 'node:child_process';
+import { argvFor } from '../kernel/exec.ts';
 
 /** Options of {@link commitForeignElements}. */
 export interface ForeignCommits {
@@ -26,8 +27,7 @@ export interface ForeignCommits {
  * @throws Error naming nft's stderr when it exits with another code than 0.
  */
 export async function commitForeignElements(opts: ForeignCommits): Promise<{ commits: number; seconds: number }> {
-  const argv = ['/usr/sbin/nft', '-i'];
-  const [file, ...args] = opts.netns !== undefined ? ['ip', 'netns', 'exec', opts.netns, ...argv] : argv;
+  const [file, ...args] = argvFor('/usr/sbin/nft', ['-i'], opts.netns);
   const nft = spawn(file!, args, { stdio: ['pipe', 'ignore', 'pipe'] });
   let stderr = '';
   nft.stderr.on('data', (b: Buffer) => (stderr += b.toString()));

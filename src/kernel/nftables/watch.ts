@@ -19,6 +19,7 @@
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { moduleArgv } from '../../util/node-module.ts';
+import { argvFor } from '../exec.ts';
 import { BatchAssembler, type BatchScanStats, type NftBatchEvent, type NftObjectChange, type WatchedTable } from './batch-scan.ts';
 import { NFNLGRP_NFTABLES } from './constants.ts';
 import { openNfnlTransport, type NfnlTransport } from './transport.ts';
@@ -139,7 +140,7 @@ interface ChildLine {
  */
 export async function spawnNftWatcher(tables: readonly WatchedTable[], opts: SpawnedWatcherOptions = {}): Promise<NftWatcher> {
   const argv = [...moduleArgv(import.meta.url, 'watch-process'), JSON.stringify({ tables, recvBufferBytes: opts.recvBufferBytes ?? WATCH_RECV_BUFFER })];
-  const command = opts.netns !== undefined ? ['ip', 'netns', 'exec', opts.netns, ...argv] : argv;
+  const command = argvFor(argv[0]!, argv.slice(1), opts.netns);
   let handler: (event: NftWatchEvent) => void = () => undefined;
   let closed = false;
   let child: ChildProcessWithoutNullStreams | undefined;
