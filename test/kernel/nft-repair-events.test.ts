@@ -28,10 +28,20 @@ const manifest = `apiVersion: v1\nkind: Service\nmetadata: {name: web, namespace
 apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {name: web-1, namespace: nsd, labels: {kubernetes.io/service-name: web}}\naddressType: IPv4
 ports: [{name: http, port: 8080, protocol: TCP}]\nendpoints:\n  - {addresses: [10.180.0.1], conditions: {ready: true}}\n  - {addresses: [10.180.0.2], conditions: {ready: true}}\n`;
 
-/** Another program's table, with nat chains of its own (they keep the namespace's NAT hooks while drover's table is gone). */
+/**
+ * Another program's table, as a node has (a CNI's masquerade, kubelet's
+ * firewall rules): nat chains of its own keep the namespace's NAT hooks
+ * while drover's table is gone, and a rule matching `ct state` keeps
+ * conntrack itself. Without any other conntrack user, deleting drover's
+ * table would unregister the namespace's conntrack hooks (the last
+ * nf_ct_netns_get reference goes with drover's ct and nat expressions),
+ * and every packet of an established flow until the repair would pass
+ * untranslated: the held connections that sent one would be reset.
+ */
 const OTHER = `table ip other {
   chain pre { type nat hook prerouting priority -100; policy accept; }
   chain post { type nat hook postrouting priority 100; policy accept; }
+  chain keep-ct { type filter hook forward priority 0; policy accept; ct state established counter accept; }
   set keep { type ipv4_addr; }
 }
 `;
