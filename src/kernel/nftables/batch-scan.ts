@@ -21,8 +21,9 @@
  * chain or set name only for a watched table, keeping each distinct change
  * once. It never throws: a malformed message is reported as `unknown`.
  */
-import { attrString, parseAttrs, readU16, readU32 } from '../netlink/nlattr.ts';
-import { NFGENMSG_LEN, NFNL_SUBSYS_NFTABLES, NFT_MSG, NFTA_GEN, NLMSG_HDRLEN } from './constants.ts';
+import { readU16 } from '../netlink/nlattr.ts';
+import { NFGENMSG_LEN, NFNL_SUBSYS_NFTABLES, NFT_MSG, NLMSG_HDRLEN } from './constants.ts';
+import { readGenCommit, walkNotifications, type GenCommit } from './notify.ts';
 
 /** A table to watch: its NFPROTO_* family (<linux/netfilter.h>: 2 for `ip`, 10 for `ip6`) and name. */
 export interface WatchedTable {
@@ -41,14 +42,8 @@ export interface NftObjectChange {
   readonly name?: string;
 }
 
-/** One committed batch that touched at least one watched table. */
-export interface NftCommittedBatch {
-  /** The generation id after the commit (NFTA_GEN_ID). */
-  readonly gen: number;
-  /** pid of the committing process (NFTA_GEN_PROC_PID: the kernel's task_pid_nr, the pid in the initial pid namespace). */
-  readonly pid?: number;
-  /** Its command name (NFTA_GEN_PROC_NAME, at most 15 characters). */
-  readonly name?: string;
+/** One committed batch that touched at least one watched table: its NEWGEN (pid: the kernel's task_pid_nr, the pid in the initial pid namespace), and what it touched. */
+export interface NftCommittedBatch extends GenCommit {
   /** The watched tables it touched, by {@link tableKey}, each with its changes in the order first seen. */
   readonly tables: ReadonlyMap<string, readonly NftObjectChange[]>;
 }
@@ -156,23 +151,14 @@ export class BatchAssembler {
   feed(datagram: Uint8Array): NftBatchEvent[] {
     const b = Buffer.from(datagram.buffer, datagram.byteOffset, datagram.byteLength);
     const out: NftBatchEvent[] = [];
-    let off = 0;
-    while (b.length - off >= NLMSG_HDRLEN) {
-      const len = readU32(b, off);
-      if (len < NLMSG_HDRLEN || off + len > b.length) {
-        this.stats.malformed++;
-        out.push({ type: 'unknown', reason: `malformed netlink notification at offset ${off}: nlmsg_len ${len}, ${b.length - off} bytes left` });
-        return out;
-      }
+    const malformed = walkNotifications(b, (type, off, len) => {
       this.stats.messages++;
-      const type = readU16(b, off + 4);
-      if (type >> 8 === NFNL_SUBSYS_NFTABLES) {
-        const msg = type & 0xff;
-        const event = msg === NFT_MSG.NEWGEN ? this.commit(b, off, len) : this.object(b, off, len, msg);
-        if (event) out.push(event);
-      }
-      off += (len + 3) & ~3;
-    }
+      if (type >> 8 !== NFNL_SUBSYS_NFTABLES) return;
+      const msg = type & 0xff;
+      const event = msg === NFT_MSG.NEWGEN ? this.commit(b, off, len) : this.object(b, off, len, msg);
+      if (event) out.push(event);
+    });
+    if (malformed !== undefined) out.push(this.malformed(malformed));
     return out;
   }
 
@@ -181,28 +167,18 @@ export class BatchAssembler {
     this.stats.batches++;
     const touched = this.touched;
     this.touched = new Map();
-    let gen: number | undefined;
-    let pid: number | undefined;
-    let name: string | undefined;
+    let commit: GenCommit | undefined;
     try {
-      for (const a of parseAttrs(b.subarray(off + NLMSG_HDRLEN + NFGENMSG_LEN, off + len))) {
-        if (a.type === NFTA_GEN.ID && a.data.length === 4) gen = a.data.readUInt32BE(0);
-        else if (a.type === NFTA_GEN.PROC_PID && a.data.length === 4) pid = a.data.readUInt32BE(0);
-        else if (a.type === NFTA_GEN.PROC_NAME) name = attrString(a, 'NFTA_GEN_PROC_NAME');
-      }
+      commit = readGenCommit(b, off, len);
     } catch (err) {
-      this.stats.malformed++;
-      return { type: 'unknown', reason: `malformed NEWGEN: ${(err as Error).message}` };
+      return this.malformed(`malformed NEWGEN: ${(err as Error).message}`);
     }
-    if (gen === undefined) {
-      this.stats.malformed++;
-      return { type: 'unknown', reason: 'NEWGEN without a 4-byte NFTA_GEN_ID' };
-    }
+    if (commit === undefined) return this.malformed('NEWGEN without a 4-byte NFTA_GEN_ID');
     if (touched.size === 0) return undefined;
     this.stats.watchedBatches++;
     const tables = new Map<string, NftObjectChange[]>();
     for (const [key, changes] of touched) tables.set(key, [...changes.values()]);
-    return { type: 'batch', batch: { gen, ...(pid !== undefined ? { pid } : {}), ...(name !== undefined ? { name } : {}), tables } };
+    return { type: 'batch', batch: { ...commit, tables } };
   }
 
   /** An object message: note it when its table is watched. */

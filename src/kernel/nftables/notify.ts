@@ -12,8 +12,7 @@
  * A full sync announces hundreds of thousands of elements: the scan reads
  * only each message's 16-byte header and decodes NEWGEN alone.
  */
-import { attrString, attrBe32, indexAttrs, parseAttrs, readU16, readU32 } from '../netlink/nlattr.ts';
-import { decodeGen } from './codec.ts';
+import { attrString, parseAttrs, readU16, readU32 } from '../netlink/nlattr.ts';
 import { NftDecodeError } from './errors.ts';
 import { NFGENMSG_LEN, NFNL_SUBSYS_NFTABLES, NFT_MSG, NFTA_GEN, NLMSG_HDRLEN } from './constants.ts';
 
@@ -38,6 +37,44 @@ export interface NotificationScan {
 const NEWGEN = (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG.NEWGEN;
 
 /**
+ * Call `visit` with each netlink message of a datagram of the group: its
+ * type (nlmsg_type), offset and length (nlmsg_len, header included), in
+ * order, stepping by NLMSG_ALIGN (linux/netlink.h). Stops at the first
+ * message length that is too short or runs past the end, and returns why;
+ * trailing bytes fewer than a header are ignored.
+ * @returns undefined when every message was read, else the reason the walk stopped.
+ */
+export function walkNotifications(b: Buffer, visit: (type: number, off: number, len: number) => void): string | undefined {
+  let off = 0;
+  while (b.length - off >= NLMSG_HDRLEN) {
+    const len = readU32(b, off);
+    if (len < NLMSG_HDRLEN || off + len > b.length) return `malformed netlink notification at offset ${off}: nlmsg_len ${len}, ${b.length - off} bytes left`;
+    visit(readU16(b, off + 4), off, len);
+    off += (len + 3) & ~3;
+  }
+  return undefined;
+}
+
+/**
+ * The NFT_MSG_NEWGEN message at `off` (`len` bytes, header included) of
+ * `b`: its generation id and, when the kernel sent them, the committing
+ * process's pid and name (nf_tables_fill_gen_info).
+ * @returns undefined when it has no 4-byte NFTA_GEN_ID.
+ * @throws NftDecodeError for an attribute that runs past the message, or a name that is not NUL-terminated.
+ */
+export function readGenCommit(b: Buffer, off: number, len: number): GenCommit | undefined {
+  let gen: number | undefined;
+  let pid: number | undefined;
+  let name: string | undefined;
+  for (const a of parseAttrs(b.subarray(off + NLMSG_HDRLEN + NFGENMSG_LEN, off + len))) {
+    if (a.type === NFTA_GEN.ID && a.data.length === 4) gen = a.data.readUInt32BE(0);
+    else if (a.type === NFTA_GEN.PROC_PID && a.data.length === 4) pid = a.data.readUInt32BE(0);
+    else if (a.type === NFTA_GEN.PROC_NAME) name = attrString(a, 'NFTA_GEN_PROC_NAME');
+  }
+  return gen === undefined ? undefined : { gen, ...(pid !== undefined ? { pid } : {}), ...(name !== undefined ? { name } : {}) };
+}
+
+/**
  * Scan a datagram of the NFNLGRP_NFTABLES group; see the module comment.
  * @throws NftDecodeError for a message length that is too short or runs past
  *   the end, or a NEWGEN without a 4-byte NFTA_GEN_ID.
@@ -46,23 +83,13 @@ export function scanNotifications(buf: Uint8Array): NotificationScan {
   const b = Buffer.from(buf.buffer, buf.byteOffset, buf.byteLength);
   const commits: GenCommit[] = [];
   let messages = 0;
-  let off = 0;
-  while (b.length - off >= NLMSG_HDRLEN) {
-    const len = readU32(b, off);
-    if (len < NLMSG_HDRLEN || off + len > b.length) throw new NftDecodeError(`malformed netlink notification at offset ${off}: nlmsg_len ${len}, ${b.length - off} bytes left`);
+  const malformed = walkNotifications(b, (type, off, len) => {
     messages++;
-    if (readU16(b, off + 4) === NEWGEN) {
-      const msg = { type: NEWGEN, flags: readU16(b, off + 6), seq: readU32(b, off + 8), pid: readU32(b, off + 12), payload: b.subarray(off + NLMSG_HDRLEN, off + len) };
-      const attrs = indexAttrs(parseAttrs(msg.payload.subarray(NFGENMSG_LEN)));
-      const pid = attrs.get(NFTA_GEN.PROC_PID);
-      const name = attrs.get(NFTA_GEN.PROC_NAME);
-      commits.push({
-        gen: decodeGen(msg),
-        ...(pid ? { pid: attrBe32(pid, 'NFTA_GEN_PROC_PID') } : {}),
-        ...(name ? { name: attrString(name, 'NFTA_GEN_PROC_NAME') } : {}),
-      });
-    }
-    off += (len + 3) & ~3;
-  }
+    if (type !== NEWGEN) return;
+    const commit = readGenCommit(b, off, len);
+    if (commit === undefined) throw new NftDecodeError('NEWGEN: no 4-byte NFTA_GEN_ID');
+    commits.push(commit);
+  });
+  if (malformed !== undefined) throw new NftDecodeError(malformed);
   return { messages, commits };
 }
