@@ -56,9 +56,10 @@ function parseReply(body) {
 /**
  * One GET on a fresh connection; ETIMEDOUT if connect + response take longer than timeoutMs.
  * @param {string} host @param {number} port @param {number} timeoutMs
+ * @param {(ms: number) => void} [onConnect] called with Date.now() when the connection is established (its SYN has passed the kernel's hooks by then)
  * @returns {Promise<RequestResult>}
  */
-function once(host, port, timeoutMs) {
+function once(host, port, timeoutMs, onConnect) {
   return new Promise((resolve) => {
     /** @param {RequestResult} r */
     const done = (r) => {
@@ -73,6 +74,7 @@ function once(host, port, timeoutMs) {
     });
     const timer = setTimeout(() => req.destroy(Object.assign(new Error('timeout'), { code: 'ETIMEDOUT' })), timeoutMs);
     req.on('error', (err) => done({ ok: false, code: errorCode(err) }));
+    if (onConnect) req.once('socket', (socket) => socket.once('connect', () => onConnect(Date.now())));
     req.end();
   });
 }
@@ -80,13 +82,17 @@ function once(host, port, timeoutMs) {
 /** @param {ProbeRequest} input @returns {Promise<ProbeSummary>} */
 async function probe(input) {
   /** @type {ProbeSummary} */
-  const summary = { counts: {}, errors: {}, clientsSeen: {}, results: [], firstSentMs: 0, lastSentMs: 0, longestGapMs: 0 };
+  const summary = { counts: {}, errors: {}, clientsSeen: {}, results: [], firstSentMs: 0, firstConnectedMs: 0, lastSentMs: 0, longestGapMs: 0 };
   for (let i = 0; i < input.count; i++) {
     const sent = Date.now();
+    let connected = 0;
     if (i === 0) summary.firstSentMs = sent;
-    else summary.longestGapMs = Math.max(summary.longestGapMs, sent - summary.lastSentMs);
+    const r = await once(input.host, input.port, input.timeoutMs, (ms) => (connected = ms));
+    // A connection that never connected: its end bounds when its SYN left.
+    connected ||= Date.now();
+    if (i === 0) summary.firstConnectedMs = connected;
+    else summary.longestGapMs = Math.max(summary.longestGapMs, connected - summary.lastSentMs);
     summary.lastSentMs = sent;
-    const r = await once(input.host, input.port, input.timeoutMs);
     summary.results.push(r);
     if (r.ok) {
       const b = r.reply.backend;

@@ -42,9 +42,16 @@ export interface ProbeSummary {
   results: RequestResult[];
   /** When the first request was started, ms since the epoch (the machine's clock, shared by every namespace); 0 for no request. */
   firstSentMs: number;
+  /** When the first request's connection was established (or, if it never was, the request ended), ms since the epoch; 0 for no request. Its SYN passed the kernel's hooks between {@link firstSentMs} and this. */
+  firstConnectedMs: number;
   /** When the last request was started, ms since the epoch; 0 for no request. */
   lastSentMs: number;
-  /** The longest time between the starts of two requests in a row, ms (0 for fewer than two). */
+  /**
+   * The longest time from one request's start to the next one's connection
+   * (or end), ms (0 for fewer than two): an upper bound on the time between
+   * their SYNs in the kernel, even when the helper stalled between taking
+   * the time and connecting.
+   */
   longestGapMs: number;
 }
 

@@ -18,14 +18,19 @@ export async function endpointsAfterTimeouts(topo: Topology, from: string, host:
   return seen;
 }
 
+/** The longest time between two connections in a row of `runs`, one run after the other, as the kernel saw their SYNs at most (ProbeSummary.longestGapMs), ms. */
+function longestGap(runs: readonly ProbeSummary[]): number {
+  return Math.max(...runs.map((r, i) => Math.max(r.longestGapMs, i === 0 ? 0 : r.firstConnectedMs - runs[i - 1]!.lastSentMs)));
+}
+
 /**
- * Whether the connections of `runs`, one run after the other, each started
- * less than `windowMs` after the one before: only then does an affinity of
- * a longer timeout hold over all of them. A busy machine can stall a
- * process, or the start of the next run's process, for longer.
+ * Whether the connections of `runs`, one run after the other, each reached
+ * the kernel less than `windowMs` after the one before: only then does an
+ * affinity of a longer timeout hold over all of them. A busy machine can
+ * stall a process, or the start of the next run's process, for longer.
  */
 export function withinWindow(runs: readonly ProbeSummary[], windowMs: number): boolean {
-  return runs.every((r, i) => r.longestGapMs < windowMs && (i === 0 || r.firstSentMs - runs[i - 1]!.lastSentMs < windowMs));
+  return longestGap(runs) < windowMs;
 }
 
 /**
@@ -47,7 +52,7 @@ export async function affinityRun(
     const each: ProbeSummary[] = [];
     for (const f of frontends) each.push(await probe(topo, { from, host: f.host, port: f.port, count: 15 }));
     if (withinWindow(each, windowMs)) return { each, after: await endpointsAfterTimeouts(topo, from, frontends[0]!.host, frontends[0]!.port) };
-    gaps.push(Math.max(...each.map((r, i) => Math.max(r.longestGapMs, i === 0 ? 0 : r.firstSentMs - each[i - 1]!.lastSentMs))));
+    gaps.push(longestGap(each));
     // Let the affinity of this try expire, so that the next one starts afresh.
     await new Promise((r) => setTimeout(r, windowMs + 1000));
   }
