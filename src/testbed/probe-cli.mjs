@@ -20,7 +20,9 @@
  *                         steady traffic while stdin is open: long-lived connections
  *                         exchanging requests, and a new connection per interval;
  *                         READY once the long-lived ones are up, a TrafficSummary
- *                         JSON line when stdin closes.
+ *                         JSON line when stdin closes. With `"protocol": "udp"`,
+ *                         UDP flows: a socket kept per long-lived flow, a fresh
+ *                         source port per new one.
  *   probe-cli.mjs udp HOST PORT SOURCE_PORTS TIMEOUT_MS
  *                         one datagram from each of SOURCE_PORTS (comma-separated),
  *                         one after the other, to HOST:PORT; prints one line per
@@ -166,6 +168,51 @@ function openHeld(host, port, timeoutMs) {
 }
 
 /**
+ * One UDP flow kept on one source port (the kernel's choice), so that every
+ * datagram of it follows one conntrack entry: each `request` sends a
+ * datagram and resolves with the reply, or ETIMEDOUT after `timeoutMs`
+ * (the flow then counts as broken: every later request gives that code).
+ * A reply that comes after its deadline is dropped.
+ * @param {string} host @param {number} port @param {number} timeoutMs
+ */
+function openHeldUdp(host, port, timeoutMs) {
+  const sock = createSocket({ type: host.includes(':') ? 'udp6' : 'udp4' });
+  /** @type {((r: RequestResult) => void) | undefined} */
+  let waiter;
+  /** @type {string | undefined} */
+  let dead;
+  /** @param {RequestResult} r */
+  const settle = (r) => {
+    const w = waiter;
+    waiter = undefined;
+    w?.(r);
+  };
+  sock.on('message', (msg) => settle(parseReply(msg.toString('utf8'))));
+  sock.on('error', (err) => {
+    dead = errorCode(err);
+    settle({ ok: false, code: dead });
+  });
+  const bound = new Promise((resolve) => sock.bind(0, () => resolve(undefined)));
+  /** @returns {Promise<RequestResult>} */
+  const request = async () => {
+    await bound;
+    if (dead) return { ok: false, code: dead };
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => {
+        dead = 'ETIMEDOUT';
+        settle({ ok: false, code: dead });
+      }, timeoutMs);
+      waiter = (r) => {
+        clearTimeout(timer);
+        resolve(r);
+      };
+      sock.send('q', port, host);
+    });
+  };
+  return { request, destroy: () => sock.close() };
+}
+
+/**
  * `hold`: one connection; a request on it per stdin line.
  * @param {string} host @param {number} port @param {number} timeoutMs
  */
@@ -187,7 +234,10 @@ async function hold(host, port, timeoutMs) {
  * @param {TrafficRequest} input
  */
 async function traffic(input) {
-  const held = Array.from({ length: input.held }, () => openHeld(input.host, input.port, input.heldTimeoutMs ?? input.timeoutMs));
+  const udp = input.protocol === 'udp';
+  const heldTimeoutMs = input.heldTimeoutMs ?? input.timeoutMs;
+  const held = Array.from({ length: input.held }, () => (udp ? openHeldUdp : openHeld)(input.host, input.port, heldTimeoutMs));
+  const fresh = () => (udp ? udpOnce(input.host, input.port, 0, input.timeoutMs) : once(input.host, input.port, input.timeoutMs));
   /** The backend that answered each held connection's first request. */
   const heldOn = new Map();
   const first = await Promise.all(held.map((c) => c.request()));
@@ -206,19 +256,21 @@ async function traffic(input) {
   for (const b of heldOn.values()) summary.heldBackends[b] = (summary.heldBackends[b] ?? 0) + 1;
   const alive = new Set(held);
   while (!stopped) {
-    const [fresh, ...onHeld] = await Promise.all([once(input.host, input.port, input.timeoutMs), ...[...alive].map((c) => c.request().then((r) => ({ c, r })))]);
+    const [one, ...onHeld] = await Promise.all([fresh(), ...[...alive].map((c) => c.request().then((r) => ({ c, r })))]);
     summary.attempted++;
-    if (fresh.ok) summary.backends[fresh.reply.backend] = (summary.backends[fresh.reply.backend] ?? 0) + 1;
+    if (one.ok) summary.backends[one.reply.backend] = (summary.backends[one.reply.backend] ?? 0) + 1;
     else {
       summary.failed++;
-      summary.errors[fresh.code] = (summary.errors[fresh.code] ?? 0) + 1;
+      summary.errors[one.code] = (summary.errors[one.code] ?? 0) + 1;
     }
     for (const { c, r } of onHeld) {
       summary.heldRequests++;
-      if (r.ok) continue;
+      // A TCP connection cannot change backends; a UDP flow whose conntrack entry was replaced can.
+      if (r.ok && r.reply.backend === heldOn.get(c)) continue;
+      const code = r.ok ? 'EMOVED' : r.code;
       alive.delete(c);
       summary.lost++;
-      summary.lostErrors[r.code] = (summary.lostErrors[r.code] ?? 0) + 1;
+      summary.lostErrors[code] = (summary.lostErrors[code] ?? 0) + 1;
       const b = heldOn.get(c);
       summary.lostBackends[b] = (summary.lostBackends[b] ?? 0) + 1;
     }

@@ -244,6 +244,8 @@ export interface TrafficOptions extends Omit<ProbeOptions, 'count'> {
   intervalMs?: number;
   /** Deadline of one reply on a long-lived connection, ms [`timeoutMs`]; one that misses it counts as lost. */
   heldTimeoutMs?: number;
+  /** `udp`: UDP flows instead of TCP connections (TrafficRequest.protocol) [tcp]. */
+  protocol?: 'tcp' | 'udp';
 }
 
 /** Traffic running from a namespace; see {@link startTraffic}. */
@@ -261,7 +263,7 @@ export interface Traffic {
  */
 export async function startTraffic(topology: Topology, opts: TrafficOptions): Promise<Traffic> {
   const timeoutMs = opts.timeoutMs ?? 1000;
-  const request: TrafficRequest = { host: opts.host, port: opts.port, held: opts.held ?? 4, intervalMs: opts.intervalMs ?? 100, timeoutMs, heldTimeoutMs: opts.heldTimeoutMs ?? timeoutMs };
+  const request: TrafficRequest = { host: opts.host, port: opts.port, held: opts.held ?? 4, intervalMs: opts.intervalMs ?? 100, timeoutMs, heldTimeoutMs: opts.heldTimeoutMs ?? timeoutMs, ...(opts.protocol ? { protocol: opts.protocol } : {}) };
   const argv = helperArgv('probe-cli.mjs', ['traffic', JSON.stringify(request)]);
   const child = spawn('ip', ['netns', 'exec', opts.from ?? topology.client().netns, ...argv], { stdio: ['pipe', 'pipe', 'inherit'] });
   const lines = createInterface({ input: child.stdout })[Symbol.asyncIterator]();

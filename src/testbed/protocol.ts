@@ -67,6 +67,13 @@ export interface TrafficRequest {
   timeoutMs: number;
   /** Deadline of one reply on a held connection, ms; a held connection that misses it counts as lost. */
   heldTimeoutMs: number;
+  /**
+   * `udp`: each held "connection" is a UDP flow, one socket kept on its
+   * source port (so one conntrack entry), and each new one a datagram from
+   * a fresh port; a held flow answered by another backend than at first
+   * counts as lost (EMOVED) [tcp].
+   */
+  protocol?: 'tcp' | 'udp';
 }
 
 /** Output of `probe-cli.mjs traffic` when its stdin closes. */
