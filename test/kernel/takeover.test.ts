@@ -3,8 +3,10 @@
  * (kube-proxy's own iptables layout, so this pair also stands for a node
  * that kube-proxy's iptables mode left) and its nftables mode, both ways:
  * long-lived TCP connections held open and a new connection every 50 ms,
- * to a ClusterIP and to a NodePort, from the client namespace; no new
- * connection may fail, no long-lived one may break, the old state must be
+ * to a ClusterIP and to a NodePort, from the client namespace, and the
+ * same over UDP (long-lived flows each kept on one source port, a new
+ * source port every 50 ms); no new connection may fail, no long-lived one
+ * may break or (UDP) move to another endpoint, the old state must be
  * gone when read back, and `drover diff` must be clean. Then what stops a
  * takeover: a frontend the two states send elsewhere (nothing removed),
  * something on kube-proxy's healthz port (nothing changed), and a dry run
@@ -28,11 +30,12 @@ import { IPTABLES_TO_NFTABLES_PLAN } from '../support/takeover.ts';
 const unavailable = await testbedUnavailableReason();
 
 const NODE_PORT = 30080;
+const UDP_NODE_PORT = 30053;
 
-/** Service web: ClusterIP CLUSTER_IP:80 and NodePort 30080, endpoints `ips`:8080. */
-const web = (ips: readonly string[]) =>
-  `apiVersion: v1\nkind: Service\nmetadata: {name: web, namespace: nsd}\nspec: {type: NodePort, clusterIP: ${CLUSTER_IP}, ports: [{name: http, port: 80, nodePort: ${NODE_PORT}, protocol: TCP}]}\n---\n` +
-  `apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {name: web-1, namespace: nsd, labels: {kubernetes.io/service-name: web}}\naddressType: IPv4\nports: [{name: http, port: 8080, protocol: TCP}]\nendpoints:\n${ips.map((i) => `  - {addresses: [${i}], conditions: {ready: true}}\n`).join('')}`;
+/** Service web: ClusterIP CLUSTER_IP:80 and NodePort 30080 over TCP (and, with `udp`, CLUSTER_IP:53 and NodePort 30053 over UDP), endpoints `ips`:8080. */
+const web = (ips: readonly string[], udp = false) =>
+  `apiVersion: v1\nkind: Service\nmetadata: {name: web, namespace: nsd}\nspec: {type: NodePort, clusterIP: ${CLUSTER_IP}, ports: [{name: http, port: 80, nodePort: ${NODE_PORT}, protocol: TCP}${udp ? `, {name: dns, port: 53, nodePort: ${UDP_NODE_PORT}, protocol: UDP}` : ''}]}\n---\n` +
+  `apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {name: web-1, namespace: nsd, labels: {kubernetes.io/service-name: web}}\naddressType: IPv4\nports: [{name: http, port: 8080, protocol: TCP}${udp ? ', {name: dns, port: 8080, protocol: UDP}' : ''}]\nendpoints:\n${ips.map((i) => `  - {addresses: [${i}], conditions: {ready: true}}\n`).join('')}`;
 
 const common = ['--iptables-backend', 'nft', '--service-cidr', '172.30.0.0/16', '--cluster-cidr', '10.180.0.0/16'];
 
@@ -93,28 +96,36 @@ if (unavailable) {
     ['iptables', 'nftables'],
     ['nftables', 'iptables'],
   ] as const) {
-    test.serial(`${from} → ${to} with traffic to a ClusterIP and a NodePort: none failed, none lost, only ${to} mode's state left, diff clean`, async (t) => {
-      const w = await manifestWorld(t, web(['10.180.0.1', '10.180.0.2']));
+    test.serial(`${from} → ${to} with TCP and UDP traffic to a ClusterIP and a NodePort: none failed, none lost, only ${to} mode's state left, diff clean`, async (t) => {
+      const w = await manifestWorld(t, web(['10.180.0.1', '10.180.0.2'], true));
       await program(t, w, from);
       t.is(await reached(w), 'b1,b2');
       t.deepEqual(await holds(w), { iptables: from === 'iptables', nftables: from === 'nftables' });
       const opts = { held: 4, intervalMs: 50, timeoutMs: 3000, heldTimeoutMs: 5000 };
-      const loads = [await startTraffic(w.topo, { host: CLUSTER_IP, port: 80, ...opts }), await startTraffic(w.topo, { host: w.topo.nodeIp, port: NODE_PORT, ...opts })];
+      const frontends = [
+        ['ClusterIP', { host: CLUSTER_IP, port: 80 }],
+        ['NodePort', { host: w.topo.nodeIp, port: NODE_PORT }],
+        ['UDP ClusterIP', { host: CLUSTER_IP, port: 53, protocol: 'udp' }],
+        ['UDP NodePort', { host: w.topo.nodeIp, port: UDP_NODE_PORT, protocol: 'udp' }],
+      ] as const;
+      const loads = await Promise.all(frontends.map(([, f]) => startTraffic(w.topo, { ...f, ...opts })));
       t.teardown(() => Promise.all(loads.map((l) => l.stop().then(() => {}, () => {}))).then(() => {}));
       // Traffic before, during and after the takeover.
       await new Promise((r) => setTimeout(r, 500));
       const r = await drover(['takeover', '--mode', to, ...flags(w)]);
       await new Promise((r) => setTimeout(r, 1000));
-      const [cluster, node] = (await Promise.all(loads.map((l) => l.stop()))) as [TrafficSummary, TrafficSummary];
+      const summaries = await Promise.all(loads.map((l) => l.stop()));
       const ms = /done in ([0-9]+) ms/.exec(r.stdout)?.[1];
-      for (const [what, s] of [['ClusterIP', cluster], ['NodePort', node]] as const) {
+      for (const [i, [what]] of frontends.entries()) {
+        const s = summaries[i]!;
         t.log(`takeover ${from} → ${to}, ${what}: attempted ${s.attempted}, failed ${s.failed}, lost ${s.lost} (held ${s.held}, ${s.heldRequests} requests on them); old state gone ${ms} ms after the start`);
         t.true(s.attempted > 10 && s.heldRequests > 0, `${what}: traffic ran`);
         t.is(s.failed, 0, `${what}: ${JSON.stringify(s.errors)}`);
         t.is(s.lost, 0, `${what}: ${JSON.stringify(s.lostErrors)}`);
       }
       t.is(r.code, 0, r.stdout + r.stderr);
-      t.regex(r.stdout, /checked 2 frontends|checked [0-9]+ frontends: the same endpoints/);
+      // The ClusterIP and the NodePort on each of the node's two addresses, over TCP and over UDP.
+      t.regex(r.stdout, /checked 6 frontends: the same endpoints/);
       t.regex(r.stdout, new RegExp(`only ${to} mode's state is left`));
       t.deepEqual(await holds(w), { iptables: to === 'iptables', nftables: to === 'nftables' }, 'the old state is gone, read back');
       t.is(await reached(w), 'b1,b2');

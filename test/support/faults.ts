@@ -215,9 +215,9 @@ export async function openFaultWorld(opts: { readyTimeoutMs?: number } = {}): Pr
   const topo = await createTopology({
     ...opts,
     backends: [
-      { name: 'b1', ip: '10.180.0.1', ports: [8080] },
-      { name: 'b2', ip: '10.180.0.2', ports: [8080] },
-      { name: 'b3', ip: '10.180.0.3', ports: [8080] },
+      { name: 'b1', ip: '10.180.0.1', ports: [8080], udpPorts: [8080] },
+      { name: 'b2', ip: '10.180.0.2', ports: [8080], udpPorts: [8080] },
+      { name: 'b3', ip: '10.180.0.3', ports: [8080], udpPorts: [8080] },
     ],
     serviceCidr: '172.30.0.0/16',
   });
