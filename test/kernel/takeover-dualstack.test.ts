@@ -1,0 +1,78 @@
+/**
+ * `drover takeover` of a dual-stack node, with traffic running: drover's
+ * iptables mode (kube-proxy's layout, in iptables-nft and ip6tables-nft)
+ * taken over by nftables mode (`table ip drover` and `table ip6 drover`),
+ * while long-lived TCP connections and a new connection every 50 ms go to
+ * the IPv6 and the IPv4 ClusterIP of one dual-stack Service and to its
+ * NodePort on the node's IPv6 address (test/fixtures/dualstack/, the
+ * topology of test/support/dualstack.ts). No new connection may fail, no
+ * long-lived one may break; both families' iptables state must be gone
+ * when read back, both nftables tables there, and `drover diff` clean.
+ * The namespaces and the scratch folder are removed, also on failure.
+ */
+import test from 'ava';
+import { copyFile, mkdir, mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { run } from '../../src/kernel/exec.ts';
+import { NFT } from '../../src/modes/nftables/exec.ts';
+import { startTraffic } from '../../src/testbed/probe.ts';
+import { testbedUnavailableReason } from '../../src/testbed/topology.ts';
+import { CLUSTER_CIDRS, dualStackWorld } from '../support/dualstack.ts';
+import { drover } from '../support/faults.ts';
+
+const unavailable = await testbedUnavailableReason();
+
+if (unavailable) {
+  test.skip(`dual-stack takeover tests skipped: ${unavailable}`, () => {});
+} else {
+  test('iptables → nftables on a dual-stack node, with traffic to the IPv6 and IPv4 ClusterIPs and the IPv6 NodePort: none failed, none lost, only nftables mode left in both families, diff clean', async (t) => {
+    const { topo } = await dualStackWorld();
+    const scratch = await mkdtemp(join(tmpdir(), 'drover-takeover-ds-'));
+    t.teardown(async () => {
+      await topo.destroy();
+      await rm(scratch, { recursive: true, force: true });
+    });
+    const source = join(scratch, 'manifests');
+    await mkdir(source);
+    await copyFile('test/fixtures/dualstack/services.yaml', join(source, 'services.yaml'));
+    const flags = ['--source', source, '--netns', topo.node, '--iptables-backend', 'nft', '--cluster-cidr', `${CLUSTER_CIDRS.IPv4},${CLUSTER_CIDRS.IPv6}`];
+    const once = await drover(['sync', '--once', '--mode', 'iptables', ...flags]);
+    t.is(once.code, 0, once.stderr);
+
+    const opts = { held: 4, intervalMs: 50, timeoutMs: 3000, heldTimeoutMs: 5000 };
+    const frontends = [
+      ['IPv6 ClusterIP', { host: 'fd00:96::10', port: 80 }],
+      ['IPv4 ClusterIP', { host: '10.96.0.10', port: 80 }],
+      ['IPv6 NodePort', { host: topo.ipv6.nodeIp, port: 30080 }],
+    ] as const;
+    const loads = await Promise.all(frontends.map(([, f]) => startTraffic(topo, { ...f, ...opts })));
+    t.teardown(() => Promise.all(loads.map((l) => l.stop().then(() => {}, () => {}))).then(() => {}));
+    // Traffic before, during and after the takeover.
+    await new Promise((r) => setTimeout(r, 500));
+    const r = await drover(['takeover', '--mode', 'nftables', ...flags]);
+    await new Promise((r) => setTimeout(r, 1000));
+    const summaries = await Promise.all(loads.map((l) => l.stop()));
+    const ms = /done in ([0-9]+) ms/.exec(r.stdout)?.[1];
+    for (const [i, [what]] of frontends.entries()) {
+      const s = summaries[i]!;
+      t.log(`takeover iptables → nftables (dual-stack), ${what}: attempted ${s.attempted}, failed ${s.failed}, lost ${s.lost} (held ${s.held}, ${s.heldRequests} requests on them); old state gone ${ms} ms after the start`);
+      t.true(s.attempted > 10 && s.heldRequests > 0, `${what}: traffic ran`);
+      t.is(s.failed, 0, `${what}: ${JSON.stringify(s.errors)}`);
+      t.is(s.lost, 0, `${what}: ${JSON.stringify(s.lostErrors)}`);
+    }
+    t.is(r.code, 0, r.stdout + r.stderr);
+    t.regex(r.stdout, /checked [0-9]+ frontends: the same endpoints in iptables mode and nftables mode/);
+    t.regex(r.stdout, /only nftables mode's state is left/);
+
+    // Read back: no KUBE chain in either family's nat table, both drover tables.
+    for (const save of ['iptables-nft-save', 'ip6tables-nft-save']) {
+      const nat = await run(save, ['-t', 'nat'], { netns: topo.node });
+      t.notRegex(nat.stdout, /^:KUBE-/m, `${save}: the old state is gone`);
+    }
+    const tables = await run(NFT, ['list', 'tables'], { netns: topo.node });
+    t.deepEqual(tables.stdout.trim().split('\n').filter((l) => l.includes('drover')).sort(), ['table ip drover', 'table ip6 drover']);
+    const diff = await drover(['diff', '--mode', 'nftables', ...flags]);
+    t.deepEqual([diff.code, diff.stdout], [0, 'table ip drover:\nno differences\ntable ip6 drover:\nno differences\n'], diff.stderr);
+  });
+}
