@@ -110,6 +110,44 @@ async function probe(input) {
 }
 
 /**
+ * The bookkeeping of one long-lived flow, one request at a time: `request`
+ * calls `send` and resolves with the next `reply` or `fail`, or ETIMEDOUT
+ * after `timeoutMs`. A failure or a timeout breaks the flow: every later
+ * request gives that code at once.
+ * @param {number} timeoutMs @param {() => void} send
+ */
+function exchange(timeoutMs, send) {
+  /** @type {((r: RequestResult) => void) | undefined} */
+  let waiter;
+  /** @type {string | undefined} */
+  let dead;
+  /** @param {RequestResult} r */
+  const reply = (r) => {
+    const w = waiter;
+    waiter = undefined;
+    w?.(r);
+  };
+  /** @param {string} code */
+  const fail = (code) => {
+    dead ??= code;
+    reply({ ok: false, code: dead });
+  };
+  /** @returns {Promise<RequestResult>} */
+  const request = () => {
+    if (dead) return Promise.resolve({ ok: false, code: dead });
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => fail('ETIMEDOUT'), timeoutMs);
+      waiter = (r) => {
+        clearTimeout(timer);
+        resolve(r);
+      };
+      send();
+    });
+  };
+  return { reply, fail, request };
+}
+
+/**
  * One TCP connection with minimal HTTP/1.1 over a raw socket, so a broken
  * connection is never silently replaced: each `request` sends a GET on it
  * and resolves with the reply, or the error code once it broke (ETIMEDOUT
@@ -118,17 +156,8 @@ async function probe(input) {
  */
 function openHeld(host, port, timeoutMs) {
   const sock = connect({ host, port });
+  const flow = exchange(timeoutMs, () => sock.write(`GET / HTTP/1.1\r\nHost: ${host}:${port}\r\n\r\n`));
   let buf = '';
-  /** @type {((r: RequestResult) => void) | undefined} */
-  let waiter;
-  /** @type {string | undefined} */
-  let dead;
-  /** @param {RequestResult} r */
-  const settle = (r) => {
-    const w = waiter;
-    waiter = undefined;
-    w?.(r);
-  };
   sock.setEncoding('utf8');
   sock.on('data', (d) => {
     buf += d;
@@ -139,32 +168,11 @@ function openHeld(host, port, timeoutMs) {
     if (buf.length < total) return;
     const body = buf.slice(end + 4, total);
     buf = buf.slice(total);
-    settle(parseReply(body));
+    flow.reply(parseReply(body));
   });
-  sock.on('error', (err) => {
-    dead = errorCode(err);
-    settle({ ok: false, code: dead });
-  });
-  sock.on('close', () => {
-    dead ??= 'ECONNCLOSED';
-    settle({ ok: false, code: dead });
-  });
-  /** @returns {Promise<RequestResult>} */
-  const request = () => {
-    if (dead) return Promise.resolve({ ok: false, code: dead });
-    return new Promise((resolve) => {
-      const timer = setTimeout(() => {
-        dead = 'ETIMEDOUT';
-        settle({ ok: false, code: dead });
-      }, timeoutMs);
-      waiter = (r) => {
-        clearTimeout(timer);
-        resolve(r);
-      };
-      sock.write(`GET / HTTP/1.1\r\nHost: ${host}:${port}\r\n\r\n`);
-    });
-  };
-  return { request, destroy: () => sock.destroy() };
+  sock.on('error', (err) => flow.fail(errorCode(err)));
+  sock.on('close', () => flow.fail('ECONNCLOSED'));
+  return { request: flow.request, destroy: () => sock.destroy() };
 }
 
 /**
@@ -172,44 +180,16 @@ function openHeld(host, port, timeoutMs) {
  * datagram of it follows one conntrack entry: each `request` sends a
  * datagram and resolves with the reply, or ETIMEDOUT after `timeoutMs`
  * (the flow then counts as broken: every later request gives that code).
- * A reply that comes after its deadline is dropped.
  * @param {string} host @param {number} port @param {number} timeoutMs
  */
 function openHeldUdp(host, port, timeoutMs) {
   const sock = createSocket({ type: host.includes(':') ? 'udp6' : 'udp4' });
-  /** @type {((r: RequestResult) => void) | undefined} */
-  let waiter;
-  /** @type {string | undefined} */
-  let dead;
-  /** @param {RequestResult} r */
-  const settle = (r) => {
-    const w = waiter;
-    waiter = undefined;
-    w?.(r);
-  };
-  sock.on('message', (msg) => settle(parseReply(msg.toString('utf8'))));
-  sock.on('error', (err) => {
-    dead = errorCode(err);
-    settle({ ok: false, code: dead });
-  });
-  const bound = new Promise((resolve) => sock.bind(0, () => resolve(undefined)));
-  /** @returns {Promise<RequestResult>} */
-  const request = async () => {
-    await bound;
-    if (dead) return { ok: false, code: dead };
-    return new Promise((resolve) => {
-      const timer = setTimeout(() => {
-        dead = 'ETIMEDOUT';
-        settle({ ok: false, code: dead });
-      }, timeoutMs);
-      waiter = (r) => {
-        clearTimeout(timer);
-        resolve(r);
-      };
-      sock.send('q', port, host);
-    });
-  };
-  return { request, destroy: () => sock.close() };
+  // A send before the bind completes waits for it (dgram queues it).
+  sock.bind(0);
+  const flow = exchange(timeoutMs, () => sock.send('q', port, host));
+  sock.on('message', (msg) => flow.reply(parseReply(msg.toString('utf8'))));
+  sock.on('error', (err) => flow.fail(errorCode(err)));
+  return { request: flow.request, destroy: () => sock.close() };
 }
 
 /**
