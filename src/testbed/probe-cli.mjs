@@ -180,16 +180,26 @@ function openHeld(host, port, timeoutMs) {
  * datagram of it follows one conntrack entry: each `request` sends a
  * datagram and resolves with the reply, or ETIMEDOUT after `timeoutMs`
  * (the flow then counts as broken: every later request gives that code).
+ * The socket is connected to `host:port`, as a UDP client's usually is:
+ * the kernel drops a reply from any other source (one that lost its
+ * reverse NAT comes from the endpoint's own address), so it times out
+ * instead of passing, and an ICMP error for the flow (a REJECT's port
+ * unreachable) breaks it with ECONNREFUSED, as a reset breaks a TCP one.
  * @param {string} host @param {number} port @param {number} timeoutMs
  */
 function openHeldUdp(host, port, timeoutMs) {
   const sock = createSocket({ type: host.includes(':') ? 'udp6' : 'udp4' });
-  // A send before the bind completes waits for it (dgram queues it).
-  sock.bind(0);
-  const flow = exchange(timeoutMs, () => sock.send('q', port, host));
+  const flow = exchange(timeoutMs, () => sock.send('q'));
   sock.on('message', (msg) => flow.reply(parseReply(msg.toString('utf8'))));
   sock.on('error', (err) => flow.fail(errorCode(err)));
-  return { request: flow.request, destroy: () => sock.close() };
+  // dgram cannot send on a socket still connecting: requests wait for it.
+  const connected = new Promise((resolve) =>
+    sock.connect(port, host, (err) => {
+      if (err) flow.fail(errorCode(err));
+      resolve(undefined);
+    }),
+  );
+  return { request: () => connected.then(flow.request), destroy: () => sock.close() };
 }
 
 /**
