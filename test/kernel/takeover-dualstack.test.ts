@@ -16,10 +16,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { run } from '../../src/kernel/exec.ts';
 import { NFT } from '../../src/modes/nftables/exec.ts';
-import { startTraffic } from '../../src/testbed/probe.ts';
 import { testbedUnavailableReason } from '../../src/testbed/topology.ts';
 import { CLUSTER_CIDRS, dualStackWorld } from '../support/dualstack.ts';
-import { drover } from '../support/faults.ts';
+import { drover, startLoads } from '../support/faults.ts';
 
 const unavailable = await testbedUnavailableReason();
 
@@ -46,8 +45,7 @@ if (unavailable) {
       ['IPv4 ClusterIP', { host: '10.96.0.10', port: 80 }],
       ['IPv6 NodePort', { host: topo.ipv6.nodeIp, port: 30080 }],
     ] as const;
-    const loads = await Promise.all(frontends.map(([, f]) => startTraffic(topo, { ...f, ...opts })));
-    t.teardown(() => Promise.all(loads.map((l) => l.stop().then(() => {}, () => {}))).then(() => {}));
+    const loads = await startLoads(t, topo, frontends.map(([, f]) => ({ ...f, ...opts })));
     // Traffic before, during and after the takeover.
     await new Promise((r) => setTimeout(r, 500));
     const r = await drover(['takeover', '--mode', 'nftables', ...flags]);

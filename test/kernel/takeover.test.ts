@@ -19,11 +19,11 @@ import test, { type ExecutionContext } from 'ava';
 import { spawn } from 'node:child_process';
 import { chmod, copyFile, readFile, writeFile } from 'node:fs/promises';
 import { run, runCommand } from '../../src/kernel/exec.ts';
-import { startTraffic, type TrafficSummary } from '../../src/testbed/probe.ts';
+import type { TrafficSummary } from '../../src/testbed/probe.ts';
 import { testbedUnavailableReason } from '../../src/testbed/topology.ts';
 import { NFT } from '../../src/modes/nftables/exec.ts';
 import { join } from 'node:path';
-import { assertConverged, CLUSTER_IP, drover, manifestWorld, openManifestWorld, reached, runFlags, startDrover, type ManifestWorld, type OwnedWorld } from '../support/faults.ts';
+import { assertConverged, CLUSTER_IP, drover, manifestWorld, openManifestWorld, reached, runFlags, startDrover, startLoads, type ManifestWorld, type OwnedWorld } from '../support/faults.ts';
 import { until } from '../support/wait.ts';
 import { IPTABLES_TO_NFTABLES_PLAN } from '../support/takeover.ts';
 
@@ -108,8 +108,7 @@ if (unavailable) {
         ['UDP ClusterIP', { host: CLUSTER_IP, port: 53, protocol: 'udp' }],
         ['UDP NodePort', { host: w.topo.nodeIp, port: UDP_NODE_PORT, protocol: 'udp' }],
       ] as const;
-      const loads = await Promise.all(frontends.map(([, f]) => startTraffic(w.topo, { ...f, ...opts })));
-      t.teardown(() => Promise.all(loads.map((l) => l.stop().then(() => {}, () => {}))).then(() => {}));
+      const loads = await startLoads(t, w.topo, frontends.map(([, f]) => ({ ...f, ...opts })));
       // Traffic before, during and after the takeover.
       await new Promise((r) => setTimeout(r, 500));
       const r = await drover(['takeover', '--mode', to, ...flags(w)]);
@@ -137,8 +136,7 @@ if (unavailable) {
     const w = await manifestWorld(t, web(['10.180.0.1', '10.180.0.2']));
     await program(t, w, 'iptables');
     const opts = { held: 4, intervalMs: 50, timeoutMs: 3000, heldTimeoutMs: 5000 };
-    const loads = [await startTraffic(w.topo, { host: CLUSTER_IP, port: 80, ...opts }), await startTraffic(w.topo, { host: w.topo.nodeIp, port: NODE_PORT, ...opts })];
-    t.teardown(() => Promise.all(loads.map((l) => l.stop().then(() => {}, () => {}))).then(() => {}));
+    const loads = await startLoads(t, w.topo, [{ host: CLUSTER_IP, port: 80, ...opts }, { host: w.topo.nodeIp, port: NODE_PORT, ...opts }]);
     const d = startDrover(['--mode', 'nftables', '--takeover', ...flags(w), '--state-dir', join(w.scratch, 'state'), ...runFlags(w)]);
     t.teardown(() => d.kill());
     const said = () => d.lines(/^takeover$/).map((l) => String(l.line));

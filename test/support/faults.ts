@@ -277,6 +277,21 @@ export async function traffic(t: ExecutionContext, w: FaultWorld, opts: Pick<Tra
   return load;
 }
 
+/**
+ * {@link startTraffic} to each of `loads` at once from `topo`, each stopped
+ * when the test ends (also on failure, and also when another of them could
+ * not be started), in the order given.
+ */
+export async function startLoads(t: ExecutionContext, topo: Topology, loads: readonly TrafficOptions[]): Promise<Traffic[]> {
+  return Promise.all(
+    loads.map(async (opts) => {
+      const load = await startTraffic(topo, opts);
+      t.teardown(() => load.stop().then(() => {}, () => {}));
+      return load;
+    }),
+  );
+}
+
 /** Stop the traffic, log its {@link faultLine}, and check that it ran and that no long-lived connection broke. */
 export async function finish(t: ExecutionContext, name: string, load: Traffic): Promise<TrafficSummary> {
   const s = await load.stop();
