@@ -34,9 +34,11 @@ ports: [{name: http, port: 8080, protocol: TCP}]\nendpoints:\n  - {addresses: [1
  * while drover's table is gone, and a rule matching `ct state` keeps
  * conntrack itself. Without any other conntrack user, deleting drover's
  * table would unregister the namespace's conntrack hooks (the last
- * nf_ct_netns_get reference goes with drover's ct and nat expressions),
- * and every packet of an established flow until the repair would pass
- * untranslated: the held connections that sent one would be reset.
+ * nf_ct_netns_get reference goes with drover's ct and nat expressions)
+ * until the repair: a held connection's request in the gap would go
+ * untranslated and be retransmitted (the entries stay), but an endpoint's
+ * reply in the gap would reach the client from the endpoint's address and
+ * be answered with a reset.
  */
 const OTHER = `table ip other {
   chain pre { type nat hook prerouting priority -100; policy accept; }
