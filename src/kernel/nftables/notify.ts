@@ -60,7 +60,7 @@ export function walkNotifications(b: Buffer, visit: (type: number, off: number, 
  * `b`: its generation id and, when the kernel sent them, the committing
  * process's pid and name (nf_tables_fill_gen_info).
  * @returns undefined when it has no 4-byte NFTA_GEN_ID.
- * @throws NftDecodeError for an attribute that runs past the message, or a name that is not NUL-terminated.
+ * @throws NetlinkDecodeError (not its subclass NftDecodeError) for an attribute that runs past the message, or a name that is not NUL-terminated.
  */
 export function readGenCommit(b: Buffer, off: number, len: number): GenCommit | undefined {
   let gen: number | undefined;
@@ -77,7 +77,8 @@ export function readGenCommit(b: Buffer, off: number, len: number): GenCommit | 
 /**
  * Scan a datagram of the NFNLGRP_NFTABLES group; see the module comment.
  * @throws NftDecodeError for a message length that is too short or runs past
- *   the end, or a NEWGEN without a 4-byte NFTA_GEN_ID.
+ *   the end, or a NEWGEN without a 4-byte NFTA_GEN_ID; NetlinkDecodeError for
+ *   a NEWGEN attribute that cannot be read ({@link readGenCommit}).
  */
 export function scanNotifications(buf: Uint8Array): NotificationScan {
   const b = Buffer.from(buf.buffer, buf.byteOffset, buf.byteLength);
