@@ -82,6 +82,20 @@ test('the datagrams of several steps run together read as they did apart', (t) =
   t.deepEqual(together, apart);
 });
 
+test('a datagram cut in its last message: the whole messages before it are read and counted, the cut one is reported, and the batch in progress is kept', (t) => {
+  const [objects, newgen] = STEPS.get('drover-element-deleted')!;
+  const whole = new BatchAssembler(WATCHED);
+  whole.feed(objects!);
+  const a = new BatchAssembler(WATCHED);
+  const cut = Buffer.concat([objects!, newgen!.subarray(0, newgen!.length - 4)]);
+  t.deepEqual(a.feed(cut).map(show), [`unknown: malformed netlink notification at offset ${objects!.length}: nlmsg_len ${newgen!.readUInt32LE(0)}, ${newgen!.length - 4} bytes left`]);
+  t.deepEqual(a.stats, { ...whole.stats, malformed: 1 });
+  // Its NEWGEN, whole, then ends the batch the cut datagram began.
+  const ended = a.feed(newgen!).map(show);
+  t.is(ended.length, 1);
+  t.deepEqual(ended, whole.feed(newgen!).map(show));
+});
+
 test('a malformed datagram is reported as unknown, never thrown, and reading goes on', (t) => {
   const a = new BatchAssembler(WATCHED);
   const [objects, newgen] = STEPS.get('drover-element-deleted')!;
