@@ -20,9 +20,9 @@ async function udp(t: ExecutionContext): Promise<Socket> {
   return s;
 }
 
-/** Run the traffic helper against 127.0.0.1:`port` with `held` flows for `ms` after READY: its first line and its summary. */
-async function traffic(port: number, held: number, ms: number): Promise<{ first: string; summary?: TrafficSummary }> {
-  const request = { host: '127.0.0.1', port, held, intervalMs: 20, timeoutMs: 500, heldTimeoutMs: 500, protocol: 'udp' };
+/** Run the traffic helper against 127.0.0.1:`port` with `held` flows (deadline `timeoutMs`) for `ms` after READY: its first line and its summary. */
+async function traffic(port: number, held: number, ms: number, timeoutMs: number): Promise<{ first: string; summary?: TrafficSummary }> {
+  const request = { host: '127.0.0.1', port, held, intervalMs: 20, timeoutMs, heldTimeoutMs: timeoutMs, protocol: 'udp' };
   const [node, ...args] = helperArgv('probe-cli.mjs', ['traffic', JSON.stringify(request)]) as [string, ...string[]];
   const child = spawn(node, args, { stdio: ['pipe', 'pipe', 'inherit'] });
   const lines = createInterface({ input: child.stdout })[Symbol.asyncIterator]();
@@ -43,7 +43,7 @@ test('a long-lived flow answered by another backend than at first is lost with E
     seen.set(from.port, n);
     service.send(JSON.stringify({ backend: n === 1 ? 'b1' : 'b2', client: from.address }), from.port, from.address);
   });
-  const { first, summary } = await traffic(service.address().port, 2, 300);
+  const { first, summary } = await traffic(service.address().port, 2, 300, 10_000);
   t.is(first, 'READY');
   t.is(summary!.lost, 2);
   t.deepEqual(summary!.lostErrors, { EMOVED: 2 });
@@ -55,6 +55,6 @@ test('a reply from another source than the service does not answer a long-lived 
   const service = await udp(t);
   const elsewhere = await udp(t);
   service.on('message', (_m, from) => elsewhere.send(JSON.stringify({ backend: 'b1', client: from.address }), from.port, from.address));
-  const { first } = await traffic(service.address().port, 1, 0);
+  const { first } = await traffic(service.address().port, 1, 0, 1000);
   t.is(first, 'FAILED ETIMEDOUT');
 });
