@@ -36,9 +36,10 @@ export function withinWindow(runs: readonly ProbeSummary[], windowMs: number): b
 /**
  * What one client got through each of `frontends` (15 connections each, one
  * frontend after the other), and {@link endpointsAfterTimeouts} through the
- * first. The connections of `each` all started less than `windowMs` (the
- * affinity timeout less a margin) after the one before: a try where the
- * machine stalled longer is made again, up to 5 tries.
+ * first. The connections of `each` all reached the kernel less than
+ * `windowMs` (the affinity timeout less a margin) after the one before, as
+ * {@link withinWindow} bounds it: a try where the machine stalled longer is
+ * made again, up to 5 tries.
  * @throws Error when no try kept within the window.
  */
 export async function affinityRun(
