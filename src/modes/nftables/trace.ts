@@ -21,6 +21,10 @@
  * state's mark. `fib saddr type local` is read as "the source is one of the
  * node's addresses (or in 127.0.0.0/8)"; a `local` route without an
  * address on the node is not seen.
+ *
+ * The walker itself takes any table whose rules' texts are known
+ * ({@link walkTraceContext}): `drover takeover` walks kube-proxy's
+ * nftables table with it.
  */
 import type { HookEnd, Packet, RulePlace, Step, TraceContext, TraceHook, TraceRuleset, TraceStage, TraceState, Verdict } from '../../inspect/trace.ts';
 import type { TraceFormat } from '../../inspect/trace-format.ts';
@@ -28,7 +32,7 @@ import { parseCIDR } from '../../model/addr.ts';
 import type { IPFamily } from '../../model/types.ts';
 import type { RenderOptions } from '../../config/render.ts';
 import { TABLE, ruleText, tableRef, type Layout, type RuleDecl } from './layout.ts';
-import type { LiveTable } from './live.ts';
+import type { LiveSet, LiveTable } from './live.ts';
 import { TableModel } from './model.ts';
 import { isEmptyStructure, layoutAfter, planStructure, type StructurePlan } from './plan.ts';
 import { NftEvalError, evalRule, parseRule, partHolds, type Lookups, type PacketFacts, type ParsedRule } from './rule-eval.ts';
@@ -99,9 +103,9 @@ export function readLayout(live: LiveTable, opts: NftTraceOptions = {}): LayoutR
 }
 
 /** The table's sets and maps as rule-eval.ts looks them up; an interval set's elements match by prefix or range. */
-function lookups(live: LiveTable): Lookups {
+function lookups(sets: ReadonlyMap<string, Pick<LiveSet, 'elements'>>): Lookups {
   const set = (name: string) => {
-    const s = live.sets.get(name);
+    const s = sets.get(name);
     if (!s) throw new NftEvalError(`the table has no set or map ${name}`);
     return s;
   };
@@ -150,26 +154,42 @@ function facts(packet: Packet, state: TraceState, local: ReadonlySet<string>): P
   };
 }
 
-/** nftables mode's {@link TraceRuleset} over `live`, read as `reading` says. */
+/** A rule as the walker takes it: the text rule-eval.ts evaluates and the text a step shows, or why it cannot be evaluated. */
+export type WalkRule = { readonly text: string; readonly shown: string } | { readonly unknown: string };
+
+/** A chain as the walker takes it: its hook when it is a base chain, and its rules in order. */
+export interface WalkChain {
+  readonly base?: { readonly hook: string; readonly priority: number; readonly policy: string };
+  readonly rules: readonly WalkRule[];
+}
+
+/** A table as the walker takes it: its chains, and its sets and maps with their elements. */
+export interface WalkTable {
+  readonly chains: ReadonlyMap<string, WalkChain>;
+  readonly sets: ReadonlyMap<string, Pick<LiveSet, 'elements'>>;
+}
+
+/**
+ * A {@link TraceRuleset} over one nftables table: at each hook its base
+ * chains in priority order, each rule evaluated by rule-eval.ts, jumps and
+ * gotos followed (see the module comment).
+ */
 class NftRuleset implements TraceRuleset {
-  private readonly decls = new Map<string, Map<string, RuleDecl>>();
   private readonly parsed = new Map<string, ParsedRule>();
   private readonly sets: Lookups;
 
   constructor(
-    private readonly live: LiveTable,
-    reading: LayoutReading,
+    private readonly tbl: WalkTable,
     private readonly local: ReadonlySet<string>,
     /** The table's name in steps and verdicts: "ip drover", "ip6 drover". */
     private readonly table: string = NFT_TRACE_TABLE,
   ) {
-    for (const c of reading.layout.chains) this.decls.set(c.name, new Map(c.rules.map((r) => [r.comment, r])));
-    this.sets = lookups(live);
+    this.sets = lookups(tbl.sets);
   }
 
   walk(stage: TraceStage, hook: TraceHook, packet: Packet, state: TraceState): readonly HookEnd[] {
     const h = hook.toLowerCase();
-    const bases = [...this.live.chains]
+    const bases = [...this.tbl.chains]
       .filter(([, c]) => c.base?.hook === h && (hook !== 'OUTPUT' || (stage === 'dnat') === c.base.priority < 0))
       .sort(([, a], [, b]) => a.base!.priority - b.base!.priority);
     let open: Br[] = [{ state, facts: facts(packet, state, this.local), masquerade: false }];
@@ -206,24 +226,23 @@ class NftRuleset implements TraceRuleset {
 
   /** Walk chain `name` for `start`; `depth` jumps deep. */
   private run(name: string, start: Br, depth: number): Flow[] {
-    const chain = this.live.chains.get(name);
+    const chain = this.tbl.chains.get(name);
     const here = (line: number): RulePlace => ({ table: this.table, chain: name, line });
     if (!chain) return [{ br: start, end: 'unknown', at: here(0), reason: `the table has no chain ${name}` }];
     if (depth > MAX_DEPTH) return [{ br: start, end: 'unknown', at: here(0), reason: `more than ${MAX_DEPTH} nested jumps` }];
     const out: Flow[] = [];
     let open: Br[] = [start];
-    chain.comments.forEach((comment, k) => {
+    chain.rules.forEach((rule, k) => {
       const line = k + 1;
-      const decl = comment === null ? undefined : this.decls.get(name)?.get(comment);
       const next: Br[] = [];
       for (const br of open) {
-        if (!decl) {
-          out.push({ br, end: 'unknown', at: here(line), reason: comment === null ? 'a rule without a comment is not one of the layout' : `no rule of the layout has the comment ${JSON.stringify(comment)} in ${name}` });
+        if ('unknown' in rule) {
+          out.push({ br, end: 'unknown', at: here(line), reason: rule.unknown });
           continue;
         }
         let branches;
         try {
-          branches = evalRule(this.rule(decl.text), br.facts, this.sets);
+          branches = evalRule(this.rule(rule.text), br.facts, this.sets);
         } catch (err) {
           if (!(err instanceof NftEvalError)) throw err;
           out.push({ br, end: 'unknown', at: here(line), reason: err.message });
@@ -235,7 +254,7 @@ class NftRuleset implements TraceRuleset {
             next.push({ ...br, state: { ...br.state, probability, notes: [...br.state.notes, ...b.notes] } });
             continue;
           }
-          const step: Step = { ...here(line), rule: ruleText(decl), ...(b.notes.length > 0 ? { note: b.notes.join('; ') } : {}) };
+          const step: Step = { ...here(line), rule: rule.shown, ...(b.notes.length > 0 ? { note: b.notes.join('; ') } : {}) };
           const dnat = b.facts.dnatted && !br.facts.dnatted;
           const original: Packet | undefined = br.state.original ?? (dnat ? { src: br.facts.saddr, dst: br.facts.daddr, dport: br.facts.dport, proto: br.facts.proto as Packet['proto'] } : undefined);
           const state: TraceState = { ...br.state, probability, mark: b.facts.mark, steps: [...br.state.steps, step], ...(original ? { original } : {}) };
@@ -276,7 +295,38 @@ export function nftTraceContext(live: LiveTable, localAddresses: ReadonlySet<str
   else if (reading.differences.length > 0) {
     note = `drover: table ${table} is not drover's layout for the endpoint counts and affinity timeouts its sets show (${reading.differences.join('; ')}): rules are evaluated by their comments and the answer may be wrong\n`;
   }
-  return { ctx: { localAddresses, ruleset: new NftRuleset(live, reading, localAddresses, table) }, note };
+  return { ctx: { localAddresses, ruleset: new NftRuleset(layoutWalkTable(live, reading), localAddresses, table) }, note };
+}
+
+/**
+ * drover's live table as the walker takes it: each rule known by its
+ * comment as the rule of `reading`'s layout with that comment (a rule
+ * without one, or with a comment the layout does not have, cannot be
+ * evaluated).
+ */
+function layoutWalkTable(live: LiveTable, reading: LayoutReading): WalkTable {
+  const decls = new Map<string, Map<string, RuleDecl>>();
+  for (const c of reading.layout.chains) decls.set(c.name, new Map(c.rules.map((r) => [r.comment, r])));
+  const chains = new Map<string, WalkChain>();
+  for (const [name, c] of live.chains) {
+    const rules = c.comments.map((comment): WalkRule => {
+      const decl = comment === null ? undefined : decls.get(name)?.get(comment);
+      if (decl) return { text: decl.text, shown: ruleText(decl) };
+      return { unknown: comment === null ? 'a rule without a comment is not one of the layout' : `no rule of the layout has the comment ${JSON.stringify(comment)} in ${name}` };
+    });
+    chains.set(name, { ...(c.base ? { base: c.base } : {}), rules });
+  }
+  return { chains, sets: live.sets };
+}
+
+/**
+ * The trace context of any nftables table given as the walker takes it
+ * (`table`, named `name` in steps, e.g. "ip kube-proxy"), on a node with
+ * addresses `localAddresses`: for a table drover did not write, whose
+ * rules' texts are known (`drover takeover` checks kube-proxy's).
+ */
+export function walkTraceContext(table: WalkTable, localAddresses: ReadonlySet<string>, name: string): TraceContext {
+  return { localAddresses, ruleset: new NftRuleset(table, localAddresses, name) };
 }
 
 /**
