@@ -21,6 +21,14 @@
  *   this packet); the verdicts `accept`, `drop`, `reject`, `return`,
  *   `jump C`, `goto C`.
  *
+ * Also what kube-proxy's nftables mode writes (pkg/proxy/nftables/
+ * proxier.go), for `drover takeover`'s check of its table: chain and set
+ * names with capitals, `_`, `.` and `/`; a verdict map, named (`vmap
+ * @m`) or anonymous (`numgen random mod 2 vmap { 0 : goto A, 1 : goto B
+ * }`), whose value is the rule's verdict and which does not match when it
+ * has no such key; `dnat to IP:PORT`; `dnat ip to EXPR map { K : IP .
+ * PORT, … }`; `update @s { ip saddr }` (a set, no value).
+ *
  * Anything else throws {@link NftEvalError}, so that a trace says it
  * cannot evaluate a rule instead of guessing.
  */
@@ -90,9 +98,17 @@ type Item =
   | { readonly kind: 'mask'; readonly expr: Expr; readonly mask: number; readonly value: number; readonly negate: boolean }
   | { readonly kind: 'fib-local' | 'ct-new' | 'ct-invalid' | 'ct-dnat' | 'masquerade' }
   | { readonly kind: 'mark-set'; readonly op: '|' | '^' | '='; readonly value: number }
-  | { readonly kind: 'dnat'; readonly expr: Expr; readonly map: string }
-  | { readonly kind: 'update'; readonly map: string; readonly key: Expr; readonly value: Expr; readonly timeout?: string }
+  | { readonly kind: 'dnat'; readonly expr: Expr; readonly map: MapRef }
+  | { readonly kind: 'dnat-to'; readonly ip: string; readonly port: number }
+  | { readonly kind: 'vmap'; readonly expr: Expr; readonly map: MapRef }
+  | { readonly kind: 'update'; readonly map: string; readonly key: Expr; readonly value?: Expr; readonly timeout?: string }
   | { readonly kind: 'verdict'; readonly verdict: NftVerdict };
+
+/** A map a rule looks up: a named one of the table, or one written in the rule (its elements by key). */
+type MapRef = { readonly name: string } | { readonly inline: ReadonlyMap<string, string> };
+
+/** A chain or set name: drover's (lower case, digits, `-`) or kube-proxy's (also capitals, `_`, `.` and `/`). */
+const NAME = /^[A-Za-z0-9_./-]+$/;
 
 /** A parsed rule. */
 export interface ParsedRule {
@@ -153,9 +169,29 @@ export function parseRule(text: string): ParsedRule {
   };
   const setRef = (): string => {
     const tok = t[i] ?? '';
-    if (!/^@[a-z0-9-]+$/.test(tok)) fail('expected @set');
+    if (!tok.startsWith('@') || !NAME.test(tok.slice(1))) fail('expected @set');
     i++;
     return tok.slice(1);
+  };
+  /** `@name`, or `{ KEY : VALUE, … }` with each KEY and VALUE one or more words (`10.180.0.1 . 8080`, `goto C`). */
+  const mapRef = (): MapRef => {
+    if (!eat('{')) return { name: setRef() };
+    const inline = new Map<string, string>();
+    for (;;) {
+      const key: string[] = [];
+      while (i < t.length && t[i] !== ':') key.push(t[i++]!);
+      expect(':');
+      const value: string[] = [];
+      while (i < t.length && t[i] !== '}' && !t[i]!.endsWith(',')) value.push(t[i++]!);
+      if (i >= t.length) fail('expected }');
+      if (t[i] === '}') {
+        i++;
+        inline.set(key.join(' '), value.join(' '));
+        return { inline };
+      }
+      value.push(t[i++]!.slice(0, -1));
+      inline.set(key.join(' '), value.join(' '));
+    }
   };
   const items: Item[] = [];
   while (i < t.length) {
@@ -166,7 +202,7 @@ export function parseRule(text: string): ParsedRule {
     } else if (w === 'jump' || w === 'goto') {
       i++;
       const chain = t[i++];
-      if (!chain || !/^[a-z0-9-]+$/.test(chain)) fail('expected a chain');
+      if (!chain || !NAME.test(chain)) fail('expected a chain');
       items.push({ kind: 'verdict', verdict: { kind: w, chain: chain! } });
     } else if (eat('fib', 'saddr', 'type', 'local')) items.push({ kind: 'fib-local' });
     else if (eat('ct', 'state', 'new')) items.push({ kind: 'ct-new' });
@@ -178,17 +214,21 @@ export function parseRule(text: string): ParsedRule {
     } else if (eat('dnat', 'ip', 'to') || eat('dnat', 'ip6', 'to')) {
       const e = expr();
       expect('map');
-      items.push({ kind: 'dnat', expr: e, map: setRef() });
+      items.push({ kind: 'dnat', expr: e, map: mapRef() });
+    } else if (eat('dnat', 'to')) {
+      const target = /^(\d+\.\d+\.\d+\.\d+|\[[0-9a-f:.]+\]):(\d+)$/.exec(t[i] ?? '');
+      if (!target) fail('expected IP:PORT');
+      i++;
+      items.push({ kind: 'dnat-to', ip: target![1]!.replace(/^\[|\]$/g, ''), port: Number(target![2]) });
     } else if (eat('update')) {
       const map = setRef();
       expect('{');
       const key = expr();
       let timeout: string | undefined;
       if (eat('timeout')) timeout = t[i++];
-      expect(':');
-      const value = expr();
+      const value = eat(':') ? expr() : undefined;
       expect('}');
-      items.push({ kind: 'update', map, key, value, ...(timeout !== undefined ? { timeout } : {}) });
+      items.push({ kind: 'update', map, key, ...(value ? { value } : {}), ...(timeout !== undefined ? { timeout } : {}) });
     } else if (eat('meta', 'mark', 'set')) {
       if (eat('meta', 'mark')) {
         const op = t[i++];
@@ -197,6 +237,10 @@ export function parseRule(text: string): ParsedRule {
       } else items.push({ kind: 'mark-set', op: '=', value: num(t[i++], text) });
     } else {
       const e = expr();
+      if (eat('vmap')) {
+        items.push({ kind: 'vmap', expr: e, map: mapRef() });
+        continue;
+      }
       const negate = eat('!=');
       if (t[i]?.startsWith('@')) items.push({ kind: 'lookup', expr: e, set: setRef(), negate });
       else if (!negate && eat('&')) {
@@ -266,6 +310,41 @@ interface Open {
   probability: number;
   facts: PacketFacts;
   notes: string[];
+  /** The verdict a verdict map gave (it ends the rule). */
+  verdict?: NftVerdict;
+}
+
+/** The value of `key` in map `ref`: a named map of the table, or the rule's own. @throws NftEvalError when the table has no such map. */
+function mapGet(ref: MapRef, key: string, sets: Lookups): string | undefined {
+  return 'name' in ref ? sets.get(ref.name, key) : ref.inline.get(key);
+}
+
+/**
+ * Each draw of a map lookup by `e` (one per numgen slot, else one): its
+ * probability, the value the map holds for it (undefined: none), the
+ * slot's words for notes, and the note of a hit.
+ */
+function mapDraws(e: Expr, ref: MapRef, f: PacketFacts, sets: Lookups, probability: number): { key: string; probability: number; value: string | undefined; slot?: string; hit: string }[] {
+  return values(e, f).map((v) => {
+    const value = mapGet(ref, v.text, sets);
+    const slot = v.slot ? `slot ${v.slot.n} of ${v.slot.of}` : undefined;
+    const hit = slot ? `${slot}${v.probability < 1 ? `, taken with probability ${v.probability.toFixed(4)}` : ''}` : `${mapName(ref)} entry ${v.text} : ${value}`;
+    return { key: v.text, probability: probability * v.probability, value, ...(slot ? { slot } : {}), hit };
+  });
+}
+
+/** A map's name for notes: `@m`, or "the rule's map". */
+function mapName(ref: MapRef): string {
+  return 'name' in ref ? `@${ref.name}` : "the rule's map";
+}
+
+/** A verdict map's value as a verdict (`goto C`, `jump C`, `accept`, `drop`, `return`); `continue` is none. @throws NftEvalError for anything else. */
+function verdictValue(value: string, text: string): NftVerdict | undefined {
+  const w = value.trim().split(/\s+/);
+  if (w.length === 1 && w[0] === 'continue') return undefined;
+  if (w.length === 1 && (w[0] === 'accept' || w[0] === 'drop' || w[0] === 'return')) return { kind: w[0] };
+  if (w.length === 2 && (w[0] === 'goto' || w[0] === 'jump') && NAME.test(w[1]!)) return { kind: w[0], chain: w[1]! };
+  throw new NftEvalError(`cannot evaluate rule "${text}": the verdict ${JSON.stringify(value)} of its verdict map`);
 }
 
 /**
@@ -321,19 +400,31 @@ export function evalRule(rule: ParsedRule, facts: PacketFacts, sets: Lookups): R
           break;
         }
         case 'dnat': {
-          for (const v of values(item.expr, f)) {
-            const p = o.probability * v.probability;
-            const slot = v.slot ? `slot ${v.slot.n} of ${v.slot.of}` : undefined;
-            const target = sets.get(item.map, v.text);
-            if (target === undefined) {
+          const name = mapName(item.map);
+          for (const d of mapDraws(item.expr, item.map, f, sets, o.probability)) {
+            if (d.value === undefined) {
               // A key the map lacks breaks the rule: it does not match, the next rule follows.
-              out.push({ probability: p, matched: false, facts: f, notes: slot ? [...o.notes, `${slot} of ${v.text.split(' . ').slice(0, -1).join(' . ')} is empty in @${item.map}: that draw goes on to the next rule`] : o.notes });
+              out.push({ probability: d.probability, matched: false, facts: f, notes: d.slot ? [...o.notes, `${d.slot} of ${d.key.split(' . ').slice(0, -1).join(' . ')} is empty in ${name}: that draw goes on to the next rule`] : o.notes });
               continue;
             }
-            const parts = target.split(' . ');
-            if (parts.length !== 2 || parseIP(parts[0]!)?.text !== parts[0] || !/^[0-9]+$/.test(parts[1]!)) throw new NftEvalError(`@${item.map} maps ${v.text} to ${JSON.stringify(target)}, not ip . port`);
-            const note = slot ? `${slot}${v.probability < 1 ? `, taken with probability ${v.probability.toFixed(4)}` : ''}` : `@${item.map} entry ${v.text} : ${target}`;
-            next.push({ probability: p, notes: [...o.notes, note], facts: { ...f, daddr: parts[0]!, dport: Number(parts[1]), dnatted: true } });
+            const parts = d.value.split(' . ');
+            if (parts.length !== 2 || parseIP(parts[0]!)?.text !== parts[0] || !/^[0-9]+$/.test(parts[1]!)) throw new NftEvalError(`${name} maps ${d.key} to ${JSON.stringify(d.value)}, not ip . port`);
+            next.push({ ...o, probability: d.probability, notes: [...o.notes, d.hit], facts: { ...f, daddr: parts[0]!, dport: Number(parts[1]), dnatted: true } });
+          }
+          break;
+        }
+        case 'dnat-to':
+          next.push({ ...o, facts: { ...f, daddr: item.ip, dport: item.port, dnatted: true } });
+          break;
+        case 'vmap': {
+          for (const d of mapDraws(item.expr, item.map, f, sets, o.probability)) {
+            // A key the verdict map lacks: the rule does not match.
+            if (d.value === undefined) {
+              miss(o, d.probability);
+              continue;
+            }
+            const verdict = verdictValue(d.value, rule.text);
+            next.push({ ...o, probability: d.probability, notes: [...o.notes, d.hit], ...(verdict ? { verdict } : {}) });
           }
           break;
         }
@@ -342,9 +433,9 @@ export function evalRule(rule: ParsedRule, facts: PacketFacts, sets: Lookups): R
           break;
         case 'update': {
           const key = values(item.key, f)[0]!.text;
-          const value = values(item.value, f)[0]!.text;
+          const value = item.value ? ` : ${values(item.value, f)[0]!.text}` : '';
           sets.has(item.map, key); // throws for a map the table lacks; the entry itself is the kernel's to write
-          next.push({ ...o, notes: [...o.notes, `records ${key} : ${value} in @${item.map}${item.timeout ? ` for ${item.timeout}` : ''}`] });
+          next.push({ ...o, notes: [...o.notes, `records ${key}${value} in @${item.map}${item.timeout ? ` for ${item.timeout}` : ''}`] });
           break;
         }
         case 'verdict':
@@ -354,8 +445,11 @@ export function evalRule(rule: ParsedRule, facts: PacketFacts, sets: Lookups): R
     }
     open = next;
   }
-  const verdict = verdictOf(rule);
-  for (const o of open) out.push({ probability: o.probability, matched: true, facts: o.facts, notes: o.notes, ...(verdict ? { verdict } : {}) });
+  const ruleVerdict = verdictOf(rule);
+  for (const o of open) {
+    const verdict = o.verdict ?? ruleVerdict;
+    out.push({ probability: o.probability, matched: true, facts: o.facts, notes: o.notes, ...(verdict ? { verdict } : {}) });
+  }
   return out;
 }
 
@@ -364,7 +458,7 @@ function verdictOf(rule: ParsedRule): NftVerdict | undefined {
   for (let k = rule.items.length - 1; k >= 0; k--) {
     const it = rule.items[k]!;
     if (it.kind === 'verdict') return it.verdict;
-    if (it.kind === 'dnat') return { kind: 'dnat' };
+    if (it.kind === 'dnat' || it.kind === 'dnat-to') return { kind: 'dnat' };
     if (it.kind === 'masquerade') return { kind: 'masquerade' };
   }
   return undefined;
