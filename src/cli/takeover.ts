@@ -33,7 +33,7 @@ export function takeoverCommand(): Command {
         .default(DEFAULT_DRAIN_MS, '30s')
         .argParser(parseDuration),
     )
-    .addOption(new Option('--force', "also delete kube-proxy's nftables tables (table ip/ip6 kube-proxy), which drover cannot check").default(false))
+    .addOption(new Option('--force', "delete kube-proxy's nftables tables (table ip/ip6 kube-proxy) without checking them").default(false))
     .action(async (opts: TakeoverCliOptions) => {
       const config = commandProxyConfig(cmd);
       const logger = createLogger(config.kernel.logLevel);

@@ -14,7 +14,9 @@ export interface TakeoverPlan {
   readonly adopt: readonly string[];
   /** The other modes whose state is there: checked against the target's, then removed by their own cleanup. */
   readonly remove: readonly ModeFinding[];
-  /** kube-proxy's nftables tables to delete (only with `force`). */
+  /** kube-proxy's nftables tables to check against the target's state, then delete ("ip kube-proxy"). */
+  readonly checkTables: readonly string[];
+  /** kube-proxy's nftables tables to delete unchecked (with `force`). */
   readonly deleteTables: readonly string[];
   /** Why the takeover cannot go on; undefined when it can. One line. */
   readonly refusal?: string;
@@ -41,16 +43,14 @@ function notBuilt(from: string, target: string): string | undefined {
  * The plan of `takeover --mode target` for `survey`. Refused: when IPVS
  * mode is the target, or its state is there and the target is iptables
  * mode (not built); when a mode to remove says its state cannot be
- * checked and removed from here (ModeSurvey.cannotRemove); and, without
- * `force`, when kube-proxy's nftables tables are there (drover cannot
- * evaluate them, so cannot check that they send each frontend where
- * drover's state does).
+ * checked and removed from here (ModeSurvey.cannotRemove). kube-proxy's
+ * nftables tables are checked like another mode's state
+ * (kube-proxy-nftables.ts), then deleted; with `force`, deleted unchecked.
  */
 export function planTakeover(survey: NodeSurvey, target: string, force: boolean): TakeoverPlan {
   const own = survey.modes.find((m) => m.mode === target);
   const remove = survey.modes.filter((m) => m.mode !== target && m.found.length > 0);
-  const deleteTables = force ? survey.kubeProxyTables : [];
-  const base = { target, adopt: own?.found ?? [], remove, deleteTables };
+  const base = { target, adopt: own?.found ?? [], remove, checkTables: force ? [] : survey.kubeProxyTables, deleteTables: force ? survey.kubeProxyTables : [] };
   const refused = [undefined, ...remove.map((m) => m.mode)].map((from) => notBuilt(from ?? '*', target)).find((r) => r !== undefined);
   if (refused !== undefined) return { ...base, refusal: `${refused}; nothing was changed` };
   const unreadable = remove.find((m) => m.cannotRemove !== undefined);
@@ -60,12 +60,6 @@ export function planTakeover(survey: NodeSurvey, target: string, force: boolean)
     return {
       ...base,
       refusal: `${apart.title} mode's layout is also in ${apart.elsewhere!.join('; ')}, which drover neither checks nor removes here: its hooks would keep sending connections where they sent them; remove it with that iptables variant's cleanup (drover cleanup --mode ${apart.mode} --iptables-backend <variant>) first; nothing was changed`,
-    };
-  }
-  if (survey.kubeProxyTables.length > 0 && !force) {
-    return {
-      ...base,
-      refusal: `${survey.kubeProxyTables.map((t) => `table ${t}`).join(' and ')} of kube-proxy's nftables mode: drover cannot evaluate it to check that it sends each frontend where drover does; give --force to remove it unchecked; nothing was changed`,
     };
   }
   return base;
@@ -89,11 +83,12 @@ export function formatPlan(plan: TakeoverPlan, titleOf: (mode: string) => string
   const target = `${titleOf(plan.target)} mode`;
   let text = 'plan:\n';
   text += plan.adopt.length > 0 ? `  1. full sync in ${target}, adopting what is there\n` : `  1. full sync in ${target}, from nothing\n`;
-  const old = [...plan.remove.map((m) => `${m.title} mode`), ...plan.deleteTables.map((t) => `table ${t}`)];
+  const checked = [...plan.remove.map((m) => `${m.title} mode`), ...plan.checkTables.map((t) => `table ${t}`)];
+  const old = [...checked, ...plan.deleteTables.map((t) => `table ${t}`)];
   if (old.length === 0) {
     text += '  2. nothing else to remove\n';
   } else {
-    text += `  2. check every frontend: ${plan.remove.length > 0 ? `${plan.remove.map((m) => `${m.title} mode`).join(', ')} must send it to the same endpoints as ${target}` : 'nothing to check'}\n`;
+    text += `  2. check every frontend: ${checked.length > 0 ? `${checked.join(', ')} must send it to the same endpoints as ${target}` : 'nothing to check'}\n`;
     if (plan.deleteTables.length > 0) text += `     (${plan.deleteTables.map((t) => `table ${t}`).join(', ')} unchecked: --force)\n`;
     text += `  3. remove ${old.join(', ')}\n`;
   }

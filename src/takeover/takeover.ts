@@ -33,6 +33,7 @@ import { formatPlan, formatSurvey, planTakeover, type TakeoverPlan } from './pla
 import { NFT } from '../modes/nftables/exec.ts';
 import { surveyNode } from './survey.ts';
 import { compareFrontends, formatDifferences, frontendsToCheck, type CheckedFrontend } from './verify.ts';
+import { kubeProxyTraceContexts } from './kube-proxy-nftables.ts';
 
 /**
  * The part of the configuration a takeover reads: the kernel section, whose
@@ -201,20 +202,25 @@ export async function completeTakeover(input: CompleteInput): Promise<TakeoverRe
   const now = input.now ?? Date.now;
   const target = modeDriver(config.kernel.mode);
   let checked = 0;
-  if (plan.remove.length > 0) {
+  if (plan.remove.length > 0 || plan.checkTables.length > 0) {
     const frontends = frontendsToCheck(input.snapshot, await nodeIPs(netns));
+    const families = frontends.map((f) => f.family);
     const current = await traceContexts(target.name, kernelOf(config, target.name), frontends);
-    for (const old of plan.remove) {
-      const diffs = compareFrontends(frontends, await traceContexts(old.mode, kernelOf(config, old.mode), frontends), current);
+    const olds = [
+      ...plan.remove.map((m) => ({ title: `${m.title} mode`, contexts: () => traceContexts(m.mode, kernelOf(config, m.mode), frontends) })),
+      ...(plan.checkTables.length > 0 ? [{ title: "kube-proxy's nftables mode", contexts: () => kubeProxyTraceContexts(netns, families, plan.checkTables) }] : []),
+    ];
+    for (const old of olds) {
+      const diffs = compareFrontends(frontends, await old.contexts(), current);
       if (diffs.length > 0) {
         throw new TakeoverRefusedError(
-          `${diffs.length} of ${frontends.length} frontends go elsewhere in ${old.title} mode than in ${target.title} mode; nothing was removed (both are programmed now):\n` +
-            formatDifferences(old.title, target.title, diffs).trimEnd(),
+          `${diffs.length} of ${frontends.length} frontends go elsewhere in ${old.title} than in ${target.title} mode; nothing was removed (both are programmed now):\n` +
+            formatDifferences(old.title, `${target.title} mode`, diffs).trimEnd(),
         );
       }
     }
     checked = frontends.length;
-    write(`checked ${checked} frontends: the same endpoints in ${[...plan.remove.map((m) => m.title), target.title].map((t) => `${t} mode`).join(' and ')}\n`);
+    write(`checked ${checked} frontends: the same endpoints in ${[...olds.map((o) => o.title), `${target.title} mode`].join(' and ')}\n`);
   }
 
   const drained: Array<{ mode: string; report: DrainReport }> = [];
@@ -238,17 +244,17 @@ export async function completeTakeover(input: CompleteInput): Promise<TakeoverRe
       await backend.close?.();
     }
   }
-  for (const table of plan.deleteTables) {
+  for (const table of [...plan.checkTables, ...plan.deleteTables]) {
     const res = await runCommand(NFT, ['delete', 'table', ...table.split(' ')], netns !== undefined ? { netns } : {});
     if (res.code !== 0) throw new Error(`nft delete table ${table} failed: ${res.stderr.trim()}`);
-    write(`removed table ${table} (unchecked: --force)\n`);
+    write(`removed table ${table}${plan.deleteTables.includes(table) ? ' (unchecked: --force)' : ''}\n`);
   }
   const ms = now() - input.start;
 
   const after = await surveyNode(kernelOf(config, target.name), cleanupRender(config));
   const remaining = [
     ...after.modes.filter((m) => plan.remove.some((r) => r.mode === m.mode) && m.found.length > 0).map((m) => `${m.title} mode: ${m.found.join('; ')}`),
-    ...after.kubeProxyTables.filter((t) => plan.deleteTables.includes(t)).map((t) => `table ${t}`),
+    ...after.kubeProxyTables.filter((t) => plan.checkTables.includes(t) || plan.deleteTables.includes(t)).map((t) => `table ${t}`),
   ];
   write(remaining.length === 0 ? `done in ${ms} ms: only ${target.title} mode's state is left\n` : `done in ${ms} ms, but still there: ${remaining.join('; ')}\n`);
   return { plan, checked, removed, drained, remaining, ms };

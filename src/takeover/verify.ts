@@ -95,9 +95,10 @@ export function compareFrontends(
 }
 
 /**
- * The lines `takeover` prints when the check fails, one per frontend:
+ * The lines `takeover` prints when the check fails, one per frontend, the
+ * states named by `oldTitle` and `newTitle` ("iptables mode"):
  * `  TCP 172.30.0.50:80 (ns/web:http ClusterIP): iptables mode 10.180.0.1:8080 10.180.0.2:8080, nftables mode 10.180.0.1:8080`.
  */
 export function formatDifferences(oldTitle: string, newTitle: string, diffs: readonly FrontendDifference[]): string {
-  return diffs.map((d) => `  ${d.frontend}: ${oldTitle} mode ${d.old.join(' ') || 'nothing'}, ${newTitle} mode ${d.new.join(' ') || 'nothing'}\n`).join('');
+  return diffs.map((d) => `  ${d.frontend}: ${oldTitle} ${d.old.join(' ') || 'nothing'}, ${newTitle} ${d.new.join(' ') || 'nothing'}\n`).join('');
 }

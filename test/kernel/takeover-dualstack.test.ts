@@ -18,7 +18,8 @@ import { run } from '../../src/kernel/exec.ts';
 import { NFT } from '../../src/modes/nftables/exec.ts';
 import { testbedUnavailableReason } from '../../src/testbed/topology.ts';
 import { CLUSTER_CIDRS, dualStackWorld } from '../support/dualstack.ts';
-import { drover, startLoads } from '../support/faults.ts';
+import { drover } from '../support/faults.ts';
+import { underTraffic } from '../support/takeover.ts';
 
 const unavailable = await testbedUnavailableReason();
 
@@ -39,26 +40,11 @@ if (unavailable) {
     const once = await drover(['sync', '--once', '--mode', 'iptables', ...flags]);
     t.is(once.code, 0, once.stderr);
 
-    const opts = { held: 4, intervalMs: 50, timeoutMs: 3000, heldTimeoutMs: 5000 };
-    const frontends = [
+    const r = await underTraffic(t, topo, 'iptables → nftables (dual-stack)', [
       ['IPv6 ClusterIP', { host: 'fd00:96::10', port: 80 }],
       ['IPv4 ClusterIP', { host: '10.96.0.10', port: 80 }],
       ['IPv6 NodePort', { host: topo.ipv6.nodeIp, port: 30080 }],
-    ] as const;
-    const loads = await startLoads(t, topo, frontends.map(([, f]) => ({ ...f, ...opts })));
-    // Traffic before, during and after the takeover.
-    await new Promise((r) => setTimeout(r, 500));
-    const r = await drover(['takeover', '--mode', 'nftables', ...flags]);
-    await new Promise((r) => setTimeout(r, 1000));
-    const summaries = await Promise.all(loads.map((l) => l.stop()));
-    const ms = /done in ([0-9]+) ms/.exec(r.stdout)?.[1];
-    for (const [i, [what]] of frontends.entries()) {
-      const s = summaries[i]!;
-      t.log(`takeover iptables → nftables (dual-stack), ${what}: attempted ${s.attempted}, failed ${s.failed}, lost ${s.lost} (held ${s.held}, ${s.heldRequests} requests on them); old state gone ${ms} ms after the start`);
-      t.true(s.attempted > 10 && s.heldRequests > 0, `${what}: traffic ran`);
-      t.is(s.failed, 0, `${what}: ${JSON.stringify(s.errors)}`);
-      t.is(s.lost, 0, `${what}: ${JSON.stringify(s.lostErrors)}`);
-    }
+    ], () => drover(['takeover', '--mode', 'nftables', ...flags]));
     t.is(r.code, 0, r.stdout + r.stderr);
     t.regex(r.stdout, /checked [0-9]+ frontends: the same endpoints in iptables mode and nftables mode/);
     t.regex(r.stdout, /only nftables mode's state is left/);

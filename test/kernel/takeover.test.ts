@@ -17,6 +17,7 @@
  */
 import test, { type ExecutionContext } from 'ava';
 import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { chmod, copyFile, readFile, writeFile } from 'node:fs/promises';
 import { run, runCommand } from '../../src/kernel/exec.ts';
 import type { TrafficSummary } from '../../src/testbed/probe.ts';
@@ -25,7 +26,7 @@ import { NFT } from '../../src/modes/nftables/exec.ts';
 import { join } from 'node:path';
 import { assertConverged, CLUSTER_IP, drover, manifestWorld, openManifestWorld, reached, runFlags, startDrover, startLoads, type ManifestWorld, type OwnedWorld } from '../support/faults.ts';
 import { until } from '../support/wait.ts';
-import { IPTABLES_TO_NFTABLES_PLAN } from '../support/takeover.ts';
+import { IPTABLES_TO_NFTABLES_PLAN, underTraffic, type TrafficFrontend } from '../support/takeover.ts';
 
 const unavailable = await testbedUnavailableReason();
 
@@ -37,7 +38,19 @@ const web = (ips: readonly string[], udp = false) =>
   `apiVersion: v1\nkind: Service\nmetadata: {name: web, namespace: nsd}\nspec: {type: NodePort, clusterIP: ${CLUSTER_IP}, ports: [{name: http, port: 80, nodePort: ${NODE_PORT}, protocol: TCP}${udp ? `, {name: dns, port: 53, nodePort: ${UDP_NODE_PORT}, protocol: UDP}` : ''}]}\n---\n` +
   `apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {name: web-1, namespace: nsd, labels: {kubernetes.io/service-name: web}}\naddressType: IPv4\nports: [{name: http, port: 8080, protocol: TCP}${udp ? ', {name: dns, port: 8080, protocol: UDP}' : ''}]\nendpoints:\n${ips.map((i) => `  - {addresses: [${i}], conditions: {ready: true}}\n`).join('')}`;
 
+/** The Services the real kube-proxy programmed (test/fixtures/kube-proxy-nftables/services.yaml), and its table for them (table.nft). */
+const KUBE_PROXY_SERVICES = readFileSync(new URL('../fixtures/kube-proxy-nftables/services.yaml', import.meta.url), 'utf8');
+const KUBE_PROXY_TABLE = readFileSync(new URL('../fixtures/kube-proxy-nftables/table.nft', import.meta.url), 'utf8');
+
 const common = ['--iptables-backend', 'nft', '--service-cidr', '172.30.0.0/16', '--cluster-cidr', '10.180.0.0/16'];
+
+/** Web's frontends over TCP and UDP (`web(…, true)`), for {@link underTraffic}. */
+const webFrontends = (w: ManifestWorld): TrafficFrontend[] => [
+  ['ClusterIP', { host: CLUSTER_IP, port: 80 }],
+  ['NodePort', { host: w.topo.nodeIp, port: NODE_PORT }],
+  ['UDP ClusterIP', { host: CLUSTER_IP, port: 53, protocol: 'udp' }],
+  ['UDP NodePort', { host: w.topo.nodeIp, port: UDP_NODE_PORT, protocol: 'udp' }],
+];
 
 /** The flags of every command of a case: the source, the node namespace, the common flags. */
 const flags = (w: ManifestWorld) => ['--source', w.source, '--netns', w.topo.node, ...common];
@@ -101,27 +114,7 @@ if (unavailable) {
       await program(t, w, from);
       t.is(await reached(w), 'b1,b2');
       t.deepEqual(await holds(w), { iptables: from === 'iptables', nftables: from === 'nftables' });
-      const opts = { held: 4, intervalMs: 50, timeoutMs: 3000, heldTimeoutMs: 5000 };
-      const frontends = [
-        ['ClusterIP', { host: CLUSTER_IP, port: 80 }],
-        ['NodePort', { host: w.topo.nodeIp, port: NODE_PORT }],
-        ['UDP ClusterIP', { host: CLUSTER_IP, port: 53, protocol: 'udp' }],
-        ['UDP NodePort', { host: w.topo.nodeIp, port: UDP_NODE_PORT, protocol: 'udp' }],
-      ] as const;
-      const loads = await startLoads(t, w.topo, frontends.map(([, f]) => ({ ...f, ...opts })));
-      // Traffic before, during and after the takeover.
-      await new Promise((r) => setTimeout(r, 500));
-      const r = await drover(['takeover', '--mode', to, ...flags(w)]);
-      await new Promise((r) => setTimeout(r, 1000));
-      const summaries = await Promise.all(loads.map((l) => l.stop()));
-      const ms = /done in ([0-9]+) ms/.exec(r.stdout)?.[1];
-      for (const [i, [what]] of frontends.entries()) {
-        const s = summaries[i]!;
-        t.log(`takeover ${from} → ${to}, ${what}: attempted ${s.attempted}, failed ${s.failed}, lost ${s.lost} (held ${s.held}, ${s.heldRequests} requests on them); old state gone ${ms} ms after the start`);
-        t.true(s.attempted > 10 && s.heldRequests > 0, `${what}: traffic ran`);
-        t.is(s.failed, 0, `${what}: ${JSON.stringify(s.errors)}`);
-        t.is(s.lost, 0, `${what}: ${JSON.stringify(s.lostErrors)}`);
-      }
+      const r = await underTraffic(t, w.topo, `${from} → ${to}`, webFrontends(w), () => drover(['takeover', '--mode', to, ...flags(w)]));
       t.is(r.code, 0, r.stdout + r.stderr);
       // The ClusterIP and the NodePort on each of the node's two addresses, over TCP and over UDP.
       t.regex(r.stdout, /checked 6 frontends: the same endpoints/);
@@ -156,23 +149,42 @@ if (unavailable) {
     await assertConverged(t, ['diff', '--mode', 'nftables', ...flags(w)]);
   });
 
-  test.serial("kube-proxy's nftables table is refused in one line without --force, and deleted with it", async (t) => {
-    const w = await manifestWorld(t, web(['10.180.0.1', '10.180.0.2']));
-    await program(t, w, 'iptables');
-    await run(NFT, ['add', 'table', 'ip', 'kube-proxy'], { netns: w.topo.node });
-    const before = await kernelState(w);
-    const refused = await drover(['takeover', '--mode', 'nftables', ...flags(w)]);
-    t.is(refused.code, 1);
+  test.serial("kube-proxy's nftables table (the real kube-proxy's, loaded as it wrote it) → nftables, with TCP and UDP traffic: every frontend checked, none failed, none lost, its table gone, diff clean", async (t) => {
+    const w = await manifestWorld(t, KUBE_PROXY_SERVICES);
+    await run(NFT, ['-f', '-'], { netns: w.topo.node, input: KUBE_PROXY_TABLE });
+    // kube-proxy's nftables mode serves NodePorts on the node's primary address only (nodePortAddresses "primary").
+    const kpFlags = [...flags(w), '--nodeport-addresses', `${w.topo.nodeIp}/32`];
+    const r = await underTraffic(t, w.topo, "kube-proxy's nftables → nftables", webFrontends(w), () => drover(['takeover', '--mode', 'nftables', ...kpFlags]));
+    t.is(r.code, 0, r.stdout + r.stderr);
+    // The ClusterIPs of the five service ports, and the NodePorts of web (TCP, UDP) and local on each of the node's two addresses.
+    t.regex(r.stdout, /^checked 11 frontends: the same endpoints in kube-proxy's nftables mode and nftables mode$/m);
+    t.regex(r.stdout, /^removed table ip kube-proxy$/m);
+    t.regex(r.stdout, /only nftables mode's state is left/);
+    t.false(/^table ip kube-proxy /m.test((await kernelState(w)).nft), 'kube-proxy\'s table is gone, read back');
+    t.is(await reached(w), 'b1,b2');
+    await assertConverged(t, ['diff', '--mode', 'nftables', ...kpFlags]);
+  });
+
+  test.serial("kube-proxy's nftables table sending a frontend elsewhere stops the takeover, naming it; with --force the table is deleted unchecked", async (t) => {
+    // The source says web has one endpoint, b3; kube-proxy's table sends it to b1 and b2.
+    const w = await manifestWorld(t, KUBE_PROXY_SERVICES.replace('  - {addresses: [10.180.0.1], conditions: {ready: true}, nodeName: node-b}\n  - {addresses: [10.180.0.2], conditions: {ready: true}, nodeName: node-b}\n', '  - {addresses: [10.180.0.3], conditions: {ready: true}, nodeName: node-b}\n'));
+    await run(NFT, ['-f', '-'], { netns: w.topo.node, input: KUBE_PROXY_TABLE });
+    const kpFlags = [...flags(w), '--nodeport-addresses', `${w.topo.nodeIp}/32`];
+    const refused = await drover(['takeover', '--mode', 'nftables', ...kpFlags]);
+    t.is(refused.code, 1, refused.stdout);
+    const both = "kube-proxy's nftables mode 10.180.0.1:8080 10.180.0.2:8080, nftables mode 10.180.0.3:8080";
     t.deepEqual(said(refused.stderr), [
-      "drover: table ip kube-proxy of kube-proxy's nftables mode: drover cannot evaluate it to check that it sends each frontend where drover does; give --force to remove it unchecked; nothing was changed",
+      "drover: 4 of 11 frontends go elsewhere in kube-proxy's nftables mode than in nftables mode; nothing was removed (both are programmed now):",
+      `  UDP 172.30.0.50:53 (nsd/web:dns ClusterIP): ${both}`,
+      `  UDP ${w.topo.nodeIp}:30053 (nsd/web:dns NodePort): ${both}`,
+      `  TCP 172.30.0.50:80 (nsd/web:http ClusterIP): ${both}`,
+      `  TCP ${w.topo.nodeIp}:30080 (nsd/web:http NodePort): ${both}`,
     ]);
-    t.deepEqual(await kernelState(w), before);
-    const forced = await drover(['takeover', '--force', '--mode', 'nftables', ...flags(w)]);
+    t.true(/^table ip kube-proxy /m.test((await kernelState(w)).nft), 'kube-proxy\'s table is still there');
+    const forced = await drover(['takeover', '--force', '--mode', 'nftables', ...kpFlags]);
     t.is(forced.code, 0, forced.stdout + forced.stderr);
     t.regex(forced.stdout, /^removed table ip kube-proxy \(unchecked: --force\)$/m);
-    const after = await kernelState(w);
-    t.false(/^table ip kube-proxy /m.test(after.nft), after.nft);
-    t.deepEqual(await holds(w), { iptables: false, nftables: true });
+    t.false(/^table ip kube-proxy /m.test((await kernelState(w)).nft));
   });
 
   test.serial('a frontend the old state sends elsewhere stops the takeover before anything is removed, naming it and both endpoint sets', async (t) => {

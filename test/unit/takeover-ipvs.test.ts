@@ -81,7 +81,7 @@ test('the check: IPVS and nftables mode programmed from one snapshot agree on ev
   t.deepEqual(compareFrontends(frontends, { IPv4: ipvs }, { IPv4: await traced('nftables', state) }), []);
   const diffs = compareFrontends(frontends, { IPv4: ipvs }, { IPv4: await traced('nftables', web(['10.180.0.3:8080'])) });
   t.is(
-    formatDifferences('IPVS', 'nftables', diffs),
+    formatDifferences('IPVS mode', 'nftables mode', diffs),
     '  TCP 172.30.0.50:80 (nsd/web:http ClusterIP): IPVS mode 10.180.0.1:8080 10.180.0.2:8080, nftables mode 10.180.0.3:8080\n' +
       '  TCP 192.168.100.1:30080 (nsd/web:http NodePort): IPVS mode 10.180.0.1:8080 10.180.0.2:8080, nftables mode 10.180.0.3:8080\n',
   );

@@ -56,13 +56,20 @@ test('a layout in the iptables variant drover does not use here is printed, and 
   t.true(formatSurvey(s).includes('  iptables mode: iptables-nft IPv4: 13 chains, 15 hook rules\n    also, in the other iptables variant: iptables-legacy IPv4: 9 chains, 4 hook rules\n'));
 });
 
-test("kube-proxy's nftables tables are refused without --force, and deleted unchecked with it", (t) => {
+test("kube-proxy's nftables tables are checked, then deleted; with --force, deleted unchecked", (t) => {
   const s = survey({}, ['ip kube-proxy', 'ip6 kube-proxy']);
+  const checked = planTakeover(s, 'nftables', false);
+  t.is(checked.refusal, undefined);
+  t.deepEqual([checked.checkTables, checked.deleteTables], [['ip kube-proxy', 'ip6 kube-proxy'], []]);
   t.is(
-    planTakeover(s, 'nftables', false).refusal,
-    "table ip kube-proxy and table ip6 kube-proxy of kube-proxy's nftables mode: drover cannot evaluate it to check that it sends each frontend where drover does; give --force to remove it unchecked; nothing was changed",
+    formatPlan(checked, title),
+    'plan:\n' +
+      '  1. full sync in nftables mode, from nothing\n' +
+      '  2. check every frontend: table ip kube-proxy, table ip6 kube-proxy must send it to the same endpoints as nftables mode\n' +
+      '  3. remove table ip kube-proxy, table ip6 kube-proxy\n',
   );
   const forced = planTakeover(s, 'nftables', true);
+  t.deepEqual([forced.checkTables, forced.deleteTables], [[], ['ip kube-proxy', 'ip6 kube-proxy']]);
   t.is(forced.refusal, undefined);
   t.is(
     formatSurvey(s).split('\n').at(-2) + '\n' + formatPlan(forced, title),
@@ -96,7 +103,7 @@ test('the check finds no difference between iptables and nftables mode programme
   const moved = await traced('nftables', web(['10.180.0.3:8080']));
   const diffs = compareFrontends(frontends, { IPv4: iptables }, { IPv4: moved });
   t.is(
-    formatDifferences('iptables', 'nftables', diffs),
+    formatDifferences('iptables mode', 'nftables mode', diffs),
     '  TCP 172.30.0.50:80 (nsd/web:http ClusterIP): iptables mode 10.180.0.1:8080 10.180.0.2:8080, nftables mode 10.180.0.3:8080\n' +
       '  TCP 192.168.100.1:30080 (nsd/web:http NodePort): iptables mode 10.180.0.1:8080 10.180.0.2:8080, nftables mode 10.180.0.3:8080\n',
   );
