@@ -46,7 +46,8 @@ if (unavailable) {
       ['IPv6 NodePort', { host: topo.ipv6.nodeIp, port: 30080 }],
     ], () => drover(['takeover', '--mode', 'nftables', ...flags]));
     t.is(r.code, 0, r.stdout + r.stderr);
-    t.regex(r.stdout, /checked [0-9]+ frontends: the same endpoints in iptables mode and nftables mode/);
+    // The ClusterIPs of web (2), v6only (1) and empty (2), and web's NodePort on each of the node's four addresses of both families.
+    t.regex(r.stdout, /^checked 9 frontends: the same endpoints in iptables mode and nftables mode$/m);
     t.regex(r.stdout, /only nftables mode's state is left/);
 
     // Read back: no KUBE chain in either family's nat table, both drover tables.
