@@ -3,6 +3,7 @@
  * its own (removed at the end, also on failure):
  *
  *   tsx scripts/dns-bench.ts [--services 1000] [--updates 10] [--seconds 10] [--cpu 0] [--client-cpu LIST] [--rate 5000] [--churn MS] [--server-only [--full] [--cpu-prof DIR]]
+ *   tsx scripts/dns-bench.ts --peers [--servers drover,coredns,coredns-cache] [--services 1000] [--updates 10] [--seconds 10] [--cpu 0] [--client-cpu LIST] [--rate 5000]
  *
  * `drover run --dns-address 169.254.20.10` (iptables mode, pinned to CPU
  * `--cpu` with taskset) serves `--services` Services from a folder of
@@ -33,6 +34,11 @@
  * encoded zone answers. `--cpu-prof DIR`: that server under
  * `node --cpu-prof`, its profile written to DIR when it exits.
  *
+ * `--peers`: drover and CoreDNS side by side, each fed by the real API
+ * server (scripts/dns-bench/peers.ts, which says what it measures; needs
+ * scripts/peers/build.sh and scripts/peers/build-coredns.sh built);
+ * `--servers` picks which of them, in that order.
+ *
  * Pinning: the server runs on `--cpu` (taskset); dnsperf, the poller and
  * this process itself (`taskset -a -p`) on `--client-cpu`, by default every
  * online CPU but `--cpu`, so that the load generator never takes the
@@ -49,6 +55,7 @@ import { parseArgs } from 'node:util';
 import { createTopology, type Topology } from '../src/testbed/topology.ts';
 import { clientCpus } from './dns-bench/cpus.ts';
 import { dnsperf, dnsperfHeader, dnsperfRow, firstAnswer, ms, pct, pinSelf, writePoller, type Client } from './dns-bench/measure.ts';
+import { PEER_SERVERS, runPeers, type PeerServer } from './dns-bench/peers.ts';
 
 const ROOT = join(fileURLToPath(import.meta.url), '..', '..');
 const DNS = '169.254.20.10';
@@ -64,6 +71,8 @@ const { values } = parseArgs({
     full: { type: 'boolean', default: false },
     'cpu-prof': { type: 'string' },
     churn: { type: 'string' },
+    peers: { type: 'boolean', default: false },
+    servers: { type: 'string', default: 'drover,coredns,coredns-cache' },
   },
 });
 const SERVICES = Number(values.services);
@@ -207,4 +216,11 @@ async function main(): Promise<void> {
 }
 
 await pinSelf(CLIENT_CPUS);
-await main();
+if (values.peers) {
+  const servers = values.servers!.split(',');
+  const unknown = servers.filter((s) => !(PEER_SERVERS as readonly string[]).includes(s));
+  if (unknown.length > 0) throw new Error(`--servers ${values.servers}: unknown ${unknown.join(', ')} (use ${PEER_SERVERS.join(', ')})`);
+  process.stdout.write(await runPeers({ servers: servers as PeerServer[], services: SERVICES, updates: UPDATES, seconds: SECONDS, cpu: values.cpu!, clientCpus: CLIENT_CPUS, rate: Number(values.rate), address: DNS, log: (l) => process.stderr.write(`${l}\n`) }));
+} else {
+  await main();
+}
