@@ -18,7 +18,7 @@ export const pct = (xs: number[], p: number): number => xs[Math.min(xs.length - 
 /** `x` ms with two decimals. */
 export const ms = (x: number): string => `${x.toFixed(2)} ms`;
 
-/** The poller run in the client namespace: asks NAME every ms until the answer holds IP, prints READY first and then the epoch ms of the answer. */
+/** The poller run in the client namespace: asks NAME every ms until the answer holds IP; prints READY once it asks, HEARD at the first answer without IP, and then the epoch ms of the answer with it. */
 const POLLER = `
 import { createSocket } from 'node:dgram';
 import { createRequire } from 'node:module';
@@ -26,12 +26,15 @@ const dns = createRequire(${JSON.stringify(join(ROOT, 'package.json'))})('dns-pa
 const [name, ip, server] = process.argv.slice(2);
 const sock = createSocket('udp4');
 let id = 0;
+let heard = false;
 sock.on('message', (m) => {
   const p = dns.decode(m);
   if ((p.answers || []).some((a) => a.data === ip)) {
     process.stdout.write(String(performance.timeOrigin + performance.now()) + '\\n');
     process.exit(0);
   }
+  if (!heard) process.stdout.write('HEARD\\n');
+  heard = true;
 });
 sock.bind(0, () => {
   process.stdout.write('READY\\n');
@@ -82,15 +85,28 @@ export async function writePoller(client: Client): Promise<void> {
 
 /**
  * The epoch ms of the first answer to `name` holding `ip`, asked every
- * millisecond from the client namespace: the poller starts asking, then
- * `change()` runs (it makes the name; the caller notes when it began);
- * undefined when no such answer came within `timeoutMs`.
+ * millisecond from the client namespace: the poller starts asking and,
+ * unless `heard` is false, gets a first answer without `ip` (NXDOMAIN: the
+ * server already answers for the name's absence, so a server that caches
+ * denials has cached it); then `change()` runs (it makes the name; the
+ * caller notes when it began). Undefined when no such answer came within
+ * `timeoutMs` of the change (or no first answer within it, then
+ * `change()` is not run). `heard` false: the server may not answer yet
+ * (`change()` starts it).
  */
-export async function firstAnswer(client: Client, name: string, ip: string, change: () => Promise<void>, timeoutMs = 30_000): Promise<number | undefined> {
-  let ready!: () => void;
-  const isReady = new Promise<void>((r) => (ready = r));
-  const poller = inNetns(client.netns, ['taskset', '-c', client.cpus, process.execPath, join(client.dir, 'poller.mjs'), name, ip, client.server], (line) => line === 'READY' && ready());
-  await isReady;
+export async function firstAnswer(client: Client, name: string, ip: string, change: () => Promise<void>, timeoutMs = 30_000, heard = true): Promise<number | undefined> {
+  let ready!: (ok: boolean) => void;
+  const isReady = new Promise<boolean>((r) => (ready = r));
+  const poller = inNetns(client.netns, ['taskset', '-c', client.cpus, process.execPath, join(client.dir, 'poller.mjs'), name, ip, client.server], (line) => {
+    if (line === (heard ? 'HEARD' : 'READY')) ready(true);
+  });
+  const early = setTimeout(() => ready(false), timeoutMs);
+  const asked = await isReady;
+  clearTimeout(early);
+  if (!asked) {
+    poller.kill();
+    return undefined;
+  }
   await change();
   let timer: NodeJS.Timeout | undefined;
   const out = await Promise.race([poller.done, new Promise<string>((r) => (timer = setTimeout(() => r(''), timeoutMs)))]);

@@ -174,6 +174,7 @@ export async function runPeers(opts: PeersOptions): Promise<string> {
             proc = await startServer(server, topo!, api!.state.kubeconfig, dir, opts, coredns ?? '');
           },
           5 * 60_000,
+          false,
         );
         if (answered === undefined) throw new Error(`${server}: svc-${last} was not answered within 5 minutes of its start; its log ends with:\n${proc?.logTail ?? ''}`);
         const startMs = answered - started;
