@@ -2,7 +2,8 @@
  * The node DNS measured (docs/dns.md#measured), in network namespaces of
  * its own (removed at the end, also on failure):
  *
- *   tsx scripts/dns-bench.ts [--services 1000] [--updates 10] [--seconds 10] [--cpu 0] [--rate 5000] [--churn MS] [--server-only [--full] [--cpu-prof DIR]]
+ *   tsx scripts/dns-bench.ts [--services 1000] [--updates 10] [--seconds 10] [--cpu 0] [--client-cpu LIST] [--rate 5000] [--churn MS] [--server-only [--full] [--cpu-prof DIR]]
+ *   tsx scripts/dns-bench.ts --peers [--servers drover,coredns,coredns-cache] [--services 1000] [--updates 10] [--seconds 10] [--cpu 0] [--client-cpu LIST] [--rate 5000]
  *
  * `drover run --dns-address 169.254.20.10` (iptables mode, pinned to CPU
  * `--cpu` with taskset) serves `--services` Services from a folder of
@@ -33,27 +34,55 @@
  * encoded zone answers. `--cpu-prof DIR`: that server under
  * `node --cpu-prof`, its profile written to DIR when it exits.
  *
- * Prints a Markdown table. Needs root, dnsperf and iproute2.
+ * `--peers`: drover and CoreDNS side by side, each fed by the real API
+ * server (scripts/dns-bench/peers.ts, which says what it measures; needs
+ * scripts/peers/build.sh and scripts/peers/build-coredns.sh built);
+ * `--servers` picks which of them, in that order.
+ *
+ * Pinning: the server runs on `--cpu` (taskset); dnsperf, the poller and
+ * this process itself (`taskset -a -p`) on `--client-cpu`, by default every
+ * online CPU but `--cpu`, so that the load generator never takes the
+ * server's core.
+ *
+ * Prints a Markdown table. Needs root, dnsperf, taskset and iproute2.
  */
 import { spawn } from 'node:child_process';
-import { mkdtemp, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { createTopology, type Topology } from '../src/testbed/topology.ts';
+import { clientCpus } from './dns-bench/cpus.ts';
+import { dnsperf, dnsperfHeader, dnsperfRow, firstAnswer, ms, pct, pinSelf, writePoller, type Client } from './dns-bench/measure.ts';
+import { PEER_SERVERS, runPeers, type PeerServer } from './dns-bench/peers.ts';
 
 const ROOT = join(fileURLToPath(import.meta.url), '..', '..');
 const DNS = '169.254.20.10';
-const { values } = parseArgs({ options: { services: { type: 'string', default: '1000' }, updates: { type: 'string', default: '10' }, seconds: { type: 'string', default: '10' }, cpu: { type: 'string', default: '0' }, rate: { type: 'string', default: '5000' }, 'server-only': { type: 'boolean', default: false }, full: { type: 'boolean', default: false }, 'cpu-prof': { type: 'string' }, churn: { type: 'string' } } });
+const { values } = parseArgs({
+  options: {
+    services: { type: 'string', default: '1000' },
+    updates: { type: 'string', default: '10' },
+    seconds: { type: 'string', default: '10' },
+    cpu: { type: 'string', default: '0' },
+    'client-cpu': { type: 'string' },
+    rate: { type: 'string', default: '5000' },
+    'server-only': { type: 'boolean', default: false },
+    full: { type: 'boolean', default: false },
+    'cpu-prof': { type: 'string' },
+    churn: { type: 'string' },
+    peers: { type: 'boolean', default: false },
+    servers: { type: 'string', default: 'drover,coredns,coredns-cache' },
+  },
+});
 const SERVICES = Number(values.services);
 const UPDATES = Number(values.updates);
 const SECONDS = Number(values.seconds);
+const CLIENT_CPUS = values['client-cpu'] ?? clientCpus(await readFile('/sys/devices/system/cpu/online', 'utf8'), values.cpu!);
 
 /** The manifest of Service bench/svc-I with ClusterIP 10.96.X.Y and one endpoint. */
 function manifest(i: number): string {
-  const ip = `10.96.${100 + Math.floor(i / 250)}.${(i % 250) + 1}`;
-  const svc = { apiVersion: 'v1', kind: 'Service', metadata: { name: `svc-${i}`, namespace: 'bench' }, spec: { clusterIP: ip, ports: [{ name: 'http', port: 80, targetPort: 8080 }] } };
+  const svc = { apiVersion: 'v1', kind: 'Service', metadata: { name: `svc-${i}`, namespace: 'bench' }, spec: { clusterIP: clusterIP(i), ports: [{ name: 'http', port: 80, targetPort: 8080 }] } };
   const slice = {
     apiVersion: 'discovery.k8s.io/v1',
     kind: 'EndpointSlice',
@@ -66,56 +95,11 @@ function manifest(i: number): string {
 }
 
 /** The ClusterIP of Service i (see {@link manifest}). */
-const clusterIP = (i: number) => `10.96.${100 + Math.floor(i / 250)}.${(i % 250) + 1}`;
-
-/** Percentile `p` (0-100) of sorted `xs`. */
-const pct = (xs: number[], p: number) => xs[Math.min(xs.length - 1, Math.ceil((p / 100) * xs.length) - 1)]!;
-
-/** The poller run in the client namespace: asks NAME every ms until the answer holds IP, prints READY first and then the epoch ms of the answer. */
-const POLLER = `
-import { createSocket } from 'node:dgram';
-import { createRequire } from 'node:module';
-const dns = createRequire(${JSON.stringify(join(ROOT, 'package.json'))})('dns-packet');
-const [name, ip, server] = process.argv.slice(2);
-const sock = createSocket('udp4');
-let id = 0;
-sock.on('message', (m) => {
-  const p = dns.decode(m);
-  if ((p.answers || []).some((a) => a.data === ip)) {
-    process.stdout.write(String(performance.timeOrigin + performance.now()) + '\\n');
-    process.exit(0);
-  }
-});
-sock.bind(0, () => {
-  process.stdout.write('READY\\n');
-  setInterval(() => sock.send(dns.encode({ type: 'query', id: (id = (id + 1) & 0xffff), questions: [{ type: 'A', name }] }), 53, server), 1);
-});
-`;
-
-/** CPU time process `pid` has used so far, user and system, ms (proc(5): /proc/PID/stat, fields 14 and 15, in clock ticks of 10 ms). */
-async function cpuMs(pid: number): Promise<number> {
-  const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return (Number(fields[11]) + Number(fields[12])) * 10;
+function clusterIP(i: number): string {
+  return `10.96.${100 + Math.floor(i / 250)}.${(i % 250) + 1}`;
 }
 
-/** Run `cmd` in `netns`, resolving with its stdout, calling `onLine` for each stdout line. */
-function inNetns(netns: string, cmd: string[], onLine?: (line: string) => void): { done: Promise<string>; kill: () => void } {
-  const child = spawn('ip', ['netns', 'exec', netns, ...cmd], { stdio: ['ignore', 'pipe', 'inherit'] });
-  let out = '';
-  let pending = '';
-  child.stdout.on('data', (b: Buffer) => {
-    out += b.toString();
-    pending += b.toString();
-    let nl;
-    while ((nl = pending.indexOf('\n')) >= 0) {
-      onLine?.(pending.slice(0, nl));
-      pending = pending.slice(nl + 1);
-    }
-  });
-  return { done: new Promise((resolve) => child.on('close', () => resolve(out))), kill: () => child.kill('SIGKILL') };
-}
-
+/** The file-source bench (and `--server-only`): see the module comment. */
 async function main(): Promise<void> {
   const dir = await mkdtemp(join(tmpdir(), 'drover-dns-bench-'));
   const source = join(dir, 'manifests');
@@ -123,9 +107,10 @@ async function main(): Promise<void> {
   let drover: ReturnType<typeof spawn> | undefined;
   try {
     topo = await createTopology({ backends: [{ name: 'web-1', ip: '10.244.1.2', ports: [8080] }] });
-    await (await import('node:fs/promises')).mkdir(source);
+    await mkdir(source);
     for (let i = 0; i < SERVICES; i++) await writeFile(join(source, `svc-${i}.json`), manifest(i));
-    await writeFile(join(dir, 'poller.mjs'), POLLER);
+    const client: Client = { netns: topo.client().netns, cpus: CLIENT_CPUS, dir, server: DNS };
+    await writePoller(client);
     const logs: Array<{ time: string; msg: string; changed?: string[] }> = [];
     if (values['server-only']) {
       await topo.exec(topo.node, 'ip', ['addr', 'add', `${DNS}/32`, 'dev', 'lo']);
@@ -166,7 +151,6 @@ async function main(): Promise<void> {
         await new Promise((r) => setTimeout(r, 200));
       }
     }
-    const client = topo.client().netns;
 
     // 1. Name-update latency.
     const fromSource: number[] = [];
@@ -174,17 +158,13 @@ async function main(): Promise<void> {
     for (let u = 0; u < (values['server-only'] ? 0 : UPDATES); u++) {
       const i = SERVICES + u;
       const name = `svc-${i}.bench.svc.cluster.local`;
-      let ready!: () => void;
-      const isReady = new Promise<void>((r) => (ready = r));
-      const poller = inNetns(client, [process.execPath, join(dir, 'poller.mjs'), name, clusterIP(i), DNS], (line) => line === 'READY' && ready());
-      await isReady;
-      await writeFile(join(dir, `svc-${i}.json.tmp`), manifest(i));
-      const t0 = performance.timeOrigin + performance.now();
-      await rename(join(dir, `svc-${i}.json.tmp`), join(source, `svc-${i}.json`));
-      const out = await Promise.race([poller.done, new Promise<string>((r) => setTimeout(() => r(''), 30_000))]);
-      poller.kill();
-      const answered = Number(out.trim().split('\n').pop());
-      if (!Number.isFinite(answered)) throw new Error(`${name} was not answered within 30 s`);
+      let t0 = 0;
+      const answered = await firstAnswer(client, name, clusterIP(i), async () => {
+        await writeFile(join(dir, `svc-${i}.json.tmp`), manifest(i));
+        t0 = performance.timeOrigin + performance.now();
+        await rename(join(dir, `svc-${i}.json.tmp`), join(source, `svc-${i}.json`));
+      });
+      if (answered === undefined) throw new Error(`${name} was not answered within 30 s`);
       const sync = logs.find((l) => l.msg === 'partial sync done' && l.changed?.includes(`bench/svc-${i}:http`));
       fromSource.push(answered - t0);
       if (sync) fromSync.push(answered - Date.parse(sync.time));
@@ -194,22 +174,10 @@ async function main(): Promise<void> {
     fromSync.sort((a, b) => a - b);
 
     // 2. dnsperf.
-    await writeFile(join(dir, 'queries.txt'), Array.from({ length: SERVICES }, (_, i) => `svc-${i}.bench.svc.cluster.local A\n`).join(''));
-    /** One dnsperf run: answers per second, completed, lost, the server's CPU time per answer (µs), and the sorted latencies (ms) of the NOERROR answers. */
-    const dnsperf = async (extra: string[]) => {
-      const cpu0 = await cpuMs(drover!.pid!);
-      const perf = await inNetns(client, ['dnsperf', '-s', DNS, '-d', join(dir, 'queries.txt'), '-l', String(SECONDS), '-c', '4', '-q', '200', '-v', ...extra]).done;
-      const cpu = (await cpuMs(drover!.pid!)) - cpu0;
-      return {
-        cpuPerAnswer: (cpu * 1000) / Number(/Queries completed:\s+(\d+)/.exec(perf)?.[1]),
-        qps: Number(/Queries per second:\s+([\d.]+)/.exec(perf)?.[1]),
-        completed: /Queries completed:\s+(\d+)/.exec(perf)?.[1],
-        lost: /Queries lost:\s+(\d+)/.exec(perf)?.[1],
-        latencies: [...perf.matchAll(/^> NOERROR \S+ A ([\d.]+)$/gm)].map((m) => Number(m[1]) * 1000).sort((a, b) => a - b),
-      };
-    };
-    const flat = await dnsperf([]);
-    const paced = await dnsperf(['-Q', values.rate!]);
+    const queries = join(dir, 'queries.txt');
+    await writeFile(queries, Array.from({ length: SERVICES }, (_, i) => `svc-${i}.bench.svc.cluster.local A\n`).join(''));
+    const flat = await dnsperf(client, queries, SECONDS, drover!.pid!);
+    const paced = await dnsperf(client, queries, SECONDS, drover!.pid!, ['-Q', values.rate!]);
     // 3. The same paced load while Services are added.
     let churned: typeof paced | undefined;
     const syncsBefore = logs.length;
@@ -219,31 +187,24 @@ async function main(): Promise<void> {
         const i = next++;
         void writeFile(join(dir, `svc-${i}.json.tmp`), manifest(i)).then(() => rename(join(dir, `svc-${i}.json.tmp`), join(source, `svc-${i}.json`)));
       }, Number(values.churn));
-      churned = await dnsperf(['-Q', values.rate!]).finally(() => clearInterval(adding));
+      churned = await dnsperf(client, queries, SECONDS, drover!.pid!, ['-Q', values.rate!]).finally(() => clearInterval(adding));
     }
     const syncs = logs.slice(syncsBefore).filter((l) => l.msg === 'partial sync done') as Array<{ durationMs?: number }>;
-    const ms = (x: number) => `${x.toFixed(2)} ms`;
     process.stdout.write(
       [
         ...(values['server-only']
-          ? [`the DNS server alone${values.full ? ', without its answer cache' : ''} (${SERVICES} Services, on CPU ${values.cpu})`]
+          ? [`the DNS server alone${values.full ? ', without its answer cache' : ''} (${SERVICES} Services, on CPU ${values.cpu}, clients on CPU ${CLIENT_CPUS})`]
           : [
-              `| measure (${SERVICES} Services, drover on CPU ${values.cpu}) | p50 | p90 | max |`,
+              `| measure (${SERVICES} Services, drover on CPU ${values.cpu}, clients on CPU ${CLIENT_CPUS}) | p50 | p90 | max |`,
               '|---|---|---|---|',
               `| name-update: file renamed → first answer (${fromSource.length} updates) | ${ms(pct(fromSource, 50))} | ${ms(pct(fromSource, 90))} | ${ms(fromSource.at(-1)!)} |`,
               `| name-update: partial sync done (log) → first answer | ${ms(pct(fromSync, 50))} | ${ms(pct(fromSync, 90))} | ${ms(fromSync.at(-1)!)} |`,
             ]),
         '',
-        `| dnsperf, cluster names (A), UDP, ${SECONDS} s, 4 clients, 200 outstanding | answers/s | completed | lost | server CPU per answer | p50 | p99 | p99.9 |`,
-        '|---|---|---|---|---|---|---|---|',
-        ...[
-          ['as fast as it answers', flat],
-          [`paced at ${values.rate} queries/s`, paced],
-          ...(churned ? [[`paced at ${values.rate} queries/s, a Service added every ${values.churn} ms (${syncs.length} partial syncs, the longest ${Math.max(0, ...syncs.map((l) => l.durationMs ?? 0))} ms)`, churned]] : []),
-        ].map(([what, r]) => {
-          const run = r as typeof flat;
-          return `| ${what as string} | ${Math.round(run.qps)} | ${run.completed} | ${run.lost} | ${run.cpuPerAnswer.toFixed(1)} µs | ${ms(pct(run.latencies, 50))} | ${ms(pct(run.latencies, 99))} | ${ms(pct(run.latencies, 99.9))} |`;
-        }),
+        ...dnsperfHeader(`dnsperf, cluster names (A), UDP, ${SECONDS} s, 4 clients, 200 outstanding`),
+        dnsperfRow('as fast as it answers', flat),
+        dnsperfRow(`paced at ${values.rate} queries/s`, paced),
+        ...(churned ? [dnsperfRow(`paced at ${values.rate} queries/s, a Service added every ${values.churn} ms (${syncs.length} partial syncs, the longest ${Math.max(0, ...syncs.map((l) => l.durationMs ?? 0))} ms)`, churned)] : []),
         '',
       ].join('\n'),
     );
@@ -254,4 +215,12 @@ async function main(): Promise<void> {
   }
 }
 
-await main();
+await pinSelf(CLIENT_CPUS);
+if (values.peers) {
+  const servers = values.servers!.split(',');
+  const unknown = servers.filter((s) => !(PEER_SERVERS as readonly string[]).includes(s));
+  if (unknown.length > 0) throw new Error(`--servers ${values.servers}: unknown ${unknown.join(', ')} (use ${PEER_SERVERS.join(', ')})`);
+  process.stdout.write(await runPeers({ servers: servers as PeerServer[], services: SERVICES, updates: UPDATES, seconds: SECONDS, cpu: values.cpu!, clientCpus: CLIENT_CPUS, rate: Number(values.rate), address: DNS, log: (l) => process.stderr.write(`${l}\n`) }));
+} else {
+  await main();
+}
