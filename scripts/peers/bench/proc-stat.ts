@@ -30,16 +30,43 @@ export function parseProcCpu(text: string, ticksPerSecond = 100): ProcCpu {
 }
 
 /**
- * CPU seconds so far of process `pid` and of its live descendants
- * (/proc/PID/task/PID/children, recursively), user + system: a process
- * that keeps helper processes running (drover's nf_tables watcher) with them.
- * A descendant that ends while it is read is left out.
+ * Process `pid` and its live descendants (/proc/PID/task/PID/children,
+ * recursively), `pid` first: a process that keeps helper processes running
+ * (drover's nf_tables watcher) with them. A descendant that ends while it
+ * is read is left out.
+ */
+export async function processTree(pid: number): Promise<number[]> {
+  const { readFile } = await import('node:fs/promises');
+  const children = (await readFile(`/proc/${pid}/task/${pid}/children`, 'utf8').catch(() => '')).trim().split(/\s+/).filter(Boolean);
+  const tree = [pid];
+  for (const child of children) tree.push(...(await processTree(Number(child))));
+  return tree;
+}
+
+/**
+ * CPU seconds of process `pid` and its live descendants ({@link processTree}):
+ * `self`, their own user + system time; `children`, that of the children
+ * they have waited for (iptables-restore, nft).
  * @throws Error when `pid` itself cannot be read.
  */
-export async function processTreeCpu(pid: number): Promise<number> {
+export async function processTreeCpuOf(pid: number): Promise<ProcCpu> {
   const { readFile } = await import('node:fs/promises');
-  let seconds = parseProcCpu(await readFile(`/proc/${pid}/stat`, 'utf8')).self;
-  const children = (await readFile(`/proc/${pid}/task/${pid}/children`, 'utf8').catch(() => '')).trim().split(/\s+/).filter(Boolean);
-  for (const child of children) seconds += await processTreeCpu(Number(child)).catch(() => 0);
-  return seconds;
+  let self = 0;
+  let children = 0;
+  for (const p of await processTree(pid)) {
+    const text = await readFile(`/proc/${p}/stat`, 'utf8').catch((err: unknown) => {
+      if (p === pid) throw err;
+      return undefined;
+    });
+    if (text === undefined) continue;
+    const c = parseProcCpu(text);
+    self += c.self;
+    children += c.children;
+  }
+  return { self, children };
+}
+
+/** {@link processTreeCpuOf}'s user + system time of the processes themselves, s. */
+export async function processTreeCpu(pid: number): Promise<number> {
+  return (await processTreeCpuOf(pid)).self;
 }

@@ -9,7 +9,7 @@ import { createWriteStream, type WriteStream } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { createInterface } from 'node:readline';
 import { parseProcMemory, type ProcMemory } from '../../../src/bench/drover-process.ts';
-import { parseProcCpu, type ProcCpu } from './proc-stat.ts';
+import { processTree, processTreeCpuOf, type ProcCpu } from './proc-stat.ts';
 
 /**
  * `path` (a PATH) without the node_modules/.bin folders that npm and npx
@@ -84,16 +84,33 @@ export class ProxyProcess {
     if (this.exitError) throw this.exitError;
   }
 
-  /** VmRSS and VmHWM now. @throws Error when it has exited. */
+  /**
+   * VmRSS and VmHWM now, summed over the proxy and its live descendants
+   * (drover's nf_tables watcher process): the RSS is the tree's; the peak,
+   * each process's own peak added, is an upper bound on the tree's.
+   * @throws Error when it has exited.
+   */
   async memory(): Promise<ProcMemory> {
     this.assertRunning();
-    return parseProcMemory(await readFile(`/proc/${this.pid}/status`, 'utf8'));
+    let rssKb = 0;
+    let hwmKb = 0;
+    for (const pid of await processTree(this.pid)) {
+      const text = await readFile(`/proc/${pid}/status`, 'utf8').catch((err: unknown) => {
+        if (pid === this.pid) throw err;
+        return undefined;
+      });
+      if (text === undefined) continue;
+      const m = parseProcMemory(text);
+      rssKb += m.rssKb;
+      hwmKb += m.hwmKb;
+    }
+    return { rssKb, hwmKb };
   }
 
-  /** Its CPU seconds so far (its own, and its finished children's). @throws Error when it has exited. */
+  /** CPU seconds so far of the proxy and its live descendants, and of the children they waited for (processTreeCpuOf). @throws Error when it has exited. */
   async cpu(): Promise<ProcCpu> {
     this.assertRunning();
-    return parseProcCpu(await readFile(`/proc/${this.pid}/stat`, 'utf8'));
+    return processTreeCpuOf(this.pid);
   }
 
   /** SIGTERM to its process group, SIGKILL after `graceMs`; resolves once it has exited. Never throws. */
