@@ -36,7 +36,7 @@
  *
  * `--peers`: drover and CoreDNS side by side, each fed by the real API
  * server (scripts/dns-bench/peers.ts, which says what it measures; needs
- * scripts/peers/build.sh and scripts/peers/build-coredns.sh built);
+ * scripts/peers/build.sh and scripts/peers/build.sh --coredns built);
  * `--servers` picks which of them, in that order.
  *
  * Pinning: the server runs on `--cpu` (taskset); dnsperf, the poller and

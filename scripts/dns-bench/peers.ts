@@ -103,7 +103,7 @@ const ZONE = 'cluster.local';
 const DEAD_UPSTREAM = '127.0.0.1:9';
 const IN_FLIGHT = 20;
 const DROVER = fileURLToPath(new URL('../../bin/drover.js', import.meta.url));
-const BUILD_COREDNS = fileURLToPath(new URL('../peers/build-coredns.sh', import.meta.url));
+const BUILD = fileURLToPath(new URL('../peers/build.sh', import.meta.url));
 
 /** Each server's label in the tables (drover's says whether it ran from dist/ or from the sources through tsx). */
 const LABEL: Record<PeerServer, string> = {
@@ -112,9 +112,9 @@ const LABEL: Record<PeerServer, string> = {
   'coredns-cache': 'CoreDNS, `cache 30` caching cluster names',
 };
 
-/** The CoreDNS binary scripts/peers/build-coredns.sh built, or undefined. Builds nothing. */
+/** The CoreDNS binary `scripts/peers/build.sh --coredns` built, or undefined. Builds nothing. */
 function locateCoreDns(): string | undefined {
-  const r = spawnSync('bash', [BUILD_COREDNS, '--locate'], { encoding: 'utf8' });
+  const r = spawnSync('bash', [BUILD, '--coredns', '--locate'], { encoding: 'utf8' });
   return r.status === 0 ? join(r.stdout.trim(), 'coredns') : undefined;
 }
 
@@ -129,7 +129,7 @@ export async function runPeers(opts: PeersOptions): Promise<string> {
   const peers = locatePeers();
   if (!peers) throw new Error('the test API server is not built: run bash scripts/peers/build.sh');
   const coredns = opts.servers.some((s) => s !== 'drover') ? locateCoreDns() : '';
-  if (coredns === undefined) throw new Error('CoreDNS is not built: run bash scripts/peers/build-coredns.sh');
+  if (coredns === undefined) throw new Error('CoreDNS is not built: run bash scripts/peers/build.sh --coredns');
   const work = await mkdtemp(join(tmpdir(), 'drover-dns-peers-'));
   let api: TestApiServer | undefined;
   let bridge: Server | undefined;

@@ -44,21 +44,33 @@ export async function processTree(pid: number): Promise<number[]> {
 }
 
 /**
+ * The text of /proc/P/`file` of each process P of {@link processTree}(`pid`),
+ * in that order; a descendant that ended meanwhile is left out.
+ * @throws Error when `pid`'s own file cannot be read.
+ */
+export async function readTree(pid: number, file: 'stat' | 'status'): Promise<string[]> {
+  const { readFile } = await import('node:fs/promises');
+  const texts: string[] = [];
+  for (const p of await processTree(pid)) {
+    try {
+      texts.push(await readFile(`/proc/${p}/${file}`, 'utf8'));
+    } catch (err) {
+      if (p === pid) throw err;
+    }
+  }
+  return texts;
+}
+
+/**
  * CPU seconds of process `pid` and its live descendants ({@link processTree}):
  * `self`, their own user + system time; `children`, that of the children
  * they have waited for (iptables-restore, nft).
  * @throws Error when `pid` itself cannot be read.
  */
 export async function processTreeCpuOf(pid: number): Promise<ProcCpu> {
-  const { readFile } = await import('node:fs/promises');
   let self = 0;
   let children = 0;
-  for (const p of await processTree(pid)) {
-    const text = await readFile(`/proc/${p}/stat`, 'utf8').catch((err: unknown) => {
-      if (p === pid) throw err;
-      return undefined;
-    });
-    if (text === undefined) continue;
+  for (const text of await readTree(pid, 'stat')) {
     const c = parseProcCpu(text);
     self += c.self;
     children += c.children;

@@ -6,10 +6,9 @@
  */
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { createWriteStream, type WriteStream } from 'node:fs';
-import { readFile } from 'node:fs/promises';
 import { createInterface } from 'node:readline';
 import { parseProcMemory, type ProcMemory } from '../../../src/bench/drover-process.ts';
-import { processTree, processTreeCpuOf, type ProcCpu } from './proc-stat.ts';
+import { processTreeCpuOf, readTree, type ProcCpu } from './proc-stat.ts';
 
 /**
  * `path` (a PATH) without the node_modules/.bin folders that npm and npx
@@ -94,12 +93,7 @@ export class ProxyProcess {
     this.assertRunning();
     let rssKb = 0;
     let hwmKb = 0;
-    for (const pid of await processTree(this.pid)) {
-      const text = await readFile(`/proc/${pid}/status`, 'utf8').catch((err: unknown) => {
-        if (pid === this.pid) throw err;
-        return undefined;
-      });
-      if (text === undefined) continue;
+    for (const text of await readTree(this.pid, 'status')) {
       const m = parseProcMemory(text);
       rssKb += m.rssKb;
       hwmKb += m.hwmKb;

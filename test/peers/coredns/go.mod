@@ -1,6 +1,6 @@
 // CoreDNS, the cluster DNS of kubeadm and most clusters, for the DNS bench
 // beside drover's node DNS (scripts/dns-bench.ts --peers). Built by
-// scripts/peers/build-coredns.sh into a cache outside the repository; not
+// scripts/peers/build.sh --coredns into a cache outside the repository; not
 // built in CI (a bench peer only).
 module drover.test/peers/coredns
 
