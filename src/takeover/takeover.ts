@@ -17,7 +17,7 @@
  */
 import { TakeoverRefusedError } from '../errors.ts';
 import { DEFAULT_DRAIN_MS } from './defaults.ts';
-import { localAddresses } from '../kernel/iptables/live.ts';
+import { localAddressesOnLink } from '../kernel/iptables/live.ts';
 import { DUMMY_INTERFACE } from '../kernel/rtnetlink/link.ts';
 import type { TraceContext } from '../inspect/trace.ts';
 import type { BackendConfig, DrainReport, ModeOptions } from '../modes/driver.ts';
@@ -115,10 +115,11 @@ export function drainText(title: string, r: DrainReport): string {
  * no NodePort there, and the link goes with IPVS mode's state).
  */
 async function nodeIPs(netns: string | undefined): Promise<Record<IPFamily, string[]>> {
-  const services = async (family: IPFamily) => localAddresses(netns, family, DUMMY_INTERFACE).catch(() => new Set<string>());
-  const [bound4, bound6] = await Promise.all([services('IPv4'), services('IPv6')]);
-  const v4 = [...(await localAddresses(netns, 'IPv4'))].filter((a) => !a.startsWith('127.') && !bound4.has(a));
-  const v6 = [...(await localAddresses(netns, 'IPv6').catch(() => new Set<string>()))].filter((a) => !bound6.has(a));
+  // One `ip` per family: its addresses, and those on kube-ipvs0 (none without the link).
+  const none = { all: new Set<string>(), onLink: new Set<string>() };
+  const [four, six] = await Promise.all([localAddressesOnLink(netns, 'IPv4', DUMMY_INTERFACE), localAddressesOnLink(netns, 'IPv6', DUMMY_INTERFACE).catch(() => none)]);
+  const v4 = [...four.all].filter((a) => !a.startsWith('127.') && !four.onLink.has(a));
+  const v6 = [...six.all].filter((a) => !six.onLink.has(a));
   return { IPv4: v4, IPv6: v6 };
 }
 

@@ -26,7 +26,8 @@
  * read-back every `--full-sync-period` (default 1 h, kube-proxy's
  * FullSyncPeriod).
  */
-import { createNetlink, type NetlinkSocket } from 'netlink';
+import type { NetlinkSocket } from 'netlink';
+import { loadNetlink } from '../netlink/load.ts';
 import { NetlinkDecodeError, parseAttrs, attrBe32 } from '../netlink/nlattr.ts';
 
 /** kube-proxy's canary chain name. */
@@ -45,7 +46,7 @@ const NFTA_GEN_ID = 1;
 
 /**
  * Reads the nf_tables generation of the process's network namespace over
- * one nfnetlink socket, opened on first use.
+ * one nfnetlink socket, opened on first use (the `netlink` package too).
  */
 export class NftGeneration {
   private socket: NetlinkSocket | undefined;
@@ -57,6 +58,7 @@ export class NftGeneration {
    * @throws the socket's error (no nf_tables in the kernel), NetlinkDecodeError for a reply without NFTA_GEN_ID.
    */
   async read(): Promise<number> {
+    const { createNetlink } = await loadNetlink();
     this.socket ??= createNetlink(NETLINK_NETFILTER);
     this.socket.unref();
     let msgs;

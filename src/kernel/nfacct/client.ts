@@ -1,7 +1,8 @@
 /**
  * {@link Nfacct} over a NETLINK_NETFILTER socket of this process (the npm
  * package `netlink@0.3.0`'s RawNetlinkSocket, its message framing
- * formatMessage/parseMessages/parseError): it acts on the network
+ * formatMessage/parseMessages/parseError, loaded with the first request):
+ * it acts on the network
  * namespace of this process. For another namespace, see netns.ts.
  *
  * The messages are read here rather than by the package's NetlinkSocket,
@@ -20,7 +21,8 @@
  * process; one exclusive create does not).
  */
 import { constants as osConstants } from 'node:os';
-import { formatMessage, parseError, parseMessages, RawNetlinkSocket, type NetlinkMessage } from 'netlink';
+import type { NetlinkMessage, RawNetlinkSocket } from 'netlink';
+import { loadNetlink, type NetlinkModule } from '../netlink/load.ts';
 import { NfacctError, NfacctNotFoundError } from '../../errors.ts';
 import {
   accountingType,
@@ -112,9 +114,12 @@ export class NetlinkNfacct implements Nfacct {
    * @throws NfacctError with the errno name the kernel answered, or without one for a socket failure or timeout.
    */
   private request(cmd: number, payload: Buffer, flags: number): Promise<Uint8Array[]> {
-    const run = (): Promise<Uint8Array[]> =>
-      new Promise<Uint8Array[]>((resolve, reject) => {
-        const socket = this.open();
+    const run = async (): Promise<Uint8Array[]> => {
+      const nl = await loadNetlink().catch((err: Error) => {
+        throw new NfacctError(`nfacct: cannot open a netfilter netlink socket: ${err.message}`);
+      });
+      return new Promise<Uint8Array[]>((resolve, reject) => {
+        const socket = this.open(nl);
         const seq = (this.seq = (this.seq % 0x7fffffff) + 1);
         const timer = setTimeout(() => {
           this.pending = undefined;
@@ -127,13 +132,14 @@ export class NetlinkNfacct implements Nfacct {
           f();
         };
         this.pending = { seq, messages: [], resolve: (m) => done(() => resolve(m)), reject: (e) => done(() => reject(e)) };
-        const datagram = formatMessage({ type: accountingType(cmd), flags: flags | NLM_F_REQUEST | NLM_F_ACK, seq, port: 0, data: payload });
+        const datagram = nl.formatMessage({ type: accountingType(cmd), flags: flags | NLM_F_REQUEST | NLM_F_ACK, seq, port: 0, data: payload });
         socket.send(datagram, { port: 0 }, (err) => {
           if (err) {
             this.pending?.reject(new NfacctError(`nfacct: send failed: ${err.message}`, err.code));
           }
         });
       });
+    };
     const next = this.queue.then(run, run);
     this.queue = next.catch(() => undefined);
     return next;
@@ -144,16 +150,16 @@ export class NetlinkNfacct implements Nfacct {
    * alive by its timer).
    * @throws NfacctError when the socket cannot be opened.
    */
-  private open(): RawNetlinkSocket {
+  private open(nl: NetlinkModule): RawNetlinkSocket {
     if (this.socket !== undefined) return this.socket;
     let socket: RawNetlinkSocket;
     try {
-      socket = new RawNetlinkSocket(NETLINK_NETFILTER);
+      socket = new nl.RawNetlinkSocket(NETLINK_NETFILTER);
     } catch (err) {
       throw new NfacctError(`nfacct: cannot open a netfilter netlink socket: ${(err as Error).message}`, (err as { code?: string }).code);
     }
     socket.unref();
-    socket.on('message', (datagram: Buffer) => this.receive(datagram));
+    socket.on('message', (datagram: Buffer) => this.receive(nl, datagram));
     socket.on('error', (err: Error) => {
       this.pending?.reject(new NfacctError(`nfacct: socket error: ${err.message}`));
       this.close();
@@ -163,10 +169,10 @@ export class NetlinkNfacct implements Nfacct {
   }
 
   /** Hand the messages of one datagram to the request waiting for them; others (a late answer) are dropped. */
-  private receive(datagram: Buffer): void {
+  private receive(nl: NetlinkModule, datagram: Buffer): void {
     let msgs: NetlinkMessage[];
     try {
-      msgs = parseMessages(datagram);
+      msgs = nl.parseMessages(datagram);
     } catch (err) {
       this.pending?.reject(new NfacctError(`nfacct: malformed answer: ${(err as Error).message}`));
       return;
@@ -175,7 +181,7 @@ export class NetlinkNfacct implements Nfacct {
       const p = this.pending;
       if (p === undefined || m.seq !== p.seq) continue;
       if (m.type === NLMSG_ERROR) {
-        const { errno } = parseError(m.data, m.flags);
+        const { errno } = nl.parseError(m.data, m.flags);
         if (errno === 0) p.resolve(p.messages);
         else p.reject(new NfacctError(`nfacct request refused: ${errnoName(Math.abs(errno))}`, errnoName(Math.abs(errno))));
       } else if (m.type === NLMSG_DONE) {

@@ -62,7 +62,20 @@ export async function readNodePortIPs(
   family: IPFamily = 'IPv4',
   localhost = false,
 ): Promise<NodePortIPs & { readonly local: ReadonlySet<string> }> {
-  const local = await localAddresses(netns, family);
+  return pickNodePortIPs(cidrs, await localAddresses(netns, family), logger, family, localhost);
+}
+
+/**
+ * {@link readNodePortIPs} over `local`, the node's addresses of `family`
+ * already read: the NodePort addresses for `cidrs`, with the same warnings.
+ */
+export function pickNodePortIPs(
+  cidrs: readonly IPPrefix[] | undefined,
+  local: ReadonlySet<string>,
+  logger?: Logger,
+  family: IPFamily = 'IPv4',
+  localhost = false,
+): NodePortIPs & { readonly local: ReadonlySet<string> } {
   const picked = nodePortIPs(cidrs, local, family, localhost);
   const of = family === 'IPv4' ? '' : ` (${family})`;
   if (picked.loopback.length > 0) logger?.warn({ addresses: picked.loopback }, family === 'IPv4' ? '--nodeport-addresses holds loopback addresses; NodePorts are not served on them without --nodeport-localhost' : `--nodeport-addresses holds loopback addresses${of}; NodePorts are not served on them`);
