@@ -227,7 +227,7 @@ async function traffic(input) {
   const udp = input.protocol === 'udp';
   const heldTimeoutMs = input.heldTimeoutMs ?? input.timeoutMs;
   const held = Array.from({ length: input.held }, () => (udp ? openHeldUdp : openHeld)(input.host, input.port, heldTimeoutMs));
-  const fresh = () => (udp ? udpOnce(input.host, input.port, 0, input.timeoutMs) : once(input.host, input.port, input.timeoutMs));
+  const fresh = () => (udp ? udpOnce(input.host, input.port, 0, input.timeoutMs, true) : once(input.host, input.port, input.timeoutMs));
   /** The backend that answered each held connection's first request. */
   const heldOn = new Map();
   const first = await Promise.all(held.map((c) => c.request()));
@@ -271,11 +271,13 @@ async function traffic(input) {
 }
 
 /**
- * `udp`: one datagram from `sourcePort` to `host:port`, and the reply.
- * @param {string} host @param {number} port @param {number} sourcePort @param {number} timeoutMs
+ * `udp`: one datagram from `sourcePort` to `host:port`, and the reply;
+ * with `strict`, a reply from another address or port than `host:port`
+ * (as the socket reports it) fails it with EWRONGSOURCE.
+ * @param {string} host @param {number} port @param {number} sourcePort @param {number} timeoutMs @param {boolean} [strict]
  * @returns {Promise<RequestResult>}
  */
-function udpOnce(host, port, sourcePort, timeoutMs) {
+function udpOnce(host, port, sourcePort, timeoutMs, strict = false) {
   const sock = createSocket({ type: host.includes(':') ? 'udp6' : 'udp4' });
   return new Promise((resolve) => {
     /** @param {RequestResult} r */
@@ -285,7 +287,8 @@ function udpOnce(host, port, sourcePort, timeoutMs) {
       resolve(r);
     };
     const timer = setTimeout(() => done({ ok: false, code: 'ETIMEDOUT' }), timeoutMs);
-    sock.on('message', (msg) => done(parseReply(msg.toString('utf8'))));
+    // strict: a reply from another address or port than host:port (a lost reverse NAT) fails the datagram.
+    sock.on('message', (msg, from) => done(strict && (from.address !== host || from.port !== port) ? { ok: false, code: 'EWRONGSOURCE' } : parseReply(msg.toString('utf8'))));
     sock.on('error', (err) => done({ ok: false, code: errorCode(err) }));
     sock.bind(sourcePort, () => sock.send('q', port, host));
   });

@@ -3,7 +3,7 @@
  * a fake service in this process (no namespace, no root): a long-lived flow
  * answered by another backend than at first counts as lost (EMOVED), and a
  * reply from another source than the service (a lost reverse NAT) does not
- * count as an answer.
+ * count as an answer, to a long-lived flow or to a new datagram.
  */
 import test, { type ExecutionContext } from 'ava';
 import { spawn } from 'node:child_process';
@@ -57,4 +57,21 @@ test('a reply from another source than the service does not answer a long-lived 
   service.on('message', (_m, from) => elsewhere.send(JSON.stringify({ backend: 'b1', client: from.address }), from.port, from.address));
   const { first } = await traffic(service.address().port, 1, 0, 1000);
   t.is(first, 'FAILED ETIMEDOUT');
+});
+
+test('a new datagram answered from another source than the service fails with EWRONGSOURCE', async (t) => {
+  const service = await udp(t);
+  const elsewhere = await udp(t);
+  const held = new Set<number>();
+  service.on('message', (_m, from) => {
+    // The first source port is the long-lived flow's (its first request comes before READY): answered by the service itself; every new datagram's from elsewhere.
+    if (held.size === 0) held.add(from.port);
+    const reply = JSON.stringify({ backend: 'b1', client: from.address });
+    (held.has(from.port) ? service : elsewhere).send(reply, from.port, from.address);
+  });
+  const { first, summary } = await traffic(service.address().port, 1, 300, 10_000);
+  t.is(first, 'READY');
+  t.is(summary!.lost, 0);
+  t.true(summary!.attempted > 0);
+  t.deepEqual(summary!.errors, { EWRONGSOURCE: summary!.attempted });
 });
