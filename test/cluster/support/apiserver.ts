@@ -30,6 +30,17 @@ export interface ApiServerState {
   readonly pid: number;
 }
 
+/**
+ * kube-apiserver flags every test server gets, before the test's own. On
+ * SIGTERM kube-apiserver waits for its open requests before it exits, and a
+ * watch (drover's) stays open until the HTTP server's shutdown timeout, the
+ * request timeout (60 s): a stop then took 60 s, and a test with a restart
+ * a minute more. With a watch termination grace period, it ends the watches
+ * itself, as on a node that drains kube-apiserver, and exits in about a
+ * second.
+ */
+const SHUTDOWN_ARGS = ['--shutdown-watch-termination-grace-period=2s'];
+
 /** Options of {@link TestApiServer.start}. */
 export interface TestApiServerOptions {
   /** --service-cluster-ip-range; two CIDRs (IPv4,IPv6) for dual-stack [10.96.0.0/16]. */
@@ -107,7 +118,7 @@ export class TestApiServer {
   private async launch(): Promise<void> {
     const args = ['--state-dir', this.stateDir];
     if (this.opts.serviceClusterIPRange) args.push('--service-cluster-ip-range', this.opts.serviceClusterIPRange);
-    if (this.opts.apiserverArgs?.length) args.push('--', ...this.opts.apiserverArgs);
+    args.push('--', ...SHUTDOWN_ARGS, ...(this.opts.apiserverArgs ?? []));
     const log = createWriteStream(this.logFile, { flags: 'a' });
     const child = spawn(this.binary, args, { stdio: ['ignore', 'pipe', 'pipe'] });
     this.child = child;
