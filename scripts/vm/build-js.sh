@@ -7,10 +7,10 @@
 #   scripts/vm/build-js.sh OUT_DIR
 #
 # OUT_DIR (created, must not exist yet) gets:
-#   src/, test/vm/, test/support/   compiled by tsc (scripts/vm/tsconfig.guest.json:
-#                                   no type check, relative .ts imports rewritten to .js),
-#                                   plus the files tsc does not emit (.mjs helpers,
-#                                   test fixtures)
+#   src/, test/vm/, test/support/   transpiled by scripts/transpile.mjs (no type
+#                                   check, relative .ts imports rewritten to .js),
+#                                   plus the files it does not transpile (.mjs
+#                                   helpers, test fixtures)
 #   dist -> src                     so bin/drover.js and the bench pick the compiled CLI
 #   bin/, rules/                    copied
 #   package.json                    the repository's, with an ava configuration for .js files
@@ -21,8 +21,8 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 OUT="${1:?usage: build-js.sh OUT_DIR}"
 [ ! -e "$OUT" ] || vm_die "build-js.sh: $OUT already exists"
-bash "$REPO_ROOT/scripts/build-js.sh" "$VM_SCRIPTS/tsconfig.guest.json" "$OUT" src test/vm test/support test/fixtures \
-  || vm_die "build-js.sh: tsc could not compile the sources"
+bash "$REPO_ROOT/scripts/build-js.sh" "$OUT" src test/vm test/support test/fixtures \
+  || vm_die "build-js.sh: the sources could not be transpiled"
 cp -r "$REPO_ROOT/rules" "$OUT/"
 node -e '
   const fs = require("node:fs");
