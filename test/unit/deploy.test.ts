@@ -49,7 +49,7 @@ test('the binding gives the role to the service account the DaemonSet runs as', 
   t.is(ds.metadata.namespace, sa.metadata.namespace);
 });
 
-test('the DaemonSet runs on the host network, privileged, with the xtables lock and the kernel modules, and a command drover takes', async (t) => {
+test('the DaemonSet runs on the host network, privileged, with the xtables lock and the kernel modules, and a command drover takes, with --takeover', async (t) => {
   const ds = find('DaemonSet') as Obj & { spec: { template: { spec: Record<string, any> } } };
   const pod = ds.spec.template.spec;
   t.true(pod.hostNetwork);
@@ -63,7 +63,7 @@ test('the DaemonSet runs on the host network, privileged, with the xtables lock 
   t.is(c.readinessProbe.httpGet.path, '/healthz');
   const [, ...args] = (c.command as string[]).map((a) => a.replace('$(NODE_NAME)', 'node-a'));
   const opts = await parsed(args);
-  t.like(opts, { source: 'kubernetes', config: '/etc/drover/config.yaml', hostnameOverride: 'node-a', stateDir: '/var/lib/drover' });
+  t.like(opts, { source: 'kubernetes', config: '/etc/drover/config.yaml', hostnameOverride: 'node-a', stateDir: '/var/lib/drover', takeover: true });
   const config = find('ConfigMap', 'drover') as Obj & { data: Record<string, string> };
   t.true(config.data['config.yaml']!.includes('kind: KubeProxyConfiguration'));
 });
