@@ -100,12 +100,12 @@ export function countsText(counts: ObjectCounts): string {
 
 /**
  * The line of an old mode's wait for its own connections: "IPVS mode's 8
- * active connections ended in 2100 ms", or how many are cut. Pure.
+ * established connections ended in 2100 ms", or how many are cut. Pure.
  */
 export function drainText(title: string, r: DrainReport): string {
-  if (r.connections === 0) return `${title} mode carried no active connection of its own\n`;
-  if (r.left === 0) return `${title} mode's ${r.connections} active connections ended in ${r.ms} ms\n`;
-  return `${title} mode still counted ${r.left} active connections after ${r.ms} ms, the bound (${r.connections} when the wait began): removing its state cuts those still open\n`;
+  if (r.connections === 0) return `${title} mode held no established connection of its own\n`;
+  if (r.left === 0) return `${title} mode's ${r.connections} established connections ended in ${r.ms} ms\n`;
+  return `${title} mode still held ${r.left} established connections after ${r.ms} ms, the bound (${r.connections} when the wait began): removing its state cuts those still open\n`;
 }
 
 /**

@@ -10,7 +10,8 @@
  */
 import test from 'ava';
 import { FakeIpvs } from '../../src/kernel/ipvs/fake.ts';
-import { activeConnections, layoutServers, waitForDrain } from '../../src/modes/ipvs/handover.ts';
+import { activeConnections, establishedOn, layoutServers, waitForDrain } from '../../src/modes/ipvs/handover.ts';
+import { parseIpvsConnections } from '../../src/kernel/ipvs/conn-table.ts';
 import { modeDriver } from '../../src/modes/registry.ts';
 import { formatPlan, formatSurvey, planTakeover } from '../../src/takeover/plan.ts';
 import type { NodeSurvey } from '../../src/takeover/survey.ts';
@@ -113,14 +114,50 @@ test("the layout's virtual servers and their active connections; one outside the
     return activeConnections((await layoutServers(ipvs, scope)).layout);
   }, 30_000, 250, fake);
   t.deepEqual(report, { connections: 6, left: 0, ms: 500 });
-  t.is(drainText('IPVS', report), "IPVS mode's 6 active connections ended in 500 ms\n");
+  t.is(drainText('IPVS', report), "IPVS mode's 6 established connections ended in 500 ms\n");
 });
 
 test('the drain ends at its bound with the connections still open, and says it cuts them', async (t) => {
   let clock = 0;
   const report = await waitForDrain(async () => 2, 1000, 300, { now: () => clock, sleep: async (ms) => void (clock += ms) });
   t.deepEqual(report, { connections: 2, left: 2, ms: 1000 });
-  t.is(drainText('IPVS', report), 'IPVS mode still counted 2 active connections after 1000 ms, the bound (2 when the wait began): removing its state cuts those still open\n');
+  t.is(drainText('IPVS', report), 'IPVS mode still held 2 established connections after 1000 ms, the bound (2 when the wait began): removing its state cuts those still open\n');
   t.deepEqual(await waitForDrain(async () => 0, 1000, 300, { now: () => clock, sleep: async () => t.fail('no wait when nothing is open') }), { connections: 0, left: 0, ms: 0 });
-  t.is(drainText('IPVS', { connections: 0, left: 0, ms: 0 }), 'IPVS mode carried no active connection of its own\n');
+  t.is(drainText('IPVS', { connections: 0, left: 0, ms: 0 }), 'IPVS mode held no established connection of its own\n');
+});
+
+test("IPVS's connection table read as the kernel prints it; the drain counts its ESTABLISHED entries of the layout only, not SYN_SENT", async (t) => {
+  // ip_vs_conn_seq_show: addresses in hex (IPv4) or %pI6, ports in hex.
+  const table = [
+    'Pro FromIP   FPrt ToIP     TPrt DestIP   DPrt State       Expires PEName PEData',
+    'TCP C0A86402 9D4C 0A60000A 0050 0AF40102 1F90 ESTABLISHED      899',
+    'TCP C0A86402 E3DC 0A60000A 0050 0AF40102 1F90 SYN_SENT         113',
+    'TCP C0A86402 B94A C0A86401 7560 0AF40102 1F90 ESTABLISHED      899',
+    'TCP C0A86402 B94C C0A83201 0050 0AF40102 1F90 ESTABLISHED      899',
+    'TCP C0A86402 8A22 0A60000A 0050 0AF40102 1F90 TIME_WAIT        119',
+    'UDP C0A86402 D431 0A60000A 0035 0AF40102 0035 UDP              299',
+    'TCP fd00:0100:0000:0000:0000:0000:0000:0002 9D4E fd00:0010:0096:0000:0000:0000:0000:000a 0050 fd00:0244:0000:0000:0000:0000:0000:0002 1F90 ESTABLISHED      899',
+    'not a line of the table',
+    '',
+  ].join('\n');
+  const conns = parseIpvsConnections(table);
+  t.deepEqual(conns.map((c) => `${c.protocol} ${c.virtualAddress} ${c.virtualPort} ${c.state}`), [
+    'TCP 10.96.0.10 80 ESTABLISHED',
+    'TCP 10.96.0.10 80 SYN_SENT',
+    'TCP 192.168.100.1 30048 ESTABLISHED',
+    'TCP 192.168.50.1 80 ESTABLISHED',
+    'TCP 10.96.0.10 80 TIME_WAIT',
+    'UDP 10.96.0.10 53 UDP',
+    'TCP fd00:10:96::a 80 ESTABLISHED',
+  ]);
+  const ipvs = new FakeIpvs();
+  for (const vs of [
+    { protocol: 'TCP' as const, address: '10.96.0.10', port: 80, scheduler: 'rr' },
+    { protocol: 'TCP' as const, address: '192.168.100.1', port: 30048, scheduler: 'rr' },
+    { protocol: 'TCP' as const, address: 'fd00:10:96::a', port: 80, scheduler: 'rr' },
+    { protocol: 'TCP' as const, address: '192.168.50.1', port: 80, scheduler: 'rr' },
+  ]) await ipvs.newService(vs);
+  const scope = { serviceCIDR: '10.96.0.0/12', bound: new Set(['10.96.0.10', 'fd00:10:96::a']), host: new Set(['192.168.100.1']) };
+  const { layout } = await layoutServers(ipvs, scope);
+  t.is(establishedOn(conns, layout), 3, "the ClusterIP's, the NodePort's and the IPv6 one; not SYN_SENT, TIME_WAIT, or the other program's virtual server");
 });

@@ -16,6 +16,8 @@
  * Everything runs in this process's network namespace (wiring.ts).
  */
 import { IpvsClient, IpvsUnavailableError } from '../../kernel/ipvs/client.ts';
+import { readIpvsConnections, type IpvsConnection } from '../../kernel/ipvs/conn-table.ts';
+import { virtualServerKey } from '../../kernel/ipvs/keys.ts';
 import { DUMMY_INTERFACE, RtnlLinkManager } from '../../kernel/rtnetlink/link.ts';
 import { joinHostPort } from '../../model/addr.ts';
 import { DEFAULT_SERVICE_CIDR } from '../../model/allocate.ts';
@@ -138,14 +140,33 @@ export async function surveyVirtualServers(opts: ModeOptions, render: BackendCon
 }
 
 /**
- * IPVS mode's drain (driver.ts ModeDriver.drain): wait until the layout's
- * virtual servers carry no active connection, at most `boundMs`. Closing
- * connections (IPVS's inactive ones: FIN_WAIT, TIME_WAIT…) are not waited
- * for.
- * @throws Error when IPVS or kube-ipvs0 cannot be read.
+ * The entries of IPVS's connection table in state ESTABLISHED whose virtual
+ * address, port and protocol are one of `servers`'. Pure.
+ *
+ * Not IPVS's ActiveConn counter: it also counts SYN_SENT, and while
+ * another mode serves beside IPVS, IPVS's reply hook in FORWARD
+ * (ip_vs_reply4, ip_vs_out_hook) looks a packet up by real server and
+ * client address and port only. The SYN-ACK of a new connection that the
+ * other mode sent to the same real server from a client port an old IPVS
+ * connection used moves that old entry (TIME_WAIT, CLOSE) to SYN_SENT, where
+ * it counts as active for IPVS's SYN_SENT timeout (2 minutes) though no
+ * packet of the client reaches IPVS for it.
+ */
+export function establishedOn(connections: readonly IpvsConnection[], servers: readonly KernelVirtualServer[]): number {
+  const keys = new Set(servers.map((vs) => virtualServerKey(vs.entry)));
+  return connections.filter((c) => c.state === 'ESTABLISHED' && keys.has(virtualServerKey({ protocol: c.protocol, address: c.virtualAddress, port: c.virtualPort }))).length;
+}
+
+/**
+ * IPVS mode's drain (driver.ts ModeDriver.drain): wait until no connection
+ * of the layout's virtual servers is ESTABLISHED in IPVS's connection table
+ * ({@link establishedOn}), at most `boundMs`. Closing connections
+ * (FIN_WAIT, TIME_WAIT…) are not waited for.
+ * @throws Error when IPVS, kube-ipvs0 or the connection table cannot be read.
  */
 export async function drainIpvs(config: BackendConfig, boundMs: number): Promise<DrainReport> {
   const scope = await liveScope(config.render);
-  const report = await withIpvs((kernel) => waitForDrain(async () => activeConnections((await layoutServers(kernel, scope)).layout), boundMs));
-  return report ?? { connections: 0, left: 0, ms: 0 };
+  const servers = await withIpvs((kernel) => layoutServers(kernel, scope));
+  if (servers === undefined || servers.layout.length === 0) return { connections: 0, left: 0, ms: 0 };
+  return waitForDrain(async () => establishedOn(await readIpvsConnections(), servers.layout), boundMs);
 }
