@@ -7,11 +7,11 @@
  * connections to a ClusterIP and 4 to a NodePort, each making a request
  * every 50 ms, and opens a new connection every 50 ms to each from two
  * streams. The long-lived connections live in IPVS's own connection table,
- * so the takeover keeps the virtual servers for them, at most
- * `--drain-timeout` (short here: IPVS's active counter may not drop to 0,
- * and the wait then runs to its bound). Once it has checked every frontend,
- * the long-lived connections go on through IPVS until its counters move,
- * then the client closes them, well within the bound; one stream of new
+ * so the takeover keeps the virtual servers for them until none is
+ * ESTABLISHED in IPVS's connection table, at most `--drain-timeout`. Once it
+ * has checked every frontend, the long-lived connections go on through IPVS
+ * until its counters move, then the client closes them, well within the
+ * bound, and the drain ends there; one stream of new
  * connections goes on until after the takeover. No new connection may
  * fail, no long-lived one may break; afterwards only nftables mode's state
  * is left (read back: no IPVS chain, set, link or virtual server of the
@@ -44,11 +44,14 @@ const FOREIGN = '192.168.50.1:80';
  */
 const TRAFFIC = { intervalMs: 50, timeoutMs: 5000, heldTimeoutMs: 30_000 };
 /**
- * The drain's bound: the client closes its long-lived connections within
- * it (two ipvsadm reads after the check, no process started), and the
- * takeover waits no longer than this for IPVS's count.
+ * The drain's bound, which the client's closing of its long-lived
+ * connections must beat (two ipvsadm reads after the check, then the
+ * traffic helper's last round): a bound passed first cuts them, and one
+ * still waiting for an answer counts as lost. Long, since a request in the
+ * guest has gone unanswered for 10 s beside a full sync; the drain ends
+ * when the connections do.
  */
-const DRAIN = '15s';
+const DRAIN = '120s';
 
 /** What the node holds of each mode, read back from the kernel. */
 async function holds(netns: string): Promise<{ ipvsChains: string[]; ipvsSets: string[]; link: boolean; virtualServers: string[]; nftables: boolean }> {
