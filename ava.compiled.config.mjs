@@ -14,6 +14,7 @@ const FIRST = [
   'kernel/faults-api',
   'cluster/kubernetes-source',
   'cluster/peer-bench',
+  'cluster/way-back',
   'kernel/takeover',
   'kernel/nftables',
   'kernel/bench',
