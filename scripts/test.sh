@@ -27,6 +27,8 @@ mkdir -p "$(dirname "$TREE")"
 (cd "$ROOT" && exec node_modules/.bin/tsc -p tsconfig.json --noEmit) >"$TREE.typecheck" 2>&1 &
 typecheck=$!
 trap 'kill "$typecheck" 2>/dev/null || true' EXIT
+# Interrupted: stop the type check too (a background job of a script ignores SIGINT), rather than wait for it.
+trap 'kill "$typecheck" 2>/dev/null; exit 130' INT TERM
 # Copies, not links: a test may copy a folder (examples/) or start a script
 # that finds its neighbours by its own path. bin/ is the build's.
 mapfile -t top < <(git -C "$ROOT" ls-files --cached --others --exclude-standard | cut -d/ -f1 | sort -u | grep -vx bin)
@@ -47,5 +49,5 @@ else
   echo "test.sh: the type check failed (tsc -p tsconfig.json --noEmit, above)" >&2
   [ "$code" -ne 0 ] || code=1
 fi
-trap - EXIT
+trap - EXIT INT TERM
 exit "$code"

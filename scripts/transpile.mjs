@@ -14,6 +14,7 @@
 // errors otherwise. Takes about a second for the whole checkout, where tsc
 // takes 15-20 s to emit the same files.
 import { build } from 'esbuild';
+import { realpathSync } from 'node:fs';
 import { mkdir, readdir, stat, writeFile } from 'node:fs/promises';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -24,9 +25,14 @@ const ROOT = resolve(fileURLToPath(new URL('..', import.meta.url)));
  * The module specifiers of relative imports, as esbuild prints them (double
  * quotes): `from "./a.ts"`, `import "./a.ts"`, `import("./a.ts")`. Only
  * these are rewritten, as tsc rewrites only import and export declarations
- * and import() calls with a literal specifier.
+ * and import() calls with a literal specifier; not a method named `from` or
+ * `import` (`Array.from("./a.ts")`). Two limits, where tsc differs: text
+ * inside a string or template that reads as such an import is rewritten
+ * too, and an import() of a computed specifier is left as it is (tsc adds a
+ * helper that rewrites it at run time). The sources have neither
+ * (test/unit/transpile.test.ts builds its examples at run time).
  */
-const RELATIVE_TS_IMPORT = /(\b(?:from|import)\s*\(?\s*)"(\.\.?\/[^"\n]*?)\.([cm]?)ts"/g;
+const RELATIVE_TS_IMPORT = /((?<![.\w$])(?:from|import)\s*\(?\s*)"(\.\.?\/[^"\n]*?)\.([cm]?)ts"/g;
 
 /** `code` with each relative import of a .ts/.mts/.cts file pointed at its .js/.mjs/.cjs. Pure. */
 export function rewriteImports(code) {
@@ -65,7 +71,7 @@ async function main() {
   await Promise.all(result.outputFiles.map((f) => writeFile(f.path, rewriteImports(f.text))));
 }
 
-if (process.argv[1] !== undefined && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+if (process.argv[1] !== undefined && realpathSync(resolve(process.argv[1])) === realpathSync(fileURLToPath(import.meta.url))) {
   main().catch((err) => {
     process.stderr.write(`transpile.mjs: ${err instanceof Error ? err.message : String(err)}\n`);
     process.exit(1);

@@ -7,7 +7,9 @@
  * kube-proxy in iptables mode alone, for the reference: its rules read
  * back once they have settled, with traffic through them. On the next
  * two, drover in iptables mode, then in nftables mode: one full sync,
- * `drover cleanup`, then kube-proxy: its rules must equal the reference,
+ * `drover cleanup`, which must leave the node as it found it (but for the
+ * empty built-in chains iptables-nft keeps), then kube-proxy: its rules
+ * must equal the reference,
  * traffic must reach both endpoints through them, and no table of
  * drover's is left.
  */
@@ -71,6 +73,15 @@ if (gate.reason !== undefined) {
       const tables = (await run(NFT, ['list', 'tables'], { netns: topo.node })).stdout.split('\n').filter((l) => l !== '').sort();
       return `${await save('iptables-nft-save')}${await save('ip6tables-nft-save')}${tables.join('\n')}\n`;
     };
+    /**
+     * `state` without what iptables-nft creates with a table's first rule and leaves once the rules are gone:
+     * the table's header and COMMIT, its built-in chains with policy ACCEPT, the nftables table of that name.
+     */
+    const beyondBuiltins = (text: string): string =>
+      text
+        .split('\n')
+        .filter((l) => l !== '' && !/^(?:\*[a-z]+|COMMIT|:(?:PREROUTING|INPUT|FORWARD|OUTPUT|POSTROUTING) ACCEPT \[\]|table ip6? (?:filter|mangle|nat|raw))$/.test(l))
+        .join('\n');
     /** Start kube-proxy on `topo`, wait until it serves the Service and its rules have settled (two reads a second apart alike), stop it: those rules. */
     const kubeProxy = async (topo: Topology, label: string): Promise<string> => {
       const proxy = await ProxyProcess.start(topo.node, [peers.kubeProxy, '--config', config], join(w.dir, `kube-proxy-${label.replace(/\W+/g, '-')}.log`));
@@ -97,11 +108,13 @@ if (gate.reason !== undefined) {
     for (const mode of ['iptables', 'nftables'] as const) {
       const topo = await freshNode();
       const flags = ['--source', 'kubernetes', '--kubeconfig', w.api.state.kubeconfig, '--hostname-override', NODE, '--netns', topo.node, '--iptables-backend', 'nft', '--cluster-cidr', '10.244.0.0/16', '--service-cidr', '10.96.0.0/16', '--state-dir', join(w.dir, `state-${mode}`)];
+      const untouched = await state(topo);
       const synced = await drover(['sync', '--once', '--mode', mode, ...flags]);
       t.is(synced.code, 0, synced.stderr);
       t.is(await reached(topo, WEB, 80), 'b1,b2', `drover in ${mode} mode serves the Service`);
       const cleaned = await drover(['cleanup', '--mode', mode, '--netns', topo.node, '--iptables-backend', 'nft']);
       t.is(cleaned.code, 0, cleaned.stderr);
+      t.is(beyondBuiltins(await state(topo)), beyondBuiltins(untouched), `drover cleanup leaves the node as drover's ${mode} mode found it, but for empty built-in chains`);
       const after = await kubeProxy(topo, `after drover's ${mode} mode`);
       t.is(after, reference, `after drover's ${mode} mode and its cleanup, kube-proxy's rules are those of a fresh node`);
       t.false(/\bdrover\b/.test(after), 'no table of drover is left');

@@ -143,7 +143,9 @@ export async function surveyVirtualServers(opts: ModeOptions, render: BackendCon
  * The entries of IPVS's connection table in state ESTABLISHED whose virtual
  * address, port and protocol are one of `servers`'. Pure.
  *
- * Not IPVS's ActiveConn counter: it also counts SYN_SENT, and while
+ * Not IPVS's ActiveConn counter: it also counts SYN_SENT and SYN_RECV
+ * (tcp_state_active_table in ip_vs_proto_tcp.c, since Linux 4.8: "ipvs:
+ * count pre-established TCP states as active"), and while
  * another mode serves beside IPVS, IPVS's reply hook in FORWARD
  * (ip_vs_reply4, ip_vs_out_hook) looks a packet up by real server and
  * client address and port only. The SYN-ACK of a new connection that the
@@ -160,13 +162,15 @@ export function establishedOn(connections: readonly IpvsConnection[], servers: r
 /**
  * IPVS mode's drain (driver.ts ModeDriver.drain): wait until no connection
  * of the layout's virtual servers is ESTABLISHED in IPVS's connection table
- * ({@link establishedOn}), at most `boundMs`. Closing connections
- * (FIN_WAIT, TIME_WAIT…) are not waited for.
+ * ({@link establishedOn}), at most `boundMs`, reading the table once a
+ * second (each read walks IPVS's whole table). Closing connections
+ * (FIN_WAIT, TIME_WAIT, and CLOSE_WAIT, half-closed, which may still carry
+ * data one way) and UDP flows are not waited for.
  * @throws Error when IPVS, kube-ipvs0 or the connection table cannot be read.
  */
 export async function drainIpvs(config: BackendConfig, boundMs: number): Promise<DrainReport> {
   const scope = await liveScope(config.render);
   const servers = await withIpvs((kernel) => layoutServers(kernel, scope));
   if (servers === undefined || servers.layout.length === 0) return { connections: 0, left: 0, ms: 0 };
-  return waitForDrain(async () => establishedOn(await readIpvsConnections(), servers.layout), boundMs);
+  return waitForDrain(async () => establishedOn(await readIpvsConnections(), servers.layout), boundMs, 1000);
 }
