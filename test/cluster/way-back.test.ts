@@ -21,12 +21,11 @@ import { NFT } from '../../src/modes/nftables/exec.ts';
 import { serveApiSocket, startForwarder } from '../../scripts/peers/bench/api-bridge.ts';
 import { kubeProxyConfig } from '../../scripts/peers/bench/kube-proxy-config.ts';
 import { ProxyProcess } from '../../scripts/peers/bench/processes.ts';
-import { probe } from '../../src/testbed/probe.ts';
 import { createTopology, type Topology } from '../../src/testbed/topology.ts';
 import { drover } from '../support/faults.ts';
 import { until } from '../support/wait.ts';
 import { clusterTestsGate, TIMEOUT_MS } from './support/peers.ts';
-import { clusterWorld, NODE } from './support/world.ts';
+import { clusterWorld, eventuallyOn, NODE, reachedOn } from './support/world.ts';
 
 const gate = await clusterTestsGate();
 const WEB = '10.96.30.30';
@@ -61,12 +60,7 @@ if (gate.reason !== undefined) {
       t.teardown(() => void forwarder.kill());
       return topo;
     };
-    const reached = async (topo: Topology, host: string, port: number) => {
-      const r = await probe(topo, { from: topo.client('outside').netns, host, port, count: 20, timeoutMs: 1000 });
-      return [...Object.keys(r.counts), ...Object.keys(r.errors).map((e) => `!${e}`)].sort().join(',');
-    };
-    const serves = (topo: Topology, what: string, host: string, port: number) =>
-      until(`${what}: ${host}:${port} reaching b1,b2`, async () => (await reached(topo, host, port)) === 'b1,b2', 120_000, 250);
+    const serves = (topo: Topology, what: string, host: string, port: number) => eventuallyOn(topo, what, host, port, 'b1,b2', 120_000);
     /** The node's iptables rules of both families without counters, and its nftables tables, sorted (their order is the order they were created in). */
     const state = async (topo: Topology): Promise<string> => {
       const save = async (cmd: string) => (await run(cmd, [], { netns: topo.node })).stdout.replace(/^#.*\n/gm, '').replace(/\[\d+:\d+\]/g, '[]');
@@ -111,7 +105,7 @@ if (gate.reason !== undefined) {
       const untouched = await state(topo);
       const synced = await drover(['sync', '--once', '--mode', mode, ...flags]);
       t.is(synced.code, 0, synced.stderr);
-      t.is(await reached(topo, WEB, 80), 'b1,b2', `drover in ${mode} mode serves the Service`);
+      t.is(await reachedOn(topo, WEB, 80), 'b1,b2', `drover in ${mode} mode serves the Service`);
       const cleaned = await drover(['cleanup', '--mode', mode, '--netns', topo.node, '--iptables-backend', 'nft']);
       t.is(cleaned.code, 0, cleaned.stderr);
       t.is(beyondBuiltins(await state(topo)), beyondBuiltins(untouched), `drover cleanup leaves the node as drover's ${mode} mode found it, but for empty built-in chains`);

@@ -77,12 +77,20 @@ export async function clusterWorld(peers: Peers, opts: TestApiServerOptions & { 
   }
 }
 
+/** {@link ClusterWorld.reached} on `topo`, a node with a client named `outside`. */
+export async function reachedOn(topo: Topology, host: string, port: number): Promise<string> {
+  const r = await probe(topo, { from: topo.client('outside').netns, host, port, count: 20, timeoutMs: 1000 });
+  return [...Object.keys(r.counts), ...Object.keys(r.errors).map((e) => `!${e}`)].sort().join(',');
+}
+
+/** {@link ClusterWorld.eventually} on `topo`, as {@link reachedOn}. */
+export function eventuallyOn(topo: Topology, what: string, host: string, port: number, want: string, timeoutMs = 60_000): Promise<void> {
+  return until(`${what}: ${host}:${port} reaching ${want}`, async () => (await reachedOn(topo, host, port)) === want, timeoutMs, 250);
+}
+
 function world(api: TestApiServer, topo: Topology, dir: string, kubeconfig: string, destroy: () => Promise<void>): ClusterWorld {
   const uids = new Map<string, string>();
-  const reached = async (host: string, port: number): Promise<string> => {
-    const r = await probe(topo, { from: topo.client('outside').netns, host, port, count: 20, timeoutMs: 1000 });
-    return [...Object.keys(r.counts), ...Object.keys(r.errors).map((e) => `!${e}`)].sort().join(',');
-  };
+  const reached = (host: string, port: number): Promise<string> => reachedOn(topo, host, port);
   return {
     api,
     topo,
@@ -103,8 +111,7 @@ function world(api: TestApiServer, topo: Topology, dir: string, kubeconfig: stri
       return writeEndpointSlice(api, endpointSliceObject(NS, name, { name: svc, uid, headless }, addressType, endpoints));
     },
     reached,
-    eventually: (what, host, port, want, timeoutMs = 60_000) =>
-      until(`${what}: ${host}:${port} reaching ${want}`, async () => (await reached(host, port)) === want, timeoutMs, 250),
+    eventually: (what, host, port, want, timeoutMs) => eventuallyOn(topo, what, host, port, want, timeoutMs),
     sourceFlags: (config = kubeconfig) => [
       '--source', 'kubernetes', '--kubeconfig', config, '--hostname-override', NODE, '--netns', topo.node, '--iptables-backend', 'nft',
       '--cluster-cidr', '10.244.0.0/16,fd00:244::/48', '--service-cidr', '10.96.0.0/16', '--state-dir', join(dir, 'state'),
